@@ -1,0 +1,3 @@
+//! The `sparsetir` command-line tool: fmt, check, run.
+
+fn main() {}

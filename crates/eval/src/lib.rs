@@ -1,0 +1,1 @@
+//! Stage-I reference evaluator: runs sparse iterations directly in coordinate space.

@@ -1,0 +1,53 @@
+//! Attribute dictionaries (`T.func_attr`, `T.block_attr`, `T.sp.iteration_attr`, loop
+//! annotations): ordered string keys with literal values.
+
+/// An attribute value: a Python literal.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttrValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    List(Vec<AttrValue>),
+    Dict(Attrs),
+}
+
+/// An ordered dictionary of attributes; keys are unique.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Attrs(pub Vec<(String, AttrValue)>);
+
+impl Attrs {
+    pub fn new() -> Self {
+        Attrs(Vec::new())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn get(&self, key: &str) -> Option<&AttrValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+    /// Sets `key`, replacing an existing value in place or appending.
+    pub fn set(&mut self, key: impl Into<String>, value: AttrValue) {
+        let key = key.into();
+        if let Some(slot) = self.0.iter_mut().find(|(k, _)| *k == key) {
+            slot.1 = value;
+        } else {
+            self.0.push((key, value));
+        }
+    }
+    pub fn remove(&mut self, key: &str) -> Option<AttrValue> {
+        let i = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.remove(i).1)
+    }
+    /// The value as an integer (`True`/`False` count as 1/0).
+    pub fn get_int(&self, key: &str) -> Option<i64> {
+        match self.get(key)? {
+            AttrValue::Int(v) => Some(*v),
+            AttrValue::Bool(b) => Some(*b as i64),
+            _ => None,
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &AttrValue)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}

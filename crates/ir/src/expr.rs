@@ -1,0 +1,300 @@
+//! Expressions: constants, variables, arithmetic, comparisons, logic, select, casts, buffer loads,
+//! intrinsic calls and `let`. Expressions are trees; variables and buffers are handles into the
+//! enclosing function's arenas.
+
+use crate::arena::Handle;
+use crate::buffer::Buffer;
+use crate::dtype::DType;
+use crate::func::PrimFunc;
+
+/// A variable: a function parameter, loop variable, block iterator, sparse-iteration iterator or
+/// `let` binding. Declared once in [`PrimFunc::vars`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Var {
+    pub name: String,
+    pub dtype: DType,
+}
+
+pub type VarId = Handle<Var>;
+pub type BufferId = Handle<Buffer>;
+
+/// Binary operators. `Div` truncates for integers; `FloorDiv`/`FloorMod` are Python's `//` and `%`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    FloorMod,
+    Min,
+    Max,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    /// Comparisons and logic produce `bool`.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+    }
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or)
+    }
+    /// The Python-style infix symbol, where the operator has one (`min`/`max` do not).
+    pub fn symbol(self) -> Option<&'static str> {
+        Some(match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::FloorDiv => "//",
+            BinOp::FloorMod => "%",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Min | BinOp::Max => return None,
+        })
+    }
+}
+
+/// Unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+/// Intrinsic functions callable as `T.<name>(...)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Intrinsic {
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    Abs,
+    Pow,
+    Floor,
+    Ceil,
+    Round,
+    Sin,
+    Cos,
+    Erf,
+    /// `T.min_value("float32")`: the lowest finite value of the call's dtype.
+    MinValue,
+    /// `T.max_value("float32")`: the highest finite value of the call's dtype.
+    MaxValue,
+    /// `T.atomic_add(buffer_load_address..., value)` at stage III; see the lowering issue.
+    AtomicAdd,
+}
+
+impl Intrinsic {
+    pub const ALL: [Intrinsic; 19] = [
+        Intrinsic::Exp,
+        Intrinsic::Exp2,
+        Intrinsic::Log,
+        Intrinsic::Log2,
+        Intrinsic::Sqrt,
+        Intrinsic::Rsqrt,
+        Intrinsic::Tanh,
+        Intrinsic::Sigmoid,
+        Intrinsic::Abs,
+        Intrinsic::Pow,
+        Intrinsic::Floor,
+        Intrinsic::Ceil,
+        Intrinsic::Round,
+        Intrinsic::Sin,
+        Intrinsic::Cos,
+        Intrinsic::Erf,
+        Intrinsic::MinValue,
+        Intrinsic::MaxValue,
+        Intrinsic::AtomicAdd,
+    ];
+
+    /// The name after `T.`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Intrinsic::Exp => "exp",
+            Intrinsic::Exp2 => "exp2",
+            Intrinsic::Log => "log",
+            Intrinsic::Log2 => "log2",
+            Intrinsic::Sqrt => "sqrt",
+            Intrinsic::Rsqrt => "rsqrt",
+            Intrinsic::Tanh => "tanh",
+            Intrinsic::Sigmoid => "sigmoid",
+            Intrinsic::Abs => "abs",
+            Intrinsic::Pow => "pow",
+            Intrinsic::Floor => "floor",
+            Intrinsic::Ceil => "ceil",
+            Intrinsic::Round => "round",
+            Intrinsic::Sin => "sin",
+            Intrinsic::Cos => "cos",
+            Intrinsic::Erf => "erf",
+            Intrinsic::MinValue => "min_value",
+            Intrinsic::MaxValue => "max_value",
+            Intrinsic::AtomicAdd => "atomic_add",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Intrinsic> {
+        Intrinsic::ALL.iter().copied().find(|i| i.name() == name)
+    }
+
+    /// Number of expression arguments (`min_value`/`max_value` take only a dtype string).
+    pub fn arity(self) -> usize {
+        match self {
+            Intrinsic::MinValue | Intrinsic::MaxValue => 0,
+            Intrinsic::Pow | Intrinsic::AtomicAdd => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// An expression tree.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// An integer constant of an integer (or bool) dtype.
+    Int(i64, DType),
+    /// A floating-point constant of a float dtype.
+    Float(f64, DType),
+    Bool(bool),
+    Var(VarId),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Unary(UnOp, Box<Expr>),
+    /// `T.Select(cond, a, b)` / `T.if_then_else(cond, a, b)`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    Cast(DType, Box<Expr>),
+    /// `A[i, j]`: coordinates at stage I, positions at stage II, offsets at stage III.
+    Load { buffer: BufferId, indices: Vec<Expr> },
+    /// `T.exp(x)` and friends; `dtype` is the result type.
+    Call { op: Intrinsic, args: Vec<Expr>, dtype: DType },
+    /// `T.let(v, value, body)`.
+    Let { var: VarId, value: Box<Expr>, body: Box<Expr> },
+}
+
+impl Expr {
+    pub fn int(v: i64) -> Expr {
+        Expr::Int(v, DType::I32)
+    }
+    pub fn f32(v: f64) -> Expr {
+        Expr::Float(v, DType::F32)
+    }
+    pub fn var(v: VarId) -> Expr {
+        Expr::Var(v)
+    }
+    pub fn binary(op: BinOp, a: Expr, b: Expr) -> Expr {
+        Expr::Binary(op, Box::new(a), Box::new(b))
+    }
+    pub fn add(a: Expr, b: Expr) -> Expr {
+        Expr::binary(BinOp::Add, a, b)
+    }
+    pub fn sub(a: Expr, b: Expr) -> Expr {
+        Expr::binary(BinOp::Sub, a, b)
+    }
+    pub fn mul(a: Expr, b: Expr) -> Expr {
+        Expr::binary(BinOp::Mul, a, b)
+    }
+    pub fn load(buffer: BufferId, indices: Vec<Expr>) -> Expr {
+        Expr::Load { buffer, indices }
+    }
+
+    /// The integer value if this is an integer constant.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Expr::Int(v, _) => Some(*v),
+            _ => None,
+        }
+    }
+    pub fn as_var(&self) -> Option<VarId> {
+        match self {
+            Expr::Var(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The type of this expression in `func` (variables and buffers are looked up there).
+    pub fn dtype(&self, func: &PrimFunc) -> DType {
+        match self {
+            Expr::Int(_, d) | Expr::Float(_, d) => *d,
+            Expr::Bool(_) => DType::Bool,
+            Expr::Var(v) => func.vars[*v].dtype,
+            Expr::Binary(op, a, b) => {
+                if op.is_comparison() || op.is_logical() {
+                    DType::Bool
+                } else {
+                    binary_result_dtype(a.dtype(func), b.dtype(func))
+                }
+            }
+            Expr::Unary(UnOp::Not, _) => DType::Bool,
+            Expr::Unary(UnOp::Neg, a) => a.dtype(func),
+            Expr::Select(_, a, b) => binary_result_dtype(a.dtype(func), b.dtype(func)),
+            Expr::Cast(d, _) => *d,
+            Expr::Load { buffer, .. } => func.buffers[*buffer].dtype,
+            Expr::Call { dtype, .. } => *dtype,
+            Expr::Let { body, .. } => body.dtype(func),
+        }
+    }
+
+    /// Calls `f` on every direct child expression.
+    pub fn for_each_child(&self, mut f: impl FnMut(&Expr)) {
+        match self {
+            Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => {}
+            Expr::Binary(_, a, b) => {
+                f(a);
+                f(b)
+            }
+            Expr::Unary(_, a) | Expr::Cast(_, a) => f(a),
+            Expr::Select(c, a, b) => {
+                f(c);
+                f(a);
+                f(b)
+            }
+            Expr::Load { indices, .. } => indices.iter().for_each(f),
+            Expr::Call { args, .. } => args.iter().for_each(f),
+            Expr::Let { value, body, .. } => {
+                f(value);
+                f(body)
+            }
+        }
+    }
+
+    /// Visits this expression and all its descendants, parents first.
+    pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        self.for_each_child(|c| c.visit(f));
+    }
+}
+
+/// The dtype of `a op b` for arithmetic: floats win over integers; the wider type wins; a Python
+/// literal's default `int32` adopts the other side's integer type.
+pub fn binary_result_dtype(a: DType, b: DType) -> DType {
+    if a == b {
+        return a;
+    }
+    match (a.is_float(), b.is_float()) {
+        (true, false) => a,
+        (false, true) => b,
+        _ => {
+            if a.bits() >= b.bits() {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}

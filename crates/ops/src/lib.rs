@@ -1,0 +1,1 @@
+//! The kernel catalog of SPEC §6 as sparsetir scripts.

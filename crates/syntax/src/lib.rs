@@ -1,0 +1,1 @@
+//! Script language: lexer, parser (script text → IR) and diagnostics with source carets.
