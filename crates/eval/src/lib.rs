@@ -1,1 +1,33 @@
-//! Stage-I reference evaluator: runs sparse iterations directly in coordinate space.
+//! Stage-I reference evaluator: runs sparse iterations directly in coordinate space on host
+//! arrays, independent of any lowering. It is the oracle every later stage is tested against.
+
+use std::collections::HashMap;
+
+use sparsetir_formats::Tensor;
+use sparsetir_ir::{PrimFunc, Span};
+
+/// A value bound to a function parameter, by parameter name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgValue {
+    /// A scalar integer parameter (`m: T.int32`).
+    Int(i64),
+    /// A scalar float parameter.
+    Float(f64),
+    /// The array behind a `T.handle` parameter: a buffer's values, an `indptr` or `indices`.
+    Array(Tensor),
+}
+
+/// An evaluation failure, located where known.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct EvalError {
+    pub span: Span,
+    pub message: String,
+}
+
+/// Runs a stage-I function. `args` maps parameter names to values; arrays behind buffers that the
+/// function writes are updated in place.
+pub fn eval_func(func: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), EvalError> {
+    let _ = (func, args);
+    todo!("evaluator")
+}

@@ -27,3 +27,9 @@ pub use expr::{BinOp, BufferId, Expr, Intrinsic, UnOp, Var, VarId};
 pub use func::{IRModule, PrimFunc, Stage, STAGE_ATTR};
 pub use span::Span;
 pub use stmt::{Block, BlockIter, BufferRegion, For, ForKind, IfThenElse, LetStmt, SparseIteration, Stmt, Store};
+
+pub mod equal;
+pub mod printer;
+pub mod verify;
+
+pub use verify::{verify_func, VerifyError};
