@@ -1,6 +1,14 @@
 //! Sparse formats: host tensors, file IO (.mtx, .tns, .npy) and packing of COO data into the
 //! storage that a buffer's sparse axes declare.
 
+pub mod coo;
+pub mod mtx;
+pub mod npy;
 pub mod tensor;
+pub mod tns;
 
+pub use coo::{Coo, CooError, Field};
+pub use mtx::{read_mtx, write_mtx, MtxError};
+pub use npy::{read_npy, write_npy, NpyError};
 pub use tensor::{NoHostDType, Tensor, TensorData};
+pub use tns::{read_tns, write_tns, TnsError};
