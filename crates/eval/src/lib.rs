@@ -1,5 +1,13 @@
 //! Stage-I reference evaluator: runs sparse iterations directly in coordinate space on host
 //! arrays, independent of any lowering. It is the oracle every later stage is tested against.
+//!
+//! - [`value`]: scalar values and dtype-exact arithmetic and intrinsics;
+//! - [`storage`]: validated axis structure, buffer layouts and coordinate lookup;
+//! - `interp`: argument binding and the statement/expression interpreter.
+
+mod interp;
+pub mod storage;
+pub mod value;
 
 use std::collections::HashMap;
 
@@ -26,8 +34,10 @@ pub struct EvalError {
 }
 
 /// Runs a stage-I function. `args` maps parameter names to values; arrays behind buffers that the
-/// function writes are updated in place.
+/// function writes are updated in place. On error `args` is left unchanged.
+///
+/// Float division by zero follows IEEE (infinities/NaN); integer division or modulo by zero is an
+/// error.
 pub fn eval_func(func: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), EvalError> {
-    let _ = (func, args);
-    todo!("evaluator")
+    interp::run(func, args)
 }
