@@ -4,11 +4,15 @@
 pub mod coo;
 pub mod mtx;
 pub mod npy;
+pub mod pack;
 pub mod tensor;
 pub mod tns;
 
 pub use coo::{Coo, CooError, Field};
 pub use mtx::{read_mtx, write_mtx, MtxError};
 pub use npy::{read_npy, write_npy, NpyError};
+pub use pack::{
+    group_layout, pack, unpack, validate_levels, LevelSpec, PackError, Packed, PackedLevel,
+};
 pub use tensor::{NoHostDType, Tensor, TensorData};
 pub use tns::{read_tns, write_tns, TnsError};
