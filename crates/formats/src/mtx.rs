@@ -277,8 +277,10 @@ pub fn parse_mtx(text: &str) -> Result<Coo, MtxError> {
         ));
     }
     match header.format {
-        MtxFormat::Coordinate => parse_coordinate(header, rows, cols, sizes[2], lines, last_line),
-        MtxFormat::Array => parse_array(header, rows, cols, lines, last_line),
+        MtxFormat::Coordinate => {
+            parse_coordinate(header, rows, cols, sizes[2], lines, last_line, text.len())
+        }
+        MtxFormat::Array => parse_array(header, rows, cols, lines, last_line, size_line),
     }
 }
 
@@ -289,10 +291,13 @@ fn parse_coordinate<'a>(
     nnz: usize,
     lines: impl Iterator<Item = (usize, &'a str)>,
     last_line: usize,
+    text_len: usize,
 ) -> Result<Coo, MtxError> {
     let nfields = if header.field == Field::Pattern { 2 } else { 3 };
     let mirror = header.symmetry != Symmetry::General;
-    let cap = if mirror { nnz.saturating_mul(2) } else { nnz }.min(1 << 26);
+    // An entry line takes at least 4 bytes: do not trust a huge declared count for capacity.
+    let cap = nnz.min(text_len / 4 + 1);
+    let cap = if mirror { cap.saturating_mul(2) } else { cap };
     let mut coords: Vec<Vec<i64>> = Vec::with_capacity(cap);
     let mut values: Vec<f64> = Vec::with_capacity(cap);
     let mut count = 0usize;
@@ -375,57 +380,66 @@ fn parse_array<'a>(
     cols: usize,
     lines: impl Iterator<Item = (usize, &'a str)>,
     last_line: usize,
+    size_line: usize,
 ) -> Result<Coo, MtxError> {
-    // The (row, col) of each stored value, column-major; symmetric storage keeps the lower
-    // triangle (with the diagonal), skew-symmetric the strict lower triangle.
-    let stored: Vec<(usize, usize)> = match header.symmetry {
-        Symmetry::General => (0..cols)
-            .flat_map(|j| (0..rows).map(move |i| (i, j)))
-            .collect(),
-        Symmetry::Symmetric => (0..cols)
-            .flat_map(|j| (j..rows).map(move |i| (i, j)))
-            .collect(),
-        Symmetry::SkewSymmetric => (0..cols)
-            .flat_map(|j| (j + 1..rows).map(move |i| (i, j)))
-            .collect(),
-    };
-    let expected = stored.len();
-    let n = rows.checked_mul(cols).ok_or_else(|| {
+    // Stored values run column-major; symmetric storage keeps the lower triangle (with the
+    // diagonal), skew-symmetric the strict lower triangle.
+    let too_large = || {
         err(
-            1,
+            size_line,
             MtxErrorKind::BadSizeLine(format!("{rows} x {cols} is too large")),
         )
-    })?;
-    let mut dense = vec![0.0f64; n];
-    let mut count = 0usize;
+    };
+    let n = rows.checked_mul(cols).ok_or_else(too_large)?;
+    let expected = match header.symmetry {
+        Symmetry::General => n,
+        Symmetry::Symmetric => {
+            rows.checked_add(1)
+                .and_then(|r| r.checked_mul(rows))
+                .ok_or_else(too_large)?
+                / 2
+        }
+        Symmetry::SkewSymmetric => rows * rows.saturating_sub(1) / 2,
+    };
+    // Read the values first: memory stays bounded by the file size even for a bogus size line.
+    let mut stored: Vec<f64> = Vec::new();
     for (line, t) in lines {
-        if count == expected {
+        if stored.len() == expected {
             return Err(err(line, MtxErrorKind::TooManyEntries { expected }));
         }
         let found = t.split_ascii_whitespace().count();
         if found != 1 {
             return Err(err(line, MtxErrorKind::FieldCount { expected: 1, found }));
         }
-        let v = parse_value(t, header.field, line)?;
-        let (i, j) = stored[count];
-        dense[i * cols + j] = v;
-        if i != j {
-            match header.symmetry {
-                Symmetry::General => {}
-                Symmetry::Symmetric => dense[j * cols + i] = v,
-                Symmetry::SkewSymmetric => dense[j * cols + i] = -v,
-            }
-        }
-        count += 1;
+        stored.push(parse_value(t, header.field, line)?);
     }
-    if count < expected {
+    if stored.len() < expected {
         return Err(err(
             last_line,
             MtxErrorKind::Truncated {
                 expected,
-                found: count,
+                found: stored.len(),
             },
         ));
+    }
+    let mut dense = vec![0.0f64; n];
+    let mut k = 0usize;
+    for j in 0..cols {
+        let first = match header.symmetry {
+            Symmetry::General => 0,
+            Symmetry::Symmetric => j,
+            Symmetry::SkewSymmetric => j + 1,
+        };
+        for i in first..rows {
+            let v = stored[k];
+            k += 1;
+            dense[i * cols + j] = v;
+            match header.symmetry {
+                Symmetry::Symmetric if i != j => dense[j * cols + i] = v,
+                Symmetry::SkewSymmetric => dense[j * cols + i] = -v,
+                _ => {}
+            }
+        }
     }
     let mut coords = Vec::with_capacity(n);
     let mut values = Vec::with_capacity(n);

@@ -74,6 +74,19 @@ pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
         other => return Err(NpyError::UnsupportedDType(other.descr())),
     };
     let name = ts.to_string();
+    // Refuse a header that promises more data than the file holds before allocating anything.
+    let need = ts
+        .num_bytes()
+        .and_then(|b| (b as u64).checked_mul(file.len()));
+    if !matches!(need, Some(need) if need <= bytes.len() as u64) {
+        return Err(NpyError::Format(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!(
+                "the header declares {} elements of `{name}`, more than the file holds",
+                file.len()
+            ),
+        )));
+    }
     let f = NpyError::Format;
     let data = match (ts.type_char(), ts.size_field()) {
         (TypeChar::Bool, 1) => TensorData::Bool(file.into_vec().map_err(f)?),
