@@ -32,4 +32,7 @@ pub mod equal;
 pub mod printer;
 pub mod verify;
 
+#[cfg(feature = "arbitrary")]
+pub mod arbitrary;
+
 pub use verify::{verify_func, VerifyError};
