@@ -16,9 +16,10 @@
 
 use std::ops::Range;
 
-use sparsetir_ir::AxisKind;
+use sparsetir_ir::{AxisKind, DType};
 
 use crate::coo::{Coo, CooError, Field};
+use crate::tensor::{NoHostDType, Tensor};
 
 /// The declaration of one axis of a buffer's axis list, as packing needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +99,24 @@ pub struct Packed {
     pub values: Vec<f64>,
     /// Group extents (the stage III shape of the value array).
     pub shape: Vec<usize>,
+}
+
+impl Packed {
+    /// The value array as a 1-D tensor of `dtype` (the stage I / II value storage).
+    pub fn values_tensor(&self, dtype: DType) -> Result<Tensor, NoHostDType> {
+        Tensor::from_f64(dtype, &self.values)
+    }
+}
+
+impl PackedLevel {
+    /// `indptr` as a 1-D tensor of `idtype`, if the axis has one.
+    pub fn indptr_tensor(&self, idtype: DType) -> Option<Result<Tensor, NoHostDType>> {
+        self.indptr.as_ref().map(|v| Tensor::from_i64(idtype, v))
+    }
+    /// `indices` as a 1-D tensor of `idtype`, if the axis has one.
+    pub fn indices_tensor(&self, idtype: DType) -> Option<Result<Tensor, NoHostDType>> {
+        self.indices.as_ref().map(|v| Tensor::from_i64(idtype, v))
+    }
 }
 
 /// Packing, unpacking and validation errors. Levels and entries are 0-based indices.

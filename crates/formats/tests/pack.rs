@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use sparsetir_formats::pack::{group_structure, PackError};
+use sparsetir_formats::TensorData;
 use sparsetir_formats::{
     group_layout, pack, tns, unpack, validate_levels, Coo, Field, LevelSpec, PackedLevel,
 };
-use sparsetir_ir::AxisKind;
+use sparsetir_ir::{AxisKind, DType};
 
 fn coo(dims: &[usize], entries: &[(&[i64], f64)]) -> Coo {
     Coo::new(
@@ -274,6 +275,32 @@ fn dense_varied_ragged() {
     let u = unpack(&levels, &p.levels, &p.values).unwrap();
     let want: Vec<Vec<i64>> = vec![vec![0, 0], vec![0, 1], vec![0, 2], vec![2, 0], vec![2, 1]];
     assert_eq!(u.coords, want);
+}
+
+#[test]
+fn compressed_fixed_under_a_varied_axis() {
+    // K = compressed_fixed(J, (3, 1)) under J = compressed_varied(I): one k per stored (i, j).
+    let levels = vec![
+        LevelSpec::dense_fixed(None),
+        LevelSpec::compressed_varied(0),
+        LevelSpec::compressed_fixed(1, None),
+    ];
+    let c = coo(
+        &[2, 4, 3],
+        &[(&[1, 0, 1], 3.0), (&[0, 3, 0], 2.0), (&[0, 1, 2], 1.0)],
+    );
+    let p = pack(&levels, &c, 0).unwrap();
+    assert_eq!(p.levels[1].indptr.as_deref(), Some(&[0, 2, 3][..]));
+    assert_eq!(p.levels[1].indices.as_deref(), Some(&[1, 3, 0][..]));
+    assert_eq!(p.levels[2].nnz_cols, Some(1));
+    assert_eq!(p.levels[2].indices.as_deref(), Some(&[2, 0, 1][..]));
+    assert_eq!(p.shape, vec![3, 1]);
+    assert_eq!(p.values, vec![1.0, 2.0, 3.0]);
+    let t = p.values_tensor(DType::F32).unwrap();
+    assert_eq!(t.data, TensorData::F32(vec![1.0, 2.0, 3.0]));
+    let ip = p.levels[1].indptr_tensor(DType::I32).unwrap().unwrap();
+    assert_eq!(ip.data, TensorData::I32(vec![0, 2, 3]));
+    assert!(p.levels[2].indptr_tensor(DType::I32).is_none());
 }
 
 #[test]
