@@ -1,6 +1,7 @@
 //! Error tests of the reference evaluator: bad arguments, bad structure arrays, unsupported
 //! statements and runtime faults all come back as `EvalError`s naming the culprit, never panics.
 
+#![allow(clippy::needless_range_loop)]
 mod common;
 
 use std::collections::HashMap;

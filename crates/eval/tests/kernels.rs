@@ -1,6 +1,7 @@
 //! Kernel-catalog tests of the reference evaluator: each kernel's IR is built by hand and run on
 //! deterministic pseudo-random data, against a dense computation written independently here.
 
+#![allow(clippy::needless_range_loop)]
 mod common;
 
 use common::*;

@@ -1,7 +1,7 @@
 //! Shared test helpers: a small builder for stage-I functions, deterministic pseudo-random data,
 //! sparse test matrices and float comparison.
 #![allow(dead_code)]
-
+#![allow(clippy::needless_range_loop)]
 use std::collections::HashMap;
 
 use sparsetir_eval::{eval_func, ArgValue, EvalError};
