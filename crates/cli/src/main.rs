@@ -1,3 +1,301 @@
-//! The `sparsetir` command-line tool: fmt, check, run.
+//! The `sparsetir` command-line tool: `fmt` (canonical text), `check` (parse + verify) and `run`
+//! (bind data files, execute on a backend, write results).
 
-fn main() {}
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sparsetir_eval::ArgValue;
+use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_runtime::{read_output, Binder, Output};
+use sparsetir_syntax::{parse_bytes, render, Diagnostic};
+
+#[derive(Parser)]
+#[command(
+    name = "sparsetir",
+    version,
+    about = "A sparse tensor compiler: inspect, check and run sparse kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a script in canonical form (`-` reads standard input).
+    Fmt {
+        /// Script file, or `-` for standard input.
+        file: PathBuf,
+    },
+    /// Parse and verify a script; report every problem with its location.
+    Check {
+        /// Script file, or `-` for standard input.
+        file: PathBuf,
+    },
+    /// Run a function on data files and write the results.
+    Run {
+        /// Script file, or `-` for standard input.
+        file: PathBuf,
+        /// The function to run (needed when the script defines several).
+        #[arg(long)]
+        func: Option<String>,
+        /// Execution backend.
+        #[arg(long, default_value = "eval")]
+        backend: String,
+        /// Bind a buffer to a file: `A=matrix.mtx` (sparse: .mtx, .tns) or `B=dense.npy`.
+        #[arg(long = "bind", value_name = "BUF=PATH")]
+        binds: Vec<String>,
+        /// Write a buffer after the run: dense buffers as .npy, sparse ones as .mtx or .tns.
+        #[arg(long = "out", value_name = "BUF=PATH")]
+        outs: Vec<String>,
+        /// Set a scalar parameter not implied by the data: `feat_size=32`.
+        #[arg(long = "set", value_name = "PARAM=VALUE")]
+        sets: Vec<String>,
+    },
+}
+
+/// A user-facing failure: printed to stderr, exit code 1.
+struct Failure(String);
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure(format!("error: {e}"))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Fmt { file } => cmd_fmt(&file),
+        Command::Check { file } => cmd_check(&file),
+        Command::Run {
+            file,
+            func,
+            backend,
+            binds,
+            outs,
+            sets,
+        } => cmd_run(&file, func.as_deref(), &backend, &binds, &outs, &sets),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("{}", msg.trim_end());
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The script text and its display name.
+struct Source {
+    name: String,
+    bytes: Vec<u8>,
+}
+
+impl Source {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+    fn fail(&self, diags: &[Diagnostic]) -> Failure {
+        Failure(render(diags, &self.name, &self.text()))
+    }
+}
+
+fn read_source(path: &Path) -> Result<Source, Failure> {
+    let stdin = path == Path::new("-") || path == Path::new("/dev/stdin");
+    let mut bytes = Vec::new();
+    if stdin {
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(|e| Failure(format!("error: cannot read standard input: {e}")))?;
+        return Ok(Source {
+            name: "<stdin>".into(),
+            bytes,
+        });
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Failure(format!("error: cannot read {}: {e}", path.display())))?;
+    Ok(Source {
+        name: path.display().to_string(),
+        bytes,
+    })
+}
+
+fn parse(src: &Source) -> Result<IRModule, Failure> {
+    parse_bytes(&src.bytes).map_err(|d| src.fail(&d))
+}
+
+fn verify(src: &Source, module: &IRModule) -> Result<(), Failure> {
+    let mut diags = Vec::new();
+    for f in &module.funcs {
+        if let Err(errs) = verify_func(f) {
+            diags.extend(errs.into_iter().map(|e| Diagnostic {
+                span: if e.span.is_unknown() { f.span } else { e.span },
+                message: format!("in function `{}`: {}", f.name, e.message),
+                notes: Vec::new(),
+            }));
+        }
+    }
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(src.fail(&diags))
+    }
+}
+
+fn cmd_fmt(path: &Path) -> Result<(), Failure> {
+    let src = read_source(path)?;
+    let module = parse(&src)?;
+    print!("{}", printer::print_module(&module));
+    Ok(())
+}
+
+fn stage_name(s: Stage) -> &'static str {
+    match s {
+        Stage::I => "stage I",
+        Stage::II => "stage II",
+        Stage::III => "stage III",
+    }
+}
+
+fn cmd_check(path: &Path) -> Result<(), Failure> {
+    let src = read_source(path)?;
+    let module = parse(&src)?;
+    verify(&src, &module)?;
+    for f in &module.funcs {
+        println!("{}: `{}` ok ({})", src.name, f.name, stage_name(f.stage()));
+    }
+    Ok(())
+}
+
+fn split_pair<'a>(s: &'a str, flag: &str) -> Result<(&'a str, &'a str), Failure> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.trim(), v.trim())),
+        _ => Err(Failure(format!(
+            "error: --{flag} expects NAME=VALUE, got `{s}`"
+        ))),
+    }
+}
+
+fn pick_func<'m>(module: &'m IRModule, name: Option<&str>) -> Result<&'m PrimFunc, Failure> {
+    let all = || {
+        module
+            .funcs
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match name {
+        Some(n) => module
+            .get(n)
+            .ok_or_else(|| Failure(format!("error: no function `{n}` (functions: {})", all()))),
+        None if module.funcs.len() == 1 => Ok(&module.funcs[0]),
+        None => Err(Failure(format!(
+            "error: the script defines several functions ({}): choose one with --func",
+            all()
+        ))),
+    }
+}
+
+fn extension(path: &str) -> String {
+    Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+fn cmd_run(
+    path: &Path,
+    func: Option<&str>,
+    backend: &str,
+    binds: &[String],
+    outs: &[String],
+    sets: &[String],
+) -> Result<(), Failure> {
+    if backend != "eval" {
+        return Err(Failure(format!(
+            "error: unsupported backend `{backend}` (available: eval — the stage-I reference evaluator)"
+        )));
+    }
+    let src = read_source(path)?;
+    let module = parse(&src)?;
+    verify(&src, &module)?;
+    let f = pick_func(&module, func)?;
+    if f.stage() != Stage::I {
+        return Err(Failure(format!(
+            "error: the eval backend runs stage-I functions; `{}` is {}",
+            f.name,
+            stage_name(f.stage())
+        )));
+    }
+    let mut binder = Binder::new(f);
+    for s in sets {
+        let (k, v) = split_pair(s, "set")?;
+        binder.set(k, v)?;
+    }
+    for b in binds {
+        let (buf, file) = split_pair(b, "bind")?;
+        match extension(file).as_str() {
+            "mtx" => binder.bind_coo(buf, &sparsetir_formats::read_mtx(file)?)?,
+            "tns" => binder.bind_coo(buf, &sparsetir_formats::read_tns(file)?)?,
+            "npy" => binder.bind_tensor(buf, sparsetir_formats::read_npy(file)?)?,
+            other => {
+                return Err(Failure(format!(
+                    "error: --bind {buf}={file}: unknown file type `.{other}` (expected .mtx, .tns or .npy)"
+                )))
+            }
+        }
+    }
+    // Check the output names before running.
+    let mut out_pairs = Vec::new();
+    for o in outs {
+        let (buf, file) = split_pair(o, "out")?;
+        if f.buffer_by_name(buf).is_none() {
+            return Err(Failure(format!(
+                "error: --out {buf}: function `{}` has no buffer `{buf}`",
+                f.name
+            )));
+        }
+        out_pairs.push((buf.to_string(), file.to_string()));
+    }
+    let mut args: HashMap<String, ArgValue> = binder.finish()?;
+    sparsetir_eval::eval_func(f, &mut args).map_err(|e| {
+        if e.span.is_unknown() {
+            Failure(format!("error: {}", e.message))
+        } else {
+            src.fail(&[Diagnostic {
+                span: e.span,
+                message: e.message,
+                notes: Vec::new(),
+            }])
+        }
+    })?;
+    for (buf, file) in out_pairs {
+        let ext = extension(&file);
+        match (read_output(f, &args, &buf)?, ext.as_str()) {
+            (Output::Dense(t), "npy") => sparsetir_formats::write_npy(&file, &t)?,
+            (Output::Sparse(c), "mtx") if c.rank() == 2 => sparsetir_formats::write_mtx(&file, &c)?,
+            (Output::Sparse(c), "tns") => sparsetir_formats::write_tns(&file, &c)?,
+            (Output::Dense(_), _) => {
+                return Err(Failure(format!(
+                    "error: --out {buf}={file}: `{buf}` is dense: write it as .npy"
+                )))
+            }
+            (Output::Sparse(c), _) => return Err(Failure(format!(
+                "error: --out {buf}={file}: `{buf}` is sparse with {} dimensions: write it as {}",
+                c.rank(),
+                if c.rank() == 2 {
+                    ".mtx or .tns"
+                } else {
+                    ".tns"
+                }
+            ))),
+        }
+    }
+    Ok(())
+}

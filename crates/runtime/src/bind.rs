@@ -1,0 +1,708 @@
+//! Binding user data to a function: `Binder` collects scalar settings, sparse (COO) and dense
+//! (array) binds per buffer, infers size parameters from the data, checks that buffers sharing
+//! axes share their structure, and produces the argument map the backends take.
+
+use std::collections::{HashMap, HashSet};
+
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::pack::{self, LevelSpec, PackedLevel};
+use sparsetir_formats::{Coo, Field, Tensor};
+use sparsetir_ir::{
+    AxisId, AxisKind, BinOp, BufferId, BufferShape, DType, Expr, PrimFunc, Stmt, VarId,
+};
+
+/// Why binding failed. Every message names the buffer, axis or parameter concerned.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BindError {
+    #[error("function `{func}` has no buffer `{name}` (buffers: {known})")]
+    UnknownBuffer {
+        func: String,
+        name: String,
+        known: String,
+    },
+    #[error("buffer `{0}` is allocated inside the function, not a parameter: it cannot be bound")]
+    NotAParameter(String),
+    #[error("function `{func}` has no scalar parameter `{name}` (scalar parameters: {known})")]
+    UnknownParam {
+        func: String,
+        name: String,
+        known: String,
+    },
+    #[error("parameter `{name}`: cannot read `{value}` as {dtype}")]
+    BadValue {
+        name: String,
+        value: String,
+        dtype: DType,
+    },
+    #[error("buffer `{0}` was bound twice")]
+    BoundTwice(String),
+    #[error("buffer `{buffer}` has {expected} dimensions but the data has {found}")]
+    RankMismatch {
+        buffer: String,
+        expected: usize,
+        found: usize,
+    },
+    #[error("buffer `{buffer}`: {what} is {expected} but the data gives {found}")]
+    SizeMismatch {
+        buffer: String,
+        what: String,
+        expected: i64,
+        found: i64,
+    },
+    #[error("buffer `{buffer}` has dtype {expected} but the data is {found}")]
+    DTypeMismatch {
+        buffer: String,
+        expected: DType,
+        found: String,
+    },
+    #[error(
+        "buffer `{buffer}` is sparse (axes {axes}): bind a .mtx or .tns file, not a dense array"
+    )]
+    NotDense { buffer: String, axes: String },
+    #[error(
+        "buffer `{buffer}`: its sparsity pattern on axis `{axis}` differs from the one bound \
+         before by `{by}` (buffers over the same axes must share their structure)"
+    )]
+    PatternMismatch {
+        buffer: String,
+        axis: String,
+        by: String,
+    },
+    #[error("buffer `{buffer}`: {message}")]
+    Pack { buffer: String, message: String },
+    #[error("input buffer `{0}` is not bound: pass --bind {0}=FILE")]
+    MissingBind(String),
+    #[error(
+        "axis `{axis}` has no structure yet (needed by `{needed_by}`): bind a buffer over it first"
+    )]
+    MissingStructure { axis: String, needed_by: String },
+    #[error("parameter `{0}` has no value: pass --set {0}=VALUE, or bind data that implies it")]
+    MissingParam(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("buffer `{buffer}`: {message}")]
+    Output { buffer: String, message: String },
+}
+
+/// A result read back from a buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// A buffer whose axes are all dense: the full array, shaped by the axis lengths.
+    Dense(Tensor),
+    /// A sparse buffer: its stored pattern with the computed values.
+    Sparse(Coo),
+}
+
+/// Collects binds for one function, then produces its arguments.
+pub struct Binder<'f> {
+    func: &'f PrimFunc,
+    ints: HashMap<VarId, i64>,
+    floats: HashMap<VarId, f64>,
+    /// Structure of every axis known so far (dense_fixed axes once their length is known).
+    structure: HashMap<AxisId, (PackedLevel, String)>,
+    arrays: HashMap<VarId, Tensor>,
+    bound: HashSet<BufferId>,
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = it.collect();
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+impl<'f> Binder<'f> {
+    pub fn new(func: &'f PrimFunc) -> Binder<'f> {
+        Binder {
+            func,
+            ints: HashMap::new(),
+            floats: HashMap::new(),
+            structure: HashMap::new(),
+            arrays: HashMap::new(),
+            bound: HashSet::new(),
+        }
+    }
+
+    fn scalar_params(&self) -> impl Iterator<Item = VarId> + '_ {
+        self.func
+            .params
+            .iter()
+            .copied()
+            .filter(|v| self.func.vars[*v].dtype != DType::Handle)
+    }
+
+    /// Sets a scalar parameter from its text (`--set feat_size=32`).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), BindError> {
+        let var = self
+            .scalar_params()
+            .find(|v| self.func.vars[*v].name == name)
+            .ok_or_else(|| BindError::UnknownParam {
+                func: self.func.name.clone(),
+                name: name.to_string(),
+                known: names(
+                    self.scalar_params()
+                        .map(|v| self.func.vars[v].name.as_str()),
+                ),
+            })?;
+        let dtype = self.func.vars[var].dtype;
+        let bad = || BindError::BadValue {
+            name: name.into(),
+            value: value.into(),
+            dtype,
+        };
+        if dtype.is_float() {
+            let x: f64 = value.trim().parse().map_err(|_| bad())?;
+            self.floats.insert(var, x);
+        } else {
+            let x: i64 = value.trim().parse().map_err(|_| bad())?;
+            self.assign(var, x, name, "parameter")?;
+        }
+        Ok(())
+    }
+
+    fn assign(
+        &mut self,
+        var: VarId,
+        value: i64,
+        buffer: &str,
+        what: &str,
+    ) -> Result<(), BindError> {
+        match self.ints.get(&var) {
+            Some(&old) if old != value => Err(BindError::SizeMismatch {
+                buffer: buffer.to_string(),
+                what: format!("{what} `{}`", self.func.vars[var].name),
+                expected: old,
+                found: value,
+            }),
+            _ => {
+                self.ints.insert(var, value);
+                Ok(())
+            }
+        }
+    }
+
+    /// Evaluates an integer size expression with the parameters known so far.
+    fn eval(&self, e: &Expr) -> Option<i64> {
+        Some(match e {
+            Expr::Int(v, _) => *v,
+            Expr::Var(v) => *self.ints.get(v)?,
+            Expr::Cast(_, a) => self.eval(a)?,
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (self.eval(a)?, self.eval(b)?);
+                match op {
+                    BinOp::Add => a.checked_add(b)?,
+                    BinOp::Sub => a.checked_sub(b)?,
+                    BinOp::Mul => a.checked_mul(b)?,
+                    BinOp::Div => a.checked_div(b)?,
+                    BinOp::FloorDiv => floor_div(a, b)?,
+                    BinOp::FloorMod => a.checked_sub(floor_div(a, b)?.checked_mul(b)?)?,
+                    BinOp::Min => a.min(b),
+                    BinOp::Max => a.max(b),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Unifies a size expression with a value found in the data: a lone unknown parameter is
+    /// set, anything else is evaluated and compared.
+    fn unify(&mut self, e: &Expr, value: usize, buffer: &str, what: &str) -> Result<(), BindError> {
+        let value = value as i64;
+        if let Expr::Var(v) = e {
+            if !self.ints.contains_key(v) {
+                return self.assign(*v, value, buffer, what);
+            }
+        }
+        match self.eval(e) {
+            Some(expected) if expected != value => Err(BindError::SizeMismatch {
+                buffer: buffer.to_string(),
+                what: what.to_string(),
+                expected,
+                found: value,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn buffer(&self, name: &str) -> Result<BufferId, BindError> {
+        let id = self
+            .func
+            .buffer_by_name(name)
+            .ok_or_else(|| BindError::UnknownBuffer {
+                func: self.func.name.clone(),
+                name: name.to_string(),
+                known: names(self.func.buffers.iter().map(|(_, b)| b.name.as_str())),
+            })?;
+        if self.func.buffers[id].data_param().is_none() {
+            return Err(BindError::NotAParameter(name.to_string()));
+        }
+        Ok(id)
+    }
+
+    fn level_specs(&self, id: BufferId) -> Result<Vec<LevelSpec>, BindError> {
+        let buf = &self.func.buffers[id];
+        let axes = buf.axes();
+        axes.iter()
+            .map(|&a| {
+                let axis = &self.func.axes[a];
+                let parent = match axis.parent {
+                    None => None,
+                    Some(p) => Some(axes.iter().position(|x| *x == p).ok_or_else(|| {
+                        BindError::Unsupported(format!(
+                            "buffer `{}`: axis `{}` appears without its parent `{}`",
+                            buf.name, axis.name, self.func.axes[p].name
+                        ))
+                    })?),
+                };
+                let known = |e: &Expr| self.eval(e).and_then(|v| usize::try_from(v).ok());
+                Ok(LevelSpec {
+                    kind: axis.kind,
+                    parent,
+                    length: known(&axis.length),
+                    nnz_cols: axis.nnz_cols.as_ref().and_then(known),
+                    sorted: axis.sorted,
+                })
+            })
+            .collect()
+    }
+
+    fn extra_storage(&self, id: BufferId) -> Result<usize, BindError> {
+        let buf = &self.func.buffers[id];
+        match &buf.extra_storage {
+            None => Ok(0),
+            Some(e) => self
+                .eval(e)
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| BindError::MissingParam(format!("extra_storage of {}", buf.name))),
+        }
+    }
+
+    /// Binds sparse data (a COO read from `.mtx`/`.tns`) to a buffer: packs it into the storage
+    /// its axes declare, fills the axes' structure arrays and the size parameters.
+    pub fn bind_coo(&mut self, name: &str, coo: &Coo) -> Result<(), BindError> {
+        let id = self.buffer(name)?;
+        if !self.bound.insert(id) {
+            return Err(BindError::BoundTwice(name.into()));
+        }
+        let func = self.func;
+        let buf = &func.buffers[id];
+        let axes: Vec<AxisId> = match &buf.shape {
+            BufferShape::Sparse(a) => a.clone(),
+            BufferShape::Dense(_) => {
+                return Err(BindError::Unsupported(format!(
+                    "buffer `{name}` is a dense buffer: bind a .npy array"
+                )))
+            }
+        };
+        if coo.rank() != axes.len() {
+            return Err(BindError::RankMismatch {
+                buffer: name.into(),
+                expected: axes.len(),
+                found: coo.rank(),
+            });
+        }
+        if buf.dtype.is_integer() && coo.field == Field::Real {
+            if let Some(v) = coo.values.iter().find(|v| v.fract() != 0.0) {
+                return Err(BindError::DTypeMismatch {
+                    buffer: name.into(),
+                    expected: buf.dtype,
+                    found: format!("real values (e.g. {v})"),
+                });
+            }
+        }
+        // The file's dimensions are the axis lengths.
+        for (l, &a) in axes.iter().enumerate() {
+            let axis = &func.axes[a];
+            self.unify(
+                &axis.length,
+                coo.dims[l],
+                name,
+                &format!("the length of axis `{}`", axis.name),
+            )?;
+        }
+        let specs = self.level_specs(id)?;
+        let extra = self.extra_storage(id)?;
+        let packed = pack::pack(&specs, coo, extra).map_err(|e| BindError::Pack {
+            buffer: name.into(),
+            message: e.to_string(),
+        })?;
+        for (l, &a) in axes.iter().enumerate() {
+            let axis = &func.axes[a];
+            let level = &packed.levels[l];
+            self.unify(
+                &axis.length,
+                level.length,
+                name,
+                &format!("the length of axis `{}`", axis.name),
+            )?;
+            if let Some(nnz) = &axis.nnz {
+                self.unify(
+                    nnz,
+                    level.count,
+                    name,
+                    &format!("the nnz of axis `{}`", axis.name),
+                )?;
+            }
+            if let (Some(c), Some(found)) = (&axis.nnz_cols, level.nnz_cols) {
+                self.unify(c, found, name, &format!("nnz_cols of axis `{}`", axis.name))?;
+            }
+            self.record_structure(a, level.clone(), name)?;
+        }
+        let values = packed
+            .values_tensor(buf.dtype)
+            .map_err(|e| BindError::Unsupported(format!("buffer `{name}`: {e}")))?;
+        self.arrays
+            .insert(buf.data_param().expect("checked in buffer()"), values);
+        Ok(())
+    }
+
+    fn record_structure(
+        &mut self,
+        a: AxisId,
+        level: PackedLevel,
+        by: &str,
+    ) -> Result<(), BindError> {
+        let axis = &self.func.axes[a];
+        if let Some((old, old_by)) = self.structure.get(&a) {
+            let same = old.length == level.length
+                && old.count == level.count
+                && old.indptr == level.indptr
+                && old.indices == level.indices;
+            if !same {
+                return Err(BindError::PatternMismatch {
+                    buffer: by.to_string(),
+                    axis: axis.name.clone(),
+                    by: old_by.clone(),
+                });
+            }
+            return Ok(());
+        }
+        let to_tensor = |v: &Vec<i64>| {
+            Tensor::from_i64(axis.idtype, v)
+                .map_err(|e| BindError::Unsupported(format!("axis `{}`: {e}", axis.name)))
+        };
+        if let (Some(p), Some(v)) = (axis.indptr, &level.indptr) {
+            self.arrays.insert(p, to_tensor(v)?);
+        }
+        if let (Some(p), Some(v)) = (axis.indices, &level.indices) {
+            self.arrays.insert(p, to_tensor(v)?);
+        }
+        self.structure.insert(a, (level, by.to_string()));
+        Ok(())
+    }
+
+    /// Binds a dense array (`.npy`) to a buffer whose axes are all `dense_fixed` (or a dense
+    /// buffer). Its shape gives the axis lengths; its dtype must be the buffer's.
+    pub fn bind_tensor(&mut self, name: &str, tensor: Tensor) -> Result<(), BindError> {
+        let id = self.buffer(name)?;
+        if !self.bound.insert(id) {
+            return Err(BindError::BoundTwice(name.into()));
+        }
+        let func = self.func;
+        let buf = &func.buffers[id];
+        if tensor.dtype() != buf.dtype {
+            return Err(BindError::DTypeMismatch {
+                buffer: name.into(),
+                expected: buf.dtype,
+                found: tensor.dtype().to_string(),
+            });
+        }
+        if tensor.shape.len() != buf.ndim() {
+            return Err(BindError::RankMismatch {
+                buffer: name.into(),
+                expected: buf.ndim(),
+                found: tensor.shape.len(),
+            });
+        }
+        match &buf.shape {
+            BufferShape::Sparse(axes) => {
+                if axes
+                    .iter()
+                    .any(|a| func.axes[*a].kind != AxisKind::DenseFixed)
+                {
+                    return Err(BindError::NotDense {
+                        buffer: name.into(),
+                        axes: names(axes.iter().map(|a| func.axes[*a].name.as_str())),
+                    });
+                }
+                for (l, &a) in axes.iter().enumerate() {
+                    let axis = &func.axes[a];
+                    let what = format!("the length of axis `{}`", axis.name);
+                    self.unify(&axis.length, tensor.shape[l], name, &what)?;
+                    let level = dense_level(tensor.shape[l]);
+                    self.record_structure(a, level, name)?;
+                }
+                if self.extra_storage(id)? != 0 {
+                    return Err(BindError::Unsupported(format!(
+                        "buffer `{name}` declares extra_storage: bind it from a sparse file"
+                    )));
+                }
+            }
+            BufferShape::Dense(dims) => {
+                for (l, d) in dims.iter().enumerate() {
+                    self.unify(d, tensor.shape[l], name, &format!("dimension {l}"))?;
+                }
+            }
+        }
+        self.arrays
+            .insert(buf.data_param().expect("checked in buffer()"), tensor);
+        Ok(())
+    }
+
+    /// The structure of an axis: recorded from data, or derived for `dense_fixed` axes.
+    fn level_of(&self, a: AxisId) -> Option<PackedLevel> {
+        if let Some((l, _)) = self.structure.get(&a) {
+            return Some(l.clone());
+        }
+        let axis = &self.func.axes[a];
+        if axis.kind == AxisKind::DenseFixed {
+            let n = usize::try_from(self.eval(&axis.length)?).ok()?;
+            return Some(dense_level(n));
+        }
+        None
+    }
+
+    /// Shape (group extents) and value count of a buffer, from the known structure.
+    fn buffer_extent(&self, id: BufferId) -> Result<(Vec<usize>, usize), BindError> {
+        let buf = &self.func.buffers[id];
+        match &buf.shape {
+            BufferShape::Dense(dims) => {
+                let shape = dims
+                    .iter()
+                    .map(|d| {
+                        self.eval(d)
+                            .and_then(|v| usize::try_from(v).ok())
+                            .ok_or_else(|| {
+                                BindError::MissingParam(format!(
+                                    "a dimension of buffer {}",
+                                    buf.name
+                                ))
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let n = shape.iter().product();
+                Ok((shape, n))
+            }
+            BufferShape::Sparse(axes) => {
+                let specs = self.level_specs(id)?;
+                let mut levels = Vec::new();
+                for &a in axes {
+                    levels.push(
+                        self.level_of(a)
+                            .ok_or_else(|| BindError::MissingStructure {
+                                axis: self.func.axes[a].name.clone(),
+                                needed_by: buf.name.clone(),
+                            })?,
+                    );
+                }
+                let layout = pack::group_layout(&specs, &levels).map_err(|e| BindError::Pack {
+                    buffer: buf.name.clone(),
+                    message: e.to_string(),
+                })?;
+                let size = layout.size().ok_or_else(|| BindError::Pack {
+                    buffer: buf.name.clone(),
+                    message: "value array too large".into(),
+                })?;
+                Ok((layout.shape(), size + self.extra_storage(id)?))
+            }
+        }
+    }
+
+    /// Checks every input is bound and every size known, allocates zeroed outputs, and returns
+    /// the arguments by parameter name.
+    pub fn finish(mut self) -> Result<HashMap<String, ArgValue>, BindError> {
+        let func = self.func;
+        let written = written_buffers(&func.body);
+        // Buffers not bound: outputs get zeros, inputs are an error.
+        for &id in &func.buffer_decls {
+            let buf = &func.buffers[id];
+            let Some(data) = buf.data_param() else {
+                continue;
+            };
+            if self.bound.contains(&id) {
+                continue;
+            }
+            if !written.contains(&id) {
+                return Err(BindError::MissingBind(buf.name.clone()));
+            }
+            let (_, n) = self.buffer_extent(id)?;
+            let t = Tensor::zeros(buf.dtype, vec![n])
+                .map_err(|e| BindError::Unsupported(format!("buffer `{}`: {e}", buf.name)))?;
+            self.arrays.insert(data, t);
+        }
+        // Every axis used by an iteration needs its structure.
+        let mut iterated = Vec::new();
+        func.body.visit(&mut |s| {
+            if let Stmt::SparseIteration(it) = s {
+                for e in &it.axes {
+                    iterated.extend(e.axes().into_iter().map(|a| (a, it.name.clone())));
+                    if let sparsetir_ir::IterAxis::Attach { parent, .. } = e {
+                        iterated.push((*parent, it.name.clone()));
+                    }
+                }
+            }
+        });
+        for (a, by) in iterated {
+            let mut cur = Some(a);
+            while let Some(x) = cur {
+                if self.level_of(x).is_none() {
+                    return Err(BindError::MissingStructure {
+                        axis: func.axes[x].name.clone(),
+                        needed_by: by.clone(),
+                    });
+                }
+                cur = func.axes[x].parent;
+            }
+        }
+        let mut args = HashMap::new();
+        for &p in &func.params {
+            let var = &func.vars[p];
+            if var.dtype == DType::Handle {
+                if let Some(t) = self.arrays.remove(&p) {
+                    args.insert(var.name.clone(), ArgValue::Array(t));
+                }
+            } else if let Some(v) = self.ints.get(&p) {
+                args.insert(var.name.clone(), ArgValue::Int(*v));
+            } else if let Some(v) = self.floats.get(&p) {
+                args.insert(var.name.clone(), ArgValue::Float(*v));
+            } else {
+                return Err(BindError::MissingParam(var.name.clone()));
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// Python's `//` on integers; `None` on division by zero or overflow.
+fn floor_div(a: i64, b: i64) -> Option<i64> {
+    let q = a.checked_div(b)?;
+    Some(if a % b != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
+}
+
+fn dense_level(n: usize) -> PackedLevel {
+    PackedLevel {
+        length: n,
+        count: n,
+        nnz_cols: None,
+        indptr: None,
+        indices: None,
+    }
+}
+
+/// Buffers stored to anywhere in `body` (including inits).
+pub fn written_buffers(body: &Stmt) -> HashSet<BufferId> {
+    let mut out = HashSet::new();
+    body.visit(&mut |s| {
+        if let Stmt::Store(st) = s {
+            out.insert(st.buffer);
+        }
+    });
+    out
+}
+
+fn int_arg(args: &HashMap<String, ArgValue>, name: &str) -> Option<i64> {
+    match args.get(name)? {
+        ArgValue::Int(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// Reads buffer `name` back from the arguments after a run.
+pub fn read_output(
+    func: &PrimFunc,
+    args: &HashMap<String, ArgValue>,
+    name: &str,
+) -> Result<Output, BindError> {
+    let id = func
+        .buffer_by_name(name)
+        .ok_or_else(|| BindError::UnknownBuffer {
+            func: func.name.clone(),
+            name: name.to_string(),
+            known: names(func.buffers.iter().map(|(_, b)| b.name.as_str())),
+        })?;
+    let buf = &func.buffers[id];
+    let err = |m: String| BindError::Output {
+        buffer: name.to_string(),
+        message: m,
+    };
+    let data = buf
+        .data_param()
+        .ok_or_else(|| err("an allocated buffer has no output".into()))?;
+    let Some(ArgValue::Array(values)) = args.get(&func.vars[data].name) else {
+        return Err(err("no array was bound or allocated".into()));
+    };
+    // Rebuild a binder view of the sizes from the integer arguments.
+    let mut b = Binder::new(func);
+    for &p in &func.params {
+        if let Some(v) = int_arg(args, &func.vars[p].name) {
+            b.ints.insert(p, v);
+        }
+    }
+    let axes: Vec<AxisId> = buf.axes().to_vec();
+    let all_dense = axes
+        .iter()
+        .all(|a| func.axes[*a].kind == AxisKind::DenseFixed);
+    if !buf.is_sparse() || all_dense {
+        let (shape, n) = b.buffer_extent(id)?;
+        if values.len() < n {
+            return Err(err(format!(
+                "array has {} values, expected {n}",
+                values.len()
+            )));
+        }
+        let mut t = values.clone();
+        t.shape = shape;
+        return Ok(Output::Dense(t));
+    }
+    let specs = b.level_specs(id)?;
+    let mut levels = Vec::new();
+    for &a in &axes {
+        let axis = &func.axes[a];
+        let arr = |p: Option<VarId>| -> Option<Vec<i64>> {
+            match args.get(&func.vars[p?].name) {
+                Some(ArgValue::Array(t)) => Some(t.to_i64_vec()),
+                _ => None,
+            }
+        };
+        let length = b.eval(&axis.length).and_then(|v| usize::try_from(v).ok());
+        let length =
+            length.ok_or_else(|| err(format!("length of axis `{}` unknown", axis.name)))?;
+        let indptr = arr(axis.indptr);
+        let indices = arr(axis.indices);
+        let nnz_cols = axis
+            .nnz_cols
+            .as_ref()
+            .and_then(|e| b.eval(e))
+            .map(|v| v as usize);
+        let count = match axis.kind {
+            AxisKind::DenseFixed => length,
+            AxisKind::CompressedFixed => indices.as_ref().map_or(0, |v| v.len()),
+            _ => indptr
+                .as_ref()
+                .and_then(|v| v.last())
+                .map_or(0, |v| *v as usize),
+        };
+        levels.push(PackedLevel {
+            length,
+            count,
+            nnz_cols,
+            indptr,
+            indices,
+        });
+    }
+    let coo =
+        pack::unpack(&specs, &levels, &values.to_f64_vec()).map_err(|e| err(e.to_string()))?;
+    let field = if buf.dtype.is_float() {
+        Field::Real
+    } else {
+        Field::Integer
+    };
+    Ok(Output::Sparse(Coo { field, ..coo }))
+}
