@@ -12,6 +12,8 @@ use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
 
+mod demo;
+
 #[derive(Parser)]
 #[command(
     name = "sparsetir",
@@ -55,6 +57,21 @@ enum Command {
         #[arg(long = "set", value_name = "PARAM=VALUE")]
         sets: Vec<String>,
     },
+    /// SpMM end to end on a generated matrix, checked against a dense product.
+    Demo {
+        /// Where to write the generated files (default: a `sparsetir-demo` temp directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Rows (and columns) of the generated matrix.
+        #[arg(long, default_value_t = 512)]
+        rows: usize,
+        /// Feature width of the dense operand.
+        #[arg(long, default_value_t = 32)]
+        feat: usize,
+        /// Seed of the generated data.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
 }
 
 /// A user-facing failure: printed to stderr, exit code 1.
@@ -79,6 +96,12 @@ fn main() -> ExitCode {
             outs,
             sets,
         } => cmd_run(&file, func.as_deref(), &backend, &binds, &outs, &sets),
+        Command::Demo {
+            dir,
+            rows,
+            feat,
+            seed,
+        } => demo::run(dir, rows, feat, seed),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -286,7 +309,8 @@ fn cmd_run(
                     "error: --out {buf}={file}: `{buf}` is dense: write it as .npy"
                 )))
             }
-            (Output::Sparse(c), _) => return Err(Failure(format!(
+            (Output::Sparse(c), _) => {
+                return Err(Failure(format!(
                 "error: --out {buf}={file}: `{buf}` is sparse with {} dimensions: write it as {}",
                 c.rank(),
                 if c.rank() == 2 {
@@ -294,7 +318,8 @@ fn cmd_run(
                 } else {
                     ".tns"
                 }
-            ))),
+            )))
+            }
         }
     }
     Ok(())
