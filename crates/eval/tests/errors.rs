@@ -401,3 +401,42 @@ fn select_is_lazy_and_intrinsics_evaluate() {
     let want = [1.0 / (1.0 + (-0.5f64).exp()), 0.520_499_877_813_046_5, -2.0];
     assert_close(&out(&a, "r"), &want, "intrinsics");
 }
+
+#[test]
+fn unsupported_layouts_are_errors() {
+    let mut b = Builder::new("layouts");
+    let ia = b.dense_fixed("I", Expr::int(2));
+    let ja = b.compressed_varied("J", ia, Expr::int(2), Expr::int(1));
+    let ka = b.compressed_varied("K", ia, Expr::int(2), Expr::int(1));
+    let ca = b.compressed_fixed("C", ia, Expr::int(2), Expr::int(1));
+    let la = b.compressed_varied("L", ca, Expr::int(2), Expr::int(1));
+    let base = args(vec![
+        ("J_indptr", i32_arr(&[0, 1, 1])),
+        ("J_indices", i32_arr(&[1])),
+        ("K_indptr", i32_arr(&[0, 0, 1])),
+        ("K_indices", i32_arr(&[0])),
+        ("C_indices", i32_arr(&[0, 1])),
+        ("L_indptr", i32_arr(&[0, 1, 1])),
+        ("L_indices", i32_arr(&[0])),
+    ]);
+    let mut ok = base.clone();
+    run(&b.f, &mut ok).expect("axes alone are valid");
+
+    let mut b1 = Builder { f: b.f.clone() };
+    b1.match_sparse("Two", &[ia, ja, ka], F32);
+    let mut a1 = base.clone();
+    a1.insert("two".into(), f32_arr(&[0.0]));
+    expect_err(&b1.f, a1, &["`Two`", "`K`", "chain"]);
+
+    let mut b2 = Builder { f: b.f.clone() };
+    b2.match_sparse("Ch", &[ia, ca, la], F32);
+    let mut a2 = base.clone();
+    a2.insert("ch".into(), f32_arr(&[0.0]));
+    expect_err(&b2.f, a2, &["`Ch`", "`C`", "compressed_fixed"]);
+
+    let mut b3 = Builder { f: b.f.clone() };
+    b3.match_sparse("Orphan", &[ja], F32);
+    let mut a3 = base;
+    a3.insert("orphan".into(), f32_arr(&[0.0]));
+    expect_err(&b3.f, a3, &["`Orphan`", "`J`", "parent `I`"]);
+}

@@ -62,7 +62,8 @@ fn csr_args(a: &Csr) -> Vec<(&'static str, ArgValue)> {
     ]
 }
 
-/// The test matrices: random with empty rows and a full row, an empty matrix, 1×1, all rows full.
+/// The test matrices: random with empty rows and a full row, an empty matrix, 1×1, all rows
+/// full, and 0×0.
 fn test_matrices(rng: &mut Rng) -> Vec<Csr> {
     vec![
         Csr::random(rng, 7, 9, 35, &[1, 4], &[2]),
@@ -70,6 +71,7 @@ fn test_matrices(rng: &mut Rng) -> Vec<Csr> {
         Csr::random(rng, 1, 1, 100, &[], &[]),
         Csr::random(rng, 3, 5, 0, &[], &[0, 1, 2]),
         Csr::random(rng, 12, 6, 50, &[11], &[]),
+        Csr::random(rng, 0, 0, 50, &[], &[]),
     ]
 }
 
