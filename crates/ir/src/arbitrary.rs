@@ -438,7 +438,7 @@ impl Gen {
                 .f
                 .axes
                 .iter()
-                .filter(|(h, a)| !list.contains(h) && a.parent.map_or(true, |p| list.contains(&p)))
+                .filter(|(h, a)| !list.contains(h) && a.parent.iter().all(|p| list.contains(p)))
                 .map(|(h, _)| h)
                 .collect();
             if cands.is_empty() {
@@ -906,7 +906,7 @@ impl Gen {
                 .axes
                 .iter()
                 .filter(|(h, a)| {
-                    free(*h, &iterated) && a.parent.map_or(true, |p| iterated.contains(&p))
+                    free(*h, &iterated) && a.parent.iter().all(|p| iterated.contains(p))
                 })
                 .map(|(h, _)| h)
                 .collect();

@@ -114,7 +114,7 @@ impl<'a> Verifier<'a> {
     /// Brings `v` into scope; returns the binding it shadows, for [`Self::undefine`].
     fn define(&mut self, v: VarId, kind: VarKind, span: Span) -> Option<Option<VarKind>> {
         match self.var_scope.get_mut(v.index()) {
-            Some(slot) => Some(std::mem::replace(slot, Some(kind))),
+            Some(slot) => Some(slot.replace(kind)),
             None => {
                 self.err(
                     span,
@@ -310,14 +310,10 @@ impl<'a> Verifier<'a> {
     fn size_expr(&mut self, e: &Expr, what: &str, span: Span) {
         let mut bad = Vec::new();
         e.visit(&mut |x| match x {
-            Expr::Var(v) => {
-                if !self.f.params.contains(v) {
-                    bad.push(format!(
-                        "variable `{}`, which is not a parameter",
-                        self.var_name(*v)
-                    ));
-                }
-            }
+            Expr::Var(v) if !self.f.params.contains(v) => bad.push(format!(
+                "variable `{}`, which is not a parameter",
+                self.var_name(*v)
+            )),
             Expr::Load { .. } => bad.push("a buffer load".to_string()),
             Expr::Call { .. } => bad.push("an intrinsic call".to_string()),
             Expr::Let { .. } => bad.push("a let".to_string()),
