@@ -263,6 +263,7 @@ fn cmd_run(
     }
     for b in binds {
         let (buf, file) = split_pair(b, "bind")?;
+        binder.check_bindable(buf)?;
         match extension(file).as_str() {
             "mtx" => binder.bind_coo(buf, &sparsetir_formats::read_mtx(file)?)?,
             "tns" => binder.bind_coo(buf, &sparsetir_formats::read_tns(file)?)?,

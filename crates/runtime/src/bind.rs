@@ -227,6 +227,11 @@ impl<'f> Binder<'f> {
         }
     }
 
+    /// Checks that `name` is a buffer this function takes as a parameter (before reading data).
+    pub fn check_bindable(&self, name: &str) -> Result<(), BindError> {
+        self.buffer(name).map(|_| ())
+    }
+
     fn buffer(&self, name: &str) -> Result<BufferId, BindError> {
         let id = self
             .func
@@ -332,6 +337,8 @@ impl<'f> Binder<'f> {
         for (l, &a) in axes.iter().enumerate() {
             let axis = &func.axes[a];
             let level = &packed.levels[l];
+            // Structure first: a different pattern is reported as such, not as a size.
+            self.record_structure(a, level.clone(), name)?;
             self.unify(
                 &axis.length,
                 level.length,
@@ -349,7 +356,6 @@ impl<'f> Binder<'f> {
             if let (Some(c), Some(found)) = (&axis.nnz_cols, level.nnz_cols) {
                 self.unify(c, found, name, &format!("nnz_cols of axis `{}`", axis.name))?;
             }
-            self.record_structure(a, level.clone(), name)?;
         }
         let values = packed
             .values_tensor(buf.dtype)
