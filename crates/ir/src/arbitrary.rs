@@ -972,7 +972,12 @@ impl Gen {
             return None;
         }
         let arity: usize = entries.iter().map(|e| e.arity()).sum();
-        let vars: Vec<VarId> = (0..arity).map(|_| self.var("v", DType::I32)).collect();
+        // an iterator holds a coordinate of its axis: it has the axis's index type
+        let iter_axes: Vec<AxisId> = entries.iter().flat_map(|e| e.axes()).collect();
+        let vars: Vec<VarId> = iter_axes
+            .iter()
+            .map(|a| self.var("v", self.f.axes[*a].idtype))
+            .collect();
         let kinds: Vec<IterKind> = (0..arity)
             .map(|_| {
                 if self.rng.chance(1, 3) {

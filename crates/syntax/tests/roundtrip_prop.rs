@@ -12,8 +12,13 @@ use sparsetir_syntax::parse_module;
 
 fn config() -> Config {
     // no regression files in the source tree: failures print the offending script instead
+    // PROPTEST_CASES raises the count for a longer local run
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
     Config {
-        cases: 64,
+        cases,
         failure_persistence: None,
         ..Config::default()
     }
@@ -32,6 +37,42 @@ fn check_generated(f: &PrimFunc) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `{:?}` of a function with every `span: Span { .. }` removed.
+fn debug_without_spans(f: &PrimFunc) -> String {
+    let text = format!("{f:?}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("span: Span {") {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        match rest.find('}') {
+            Some(j) => rest = &rest[j + 1..],
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the IR of `f` and `g` first differ (spans ignored), with some context.
+fn first_difference(f: &PrimFunc, g: &PrimFunc) -> String {
+    let (a, b) = (debug_without_spans(f), debug_without_spans(g));
+    let i = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    let lo = a[..i].char_indices().rev().nth(200).map_or(0, |(k, _)| k);
+    let end = |s: &str| {
+        s[i..]
+            .char_indices()
+            .nth(200)
+            .map_or(s.len(), |(k, _)| i + k)
+    };
+    format!(
+        "...{}\n  generated: {}\n  parsed:    {}",
+        &a[lo..i],
+        &a[i..end(&a)],
+        &b[i..end(&b)]
+    )
+}
+
 /// print → parse → equal, and print(parse(print(f))) == print(f).
 fn check_roundtrip(f: &PrimFunc) -> Result<(), TestCaseError> {
     check_generated(f)?;
@@ -46,9 +87,11 @@ fn check_roundtrip(f: &PrimFunc) -> Result<(), TestCaseError> {
     let again = print_func(g);
     prop_assert!(
         func_eq(f, g),
-        "parse(print(f)) differs from f\n--- print(f) ---\n{}\n--- print(parse(print(f))) ---\n{}",
+        "parse(print(f)) differs from f\n--- print(f) ---\n{}\n--- print(parse(print(f))) ---\n{}\n\
+         --- first IR difference ---\n{}",
         text,
-        again
+        again,
+        first_difference(f, g)
     );
     prop_assert_eq!(func_hash(f), func_hash(g));
     prop_assert_eq!(
@@ -83,19 +126,16 @@ proptest! {
     }
 
     #[test]
-    #[ignore = "enable once the printer and parser are implemented"]
     fn roundtrip_stage1(f in arb_stage1_func()) {
         check_roundtrip(&f)?;
     }
 
     #[test]
-    #[ignore = "enable once the printer and parser are implemented"]
     fn roundtrip_stage2(f in arb_stage2_func()) {
         check_roundtrip(&f)?;
     }
 
     #[test]
-    #[ignore = "enable once the printer and parser are implemented"]
     fn roundtrip_stage3(f in arb_stage3_func()) {
         check_roundtrip(&f)?;
     }
