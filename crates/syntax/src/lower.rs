@@ -207,19 +207,39 @@ fn attr_dict(e: &ast::Expr) -> LResult<Attrs> {
     Ok(attrs)
 }
 
-/// `(lo, hi)` → `(min, extent)`: `hi` written as `lo + e` gives `e`, a zero `lo` gives `hi`.
-fn range_of(lo: Expr, hi: Expr) -> (Expr, Expr) {
-    if lo == Expr::Int(0, DType::I32) {
-        return (lo, hi);
-    }
-    if let Expr::Binary(BinOp::Add, l, e) = &hi {
-        if **l == lo {
-            let e = (**e).clone();
-            return (lo, e);
+/// A copy of `e` with every span cleared, for syntactic comparison.
+fn strip(e: &ast::Expr) -> ast::Expr {
+    let b = |x: &ast::Expr| Box::new(strip(x));
+    let kind = match &e.kind {
+        ExprKind::Attr(v, a) => ExprKind::Attr(b(v), a.clone()),
+        ExprKind::Call { func, args, kwargs } => ExprKind::Call {
+            func: b(func),
+            args: args.iter().map(strip).collect(),
+            kwargs: kwargs
+                .iter()
+                .map(|k| Kwarg {
+                    name: k.name.clone(),
+                    name_span: Span::default(),
+                    value: strip(&k.value),
+                })
+                .collect(),
+        },
+        ExprKind::Subscript(v, i) => ExprKind::Subscript(b(v), i.iter().map(strip).collect()),
+        ExprKind::Slice(l, h) => {
+            ExprKind::Slice(l.as_deref().map(|x| b(x)), h.as_deref().map(|x| b(x)))
         }
+        ExprKind::Tuple(v) => ExprKind::Tuple(v.iter().map(strip).collect()),
+        ExprKind::List(v) => ExprKind::List(v.iter().map(strip).collect()),
+        ExprKind::Dict(v) => ExprKind::Dict(v.iter().map(|(k, x)| (strip(k), strip(x))).collect()),
+        ExprKind::Binary(op, l, r) => ExprKind::Binary(*op, b(l), b(r)),
+        ExprKind::Neg(x) => ExprKind::Neg(b(x)),
+        ExprKind::Not(x) => ExprKind::Not(b(x)),
+        other => other.clone(),
+    };
+    ast::Expr {
+        kind,
+        span: Span::default(),
     }
-    let ext = Expr::sub(hi, lo.clone());
-    (lo, ext)
 }
 
 /// Lowers parsed functions into a module.
@@ -915,6 +935,22 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// `(lo, hi)` → `(min, extent)`: `hi` written as `lo + e` gives `e`, a literal `0` for `lo`
+    /// gives `hi`, anything else `hi - lo`.
+    fn range_of(&mut self, lo: &ast::Expr, hi: &ast::Expr) -> LResult<(Expr, Expr)> {
+        let min = self.int_expr(lo)?;
+        if min == Expr::Int(0, DType::I32) {
+            return Ok((min, self.int_expr(hi)?));
+        }
+        if let ExprKind::Binary(AstBinOp::Add, l, e) = &hi.kind {
+            if strip(l) == strip(lo) {
+                return Ok((min, self.int_expr(e)?));
+            }
+        }
+        let hi = self.int_expr(hi)?;
+        Ok((min.clone(), Expr::sub(hi, min)))
+    }
+
     fn int_expr(&mut self, e: &ast::Expr) -> LResult<Expr> {
         let x = self.expr(e)?;
         if !x.dtype(&self.f).is_integer() {
@@ -1157,13 +1193,10 @@ impl<'a> Lower<'a> {
                 };
                 let pos_owned: Vec<ast::Expr> = pos.into_iter().cloned().collect();
                 let a = bind(&fname, iter.span, &pos_owned, kwargs, params, 1)?;
-                let first = self.int_expr(a[0].unwrap_or(iter))?;
+                let first = a[0].unwrap_or(iter);
                 let range = match a[1] {
-                    Some(hi) if !matches!(hi.kind, ExprKind::None) => {
-                        let hi = self.int_expr(hi)?;
-                        range_of(first, hi)
-                    }
-                    _ => (Expr::int(0), first),
+                    Some(hi) if !matches!(hi.kind, ExprKind::None) => self.range_of(first, hi)?,
+                    _ => (Expr::int(0), self.int_expr(first)?),
                 };
                 ranges.push(range);
                 if kind == ForKind::ThreadBinding {
@@ -1412,9 +1445,7 @@ impl<'a> Lower<'a> {
                 let (Some(lo), Some(hi)) = (lo, hi) else {
                     return Err(err(i.span, "a region slice needs both bounds `lo:hi`"));
                 };
-                let lo = self.expr(lo)?;
-                let hi = self.expr(hi)?;
-                ranges.push(range_of(lo, hi));
+                ranges.push(self.range_of(lo, hi)?);
             } else {
                 ranges.push((self.expr(i)?, Expr::int(1)));
             }
@@ -1501,11 +1532,7 @@ impl<'a> Lower<'a> {
                         let a = bind(&n, value.span, args, kwargs, &["dom", "binding"], 2)?;
                         let (dom, binding) = (a[0].unwrap_or(value), a[1].unwrap_or(value));
                         let (min, extent) = match list_items(dom) {
-                            Some([lo, hi]) => {
-                                let lo = self.int_expr(lo)?;
-                                let hi = self.int_expr(hi)?;
-                                range_of(lo, hi)
-                            }
+                            Some([lo, hi]) => self.range_of(lo, hi)?,
                             Some(_) => return Err(err(dom.span, "expected a domain `(lo, hi)`")),
                             None => (Expr::int(0), self.int_expr(dom)?),
                         };
@@ -1813,6 +1840,17 @@ impl<'a> Lower<'a> {
                     args: Vec::new(),
                     dtype,
                 });
+            }
+            if args.len() > op.arity() {
+                return Err(err(
+                    args[op.arity()].span,
+                    format!(
+                        "`{name}` takes at most {} positional argument{}, got {}",
+                        op.arity(),
+                        if op.arity() == 1 { "" } else { "s" },
+                        args.len()
+                    ),
+                ));
             }
             let mut params: Vec<&str> = ["a", "b", "c", "d"]
                 .iter()

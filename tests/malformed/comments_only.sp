@@ -1,0 +1,4 @@
+# just a comment
+
+import tvm
+from tvm.script import tir as T

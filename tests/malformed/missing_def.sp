@@ -1,0 +1,3 @@
+@T.prim_func
+f(a: T.handle):
+    pass

@@ -1,0 +1,3 @@
+@T.prim_func
+def f(a: T.handle, indptr: T.handle, indices: T.handle, m: T.int32, n: T.int32, nnz: T.int32):
+    I = T.sp.dense_fixed(m) m
