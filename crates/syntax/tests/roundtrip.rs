@@ -67,9 +67,97 @@ fn aliases_print_canonically() {
 }
 
 #[test]
-#[ignore]
-fn dump() {
-    for (name, src) in SCRIPTS {
-        println!("==== {name}\n{}", print_module(&parse_ok(name, src)));
-    }
+fn parsed_ir_has_the_written_structure() {
+    let m = parse_ok("csrmm", include_str!("scripts/csrmm.py"));
+    let f = &m.funcs[0];
+    assert_eq!(f.name, "csrmm");
+    assert_eq!(f.params.len(), 9);
+    assert_eq!(f.vars[f.params[0]].dtype, DType::Handle);
+    assert_eq!(f.vars[f.params[5]].dtype, DType::I32);
+    let kinds: Vec<AxisKind> = f.axes.iter().map(|(_, a)| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            AxisKind::DenseFixed,
+            AxisKind::CompressedVaried,
+            AxisKind::DenseFixed,
+            AxisKind::DenseFixed
+        ]
+    );
+    let i = f.axis_by_name("I").unwrap();
+    let j = f.axis_by_name("J").unwrap();
+    assert_eq!(f.axes[j].parent, Some(i));
+    assert_eq!(f.axes[j].indptr, f.param("indptr"));
+    assert_eq!(f.axes[j].indices, f.param("indices"));
+    assert_eq!(f.buffer_decls.len(), 3);
+    assert_eq!(f.attrs.get_int("sparse_tir_level"), Some(2));
+    let Stmt::SparseIteration(it) = &f.body else {
+        panic!("expected one iteration")
+    };
+    assert_eq!(it.name, "csrmm");
+    assert_eq!(
+        it.kinds,
+        [IterKind::Spatial, IterKind::Reduce, IterKind::Spatial]
+    );
+    assert_eq!(it.axes.len(), 3);
+    assert!(it.init.is_some());
+    let Stmt::Store(st) = &it.body else {
+        panic!("expected a store")
+    };
+    // C[i, k] = C[i, k] + A[i, j] * B[j, k]
+    let Expr::Binary(BinOp::Add, lhs, rhs) = &st.value else {
+        panic!("expected +")
+    };
+    assert!(matches!(**lhs, Expr::Load { buffer, .. } if buffer == st.buffer));
+    assert!(matches!(**rhs, Expr::Binary(BinOp::Mul, _, _)));
+}
+
+#[test]
+fn sugar_desugars() {
+    // `+=` becomes a load-add-store; aliases map to canonical kinds; a fused entry binds two vars.
+    let m = parse_ok("alias", include_str!("scripts/sddmm_alias.py"));
+    let f = &m.funcs[0];
+    let Stmt::SparseIteration(it) = &f.body else {
+        panic!()
+    };
+    let Stmt::Store(st) = &it.body else { panic!() };
+    assert!(matches!(&st.value, Expr::Binary(BinOp::Add, l, _)
+        if matches!(&**l, Expr::Load { buffer, indices } if *buffer == st.buffer && *indices == st.indices)));
+    let fused = parse_ok("fused", include_str!("scripts/fused_sddmm.py"));
+    let Stmt::SparseIteration(it) = &fused.funcs[0].body else {
+        panic!()
+    };
+    assert!(matches!(&it.axes[0], IterAxis::Fuse(v) if v.len() == 2));
+    assert_eq!(it.vars.len(), 3);
+    assert!(!fused.funcs[0].axes[fused.funcs[0].axis_by_name("J").unwrap()].sorted);
+    assert_eq!(it.annotations.get("weights").map(|_| ()), Some(()));
+}
+
+#[test]
+fn ranges_and_constants() {
+    let src = "@T.prim_func\ndef f(a: T.handle, n: T.int32, lo: T.int32):\n    A = T.match_buffer(a, (n,), \"float32\")\n    for i in T.serial(lo, lo + n):\n        for j in T.serial(2, n):\n            A[i] = T.float32(-0.5) + T.Cast(\"float32\", -5)\n";
+    let m = parse_ok("ranges", src);
+    let f = &m.funcs[0];
+    let lo = Expr::Var(f.param("lo").unwrap());
+    let n = Expr::Var(f.param("n").unwrap());
+    let Stmt::For(outer) = &f.body else { panic!() };
+    assert_eq!(outer.min, lo);
+    assert_eq!(outer.extent, n);
+    assert_eq!(outer.kind, ForKind::Serial);
+    let Stmt::For(inner) = &outer.body else {
+        panic!()
+    };
+    assert_eq!(inner.min, Expr::int(2));
+    assert_eq!(inner.extent, Expr::sub(n.clone(), Expr::int(2)));
+    let Stmt::Store(st) = &inner.body else {
+        panic!()
+    };
+    let Expr::Binary(BinOp::Add, a, b) = &st.value else {
+        panic!()
+    };
+    assert_eq!(**a, Expr::Float(-0.5, DType::F32));
+    assert_eq!(
+        **b,
+        Expr::Cast(DType::F32, Box::new(Expr::Int(-5, DType::I32)))
+    );
 }
