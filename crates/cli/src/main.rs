@@ -263,6 +263,18 @@ fn cmd_run(
     }
     for b in binds {
         let (buf, file) = split_pair(b, "bind")?;
+        // A name that is not a buffer may be a handle parameter bound to a raw array
+        // (`--bind indptr=indptr.npy`, `--bind a=values.npy`).
+        let is_buffer = f.buffer_by_name(buf).is_some();
+        if !is_buffer && f.param(buf).is_some() {
+            if extension(file) != "npy" {
+                return Err(Failure(format!(
+                    "error: --bind {buf}={file}: parameter `{buf}` takes a 1-D .npy array"
+                )));
+            }
+            binder.bind_param_array(buf, sparsetir_formats::read_npy(file)?)?;
+            continue;
+        }
         binder.check_bindable(buf)?;
         match extension(file).as_str() {
             "mtx" => binder.bind_coo(buf, &sparsetir_formats::read_mtx(file)?)?,

@@ -611,3 +611,79 @@ fn demo_runs_and_checks_itself() {
     assert!(out.contains("OK"), "{out}");
     assert!(d.path("demo/C.npy").exists());
 }
+
+/// CSR arrays handed in directly (`--bind indptr=... --bind indices=... --bind a=...`), as a
+/// scipy user would, with `--set` for the sizes the arrays do not imply.
+fn raw_csr_run(d: &Dir, indptr: &[i64], indices: &[i64], values: &[f64]) -> Output {
+    let script = d.script("csrmm");
+    let ip = Tensor::from_i64(DType::I32, indptr).unwrap();
+    let ix = Tensor::from_i64(DType::I32, indices).unwrap();
+    let va = Tensor::from_f64(DType::F32, values).unwrap();
+    write_npy(d.path("indptr.npy"), &ip).unwrap();
+    write_npy(d.path("indices.npy"), &ix).unwrap();
+    write_npy(d.path("vals.npy"), &va).unwrap();
+    let (_, bt) = dense_tensor(&[4, 2], 91);
+    write_npy(d.path("b.npy"), &bt).unwrap();
+    run(&[
+        "run",
+        &script,
+        "--set",
+        "m=3",
+        "--bind",
+        &d.bind("indptr", "indptr.npy"),
+        "--bind",
+        &d.bind("indices", "indices.npy"),
+        "--bind",
+        &d.bind("a", "vals.npy"),
+        "--bind",
+        &d.bind("B", "b.npy"),
+        "--out",
+        &d.bind("C", "c.npy"),
+    ])
+}
+
+#[test]
+fn run_with_raw_csr_arrays() {
+    let d = Dir::new();
+    // Row 0: (0, 1.5), (3, -2); row 1 empty; row 2: (1, 0.25).
+    let o = raw_csr_run(&d, &[0, 2, 2, 3], &[0, 3, 1], &[1.5, -2.0, 0.25]);
+    expect_ok(&o);
+    let (b, _) = dense_tensor(&[4, 2], 91);
+    let c = read_npy(d.path("c.npy")).unwrap();
+    let want = [
+        1.5 * b[0] - 2.0 * b[6],
+        1.5 * b[1] - 2.0 * b[7],
+        0.0,
+        0.0,
+        0.25 * b[2],
+        0.25 * b[3],
+    ];
+    for (i, w) in want.iter().enumerate() {
+        assert!(
+            close(c.get_f64(i), *w),
+            "C[{i}] = {}, want {w}",
+            c.get_f64(i)
+        );
+    }
+}
+
+#[test]
+fn run_rejects_invalid_raw_structure() {
+    // Unsorted indices inside row 0 where the axis is declared sorted.
+    let d = Dir::new();
+    let o = raw_csr_run(&d, &[0, 2, 2, 3], &[3, 0, 1], &[1.0, 2.0, 3.0]);
+    assert_user_error(&o, &["axis `J`", "sorted"]);
+    assert!(!d.path("c.npy").exists());
+    // indptr not monotone.
+    let d = Dir::new();
+    let o = raw_csr_run(&d, &[0, 2, 1, 3], &[0, 3, 1], &[1.0, 2.0, 3.0]);
+    assert_user_error(&o, &["axis `J`", "indptr"]);
+    // Index out of range (n = 4 from B).
+    let d = Dir::new();
+    let o = raw_csr_run(&d, &[0, 2, 2, 3], &[0, 3, 9], &[1.0, 2.0, 3.0]);
+    assert_user_error(&o, &["axis `J`", "9"]);
+    // Too few values for the structure.
+    let d = Dir::new();
+    let o = raw_csr_run(&d, &[0, 2, 2, 3], &[0, 3, 1], &[1.0, 2.0]);
+    assert_user_error(&o, &["`A`", "stored values"]);
+}

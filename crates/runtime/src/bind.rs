@@ -70,6 +70,8 @@ pub enum BindError {
     },
     #[error("buffer `{buffer}`: {message}")]
     Pack { buffer: String, message: String },
+    #[error("axis `{axis}`: invalid structure arrays: {message}")]
+    Structure { axis: String, message: String },
     #[error("input buffer `{0}` is not bound: pass --bind {0}=FILE")]
     MissingBind(String),
     #[error(
@@ -101,6 +103,8 @@ pub struct Binder<'f> {
     /// Structure of every axis known so far (dense_fixed axes once their length is known).
     structure: HashMap<AxisId, (PackedLevel, String)>,
     arrays: HashMap<VarId, Tensor>,
+    /// Structure arrays (`indptr`/`indices`) bound directly by parameter name.
+    raw: HashMap<VarId, Tensor>,
     bound: HashSet<BufferId>,
 }
 
@@ -121,6 +125,7 @@ impl<'f> Binder<'f> {
             floats: HashMap::new(),
             structure: HashMap::new(),
             arrays: HashMap::new(),
+            raw: HashMap::new(),
             bound: HashSet::new(),
         }
     }
@@ -517,10 +522,168 @@ impl<'f> Binder<'f> {
         }
     }
 
+    /// Binds an array directly to a `T.handle` parameter: an axis's `indptr`/`indices` (checked
+    /// against the axis declaration when the run starts: monotone, in range, sorted where
+    /// declared), or the raw value array of a sparse buffer.
+    pub fn bind_param_array(&mut self, param: &str, tensor: Tensor) -> Result<(), BindError> {
+        let func = self.func;
+        let var = func
+            .params
+            .iter()
+            .copied()
+            .find(|v| func.vars[*v].name == param && func.vars[*v].dtype == DType::Handle)
+            .ok_or_else(|| BindError::UnknownBuffer {
+                func: func.name.clone(),
+                name: param.to_string(),
+                known: names(func.buffers.iter().map(|(_, b)| b.name.as_str())),
+            })?;
+        if tensor.shape.len() != 1 {
+            return Err(BindError::RankMismatch {
+                buffer: param.into(),
+                expected: 1,
+                found: tensor.shape.len(),
+            });
+        }
+        if let Some((id, buf)) = func
+            .buffers
+            .iter()
+            .find(|(_, b)| b.data_param() == Some(var))
+        {
+            if tensor.dtype() != buf.dtype {
+                return Err(BindError::DTypeMismatch {
+                    buffer: buf.name.clone(),
+                    expected: buf.dtype,
+                    found: tensor.dtype().to_string(),
+                });
+            }
+            if !self.bound.insert(id) {
+                return Err(BindError::BoundTwice(buf.name.clone()));
+            }
+            self.arrays.insert(var, tensor);
+            return Ok(());
+        }
+        let is_structure = func
+            .axes
+            .iter()
+            .any(|(_, a)| a.indptr == Some(var) || a.indices == Some(var));
+        if !is_structure {
+            return Err(BindError::Unsupported(format!(
+                "parameter `{param}` is neither a buffer's data nor an axis's indptr/indices"
+            )));
+        }
+        if !tensor.dtype().is_integer() {
+            return Err(BindError::DTypeMismatch {
+                buffer: param.into(),
+                expected: DType::I32,
+                found: tensor.dtype().to_string(),
+            });
+        }
+        if self.raw.insert(var, tensor).is_some() {
+            return Err(BindError::BoundTwice(param.into()));
+        }
+        Ok(())
+    }
+
+    /// Builds and validates the structure of axes whose arrays were bound directly, parents
+    /// first (arena order is declaration order).
+    fn resolve_raw_structure(&mut self) -> Result<(), BindError> {
+        let func = self.func;
+        for (a, axis) in func.axes.iter() {
+            let ip = axis
+                .indptr
+                .and_then(|v| self.raw.get(&v))
+                .map(|t| t.to_i64_vec());
+            let ix = axis
+                .indices
+                .and_then(|v| self.raw.get(&v))
+                .map(|t| t.to_i64_vec());
+            if ip.is_none() && ix.is_none() {
+                continue;
+            }
+            let what = format!("axis `{}`", axis.name);
+            // The chain from the root down to this axis.
+            let mut chain = vec![a];
+            while let Some(p) = func.axes[*chain.last().unwrap()].parent {
+                chain.push(p);
+            }
+            chain.reverse();
+            let mut specs = Vec::new();
+            let mut levels = Vec::new();
+            for (i, &x) in chain.iter().enumerate() {
+                let ax = &func.axes[x];
+                let length = self
+                    .eval(&ax.length)
+                    .and_then(|v| usize::try_from(v).ok())
+                    .ok_or_else(|| BindError::MissingParam(param_name(func, &ax.length)))?;
+                specs.push(LevelSpec {
+                    kind: ax.kind,
+                    parent: i.checked_sub(1),
+                    length: Some(length),
+                    nnz_cols: None,
+                    sorted: ax.sorted,
+                });
+                if x != a {
+                    levels.push(
+                        self.level_of(x)
+                            .ok_or_else(|| BindError::MissingStructure {
+                                axis: ax.name.clone(),
+                                needed_by: what.clone(),
+                            })?,
+                    );
+                    continue;
+                }
+                let parent_count = levels.last().map_or(0, |l: &PackedLevel| l.count);
+                let nnz_cols = match &ax.nnz_cols {
+                    Some(e) => Some(match self.eval(e) {
+                        Some(c) => c.max(0) as usize,
+                        None => ix.as_ref().map_or(0, |v| v.len()) / parent_count.max(1),
+                    }),
+                    None => None,
+                };
+                let count = match ax.kind {
+                    AxisKind::DenseFixed => length,
+                    AxisKind::CompressedFixed => parent_count * nnz_cols.unwrap_or(0),
+                    _ => ip
+                        .as_ref()
+                        .and_then(|v| v.last())
+                        .map_or(0, |v| (*v).max(0) as usize),
+                };
+                specs[i].nnz_cols = nnz_cols;
+                levels.push(PackedLevel {
+                    length,
+                    count,
+                    nnz_cols,
+                    indptr: ip.clone(),
+                    indices: ix.clone(),
+                });
+            }
+            pack::validate_levels(&specs, &levels).map_err(|e| {
+                let mut message = e.to_string();
+                if message.contains("strictly increasing") {
+                    message.push_str(" (the axis is declared sorted)");
+                }
+                BindError::Structure {
+                    axis: axis.name.clone(),
+                    message,
+                }
+            })?;
+            let level = levels.pop().expect("chain holds the axis");
+            if let Some(nnz) = &axis.nnz {
+                self.unify(nnz, level.count, &what, "nnz")?;
+            }
+            if let (Some(c), Some(found)) = (&axis.nnz_cols, level.nnz_cols) {
+                self.unify(c, found, &what, "nnz_cols")?;
+            }
+            self.record_structure(a, level, &format!("the arrays bound to {what}"))?;
+        }
+        Ok(())
+    }
+
     /// Checks every input is bound and every size known, allocates zeroed outputs, and returns
     /// the arguments by parameter name.
     pub fn finish(mut self) -> Result<HashMap<String, ArgValue>, BindError> {
         let func = self.func;
+        self.resolve_raw_structure()?;
         let written = written_buffers(&func.body);
         // Buffers not bound: outputs get zeros, inputs are an error.
         for &id in &func.buffer_decls {
@@ -538,6 +701,26 @@ impl<'f> Binder<'f> {
             let t = Tensor::zeros(buf.dtype, vec![n])
                 .map_err(|e| BindError::Unsupported(format!("buffer `{}`: {e}", buf.name)))?;
             self.arrays.insert(data, t);
+        }
+        // Raw value arrays of sparse buffers must match the layout.
+        for &id in &func.buffer_decls {
+            let buf = &func.buffers[id];
+            let Some(data) = buf.data_param() else {
+                continue;
+            };
+            if let (true, Some(t)) = (buf.is_sparse(), self.arrays.get(&data)) {
+                if t.shape.len() == 1 {
+                    let (_, n) = self.buffer_extent(id)?;
+                    if t.len() != n {
+                        return Err(BindError::SizeMismatch {
+                            buffer: buf.name.clone(),
+                            what: "the number of stored values".into(),
+                            expected: n as i64,
+                            found: t.len() as i64,
+                        });
+                    }
+                }
+            }
         }
         // Every axis used by an iteration needs its structure.
         let mut iterated = Vec::new();
@@ -579,6 +762,14 @@ impl<'f> Binder<'f> {
             }
         }
         Ok(args)
+    }
+}
+
+/// The parameter named by a size expression, for messages.
+fn param_name(func: &PrimFunc, e: &Expr) -> String {
+    match e {
+        Expr::Var(v) => func.vars[*v].name.clone(),
+        _ => "a size parameter".into(),
     }
 }
 
