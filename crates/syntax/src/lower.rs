@@ -225,9 +225,7 @@ fn strip(e: &ast::Expr) -> ast::Expr {
                 .collect(),
         },
         ExprKind::Subscript(v, i) => ExprKind::Subscript(b(v), i.iter().map(strip).collect()),
-        ExprKind::Slice(l, h) => {
-            ExprKind::Slice(l.as_deref().map(|x| b(x)), h.as_deref().map(|x| b(x)))
-        }
+        ExprKind::Slice(l, h) => ExprKind::Slice(l.as_deref().map(&b), h.as_deref().map(&b)),
         ExprKind::Tuple(v) => ExprKind::Tuple(v.iter().map(strip).collect()),
         ExprKind::List(v) => ExprKind::List(v.iter().map(strip).collect()),
         ExprKind::Dict(v) => ExprKind::Dict(v.iter().map(|(k, x)| (strip(k), strip(x))).collect()),
@@ -249,8 +247,7 @@ pub fn lower_module(src: &str, funcs: &[ast::FuncDef]) -> LResult<IRModule> {
     }
     let mut module = IRModule::new();
     for fd in funcs {
-        if let Some(prev) = module.get(&fd.name) {
-            let _ = prev;
+        if module.get(&fd.name).is_some() {
             return Err(err(
                 fd.name_span,
                 format!("duplicate function `{}`", fd.name),
@@ -1591,7 +1588,7 @@ impl<'a> Lower<'a> {
                             let Some(lv) = binding.as_var() else {
                                 return Err(err(b.span, "`T.axis.remap` takes loop variables"));
                             };
-                            let Some((_, lmin, lext)) =
+                            let Some((_, _, lext)) =
                                 self.loops.iter().rev().find(|(v, _, _)| *v == lv).cloned()
                             else {
                                 return Err(err(
@@ -1599,7 +1596,6 @@ impl<'a> Lower<'a> {
                                     "`T.axis.remap` needs a variable of an enclosing loop",
                                 ));
                             };
-                            let _ = lmin;
                             let dt = self.f.vars[lv].dtype;
                             new_iters.push((t, kind, binding, lext, dt));
                         }
