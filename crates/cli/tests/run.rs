@@ -48,7 +48,7 @@ fn random_matrix(m: usize, n: usize, seed: u64) -> (Vec<f64>, Coo) {
             } else if i % 3 == 2 {
                 false
             } else {
-                rng.next() % 3 == 0
+                rng.next().is_multiple_of(3)
             };
             if keep {
                 let mut v = rng.val();

@@ -633,13 +633,11 @@ impl<'f> Binder<'f> {
                     continue;
                 }
                 let parent_count = levels.last().map_or(0, |l: &PackedLevel| l.count);
-                let nnz_cols = match &ax.nnz_cols {
-                    Some(e) => Some(match self.eval(e) {
-                        Some(c) => c.max(0) as usize,
-                        None => ix.as_ref().map_or(0, |v| v.len()) / parent_count.max(1),
-                    }),
-                    None => None,
-                };
+                // A compressed_fixed count not known yet follows from the indices' length.
+                let nnz_cols = ax.nnz_cols.as_ref().map(|e| match self.eval(e) {
+                    Some(c) => c.max(0) as usize,
+                    None => ix.as_ref().map_or(0, |v| v.len()) / parent_count.max(1),
+                });
                 let count = match ax.kind {
                     AxisKind::DenseFixed => length,
                     AxisKind::CompressedFixed => parent_count * nnz_cols.unwrap_or(0),
