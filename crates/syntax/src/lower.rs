@@ -1076,9 +1076,9 @@ impl<'a> Lower<'a> {
         }
         params.extend(["shape", "dtype", "scope"]);
         if sparse {
-            params.extend(["extra_storage", "default_value"]);
+            params.extend(["extra_storage", "default_value", "strides"]);
         } else {
-            params.push("strides");
+            params.extend(["strides", "extra_storage", "default_value"]);
         }
         let required = if matched { 2 } else { 1 };
         let a = bind(fname, span, args, kwargs, &params, required)?;
