@@ -654,8 +654,9 @@ fn rgcn_hetero() {
         // Dense adjacency per relation.
         let mut adj = vec![0.0; rels * m * n];
         for rel in 0..rels {
-            for q in indptr_i[rel] as usize..indptr_i[rel + 1] as usize {
-                let i = indices_i[q] as usize;
+            let present = indptr_i[rel] as usize..indptr_i[rel + 1] as usize;
+            for (q, &i) in present.clone().zip(&indices_i[present]) {
+                let i = i as usize;
                 for p in level_j.indptr[q] as usize..level_j.indptr[q + 1] as usize {
                     adj[(rel * m + i) * n + level_j.indices[p] as usize] = a[p];
                 }
@@ -846,9 +847,9 @@ fn ragged_bmm() {
         let indptr_i = prefix(&mut dims.iter().map(|d| d[0]));
         let indptr_j = prefix(&mut dims.iter().map(|d| d[1]));
         let indptr_k = prefix(&mut dims.iter().map(|d| d[2]));
-        let indptr_ij = prefix(&mut dims.iter().flat_map(|d| std::iter::repeat(d[1]).take(d[0])));
-        let indptr_jk = prefix(&mut dims.iter().flat_map(|d| std::iter::repeat(d[2]).take(d[1])));
-        let indptr_ik = prefix(&mut dims.iter().flat_map(|d| std::iter::repeat(d[2]).take(d[0])));
+        let indptr_ij = prefix(&mut dims.iter().flat_map(|d| (0..d[0]).map(|_| d[1])));
+        let indptr_jk = prefix(&mut dims.iter().flat_map(|d| (0..d[1]).map(|_| d[2])));
+        let indptr_ik = prefix(&mut dims.iter().flat_map(|d| (0..d[0]).map(|_| d[2])));
         let last = |v: &[i64]| *v.last().unwrap_or(&0) as usize;
         let x = vals(&mut r, last(&indptr_ij), -1.0, 1.0);
         let y = vals(&mut r, last(&indptr_jk), -1.0, 1.0);
