@@ -1,7 +1,9 @@
 //! Sparse formats: host tensors, file IO (.mtx, .tns, .npy) and packing of COO data into the
 //! storage that a buffer's sparse axes declare.
 
+pub mod builders;
 pub mod coo;
+pub mod gen;
 pub mod mtx;
 pub mod npy;
 pub mod pack;
