@@ -1,0 +1,185 @@
+//! n:m structured sparse matrices (2:4 being NVIDIA's sparse tensor core format).
+//!
+//! Every row is cut into groups of `m` consecutive columns; each group stores exactly `n` slots:
+//! a value and its position inside the group (the *metadata*, `0..m`). Slots of a group are in
+//! strictly increasing position order. A group with fewer than `n` non-zeros fills its remaining
+//! slots with zeros at unused positions (the smallest ones). This is the storage of SPEC §2.1's
+//! `G = dense_fixed(rows * cols / m)`, `J = compressed_fixed(G, (m, n), metadata)`.
+//!
+//! Slots are numbered in storage order: row, then group, then slot (`values[k]` and
+//! `metadata[k]` belong to slot `k`).
+//!
+//! # Packed metadata
+//!
+//! Each position takes `bits` bits: 1 for `m <= 2`, 2 for `m <= 4` (2:4), 4 for `m <= 16`, 8 for
+//! `m <= 256`. Positions are packed little-end first as NVIDIA's sparse MMA metadata is: slot `k`
+//! occupies bits `bits * (k % per_word) ..` of word `k / per_word`, where `per_word = 16 / bits`
+//! for `u16` words (8 positions per word for 2:4, so one `u16` describes a 1x16 row chunk) and
+//! `8 / bits` for bytes. The unused high bits of the last word are zero.
+
+use super::{check_len, mul, FormatError, Value};
+
+/// An n:m structured sparse matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nm<V> {
+    rows: usize,
+    cols: usize,
+    n: usize,
+    m: usize,
+    values: Vec<V>,
+    metadata: Vec<u8>,
+}
+
+/// Checks an n:m pattern against a column count and returns the number of slots per row.
+pub(crate) fn check_pattern(cols: usize, n: usize, m: usize) -> Result<usize, FormatError> {
+    let bad = |why: &str| FormatError::NmPattern {
+        n,
+        m,
+        why: why.to_string(),
+    };
+    if n == 0 || n > m {
+        return Err(bad("needs 0 < n <= m"));
+    }
+    if m > 256 {
+        return Err(bad("m must be at most 256 (metadata is one byte per slot)"));
+    }
+    if cols % m != 0 {
+        return Err(bad(&format!("groups of {m} do not divide {cols} columns")));
+    }
+    Ok(cols / m * n)
+}
+
+/// Bits per packed position for groups of `m`.
+fn meta_bits(m: usize) -> usize {
+    match m {
+        0..=2 => 1,
+        3..=4 => 2,
+        5..=16 => 4,
+        _ => 8,
+    }
+}
+
+impl<V: Value> Nm<V> {
+    /// A validated n:m matrix: `values` and `metadata` hold `rows * (cols / m) * n` slots.
+    pub fn try_new(
+        rows: usize,
+        cols: usize,
+        n: usize,
+        m: usize,
+        values: Vec<V>,
+        metadata: Vec<u8>,
+    ) -> Result<Self, FormatError> {
+        let per_row = check_pattern(cols, n, m)?;
+        let slots = mul(rows, per_row)?;
+        let why = || format!("{rows} rows x {} groups x {n} slots", cols / m);
+        check_len("values", values.len(), slots, why)?;
+        check_len("metadata", metadata.len(), slots, why)?;
+        for (pos, &p) in metadata.iter().enumerate() {
+            if usize::from(p) >= m {
+                return Err(FormatError::OutOfRange {
+                    array: "metadata".into(),
+                    pos,
+                    value: i64::from(p),
+                    extent: m,
+                });
+            }
+            if pos % n != 0 && p <= metadata[pos - 1] {
+                let group = pos / n;
+                let groups = cols / m;
+                return Err(FormatError::NmMetadataOrder {
+                    row: group / groups,
+                    group: group % groups,
+                    pos,
+                    value: p,
+                    prev: metadata[pos - 1],
+                });
+            }
+        }
+        Ok(Nm {
+            rows,
+            cols,
+            n,
+            m,
+            values,
+            metadata,
+        })
+    }
+
+    /// A validated n:m matrix whose metadata comes packed in `u16` words (see the module docs).
+    pub fn from_packed_u16(
+        rows: usize,
+        cols: usize,
+        n: usize,
+        m: usize,
+        values: Vec<V>,
+        words: &[u16],
+    ) -> Result<Self, FormatError> {
+        let slots = mul(rows, check_pattern(cols, n, m)?)?;
+        let bits = meta_bits(m);
+        let per_word = 16 / bits;
+        check_len(
+            "packed metadata",
+            words.len(),
+            slots.div_ceil(per_word),
+            || format!("{slots} slots, {per_word} per u16"),
+        )?;
+        let mask = (1u16 << bits) - 1;
+        let metadata = (0..slots)
+            .map(|k| ((words[k / per_word] >> (bits * (k % per_word))) & mask) as u8)
+            .collect();
+        Self::try_new(rows, cols, n, m, values, metadata)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+    /// `(n, m)`: at most `n` stored values per group of `m` columns.
+    pub fn pattern(&self) -> (usize, usize) {
+        (self.n, self.m)
+    }
+    /// Groups per row (`cols / m`).
+    pub fn groups_per_row(&self) -> usize {
+        self.cols / self.m
+    }
+    /// One value per slot (zeros included).
+    pub fn values(&self) -> &[V] {
+        &self.values
+    }
+    /// One in-group position per slot, unpacked.
+    pub fn metadata(&self) -> &[u8] {
+        &self.metadata
+    }
+    /// The column of slot `k`, or `None` when `k` is out of range.
+    pub fn column_of_slot(&self, k: usize) -> Option<usize> {
+        let p = *self.metadata.get(k)?;
+        let group = (k / self.n) % self.groups_per_row();
+        Some(group * self.m + usize::from(p))
+    }
+    /// The metadata packed into `u16` words (see the module docs).
+    pub fn packed_metadata_u16(&self) -> Vec<u16> {
+        let bits = meta_bits(self.m);
+        let per_word = 16 / bits;
+        let mut words = vec![0u16; self.metadata.len().div_ceil(per_word)];
+        for (k, &p) in self.metadata.iter().enumerate() {
+            words[k / per_word] |= u16::from(p) << (bits * (k % per_word));
+        }
+        words
+    }
+    /// The metadata packed into bytes (see the module docs).
+    pub fn packed_metadata_u8(&self) -> Vec<u8> {
+        let bits = meta_bits(self.m);
+        let per_byte = 8 / bits;
+        let mut bytes = vec![0u8; self.metadata.len().div_ceil(per_byte)];
+        for (k, &p) in self.metadata.iter().enumerate() {
+            bytes[k / per_byte] |= p << (bits * (k % per_byte));
+        }
+        bytes
+    }
+}
