@@ -1,0 +1,223 @@
+//! Column-partitioned, degree-bucketed hyb format (SPEC §5.3): a CSR matrix split into
+//! `num_col_parts` column ranges and, inside each, rows grouped into ELL buckets by degree.
+//!
+//! Exact semantics:
+//! - Part width `w = ceil(cols / num_col_parts)` (0 when `cols == 0`); part `p` covers columns
+//!   `p*w .. min((p+1)*w, cols)`. The last part is the narrower remainder, and when
+//!   `num_col_parts` does not divide evenly some trailing parts may cover no column at all (their
+//!   buckets are all empty). `num_col_parts` must be in `1..=max(cols, 1)`.
+//! - Inside part `p`, row `i`'s entries in that range (in CSR order) have degree `d`. `d == 0`:
+//!   the row appears nowhere in that part. Otherwise it goes to the first bucket `>= d`, as one
+//!   bucket row. A row with `d` above the largest bucket `B` is split into `ceil(d / B)` chunks
+//!   of `B` consecutive entries (the last one padded), every chunk a bucket row of the *largest*
+//!   bucket with the same row index.
+//! - Bucket rows are ordered by row index (chunks of one row consecutive, in entry order).
+//! - Padding slots hold column 0, value 0 and mask 0; real slots mask 1. Column indices are
+//!   absolute (not relative to the part).
+//! - `needs_atomic` is true when some row is split or has entries in more than one part, i.e.
+//!   when two bucket rows write the same output row.
+
+use super::{
+    check_buckets, check_csr, coo_from_entries, filled, mul, place, to_i32, BuildError, CsrIndex,
+};
+use crate::coo::Coo;
+
+/// One (part, bucket) ELL block of a [`Hyb`]: `r` bucket rows of `width` slots each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HybBucket {
+    /// Column-part index.
+    pub part: usize,
+    /// Bucket index into [`Hyb::buckets`].
+    pub bucket: usize,
+    /// Slots per bucket row (the bucket width).
+    pub width: usize,
+    /// First column of the part.
+    pub col_start: usize,
+    /// One past the last column of the part (`col_start` when the part is empty).
+    pub col_end: usize,
+    /// Output row of each bucket row, shape `(r,)`.
+    pub row_indices: Vec<i32>,
+    /// Column of each slot, shape `(r, width)` row-major; padding holds 0.
+    pub col_indices: Vec<i32>,
+    /// Value of each slot, shape `(r, width)`; padding holds 0.
+    pub values: Vec<f32>,
+    /// 1 for a real slot, 0 for padding, shape `(r, width)`.
+    pub mask: Vec<u8>,
+}
+
+impl HybBucket {
+    /// Number of bucket rows `r`.
+    pub fn num_rows(&self) -> usize {
+        self.row_indices.len()
+    }
+}
+
+/// The column-partitioned hyb decomposition of a CSR matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hyb {
+    pub rows: usize,
+    pub cols: usize,
+    pub num_col_parts: usize,
+    /// Width of every part but possibly the last: `ceil(cols / num_col_parts)`.
+    pub part_width: usize,
+    /// Bucket widths, strictly increasing.
+    pub buckets: Vec<usize>,
+    /// `parts[p][k]` is the block of part `p`, bucket `k`.
+    pub parts: Vec<Vec<HybBucket>>,
+    /// Whether two bucket rows may write the same output row.
+    pub needs_atomic: bool,
+}
+
+impl Hyb {
+    /// The block of part `part`, bucket `bucket`.
+    pub fn get(&self, part: usize, bucket: usize) -> Option<&HybBucket> {
+        self.parts.get(part)?.get(bucket)
+    }
+
+    /// Iterates over all blocks, part-major.
+    pub fn blocks(&self) -> impl Iterator<Item = &HybBucket> {
+        self.parts.iter().flatten()
+    }
+
+    /// The original matrix: every masked slot as an entry, duplicates (split chunks never
+    /// overlap, but duplicate input columns do) summed.
+    pub fn reassemble(&self) -> Coo {
+        let mut entries = Vec::new();
+        for b in self.blocks() {
+            for (r, &row) in b.row_indices.iter().enumerate() {
+                for s in 0..b.width {
+                    let at = r * b.width + s;
+                    if b.mask[at] != 0 {
+                        entries.push((
+                            vec![i64::from(row), i64::from(b.col_indices[at])],
+                            f64::from(b.values[at]),
+                        ));
+                    }
+                }
+            }
+        }
+        coo_from_entries(vec![self.rows, self.cols], entries)
+    }
+}
+
+/// Builds the column-partitioned hyb format of a CSR matrix (see the module docs).
+pub fn hyb<I: CsrIndex>(
+    rows: usize,
+    cols: usize,
+    indptr: &[I],
+    indices: &[I],
+    values: &[f32],
+    num_col_parts: usize,
+    buckets: &[usize],
+) -> Result<Hyb, BuildError> {
+    let csr = check_csr(rows, cols, indptr, indices, Some(values))?;
+    check_buckets(buckets)?;
+    if num_col_parts == 0 || num_col_parts > cols.max(1) {
+        return Err(BuildError::BadParam {
+            name: "num_col_parts",
+            reason: format!("{num_col_parts} is not in 1..={}", cols.max(1)),
+        });
+    }
+    if rows > 0 {
+        to_i32(rows - 1, "row index")?;
+    }
+    if cols > 0 {
+        to_i32(cols - 1, "column index")?;
+    }
+    let part_width = cols.div_ceil(num_col_parts);
+    let nb = buckets.len();
+
+    // The entries of row `i`, as (part, position) sorted by part, CSR order kept inside a part.
+    let row_entries = |i: usize| -> Vec<(usize, usize)> {
+        let mut e: Vec<(usize, usize)> = (csr.indptr[i]..csr.indptr[i + 1])
+            .map(|j| (csr.indices[j] / part_width, j))
+            .collect();
+        e.sort_by_key(|&(p, _)| p);
+        e
+    };
+    // Calls `f(part, entries)` for every non-empty run of one part in `e`.
+    fn runs(e: &[(usize, usize)], mut f: impl FnMut(usize, &[(usize, usize)])) {
+        let mut s = 0;
+        while s < e.len() {
+            let p = e[s].0;
+            let mut t = s;
+            while t < e.len() && e[t].0 == p {
+                t += 1;
+            }
+            f(p, &e[s..t]);
+            s = t;
+        }
+    }
+
+    // Pass 1: bucket-row counts per (part, bucket), and whether atomics are needed.
+    let mut counts = filled(num_col_parts, vec![0usize; nb], "hyb block table")?;
+    let mut needs_atomic = false;
+    for i in 0..rows {
+        let e = row_entries(i);
+        let mut parts_hit = 0;
+        runs(&e, |p, run| {
+            let (k, pieces) = place(run.len(), buckets);
+            counts[p][k] += pieces;
+            parts_hit += 1;
+            if pieces > 1 {
+                needs_atomic = true;
+            }
+        });
+        if parts_hit > 1 {
+            needs_atomic = true;
+        }
+    }
+
+    // Allocate every block.
+    let mut parts = Vec::with_capacity(num_col_parts);
+    for (p, row_counts) in counts.iter().enumerate() {
+        let col_start = (p * part_width).min(cols);
+        let col_end = ((p + 1) * part_width).min(cols);
+        let mut blocks = Vec::with_capacity(nb);
+        for (k, &r) in row_counts.iter().enumerate() {
+            let width = buckets[k];
+            let n = mul(r, width, "hyb block size")?;
+            blocks.push(HybBucket {
+                part: p,
+                bucket: k,
+                width,
+                col_start,
+                col_end,
+                row_indices: Vec::with_capacity(r),
+                col_indices: filled(n, 0, "hyb col_indices")?,
+                values: filled(n, 0.0, "hyb values")?,
+                mask: filled(n, 0, "hyb mask")?,
+            });
+        }
+        parts.push(blocks);
+    }
+
+    // Pass 2: fill.
+    for i in 0..rows {
+        let e = row_entries(i);
+        let row = i as i32; // fits: checked above
+        runs(&e, |p, run| {
+            let (k, _) = place(run.len(), buckets);
+            let b = &mut parts[p][k];
+            for chunk in run.chunks(b.width) {
+                let base = b.row_indices.len() * b.width;
+                b.row_indices.push(row);
+                for (s, &(_, j)) in chunk.iter().enumerate() {
+                    b.col_indices[base + s] = csr.indices[j] as i32;
+                    b.values[base + s] = values[j];
+                    b.mask[base + s] = 1;
+                }
+            }
+        });
+    }
+
+    Ok(Hyb {
+        rows,
+        cols,
+        num_col_parts,
+        part_width,
+        buckets: buckets.to_vec(),
+        parts,
+        needs_atomic,
+    })
+}
