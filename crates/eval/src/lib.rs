@@ -3,11 +3,15 @@
 //!
 //! - [`value`]: scalar values and dtype-exact arithmetic and intrinsics;
 //! - [`storage`]: validated axis structure, buffer layouts and coordinate lookup;
-//! - `interp`: argument binding and the statement/expression interpreter.
+//! - `interp`: argument binding and the statement/expression interpreter;
+//! - [`tir`]: the stage II/III interpreter for lowered functions ([`run_func`]).
 
 mod interp;
 pub mod storage;
+pub mod tir;
 pub mod value;
+
+pub use tir::run_func;
 
 use std::collections::HashMap;
 
