@@ -135,7 +135,7 @@ fn hyb_reference(m: &Csr, parts: usize, buckets: &[usize]) -> (Vec<Vec<Block>>, 
     for (p, blocks) in out.iter_mut().enumerate() {
         let lo = p * w;
         let hi = ((p + 1) * w).min(m.cols);
-        for i in 0..m.rows {
+        for (i, seen) in appearances.iter_mut().enumerate() {
             let mut ents = Vec::new();
             for j in m.indptr[i] as usize..m.indptr[i + 1] as usize {
                 let c = m.indices[j] as usize;
@@ -158,7 +158,7 @@ fn hyb_reference(m: &Csr, parts: usize, buckets: &[usize]) -> (Vec<Vec<Block>>, 
             let b = &mut blocks[k];
             let mut start = 0;
             while start < ents.len() {
-                appearances[i] += 1;
+                *seen += 1;
                 b.0.push(i as i32);
                 for s in 0..width {
                     if let Some(&(c, v)) = ents.get(start + s) {
@@ -202,8 +202,8 @@ fn hyb_matches_reference_on_random_matrices() {
             .expect("valid input");
             let (expected, atomic) = hyb_reference(&m, parts, buckets);
             assert_eq!(h.parts.len(), parts);
-            for p in 0..parts {
-                for (k, exp) in expected[p].iter().enumerate() {
+            for (p, blocks) in expected.iter().enumerate() {
+                for (k, exp) in blocks.iter().enumerate() {
                     let b = h.get(p, k).unwrap();
                     assert_eq!(b.width, buckets[k]);
                     assert_eq!(
@@ -728,4 +728,38 @@ fn huge_padding_is_an_error_not_an_abort() {
     assert!(matches!(e, BuildError::TooLarge(_)), "{e}");
     let e = condense(1, 1, &[0i32, 1], &[0], &[1.0], usize::MAX / 2, 4).unwrap_err();
     assert!(matches!(e, BuildError::TooLarge(_)), "{e}");
+}
+
+#[test]
+fn tensors_have_consistent_shapes_and_names() {
+    use sparsetir_formats::TensorData;
+    let len = |d: &TensorData| match d {
+        TensorData::I32(v) => v.len(),
+        TensorData::U8(v) => v.len(),
+        TensorData::F32(v) => v.len(),
+        other => panic!("unexpected dtype {other:?}"),
+    };
+    let m = random_csr(21, 10, 6, 9, false);
+    let h = hyb(m.rows, m.cols, &m.indptr, &m.indices, &m.values, 2, &[1, 4]).unwrap();
+    let ts = h.tensors();
+    assert_eq!(ts.len(), 2 * 2 * 4);
+    for (name, t) in &ts {
+        assert_eq!(t.shape.iter().product::<usize>(), len(&t.data), "{name}");
+    }
+    let b = h.get(1, 1).unwrap();
+    let (_, cols) = ts.iter().find(|(n, _)| n == "col_indices_1_1").unwrap();
+    assert_eq!(cols.shape, vec![b.num_rows(), 4]);
+    assert_eq!(cols.data, TensorData::I32(b.col_indices.clone()));
+
+    let c = condense(m.rows, m.cols, &m.indptr, &m.indices, &m.values, 4, 2).unwrap();
+    let names: Vec<String> = c.tensors().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["group_indptr", "tile_indices", "mask", "values"]);
+    for (name, t) in c.tensors() {
+        assert_eq!(t.shape.iter().product::<usize>(), len(&t.data), "{name}");
+    }
+    let e = ell3d_from_coo(&random_coo3(22, 2, 5, 5, 7), &[2, 4], 3).unwrap();
+    for (name, t) in e.tensors() {
+        assert_eq!(t.shape.iter().product::<usize>(), len(&t.data), "{name}");
+        assert_eq!(t.shape[0] % 3, 0, "{name}");
+    }
 }

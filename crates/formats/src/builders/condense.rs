@@ -15,6 +15,7 @@
 
 use super::{check_csr, coo_from_entries, filled, mul, to_i32, BuildError, CsrIndex};
 use crate::coo::Coo;
+use crate::tensor::{Tensor, TensorData};
 
 /// The condensed (TC-GNN) tiling of a CSR matrix.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +45,32 @@ impl Condensed {
     /// Total number of groups `G`.
     pub fn num_groups(&self) -> usize {
         self.tile_indices.len() / self.group_size
+    }
+
+    /// The arrays as named host tensors: `group_indptr` `(tiles + 1,)` i32, `tile_indices`
+    /// `(G, g)` i32, `mask` `(G, t, g)` u8, `values` `(G, t, g)` f32.
+    pub fn tensors(&self) -> Vec<(String, Tensor)> {
+        let (gs, t, g) = (self.num_groups(), self.tile_rows, self.group_size);
+        let named =
+            |name: &str, shape: Vec<usize>, data| (name.to_string(), Tensor { shape, data });
+        vec![
+            named(
+                "group_indptr",
+                vec![self.group_indptr.len()],
+                TensorData::I32(self.group_indptr.clone()),
+            ),
+            named(
+                "tile_indices",
+                vec![gs, g],
+                TensorData::I32(self.tile_indices.clone()),
+            ),
+            named("mask", vec![gs, t, g], TensorData::U8(self.mask.clone())),
+            named(
+                "values",
+                vec![gs, t, g],
+                TensorData::F32(self.values.clone()),
+            ),
+        ]
     }
 
     /// The original matrix (duplicate input entries come back summed).
@@ -127,14 +154,15 @@ pub fn condense<I: CsrIndex>(
         let (r0, r1) = (tile * t, ((tile + 1) * t).min(rows));
         for i in r0..r1 {
             let r = i - r0;
-            for j in csr.indptr[i]..csr.indptr[i + 1] {
+            let span = csr.indptr[i]..csr.indptr[i + 1];
+            for (c, &v) in csr.indices[span.clone()].iter().zip(&values[span]) {
                 // Present by construction: `u` holds every column of the tile.
-                let Ok(pos) = u.binary_search(&csr.indices[j]) else {
+                let Ok(pos) = u.binary_search(c) else {
                     continue;
                 };
                 let at = ((q0 + pos / g) * t + r) * g + pos % g;
                 mask[at] = 1;
-                vals[at] += values[j];
+                vals[at] += v;
             }
         }
     }

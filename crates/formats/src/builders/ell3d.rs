@@ -23,6 +23,7 @@ use super::{
     to_i32, BuildError, CsrIndex,
 };
 use crate::coo::Coo;
+use crate::tensor::Tensor;
 
 /// One (relation, bucket) ELL block of an [`Ell3d`]: `n` rows of `width` slots.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +72,29 @@ impl Ell3d {
     /// The block of relation `rel`, bucket `bucket`.
     pub fn get(&self, rel: usize, bucket: usize) -> Option<&Ell3dBucket> {
         self.blocks.get(rel)?.get(bucket)
+    }
+
+    /// Every block's arrays as named host tensors: `row_indices_{r}_{k}` `(n,)` i32,
+    /// `col_indices_{r}_{k}` `(n, w)` i32, `values_{r}_{k}` `(n, w)` f32, `mask_{r}_{k}` `(n, w)` u8.
+    pub fn tensors(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        for b in self.blocks.iter().flatten() {
+            let (n, w, tag) = (
+                b.num_rows(),
+                b.width,
+                format!("{}_{}", b.relation, b.bucket),
+            );
+            out.extend(super::hyb::block_tensors(
+                &tag,
+                n,
+                w,
+                &b.row_indices,
+                &b.col_indices,
+                &b.values,
+                &b.mask,
+            ));
+        }
+        out
     }
 
     /// The original tensor, dims `[num_rel, rows, cols]`, sorted, duplicates summed.

@@ -21,6 +21,7 @@ use super::{
     check_buckets, check_csr, coo_from_entries, filled, mul, place, to_i32, BuildError, CsrIndex,
 };
 use crate::coo::Coo;
+use crate::tensor::{Tensor, TensorData};
 
 /// One (part, bucket) ELL block of a [`Hyb`]: `r` bucket rows of `width` slots each.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +80,26 @@ impl Hyb {
         self.parts.iter().flatten()
     }
 
+    /// Every block's arrays as named host tensors, ready to bind: `row_indices_{p}_{k}` `(r,)`
+    /// i32, `col_indices_{p}_{k}` `(r, w)` i32, `values_{p}_{k}` `(r, w)` f32 and
+    /// `mask_{p}_{k}` `(r, w)` u8.
+    pub fn tensors(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        for b in self.blocks() {
+            let (r, w, tag) = (b.num_rows(), b.width, format!("{}_{}", b.part, b.bucket));
+            out.extend(block_tensors(
+                &tag,
+                r,
+                w,
+                &b.row_indices,
+                &b.col_indices,
+                &b.values,
+                &b.mask,
+            ));
+        }
+        out
+    }
+
     /// The original matrix: every masked slot as an entry, duplicates (split chunks never
     /// overlap, but duplicate input columns do) summed.
     pub fn reassemble(&self) -> Coo {
@@ -98,6 +119,37 @@ impl Hyb {
         }
         coo_from_entries(vec![self.rows, self.cols], entries)
     }
+}
+
+/// The four named tensors of one ELL-like block (shared with ELL3D).
+pub(crate) fn block_tensors(
+    tag: &str,
+    r: usize,
+    w: usize,
+    rows: &[i32],
+    cols: &[i32],
+    values: &[f32],
+    mask: &[u8],
+) -> [(String, Tensor); 4] {
+    let t = |shape: Vec<usize>, data| Tensor { shape, data };
+    [
+        (
+            format!("row_indices_{tag}"),
+            t(vec![r], TensorData::I32(rows.to_vec())),
+        ),
+        (
+            format!("col_indices_{tag}"),
+            t(vec![r, w], TensorData::I32(cols.to_vec())),
+        ),
+        (
+            format!("values_{tag}"),
+            t(vec![r, w], TensorData::F32(values.to_vec())),
+        ),
+        (
+            format!("mask_{tag}"),
+            t(vec![r, w], TensorData::U8(mask.to_vec())),
+        ),
+    ]
 }
 
 /// Builds the column-partitioned hyb format of a CSR matrix (see the module docs).
