@@ -39,12 +39,12 @@ pub struct Condensed {
 impl Condensed {
     /// Number of tiles.
     pub fn num_tiles(&self) -> usize {
-        self.group_indptr.len() - 1
+        self.group_indptr.len().saturating_sub(1)
     }
 
     /// Total number of groups `G`.
     pub fn num_groups(&self) -> usize {
-        self.tile_indices.len() / self.group_size
+        self.tile_indices.len().checked_div(self.group_size).unwrap_or(0)
     }
 
     /// The arrays as named host tensors: `group_indptr` `(tiles + 1,)` i32, `tile_indices`
