@@ -1,5 +1,6 @@
-//! The `sparsetir` command-line tool: `fmt` (canonical text), `check` (parse + verify) and `run`
-//! (bind data files, execute on a backend, write results).
+//! The `sparsetir` command-line tool: `fmt` (canonical text), `check` (parse + verify), `run`
+//! (bind data files, execute on a backend, write results), and the formats tools `info`, `gen`,
+//! `convert`, `pack`.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -12,7 +13,10 @@ use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
 
+mod convert;
 mod demo;
+mod gen;
+mod info;
 
 #[derive(Parser)]
 #[command(
@@ -72,7 +76,43 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
+    /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
+    Info {
+        /// A `.mtx` or `.tns` file.
+        file: PathBuf,
+    },
+    /// Generate a sparse matrix or mask (deterministic by seed) and write it as .mtx (or .tns).
+    Gen {
+        #[command(subcommand)]
+        kind: gen::GenKind,
+    },
+    /// Convert a sparse file (.mtx, .tns) to another file format or to the .npy arrays of a
+    /// storage format (see FORMATS below).
+    #[command(after_help = convert::LAYOUT_HELP)]
+    Convert {
+        /// Input `.mtx` or `.tns` file.
+        input: PathBuf,
+        /// Target format: mtx, general, tns, csr, csc, bsr:RxC, ell[:W], dense.
+        #[arg(long)]
+        to: String,
+        /// Output file (mtx, tns, dense) or directory (csr, csc, bsr, ell).
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Index type of the .npy structure arrays: int32 or int64.
+        #[arg(long, default_value = "int32")]
+        idtype: String,
+        /// Value type of the .npy value arrays: float32 or float64.
+        #[arg(long, default_value = "float32")]
+        dtype: String,
+        /// BSR: allow blocks that overhang the matrix (zero-filled).
+        #[arg(long)]
+        pad: bool,
+    },
 }
+
+/// Subcommands whose usage errors exit with code 1 (the older ones keep clap's code 2).
+const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack"];
 
 /// A user-facing failure: printed to stderr, exit code 1.
 struct Failure(String);
@@ -84,7 +124,17 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let sub = std::env::args().nth(1).unwrap_or_default();
+            if e.use_stderr() && EXIT_ONE_ON_USAGE.contains(&sub.as_str()) {
+                let _ = e.print();
+                return ExitCode::from(1);
+            }
+            e.exit()
+        }
+    };
     let result = match cli.command {
         Command::Fmt { file } => cmd_fmt(&file),
         Command::Check { file } => cmd_check(&file),
@@ -102,6 +152,23 @@ fn main() -> ExitCode {
             feat,
             seed,
         } => demo::run(dir, rows, feat, seed),
+        Command::Info { file } => info::run(&file),
+        Command::Gen { kind } => gen::run(kind),
+        Command::Convert {
+            input,
+            to,
+            output,
+            idtype,
+            dtype,
+            pad,
+        } => convert::run(&convert::Options {
+            input: &input,
+            to: &to,
+            output: &output,
+            idtype: &idtype,
+            dtype: &dtype,
+            pad,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
