@@ -6,9 +6,29 @@
 //! block iterator is an enclosing loop variable over the loop's whole range, typed float
 //! constants, parentheses only where precedence needs them. Names are made unique and valid
 //! identifiers (a clash gets a `_1`, `_2`, ... suffix).
+//!
+//! Layout rules beyond one statement per line:
+//! - **Line width.** A line longer than [`LINE_WIDTH`] characters is broken inside brackets the way
+//!   black does it: at the last bracket pair whose opening line and closing line both fit, with the
+//!   contents on one indented line when they fit there, else one item per line with a trailing
+//!   comma (comma lists) or one operand per line with the operator in front (operator chains). The
+//!   right-hand side of a store or `let` and the condition of an `if` that are operator chains get
+//!   parentheses that only appear when the line is broken. A line with no bracket to break in
+//!   (e.g. a very long name) stays long.
+//! - **`let` statements.** A `let` whose body runs to the end of its statement list prints as
+//!   `x: T.int32 = value` followed by the body at the same indentation (the parser gives every
+//!   following statement to the `let`). A `let` followed by other statements prints in the scoped
+//!   form `with T.LetStmt(value) as x:` with its body indented; the variable's dtype is added as a
+//!   second argument, `T.LetStmt(value, "int64")`, when it differs from the value's dtype.
+//! - **Sparse allocations.** `T.allocate` takes dense extents only (as in TVMScript); a sparse
+//!   intermediate is declared with `T.sp.alloc_buffer` at function level or in a block header. An
+//!   `Allocate` statement of a sparse buffer is outside the script language: it prints as a
+//!   statement-level `X = T.sp.alloc_buffer((I, J), ...)`, which the parser rejects with a clear
+//!   message rather than as a `T.allocate` over axes.
+//! - **Ranges.** A range whose start is the constant 0 of any integer type prints as
+//!   `start, extent` (`T.serial(T.int64(0), n)`); the `int32` zero start is omitted.
 
 use std::collections::HashSet;
-use std::fmt::Write;
 
 use crate::attrs::{AttrValue, Attrs};
 use crate::axis::{Axis, AxisKind, IterAxis, IterKind};
@@ -41,7 +61,7 @@ pub fn print_expr(func: &PrimFunc, e: &Expr) -> String {
 /// Prints one statement of `func` at indentation level 0.
 pub fn print_stmt(func: &PrimFunc, s: &Stmt) -> String {
     let mut p = Printer::new(func);
-    p.stmt(s, 0);
+    p.stmt(s, 0, true);
     p.out
 }
 
@@ -137,11 +157,29 @@ fn attr_value(v: &AttrValue) -> String {
 
 /// `{"key": value, ...}`.
 pub fn attr_dict(a: &Attrs) -> String {
-    let items: Vec<String> = a
+    flat(&attr_dict_segs(a))
+}
+
+fn attr_value_segs(v: &AttrValue) -> Vec<Seg> {
+    match v {
+        AttrValue::List(items) => {
+            vec![group("[", "]", items.iter().map(attr_value_segs).collect())]
+        }
+        AttrValue::Dict(d) => attr_dict_segs(d),
+        other => vec![text(attr_value(other))],
+    }
+}
+
+fn attr_dict_segs(a: &Attrs) -> Vec<Seg> {
+    let items = a
         .iter()
-        .map(|(k, v)| format!("{}: {}", quote(k), attr_value(v)))
+        .map(|(k, v)| {
+            let mut item = vec![text(format!("{}: ", quote(k)))];
+            item.extend(attr_value_segs(v));
+            item
+        })
         .collect();
-    format!("{{{}}}", items.join(", "))
+    vec![group("{", "}", items)]
 }
 
 fn zero(e: &Expr) -> bool {
@@ -149,6 +187,10 @@ fn zero(e: &Expr) -> bool {
 }
 fn one(e: &Expr) -> bool {
     *e == Expr::Int(1, DType::I32)
+}
+/// The constant 0 of any integer type (a range starting there prints as `start, extent`).
+fn zero_any(e: &Expr) -> bool {
+    matches!(e, Expr::Int(0, d) if d.is_integer())
 }
 
 fn binop_prec(op: BinOp) -> u8 {
@@ -170,6 +212,136 @@ fn prec(e: &Expr) -> u8 {
         Expr::Int(v, DType::I32) if *v < 0 => 7,
         _ => 8,
     }
+}
+
+/// The width the printer keeps lines within, where there is a bracket to break in.
+pub const LINE_WIDTH: usize = 100;
+
+/// A piece of a printed line: text, or a bracketed group the line may be broken inside.
+#[derive(Clone, Debug)]
+enum Seg {
+    Text(String),
+    Group(Box<Group>),
+}
+
+#[derive(Clone, Debug)]
+struct Group {
+    open: &'static str,
+    close: &'static str,
+    /// Brackets shown only when the group is broken (black's invisible parentheses).
+    invisible: bool,
+    body: Body,
+}
+
+#[derive(Clone, Debug)]
+enum Body {
+    /// Comma-separated items; `tuple1`: a one-element tuple keeps its comma.
+    Items { items: Vec<Vec<Seg>>, tuple1: bool },
+    /// `first op x op y ...`: the operands of one precedence level.
+    Chain {
+        first: Vec<Seg>,
+        rest: Vec<(&'static str, Vec<Seg>)>,
+    },
+}
+
+impl Body {
+    fn is_empty(&self) -> bool {
+        match self {
+            Body::Items { items, .. } => items.is_empty(),
+            Body::Chain { first, rest } => first.is_empty() && rest.is_empty(),
+        }
+    }
+}
+
+fn text(s: impl Into<String>) -> Seg {
+    Seg::Text(s.into())
+}
+
+fn group(open: &'static str, close: &'static str, items: Vec<Vec<Seg>>) -> Seg {
+    Seg::Group(Box::new(Group {
+        open,
+        close,
+        invisible: false,
+        body: Body::Items {
+            items,
+            tuple1: false,
+        },
+    }))
+}
+
+/// A parenthesised tuple: `(a, b)`, `(a,)`.
+fn tuple_seg(items: Vec<Vec<Seg>>) -> Seg {
+    let tuple1 = items.len() == 1;
+    Seg::Group(Box::new(Group {
+        open: "(",
+        close: ")",
+        invisible: false,
+        body: Body::Items { items, tuple1 },
+    }))
+}
+
+/// `name(args...)`.
+fn call(name: &str, args: Vec<Vec<Seg>>) -> Vec<Seg> {
+    vec![text(name), group("(", ")", args)]
+}
+
+/// `name=value` as a call argument.
+fn kwarg(name: &str, mut value: Vec<Seg>) -> Vec<Seg> {
+    value.insert(0, text(format!("{name}=")));
+    value
+}
+
+fn flat_into(segs: &[Seg], out: &mut String) {
+    for s in segs {
+        match s {
+            Seg::Text(t) => out.push_str(t),
+            Seg::Group(g) => {
+                if !g.invisible {
+                    out.push_str(g.open);
+                }
+                body_flat_into(&g.body, out);
+                if !g.invisible {
+                    out.push_str(g.close);
+                }
+            }
+        }
+    }
+}
+
+fn body_flat_into(b: &Body, out: &mut String) {
+    match b {
+        Body::Items { items, tuple1 } => {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                flat_into(item, out);
+            }
+            if *tuple1 {
+                out.push(',');
+            }
+        }
+        Body::Chain { first, rest } => {
+            flat_into(first, out);
+            for (op, x) in rest {
+                out.push(' ');
+                out.push_str(op);
+                out.push(' ');
+                flat_into(x, out);
+            }
+        }
+    }
+}
+
+/// The segments on one line.
+fn flat(segs: &[Seg]) -> String {
+    let mut s = String::new();
+    flat_into(segs, &mut s);
+    s
+}
+
+fn fits(ind: usize, s: &str) -> bool {
+    ind * 4 + s.chars().count() <= LINE_WIDTH
 }
 
 struct Printer<'a> {
@@ -249,6 +421,88 @@ impl<'a> Printer<'a> {
         self.out.push('\n');
     }
 
+    /// Prints one logical line, broken inside brackets where it is too long.
+    fn emit(&mut self, ind: usize, segs: &[Seg]) {
+        let one = flat(segs);
+        if fits(ind, &one) {
+            self.line(ind, &one);
+            return;
+        }
+        let candidates: Vec<usize> = (0..segs.len())
+            .rev()
+            .filter(|&i| matches!(&segs[i], Seg::Group(g) if !g.body.is_empty()))
+            .collect();
+        let head_tail = |i: usize| {
+            let Seg::Group(g) = &segs[i] else {
+                return (String::new(), String::new());
+            };
+            let mut head = flat(&segs[..i]);
+            head.push_str(g.open);
+            let mut tail = g.close.to_string();
+            tail.push_str(&flat(&segs[i + 1..]));
+            (head, tail)
+        };
+        let chosen = candidates
+            .iter()
+            .copied()
+            .find(|&i| {
+                let (h, t) = head_tail(i);
+                fits(ind, &h) && fits(ind, &t)
+            })
+            .or_else(|| {
+                candidates
+                    .iter()
+                    .copied()
+                    .find(|&i| fits(ind, &head_tail(i).0))
+            })
+            .or_else(|| candidates.first().copied());
+        let Some(i) = chosen else {
+            self.line(ind, &one);
+            return;
+        };
+        let Seg::Group(g) = &segs[i] else {
+            self.line(ind, &one);
+            return;
+        };
+        let mut head: Vec<Seg> = segs[..i].to_vec();
+        head.push(text(g.open));
+        self.emit(ind, &head);
+        self.emit_body(ind + 1, &g.body);
+        let mut tail = vec![text(g.close)];
+        tail.extend_from_slice(&segs[i + 1..]);
+        self.emit(ind, &tail);
+    }
+
+    /// The contents of a broken group: on one line when they fit, else one item per line.
+    fn emit_body(&mut self, ind: usize, body: &Body) {
+        let mut one = String::new();
+        body_flat_into(body, &mut one);
+        if fits(ind, &one) {
+            self.line(ind, &one);
+            return;
+        }
+        match body {
+            Body::Items { items, tuple1 } => {
+                let comma = items.len() > 1 || *tuple1;
+                for item in items {
+                    let mut l = item.clone();
+                    if comma {
+                        l.push(text(","));
+                    }
+                    self.emit(ind, &l);
+                }
+            }
+            Body::Chain { first, rest } => {
+                self.emit(ind, first);
+                for (op, x) in rest {
+                    let mut l = vec![text(format!("{op} "))];
+                    l.extend_from_slice(x);
+                    self.emit(ind, &l);
+                }
+            }
+        }
+    }
+
     // ------------------------------------------------------------------ function
 
     fn func(mut self) -> String {
@@ -264,7 +518,7 @@ impl<'a> Printer<'a> {
             .collect();
         let name = sanitize(&f.name);
         let one_line = format!("def {name}({}) -> None:", params.join(", "));
-        if one_line.len() <= 100 {
+        if fits(0, &one_line) {
             self.line(0, &one_line);
         } else {
             self.line(0, &format!("def {name}("));
@@ -275,125 +529,110 @@ impl<'a> Printer<'a> {
         }
         let start = self.out.len();
         if !f.attrs.is_empty() {
-            let s = format!("T.func_attr({})", attr_dict(&f.attrs));
-            self.line(1, &s);
+            self.emit(1, &call("T.func_attr", vec![attr_dict_segs(&f.attrs)]));
         }
         for (h, a) in f.axes.iter() {
-            let s = format!("{} = {}", self.axis_name(h), self.axis_decl(a));
-            self.line(1, &s);
+            let mut l = vec![text(format!("{} = ", self.axis_name(h)))];
+            l.extend(self.axis_decl(a));
+            self.emit(1, &l);
         }
         for b in &f.buffer_decls {
             if let Some(buf) = f.buffers.get(*b) {
-                let s = format!("{} = {}", self.buf(*b), self.buffer_decl(buf));
-                self.line(1, &s);
+                let mut l = vec![text(format!("{} = ", self.buf(*b)))];
+                l.extend(self.buffer_decl(buf));
+                self.emit(1, &l);
             }
         }
-        self.stmt(&f.body, 1);
+        self.stmt(&f.body, 1, true);
         if self.out.len() == start {
             self.line(1, "pass");
         }
         self.out
     }
 
-    fn opt_expr(&self, e: &Option<Expr>) -> String {
-        e.as_ref()
-            .map(|x| self.expr(x))
-            .unwrap_or_else(|| "None".to_string())
+    fn opt_expr(&self, e: &Option<Expr>) -> Vec<Seg> {
+        match e {
+            Some(x) => self.ex(x),
+            None => vec![text("None")],
+        }
     }
-    fn opt_var(&self, v: Option<VarId>) -> String {
-        v.map(|x| self.var(x)).unwrap_or_else(|| "None".to_string())
+    fn opt_var(&self, v: Option<VarId>) -> Vec<Seg> {
+        vec![text(
+            v.map(|x| self.var(x)).unwrap_or_else(|| "None".to_string()),
+        )]
     }
 
-    fn axis_decl(&self, a: &Axis) -> String {
-        let parent = a
-            .parent
-            .map(|p| self.axis_name(p))
-            .unwrap_or_else(|| "None".to_string());
-        let len = self.expr(&a.length);
-        let mut s = match a.kind {
-            AxisKind::DenseFixed => format!("T.sp.dense_fixed({len}"),
+    fn axis_decl(&self, a: &Axis) -> Vec<Seg> {
+        let parent = vec![text(
+            a.parent
+                .map(|p| self.axis_name(p))
+                .unwrap_or_else(|| "None".to_string()),
+        )];
+        let len = self.ex(&a.length);
+        let mut args = match a.kind {
+            AxisKind::DenseFixed => vec![len],
             AxisKind::DenseVaried => {
                 let shape = match &a.nnz {
-                    Some(n) => format!("({len}, {})", self.expr(n)),
+                    Some(n) => vec![tuple_seg(vec![len, self.ex(n)])],
                     None => len,
                 };
-                format!(
-                    "T.sp.dense_varied({parent}, {shape}, {}",
-                    self.opt_var(a.indptr)
-                )
+                vec![parent, shape, self.opt_var(a.indptr)]
             }
-            AxisKind::CompressedFixed => format!(
-                "T.sp.compressed_fixed({parent}, ({len}, {}), {}",
-                self.opt_expr(&a.nnz_cols),
-                self.opt_var(a.indices)
-            ),
-            AxisKind::CompressedVaried => format!(
-                "T.sp.compressed_varied({parent}, ({len}, {}), ({}, {})",
-                self.opt_expr(&a.nnz),
-                self.opt_var(a.indptr),
-                self.opt_var(a.indices)
-            ),
+            AxisKind::CompressedFixed => vec![
+                parent,
+                vec![tuple_seg(vec![len, self.opt_expr(&a.nnz_cols)])],
+                self.opt_var(a.indices),
+            ],
+            AxisKind::CompressedVaried => vec![
+                parent,
+                vec![tuple_seg(vec![len, self.opt_expr(&a.nnz)])],
+                vec![tuple_seg(vec![
+                    self.opt_var(a.indptr),
+                    self.opt_var(a.indices),
+                ])],
+            ],
         };
         if a.idtype != DType::I32 {
-            let _ = write!(s, ", idtype={}", quote(a.idtype.name()));
+            args.push(kwarg("idtype", vec![text(quote(a.idtype.name()))]));
         }
         if !a.sorted {
-            s.push_str(", sorted=False");
+            args.push(kwarg("sorted", vec![text("False")]));
         }
-        s.push(')');
-        s
+        call(&format!("T.sp.{}", a.kind.canonical_name()), args)
     }
 
-    fn tuple(&self, items: &[String]) -> String {
-        if items.len() == 1 {
-            format!("({},)", items[0])
-        } else {
-            format!("({})", items.join(", "))
-        }
-    }
-
-    fn shape(&self, b: &Buffer) -> String {
-        let items: Vec<String> = match &b.shape {
-            BufferShape::Sparse(ax) => ax.iter().map(|a| self.axis_name(*a)).collect(),
-            BufferShape::Dense(d) => d.iter().map(|e| self.expr(e)).collect(),
+    fn shape(&self, b: &Buffer) -> Seg {
+        let items: Vec<Vec<Seg>> = match &b.shape {
+            BufferShape::Sparse(ax) => ax.iter().map(|a| vec![text(self.axis_name(*a))]).collect(),
+            BufferShape::Dense(d) => d.iter().map(|e| self.ex(e)).collect(),
         };
-        self.tuple(&items)
+        tuple_seg(items)
     }
 
-    fn buffer_decl(&self, b: &Buffer) -> String {
+    fn buffer_decl(&self, b: &Buffer) -> Vec<Seg> {
         let ns = if b.is_sparse() { "T.sp." } else { "T." };
-        let mut s = match b.decl {
-            BufferDecl::Match { data } => {
-                format!(
-                    "{ns}match_buffer({}, {}, {}",
-                    self.var(data),
-                    self.shape(b),
-                    quote(b.dtype.name())
-                )
-            }
-            BufferDecl::Alloc => {
-                format!(
-                    "{ns}alloc_buffer({}, {}",
-                    self.shape(b),
-                    quote(b.dtype.name())
-                )
-            }
+        let dtype = vec![text(quote(b.dtype.name()))];
+        let (fname, mut args) = match b.decl {
+            BufferDecl::Match { data } => (
+                "match_buffer",
+                vec![vec![text(self.var(data))], vec![self.shape(b)], dtype],
+            ),
+            BufferDecl::Alloc => ("alloc_buffer", vec![vec![self.shape(b)], dtype]),
         };
         if b.scope != "global" {
-            let _ = write!(s, ", scope={}", quote(&b.scope));
+            args.push(kwarg("scope", vec![text(quote(&b.scope))]));
         }
         if !b.strides.is_empty() {
-            let st: Vec<String> = b.strides.iter().map(|e| self.expr(e)).collect();
-            let _ = write!(s, ", strides=[{}]", st.join(", "));
+            let st = b.strides.iter().map(|e| self.ex(e)).collect();
+            args.push(kwarg("strides", vec![group("[", "]", st)]));
         }
         if let Some(e) = &b.extra_storage {
-            let _ = write!(s, ", extra_storage={}", self.expr(e));
+            args.push(kwarg("extra_storage", self.ex(e)));
         }
         if let Some(e) = &b.default_value {
-            let _ = write!(s, ", default_value={}", self.expr(e));
+            args.push(kwarg("default_value", self.ex(e)));
         }
-        s.push(')');
-        s
+        call(&format!("{ns}{fname}"), args)
     }
 
     // ------------------------------------------------------------------ statements
@@ -403,59 +642,63 @@ impl<'a> Printer<'a> {
         if s.is_empty() {
             self.line(ind, "pass");
         } else {
-            self.stmt(s, ind);
+            self.stmt(s, ind, true);
         }
     }
 
-    fn stmt(&mut self, s: &Stmt, ind: usize) {
+    /// Prints `s` at indentation `ind`; `tail`: nothing follows it in its statement list.
+    fn stmt(&mut self, s: &Stmt, ind: usize, tail: bool) {
         match s {
             Stmt::Seq(v) => {
-                for c in v {
-                    self.stmt(c, ind);
+                for (i, c) in v.iter().enumerate() {
+                    self.stmt(c, ind, tail && i + 1 == v.len());
                 }
             }
             Stmt::SparseIteration(it) => {
-                let axes: Vec<String> = it
+                let axes: Vec<Vec<Seg>> = it
                     .axes
                     .iter()
                     .map(|a| match a {
-                        IterAxis::Axis(x) => self.axis_name(*x),
-                        IterAxis::Fuse(v) => format!(
-                            "T.sp.fuse({})",
-                            v.iter()
-                                .map(|x| self.axis_name(*x))
-                                .collect::<Vec<_>>()
-                                .join(", ")
+                        IterAxis::Axis(x) => vec![text(self.axis_name(*x))],
+                        IterAxis::Fuse(v) => call(
+                            "T.sp.fuse",
+                            v.iter().map(|x| vec![text(self.axis_name(*x))]).collect(),
                         ),
-                        IterAxis::Attach { axis, parent } => {
-                            format!(
-                                "T.sp.attach({}, {})",
-                                self.axis_name(*axis),
-                                self.axis_name(*parent)
-                            )
-                        }
+                        IterAxis::Attach { axis, parent } => call(
+                            "T.sp.attach",
+                            vec![
+                                vec![text(self.axis_name(*axis))],
+                                vec![text(self.axis_name(*parent))],
+                            ],
+                        ),
                     })
                     .collect();
                 let kinds: String = it.kinds.iter().map(|k| k.letter()).collect();
-                let vars: Vec<String> = it.vars.iter().map(|v| self.var(*v)).collect();
-                let head = format!(
-                    "with T.sp.iteration([{}], {}, {}) as [{}]:",
-                    axes.join(", "),
-                    quote(&kinds),
-                    quote(&it.name),
-                    vars.join(", ")
-                );
-                self.line(ind, &head);
+                let vars: Vec<Vec<Seg>> =
+                    it.vars.iter().map(|v| vec![text(self.var(*v))]).collect();
+                let mut head = vec![text("with ")];
+                head.extend(call(
+                    "T.sp.iteration",
+                    vec![
+                        vec![group("[", "]", axes)],
+                        vec![text(quote(&kinds))],
+                        vec![text(quote(&it.name))],
+                    ],
+                ));
+                head.push(text(" as "));
+                head.push(group("[", "]", vars));
+                head.push(text(":"));
+                self.emit(ind, &head);
                 let start = self.out.len();
                 if !it.annotations.is_empty() {
-                    let a = format!("T.sp.iteration_attr({})", attr_dict(&it.annotations));
-                    self.line(ind + 1, &a);
+                    let a = call("T.sp.iteration_attr", vec![attr_dict_segs(&it.annotations)]);
+                    self.emit(ind + 1, &a);
                 }
                 if let Some(init) = &it.init {
                     self.line(ind + 1, "with T.init():");
                     self.body(init, ind + 2);
                 }
-                self.stmt(&it.body, ind + 1);
+                self.stmt(&it.body, ind + 1, true);
                 if self.out.len() == start {
                     self.line(ind + 1, "pass");
                 }
@@ -463,24 +706,25 @@ impl<'a> Printer<'a> {
             Stmt::For(l) => self.for_loop(l, ind),
             Stmt::Block(b) => self.block(b, ind),
             Stmt::Store(st) => {
-                let idx: Vec<String> = st.indices.iter().map(|e| self.expr(e)).collect();
-                let s = format!(
-                    "{}[{}] = {}",
-                    self.buf(st.buffer),
-                    idx.join(", "),
-                    self.expr(&st.value)
-                );
-                self.line(ind, &s);
+                let idx = st.indices.iter().map(|e| self.ex(e)).collect();
+                let mut l = vec![text(self.buf(st.buffer)), group("[", "]", idx)];
+                l.push(text(" = "));
+                l.extend(self.rhs(&st.value));
+                self.emit(ind, &l);
             }
             Stmt::If(i) => {
-                let s = format!("if {}:", self.expr(&i.cond));
-                self.line(ind, &s);
+                let mut l = vec![text("if ")];
+                l.extend(self.rhs(&i.cond));
+                l.push(text(":"));
+                self.emit(ind, &l);
                 self.body(&i.then_case, ind + 1);
                 let mut els = i.else_case.as_ref();
                 while let Some(e) = els {
                     if let Stmt::If(inner) = e {
-                        let s = format!("elif {}:", self.expr(&inner.cond));
-                        self.line(ind, &s);
+                        let mut l = vec![text("elif ")];
+                        l.extend(self.rhs(&inner.cond));
+                        l.push(text(":"));
+                        self.emit(ind, &l);
                         self.body(&inner.then_case, ind + 1);
                         els = inner.else_case.as_ref();
                     } else {
@@ -491,51 +735,84 @@ impl<'a> Printer<'a> {
                 }
             }
             Stmt::Evaluate(e) => {
-                let s = format!("T.evaluate({})", self.expr(e));
-                self.line(ind, &s);
+                let l = call("T.evaluate", vec![self.ex(e)]);
+                self.emit(ind, &l);
             }
             Stmt::Allocate(b) => {
-                let (shape, dtype, scope) = match self.f.buffers.get(*b) {
-                    Some(buf) => (self.shape(buf), buf.dtype, buf.scope.clone()),
-                    None => ("()".to_string(), DType::F32, "global".to_string()),
-                };
-                let s = format!(
-                    "{} = T.allocate({shape}, {}, {})",
-                    self.buf(*b),
-                    quote(dtype.name()),
-                    quote(&scope)
-                );
-                self.line(ind, &s);
+                let mut l = vec![text(format!("{} = ", self.buf(*b)))];
+                match self.f.buffers.get(*b) {
+                    // Outside the script language (see the module documentation): printed with
+                    // the spelling TVMScript uses for sparse intermediates.
+                    Some(buf) if buf.is_sparse() => l.extend(self.buffer_decl(buf)),
+                    Some(buf) => l.extend(call(
+                        "T.allocate",
+                        vec![
+                            vec![self.shape(buf)],
+                            vec![text(quote(buf.dtype.name()))],
+                            vec![text(quote(&buf.scope))],
+                        ],
+                    )),
+                    None => l.push(text("T.allocate((), \"float32\", \"global\")")),
+                }
+                self.emit(ind, &l);
             }
             Stmt::Let(l) => {
-                let s = format!(
-                    "{}: T.{} = {}",
-                    self.var(l.var),
-                    self.var_dtype(l.var).name(),
-                    self.expr(&l.value)
-                );
-                self.line(ind, &s);
-                self.stmt(&l.body, ind);
+                let dtype = self.var_dtype(l.var);
+                if tail {
+                    let mut line =
+                        vec![text(format!("{}: T.{} = ", self.var(l.var), dtype.name()))];
+                    line.extend(self.rhs(&l.value));
+                    self.emit(ind, &line);
+                    self.stmt(&l.body, ind, true);
+                } else {
+                    let mut args = vec![self.ex(&l.value)];
+                    if l.value.dtype(self.f) != dtype {
+                        args.push(vec![text(quote(dtype.name()))]);
+                    }
+                    let mut line = vec![text("with ")];
+                    line.extend(call("T.LetStmt", args));
+                    line.push(text(format!(" as {}:", self.var(l.var))));
+                    self.emit(ind, &line);
+                    self.body(&l.body, ind + 1);
+                }
             }
             Stmt::AssumeBufferDomain { buffer, lo, hi, .. } => {
-                let s = format!(
-                    "T.assume_buffer_domain({}, ({}, {}))",
-                    self.buf(*buffer),
-                    self.expr(lo),
-                    self.expr(hi)
+                let l = call(
+                    "T.assume_buffer_domain",
+                    vec![
+                        vec![text(self.buf(*buffer))],
+                        vec![tuple_seg(vec![self.ex(lo), self.ex(hi)])],
+                    ],
                 );
-                self.line(ind, &s);
+                self.emit(ind, &l);
             }
         }
     }
 
-    /// `lo, lo + ext` or just `ext` when `lo` is 0.
-    fn range_args(&self, min: &Expr, ext: &Expr) -> String {
+    /// An expression on the right of `=` or after `if`: an operator chain gets parentheses that
+    /// show only when the line is broken.
+    fn rhs(&self, e: &Expr) -> Vec<Seg> {
+        let (first, rest) = self.chain(e);
+        if rest.is_empty() {
+            return first;
+        }
+        vec![Seg::Group(Box::new(Group {
+            open: "(",
+            close: ")",
+            invisible: true,
+            body: Body::Chain { first, rest },
+        }))]
+    }
+
+    /// `lo, lo + ext`, `T.int64(0), ext` or just `ext` when `lo` is the `int32` 0.
+    fn range_args(&self, min: &Expr, ext: &Expr) -> Vec<Vec<Seg>> {
         if zero(min) {
-            self.expr(ext)
+            vec![self.ex(ext)]
+        } else if zero_any(min) {
+            vec![self.ex(min), self.ex(ext)]
         } else {
             let hi = Expr::add(min.clone(), ext.clone());
-            format!("{}, {}", self.expr(min), self.expr(&hi))
+            vec![self.ex(min), self.ex(&hi)]
         }
     }
 
@@ -560,29 +837,27 @@ impl<'a> Printer<'a> {
                 chain.push(inner);
             }
         }
-        let head = if chain.len() > 1 {
+        let mut head = if chain.len() > 1 {
             let vars: Vec<String> = chain.iter().map(|c| self.var(c.var)).collect();
-            let exts: Vec<String> = chain.iter().map(|c| self.expr(&c.extent)).collect();
-            format!("for {} in T.grid({}):", vars.join(", "), exts.join(", "))
+            let exts = chain.iter().map(|c| self.ex(&c.extent)).collect();
+            let mut h = vec![text(format!("for {} in ", vars.join(", ")))];
+            h.extend(call("T.grid", exts));
+            h
         } else {
             let mut args = self.range_args(&l.min, &l.extent);
             if l.kind == ForKind::ThreadBinding {
-                let _ = write!(
-                    args,
-                    ", thread={}",
-                    quote(l.thread.as_deref().unwrap_or(""))
-                );
+                let tag = quote(l.thread.as_deref().unwrap_or(""));
+                args.push(kwarg("thread", vec![text(tag)]));
             }
             if !l.annotations.is_empty() {
-                let _ = write!(args, ", annotations={}", attr_dict(&l.annotations));
+                args.push(kwarg("annotations", attr_dict_segs(&l.annotations)));
             }
-            format!(
-                "for {} in T.{}({args}):",
-                self.var(l.var),
-                l.kind.script_name()
-            )
+            let mut h = vec![text(format!("for {} in ", self.var(l.var)))];
+            h.extend(call(&format!("T.{}", l.kind.script_name()), args));
+            h
         };
-        self.line(ind, &head);
+        head.push(text(":"));
+        self.emit(ind, &head);
         let depth = self.loops.len();
         for c in &chain {
             self.loops.push((c.var, c.min.clone(), c.extent.clone()));
@@ -592,26 +867,35 @@ impl<'a> Printer<'a> {
         self.loops.truncate(depth);
     }
 
-    fn region(&self, r: &BufferRegion) -> String {
-        let parts: Vec<String> = r
+    fn region(&self, r: &BufferRegion) -> Vec<Seg> {
+        let parts: Vec<Vec<Seg>> = r
             .ranges
             .iter()
             .map(|(lo, ext)| {
                 if one(ext) {
-                    self.expr(lo)
-                } else if zero(lo) {
-                    format!("0:{}", self.expr(ext))
+                    self.ex(lo)
+                } else if zero_any(lo) {
+                    let mut v = self.ex(lo);
+                    v.push(text(":"));
+                    v.extend(self.ex(ext));
+                    v
                 } else {
                     let hi = Expr::add(lo.clone(), ext.clone());
-                    format!("{}:{}", self.expr(lo), self.expr(&hi))
+                    let mut v = self.ex(lo);
+                    v.push(text(":"));
+                    v.extend(self.ex(&hi));
+                    v
                 }
             })
             .collect();
-        format!("{}[{}]", self.buf(r.buffer), parts.join(", "))
+        vec![text(self.buf(r.buffer)), group("[", "]", parts)]
     }
 
     fn block(&mut self, b: &Block, ind: usize) {
-        self.line(ind, &format!("with T.block({}):", quote(&b.name)));
+        let mut head = vec![text("with ")];
+        head.extend(call("T.block", vec![vec![text(quote(&b.name))]]));
+        head.push(text(":"));
+        self.emit(ind, &head);
         let i = ind + 1;
         let start = self.out.len();
         let remap = !b.iters.is_empty()
@@ -631,14 +915,13 @@ impl<'a> Printer<'a> {
         if remap {
             let vars: Vec<String> = b.iters.iter().map(|it| self.var(it.var)).collect();
             let kinds: String = b.iters.iter().map(|it| it.kind.letter()).collect();
-            let binds: Vec<String> = b.iters.iter().map(|it| self.expr(&it.binding)).collect();
-            let s = format!(
-                "{} = T.axis.remap({}, [{}])",
-                vars.join(", "),
-                quote(&kinds),
-                binds.join(", ")
-            );
-            self.line(i, &s);
+            let binds = b.iters.iter().map(|it| self.ex(&it.binding)).collect();
+            let mut l = vec![text(format!("{} = ", vars.join(", ")))];
+            l.extend(call(
+                "T.axis.remap",
+                vec![vec![text(quote(&kinds))], vec![group("[", "]", binds)]],
+            ));
+            self.emit(i, &l);
         } else {
             for it in &b.iters {
                 let kind = match it.kind {
@@ -646,45 +929,49 @@ impl<'a> Printer<'a> {
                     IterKind::Reduce => "reduce",
                 };
                 let dom = if zero(&it.min) {
-                    self.expr(&it.extent)
+                    self.ex(&it.extent)
+                } else if zero_any(&it.min) {
+                    vec![tuple_seg(vec![self.ex(&it.min), self.ex(&it.extent)])]
                 } else {
                     let hi = Expr::add(it.min.clone(), it.extent.clone());
-                    format!("({}, {})", self.expr(&it.min), self.expr(&hi))
+                    vec![tuple_seg(vec![self.ex(&it.min), self.ex(&hi)])]
                 };
-                let s = format!(
-                    "{} = T.axis.{kind}({dom}, {})",
-                    self.var(it.var),
-                    self.expr(&it.binding)
-                );
-                self.line(i, &s);
+                let mut l = vec![text(format!("{} = ", self.var(it.var)))];
+                l.extend(call(
+                    &format!("T.axis.{kind}"),
+                    vec![dom, self.ex(&it.binding)],
+                ));
+                self.emit(i, &l);
             }
         }
         for ab in &b.alloc_buffers {
             if let Some(buf) = self.f.buffers.get(*ab) {
-                let s = format!("{} = {}", self.buf(*ab), self.buffer_decl(buf));
-                self.line(i, &s);
+                let mut l = vec![text(format!("{} = ", self.buf(*ab)))];
+                l.extend(self.buffer_decl(buf));
+                self.emit(i, &l);
             }
         }
         if let Some(p) = &b.predicate {
-            let s = format!("T.where({})", self.expr(p));
-            self.line(i, &s);
+            let l = call("T.where", vec![self.ex(p)]);
+            self.emit(i, &l);
         }
         if !b.reads.is_empty() {
-            let r: Vec<String> = b.reads.iter().map(|r| self.region(r)).collect();
-            self.line(i, &format!("T.reads({})", r.join(", ")));
+            let r = b.reads.iter().map(|r| self.region(r)).collect();
+            self.emit(i, &call("T.reads", r));
         }
         if !b.writes.is_empty() {
-            let w: Vec<String> = b.writes.iter().map(|r| self.region(r)).collect();
-            self.line(i, &format!("T.writes({})", w.join(", ")));
+            let w = b.writes.iter().map(|r| self.region(r)).collect();
+            self.emit(i, &call("T.writes", w));
         }
         if !b.annotations.is_empty() {
-            self.line(i, &format!("T.block_attr({})", attr_dict(&b.annotations)));
+            let l = call("T.block_attr", vec![attr_dict_segs(&b.annotations)]);
+            self.emit(i, &l);
         }
         if let Some(init) = &b.init {
             self.line(i, "with T.init():");
             self.body(init, i + 1);
         }
-        self.stmt(&b.body, i);
+        self.stmt(&b.body, i, true);
         if self.out.len() == start {
             self.line(i, "pass");
         }
@@ -692,77 +979,107 @@ impl<'a> Printer<'a> {
 
     // ------------------------------------------------------------------ expressions
 
-    fn operand(&self, e: &Expr, min_prec: u8) -> String {
-        let s = self.expr(e);
+    /// `e` where an operand of precedence `min_prec` is expected (parenthesised when lower).
+    fn operand(&self, e: &Expr, min_prec: u8) -> Vec<Seg> {
         if prec(e) < min_prec {
-            format!("({s})")
+            let (first, rest) = self.chain(e);
+            vec![Seg::Group(Box::new(Group {
+                open: "(",
+                close: ")",
+                invisible: false,
+                body: Body::Chain { first, rest },
+            }))]
         } else {
-            s
+            self.ex(e)
         }
     }
 
+    /// `e` as an operator chain: a left-associated run of infix operators of one precedence
+    /// level becomes `first op x op y ...`; anything else is a chain of one operand.
+    fn chain(&self, e: &Expr) -> (Vec<Seg>, Vec<(&'static str, Vec<Seg>)>) {
+        let Expr::Binary(op, a, b) = e else {
+            return (self.ex(e), Vec::new());
+        };
+        let Some(sym) = op.symbol() else {
+            return (self.ex(e), Vec::new());
+        };
+        let p = binop_prec(*op);
+        if op.is_comparison() {
+            return (self.operand(a, p + 1), vec![(sym, self.operand(b, p + 1))]);
+        }
+        let same_level = matches!(&**a, Expr::Binary(aop, _, _)
+            if aop.symbol().is_some() && !aop.is_comparison() && binop_prec(*aop) == p);
+        let (first, mut rest) = if same_level {
+            self.chain(a)
+        } else {
+            (self.operand(a, p), Vec::new())
+        };
+        rest.push((sym, self.operand(b, p + 1)));
+        (first, rest)
+    }
+
     fn expr(&self, e: &Expr) -> String {
+        flat(&self.ex(e))
+    }
+
+    /// The segments of an expression.
+    fn ex(&self, e: &Expr) -> Vec<Seg> {
         match e {
-            Expr::Int(v, DType::I32) => v.to_string(),
-            Expr::Int(v, d) => format!("T.{}({v})", d.name()),
-            Expr::Float(v, d) => format!("T.{}({})", d.name(), float_repr(*v)),
-            Expr::Bool(b) => if *b { "True" } else { "False" }.to_string(),
-            Expr::Var(v) => self.var(*v),
+            Expr::Int(v, DType::I32) => vec![text(v.to_string())],
+            Expr::Int(v, d) => vec![text(format!("T.{}({v})", d.name()))],
+            Expr::Float(v, d) => vec![text(format!("T.{}({})", d.name(), float_repr(*v)))],
+            Expr::Bool(b) => vec![text(if *b { "True" } else { "False" })],
+            Expr::Var(v) => vec![text(self.var(*v))],
             Expr::Binary(op, a, b) => match op.symbol() {
-                Some(sym) => {
-                    let p = binop_prec(*op);
-                    let (lp, rp) = if op.is_comparison() {
-                        (p + 1, p + 1)
-                    } else {
-                        (p, p + 1)
-                    };
-                    format!("{} {sym} {}", self.operand(a, lp), self.operand(b, rp))
+                Some(_) => {
+                    let (mut out, rest) = self.chain(e);
+                    for (sym, x) in rest {
+                        out.push(text(format!(" {sym} ")));
+                        out.extend(x);
+                    }
+                    out
                 }
                 None => {
-                    let name = if *op == BinOp::Min { "min" } else { "max" };
-                    format!("T.{name}({}, {})", self.expr(a), self.expr(b))
+                    let name = if *op == BinOp::Min { "T.min" } else { "T.max" };
+                    call(name, vec![self.ex(a), self.ex(b)])
                 }
             },
             Expr::Unary(UnOp::Neg, a) => {
-                if matches!(**a, Expr::Int(_, DType::I32)) {
-                    format!("-({})", self.expr(a))
+                if let Expr::Int(v, DType::I32) = **a {
+                    vec![text(format!("-({v})"))]
                 } else {
-                    format!("-{}", self.operand(a, 7))
+                    let mut out = vec![text("-")];
+                    out.extend(self.operand(a, 7));
+                    out
                 }
             }
-            Expr::Unary(UnOp::Not, a) => format!("not {}", self.operand(a, 3)),
-            Expr::Select(c, a, b) => {
-                format!(
-                    "T.Select({}, {}, {})",
-                    self.expr(c),
-                    self.expr(a),
-                    self.expr(b)
-                )
+            Expr::Unary(UnOp::Not, a) => {
+                let mut out = vec![text("not ")];
+                out.extend(self.operand(a, 3));
+                out
             }
-            Expr::Cast(d, a) => format!("T.Cast({}, {})", quote(d.name()), self.expr(a)),
+            Expr::Select(c, a, b) => call("T.Select", vec![self.ex(c), self.ex(a), self.ex(b)]),
+            Expr::Cast(d, a) => call("T.Cast", vec![vec![text(quote(d.name()))], self.ex(a)]),
             Expr::Load { buffer, indices } => {
-                let idx: Vec<String> = indices.iter().map(|i| self.expr(i)).collect();
-                format!("{}[{}]", self.buf(*buffer), idx.join(", "))
+                let idx = indices.iter().map(|i| self.ex(i)).collect();
+                vec![text(self.buf(*buffer)), group("[", "]", idx)]
             }
             Expr::Call { op, args, dtype } => {
+                let name = format!("T.{}", op.name());
                 if args.is_empty() && op.arity() == 0 {
-                    return format!("T.{}({})", op.name(), quote(dtype.name()));
+                    return call(&name, vec![vec![text(quote(dtype.name()))]]);
                 }
-                let mut parts: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                let mut parts: Vec<Vec<Seg>> = args.iter().map(|a| self.ex(a)).collect();
                 let inferred = args.first().map(|a| a.dtype(self.f));
                 if inferred != Some(*dtype) || args.len() != op.arity() {
-                    parts.push(format!("dtype={}", quote(dtype.name())));
+                    parts.push(kwarg("dtype", vec![text(quote(dtype.name()))]));
                 }
-                format!("T.{}({})", op.name(), parts.join(", "))
+                call(&name, parts)
             }
-            Expr::Let { var, value, body } => {
-                format!(
-                    "T.let({}, {}, {})",
-                    self.var(*var),
-                    self.expr(value),
-                    self.expr(body)
-                )
-            }
+            Expr::Let { var, value, body } => call(
+                "T.let",
+                vec![vec![text(self.var(*var))], self.ex(value), self.ex(body)],
+            ),
         }
     }
 }

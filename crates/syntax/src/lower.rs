@@ -79,6 +79,7 @@ const KNOWN: &[&str] = &[
     "T.Cast",
     "T.cast",
     "T.let",
+    "T.LetStmt",
     "T.bool",
     "T.int8",
     "T.int16",
@@ -154,6 +155,17 @@ fn unknown_function(name: &str, span: Span) -> Diagnostic {
         }
     }
     d
+}
+
+/// The type of a loop variable over `[min, min + extent)`: the wider of the two integer types (as
+/// TVMScript's `T.serial` does), `int32` when neither is an integer.
+fn loop_var_dtype(min: DType, extent: DType) -> DType {
+    match (min.is_integer(), extent.is_integer()) {
+        (true, true) if min.bits() > extent.bits() => min,
+        (_, true) => extent,
+        (true, false) => min,
+        (false, false) => DType::I32,
+    }
 }
 
 fn parse_dtype(e: &ast::Expr, allow_handle: bool) -> LResult<DType> {
@@ -427,8 +439,46 @@ impl<'a> Lower<'a> {
                     self.line(o)
                 ),
             ),
-            None => err(span, format!("undefined {what} `{name}`")),
+            None => {
+                let mut d = err(span, format!("undefined {what} `{name}`"));
+                let close = self.close_names(what, name);
+                match close.as_slice() {
+                    [] => {}
+                    [one] => d.notes.push(format!("did you mean `{one}`?")),
+                    many => d.notes.push(format!(
+                        "did you mean one of {}?",
+                        many.iter()
+                            .map(|n| format!("`{n}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                }
+                d
+            }
         }
+    }
+
+    /// Names in scope of the wanted kind within a small edit distance of `name`, closest first
+    /// (at most three).
+    fn close_names(&self, what: &str, name: &str) -> Vec<String> {
+        let limit = (name.chars().count() / 3).max(1);
+        let kind_ok = |sym: &Sym| match (what, sym) {
+            ("axis", Sym::Axis(_)) | ("buffer", Sym::Buffer(_)) => true,
+            ("variable", Sym::Var(_)) => true,
+            ("parameter", Sym::Var(v)) => self.f.params.contains(v),
+            _ => false,
+        };
+        let mut found: Vec<(usize, String)> = self
+            .scopes
+            .iter()
+            .flat_map(|s| s.iter())
+            .filter(|(n, (sym, _))| n.as_str() != name && kind_ok(sym))
+            .map(|(n, _)| (edit_distance(name, n), n.clone()))
+            .filter(|(d, _)| *d <= limit)
+            .collect();
+        found.sort();
+        found.dedup();
+        found.into_iter().take(3).map(|(_, n)| n).collect()
     }
 
     fn define(&mut self, name: &str, sym: Sym, span: Span) -> LResult<()> {
@@ -610,6 +660,51 @@ impl<'a> Lower<'a> {
         Ok(Stmt::seq(out))
     }
 
+    /// `with T.LetStmt(value) as x:` / `with T.LetStmt(value, "int64") as x:` (the type may also
+    /// be written `T.int64`): a `let` scoped over the indented body only.
+    fn let_stmt(
+        &mut self,
+        item: &ast::Expr,
+        args: &[ast::Expr],
+        kwargs: &[Kwarg],
+        target: Option<&ast::Expr>,
+        body: &[ast::Stmt],
+        span: Span,
+    ) -> LResult<Option<Stmt>> {
+        let fname = "T.LetStmt";
+        let a = bind(
+            fname,
+            item.span,
+            args,
+            kwargs,
+            &["value", "type_annotation"],
+            1,
+        )?;
+        let Some(target) = target else {
+            return Err(err(
+                item.span,
+                "`T.LetStmt` needs a variable: `with T.LetStmt(value) as x:`",
+            ));
+        };
+        let name = self.name_of(target, "a variable")?;
+        let value = self.expr(a[0].unwrap_or(item))?;
+        let dtype = match a[1] {
+            Some(t) if t.as_str().is_some() => parse_dtype(t, false)?,
+            Some(t) => self.param_type(t)?,
+            None => value.dtype(&self.f),
+        };
+        let (var, body) = self.scoped(|me| {
+            let var = me.new_var(name, dtype, target.span)?;
+            Ok((var, me.scoped(|m| m.seq(body, Level::Inner))?))
+        })?;
+        Ok(Some(Stmt::Let(Box::new(LetStmt {
+            var,
+            value,
+            body,
+            span,
+        }))))
+    }
+
     fn is_decl_call(&self, e: &ast::Expr) -> bool {
         as_call(e).is_some_and(|(n, _, _)| {
             matches!(
@@ -712,6 +807,7 @@ impl<'a> Lower<'a> {
                         }
                         self.block(item, args, kwargs, body, s.span)
                     }
+                    "T.LetStmt" => self.let_stmt(item, args, kwargs, target.as_ref(), body, s.span),
                     "T.init" => Err(err(item.span, "`T.init()` outside an iteration or block")),
                     n if KNOWN.contains(&n) => {
                         Err(err(item.span, format!("`{n}` cannot be used with `with`")))
@@ -883,7 +979,16 @@ impl<'a> Lower<'a> {
                 Ok(None)
             }
             "T.sp.match_buffer" | "T.sp.alloc_buffer" | "T.match_buffer" | "T.alloc_buffer" => {
-                func_level(&fname)?;
+                if let Err(mut d) = func_level(&fname) {
+                    if fname == "T.sp.alloc_buffer" {
+                        d.notes.push(
+                            "a sparse intermediate is declared at function level or in a block \
+                             header; `T.allocate` in a body takes dense extents only"
+                                .to_string(),
+                        );
+                    }
+                    return Err(d);
+                }
                 let b = self.buffer_decl(name, &fname, value, args, kwargs)?;
                 let id = self.f.buffers.append(b);
                 self.define(name, Sym::Buffer(id), nspan)?;
@@ -899,7 +1004,26 @@ impl<'a> Lower<'a> {
                     &["extents", "dtype", "scope"],
                     2,
                 )?;
-                let shape = self.dense_shape(a[0].unwrap_or(value))?;
+                let extents = a[0].unwrap_or(value);
+                let items: Vec<&ast::Expr> = match list_items(extents) {
+                    Some(v) => v.iter().collect(),
+                    None => vec![extents],
+                };
+                for it in items {
+                    let Some(n) = it.as_name() else { continue };
+                    if let Some((Sym::Axis(_), _)) = self.lookup(n) {
+                        let mut d = err(
+                            it.span,
+                            format!("`T.allocate` takes dense extents, but `{n}` is a sparse axis"),
+                        );
+                        d.notes.push(format!(
+                            "declare a sparse intermediate at function level or in a block \
+                             header: `{name} = T.sp.alloc_buffer(({n}, ...), \"float32\")`"
+                        ));
+                        return Err(d);
+                    }
+                }
+                let shape = self.dense_shape(extents)?;
                 let dtype = parse_dtype(a[1].unwrap_or(value), false)?;
                 let scope = match a[2] {
                     Some(s) => expect_str(s, "a scope")?,
@@ -932,11 +1056,11 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// `(lo, hi)` → `(min, extent)`: `hi` written as `lo + e` gives `e`, a literal `0` for `lo`
-    /// gives `hi`, anything else `hi - lo`.
+    /// `(lo, hi)` → `(min, extent)`: a constant 0 of any integer type for `lo` (`0`,
+    /// `T.int64(0)`) gives `hi`, `hi` written as `lo + e` gives `e`, anything else `hi - lo`.
     fn range_of(&mut self, lo: &ast::Expr, hi: &ast::Expr) -> LResult<(Expr, Expr)> {
         let min = self.int_expr(lo)?;
-        if min == Expr::Int(0, DType::I32) {
+        if matches!(min, Expr::Int(0, d) if d.is_integer()) {
             return Ok((min, self.int_expr(hi)?));
         }
         if let ExprKind::Binary(AstBinOp::Add, l, e) = &hi.kind {
@@ -1231,8 +1355,7 @@ impl<'a> Lower<'a> {
             let mut vars = Vec::new();
             for (t, (min, ext)) in targets.iter().zip(&ranges) {
                 self.scopes.push(HashMap::new());
-                let dt = ext.dtype(&self.f);
-                let dt = if dt.is_integer() { dt } else { DType::I32 };
+                let dt = loop_var_dtype(min.dtype(&self.f), ext.dtype(&self.f));
                 let name = self.name_of(t, "a loop variable")?;
                 let v = self.new_var(name, dt, t.span)?;
                 self.loops.push((v, min.clone(), ext.clone()));
