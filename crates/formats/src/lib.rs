@@ -10,6 +10,10 @@ pub mod pack;
 pub mod tensor;
 pub mod tns;
 
+pub use containers::{
+    Bsr, BsrPadding, Csc, Csf, CsfLevel, Csr, Dcsr, Ell, FormatError, Index, Nm, Ragged, Value,
+};
+pub use convert::{Duplicates, Triplet};
 pub use coo::{Coo, CooError, Field};
 pub use mtx::{read_mtx, write_mtx, MtxError};
 pub use npy::{read_npy, write_npy, NpyError};

@@ -55,10 +55,11 @@ impl<V: Value, I: Index> Bsr<V, I> {
         check_len("values", values.len(), expected, || {
             format!("{} blocks x {r} x {c}", indices.len())
         })?;
-        if rows % r != 0 || cols % c != 0 {
+        if !rows.is_multiple_of(r) || !cols.is_multiple_of(c) {
             for br in 0..mb {
-                for p in indptr[br].idx()..indptr[br + 1].idx() {
-                    let bc = indices[p].idx();
+                let lo = indptr[br].idx();
+                for (k, x) in indices[lo..indptr[br + 1].idx()].iter().enumerate() {
+                    let (p, bc) = (lo + k, x.idx());
                     for ii in 0..r {
                         for jj in 0..c {
                             let pos = (p * r + ii) * c + jj;
@@ -159,14 +160,14 @@ pub(crate) fn block_grid(
         });
     }
     if padding == BsrPadding::Deny {
-        if rows % r != 0 {
+        if !rows.is_multiple_of(r) {
             return Err(FormatError::BlockNotDividing {
                 block: r,
                 extent: rows,
                 what: "rows",
             });
         }
-        if cols % c != 0 {
+        if !cols.is_multiple_of(c) {
             return Err(FormatError::BlockNotDividing {
                 block: c,
                 extent: cols,

@@ -43,7 +43,7 @@ pub(crate) fn check_pattern(cols: usize, n: usize, m: usize) -> Result<usize, Fo
     if m > 256 {
         return Err(bad("m must be at most 256 (metadata is one byte per slot)"));
     }
-    if cols % m != 0 {
+    if !cols.is_multiple_of(m) {
         return Err(bad(&format!("groups of {m} do not divide {cols} columns")));
     }
     Ok(cols / m * n)
