@@ -1,0 +1,119 @@
+//! Arithmetic simplifier and bound analysis for sparsetir expressions (index arithmetic first):
+//! constant folding with dtype-exact semantics, canonical sums and products, `floordiv` /
+//! `floormod` with known bounds, `min`/`max`/comparisons/`select` decided from bounds.
+//!
+//! Soundness: every rewrite keeps the value of the expression (and its dtype) wherever the
+//! original evaluates without error. Integer sums and products are rewritten with ring identities
+//! modulo 2^bits, so they are exact even when they wrap. Rules that depend on bounds use
+//! intervals that track possible wrapping when bounds are known constants; quantities with only
+//! symbolic bounds (a loop extent `n`, a domain `[0, nnz]`) are assumed not to overflow, as index
+//! arithmetic is everywhere in the compiler.
+//!
+//! - [`Analyzer`]: known variable ranges and buffer value domains, and the queries;
+//! - [`simplify`]: simplification without any knowledge.
+
+mod bounds;
+mod fold;
+mod linear;
+mod prove;
+mod rewrite;
+
+use std::collections::HashMap;
+
+use sparsetir_ir::{BufferId, Expr, PrimFunc, VarId};
+
+/// Facts about variables and buffers, and the simplifier and prover that use them.
+#[derive(Clone, Debug, Default)]
+pub struct Analyzer {
+    /// Variable → inclusive `(min, max)`, already simplified.
+    ranges: HashMap<VarId, (Expr, Expr)>,
+    /// Buffer → inclusive `(lo, hi)` of every value it holds.
+    domains: HashMap<BufferId, (Expr, Expr)>,
+}
+
+/// How many times [`Analyzer::simplify`] reapplies its rules at most (it stops at a fixpoint).
+const MAX_ROUNDS: usize = 4;
+
+impl Analyzer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `v` takes values in `[min, min + extent)` (a loop or block iterator domain).
+    /// `min` and `extent` may be symbolic. Rebinding a variable replaces its range. The bounds
+    /// are stored without simplification against the function, so call it with simple
+    /// expressions (those written in loops and blocks are).
+    pub fn bind_range(&mut self, v: VarId, min: &Expr, extent: &Expr) {
+        let max = Expr::sub(Expr::add(min.clone(), extent.clone()), Expr::int(1));
+        self.ranges.insert(v, (min.clone(), max));
+    }
+
+    /// Records that `v` takes values in `[lo, hi]` (both inclusive).
+    pub fn bind_inclusive(&mut self, v: VarId, lo: &Expr, hi: &Expr) {
+        self.ranges.insert(v, (lo.clone(), hi.clone()));
+    }
+
+    /// Forgets what was bound to `v` (leaving a loop's scope).
+    pub fn unbind(&mut self, v: VarId) {
+        self.ranges.remove(&v);
+    }
+
+    /// Records that every value of buffer `b` lies in `[lo, hi]`, from
+    /// `T.assume_buffer_domain(b, (lo, hi))`. `hi` is taken as *inclusive*: an `indptr` array's
+    /// last value is its axis's `nnz`, so the half-open reading would be unsound for it.
+    pub fn bind_buffer_domain(&mut self, b: BufferId, lo: &Expr, hi: &Expr) {
+        self.domains.insert(b, (lo.clone(), hi.clone()));
+    }
+
+    /// Simplifies `e` (an expression of `func`): the result has the same dtype and the same
+    /// value wherever `e` evaluates without error.
+    pub fn simplify(&self, func: &PrimFunc, e: &Expr) -> Expr {
+        self.simplify_fixpoint(func, e)
+    }
+
+    /// Inclusive constant bounds of the integer (or bool) expression `e`, when provable.
+    pub fn const_bounds(&self, func: &PrimFunc, e: &Expr) -> Option<(i64, i64)> {
+        let s = self.simplify(func, e);
+        let iv = self.interval(func, &s, 0);
+        let lo = i64::try_from(iv.lo?).ok()?;
+        let hi = i64::try_from(iv.hi?).ok()?;
+        Some((lo, hi))
+    }
+
+    /// `Some(v)` when the condition `cond` provably always has the truth value `v`.
+    pub fn prove(&self, func: &PrimFunc, cond: &Expr) -> Option<bool> {
+        let s = self.simplify(func, cond);
+        self.prove_simplified(func, &s)
+    }
+
+    /// Whether `a` and `b` provably always have the same value (and dtype).
+    pub fn can_prove_equal(&self, func: &PrimFunc, a: &Expr, b: &Expr) -> bool {
+        let sa = self.simplify(func, a);
+        let sb = self.simplify(func, b);
+        if sa == sb {
+            return true;
+        }
+        let (da, db) = (sa.dtype(func), sb.dtype(func));
+        if da == db && (da.is_integer() || da.is_bool()) {
+            return self.prove_cmp(func, sparsetir_ir::BinOp::Eq, &sa, &sb) == Some(true);
+        }
+        false
+    }
+
+    fn simplify_fixpoint(&self, func: &PrimFunc, e: &Expr) -> Expr {
+        let mut cur = self.simplify_once(func, e);
+        for _ in 1..MAX_ROUNDS {
+            let next = self.simplify_once(func, &cur);
+            if next == cur {
+                break;
+            }
+            cur = next;
+        }
+        cur
+    }
+}
+
+/// Simplifies `e` knowing nothing about its variables.
+pub fn simplify(func: &PrimFunc, e: &Expr) -> Expr {
+    Analyzer::new().simplify_fixpoint(func, e)
+}
