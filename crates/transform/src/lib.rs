@@ -1,0 +1,15 @@
+//! IR passes of sparsetir (SPEC §3): each pass in its own module, all `PrimFunc -> PrimFunc`
+//! (plus a module-level wrapper) and a no-op on functions of another stage.
+//!
+//! - [`lower_sparse_iter`]: stage I → stage II (sparse iterations to loops and blocks in
+//!   position space).
+
+mod regions;
+mod search;
+mod simplify;
+
+pub mod lower_sparse_iter;
+
+pub use lower_sparse_iter::{
+    lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions,
+};

@@ -1,0 +1,1307 @@
+//! The `lower_sparse_iter` pass (SPEC §3.2): stage I → stage II. Sparse iterations become loops
+//! and blocks in *position* space, coordinates become `X_indices[...]` loads, and lookups of a
+//! coordinate in a compressed axis become binary searches emitted once each in root-level
+//! `preprocess` block nests.
+//!
+//! Design choices (documented here because the SPEC leaves them open):
+//! - **Twin axes.** The `indices` buffer of a compressed axis `X` is declared over
+//!   `(ancestors..., X_dense)`. For `compressed_varied` `X_dense` is
+//!   `dense_varied(parent, (length, nnz), indptr)` (as in the RFC); for `compressed_fixed` it is
+//!   the root `dense_fixed(nnz_cols)`, so the buffer has `parent.nnz * nnz_cols` values exactly
+//!   like the axis's `indices` array. Twins are declared right after their axis.
+//! - **Blocks.** Loops of one block are emitted outside it; a new nested block starts when an
+//!   iterator's axis is varied and its (or, for `T.sp.attach`, the new) parent is iterated in the
+//!   current block. Block `<name>k` holds the iteration's annotations plus `sparse: True`.
+//! - **Searches.** A search is a fixed-trip bisection over block-local `low`/`high` buffers (see
+//!   [`crate::search`]) writing `mid_k`, a sparse buffer over the iterated axes the search depends
+//!   on (a dense `(nnz,)` buffer for the row search of a fused loop). Without
+//!   `check_invalid_binary_search` the result for an absent coordinate is **undefined** (it is the
+//!   insertion point, which addresses some other element or lies past the fiber); with it,
+//!   `mid_k = -1`, each store whose value reads through `mid_k` is split by
+//!   `if mid_k >= 0: ... else: <same store, those reads replaced by the default value>` and a
+//!   store whose target goes through `mid_k` is guarded by `if mid_k >= 0`.
+//! - **Fused loops** support chains of two axes whose first is a `dense_fixed` root; **attach**
+//!   supports axes whose own parent is a `dense_fixed` root. Other shapes are a
+//!   [`LowerError::Unsupported`].
+
+use std::collections::{HashMap, HashSet};
+
+use sparsetir_ir::{
+    AttrValue, Attrs, Axis, AxisId, AxisKind, BinOp, Block, BlockIter, Buffer, BufferDecl,
+    BufferId, BufferShape, DType, Expr, For, ForKind, IRModule, IfThenElse, IterAxis, IterKind,
+    LetStmt, PrimFunc, Span, SparseIteration, Stage, Stmt, Store, VarId,
+};
+
+use crate::regions::{block_regions, Hints};
+use crate::search::{self, SearchState};
+use crate::simplify;
+
+/// Options of [`lower_sparse_iter`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Make binary searches detect absent coordinates (`mid = -1`; reads through it give the
+    /// buffer's default value, stores through it are skipped). Without it the result of a
+    /// search for an absent coordinate is undefined.
+    pub check_invalid_binary_search: bool,
+}
+
+/// Why a lowering pass failed. Every variant carries the span of the offending construct
+/// (unknown for constructs without source).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LowerError {
+    /// A construct the pass does not handle (yet).
+    #[error("unsupported: {message}")]
+    Unsupported { span: Span, message: String },
+    /// Malformed input that the verifier would reject.
+    #[error("invalid input: {message}")]
+    Invalid { span: Span, message: String },
+}
+
+impl LowerError {
+    pub fn span(&self) -> Span {
+        match self {
+            LowerError::Unsupported { span, .. } | LowerError::Invalid { span, .. } => *span,
+        }
+    }
+    pub fn message(&self) -> &str {
+        match self {
+            LowerError::Unsupported { message, .. } | LowerError::Invalid { message, .. } => {
+                message
+            }
+        }
+    }
+}
+
+type Res<T> = Result<T, LowerError>;
+
+fn unsupported(span: Span, message: impl Into<String>) -> LowerError {
+    LowerError::Unsupported {
+        span,
+        message: message.into(),
+    }
+}
+fn invalid(span: Span, message: impl Into<String>) -> LowerError {
+    LowerError::Invalid {
+        span,
+        message: message.into(),
+    }
+}
+
+/// Lowers every stage-I function of `module` (others are kept as they are).
+pub fn lower_sparse_iter_module(module: &IRModule, opts: &LowerOptions) -> Res<IRModule> {
+    let funcs = module
+        .funcs
+        .iter()
+        .map(|f| lower_sparse_iter(f, opts))
+        .collect::<Res<Vec<_>>>()?;
+    Ok(IRModule { funcs })
+}
+
+/// Lowers a stage-I function to stage II (SPEC §3.2); a clone for functions of another stage.
+pub fn lower_sparse_iter(func: &PrimFunc, opts: &LowerOptions) -> Res<PrimFunc> {
+    if func.stage() != Stage::I {
+        return Ok(func.clone());
+    }
+    let mut l = Lowerer::new(func, *opts)?;
+    let body = l.f.body.clone();
+    let body = l.stmt(&body)?;
+    let mut out = l.assumes;
+    out.extend(l.nests);
+    out.push(body);
+    let mut f = l.f;
+    f.body = Stmt::seq(out);
+    f.set_stage(Stage::II);
+    Ok(f)
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// One iterator in scope: its axis, its stage-I (coordinate) variable and its position.
+#[derive(Clone, Debug)]
+struct IterInfo {
+    axis: AxisId,
+    var: VarId,
+    /// The position inside the parent's fiber (a block iterator).
+    pos: Expr,
+    /// Positions of the axis's ancestors (indices of its `indptr`/`indices` buffers).
+    anc: Vec<Expr>,
+    /// The iteration entry this iterator belongs to and whether it is the entry's first.
+    entry: IterAxis,
+    entry_vars: Vec<VarId>,
+    entry_start: bool,
+}
+
+/// One loop of a nest: an entry of an iteration's axis list.
+#[derive(Clone, Debug)]
+struct Step {
+    entry: IterAxis,
+    vars: Vec<VarId>,
+    kinds: Vec<IterKind>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum SearchKey {
+    /// Lookup of `exprs[last]` in the last axis of `axes`, whose earlier coordinates are `exprs`.
+    Coord {
+        axes: Vec<AxisId>,
+        exprs: Vec<Expr>,
+        ctx: Vec<VarId>,
+    },
+    /// Row of each stored element of a fused chain.
+    Fused(Vec<AxisId>),
+}
+
+/// What the innermost block of a nest holds.
+enum NestBody<'a> {
+    Iteration {
+        init: Option<&'a Stmt>,
+        body: &'a Stmt,
+    },
+    Search {
+        axes: Vec<AxisId>,
+        exprs: Vec<Expr>,
+        mid: BufferId,
+    },
+}
+
+struct Lowerer {
+    f: PrimFunc,
+    opts: LowerOptions,
+    indptr: HashMap<AxisId, BufferId>,
+    indices: HashMap<AxisId, BufferId>,
+    hints: Hints,
+    assumes: Vec<Stmt>,
+    nests: Vec<Stmt>,
+    stack: Vec<IterInfo>,
+    /// Iterator variables of enclosing iterations that are not bound yet.
+    pending: HashSet<VarId>,
+    searches: Vec<(SearchKey, BufferId)>,
+    mids: HashSet<BufferId>,
+    span: Span,
+}
+
+impl Lowerer {
+    fn new(func: &PrimFunc, opts: LowerOptions) -> Res<Lowerer> {
+        let mut f = func.clone();
+        // Axes the function uses: buffer axes, iterated axes, and their ancestors.
+        let mut used = HashSet::new();
+        for &b in &f.buffer_decls {
+            if let Some(buf) = f.buffers.get(b) {
+                used.extend(buf.axes().iter().copied());
+            }
+        }
+        f.body.visit(&mut |s| {
+            if let Stmt::SparseIteration(it) = s {
+                for e in &it.axes {
+                    used.extend(e.axes());
+                    if let IterAxis::Attach { parent, .. } = e {
+                        used.insert(*parent);
+                    }
+                }
+            }
+        });
+        for a in used.clone() {
+            let mut cur = f.axes.get(a).and_then(|x| x.parent);
+            while let Some(p) = cur {
+                used.insert(p);
+                cur = f.axes.get(p).and_then(|x| x.parent);
+            }
+        }
+        for a in &used {
+            if f.axes.get(*a).is_none() {
+                return Err(invalid(
+                    f.span,
+                    format!("axis handle #{} is out of range", a.index()),
+                ));
+            }
+        }
+        // Rebuild the axis arena with twins after their compressed axes.
+        let mut axes = sparsetir_ir::Arena::new();
+        let mut map = Vec::with_capacity(f.axes.len());
+        let mut twins = HashMap::new();
+        for (old, ax) in func.axes.iter() {
+            let mut a = ax.clone();
+            a.parent = a.parent.map(|p| map.get(p.index()).copied().unwrap_or(p));
+            let parent = a.parent;
+            let id = axes.append(a);
+            map.push(id);
+            if used.contains(&old) && ax.kind.is_compressed() {
+                let twin = match ax.kind {
+                    AxisKind::CompressedVaried => Axis {
+                        name: format!("{}_dense", ax.name),
+                        kind: AxisKind::DenseVaried,
+                        parent,
+                        length: ax.length.clone(),
+                        nnz: ax.nnz.clone(),
+                        nnz_cols: None,
+                        indptr: ax.indptr,
+                        indices: None,
+                        idtype: ax.idtype,
+                        sorted: true,
+                        span: Span::default(),
+                    },
+                    _ => {
+                        let mut t = Axis::dense_fixed(
+                            format!("{}_dense", ax.name),
+                            ax.nnz_cols.clone().unwrap_or_else(|| ax.length.clone()),
+                        );
+                        t.idtype = ax.idtype;
+                        t
+                    }
+                };
+                twins.insert(id, axes.append(twin));
+            }
+        }
+        let remap = |a: AxisId| map.get(a.index()).copied().unwrap_or(a);
+        f.axes = axes;
+        let handles: Vec<BufferId> = f.buffers.handles().collect();
+        for b in handles {
+            if let BufferShape::Sparse(v) = &mut f.buffers[b].shape {
+                v.iter_mut().for_each(|a| *a = remap(*a));
+            }
+        }
+        remap_stmt(&mut f.body, &remap);
+        let used: HashSet<AxisId> = used.into_iter().map(remap).collect();
+
+        let mut l = Lowerer {
+            f,
+            opts,
+            indptr: HashMap::new(),
+            indices: HashMap::new(),
+            hints: HashMap::new(),
+            assumes: Vec::new(),
+            nests: Vec::new(),
+            stack: Vec::new(),
+            pending: HashSet::new(),
+            searches: Vec::new(),
+            mids: HashSet::new(),
+            span: func.span,
+        };
+        // Auxiliary buffers, in axis order.
+        let ids: Vec<AxisId> = l.f.axes.handles().collect();
+        for a in ids {
+            if !used.contains(&a) {
+                continue;
+            }
+            let ax = l.f.axes[a].clone();
+            let anc = l.ancestors(a);
+            if ax.kind.is_varied() {
+                let data = ax.indptr.ok_or_else(|| {
+                    invalid(ax.span, format!("varied axis `{}` has no indptr", ax.name))
+                })?;
+                let b = l.aux_buffer(
+                    format!("{}_indptr", ax.name),
+                    data,
+                    anc.clone(),
+                    ax.idtype,
+                    true,
+                );
+                l.indptr.insert(a, b);
+                if let Some(nnz) = &ax.nnz {
+                    l.assume(b, Expr::int(0), nnz.clone());
+                }
+            }
+            if ax.kind.is_compressed() {
+                let data = ax.indices.ok_or_else(|| {
+                    invalid(
+                        ax.span,
+                        format!("compressed axis `{}` has no indices", ax.name),
+                    )
+                })?;
+                let Some(&twin) = twins.get(&a) else { continue };
+                let mut shape = anc;
+                shape.push(twin);
+                let b = l.aux_buffer(
+                    format!("{}_indices", ax.name),
+                    data,
+                    shape,
+                    ax.idtype,
+                    false,
+                );
+                l.indices.insert(a, b);
+                l.assume(b, Expr::int(0), ax.length.clone());
+            }
+        }
+        // User domain hints at the top level.
+        let mut top = Vec::new();
+        l.f.body.visit(&mut |s| {
+            if let Stmt::AssumeBufferDomain { buffer, lo, hi, .. } = s {
+                top.push((*buffer, lo.clone(), hi.clone()));
+            }
+        });
+        for (b, lo, hi) in top {
+            l.hints.entry(b).or_insert((lo, hi));
+        }
+        Ok(l)
+    }
+
+    fn aux_buffer(
+        &mut self,
+        name: String,
+        data: VarId,
+        axes: Vec<AxisId>,
+        dtype: DType,
+        extra: bool,
+    ) -> BufferId {
+        let b = self.f.buffers.append(Buffer {
+            name,
+            decl: BufferDecl::Match { data },
+            shape: BufferShape::Sparse(axes),
+            dtype,
+            scope: "global".to_string(),
+            strides: Vec::new(),
+            extra_storage: extra.then(|| Expr::int(1)),
+            default_value: None,
+            span: Span::default(),
+        });
+        self.f.buffer_decls.push(b);
+        b
+    }
+
+    fn assume(&mut self, b: BufferId, lo: Expr, hi: Expr) {
+        self.hints.insert(b, (lo.clone(), hi.clone()));
+        self.assumes.push(Stmt::AssumeBufferDomain {
+            buffer: b,
+            lo,
+            hi,
+            span: Span::default(),
+        });
+    }
+
+    /// The ancestors of `a`, root first.
+    fn ancestors(&self, a: AxisId) -> Vec<AxisId> {
+        let mut out = Vec::new();
+        let mut cur = self.f.axes.get(a).and_then(|x| x.parent);
+        while let Some(p) = cur {
+            if out.contains(&p) {
+                break;
+            }
+            out.push(p);
+            cur = self.f.axes.get(p).and_then(|x| x.parent);
+        }
+        out.reverse();
+        out
+    }
+
+    fn axis(&self, a: AxisId) -> Res<&Axis> {
+        self.f.axes.get(a).ok_or_else(|| {
+            invalid(
+                self.span,
+                format!("axis handle #{} is out of range", a.index()),
+            )
+        })
+    }
+
+    fn find(&self, v: VarId) -> Option<&IterInfo> {
+        self.stack.iter().rev().find(|i| i.var == v)
+    }
+
+    /// The coordinate of an iterator in scope.
+    fn coord(&self, info: &IterInfo) -> Res<Expr> {
+        let ax = self.axis(info.axis)?;
+        if ax.kind.is_dense() {
+            return Ok(info.pos.clone());
+        }
+        let b = self.indices_buf(info.axis)?;
+        let mut idx = info.anc.clone();
+        idx.push(info.pos.clone());
+        Ok(Expr::load(b, idx))
+    }
+
+    fn indices_buf(&self, a: AxisId) -> Res<BufferId> {
+        self.indices.get(&a).copied().ok_or_else(|| {
+            invalid(
+                self.span,
+                format!("axis `{}` has no indices buffer", self.f.axes[a].name),
+            )
+        })
+    }
+    fn indptr_buf(&self, a: AxisId) -> Res<BufferId> {
+        self.indptr.get(&a).copied().ok_or_else(|| {
+            invalid(
+                self.span,
+                format!("axis `{}` has no indptr buffer", self.f.axes[a].name),
+            )
+        })
+    }
+
+    /// Number of elements in the fiber of `a` under ancestor positions `anc`.
+    fn fiber_len(&self, a: AxisId, anc: &[Expr]) -> Res<Expr> {
+        let ax = self.axis(a)?;
+        Ok(match ax.kind {
+            AxisKind::DenseFixed => ax.length.clone(),
+            AxisKind::CompressedFixed => ax.nnz_cols.clone().unwrap_or_else(|| ax.length.clone()),
+            _ => {
+                let b = self.indptr_buf(a)?;
+                let Some((last, rest)) = anc.split_last() else {
+                    return Err(invalid(
+                        self.span,
+                        format!("varied axis `{}` has no parent", ax.name),
+                    ));
+                };
+                let mut hi = rest.to_vec();
+                hi.push(simplify::add(last.clone(), Expr::int(1)));
+                Expr::sub(Expr::load(b, hi), Expr::load(b, anc.to_vec()))
+            }
+        })
+    }
+
+    /// The block-iterator domain of an iterator over `a`: the length (varied) or count (fixed).
+    fn domain(&self, a: AxisId) -> Res<Expr> {
+        let ax = self.axis(a)?;
+        Ok(match ax.kind {
+            AxisKind::CompressedFixed => ax.nnz_cols.clone().unwrap_or_else(|| ax.length.clone()),
+            _ => ax.length.clone(),
+        })
+    }
+
+    /// Ancestor positions of an iterated axis whose parent is iterated (in scope).
+    fn iter_ancestors(&self, a: AxisId) -> Res<Vec<Expr>> {
+        let ax = self.axis(a)?;
+        let Some(p) = ax.parent else {
+            return Ok(Vec::new());
+        };
+        if ax.kind == AxisKind::DenseFixed {
+            return Ok(Vec::new());
+        }
+        let Some(pi) = self.stack.iter().rev().find(|i| i.axis == p) else {
+            return Err(invalid(
+                self.span,
+                format!(
+                    "axis `{}`'s parent `{}` is not iterated",
+                    ax.name, self.f.axes[p].name
+                ),
+            ));
+        };
+        let mut anc = pi.anc.clone();
+        anc.push(pi.pos.clone());
+        Ok(anc)
+    }
+
+    // ------------------------------------------------------------------ statements
+
+    fn stmt(&mut self, s: &Stmt) -> Res<Stmt> {
+        let span = if s.span().is_unknown() {
+            self.span
+        } else {
+            s.span()
+        };
+        Ok(match s {
+            Stmt::Seq(v) => {
+                let mut out = Vec::with_capacity(v.len());
+                for x in v {
+                    out.push(self.stmt(x)?);
+                }
+                Stmt::Seq(out)
+            }
+            Stmt::SparseIteration(it) => {
+                let saved = self.span;
+                self.span = span;
+                let r = self.iteration(it);
+                self.span = saved;
+                r?
+            }
+            Stmt::Store(st) => {
+                let indices = self.access(st.buffer, &st.indices)?;
+                let value = self.expr(&st.value)?;
+                let st = Store {
+                    buffer: st.buffer,
+                    indices,
+                    value,
+                    span: st.span,
+                };
+                if self.opts.check_invalid_binary_search {
+                    self.guard_store(st)
+                } else {
+                    Stmt::Store(st)
+                }
+            }
+            Stmt::If(i) => {
+                let cond = self.expr(&i.cond)?;
+                self.no_mid(&cond, span)?;
+                let then_case = self.stmt(&i.then_case)?;
+                let else_case = match &i.else_case {
+                    Some(e) => Some(self.stmt(e)?),
+                    None => None,
+                };
+                Stmt::If(Box::new(IfThenElse {
+                    cond,
+                    then_case,
+                    else_case,
+                    span: i.span,
+                }))
+            }
+            Stmt::Let(l) => {
+                let value = self.expr(&l.value)?;
+                self.no_mid(&value, span)?;
+                let body = self.stmt(&l.body)?;
+                Stmt::Let(Box::new(LetStmt {
+                    var: l.var,
+                    value,
+                    body,
+                    span: l.span,
+                }))
+            }
+            Stmt::Evaluate(e) => {
+                let e = self.expr(e)?;
+                self.no_mid(&e, span)?;
+                Stmt::Evaluate(e)
+            }
+            Stmt::AssumeBufferDomain { .. } => s.clone(),
+            Stmt::For(_) | Stmt::Block(_) | Stmt::Allocate(_) => {
+                return Err(unsupported(
+                    span,
+                    "loops, blocks and T.allocate inside a stage-I function",
+                ))
+            }
+        })
+    }
+
+    /// With checked searches, a condition or value reading through a search result is not
+    /// supported (only stores are guarded).
+    fn no_mid(&self, e: &Expr, span: Span) -> Res<()> {
+        if self.opts.check_invalid_binary_search && !mid_loads(e, &self.mids).is_empty() {
+            return Err(unsupported(
+                span,
+                "a coordinate lookup (binary search) outside a store with check_invalid_binary_search",
+            ));
+        }
+        Ok(())
+    }
+
+    fn guard_store(&self, st: Store) -> Stmt {
+        let mut writes = Vec::new();
+        for i in &st.indices {
+            for m in mid_loads(i, &self.mids) {
+                if !writes.contains(&m) {
+                    writes.push(m);
+                }
+            }
+        }
+        let reads: Vec<Expr> = mid_loads(&st.value, &self.mids)
+            .into_iter()
+            .filter(|m| !writes.contains(m))
+            .collect();
+        let mut s = self.split_reads(st, &reads);
+        for w in writes.into_iter().rev() {
+            s = Stmt::If(Box::new(IfThenElse {
+                cond: valid(&self.f, &w),
+                then_case: s,
+                else_case: None,
+                span: Span::default(),
+            }));
+        }
+        s
+    }
+
+    fn split_reads(&self, st: Store, mids: &[Expr]) -> Stmt {
+        let Some((m, rest)) = mids.split_first() else {
+            return Stmt::Store(st);
+        };
+        if !mid_loads(&st.value, &self.mids).contains(m) {
+            return self.split_reads(st, rest);
+        }
+        let mut miss = st.clone();
+        miss.value = replace_through(&self.f, &st.value, m, &self.mids);
+        Stmt::If(Box::new(IfThenElse {
+            cond: valid(&self.f, m),
+            then_case: self.split_reads(st, rest),
+            else_case: Some(self.split_reads(miss, rest)),
+            span: Span::default(),
+        }))
+    }
+
+    fn iteration(&mut self, it: &SparseIteration) -> Res<Stmt> {
+        let arity: usize = it.axes.iter().map(|a| a.arity()).sum();
+        if it.vars.len() != arity || it.kinds.len() != arity {
+            return Err(invalid(
+                it.span,
+                format!(
+                    "iteration `{}`: axes, kinds and variables do not match",
+                    it.name
+                ),
+            ));
+        }
+        let mut steps = Vec::new();
+        let mut k = 0;
+        for e in &it.axes {
+            let n = e.arity();
+            steps.push(Step {
+                entry: e.clone(),
+                vars: it.vars[k..k + n].to_vec(),
+                kinds: it.kinds[k..k + n].to_vec(),
+            });
+            k += n;
+        }
+        let added: Vec<VarId> = it
+            .vars
+            .iter()
+            .copied()
+            .filter(|v| self.pending.insert(*v))
+            .collect();
+        let mut ann = Attrs::new();
+        ann.set("sparse", AttrValue::Bool(true));
+        for (key, v) in it.annotations.iter() {
+            ann.set(key, v.clone());
+        }
+        let r = self.nest(
+            &format!("{}", it.name),
+            &steps,
+            &ann,
+            NestBody::Iteration {
+                init: it.init.as_ref(),
+                body: &it.body,
+            },
+        );
+        for v in added {
+            self.pending.remove(&v);
+        }
+        r
+    }
+
+    /// Builds the loops and blocks of one iteration (or search) nest.
+    fn nest(&mut self, name: &str, steps: &[Step], ann: &Attrs, body: NestBody<'_>) -> Res<Stmt> {
+        // Partition the steps into blocks.
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut cur: Vec<AxisId> = Vec::new();
+        for (k, s) in steps.iter().enumerate() {
+            let (first, parent) = match &s.entry {
+                IterAxis::Axis(a) => (*a, self.axis(*a)?.parent),
+                IterAxis::Fuse(ch) => {
+                    let a = *ch
+                        .first()
+                        .ok_or_else(|| invalid(self.span, "empty T.sp.fuse"))?;
+                    (a, self.axis(a)?.parent)
+                }
+                IterAxis::Attach { axis, parent } => (*axis, Some(*parent)),
+            };
+            let split = self.axis(first)?.kind.is_varied()
+                && parent.is_some_and(|p| cur.contains(&p))
+                && groups.last().is_some_and(|g| !g.is_empty());
+            if groups.is_empty() || split {
+                groups.push(Vec::new());
+                cur.clear();
+            }
+            if let Some(g) = groups.last_mut() {
+                g.push(k);
+            }
+            cur.extend(s.entry.axes());
+        }
+        // The block of the first reduction iterator receives the init.
+        let init_group = groups.iter().position(|g| {
+            g.iter()
+                .any(|&k| steps[k].kinds.contains(&IterKind::Reduce))
+        });
+        let base = self.stack.len();
+        let r = self.group(name, steps, &groups, 0, init_group, ann, &body);
+        self.stack.truncate(base);
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn group(
+        &mut self,
+        name: &str,
+        steps: &[Step],
+        groups: &[Vec<usize>],
+        g: usize,
+        init_group: Option<usize>,
+        ann: &Attrs,
+        body: &NestBody<'_>,
+    ) -> Res<Stmt> {
+        let mut loops: Vec<(VarId, Expr)> = Vec::new();
+        let mut iters: Vec<BlockIter> = Vec::new();
+        let base = self.stack.len();
+        for &k in &groups[g] {
+            let s = &steps[k];
+            match &s.entry {
+                IterAxis::Axis(a) => {
+                    let anc = self.iter_ancestors(*a)?;
+                    let extent = self.fiber_len(*a, &anc)?;
+                    self.simple_iter(*a, s, 0, anc, extent, &mut loops, &mut iters)?;
+                }
+                IterAxis::Attach { axis, parent } => {
+                    let ax = self.axis(*axis)?;
+                    let own_root = ax
+                        .parent
+                        .and_then(|p| self.f.axes.get(p))
+                        .is_some_and(|p| p.kind == AxisKind::DenseFixed);
+                    if !own_root {
+                        return Err(unsupported(
+                            self.span,
+                            format!(
+                                "T.sp.attach of `{}`: its own parent must be a dense_fixed root",
+                                ax.name
+                            ),
+                        ));
+                    }
+                    let Some(pi) = self.stack.iter().rev().find(|i| i.axis == *parent).cloned()
+                    else {
+                        return Err(invalid(
+                            self.span,
+                            "T.sp.attach: the new parent is not iterated",
+                        ));
+                    };
+                    let anc = vec![self.coord(&pi)?];
+                    let extent = self.fiber_len(*axis, &anc)?;
+                    self.simple_iter(*axis, s, 0, anc, extent, &mut loops, &mut iters)?;
+                }
+                IterAxis::Fuse(chain) => self.fused_iter(chain, s, &mut loops, &mut iters)?,
+            }
+        }
+        let (inner, allocs) = if g + 1 < groups.len() {
+            (
+                self.group(name, steps, groups, g + 1, init_group, ann, body)?,
+                Vec::new(),
+            )
+        } else {
+            self.innermost(body)?
+        };
+        let init = match (init_group == Some(g), body) {
+            (true, NestBody::Iteration { init: Some(i), .. }) => Some(self.stmt(i)?),
+            _ => None,
+        };
+        self.stack.truncate(base);
+        let (reads, writes) = block_regions(&self.f, &self.hints, init.as_ref(), &inner, &allocs);
+        let block = Stmt::Block(Box::new(Block {
+            name: format!("{name}{g}"),
+            iters,
+            predicate: None,
+            reads,
+            writes,
+            init,
+            alloc_buffers: allocs,
+            annotations: ann.clone(),
+            body: inner,
+            span: Span::default(),
+        }));
+        Ok(loops.into_iter().rev().fold(block, |body, (var, extent)| {
+            Stmt::For(Box::new(For {
+                var,
+                min: Expr::int(0),
+                extent,
+                kind: ForKind::Serial,
+                thread: None,
+                annotations: Attrs::new(),
+                body,
+                span: Span::default(),
+            }))
+        }))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn simple_iter(
+        &mut self,
+        a: AxisId,
+        s: &Step,
+        k: usize,
+        anc: Vec<Expr>,
+        extent: Expr,
+        loops: &mut Vec<(VarId, Expr)>,
+        iters: &mut Vec<BlockIter>,
+    ) -> Res<()> {
+        let var = s.vars[k];
+        let (vname, dtype) = {
+            let v = &self.f.vars[var];
+            (v.name.clone(), v.dtype)
+        };
+        let lv = self.f.add_var(vname.clone(), dtype);
+        let bv = self.f.add_var(format!("v{vname}"), dtype);
+        loops.push((lv, extent));
+        iters.push(BlockIter {
+            var: bv,
+            min: Expr::int(0),
+            extent: self.domain(a)?,
+            kind: s.kinds[k],
+            binding: Expr::var(lv),
+        });
+        self.push(a, s, k, Expr::var(bv), anc);
+        Ok(())
+    }
+
+    fn push(&mut self, a: AxisId, s: &Step, k: usize, pos: Expr, anc: Vec<Expr>) {
+        self.pending.remove(&s.vars[k]);
+        self.stack.push(IterInfo {
+            axis: a,
+            var: s.vars[k],
+            pos,
+            anc,
+            entry: s.entry.clone(),
+            entry_vars: s.vars.clone(),
+            entry_start: k == 0,
+        });
+    }
+
+    fn fused_iter(
+        &mut self,
+        chain: &[AxisId],
+        s: &Step,
+        loops: &mut Vec<(VarId, Expr)>,
+        iters: &mut Vec<BlockIter>,
+    ) -> Res<()> {
+        let [i_ax, j_ax] = chain else {
+            return Err(unsupported(self.span, "T.sp.fuse of other than two axes"));
+        };
+        let (i, j) = (self.axis(*i_ax)?.clone(), self.axis(*j_ax)?.clone());
+        if i.kind != AxisKind::DenseFixed || !j.kind.is_varied() || j.parent != Some(*i_ax) {
+            return Err(unsupported(
+                self.span,
+                format!(
+                    "T.sp.fuse({}, {}): only a dense_fixed root followed by a varied child",
+                    i.name, j.name
+                ),
+            ));
+        }
+        let nnz = j.nnz.clone().ok_or_else(|| {
+            unsupported(
+                self.span,
+                format!("T.sp.fuse: axis `{}` declares no nnz", j.name),
+            )
+        })?;
+        let mid = self.fused_search(*i_ax, *j_ax, &nnz)?;
+        let names: Vec<String> = s
+            .vars
+            .iter()
+            .map(|v| self.f.vars[*v].name.clone())
+            .collect();
+        let p = self.f.add_var(names.join("_"), j.idtype);
+        loops.push((p, nnz));
+        let row = Expr::load(mid, vec![Expr::var(p)]);
+        let indptr = self.indptr_buf(*j_ax)?;
+        let vi = self
+            .f
+            .add_var(format!("v{}", names[0]), self.f.vars[s.vars[0]].dtype);
+        let vj = self
+            .f
+            .add_var(format!("v{}", names[1]), self.f.vars[s.vars[1]].dtype);
+        iters.push(BlockIter {
+            var: vi,
+            min: Expr::int(0),
+            extent: self.domain(*i_ax)?,
+            kind: s.kinds[0],
+            binding: row.clone(),
+        });
+        iters.push(BlockIter {
+            var: vj,
+            min: Expr::int(0),
+            extent: self.domain(*j_ax)?,
+            kind: s.kinds[1],
+            binding: Expr::sub(Expr::var(p), Expr::load(indptr, vec![row])),
+        });
+        self.push(*i_ax, s, 0, Expr::var(vi), Vec::new());
+        self.push(*j_ax, s, 1, Expr::var(vj), vec![Expr::var(vi)]);
+        Ok(())
+    }
+
+    /// The body of the innermost block of a nest, with the buffers it allocates.
+    fn innermost(&mut self, body: &NestBody<'_>) -> Res<(Stmt, Vec<BufferId>)> {
+        match body {
+            NestBody::Iteration { body, .. } => Ok((self.stmt(body)?, Vec::new())),
+            NestBody::Search { axes, exprs, mid } => {
+                let d = axes.len() - 1;
+                let prefix = self.positions(axes, &exprs[..d])?;
+                let x = axes[d];
+                let anc_axes = self.ancestors(x);
+                let anc = self.anc_positions(axes, &prefix, &anc_axes)?;
+                let c = self.expr(&exprs[d])?;
+                let len = self.fiber_len(x, &anc)?;
+                let ind = self.indices_buf(x)?;
+                let dtype = self.axis(x)?.idtype;
+                let st = SearchState::new(&mut self.f, dtype);
+                let target: Vec<Expr> = self.stack.iter().map(|i| i.pos.clone()).collect();
+                let probe = |m: Expr| {
+                    let mut idx = anc.clone();
+                    idx.push(m);
+                    Expr::load(ind, idx)
+                };
+                let checked = self.opts.check_invalid_binary_search;
+                let s =
+                    search::lower_bound(&mut self.f, &st, len, probe, c, (*mid, target), checked);
+                Ok((s, vec![st.low, st.high]))
+            }
+        }
+    }
+
+    /// The row search of a fused chain `(i, j)`: `mid[p]` = the row of stored element `p`.
+    fn fused_search(&mut self, i_ax: AxisId, j_ax: AxisId, nnz: &Expr) -> Res<BufferId> {
+        let key = SearchKey::Fused(vec![i_ax, j_ax]);
+        if let Some((_, b)) = self.searches.iter().find(|(k, _)| *k == key) {
+            return Ok(*b);
+        }
+        let k = self.searches.len();
+        let dtype = self.axis(j_ax)?.idtype;
+        let mid = self.mid_buffer(k, BufferShape::Dense(vec![nnz.clone()]), dtype);
+        self.searches.push((key, mid));
+        let indptr = self.indptr_buf(j_ax)?;
+        let count = self.axis(i_ax)?.length.clone();
+        let p = self.f.add_var("p", dtype);
+        let vp = self.f.add_var("vp", dtype);
+        let st = SearchState::new(&mut self.f, dtype);
+        let body = search::upper_bound_minus_one(
+            &mut self.f,
+            &st,
+            count,
+            |m| Expr::load(indptr, vec![m]),
+            Expr::var(vp),
+            (mid, vec![Expr::var(vp)]),
+        );
+        let allocs = vec![st.low, st.high];
+        let (reads, writes) = block_regions(&self.f, &self.hints, None, &body, &allocs);
+        let mut ann = Attrs::new();
+        ann.set("preprocess", AttrValue::Bool(true));
+        let block = Stmt::Block(Box::new(Block {
+            name: format!("binary_search_block_{k}_0"),
+            iters: vec![BlockIter {
+                var: vp,
+                min: Expr::int(0),
+                extent: nnz.clone(),
+                kind: IterKind::Spatial,
+                binding: Expr::var(p),
+            }],
+            predicate: None,
+            reads,
+            writes,
+            init: None,
+            alloc_buffers: allocs,
+            annotations: ann,
+            body,
+            span: Span::default(),
+        }));
+        self.nests.push(Stmt::For(Box::new(For {
+            var: p,
+            min: Expr::int(0),
+            extent: nnz.clone(),
+            kind: ForKind::Serial,
+            thread: None,
+            annotations: Attrs::new(),
+            body: block,
+            span: Span::default(),
+        })));
+        Ok(mid)
+    }
+
+    fn mid_buffer(&mut self, k: usize, shape: BufferShape, dtype: DType) -> BufferId {
+        let b = self.f.buffers.append(Buffer {
+            name: format!("mid_{k}"),
+            decl: BufferDecl::Alloc,
+            shape,
+            dtype,
+            scope: "global".to_string(),
+            strides: Vec::new(),
+            extra_storage: None,
+            default_value: None,
+            span: Span::default(),
+        });
+        self.f.buffer_decls.push(b);
+        self.mids.insert(b);
+        b
+    }
+
+    // ------------------------------------------------------------------ expressions
+
+    fn expr(&mut self, e: &Expr) -> Res<Expr> {
+        Ok(match e {
+            Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) => e.clone(),
+            Expr::Var(v) => {
+                if let Some(info) = self.find(*v).cloned() {
+                    self.coord(&info)?
+                } else if self.pending.contains(v) {
+                    return Err(unsupported(
+                        self.span,
+                        format!(
+                            "iterator `{}` is used before its block (e.g. in an init placed in an \
+                             outer block)",
+                            self.f.vars[*v].name
+                        ),
+                    ));
+                } else {
+                    e.clone()
+                }
+            }
+            Expr::Binary(op, a, b) => Expr::binary(*op, self.expr(a)?, self.expr(b)?),
+            Expr::Unary(op, a) => Expr::Unary(*op, Box::new(self.expr(a)?)),
+            Expr::Select(c, a, b) => Expr::Select(
+                Box::new(self.expr(c)?),
+                Box::new(self.expr(a)?),
+                Box::new(self.expr(b)?),
+            ),
+            Expr::Cast(d, a) => Expr::Cast(*d, Box::new(self.expr(a)?)),
+            Expr::Load { buffer, indices } => Expr::Load {
+                buffer: *buffer,
+                indices: self.access(*buffer, indices)?,
+            },
+            Expr::Call { op, args, dtype } => Expr::Call {
+                op: *op,
+                args: args.iter().map(|a| self.expr(a)).collect::<Res<Vec<_>>>()?,
+                dtype: *dtype,
+            },
+            Expr::Let { var, value, body } => Expr::Let {
+                var: *var,
+                value: Box::new(self.expr(value)?),
+                body: Box::new(self.expr(body)?),
+            },
+        })
+    }
+
+    /// Coordinates → positions for an access of `buffer`.
+    fn access(&mut self, buffer: BufferId, indices: &[Expr]) -> Res<Vec<Expr>> {
+        let buf = self.f.buffers.get(buffer).ok_or_else(|| {
+            invalid(
+                self.span,
+                format!("buffer handle #{} is out of range", buffer.index()),
+            )
+        })?;
+        match &buf.shape {
+            BufferShape::Dense(_) => indices.iter().map(|i| self.expr(i)).collect(),
+            BufferShape::Sparse(axes) => {
+                if axes.len() != indices.len() {
+                    return Err(invalid(
+                        self.span,
+                        format!(
+                            "buffer `{}` accessed with {} indices",
+                            buf.name,
+                            indices.len()
+                        ),
+                    ));
+                }
+                let axes = axes.clone();
+                self.positions(&axes, indices)
+            }
+        }
+    }
+
+    /// Positions of the coordinates `exprs` along the leading `axes` of a sparse buffer.
+    fn positions(&mut self, axes: &[AxisId], exprs: &[Expr]) -> Res<Vec<Expr>> {
+        let mut pos: Vec<Expr> = Vec::with_capacity(exprs.len());
+        for (d, e) in exprs.iter().enumerate() {
+            let x = axes[d];
+            let anc_axes = if self.axis(x)?.kind == AxisKind::DenseFixed {
+                Vec::new()
+            } else {
+                self.ancestors(x)
+            };
+            let anc = self.anc_positions(axes, &pos, &anc_axes)?;
+            if let Expr::Var(v) = e {
+                if let Some(info) = self.find(*v) {
+                    if info.axis == x && info.anc == anc {
+                        pos.push(info.pos.clone());
+                        continue;
+                    }
+                }
+            }
+            if self.axis(x)?.kind.is_dense() {
+                pos.push(self.expr(e)?);
+            } else {
+                let m = self.search(&axes[..=d], &exprs[..=d])?;
+                pos.push(m);
+            }
+        }
+        Ok(pos)
+    }
+
+    fn anc_positions(&self, axes: &[AxisId], pos: &[Expr], anc_axes: &[AxisId]) -> Res<Vec<Expr>> {
+        anc_axes
+            .iter()
+            .map(|a| {
+                axes.iter()
+                    .position(|x| x == a)
+                    .and_then(|i| pos.get(i).cloned())
+                    .ok_or_else(|| {
+                        invalid(
+                            self.span,
+                            format!(
+                                "axis `{}` is not an earlier dimension of the buffer",
+                                self.f.axes[*a].name
+                            ),
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// A lookup of coordinate `exprs[last]` in compressed axis `axes[last]`: emits (once) the
+    /// search nest and returns the load of its result.
+    fn search(&mut self, axes: &[AxisId], exprs: &[Expr]) -> Res<Expr> {
+        // The iterators the search depends on: a prefix of the scope, up to whole entries.
+        let mut last = None;
+        for e in exprs {
+            e.visit(&mut |x| {
+                if let Expr::Var(v) = x {
+                    if let Some(k) = self.stack.iter().rposition(|i| i.var == *v) {
+                        last = Some(last.map_or(k, |l: usize| l.max(k)));
+                    }
+                }
+            });
+        }
+        let Some(mut end) = last.map(|k| k + 1) else {
+            return Err(unsupported(
+                self.span,
+                "a coordinate lookup in a compressed axis that depends on no iterator",
+            ));
+        };
+        while end < self.stack.len() && !self.stack[end].entry_start {
+            end += 1;
+        }
+        let ctx: Vec<IterInfo> = self.stack[..end].to_vec();
+        let key = SearchKey::Coord {
+            axes: axes.to_vec(),
+            exprs: exprs.to_vec(),
+            ctx: ctx.iter().map(|i| i.var).collect(),
+        };
+        let target: Vec<Expr> = ctx.iter().map(|i| i.pos.clone()).collect();
+        if let Some((_, b)) = self.searches.iter().find(|(k, _)| *k == key) {
+            return Ok(Expr::load(*b, target));
+        }
+        if ctx
+            .iter()
+            .any(|i| matches!(i.entry, IterAxis::Attach { .. }))
+        {
+            return Err(unsupported(
+                self.span,
+                "a coordinate lookup inside an attached iteration",
+            ));
+        }
+        let x = *axes
+            .last()
+            .ok_or_else(|| invalid(self.span, "empty access"))?;
+        let dtype = self.axis(x)?.idtype;
+        let k = self.searches.len();
+        let mid = self.mid_buffer(
+            k,
+            BufferShape::Sparse(ctx.iter().map(|i| i.axis).collect()),
+            dtype,
+        );
+        self.searches.push((key, mid));
+        // The nest: the context's entries, all spatial, in a fresh scope.
+        let mut steps = Vec::new();
+        for i in ctx.iter().filter(|i| i.entry_start) {
+            steps.push(Step {
+                entry: i.entry.clone(),
+                vars: i.entry_vars.clone(),
+                kinds: vec![IterKind::Spatial; i.entry_vars.len()],
+            });
+        }
+        let saved = std::mem::take(&mut self.stack);
+        let mut ann = Attrs::new();
+        ann.set("preprocess", AttrValue::Bool(true));
+        let r = self.nest(
+            &format!("binary_search_block_{k}_"),
+            &steps,
+            &ann,
+            NestBody::Search {
+                axes: axes.to_vec(),
+                exprs: exprs.to_vec(),
+                mid,
+            },
+        );
+        self.stack = saved;
+        self.nests.push(r?);
+        Ok(Expr::load(mid, target))
+    }
+}
+
+/// `m >= 0` for a search result `m`.
+fn valid(f: &PrimFunc, m: &Expr) -> Expr {
+    Expr::binary(BinOp::Ge, m.clone(), Expr::Int(0, m.dtype(f)))
+}
+
+/// The distinct loads of search-result buffers in `e`, in order.
+fn mid_loads(e: &Expr, mids: &HashSet<BufferId>) -> Vec<Expr> {
+    let mut out: Vec<Expr> = Vec::new();
+    e.visit(&mut |x| {
+        if let Expr::Load { buffer, .. } = x {
+            if mids.contains(buffer) && !out.contains(x) {
+                out.push(x.clone());
+            }
+        }
+    });
+    out
+}
+
+/// `e` with every load addressed through search result `m` replaced by its buffer's default.
+fn replace_through(f: &PrimFunc, e: &Expr, m: &Expr, mids: &HashSet<BufferId>) -> Expr {
+    let rec = |x: &Expr| replace_through(f, x, m, mids);
+    match e {
+        Expr::Load { buffer, indices } => {
+            if !mids.contains(buffer) && indices.iter().any(|i| contains(i, m)) {
+                let buf = &f.buffers[*buffer];
+                return buf.default_value.clone().unwrap_or_else(|| zero(buf.dtype));
+            }
+            Expr::Load {
+                buffer: *buffer,
+                indices: indices.iter().map(rec).collect(),
+            }
+        }
+        Expr::Binary(op, a, b) => Expr::binary(*op, rec(a), rec(b)),
+        Expr::Unary(op, a) => Expr::Unary(*op, Box::new(rec(a))),
+        Expr::Select(c, a, b) => Expr::Select(Box::new(rec(c)), Box::new(rec(a)), Box::new(rec(b))),
+        Expr::Cast(d, a) => Expr::Cast(*d, Box::new(rec(a))),
+        Expr::Call { op, args, dtype } => Expr::Call {
+            op: *op,
+            args: args.iter().map(rec).collect(),
+            dtype: *dtype,
+        },
+        Expr::Let { var, value, body } => Expr::Let {
+            var: *var,
+            value: Box::new(rec(value)),
+            body: Box::new(rec(body)),
+        },
+        _ => e.clone(),
+    }
+}
+
+fn contains(e: &Expr, m: &Expr) -> bool {
+    let mut found = false;
+    e.visit(&mut |x| found |= x == m);
+    found
+}
+
+fn zero(d: DType) -> Expr {
+    if d.is_float() {
+        Expr::Float(0.0, d)
+    } else if d.is_bool() {
+        Expr::Bool(false)
+    } else {
+        Expr::Int(0, d)
+    }
+}
+
+fn remap_stmt(s: &mut Stmt, remap: &impl Fn(AxisId) -> AxisId) {
+    match s {
+        Stmt::Seq(v) => v.iter_mut().for_each(|x| remap_stmt(x, remap)),
+        Stmt::SparseIteration(it) => {
+            for e in &mut it.axes {
+                match e {
+                    IterAxis::Axis(a) => *a = remap(*a),
+                    IterAxis::Fuse(v) => v.iter_mut().for_each(|a| *a = remap(*a)),
+                    IterAxis::Attach { axis, parent } => {
+                        *axis = remap(*axis);
+                        *parent = remap(*parent);
+                    }
+                }
+            }
+            if let Some(i) = &mut it.init {
+                remap_stmt(i, remap);
+            }
+            remap_stmt(&mut it.body, remap);
+        }
+        Stmt::For(l) => remap_stmt(&mut l.body, remap),
+        Stmt::Block(b) => {
+            if let Some(i) = &mut b.init {
+                remap_stmt(i, remap);
+            }
+            remap_stmt(&mut b.body, remap);
+        }
+        Stmt::If(i) => {
+            remap_stmt(&mut i.then_case, remap);
+            if let Some(e) = &mut i.else_case {
+                remap_stmt(e, remap);
+            }
+        }
+        Stmt::Let(l) => remap_stmt(&mut l.body, remap),
+        Stmt::Store(_)
+        | Stmt::Evaluate(_)
+        | Stmt::Allocate(_)
+        | Stmt::AssumeBufferDomain { .. } => {}
+    }
+}
