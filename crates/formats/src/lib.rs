@@ -4,6 +4,7 @@
 pub mod builders;
 pub mod coo;
 pub mod gen;
+pub mod mlir;
 pub mod mtx;
 pub mod npy;
 pub mod pack;
