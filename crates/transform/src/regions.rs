@@ -66,10 +66,10 @@ struct Collector<'a> {
 impl Collector<'_> {
     fn depends(&self, e: &Expr) -> bool {
         let mut dep = false;
-        e.visit(&mut |x| {
-            if let Expr::Var(v) = x {
-                dep |= self.relax.contains_key(v);
-            }
+        e.visit(&mut |x| match x {
+            Expr::Var(v) => dep |= self.relax.contains_key(v),
+            Expr::Load { buffer, .. } => dep |= self.exclude.contains(buffer),
+            _ => {}
         });
         dep
     }
