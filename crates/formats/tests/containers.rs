@@ -187,12 +187,12 @@ fn two_four_reproduces_the_seed_layout() {
     let mut want_vals = Vec::new();
     for row in 0..16 {
         let cs = coords[row % 8];
-        for s in 0..8 {
+        for (s, &p) in cs.iter().enumerate() {
             // values : 1 2 3 4 1 2 3 4 / 5 6 7 8 5 6 7 8 / ... (period 8 rows)
             let v = ((row % 8) * 4 + s % 4 + 1) as f32;
-            let col = (s / 2) * 4 + cs[s] as usize;
+            let col = (s / 2) * 4 + p as usize;
             dense[row * 16 + col] = v;
-            want_meta.push(cs[s]);
+            want_meta.push(p);
             want_vals.push(v);
         }
     }

@@ -98,11 +98,9 @@ impl<V: Value, I: Index> Ell<V, I> {
             }
         }
         if has_padding && !matches!(pad.to_usize(), Some(v) if v < cols) {
-            return Err(FormatError::OutOfRange {
-                array: "pad index".into(),
-                pos: 0,
-                value: pad.to_i64(),
-                extent: cols,
+            return Err(FormatError::PadOutOfRange {
+                pad: pad.to_i64(),
+                cols,
             });
         }
         Ok(Ell {

@@ -178,6 +178,8 @@ pub enum FormatError {
         rows: usize,
         cols: usize,
     },
+    #[error("the pad index {pad} is outside 0..{cols} (padding slots need a valid column)")]
+    PadOutOfRange { pad: i64, cols: usize },
     #[error("row {row} has {len} entries, more than the {what} {max}")]
     RowTooLong {
         row: usize,
