@@ -91,7 +91,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 w.index(&dir.join("indices.npy"), m.indices(), vec![m.nnz()])?;
                 w.values(&dir.join("values.npy"), m.values(), vec![m.nnz()])?;
             }
-            write_shape(&dir, rows, cols)
+            write_shape(dir, rows, cols)
         }
         "bsr" => {
             let (rows, cols) = matrix(&coo)?;
@@ -112,7 +112,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 m.values(),
                 vec![m.nnz_blocks(), r, c],
             )?;
-            write_shape(&dir, rows, cols)
+            write_shape(dir, rows, cols)
         }
         "ell" => {
             let (rows, cols) = matrix(&coo)?;
@@ -148,7 +148,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             w.index(&dir.join("indices.npy"), m.indices(), vec![rows, width])?;
             w.values(&dir.join("values.npy"), m.values(), vec![rows, width])?;
             w.index(&dir.join("counts.npy"), m.counts(), vec![rows])?;
-            write_shape(&dir, rows, cols)
+            write_shape(dir, rows, cols)
         }
         other => Err(Failure(format!(
             "error: unknown format `{other}` (expected mtx, general, tns, csr, csc, bsr:RxC, \

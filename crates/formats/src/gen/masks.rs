@@ -48,7 +48,7 @@ pub fn pixelfly(n: usize, block: usize, global_blocks: usize) -> Result<Coo, Gen
     if block == 0 {
         return Err(invalid("block", "the block size must be at least 1"));
     }
-    if n % block != 0 {
+    if n / block * block != n {
         return Err(invalid(
             "block",
             format!("the block size {block} does not divide the size {n}"),
@@ -90,7 +90,7 @@ pub fn mask_nm(rows: usize, cols: usize, n: usize, m: usize, seed: u64) -> Resul
     if n > m {
         return Err(invalid("n", format!("{n} kept of groups of {m}")));
     }
-    if cols % m != 0 {
+    if cols / m * m != cols {
         return Err(invalid(
             "cols",
             format!("{cols} columns do not split into groups of {m}"),
