@@ -482,6 +482,14 @@ impl<'a> Printer<'a> {
             return;
         }
         match body {
+            // A lone operator chain inside brackets breaks at its operators without parentheses.
+            Body::Items {
+                items,
+                tuple1: false,
+            } if items.len() == 1 => match items[0].as_slice() {
+                [Seg::Group(g)] if g.invisible => self.emit_body(ind, &g.body),
+                item => self.emit(ind, item),
+            },
             Body::Items { items, tuple1 } => {
                 let comma = items.len() > 1 || *tuple1;
                 for item in items {
@@ -789,19 +797,10 @@ impl<'a> Printer<'a> {
         }
     }
 
-    /// An expression on the right of `=` or after `if`: an operator chain gets parentheses that
-    /// show only when the line is broken.
+    /// An expression on the right of `=` or after `if`. (Every operator chain is a group with
+    /// parentheses that show only when the line is broken there.)
     fn rhs(&self, e: &Expr) -> Vec<Seg> {
-        let (first, rest) = self.chain(e);
-        if rest.is_empty() {
-            return first;
-        }
-        vec![Seg::Group(Box::new(Group {
-            open: "(",
-            close: ")",
-            invisible: true,
-            body: Body::Chain { first, rest },
-        }))]
+        self.ex(e)
     }
 
     /// `lo, lo + ext`, `T.int64(0), ext` or just `ext` when `lo` is the `int32` 0.
@@ -1032,12 +1031,13 @@ impl<'a> Printer<'a> {
             Expr::Var(v) => vec![text(self.var(*v))],
             Expr::Binary(op, a, b) => match op.symbol() {
                 Some(_) => {
-                    let (mut out, rest) = self.chain(e);
-                    for (sym, x) in rest {
-                        out.push(text(format!(" {sym} ")));
-                        out.extend(x);
-                    }
-                    out
+                    let (first, rest) = self.chain(e);
+                    vec![Seg::Group(Box::new(Group {
+                        open: "(",
+                        close: ")",
+                        invisible: true,
+                        body: Body::Chain { first, rest },
+                    }))]
                 }
                 None => {
                     let name = if *op == BinOp::Min { "T.min" } else { "T.max" };
