@@ -110,11 +110,11 @@ fn seed_2_4_reproduced() {
     assert_eq!((crd.len(), val.len()), (128, 128));
     // Reconstruct the 16×16 matrix: row i, group g (4 columns), slot t.
     let mut dense = vec![vec![0.0; 16]; 16];
-    for i in 0..16 {
+    for (i, row) in dense.iter_mut().enumerate() {
         for g in 0..4 {
             for t in 0..2 {
                 let k = i * 8 + g * 2 + t;
-                dense[i][4 * g + crd[k] as usize] = val[k];
+                row[4 * g + crd[k] as usize] = val[k];
             }
         }
     }
@@ -876,6 +876,11 @@ fn encodings_without_axes() {
         "map = [s](i, j) -> (i + s : dense, j : compressed)",
         "not the ELL counting form",
     );
+    no_axes(
+        "map = (i, j) -> (i floordiv 2 : dense, j : compressed, i mod 3 : dense)",
+        "one `i floordiv k` and one `i mod k` with the same k",
+    );
+    no_axes("map = () -> ()", "rank-0");
 }
 
 /// Every mapped snippet parses as the declarations of a stage-I function.
@@ -918,6 +923,46 @@ fn axes_snippets_parse() {
         );
         if let Err(d) = sparsetir_syntax::parse_func(&func) {
             panic!("{t}\n{func}\n{d:?}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(300))]
+    /// Truncated or mutated encodings never panic: they parse (and then pack and map without
+    /// panicking) or fail with a located error inside the text.
+    #[test]
+    fn mutated_encodings_do_not_panic(
+        which in 0..ROUND_TRIP.len(),
+        cut in 0usize..200,
+        at in 0usize..200,
+        ch in proptest::sample::select(vec!['(', ')', ',', ':', '-', '*', '#', '<', '>', '{', '}', '7', 'x', ' ', 'é', '?', '[']),
+    ) {
+        let base = ROUND_TRIP[which];
+        let mut chars: Vec<char> = base.chars().collect();
+        let at = at % (chars.len() + 1);
+        if at < chars.len() {
+            chars[at] = ch;
+        } else {
+            chars.push(ch);
+        }
+        let cut = cut.min(chars.len());
+        for text in [chars.iter().collect::<String>(), chars[..cut].iter().collect::<String>()] {
+            match parse_encoding(&text) {
+                Ok(e) => {
+                    let coo = coo_from_dense(&[&[1., 0., 2.], &[0., 3., 0.]]);
+                    if e.dims.len() == 2 {
+                        let _ = e.pack(&coo, &[2]);
+                    }
+                    let _ = e.to_sparse_axes();
+                    let printed = e.to_text();
+                    proptest::prop_assert_eq!(parse_encoding(&printed).ok(), Some(e));
+                }
+                Err(err) => {
+                    proptest::prop_assert!(err.location.is_some());
+                    proptest::prop_assert!(err.span.start <= text.len());
+                }
+            }
         }
     }
 }

@@ -234,6 +234,9 @@ impl Encoding {
                 d.name
             ));
         }
+        if self.levels.is_empty() {
+            return none("a rank-0 encoding has no levels to declare as axes");
+        }
         let idtype = if self.pos_width == 64 || self.crd_width == 64 {
             "int64"
         } else {
@@ -297,6 +300,27 @@ impl Encoding {
                 }
             }
         }
+        for (d, name) in dims.iter().enumerate() {
+            let mut plain = 0;
+            let mut blocks = Vec::new();
+            let mut offsets = Vec::new();
+            for s in &shapes {
+                match *s {
+                    Shape::Dim(x) if x == d => plain += 1,
+                    Shape::Block(x, k) if x == d => blocks.push(k),
+                    Shape::Offset(x, k) if x == d => offsets.push(k),
+                    _ => {}
+                }
+            }
+            let ok = (plain == 1 && blocks.is_empty() && offsets.is_empty())
+                || (plain == 0 && blocks.len() == 1 && blocks == offsets);
+            if !ok {
+                return none(format!(
+                    "dimension `{name}` must appear once as a level, or be split into one \
+                     `{name} floordiv k` and one `{name} mod k` with the same k"
+                ));
+            }
+        }
         let format = classify(self, &shapes);
         let nl = self.levels.len();
         let lead = self
@@ -339,9 +363,7 @@ impl Encoding {
         } else {
             start = 0;
         }
-        for l in start..nl {
-            let lvl = &self.levels[l];
-            let shape = shapes[l];
+        for (l, (lvl, &shape)) in self.levels.iter().zip(&shapes).enumerate().skip(start) {
             let name = b.shape_name(shape, l);
             let coord = b.coord_text(shape);
             let size = b.size_text(shape);
