@@ -17,8 +17,8 @@ use crate::containers::bsr::block_grid;
 use crate::containers::index::checked;
 use crate::containers::nm::check_pattern;
 use crate::containers::{
-    mul, strictly_sorted, Bsr, BsrPadding, Csc, Csf, CsfLevel, Csr, Dcsr, Ell, FormatError, Index,
-    Nm, Ragged, Value,
+    filled, mul, strictly_sorted, Bsr, BsrPadding, Csc, Csf, CsfLevel, Csr, Dcsr, Ell, FormatError,
+    Index, Nm, Ragged, Value,
 };
 use crate::coo::Coo;
 
@@ -155,7 +155,7 @@ fn compress<V: Value, I: Index>(
     entries: &[Triplet<V>],
 ) -> Result<Compressed<V, I>, FormatError> {
     checked::<I>(entries.len(), "indptr", major)?;
-    let mut counts = vec![0usize; major];
+    let mut counts = filled(major, 0usize)?;
     for e in entries {
         counts[e.0] += 1;
     }
@@ -268,7 +268,7 @@ fn transpose<V: Value, I: Index>(
     indices: &[I],
     values: &[V],
 ) -> Result<Compressed<V, I>, FormatError> {
-    let mut counts = vec![0usize; minor + 1];
+    let mut counts = filled(minor.saturating_add(1), 0usize)?;
     for x in indices {
         counts[x.idx() + 1] += 1;
     }
@@ -396,7 +396,7 @@ impl<V: Value, I: Index> Dcsr<V, I> {
 
     /// The same matrix as CSR (O(nnz + rows)).
     pub fn to_csr(&self) -> Result<Csr<V, I>, FormatError> {
-        let mut indptr = vec![I::default(); self.rows() + 1];
+        let mut indptr = filled(self.rows().saturating_add(1), I::default())?;
         for (k, r) in self.row_indices().iter().enumerate() {
             indptr[r.idx() + 1] = checked(
                 self.col_indptr()[k + 1].idx() - self.col_indptr()[k].idx(),
@@ -466,7 +466,7 @@ impl<V: Value, I: Index> Bsr<V, I> {
         let (mb, nb) = block_grid(rows, cols, block, padding)?;
         let (r, c) = block;
         let rc = mul(r, c)?;
-        let mut slot = vec![usize::MAX; nb];
+        let mut slot = filled(nb, usize::MAX)?;
         let mut indptr = vec![I::default()];
         let mut indices: Vec<I> = Vec::new();
         let mut values: Vec<V> = Vec::new();
@@ -579,8 +579,8 @@ impl<V: Value, I: Index> Ell<V, I> {
     pub fn from_csr(csr: &Csr<V, I>, width: usize) -> Result<Self, FormatError> {
         let (rows, cols) = csr.shape();
         let slots = mul(rows, width)?;
-        let mut indices = vec![I::default(); slots];
-        let mut values = vec![V::zero(); slots];
+        let mut indices = filled(slots, I::default())?;
+        let mut values = filled(slots, V::zero())?;
         let mut counts = Vec::with_capacity(rows);
         for i in 0..rows {
             let (ci, vi) = csr.row(i).unwrap_or((&[], &[]));
@@ -771,9 +771,12 @@ fn nm_from_csr<V: Value, I: Index>(
     let (rows, cols) = csr.shape();
     let per_row = check_pattern(cols, n, m)?;
     let slots = mul(rows, per_row)?;
-    let mut values = vec![V::zero(); slots];
+    let mut values = filled(slots, V::zero())?;
     // Default groups: zeros at positions 0..n (n <= m <= 256).
-    let mut metadata: Vec<u8> = (0..slots).map(|k| (k % n) as u8).collect();
+    let mut metadata: Vec<u8> = filled(slots, 0u8)?;
+    for (k, p) in metadata.iter_mut().enumerate() {
+        *p = (k % n) as u8;
+    }
     let mut entries: Vec<(usize, V)> = Vec::new();
     let mut group: Vec<(usize, V)> = Vec::new();
     for i in 0..rows {
@@ -877,7 +880,7 @@ impl<V: Value, I: Index> Csf<V, I> {
             })?;
         first.resize(dim0, 0);
         if rank == 1 {
-            let mut values = vec![V::zero(); dim0];
+            let mut values = filled(dim0, V::zero())?;
             for &(e, v) in &merged {
                 let i = coo.coords[e][0] as usize;
                 values[i] = values[i].plus(v);
@@ -987,6 +990,11 @@ impl<V: Value, I: Index> Ragged<V, I> {
             let (ci, vi) = csr.row(i).unwrap_or((&[], &[]));
             let len = ci.last().map_or(0, |c| c.idx() + 1);
             let base = values.len();
+            values
+                .try_reserve(len)
+                .map_err(|_| FormatError::ShapeOverflow {
+                    shape: vec![csr.rows(), csr.cols()],
+                })?;
             values.resize(base + len, V::zero());
             for (c, &v) in ci.iter().zip(vi) {
                 values[base + c.idx()] = values[base + c.idx()].plus(v);

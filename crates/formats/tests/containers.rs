@@ -542,3 +542,28 @@ fn wrong_rank_and_dense_length() {
         "triplet rows[1] = 2 is outside 0..2"
     );
 }
+
+#[test]
+fn huge_shapes_are_errors_not_aborts() {
+    let coo = Coo::empty(vec![usize::MAX / 2, 3]);
+    assert_err(
+        Csr::<f64, i32>::from_coo(&coo, Duplicates::Sum),
+        "has too many elements",
+    );
+    assert_err(
+        Csr::<f64, i32>::from_dense(usize::MAX, 2, &[]),
+        "has too many elements",
+    );
+    let empty = Dcsr::<f64, i64>::try_new(
+        usize::MAX,
+        1,
+        vec![0, 0],
+        vec![],
+        vec![0],
+        vec![],
+        vec![],
+        true,
+    )
+    .unwrap();
+    assert_err(empty.to_csr(), "has too many elements");
+}

@@ -250,6 +250,16 @@ pub(crate) fn mul(a: usize, b: usize) -> Result<usize, FormatError> {
         .ok_or(FormatError::ShapeOverflow { shape: vec![a, b] })
 }
 
+/// A vector of `n` copies of `fill`, or a [`FormatError::ShapeOverflow`] when it cannot be
+/// allocated (a huge user-declared shape must not abort the process).
+pub(crate) fn filled<T: Clone>(n: usize, fill: T) -> Result<Vec<T>, FormatError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| FormatError::ShapeOverflow { shape: vec![n] })?;
+    v.resize(n, fill);
+    Ok(v)
+}
+
 /// Checks that `array` has length `expected`.
 pub(crate) fn check_len(
     array: &str,
