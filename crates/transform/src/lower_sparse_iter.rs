@@ -645,7 +645,7 @@ impl Lowerer {
             ann.set(key, v.clone());
         }
         let r = self.nest(
-            &format!("{}", it.name),
+            &it.name,
             &steps,
             &ann,
             NestBody::Iteration {

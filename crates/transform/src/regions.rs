@@ -249,7 +249,16 @@ fn whole(f: &PrimFunc, buffer: BufferId, d: usize) -> (Expr, Expr) {
         }
         None => None,
     };
-    (Expr::int(0), ext.unwrap_or_else(|| Expr::int(1)))
+    let mut ext = ext.unwrap_or_else(|| Expr::int(1));
+    // The extra slots of the last dimension (`indptr`'s final entry) are addressable too.
+    if let Some(buf) = f.buffers.get(buffer) {
+        if let (Some(extra), BufferShape::Sparse(axes)) = (&buf.extra_storage, &buf.shape) {
+            if d + 1 == axes.len() {
+                ext = crate::simplify::add(ext, extra.clone());
+            }
+        }
+    }
+    (Expr::int(0), ext)
 }
 
 /// Adds `r` to `list`, merging it with an existing region of the same buffer.

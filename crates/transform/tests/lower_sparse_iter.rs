@@ -133,3 +133,51 @@ fn non_stage_i_is_a_clone() {
     let out = lower_sparse_iter(&f, &LowerOptions::default()).expect("no-op");
     assert_eq!(out, f);
 }
+
+fn count_blocks(f: &PrimFunc, prefix: &str) -> usize {
+    let mut n = 0;
+    f.body.visit(&mut |s| {
+        if let sparsetir_ir::Stmt::Block(b) = s {
+            n += b.name.starts_with(prefix) as usize;
+        }
+    });
+    n
+}
+
+#[test]
+fn dense_iteration_emits_one_search() {
+    let f = sparsetir_ops::load("csrmm_dense_iter").expect("parses");
+    for check in [false, true] {
+        let out = lower(&f, check);
+        assert_eq!(count_blocks(&out, "binary_search_block_"), 1);
+        let mids = out
+            .buffers
+            .iter()
+            .filter(|(_, b)| b.name.starts_with("mid_"))
+            .count();
+        assert_eq!(mids, 1);
+    }
+}
+
+#[test]
+fn fuse_of_three_axes_is_a_lower_error() {
+    let src = r#"
+@T.prim_func
+def f(a: T.handle, ip1: T.handle, ix1: T.handle, ip2: T.handle, ix2: T.handle,
+      m: T.int32, n: T.int32, p: T.int32, nnz1: T.int32, nnz2: T.int32) -> None:
+    T.func_attr({"sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_varied(I, (n, nnz1), (ip1, ix1), "int32")
+    K = T.sp.compressed_varied(J, (p, nnz2), (ip2, ix2), "int32")
+    A = T.sp.match_buffer(a, (I, J, K), "float32")
+    with T.sp.iteration([T.sp.fuse(I, J, K)], "SSS", "f") as [i, j, k]:
+        A[i, j, k] = T.float32(1)
+"#;
+    let f = parse(src);
+    match lower_sparse_iter(&f, &LowerOptions::default()) {
+        Err(e @ sparsetir_transform::LowerError::Unsupported { .. }) => {
+            assert!(e.message().contains("fuse"), "{e}")
+        }
+        other => panic!("expected an unsupported error, got {other:?}"),
+    }
+}
