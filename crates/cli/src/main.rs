@@ -17,6 +17,7 @@ mod convert;
 mod demo;
 mod gen;
 mod info;
+mod pack;
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +88,22 @@ enum Command {
         #[command(subcommand)]
         kind: gen::GenKind,
     },
+    /// Pack a sparse file (.mtx, .tns) into an MLIR `#sparse_tensor.encoding<{...}>` and print
+    /// its storage (`positions[l] : ...`, `coordinates[l] : ...`, `values : ...`).
+    Pack {
+        /// A `.mtx` or `.tns` file.
+        file: PathBuf,
+        /// The encoding attribute, e.g. `#sparse_tensor.encoding<{ map = (i, j) -> (i : dense,
+        /// j : compressed) }>`.
+        #[arg(long)]
+        encoding: String,
+        /// Values of the map's symbols, in order, comma-separated (`--symbols 3` or `3,4`).
+        #[arg(long)]
+        symbols: Option<String>,
+        /// Also print the equivalent sparse-axis declarations (or why there is none).
+        #[arg(long)]
+        axes: bool,
+    },
     /// Convert a sparse file (.mtx, .tns) to another file format or to the .npy arrays of a
     /// storage format (see FORMATS below).
     #[command(after_help = convert::LAYOUT_HELP)]
@@ -154,6 +171,12 @@ fn main() -> ExitCode {
         } => demo::run(dir, rows, feat, seed),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),
+        Command::Pack {
+            file,
+            encoding,
+            symbols,
+            axes,
+        } => pack::run(&file, &encoding, symbols.as_deref(), axes),
         Command::Convert {
             input,
             to,

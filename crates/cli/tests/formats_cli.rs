@@ -706,3 +706,101 @@ fn usage_errors_exit_one() {
     // The older subcommands keep clap's usage exit code.
     assert_eq!(run(&["fmt"]).status.code(), Some(2));
 }
+
+/// The seed's 4x6 matrix with 2x2 blocks.
+const SEED_BSR: &str = "%%MatrixMarket matrix coordinate real general
+4 6 8
+1 1 1
+1 2 2
+2 2 3
+1 5 4
+2 6 5
+3 3 6
+3 4 7
+4 3 8
+";
+
+fn storage_lines(out: &str) -> HashMap<String, Vec<f64>> {
+    out.lines()
+        .filter_map(|l| l.split_once(" :"))
+        .map(|(k, v)| {
+            let nums = v.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            (k.to_string(), nums)
+        })
+        .collect()
+}
+
+#[test]
+fn pack_prints_the_seed_bsr_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "bsr.mtx", SEED_BSR);
+    let enc = "#sparse_tensor.encoding<{ map = (i, j) -> (i floordiv 2 : dense, j floordiv 2 : \
+               compressed, i mod 2 : dense, j mod 2 : dense) }>";
+    let out = ok(&["pack", s(&f), "--encoding", enc]);
+    let st = storage_lines(&out);
+    assert_eq!(st["positions[1]"], vec![0.0, 2.0, 3.0]);
+    assert_eq!(st["coordinates[1]"], vec![0.0, 2.0, 1.0]);
+    let seed_values = [1., 2., 0., 3., 4., 0., 0., 5., 6., 7., 8., 0.];
+    assert_eq!(st["values"], seed_values.to_vec());
+    // --axes adds the equivalent declarations.
+    let out = ok(&["pack", s(&f), "--encoding", enc, "--axes"]);
+    assert!(out.contains("T.sp.compressed_varied"), "{out}");
+}
+
+#[test]
+fn pack_csr_matches_hand_computed_arrays() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "sym.mtx", SYM);
+    let out = ok(&[
+        "pack",
+        s(&f),
+        "--encoding",
+        "#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : compressed) }>",
+    ]);
+    let st = storage_lines(&out);
+    // Rows of the expanded SYM: 0 -> {0, 1, 4}, 1 -> {0, 2}, 2 -> {1}, 3 -> {}, 4 -> {0, 4}.
+    let rows: [&[(i64, f64)]; 5] = [
+        &[(0, 2.0), (1, -1.5), (4, 0.5)],
+        &[(0, -1.5), (2, 4.0)],
+        &[(1, 4.0)],
+        &[],
+        &[(0, 0.5), (4, 7.0)],
+    ];
+    let mut pos = vec![0.0];
+    let (mut crd, mut val) = (vec![], vec![]);
+    for r in rows {
+        for &(j, v) in r {
+            crd.push(j as f64);
+            val.push(v);
+        }
+        pos.push(crd.len() as f64);
+    }
+    assert_eq!(st["positions[1]"], pos);
+    assert_eq!(st["coordinates[1]"], crd);
+    assert_eq!(st["values"], val);
+}
+
+#[test]
+fn pack_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "bsr.mtx", SEED_BSR);
+    let e = fails(&[
+        "pack",
+        s(&f),
+        "--encoding",
+        "#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : compresed) }>",
+    ]);
+    assert!(e.contains("1:59:") && e.contains("compresed"), "{e}");
+    let enc = "#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : compressed) }>";
+    let e = fails(&["pack", s(&f), "--encoding", enc, "--symbols", "x"]);
+    assert!(e.contains("--symbols"), "{e}");
+    let bad = write(
+        dir.path(),
+        "bad.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n",
+    );
+    let e = fails(&["pack", s(&bad), "--encoding", enc]);
+    assert!(e.contains("line 3:"), "{e}");
+    let e = fails(&["pack", s(&f)]);
+    assert!(e.contains("--encoding"), "{e}");
+}
