@@ -458,8 +458,8 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// Names in scope of the wanted kind within a small edit distance of `name`, closest first
-    /// (at most three).
+    /// Names in scope of the wanted kind within a small edit distance of `name` (a third of its
+    /// length, at least 1), closest first and then alphabetically, at most three.
     fn close_names(&self, what: &str, name: &str) -> Vec<String> {
         let limit = (name.chars().count() / 3).max(1);
         let kind_ok = |sym: &Sym| match (what, sym) {
@@ -474,7 +474,12 @@ impl<'a> Lower<'a> {
             .flat_map(|s| s.iter())
             .filter(|(n, (sym, _))| n.as_str() != name && kind_ok(sym))
             .map(|(n, _)| (edit_distance(name, n), n.clone()))
-            .filter(|(d, _)| *d <= limit)
+            // close, and not simply a different short name (`A` for `B`) unless only the case differs
+            .filter(|(d, n)| {
+                *d <= limit
+                    && (*d < name.chars().count().max(n.chars().count())
+                        || n.eq_ignore_ascii_case(name))
+            })
             .collect();
         found.sort();
         found.dedup();

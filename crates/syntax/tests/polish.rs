@@ -284,3 +284,354 @@ fn generated_functions_with_non_tail_lets_and_long_names_round_trip() {
     assert!(broken > 10, "only {broken} lines were broken");
     assert_eq!(long_lines, 0);
 }
+
+// ------------------------------------------------------------------------- sparse allocations
+
+const SPARSE_ALLOCATE: &str = "@T.prim_func
+def f(a: T.handle, n: T.int32):
+    T.func_attr({\"sparse_tir_level\": 1})
+    I = T.sp.dense_fixed(n)
+    A = T.sp.match_buffer(a, (I,), \"float32\")
+    for i in T.serial(n):
+        X = T.allocate((I,), \"float32\", \"global\")
+        A[i] = T.float32(0)
+";
+
+#[test]
+fn allocate_over_a_sparse_axis_is_rejected_with_a_hint() {
+    let d = parse_err(SPARSE_ALLOCATE);
+    assert!(
+        d.message.contains("`T.allocate` takes dense extents")
+            && d.message.contains("`I` is a sparse axis"),
+        "{}",
+        d.message
+    );
+    // the caret is on the axis name inside the allocation
+    let at = SPARSE_ALLOCATE.find("((I,)").unwrap() + 2;
+    assert_eq!((d.span.start as usize, d.span.end as usize), (at, at + 1));
+    assert!(
+        d.notes.iter().any(|n| n.contains("T.sp.alloc_buffer")),
+        "{:?}",
+        d.notes
+    );
+    // the same with a single extent written without a tuple
+    let d = parse_err(&SPARSE_ALLOCATE.replace("((I,)", "(I"));
+    assert!(d.message.contains("`I` is a sparse axis"), "{}", d.message);
+}
+
+#[test]
+fn a_sparse_allocate_never_prints_as_t_allocate() {
+    // a valid dense allocation, then its buffer made sparse over I (IR outside the language)
+    let src = SPARSE_ALLOCATE.replace("((I,)", "((n,)");
+    let mut f = parse_ok(&src);
+    let roundtrip_dense = roundtrip(&f);
+    assert!(roundtrip_dense.contains("X = T.allocate((n,), \"float32\", \"global\")"));
+    let i = f.axis_by_name("I").unwrap();
+    let x = f.buffer_by_name("X").unwrap();
+    f.buffers[x].shape = BufferShape::Sparse(vec![i]);
+    let text = print_func(&f);
+    assert!(!text.contains("T.allocate"), "{text}");
+    assert!(
+        text.contains("X = T.sp.alloc_buffer((I,), \"float32\")"),
+        "{text}"
+    );
+    let d = parse_err(&text);
+    assert!(
+        d.message
+            .contains("`T.sp.alloc_buffer` is only allowed at function level"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.notes.iter().any(|n| n.contains("dense extents")),
+        "{:?}",
+        d.notes
+    );
+}
+
+// ------------------------------------------------------------------------------------ dtypes
+
+const INT64_LOOPS: &str = "@T.prim_func
+def f(a: T.handle, b: T.handle, n: T.int64, m: T.int32):
+    T.func_attr({\"sparse_tir_level\": 0})
+    A = T.match_buffer(a, (n,), \"float32\")
+    B = T.match_buffer(b, (m,), \"float32\")
+    for i in T.serial(n):
+        for j in T.serial(T.int64(0), n):
+            for k in T.serial(T.int64(2), n):
+                for l in T.serial(T.int64(0), m):
+                    for p in T.grid(m):
+                        with T.block(\"blk\"):
+                            vi = T.axis.spatial(n, i)
+                            vj = T.axis.spatial((T.int64(0), n), j)
+                            vk = T.axis.reduce((T.int64(2), n), k)
+                            T.reads(A[T.int64(0):n], B[0:m])
+                            T.writes(A[vi])
+                            A[vi] = A[vj] + B[p]
+";
+
+#[test]
+fn int64_extents_and_typed_zero_starts_keep_their_dtypes() {
+    let f = parse_ok(INT64_LOOPS);
+    let n = Expr::Var(f.param("n").unwrap());
+    let m = Expr::Var(f.param("m").unwrap());
+    let mut loops = Vec::new();
+    let mut blocks = Vec::new();
+    f.body.visit(&mut |s| match s {
+        Stmt::For(l) => loops.push((f.vars[l.var].dtype, l.min.clone(), l.extent.clone())),
+        Stmt::Block(b) => blocks.push(b.clone()),
+        _ => {}
+    });
+    let i64_0 = Expr::Int(0, DType::I64);
+    let i64_2 = Expr::Int(2, DType::I64);
+    assert_eq!(
+        loops,
+        vec![
+            (DType::I64, Expr::int(0), n.clone()),
+            (DType::I64, i64_0.clone(), n.clone()),
+            (
+                DType::I64,
+                i64_2.clone(),
+                Expr::sub(n.clone(), i64_2.clone())
+            ),
+            // the wider of the start and extent types, as TVMScript does
+            (DType::I64, i64_0.clone(), m.clone()),
+            (DType::I32, Expr::int(0), m.clone()),
+        ]
+    );
+    let blk = &blocks[0];
+    let iters: Vec<(DType, Expr, Expr)> = blk
+        .iters
+        .iter()
+        .map(|it| (f.vars[it.var].dtype, it.min.clone(), it.extent.clone()))
+        .collect();
+    assert_eq!(
+        iters,
+        vec![
+            (DType::I64, Expr::int(0), n.clone()),
+            (DType::I64, i64_0.clone(), n.clone()),
+            (DType::I64, i64_2.clone(), Expr::sub(n.clone(), i64_2)),
+        ]
+    );
+    assert_eq!(blk.reads[0].ranges, vec![(i64_0, n)]);
+    assert_eq!(blk.reads[1].ranges, vec![(Expr::int(0), m)]);
+    let text = roundtrip(&f);
+    // typed zero starts stay visible; the int32 zero start is omitted
+    let lines = trimmed_lines(&text);
+    assert!(lines.contains(&"for i in T.serial(n):"), "{text}");
+    assert!(
+        lines.contains(&"for j in T.serial(T.int64(0), n):"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"vj = T.axis.spatial((T.int64(0), n), j)"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"T.reads(A[T.int64(0):n], B[0:m])"),
+        "{text}"
+    );
+}
+
+const INT64_AXES: &str = "@T.prim_func
+def f(a: T.handle, c: T.handle, indptr: T.handle, indices: T.handle, m: T.int64, n: T.int64, \
+nnz: T.int64):
+    T.func_attr({\"sparse_tir_level\": 2})
+    I = T.sp.dense_fixed(m, idtype=\"int64\")
+    J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices), idtype=\"int64\")
+    A = T.sp.match_buffer(a, (I, J), \"float32\")
+    C = T.sp.match_buffer(c, (I,), \"float32\")
+    with T.sp.iteration([I, J], \"SR\", \"rowsum\") as [i, j]:
+        with T.init():
+            C[i] = T.float32(0)
+        C[i] = C[i] + A[i, j]
+";
+
+#[test]
+fn sparse_iteration_over_int64_axes_binds_int64_iterators() {
+    let f = parse_ok(INT64_AXES);
+    let Stmt::SparseIteration(it) = &f.body else {
+        panic!("expected one iteration")
+    };
+    let dtypes: Vec<DType> = it.vars.iter().map(|v| f.vars[*v].dtype).collect();
+    assert_eq!(dtypes, [DType::I64, DType::I64]);
+    let text = roundtrip(&f);
+    assert!(text.contains("idtype=\"int64\""), "{text}");
+}
+
+// ------------------------------------------------------------------------ undefined names
+
+#[test]
+fn an_undefined_name_lists_close_names() {
+    let src = "@T.prim_func
+def f(a: T.handle, b: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n,), \"float32\")
+    Bx = T.match_buffer(b, (n,), \"float32\")
+    for i in T.serial(n):
+        Bx[i] = A[i] + B[i]
+";
+    let d = parse_err(src);
+    assert_eq!(d.message, "undefined buffer `B`");
+    assert_eq!(d.notes, vec!["did you mean `Bx`?".to_string()]);
+    // several candidates, closest first then alphabetically; only names of the wanted kind
+    let src = "@T.prim_func
+def f(a: T.handle, row: T.int32, rows: T.int32):
+    A = T.match_buffer(a, (rows,), \"float32\")
+    A[0] = T.Cast(\"float32\", rowz + 1)
+";
+    let d = parse_err(src);
+    assert_eq!(d.message, "undefined variable `rowz`");
+    assert_eq!(
+        d.notes,
+        vec!["did you mean one of `row`, `rows`?".to_string()]
+    );
+    // nothing close: no note
+    let src = "@T.prim_func
+def f(a: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n,), \"float32\")
+    A[0] = T.Cast(\"float32\", completely_unrelated)
+";
+    let d = parse_err(src);
+    assert!(d.message.starts_with("undefined variable"), "{}", d.message);
+    assert!(d.notes.is_empty(), "{:?}", d.notes);
+    // a name declared later keeps its own explanation
+    let src = "@T.prim_func
+def f(a: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n,), \"float32\")
+    A[0] = T.Cast(\"float32\", x)
+    x: T.int32 = 1
+";
+    let d = parse_err(src);
+    assert!(
+        d.message.contains("declared later at line 5"),
+        "{}",
+        d.message
+    );
+}
+
+// ------------------------------------------------------------------------------ long lines
+
+const WIDE: &str = "@T.prim_func
+def wide(a_values_handle: T.handle, b_values_handle: T.handle, c_values_handle: T.handle, \
+n: T.int32) -> None:
+    T.func_attr({\"sparse_tir_level\": 0, \"global_symbol\": \
+\"a_rather_long_global_symbol_name_for_testing\", \"tir.noalias\": True})
+    first_input_buffer = T.match_buffer(a_values_handle, (n,), \"float32\")
+    second_input_buffer = T.match_buffer(b_values_handle, (n,), \"float32\")
+    output_buffer_with_long_name = T.match_buffer(c_values_handle, (n,), \"float32\")
+    for i in T.serial(n):
+        with T.block(\"an_elementwise_block_name\"):
+            vi = T.axis.spatial(n, i)
+            T.reads(first_input_buffer[vi], second_input_buffer[vi], \
+output_buffer_with_long_name[vi])
+            T.writes(output_buffer_with_long_name[vi])
+            if first_input_buffer[vi] > T.float32(0) and second_input_buffer[vi] > T.float32(0) \
+and vi < n - 1:
+                output_buffer_with_long_name[vi] = first_input_buffer[vi] * \
+second_input_buffer[vi] + output_buffer_with_long_name[vi] - first_input_buffer[vi]
+            output_buffer_with_long_name[vi] = T.exp(first_input_buffer[vi] * \
+second_input_buffer[vi] + output_buffer_with_long_name[vi])
+            output_buffer_with_long_name[vi] = T.Select(first_input_buffer[vi] > \
+second_input_buffer[vi] + T.float32(1), (first_input_buffer[vi] - second_input_buffer[vi]) * \
+T.float32(2), T.float32(0))
+";
+
+/// The indentation (in columns) of the first line equal to `needle` once trimmed.
+fn indent_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .find(|l| l.trim() == needle)
+        .map(|l| l.len() - l.trim_start().len())
+        .unwrap_or_else(|| panic!("no line `{needle}` in\n{text}"))
+}
+
+#[test]
+fn long_lines_break_inside_brackets_like_black() {
+    assert!(
+        WIDE.lines().any(|l| l.len() > 150),
+        "the input has long lines"
+    );
+    let f = parse_ok(WIDE);
+    let text = roundtrip(&f);
+    for l in text.lines() {
+        assert!(
+            l.chars().count() <= LINE_WIDTH,
+            "line too long: {l}\n{text}"
+        );
+    }
+    // the dict of attributes: one entry per line with a trailing comma, inside the call
+    assert_eq!(indent_of(&text, "T.func_attr("), 4);
+    assert_eq!(indent_of(&text, "{"), 8);
+    assert_eq!(indent_of(&text, "\"tir.noalias\": True,"), 12);
+    // the parameters: one per line
+    assert_eq!(indent_of(&text, "n: T.int32,"), 4);
+    assert_eq!(indent_of(&text, ") -> None:"), 0);
+    // the reads fit on one indented line
+    let reads = "first_input_buffer[vi], second_input_buffer[vi], output_buffer_with_long_name[vi]";
+    assert_eq!(indent_of(&text, "T.reads("), 12);
+    assert_eq!(indent_of(&text, reads), 16);
+    // the condition gets parentheses and breaks before each `and`
+    assert_eq!(indent_of(&text, "if ("), 12);
+    assert_eq!(indent_of(&text, "and vi < n - 1"), 16);
+    assert_eq!(indent_of(&text, "):"), 12);
+    // the stored chain breaks before each `+`/`-` inside parentheses
+    assert_eq!(indent_of(&text, "output_buffer_with_long_name[vi] = ("), 16);
+    assert_eq!(indent_of(&text, "+ output_buffer_with_long_name[vi]"), 20);
+    assert_eq!(indent_of(&text, "- first_input_buffer[vi]"), 20);
+    // a call on the right breaks at its own parentheses; its lone argument is not parenthesised
+    assert_eq!(
+        indent_of(&text, "output_buffer_with_long_name[vi] = T.exp("),
+        12
+    );
+    let arg = "first_input_buffer[vi] * second_input_buffer[vi] + output_buffer_with_long_name[vi]";
+    assert_eq!(indent_of(&text, arg), 16);
+    // several arguments that do not fit together: one per line, trailing comma
+    assert_eq!(
+        indent_of(&text, "output_buffer_with_long_name[vi] = T.Select("),
+        12
+    );
+    assert_eq!(indent_of(&text, "T.float32(0),"), 16);
+    assert_eq!(
+        indent_of(
+            &text,
+            "(first_input_buffer[vi] - second_input_buffer[vi]) * T.float32(2),"
+        ),
+        16
+    );
+}
+
+#[test]
+fn long_iteration_headers_and_declarations_break() {
+    let axes: Vec<String> = (0..8).map(|k| format!("AXIS_NUMBER_{k}")).collect();
+    let vars: Vec<String> = (0..8).map(|k| format!("iterator_{k}")).collect();
+    let mut src = String::from("@T.prim_func\ndef f(a: T.handle, n: T.int32):\n");
+    for ax in &axes {
+        src.push_str(&format!("    {ax} = T.sp.dense_fixed(n)\n"));
+    }
+    src.push_str(&format!(
+        "    A = T.sp.match_buffer(a, ({}), \"float32\")\n",
+        axes.join(", ")
+    ));
+    src.push_str(&format!(
+        "    with T.sp.iteration([{}], \"SSSSSSSS\", \"it\") as [{}]:\n        A[{}] = \
+         T.float32(1)\n",
+        axes.join(", "),
+        vars.join(", "),
+        vars.join(", ")
+    ));
+    let f = parse_ok(&src);
+    let text = roundtrip(&f);
+    for l in text.lines() {
+        assert!(
+            l.chars().count() <= LINE_WIDTH,
+            "line too long: {l}\n{text}"
+        );
+    }
+    // the header breaks at the iteration's call (the `as [...]` part does not fit after it)
+    assert_eq!(indent_of(&text, "with T.sp.iteration("), 4);
+    assert_eq!(indent_of(&text, "\"SSSSSSSS\","), 8);
+    let close = format!(") as [{}]:", vars.join(", "));
+    if close.len() + 4 <= LINE_WIDTH {
+        assert_eq!(indent_of(&text, &close), 4);
+    }
+    assert_eq!(indent_of(&text, "AXIS_NUMBER_7,"), 12);
+}
