@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use sparsetir_formats::containers::{Bsr, BsrPadding, Csc, Csr, Ell};
+use sparsetir_formats::convert::Duplicates;
 use sparsetir_formats::{write_npy, Coo, Tensor, TensorData};
 
 use crate::gen::write_coo;
@@ -77,15 +78,13 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             let (rows, cols) = matrix(&coo)?;
             let dir = out_dir(o.output)?;
             if name == "csr" {
-                let (indptr, indices, values) = compress(&coo, false);
-                let m = Csr::<f64, i64>::try_new(rows, cols, indptr, indices, values, true)
+                let m = Csr::<f64, i64>::from_coo(&coo, Duplicates::Sum)
                     .map_err(|e| Failure(format!("error: CSR: {e}")))?;
                 w.index(&dir.join("indptr.npy"), m.indptr(), vec![rows + 1])?;
                 w.index(&dir.join("indices.npy"), m.indices(), vec![m.nnz()])?;
                 w.values(&dir.join("values.npy"), m.values(), vec![m.nnz()])?;
             } else {
-                let (indptr, indices, values) = compress(&coo, true);
-                let m = Csc::<f64, i64>::try_new(rows, cols, indptr, indices, values, true)
+                let m = Csc::<f64, i64>::from_coo(&coo, Duplicates::Sum)
                     .map_err(|e| Failure(format!("error: CSC: {e}")))?;
                 w.index(&dir.join("indptr.npy"), m.indptr(), vec![cols + 1])?;
                 w.index(&dir.join("indices.npy"), m.indices(), vec![m.nnz()])?;
@@ -101,8 +100,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             } else {
                 BsrPadding::Deny
             };
-            let (indptr, indices, values) = bsr_parts(&coo, r, c);
-            let m = Bsr::<f64, i64>::try_new(rows, cols, (r, c), padding, indptr, indices, values)
+            let m = Bsr::<f64, i64>::from_coo(&coo, (r, c), padding, Duplicates::Sum)
                 .map_err(|e| Failure(format!("error: BSR {r}x{c}: {e}")))?;
             let dir = out_dir(o.output)?;
             w.index(&dir.join("indptr.npy"), m.indptr(), vec![m.indptr().len()])?;
@@ -116,34 +114,15 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         }
         "ell" => {
             let (rows, cols) = matrix(&coo)?;
-            let (indptr, indices, values) = compress(&coo, false);
-            let max_deg = indptr.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0) as usize;
             let width = match arg {
-                None => max_deg,
-                Some(a) => a.trim().parse::<usize>().map_err(|_| {
+                None => None,
+                Some(a) => Some(a.trim().parse::<usize>().map_err(|_| {
                     Failure(format!("error: --to ell:W expects a width, got `{a}`"))
-                })?,
+                })?),
             };
-            let slots = rows.checked_mul(width).ok_or_else(|| {
-                Failure(format!("error: {rows} rows x width {width} is too large"))
-            })?;
-            let mut eidx = vec![0i64; slots];
-            let mut evals = vec![0.0f64; slots];
-            let mut counts = vec![0i64; rows];
-            for i in 0..rows {
-                let (lo, hi) = (indptr[i] as usize, indptr[i + 1] as usize);
-                if hi - lo > width {
-                    return Err(Failure(format!(
-                        "error: ELL: row {i} has {} entries, more than the width {width}",
-                        hi - lo
-                    )));
-                }
-                eidx[i * width..i * width + hi - lo].copy_from_slice(&indices[lo..hi]);
-                evals[i * width..i * width + hi - lo].copy_from_slice(&values[lo..hi]);
-                counts[i] = (hi - lo) as i64;
-            }
-            let m = Ell::<f64, i64>::try_new(rows, cols, width, eidx, evals, counts, 0, true)
+            let m = Ell::<f64, i64>::from_coo(&coo, width, Duplicates::Sum)
                 .map_err(|e| Failure(format!("error: ELL: {e}")))?;
+            let width = m.width();
             let dir = out_dir(o.output)?;
             w.index(&dir.join("indices.npy"), m.indices(), vec![rows, width])?;
             w.values(&dir.join("values.npy"), m.values(), vec![rows, width])?;
@@ -220,84 +199,6 @@ fn parse_block(arg: Option<&str>) -> Result<(usize, usize), Failure> {
         return Err(bad());
     }
     Ok((r, c))
-}
-
-/// Compressed rows (or columns when `transpose`) with sorted minor indices and summed
-/// duplicates, by a counting sort (no dense intermediate).
-fn compress(coo: &Coo, transpose: bool) -> (Vec<i64>, Vec<i64>, Vec<f64>) {
-    let (maj, min) = if transpose { (1, 0) } else { (0, 1) };
-    let major = coo.dims[maj];
-    let mut counts = vec![0usize; major + 1];
-    for c in &coo.coords {
-        counts[c[maj] as usize + 1] += 1;
-    }
-    for i in 0..major {
-        counts[i + 1] += counts[i];
-    }
-    let mut next = counts.clone();
-    let mut order = vec![0usize; coo.nnz()];
-    for (k, c) in coo.coords.iter().enumerate() {
-        let slot = &mut next[c[maj] as usize];
-        order[*slot] = k;
-        *slot += 1;
-    }
-    let mut indptr = Vec::with_capacity(major + 1);
-    let mut indices = Vec::with_capacity(coo.nnz());
-    let mut values = Vec::with_capacity(coo.nnz());
-    indptr.push(0i64);
-    for i in 0..major {
-        let seg = &mut order[counts[i]..counts[i + 1]];
-        seg.sort_by_key(|&k| coo.coords[k][min]);
-        for &k in seg.iter() {
-            let j = coo.coords[k][min];
-            match indices.last() {
-                Some(&last) if last == j && indices.len() as i64 > indptr[i] => {
-                    if let Some(v) = values.last_mut() {
-                        *v += coo.values[k];
-                    }
-                }
-                _ => {
-                    indices.push(j);
-                    values.push(coo.values[k]);
-                }
-            }
-        }
-        indptr.push(indices.len() as i64);
-    }
-    (indptr, indices, values)
-}
-
-/// BSR arrays: the stored blocks of every block row (sorted), `r * c` values per block.
-fn bsr_parts(coo: &Coo, r: usize, c: usize) -> (Vec<i64>, Vec<i64>, Vec<f64>) {
-    let mb = coo.dims[0].div_ceil(r);
-    let mut entries: Vec<(usize, usize, usize, f64)> = coo
-        .coords
-        .iter()
-        .zip(&coo.values)
-        .map(|(x, &v)| {
-            let (i, j) = (x[0] as usize, x[1] as usize);
-            (i / r, j / c, (i % r) * c + j % c, v)
-        })
-        .collect();
-    entries.sort_by_key(|e| (e.0, e.1));
-    let mut indptr = vec![0i64; mb + 1];
-    let mut indices: Vec<i64> = Vec::new();
-    let mut values: Vec<f64> = Vec::new();
-    let mut last: Option<(usize, usize)> = None;
-    for (bi, bj, off, v) in entries {
-        if last != Some((bi, bj)) {
-            last = Some((bi, bj));
-            indices.push(bj as i64);
-            values.resize(values.len() + r * c, 0.0);
-            indptr[bi + 1] += 1;
-        }
-        let base = values.len() - r * c;
-        values[base + off] += v;
-    }
-    for i in 0..mb {
-        indptr[i + 1] += indptr[i];
-    }
-    (indptr, indices, values)
 }
 
 struct Writer {
