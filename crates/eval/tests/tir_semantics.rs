@@ -319,3 +319,53 @@ fn strides_are_honoured() {
     want[6] = -1.0;
     assert_eq!(out(&r, "o"), want);
 }
+
+const STORAGE_DTYPES: &str = r#"
+@T.prim_func
+def dts(h: T.handle, g: T.handle, b: T.handle, u: T.handle) -> None:
+    T.func_attr({"sparse_tir_level": 0})
+    H = T.match_buffer(h, (2,), "float16")
+    G = T.match_buffer(g, (1,), "bfloat16")
+    B = T.match_buffer(b, (2,), "bool")
+    U = T.match_buffer(u, (1,), "uint64")
+    H[0] = T.float16(1) + T.float16(0.0001)
+    H[1] = H[0] * T.float16(3) + T.float16(0.25)
+    G[0] = T.bfloat16(1) + T.bfloat16(0.001)
+    B[0] = 3 < 4
+    B[1] = T.float32(0) != T.float32(0)
+    U[0] = T.uint64(0) - T.uint64(1)
+"#;
+
+#[test]
+fn buffers_of_every_width() {
+    let r = run_src(
+        STORAGE_DTYPES,
+        vec![
+            (
+                "h",
+                sparsetir_eval::ArgValue::Array(
+                    sparsetir_formats::Tensor::from_f64(DType::F16, &[0.0; 2]).expect("f16"),
+                ),
+            ),
+            (
+                "g",
+                sparsetir_eval::ArgValue::Array(
+                    sparsetir_formats::Tensor::from_f64(DType::BF16, &[0.0]).expect("bf16"),
+                ),
+            ),
+            ("b", arr(DType::Bool, &[0, 1])),
+            ("u", arr(DType::U64, &[0])),
+        ],
+    );
+    // float16 keeps 10 fraction bits, bfloat16 7: both small increments round away.
+    assert_eq!(out(&r, "h"), vec![1.0, 3.25]);
+    assert_eq!(out(&r, "g"), vec![1.0]);
+    assert_eq!(out_i64(&r, "b"), vec![1, 0]);
+    match r.get("u") {
+        Some(sparsetir_eval::ArgValue::Array(t)) => match &t.data {
+            sparsetir_formats::TensorData::U64(v) => assert_eq!(v, &vec![u64::MAX]),
+            other => panic!("u holds {other:?}"),
+        },
+        other => panic!("u is {other:?}"),
+    }
+}
