@@ -1,7 +1,7 @@
 //! The stage-I interpreter: binds arguments, validates structure arrays, then walks the statement
 //! tree, enumerating the stored element tuples of every sparse iteration in coordinate space.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{
@@ -38,6 +38,18 @@ struct Step {
     /// `T.sp.attach(axis, parent)`: the parent whose coordinate selects the fiber.
     attach: Option<AxisId>,
     spatial: bool,
+    /// A non-first axis of a `T.sp.fuse` group (never starts a segment).
+    fused_tail: bool,
+}
+
+/// When an iteration's `init` runs (see [`init_plan`]).
+#[derive(Clone, Copy, Debug)]
+enum InitPlan {
+    /// No reduction iterator: before every body execution.
+    EveryStep,
+    /// Once all steps before `bound` are bound, if every reduction step in `first..bound` is at
+    /// the first element of its fiber.
+    AtSegment { first: usize, bound: usize },
 }
 
 /// The evaluation state of one call.
@@ -559,13 +571,14 @@ impl<'f> Machine<'f> {
                     (vec![*axis], Some(*parent))
                 }
             };
-            for a in axes {
+            for (n, a) in axes.into_iter().enumerate() {
                 self.axis(a)?;
                 steps.push(Step {
                     axis: a,
                     var: it.vars[k],
                     attach,
                     spatial: it.kinds[k] == IterKind::Spatial,
+                    fused_tail: n > 0,
                 });
                 k += 1;
             }
@@ -581,9 +594,45 @@ impl<'f> Machine<'f> {
 
     fn exec_iteration(&mut self, it: &SparseIteration) -> Res<()> {
         let steps = self.steps(it)?;
-        let has_reduce = steps.iter().any(|s| !s.spatial);
-        let mut seen: HashSet<Vec<i128>> = HashSet::new();
-        self.iterate(it, &steps, 0, has_reduce, &mut seen)
+        let plan = self.init_plan(&steps);
+        let mut first = vec![false; steps.len()];
+        self.iterate(it, &steps, 0, plan, &mut first)
+    }
+
+    /// The init rule, stated on the iteration itself: split the steps into *segments*, a new
+    /// segment starting at a varied (or attached) axis whose parent is iterated in the current
+    /// segment (fused chains stay in one segment). The init belongs to the segment holding the
+    /// first reduction iterator; it runs once every step up to the end of that segment is bound,
+    /// when each reduction step of the segment sits at the first element of its fiber. So it runs
+    /// once per point of the outer iterators — also where no deeper element exists (e.g. a BSR
+    /// block row without blocks), never where the segment itself is empty (an empty CSR row).
+    /// This is exactly when stage II's block `init` runs after `lower_sparse_iter`.
+    fn init_plan(&self, steps: &[Step]) -> InitPlan {
+        let Some(r) = steps.iter().position(|s| !s.spatial) else {
+            return InitPlan::EveryStep;
+        };
+        let mut starts = vec![0usize];
+        let mut seg_start = 0usize;
+        for (t, st) in steps.iter().enumerate().skip(1) {
+            let ad = &self.axes[st.axis.index()];
+            let parent = st.attach.or(ad.parent);
+            let parent_in_segment = parent
+                .and_then(|p| steps[..t].iter().rposition(|s| s.axis == p))
+                .is_some_and(|pi| pi >= seg_start);
+            let varied = matches!(ad.kind, AxisKind::DenseVaried | AxisKind::CompressedVaried)
+                || st.attach.is_some();
+            if !st.fused_tail && varied && parent_in_segment {
+                seg_start = t;
+                starts.push(t);
+            }
+        }
+        let first = *starts.iter().rev().find(|&&s| s <= r).unwrap_or(&0);
+        let bound = starts
+            .iter()
+            .copied()
+            .find(|&s| s > r)
+            .unwrap_or(steps.len());
+        InitPlan::AtSegment { first, bound }
     }
 
     fn iterate(
@@ -591,25 +640,19 @@ impl<'f> Machine<'f> {
         it: &SparseIteration,
         steps: &[Step],
         k: usize,
-        has_reduce: bool,
-        seen: &mut HashSet<Vec<i128>>,
+        plan: InitPlan,
+        at_first: &mut [bool],
     ) -> Res<()> {
+        if let (Some(init), InitPlan::AtSegment { first, bound }) = (&it.init, plan) {
+            if k == bound && (first..bound).all(|t| steps[t].spatial || at_first[t]) {
+                self.exec(init)?;
+                self.span = it.span;
+            }
+        }
         let Some(step) = steps.get(k) else {
-            if let Some(init) = &it.init {
-                let first = if has_reduce {
-                    let key: Vec<i128> = steps
-                        .iter()
-                        .filter(|s| s.spatial)
-                        .map(|s| self.vars[s.var.index()].map(|v| v.as_i128()).unwrap_or(0))
-                        .collect();
-                    seen.insert(key)
-                } else {
-                    true
-                };
-                if first {
-                    self.exec(init)?;
-                    self.span = it.span;
-                }
+            if let (Some(init), InitPlan::EveryStep) = (&it.init, plan) {
+                self.exec(init)?;
+                self.span = it.span;
             }
             let r = self.exec(&it.body);
             self.span = it.span;
@@ -655,7 +698,8 @@ impl<'f> Machine<'f> {
             let coord = self.axes[ai].coord_at(start, g);
             self.pos[ai] = Some((g, coord));
             self.vars[step.var.index()] = Some(Value::from_i128(coord as i128, var_dtype));
-            self.iterate(it, steps, k + 1, has_reduce, seen)?;
+            at_first[k] = g == start;
+            self.iterate(it, steps, k + 1, plan, at_first)?;
         }
         self.pos[ai] = saved_pos;
         self.vars[step.var.index()] = saved_var;

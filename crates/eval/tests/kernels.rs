@@ -442,9 +442,9 @@ fn bsrmm_matches_dense() {
     }
     let mut want = c0.clone();
     for row in 0..rows {
-        if pattern.indptr[row / blk] == pattern.indptr[row / blk + 1] {
-            continue; // empty block row: init never runs
-        }
+        // An empty block row is still initialised: the init belongs to the segment of the first
+        // reduction iterator `bj`, which a dense axis always reaches (SPEC §2.3 as refined by
+        // the evaluator's init rule); its sum over no blocks is 0.
         for ff in 0..feat {
             want[row * feat + ff] = (0..cols)
                 .map(|col| dense[row][col] * bv[col * feat + ff])
