@@ -281,7 +281,7 @@ impl Layout {
                                 .ok_or_else(|| format!("axis `{}` has no indptr array", ax.name))?;
                             let lo = indptr(slot, q)?;
                             let hi = indptr(slot, q + 1)?;
-                            (lo, hi - lo)
+                            (lo, hi.checked_sub(lo).ok_or_else(overflow)?)
                         }
                     };
                     let open = open_last && k + 1 == n;
