@@ -2,6 +2,8 @@
 //! storage that a buffer's sparse axes declare.
 
 pub mod builders;
+pub mod containers;
+pub mod convert;
 pub mod coo;
 pub mod gen;
 pub mod mlir;
