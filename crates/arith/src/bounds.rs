@@ -1,7 +1,8 @@
 //! Integer interval analysis. An [`Interval`] is sound for the value an expression actually
 //! takes (after wrapping); `wrap` records that the value may differ from the exact-integer value
-//! of the formula (a possible overflow was seen with known bounds). Unknown sides (`None`) come
-//! from symbolic quantities, which are assumed not to overflow.
+//! of the formula (a possible overflow). By default every integer without a known range takes
+//! its dtype's full range, so every possible overflow is seen; with `assume_no_overflow`, 32/64-bit
+//! signed quantities without a range are unbounded (`None`) and assumed not to overflow.
 
 use sparsetir_ir::{BinOp, DType, Expr, PrimFunc, UnOp};
 
@@ -49,9 +50,10 @@ impl Interval {
     }
 }
 
-/// What is known of any value of dtype `dt` without further information: the full range for
-/// narrow types, non-negativity for unsigned ones; nothing for 32/64-bit signed (symbolic).
-pub(crate) fn dtype_default(dt: DType) -> Interval {
+/// What is known of any value of dtype `dt` without further information: its full range; with
+/// `assume` (no overflow of symbolic values) only the full range of narrow types and the
+/// non-negativity of unsigned ones, nothing for 32/64-bit signed values.
+pub(crate) fn dtype_default(dt: DType, assume: bool) -> Interval {
     if dt.is_bool() {
         return Interval::new(Some(0), Some(1));
     }
@@ -59,7 +61,7 @@ pub(crate) fn dtype_default(dt: DType) -> Interval {
         return Interval::UNKNOWN;
     }
     let (lo, hi) = int_range(dt);
-    if dt.bits() <= 16 {
+    if !assume || dt.bits() <= 16 {
         Interval::new(Some(lo), Some(hi))
     } else if dt.is_uint() {
         Interval::new(Some(0), None)
@@ -69,8 +71,9 @@ pub(crate) fn dtype_default(dt: DType) -> Interval {
 }
 
 /// Clamps an interval computed with exact arithmetic to what a value of `dt` can hold: known
-/// sides outside the range mean a possible wrap (then the whole range is the answer).
-pub(crate) fn fit(iv: Interval, dt: DType) -> Interval {
+/// sides outside the range mean a possible wrap (then the whole range is the answer), and so do
+/// unknown sides where the dtype bounds that side (unless `assume`, only narrow/unsigned types).
+pub(crate) fn fit(iv: Interval, dt: DType, assume: bool) -> Interval {
     if !dt.is_integer() && !dt.is_bool() {
         return Interval::UNKNOWN;
     }
@@ -84,26 +87,30 @@ pub(crate) fn fit(iv: Interval, dt: DType) -> Interval {
             wrap: true,
         };
     }
-    let d = dtype_default(dt);
-    Interval {
-        lo: iv.lo.or(d.lo),
-        hi: iv.hi.or(d.hi),
-        wrap: iv.wrap,
+    let d = dtype_default(dt, assume);
+    let unknown_side = (iv.lo.is_none() && d.lo.is_some()) || (iv.hi.is_none() && d.hi.is_some());
+    if unknown_side {
+        return Interval {
+            lo: Some(min),
+            hi: Some(max),
+            wrap: true,
+        };
     }
+    iv
 }
 
 /// The interval of a value of dtype `from` converted to `to`.
-pub(crate) fn cast_interval(iv: Interval, from: DType, to: DType) -> Interval {
+pub(crate) fn cast_interval(iv: Interval, from: DType, to: DType, assume: bool) -> Interval {
     if from == to {
         return iv;
     }
     if from.is_float() || from == DType::Handle {
-        return dtype_default(to);
+        return dtype_default(to, assume);
     }
     if to.is_bool() {
         return Interval::new(Some(0), Some(1)).with_wrap(iv.wrap);
     }
-    fit(iv, to)
+    fit(iv, to, assume)
 }
 
 fn add(a: Option<i128>, b: Option<i128>) -> Option<Option<i128>> {
@@ -235,18 +242,34 @@ const MAX_DEPTH: u32 = 12;
 impl Analyzer {
     /// Bounds of the value of the integer (or bool) expression `e`.
     pub(crate) fn interval(&self, func: &PrimFunc, e: &Expr, depth: u32) -> Interval {
+        self.interval_in(func, e, depth, false)
+    }
+
+    /// Bounds of the value of `e`, or with `exact` of the exact-integer value of its arithmetic
+    /// (no wrapping of `+ - * // % min max` nodes): the reading of the bounds of a fact.
+    fn interval_in(&self, func: &PrimFunc, e: &Expr, depth: u32, exact: bool) -> Interval {
         let dt = e.dtype(func);
         if !(dt.is_integer() || dt.is_bool()) {
             return Interval::UNKNOWN;
         }
+        let assume = self.assume_no_overflow;
         if depth > MAX_DEPTH {
-            return dtype_default(dt);
+            return dtype_default(dt, assume);
         }
         let d = depth + 1;
         // A sub-expression's interval converted to this node's dtype.
         let sub = |x: &Expr, to: DType| {
-            let iv = self.interval(func, x, d);
-            cast_interval(iv, x.dtype(func), to)
+            let iv = self.interval_in(func, x, d, exact);
+            if exact && x.dtype(func) == to {
+                iv
+            } else {
+                cast_interval(iv, x.dtype(func), to, assume)
+            }
+        };
+        // The bounds of a fact: exact, then converted to `dt`.
+        let fact = |x: &Expr| {
+            let iv = self.interval_in(func, x, d, true);
+            cast_interval(iv, x.dtype(func), dt, assume)
         };
         let iv = match e {
             Expr::Int(..) | Expr::Bool(_) => match Const::of(e) {
@@ -256,27 +279,27 @@ impl Analyzer {
             },
             Expr::Var(v) => match self.ranges.get(v) {
                 Some((lo, hi)) => {
-                    let l = sub(lo, dt);
-                    let h = sub(hi, dt);
+                    let l = fact(lo);
+                    let h = fact(hi);
                     Interval {
                         lo: l.lo,
                         hi: h.hi,
                         wrap: false,
                     }
                 }
-                None => Interval::UNKNOWN,
+                None => dtype_default(dt, assume),
             },
             Expr::Load { buffer, .. } => match self.domains.get(buffer) {
                 Some((lo, hi)) => {
-                    let l = sub(lo, dt);
-                    let h = sub(hi, dt);
+                    let l = fact(lo);
+                    let h = fact(hi);
                     Interval {
                         lo: l.lo,
                         hi: h.hi,
                         wrap: false,
                     }
                 }
-                None => Interval::UNKNOWN,
+                None => dtype_default(dt, assume),
             },
             Expr::Binary(op, _, _) if op.is_comparison() || op.is_logical() => {
                 Interval::new(Some(0), Some(1))
@@ -335,8 +358,17 @@ impl Analyzer {
             }
             Expr::Cast(to, x) => sub(x, *to),
             Expr::Let { body, .. } => sub(body, dt),
-            Expr::Call { .. } | Expr::Float(..) => Interval::UNKNOWN,
+            Expr::Call { .. } | Expr::Float(..) => dtype_default(dt, assume),
         };
-        fit(iv, dt)
+        if exact {
+            // Unknown sides stay unknown unless the dtype bounds them.
+            let dd = dtype_default(dt, assume);
+            return Interval {
+                lo: iv.lo.or(dd.lo),
+                hi: iv.hi.or(dd.hi),
+                wrap: false,
+            };
+        }
+        fit(iv, dt, assume)
     }
 }

@@ -3,11 +3,14 @@
 //! `floormod` with known bounds, `min`/`max`/comparisons/`select` decided from bounds.
 //!
 //! Soundness: every rewrite keeps the value of the expression (and its dtype) wherever the
-//! original evaluates without error. Integer sums and products are rewritten with ring identities
-//! modulo 2^bits, so they are exact even when they wrap. Rules that depend on bounds use
-//! intervals that track possible wrapping when bounds are known constants; quantities with only
-//! symbolic bounds (a loop extent `n`, a domain `[0, nnz]`) are assumed not to overflow, as index
-//! arithmetic is everywhere in the compiler.
+//! original evaluates without error, *given the facts bound to the analyzer* (variable ranges and
+//! buffer domains hold in exact integer arithmetic, as loop and block domains do). Integer sums
+//! and products are rewritten with ring identities modulo 2^bits, so they are exact even when
+//! they wrap. Rules that depend on bounds use intervals that track possible wrapping: an integer
+//! without a known range takes its dtype's full range, so `(x * 4) // 4` stays as is for an
+//! unbounded int32 `x` (it would be wrong when `x * 4` wraps). [`Analyzer::assume_no_overflow`]
+//! opts into the usual index-arithmetic assumption (as C's signed overflow rule does): unknown
+//! 32/64-bit signed quantities are unbounded and never wrap.
 //!
 //! - [`Analyzer`]: known variable ranges and buffer value domains, and the queries;
 //! - [`simplify`]: simplification without any knowledge.
@@ -29,6 +32,8 @@ pub struct Analyzer {
     ranges: HashMap<VarId, (Expr, Expr)>,
     /// Buffer → inclusive `(lo, hi)` of every value it holds.
     domains: HashMap<BufferId, (Expr, Expr)>,
+    /// Whether unknown 32/64-bit signed quantities are assumed never to overflow.
+    assume_no_overflow: bool,
 }
 
 /// How many times [`Analyzer::simplify`] reapplies its rules at most (it stops at a fixpoint).
@@ -37,6 +42,15 @@ const MAX_ROUNDS: usize = 4;
 impl Analyzer {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets whether 32/64-bit signed quantities without a known range are assumed never to
+    /// overflow (default: `false`, every possible wrap is accounted for). With `true`,
+    /// `(n * 4 + m) // 4 → n + m // 4` and `n - 1 < n → True` for unbounded `n`, `m`: right for
+    /// index arithmetic, where an overflow is a bug anyway, wrong for wrapping arithmetic.
+    pub fn assume_no_overflow(&mut self, yes: bool) -> &mut Self {
+        self.assume_no_overflow = yes;
+        self
     }
 
     /// Records that `v` takes values in `[min, min + extent)` (a loop or block iterator domain).

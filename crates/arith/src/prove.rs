@@ -5,7 +5,7 @@
 use sparsetir_ir::{BinOp, DType, Expr, PrimFunc, UnOp};
 
 use crate::bounds::{cast_interval, Interval};
-use crate::fold::{cmp, common_dtype, Const};
+use crate::fold::{cmp, common_dtype, int_range, Const};
 use crate::linear::{linear, Linear, Mode};
 use crate::Analyzer;
 
@@ -91,8 +91,8 @@ impl Analyzer {
         {
             return None;
         }
-        let ia = cast_interval(self.interval(func, a, 0), ta, dt);
-        let ib = cast_interval(self.interval(func, b, 0), tb, dt);
+        let ia = cast_interval(self.interval(func, a, 0), ta, dt, self.assume_no_overflow);
+        let ib = cast_interval(self.interval(func, b, 0), tb, dt, self.assume_no_overflow);
         // 1. Intervals of both sides.
         let lo = ib.lo.zip(ia.hi).map(|(x, y)| x - y);
         let hi = ib.hi.zip(ia.lo).map(|(x, y)| x - y);
@@ -103,11 +103,11 @@ impl Analyzer {
             return Some(cmp(op, x.cmp(&y)));
         }
         // 2. The difference as one linear form (exact: neither side may wrap).
-        if ia.wrap || ib.wrap {
-            return None;
-        }
         let la = linear(func, a, dt, Mode::Exact)?;
         let lb = linear(func, b, dt, Mode::Exact)?;
+        if (ia.wrap && !self.linear_fits(func, &la)) || (ib.wrap && !self.linear_fits(func, &lb)) {
+            return None;
+        }
         let mut d = lb;
         d.add_scaled(&la, -1)?;
         let lo = self.sym_bound(func, &d, false, SUBST_DEPTH);
@@ -115,9 +115,24 @@ impl Analyzer {
         decide_diff(op, lo, hi)
     }
 
+    /// Whether the exact value of `l` provably lies in its dtype's range. For a linear form built
+    /// with wrapping `+ - *`, that means the wrapped value *is* the exact value (they are equal
+    /// modulo 2^bits and both in range).
+    pub(crate) fn linear_fits(&self, func: &PrimFunc, l: &Linear) -> bool {
+        let (min, max) = int_range(l.dt);
+        let lo = self.sym_bound(func, l, false, SUBST_DEPTH);
+        let hi = self.sym_bound(func, l, true, SUBST_DEPTH);
+        lo.is_some_and(|v| v >= min) && hi.is_some_and(|v| v <= max)
+    }
+
     /// The interval of an atom converted to `dt`.
     fn atom_interval(&self, func: &PrimFunc, atom: &Expr, dt: DType) -> Interval {
-        cast_interval(self.interval(func, atom, 0), atom.dtype(func), dt)
+        cast_interval(
+            self.interval(func, atom, 0),
+            atom.dtype(func),
+            dt,
+            self.assume_no_overflow,
+        )
     }
 
     /// A lower (or upper) bound of the exact linear form `d`: from the atoms' intervals, and by
@@ -128,10 +143,8 @@ impl Analyzer {
         // Constant evaluation from intervals.
         let mut direct = Some(d.konst);
         for (atom, c) in &d.terms {
+            // Sound for the atom's actual value, wrapped or not.
             let iv = self.atom_interval(func, atom, dt);
-            if iv.wrap {
-                return None;
-            }
             let side = if upper == (*c > 0) { iv.hi } else { iv.lo };
             direct = direct
                 .zip(side)
@@ -150,7 +163,10 @@ impl Analyzer {
             let mut changed = false;
             for (atom, c) in &d.terms {
                 let want_hi = upper == (*c > 0);
+                // Only atoms of the form's own dtype: the facts bound values before any
+                // conversion (an int32 -1 read as uint32 is not above its int32 bounds).
                 let sym = match atom {
+                    _ if atom.dtype(func) != dt => None,
                     Expr::Var(v) => self.ranges.get(v),
                     Expr::Load { buffer, .. } if loads => self.domains.get(buffer),
                     _ => None,

@@ -30,6 +30,16 @@ fn to_wrap(l: &Linear) -> Linear {
     }
 }
 
+/// `q * c` for an exact linear form (saturating to an empty bound on overflow).
+fn q_c(q: &Linear, c: i128) -> Linear {
+    let mut out = Linear::constant(q.dt, Mode::Exact, 0);
+    if out.add_scaled(q, c).is_none() {
+        // Unrepresentable: a form whose bounds cannot fit.
+        out = Linear::constant(q.dt, Mode::Exact, i128::MAX);
+    }
+    out
+}
+
 /// The float value of a constant converted to `dt`, if `e` is a constant.
 fn float_value(e: &Expr, dt: DType) -> Option<f64> {
     match Const::of(e)?.cast(dt)? {
@@ -204,7 +214,7 @@ impl Analyzer {
             return cast_to(func, a, dt);
         }
         let ta = a.dtype(func);
-        let ia = cast_interval(self.interval(func, &a, 0), ta, dt);
+        let ia = cast_interval(self.interval(func, &a, 0), ta, dt, self.assume_no_overflow);
         if let (Some(lo), Some(hi)) = (ia.lo, ia.hi) {
             let quot = |x: i128| {
                 if op == BinOp::Div {
@@ -228,12 +238,18 @@ impl Analyzer {
                 }
             }
         }
-        if c < 0 || op == BinOp::Div || ia.wrap || ta != dt {
+        // `%` by a power of two is exact under wrapping: 2^bits is a multiple of `c`, so a wrapped
+        // sum keeps its residue.
+        let residue_exact = op == BinOp::FloorMod && (c as u128).is_power_of_two();
+        if c < 0 || op == BinOp::Div || ta != dt {
             return e;
         }
         let Some(la) = linear(func, &a, dt, Mode::Exact) else {
             return e;
         };
+        if ia.wrap && !residue_exact && !self.linear_fits(func, &la) {
+            return e;
+        }
         let mut q = Linear::constant(dt, Mode::Exact, floor_div(la.konst, c));
         let mut r = Linear::constant(dt, Mode::Exact, floor_mod(la.konst, c));
         for (t, k) in &la.terms {
@@ -248,12 +264,16 @@ impl Analyzer {
         }
         let q_expr = to_expr(func, &to_wrap(&q));
         let r_expr = to_expr(func, &to_wrap(&r));
-        let qc = Expr::mul(q_expr.clone(), b.clone());
-        let iq = self.interval(func, &qc, 0);
-        let ir = self.interval(func, &r_expr, 0);
-        if iq.wrap || ir.wrap {
-            return e;
+        if !residue_exact {
+            // q and r must not wrap either (q * c may, while the whole sum does not).
+            let qc = Expr::mul(q_expr.clone(), b.clone());
+            let q_ok = !self.interval(func, &qc, 0).wrap || self.linear_fits(func, &q_c(&q, c));
+            let r_ok = !self.interval(func, &r_expr, 0).wrap || self.linear_fits(func, &r);
+            if !(q_ok && r_ok) {
+                return e;
+            }
         }
+        let ir = self.interval(func, &r_expr, 0);
         let r_small = ir.lo.is_some_and(|l| l >= 0) && ir.hi.is_some_and(|h| h < c);
         match (op, r_small) {
             (BinOp::FloorDiv, true) => q_expr,

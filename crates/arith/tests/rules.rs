@@ -214,17 +214,52 @@ fn floordiv_floormod_with_bounds() {
         e.sa(&a, bin(BinOp::FloorMod, add(j.clone(), c(4)), c(4))),
         "j"
     );
-    // (x*c) // c → x, even without bounds
-    assert_eq!(e.s(bin(BinOp::FloorDiv, mul(v(e.n), c(8)), c(8))), "n");
+    // (x*c) // c → x needs x*c not to wrap: not for an unbounded int32 n (n = 2^29 gives
+    // n*8 = -2^32 → -2^29), yes for bounded i, or assuming no overflow.
+    assert_eq!(
+        e.s(bin(BinOp::FloorDiv, mul(v(e.n), c(8)), c(8))),
+        "n * 8 // 8"
+    );
+    assert_eq!(
+        e.sa(&a, bin(BinOp::FloorDiv, mul(i.clone(), c(8)), c(8))),
+        "i"
+    );
+    let mut no_ovf = Analyzer::new();
+    no_ovf.assume_no_overflow(true);
+    assert_eq!(
+        e.sa(&no_ovf, bin(BinOp::FloorDiv, mul(v(e.n), c(8)), c(8))),
+        "n"
+    );
+    // % by a power of two is exact even when the sum wraps (2^32 is a multiple of 8).
     assert_eq!(e.s(bin(BinOp::FloorMod, mul(v(e.n), c(8)), c(8))), "0");
+    assert_eq!(
+        e.s(bin(BinOp::FloorMod, mul(v(e.n), c(6)), c(6))),
+        "n * 6 % 6"
+    );
+    assert_eq!(
+        e.sa(&no_ovf, bin(BinOp::FloorMod, mul(v(e.n), c(6)), c(6))),
+        "0"
+    );
     // (x*c + y) // c → x when 0 <= y < c; % → y
     let xy = add(mul(i.clone(), c(4)), j.clone());
     assert_eq!(e.sa(&a, bin(BinOp::FloorDiv, xy.clone(), c(4))), "i");
     assert_eq!(e.sa(&a, bin(BinOp::FloorMod, xy.clone(), c(4))), "j");
     // without bounds on y: split off the multiple
     let ny = add(mul(v(e.n), c(4)), v(e.m));
-    assert_eq!(e.s(bin(BinOp::FloorDiv, ny.clone(), c(4))), "n + m // 4");
-    assert_eq!(e.s(bin(BinOp::FloorMod, ny, c(4))), "m % 4");
+    assert_eq!(
+        e.s(bin(BinOp::FloorDiv, ny.clone(), c(4))),
+        "(n * 4 + m) // 4"
+    );
+    assert_eq!(
+        e.sa(&no_ovf, bin(BinOp::FloorDiv, ny.clone(), c(4))),
+        "n + m // 4"
+    );
+    assert_eq!(e.s(bin(BinOp::FloorMod, ny.clone(), c(4))), "m % 4");
+    let ny5 = add(add(mul(v(e.n), c(5)), v(e.m)), c(7));
+    assert_eq!(
+        e.sa(&no_ovf, bin(BinOp::FloorMod, ny5, c(5))),
+        "(m + 2) % 5"
+    );
     // unknown x: left alone
     assert_eq!(e.s(bin(BinOp::FloorDiv, v(e.n), c(4))), "n // 4");
     assert_eq!(e.s(bin(BinOp::FloorMod, v(e.n), c(1))), "0");
@@ -240,10 +275,12 @@ fn min_max_comparisons_select() {
     assert_eq!(e.sa(&a, bin(BinOp::Min, i.clone(), c(10))), "i");
     assert_eq!(e.sa(&a, bin(BinOp::Max, i.clone(), c(10))), "10");
     assert_eq!(e.sa(&a, bin(BinOp::Min, i.clone(), c(5))), "T.min(i, 5)");
-    assert_eq!(
-        e.s(bin(BinOp::Max, add(n.clone(), c(1)), n.clone())),
-        "n + 1"
-    );
+    // n + 1 wraps for n = 2^31 - 1: only under the no-overflow assumption.
+    let mx = bin(BinOp::Max, add(n.clone(), c(1)), n.clone());
+    assert_eq!(e.s(mx.clone()), "T.max(n + 1, n)");
+    let mut no_ovf = Analyzer::new();
+    no_ovf.assume_no_overflow(true);
+    assert_eq!(e.sa(&no_ovf, mx), "n + 1");
     assert_eq!(e.s(bin(BinOp::Min, n.clone(), n.clone())), "n");
     assert_eq!(e.sa(&a, bin(BinOp::Lt, i.clone(), c(10))), "True");
     assert_eq!(e.sa(&a, bin(BinOp::Ge, i.clone(), c(0))), "True");
@@ -331,7 +368,12 @@ fn const_bounds() {
         a.const_bounds(&e.f, &bin(BinOp::Max, i.clone(), c(5))),
         Some((5, 9))
     );
-    assert_eq!(a.const_bounds(&e.f, &v(e.n)), None);
+    // An unknown int32 has the full int32 range; nothing with the no-overflow assumption.
+    let full = Some((i32::MIN as i64, i32::MAX as i64));
+    assert_eq!(a.const_bounds(&e.f, &v(e.n)), full);
+    let mut no_ovf = Analyzer::new();
+    no_ovf.assume_no_overflow(true);
+    assert_eq!(no_ovf.const_bounds(&e.f, &v(e.n)), None);
     let mut b = Analyzer::new();
     b.bind_buffer_domain(e.indptr, &c(0), &c(100));
     assert_eq!(
