@@ -85,7 +85,9 @@ impl Analyzer {
         self.simplify_fixpoint(func, e)
     }
 
-    /// Inclusive constant bounds of the integer (or bool) expression `e`, when provable.
+    /// Inclusive constant bounds of the integer (or bool) expression `e`, when provable. Without
+    /// facts an integer has its dtype's full range (`None` for unbounded sides only under
+    /// [`Analyzer::assume_no_overflow`]).
     pub fn const_bounds(&self, func: &PrimFunc, e: &Expr) -> Option<(i64, i64)> {
         let s = self.simplify(func, e);
         let iv = self.interval(func, &s, 0);

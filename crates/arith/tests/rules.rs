@@ -405,3 +405,50 @@ fn logic_and_casts() {
     assert_eq!(e.s(Expr::Cast(DType::I32, Box::new(Expr::f32(-2.7)))), "-2");
     assert_eq!(e.s(Expr::Cast(DType::I32, Box::new(v(e.n)))), "n");
 }
+
+/// Expressions as the lowering passes build them (SPEC §3.3/§3.4): offsets through `indptr`.
+#[test]
+fn lowering_offsets() {
+    let e = env();
+    let (i, j) = (v(e.i), v(e.j));
+    let ptr = |x: Expr| Expr::load(e.indptr, vec![x]);
+    // off(J) = J_indptr[off(I)] + pos_J prints position first, as in the RFC's stage III.
+    assert_eq!(e.s(add(ptr(i.clone()), j.clone())), "j + indptr[i]");
+    // The extent of a varied axis stays as written.
+    let ext = sub(ptr(add(i.clone(), c(1))), ptr(i.clone()));
+    assert_eq!(e.s(ext.clone()), "indptr[i + 1] - indptr[i]");
+    // Offsets cancel: (indptr[i] + j) - indptr[i] → j; nested flattening of index sums.
+    assert_eq!(
+        e.s(sub(add(ptr(i.clone()), j.clone()), ptr(i.clone()))),
+        "j"
+    );
+    let k = add(mul(add(ptr(add(c(1), i.clone())), j.clone()), c(4)), c(2));
+    assert_eq!(e.s(k), "j * 4 + indptr[i + 1] * 4 + 2");
+    // Block offsets: (off * 4 + r) // 4 and % 4 with r in [0, 4) and a bounded offset.
+    let mut a = Analyzer::new();
+    a.bind_range(e.j, &c(0), &c(4));
+    a.bind_buffer_domain(e.indptr, &c(0), &c(1000));
+    let flat = add(mul(ptr(i.clone()), c(4)), j.clone());
+    assert_eq!(
+        e.sa(&a, bin(BinOp::FloorDiv, flat.clone(), c(4))),
+        "indptr[i]"
+    );
+    assert_eq!(e.sa(&a, bin(BinOp::FloorMod, flat, c(4))), "j");
+    // `indptr[i] + j < indptr[i + 1]` for j in [0, indptr[i + 1] - indptr[i]), even though
+    // indptr's domain is symbolic ([0, m]) and the sum could overflow by intervals alone.
+    let mut b = Analyzer::new();
+    b.bind_range(e.j, &c(0), &ext);
+    b.bind_buffer_domain(e.indptr, &c(0), &v(e.m));
+    let lt = bin(
+        BinOp::Lt,
+        add(ptr(i.clone()), j.clone()),
+        ptr(add(i.clone(), c(1))),
+    );
+    assert_eq!(e.sa(&b, lt), "True");
+    let guard = Expr::Select(
+        Box::new(bin(BinOp::Lt, j.clone(), ext.clone())),
+        Box::new(ptr(add(ptr(i.clone()), j.clone()))),
+        Box::new(c(-1)),
+    );
+    assert_eq!(e.sa(&b, guard), "indptr[j + indptr[i]]");
+}
