@@ -467,10 +467,12 @@ impl<'f> Machine<'f> {
                 for i in 0..t.len() {
                     let Some(v) = load(t, i) else { break };
                     let ge = binary(BinOp::Ge, v, lo).map_err(|m| self.err(m))?.truthy();
-                    let lt = binary(BinOp::Lt, v, hi).map_err(|m| self.err(m))?.truthy();
-                    if !(ge && lt) {
+                    // The upper bound is inclusive: `indptr` domains are `(0, nnz)` and the
+                    // last `indptr` value is `nnz` (SPEC §3.2; see ARCHITECTURE.md).
+                    let le = binary(BinOp::Le, v, hi).map_err(|m| self.err(m))?.truthy();
+                    if !(ge && le) {
                         return Err(self.err(format!(
-                            "assume_buffer_domain: {name}[{i}] = {} is outside [{}, {})",
+                            "assume_buffer_domain: {name}[{i}] = {} is outside [{}, {}]",
                             show(v),
                             show(lo),
                             show(hi)

@@ -320,8 +320,10 @@ fn assume_buffer_domain_is_checked() {
             ArgValue::Array(Tensor::from_i64(I32, v).unwrap()),
         )])
     };
-    run(&b.f, &mut arr(&[0, 4, 2])).expect("in domain");
-    expect_err(&b.f, arr(&[0, 5, 2]), &["O[1] = 5", "[0, 5)"]);
+    // Both bounds are inclusive.
+    run(&b.f, &mut arr(&[0, 5, 2])).expect("in domain");
+    expect_err(&b.f, arr(&[0, 6, 2]), &["O[1] = 6", "[0, 5]"]);
+    expect_err(&b.f, arr(&[-1, 5, 2]), &["O[0] = -1", "[0, 5]"]);
 }
 
 #[test]
