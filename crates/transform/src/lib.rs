@@ -3,13 +3,16 @@
 //!
 //! - [`lower_sparse_iter`]: stage I → stage II (sparse iterations to loops and blocks in
 //!   position space).
+//! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
 
 mod regions;
 mod search;
 mod simplify;
 
 pub mod lower_sparse_iter;
+pub mod pipeline;
 
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions,
 };
+pub use pipeline::{lower, lower_traced, LowerOutput, PipelineError, PipelineOptions, PASSES};
