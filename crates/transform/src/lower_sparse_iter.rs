@@ -34,7 +34,7 @@ use sparsetir_ir::{
 
 use crate::regions::{block_regions, Hints};
 use crate::search::{self, SearchState};
-use crate::simplify;
+use crate::simplify::Simplifier;
 
 /// Options of [`lower_sparse_iter`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -177,6 +177,7 @@ struct Lowerer {
     pending: HashSet<VarId>,
     searches: Vec<(SearchKey, BufferId)>,
     mids: HashSet<BufferId>,
+    simp: Simplifier,
     span: Span,
 }
 
@@ -275,6 +276,7 @@ impl Lowerer {
             pending: HashSet::new(),
             searches: Vec::new(),
             mids: HashSet::new(),
+            simp: Simplifier::new(),
             span: func.span,
         };
         // Auxiliary buffers, in axis order.
@@ -320,6 +322,8 @@ impl Lowerer {
                 );
                 l.indices.insert(a, b);
                 l.assume(b, Expr::int(0), ax.length.clone());
+                let max = Expr::sub(ax.length.clone(), Expr::int(1));
+                l.simp.bind_domain(b, &Expr::int(0), &max);
             }
         }
         // User domain hints at the top level.
@@ -330,6 +334,9 @@ impl Lowerer {
             }
         });
         for (b, lo, hi) in top {
+            if !l.hints.contains_key(&b) {
+                l.simp.bind_domain(b, &lo, &hi);
+            }
             l.hints.entry(b).or_insert((lo, hi));
         }
         Ok(l)
@@ -359,6 +366,7 @@ impl Lowerer {
     }
 
     fn assume(&mut self, b: BufferId, lo: Expr, hi: Expr) {
+        self.simp.bind_domain(b, &lo, &hi);
         self.hints.insert(b, (lo.clone(), hi.clone()));
         self.assumes.push(Stmt::AssumeBufferDomain {
             buffer: b,
@@ -440,8 +448,9 @@ impl Lowerer {
                     ));
                 };
                 let mut hi = rest.to_vec();
-                hi.push(simplify::add(last.clone(), Expr::int(1)));
-                Expr::sub(Expr::load(b, hi), Expr::load(b, anc.to_vec()))
+                hi.push(self.simp.add(&self.f, last.clone(), Expr::int(1)));
+                let len = Expr::sub(Expr::load(b, hi), Expr::load(b, anc.to_vec()));
+                self.simp.simplify(&self.f, &len)
             }
         })
     }
@@ -762,7 +771,14 @@ impl Lowerer {
             _ => None,
         };
         self.stack.truncate(base);
-        let (reads, writes) = block_regions(&self.f, &self.hints, init.as_ref(), &inner, &allocs);
+        let (reads, writes) = block_regions(
+            &self.f,
+            &self.simp,
+            &self.hints,
+            init.as_ref(),
+            &inner,
+            &allocs,
+        );
         let block = Stmt::Block(Box::new(Block {
             name: format!("{name}{g}"),
             iters,
@@ -807,11 +823,15 @@ impl Lowerer {
         };
         let lv = self.f.add_var(vname.clone(), dtype);
         let bv = self.f.add_var(format!("v{vname}"), dtype);
+        let extent = self.simp.simplify(&self.f, &extent);
+        let domain = self.domain(a)?;
+        self.simp.bind_range(lv, &Expr::int(0), &extent);
+        self.simp.bind_range(bv, &Expr::int(0), &domain);
         loops.push((lv, extent));
         iters.push(BlockIter {
             var: bv,
             min: Expr::int(0),
-            extent: self.domain(a)?,
+            extent: domain,
             kind: s.kinds[k],
             binding: Expr::var(lv),
         });
@@ -915,8 +935,16 @@ impl Lowerer {
                     Expr::load(ind, idx)
                 };
                 let checked = self.opts.check_invalid_binary_search;
-                let s =
-                    search::lower_bound(&mut self.f, &st, len, probe, c, (*mid, target), checked);
+                let s = search::lower_bound(
+                    &mut self.f,
+                    &self.simp,
+                    &st,
+                    len,
+                    probe,
+                    c,
+                    (*mid, target),
+                    checked,
+                );
                 Ok((s, vec![st.low, st.high]))
             }
         }
@@ -939,6 +967,7 @@ impl Lowerer {
         let st = SearchState::new(&mut self.f, dtype);
         let body = search::upper_bound_minus_one(
             &mut self.f,
+            &self.simp,
             &st,
             count,
             |m| Expr::load(indptr, vec![m]),
@@ -946,7 +975,7 @@ impl Lowerer {
             (mid, vec![Expr::var(vp)]),
         );
         let allocs = vec![st.low, st.high];
-        let (reads, writes) = block_regions(&self.f, &self.hints, None, &body, &allocs);
+        let (reads, writes) = block_regions(&self.f, &self.simp, &self.hints, None, &body, &allocs);
         let mut ann = Attrs::new();
         ann.set("preprocess", AttrValue::Bool(true));
         let block = Stmt::Block(Box::new(Block {
@@ -1051,8 +1080,11 @@ impl Lowerer {
                 format!("buffer handle #{} is out of range", buffer.index()),
             )
         })?;
-        match &buf.shape {
-            BufferShape::Dense(_) => indices.iter().map(|i| self.expr(i)).collect(),
+        let idx = match &buf.shape {
+            BufferShape::Dense(_) => indices
+                .iter()
+                .map(|i| self.expr(i))
+                .collect::<Res<Vec<_>>>()?,
             BufferShape::Sparse(axes) => {
                 if axes.len() != indices.len() {
                     return Err(invalid(
@@ -1065,9 +1097,13 @@ impl Lowerer {
                     ));
                 }
                 let axes = axes.clone();
-                self.positions(&axes, indices)
+                self.positions(&axes, indices)?
             }
-        }
+        };
+        Ok(idx
+            .iter()
+            .map(|i| self.simp.simplify_if_smaller(&self.f, i))
+            .collect())
     }
 
     /// Positions of the coordinates `exprs` along the leading `axes` of a sparse buffer.

@@ -10,7 +10,7 @@ use sparsetir_ir::{
     AxisKind, BinOp, BufferId, BufferRegion, BufferShape, Expr, PrimFunc, Stmt, VarId,
 };
 
-use crate::simplify::{join_const, split_const, sub};
+use crate::simplify::Simplifier;
 
 /// Domain hints: every value of the buffer lies in `[lo, hi)`.
 pub(crate) type Hints = HashMap<BufferId, (Expr, Expr)>;
@@ -19,6 +19,7 @@ pub(crate) type Hints = HashMap<BufferId, (Expr, Expr)>;
 /// identical to a write region are dropped (the reduction update pattern).
 pub(crate) fn block_regions(
     f: &PrimFunc,
+    simp: &Simplifier,
     hints: &Hints,
     init: Option<&Stmt>,
     body: &Stmt,
@@ -26,6 +27,7 @@ pub(crate) fn block_regions(
 ) -> (Vec<BufferRegion>, Vec<BufferRegion>) {
     let mut r = Collector {
         f,
+        simp,
         hints,
         relax: HashMap::new(),
         exclude: allocs.iter().copied().collect(),
@@ -55,6 +57,7 @@ pub(crate) fn block_regions(
 
 struct Collector<'a> {
     f: &'a PrimFunc,
+    simp: &'a Simplifier,
     hints: &'a Hints,
     /// Variables bound inside the block: `Some((min, extent))`, or `None` for an unknown range.
     relax: HashMap<VarId, Option<(Expr, Expr)>>,
@@ -119,11 +122,11 @@ impl Collector<'_> {
                 }
                 for r in &b.reads {
                     let r = self.relax_region(r);
-                    add(self.f, &mut self.reads, r);
+                    add(self.f, self.simp, &mut self.reads, r);
                 }
                 for r in &b.writes {
                     let r = self.relax_region(r);
-                    add(self.f, &mut self.writes, r);
+                    add(self.f, self.simp, &mut self.writes, r);
                 }
                 for (v, p) in prevs.into_iter().rev() {
                     self.unbind(v, p);
@@ -131,7 +134,7 @@ impl Collector<'_> {
             }
             Stmt::Store(st) => {
                 let r = self.region(st.buffer, &st.indices);
-                add(self.f, &mut self.writes, r);
+                add(self.f, self.simp, &mut self.writes, r);
                 st.indices.iter().for_each(|i| self.expr(i));
                 self.expr(&st.value);
             }
@@ -165,7 +168,7 @@ impl Collector<'_> {
         });
         for (b, idx) in loads {
             let r = self.region(b, &idx);
-            add(self.f, &mut self.reads, r);
+            add(self.f, self.simp, &mut self.reads, r);
         }
     }
 
@@ -189,7 +192,7 @@ impl Collector<'_> {
                 } else if !self.depends(min) && !self.depends(ext) {
                     (min.clone(), ext.clone())
                 } else {
-                    whole(self.f, r.buffer, d)
+                    whole(self.f, self.simp, r.buffer, d)
                 }
             })
             .collect();
@@ -215,26 +218,26 @@ impl Collector<'_> {
             Expr::Binary(op @ (BinOp::Add | BinOp::Sub), a, c) if !self.depends(c) => {
                 if let Some((m, x)) = var_range(a) {
                     let m = if *op == BinOp::Add {
-                        crate::simplify::add(m, (**c).clone())
+                        self.simp.add(self.f, m, (**c).clone())
                     } else {
-                        sub(m, (**c).clone())
+                        self.simp.sub(self.f, m, (**c).clone())
                     };
                     return (m, x);
                 }
             }
             Expr::Load { buffer: b, .. } => {
                 if let Some((lo, hi)) = self.hints.get(b) {
-                    return (lo.clone(), sub(hi.clone(), lo.clone()));
+                    return (lo.clone(), self.simp.sub(self.f, hi.clone(), lo.clone()));
                 }
             }
             _ => {}
         }
-        whole(self.f, buffer, d)
+        whole(self.f, self.simp, buffer, d)
     }
 }
 
 /// The whole range of dimension `d` of `buffer` (positions for sparse dimensions).
-fn whole(f: &PrimFunc, buffer: BufferId, d: usize) -> (Expr, Expr) {
+fn whole(f: &PrimFunc, simp: &Simplifier, buffer: BufferId, d: usize) -> (Expr, Expr) {
     let ext = match f.buffers.get(buffer).map(|b| &b.shape) {
         Some(BufferShape::Dense(dims)) => dims.get(d).cloned(),
         Some(BufferShape::Sparse(axes)) => {
@@ -254,7 +257,7 @@ fn whole(f: &PrimFunc, buffer: BufferId, d: usize) -> (Expr, Expr) {
     if let Some(buf) = f.buffers.get(buffer) {
         if let (Some(extra), BufferShape::Sparse(axes)) = (&buf.extra_storage, &buf.shape) {
             if d + 1 == axes.len() {
-                ext = crate::simplify::add(ext, extra.clone());
+                ext = simp.add(f, ext, extra.clone());
             }
         }
     }
@@ -262,7 +265,7 @@ fn whole(f: &PrimFunc, buffer: BufferId, d: usize) -> (Expr, Expr) {
 }
 
 /// Adds `r` to `list`, merging it with an existing region of the same buffer.
-fn add(f: &PrimFunc, list: &mut Vec<BufferRegion>, r: BufferRegion) {
+fn add(f: &PrimFunc, simp: &Simplifier, list: &mut Vec<BufferRegion>, r: BufferRegion) {
     let Some(old) = list.iter_mut().find(|x| x.buffer == r.buffer) else {
         list.push(r);
         return;
@@ -274,25 +277,28 @@ fn add(f: &PrimFunc, list: &mut Vec<BufferRegion>, r: BufferRegion) {
         if *a == b {
             continue;
         }
-        *a = union(f, r.buffer, d, a, &b);
+        *a = union(f, simp, r.buffer, d, a, &b);
     }
 }
 
 fn union(
     f: &PrimFunc,
+    simp: &Simplifier,
     buffer: BufferId,
     d: usize,
     a: &(Expr, Expr),
     b: &(Expr, Expr),
 ) -> (Expr, Expr) {
     if let (Some(xa), Some(xb)) = (a.1.as_int(), b.1.as_int()) {
-        let (ba, ca) = split_const(&a.0);
-        let (bb, cb) = split_const(&b.0);
-        if ba == bb {
-            let lo = ca.min(cb);
-            let hi = (ca + xa).max(cb + xb);
-            return (join_const(ba, lo), Expr::int(hi - lo));
+        if let Some(k) = simp.const_diff(f, &a.0, &b.0) {
+            // b starts k after a.
+            let (lo, ext) = if k >= 0 {
+                (a.0.clone(), xa.max(k.saturating_add(xb)))
+            } else {
+                (b.0.clone(), xb.max(xa.saturating_sub(k)))
+            };
+            return (lo, Expr::int(ext));
         }
     }
-    whole(f, buffer, d)
+    whole(f, simp, buffer, d)
 }

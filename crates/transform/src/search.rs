@@ -8,7 +8,7 @@ use sparsetir_ir::{
     PrimFunc, Span, Stmt, Store,
 };
 
-use crate::simplify;
+use crate::simplify::Simplifier;
 
 /// The state buffers of one search (`low`, `high`), allocated in the search block.
 pub(crate) struct SearchState {
@@ -53,6 +53,7 @@ impl SearchState {
     pub fn bisect(
         &self,
         f: &mut PrimFunc,
+        simp: &Simplifier,
         lo: Expr,
         hi: Expr,
         go_right: impl Fn(Expr) -> Expr,
@@ -65,7 +66,7 @@ impl SearchState {
         );
         let step = Stmt::If(Box::new(IfThenElse {
             cond: go_right(mid.clone()),
-            then_case: self.set(self.low, simplify::add(mid.clone(), Expr::int(1))),
+            then_case: self.set(self.low, simp.add(f, mid.clone(), Expr::int(1))),
             else_case: Some(self.set(self.high, mid)),
             span: Span::default(),
         }));
@@ -102,8 +103,10 @@ pub(crate) fn store(buffer: BufferId, indices: Vec<Expr>, value: Expr) -> Stmt {
 /// Lower bound of coordinate `c` among the sorted `len` indices read by `probe(position)`;
 /// writes the position into `target` (with `checked`: `-1` when `c` is not stored; without: the
 /// insertion point, which is not a valid position of `c`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn lower_bound(
     f: &mut PrimFunc,
+    simp: &Simplifier,
     st: &SearchState,
     len: Expr,
     probe: impl Fn(Expr) -> Expr,
@@ -111,7 +114,7 @@ pub(crate) fn lower_bound(
     target: (BufferId, Vec<Expr>),
     checked: bool,
 ) -> Stmt {
-    let search = st.bisect(f, Expr::int(0), len.clone(), |m| {
+    let search = st.bisect(f, simp, Expr::int(0), len.clone(), |m| {
         Expr::binary(BinOp::Lt, probe(m), c.clone())
     });
     let (tb, ti) = target;
@@ -139,17 +142,19 @@ pub(crate) fn lower_bound(
 /// `indptr(r) <= p < indptr(r + 1)` (skipping empty rows), written into `target`.
 pub(crate) fn upper_bound_minus_one(
     f: &mut PrimFunc,
+    simp: &Simplifier,
     st: &SearchState,
     count: Expr,
     indptr: impl Fn(Expr) -> Expr,
     p: Expr,
     target: (BufferId, Vec<Expr>),
 ) -> Stmt {
-    let search = st.bisect(f, Expr::int(0), simplify::add(count, Expr::int(1)), |m| {
+    let hi = simp.add(f, count, Expr::int(1));
+    let search = st.bisect(f, simp, Expr::int(0), hi, |m| {
         Expr::binary(BinOp::Le, indptr(m), p.clone())
     });
     Stmt::seq(vec![
         search,
-        store(target.0, target.1, simplify::sub(st.low(), Expr::int(1))),
+        store(target.0, target.1, simp.sub(f, st.low(), Expr::int(1))),
     ])
 }

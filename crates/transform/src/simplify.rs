@@ -1,66 +1,79 @@
-//! A minimal local constant folder for the index expressions the passes build (`x + 0`,
-//! `(x + 1) - 1`, `c1 + c2`), so printed IR stays readable until the arithmetic simplifier
-//! crate is wired in.
+//! The index-expression simplifier of the lowering passes: a thin wrapper over
+//! [`sparsetir_arith::Analyzer`] in index mode (`assume_no_overflow`), which knows the ranges of
+//! the loop and block iterators built so far and the domain hints of the auxiliary buffers, so
+//! extents, positions and regions print in their simplest form.
 
-use sparsetir_ir::{BinOp, DType, Expr};
+use sparsetir_arith::Analyzer;
+use sparsetir_ir::{BufferId, Expr, PrimFunc, VarId};
 
-/// Splits `e` into `(base, constant)` with `e == base + constant` (`base = None` for constants).
-pub(crate) fn split_const(e: &Expr) -> (Option<Expr>, i64) {
-    match e {
-        Expr::Int(c, _) => (None, *c),
-        Expr::Binary(BinOp::Add, a, b) => match b.as_ref() {
-            Expr::Int(c, _) => {
-                let (base, k) = split_const(a);
-                (base, k.saturating_add(*c))
-            }
-            _ => (Some(e.clone()), 0),
-        },
-        Expr::Binary(BinOp::Sub, a, b) => match b.as_ref() {
-            Expr::Int(c, _) => {
-                let (base, k) = split_const(a);
-                (base, k.saturating_sub(*c))
-            }
-            _ => (Some(e.clone()), 0),
-        },
-        _ => (Some(e.clone()), 0),
+/// Facts gathered while lowering, and simplification against them.
+#[derive(Clone, Debug)]
+pub(crate) struct Simplifier {
+    an: Analyzer,
+}
+
+impl Default for Simplifier {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
-/// Rebuilds `base + c` in the simplest form.
-pub(crate) fn join_const(base: Option<Expr>, c: i64) -> Expr {
-    match base {
-        None => Expr::Int(c, DType::I32),
-        Some(b) if c == 0 => b,
-        Some(b) if c > 0 => Expr::add(b, Expr::int(c)),
-        Some(b) => Expr::sub(b, Expr::Int(c.saturating_neg(), DType::I32)),
+impl Simplifier {
+    pub fn new() -> Simplifier {
+        let mut an = Analyzer::new();
+        an.assume_no_overflow(true);
+        Simplifier { an }
+    }
+
+    /// `v` ranges over `[min, min + extent)`. Every loop and block variable the passes create is
+    /// fresh, so its range holds wherever it is used and is never unbound.
+    pub fn bind_range(&mut self, v: VarId, min: &Expr, extent: &Expr) {
+        self.an.bind_range(v, min, extent);
+    }
+
+    /// Every value of `b` lies in `[lo, hi]` (inclusive, as `indptr` arrays reach `nnz`).
+    pub fn bind_domain(&mut self, b: BufferId, lo: &Expr, hi: &Expr) {
+        self.an.bind_buffer_domain(b, lo, hi);
+    }
+
+    pub fn simplify(&self, f: &PrimFunc, e: &Expr) -> Expr {
+        self.an.simplify(f, e)
+    }
+
+    /// For expressions written by the user (access indices): the simplified form only when it is
+    /// strictly smaller, so `4 * (g % c) + j` keeps its written order while `i + 0` or
+    /// `(i * 4 + 1) // 4` fold.
+    pub fn simplify_if_smaller(&self, f: &PrimFunc, e: &Expr) -> Expr {
+        let s = self.simplify(f, e);
+        if size(&s) < size(e) {
+            s
+        } else {
+            e.clone()
+        }
+    }
+
+    /// `a + b`, simplified.
+    pub fn add(&self, f: &PrimFunc, a: Expr, b: Expr) -> Expr {
+        self.simplify(f, &Expr::add(a, b))
+    }
+
+    /// `a - b`, simplified.
+    pub fn sub(&self, f: &PrimFunc, a: Expr, b: Expr) -> Expr {
+        self.simplify(f, &Expr::sub(a, b))
+    }
+
+    /// `b - a` when it simplifies to a constant.
+    pub fn const_diff(&self, f: &PrimFunc, a: &Expr, b: &Expr) -> Option<i64> {
+        if a == b {
+            return Some(0);
+        }
+        self.sub(f, b.clone(), a.clone()).as_int()
     }
 }
 
-/// `a + b`, folded where one side is constant.
-pub(crate) fn add(a: Expr, b: Expr) -> Expr {
-    if let Some(c) = b.as_int() {
-        let (base, k) = split_const(&a);
-        return join_const(base, k.saturating_add(c));
-    }
-    if a.as_int() == Some(0) {
-        return b;
-    }
-    Expr::add(a, b)
-}
-
-/// `a - b`, folded where `b` is constant or both sides are equal.
-pub(crate) fn sub(a: Expr, b: Expr) -> Expr {
-    if a == b {
-        return Expr::int(0);
-    }
-    if let Some(c) = b.as_int() {
-        let (base, k) = split_const(&a);
-        return join_const(base, k.saturating_sub(c));
-    }
-    let (ba, ka) = split_const(&a);
-    let (bb, kb) = split_const(&b);
-    if ba.is_some() && ba == bb {
-        return Expr::int(ka.saturating_sub(kb));
-    }
-    Expr::sub(a, b)
+/// Number of nodes of `e`.
+fn size(e: &Expr) -> usize {
+    let mut n = 0;
+    e.visit(&mut |_| n += 1);
+    n
 }
