@@ -3,15 +3,18 @@
 //!
 //! - [`lower_sparse_iter`]: stage I → stage II (sparse iterations to loops and blocks in
 //!   position space).
+//! - [`lower_sparse_buffer`]: stage II → stage III (sparse buffers to flat dense buffers).
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
 
 mod regions;
 mod search;
 mod simplify;
 
+pub mod lower_sparse_buffer;
 pub mod lower_sparse_iter;
 pub mod pipeline;
 
+pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions,
 };
