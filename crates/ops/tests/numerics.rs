@@ -1,44 +1,26 @@
 //! Numerical tests: every catalog kernel is run by the stage-I reference evaluator on
-//! deterministic pseudo-random data and compared with a dense computation written here with
-//! plain nested loops. The sparse structures (CSR, CSF, BSR, ELL, ragged, 2:4, hyper-graph
-//! incidence) are generated in this file. Cases: random with empty rows, nnz 0, 0 rows, 1x1 and
-//! rows holding every column.
+//! deterministic pseudo-random data from `sparsetir_ops::data` and compared with a dense
+//! computation written here with plain nested loops (the independent oracle, which reads the
+//! generated structure back from the arguments). Cases: random with empty rows, a single row,
+//! nnz 0, 0 rows, 1x1 and rows holding every column.
 
 use std::collections::HashMap;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::{eval_func, ArgValue};
-use sparsetir_formats::Tensor;
-use sparsetir_ir::DType;
+use sparsetir_ops::data::{random_args, Case, Init, Pattern, Shape};
 
 type Args = HashMap<String, ArgValue>;
 
-fn rng(seed: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(seed)
-}
+const RANDOM: Pattern = Pattern::Random { empty_rows: true };
 
-/// Values exactly representable in f32, in `[lo, hi)`.
-fn vals(rng: &mut ChaCha8Rng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
-    (0..n)
-        .map(|_| rng.random_range(lo..hi) as f32 as f64)
-        .collect()
-}
-
-fn f32s(v: &[f64]) -> ArgValue {
-    ArgValue::Array(Tensor::from_f64(DType::F32, v).expect("f32 tensor"))
-}
-
-fn i32s(v: &[i64]) -> ArgValue {
-    ArgValue::Array(Tensor::from_i64(DType::I32, v).expect("i32 tensor"))
-}
-
-fn int(v: usize) -> ArgValue {
-    ArgValue::Int(v as i64)
-}
-
-fn args(list: Vec<(&str, ArgValue)>) -> Args {
-    list.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+/// Generates the arguments of `kernel` for `shape`, checking the declared outputs.
+fn gen(kernel: &str, case: &str, shape: &Shape, seed: u64) -> Case {
+    let c = random_args(kernel, shape, seed)
+        .unwrap_or_else(|e| panic!("{kernel} {case}: generation failed: {e}"));
+    for o in &c.outputs {
+        assert!(c.array(o).is_some(), "{kernel} {case}: output {o} missing");
+    }
+    c
 }
 
 /// Runs catalog kernel `name` on `args`.
@@ -54,6 +36,22 @@ fn out(args: &Args, key: &str) -> Vec<f64> {
     match args.get(key) {
         Some(ArgValue::Array(t)) => t.to_f64_vec(),
         other => panic!("parameter {key} is not an array: {other:?}"),
+    }
+}
+
+/// The array bound to parameter `key`, as i64.
+fn ints(args: &Args, key: &str) -> Vec<i64> {
+    match args.get(key) {
+        Some(ArgValue::Array(t)) => t.to_i64_vec(),
+        other => panic!("parameter {key} is not an array: {other:?}"),
+    }
+}
+
+/// The scalar bound to parameter `key`, as a size.
+fn size(args: &Args, key: &str) -> usize {
+    match args.get(key) {
+        Some(ArgValue::Int(v)) => usize::try_from(*v).expect("non-negative size"),
+        other => panic!("parameter {key} is not an integer: {other:?}"),
     }
 }
 
@@ -83,7 +81,7 @@ fn matmul(a: &[f64], b: &[f64], m: usize, n: usize, k: usize) -> Vec<f64> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Sparse structures
+// Sparse structures, read back from the arguments
 
 /// A CSR pattern.
 #[derive(Clone, Debug)]
@@ -95,19 +93,49 @@ struct Csr {
 }
 
 impl Csr {
-    fn from_rows(n: usize, rows: &[Vec<usize>]) -> Csr {
-        let mut indptr = vec![0i64];
-        let mut indices = Vec::new();
-        for r in rows {
-            indices.extend(r.iter().map(|&j| j as i64));
-            indptr.push(indices.len() as i64);
-        }
-        Csr {
-            m: rows.len(),
+    /// The pattern bound to `indptr`/`indices` of an `m x n` matrix, checked well-formed.
+    fn read(args: &Args, indptr: &str, indices: &str, m: usize, n: usize) -> Csr {
+        Csr::new(
+            ints(args, indptr),
+            ints(args, indices),
+            m,
             n,
             indptr,
             indices,
+        )
+    }
+    /// An `m x n` pattern, checked well-formed (the names are for messages).
+    fn new(
+        indptr: Vec<i64>,
+        indices: Vec<i64>,
+        m: usize,
+        n: usize,
+        indptr_name: &str,
+        indices_name: &str,
+    ) -> Csr {
+        let c = Csr {
+            m,
+            n,
+            indptr,
+            indices,
+        };
+        assert_eq!(c.indptr.len(), m + 1, "{indptr_name}: length");
+        assert_eq!(c.indptr[0], 0, "{indptr_name}: starts at 0");
+        assert_eq!(
+            c.indptr[m] as usize,
+            c.indices.len(),
+            "{indptr_name}: ends at nnz"
+        );
+        for i in 0..m {
+            let row = &c.indices[c.indptr[i] as usize..c.indptr[i + 1] as usize];
+            assert!(
+                row.windows(2).all(|w| w[0] < w[1]),
+                "{indices_name}: row {i} sorted"
+            );
+            let in_range = row.iter().all(|&j| 0 <= j && (j as usize) < n);
+            assert!(in_range, "{indices_name}: in range");
         }
+        c
     }
     fn nnz(&self) -> usize {
         self.indices.len()
@@ -130,79 +158,56 @@ impl Csr {
         }
         d
     }
-    fn indptr_arg(&self) -> ArgValue {
-        i32s(&self.indptr)
-    }
-    fn indices_arg(&self) -> ArgValue {
-        i32s(&self.indices)
-    }
 }
 
-/// A random sorted subset of `0..n`, each element kept with probability `p`.
-fn subset(rng: &mut ChaCha8Rng, n: usize, p: f64) -> Vec<usize> {
-    (0..n).filter(|_| rng.random_bool(p)).collect()
+/// The CSR pattern of a CSR kernel (`indptr`, `indices`, `m`, `n`).
+fn csr_of(args: &Args) -> Csr {
+    Csr::read(args, "indptr", "indices", size(args, "m"), size(args, "n"))
 }
 
-/// Random `m x n` pattern; every third row (from row 1) is empty, the others hold each column
-/// with probability `density`.
-fn csr_random(rng: &mut ChaCha8Rng, m: usize, n: usize, density: f64) -> Csr {
-    let rows: Vec<Vec<usize>> = (0..m)
-        .map(|i| {
-            if i % 3 == 1 {
-                Vec::new()
-            } else {
-                subset(rng, n, density)
-            }
-        })
-        .collect();
-    Csr::from_rows(n, &rows)
-}
-
-fn csr_full(m: usize, n: usize) -> Csr {
-    Csr::from_rows(n, &vec![(0..n).collect(); m])
-}
-
-fn csr_empty(m: usize, n: usize) -> Csr {
-    Csr::from_rows(n, &vec![Vec::new(); m])
-}
-
-/// The standard cases: random with empty rows (two shapes), nnz 0, 0 x 0, 0 rows, 1 x 1 and
-/// rows holding every column.
-fn csr_cases(rng: &mut ChaCha8Rng) -> Vec<(&'static str, Csr)> {
-    let random = csr_random(rng, 7, 9, 0.4);
-    assert!(random.nnz() > 0);
-    let tall = csr_random(rng, 6, 3, 0.6);
+/// The standard cases: random with empty rows (two shapes), a single row, nnz 0, 0 x 0, 0
+/// rows, 1 x 1 and rows holding every column.
+fn csr_cases() -> Vec<(&'static str, Shape)> {
     vec![
-        ("random 7x9", random),
-        ("random 6x3", tall),
-        ("nnz 0", csr_empty(4, 5)),
-        ("0x0", csr_empty(0, 0)),
-        ("0 rows", csr_empty(0, 3)),
-        ("1x1", csr_full(1, 1)),
-        ("full rows", csr_full(3, 4)),
+        ("random 7x9", Shape::new(RANDOM, 7, 9).with_density(0.4)),
+        ("random 6x3", Shape::new(RANDOM, 6, 3).with_density(0.6)),
+        ("single row", Shape::new(Pattern::SingleRow, 1, 6)),
+        ("nnz 0", Shape::new(Pattern::Empty, 4, 5)),
+        ("0x0", Shape::new(Pattern::Empty, 0, 0)),
+        ("0 rows", Shape::new(Pattern::Empty, 0, 3)),
+        ("1x1", Shape::new(Pattern::OneByOne, 1, 1)),
+        ("full rows", Shape::new(Pattern::FullRows, 3, 4)),
     ]
+}
+
+/// The structural promise of each standard case.
+fn check_structure(kernel: &str, case: &str, csr: &Csr) {
+    let what = format!("{kernel} {case}: structure");
+    match case {
+        "random 7x9" => {
+            assert!(csr.nnz() > 0, "{what}");
+            for i in (1..csr.m).step_by(3) {
+                assert_eq!(csr.indptr[i], csr.indptr[i + 1], "{what}: row {i} empty");
+            }
+        }
+        "single row" => assert_eq!(csr.m, 1, "{what}"),
+        "nnz 0" | "0x0" | "0 rows" => assert_eq!(csr.nnz(), 0, "{what}"),
+        "1x1" => assert_eq!((csr.m, csr.n, csr.nnz()), (1, 1, 1), "{what}"),
+        "full rows" => assert_eq!(csr.nnz(), csr.m * csr.n, "{what}"),
+        _ => {}
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // CSR kernels
 
 fn check_csrmm(kernel: &str, seed: u64) {
-    let mut r = rng(seed);
-    for (case, csr) in csr_cases(&mut r) {
-        let feat = 3;
-        let a = vals(&mut r, csr.nnz(), -1.0, 1.0);
-        let b = vals(&mut r, csr.n * feat, -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&b)),
-            ("c", f32s(&vec![0.0; csr.m * feat])),
-            ("indptr", csr.indptr_arg()),
-            ("indices", csr.indices_arg()),
-            ("m", int(csr.m)),
-            ("n", int(csr.n)),
-            ("feat_size", int(feat)),
-            ("nnz", int(csr.nnz())),
-        ]);
+    for (t, (case, shape)) in csr_cases().into_iter().enumerate() {
+        let mut args = gen(kernel, case, &shape, seed * 100 + t as u64).args;
+        let csr = csr_of(&args);
+        check_structure(kernel, case, &csr);
+        let feat = size(&args, "feat_size");
+        let (a, b) = (out(&args, "a"), out(&args, "b"));
         run(kernel, &mut args);
         let want = matmul(&csr.dense(&a), &b, csr.m, csr.n, feat);
         assert_close(&format!("{kernel} {case}"), &out(&args, "c"), &want);
@@ -225,24 +230,13 @@ fn csrmm_dense_iter() {
 }
 
 fn check_sddmm(kernel: &str, seed: u64) {
-    let mut r = rng(seed);
-    for (case, csr) in csr_cases(&mut r) {
-        let feat = 4;
-        let a = vals(&mut r, csr.m * feat, -1.0, 1.0);
-        let b = vals(&mut r, csr.n * feat, -1.0, 1.0);
-        let x = vals(&mut r, csr.nnz(), -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&b)),
-            ("x", f32s(&x)),
-            ("y", f32s(&vec![0.0; csr.nnz()])),
-            ("indptr", csr.indptr_arg()),
-            ("indices", csr.indices_arg()),
-            ("m", int(csr.m)),
-            ("n", int(csr.n)),
-            ("feat_size", int(feat)),
-            ("nnz", int(csr.nnz())),
-        ]);
+    for (t, (case, shape)) in csr_cases().into_iter().enumerate() {
+        let shape = shape.with_feat(4);
+        let mut args = gen(kernel, case, &shape, seed * 100 + t as u64).args;
+        let csr = csr_of(&args);
+        check_structure(kernel, case, &csr);
+        let feat = size(&args, "feat_size");
+        let (a, b, x) = (out(&args, "a"), out(&args, "b"), out(&args, "x"));
         run(kernel, &mut args);
         // Dense A * B^T, then sampled at the stored elements.
         let mut bt = vec![0.0; feat * csr.n];
@@ -279,20 +273,11 @@ fn fused_sddmm() {
 
 #[test]
 fn spmv() {
-    let mut r = rng(7);
-    for (case, csr) in csr_cases(&mut r) {
-        let a = vals(&mut r, csr.nnz(), -1.0, 1.0);
-        let x = vals(&mut r, csr.n, -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("x", f32s(&x)),
-            ("y", f32s(&vec![0.0; csr.m])),
-            ("indptr", csr.indptr_arg()),
-            ("indices", csr.indices_arg()),
-            ("m", int(csr.m)),
-            ("n", int(csr.n)),
-            ("nnz", int(csr.nnz())),
-        ]);
+    for (t, (case, shape)) in csr_cases().into_iter().enumerate() {
+        let mut args = gen("spmv", case, &shape, 700 + t as u64).args;
+        let csr = csr_of(&args);
+        check_structure("spmv", case, &csr);
+        let (a, x) = (out(&args, "a"), out(&args, "x"));
         run("spmv", &mut args);
         let want = matmul(&csr.dense(&a), &x, csr.m, csr.n, 1);
         assert_close(&format!("spmv {case}"), &out(&args, "y"), &want);
@@ -301,28 +286,19 @@ fn spmv() {
 
 #[test]
 fn rgcn_homo() {
-    let mut r = rng(8);
-    for (case, csr) in csr_cases(&mut r) {
-        let (rels, fi, fo) = (3, 3, 2);
-        let etype: Vec<i64> = (0..csr.nnz())
-            .map(|_| r.random_range(0..rels as i64))
-            .collect();
-        let w = vals(&mut r, rels * fo * fi, -1.0, 1.0);
-        let x = vals(&mut r, csr.n * fi, -1.0, 1.0);
-        let mut args = args(vec![
-            ("etype", i32s(&etype)),
-            ("w", f32s(&w)),
-            ("x", f32s(&x)),
-            ("y", f32s(&vec![0.0; csr.m * fo])),
-            ("indptr", csr.indptr_arg()),
-            ("indices", csr.indices_arg()),
-            ("m", int(csr.m)),
-            ("n", int(csr.n)),
-            ("nnz", int(csr.nnz())),
-            ("num_rels", int(rels)),
-            ("feat_in", int(fi)),
-            ("feat_out", int(fo)),
-        ]);
+    for (t, (case, shape)) in csr_cases().into_iter().enumerate() {
+        let shape = shape.with_depth(3).with_feat(3);
+        let mut args = gen("rgcn_homo", case, &shape, 800 + t as u64).args;
+        let csr = csr_of(&args);
+        check_structure("rgcn_homo", case, &csr);
+        let rels = size(&args, "num_rels");
+        let (fi, fo) = (size(&args, "feat_in"), size(&args, "feat_out"));
+        let want_rels = if case == "1x1" { 1 } else { 3 };
+        assert_eq!((rels, fi, fo), (want_rels, 3, 2), "rgcn_homo {case}: sizes");
+        let etype = ints(&args, "etype");
+        assert_eq!(etype.len(), csr.nnz(), "rgcn_homo {case}: etype length");
+        assert!(etype.iter().all(|&e| 0 <= e && (e as usize) < rels));
+        let (w, x) = (out(&args, "w"), out(&args, "x"));
         run("rgcn_homo", &mut args);
         // One dense adjacency matrix per relation type.
         let mut adj = vec![0.0; rels * csr.m * csr.n];
@@ -349,28 +325,19 @@ fn rgcn_homo() {
 
 #[test]
 fn sparse_softmax() {
-    let mut r = rng(9);
-    let mut cases: Vec<(String, Csr, Vec<f64>)> = Vec::new();
-    for (case, csr) in csr_cases(&mut r) {
-        let a = vals(&mut r, csr.nnz(), -3.0, 3.0);
-        cases.push((case.to_string(), csr, a));
-    }
+    let mut cases: Vec<(&str, Shape)> = csr_cases()
+        .into_iter()
+        .map(|(case, shape)| (case, shape.with_values(-3.0, 3.0)))
+        .collect();
     // Large values: a naive exp would overflow f32.
-    let big = csr_random(&mut r, 5, 6, 0.7);
-    let a = vals(&mut r, big.nnz(), 990.0, 1010.0);
-    cases.push(("large values".to_string(), big.clone(), a));
-    let a = vals(&mut r, big.nnz(), -1010.0, -990.0);
-    cases.push(("large negative values".to_string(), big, a));
-    for (case, csr, a) in cases {
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&vec![0.0; csr.nnz()])),
-            ("indptr", csr.indptr_arg()),
-            ("indices", csr.indices_arg()),
-            ("m", int(csr.m)),
-            ("n", int(csr.n)),
-            ("nnz", int(csr.nnz())),
-        ]);
+    let big = Shape::new(RANDOM, 5, 6).with_density(0.7);
+    cases.push(("large values", big.with_values(990.0, 1010.0)));
+    cases.push(("large negative values", big.with_values(-1010.0, -990.0)));
+    for (t, (case, shape)) in cases.into_iter().enumerate() {
+        let mut args = gen("sparse_softmax", case, &shape, 900 + t as u64).args;
+        let csr = csr_of(&args);
+        check_structure("sparse_softmax", case, &csr);
+        let a = out(&args, "a");
         run("sparse_softmax", &mut args);
         let mut want = vec![0.0; csr.nnz()];
         for i in 0..csr.m {
@@ -393,37 +360,31 @@ fn sparse_softmax() {
 
 #[test]
 fn csr2bsr() {
-    let mut r = rng(10);
-    let mut cases = csr_cases(&mut r);
-    cases.push(("random 5x7", csr_random(&mut r, 5, 7, 0.3)));
-    for (case, csr) in cases {
+    let mut cases = csr_cases();
+    cases.push(("random 5x7", Shape::new(RANDOM, 5, 7).with_density(0.3)));
+    for (t, (case, shape)) in cases.into_iter().enumerate() {
+        let mut args = gen("csr2bsr", case, &shape, 1000 + t as u64).args;
+        let csr = csr_of(&args);
+        check_structure("csr2bsr", case, &csr);
         let b = 2;
         let (mb, nb) = (csr.m.div_ceil(b), csr.n.div_ceil(b));
-        // The BSR pattern: every block holding at least one stored element.
+        assert_eq!(
+            (size(&args, "mb"), size(&args, "nb")),
+            (mb, nb),
+            "csr2bsr {case}"
+        );
+        // The BSR pattern must hold exactly the blocks holding at least one stored element.
+        let bsr = Csr::read(&args, "indptr_bsr", "indices_bsr", mb, nb);
         let mut blocks = vec![vec![false; nb]; mb];
         for (i, j) in csr.entries() {
             blocks[i / b][j / b] = true;
         }
-        let rows: Vec<Vec<usize>> = blocks
-            .iter()
-            .map(|row| (0..nb).filter(|&jo| row[jo]).collect())
+        let want_blocks: Vec<(usize, usize)> = (0..mb)
+            .flat_map(|io| (0..nb).map(move |jo| (io, jo)))
+            .filter(|&(io, jo)| blocks[io][jo])
             .collect();
-        let bsr = Csr::from_rows(nb, &rows);
-        let a = vals(&mut r, csr.nnz(), -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("bsr", f32s(&vec![0.0; bsr.nnz() * b * b])),
-            ("indptr", csr.indptr_arg()),
-            ("indices", csr.indices_arg()),
-            ("indptr_bsr", bsr.indptr_arg()),
-            ("indices_bsr", bsr.indices_arg()),
-            ("m", int(csr.m)),
-            ("n", int(csr.n)),
-            ("nnz", int(csr.nnz())),
-            ("mb", int(mb)),
-            ("nb", int(nb)),
-            ("nnzb", int(bsr.nnz())),
-        ]);
+        assert_eq!(bsr.entries(), want_blocks, "csr2bsr {case}: block pattern");
+        let a = out(&args, "a");
         run("csr2bsr", &mut args);
         let dense = csr.dense(&a);
         let mut want = Vec::new();
@@ -463,30 +424,28 @@ fn densify_blocks(pattern: &Csr, values: &[f64], blk: usize) -> Vec<f64> {
 
 #[test]
 fn bsrmm() {
-    let mut r = rng(11);
     let cases = vec![
-        ("random", csr_random(&mut r, 4, 5, 0.5), 2),
-        ("nnz 0", csr_empty(2, 3), 2),
-        ("0 rows", csr_empty(0, 2), 2),
-        ("1x1", csr_full(1, 1), 1),
-        ("full rows", csr_full(2, 3), 3),
+        ("random", Shape::new(RANDOM, 4, 5).with_block(2)),
+        (
+            "single row",
+            Shape::new(Pattern::SingleRow, 1, 4).with_block(2),
+        ),
+        ("nnz 0", Shape::new(Pattern::Empty, 2, 3).with_block(2)),
+        ("0 rows", Shape::new(Pattern::Empty, 0, 2).with_block(2)),
+        ("1x1", Shape::new(Pattern::OneByOne, 1, 1).with_block(1)),
+        (
+            "full rows",
+            Shape::new(Pattern::FullRows, 2, 3).with_block(3),
+        ),
     ];
-    for (case, pat, blk) in cases {
-        let feat = 3;
-        let a = vals(&mut r, pat.nnz() * blk * blk, -1.0, 1.0);
-        let b = vals(&mut r, pat.n * blk * feat, -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&b)),
-            ("c", f32s(&vec![0.0; pat.m * blk * feat])),
-            ("indptr", pat.indptr_arg()),
-            ("indices", pat.indices_arg()),
-            ("nb", int(pat.m)),
-            ("mb", int(pat.n)),
-            ("nnzb", int(pat.nnz())),
-            ("blk", int(blk)),
-            ("feat_size", int(feat)),
-        ]);
+    for (t, (case, shape)) in cases.into_iter().enumerate() {
+        let mut args = gen("bsrmm", case, &shape, 1100 + t as u64).args;
+        let (nb, mb) = (size(&args, "nb"), size(&args, "mb"));
+        let pat = Csr::read(&args, "indptr", "indices", nb, mb);
+        check_structure("bsrmm", case, &pat);
+        let (blk, feat) = (size(&args, "blk"), size(&args, "feat_size"));
+        assert_eq!(blk, shape.block, "bsrmm {case}: block");
+        let (a, b) = (out(&args, "a"), out(&args, "b"));
         run("bsrmm", &mut args);
         let want = matmul(
             &densify_blocks(&pat, &a, blk),
@@ -499,50 +458,34 @@ fn bsrmm() {
     }
 }
 
-/// `rows` block rows of exactly `c` distinct sorted block columns out of `cols`.
-fn ell_pattern(rng: &mut ChaCha8Rng, rows: usize, cols: usize, c: usize) -> Csr {
-    let rows: Vec<Vec<usize>> = (0..rows)
-        .map(|_| {
-            let mut all: Vec<usize> = (0..cols).collect();
-            // Partial Fisher-Yates: the first c entries are a random c-subset.
-            for t in 0..c {
-                let s = rng.random_range(t..cols);
-                all.swap(t, s);
-            }
-            let mut pick = all[..c].to_vec();
-            pick.sort_unstable();
-            pick
-        })
-        .collect();
-    Csr::from_rows(cols, &rows)
-}
-
 #[test]
 fn ellmm() {
-    let mut r = rng(12);
+    // (case, shape, expected columns per row)
     let cases = vec![
-        ("random", ell_pattern(&mut r, 4, 5, 2), 2, 2),
-        ("nnz 0", ell_pattern(&mut r, 3, 4, 0), 0, 2),
-        ("0 rows", ell_pattern(&mut r, 0, 3, 2), 2, 2),
-        ("1x1", ell_pattern(&mut r, 1, 1, 1), 1, 1),
-        ("full rows", ell_pattern(&mut r, 2, 3, 3), 3, 2),
+        ("random", Shape::new(RANDOM, 4, 5).with_density(0.4), 2),
+        ("nnz 0", Shape::new(Pattern::Empty, 3, 4), 0),
+        ("0 rows", Shape::new(RANDOM, 0, 3).with_density(0.67), 2),
+        ("1x1", Shape::new(Pattern::OneByOne, 1, 1).with_block(1), 1),
+        ("full rows", Shape::new(Pattern::FullRows, 2, 3), 3),
     ];
-    for (case, pat, c, blk) in cases {
-        let feat = 2;
+    for (t, (case, shape, c)) in cases.into_iter().enumerate() {
+        let shape = shape.with_feat(2);
+        let mut args = gen("ellmm", case, &shape, 1200 + t as u64).args;
+        let (rows, cols) = (size(&args, "nb"), size(&args, "mb"));
+        assert_eq!(size(&args, "nnz_cols"), c, "ellmm {case}: columns per row");
+        // ELL rows all hold c columns: as CSR, indptr is 0, c, 2c, ...
+        let indptr: Vec<i64> = (0..=rows).map(|i| (i * c) as i64).collect();
+        let pat = Csr::new(
+            indptr,
+            ints(&args, "indices"),
+            rows,
+            cols,
+            "ELL rows",
+            "indices",
+        );
         assert_eq!(pat.nnz(), pat.m * c);
-        let a = vals(&mut r, pat.nnz() * blk * blk, -1.0, 1.0);
-        let b = vals(&mut r, pat.n * blk * feat, -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&b)),
-            ("c", f32s(&vec![0.0; pat.m * blk * feat])),
-            ("indices", pat.indices_arg()),
-            ("nb", int(pat.m)),
-            ("mb", int(pat.n)),
-            ("nnz_cols", int(c)),
-            ("blk", int(blk)),
-            ("feat_size", int(feat)),
-        ]);
+        let (blk, feat) = (size(&args, "blk"), size(&args, "feat_size"));
+        let (a, b) = (out(&args, "a"), out(&args, "b"));
         run("ellmm", &mut args);
         let want = matmul(
             &densify_blocks(&pat, &a, blk),
@@ -557,7 +500,6 @@ fn ellmm() {
 
 #[test]
 fn spmm_24() {
-    let mut r = rng(13);
     // (case, m, n)
     let cases = [
         ("random", 3, 8),
@@ -565,27 +507,25 @@ fn spmm_24() {
         ("0x0", 0, 0),
         ("1x4", 1, 4),
         ("wide", 2, 12),
+        ("not a multiple of 4", 2, 7),
     ];
-    for (case, m, n) in cases {
-        let feat = 3;
+    for (t, (case, m, n)) in cases.into_iter().enumerate() {
+        let shape = Shape::new(RANDOM, m, n).with_init(Init::Value(5.0));
+        let mut args = gen("spmm_24", case, &shape, 1300 + t as u64).args;
+        assert_eq!(
+            (size(&args, "m"), size(&args, "n")),
+            (m, n),
+            "spmm_24 {case}"
+        );
+        let feat = size(&args, "feat_size");
+        let indices = ints(&args, "indices");
         let groups = m * (n / 4);
-        let mut indices = Vec::new();
-        for _ in 0..groups {
-            let first = r.random_range(0..3i64);
-            let second = r.random_range(first + 1..4);
-            indices.extend([first, second]);
+        assert_eq!(indices.len(), 2 * groups, "spmm_24 {case}: indices");
+        for g in 0..groups {
+            let (x, y) = (indices[2 * g], indices[2 * g + 1]);
+            assert!(0 <= x && x < y && y < 4, "spmm_24 {case}: group {g} is 2:4");
         }
-        let a = vals(&mut r, groups * 2, -1.0, 1.0);
-        let b = vals(&mut r, n * feat, -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&b)),
-            ("c", f32s(&vec![5.0; m * feat])),
-            ("indices", i32s(&indices)),
-            ("m", int(m)),
-            ("n", int(n)),
-            ("feat_size", int(feat)),
-        ]);
+        let (a, b) = (out(&args, "a"), out(&args, "b"));
         run("spmm_24", &mut args);
         let mut dense = vec![0.0; m * n];
         for row in 0..m {
@@ -606,60 +546,50 @@ fn spmm_24() {
 
 #[test]
 fn rgcn_hetero() {
-    let mut r = rng(14);
-    // (case, relations, m, n, row probability, column probability)
     let cases = [
-        ("random", 3, 5, 4, 0.6, 0.5),
-        ("nnz 0", 2, 3, 3, 0.0, 0.0),
-        ("present rows without columns", 2, 3, 3, 1.0, 0.0),
-        ("0 relations", 0, 3, 2, 1.0, 1.0),
-        ("1x1", 1, 1, 1, 1.0, 1.0),
-        ("full rows", 2, 3, 4, 1.0, 1.0),
+        (
+            "random",
+            Shape::new(RANDOM, 5, 4).with_depth(3).with_density(0.55),
+        ),
+        ("nnz 0", Shape::new(Pattern::Empty, 3, 3).with_depth(2)),
+        (
+            "present rows without columns",
+            Shape::new(Pattern::EmptyLeaves, 3, 3).with_depth(2),
+        ),
+        (
+            "0 relations",
+            Shape::new(Pattern::FullRows, 3, 2).with_depth(0),
+        ),
+        ("1x1", Shape::new(Pattern::OneByOne, 1, 1)),
+        (
+            "full rows",
+            Shape::new(Pattern::FullRows, 3, 4).with_depth(2),
+        ),
     ];
-    for (case, rels, m, n, prow, pcol) in cases {
-        let (fi, fo) = (3, 2);
-        // Per relation: the rows present, then per present row its columns.
-        let mut indptr_i = vec![0i64];
-        let mut indices_i = Vec::new();
-        let mut row_cols: Vec<Vec<usize>> = Vec::new();
-        for _ in 0..rels {
-            for i in subset(&mut r, m, prow) {
-                indices_i.push(i as i64);
-                row_cols.push(subset(&mut r, n, pcol));
+    for (t, (case, shape)) in cases.into_iter().enumerate() {
+        let shape = shape.with_feat(3).with_init(Init::Value(5.0));
+        let mut args = gen("rgcn_hetero", case, &shape, 1400 + t as u64).args;
+        let (m, n, rels) = (size(&args, "m"), size(&args, "n"), size(&args, "num_rels"));
+        let (fi, fo) = (size(&args, "feat_in"), size(&args, "feat_out"));
+        // Level I: per relation the rows present; level J: per present row its columns.
+        let level_i = Csr::read(&args, "indptr_i", "indices_i", rels, m);
+        let level_j = Csr::read(&args, "indptr_j", "indices_j", level_i.nnz(), n);
+        match case {
+            "nnz 0" => assert_eq!(level_j.nnz(), 0),
+            "present rows without columns" => {
+                assert_eq!((level_i.nnz(), level_j.nnz()), (rels * m, 0))
             }
-            indptr_i.push(indices_i.len() as i64);
+            "full rows" => assert_eq!(level_j.nnz(), rels * m * n),
+            "1x1" => assert_eq!((rels, m, n, level_j.nnz()), (1, 1, 1, 1)),
+            _ => {}
         }
-        let level_j = Csr::from_rows(n, &row_cols);
-        let a = vals(&mut r, level_j.nnz(), -1.0, 1.0);
-        let w = vals(&mut r, rels * fo * fi, -1.0, 1.0);
-        let x = vals(&mut r, n * fi, -1.0, 1.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("w", f32s(&w)),
-            ("x", f32s(&x)),
-            ("y", f32s(&vec![5.0; m * fo])),
-            ("indptr_i", i32s(&indptr_i)),
-            ("indices_i", i32s(&indices_i)),
-            ("indptr_j", level_j.indptr_arg()),
-            ("indices_j", level_j.indices_arg()),
-            ("m", int(m)),
-            ("n", int(n)),
-            ("num_rels", int(rels)),
-            ("nnz_i", int(indices_i.len())),
-            ("nnz_j", int(level_j.nnz())),
-            ("feat_in", int(fi)),
-            ("feat_out", int(fo)),
-        ]);
+        let (a, w, x) = (out(&args, "a"), out(&args, "w"), out(&args, "x"));
         run("rgcn_hetero", &mut args);
         // Dense adjacency per relation.
         let mut adj = vec![0.0; rels * m * n];
-        for rel in 0..rels {
-            let present = indptr_i[rel] as usize..indptr_i[rel + 1] as usize;
-            for (q, &i) in present.clone().zip(&indices_i[present]) {
-                let i = i as usize;
-                for p in level_j.indptr[q] as usize..level_j.indptr[q + 1] as usize {
-                    adj[(rel * m + i) * n + level_j.indices[p] as usize] = a[p];
-                }
+        for (q, (rel, i)) in level_i.entries().into_iter().enumerate() {
+            for p in level_j.indptr[q] as usize..level_j.indptr[q + 1] as usize {
+                adj[(rel * m + i) * n + level_j.indices[p] as usize] = a[p];
             }
         }
         let mut want = vec![0.0; m * fo];
@@ -682,37 +612,34 @@ fn rgcn_hetero() {
 
 #[test]
 fn csf_square_sum() {
-    let mut r = rng(15);
-    // (case, m, n, p, probability of a j, probability of a k)
     let cases = [
-        ("random", 5, 4, 3, 0.6, 0.5),
-        ("nnz 0", 3, 3, 3, 0.0, 0.0),
-        ("fibers without elements", 3, 3, 3, 1.0, 0.0),
-        ("0 rows", 0, 2, 2, 1.0, 1.0),
-        ("1x1x1", 1, 1, 1, 1.0, 1.0),
-        ("full", 2, 3, 4, 1.0, 1.0),
+        (
+            "random",
+            Shape::new(RANDOM, 5, 4).with_depth(3).with_density(0.55),
+        ),
+        ("nnz 0", Shape::new(Pattern::Empty, 3, 3).with_depth(3)),
+        (
+            "fibers without elements",
+            Shape::new(Pattern::EmptyLeaves, 3, 3).with_depth(3),
+        ),
+        ("0 rows", Shape::new(Pattern::FullRows, 0, 2).with_depth(2)),
+        ("1x1x1", Shape::new(Pattern::OneByOne, 1, 1)),
+        ("full", Shape::new(Pattern::FullRows, 2, 3).with_depth(4)),
     ];
-    for (case, m, n, p, pj, pk) in cases {
-        let level_j = Csr::from_rows(
-            n,
-            &(0..m).map(|_| subset(&mut r, n, pj)).collect::<Vec<_>>(),
-        );
-        let fibers: Vec<Vec<usize>> = (0..level_j.nnz()).map(|_| subset(&mut r, p, pk)).collect();
-        let level_k = Csr::from_rows(p, &fibers);
-        let a = vals(&mut r, level_k.nnz(), -2.0, 2.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&vec![0.0; m])),
-            ("indptr_j", level_j.indptr_arg()),
-            ("indices_j", level_j.indices_arg()),
-            ("indptr_k", level_k.indptr_arg()),
-            ("indices_k", level_k.indices_arg()),
-            ("m", int(m)),
-            ("n", int(n)),
-            ("p", int(p)),
-            ("nnz_j", int(level_j.nnz())),
-            ("nnz_k", int(level_k.nnz())),
-        ]);
+    for (t, (case, shape)) in cases.into_iter().enumerate() {
+        let shape = shape.with_values(-2.0, 2.0);
+        let mut args = gen("csf_square_sum", case, &shape, 1500 + t as u64).args;
+        let (m, n, p) = (size(&args, "m"), size(&args, "n"), size(&args, "p"));
+        let level_j = Csr::read(&args, "indptr_j", "indices_j", m, n);
+        let level_k = Csr::read(&args, "indptr_k", "indices_k", level_j.nnz(), p);
+        match case {
+            "nnz 0" => assert_eq!(level_k.nnz(), 0),
+            "fibers without elements" => assert_eq!((level_j.nnz(), level_k.nnz()), (m * n, 0)),
+            "full" => assert_eq!(level_k.nnz(), m * n * p),
+            "1x1x1" => assert_eq!((m, n, p, level_k.nnz()), (1, 1, 1, 1)),
+            _ => {}
+        }
+        let a = out(&args, "a");
         run("csf_square_sum", &mut args);
         let mut dense = vec![0.0; m * n * p];
         for (q, (i, j)) in level_j.entries().into_iter().enumerate() {
@@ -735,42 +662,34 @@ fn csf_square_sum() {
 
 /// Ragged rows (at most 100 long): random lengths with empty rows, all empty, 0 rows, a single
 /// element, and rows of the full 100.
-fn ragged_cases(rng: &mut ChaCha8Rng) -> Vec<(&'static str, Vec<usize>)> {
-    let random: Vec<usize> = (0..8)
-        .map(|i| {
-            if i % 3 == 1 {
-                0
-            } else {
-                rng.random_range(1..12)
-            }
-        })
-        .collect();
+fn ragged_cases() -> Vec<(&'static str, Shape)> {
     vec![
-        ("random", random),
-        ("nnz 0", vec![0, 0, 0]),
-        ("0 rows", Vec::new()),
-        ("1x1", vec![1]),
-        ("full rows", vec![100, 100, 3]),
+        ("random", Shape::new(RANDOM, 8, 11).with_density(0.6)),
+        ("single row", Shape::new(Pattern::SingleRow, 1, 9)),
+        ("nnz 0", Shape::new(Pattern::Empty, 3, 5)),
+        ("0 rows", Shape::new(Pattern::Empty, 0, 5)),
+        ("1x1", Shape::new(Pattern::OneByOne, 1, 1)),
+        ("full rows", Shape::new(Pattern::FullRows, 3, 100)),
     ]
 }
 
 fn check_segment(kernel: &str, seed: u64, reduce: fn(&[f64]) -> f64) {
-    let mut r = rng(seed);
-    for (case, lens) in ragged_cases(&mut r) {
-        let m = lens.len();
-        let mut indptr = vec![0i64];
-        for l in &lens {
-            indptr.push(indptr.last().copied().unwrap_or(0) + *l as i64);
+    for (t, (case, shape)) in ragged_cases().into_iter().enumerate() {
+        let shape = shape.with_values(-5.0, 5.0);
+        let mut args = gen(kernel, case, &shape, seed * 100 + t as u64).args;
+        let m = size(&args, "m");
+        let indptr = ints(&args, "indptr");
+        assert_eq!(indptr.len(), m + 1, "{kernel} {case}: indptr");
+        assert!(indptr
+            .windows(2)
+            .all(|w| w[0] <= w[1] && w[1] - w[0] <= 100));
+        match case {
+            "nnz 0" | "0 rows" => assert_eq!(indptr[m], 0),
+            "full rows" => assert_eq!(indptr[m] as usize, 100 * m),
+            _ => {}
         }
-        let nnz = *indptr.last().unwrap_or(&0) as usize;
-        let a = vals(&mut r, nnz, -5.0, 5.0);
-        let mut args = args(vec![
-            ("a", f32s(&a)),
-            ("b", f32s(&vec![0.0; m])),
-            ("indptr", i32s(&indptr)),
-            ("m", int(m)),
-            ("nnz", int(nnz)),
-        ]);
+        let a = out(&args, "a");
+        assert_eq!(a.len() as i64, indptr[m], "{kernel} {case}: nnz");
         run(kernel, &mut args);
         // Empty rows run no reduction step, so the output keeps its initial 0.
         let want: Vec<f64> = (0..m)
@@ -815,129 +734,84 @@ fn segment_mean() {
 
 #[test]
 fn ragged_bmm() {
-    let mut r = rng(20);
-    let random: Vec<[usize; 3]> = (0..5)
-        .map(|_| {
-            [
-                r.random_range(0..4),
-                r.random_range(0..4),
-                r.random_range(0..4),
-            ]
-        })
-        .chain([[2, 0, 3], [0, 2, 2]])
-        .collect();
-    let cases: Vec<(&str, Vec<[usize; 3]>)> = vec![
-        ("random", random),
-        ("all empty", vec![[0, 0, 0], [0, 0, 0]]),
-        ("0 batches", Vec::new()),
-        ("1x1", vec![[1, 1, 1]]),
-        ("full", vec![[3, 3, 3], [2, 4, 1]]),
+    let cases = [
+        ("random", Shape::new(RANDOM, 7, 3).with_density(0.6)),
+        ("all empty", Shape::new(Pattern::Empty, 2, 3)),
+        ("0 batches", Shape::new(Pattern::FullRows, 0, 3)),
+        ("1x1", Shape::new(Pattern::OneByOne, 1, 1)),
+        ("full", Shape::new(Pattern::FullRows, 2, 3)),
     ];
-    for (case, dims) in cases {
-        let batch = dims.len();
-        // Structure: indptr over the batch for I, J, K; indptr over I's / J's elements for the
-        // row lengths of X (J_b), Y (K_b) and Z (K_b).
-        let prefix = |lens: &mut dyn Iterator<Item = usize>| -> Vec<i64> {
-            let mut v = vec![0i64];
-            for l in lens {
-                v.push(v[v.len() - 1] + l as i64);
-            }
-            v
+    for (t, (case, shape)) in cases.into_iter().enumerate() {
+        let mut args = gen("ragged_bmm", case, &shape, 2000 + t as u64).args;
+        let batch = size(&args, "batch_size");
+        // Each batch's extents, from the batch-level indptr arrays.
+        let extent = |key: &str| -> Vec<usize> {
+            let v = ints(&args, key);
+            assert_eq!(v.len(), batch + 1, "{case}: {key}");
+            v.windows(2).map(|w| (w[1] - w[0]) as usize).collect()
         };
-        let indptr_i = prefix(&mut dims.iter().map(|d| d[0]));
-        let indptr_j = prefix(&mut dims.iter().map(|d| d[1]));
-        let indptr_k = prefix(&mut dims.iter().map(|d| d[2]));
-        let indptr_ij = prefix(&mut dims.iter().flat_map(|d| (0..d[0]).map(|_| d[1])));
-        let indptr_jk = prefix(&mut dims.iter().flat_map(|d| (0..d[1]).map(|_| d[2])));
-        let indptr_ik = prefix(&mut dims.iter().flat_map(|d| (0..d[0]).map(|_| d[2])));
-        let last = |v: &[i64]| *v.last().unwrap_or(&0) as usize;
-        let x = vals(&mut r, last(&indptr_ij), -1.0, 1.0);
-        let y = vals(&mut r, last(&indptr_jk), -1.0, 1.0);
-        let mut args = args(vec![
-            ("x", f32s(&x)),
-            ("y", f32s(&y)),
-            ("z", f32s(&vec![0.0; last(&indptr_ik)])),
-            ("indptr_i", i32s(&indptr_i)),
-            ("indptr_j", i32s(&indptr_j)),
-            ("indptr_k", i32s(&indptr_k)),
-            ("indptr_ij", i32s(&indptr_ij)),
-            ("indptr_jk", i32s(&indptr_jk)),
-            ("indptr_ik", i32s(&indptr_ik)),
-            ("batch_size", int(batch)),
-            ("max_len", int(100)),
-            ("nnz_i", int(last(&indptr_i))),
-            ("nnz_j", int(last(&indptr_j))),
-            ("nnz_k", int(last(&indptr_k))),
-            ("nnz_ij", int(last(&indptr_ij))),
-            ("nnz_jk", int(last(&indptr_jk))),
-            ("nnz_ik", int(last(&indptr_ik))),
-        ]);
+        let (di, dj, dk) = (extent("indptr_i"), extent("indptr_j"), extent("indptr_k"));
+        match case {
+            "all empty" => assert!(di.iter().chain(&dj).chain(&dk).all(|&d| d == 0)),
+            "full" => assert!(di.iter().chain(&dj).chain(&dk).all(|&d| d == 3)),
+            "1x1" => assert_eq!((batch, di[0], dj[0], dk[0]), (1, 1, 1, 1)),
+            _ => {}
+        }
+        let (x, y) = (out(&args, "x"), out(&args, "y"));
         run("ragged_bmm", &mut args);
         // Each batch's matrices are stored row-major one after another.
         let mut want = Vec::new();
         let (mut xo, mut yo) = (0, 0);
-        for &[di, dj, dk] in &dims {
+        for b in 0..batch {
             want.extend(matmul(
-                &x[xo..xo + di * dj],
-                &y[yo..yo + dj * dk],
-                di,
-                dj,
-                dk,
+                &x[xo..xo + di[b] * dj[b]],
+                &y[yo..yo + dj[b] * dk[b]],
+                di[b],
+                dj[b],
+                dk[b],
             ));
-            xo += di * dj;
-            yo += dj * dk;
+            xo += di[b] * dj[b];
+            yo += dj[b] * dk[b];
         }
+        assert_eq!(
+            (xo, yo),
+            (x.len(), y.len()),
+            "ragged_bmm {case}: value lengths"
+        );
         assert_close(&format!("ragged_bmm {case}"), &out(&args, "z"), &want);
     }
 }
 
 #[test]
 fn hyper_gnn() {
-    let mut r = rng(21);
-    // (case, vertices, hyperedges, incidence probability)
     let cases = [
-        ("random", 6, 4, 0.4),
-        ("nnz 0", 3, 2, 0.0),
-        ("0x0", 0, 0, 1.0),
-        ("1x1", 1, 1, 1.0),
-        ("every vertex in every edge", 3, 2, 1.0),
+        ("random", Shape::new(RANDOM, 6, 4).with_density(0.4)),
+        ("nnz 0", Shape::new(Pattern::Empty, 3, 2)),
+        ("0x0", Shape::new(Pattern::Empty, 0, 0)),
+        ("1x1", Shape::new(Pattern::OneByOne, 1, 1)),
+        (
+            "every vertex in every edge",
+            Shape::new(Pattern::FullRows, 3, 2),
+        ),
     ];
-    for (case, nv, ne, prob) in cases {
-        let feat = 2;
-        let mut incidence = vec![vec![false; ne]; nv];
-        for row in incidence.iter_mut() {
-            for slot in row.iter_mut() {
-                *slot = r.random_bool(prob);
-            }
-        }
+    for (t, (case, shape)) in cases.into_iter().enumerate() {
+        let shape = shape.with_feat(2);
+        let mut args = gen("hyper_gnn", case, &shape, 2100 + t as u64).args;
+        let (nv, ne) = (size(&args, "n_vertices"), size(&args, "n_edges"));
+        let feat = size(&args, "feat_size");
         // Vertex-major (H) and edge-major (HT) patterns of the same incidence.
-        let h_rows: Vec<Vec<usize>> = incidence
-            .iter()
-            .map(|row| (0..ne).filter(|&e| row[e]).collect())
-            .collect();
-        let ht_rows: Vec<Vec<usize>> = (0..ne)
-            .map(|e| (0..nv).filter(|&v| incidence[v][e]).collect())
-            .collect();
-        let h = Csr::from_rows(ne, &h_rows);
-        let ht = Csr::from_rows(nv, &ht_rows);
+        let h = Csr::read(&args, "indptr", "indices", nv, ne);
+        let ht = Csr::read(&args, "indptr_t", "indices_t", ne, nv);
         assert_eq!(h.nnz(), ht.nnz());
-        let hv = vals(&mut r, h.nnz(), -1.0, 1.0);
-        let htv = vals(&mut r, ht.nnz(), -1.0, 1.0);
-        let x = vals(&mut r, nv * feat, -1.0, 1.0);
-        let mut args = args(vec![
-            ("h", f32s(&hv)),
-            ("ht", f32s(&htv)),
-            ("x", f32s(&x)),
-            ("y", f32s(&vec![0.0; nv * feat])),
-            ("indptr", h.indptr_arg()),
-            ("indices", h.indices_arg()),
-            ("indptr_t", ht.indptr_arg()),
-            ("indices_t", ht.indices_arg()),
-            ("n_vertices", int(nv)),
-            ("n_edges", int(ne)),
-            ("nnz", int(h.nnz())),
-            ("feat_size", int(feat)),
-        ]);
+        let mut transposed: Vec<(usize, usize)> =
+            ht.entries().into_iter().map(|(e, v)| (v, e)).collect();
+        transposed.sort_unstable();
+        assert_eq!(
+            h.entries(),
+            transposed,
+            "hyper_gnn {case}: HT is H transposed"
+        );
+        let (hv, htv, x) = (out(&args, "h"), out(&args, "ht"), out(&args, "x"));
         run("hyper_gnn", &mut args);
         let hd = h.dense(&hv);
         let htd = ht.dense(&htv);
