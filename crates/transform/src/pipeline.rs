@@ -12,6 +12,7 @@
 use sparsetir_ir::printer::print_module;
 use sparsetir_ir::{verify_func, IRModule, PrimFunc, Span, Stage, VerifyError};
 
+use crate::lower_sparse_buffer::lower_sparse_buffer;
 use crate::lower_sparse_iter::{lower_sparse_iter, LowerError, LowerOptions};
 
 /// The pipeline's passes, in the order they run.
@@ -90,9 +91,6 @@ pub enum PipelineError {
         func: String,
         errors: Vec<VerifyError>,
     },
-    /// The target stage needs a pass that is not available.
-    #[error("pass `{pass}` is not available yet: cannot lower to {stage:?}")]
-    Unavailable { pass: String, stage: Stage },
 }
 
 fn join_errors(errors: &[VerifyError]) -> String {
@@ -110,16 +108,14 @@ impl PipelineError {
             PipelineError::Input { func, .. }
             | PipelineError::Lower { func, .. }
             | PipelineError::Verify { func, .. } => Some(func),
-            PipelineError::UnknownPass { .. } | PipelineError::Unavailable { .. } => None,
+            PipelineError::UnknownPass { .. } => None,
         }
     }
 
     /// The pass concerned, when there is one (`Input` errors happen before any pass).
     pub fn pass(&self) -> Option<&str> {
         match self {
-            PipelineError::Lower { pass, .. }
-            | PipelineError::Verify { pass, .. }
-            | PipelineError::Unavailable { pass, .. } => Some(pass),
+            PipelineError::Lower { pass, .. } | PipelineError::Verify { pass, .. } => Some(pass),
             PipelineError::UnknownPass { .. } | PipelineError::Input { .. } => None,
         }
     }
@@ -148,7 +144,7 @@ impl PipelineError {
             PipelineError::Lower { pass, func, error } => {
                 vec![(error.span(), format!("{pass}: function `{func}`: {error}"))]
             }
-            PipelineError::UnknownPass { .. } | PipelineError::Unavailable { .. } => Vec::new(),
+            PipelineError::UnknownPass { .. } => Vec::new(),
         }
     }
 }
@@ -165,11 +161,15 @@ fn run_lower_sparse_iter(f: &PrimFunc, opts: &PipelineOptions) -> Result<PrimFun
     )
 }
 
-/// `(name, stage it produces, the pass; None while not available)`.
-fn passes() -> [(&'static str, Stage, Option<PassFn>); 2] {
+fn run_lower_sparse_buffer(f: &PrimFunc, _: &PipelineOptions) -> Result<PrimFunc, LowerError> {
+    lower_sparse_buffer(f)
+}
+
+/// `(name, stage it produces, the pass)`, in order.
+fn passes() -> [(&'static str, Stage, PassFn); 2] {
     [
-        (PASSES[0], Stage::II, Some(run_lower_sparse_iter as PassFn)),
-        (PASSES[1], Stage::III, None),
+        (PASSES[0], Stage::II, run_lower_sparse_iter as PassFn),
+        (PASSES[1], Stage::III, run_lower_sparse_buffer as PassFn),
     ]
 }
 
@@ -206,12 +206,6 @@ pub fn lower_traced(
         if produces > opts.target_stage {
             break;
         }
-        let Some(pass) = pass else {
-            return Err(PipelineError::Unavailable {
-                pass: name.to_string(),
-                stage: opts.target_stage,
-            });
-        };
         let funcs = current
             .funcs
             .iter()
