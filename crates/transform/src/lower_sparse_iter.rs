@@ -14,15 +14,27 @@
 //!   current block. Block `<name>k` holds the iteration's annotations plus `sparse: True`.
 //! - **Searches.** A search is a fixed-trip bisection over block-local `low`/`high` buffers (see
 //!   [`crate::search`]) writing `mid_k`, a sparse buffer over the iterated axes the search depends
-//!   on (a dense `(nnz,)` buffer for the row search of a fused loop). Without
-//!   `check_invalid_binary_search` the result for an absent coordinate is **undefined** (it is the
-//!   insertion point, which addresses some other element or lies past the fiber); with it,
-//!   `mid_k = -1`, each store whose value reads through `mid_k` is split by
-//!   `if mid_k >= 0: ... else: <same store, those reads replaced by the default value>` and a
-//!   store whose target goes through `mid_k` is guarded by `if mid_k >= 0`.
-//! - **Fused loops** support chains of two axes whose first is a `dense_fixed` root; **attach**
-//!   supports axes whose own parent is a `dense_fixed` root. Other shapes are a
+//!   on. Without `check_invalid_binary_search` the result for an absent coordinate is
+//!   **undefined** (it is the insertion point, which addresses some other element or lies past
+//!   the fiber); with it, `mid_k = -1`, each store whose value reads through `mid_k` is split by
+//!   `if mid_k >= 0: ... else: <same store, those reads replaced by the default value>`, a store
+//!   whose target goes through `mid_k` is guarded by `if mid_k >= 0`, and an `if` condition, a
+//!   `let` value or an evaluated expression reading through it becomes
+//!   `T.Select(mid_k >= 0, e, <e with the default value>)`.
+//! - **Fused loops.** `T.sp.fuse(a0, ..., an)` needs the axes and the ancestors of `a0` to form a
+//!   `dense_fixed` root followed by at most two varied axes (so `fuse(I, J)`, `fuse(I, J, K)` over
+//!   CSF, and `[I, fuse(J, K)]`). One root-level `preprocess` nest per chain computes, for every
+//!   global position `vp` of the last axis, the position of each ancestor level (`mid_k[vp]`)
+//!   by nested upper-bound searches over the last axis's `indptr`. The fused loop runs over the
+//!   global positions of the last axis under the current element of `a0`'s parent
+//!   (`T.serial(K_indptr[vi, 0], K_indptr[vi, len])`, or `T.serial(nnz)` from a root), and the
+//!   block iterators read the searches. Longer chains and fixed axes after the first are a
 //!   [`LowerError::Unsupported`].
+//! - **Attach** supports axes whose own parent is a `dense_fixed` root (as the stage-I
+//!   evaluator does); other shapes are a [`LowerError::Unsupported`].
+//! - **Simplification.** Extents, positions, bindings and regions go through
+//!   [`sparsetir_arith`] knowing every iterator's range and the auxiliary buffers' domains; an
+//!   index written by the user is replaced only by a strictly smaller form.
 
 use std::collections::{HashMap, HashSet};
 
@@ -147,8 +159,6 @@ enum SearchKey {
         exprs: Vec<Expr>,
         ctx: Vec<VarId>,
     },
-    /// Row of each stored element of a fused chain.
-    Fused(Vec<AxisId>),
 }
 
 /// What the innermost block of a nest holds.
@@ -176,6 +186,8 @@ struct Lowerer {
     /// Iterator variables of enclosing iterations that are not bound yet.
     pending: HashSet<VarId>,
     searches: Vec<(SearchKey, BufferId)>,
+    /// Row searches of fused chains (from the root): one result buffer per level.
+    fused: Vec<(Vec<AxisId>, Vec<BufferId>)>,
     mids: HashSet<BufferId>,
     simp: Simplifier,
     span: Span,
@@ -275,6 +287,7 @@ impl Lowerer {
             stack: Vec::new(),
             pending: HashSet::new(),
             searches: Vec::new(),
+            fused: Vec::new(),
             mids: HashSet::new(),
             simp: Simplifier::new(),
             span: func.span,
@@ -527,7 +540,7 @@ impl Lowerer {
             }
             Stmt::If(i) => {
                 let cond = self.expr(&i.cond)?;
-                self.no_mid(&cond, span)?;
+                let cond = self.guard_expr(&cond);
                 let then_case = self.stmt(&i.then_case)?;
                 let else_case = match &i.else_case {
                     Some(e) => Some(self.stmt(e)?),
@@ -542,7 +555,7 @@ impl Lowerer {
             }
             Stmt::Let(l) => {
                 let value = self.expr(&l.value)?;
-                self.no_mid(&value, span)?;
+                let value = self.guard_expr(&value);
                 let body = self.stmt(&l.body)?;
                 Stmt::Let(Box::new(LetStmt {
                     var: l.var,
@@ -553,7 +566,7 @@ impl Lowerer {
             }
             Stmt::Evaluate(e) => {
                 let e = self.expr(e)?;
-                self.no_mid(&e, span)?;
+                let e = self.guard_expr(&e);
                 Stmt::Evaluate(e)
             }
             Stmt::AssumeBufferDomain { .. } => s.clone(),
@@ -566,16 +579,32 @@ impl Lowerer {
         })
     }
 
-    /// With checked searches, a condition or value reading through a search result is not
-    /// supported (only stores are guarded).
-    fn no_mid(&self, e: &Expr, span: Span) -> Res<()> {
-        if self.opts.check_invalid_binary_search && !mid_loads(e, &self.mids).is_empty() {
-            return Err(unsupported(
-                span,
-                "a coordinate lookup (binary search) outside a store with check_invalid_binary_search",
-            ));
+    /// With checked searches, an expression outside a store (an `if` condition, a `let` value,
+    /// an evaluated expression) reading through search results: `T.Select(mid >= 0, e, e')` per
+    /// result, where `e'` reads the buffer's default value instead (only the chosen operand is
+    /// evaluated, so the absent position `-1` is never read).
+    fn guard_expr(&self, e: &Expr) -> Expr {
+        if !self.opts.check_invalid_binary_search {
+            return e.clone();
         }
-        Ok(())
+        let mids = mid_loads(e, &self.mids);
+        self.select_reads(e, &mids)
+    }
+
+    fn select_reads(&self, e: &Expr, mids: &[Expr]) -> Expr {
+        let Some((m, rest)) = mids.split_first() else {
+            return e.clone();
+        };
+        if !mid_loads(e, &self.mids).contains(m) {
+            return self.select_reads(e, rest);
+        }
+        let miss = replace_through(&self.f, e, m, &self.mids);
+        let miss = self.simp.simplify_if_smaller(&self.f, &miss);
+        Expr::Select(
+            Box::new(valid(&self.f, m)),
+            Box::new(self.select_reads(e, rest)),
+            Box::new(self.select_reads(&miss, rest)),
+        )
     }
 
     fn guard_store(&self, st: Store) -> Stmt {
@@ -611,7 +640,8 @@ impl Lowerer {
             return self.split_reads(st, rest);
         }
         let mut miss = st.clone();
-        miss.value = replace_through(&self.f, &st.value, m, &self.mids);
+        let value = replace_through(&self.f, &st.value, m, &self.mids);
+        miss.value = self.simp.simplify_if_smaller(&self.f, &value);
         Stmt::If(Box::new(IfThenElse {
             cond: valid(&self.f, m),
             then_case: self.split_reads(st, rest),
@@ -718,7 +748,7 @@ impl Lowerer {
         ann: &Attrs,
         body: &NestBody<'_>,
     ) -> Res<Stmt> {
-        let mut loops: Vec<(VarId, Expr)> = Vec::new();
+        let mut loops: Vec<(VarId, Expr, Expr)> = Vec::new();
         let mut iters: Vec<BlockIter> = Vec::new();
         let base = self.stack.len();
         for &k in &groups[g] {
@@ -791,18 +821,21 @@ impl Lowerer {
             body: inner,
             span: Span::default(),
         }));
-        Ok(loops.into_iter().rev().fold(block, |body, (var, extent)| {
-            Stmt::For(Box::new(For {
-                var,
-                min: Expr::int(0),
-                extent,
-                kind: ForKind::Serial,
-                thread: None,
-                annotations: Attrs::new(),
-                body,
-                span: Span::default(),
+        Ok(loops
+            .into_iter()
+            .rev()
+            .fold(block, |body, (var, min, extent)| {
+                Stmt::For(Box::new(For {
+                    var,
+                    min,
+                    extent,
+                    kind: ForKind::Serial,
+                    thread: None,
+                    annotations: Attrs::new(),
+                    body,
+                    span: Span::default(),
+                }))
             }))
-        }))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -813,7 +846,7 @@ impl Lowerer {
         k: usize,
         anc: Vec<Expr>,
         extent: Expr,
-        loops: &mut Vec<(VarId, Expr)>,
+        loops: &mut Vec<(VarId, Expr, Expr)>,
         iters: &mut Vec<BlockIter>,
     ) -> Res<()> {
         let var = s.vars[k];
@@ -827,7 +860,7 @@ impl Lowerer {
         let domain = self.domain(a)?;
         self.simp.bind_range(lv, &Expr::int(0), &extent);
         self.simp.bind_range(bv, &Expr::int(0), &domain);
-        loops.push((lv, extent));
+        loops.push((lv, Expr::int(0), extent));
         iters.push(BlockIter {
             var: bv,
             min: Expr::int(0),
@@ -852,64 +885,134 @@ impl Lowerer {
         });
     }
 
+    /// A fused entry `T.sp.fuse(a0, ..., an)`: one loop over the stored elements of `an` under
+    /// the current element of `a0`'s parent (all of them when `a0` is a root); the positions of
+    /// `a0 .. a(n-1)` come from the row searches of [`Lowerer::fused_search`].
     fn fused_iter(
         &mut self,
         chain: &[AxisId],
         s: &Step,
-        loops: &mut Vec<(VarId, Expr)>,
+        loops: &mut Vec<(VarId, Expr, Expr)>,
         iters: &mut Vec<BlockIter>,
     ) -> Res<()> {
-        let [i_ax, j_ax] = chain else {
-            return Err(unsupported(self.span, "T.sp.fuse of other than two axes"));
+        let names: Vec<String> = chain
+            .iter()
+            .map(|a| self.axis(*a).map(|x| x.name.clone()))
+            .collect::<Res<_>>()?;
+        let shown = names.join(", ");
+        let (Some(&first), Some(&last)) = (chain.first(), chain.last()) else {
+            return Err(invalid(self.span, "empty T.sp.fuse"));
         };
-        let (i, j) = (self.axis(*i_ax)?.clone(), self.axis(*j_ax)?.clone());
-        if i.kind != AxisKind::DenseFixed || !j.kind.is_varied() || j.parent != Some(*i_ax) {
+        if chain.len() < 2 {
+            return Err(unsupported(
+                self.span,
+                format!("T.sp.fuse({shown}) of a single axis"),
+            ));
+        }
+        for w in chain.windows(2) {
+            let child = self.axis(w[1])?;
+            if child.parent != Some(w[0]) {
+                return Err(invalid(
+                    self.span,
+                    format!("T.sp.fuse({shown}): the axes do not form a parent→child chain"),
+                ));
+            }
+            if !child.kind.is_varied() {
+                return Err(unsupported(
+                    self.span,
+                    format!(
+                        "T.sp.fuse({shown}): `{}` is fixed; only varied axes follow the first",
+                        child.name
+                    ),
+                ));
+            }
+        }
+        // The full chain from the root: the searches run over it.
+        let mut full = self.ancestors(first);
+        let off = full.len();
+        full.extend_from_slice(chain);
+        let root = self.axis(full[0])?;
+        let root_ok = root.kind == AxisKind::DenseFixed && root.parent.is_none();
+        let mut chain_ok = root_ok;
+        for &a in &full[1..] {
+            chain_ok &= self.axis(a)?.kind.is_varied();
+        }
+        if !chain_ok || full.len() > 3 {
             return Err(unsupported(
                 self.span,
                 format!(
-                    "T.sp.fuse({}, {}): only a dense_fixed root followed by a varied child",
-                    i.name, j.name
+                    "T.sp.fuse({shown}): supported when the axes and their ancestors form a \
+                     dense_fixed root followed by at most two varied axes"
                 ),
             ));
         }
-        let nnz = j.nnz.clone().ok_or_else(|| {
+        let nnz = self.axis(last)?.nnz.clone().ok_or_else(|| {
             unsupported(
                 self.span,
-                format!("T.sp.fuse: axis `{}` declares no nnz", j.name),
+                format!(
+                    "T.sp.fuse({shown}): axis `{}` declares no nnz",
+                    names[chain.len() - 1]
+                ),
             )
         })?;
-        let mid = self.fused_search(*i_ax, *j_ax, &nnz)?;
-        let names: Vec<String> = s
+        let anc = self.iter_ancestors(first)?;
+        let mids = self.fused_search(&full, &nnz)?;
+        let last_indptr = self.indptr_buf(last)?;
+        let dtype = self.axis(last)?.idtype;
+        let var_names: Vec<String> = s
             .vars
             .iter()
             .map(|v| self.f.vars[*v].name.clone())
             .collect();
-        let p = self.f.add_var(names.join("_"), j.idtype);
-        loops.push((p, nnz));
-        let row = Expr::load(mid, vec![Expr::var(p)]);
-        let indptr = self.indptr_buf(*j_ax)?;
-        let vi = self
-            .f
-            .add_var(format!("v{}", names[0]), self.f.vars[s.vars[0]].dtype);
-        let vj = self
-            .f
-            .add_var(format!("v{}", names[1]), self.f.vars[s.vars[1]].dtype);
-        iters.push(BlockIter {
-            var: vi,
-            min: Expr::int(0),
-            extent: self.domain(*i_ax)?,
-            kind: s.kinds[0],
-            binding: row.clone(),
-        });
-        iters.push(BlockIter {
-            var: vj,
-            min: Expr::int(0),
-            extent: self.domain(*j_ax)?,
-            kind: s.kinds[1],
-            binding: Expr::sub(Expr::var(p), Expr::load(indptr, vec![row])),
-        });
-        self.push(*i_ax, s, 0, Expr::var(vi), Vec::new());
-        self.push(*j_ax, s, 1, Expr::var(vj), vec![Expr::var(vi)]);
+        let p = self.f.add_var(var_names.join("_"), dtype);
+        // The loop runs over the global positions of `last` under the current element of
+        // `first`'s parent (all of them for a root); every binding reads the row searches.
+        let (min, extent) = if off == 0 {
+            (Expr::int(0), nnz.clone())
+        } else {
+            let len = self.fiber_len(first, &anc)?;
+            let mut lo = anc.clone();
+            lo.push(Expr::int(0));
+            let mut hi = anc.clone();
+            hi.push(len);
+            let base = Expr::load(last_indptr, lo);
+            let ext = Expr::sub(Expr::load(last_indptr, hi), base.clone());
+            (base, self.simp.simplify(&self.f, &ext))
+        };
+        self.simp.bind_range(p, &min, &extent);
+        loops.push((p, min, extent));
+        let g = Expr::var(p);
+        let levels: Vec<Expr> = mids
+            .iter()
+            .map(|m| Expr::load(*m, vec![g.clone()]))
+            .collect();
+        let mut bound = Vec::new();
+        for (k, &a) in chain.iter().enumerate() {
+            let binding = if k + 1 < chain.len() {
+                levels[off + k].clone()
+            } else {
+                let start = Expr::load(last_indptr, levels.clone());
+                self.simp.sub(&self.f, g.clone(), start)
+            };
+            let v = self
+                .f
+                .add_var(format!("v{}", var_names[k]), self.f.vars[s.vars[k]].dtype);
+            let domain = self.domain(a)?;
+            self.simp.bind_range(v, &Expr::int(0), &domain);
+            iters.push(BlockIter {
+                var: v,
+                min: Expr::int(0),
+                extent: domain,
+                kind: s.kinds[k],
+                binding,
+            });
+            bound.push(v);
+        }
+        let mut pos_anc = anc;
+        for (k, &a) in chain.iter().enumerate() {
+            self.push(a, s, k, Expr::var(bound[k]), pos_anc.clone());
+            pos_anc.push(Expr::var(bound[k]));
+        }
         Ok(())
     }
 
@@ -950,36 +1053,64 @@ impl Lowerer {
         }
     }
 
-    /// The row search of a fused chain `(i, j)`: `mid[p]` = the row of stored element `p`.
-    fn fused_search(&mut self, i_ax: AxisId, j_ax: AxisId, nnz: &Expr) -> Res<BufferId> {
-        let key = SearchKey::Fused(vec![i_ax, j_ax]);
-        if let Some((_, b)) = self.searches.iter().find(|(k, _)| *k == key) {
-            return Ok(*b);
+    /// The row searches of a fused chain `full` (a `dense_fixed` root, then at most two varied
+    /// axes), emitted once per chain: for every global position `vp` of the last axis,
+    /// `mid_l[vp]` is the position of the level-`l` ancestor (`l < full.len() - 1`) inside its
+    /// parent's fiber, found by an upper-bound search (minus one) over the start offsets of the
+    /// level's elements, read from the last axis's `indptr` (trailing index 0, which is valid
+    /// even under an empty fiber because `indptr` has extra storage).
+    fn fused_search(&mut self, full: &[AxisId], nnz: &Expr) -> Res<Vec<BufferId>> {
+        if let Some((_, b)) = self.fused.iter().find(|(k, _)| k == full) {
+            return Ok(b.clone());
         }
-        let k = self.searches.len();
-        let dtype = self.axis(j_ax)?.idtype;
-        let mid = self.mid_buffer(k, BufferShape::Dense(vec![nnz.clone()]), dtype);
-        self.searches.push((key, mid));
-        let indptr = self.indptr_buf(j_ax)?;
-        let count = self.axis(i_ax)?.length.clone();
+        let last = full[full.len() - 1];
+        let dtype = self.axis(last)?.idtype;
+        let k0 = self.mids.len();
+        let levels = full.len() - 1;
+        let mids: Vec<BufferId> = (0..levels)
+            .map(|l| self.mid_buffer(k0 + l, BufferShape::Dense(vec![nnz.clone()]), dtype))
+            .collect();
+        self.fused.push((full.to_vec(), mids.clone()));
+        let indptr = self.indptr_buf(last)?;
         let p = self.f.add_var("p", dtype);
         let vp = self.f.add_var("vp", dtype);
+        self.simp.bind_range(p, &Expr::int(0), nnz);
+        self.simp.bind_range(vp, &Expr::int(0), nnz);
         let st = SearchState::new(&mut self.f, dtype);
-        let body = search::upper_bound_minus_one(
-            &mut self.f,
-            &self.simp,
-            &st,
-            count,
-            |m| Expr::load(indptr, vec![m]),
-            Expr::var(vp),
-            (mid, vec![Expr::var(vp)]),
-        );
+        let mut body = Vec::new();
+        let mut prefix: Vec<Expr> = Vec::new();
+        for (l, &mid) in mids.iter().enumerate() {
+            let count = if l == 0 {
+                self.axis(full[0])?.length.clone()
+            } else {
+                self.fiber_len(full[l], &prefix)?
+            };
+            let zeros = levels - 1 - l;
+            let pre = prefix.clone();
+            let start = move |m: Expr| {
+                let mut idx = pre.clone();
+                idx.push(m);
+                idx.extend((0..zeros).map(|_| Expr::int(0)));
+                Expr::load(indptr, idx)
+            };
+            body.push(search::upper_bound_minus_one(
+                &mut self.f,
+                &self.simp,
+                &st,
+                count,
+                start,
+                Expr::var(vp),
+                (mid, vec![Expr::var(vp)]),
+            ));
+            prefix.push(Expr::load(mid, vec![Expr::var(vp)]));
+        }
+        let body = Stmt::seq(body);
         let allocs = vec![st.low, st.high];
         let (reads, writes) = block_regions(&self.f, &self.simp, &self.hints, None, &body, &allocs);
         let mut ann = Attrs::new();
         ann.set("preprocess", AttrValue::Bool(true));
         let block = Stmt::Block(Box::new(Block {
-            name: format!("binary_search_block_{k}_0"),
+            name: format!("binary_search_block_{k0}_0"),
             iters: vec![BlockIter {
                 var: vp,
                 min: Expr::int(0),
@@ -1006,7 +1137,7 @@ impl Lowerer {
             body: block,
             span: Span::default(),
         })));
-        Ok(mid)
+        Ok(mids)
     }
 
     fn mid_buffer(&mut self, k: usize, shape: BufferShape, dtype: DType) -> BufferId {
@@ -1201,7 +1332,7 @@ impl Lowerer {
             .last()
             .ok_or_else(|| invalid(self.span, "empty access"))?;
         let dtype = self.axis(x)?.idtype;
-        let k = self.searches.len();
+        let k = self.mids.len();
         let mid = self.mid_buffer(
             k,
             BufferShape::Sparse(ctx.iter().map(|i| i.axis).collect()),

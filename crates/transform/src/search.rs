@@ -138,20 +138,21 @@ pub(crate) fn lower_bound(
     Stmt::seq(vec![search, result])
 }
 
-/// Upper bound of `p` in `indptr(0..=count)` minus one: the row `r` with
-/// `indptr(r) <= p < indptr(r + 1)` (skipping empty rows), written into `target`.
+/// The last `r` in `[0, count)` with `start(r) <= p`, written into `target`: with `start`
+/// non-decreasing, `start(0) <= p` and `p` below the end of the last element, that is the element
+/// whose range `[start(r), start(r + 1))` holds `p` (empty elements are skipped). The search is
+/// an upper bound minus one and probes only `start(0 .. count)`.
 pub(crate) fn upper_bound_minus_one(
     f: &mut PrimFunc,
     simp: &Simplifier,
     st: &SearchState,
     count: Expr,
-    indptr: impl Fn(Expr) -> Expr,
+    start: impl Fn(Expr) -> Expr,
     p: Expr,
     target: (BufferId, Vec<Expr>),
 ) -> Stmt {
-    let hi = simp.add(f, count, Expr::int(1));
-    let search = st.bisect(f, simp, Expr::int(0), hi, |m| {
-        Expr::binary(BinOp::Le, indptr(m), p.clone())
+    let search = st.bisect(f, simp, Expr::int(0), count, |m| {
+        Expr::binary(BinOp::Le, start(m), p.clone())
     });
     Stmt::seq(vec![
         search,

@@ -160,18 +160,20 @@ fn dense_iteration_emits_one_search() {
 }
 
 #[test]
-fn fuse_of_three_axes_is_a_lower_error() {
+fn fuse_of_four_axes_is_a_lower_error() {
     let src = r#"
 @T.prim_func
-def f(a: T.handle, ip1: T.handle, ix1: T.handle, ip2: T.handle, ix2: T.handle,
-      m: T.int32, n: T.int32, p: T.int32, nnz1: T.int32, nnz2: T.int32) -> None:
+def f(a: T.handle, ip1: T.handle, ix1: T.handle, ip2: T.handle, ix2: T.handle, ip3: T.handle,
+      ix3: T.handle, m: T.int32, n: T.int32, p: T.int32, q: T.int32, nnz1: T.int32,
+      nnz2: T.int32, nnz3: T.int32) -> None:
     T.func_attr({"sparse_tir_level": 2})
     I = T.sp.dense_fixed(m)
     J = T.sp.compressed_varied(I, (n, nnz1), (ip1, ix1), "int32")
     K = T.sp.compressed_varied(J, (p, nnz2), (ip2, ix2), "int32")
-    A = T.sp.match_buffer(a, (I, J, K), "float32")
-    with T.sp.iteration([T.sp.fuse(I, J, K)], "SSS", "f") as [i, j, k]:
-        A[i, j, k] = T.float32(1)
+    L = T.sp.compressed_varied(K, (q, nnz3), (ip3, ix3), "int32")
+    A = T.sp.match_buffer(a, (I, J, K, L), "float32")
+    with T.sp.iteration([T.sp.fuse(I, J, K, L)], "SSSS", "f") as [i, j, k, l]:
+        A[i, j, k, l] = T.float32(1)
 "#;
     let f = parse(src);
     match lower_sparse_iter(&f, &LowerOptions::default()) {
