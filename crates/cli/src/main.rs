@@ -1,6 +1,6 @@
 //! The `sparsetir` command-line tool: `fmt` (canonical text), `check` (parse + verify), `run`
-//! (bind data files, execute on a backend, write results), and the formats tools `info`, `gen`,
-//! `convert`, `pack`.
+//! (bind data files, execute on a backend, write results), `lower` (print a script lowered to
+//! stage II or III), and the formats tools `info`, `gen`, `convert`, `pack`.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -17,6 +17,7 @@ mod convert;
 mod demo;
 mod gen;
 mod info;
+mod lower;
 mod pack;
 
 #[derive(Parser)]
@@ -49,7 +50,8 @@ enum Command {
         /// The function to run (needed when the script defines several).
         #[arg(long)]
         func: Option<String>,
-        /// Execution backend.
+        /// Execution backend: `eval` (the stage-I reference evaluator) or `interp` (lower to
+        /// stage III, then the stage II/III interpreter).
         #[arg(long, default_value = "eval")]
         backend: String,
         /// Bind a buffer to a file: `A=matrix.mtx` (sparse: .mtx, .tns) or `B=dense.npy`.
@@ -61,6 +63,25 @@ enum Command {
         /// Set a scalar parameter not implied by the data: `feat_size=32`.
         #[arg(long = "set", value_name = "PARAM=VALUE")]
         sets: Vec<String>,
+    },
+    /// Lower a script through the pipeline and print the result (canonical text) on stdout.
+    Lower {
+        /// Script file, or `-` for standard input.
+        file: PathBuf,
+        /// The stage to lower to: 1 (the input as is), 2 or 3.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=3))]
+        stage: u8,
+        /// Binary searches detect absent coordinates (reads give the default value, stores are
+        /// skipped).
+        #[arg(long)]
+        check_invalid_binary_search: bool,
+        /// Print the module after this pass on stderr (repeatable): lower_sparse_iter,
+        /// lower_sparse_buffer.
+        #[arg(long = "print-after", value_name = "PASS")]
+        print_after: Vec<String>,
+        /// Lower only this function.
+        #[arg(long)]
+        func: Option<String>,
     },
     /// SpMM end to end on a generated matrix, checked against a dense product.
     Demo {
@@ -129,7 +150,7 @@ enum Command {
 }
 
 /// Subcommands whose usage errors exit with code 1 (the older ones keep clap's code 2).
-const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack"];
+const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack", "lower"];
 
 /// A user-facing failure: printed to stderr, exit code 1.
 struct Failure(String);
@@ -163,6 +184,19 @@ fn main() -> ExitCode {
             outs,
             sets,
         } => cmd_run(&file, func.as_deref(), &backend, &binds, &outs, &sets),
+        Command::Lower {
+            file,
+            stage,
+            check_invalid_binary_search,
+            print_after,
+            func,
+        } => lower::run(&lower::Options {
+            file: &file,
+            stage,
+            check_invalid_binary_search,
+            print_after: &print_after,
+            func: func.as_deref(),
+        }),
         Command::Demo {
             dir,
             rows,
@@ -330,9 +364,10 @@ fn cmd_run(
     outs: &[String],
     sets: &[String],
 ) -> Result<(), Failure> {
-    if backend != "eval" {
+    if backend != "eval" && backend != "interp" {
         return Err(Failure(format!(
-            "error: unsupported backend `{backend}` (available: eval — the stage-I reference evaluator)"
+            "error: unsupported backend `{backend}` (available: eval — the stage-I reference \
+             evaluator; interp — lowering to stage III and the stage II/III interpreter)"
         )));
     }
     let src = read_source(path)?;
@@ -341,11 +376,17 @@ fn cmd_run(
     let f = pick_func(&module, func)?;
     if f.stage() != Stage::I {
         return Err(Failure(format!(
-            "error: the eval backend runs stage-I functions; `{}` is {}",
+            "error: the {backend} backend runs stage-I functions; `{}` is {}",
             f.name,
             stage_name(f.stage())
         )));
     }
+    // Compile first: a lowering failure is reported before any data is read.
+    let lowered = if backend == "interp" {
+        Some(lower::for_interp(&src, f)?)
+    } else {
+        None
+    };
     let mut binder = Binder::new(f);
     for s in sets {
         let (k, v) = split_pair(s, "set")?;
@@ -390,7 +431,11 @@ fn cmd_run(
         out_pairs.push((buf.to_string(), file.to_string()));
     }
     let mut args: HashMap<String, ArgValue> = binder.finish()?;
-    sparsetir_eval::eval_func(f, &mut args).map_err(|e| {
+    let result = match &lowered {
+        Some(g) => sparsetir_eval::run_func(g, &mut args),
+        None => sparsetir_eval::eval_func(f, &mut args),
+    };
+    result.map_err(|e| {
         if e.span.is_unknown() {
             Failure(format!("error: {}", e.message))
         } else {
