@@ -162,8 +162,8 @@ fn close(a: &Tensor, b: &Tensor) -> bool {
         })
 }
 
-/// `zero_out`: parameters whose arrays start zeroed (see [`bsrmm_agrees`]).
-fn check_with(kernel: &str, checked: bool, seed: u64, zero_out: &[&str]) {
+/// Every array (outputs included) starts with random values.
+fn check(kernel: &str, checked: bool, seed: u64) {
     let f = sparsetir_ops::load(kernel).expect("kernel parses");
     let opts = LowerOptions {
         check_invalid_binary_search: checked,
@@ -171,12 +171,7 @@ fn check_with(kernel: &str, checked: bool, seed: u64, zero_out: &[&str]) {
     let low = lower_sparse_iter(&f, &opts).expect("lowers");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for (case, c) in cases(&mut rng) {
-        let mut args = make_args(&f, &c, &mut rng);
-        for z in zero_out {
-            if let Some(ArgValue::Array(t)) = args.get_mut(*z) {
-                *t = Tensor::zeros(t.dtype(), vec![t.len()]).expect("zeros");
-            }
-        }
+        let args = make_args(&f, &c, &mut rng);
         let mut want = args.clone();
         eval_func(&f, &mut want).unwrap_or_else(|e| panic!("{kernel} {case}: eval: {e}"));
         let mut got = args.clone();
@@ -192,10 +187,6 @@ fn check_with(kernel: &str, checked: bool, seed: u64, zero_out: &[&str]) {
             }
         }
     }
-}
-
-fn check(kernel: &str, checked: bool, seed: u64) {
-    check_with(kernel, checked, seed, &[]);
 }
 
 #[test]
@@ -225,11 +216,99 @@ fn dense_iteration_search_agrees_when_checked() {
     check("csrmm_dense_iter", true, 11);
 }
 
-/// The RFC's stage-II form puts bsrmm's init in the outer block (first reduction iterator `bj`),
-/// so TIR's init rule zeroes `C` for block rows without stored blocks, while the stage-I
-/// evaluator runs the init only before an actual reduction step and leaves those rows as they
-/// were. The outputs therefore start zeroed here, where both agree.
+/// bsrmm's init sits in the outer block (first reduction iterator `bj`): it runs for every
+/// block row, also one without stored blocks; the evaluator follows the same rule, so the
+/// outputs start with random values here.
 #[test]
 fn bsrmm_agrees() {
-    check_with("bsrmm", false, 13, &["c"]);
+    for checked in [false, true] {
+        check("bsrmm", checked, 13);
+    }
+}
+
+fn array(args: &Args, name: &str) -> Vec<f64> {
+    match args.get(name) {
+        Some(ArgValue::Array(t)) => t.to_f64_vec(),
+        _ => panic!("no array `{name}`"),
+    }
+}
+
+fn run_both(kernel: &str, args: &Args) -> (Args, Args) {
+    let f = sparsetir_ops::load(kernel).expect("kernel parses");
+    let low = lower_sparse_iter(&f, &LowerOptions::default()).expect("lowers");
+    let mut want = args.clone();
+    eval_func(&f, &mut want).unwrap_or_else(|e| panic!("{kernel}: eval: {e}"));
+    let mut got = args.clone();
+    run_func(&low, &mut got).unwrap_or_else(|e| panic!("{kernel}: stage II: {e}"));
+    (want, got)
+}
+
+fn assert_close(what: &str, got: &[f64], expected: &[f64]) {
+    assert_eq!(got.len(), expected.len(), "{what}");
+    for (g, e) in got.iter().zip(expected) {
+        assert!(
+            (g - e).abs() <= 1e-5 * e.abs().max(1.0),
+            "{what}: {got:?} vs {expected:?}"
+        );
+    }
+}
+
+/// csrmm with a non-zero initial `C`: the init runs with the first `j` of a row, so a row
+/// without stored elements keeps its initial values and the others get `A · B`; checked
+/// against a dense computation.
+#[test]
+fn csrmm_non_zero_initial_output() {
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    let f = sparsetir_ops::load("csrmm").expect("parses");
+    let c = csr(4, &[vec![1, 3], vec![], vec![0, 1, 2, 3], vec![]]);
+    let args = make_args(&f, &c, &mut rng);
+    let (a, b, c0) = (array(&args, "a"), array(&args, "b"), array(&args, "c"));
+    assert!(c0.iter().all(|x| *x != 0.0));
+    let k = 3;
+    let mut expected = c0.clone();
+    for i in 0..c.m {
+        let (lo, hi) = (c.indptr[i] as usize, c.indptr[i + 1] as usize);
+        if lo == hi {
+            continue;
+        }
+        for kk in 0..k {
+            expected[i * k + kk] = (lo..hi)
+                .map(|p| a[p] * b[c.indices[p] as usize * k + kk])
+                .sum();
+        }
+    }
+    let (want, got) = run_both("csrmm", &args);
+    assert_close("csrmm stage I", &array(&want, "c"), &expected);
+    assert_close("csrmm stage II", &array(&got, "c"), &expected);
+}
+
+/// bsrmm with a non-zero initial `C`: every block row is reset (also the one without blocks)
+/// and gets `A · B`; checked against a dense computation.
+#[test]
+fn bsrmm_non_zero_initial_output() {
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+    let f = sparsetir_ops::load("bsrmm").expect("parses");
+    // 3 block rows (the middle one empty), 3 block columns, 2x2 blocks, 3 features.
+    let c = csr(3, &[vec![0, 2], vec![], vec![1]]);
+    let args = make_args(&f, &c, &mut rng);
+    let (a, b, c0) = (array(&args, "a"), array(&args, "b"), array(&args, "c"));
+    assert!(c0.iter().all(|x| *x != 0.0));
+    let (blk, feat) = (2usize, 3usize);
+    let mut expected = vec![0.0; c.m * blk * feat];
+    for i in 0..c.m {
+        for p in c.indptr[i] as usize..c.indptr[i + 1] as usize {
+            let j = c.indices[p] as usize;
+            for bi in 0..blk {
+                for bj in 0..blk {
+                    for ff in 0..feat {
+                        expected[(i * blk + bi) * feat + ff] +=
+                            a[(p * blk + bi) * blk + bj] * b[(j * blk + bj) * feat + ff];
+                    }
+                }
+            }
+        }
+    }
+    let (want, got) = run_both("bsrmm", &args);
+    assert_close("bsrmm stage I", &array(&want, "c"), &expected);
+    assert_close("bsrmm stage II", &array(&got, "c"), &expected);
 }
