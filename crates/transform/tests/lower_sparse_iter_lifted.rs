@@ -32,10 +32,15 @@ fn lower(f: &PrimFunc, checked: bool) -> PrimFunc {
     if let Err(errs) = verify_func(&out) {
         panic!("stage II does not verify: {errs:?}\n{}", print_func(&out));
     }
-    // The printed form parses back.
+    // The printed form parses back to an equal function.
     let text = print_func(&out);
-    if let Err(d) = sparsetir_syntax::parse_func(&text) {
-        panic!("printed stage II does not parse: {d:?}\n{text}");
+    match sparsetir_syntax::parse_func(&text) {
+        Ok(back) => assert!(
+            sparsetir_ir::equal::func_eq(&out, &back),
+            "round trip differs\n{text}\n---\n{}",
+            print_func(&back)
+        ),
+        Err(d) => panic!("printed stage II does not parse: {d:?}\n{text}"),
     }
     out
 }
