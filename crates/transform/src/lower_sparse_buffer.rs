@@ -22,15 +22,18 @@
 //!   constant-extent last one becomes `off(min):off(min) + extent`; any other chain range covers
 //!   the whole flat dimension `0:nnz` (plus extra storage).
 //! - Strides stay as they were (empty = compact row-major, the RFC's `strides=[1]`).
-//! - Unsupported (as in the interpreter): a varied axis that does not directly follow its
-//!   parent's chain, a chain headed by a `compressed_fixed` axis, a chain ending in a
-//!   `dense_varied` axis without a declared `nnz`, and extra storage on a multi-group buffer.
+//! - A chain's axes need not be adjacent in the buffer: `A[I, K, J]` with `J` varied under `I`
+//!   has the groups `(I, J)` and `(K)`, so `A_data` is `(nnz, k)` indexed `[off(J), pos_K]`.
+//! - Unsupported (as in the interpreter): a varied axis whose parent is not the last axis of its
+//!   group (two chains under one axis), a chain headed by a `compressed_fixed` axis, a chain
+//!   ending in a `dense_varied` axis without a declared `nnz`, and extra storage on a buffer of
+//!   more than one group.
 
 use std::collections::{HashMap, HashSet};
 
 use sparsetir_arith::Analyzer;
 use sparsetir_ir::{
-    Arena, AxisId, AxisKind, Block, BlockIter, Buffer, BufferDecl, BufferId, BufferRegion,
+    Arena, AxisId, AxisKind, BinOp, Block, BlockIter, Buffer, BufferDecl, BufferId, BufferRegion,
     BufferShape, Expr, For, IRModule, IfThenElse, LetStmt, PrimFunc, Span, Stage, Stmt, Store,
     VarId,
 };
@@ -254,10 +257,15 @@ impl<'a> Pass<'a> {
     /// `indptr(a)[q]` as a stage-III load (`0` when `q` is provably 0).
     fn indptr_load(&mut self, a: AxisId, q: Expr) -> Res<Expr> {
         let b = self.indptr_buffer(a)?;
-        if q.as_int() == Some(0) {
+        if self.is_zero(&q) {
             return Ok(Expr::Int(0, self.out.buffers[b].dtype));
         }
         Ok(Expr::load(b, vec![q]))
+    }
+
+    /// Whether the index `q` is provably 0 (a constant, or a variable of range `[0, 1)`).
+    fn is_zero(&self, q: &Expr) -> bool {
+        q.as_int() == Some(0) || self.ana.const_bounds(&self.out, q) == Some((0, 0))
     }
 
     /// The offset of a group given the (already lowered) positions of the buffer's dimensions.
@@ -345,7 +353,17 @@ impl<'a> Pass<'a> {
     fn expr(&mut self, e: &Expr) -> Res<Expr> {
         Ok(match e {
             Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => e.clone(),
-            Expr::Binary(op, a, b) => Expr::binary(*op, self.expr(a)?, self.expr(b)?),
+            Expr::Binary(op, a, b) => {
+                let (x, y) = (self.expr(a)?, self.expr(b)?);
+                // Drop the `+ 0` / `- 0` left by a load of `indptr[0]`.
+                let vanished =
+                    |orig: &Expr, new: &Expr| new.as_int() == Some(0) && orig.as_int() != Some(0);
+                match op {
+                    BinOp::Add | BinOp::Sub if vanished(b, &y) => x,
+                    BinOp::Add if vanished(a, &x) => y,
+                    _ => Expr::binary(*op, x, y),
+                }
+            }
             Expr::Unary(op, a) => Expr::Unary(*op, Box::new(self.expr(a)?)),
             Expr::Select(c, a, b) => Expr::Select(
                 Box::new(self.expr(c)?),
@@ -359,8 +377,7 @@ impl<'a> Pass<'a> {
                     .map(|i| self.expr(i))
                     .collect::<Res<Vec<_>>>()?;
                 let idx = self.access(*buffer, idx)?;
-                if self.indptr_set.contains(buffer) && idx.len() == 1 && idx[0].as_int() == Some(0)
-                {
+                if self.indptr_set.contains(buffer) && idx.len() == 1 && self.is_zero(&idx[0]) {
                     return Ok(Expr::Int(0, self.out.buffers[*buffer].dtype));
                 }
                 Expr::Load {

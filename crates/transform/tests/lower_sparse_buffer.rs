@@ -4,8 +4,14 @@
 
 use sparsetir_ir::equal::func_eq;
 use sparsetir_ir::printer::print_func;
-use sparsetir_ir::{verify_func, PrimFunc, Stage};
-use sparsetir_transform::{lower_sparse_buffer, lower_sparse_iter, LowerOptions};
+use std::collections::HashMap;
+
+use sparsetir_eval::{run_func, ArgValue};
+use sparsetir_formats::Tensor;
+use sparsetir_ir::{verify_func, DType, IRModule, PrimFunc, Stage, Stmt};
+use sparsetir_transform::{
+    lower_sparse_buffer, lower_sparse_buffer_module, lower_sparse_iter, LowerError, LowerOptions,
+};
 
 fn parse(src: &str) -> PrimFunc {
     match sparsetir_syntax::parse_func(src) {
@@ -38,7 +44,6 @@ fn catalog_lowers_verifies_and_round_trips() {
         assert_eq!(out.stage(), Stage::III, "{}", k.name);
         assert!(out.axes.is_empty(), "{}", k.name);
         let text = print_func(&out);
-        println!("{text}");
         let back = parse(&text);
         assert!(
             func_eq(&out, &back),
@@ -139,4 +144,186 @@ fn other_stages_are_left_alone() {
     assert_eq!(same, f);
     let iii = stage_iii(&f);
     assert_eq!(lower_sparse_buffer(&iii).expect("no-op"), iii);
+}
+
+/// DCSR (SPEC §2.1): `O = dense_fixed(1)`, so `off(I) = I_indptr_data[vo] + vi` — and with `vo`
+/// known to be 0, the load of `indptr[0]` disappears.
+const DCSR_SPMV: &str = r#"
+@T.prim_func
+def dcsr_spmv(a: T.handle, x: T.handle, y: T.handle, indptr_i: T.handle, indices_i: T.handle,
+              indptr_j: T.handle, indices_j: T.handle, m: T.int32, n: T.int32, nnz_i: T.int32,
+              nnz_j: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    O = T.sp.dense_fixed(1)
+    I = T.sp.compressed_varied(O, (m, nnz_i), (indptr_i, indices_i))
+    J = T.sp.compressed_varied(I, (n, nnz_j), (indptr_j, indices_j))
+    J_detach = T.sp.dense_fixed(n)
+    I_detach = T.sp.dense_fixed(m)
+    A = T.sp.match_buffer(a, (O, I, J), "float32")
+    X = T.sp.match_buffer(x, (J_detach,), "float32")
+    Y = T.sp.match_buffer(y, (I_detach,), "float32")
+    with T.sp.iteration([O, I, J], "SSR", "dcsr_spmv") as [o, i, j]:
+        with T.init():
+            Y[i] = T.float32(0)
+        Y[i] = Y[i] + A[o, i, j] * X[j]
+"#;
+
+fn f32s(v: &[f64]) -> ArgValue {
+    ArgValue::Array(Tensor::from_f64(DType::F32, v).expect("f32"))
+}
+fn i32s(v: &[i64]) -> ArgValue {
+    ArgValue::Array(Tensor::from_i64(DType::I32, v).expect("i32"))
+}
+
+#[test]
+fn dcsr_flattens_the_whole_chain() {
+    let out = stage_iii(&parse(DCSR_SPMV));
+    let text = print_func(&out);
+    for want in [
+        "A_data = T.match_buffer(a, (nnz_j,), \"float32\")",
+        "I_indptr_data = T.match_buffer(indptr_i, (2,), \"int32\")",
+        "J_indptr_data = T.match_buffer(indptr_j, (nnz_i + 1,), \"int32\")",
+        // indptr_i[vo] with vo in [0, 1) is indptr_i[0] = 0.
+        "T.serial(I_indptr_data[vo + 1])",
+        "A_data[vj + J_indptr_data[vi]]",
+        "Y_data[I_indices_data[vi]] = T.float32(0)",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in\n{text}");
+    }
+    assert!(!text.contains("I_indptr_data[vo]"), "{text}");
+
+    // Rows 0 and 2 of a 4 x 3 matrix are stored: [1, _, 2] and [_, 3, _]; x = [10, 20, 30].
+    let mut args: HashMap<String, ArgValue> = HashMap::new();
+    for (k, v) in [("m", 4), ("n", 3), ("nnz_i", 2), ("nnz_j", 3)] {
+        args.insert(k.into(), ArgValue::Int(v));
+    }
+    args.insert("indptr_i".into(), i32s(&[0, 2]));
+    args.insert("indices_i".into(), i32s(&[0, 2]));
+    args.insert("indptr_j".into(), i32s(&[0, 2, 3]));
+    args.insert("indices_j".into(), i32s(&[0, 2, 1]));
+    args.insert("a".into(), f32s(&[1.0, 2.0, 3.0]));
+    args.insert("x".into(), f32s(&[10.0, 20.0, 30.0]));
+    args.insert("y".into(), f32s(&[5.0; 4]));
+    let mut want = args.clone();
+    sparsetir_eval::eval_func(&parse(DCSR_SPMV), &mut want).expect("stage I runs");
+    run_func(&out, &mut args).expect("stage III runs");
+    let y = |a: &HashMap<String, ArgValue>| match a.get("y") {
+        Some(ArgValue::Array(t)) => t.to_f64_vec(),
+        _ => panic!("no y"),
+    };
+    // Rows without stored elements keep their value.
+    assert_eq!(
+        y(&args),
+        vec![1.0 * 10.0 + 2.0 * 30.0, 5.0, 3.0 * 20.0, 5.0]
+    );
+    assert_eq!(y(&want), y(&args));
+}
+
+/// A stage-II function over the given axes and buffer declaration, with one store.
+fn stage_ii_with(decls: &str, store: &str) -> PrimFunc {
+    parse(&format!(
+        r#"
+@T.prim_func
+def f(a: T.handle, indptr: T.handle, indices: T.handle, m: T.int32, n: T.int32, nnz: T.int32,
+      k: T.int32) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 1}})
+{decls}
+    for i in T.serial(m):
+        with T.block("b"):
+            vi = T.axis.remap("S", [i])
+            {store}
+"#
+    ))
+}
+
+#[test]
+fn unsupported_layouts_are_errors() {
+    let cases = [
+        (
+            // Two varied chains under I in one buffer.
+            "    I = T.sp.dense_fixed(m)\n    \
+             J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices))\n    \
+             J2 = T.sp.dense_varied(I, (k, nnz), indptr)\n    \
+             A = T.sp.match_buffer(a, (I, J, J2), \"float32\")",
+            "A[vi, 0, 0] = T.float32(1)",
+            "does not directly follow",
+        ),
+        (
+            // A varied chain headed by a compressed_fixed axis.
+            "    I = T.sp.dense_fixed(m)\n    \
+             J = T.sp.compressed_fixed(I, (n, 2), indices)\n    \
+             K = T.sp.dense_varied(J, (k, nnz), indptr)\n    \
+             A = T.sp.match_buffer(a, (I, J, K), \"float32\")",
+            "A[vi, 0, 0] = T.float32(1)",
+            "heads a varied chain",
+        ),
+        (
+            // A chain ending in a dense_varied axis without nnz.
+            "    I = T.sp.dense_fixed(m)\n    J = T.sp.dense_varied(I, n, indptr)\n    \
+             A = T.sp.match_buffer(a, (I, J), \"float32\")",
+            "A[vi, 0] = T.float32(1)",
+            "no declared nnz",
+        ),
+    ];
+    for (decls, store, message) in cases {
+        let f = stage_ii_with(decls, store);
+        match lower_sparse_buffer(&f) {
+            Err(e @ LowerError::Unsupported { .. }) => {
+                assert!(e.message().contains(message), "{e}")
+            }
+            other => panic!("expected an unsupported-layout error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn wrong_index_count_is_an_error() {
+    let mut f = stage_ii_with(
+        "    I = T.sp.dense_fixed(m)\n    \
+         J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices))\n    \
+         A = T.sp.match_buffer(a, (I, J), \"float32\")",
+        "A[vi, 0] = T.float32(1)",
+    );
+    // The parser checks index counts: drop one index from the parsed store.
+    let Stmt::For(l) = &mut f.body else {
+        panic!("a loop")
+    };
+    let Stmt::Block(b) = &mut l.body else {
+        panic!("a block")
+    };
+    let Stmt::Store(st) = &mut b.body else {
+        panic!("a store")
+    };
+    st.indices.pop();
+    assert!(matches!(
+        lower_sparse_buffer(&f),
+        Err(LowerError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn missing_indptr_buffer_is_declared() {
+    // No `J_indptr` buffer at stage II: the pass declares one over the axis's indptr handle.
+    let f = stage_ii_with(
+        "    I = T.sp.dense_fixed(m)\n    \
+         J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices))\n    \
+         A = T.sp.match_buffer(a, (I, J), \"float32\")",
+        "A[vi, 1] = T.float32(1)",
+    );
+    let out = lower_sparse_buffer(&f).expect("lowers");
+    verify_func(&out).expect("verifies");
+    let text = print_func(&out);
+    assert!(
+        text.contains("J_indptr_data = T.match_buffer(indptr, (m + 1,), \"int32\")"),
+        "{text}"
+    );
+    assert!(
+        text.contains("A_data[J_indptr_data[vi] + 1] = T.float32(1)"),
+        "{text}"
+    );
+    let module = IRModule {
+        funcs: vec![f.clone(), out.clone()],
+    };
+    let lowered = lower_sparse_buffer_module(&module).expect("module lowers");
+    assert!(func_eq(&lowered.funcs[0], &out) && func_eq(&lowered.funcs[1], &out));
 }

@@ -121,7 +121,7 @@ fn i32s(v: &[i64]) -> ArgValue {
 /// Scalars and structure arrays of `kernel` for `case` (values are filled by [`fill`]).
 fn structure(kernel: &str, c: &Case, rng: &mut ChaCha8Rng) -> Args {
     let mut a: Args = HashMap::new();
-    let mut int = |a: &mut Args, k: &str, v: usize| {
+    let int = |a: &mut Args, k: &str, v: usize| {
         a.insert(k.to_string(), ArgValue::Int(v as i64));
     };
     let (m, n) = (c.rows, c.cols);
