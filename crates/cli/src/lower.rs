@@ -80,7 +80,9 @@ pub fn run(o: &Options) -> Result<(), Failure> {
 }
 
 /// The lowering of `sparsetir run --backend interp`: `f` lowered to stage III (verified after
-/// every pass). The lowered function keeps `f`'s parameters, so the arguments bound for `f`
+/// every pass) with checked binary searches, so that a coordinate absent from a buffer reads
+/// its default value and a store to it is skipped, as in stage I (unchecked searches leave that
+/// undefined). The lowered function keeps `f`'s parameters, so the arguments bound for `f`
 /// serve it unchanged; a mismatch is reported as an internal error.
 pub fn for_interp(src: &Source, f: &PrimFunc) -> Result<PrimFunc, Failure> {
     let module = IRModule {
@@ -88,8 +90,9 @@ pub fn for_interp(src: &Source, f: &PrimFunc) -> Result<PrimFunc, Failure> {
     };
     let opts = PipelineOptions {
         target_stage: Stage::III,
+        check_invalid_binary_search: true,
         verify: true,
-        ..PipelineOptions::default()
+        print_after: Vec::new(),
     };
     let lowered = lower_traced(&module, &opts).map_err(|e| fail(src, &module, &e))?;
     let Some(g) = lowered.module.funcs.into_iter().next() else {

@@ -249,6 +249,34 @@ fn interp_csrmm_empty_matrix() {
     assert!(c.to_f64_vec().iter().all(|v| *v == 0.0));
 }
 
+/// The dense-iteration SpMM looks coordinates up by binary search; absent ones must read as 0
+/// (the stage-I semantics), so `--backend interp` lowers with checked searches.
+#[test]
+fn interp_csrmm_dense_iteration_reads_absent_as_zero() {
+    let (m, n, k) = (7, 6, 3);
+    let d = Dir::new();
+    let (a, coo) = random_matrix(m, n, 17);
+    let (b, bt) = dense_tensor(&[n, k], 18);
+    write_mtx(d.path("a.mtx"), &coo).unwrap();
+    write_npy(d.path("b.npy"), &bt).unwrap();
+    let script = d.script("csrmm_dense_iter");
+    let args = [
+        "--bind".into(),
+        d.bind("A", "a.mtx"),
+        "--bind".into(),
+        d.bind("B", "b.npy"),
+    ];
+    same_outputs(&d, &script, &args, &[("C", "c.npy")]);
+    let c = read_npy(d.path("interp_c.npy")).unwrap();
+    for i in 0..m {
+        for kk in 0..k {
+            let want: f64 = (0..n).map(|j| a[i * n + j] * b[j * k + kk]).sum();
+            let got = c.get_f64(i * k + kk);
+            assert!(close(got, want), "C[{i},{kk}] = {got}, want {want}");
+        }
+    }
+}
+
 #[test]
 fn interp_spmv() {
     let (m, n) = (8, 6);
