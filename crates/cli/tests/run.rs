@@ -1,4 +1,5 @@
 //! End-to-end tests of `sparsetir run`: data files in, results out, checked against dense
+#![allow(clippy::needless_range_loop)]
 //! computations written here; and the CLI's error paths (exit code 1, messages naming the buffer).
 
 use std::path::PathBuf;
@@ -364,7 +365,7 @@ fn run_csf_square_sum() {
                 // Row 0 empty; slice (1, *) full; the rest random; the corner always present
                 // so the header-less .tns has the full dims.
                 let corner = i == m - 1 && j == n - 1 && k == p - 1;
-                let keep = i != 0 && (i == 1 || corner || rng.next() % 3 == 0);
+                let keep = i != 0 && (i == 1 || corner || rng.next().is_multiple_of(3));
                 if keep {
                     let v = (rng.val() * 4.0).round() / 4.0 + 0.125;
                     coords.push(vec![i as i64, j as i64, k as i64]);

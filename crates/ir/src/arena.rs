@@ -15,7 +15,10 @@ pub struct Handle<T> {
 impl<T> Handle<T> {
     /// Builds a handle from a raw index (for tests and for arenas built in lockstep).
     pub fn from_index(index: usize) -> Self {
-        Handle { index: index as u32, _marker: PhantomData }
+        Handle {
+            index: index as u32,
+            _marker: PhantomData,
+        }
     }
     /// The position of the item in its arena (declaration order).
     pub fn index(self) -> usize {
@@ -73,7 +76,9 @@ impl<T> Default for Arena<T> {
 
 impl<T: fmt::Debug> fmt::Debug for Arena<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.items.iter().enumerate()).finish()
+        f.debug_map()
+            .entries(self.items.iter().enumerate())
+            .finish()
     }
 }
 
@@ -97,7 +102,10 @@ impl<T> Arena<T> {
     }
     /// Iterates `(handle, item)` in declaration order.
     pub fn iter(&self) -> impl Iterator<Item = (Handle<T>, &T)> {
-        self.items.iter().enumerate().map(|(i, t)| (Handle::from_index(i), t))
+        self.items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (Handle::from_index(i), t))
     }
     pub fn handles(&self) -> impl Iterator<Item = Handle<T>> {
         (0..self.items.len()).map(Handle::from_index)

@@ -103,6 +103,10 @@ pub struct UnknownDType(pub String);
 impl FromStr for DType {
     type Err = UnknownDType;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DType::ALL.iter().copied().find(|d| d.name() == s).ok_or_else(|| UnknownDType(s.to_string()))
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| UnknownDType(s.to_string()))
     }
 }

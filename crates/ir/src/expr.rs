@@ -42,7 +42,10 @@ pub enum BinOp {
 impl BinOp {
     /// Comparisons and logic produce `bool`.
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
     }
     pub fn is_logical(self) -> bool {
         matches!(self, BinOp::And | BinOp::Or)
@@ -180,11 +183,22 @@ pub enum Expr {
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(DType, Box<Expr>),
     /// `A[i, j]`: coordinates at stage I, positions at stage II, offsets at stage III.
-    Load { buffer: BufferId, indices: Vec<Expr> },
+    Load {
+        buffer: BufferId,
+        indices: Vec<Expr>,
+    },
     /// `T.exp(x)` and friends; `dtype` is the result type.
-    Call { op: Intrinsic, args: Vec<Expr>, dtype: DType },
+    Call {
+        op: Intrinsic,
+        args: Vec<Expr>,
+        dtype: DType,
+    },
     /// `T.let(v, value, body)`.
-    Let { var: VarId, value: Box<Expr>, body: Box<Expr> },
+    Let {
+        var: VarId,
+        value: Box<Expr>,
+        body: Box<Expr>,
+    },
 }
 
 impl Expr {

@@ -87,7 +87,8 @@ impl PrimFunc {
             }
         }
         let mut has_iter = false;
-        self.body.visit(&mut |s| has_iter |= matches!(s, Stmt::SparseIteration(_)));
+        self.body
+            .visit(&mut |s| has_iter |= matches!(s, Stmt::SparseIteration(_)));
         if has_iter || !self.axes.is_empty() {
             Stage::I
         } else {
@@ -100,18 +101,30 @@ impl PrimFunc {
     }
 
     pub fn add_var(&mut self, name: impl Into<String>, dtype: crate::DType) -> VarId {
-        self.vars.append(Var { name: name.into(), dtype })
+        self.vars.append(Var {
+            name: name.into(),
+            dtype,
+        })
     }
 
     /// Finds a parameter by name.
     pub fn param(&self, name: &str) -> Option<VarId> {
-        self.params.iter().copied().find(|v| self.vars[*v].name == name)
+        self.params
+            .iter()
+            .copied()
+            .find(|v| self.vars[*v].name == name)
     }
     pub fn axis_by_name(&self, name: &str) -> Option<AxisId> {
-        self.axes.iter().find(|(_, a)| a.name == name).map(|(h, _)| h)
+        self.axes
+            .iter()
+            .find(|(_, a)| a.name == name)
+            .map(|(h, _)| h)
     }
     pub fn buffer_by_name(&self, name: &str) -> Option<BufferId> {
-        self.buffers.iter().find(|(_, b)| b.name == name).map(|(h, _)| h)
+        self.buffers
+            .iter()
+            .find(|(_, b)| b.name == name)
+            .map(|(h, _)| h)
     }
 }
 

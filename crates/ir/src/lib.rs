@@ -26,7 +26,9 @@ pub use dtype::DType;
 pub use expr::{BinOp, BufferId, Expr, Intrinsic, UnOp, Var, VarId};
 pub use func::{IRModule, PrimFunc, Stage, STAGE_ATTR};
 pub use span::Span;
-pub use stmt::{Block, BlockIter, BufferRegion, For, ForKind, IfThenElse, LetStmt, SparseIteration, Stmt, Store};
+pub use stmt::{
+    Block, BlockIter, BufferRegion, For, ForKind, IfThenElse, LetStmt, SparseIteration, Stmt, Store,
+};
 
 pub mod equal;
 pub mod printer;

@@ -10,7 +10,10 @@ pub struct Span {
 
 impl Span {
     pub fn new(start: usize, end: usize) -> Self {
-        Span { start: start as u32, end: end as u32 }
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
     }
     /// True for spans made by passes rather than the parser.
     pub fn is_unknown(self) -> bool {
@@ -24,7 +27,10 @@ impl Span {
         if other.is_unknown() {
             return self;
         }
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
     pub fn range(self) -> std::ops::Range<usize> {
         self.start as usize..self.end as usize
@@ -45,6 +51,10 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
             line_start = i + 1;
         }
     }
-    let col = source.get(line_start..offset).map(|s| s.chars().count()).unwrap_or(offset - line_start) + 1;
+    let col = source
+        .get(line_start..offset)
+        .map(|s| s.chars().count())
+        .unwrap_or(offset - line_start)
+        + 1;
     (line, col)
 }

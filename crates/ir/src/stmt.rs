@@ -29,7 +29,12 @@ pub enum Stmt {
     /// `v: T.int32 = value` followed by `body` (the rest of the sequence).
     Let(Box<LetStmt>),
     /// `T.assume_buffer_domain(buf, (lo, hi))`: every value of `buf` lies in `[lo, hi)`.
-    AssumeBufferDomain { buffer: BufferId, lo: Expr, hi: Expr, span: Span },
+    AssumeBufferDomain {
+        buffer: BufferId,
+        lo: Expr,
+        hi: Expr,
+        span: Span,
+    },
 }
 
 impl Stmt {
@@ -95,7 +100,10 @@ impl Stmt {
                 }
             }
             Stmt::Let(l) => f(&l.body),
-            Stmt::Store(_) | Stmt::Evaluate(_) | Stmt::Allocate(_) | Stmt::AssumeBufferDomain { .. } => {}
+            Stmt::Store(_)
+            | Stmt::Evaluate(_)
+            | Stmt::Allocate(_)
+            | Stmt::AssumeBufferDomain { .. } => {}
         }
     }
 

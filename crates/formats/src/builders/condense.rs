@@ -44,7 +44,10 @@ impl Condensed {
 
     /// Total number of groups `G`.
     pub fn num_groups(&self) -> usize {
-        self.tile_indices.len().checked_div(self.group_size).unwrap_or(0)
+        self.tile_indices
+            .len()
+            .checked_div(self.group_size)
+            .unwrap_or(0)
     }
 
     /// The arrays as named host tensors: `group_indptr` `(tiles + 1,)` i32, `tile_indices`
