@@ -1,6 +1,7 @@
 //! End-to-end tests of `sparsetir run`: data files in, results out, checked against dense
-#![allow(clippy::needless_range_loop)]
 //! computations written here; and the CLI's error paths (exit code 1, messages naming the buffer).
+
+#![allow(clippy::needless_range_loop)]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
