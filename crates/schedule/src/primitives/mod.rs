@@ -1,0 +1,25 @@
+//! Schedule primitives, grouped by family; each family module adds methods to
+//! [`Schedule`](crate::Schedule) and a `replay` function that re-runs its instructions from a
+//! parsed trace. [`replay`] tries every family in turn.
+//!
+//! To add a family: write `primitives/<family>.rs` with
+//! `pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV>>, ReplayError>`
+//! (returning `Ok(None)` for instruction names it does not own), declare it below and add it to
+//! the list in [`replay`].
+
+use crate::state::{AnyRV, Schedule};
+use crate::trace::{Call, ReplayError};
+
+pub mod lookup;
+
+/// Replays one instruction; `Ok(None)` when no family knows its name.
+pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV>>, ReplayError> {
+    type Family = fn(&mut Schedule, &Call) -> Result<Option<Vec<AnyRV>>, ReplayError>;
+    let families: &[Family] = &[lookup::replay];
+    for f in families {
+        if let Some(out) = f(sch, call)? {
+            return Ok(Some(out));
+        }
+    }
+    Ok(None)
+}
