@@ -1,0 +1,1665 @@
+//! The C11 + OpenMP writer: turns one stage III [`PrimFunc`] into a self-contained C source with
+//! the uniform entry point described in the crate documentation.
+//!
+//! The [`Writer`] holds the output text, the indentation and the naming state; there is one method
+//! per statement kind (`write_for`, `write_block`, ...) and one per expression kind (`binary`,
+//! `call`, `load`, ...). Expressions are returned as C text together with the sparsetir dtype of
+//! their value; every compound expression is parenthesised, so the text can be embedded anywhere.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+use sparsetir_ir::expr::binary_result_dtype;
+use sparsetir_ir::{
+    AttrValue, BinOp, Block, BufferDecl, BufferId, BufferShape, DType, Expr, For, ForKind,
+    IfThenElse, Intrinsic, IterKind, LetStmt, PrimFunc, Span, Stage, Stmt, Store, UnOp, VarId,
+};
+
+use crate::{CModule, CParam, CParamKind, CodegenError};
+
+type Res<T> = Result<T, CodegenError>;
+
+/// The largest number of elements an allocation of constant size may have to live on the stack.
+pub const STACK_LIMIT: i64 = 4096;
+
+/// Default OpenMP schedule of `ForKind::Parallel` loops.
+const DEFAULT_SCHEDULE: &str = "dynamic";
+const DEFAULT_CHUNK: i64 = 64;
+
+/// Emits the C source of a stage III function; see [`crate::emit_c`].
+pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
+    let stage = func.stage();
+    if stage != Stage::III {
+        return Err(CodegenError::NotStageIII {
+            func: func.name.clone(),
+            stage: match stage {
+                Stage::I => "I",
+                Stage::II => "II",
+                Stage::III => "III",
+            },
+            span: func.span,
+        });
+    }
+    let mut w = Writer::new(func);
+    w.write_module()
+}
+
+/// The C type of a value of `dt`, or `None` for dtypes the C target cannot hold.
+fn c_type(dt: DType) -> Option<&'static str> {
+    Some(match dt {
+        DType::Bool => "bool",
+        DType::I8 => "int8_t",
+        DType::I16 => "int16_t",
+        DType::I32 => "int32_t",
+        DType::I64 => "int64_t",
+        DType::U8 => "uint8_t",
+        DType::U16 => "uint16_t",
+        DType::U32 => "uint32_t",
+        DType::U64 => "uint64_t",
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::F16 | DType::BF16 | DType::Handle => return None,
+    })
+}
+
+/// The suffix of the prelude helpers for `dt` (`sptir_min_i32`, ...).
+fn helper_suffix(dt: DType) -> &'static str {
+    match dt {
+        DType::I8 => "i8",
+        DType::I16 => "i16",
+        DType::I32 => "i32",
+        DType::I64 => "i64",
+        DType::U8 => "u8",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
+        DType::U64 => "u64",
+        DType::F32 => "f32",
+        _ => "f64",
+    }
+}
+
+/// Words a generated identifier must never be: C keywords, the standard names the generated
+/// source uses, and the ABI's names.
+const RESERVED: &[&str] = &[
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "true",
+    "false",
+    "main",
+    "errno",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "size_t",
+    "NULL",
+    "INFINITY",
+    "NAN",
+    "FLT_MAX",
+    "DBL_MAX",
+    "INT8_MIN",
+    "INT8_MAX",
+    "INT16_MIN",
+    "INT16_MAX",
+    "INT32_MIN",
+    "INT32_MAX",
+    "INT64_MIN",
+    "INT64_MAX",
+    "UINT8_MAX",
+    "UINT16_MAX",
+    "UINT32_MAX",
+    "UINT64_MAX",
+    "INT64_C",
+    "UINT64_C",
+    "calloc",
+    "malloc",
+    "free",
+    "memset",
+    "abs",
+    "exp",
+    "expf",
+    "exp2",
+    "exp2f",
+    "log",
+    "logf",
+    "log2",
+    "log2f",
+    "sqrt",
+    "sqrtf",
+    "tanh",
+    "tanhf",
+    "fabs",
+    "fabsf",
+    "pow",
+    "powf",
+    "floor",
+    "floorf",
+    "ceil",
+    "ceilf",
+    "round",
+    "roundf",
+    "sin",
+    "sinf",
+    "cos",
+    "cosf",
+    "erf",
+    "erff",
+    "fmin",
+    "fminf",
+    "fmax",
+    "fmaxf",
+    "fmod",
+    "fmodf",
+    "args",
+    "nargs",
+    "omp_set_num_threads",
+    "sparsetir_arg",
+];
+
+/// Makes `name` a valid, non-reserved C identifier.
+fn sanitize(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if s.is_empty() {
+        s.push('v');
+    }
+    let first = s.as_bytes()[0];
+    if first.is_ascii_digit()
+        || s.starts_with("__")
+        || (first == b'_' && s.len() > 1 && s.as_bytes()[1].is_ascii_uppercase())
+    {
+        s.insert_str(0, "v_");
+    }
+    if RESERVED.contains(&s.as_str()) || s.starts_with("sptir_") || s.starts_with("sparsetir_") {
+        s.push('_');
+    }
+    s
+}
+
+/// The entry symbol of a function named `name`.
+pub fn entry_symbol(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if s == "set_num_threads" || s.is_empty() {
+        s.push('_');
+    }
+    format!("sparsetir_{s}")
+}
+
+/// Hands out unique identifiers.
+#[derive(Default)]
+struct Namer {
+    used: HashSet<String>,
+}
+
+impl Namer {
+    fn fresh(&mut self, base: &str) -> String {
+        let s = sanitize(base);
+        if self.used.insert(s.clone()) {
+            return s;
+        }
+        let mut k = 1;
+        loop {
+            let c = format!("{s}_{k}");
+            if self.used.insert(c.clone()) {
+                return c;
+            }
+            k += 1;
+        }
+    }
+}
+
+/// A stride of a dense buffer: a constant or the name of a `const int64_t` local.
+#[derive(Clone, Debug)]
+enum Stride {
+    Const(i64),
+    Local(String),
+}
+
+/// The C view of a buffer that is in scope.
+#[derive(Clone, Debug)]
+struct BufInfo {
+    strides: Vec<Stride>,
+}
+
+/// How an allocation is made.
+enum AllocKind {
+    /// `T name[n] = {0};`
+    Stack(i64),
+    /// `T* name = (T*)calloc(size, sizeof(T));` with the size expression.
+    Heap(String),
+}
+
+/// The C writer of one function.
+pub struct Writer<'f> {
+    func: &'f PrimFunc,
+    out: String,
+    indent: usize,
+    namer: Namer,
+    var_names: Vec<String>,
+    buf_names: Vec<String>,
+    /// Variables currently bound (loop, block iterator, let, parameter).
+    bound: Vec<bool>,
+    /// `T.let` expressions are substituted: the C text of each bound let variable.
+    let_subst: HashMap<VarId, String>,
+    /// Buffers currently in scope, with their strides.
+    bufs: Vec<Option<BufInfo>>,
+    /// Buffers that are stored to somewhere (others get `const` pointers).
+    stored: HashSet<BufferId>,
+    /// The statement being written, for error spans.
+    span: Span,
+}
+
+impl<'f> Writer<'f> {
+    /// A writer for `func` (any stage; [`Writer::write_module`] does the work).
+    pub fn new(func: &'f PrimFunc) -> Writer<'f> {
+        let mut namer = Namer::default();
+        namer.used.insert("sptir_status".to_string());
+        let mut stored = HashSet::new();
+        func.body.visit(&mut |s| {
+            if let Stmt::Store(st) = s {
+                stored.insert(st.buffer);
+            }
+            s.for_each_expr(|e| {
+                e.visit(&mut |x| {
+                    if let Expr::Call {
+                        op: Intrinsic::AtomicAdd,
+                        args,
+                        ..
+                    } = x
+                    {
+                        if let Some(Expr::Load { buffer, .. }) = args.first() {
+                            stored.insert(*buffer);
+                        }
+                    }
+                })
+            });
+        });
+        // Names: scalar parameters, then buffers, then the other variables, in declaration order.
+        let mut var_names = vec![String::new(); func.vars.len()];
+        for &p in &func.params {
+            if let Some(v) = func.vars.get(p) {
+                if v.dtype != DType::Handle {
+                    var_names[p.index()] = namer.fresh(&v.name);
+                }
+            }
+        }
+        let buf_names = func
+            .buffers
+            .iter()
+            .map(|(_, b)| namer.fresh(&b.name))
+            .collect();
+        for (h, v) in func.vars.iter() {
+            if var_names[h.index()].is_empty() {
+                var_names[h.index()] = namer.fresh(&v.name);
+            }
+        }
+        Writer {
+            func,
+            out: String::new(),
+            indent: 0,
+            namer,
+            var_names,
+            buf_names,
+            bound: vec![false; func.vars.len()],
+            let_subst: HashMap::new(),
+            bufs: vec![None; func.buffers.len()],
+            stored,
+            span: func.span,
+        }
+    }
+
+    // ------------------------------------------------------------------ output helpers
+
+    fn line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    /// A `#pragma` line, at the current indentation.
+    fn pragma(&mut self, text: &str) {
+        self.line(&format!("#pragma {text}"));
+    }
+
+    fn unsupported(&self, construct: &str, message: impl Into<String>) -> CodegenError {
+        CodegenError::Unsupported {
+            construct: construct.to_string(),
+            message: message.into(),
+            span: self.span,
+        }
+    }
+
+    fn invalid(&self, message: impl Into<String>) -> CodegenError {
+        CodegenError::Invalid {
+            message: message.into(),
+            span: self.span,
+        }
+    }
+
+    fn ctype(&self, dt: DType, what: &str) -> Res<&'static str> {
+        match dt {
+            DType::F16 | DType::BF16 => Err(CodegenError::UnsupportedDType {
+                dtype: dt,
+                what: what.to_string(),
+                span: self.span,
+            }),
+            DType::Handle => Err(self.unsupported(what, "a `handle` cannot be used as a value")),
+            _ => Ok(c_type(dt).unwrap_or("void")),
+        }
+    }
+
+    fn bind(&mut self, v: VarId) -> Res<String> {
+        let Some(var) = self.func.vars.get(v) else {
+            return Err(self.invalid(format!("variable {v:?} is not declared")));
+        };
+        if self.bound[v.index()] {
+            return Err(self.invalid(format!(
+                "variable `{}` is bound again inside its own scope",
+                var.name
+            )));
+        }
+        self.bound[v.index()] = true;
+        Ok(self.var_names[v.index()].clone())
+    }
+
+    fn unbind(&mut self, v: VarId) {
+        if let Some(b) = self.bound.get_mut(v.index()) {
+            *b = false;
+        }
+    }
+
+    fn buf_name(&self, b: BufferId) -> Res<&str> {
+        match self.buf_names.get(b.index()) {
+            Some(n) => Ok(n),
+            None => Err(self.invalid(format!("buffer {b:?} is not declared"))),
+        }
+    }
+
+    // ------------------------------------------------------------------ module
+
+    /// Writes the whole source: prelude, kernel body function and entry point.
+    pub fn write_module(&mut self) -> Res<CModule> {
+        let func = self.func;
+        let entry = entry_symbol(&func.name);
+        // Parameters.
+        let mut params = Vec::new();
+        let mut c_params = Vec::new();
+        let mut unpack = Vec::new();
+        let mut handle_users: HashMap<VarId, Vec<BufferId>> = HashMap::new();
+        for &b in &func.buffer_decls {
+            if let Some(buf) = func.buffers.get(b) {
+                if let BufferDecl::Match { data } = buf.decl {
+                    handle_users.entry(data).or_default().push(b);
+                }
+            }
+        }
+        // Buffers sharing one handle each get a pointer, derived from the first one's parameter.
+        let mut aliases: Vec<(BufferId, BufferId, bool)> = Vec::new();
+        for (k, &p) in func.params.iter().enumerate() {
+            let Some(var) = func.vars.get(p) else {
+                return Err(self.invalid(format!("parameter {p:?} is not declared")));
+            };
+            self.span = func.span;
+            if var.dtype == DType::Handle {
+                let users = handle_users.get(&p).cloned().unwrap_or_default();
+                let Some(&first) = users.first() else {
+                    let name = self.namer.fresh(&var.name);
+                    params.push(CParam {
+                        name: var.name.clone(),
+                        kind: CParamKind::Array {
+                            elem: DType::Handle,
+                        },
+                    });
+                    c_params.push(format!("void* {name}"));
+                    unpack.push(format!("args[{k}].ptr"));
+                    continue;
+                };
+                let elem = func.buffers[first].dtype;
+                self.span = func.buffers[first].span;
+                let ct = self.ctype(elem, &format!("buffer `{}`", func.buffers[first].name))?;
+                for &u in &users[1..] {
+                    let d = func.buffers[u].dtype;
+                    if d != elem {
+                        return Err(self.unsupported(
+                            &format!("buffer `{}`", func.buffers[u].name),
+                            format!(
+                                "parameter `{}` is matched as {} and as {}",
+                                var.name, elem, d
+                            ),
+                        ));
+                    }
+                }
+                let is_const = users.iter().all(|u| !self.stored.contains(u));
+                for &u in &users[1..] {
+                    aliases.push((u, first, is_const));
+                }
+                let restrict = if users.len() == 1 { " restrict" } else { "" };
+                let cst = if is_const { "const " } else { "" };
+                let name = self.buf_name(first)?.to_string();
+                params.push(CParam {
+                    name: var.name.clone(),
+                    kind: CParamKind::Array { elem },
+                });
+                c_params.push(format!("{cst}{ct}*{restrict} {name}"));
+                unpack.push(format!("({cst}{ct}*)args[{k}].ptr"));
+            } else {
+                let dt = var.dtype;
+                let ct = self.ctype(dt, &format!("parameter `{}`", var.name))?;
+                let name = self.bind(p)?;
+                params.push(CParam {
+                    name: var.name.clone(),
+                    kind: CParamKind::Scalar(dt),
+                });
+                c_params.push(format!("{ct} {name}"));
+                unpack.push(if dt.is_float() {
+                    format!("({ct})args[{k}].f")
+                } else if dt.is_bool() {
+                    format!("(args[{k}].i != 0)")
+                } else {
+                    format!("({ct})args[{k}].i")
+                });
+            }
+        }
+
+        let mut head = String::new();
+        write_prelude(&mut head, &func.name);
+        let sig = if c_params.is_empty() {
+            "void".to_string()
+        } else {
+            c_params.join(", ")
+        };
+        let _ = writeln!(head, "static int32_t sptir_kernel({sig}) {{");
+
+        self.indent = 1;
+        self.line("int32_t sptir_status = 0;");
+        for (u, first, is_const) in &aliases {
+            let ct = c_type(func.buffers[*u].dtype).unwrap_or("void");
+            let cst = if *is_const { "const " } else { "" };
+            let (un, fnm) = (
+                self.buf_name(*u)?.to_string(),
+                self.buf_name(*first)?.to_string(),
+            );
+            self.line(&format!("{cst}{ct}* {un} = {fnm};"));
+        }
+        // Function-level buffers: matched ones get their strides, allocations their storage.
+        let mut allocs = Vec::new();
+        for &b in &func.buffer_decls {
+            let Some(buf) = func.buffers.get(b) else {
+                return Err(self.invalid(format!("buffer {b:?} is not declared")));
+            };
+            self.span = buf.span;
+            match buf.decl {
+                BufferDecl::Match { .. } => {
+                    self.declare_strides(b)?;
+                }
+                BufferDecl::Alloc => allocs.push(b),
+            }
+        }
+        self.span = func.span;
+        let heap = self.write_allocs(&allocs)?;
+        let body = &func.body;
+        self.write_guarded(&heap, |w| w.write_stmt(body))?;
+        self.line("return sptir_status;");
+        self.indent = 0;
+        self.line("}");
+        self.line("");
+
+        let n = params.len();
+        self.line(&format!(
+            "int32_t {entry}(const sparsetir_arg* args, int32_t nargs) {{"
+        ));
+        self.indent = 1;
+        self.line(&format!("if (nargs != {n}) {{"));
+        self.line("    return -1;");
+        self.line("}");
+        if n == 0 {
+            self.line("(void)args;");
+            self.line("return sptir_kernel();");
+        } else {
+            self.line("return sptir_kernel(");
+            for (k, u) in unpack.iter().enumerate() {
+                let sep = if k + 1 == n { "" } else { "," };
+                self.line(&format!("    {u}{sep}"));
+            }
+            self.line(");");
+        }
+        self.indent = 0;
+        self.line("}");
+        let source = head + &self.out;
+        Ok(CModule {
+            source,
+            entry,
+            params,
+        })
+    }
+
+    /// Runs `inner` inside `if (every heap pointer is non-null) { ... } else { status = -2 }`
+    /// followed by the `free` calls (no guard when `heap` is empty).
+    fn write_guarded(
+        &mut self,
+        heap: &[String],
+        inner: impl FnOnce(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        if heap.is_empty() {
+            return inner(self);
+        }
+        let cond = heap
+            .iter()
+            .map(|p| format!("{p} != NULL"))
+            .collect::<Vec<_>>()
+            .join(" && ");
+        self.line(&format!("if ({cond}) {{"));
+        self.indent += 1;
+        inner(self)?;
+        self.indent -= 1;
+        self.line("} else {");
+        self.line("    #pragma omp atomic write");
+        self.line("    sptir_status = -2;");
+        self.line("}");
+        for p in heap.iter().rev() {
+            self.line(&format!("free({p});"));
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ buffers
+
+    /// The extents of a dense buffer (error for sparse buffers).
+    fn dense_extents(&self, b: BufferId) -> Res<&'f [Expr]> {
+        let buf = &self.func.buffers[b];
+        match &buf.shape {
+            BufferShape::Dense(d) => Ok(d),
+            BufferShape::Sparse(_) => Err(self.unsupported(
+                &format!("sparse buffer `{}`", buf.name),
+                "sparse buffers must be lowered to dense arrays first (stage III)",
+            )),
+        }
+    }
+
+    /// An extent or stride as `int64_t` C text, or its constant value.
+    fn size_expr(&mut self, e: &Expr, what: &str) -> Res<Result<i64, String>> {
+        if let Some(c) = const_int(e) {
+            return Ok(Ok(c));
+        }
+        let (s, dt) = self.expr(e)?;
+        if !(dt.is_integer() || dt.is_bool()) {
+            return Err(self.invalid(format!("{what} must be an integer, got {dt}")));
+        }
+        Ok(Err(format!("(int64_t){s}")))
+    }
+
+    /// Computes the strides of dense buffer `b` (hoisting non-constant ones into `const int64_t`
+    /// locals) and marks the buffer in scope. Strides follow the interpreter: explicit strides
+    /// give the innermost dimensions, the outer ones are compact over them.
+    fn declare_strides(&mut self, b: BufferId) -> Res<()> {
+        let extents = self.dense_extents(b)?;
+        let buf = &self.func.buffers[b];
+        let n = extents.len();
+        let given = &buf.strides;
+        if given.len() > n {
+            return Err(self.invalid(format!(
+                "buffer `{}`: {} strides for {n} dimension(s)",
+                buf.name,
+                given.len()
+            )));
+        }
+        let mut out: Vec<Option<Result<i64, String>>> = vec![None; n];
+        let k = given.len();
+        for (d, s) in given.iter().enumerate() {
+            out[n - k + d] = Some(self.size_expr(s, "a stride")?);
+        }
+        if n > 0 && k == 0 {
+            out[n - 1] = Some(Ok(1));
+        }
+        let first_given = if k == 0 { n.saturating_sub(1) } else { n - k };
+        for d in (0..first_given).rev() {
+            let inner = out[d + 1].clone().unwrap_or(Ok(1));
+            let ext = self.size_expr(&extents[d + 1], "an extent")?;
+            out[d] = Some(match (inner, ext) {
+                (Ok(a), Ok(b)) => match a.checked_mul(b) {
+                    Some(v) => Ok(v),
+                    None => {
+                        return Err(self.invalid(format!("buffer `{}`: stride overflow", buf.name)))
+                    }
+                },
+                (Ok(1), Err(e)) | (Err(e), Ok(1)) => Err(e),
+                (Ok(a), Err(e)) | (Err(e), Ok(a)) => Err(format!("{e} * {a}")),
+                (Err(a), Err(e)) => Err(format!("{a} * {e}")),
+            });
+        }
+        let bname = self.buf_name(b)?.to_string();
+        let mut strides = Vec::with_capacity(n);
+        for (d, s) in out.into_iter().enumerate() {
+            strides.push(match s.unwrap_or(Ok(1)) {
+                Ok(c) => Stride::Const(c),
+                Err(text) => {
+                    let local = self.namer.fresh(&format!("{bname}_stride{d}"));
+                    self.line(&format!("const int64_t {local} = {text};"));
+                    Stride::Local(local)
+                }
+            });
+        }
+        self.bufs[b.index()] = Some(BufInfo { strides });
+        Ok(())
+    }
+
+    /// The number of elements an allocation of `b` needs (values + extra storage).
+    fn alloc_size(&mut self, b: BufferId) -> Res<Result<i64, String>> {
+        let extents = self.dense_extents(b)?;
+        let buf = &self.func.buffers[b];
+        let mut exts = Vec::with_capacity(extents.len());
+        for e in extents {
+            exts.push(self.size_expr(e, "an extent")?);
+        }
+        let extra = match &buf.extra_storage {
+            Some(e) => Some(self.size_expr(e, "extra_storage")?),
+            None => None,
+        };
+        let strides = self.bufs[b.index()]
+            .as_ref()
+            .map(|i| i.strides.clone())
+            .unwrap_or_default();
+        let compact = buf.strides.is_empty();
+        let all_const = exts.iter().all(|e| e.is_ok())
+            && strides.iter().all(|s| matches!(s, Stride::Const(_)))
+            && extra.as_ref().map_or(true, |e| e.is_ok());
+        if all_const {
+            let mut size: i64 = if exts.iter().any(|e| matches!(e, Ok(0))) {
+                0
+            } else {
+                1
+            };
+            if size == 1 {
+                for (e, s) in exts.iter().zip(&strides) {
+                    let (Ok(e), Stride::Const(s)) = (e, s) else {
+                        continue;
+                    };
+                    size = (e - 1)
+                        .checked_mul(*s)
+                        .and_then(|x| x.checked_add(size))
+                        .ok_or_else(|| {
+                            self.invalid(format!("buffer `{}` is too large", buf.name))
+                        })?;
+                }
+            }
+            if let Some(Ok(x)) = extra {
+                size = size
+                    .checked_add(x)
+                    .ok_or_else(|| self.invalid("allocation too large"))?;
+            }
+            return Ok(Ok(size));
+        }
+        let text = |e: &Result<i64, String>| match e {
+            Ok(c) => format!("INT64_C({c})"),
+            Err(s) => s.clone(),
+        };
+        let mut size = if compact {
+            exts.iter().map(text).collect::<Vec<_>>().join(" * ")
+        } else {
+            let mut terms = vec!["1".to_string()];
+            let mut nonzero = Vec::new();
+            for (e, s) in exts.iter().zip(&strides) {
+                let st = match s {
+                    Stride::Const(c) => format!("INT64_C({c})"),
+                    Stride::Local(l) => l.clone(),
+                };
+                terms.push(format!("({} - 1) * {st}", text(e)));
+                nonzero.push(format!("{} > 0", text(e)));
+            }
+            format!("({} ? {} : 0)", nonzero.join(" && "), terms.join(" + "))
+        };
+        if size.is_empty() {
+            size = "1".to_string();
+        }
+        if let Some(e) = extra {
+            size = format!("{size} + {}", text(&e));
+        }
+        Ok(Err(size))
+    }
+
+    /// Declares the storage of allocated buffers at the current point; returns the names of the
+    /// heap pointers (to guard and free).
+    fn write_allocs(&mut self, bufs: &[BufferId]) -> Res<Vec<String>> {
+        let mut heap = Vec::new();
+        for &b in bufs {
+            let buf = &self.func.buffers[b];
+            let saved = self.span;
+            if !buf.span.is_unknown() {
+                self.span = buf.span;
+            }
+            let ct = self.ctype(buf.dtype, &format!("buffer `{}`", buf.name))?;
+            self.declare_strides(b)?;
+            let kind = match self.alloc_size(b)? {
+                Ok(n) if n <= STACK_LIMIT => AllocKind::Stack(n.max(1)),
+                Ok(n) => AllocKind::Heap(format!("INT64_C({n})")),
+                Err(s) => AllocKind::Heap(s),
+            };
+            let name = self.buf_name(b)?.to_string();
+            match kind {
+                AllocKind::Stack(n) => self.line(&format!("{ct} {name}[{n}] = {{0}};")),
+                AllocKind::Heap(size) => {
+                    let size_name = self.namer.fresh(&format!("{name}_size"));
+                    self.line(&format!("const int64_t {size_name} = {size};"));
+                    self.line(&format!(
+                        "{ct}* {name} = ({ct}*)calloc({size_name} > 0 ? (size_t){size_name} : 1, sizeof({ct}));"
+                    ));
+                    heap.push(name);
+                }
+            }
+            self.span = saved;
+        }
+        Ok(heap)
+    }
+
+    fn end_scope(&mut self, bufs: &[BufferId]) {
+        for b in bufs {
+            self.bufs[b.index()] = None;
+        }
+    }
+
+    /// The flat element offset of `b[indices]`: a plain index for compact 1-D buffers, otherwise
+    /// a sum of `int64_t` products with the strides.
+    fn offset(&mut self, b: BufferId, indices: &[Expr]) -> Res<String> {
+        let name = self.buf_name(b)?.to_string();
+        let Some(info) = self.bufs.get(b.index()).cloned().flatten() else {
+            return Err(self.invalid(format!("buffer `{name}` is used outside its scope")));
+        };
+        if indices.len() != info.strides.len() {
+            return Err(self.invalid(format!(
+                "buffer `{name}` takes {} indices, got {}",
+                info.strides.len(),
+                indices.len()
+            )));
+        }
+        let mut idx = Vec::with_capacity(indices.len());
+        for e in indices {
+            let (s, dt) = self.expr(e)?;
+            if !(dt.is_integer() || dt.is_bool()) {
+                return Err(self.invalid(format!("an index of `{name}` has type {dt}")));
+            }
+            idx.push(s);
+        }
+        if idx.len() == 1 && matches!(info.strides[0], Stride::Const(1)) {
+            return Ok(strip_parens(&idx[0]).to_string());
+        }
+        let mut terms = Vec::new();
+        for (i, s) in idx.iter().zip(&info.strides) {
+            match s {
+                Stride::Const(0) => {}
+                Stride::Const(1) => terms.push(format!("(int64_t){i}")),
+                Stride::Const(c) => terms.push(format!("(int64_t){i} * {c}")),
+                Stride::Local(l) => terms.push(format!("(int64_t){i} * {l}")),
+            }
+        }
+        if terms.is_empty() {
+            return Ok("0".to_string());
+        }
+        Ok(terms.join(" + "))
+    }
+
+    // ------------------------------------------------------------------ statements
+
+    fn write_stmt(&mut self, s: &Stmt) -> Res<()> {
+        let outer = self.span;
+        if !s.span().is_unknown() {
+            self.span = s.span();
+        }
+        let r = match s {
+            Stmt::Seq(v) => self.write_seq(v),
+            Stmt::SparseIteration(it) => Err(CodegenError::NotStageIII {
+                func: self.func.name.clone(),
+                stage: "I",
+                span: it.span,
+            }),
+            Stmt::For(f) => self.write_for(f),
+            Stmt::Block(b) => self.write_block(b),
+            Stmt::Store(st) => self.write_store(st),
+            Stmt::If(i) => self.write_if(i, false),
+            Stmt::Evaluate(e) => self.write_evaluate(e),
+            Stmt::Allocate(_) => self.write_seq(std::slice::from_ref(s)),
+            Stmt::Let(l) => self.write_let(l),
+            Stmt::AssumeBufferDomain { buffer, .. } => {
+                let name = self.buf_name(*buffer)?.to_string();
+                self.line(&format!("/* assume_buffer_domain({name}) */"));
+                Ok(())
+            }
+        };
+        self.span = outer;
+        r
+    }
+
+    /// A sequence; an `Allocate` opens a scope holding the rest of the sequence.
+    fn write_seq(&mut self, v: &[Stmt]) -> Res<()> {
+        for (k, st) in v.iter().enumerate() {
+            if let Stmt::Allocate(b) = st {
+                self.line("{");
+                self.indent += 1;
+                let heap = self.write_allocs(&[*b])?;
+                let rest = &v[k + 1..];
+                self.write_guarded(&heap, |w| {
+                    for r in rest {
+                        w.write_stmt(r)?;
+                    }
+                    Ok(())
+                })?;
+                self.end_scope(&[*b]);
+                self.indent -= 1;
+                self.line("}");
+                return Ok(());
+            }
+            self.write_stmt(st)?;
+        }
+        Ok(())
+    }
+
+    fn write_for(&mut self, f: &For) -> Res<()> {
+        let vdt = self
+            .func
+            .vars
+            .get(f.var)
+            .map(|v| v.dtype)
+            .unwrap_or(DType::I32);
+        if !vdt.is_integer() {
+            return Err(self.invalid(format!(
+                "loop variable has type {vdt}; loops need an integer"
+            )));
+        }
+        let ct = self.ctype(vdt, "loop variable")?;
+        let vname = self.var_names[f.var.index()].clone();
+        let pragma = match f.kind {
+            ForKind::Serial => None,
+            ForKind::Parallel => Some(self.parallel_pragma(f)?),
+            ForKind::Vectorized => Some("omp simd".to_string()),
+            ForKind::Unrolled => {
+                let n = const_int(&f.extent).map(|n| n.clamp(1, 65534)).unwrap_or(8);
+                Some(format!("GCC unroll {n}"))
+            }
+            ForKind::ThreadBinding => {
+                return Err(CodegenError::ThreadBinding {
+                    var: self.func.vars[f.var].name.clone(),
+                    thread: f.thread.clone().unwrap_or_default(),
+                    span: f.span,
+                })
+            }
+        };
+        let min = match const_int(&f.min) {
+            Some(c) => Ok(c),
+            None => {
+                let (s, dt) = self.expr(&f.min)?;
+                let s = cast(s, dt, vdt);
+                let local = self.namer.fresh(&format!("{vname}_min"));
+                self.line(&format!("const {ct} {local} = {};", strip_parens(&s)));
+                Err(local)
+            }
+        };
+        let ext = match const_int(&f.extent) {
+            Some(c) => Ok(c),
+            None => {
+                let (s, dt) = self.expr(&f.extent)?;
+                let s = cast(s, dt, vdt);
+                if let Expr::Var(_) = f.extent {
+                    Err(s)
+                } else {
+                    let local = self.namer.fresh(&format!("{vname}_ext"));
+                    self.line(&format!("const {ct} {local} = {};", strip_parens(&s)));
+                    Err(local)
+                }
+            }
+        };
+        let end = match (&min, &ext) {
+            (Ok(a), Ok(b)) => int_literal(a.saturating_add(*b), vdt),
+            (Ok(0), Err(e)) => e.clone(),
+            (Ok(a), Err(e)) => format!("{} + {e}", int_literal(*a, vdt)),
+            (Err(m), Ok(b)) => format!("{m} + {}", int_literal(*b, vdt)),
+            (Err(m), Err(e)) => format!("{m} + {e}"),
+        };
+        let start = match &min {
+            Ok(a) => int_literal(*a, vdt),
+            Err(m) => m.clone(),
+        };
+        if let Some(p) = pragma {
+            self.pragma(&p);
+        }
+        let v = self.bind(f.var)?;
+        self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+        self.indent += 1;
+        let r = self.write_stmt(&f.body);
+        self.indent -= 1;
+        self.unbind(f.var);
+        r?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// `omp parallel for` with the schedule of the loop's annotations: `"schedule"` (one of
+    /// `static`, `dynamic`, `guided`, `auto`, `runtime`) and `"chunk"` (a positive integer).
+    fn parallel_pragma(&self, f: &For) -> Res<String> {
+        let sched = match f.annotations.get("schedule") {
+            None => None,
+            Some(AttrValue::Str(s))
+                if ["static", "dynamic", "guided", "auto", "runtime"].contains(&s.as_str()) =>
+            {
+                Some(s.clone())
+            }
+            Some(other) => {
+                return Err(self.unsupported(
+                    "loop annotation `schedule`",
+                    format!(
+                        "expected one of \"static\", \"dynamic\", \"guided\", \"auto\", \"runtime\", got {other:?}"
+                    ),
+                ))
+            }
+        };
+        let chunk = match f.annotations.get("chunk") {
+            None => None,
+            Some(AttrValue::Int(c)) if *c > 0 => Some(*c),
+            Some(other) => {
+                return Err(self.unsupported(
+                    "loop annotation `chunk`",
+                    format!("expected a positive integer, got {other:?}"),
+                ))
+            }
+        };
+        let clause = match (sched, chunk) {
+            (None, None) => format!("{DEFAULT_SCHEDULE}, {DEFAULT_CHUNK}"),
+            (None, Some(c)) => format!("{DEFAULT_SCHEDULE}, {c}"),
+            (Some(s), _) if s == "auto" || s == "runtime" => s,
+            (Some(s), None) => s,
+            (Some(s), Some(c)) => format!("{s}, {c}"),
+        };
+        Ok(format!("omp parallel for schedule({clause})"))
+    }
+
+    fn write_block(&mut self, b: &Block) -> Res<()> {
+        self.line(&format!("{{ /* block {} */", comment_safe(&b.name)));
+        self.indent += 1;
+        let mut bound = Vec::new();
+        let r = self.write_block_inner(b, &mut bound);
+        for v in bound {
+            self.unbind(v);
+        }
+        self.end_scope(&b.alloc_buffers);
+        r?;
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    fn write_block_inner(&mut self, b: &Block, bound: &mut Vec<VarId>) -> Res<()> {
+        // Bindings are evaluated before any iterator is bound, as the interpreter does.
+        let mut values = Vec::with_capacity(b.iters.len());
+        for it in &b.iters {
+            let dt = self
+                .func
+                .vars
+                .get(it.var)
+                .map(|v| v.dtype)
+                .unwrap_or(DType::I32);
+            let (s, sdt) = self.expr(&it.binding)?;
+            values.push((cast(s, sdt, dt), dt));
+        }
+        let mut at_min = Vec::new();
+        for (it, (s, dt)) in b.iters.iter().zip(values) {
+            let ct = self.ctype(dt, "block iterator")?;
+            let v = self.bind(it.var)?;
+            bound.push(it.var);
+            self.line(&format!("const {ct} {v} = {};", strip_parens(&s)));
+            if it.kind == IterKind::Reduce {
+                let (m, mdt) = self.expr(&it.min)?;
+                at_min.push(format!("{v} == {}", cast(m, mdt, dt)));
+            }
+        }
+        let mut opened = false;
+        if let Some(p) = &b.predicate {
+            let (c, _) = self.expr(p)?;
+            self.line(&format!("if ({}) {{", strip_parens(&c)));
+            self.indent += 1;
+            opened = true;
+        }
+        let heap = self.write_allocs(&b.alloc_buffers)?;
+        self.write_guarded(&heap, |w| {
+            if let Some(init) = &b.init {
+                if at_min.is_empty() {
+                    w.write_stmt(init)?;
+                } else {
+                    w.line(&format!("if ({}) {{", at_min.join(" && ")));
+                    w.indent += 1;
+                    w.write_stmt(init)?;
+                    w.indent -= 1;
+                    w.line("}");
+                }
+            }
+            w.write_stmt(&b.body)
+        })?;
+        if opened {
+            self.indent -= 1;
+            self.line("}");
+        }
+        Ok(())
+    }
+
+    fn write_store(&mut self, st: &Store) -> Res<()> {
+        let dt = self
+            .func
+            .buffers
+            .get(st.buffer)
+            .map(|b| b.dtype)
+            .unwrap_or(DType::F32);
+        let (v, vdt) = self.expr(&st.value)?;
+        let off = self.offset(st.buffer, &st.indices)?;
+        let name = self.buf_name(st.buffer)?.to_string();
+        let v = cast(v, vdt, dt);
+        self.line(&format!("{name}[{off}] = {};", strip_parens(&v)));
+        Ok(())
+    }
+
+    fn write_if(&mut self, i: &IfThenElse, chained: bool) -> Res<()> {
+        let (c, _) = self.expr(&i.cond)?;
+        let head = format!("if ({}) {{", strip_parens(&c));
+        if chained {
+            self.line(&format!("}} else {head}"));
+        } else {
+            self.line(&head);
+        }
+        self.indent += 1;
+        self.write_stmt(&i.then_case)?;
+        self.indent -= 1;
+        match &i.else_case {
+            Some(Stmt::If(inner)) => return self.write_if(inner, true),
+            Some(e) => {
+                self.line("} else {");
+                self.indent += 1;
+                self.write_stmt(e)?;
+                self.indent -= 1;
+            }
+            None => {}
+        }
+        self.line("}");
+        Ok(())
+    }
+
+    fn write_evaluate(&mut self, e: &Expr) -> Res<()> {
+        if let Expr::Call {
+            op: Intrinsic::AtomicAdd,
+            args,
+            ..
+        } = e
+        {
+            let [Expr::Load { buffer, indices }, value] = args.as_slice() else {
+                return Err(
+                    self.invalid("`atomic_add` takes a buffer element `A[idx]` and a value")
+                );
+            };
+            let bdt = self
+                .func
+                .buffers
+                .get(*buffer)
+                .map(|b| b.dtype)
+                .unwrap_or(DType::F32);
+            if bdt.is_bool() {
+                return Err(self.unsupported("atomic_add", "the target buffer is boolean"));
+            }
+            let (v, vdt) = self.expr(value)?;
+            let off = self.offset(*buffer, indices)?;
+            let name = self.buf_name(*buffer)?.to_string();
+            let v = cast(v, vdt, binary_result_dtype(bdt, vdt));
+            self.pragma("omp atomic update");
+            self.line(&format!("{name}[{off}] += {};", strip_parens(&v)));
+            return Ok(());
+        }
+        let (s, _) = self.expr(e)?;
+        self.line(&format!("(void){s};"));
+        Ok(())
+    }
+
+    fn write_let(&mut self, l: &LetStmt) -> Res<()> {
+        let dt = self
+            .func
+            .vars
+            .get(l.var)
+            .map(|v| v.dtype)
+            .unwrap_or(DType::I32);
+        let ct = self.ctype(dt, "let variable")?;
+        let (s, sdt) = self.expr(&l.value)?;
+        self.line("{");
+        self.indent += 1;
+        let v = self.bind(l.var)?;
+        self.line(&format!(
+            "const {ct} {v} = {};",
+            strip_parens(&cast(s, sdt, dt))
+        ));
+        let r = self.write_stmt(&l.body);
+        self.unbind(l.var);
+        r?;
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ expressions
+
+    /// The C text of `e` (an atom or parenthesised) and the dtype of its value.
+    fn expr(&mut self, e: &Expr) -> Res<(String, DType)> {
+        match e {
+            Expr::Int(v, dt) => self.int_const(*v, *dt),
+            Expr::Float(x, dt) => self.float_const(*x, *dt),
+            Expr::Bool(b) => Ok((if *b { "true" } else { "false" }.to_string(), DType::Bool)),
+            Expr::Var(v) => self.var(*v),
+            Expr::Binary(op, a, b) => self.binary(*op, a, b),
+            Expr::Unary(op, a) => self.unary(*op, a),
+            Expr::Select(c, a, b) => {
+                let (c, _) = self.expr(c)?;
+                let (x, xd) = self.expr(a)?;
+                let (y, yd) = self.expr(b)?;
+                let dt = binary_result_dtype(xd, yd);
+                Ok((
+                    format!("({c} ? {} : {})", cast(x, xd, dt), cast(y, yd, dt)),
+                    dt,
+                ))
+            }
+            Expr::Cast(dt, a) => {
+                self.ctype(*dt, "cast")?;
+                let (s, sdt) = self.expr(a)?;
+                Ok((cast(s, sdt, *dt), *dt))
+            }
+            Expr::Load { buffer, indices } => {
+                let dt = match self.func.buffers.get(*buffer) {
+                    Some(b) => b.dtype,
+                    None => return Err(self.invalid(format!("buffer {buffer:?} is not declared"))),
+                };
+                let off = self.offset(*buffer, indices)?;
+                Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt))
+            }
+            Expr::Call { op, args, dtype } => self.call(*op, args, *dtype),
+            Expr::Let { var, value, body } => {
+                let dt = self
+                    .func
+                    .vars
+                    .get(*var)
+                    .map(|v| v.dtype)
+                    .unwrap_or(DType::I32);
+                self.ctype(dt, "let variable")?;
+                let (s, sdt) = self.expr(value)?;
+                if self.bound.get(var.index()).copied().unwrap_or(false)
+                    || self.let_subst.contains_key(var)
+                {
+                    return Err(self.invalid("a `let` variable is bound again inside its scope"));
+                }
+                self.let_subst.insert(*var, cast(s, sdt, dt));
+                let r = self.expr(body);
+                self.let_subst.remove(var);
+                r
+            }
+        }
+    }
+
+    fn var(&mut self, v: VarId) -> Res<(String, DType)> {
+        let Some(var) = self.func.vars.get(v) else {
+            return Err(self.invalid(format!("variable {v:?} is not declared")));
+        };
+        if let Some(s) = self.let_subst.get(&v) {
+            return Ok((s.clone(), var.dtype));
+        }
+        if var.dtype == DType::Handle {
+            return Err(self.unsupported(
+                &format!("handle `{}`", var.name),
+                "a handle cannot be used as a value",
+            ));
+        }
+        if !self.bound[v.index()] {
+            return Err(self.invalid(format!(
+                "variable `{}` is used where it has no value",
+                var.name
+            )));
+        }
+        Ok((self.var_names[v.index()].clone(), var.dtype))
+    }
+
+    fn int_const(&mut self, v: i64, dt: DType) -> Res<(String, DType)> {
+        if dt.is_float() {
+            self.ctype(dt, "constant")?;
+            return Ok((format!("(({})({v}))", c_type(dt).unwrap_or("double")), dt));
+        }
+        if dt == DType::Handle {
+            return Err(self.unsupported("constant", "a constant cannot be a handle"));
+        }
+        Ok((int_literal(v, dt), dt))
+    }
+
+    fn float_const(&mut self, x: f64, dt: DType) -> Res<(String, DType)> {
+        if !dt.is_float() {
+            // An integer-typed float literal: the evaluator converts it (truncating).
+            if dt.is_bool() {
+                return Ok((if x != 0.0 { "true" } else { "false" }.to_string(), dt));
+            }
+            return self.int_const(x as i64, dt);
+        }
+        self.ctype(dt, "constant")?;
+        Ok((float_literal(x, dt), dt))
+    }
+
+    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr) -> Res<(String, DType)> {
+        let (x, xd) = self.expr(a)?;
+        let (y, yd) = self.expr(b)?;
+        if op.is_logical() {
+            let sym = if op == BinOp::And { "&&" } else { "||" };
+            return Ok((format!("({x} {sym} {y})"), DType::Bool));
+        }
+        let mut dt = binary_result_dtype(xd, yd);
+        if dt.is_bool() {
+            dt = DType::I32;
+        }
+        self.ctype(dt, "operand")?;
+        if op.is_comparison() {
+            let sym = match op {
+                BinOp::Eq => "==",
+                BinOp::Ne => "!=",
+                BinOp::Lt => "<",
+                BinOp::Le => "<=",
+                BinOp::Gt => ">",
+                _ => ">=",
+            };
+            return Ok((
+                format!("({} {sym} {})", cast(x, xd, dt), cast(y, yd, dt)),
+                DType::Bool,
+            ));
+        }
+        // Narrow unsigned types are computed in uint32_t (C would promote them to int, where a
+        // product can overflow); narrow results are wrapped back to their width.
+        let work = match dt {
+            DType::U8 | DType::U16 => DType::U32,
+            DType::I8 | DType::I16 => DType::I32,
+            d => d,
+        };
+        let (x, y) = (cast(x, xd, work), cast(y, yd, work));
+        let sfx = helper_suffix(dt);
+        let text = match op {
+            BinOp::Add => format!("({x} + {y})"),
+            BinOp::Sub => format!("({x} - {y})"),
+            BinOp::Mul => format!("({x} * {y})"),
+            BinOp::Div => format!("({x} / {y})"),
+            BinOp::FloorDiv if dt.is_uint() => format!("({x} / {y})"),
+            BinOp::FloorMod if dt.is_uint() => format!("({x} % {y})"),
+            BinOp::FloorDiv => format!("sptir_floordiv_{sfx}({x}, {y})"),
+            BinOp::FloorMod => format!("sptir_floormod_{sfx}({x}, {y})"),
+            BinOp::Min if dt == DType::F32 => format!("fminf({x}, {y})"),
+            BinOp::Min if dt == DType::F64 => format!("fmin({x}, {y})"),
+            BinOp::Max if dt == DType::F32 => format!("fmaxf({x}, {y})"),
+            BinOp::Max if dt == DType::F64 => format!("fmax({x}, {y})"),
+            BinOp::Min => format!("sptir_min_{sfx}({x}, {y})"),
+            _ => format!("sptir_max_{sfx}({x}, {y})"),
+        };
+        Ok((cast(text, work, dt), dt))
+    }
+
+    fn unary(&mut self, op: UnOp, a: &Expr) -> Res<(String, DType)> {
+        let (x, dt) = self.expr(a)?;
+        match op {
+            UnOp::Not => Ok((format!("(!{x})"), DType::Bool)),
+            UnOp::Neg => {
+                let rdt = if dt.is_bool() { DType::I32 } else { dt };
+                self.ctype(rdt, "operand")?;
+                let work = match rdt {
+                    DType::U8 | DType::U16 => DType::U32,
+                    DType::I8 | DType::I16 => DType::I32,
+                    d => d,
+                };
+                let x = cast(x, dt, work);
+                Ok((cast(format!("(-{x})"), work, rdt), rdt))
+            }
+        }
+    }
+
+    fn call(&mut self, op: Intrinsic, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+        match op {
+            Intrinsic::AtomicAdd => {
+                return Err(self.unsupported(
+                    "atomic_add",
+                    "the C target supports `atomic_add` only as a statement \
+                     (`T.evaluate(T.atomic_add(A[i], v))`)",
+                ))
+            }
+            Intrinsic::MinValue | Intrinsic::MaxValue => {
+                let max = op == Intrinsic::MaxValue;
+                self.ctype(dt, op.name())?;
+                return Ok((limit_literal(dt, max), dt));
+            }
+            _ => {}
+        }
+        if args.len() != op.arity() {
+            return Err(self.invalid(format!(
+                "intrinsic `{}` takes {} argument(s), got {}",
+                op.name(),
+                op.arity(),
+                args.len()
+            )));
+        }
+        self.ctype(dt, op.name())?;
+        let mut xs = Vec::with_capacity(args.len());
+        for a in args {
+            xs.push(self.expr(a)?);
+        }
+        if dt.is_float() {
+            let xs: Vec<String> = xs.into_iter().map(|(s, d)| cast(s, d, dt)).collect();
+            return Ok((float_call(op, &xs, dt), dt));
+        }
+        // Integer (or bool) results.
+        match op {
+            Intrinsic::Abs | Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Round => {
+                let (s, sdt) = xs.swap_remove(0);
+                let work = if dt.is_bool() { DType::I64 } else { dt };
+                let v = cast(s, sdt, work);
+                let v = if op == Intrinsic::Abs && work.is_int() {
+                    format!("sptir_abs_{}({v})", helper_suffix(work))
+                } else {
+                    v
+                };
+                Ok((cast(v, work, dt), dt))
+            }
+            _ => {
+                let xs: Vec<String> = xs
+                    .into_iter()
+                    .map(|(s, d)| cast(s, d, DType::F64))
+                    .collect();
+                Ok((cast(float_call(op, &xs, DType::F64), DType::F64, dt), dt))
+            }
+        }
+    }
+}
+
+/// A float intrinsic applied to already converted arguments, in the precision of `dt`.
+fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
+    let f = if dt == DType::F32 { "f" } else { "" };
+    let one = if dt == DType::F32 { "1.0f" } else { "1.0" };
+    let a = xs.first().map(String::as_str).unwrap_or("0");
+    let b = xs.get(1).map(String::as_str).unwrap_or("0");
+    match op {
+        Intrinsic::Exp => format!("exp{f}({a})"),
+        Intrinsic::Exp2 => format!("exp2{f}({a})"),
+        Intrinsic::Log => format!("log{f}({a})"),
+        Intrinsic::Log2 => format!("log2{f}({a})"),
+        Intrinsic::Sqrt => format!("sqrt{f}({a})"),
+        Intrinsic::Rsqrt => format!("({one} / sqrt{f}({a}))"),
+        Intrinsic::Tanh => format!("tanh{f}({a})"),
+        Intrinsic::Sigmoid => format!("({one} / ({one} + exp{f}(-{a})))"),
+        Intrinsic::Abs => format!("fabs{f}({a})"),
+        Intrinsic::Pow => format!("pow{f}({a}, {b})"),
+        Intrinsic::Floor => format!("floor{f}({a})"),
+        Intrinsic::Ceil => format!("ceil{f}({a})"),
+        Intrinsic::Round => format!("round{f}({a})"),
+        Intrinsic::Sin => format!("sin{f}({a})"),
+        Intrinsic::Cos => format!("cos{f}({a})"),
+        // The evaluator computes erf in double precision and rounds.
+        Intrinsic::Erf if dt == DType::F32 => format!("((float)erf((double){a}))"),
+        Intrinsic::Erf => format!("erf({a})"),
+        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd => "0".to_string(),
+    }
+}
+
+/// Converts C text of dtype `from` to `to`, with the evaluator's conversions: anything → bool
+/// tests for nonzero, float → narrow integer goes through `int64_t` (so out-of-range values wrap
+/// like the evaluator's instead of being undefined).
+fn cast(s: String, from: DType, to: DType) -> String {
+    if from == to {
+        return s;
+    }
+    let ct = c_type(to).unwrap_or("double");
+    if from.is_float() && to.is_integer() && to != DType::I64 && to != DType::U64 {
+        return format!("(({ct})(int64_t){s})");
+    }
+    format!("(({ct}){s})")
+}
+
+/// An integer constant of dtype `dt`, wrapped to its width, as C text of that type.
+fn int_literal(v: i64, dt: DType) -> String {
+    match dt {
+        DType::Bool => (if v != 0 { "true" } else { "false" }).to_string(),
+        DType::I64 => {
+            if v == i64::MIN {
+                "INT64_MIN".to_string()
+            } else if v < 0 {
+                format!("(-INT64_C({}))", -v)
+            } else {
+                format!("INT64_C({v})")
+            }
+        }
+        DType::U64 => format!("UINT64_C({})", v as u64),
+        DType::I32 => {
+            let v = v as i32;
+            if v == i32::MIN {
+                "INT32_MIN".to_string()
+            } else if v < 0 {
+                format!("(-{})", -v)
+            } else {
+                v.to_string()
+            }
+        }
+        DType::U32 => format!("{}u", v as u32),
+        DType::I16 => format!("((int16_t){})", wrap_paren(v as i16 as i64)),
+        DType::I8 => format!("((int8_t){})", wrap_paren(v as i8 as i64)),
+        DType::U16 => format!("((uint16_t){})", v as u16),
+        DType::U8 => format!("((uint8_t){})", v as u8),
+        DType::F32 => format!("((float){})", wrap_paren(v)),
+        _ => format!("((double){})", wrap_paren(v)),
+    }
+}
+
+fn wrap_paren(v: i64) -> String {
+    if v < 0 {
+        format!("({v})")
+    } else {
+        v.to_string()
+    }
+}
+
+/// A float constant of a float dtype: the shortest decimal that reads back to the same value
+/// (`f` suffix for float32), or `INFINITY`/`NAN`.
+fn float_literal(x: f64, dt: DType) -> String {
+    let f32_ = dt == DType::F32;
+    let cty = if f32_ { "float" } else { "double" };
+    if x.is_nan() {
+        return format!("(({cty})NAN)");
+    }
+    if x.is_infinite() {
+        let sign = if x < 0.0 { "-" } else { "" };
+        return format!("({sign}({cty})INFINITY)");
+    }
+    let text = if f32_ {
+        format!("{:?}f", x as f32)
+    } else {
+        format!("{x:?}")
+    };
+    if text.starts_with('-') {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
+/// The lowest (`max = false`) or highest finite value of `dt`.
+fn limit_literal(dt: DType, max: bool) -> String {
+    let s = match (dt, max) {
+        (DType::Bool, m) => return (if m { "true" } else { "false" }).to_string(),
+        (DType::F32, false) => "(-FLT_MAX)",
+        (DType::F32, true) => "FLT_MAX",
+        (DType::F64, false) => "(-DBL_MAX)",
+        (DType::F64, true) => "DBL_MAX",
+        (DType::I8, false) => "((int8_t)INT8_MIN)",
+        (DType::I8, true) => "((int8_t)INT8_MAX)",
+        (DType::I16, false) => "((int16_t)INT16_MIN)",
+        (DType::I16, true) => "((int16_t)INT16_MAX)",
+        (DType::I32, false) => "INT32_MIN",
+        (DType::I32, true) => "INT32_MAX",
+        (DType::I64, false) => "INT64_MIN",
+        (DType::I64, true) => "INT64_MAX",
+        (DType::U8, false) => "((uint8_t)0)",
+        (DType::U8, true) => "((uint8_t)UINT8_MAX)",
+        (DType::U16, false) => "((uint16_t)0)",
+        (DType::U16, true) => "((uint16_t)UINT16_MAX)",
+        (DType::U32, false) => "0u",
+        (DType::U32, true) => "UINT32_MAX",
+        (DType::U64, false) => "UINT64_C(0)",
+        (DType::U64, true) => "UINT64_MAX",
+        _ => "0",
+    };
+    s.to_string()
+}
+
+/// The value of a constant integer expression (literals and casts of literals).
+fn const_int(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Int(v, dt) if dt.is_integer() => {
+            // Only values that survive their dtype unchanged are reported.
+            let w = match dt {
+                DType::I8 => *v as i8 as i64,
+                DType::I16 => *v as i16 as i64,
+                DType::I32 => *v as i32 as i64,
+                DType::U8 => *v as u8 as i64,
+                DType::U16 => *v as u16 as i64,
+                DType::U32 => *v as u32 as i64,
+                _ => *v,
+            };
+            (w == *v).then_some(*v)
+        }
+        _ => None,
+    }
+}
+
+/// Removes one pair of parentheses enclosing the whole text.
+fn strip_parens(s: &str) -> &str {
+    let b = s.as_bytes();
+    if b.len() < 2 || b[0] != b'(' || b[b.len() - 1] != b')' {
+        return s;
+    }
+    let mut depth = 0i32;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 && i + 1 != b.len() {
+                    return s;
+                }
+            }
+            _ => {}
+        }
+    }
+    &s[1..s.len() - 1]
+}
+
+/// Text safe inside a `/* */` comment.
+fn comment_safe(s: &str) -> String {
+    s.replace("*/", "* /").replace(['\n', '\r'], " ")
+}
+
+/// The fixed part of every source: includes, the argument union, helpers, thread control.
+fn write_prelude(out: &mut String, func_name: &str) {
+    let _ = writeln!(
+        out,
+        "/* Generated by sparsetir from function `{}` (stage III). Do not edit. */",
+        comment_safe(func_name)
+    );
+    out.push_str(PRELUDE);
+}
+
+const PRELUDE: &str = r#"#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <float.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+typedef union { void* ptr; int64_t i; double f; } sparsetir_arg;
+
+#define SPTIR_MINMAX(S, T) \
+    static inline T sptir_min_##S(T a, T b) { return a < b ? a : b; } \
+    static inline T sptir_max_##S(T a, T b) { return a > b ? a : b; }
+#define SPTIR_SIGNED(S, T, U) \
+    SPTIR_MINMAX(S, T) \
+    static inline T sptir_floordiv_##S(T a, T b) { \
+        T q = (T)(a / b); \
+        return (a % b != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q; \
+    } \
+    static inline T sptir_floormod_##S(T a, T b) { \
+        T r = (T)(a % b); \
+        return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r; \
+    } \
+    static inline T sptir_abs_##S(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; }
+SPTIR_SIGNED(i8, int8_t, uint8_t)
+SPTIR_SIGNED(i16, int16_t, uint16_t)
+SPTIR_SIGNED(i32, int32_t, uint32_t)
+SPTIR_SIGNED(i64, int64_t, uint64_t)
+SPTIR_MINMAX(u8, uint8_t)
+SPTIR_MINMAX(u16, uint16_t)
+SPTIR_MINMAX(u32, uint32_t)
+SPTIR_MINMAX(u64, uint64_t)
+static inline float sptir_floordiv_f32(float a, float b) { return floorf(a / b); }
+static inline double sptir_floordiv_f64(double a, double b) { return floor(a / b); }
+static inline float sptir_floormod_f32(float a, float b) {
+    float r = fmodf(a, b);
+    return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+static inline double sptir_floormod_f64(double a, double b) {
+    double r = fmod(a, b);
+    return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+
+void sparsetir_set_num_threads(int32_t n) {
+#ifdef _OPENMP
+    if (n > 0) {
+        omp_set_num_threads(n);
+    }
+#else
+    (void)n;
+#endif
+}
+
+"#;
