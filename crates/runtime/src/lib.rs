@@ -1,7 +1,23 @@
 //! Runtime glue between user data and sparsetir functions: binds files and arrays to a
 //! function's buffers (packing sparse data into the storage its axes declare and inferring size
-//! parameters), and reads results back as dense arrays or COO.
+//! parameters), reads results back as dense arrays or COO, and runs native kernels: compiling C
+//! through a content-hashed cache, loading it, validating every launch's data against the stage-I
+//! function, and timing launches.
 
 pub mod bind;
+pub mod cache;
+pub mod compile;
+pub mod error;
+pub mod kernel;
+pub mod native;
+pub mod timing;
+pub mod validate;
 
 pub use bind::{read_output, BindError, Binder, Output};
+pub use cache::{CacheOutcome, KernelCache, LoadReport};
+pub use compile::{Compiler, DEFAULT_FLAGS};
+pub use error::RunError;
+pub use kernel::{CompiledKernel, KernelParam, ParamKind, SparsetirArg};
+pub use native::{CompileOptions, Kernel};
+pub use timing::{Timing, TimingOptions};
+pub use validate::validate_args;

@@ -1,0 +1,110 @@
+//! Errors of compiling, caching, loading, validating and launching native kernels.
+
+use sparsetir_ir::DType;
+
+/// Why compiling, loading or launching a kernel failed. Every variant names what it concerns
+/// (the compiler, file, parameter, buffer, axis or entry) so the message stands on its own.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RunError {
+    /// The C compiler could not be started (not installed, not executable).
+    #[error("cannot run the C compiler `{cc}`: {message}")]
+    NoCompiler { cc: String, message: String },
+    /// The C compiler rejected the source: its diagnostics and the numbered source.
+    #[error(
+        "the C compiler failed: {command}\n{stderr}\n--- generated source ---\n{numbered_source}"
+    )]
+    Compile {
+        command: String,
+        stderr: String,
+        /// The source with 1-based line numbers, so diagnostics can be matched to it.
+        numbered_source: String,
+    },
+    /// Reading or writing the kernel cache failed.
+    #[error("kernel cache `{path}`: {message}")]
+    Cache { path: String, message: String },
+    /// The shared object could not be loaded, or lacks a symbol.
+    #[error("cannot load kernel library `{path}`: {message}")]
+    Load { path: String, message: String },
+    /// Lowering the stage-I function failed.
+    #[error("lowering failed: {0}")]
+    Lower(String),
+    /// The C writer refused the function.
+    #[error("C code generation failed: {0}")]
+    Codegen(String),
+    /// The function is not at the stage this operation needs.
+    #[error("{0}")]
+    Stage(String),
+    /// A parameter has no argument.
+    #[error("missing argument for parameter `{name}`")]
+    MissingArg { name: String },
+    /// A scalar was given where an array is expected, or the other way round.
+    #[error("parameter `{name}` expects {expected}, but {found} was given")]
+    ArgKind {
+        name: String,
+        expected: String,
+        found: String,
+    },
+    /// An array's element type differs from the parameter's.
+    #[error("parameter `{name}` expects an array of {expected}, but the array holds {found}")]
+    DTypeMismatch {
+        name: String,
+        expected: DType,
+        found: DType,
+    },
+    /// A scalar argument does not fit its parameter's type, or is not a valid size.
+    #[error("parameter `{name}`: {message}")]
+    Scalar { name: String, message: String },
+    /// An axis's `indptr` array is malformed.
+    #[error("axis `{axis}`: indptr `{param}`: {message}")]
+    Indptr {
+        axis: String,
+        param: String,
+        message: String,
+    },
+    /// An axis's `indices` array is malformed.
+    #[error("axis `{axis}`: indices `{param}`: {message}")]
+    Indices {
+        axis: String,
+        param: String,
+        message: String,
+    },
+    /// An array is shorter than its layout needs.
+    #[error(
+        "buffer `{buffer}`: argument `{param}` holds {found} values, but its layout needs {needed}"
+    )]
+    ArrayTooShort {
+        buffer: String,
+        param: String,
+        needed: i64,
+        found: i64,
+    },
+    /// A size (axis length, nnz, extent) is invalid or inconsistent with the data.
+    #[error("{subject}: {message}")]
+    Size { subject: String, message: String },
+    /// Buffer values used as coordinates (or declared with `T.assume_buffer_domain`) are out of
+    /// their range.
+    #[error("buffer `{buffer}`: {message}")]
+    Domain { buffer: String, message: String },
+    /// The kernel returned a non-zero status.
+    #[error("kernel `{entry}` failed with status {status} ({})", status_meaning(*.status))]
+    Kernel { entry: String, status: i32 },
+}
+
+fn status_meaning(status: i32) -> &'static str {
+    match status {
+        -1 => "wrong number of arguments",
+        -2 => "allocation failure",
+        _ => "unknown status",
+    }
+}
+
+/// The source with right-aligned 1-based line numbers (`  12 | code`).
+pub fn number_lines(source: &str) -> String {
+    let count = source.lines().count().max(1);
+    let width = count.to_string().len();
+    let mut out = String::with_capacity(source.len() + count * (width + 4));
+    for (i, line) in source.lines().enumerate() {
+        out.push_str(&format!("{:>width$} | {line}\n", i + 1));
+    }
+    out
+}

@@ -1,0 +1,138 @@
+//! The native (C) backend's front door: [`Kernel`] pairs a loaded kernel with the stage-I function
+//! its arguments are validated against before every launch.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use sparsetir_eval::ArgValue;
+use sparsetir_ir::{PrimFunc, Stage};
+
+use crate::cache::{CacheOutcome, KernelCache, LoadReport};
+use crate::compile::Compiler;
+use crate::error::RunError;
+use crate::kernel::{CompiledKernel, KernelParam};
+use crate::timing::{time_with, Timing, TimingOptions};
+use crate::validate::validate_args;
+
+/// How to compile a kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// The C compiler command; `None` = `$CC`, else `cc`.
+    pub cc: Option<String>,
+    /// Extra flags after the defaults (`-std=c11 -O3 -march=native -fopenmp -fPIC -shared`).
+    pub flags: Vec<String>,
+    /// OpenMP threads per launch; `None` = the OpenMP default.
+    pub threads: Option<usize>,
+    /// The cache directory; `None` = [`KernelCache::default_dir`].
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl CompileOptions {
+    /// The compiler these options name.
+    pub fn compiler(&self) -> Compiler {
+        Compiler::new(self.cc.as_deref(), &self.flags)
+    }
+    /// The cache these options name.
+    pub fn cache(&self) -> Result<KernelCache, RunError> {
+        match &self.cache_dir {
+            Some(d) => Ok(KernelCache::new(d.clone())),
+            None => KernelCache::from_env(),
+        }
+    }
+}
+
+/// A compiled kernel ready to run: validates every launch's arguments against its stage-I
+/// function, then calls the native code.
+#[derive(Debug)]
+pub struct Kernel {
+    stage1: PrimFunc,
+    compiled: CompiledKernel,
+    source: String,
+    threads: Option<usize>,
+    report: LoadReport,
+}
+
+impl Kernel {
+    /// Builds (through the cache) and loads C `source` whose entry point `entry` takes `params`,
+    /// for the stage-I function `stage1`.
+    pub fn from_source(
+        stage1: &PrimFunc,
+        source: &str,
+        entry: &str,
+        params: Vec<KernelParam>,
+        opts: &CompileOptions,
+    ) -> Result<Kernel, RunError> {
+        if stage1.stage() != Stage::I {
+            return Err(RunError::Stage(format!(
+                "function `{}` is at stage {:?}: a kernel keeps the stage-I function to validate \
+                 its arguments",
+                stage1.name,
+                stage1.stage()
+            )));
+        }
+        let cache = opts.cache()?;
+        let (compiled, report) = cache.load(source, entry, &params, &opts.compiler())?;
+        Ok(Kernel {
+            stage1: stage1.clone(),
+            compiled,
+            source: source.to_string(),
+            threads: opts.threads,
+            report,
+        })
+    }
+
+    /// Checks `args` against the stage-I function (structure, sizes, lengths, dtypes), then
+    /// launches the kernel; outputs are written into the arrays of `args` in place.
+    pub fn run(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+        validate_args(&self.stage1, args)?;
+        self.launch_validated(args)
+    }
+
+    fn launch_validated(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+        if let Some(n) = self.threads {
+            self.compiled.set_num_threads(n);
+        }
+        // SAFETY: `args` passed `validate_args` against the stage-I function this kernel was
+        // lowered from (every caller validates right before).
+        unsafe { self.compiled.call_unvalidated(args) }
+    }
+
+    /// Times launches on `args`: validation runs before every launch, outside the timed region.
+    pub fn time(
+        &self,
+        args: &mut HashMap<String, ArgValue>,
+        opts: TimingOptions,
+    ) -> Result<Timing, RunError> {
+        let args = std::cell::RefCell::new(args);
+        time_with(
+            opts,
+            || validate_args(&self.stage1, &args.borrow()),
+            || self.launch_validated(&mut args.borrow_mut()),
+        )
+    }
+
+    /// Sets the thread count of later launches (`None`: the OpenMP default).
+    pub fn set_threads(&mut self, threads: Option<usize>) {
+        self.threads = threads;
+    }
+
+    /// The stage-I function arguments are validated against.
+    pub fn stage1(&self) -> &PrimFunc {
+        &self.stage1
+    }
+    /// The C source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+    pub fn compiled(&self) -> &CompiledKernel {
+        &self.compiled
+    }
+    /// Cache outcome, key, path and timings of loading this kernel.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+    /// Whether the kernel came from the cache without compiling.
+    pub fn cache_hit(&self) -> bool {
+        self.report.outcome == CacheOutcome::Hit
+    }
+}

@@ -1,0 +1,90 @@
+//! A timing helper: warm-up runs, timed repeats, median seconds.
+
+use std::time::Instant;
+
+/// How to time a computation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimingOptions {
+    /// Untimed runs first (page faults, caches, thread-pool start-up).
+    pub warmup: usize,
+    /// Timed runs (at least one is made).
+    pub repeats: usize,
+}
+
+impl Default for TimingOptions {
+    fn default() -> Self {
+        TimingOptions {
+            warmup: 2,
+            repeats: 10,
+        }
+    }
+}
+
+/// The timed samples of one measurement, in seconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// One per timed run, in run order.
+    pub samples: Vec<f64>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Timing {
+    /// Summarizes samples (seconds); an empty list gives zeros.
+    pub fn from_samples(samples: Vec<f64>) -> Timing {
+        let median = median(&samples);
+        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let fix = |x: f64| if x.is_finite() { x } else { 0.0 };
+        Timing {
+            samples,
+            median: fix(median),
+            min: fix(min),
+            max: fix(max),
+        }
+    }
+}
+
+/// The median of `values` (mean of the two middle values for an even count; 0 when empty).
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Times `run`: `opts.warmup` untimed calls, then `opts.repeats` (at least 1) timed ones. Before
+/// every call (untimed) `prepare` runs, e.g. to validate arguments or reset outputs. The first
+/// error stops the measurement.
+pub fn time_with<E>(
+    opts: TimingOptions,
+    mut prepare: impl FnMut() -> Result<(), E>,
+    mut run: impl FnMut() -> Result<(), E>,
+) -> Result<Timing, E> {
+    for _ in 0..opts.warmup {
+        prepare()?;
+        run()?;
+    }
+    let repeats = opts.repeats.max(1);
+    let mut samples = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        prepare()?;
+        let start = Instant::now();
+        run()?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    Ok(Timing::from_samples(samples))
+}
+
+/// [`time_with`] without a preparation step.
+pub fn time<E>(opts: TimingOptions, run: impl FnMut() -> Result<(), E>) -> Result<Timing, E> {
+    time_with(opts, || Ok(()), run)
+}

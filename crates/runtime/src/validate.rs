@@ -1,0 +1,744 @@
+//! Validation of a launch's arguments against the **stage-I** function (the compiled stage-III
+//! function has lost its axes): scalars fit their types, every `indptr` has parent count + 1
+//! entries, starts at 0, is monotone and ends at the axis nnz; every `indices` array has one
+//! entry per stored element, all in `0..length`, strictly increasing inside each parent where the
+//! axis is `sorted` (compiled binary searches rely on it); value and dense arrays are at least as
+//! long as their layouts; coordinates that index a dense axis of another buffer (a compressed
+//! axis's indices into `B[J_detach, K]`, or buffer values as in `W[E[i, j], ...]`) stay inside
+//! it; `T.sp.attach` parents stay inside the attached axis's `indptr`; and
+//! `T.assume_buffer_domain` holds. Any violation is a [`RunError`] naming the axis, buffer or
+//! parameter and the offending index; native code never runs on data that fails here.
+
+use std::collections::HashMap;
+
+use sparsetir_eval::storage::{dense_size, sparse_layout, AxisData, MAX_ELEMENTS};
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::{Tensor, TensorData};
+use sparsetir_ir::{
+    AxisId, AxisKind, BinOp, BufferDecl, BufferId, BufferShape, DType, Expr, IterAxis, PrimFunc,
+    Stmt, VarId,
+};
+
+use crate::error::RunError;
+use crate::kernel::int_fits;
+
+/// A read-only integer view of an index array of any integer dtype.
+#[derive(Clone, Copy)]
+enum IndexView<'a> {
+    I8(&'a [i8]),
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+impl<'a> IndexView<'a> {
+    fn new(t: &'a Tensor) -> Option<IndexView<'a>> {
+        Some(match &t.data {
+            TensorData::I8(v) => IndexView::I8(v),
+            TensorData::I16(v) => IndexView::I16(v),
+            TensorData::I32(v) => IndexView::I32(v),
+            TensorData::I64(v) => IndexView::I64(v),
+            TensorData::U8(v) => IndexView::U8(v),
+            TensorData::U16(v) => IndexView::U16(v),
+            TensorData::U32(v) => IndexView::U32(v),
+            TensorData::U64(v) => IndexView::U64(v),
+            _ => return None,
+        })
+    }
+    fn len(&self) -> usize {
+        match self {
+            IndexView::I8(v) => v.len(),
+            IndexView::I16(v) => v.len(),
+            IndexView::I32(v) => v.len(),
+            IndexView::I64(v) => v.len(),
+            IndexView::U8(v) => v.len(),
+            IndexView::U16(v) => v.len(),
+            IndexView::U32(v) => v.len(),
+            IndexView::U64(v) => v.len(),
+        }
+    }
+    /// Element `i` (which must be in range) as `i64`; `u64` beyond `i64` saturates.
+    fn get(&self, i: usize) -> i64 {
+        match self {
+            IndexView::I8(v) => v[i] as i64,
+            IndexView::I16(v) => v[i] as i64,
+            IndexView::I32(v) => v[i] as i64,
+            IndexView::I64(v) => v[i],
+            IndexView::U8(v) => v[i] as i64,
+            IndexView::U16(v) => v[i] as i64,
+            IndexView::U32(v) => v[i] as i64,
+            IndexView::U64(v) => i64::try_from(v[i]).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// What validation learned about one axis.
+#[derive(Clone)]
+struct AxisInfo<'a> {
+    name: String,
+    length: i64,
+    /// Stored elements of the parent level (roots: 1).
+    parent_count: i64,
+    level_count: i64,
+    indptr: Option<IndexView<'a>>,
+    /// One more than the largest coordinate any stored element has (0 when there is none).
+    coord_bound: i64,
+}
+
+struct Checker<'a> {
+    func: &'a PrimFunc,
+    args: &'a HashMap<String, ArgValue>,
+    ints: HashMap<VarId, i64>,
+    axes: Vec<AxisInfo<'a>>,
+    /// The same, in the evaluator's layout-computation form (structure arrays left empty).
+    layout_axes: Vec<AxisData>,
+    /// Values each function-level match buffer needs (layout size, without extra storage).
+    buffer_size: HashMap<BufferId, i64>,
+}
+
+/// Checks `args` against the stage-I function `func` before a native launch. See the module
+/// documentation for the list of checks.
+pub fn validate_args(func: &PrimFunc, args: &HashMap<String, ArgValue>) -> Result<(), RunError> {
+    let mut c = Checker {
+        func,
+        args,
+        ints: HashMap::new(),
+        axes: Vec::with_capacity(func.axes.len()),
+        layout_axes: Vec::with_capacity(func.axes.len()),
+        buffer_size: HashMap::new(),
+    };
+    c.scalars()?;
+    c.check_axes()?;
+    c.check_buffers()?;
+    c.check_body(&func.body)?;
+    Ok(())
+}
+
+fn size_err(subject: impl Into<String>, message: impl Into<String>) -> RunError {
+    RunError::Size {
+        subject: subject.into(),
+        message: message.into(),
+    }
+}
+
+/// Python's `//` on integers; `None` on division by zero or overflow.
+fn floor_div(a: i64, b: i64) -> Option<i64> {
+    let q = a.checked_div(b)?;
+    Some(if a % b != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
+}
+
+impl<'a> Checker<'a> {
+    fn var_name(&self, v: VarId) -> String {
+        self.func
+            .vars
+            .get(v)
+            .map(|x| x.name.clone())
+            .unwrap_or_else(|| "?".into())
+    }
+
+    fn scalars(&mut self) -> Result<(), RunError> {
+        for &p in &self.func.params {
+            let Some(var) = self.func.vars.get(p) else {
+                return Err(RunError::Stage(format!("parameter {p:?} is not declared")));
+            };
+            let name = &var.name;
+            let dt = var.dtype;
+            let given = self.args.get(name);
+            if dt == DType::Handle {
+                // Arrays are checked where they are used (axes, buffers).
+                match given {
+                    None => return Err(RunError::MissingArg { name: name.clone() }),
+                    Some(ArgValue::Array(_)) => {}
+                    Some(_) => {
+                        return Err(RunError::ArgKind {
+                            name: name.clone(),
+                            expected: "an array".into(),
+                            found: "a scalar".into(),
+                        })
+                    }
+                }
+                continue;
+            }
+            match given {
+                None => return Err(RunError::MissingArg { name: name.clone() }),
+                Some(ArgValue::Array(_)) => {
+                    return Err(RunError::ArgKind {
+                        name: name.clone(),
+                        expected: format!("a scalar of type {dt}"),
+                        found: "an array".into(),
+                    })
+                }
+                Some(ArgValue::Int(i)) => {
+                    if !dt.is_float() {
+                        if !int_fits(*i, dt) {
+                            return Err(RunError::Scalar {
+                                name: name.clone(),
+                                message: format!("{i} does not fit in its type {dt}"),
+                            });
+                        }
+                        self.ints.insert(p, *i);
+                    }
+                }
+                Some(ArgValue::Float(x)) => {
+                    if !dt.is_float() {
+                        return Err(RunError::Scalar {
+                            name: name.clone(),
+                            message: format!("has type {dt}, but a float ({x}) was given"),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates an integer expression over the integer scalar parameters.
+    fn eval(&self, e: &Expr) -> Option<i64> {
+        Some(match e {
+            Expr::Int(v, _) => *v,
+            Expr::Var(v) => *self.ints.get(v)?,
+            Expr::Cast(dt, a) if dt.is_integer() => self.eval(a)?,
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (self.eval(a)?, self.eval(b)?);
+                match op {
+                    BinOp::Add => a.checked_add(b)?,
+                    BinOp::Sub => a.checked_sub(b)?,
+                    BinOp::Mul => a.checked_mul(b)?,
+                    BinOp::Div => a.checked_div(b)?,
+                    BinOp::FloorDiv => floor_div(a, b)?,
+                    BinOp::FloorMod => a.checked_sub(floor_div(a, b)?.checked_mul(b)?)?,
+                    BinOp::Min => a.min(b),
+                    BinOp::Max => a.max(b),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Evaluates a size: an integer in `0..=2^31`.
+    fn size(&self, e: &Expr, subject: &str, what: &str) -> Result<i64, RunError> {
+        let v = self.eval(e).ok_or_else(|| {
+            size_err(
+                subject,
+                format!("{what} cannot be computed from the integer parameters"),
+            )
+        })?;
+        if !(0..=MAX_ELEMENTS).contains(&v) {
+            return Err(size_err(
+                subject,
+                format!("{what} = {v} is outside 0..=2^31"),
+            ));
+        }
+        Ok(v)
+    }
+
+    /// The array behind the handle parameter `param`.
+    fn array(&self, param: VarId) -> Result<&'a Tensor, RunError> {
+        let name = self.var_name(param);
+        match self.args.get(&name) {
+            Some(ArgValue::Array(t)) => Ok(t),
+            Some(_) => Err(RunError::ArgKind {
+                name,
+                expected: "an array".into(),
+                found: "a scalar".into(),
+            }),
+            None => Err(RunError::MissingArg { name }),
+        }
+    }
+
+    fn index_array(
+        &self,
+        param: VarId,
+        axis: &str,
+        indptr: bool,
+    ) -> Result<IndexView<'a>, RunError> {
+        let t = self.array(param)?;
+        IndexView::new(t).ok_or_else(|| {
+            let (p, message) = (
+                self.var_name(param),
+                format!("must hold integers, but holds {}", t.dtype()),
+            );
+            if indptr {
+                RunError::Indptr {
+                    axis: axis.into(),
+                    param: p,
+                    message,
+                }
+            } else {
+                RunError::Indices {
+                    axis: axis.into(),
+                    param: p,
+                    message,
+                }
+            }
+        })
+    }
+
+    fn check_axes(&mut self) -> Result<(), RunError> {
+        let func = self.func;
+        for (h, ax) in func.axes.iter() {
+            let name = ax.name.clone();
+            let subject = format!("axis `{name}`");
+            let length = self.size(&ax.length, &subject, "length")?;
+            let mut info = AxisInfo {
+                name: name.clone(),
+                length,
+                parent_count: 1,
+                level_count: length,
+                indptr: None,
+                coord_bound: length,
+            };
+            let mut per_parent = 0;
+            if ax.kind != AxisKind::DenseFixed {
+                let parent = ax
+                    .parent
+                    .filter(|p| p.index() < h.index())
+                    .ok_or_else(|| size_err(&subject, "needs a parent declared before it"))?;
+                info.parent_count = self.axes[parent.index()].level_count;
+                let nnz = match &ax.nnz {
+                    Some(e) => Some(self.size(e, &subject, "nnz")?),
+                    None => None,
+                };
+                if ax.kind.is_varied() {
+                    let p = ax
+                        .indptr
+                        .ok_or_else(|| size_err(&subject, "has no indptr parameter"))?;
+                    let view = self.index_array(p, &name, true)?;
+                    info.level_count = check_indptr(&name, &self.var_name(p), view, &info, nnz)?;
+                    if ax.kind == AxisKind::DenseVaried {
+                        let mut widest = 0;
+                        for q in 0..view.len().saturating_sub(1) {
+                            let count = view.get(q + 1) - view.get(q);
+                            if count > length {
+                                return Err(RunError::Indptr {
+                                    axis: name,
+                                    param: self.var_name(p),
+                                    message: format!(
+                                        "parent position {q} holds {count} elements, more than \
+                                         the axis length {length}"
+                                    ),
+                                });
+                            }
+                            widest = widest.max(count);
+                        }
+                        info.coord_bound = widest;
+                    }
+                    info.indptr = Some(view);
+                } else {
+                    let c = ax
+                        .nnz_cols
+                        .as_ref()
+                        .ok_or_else(|| size_err(&subject, "has no nnz_cols"))?;
+                    per_parent = self.size(c, &subject, "nnz_cols")?;
+                    info.level_count = info
+                        .parent_count
+                        .checked_mul(per_parent)
+                        .filter(|n| *n <= MAX_ELEMENTS)
+                        .ok_or_else(|| size_err(&subject, "more than 2^31 stored elements"))?;
+                }
+                if ax.kind.is_compressed() {
+                    let p = ax
+                        .indices
+                        .ok_or_else(|| size_err(&subject, "has no indices parameter"))?;
+                    let view = self.index_array(p, &name, false)?;
+                    info.coord_bound = check_indices(
+                        &name,
+                        &self.var_name(p),
+                        view,
+                        &info,
+                        per_parent,
+                        ax.sorted,
+                    )?;
+                }
+            }
+            self.layout_axes.push(AxisData {
+                name,
+                kind: ax.kind,
+                parent: if ax.kind == AxisKind::DenseFixed {
+                    None
+                } else {
+                    ax.parent
+                },
+                length,
+                per_parent,
+                parent_count: info.parent_count,
+                indptr: Vec::new(),
+                indices: Vec::new(),
+                level_count: info.level_count,
+            });
+            self.axes.push(info);
+        }
+        Ok(())
+    }
+
+    fn check_buffers(&mut self) -> Result<(), RunError> {
+        let func = self.func;
+        for &b in &func.buffer_decls {
+            let Some(buf) = func.buffers.get(b) else {
+                continue;
+            };
+            let BufferDecl::Match { data } = buf.decl else {
+                continue;
+            };
+            let name = &buf.name;
+            let subject = format!("buffer `{name}`");
+            let size = match &buf.shape {
+                BufferShape::Sparse(axes) => {
+                    if axes.iter().any(|a| a.index() >= self.layout_axes.len()) {
+                        return Err(size_err(&subject, "refers to an undeclared axis"));
+                    }
+                    sparse_layout(name, axes, &self.layout_axes)
+                        .map_err(|m| size_err(&subject, m))?
+                        .1
+                }
+                BufferShape::Dense(dims) => {
+                    let mut extents = Vec::with_capacity(dims.len());
+                    for d in dims {
+                        extents.push(self.size(d, &subject, "extent")?);
+                    }
+                    let mut strides = Vec::with_capacity(buf.strides.len());
+                    for s in &buf.strides {
+                        strides.push(self.size(s, &subject, "stride")?);
+                    }
+                    if !strides.is_empty() && strides.len() != extents.len() {
+                        return Err(size_err(&subject, "strides do not match the dimensions"));
+                    }
+                    dense_size(name, &extents, &strides).map_err(|m| size_err(&subject, m))?
+                }
+            };
+            let extra = match &buf.extra_storage {
+                Some(e) => self.size(e, &subject, "extra_storage")?,
+                None => 0,
+            };
+            let t = self.array(data)?;
+            if t.dtype() != buf.dtype {
+                return Err(RunError::DTypeMismatch {
+                    name: self.var_name(data),
+                    expected: buf.dtype,
+                    found: t.dtype(),
+                });
+            }
+            let needed = size + extra;
+            if (t.len() as i64) < needed {
+                return Err(RunError::ArrayTooShort {
+                    buffer: name.clone(),
+                    param: self.var_name(data),
+                    needed,
+                    found: t.len() as i64,
+                });
+            }
+            self.buffer_size.insert(b, size);
+        }
+        Ok(())
+    }
+
+    /// Checks what the statements assume about the data: attach parents, coordinates used in
+    /// dense axes of other buffers, declared buffer domains.
+    fn check_body(&self, body: &Stmt) -> Result<(), RunError> {
+        // Iterator variable → the axis whose coordinate it holds.
+        let mut iter_axis: HashMap<VarId, AxisId> = HashMap::new();
+        let mut result = Ok(());
+        body.visit(&mut |s| {
+            if let Stmt::SparseIteration(it) = s {
+                let axes = it.axes.iter().flat_map(|a| a.axes());
+                for (v, a) in it.vars.iter().zip(axes) {
+                    iter_axis.insert(*v, a);
+                }
+                for a in &it.axes {
+                    if let IterAxis::Attach { axis, parent } = a {
+                        if result.is_ok() {
+                            result = self.check_attach(*axis, *parent);
+                        }
+                    }
+                }
+            }
+        });
+        result?;
+        let mut result = Ok(());
+        body.visit(&mut |s| {
+            if result.is_err() {
+                return;
+            }
+            match s {
+                Stmt::AssumeBufferDomain { buffer, lo, hi, .. } => {
+                    result = self.check_domain(*buffer, lo, hi);
+                }
+                Stmt::Store(st) => {
+                    result = self.check_access(st.buffer, &st.indices, &iter_axis);
+                }
+                _ => {}
+            }
+            if result.is_ok() {
+                s.for_each_expr(|e| {
+                    e.visit(&mut |x| {
+                        if result.is_ok() {
+                            if let Expr::Load { buffer, indices } = x {
+                                result = self.check_access(*buffer, indices, &iter_axis);
+                            }
+                        }
+                    })
+                });
+            }
+        });
+        result
+    }
+
+    fn axis(&self, a: AxisId) -> Result<&AxisInfo<'a>, RunError> {
+        self.axes
+            .get(a.index())
+            .ok_or_else(|| RunError::Stage(format!("axis {a:?} is not declared")))
+    }
+
+    /// `T.sp.attach(axis, parent)`: `axis`'s indptr is indexed by `parent`'s coordinates.
+    fn check_attach(&self, axis: AxisId, parent: AxisId) -> Result<(), RunError> {
+        let a = self.axis(axis)?;
+        let p = self.axis(parent)?;
+        if a.indptr.is_some() && p.coord_bound > a.parent_count {
+            return Err(size_err(
+                format!("axis `{}`", a.name),
+                format!(
+                    "attached under `{}`, whose coordinates reach {}, but its indptr covers only \
+                     {} parent positions",
+                    p.name,
+                    p.coord_bound - 1,
+                    a.parent_count
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The values of the match buffer `b` that its layout covers, if it is bound to an array.
+    fn buffer_values(&self, b: BufferId) -> Option<(&'a Tensor, usize)> {
+        let buf = self.func.buffers.get(b)?;
+        let data = buf.data_param()?;
+        let size = *self.buffer_size.get(&b)?;
+        let t = self.array(data).ok()?;
+        Some((t, (size as usize).min(t.len())))
+    }
+
+    /// `T.assume_buffer_domain(buf, (lo, hi))`: the compiled code may rely on it.
+    fn check_domain(&self, b: BufferId, lo: &Expr, hi: &Expr) -> Result<(), RunError> {
+        let Some((t, n)) = self.buffer_values(b) else {
+            return Ok(());
+        };
+        let name = self.func.buffers[b].name.clone();
+        let subject = format!("buffer `{name}`");
+        let lo = self
+            .eval(lo)
+            .ok_or_else(|| size_err(&subject, "domain bound unknown"))?;
+        let hi = self
+            .eval(hi)
+            .ok_or_else(|| size_err(&subject, "domain bound unknown"))?;
+        for i in 0..n {
+            let x = t.get_f64(i);
+            if !(x >= lo as f64 && x < hi as f64) {
+                return Err(RunError::Domain {
+                    buffer: name,
+                    message: format!(
+                        "value [{i}] = {x} is outside its declared domain {lo}..{hi} \
+                         (T.assume_buffer_domain)"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// An access whose index in a dense axis of the buffer is a coordinate of another axis, or
+    /// a value loaded from an integer buffer: the compiled code indexes the dense dimension
+    /// directly, so that coordinate must lie inside it.
+    fn check_access(
+        &self,
+        b: BufferId,
+        indices: &[Expr],
+        iter_axis: &HashMap<VarId, AxisId>,
+    ) -> Result<(), RunError> {
+        let Some(buf) = self.func.buffers.get(b) else {
+            return Ok(());
+        };
+        for (k, e) in indices.iter().enumerate() {
+            // The extent of dimension k when it is indexed directly.
+            let (extent, dim_name) = match &buf.shape {
+                BufferShape::Sparse(axes) => {
+                    let Some(&y) = axes.get(k) else { continue };
+                    if self.func.axes.get(y).map(|a| a.kind) != Some(AxisKind::DenseFixed) {
+                        continue;
+                    }
+                    match e {
+                        Expr::Var(v) if iter_axis.get(v) == Some(&y) => continue,
+                        _ => {}
+                    }
+                    let info = self.axis(y)?;
+                    (info.length, format!("axis `{}`", info.name))
+                }
+                BufferShape::Dense(dims) => {
+                    let Some(d) = dims.get(k) else { continue };
+                    let Some(n) = self.eval(d) else { continue };
+                    (n, format!("dimension {k}"))
+                }
+            };
+            match e {
+                Expr::Var(v) => {
+                    let Some(&x) = iter_axis.get(v) else { continue };
+                    let info = self.axis(x)?;
+                    if info.coord_bound > extent {
+                        return Err(RunError::Domain {
+                            buffer: buf.name.clone(),
+                            message: format!(
+                                "{dim_name} has length {extent}, but it is indexed by \
+                                 coordinates of axis `{}`, which reach {}",
+                                info.name,
+                                info.coord_bound - 1
+                            ),
+                        });
+                    }
+                }
+                Expr::Load { buffer: src, .. } => {
+                    let Some((t, n)) = self.buffer_values(*src) else {
+                        continue;
+                    };
+                    let Some(view) = IndexView::new(t) else {
+                        continue;
+                    };
+                    for i in 0..n {
+                        let c = view.get(i);
+                        if c < 0 || c >= extent {
+                            return Err(RunError::Domain {
+                                buffer: self.func.buffers[*src].name.clone(),
+                                message: format!(
+                                    "value [{i}] = {c} is used as an index into {dim_name} of \
+                                     buffer `{}`, outside 0..{extent}",
+                                    buf.name
+                                ),
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks an `indptr`; returns its last value (the level's element count).
+fn check_indptr(
+    axis: &str,
+    param: &str,
+    v: IndexView<'_>,
+    info: &AxisInfo<'_>,
+    nnz: Option<i64>,
+) -> Result<i64, RunError> {
+    let err = |message: String| RunError::Indptr {
+        axis: axis.into(),
+        param: param.into(),
+        message,
+    };
+    let expected = info.parent_count + 1;
+    if v.len() as i64 != expected {
+        return Err(err(format!(
+            "has {} entries, expected {expected} (parent element count {} + 1)",
+            v.len(),
+            info.parent_count
+        )));
+    }
+    if v.get(0) != 0 {
+        return Err(err(format!("indptr[0] is {}, expected 0", v.get(0))));
+    }
+    for q in 1..v.len() {
+        if v.get(q) < v.get(q - 1) {
+            return Err(err(format!(
+                "not monotone: indptr[{}] = {} > indptr[{q}] = {}",
+                q - 1,
+                v.get(q - 1),
+                v.get(q)
+            )));
+        }
+    }
+    let last = v.get(v.len() - 1);
+    if let Some(n) = nnz {
+        if last != n {
+            return Err(err(format!(
+                "ends at {last} (indptr[{}]), but the axis nnz is {n}",
+                v.len() - 1
+            )));
+        }
+    }
+    if last > MAX_ELEMENTS {
+        return Err(err(format!("{last} elements exceed the limit of 2^31")));
+    }
+    Ok(last)
+}
+
+/// Checks an `indices` array; returns one more than its largest coordinate (0 when empty).
+fn check_indices(
+    axis: &str,
+    param: &str,
+    v: IndexView<'_>,
+    info: &AxisInfo<'_>,
+    per_parent: i64,
+    sorted: bool,
+) -> Result<i64, RunError> {
+    let err = |message: String| RunError::Indices {
+        axis: axis.into(),
+        param: param.into(),
+        message,
+    };
+    if v.len() as i64 != info.level_count {
+        let why = if info.indptr.is_some() {
+            "the last indptr value".to_string()
+        } else {
+            format!("parent count {} × nnz_cols {per_parent}", info.parent_count)
+        };
+        return Err(err(format!(
+            "has {} entries, expected {} ({why})",
+            v.len(),
+            info.level_count
+        )));
+    }
+    let length = info.length;
+    let mut bound = 0;
+    for i in 0..v.len() {
+        let c = v.get(i);
+        if c < 0 || c >= length {
+            return Err(err(format!("indices[{i}] = {c} is outside 0..{length}")));
+        }
+        bound = bound.max(c + 1);
+    }
+    if sorted {
+        let fiber = |q: usize| -> (usize, usize) {
+            match info.indptr {
+                Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
+                None => {
+                    let c = per_parent as usize;
+                    (q * c, (q + 1) * c)
+                }
+            }
+        };
+        for q in 0..info.parent_count as usize {
+            let (lo, hi) = fiber(q);
+            for i in lo + 1..hi {
+                if v.get(i) <= v.get(i - 1) {
+                    return Err(err(format!(
+                        "not strictly increasing under parent position {q}: indices[{}] = {} \
+                         then indices[{i}] = {} (the axis is declared sorted)",
+                        i - 1,
+                        v.get(i - 1),
+                        v.get(i)
+                    )));
+                }
+            }
+        }
+    }
+    Ok(bound)
+}
