@@ -41,6 +41,24 @@ pub enum ErrorKind {
     Unsupported,
     /// The primitive produced IR that fails verification (a schedule bug).
     Internal,
+    // ----- block, cache and reduction primitives -----
+    /// The buffer is written by more than one block where the primitive needs a single writer.
+    NotSingleWriter,
+    /// The block is not a complete block (spatial iterators only, one store, no init) where
+    /// the primitive needs one.
+    NotCompleteBlock,
+    /// The block is not a reduction of the form the primitive needs (init + `C = C op x`).
+    NotReductionBlock,
+    /// The buffer is a sparse buffer that the primitive cannot handle soundly.
+    SparseBuffer,
+    /// The target loop or block is not where the primitive needs it (another scope, before the
+    /// producer, not above every consumer, ...).
+    BadPlacement,
+    /// The move would reorder an access with a conflicting access of another block.
+    DependencyViolation,
+    /// The region a block must cover cannot be bounded, or is not provably inside what the
+    /// block computed before.
+    RegionNotCovered,
 }
 
 /// A schedule primitive's failure.

@@ -10,12 +10,30 @@
 use crate::state::{AnyRV, Schedule};
 use crate::trace::{Call, ReplayError};
 
+pub mod annotate;
+pub mod blockize;
+pub mod cache;
+pub mod compute;
 pub mod lookup;
+pub mod loops;
+pub mod reduction;
+pub mod scope;
+pub mod sparse;
 
 /// Replays one instruction; `Ok(None)` when no family knows its name.
 pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV>>, ReplayError> {
     type Family = fn(&mut Schedule, &Call) -> Result<Option<Vec<AnyRV>>, ReplayError>;
-    let families: &[Family] = &[lookup::replay];
+    let families: &[Family] = &[
+        lookup::replay,
+        loops::replay,
+        annotate::replay,
+        sparse::replay,
+        scope::replay,
+        cache::replay,
+        compute::replay,
+        reduction::replay,
+        blockize::replay,
+    ];
     for f in families {
         if let Some(out) = f(sch, call)? {
             return Ok(Some(out));

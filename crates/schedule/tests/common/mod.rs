@@ -21,7 +21,11 @@ pub fn kernel(name: &str, stage: Stage) -> PrimFunc {
 /// Lowers a function to `stage`.
 pub fn lower_func(f: PrimFunc, stage: Stage) -> PrimFunc {
     let module = IRModule { funcs: vec![f] };
-    let out = lower(&module, &PipelineOptions::to_stage(stage)).expect("lowers");
+    let opts = PipelineOptions {
+        check_invalid_binary_search: true,
+        ..PipelineOptions::to_stage(stage)
+    };
+    let out = lower(&module, &opts).expect("lowers");
     out.funcs.into_iter().next().expect("one function")
 }
 
@@ -62,4 +66,72 @@ pub fn assert_close(a: &[(String, Vec<f64>)], b: &[(String, Vec<f64>)]) {
             assert!((x - y).abs() <= tol, "output {na}[{i}]: {x} vs {y}");
         }
     }
+}
+
+/// Binds scalar parameter `param` to `value` in a stage-I function (axes, buffers and body), so
+/// that loops get constant extents after lowering. The parameter itself stays.
+pub fn specialize(mut f: PrimFunc, param: &str, value: i64) -> PrimFunc {
+    use sparsetir_ir::{BufferShape, Expr};
+    use sparsetir_schedule::ir_util::{subst_expr, subst_stmt};
+    let v = f.param(param).expect("parameter exists");
+    let mut map = std::collections::HashMap::new();
+    map.insert(v, Expr::int(value));
+    let handles: Vec<_> = f.axes.handles().collect();
+    for h in handles {
+        let a = &mut f.axes[h];
+        subst_expr(&mut a.length, &map);
+        if let Some(e) = &mut a.nnz {
+            subst_expr(e, &map);
+        }
+        if let Some(e) = &mut a.nnz_cols {
+            subst_expr(e, &map);
+        }
+    }
+    let bufs: Vec<_> = f.buffers.handles().collect();
+    for h in bufs {
+        if let BufferShape::Dense(d) = &mut f.buffers[h].shape {
+            d.iter_mut().for_each(|e| subst_expr(e, &map));
+        }
+    }
+    subst_stmt(&mut f.body, &map);
+    f
+}
+
+/// Asserts that the schedule's printed trace parses, prints the same, and replays on
+/// `original` to a structurally equal function.
+pub fn assert_replays(sch: &sparsetir_schedule::Schedule, original: &PrimFunc) {
+    let text = sch.trace().to_text();
+    let t = sparsetir_schedule::Trace::parse(&text).expect("trace parses");
+    assert_eq!(t.to_text(), text);
+    let replayed = sparsetir_schedule::apply_schedule_text(original.clone(), &text)
+        .unwrap_or_else(|e| panic!("replay fails: {e}\n{text}"));
+    assert!(
+        sparsetir_ir::equal::func_eq(replayed.func(), sch.func()),
+        "replayed function differs:\n{}\nvs\n{}",
+        sparsetir_ir::printer::print_func(replayed.func()),
+        sparsetir_ir::printer::print_func(sch.func())
+    );
+}
+
+/// Asserts `f` computes the same as the stage-I reference of catalog kernel `name` on a few
+/// random cases.
+pub fn assert_same_as_reference(name: &str, f: &PrimFunc) {
+    let reference = sparsetir_ops::load(name).expect("loads");
+    for seed in 0..3 {
+        let c = case(name, seed);
+        assert_close(&run(f, &c), &run(&reference, &c));
+    }
+}
+
+/// Asserts `a` and `b` compute the same on a few random cases of catalog kernel `name`.
+pub fn assert_same(name: &str, a: &PrimFunc, b: &PrimFunc) {
+    for seed in 0..3 {
+        let c = case(name, seed);
+        assert_close(&run(a, &c), &run(b, &c));
+    }
+}
+
+/// The printed function.
+pub fn print(f: &PrimFunc) -> String {
+    sparsetir_ir::printer::print_func(f)
 }

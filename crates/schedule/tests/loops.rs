@@ -1,0 +1,287 @@
+//! Loop primitives (split, fuse, reorder, parallel, vectorize, unroll, bind): snapshots of the
+//! scheduled IR, error cases, trace replay and semantic equality under the stage II/III
+//! interpreter.
+
+mod common;
+
+use sparsetir_ir::Stage;
+use sparsetir_schedule::{ErrorKind, LoopRV, Schedule};
+
+use common::*;
+
+fn loops_of(sch: &mut Schedule, block: &str) -> Vec<LoopRV> {
+    let b = sch.get_block(block).unwrap();
+    sch.get_loops(b).unwrap()
+}
+
+#[test]
+fn split_variable_extent_adds_predicate() {
+    let f = kernel("csrmm", Stage::II);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    let parts = sch.split(l[0], &[None, Some(4)]).unwrap();
+    assert_eq!(parts.len(), 2);
+    insta::assert_snapshot!(print(sch.func()));
+    assert!(sch
+        .trace()
+        .to_text()
+        .contains("sch.split(l1, factors=[None, 4])"));
+    assert_replays(&sch, &f);
+    assert_same("csrmm", sch.func(), &f);
+    assert_same_as_reference("csrmm", sch.func());
+    // The old loop is gone.
+    let e = sch.parallel(l[0]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::StaleHandle);
+}
+
+#[test]
+fn split_stage_iii_rows_three_ways() {
+    let f = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm0");
+    let p = sch.split(l[0], &[None, Some(2), Some(3)]).unwrap();
+    assert_eq!(p.len(), 3);
+    insta::assert_snapshot!(print(sch.func()));
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm", sch.func());
+}
+
+#[test]
+fn split_constant_extent() {
+    let spec = specialize(kernel("csrmm", Stage::I), "feat_size", 5);
+    let f = lower_func(spec, Stage::III);
+    // Divisible: no predicate.
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    sch.split(l[1], &[Some(5), Some(1)]).unwrap();
+    let text = print(sch.func());
+    assert!(!text.contains("T.where"), "{text}");
+    assert_same_as_reference("csrmm", sch.func());
+    // Inferred outer factor, not divisible: predicate.
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    let p = sch.split(l[1], &[None, Some(2)]).unwrap();
+    let inner = sch.loop_(p[0]).unwrap();
+    assert_eq!(inner.extent.as_int(), Some(3), "ceil(5 / 2)");
+    insta::assert_snapshot!(print(sch.func()));
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm", sch.func());
+    // Factors that cover more than the extent: predicate; fewer: error.
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    sch.split(l[1], &[Some(2), Some(4)]).unwrap();
+    assert!(print(sch.func()).contains("T.where"));
+    assert_same_as_reference("csrmm", sch.func());
+    let mut sch = Schedule::new(f).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    let e = sch.split(l[1], &[Some(2), Some(2)]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
+    assert!(e.ir.contains("-->"), "{e}");
+}
+
+#[test]
+fn split_errors() {
+    let mut sch = Schedule::new(kernel("csrmm", Stage::II)).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    for (factors, what) in [
+        (vec![None, None], "two None"),
+        (vec![Some(4)], "one factor"),
+        (vec![Some(0), None], "zero"),
+        (vec![Some(2), Some(2)], "symbolic extent without None"),
+    ] {
+        let e = sch.split(l[0], &factors).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{what}");
+        assert!(e.to_string().contains("for j"), "{what}: {e}");
+    }
+    let before = sch.trace().insts.len();
+    sch.unroll(l[0]).unwrap();
+    let e = sch.split(l[0], &[None, Some(2)]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoopNotSerial);
+    assert_eq!(sch.trace().insts.len(), before + 1);
+}
+
+#[test]
+fn fuse_variable_and_fixed_loops() {
+    let f = kernel("csrmm", Stage::II);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    let fused = sch.fuse(&[l[0], l[1]]).unwrap();
+    insta::assert_snapshot!(print(sch.func()));
+    assert!(sch.trace().to_text().contains("l3 = sch.fuse(l1, l2)"));
+    assert_replays(&sch, &f);
+    assert_same("csrmm", sch.func(), &f);
+    // Split the fused loop again, non-divisibly.
+    sch.split(fused, &[None, Some(3)]).unwrap();
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm", sch.func());
+}
+
+#[test]
+fn fuse_three_loops_of_a_grid() {
+    let f = kernel("csrmm_dense_iter", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm0");
+    assert_eq!(l.len(), 3);
+    sch.fuse(&l).unwrap();
+    insta::assert_snapshot!(print(sch.func()));
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm_dense_iter", sch.func());
+}
+
+#[test]
+fn fuse_errors() {
+    let mut sch = Schedule::new(kernel("csrmm", Stage::II)).unwrap();
+    let outer = loops_of(&mut sch, "csrmm0");
+    let inner = loops_of(&mut sch, "csrmm1");
+    let e = sch.fuse(&[outer[0], inner[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoopNotSingleChild, "{e}");
+    assert!(e.ir.contains("--> ") && e.ir.contains("^^^"), "{e}");
+    let e = sch.fuse(&[inner[1], inner[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotConsecutive, "{e}");
+    let e = sch.fuse(&[inner[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
+    let e = sch.fuse(&[inner[0], inner[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotAPermutation);
+    sch.vectorize(inner[1]).unwrap();
+    let e = sch.fuse(&[inner[0], inner[1]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoopNotSerial);
+    // Dependent extents.
+    let tri = sparsetir_syntax::parse_func(TRI).unwrap();
+    let mut sch = Schedule::new(tri).unwrap();
+    let l = loops_of(&mut sch, "tri");
+    let e = sch.fuse(&l).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotAnAffineLoop);
+    assert!(e.ir.contains("--> "), "{e}");
+}
+
+const TRI: &str = r#"
+@T.prim_func
+def tri(a: T.handle, m: T.int32) -> None:
+    T.func_attr({"sparse_tir_level": 0})
+    A = T.match_buffer(a, (m, m), "float32")
+    for i in T.serial(m):
+        for j in T.serial(i + 1):
+            with T.block("tri"):
+                vi = T.axis.spatial(m, i)
+                vj = T.axis.spatial(m, j)
+                T.writes(A[vi, vj])
+                A[vi, vj] = T.float32(1)
+"#;
+
+#[test]
+fn reorder_reduction_and_spatial_loops() {
+    let f = kernel("csrmm", Stage::II);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm1");
+    sch.reorder(&[l[1], l[0]]).unwrap();
+    insta::assert_snapshot!(print(sch.func()));
+    assert!(sch.trace().to_text().contains("sch.reorder(l2, l1)"));
+    assert_replays(&sch, &f);
+    assert_same("csrmm", sch.func(), &f);
+    assert_same_as_reference("csrmm", sch.func());
+}
+
+#[test]
+fn reorder_three_with_a_split() {
+    let f = kernel("csrmm_dense_iter", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "csrmm0");
+    let k = sch.split(l[2], &[None, Some(2)]).unwrap();
+    // Only the given loops move; l[1] (j) keeps its place.
+    sch.reorder(&[k[1], l[0], k[0]]).unwrap();
+    let text = print(sch.func());
+    insta::assert_snapshot!(text);
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm_dense_iter", sch.func());
+}
+
+#[test]
+fn reorder_errors() {
+    let tri = sparsetir_syntax::parse_func(TRI).unwrap();
+    let mut sch = Schedule::new(tri).unwrap();
+    let l = loops_of(&mut sch, "tri");
+    let e = sch.reorder(&[l[1], l[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotAnAffineLoop);
+    assert!(e.ir.contains("for i in T.serial(m)"), "{e}");
+    let mut sch = Schedule::new(kernel("csrmm", Stage::II)).unwrap();
+    let outer = loops_of(&mut sch, "csrmm0");
+    let inner = loops_of(&mut sch, "csrmm1");
+    let e = sch.reorder(&[inner[0], outer[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoopNotSingleChild, "{e}");
+    let e = sch.reorder(&[inner[0], inner[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotAPermutation);
+    let mut sch = Schedule::new(kernel("csrmm_dense_iter", Stage::III)).unwrap();
+    let search = loops_of(&mut sch, "binary_search_block_0_0");
+    let main = loops_of(&mut sch, "csrmm0");
+    let e = sch.reorder(&[main[0], search[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotConsecutive, "{e}");
+}
+
+#[test]
+fn parallel_vectorize_unroll_bind() {
+    let f = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let outer = loops_of(&mut sch, "csrmm0");
+    let inner = loops_of(&mut sch, "csrmm1");
+    sch.parallel(outer[0]).unwrap();
+    sch.vectorize(inner[1]).unwrap();
+    sch.unroll(inner[0]).unwrap();
+    insta::assert_snapshot!(print(sch.func()));
+    assert_eq!(
+        sch.trace().to_text().lines().skip(4).collect::<Vec<_>>(),
+        ["sch.parallel(l1)", "sch.vectorize(l4)", "sch.unroll(l3)"]
+    );
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm", sch.func());
+
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let outer = loops_of(&mut sch, "csrmm0");
+    let inner = loops_of(&mut sch, "csrmm1");
+    sch.bind(outer[0], "blockIdx.x").unwrap();
+    sch.bind(inner[1], "threadIdx.x").unwrap();
+    sch.bind(inner[0], "threadIdx.y").unwrap();
+    let text = print(sch.func());
+    assert!(
+        text.contains("T.thread_binding(m, thread=\"blockIdx.x\")"),
+        "{text}"
+    );
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm", sch.func());
+}
+
+#[test]
+fn loop_kind_errors() {
+    let mut sch = Schedule::new(kernel("csrmm", Stage::II)).unwrap();
+    let outer = loops_of(&mut sch, "csrmm0");
+    let inner = loops_of(&mut sch, "csrmm1");
+    for e in [
+        sch.parallel(inner[0]).unwrap_err(),
+        sch.vectorize(inner[0]).unwrap_err(),
+        sch.bind(inner[0], "blockIdx.x").unwrap_err(),
+    ] {
+        assert_eq!(e.kind, ErrorKind::ReductionLoop);
+        assert!(e.message.contains("csrmm1"), "{e}");
+        assert!(e.ir.contains("--> ") && e.ir.contains("T.grid"), "{e}");
+    }
+    let e = sch.bind(outer[0], "warp.x").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
+    sch.parallel(outer[0]).unwrap();
+    let e = sch.parallel(outer[0]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoopNotSerial);
+    assert!(e.ir.contains("T.parallel(m)"), "{e}");
+}
+
+#[test]
+fn replayed_failures_and_stage_i() {
+    let mut sch = Schedule::new(kernel("csrmm", Stage::II)).unwrap();
+    loops_of(&mut sch, "csrmm1");
+    let trace = sch.trace().to_text() + "sch.parallel(l1)\n";
+    let e =
+        sparsetir_schedule::apply_schedule_text(kernel("csrmm", Stage::II), &trace).unwrap_err();
+    assert!(e.to_string().contains("ReductionLoop"), "{e}");
+    let mut s1 = Schedule::new(kernel("csrmm", Stage::I)).unwrap();
+    assert_eq!(
+        s1.get_block("csrmm0").unwrap_err().kind,
+        ErrorKind::WrongStage
+    );
+}
