@@ -706,7 +706,7 @@ impl<'f> Writer<'f> {
         let compact = buf.strides.is_empty();
         let all_const = exts.iter().all(|e| e.is_ok())
             && strides.iter().all(|s| matches!(s, Stride::Const(_)))
-            && extra.as_ref().map_or(true, |e| e.is_ok());
+            && !matches!(extra, Some(Err(_)));
         if all_const {
             let mut size: i64 = if exts.iter().any(|e| matches!(e, Ok(0))) {
                 0
