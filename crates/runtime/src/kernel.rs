@@ -178,7 +178,8 @@ impl CompiledKernel {
             let slot = match &p.kind {
                 ParamKind::Array { elem } => match pointers.get(name) {
                     Some(&(ptr, dt)) => {
-                        if dt != *elem {
+                        // `handle` elements: a parameter no buffer matches, never read.
+                        if dt != *elem && *elem != DType::Handle {
                             return Err(RunError::DTypeMismatch {
                                 name: p.name.clone(),
                                 expected: *elem,

@@ -18,6 +18,6 @@ pub use cache::{CacheOutcome, KernelCache, LoadReport};
 pub use compile::{Compiler, DEFAULT_FLAGS};
 pub use error::RunError;
 pub use kernel::{CompiledKernel, KernelParam, ParamKind, SparsetirArg};
-pub use native::{CompileOptions, Kernel};
+pub use native::{compile_c, CompileOptions, Kernel};
 pub use timing::{Timing, TimingOptions};
 pub use validate::validate_args;

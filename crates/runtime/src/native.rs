@@ -3,14 +3,17 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
+use sparsetir_codegen::{emit_c, CParamKind};
 use sparsetir_eval::ArgValue;
-use sparsetir_ir::{PrimFunc, Stage};
+use sparsetir_ir::{IRModule, PrimFunc, Stage};
+use sparsetir_transform::pipeline::{lower, PipelineOptions};
 
 use crate::cache::{CacheOutcome, KernelCache, LoadReport};
 use crate::compile::Compiler;
 use crate::error::RunError;
-use crate::kernel::{CompiledKernel, KernelParam};
+use crate::kernel::{CompiledKernel, KernelParam, ParamKind};
 use crate::timing::{time_with, Timing, TimingOptions};
 use crate::validate::validate_args;
 
@@ -50,6 +53,53 @@ pub struct Kernel {
     source: String,
     threads: Option<usize>,
     report: LoadReport,
+    /// Lowering and C emission time (zero for [`Kernel::from_source`]).
+    frontend_time: Duration,
+}
+
+/// Lowers the stage-I function `stage1` to stage III (binary searches checked, so absent
+/// coordinates keep their stage-I meaning), emits C, compiles it through the cache and loads it.
+pub fn compile_c(stage1: &PrimFunc, opts: &CompileOptions) -> Result<Kernel, RunError> {
+    let start = Instant::now();
+    if stage1.stage() != Stage::I {
+        return Err(not_stage1(stage1));
+    }
+    let pipeline = PipelineOptions {
+        check_invalid_binary_search: true,
+        ..PipelineOptions::to_stage(Stage::III)
+    };
+    let module = IRModule {
+        funcs: vec![stage1.clone()],
+    };
+    let lowered = lower(&module, &pipeline).map_err(|e| RunError::Lower(e.to_string()))?;
+    let stage3 = lowered
+        .get(&stage1.name)
+        .ok_or_else(|| RunError::Lower(format!("function `{}` vanished", stage1.name)))?;
+    let c = emit_c(stage3).map_err(|e| RunError::Codegen(e.to_string()))?;
+    let params = c
+        .params
+        .iter()
+        .map(|p| KernelParam {
+            name: p.name.clone(),
+            kind: match p.kind {
+                CParamKind::Array { elem } => ParamKind::Array { elem },
+                CParamKind::Scalar(dt) => ParamKind::Scalar(dt),
+            },
+        })
+        .collect();
+    let frontend_time = start.elapsed();
+    let mut kernel = Kernel::from_source(stage1, &c.source, &c.entry, params, opts)?;
+    kernel.frontend_time = frontend_time;
+    Ok(kernel)
+}
+
+fn not_stage1(f: &PrimFunc) -> RunError {
+    RunError::Stage(format!(
+        "function `{}` is at stage {:?}: a kernel is built from a stage-I function, which it \
+         keeps to validate its arguments",
+        f.name,
+        f.stage()
+    ))
 }
 
 impl Kernel {
@@ -63,12 +113,7 @@ impl Kernel {
         opts: &CompileOptions,
     ) -> Result<Kernel, RunError> {
         if stage1.stage() != Stage::I {
-            return Err(RunError::Stage(format!(
-                "function `{}` is at stage {:?}: a kernel keeps the stage-I function to validate \
-                 its arguments",
-                stage1.name,
-                stage1.stage()
-            )));
+            return Err(not_stage1(stage1));
         }
         let cache = opts.cache()?;
         let (compiled, report) = cache.load(source, entry, &params, &opts.compiler())?;
@@ -78,6 +123,7 @@ impl Kernel {
             source: source.to_string(),
             threads: opts.threads,
             report,
+            frontend_time: Duration::ZERO,
         })
     }
 
@@ -130,6 +176,10 @@ impl Kernel {
     /// Cache outcome, key, path and timings of loading this kernel.
     pub fn report(&self) -> &LoadReport {
         &self.report
+    }
+    /// Time spent lowering and emitting C ([`compile_c`] only).
+    pub fn frontend_time(&self) -> Duration {
+        self.frontend_time
     }
     /// Whether the kernel came from the cache without compiling.
     pub fn cache_hit(&self) -> bool {
