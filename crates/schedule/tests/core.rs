@@ -130,3 +130,30 @@ fn trace_values_round_trip() {
     );
     assert_eq!(Trace::parse(&printed).unwrap().to_text(), printed);
 }
+
+#[test]
+fn error_display_marks_the_offending_loop() {
+    let mut sch = Schedule::new(kernel("csrmm", Stage::II)).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let l = sch.get_loops(b).unwrap();
+    let e = sch.parallel(l[0]).unwrap_err();
+    let shown = e.to_string();
+    println!("{shown}");
+    let lines: Vec<&str> = shown.lines().collect();
+    assert!(lines[0].starts_with("ReductionLoop: loop `j_1` binds a reduction iterator"));
+    // The header of the grid holding `j` is marked and underlined.
+    let h = lines
+        .iter()
+        .position(|l| l.starts_with("--> ") && l.contains("for j_1, k_1 in T.grid("))
+        .expect("marked header");
+    assert!(lines[h + 1].trim_start().starts_with("^^^"));
+    let col = lines[h].find("for").unwrap();
+    assert_eq!(
+        lines[h + 1].find('^'),
+        Some(col),
+        "underline starts under `for`"
+    );
+    // Context before, body after.
+    assert!(lines[h - 1].starts_with("    ") && !lines[h - 1].starts_with("-->"));
+    assert!(lines[h + 2].starts_with("--> ") && lines[h + 2].contains("T.block(\"csrmm1\")"));
+}

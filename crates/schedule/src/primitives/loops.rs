@@ -151,8 +151,9 @@ impl Schedule {
         Ok(out)
     }
 
+    /// The loop variable's name as the printed IR (and so the error's IR excerpt) shows it.
     fn var_name(&self, v: VarId) -> String {
-        self.func.vars[v].name.clone()
+        sparsetir_ir::printer::print_expr(&self.func, &Expr::Var(v))
     }
 
     /// `l0, l1 = sch.split(l, factors=[None, 32])`: splits a loop into nested loops whose
@@ -257,7 +258,7 @@ impl Schedule {
                 }
             }
         };
-        let base = self.var_name(v);
+        let base = self.func.vars[v].name.clone();
         let new_vars: Vec<VarId> = (0..factors.len())
             .map(|k| self.func.add_var(format!("{base}_{k}"), dt))
             .collect();
@@ -398,7 +399,7 @@ impl Schedule {
         let dt = self.func.vars[vars[0]].dtype;
         let name = vars
             .iter()
-            .map(|v| self.var_name(*v))
+            .map(|v| self.func.vars[*v].name.clone())
             .collect::<Vec<_>>()
             .join("_")
             + "_fused";
