@@ -82,7 +82,7 @@ impl KernelCache {
     /// `--version` output and the flags (each length-prefixed, so no two inputs collide by
     /// concatenation).
     pub fn key(&self, source: &str, compiler: &Compiler) -> Result<String, RunError> {
-        let version = compiler.version()?;
+        let version = self.compiler_version(compiler)?;
         let mut h = blake3::Hasher::new();
         let mut part = |tag: &str, bytes: &[u8]| {
             h.update(tag.as_bytes());
@@ -97,6 +97,36 @@ impl KernelCache {
             part("flag", f.as_bytes());
         }
         Ok(h.finalize().to_hex().to_string())
+    }
+
+    /// The compiler's `--version` output, remembered in the cache directory per compiler binary
+    /// ([`Compiler::identity`]: resolved path, size, modification time), so that a cached load
+    /// in a fresh process does not spawn the compiler. Falls back to running it.
+    pub fn compiler_version(&self, compiler: &Compiler) -> Result<String, RunError> {
+        let Some(identity) = compiler.identity() else {
+            return compiler.version();
+        };
+        let id = blake3::hash(identity.as_bytes()).to_hex();
+        let memo = self.dir.join(format!("cc-{}.version", &id.as_str()[..32]));
+        // The memo holds the identity line, then the version text.
+        if let Ok(text) = std::fs::read_to_string(&memo) {
+            if let Some((first, version)) = text.split_once('\n') {
+                if first == identity {
+                    return Ok(version.to_string());
+                }
+            }
+        }
+        let version = compiler.version()?;
+        // Best effort: a failure to remember only costs a later spawn.
+        if std::fs::create_dir_all(&self.dir).is_ok() {
+            let tmp = self.temp_path("cc", "version");
+            if std::fs::write(&tmp, format!("{identity}\n{version}")).is_ok()
+                && std::fs::rename(&tmp, &memo).is_err()
+            {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Ok(version)
     }
 
     /// Where the entry of `key` lives.

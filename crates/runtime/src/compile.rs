@@ -101,6 +101,34 @@ impl Compiler {
         Ok(version)
     }
 
+    /// A description of the compiler binary that changes whenever it is replaced: its resolved
+    /// path (through `$PATH` and symlinks), size and modification time. `None` when it cannot be
+    /// found, or when `$CC` has leading words (a wrapper such as `ccache gcc`, whose identity
+    /// says nothing about the compiler behind it).
+    pub fn identity(&self) -> Option<String> {
+        if !self.prefix_args.is_empty() {
+            return None;
+        }
+        let program = Path::new(&self.program);
+        let found = if self.program.contains('/') {
+            program.to_path_buf()
+        } else {
+            let path = std::env::var_os("PATH")?;
+            std::env::split_paths(&path)
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())?
+        };
+        let real = std::fs::canonicalize(found).ok()?;
+        let meta = std::fs::metadata(&real).ok()?;
+        let mtime = meta
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        Some(format!("{}|{}|{mtime}", real.display(), meta.len()))
+    }
+
     /// The arguments after the program for compiling `src` into `out`.
     fn args(&self, src: &Path, out: &Path) -> Vec<String> {
         let mut args = self.prefix_args.clone();

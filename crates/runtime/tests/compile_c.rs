@@ -183,3 +183,74 @@ fn stage_iii_input_is_refused() {
     assert!(matches!(err, RunError::Stage(_)), "{err:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Load-time measurement for the benchmark (run with `--release -- --ignored --nocapture`):
+/// a cold csrmm build (lowering, C emission, compile) and cached loads of the same kernel.
+#[test]
+#[ignore]
+fn measure_csrmm_compile_and_cached_load() {
+    if !have_cc() {
+        return;
+    }
+    let dir = temp_dir("measure");
+    let f = sparsetir_ops::load("csrmm").expect("csrmm");
+    let start = std::time::Instant::now();
+    let cold = compile_c(&f, &opts(&dir)).expect("compiles");
+    let cold_total = start.elapsed();
+    assert_eq!(cold.report().outcome, CacheOutcome::Miss);
+    let mut loads = Vec::new();
+    let mut cache_loads = Vec::new();
+    for _ in 0..20 {
+        let start = std::time::Instant::now();
+        let k = compile_c(&f, &opts(&dir)).expect("loads");
+        loads.push(start.elapsed().as_secs_f64());
+        cache_loads.push(k.report().total_time.as_secs_f64());
+        assert_eq!(k.report().outcome, CacheOutcome::Hit);
+    }
+    let ms = |s: f64| s * 1e3;
+    println!(
+        "csrmm cold: total {:.1} ms (lower + emit {:.1} ms, C compiler {:.1} ms)",
+        ms(cold_total.as_secs_f64()),
+        ms(cold.frontend_time().as_secs_f64()),
+        ms(cold.report().compile_time.as_secs_f64())
+    );
+    println!(
+        "csrmm cached: compile_c median {:.2} ms (cache lookup + dlopen median {:.2} ms)",
+        ms(sparsetir_runtime::timing::median(&loads)),
+        ms(sparsetir_runtime::timing::median(&cache_loads))
+    );
+    // A fresh process: nothing loaded yet (compiler version, OpenMP runtime, kernel).
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "measure_child", "--ignored", "--nocapture"])
+        .env("SPARSETIR_MEASURE_DIR", &dir)
+        .output()
+        .expect("child");
+    print!(
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("csrmm"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Child of [`measure_csrmm_compile_and_cached_load`]: the first cached load in a new process.
+#[test]
+#[ignore]
+fn measure_child() {
+    let Some(dir) = std::env::var_os("SPARSETIR_MEASURE_DIR") else {
+        return;
+    };
+    let f = sparsetir_ops::load("csrmm").expect("csrmm");
+    let start = std::time::Instant::now();
+    let k = compile_c(&f, &opts(std::path::Path::new(&dir))).expect("loads");
+    let total = start.elapsed();
+    assert_eq!(k.report().outcome, CacheOutcome::Hit);
+    println!(
+        "csrmm cached, fresh process: compile_c {:.2} ms (cache lookup + dlopen {:.2} ms)",
+        total.as_secs_f64() * 1e3,
+        k.report().total_time.as_secs_f64() * 1e3
+    );
+}

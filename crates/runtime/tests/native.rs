@@ -240,6 +240,7 @@ fn runs_and_caches() {
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .expect("read dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| !(n.starts_with("cc-") && n.ends_with(".version")))
         .collect();
     names.sort();
     let key = &k1.report().key;
@@ -278,6 +279,28 @@ fn key_changes_with_source_and_flags() {
     assert_ne!(k0, cache.key(&edited, &base).expect("key"));
     let flagged = Compiler::new(None, &["-DSPARSETIR_TEST=1".to_string()]);
     assert_ne!(k0, cache.key(CSRMM_C, &flagged).expect("key"));
+
+    // The compiler's version is remembered in the cache directory (no spawn on later loads),
+    // tied to the compiler binary's identity: a memo for another binary is ignored.
+    if let Some(identity) = base.identity() {
+        let memo: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("read dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "version"))
+            .collect();
+        assert_eq!(memo.len(), 1, "{memo:?}");
+        let real = std::fs::read_to_string(&memo[0]).expect("memo");
+        assert!(real.starts_with(&format!("{identity}\n")));
+        std::fs::write(&memo[0], format!("{identity}\npretend compiler 0.1\n")).expect("w");
+        let pretend = KernelCache::new(&dir).key(CSRMM_C, &base).expect("key");
+        assert_ne!(pretend, k0, "the remembered version is part of the key");
+        std::fs::write(&memo[0], format!("other|1|2\npretend compiler 0.1\n")).expect("w");
+        assert_eq!(
+            cache.key(CSRMM_C, &base).expect("key"),
+            k0,
+            "stale memo ignored"
+        );
+    }
 
     // Each distinct key compiles once, then hits.
     let f = stage1();
@@ -461,8 +484,15 @@ fn compiler_errors_show_numbered_source() {
     let text = err.to_string();
     assert!(text.contains("undeclared_name") && text.contains("--- generated source ---"));
     // Nothing is published for a failed compile.
-    let leftovers = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(leftovers, 0);
+    let leftovers: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.ends_with(".version"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
