@@ -302,7 +302,7 @@ fn check_object_bytes(b: &[u8]) -> Result<(), String> {
         let offset = u64_at(h + 8).ok_or_else(truncated)?;
         let filesz = u64_at(h + 32).ok_or_else(truncated)?;
         // PT_NULL segments carry no file range.
-        if p_type != 0 && offset.checked_add(filesz).map_or(true, |end| end > len) {
+        if p_type != 0 && !matches!(offset.checked_add(filesz), Some(end) if end <= len) {
             return Err(truncated());
         }
     }

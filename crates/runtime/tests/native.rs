@@ -294,7 +294,7 @@ fn key_changes_with_source_and_flags() {
         std::fs::write(&memo[0], format!("{identity}\npretend compiler 0.1\n")).expect("w");
         let pretend = KernelCache::new(&dir).key(CSRMM_C, &base).expect("key");
         assert_ne!(pretend, k0, "the remembered version is part of the key");
-        std::fs::write(&memo[0], format!("other|1|2\npretend compiler 0.1\n")).expect("w");
+        std::fs::write(&memo[0], "other|1|2\npretend compiler 0.1\n").expect("w");
         assert_eq!(
             cache.key(CSRMM_C, &base).expect("key"),
             k0,
@@ -557,7 +557,10 @@ fn dtype_and_missing_argument_errors() {
 }
 
 /// Each mutation of valid data, and the error it must produce.
-fn garbage_cases() -> Vec<(&'static str, Box<dyn Fn(&mut Case)>, fn(&RunError) -> bool)> {
+/// A named mutation of valid data and the check its error must pass.
+type GarbageCase = (&'static str, Box<dyn Fn(&mut Case)>, fn(&RunError) -> bool);
+
+fn garbage_cases() -> Vec<GarbageCase> {
     vec![
         (
             "non-monotone indptr",
