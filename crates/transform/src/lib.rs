@@ -5,6 +5,7 @@
 //!   position space).
 //! - [`lower_sparse_buffer`]: stage II → stage III (sparse buffers to flat dense buffers).
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
+//! - [`specialize`]: binds scalar parameters to constants (any stage).
 
 mod regions;
 mod search;
@@ -13,9 +14,11 @@ mod simplify;
 pub mod lower_sparse_buffer;
 pub mod lower_sparse_iter;
 pub mod pipeline;
+pub mod specialize;
 
 pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions,
 };
 pub use pipeline::{lower, lower_traced, LowerOutput, PipelineError, PipelineOptions, PASSES};
+pub use specialize::{specialize, SpecializeError};
