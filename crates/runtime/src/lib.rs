@@ -5,6 +5,7 @@
 //! function, and timing launches.
 
 pub mod bind;
+pub mod build;
 pub mod cache;
 pub mod compile;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod timing;
 pub mod validate;
 
 pub use bind::{read_output, BindError, Binder, Output};
+pub use build::{build, BuildError};
 pub use cache::{CacheOutcome, KernelCache, LoadReport};
 pub use compile::{Compiler, DEFAULT_FLAGS};
 pub use error::RunError;

@@ -1,0 +1,331 @@
+//! The compilation driver: a stage-I function, an optional schedule file and scalar
+//! specializations in, a loaded native [`Kernel`] (or its C source) out.
+//!
+//! Steps: [`specialize`](sparsetir_transform::specialize) the function → apply the schedule's
+//! stage-I section → lower to stage II (binary searches checked, so absent coordinates keep
+//! their stage-I meaning) → apply the stage-II section → lower to stage III → apply the
+//! stage-III section → verify → emit C → compile through the kernel cache → load.
+//!
+//! # Schedule files
+//!
+//! A schedule file is trace text (`sparsetir_schedule::Trace`: one `sch.<primitive>(...)` per
+//! line, `#` comments) split into sections by comment lines naming a stage:
+//!
+//! ```text
+//! # stage I
+//! sp = sch.get_sparse_iteration("sddmm")
+//! sch.sparse_fuse(sp, ["i", "j"])
+//! # stage II
+//! b0 = sch.get_block("sddmm0")
+//! l0, = sch.get_loops(b0)
+//! sch.parallel(l0)
+//! # stage III
+//! ...
+//! ```
+//!
+//! A header is a line `# stage I`, `# stage II` or `# stage III` (case-insensitive; `1`, `2`,
+//! `3` work too); anything after it on the line must be separated by ` ` or `:` (`# stage II:
+//! loops`). Lines before the first header belong to **stage II**, so a plain trace recorded on a
+//! stage-II function is a valid schedule file. Each section is replayed on its own (handles do
+//! not cross sections). Error positions are line numbers of the whole file.
+//!
+//! # Specialization and the ABI
+//!
+//! Specialized parameters stay in the kernel's parameter list (see
+//! [`sparsetir_transform::specialize`]), so the kernel takes the same arguments as the
+//! unspecialized one. The returned kernel validates launches against the *specialized* stage-I
+//! function: data must fit the constant sizes, whatever is passed for the bound parameters.
+
+use sparsetir_codegen::{emit_c, CModule, CParamKind};
+use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_schedule::{apply_schedule_text, TraceError};
+use sparsetir_transform::pipeline::{lower, PipelineOptions};
+use sparsetir_transform::{specialize, SpecializeError};
+
+use crate::error::RunError;
+use crate::kernel::{KernelParam, ParamKind};
+use crate::native::{CompileOptions, Kernel};
+
+/// Why building a kernel failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    /// A specialization was refused (unknown parameter, value out of range, ...).
+    #[error("specialize: {0}")]
+    Specialize(#[from] SpecializeError),
+    /// The function is not at stage I.
+    #[error(
+        "function `{func}` is at stage {stage}: kernels are built from stage-I functions (the \
+         stage-I function is kept to validate launches)"
+    )]
+    NotStageI { func: String, stage: &'static str },
+    /// The schedule file has a header that names no stage.
+    #[error("schedule line {line}: `{text}` looks like a section header but names no stage (use `# stage I`, `# stage II` or `# stage III`)")]
+    BadSection { line: usize, text: String },
+    /// A schedule section failed to parse or replay (line numbers are the file's).
+    #[error("schedule (stage {stage} section): {error}")]
+    Schedule {
+        stage: &'static str,
+        error: TraceError,
+    },
+    /// Lowering failed.
+    #[error("lowering failed: {0}")]
+    Lower(String),
+    /// The scheduled function does not verify (a schedule or pass bug).
+    #[error("the scheduled stage-{stage} function does not verify: {message}")]
+    Verify {
+        stage: &'static str,
+        message: String,
+    },
+    /// The C writer refused the function.
+    #[error("C code generation failed: {0}")]
+    Codegen(String),
+    /// Compiling, caching or loading failed.
+    #[error("{0}")]
+    Run(#[from] RunError),
+}
+
+/// The three sections of a schedule file. Each keeps the file's line count (lines of other
+/// sections are blank), so parse and replay errors point at the file's lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScheduleSections {
+    pub stage1: String,
+    pub stage2: String,
+    pub stage3: String,
+}
+
+impl ScheduleSections {
+    /// The section of `stage`.
+    pub fn get(&self, stage: Stage) -> &str {
+        match stage {
+            Stage::I => &self.stage1,
+            Stage::II => &self.stage2,
+            Stage::III => &self.stage3,
+        }
+    }
+    /// Whether the section of `stage` holds any instruction.
+    pub fn has(&self, stage: Stage) -> bool {
+        self.get(stage)
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+    }
+}
+
+/// The stage a header comment line names: `Ok(None)` when the line is not a header,
+/// `Err(())` when it starts like one (`# stage`) but names no stage.
+fn header_stage(line: &str) -> Result<Option<Stage>, ()> {
+    let Some(rest) = line.trim().strip_prefix('#') else {
+        return Ok(None);
+    };
+    let rest = rest.trim();
+    let lower = rest.to_ascii_lowercase();
+    let Some(after) = lower.strip_prefix("stage") else {
+        return Ok(None);
+    };
+    if !after.starts_with([' ', '\t']) {
+        return Ok(None);
+    }
+    let word: String = after
+        .trim_start()
+        .chars()
+        .take_while(|c| !matches!(c, ' ' | '\t' | ':'))
+        .collect();
+    match word.as_str() {
+        "i" | "1" => Ok(Some(Stage::I)),
+        "ii" | "2" => Ok(Some(Stage::II)),
+        "iii" | "3" => Ok(Some(Stage::III)),
+        _ => Err(()),
+    }
+}
+
+/// Splits a schedule file into its stage sections (see the module documentation).
+pub fn split_schedule(text: &str) -> Result<ScheduleSections, BuildError> {
+    let mut sections = ScheduleSections::default();
+    let mut current = Stage::II;
+    for (i, line) in text.lines().enumerate() {
+        match header_stage(line) {
+            Ok(Some(s)) => current = s,
+            Ok(None) => {}
+            Err(()) => {
+                return Err(BuildError::BadSection {
+                    line: i + 1,
+                    text: line.trim().to_string(),
+                })
+            }
+        }
+        let is_header = matches!(header_stage(line), Ok(Some(_)));
+        for stage in [Stage::I, Stage::II, Stage::III] {
+            let out = match stage {
+                Stage::I => &mut sections.stage1,
+                Stage::II => &mut sections.stage2,
+                Stage::III => &mut sections.stage3,
+            };
+            if stage == current && !is_header {
+                out.push_str(line);
+            }
+            out.push('\n');
+        }
+    }
+    Ok(sections)
+}
+
+fn stage_name(s: Stage) -> &'static str {
+    match s {
+        Stage::I => "I",
+        Stage::II => "II",
+        Stage::III => "III",
+    }
+}
+
+/// The functions a build goes through.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lowered {
+    /// The specialized stage-I function, before any schedule: launches are validated against it.
+    pub stage1: PrimFunc,
+    /// The scheduled stage-II function.
+    pub stage2: PrimFunc,
+    /// The scheduled stage-III function, which the C writer takes.
+    pub stage3: PrimFunc,
+}
+
+/// Applies the section of `stage` (when it has instructions) to `func`.
+fn apply_section(
+    func: PrimFunc,
+    sections: &ScheduleSections,
+    stage: Stage,
+) -> Result<PrimFunc, BuildError> {
+    if !sections.has(stage) {
+        return Ok(func);
+    }
+    let sch =
+        apply_schedule_text(func, sections.get(stage)).map_err(|error| BuildError::Schedule {
+            stage: stage_name(stage),
+            error,
+        })?;
+    let out = sch.into_func();
+    verify_func(&out).map_err(|errs| BuildError::Verify {
+        stage: stage_name(stage),
+        message: errs
+            .iter()
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+    })?;
+    Ok(out)
+}
+
+fn lower_one(func: &PrimFunc, stage: Stage) -> Result<PrimFunc, BuildError> {
+    let opts = PipelineOptions {
+        check_invalid_binary_search: true,
+        ..PipelineOptions::to_stage(stage)
+    };
+    let module = IRModule {
+        funcs: vec![func.clone()],
+    };
+    let out = lower(&module, &opts).map_err(|e| BuildError::Lower(e.to_string()))?;
+    out.funcs
+        .into_iter()
+        .next()
+        .ok_or_else(|| BuildError::Lower(format!("function `{}` vanished", func.name)))
+}
+
+/// Specializes, schedules and lowers `stage1` to stage III (see the module documentation).
+pub fn schedule_and_lower(
+    stage1: &PrimFunc,
+    schedule: Option<&str>,
+    specialization: &[(String, i64)],
+) -> Result<Lowered, BuildError> {
+    if stage1.stage() != Stage::I {
+        return Err(BuildError::NotStageI {
+            func: stage1.name.clone(),
+            stage: stage_name(stage1.stage()),
+        });
+    }
+    let sections = match schedule {
+        Some(text) => split_schedule(text)?,
+        None => ScheduleSections::default(),
+    };
+    let specialized = specialize(stage1, specialization)?;
+    let scheduled1 = apply_section(specialized.clone(), &sections, Stage::I)?;
+    let stage2 = apply_section(lower_one(&scheduled1, Stage::II)?, &sections, Stage::II)?;
+    let stage3 = apply_section(lower_one(&stage2, Stage::III)?, &sections, Stage::III)?;
+    Ok(Lowered {
+        stage1: specialized,
+        stage2,
+        stage3,
+    })
+}
+
+/// The C source `build` would compile (no compiler needed).
+pub fn emit(
+    stage1: &PrimFunc,
+    schedule: Option<&str>,
+    specialization: &[(String, i64)],
+) -> Result<CModule, BuildError> {
+    let lowered = schedule_and_lower(stage1, schedule, specialization)?;
+    emit_c(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))
+}
+
+/// Specializes, schedules, lowers, emits C, compiles (through the cache of `opts`) and loads
+/// `stage1`. The kernel validates every launch against the specialized stage-I function.
+pub fn build(
+    stage1: &PrimFunc,
+    schedule: Option<&str>,
+    specialization: &[(String, i64)],
+    opts: &CompileOptions,
+) -> Result<Kernel, BuildError> {
+    let lowered = schedule_and_lower(stage1, schedule, specialization)?;
+    let c = emit_c(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
+    let params = kernel_params(&c);
+    Ok(Kernel::from_source(
+        &lowered.stage1,
+        &c.source,
+        &c.entry,
+        params,
+        opts,
+    )?)
+}
+
+/// The entry point's parameters as the runtime describes them.
+pub fn kernel_params(c: &CModule) -> Vec<KernelParam> {
+    c.params
+        .iter()
+        .map(|p| KernelParam {
+            name: p.name.clone(),
+            kind: match p.kind {
+                CParamKind::Array { elem } => ParamKind::Array { elem },
+                CParamKind::Scalar(dt) => ParamKind::Scalar(dt),
+            },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_split_and_keep_line_numbers() {
+        let text = "a = 1\n# stage I\nb\n# Stage III: last\nc\n# stage 2\nd\n# a comment\n";
+        let s = split_schedule(text).unwrap();
+        assert_eq!(s.stage1, "\n\nb\n\n\n\n\n\n");
+        assert_eq!(s.stage2, "a = 1\n\n\n\n\n\nd\n# a comment\n");
+        assert_eq!(s.stage3, "\n\n\n\nc\n\n\n\n");
+        assert!(s.has(Stage::I) && s.has(Stage::II) && s.has(Stage::III));
+        let only = split_schedule("# just a comment\n").unwrap();
+        assert!(!only.has(Stage::II));
+    }
+
+    #[test]
+    fn bad_headers_are_errors() {
+        let err = split_schedule("x\n# stage IV\n").unwrap_err();
+        assert_eq!(
+            err,
+            BuildError::BadSection {
+                line: 2,
+                text: "# stage IV".into()
+            }
+        );
+        // Not headers: other words after `stage`.
+        assert!(split_schedule("# stages are\n# staged\n").is_ok());
+    }
+}
