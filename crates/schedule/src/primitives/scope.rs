@@ -94,8 +94,6 @@ pub(crate) struct Site {
     pub scope_block: Option<String>,
     /// Path to the scope's body statement.
     pub body_path: Vec<usize>,
-    /// Whether the scope body is a sequence (items are its elements).
-    pub body_is_seq: bool,
     /// Index of the item holding the statement.
     pub item: usize,
     /// Loops between the scope and the statement, outer to inner (the statement excluded).
@@ -156,7 +154,6 @@ pub(crate) fn site_of(func: &PrimFunc, pred: &dyn Fn(&Stmt) -> bool) -> Option<S
         path,
         scope_block,
         body_path,
-        body_is_seq,
         item,
         loops,
         other_between,
@@ -314,16 +311,6 @@ pub(crate) fn loaded_in_expr(e: &Expr) -> Vec<(BufferId, Vec<Expr>)> {
         }
     });
     out
-}
-
-/// The block's whole statement (init and body) as one statement, for access queries.
-pub(crate) fn block_stmts(b: &Block) -> Stmt {
-    let mut v = Vec::new();
-    if let Some(i) = &b.init {
-        v.push(i.clone());
-    }
-    v.push(b.body.clone());
-    Stmt::Seq(v)
 }
 
 /// Rewrites every expression of `s` (and its descendants) bottom-up with `f`.
@@ -602,11 +589,6 @@ pub(crate) fn vars_between(func: &PrimFunc, site: &Site) -> Vec<VarId> {
         }
     }
     out
-}
-
-/// Creates a fresh variable named like `like` (or `name`), of the given dtype.
-pub(crate) fn fresh_var(func: &mut PrimFunc, name: &str, dtype: DType) -> VarId {
-    func.add_var(name, dtype)
 }
 
 // ----- set_scope -----------------------------------------------------------------------------
