@@ -13,6 +13,7 @@ use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
 
+mod bench;
 mod convert;
 mod demo;
 mod gen;
@@ -98,6 +99,39 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Benchmark an operator (spmm, sddmm, spmv) compiled with its default CPU schedule on
+    /// Matrix Market files: median time, GFLOP/s, and a check against an independent reference.
+    Bench {
+        /// The operator: spmm, sddmm or spmv.
+        op: String,
+        /// A `.mtx` file (repeatable).
+        #[arg(long = "matrix", value_name = "FILE.mtx")]
+        matrices: Vec<PathBuf>,
+        /// Feature widths, comma-separated (ignored by spmv).
+        #[arg(long, default_value = "32,128")]
+        feat: String,
+        /// Storage format of the sparse operand.
+        #[arg(long, default_value = "csr")]
+        format: String,
+        /// OpenMP threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Untimed launches before the timed ones.
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        /// Timed launches (the median is reported).
+        #[arg(long, default_value_t = 10)]
+        repeat: usize,
+        /// One JSON object per case on stdout instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// A schedule file (stage II) replacing the default schedule.
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        /// Print the generated C source and exit.
+        #[arg(long)]
+        print_c: bool,
+    },
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
     Info {
@@ -150,7 +184,7 @@ enum Command {
 }
 
 /// Subcommands whose usage errors exit with code 1 (the older ones keep clap's code 2).
-const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack", "lower"];
+const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack", "lower", "bench"];
 
 /// A user-facing failure: printed to stderr, exit code 1.
 struct Failure(String);
@@ -203,6 +237,29 @@ fn main() -> ExitCode {
             feat,
             seed,
         } => demo::run(dir, rows, feat, seed),
+        Command::Bench {
+            op,
+            matrices,
+            feat,
+            format,
+            threads,
+            warmup,
+            repeat,
+            json,
+            schedule,
+            print_c,
+        } => bench::run(&bench::Options {
+            op,
+            matrices,
+            feat,
+            format,
+            threads,
+            warmup,
+            repeat,
+            json,
+            schedule,
+            print_c,
+        }),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),
         Command::Pack {

@@ -1,0 +1,701 @@
+//! `sparsetir bench spmm|sddmm|spmv`: compiles the catalog kernel of an operator with its default
+//! CPU schedule (feature width specialised), runs it on Matrix Market files with random dense
+//! operands, times it (warm-up + repeats, median) and checks every measured output against an
+//! independent reference written here (plain f64 loops over the CSR arrays).
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::{Tensor, TensorData};
+use sparsetir_ir::{IRModule, PrimFunc, Stage};
+use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
+use sparsetir_transform::pipeline::{lower, PipelineOptions};
+
+use crate::Failure;
+
+/// Largest relative error (max |out - ref| / max |ref|) a checked output may have.
+pub const TOLERANCE: f64 = 1e-4;
+
+/// A benchmarked operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `C[m, K] = A (CSR) * B[n, K]`.
+    Spmm,
+    /// `Y[i, j] = X[i, j] * sum_k A[i, k] * B[j, k]` at the stored `(i, j)` of X.
+    Sddmm,
+    /// `y[m] = A (CSR) * x[n]`.
+    Spmv,
+}
+
+impl Op {
+    /// The operator named on the command line.
+    pub fn parse(s: &str) -> Result<Op, Failure> {
+        match s {
+            "spmm" => Ok(Op::Spmm),
+            "sddmm" => Ok(Op::Sddmm),
+            "spmv" => Ok(Op::Spmv),
+            other => Err(Failure(format!(
+                "error: unknown operator `{other}` (expected spmm, sddmm or spmv)"
+            ))),
+        }
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Spmm => "spmm",
+            Op::Sddmm => "sddmm",
+            Op::Spmv => "spmv",
+        }
+    }
+
+    /// The catalog kernel computing it.
+    pub fn kernel(self) -> &'static str {
+        match self {
+            Op::Spmm => "csrmm",
+            Op::Sddmm => "sddmm",
+            Op::Spmv => "spmv",
+        }
+    }
+
+    /// Floating-point operations of one launch.
+    pub fn flops(self, nnz: usize, feat: usize) -> f64 {
+        match self {
+            Op::Spmv => 2.0 * nnz as f64,
+            _ => 2.0 * nnz as f64 * feat as f64,
+        }
+    }
+}
+
+/// The default CPU schedule of a catalog kernel (stage-II schedule text).
+pub fn default_schedule(kernel: &str) -> Option<&'static str> {
+    match kernel {
+        "csrmm" => Some(include_str!("../../ops/schedules/csrmm.sched")),
+        "sddmm" => Some(include_str!("../../ops/schedules/sddmm.sched")),
+        "spmv" => Some(include_str!("../../ops/schedules/spmv.sched")),
+        _ => None,
+    }
+}
+
+/// A matrix in CSR form (sorted column indices, no duplicates) with float32 values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Csr {
+    pub rows: usize,
+    pub cols: usize,
+    pub indptr: Vec<i32>,
+    pub indices: Vec<i32>,
+    pub values: Vec<f32>,
+}
+
+impl Csr {
+    pub fn nnz(&self) -> usize {
+        self.indices.len()
+    }
+}
+
+/// splitmix64: deterministic values that depend only on the seed.
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// `n` values uniform in `[lo, lo + 1)`.
+pub fn random_values(seed: u64, n: usize, lo: f32) -> Vec<f32> {
+    let mut rng = SplitMix(seed);
+    (0..n).map(|_| lo + rng.unit_f32()).collect()
+}
+
+/// Loads a 2-D `.mtx` file as CSR: symmetric files expanded, duplicates summed, columns sorted;
+/// the file's values are replaced by deterministic random values in [0.5, 1.5) (as the peers'
+/// script does), so pattern matrices get non-trivial values.
+pub fn load_csr(path: &Path) -> Result<Csr, Failure> {
+    let coo = sparsetir_formats::read_mtx(path)
+        .map_err(|e| Failure(format!("error: cannot load {}: {e}", path.display())))?;
+    if coo.rank() != 2 {
+        return Err(Failure(format!(
+            "error: {}: expected a matrix, found {} dimensions",
+            path.display(),
+            coo.rank()
+        )));
+    }
+    let (rows, cols) = (coo.dims[0], coo.dims[1]);
+    if rows > i32::MAX as usize || cols > i32::MAX as usize {
+        return Err(Failure(format!(
+            "error: {}: {rows}x{cols} does not fit int32 indices",
+            path.display()
+        )));
+    }
+    let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(coo.coords.len());
+    for c in &coo.coords {
+        // read_mtx validated the coordinates against the dimensions.
+        pairs.push((c[0] as u32, c[1] as u32));
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    if pairs.len() > i32::MAX as usize {
+        return Err(Failure(format!(
+            "error: {}: {} stored entries do not fit int32 offsets",
+            path.display(),
+            pairs.len()
+        )));
+    }
+    let mut indptr = vec![0i32; rows + 1];
+    for &(r, _) in &pairs {
+        indptr[r as usize + 1] += 1;
+    }
+    for i in 0..rows {
+        indptr[i + 1] += indptr[i];
+    }
+    let indices: Vec<i32> = pairs.iter().map(|&(_, c)| c as i32).collect();
+    let values = random_values(1, indices.len(), 0.5);
+    Ok(Csr {
+        rows,
+        cols,
+        indptr,
+        indices,
+        values,
+    })
+}
+
+/// The operator's result computed in f64 with plain loops over the CSR arrays: SpMM and SpMV
+/// give the dense `rows x feat` (`rows`) output, SDDMM one value per stored element.
+pub fn reference(op: Op, a: &Csr, feat: usize, dense_a: &[f32], dense_b: &[f32]) -> Vec<f64> {
+    let row = |i: usize| a.indptr[i] as usize..a.indptr[i + 1] as usize;
+    match op {
+        Op::Spmm => {
+            let mut out = vec![0.0f64; a.rows * feat];
+            for i in 0..a.rows {
+                let acc = &mut out[i * feat..(i + 1) * feat];
+                for p in row(i) {
+                    let v = a.values[p] as f64;
+                    let j = a.indices[p] as usize;
+                    for (k, o) in acc.iter_mut().enumerate() {
+                        *o += v * dense_b[j * feat + k] as f64;
+                    }
+                }
+            }
+            out
+        }
+        Op::Spmv => (0..a.rows)
+            .map(|i| {
+                row(i)
+                    .map(|p| a.values[p] as f64 * dense_b[a.indices[p] as usize] as f64)
+                    .sum()
+            })
+            .collect(),
+        Op::Sddmm => {
+            let mut out = vec![0.0f64; a.nnz()];
+            for i in 0..a.rows {
+                for p in row(i) {
+                    let j = a.indices[p] as usize;
+                    let dot: f64 = (0..feat)
+                        .map(|k| dense_a[i * feat + k] as f64 * dense_b[j * feat + k] as f64)
+                        .sum();
+                    out[p] = a.values[p] as f64 * dot;
+                }
+            }
+            out
+        }
+    }
+}
+
+/// max |got - want| / max |want| (0 when both are empty; infinite on a length mismatch).
+pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+    if got.len() != want.len() {
+        return f64::INFINITY;
+    }
+    let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+    let diff = got
+        .iter()
+        .zip(want)
+        .fold(0.0f64, |m, (g, w)| m.max((*g as f64 - w).abs()));
+    if diff.is_nan() {
+        return f64::INFINITY;
+    }
+    diff / (scale + 1e-30)
+}
+
+/// The catalog kernel of `op`, stage I, with `feat_size` bound to `feat` (the feature axis gets
+/// a constant length, so the C compiler sees a constant trip count).
+pub fn specialized_kernel(op: Op, feat: usize) -> Result<PrimFunc, Failure> {
+    let kernel = sparsetir_ops::get(op.kernel())
+        .ok_or_else(|| Failure(format!("error: no catalog kernel `{}`", op.kernel())))?;
+    let mut text = kernel.source.to_string();
+    if op != Op::Spmv {
+        let from = "K = T.sp.dense_fixed(feat_size)";
+        if !text.contains(from) {
+            return Err(Failure(format!(
+                "error: cannot specialise `{}`: no `{from}`",
+                op.kernel()
+            )));
+        }
+        text = text.replace(from, &format!("K = T.sp.dense_fixed({feat})"));
+    }
+    let module = sparsetir_syntax::parse_module(&text).map_err(|d| {
+        Failure(format!(
+            "error: kernel `{}` does not parse: {}",
+            op.kernel(),
+            d.first().map(|d| d.message.as_str()).unwrap_or("?")
+        ))
+    })?;
+    module
+        .funcs
+        .into_iter()
+        .next()
+        .ok_or_else(|| Failure(format!("error: kernel `{}` is empty", op.kernel())))
+}
+
+/// Lowers `stage1` to stage II, applies `schedule` (stage-II schedule text), lowers to stage III
+/// (checked searches) and emits C: the source, entry symbol and parameters.
+pub fn scheduled_c(
+    stage1: &PrimFunc,
+    schedule: Option<&str>,
+) -> Result<sparsetir_codegen::CModule, Failure> {
+    let module = IRModule {
+        funcs: vec![stage1.clone()],
+    };
+    let opts = |stage| PipelineOptions {
+        check_invalid_binary_search: true,
+        ..PipelineOptions::to_stage(stage)
+    };
+    let lowered = lower(&module, &opts(Stage::II))?;
+    let mut f2 = lowered
+        .funcs
+        .into_iter()
+        .next()
+        .ok_or_else(|| Failure("error: lowering lost the function".into()))?;
+    if let Some(text) = schedule {
+        f2 = sparsetir_schedule::apply_schedule_text(f2, text)
+            .map_err(|e| Failure(format!("error: schedule: {e}")))?
+            .into_func();
+    }
+    let lowered = lower(&IRModule { funcs: vec![f2] }, &opts(Stage::III))?;
+    let f3 = lowered
+        .funcs
+        .first()
+        .ok_or_else(|| Failure("error: lowering lost the function".into()))?;
+    Ok(sparsetir_codegen::emit_c(f3)?)
+}
+
+/// A compiled kernel and what building it cost.
+pub struct Built {
+    pub kernel: Kernel,
+    /// Schedule, lowering and C emission.
+    pub frontend: Duration,
+    /// A cold build: front end + C compiler + load, into an empty cache.
+    pub compile_cold: Duration,
+    /// Loading the same kernel through the user's cache (after the cold build put it there).
+    pub load: Duration,
+    pub outcome: CacheOutcome,
+}
+
+/// Builds the kernel of `op` at width `feat` with `schedule`: once cold (a fresh temporary cache,
+/// to measure the compile), then through the user's cache (the kernel that is timed).
+pub fn build(
+    op: Op,
+    feat: usize,
+    schedule: Option<&str>,
+    opts: &CompileOptions,
+) -> Result<Built, Failure> {
+    let stage1 = specialized_kernel(op, feat)?;
+    let params = |c: &sparsetir_codegen::CModule| {
+        c.params
+            .iter()
+            .map(|p| sparsetir_runtime::KernelParam {
+                name: p.name.clone(),
+                kind: match p.kind {
+                    sparsetir_codegen::CParamKind::Array { elem } => {
+                        sparsetir_runtime::ParamKind::Array { elem }
+                    }
+                    sparsetir_codegen::CParamKind::Scalar(dt) => {
+                        sparsetir_runtime::ParamKind::Scalar(dt)
+                    }
+                },
+            })
+            .collect::<Vec<_>>()
+    };
+    // Cold: everything from the stage-I function, into an empty cache directory.
+    let cold_dir = std::env::temp_dir().join(format!(
+        "sparsetir-bench-cold-{}-{}",
+        std::process::id(),
+        COLD_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let start = Instant::now();
+    let c = scheduled_c(&stage1, schedule)?;
+    let cold_opts = CompileOptions {
+        cache_dir: Some(cold_dir.clone()),
+        ..opts.clone()
+    };
+    let cold = Kernel::from_source(&stage1, &c.source, &c.entry, params(&c), &cold_opts);
+    let compile_cold = start.elapsed();
+    let _ = std::fs::remove_dir_all(&cold_dir);
+    cold?;
+    // Cached: front end again, then the user's cache.
+    let start = Instant::now();
+    let c = scheduled_c(&stage1, schedule)?;
+    let frontend = start.elapsed();
+    let kernel = Kernel::from_source(&stage1, &c.source, &c.entry, params(&c), opts)?;
+    let load = kernel.report().total_time;
+    let outcome = kernel.report().outcome;
+    Ok(Built {
+        kernel,
+        frontend,
+        compile_cold,
+        load,
+        outcome,
+    })
+}
+
+static COLD_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Command-line options of `sparsetir bench`.
+pub struct Options {
+    pub op: String,
+    pub matrices: Vec<PathBuf>,
+    pub feat: String,
+    pub format: String,
+    pub threads: Option<usize>,
+    pub warmup: usize,
+    pub repeat: usize,
+    pub json: bool,
+    /// A schedule file replacing the default schedule.
+    pub schedule: Option<PathBuf>,
+    /// Print the generated C and stop.
+    pub print_c: bool,
+}
+
+/// One measured case.
+pub struct CaseResult {
+    pub op: Op,
+    pub matrix: String,
+    pub rows: usize,
+    pub cols: usize,
+    pub nnz: usize,
+    pub feat: usize,
+    pub format: String,
+    pub threads: usize,
+    pub seconds: f64,
+    pub gflops: f64,
+    pub check: bool,
+    pub relerr: f64,
+    pub compile_seconds: f64,
+    pub frontend_seconds: f64,
+    pub load_seconds: f64,
+    pub cache: CacheOutcome,
+}
+
+impl CaseResult {
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "op": self.op.name(),
+            "matrix": self.matrix,
+            "rows": self.rows,
+            "cols": self.cols,
+            "nnz": self.nnz,
+            "feat": self.feat,
+            "format": self.format,
+            "threads": self.threads,
+            "seconds": self.seconds,
+            "gflops": self.gflops,
+            "check": self.check,
+            "relerr": self.relerr,
+            "compile_seconds": self.compile_seconds,
+            "frontend_seconds": self.frontend_seconds,
+            "load_seconds": self.load_seconds,
+            "cache": match self.cache {
+                CacheOutcome::Hit => "hit",
+                CacheOutcome::Miss => "miss",
+                CacheOutcome::Rebuilt => "rebuilt",
+            },
+        })
+    }
+}
+
+fn parse_feats(s: &str) -> Result<Vec<usize>, Failure> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.parse::<usize>() {
+            Ok(k) if (1..=1 << 20).contains(&k) => out.push(k),
+            _ => {
+                return Err(Failure(format!(
+                    "error: --feat expects positive integers separated by commas, got `{part}`"
+                )))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(Failure("error: --feat names no feature width".into()));
+    }
+    Ok(out)
+}
+
+fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> ArgValue {
+    ArgValue::Array(Tensor {
+        shape,
+        data: TensorData::F32(data),
+    })
+}
+
+fn i32_tensor(data: Vec<i32>) -> ArgValue {
+    ArgValue::Array(Tensor {
+        shape: vec![data.len()],
+        data: TensorData::I32(data),
+    })
+}
+
+/// The kernel's arguments for `a` and the dense operands (outputs zeroed).
+fn arguments(
+    op: Op,
+    a: &Csr,
+    feat: usize,
+    dense_a: &[f32],
+    dense_b: &[f32],
+) -> HashMap<String, ArgValue> {
+    let mut args = HashMap::new();
+    let nnz = a.nnz();
+    args.insert("indptr".into(), i32_tensor(a.indptr.clone()));
+    args.insert("indices".into(), i32_tensor(a.indices.clone()));
+    args.insert("m".into(), ArgValue::Int(a.rows as i64));
+    args.insert("n".into(), ArgValue::Int(a.cols as i64));
+    args.insert("nnz".into(), ArgValue::Int(nnz as i64));
+    match op {
+        Op::Spmm => {
+            args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+            args.insert("a".into(), f32_tensor(vec![nnz], a.values.clone()));
+            args.insert("b".into(), f32_tensor(vec![a.cols, feat], dense_b.to_vec()));
+            args.insert(
+                "c".into(),
+                f32_tensor(vec![a.rows, feat], vec![0.0; a.rows * feat]),
+            );
+        }
+        Op::Sddmm => {
+            args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+            args.insert("a".into(), f32_tensor(vec![a.rows, feat], dense_a.to_vec()));
+            args.insert("b".into(), f32_tensor(vec![a.cols, feat], dense_b.to_vec()));
+            args.insert("x".into(), f32_tensor(vec![nnz], a.values.clone()));
+            args.insert("y".into(), f32_tensor(vec![nnz], vec![0.0; nnz]));
+        }
+        Op::Spmv => {
+            args.insert("a".into(), f32_tensor(vec![nnz], a.values.clone()));
+            args.insert("x".into(), f32_tensor(vec![a.cols], dense_b.to_vec()));
+            args.insert("y".into(), f32_tensor(vec![a.rows], vec![0.0; a.rows]));
+        }
+    }
+    args
+}
+
+fn output_name(op: Op) -> &'static str {
+    match op {
+        Op::Spmm => "c",
+        Op::Sddmm | Op::Spmv => "y",
+    }
+}
+
+fn output_values(op: Op, args: &HashMap<String, ArgValue>) -> &[f32] {
+    match args.get(output_name(op)) {
+        Some(ArgValue::Array(Tensor {
+            data: TensorData::F32(v),
+            ..
+        })) => v,
+        _ => &[],
+    }
+}
+
+/// Measures one (matrix, feature width) case with an already built kernel.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    op: Op,
+    built: &Built,
+    a: &Csr,
+    matrix: &str,
+    feat: usize,
+    format: &str,
+    threads: usize,
+    timing: TimingOptions,
+) -> Result<CaseResult, Failure> {
+    let dense_a = random_values(2, a.rows * feat, 0.0);
+    let dense_b_len = if op == Op::Spmv {
+        a.cols
+    } else {
+        a.cols * feat
+    };
+    let dense_b = random_values(3, dense_b_len, 0.0);
+    let mut args = arguments(op, a, feat, &dense_a, &dense_b);
+    let t = built.kernel.time(&mut args, timing)?;
+    let want = reference(op, a, feat, &dense_a, &dense_b);
+    let relerr = relative_error(output_values(op, &args), &want);
+    let feat_out = if op == Op::Spmv { 1 } else { feat };
+    let seconds = t.median;
+    Ok(CaseResult {
+        op,
+        matrix: matrix.to_string(),
+        rows: a.rows,
+        cols: a.cols,
+        nnz: a.nnz(),
+        feat: feat_out,
+        format: format.to_string(),
+        threads,
+        seconds,
+        gflops: if seconds > 0.0 {
+            op.flops(a.nnz(), feat_out) / seconds / 1e9
+        } else {
+            0.0
+        },
+        check: relerr <= TOLERANCE,
+        relerr,
+        compile_seconds: built.compile_cold.as_secs_f64(),
+        frontend_seconds: built.frontend.as_secs_f64(),
+        load_seconds: built.load.as_secs_f64(),
+        cache: built.outcome,
+    })
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// Runs `sparsetir bench`.
+pub fn run(o: &Options) -> Result<(), Failure> {
+    let op = Op::parse(&o.op)?;
+    if o.format != "csr" {
+        return Err(Failure(format!(
+            "error: unsupported format `{}` (available: csr)",
+            o.format
+        )));
+    }
+    let feats = if op == Op::Spmv {
+        vec![1]
+    } else {
+        parse_feats(&o.feat)?
+    };
+    if o.matrices.is_empty() && !o.print_c {
+        return Err(Failure("error: give at least one --matrix FILE.mtx".into()));
+    }
+    let schedule_text =
+        match &o.schedule {
+            Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
+                Failure(format!("error: cannot read schedule {}: {e}", p.display()))
+            })?),
+            None => default_schedule(op.kernel()).map(str::to_string),
+        };
+    if o.print_c {
+        for &k in &feats {
+            let f = specialized_kernel(op, k)?;
+            print!("{}", scheduled_c(&f, schedule_text.as_deref())?.source);
+        }
+        return Ok(());
+    }
+    let threads = o.threads.filter(|&t| t > 0).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let compile_opts = CompileOptions {
+        threads: Some(threads),
+        ..CompileOptions::default()
+    };
+    let timing = TimingOptions {
+        warmup: o.warmup,
+        repeats: o.repeat.max(1),
+    };
+    // Load every matrix first: a bad path fails before any compile.
+    let mut matrices = Vec::new();
+    for p in &o.matrices {
+        matrices.push((stem(p), load_csr(p)?));
+    }
+    let total = (matrices.len() * feats.len()) as u64;
+    let bar = if o.json {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(total);
+        b.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    };
+    let mut results = Vec::new();
+    let stdout = std::io::stdout();
+    for &feat in &feats {
+        bar.set_message(format!("compiling {} (feat {feat})", op.kernel()));
+        let built = build(op, feat, schedule_text.as_deref(), &compile_opts)?;
+        let note = format!(
+            "{} feat={feat}: cold compile {:.1} ms, front end {:.1} ms, cache {} load {:.2} ms",
+            op.kernel(),
+            built.compile_cold.as_secs_f64() * 1e3,
+            built.frontend.as_secs_f64() * 1e3,
+            match built.outcome {
+                CacheOutcome::Hit => "hit",
+                CacheOutcome::Miss => "miss",
+                CacheOutcome::Rebuilt => "rebuilt",
+            },
+            built.load.as_secs_f64() * 1e3
+        );
+        if o.json {
+            eprintln!("{note}");
+        } else {
+            bar.println(note);
+        }
+        for (name, a) in &matrices {
+            bar.set_message(format!("{name} feat {feat}"));
+            let r = measure(op, &built, a, name, feat, &o.format, threads, timing)?;
+            if o.json {
+                let mut lock = stdout.lock();
+                let _ = writeln!(lock, "{}", r.to_json());
+                let _ = lock.flush();
+            }
+            results.push(r);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    if !o.json {
+        print_table(&results);
+    }
+    if results.iter().any(|r| !r.check) {
+        return Err(Failure(
+            "error: some outputs differ from the reference (check: false)".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn print_table(results: &[CaseResult]) {
+    println!(
+        "{:<6} {:<28} {:>9} {:>9} {:>10} {:>5} {:>7} {:>12} {:>9} {:>6}",
+        "op", "matrix", "rows", "cols", "nnz", "feat", "threads", "median ms", "GFLOP/s", "check"
+    );
+    for r in results {
+        println!(
+            "{:<6} {:<28} {:>9} {:>9} {:>10} {:>5} {:>7} {:>12.4} {:>9.2} {:>6}",
+            r.op.name(),
+            r.matrix,
+            r.rows,
+            r.cols,
+            r.nnz,
+            r.feat,
+            r.threads,
+            r.seconds * 1e3,
+            r.gflops,
+            r.check
+        );
+    }
+}
