@@ -89,3 +89,64 @@ pub fn load(name: &str) -> Result<PrimFunc, LoadError> {
         .next()
         .ok_or_else(|| LoadError::Empty(name.to_string()))
 }
+
+/// Default CPU schedules (stage-II schedule files, see `sparsetir_runtime::build`), by kernel.
+static CPU_SCHEDULES: &[(&str, &str)] = &[
+    ("csrmm", include_str!("../schedules/csrmm.sched")),
+    (
+        "csrmm_dense_iter",
+        include_str!("../schedules/csrmm_dense_iter.sched"),
+    ),
+    ("sddmm", include_str!("../schedules/sddmm.sched")),
+    (
+        "fused_sddmm",
+        include_str!("../schedules/fused_sddmm.sched"),
+    ),
+    ("spmv", include_str!("../schedules/spmv.sched")),
+    ("bsrmm", include_str!("../schedules/bsrmm.sched")),
+    ("ellmm", include_str!("../schedules/ellmm.sched")),
+    (
+        "rgcn_hetero",
+        include_str!("../schedules/rgcn_hetero.sched"),
+    ),
+    ("rgcn_homo", include_str!("../schedules/rgcn_homo.sched")),
+    (
+        "csf_square_sum",
+        include_str!("../schedules/csf_square_sum.sched"),
+    ),
+    (
+        "segment_sum",
+        include_str!("../schedules/segment_sum.sched"),
+    ),
+    (
+        "segment_max",
+        include_str!("../schedules/segment_max.sched"),
+    ),
+    (
+        "segment_min",
+        include_str!("../schedules/segment_min.sched"),
+    ),
+    (
+        "segment_mean",
+        include_str!("../schedules/segment_mean.sched"),
+    ),
+    ("ragged_bmm", include_str!("../schedules/ragged_bmm.sched")),
+    (
+        "sparse_softmax",
+        include_str!("../schedules/sparse_softmax.sched"),
+    ),
+    ("csr2bsr", include_str!("../schedules/csr2bsr.sched")),
+    ("hyper_gnn", include_str!("../schedules/hyper_gnn.sched")),
+    ("spmm_24", include_str!("../schedules/spmm_24.sched")),
+];
+
+/// The default CPU schedule of a catalog kernel (schedule-file text: a trace applied at stage II
+/// unless it has `# stage I` / `# stage III` sections), if it has one. Alias-spelled scripts
+/// share the schedule of the kernel they equal.
+pub fn cpu_schedule(kernel: &str) -> Option<&'static str> {
+    let name = alias_of(kernel).unwrap_or(kernel);
+    CPU_SCHEDULES
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, s)| *s)
+}
