@@ -14,6 +14,7 @@ use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
 
 mod bench;
+mod build;
 mod convert;
 mod demo;
 mod gen;
@@ -51,10 +52,18 @@ enum Command {
         /// The function to run (needed when the script defines several).
         #[arg(long)]
         func: Option<String>,
-        /// Execution backend: `eval` (the stage-I reference evaluator) or `interp` (lower to
-        /// stage III, then the stage II/III interpreter).
+        /// Execution backend: `eval` (the stage-I reference evaluator), `interp` (lower to
+        /// stage III, then the stage II/III interpreter) or `c` (compile to C + OpenMP through
+        /// the kernel cache; integer `--set` values are specialized into the kernel).
         #[arg(long, default_value = "eval")]
         backend: String,
+        /// `--backend c`: a schedule file (trace text; `# stage I` / `# stage II` /
+        /// `# stage III` sections, stage II when none is named).
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        /// `--backend c`: OpenMP threads (default: the OpenMP default).
+        #[arg(long)]
+        threads: Option<usize>,
         /// Bind a buffer to a file: `A=matrix.mtx` (sparse: .mtx, .tns) or `B=dense.npy`.
         #[arg(long = "bind", value_name = "BUF=PATH")]
         binds: Vec<String>,
@@ -83,6 +92,24 @@ enum Command {
         /// Lower only this function.
         #[arg(long)]
         func: Option<String>,
+    },
+    /// Specialize, schedule and lower a stage-I function and print the generated code.
+    Build {
+        /// Script file, or `-` for standard input.
+        file: PathBuf,
+        /// The code to generate: `c` (C11 + OpenMP).
+        #[arg(long, default_value = "c")]
+        target: String,
+        /// The function to build (needed when the script defines several).
+        #[arg(long)]
+        func: Option<String>,
+        /// A schedule file (trace text; `# stage I` / `# stage II` / `# stage III` sections,
+        /// stage II when none is named).
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        /// Bind an integer parameter to a constant: `feat_size=32` (repeatable).
+        #[arg(long = "set", value_name = "PARAM=VALUE")]
+        sets: Vec<String>,
     },
     /// SpMM end to end on a generated matrix, checked against a dense product.
     Demo {
@@ -184,7 +211,7 @@ enum Command {
 }
 
 /// Subcommands whose usage errors exit with code 1 (the older ones keep clap's code 2).
-const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack", "lower", "bench"];
+const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack", "lower", "bench", "build"];
 
 /// A user-facing failure: printed to stderr, exit code 1.
 struct Failure(String);
@@ -214,10 +241,33 @@ fn main() -> ExitCode {
             file,
             func,
             backend,
+            schedule,
+            threads,
             binds,
             outs,
             sets,
-        } => cmd_run(&file, func.as_deref(), &backend, &binds, &outs, &sets),
+        } => cmd_run_with(
+            &file,
+            func.as_deref(),
+            &backend,
+            &binds,
+            &outs,
+            &sets,
+            (schedule.as_deref(), threads),
+        ),
+        Command::Build {
+            file,
+            target,
+            func,
+            schedule,
+            sets,
+        } => build::run(&build::Options {
+            file: &file,
+            target: &target,
+            func: func.as_deref(),
+            schedule: schedule.as_deref(),
+            sets: &sets,
+        }),
         Command::Lower {
             file,
             stage,
@@ -421,11 +471,30 @@ fn cmd_run(
     outs: &[String],
     sets: &[String],
 ) -> Result<(), Failure> {
-    if backend != "eval" && backend != "interp" {
+    cmd_run_with(path, func, backend, binds, outs, sets, (None, None))
+}
+
+/// `run` with the `c` backend's options (schedule file, threads).
+fn cmd_run_with(
+    path: &Path,
+    func: Option<&str>,
+    backend: &str,
+    binds: &[String],
+    outs: &[String],
+    sets: &[String],
+    (schedule, threads): (Option<&Path>, Option<usize>),
+) -> Result<(), Failure> {
+    if backend != "eval" && backend != "interp" && backend != "c" {
         return Err(Failure(format!(
             "error: unsupported backend `{backend}` (available: eval — the stage-I reference \
-             evaluator; interp — lowering to stage III and the stage II/III interpreter)"
+             evaluator; interp — lowering to stage III and the stage II/III interpreter; c — \
+             compiled C + OpenMP)"
         )));
+    }
+    if backend != "c" && (schedule.is_some() || threads.is_some()) {
+        return Err(Failure(
+            "error: --schedule and --threads apply to --backend c only".into(),
+        ));
     }
     let src = read_source(path)?;
     let module = parse(&src)?;
@@ -441,6 +510,11 @@ fn cmd_run(
     // Compile first: a lowering failure is reported before any data is read.
     let lowered = if backend == "interp" {
         Some(lower::for_interp(&src, f)?)
+    } else {
+        None
+    };
+    let native = if backend == "c" {
+        Some(build::for_run(&src, f, schedule, threads, sets)?)
     } else {
         None
     };
@@ -488,7 +562,11 @@ fn cmd_run(
         out_pairs.push((buf.to_string(), file.to_string()));
     }
     let mut args: HashMap<String, ArgValue> = binder.finish()?;
+    if let Some(k) = &native {
+        k.run(&mut args)?;
+    }
     let result = match &lowered {
+        _ if native.is_some() => Ok(()),
         Some(g) => sparsetir_eval::run_func(g, &mut args),
         None => sparsetir_eval::eval_func(f, &mut args),
     };
