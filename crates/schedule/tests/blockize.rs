@@ -1,25 +1,103 @@
 //! Block-structure primitive tests: `blockize` and `lift_loop` on catalog kernels: snapshots,
-//! error cases, trace replay and equal results.
+//! error cases (kind + IR shown), trace replay and equal results.
 
 mod common;
 
-use sparsetir_ir::Stage;
-use sparsetir_schedule::Schedule;
+use sparsetir_ir::{PrimFunc, Stage};
+use sparsetir_schedule::{ErrorKind, Schedule};
 
 use common::{assert_replays, assert_same_as_reference, kernel, print};
 
+fn verify(f: &PrimFunc) {
+    if let Err(e) = sparsetir_ir::verify_func(f) {
+        panic!("{e:?}\n{}", print(f));
+    }
+}
+
 #[test]
-fn smoke() {
+fn lift_feature_loop_then_blockize_row() {
     let f = kernel("csrmm", Stage::III);
     let mut sch = Schedule::new(f.clone()).unwrap();
     let b = sch.get_block("csrmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
     sch.reorder(&[loops[1], loops[0]]).unwrap();
-    if let Err(e) = sch.lift_loop(loops[1]) { panic!("{e}"); }
-    let bo = sch.blockize(loops[0]);
-    if let Err(e) = &bo { panic!("{e}"); }
-    println!("{}", print(sch.func()));
-    println!("{}", sch.trace().to_text());
+    sch.lift_loop(loops[1]).unwrap();
+    let b0 = sch.get_block("csrmm0").unwrap();
+    assert_eq!(
+        sch.get_loops(b0).unwrap().len(),
+        2,
+        "k now encloses the row block"
+    );
+    let bo = sch.blockize(loops[0]).unwrap();
+    assert_eq!(sch.block_name(bo).unwrap(), "csrmm1_o");
+    verify(sch.func());
+    insta::assert_snapshot!(print(sch.func()));
     assert_same_as_reference("csrmm", sch.func());
     assert_replays(&sch, &f);
+}
+
+#[test]
+fn blockize_bsrmm_block_loops() {
+    let f = kernel("bsrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("bsrmm0").unwrap();
+    let loops = sch.get_loops(b).unwrap();
+    let bo = sch.blockize(loops[1]).unwrap();
+    verify(sch.func());
+    let text = print(sch.func());
+    assert!(text.contains("with T.block(\"bsrmm0_o\")"), "{text}");
+    insta::assert_snapshot!(text);
+    let _ = bo;
+    assert_same_as_reference("bsrmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn lift_loop_stage_ii_sddmm() {
+    let f = kernel("sddmm", Stage::II);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("sddmm1").unwrap();
+    let loops = sch.get_loops(b).unwrap();
+    sch.reorder(&[loops[1], loops[0]]).unwrap();
+    sch.lift_loop(loops[1]).unwrap();
+    verify(sch.func());
+    assert_same_as_reference("sddmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn lift_loop_errors() {
+    let mut sch = Schedule::new(kernel("csrmm", Stage::III)).unwrap();
+    let b0 = sch.get_block("csrmm0").unwrap();
+    let b1 = sch.get_block("csrmm1").unwrap();
+    let outer = sch.get_loops(b0).unwrap();
+    let inner = sch.get_loops(b1).unwrap();
+    // The row loop is not inside a block.
+    let e = sch.lift_loop(outer[0]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::BadPlacement, "{e}");
+    // The nonzero loop's extent uses the row iterator.
+    let e = sch.lift_loop(inner[0]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotAnAffineLoop, "{e}");
+    assert!(e.ir.contains("for j_1, k_1 in T.grid("), "{e}");
+    // Not the whole body of its block.
+    let e = sch.lift_loop(inner[1]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoopNotSingleChild, "{e}");
+    // A block with an allocation.
+    sch.reorder(&[inner[1], inner[0]]).unwrap();
+    sch.reverse_cache_read(b1, 1, "local").unwrap();
+    let e = sch.lift_loop(inner[1]).unwrap_err();
+    assert!(
+        matches!(
+            e.kind,
+            ErrorKind::Unsupported | ErrorKind::LoopNotSingleChild
+        ),
+        "{e}"
+    );
+    // Blockize needs exactly one block under the loop: move the gather under the feature
+    // loop, which then holds two blocks.
+    let fill = sch.get_block("B_data_local").unwrap();
+    sch.compute_at(fill, inner[1]).unwrap();
+    let e = sch.blockize(inner[1]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    assert!(e.message.contains("exactly one block"), "{e}");
 }

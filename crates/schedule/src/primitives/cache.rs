@@ -261,25 +261,27 @@ fn region_copy(
     let mut nest = Vec::new();
     let mut iters = Vec::new();
     let mut idx = Vec::new();
+    // Iterators sweep `[0, extent)` bound to plain loops (bindings may only use loops), and the
+    // region's start is added in the index: it may use the enclosing block's iterators.
     for (d, (lo, ext)) in region.ranges.iter().enumerate() {
-        let binding = if matches!(fold(ext).as_int(), Some(1)) {
-            lo.clone()
-        } else {
-            let ax = f.add_var(format!("ax{d}"), ext.dtype(f));
-            nest.push((ax, Expr::Int(0, ext.dtype(f)), ext.clone()));
-            add(lo.clone(), Expr::Var(ax))
-        };
-        let dim = shape[d].clone();
-        let v = f.add_var(format!("v{d}"), dim.dtype(f));
+        if matches!(fold(ext).as_int(), Some(1)) {
+            idx.push(lo.clone());
+            continue;
+        }
+        let dt = ext.dtype(f);
+        let ax = f.add_var(format!("ax{d}"), dt);
+        nest.push((ax, Expr::Int(0, dt), ext.clone()));
+        let v = f.add_var(format!("v{d}"), dt);
         iters.push(BlockIter {
             var: v,
-            min: Expr::Int(0, dim.dtype(f)),
-            extent: dim,
+            min: Expr::Int(0, dt),
+            extent: ext.clone(),
             kind: IterKind::Spatial,
-            binding,
+            binding: Expr::Var(ax),
         });
-        idx.push(Expr::Var(v));
+        idx.push(add(lo.clone(), Expr::Var(v)));
     }
+    let _ = shape;
     let blk = copy_block(name, iters, None, (dst, idx.clone()), (src, idx));
     wrap(&nest, blk)
 }
