@@ -699,8 +699,7 @@ fn reverse_cache(
         ));
     }
     let writers = writer_items(f, &site, buf);
-    let pos;
-    if kind == Kind::ReverseRead {
+    let pos = if kind == Kind::ReverseRead {
         if writers.iter().any(|(k, _)| *k == site.item) || block_writes(&b, buf) {
             return Err(err(
                 f,
@@ -712,16 +711,16 @@ fn reverse_cache(
                 name,
             ));
         }
-        pos = writers
+        writers
             .iter()
             .filter(|(k, _)| *k < site.item)
             .map(|(k, _)| k + 1)
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
     } else {
         check_item_alone(f, &site, buf, name)?;
-        pos = site.item;
-    }
+        site.item
+    };
     let (iters, loops) = touched(f, &site, &b, &idx, prim)?;
     if kind == Kind::ReverseWrite {
         check_injective(f, &b, &iters, &idx, name, &bname)?;
@@ -778,8 +777,9 @@ fn reverse_cache(
     };
     // Redirect the block's accesses.
     let ci = cache_idx.clone();
-    if let Some(s) = ir_util::find_mut(&mut f.body, &|s| ir_util::is_block(s, name)) {
-        if let Stmt::Block(blk) = s {
+    if let Some(Stmt::Block(blk)) = ir_util::find_mut(&mut f.body, &|s| ir_util::is_block(s, name))
+    {
+        {
             let blk = &mut **blk;
             for part in [&mut blk.body].into_iter().chain(blk.init.as_mut()) {
                 redirect(part, buf, cache, &|_| ci.clone(), &|r| r.clone());
@@ -866,11 +866,11 @@ fn needs_copy_in(f: &PrimFunc, site: &Site, b: &Block, loops: &[VarId], buf: Buf
         }
     }
     let reads = !loads_in(&b.body, buf).is_empty();
-    reads
-        && !b
-            .init
-            .as_ref()
-            .is_some_and(|i| !stores_in(i, buf).is_empty())
+    let init_writes = b
+        .init
+        .as_ref()
+        .is_some_and(|i| !stores_in(i, buf).is_empty());
+    reads && !init_writes
 }
 
 pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV>>, ReplayError> {

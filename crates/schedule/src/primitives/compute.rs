@@ -387,14 +387,14 @@ fn move_block(f: &mut PrimFunc, name: &str, lv: VarId, reverse: bool) -> Res<()>
     } else {
         (site.item, lsite.item)
     };
-    for k in lo..=hi {
+    for (k, item) in its.iter().enumerate().take(hi + 1).skip(lo) {
         if k == site.item {
             continue;
         }
         let between: Stmt = if k == lsite.item {
-            without_loop(its[k], lv)
+            without_loop(item, lv)
         } else {
-            its[k].clone()
+            (*item).clone()
         };
         let (r, w) = accessed(&between);
         let clash = w
@@ -646,7 +646,7 @@ fn inline(f: &mut PrimFunc, name: &str) -> Res<()> {
     let writers: Vec<String> = crate::primitives::scope::blocks_in(&f.body)
         .into_iter()
         .filter(|x| {
-            x.name != name && block_writes(x, buf) && !ir_util::find_block(&x.body, name).is_some()
+            x.name != name && block_writes(x, buf) && ir_util::find_block(&x.body, name).is_none()
         })
         .filter(|x| {
             !stores_in(&x.body, buf).is_empty()

@@ -475,7 +475,7 @@ fn rfactor(f: &mut PrimFunc, lv: VarId, factor_axis: i64) -> Res<String> {
         return Err(err(f, ErrorKind::NotFound, "the loop is gone", lfocus));
     };
     let blocks = direct_blocks(&lstmt.body);
-    if blocks.len() != 1 || crate::primitives::scope::blocks_in(&blocks[0].body).len() > 0 {
+    if blocks.len() != 1 || !crate::primitives::scope::blocks_in(&blocks[0].body).is_empty() {
         return Err(err(
             f,
             ErrorKind::Unsupported,
