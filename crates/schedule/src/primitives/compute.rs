@@ -168,7 +168,12 @@ fn move_block(f: &mut PrimFunc, name: &str, lv: VarId, reverse: bool) -> Res<()>
     };
     let partners: Vec<sparsetir_ir::Block> = {
         let Stmt::For(l) = &lstmt else {
-            unreachable_stmt()
+            return Err(err(
+                f,
+                ErrorKind::Internal,
+                "the loop handle found a non-loop",
+                lfocus,
+            ));
         };
         direct_blocks(&l.body).into_iter().cloned().collect()
     };
@@ -209,7 +214,14 @@ fn move_block(f: &mut PrimFunc, name: &str, lv: VarId, reverse: bool) -> Res<()>
     } else {
         stores_in(&b.body, key)
     };
-    let kidx = own[0].clone();
+    let Some(kidx) = own.first().cloned() else {
+        return Err(err(
+            f,
+            ErrorKind::Internal,
+            "no access of the linking buffer",
+            bfocus,
+        ));
+    };
     if own.iter().any(|i| *i != kidx) {
         return Err(err(
             f,
@@ -516,10 +528,6 @@ fn move_block(f: &mut PrimFunc, name: &str, lv: VarId, reverse: bool) -> Res<()>
         l.body = Stmt::Seq(v);
     }
     Ok(())
-}
-
-fn unreachable_stmt() -> ! {
-    unreachable!("find(is_loop) returns a loop")
 }
 
 /// `s` with the loop over `lv` (and its body) removed.
