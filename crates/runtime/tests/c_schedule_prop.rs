@@ -96,7 +96,7 @@ fn apply(sch: &mut Schedule, op: &Op) -> bool {
         5 => sch.unroll(loops[n - 1]),
         6 => {
             let l = loops[op.a % n];
-            if op.b % 2 == 0 {
+            if op.factor > 4 {
                 sch.annotate(l, "schedule", AttrValue::Str("static".into()))
             } else {
                 sch.annotate(l, "chunk", AttrValue::Int(op.factor))
