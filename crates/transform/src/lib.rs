@@ -6,6 +6,8 @@
 //! - [`lower_sparse_buffer`]: stage II → stage III (sparse buffers to flat dense buffers).
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
 //! - [`specialize`]: binds scalar parameters to constants (any stage).
+//! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`], [`inject_scope`],
+//!   [`horizontal_fuse`], [`specialize_buffer`], [`remove_unused_args`].
 
 mod regions;
 mod search;
@@ -16,9 +18,21 @@ pub mod lower_sparse_iter;
 pub mod pipeline;
 pub mod specialize;
 
+pub mod horizontal_fuse;
+pub mod inject_scope;
+pub mod lower_atomic;
+pub mod remove_unused_args;
+pub mod specialize_buffer;
+
 pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions,
 };
 pub use pipeline::{lower, lower_traced, LowerOutput, PipelineError, PipelineOptions, PASSES};
 pub use specialize::{specialize, SpecializeError};
+
+pub use horizontal_fuse::{fuse_form, horizontal_fuse, horizontal_fuse_module, FuseForm};
+pub use inject_scope::{inject_scope, inject_scope_module};
+pub use lower_atomic::{is_atomic_block, lower_atomic, lower_atomic_module};
+pub use remove_unused_args::{remove_unused_args, remove_unused_args_module};
+pub use specialize_buffer::{specialize_buffer, specialize_buffer_module};
