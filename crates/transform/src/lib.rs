@@ -6,6 +6,8 @@
 //! - [`lower_sparse_buffer`]: stage II → stage III (sparse buffers to flat dense buffers).
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
 //! - [`specialize`]: binds scalar parameters to constants (any stage).
+//! - [`decompose_format`]: stage I → stage I, composable formats from [`FormatRewriteRule`]s;
+//!   [`preprocess`]: `remove_preprocess` / `extract_preprocess` split off the format conversion.
 //! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`], [`inject_scope`],
 //!   [`horizontal_fuse`], [`specialize_buffer`], [`remove_unused_args`].
 
@@ -13,9 +15,12 @@ mod regions;
 mod search;
 mod simplify;
 
+pub mod decompose_format;
+pub mod format_rule;
 pub mod lower_sparse_buffer;
 pub mod lower_sparse_iter;
 pub mod pipeline;
+pub mod preprocess;
 pub mod specialize;
 
 pub mod horizontal_fuse;
@@ -24,11 +29,16 @@ pub mod lower_atomic;
 pub mod remove_unused_args;
 pub mod specialize_buffer;
 
+pub use decompose_format::{decompose_format, decompose_format_func, DecomposeError};
+pub use format_rule::{bsr_rule, hyb_rules, FormatRewriteRule, IndexMap, MapExpr, RuleError};
 pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions,
 };
 pub use pipeline::{lower, lower_traced, LowerOutput, PipelineError, PipelineOptions, PASSES};
+pub use preprocess::{
+    extract_preprocess, extract_preprocess_module, remove_preprocess, remove_preprocess_module,
+};
 pub use specialize::{specialize, SpecializeError};
 
 pub use horizontal_fuse::{fuse_form, horizontal_fuse, horizontal_fuse_module, FuseForm};
