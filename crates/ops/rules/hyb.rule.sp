@@ -3,8 +3,12 @@
 # listed by `indices_i` (the builder's `row_indices`; `indptr_i = [0, num_rows]`), each with
 # `nnz_cols` slots whose columns are `indices_j` (the builder's `col_indices`). `nnz_cols` is a
 # rule parameter (the bucket width); one rule per (part, bucket) is named "<part>_<bucket>".
-# Rows split past the largest bucket repeat in `indices_i` and padding repeats columns, so
-# neither axis is declared sorted.
+# Rows split past the largest bucket repeat in `indices_i` (a fiber of I may then hold more than
+# `m` elements: I's length, an upper bound of coordinates and positions alike, is
+# `m + num_rows`), and padding repeats columns, so neither axis is declared sorted. Repeated
+# coordinates are outside stage-I coordinate semantics (an access finds the first match): the
+# stage-I evaluator needs split-free buckets and padding columns absent from their rows; the
+# lowered program works on positions and handles both.
 @T.prim_func
 def ell(
     a: T.handle,
@@ -28,6 +32,6 @@ def ell(
         }
     )
     O = T.sp.dense_fixed(1)
-    I = T.sp.compressed_varied(O, (m, num_rows), (indptr_i, indices_i), "int32", sorted=False)
+    I = T.sp.compressed_varied(O, (m + num_rows, num_rows), (indptr_i, indices_i), "int32", sorted=False)
     J = T.sp.compressed_fixed(I, (n, nnz_cols), indices_j, "int32", sorted=False)
     A = T.sp.match_buffer(a, (O, I, J), "float32")

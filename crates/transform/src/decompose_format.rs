@@ -314,12 +314,11 @@ fn import_rule(f: &mut PrimFunc, r: &FormatRewriteRule) -> Result<Imported, Deco
         let data = if k == 0 {
             data
         } else {
-            let pname = format!(
-                "{}_{}_{}",
-                nf.vars[fb.data_param().unwrap_or(fb_id_var(fb))].name,
-                ob.name.to_lowercase(),
-                r.name
-            );
+            let base = fb
+                .data_param()
+                .map(|d| nf.vars[d].name.clone())
+                .unwrap_or_default();
+            let pname = format!("{base}_{}_{}", ob.name.to_lowercase(), r.name);
             clash(f, r, &pname)?;
             let v = f.add_var(pname, DType::Handle);
             f.params.push(v);
@@ -346,11 +345,6 @@ fn import_rule(f: &mut PrimFunc, r: &FormatRewriteRule) -> Result<Imported, Deco
         buffers,
         axes_before,
     })
-}
-
-/// A placeholder never reached: `validate` guarantees the format buffer has a data parameter.
-fn fb_id_var(_: &Buffer) -> VarId {
-    VarId::from_index(0)
 }
 
 fn iter_err(r: &FormatRewriteRule, it: &str, span: Span, m: impl Into<String>) -> DecomposeError {
@@ -908,7 +902,7 @@ fn map_stmt(s: &Stmt, g: &mut dyn FnMut(&Expr) -> Expr) -> Stmt {
         Stmt::Seq(v) => Stmt::Seq(v.iter().map(|x| map_stmt(x, g)).collect()),
         Stmt::Store(st) => Stmt::Store(Store {
             buffer: st.buffer,
-            indices: st.indices.iter().map(|i| g(i)).collect(),
+            indices: st.indices.iter().map(&mut *g).collect(),
             value: g(&st.value),
             span: st.span,
         }),

@@ -46,7 +46,7 @@ fn split(func: &PrimFunc, keep_preprocess: bool) -> PrimFunc {
     let stage = func.stage();
     f.body = filter(func, &func.body, stage, keep_preprocess);
     if keep_preprocess && stage != Stage::I {
-        f.body = filter_extracted(func, &func.body);
+        f.body = filter_extracted(&func.body);
     }
     f
 }
@@ -70,12 +70,12 @@ fn filter(func: &PrimFunc, s: &Stmt, stage: Stage, keep: bool) -> Stmt {
 }
 
 /// Stages II/III, extraction: every nest whose outermost block is annotated `preprocess`.
-fn filter_extracted(func: &PrimFunc, s: &Stmt) -> Stmt {
+fn filter_extracted(s: &Stmt) -> Stmt {
     match s {
-        Stmt::Seq(v) => Stmt::seq(v.iter().map(|x| filter_extracted(func, x)).collect()),
+        Stmt::Seq(v) => Stmt::seq(v.iter().map(filter_extracted).collect()),
         Stmt::Block(b) if b.name == "root" && !is_preprocess_block(b) => {
             let mut nb = (**b).clone();
-            nb.body = filter_extracted(func, &b.body);
+            nb.body = filter_extracted(&b.body);
             Stmt::Block(Box::new(nb))
         }
         other => {

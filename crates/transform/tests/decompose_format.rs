@@ -395,7 +395,8 @@ fn decomposition_errors() {
     assert!(matches!(e, DecomposeError::BufferAxes { .. }), "{e}");
     // Names that already exist.
     let clash = CSRMM.replace("nnz: T.int32,", "nnz: T.int32,\n    m_4: T.int32,");
-    let e = decompose_format(&module(parse(&clash)), &[rule.clone()], true).unwrap_err();
+    let e =
+        decompose_format(&module(parse(&clash)), std::slice::from_ref(&rule), true).unwrap_err();
     assert!(
         matches!(e, DecomposeError::NameClash { ref name, .. } if name == "m_4"),
         "{e}"
@@ -405,13 +406,15 @@ fn decomposition_errors() {
         "C[i, k] = C[i, k] + A[i, j] * B[j, k]",
         "A[i, j] = A[i, j] * B[j, k]",
     );
-    let e = decompose_format(&module(parse(&writes)), &[rule.clone()], true).unwrap_err();
+    let e =
+        decompose_format(&module(parse(&writes)), std::slice::from_ref(&rule), true).unwrap_err();
     assert!(matches!(e, DecomposeError::Iteration { .. }), "{e}");
     assert!(e.to_string().contains("writes"), "{e}");
     assert!(e.span().end > e.span().start);
     // An iteration reading A without iterating J.
     let dense = CSRMM.replace("[I, J, K], \"SRS\"", "[I, J_detach, K], \"SRS\"");
-    let e = decompose_format(&module(parse(&dense)), &[rule.clone()], true).unwrap_err();
+    let e =
+        decompose_format(&module(parse(&dense)), std::slice::from_ref(&rule), true).unwrap_err();
     assert!(e.to_string().contains("does not iterate"), "{e}");
     // Functions without the buffer, and functions of other stages, are untouched.
     let other = module(parse(
@@ -419,7 +422,7 @@ fn decomposition_errors() {
             .replace("A = T.sp.match_buffer", "X = T.sp.match_buffer")
             .replace("A[i, j]", "X[i, j]"),
     ));
-    let same = decompose_format(&other, &[rule.clone()], true).expect("no-op");
+    let same = decompose_format(&other, std::slice::from_ref(&rule), true).expect("no-op");
     assert!(func_eq(&same.funcs[0], &other.funcs[0]));
     let lowered = lower(&csrmm, &PipelineOptions::to_stage(Stage::II)).expect("lowers");
     let same = decompose_format(&lowered, &[rule], true).expect("no-op");
