@@ -63,6 +63,8 @@ struct Machine<'f> {
     vars: Vec<Option<Value>>,
     /// Current `(global position, coordinate)` of every axis being iterated.
     pos: Vec<Option<(i64, i64)>>,
+    /// For each variable that is an iterator of an enclosing iteration, the axis it walks.
+    iter_axis: Vec<Option<AxisId>>,
     /// Where errors are reported.
     span: Span,
 }
@@ -87,6 +89,7 @@ pub fn run(func: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Res<()> {
         array_params: Vec::new(),
         vars: vec![None; func.vars.len()],
         pos: vec![None; func.axes.len()],
+        iter_axis: vec![None; func.vars.len()],
         span: func.span,
     };
     m.bind_scalars(args)?;
@@ -420,7 +423,12 @@ impl<'f> Machine<'f> {
                     let buf = self.buf(st.buffer)?;
                     let off = buf
                         .layout
-                        .offset(&buf.name, &coords, &self.axes)
+                        .offset(
+                            &buf.name,
+                            &coords,
+                            &self.axes,
+                            &self.hints(buf.layout.axes(), &st.indices),
+                        )
                         .map_err(|m| self.err(m))?;
                     (off, buf.dtype, buf.slot)
                 };
@@ -509,6 +517,24 @@ impl<'f> Machine<'f> {
     }
 
     /// Binds `var`, returning the previous binding.
+    /// Per index of an access: the element currently visited, when the index is syntactically
+    /// the iterator variable of that very axis (the lowering turns exactly those accesses into
+    /// positions; see `Layout::offset`).
+    fn hints(&self, axes: &[AxisId], indices: &[Expr]) -> Vec<Option<(i64, i64)>> {
+        indices
+            .iter()
+            .enumerate()
+            .map(|(k, e)| match (e, axes.get(k)) {
+                (Expr::Var(v), Some(a))
+                    if self.iter_axis.get(v.index()).copied().flatten() == Some(*a) =>
+                {
+                    self.pos[a.index()]
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     fn bind(&mut self, var: VarId, v: Option<Value>) -> Res<Option<Value>> {
         match self.vars.get_mut(var.index()) {
             Some(slot) => Ok(std::mem::replace(slot, v)),
@@ -696,6 +722,7 @@ impl<'f> Machine<'f> {
             .unwrap_or(DType::I32);
         let saved_pos = self.pos[ai];
         let saved_var = self.bind(step.var, None)?;
+        let saved_axis = self.iter_axis[step.var.index()].replace(step.axis);
         for g in start..start + count {
             let coord = self.axes[ai].coord_at(start, g);
             self.pos[ai] = Some((g, coord));
@@ -705,6 +732,7 @@ impl<'f> Machine<'f> {
         }
         self.pos[ai] = saved_pos;
         self.vars[step.var.index()] = saved_var;
+        self.iter_axis[step.var.index()] = saved_axis;
         Ok(())
     }
 
@@ -780,7 +808,12 @@ impl<'f> Machine<'f> {
                 let buf = self.buf(*buffer)?;
                 let off = buf
                     .layout
-                    .offset(&buf.name, &coords, &self.axes)
+                    .offset(
+                        &buf.name,
+                        &coords,
+                        &self.axes,
+                        &self.hints(buf.layout.axes(), indices),
+                    )
                     .map_err(|m| self.err(m))?;
                 match off {
                     None => Ok(buf.default),

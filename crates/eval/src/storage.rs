@@ -169,6 +169,16 @@ pub enum Layout {
     },
 }
 
+impl Layout {
+    /// The axes of a sparse layout (none for a dense one).
+    pub fn axes(&self) -> &[AxisId] {
+        match self {
+            Layout::Sparse { axes, .. } => axes,
+            Layout::Dense { .. } => &[],
+        }
+    }
+}
+
 /// Computes the sparse layout of a buffer over `axes` (see the storage model): returns the
 /// layout and the number of stored values (without extra storage).
 pub fn sparse_layout(
@@ -297,11 +307,18 @@ pub fn dense_size(buffer: &str, extents: &[i64], strides: &[i64]) -> Result<i64,
 impl Layout {
     /// The value offset of the element at `coords`: `Ok(None)` when a sparse buffer does not store
     /// it; an error for a dense access out of range or a wrong number of indices.
+    ///
+    /// `hints[k]`, when present, is the element of the buffer's `k`-th axis that an enclosing
+    /// iteration currently visits, `(global position, coordinate)`, given because index `k` is
+    /// that iteration's own iterator variable. If the element lies under the parent found so far,
+    /// the access resolves to it: identical to the search for unique coordinates, and the only
+    /// sound choice where a fiber repeats a coordinate (padded ELL rows).
     pub fn offset(
         &self,
         buffer: &str,
         coords: &[i64],
         data: &[AxisData],
+        hints: &[Option<(i64, i64)>],
     ) -> Result<Option<usize>, String> {
         match self {
             Layout::Dense { extents, strides } => {
@@ -347,7 +364,15 @@ impl Layout {
                         Some(s) => pos[s].0,
                         None => 0,
                     };
-                    match data[a.index()].find(q, coords[k])? {
+                    let ad = &data[a.index()];
+                    if let Some((g, c)) = hints.get(k).copied().flatten() {
+                        let (start, count) = ad.fiber(q)?;
+                        if c == coords[k] && (start..start + count).contains(&g) {
+                            pos.push((g, g - start));
+                            continue;
+                        }
+                    }
+                    match ad.find(q, coords[k])? {
                         Some(p) => pos.push(p),
                         None => return Ok(None),
                     }

@@ -82,3 +82,36 @@ fn default_value_from_script() {
     let want: Vec<f64> = mat.dense(-1.0).concat().iter().map(|x| 2.0 * x).collect();
     assert_close(&out(&a, "d"), &want, "densify");
 }
+
+const PADDED_ELL_ROWSUM: &str = r#"
+@T.prim_func
+def ell_rowsum(a: T.handle, y: T.handle, indices: T.handle, m: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_fixed(I, (4, 2), indices, "int32", sorted=False)
+    A = T.sp.match_buffer(a, (I, J), "float32")
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    with T.sp.iteration([I, J], "SR", "rowsum") as [i, j]:
+        with T.init():
+            Y[i] = T.float32(0)
+        Y[i] = Y[i] + A[i, j] * T.float32(10) + A[i, 0]
+"#;
+
+#[test]
+fn access_at_the_iterated_element_resolves_to_it_even_with_repeated_coordinates() {
+    // Row 0 stores column 0 twice (a padded ELL row: value 5, then padding 0 at column 0);
+    // row 1 stores columns 1 and 3.
+    let f = sparsetir_syntax::parse_func(PADDED_ELL_ROWSUM).expect("parses");
+    let mut a = args(vec![
+        ("m", ArgValue::Int(2)),
+        ("indices", i32_arr(&[0, 0, 1, 3])),
+        ("a", f32_arr(&[5.0, 0.0, 2.0, 7.0])),
+        ("y", f32_arr(&[0.0; 2])),
+    ]);
+    run(&f, &mut a).expect("runs");
+    // `A[i, j]` is the element being visited (5 then the padding 0), never the first match;
+    // `A[i, 0]` names a coordinate, not the iterator, and resolves by search like the lowered
+    // binary search (first match in row 0: 5; absent in row 1: 0).
+    let want = [5.0 * 10.0 + 5.0 + 0.0 * 10.0 + 5.0, 2.0 * 10.0 + 7.0 * 10.0];
+    assert_close(&out(&a, "y"), &want, "y");
+}
