@@ -10,16 +10,22 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
+use sparsetir_codegen::{emit_c, CModule};
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::{Tensor, TensorData};
-use sparsetir_ir::{IRModule, PrimFunc, Stage};
+use sparsetir_ir::PrimFunc;
+use sparsetir_runtime::build::{kernel_params, schedule_and_lower};
 use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
-use sparsetir_transform::pipeline::{lower, PipelineOptions};
 
 use crate::Failure;
 
 /// Largest relative error (max |out - ref| / max |ref|) a checked output may have.
 pub const TOLERANCE: f64 = 1e-4;
+
+/// C compiler flags the benchmark adds to the runtime's defaults: floating-point contraction
+/// (`a * b + c` as one fused multiply-add). `-std=c11` turns it off in GCC; it changes no
+/// summation order (unlike `-ffast-math`), and each fused operation rounds once instead of twice.
+pub const BENCH_CFLAGS: &[&str] = &["-ffp-contract=fast"];
 
 /// A benchmarked operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,16 +75,6 @@ impl Op {
             Op::Spmv => 2.0 * nnz as f64,
             _ => 2.0 * nnz as f64 * feat as f64,
         }
-    }
-}
-
-/// The default CPU schedule of a catalog kernel (stage-II schedule text).
-pub fn default_schedule(kernel: &str) -> Option<&'static str> {
-    match kernel {
-        "csrmm" => Some(include_str!("../../ops/schedules/csrmm.sched")),
-        "sddmm" => Some(include_str!("../../ops/schedules/sddmm.sched")),
-        "spmv" => Some(include_str!("../../ops/schedules/spmv.sched")),
-        _ => None,
     }
 }
 
@@ -231,66 +227,29 @@ pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
     diff / (scale + 1e-30)
 }
 
-/// The catalog kernel of `op`, stage I, with `feat_size` bound to `feat` (the feature axis gets
-/// a constant length, so the C compiler sees a constant trip count).
-pub fn specialized_kernel(op: Op, feat: usize) -> Result<PrimFunc, Failure> {
-    let kernel = sparsetir_ops::get(op.kernel())
-        .ok_or_else(|| Failure(format!("error: no catalog kernel `{}`", op.kernel())))?;
-    let mut text = kernel.source.to_string();
-    if op != Op::Spmv {
-        let from = "K = T.sp.dense_fixed(feat_size)";
-        if !text.contains(from) {
-            return Err(Failure(format!(
-                "error: cannot specialise `{}`: no `{from}`",
-                op.kernel()
-            )));
-        }
-        text = text.replace(from, &format!("K = T.sp.dense_fixed({feat})"));
-    }
-    let module = sparsetir_syntax::parse_module(&text).map_err(|d| {
-        Failure(format!(
-            "error: kernel `{}` does not parse: {}",
-            op.kernel(),
-            d.first().map(|d| d.message.as_str()).unwrap_or("?")
-        ))
-    })?;
-    module
-        .funcs
-        .into_iter()
-        .next()
-        .ok_or_else(|| Failure(format!("error: kernel `{}` is empty", op.kernel())))
+/// The catalog kernel of `op` (stage I) and the specialization of its sizes for width `feat`.
+pub fn kernel_for(op: Op, feat: usize) -> Result<(PrimFunc, Vec<(String, i64)>), Failure> {
+    let f = sparsetir_ops::load(op.kernel())?;
+    let spec = match op {
+        Op::Spmv => Vec::new(),
+        Op::Spmm | Op::Sddmm => vec![("feat_size".to_string(), feat as i64)],
+    };
+    Ok((f, spec))
 }
 
-/// Lowers `stage1` to stage II, applies `schedule` (stage-II schedule text), lowers to stage III
-/// (checked searches) and emits C: the source, entry symbol and parameters.
-pub fn scheduled_c(
-    stage1: &PrimFunc,
-    schedule: Option<&str>,
-) -> Result<sparsetir_codegen::CModule, Failure> {
-    let module = IRModule {
-        funcs: vec![stage1.clone()],
-    };
-    let opts = |stage| PipelineOptions {
-        check_invalid_binary_search: true,
-        ..PipelineOptions::to_stage(stage)
-    };
-    let lowered = lower(&module, &opts(Stage::II))?;
-    let mut f2 = lowered
-        .funcs
-        .into_iter()
-        .next()
-        .ok_or_else(|| Failure("error: lowering lost the function".into()))?;
-    if let Some(text) = schedule {
-        f2 = sparsetir_schedule::apply_schedule_text(f2, text)
-            .map_err(|e| Failure(format!("error: schedule: {e}")))?
-            .into_func();
-    }
-    let lowered = lower(&IRModule { funcs: vec![f2] }, &opts(Stage::III))?;
-    let f3 = lowered
-        .funcs
-        .first()
-        .ok_or_else(|| Failure("error: lowering lost the function".into()))?;
-    Ok(sparsetir_codegen::emit_c(f3)?)
+/// The C module of `op` at width `feat` under `schedule` (schedule-file text).
+pub fn scheduled_c(op: Op, feat: usize, schedule: Option<&str>) -> Result<CModule, Failure> {
+    let (f, spec) = kernel_for(op, feat)?;
+    Ok(sparsetir_runtime::build::emit(&f, schedule, &spec)?)
+}
+
+/// Specializes, schedules and lowers, then emits C: the specialized stage-I function (launches
+/// are validated against it) and the C module.
+fn front_end(op: Op, feat: usize, schedule: Option<&str>) -> Result<(PrimFunc, CModule), Failure> {
+    let (f, spec) = kernel_for(op, feat)?;
+    let lowered = schedule_and_lower(&f, schedule, &spec)?;
+    let c = emit_c(&lowered.stage3)?;
+    Ok((lowered.stage1, c))
 }
 
 /// A compiled kernel and what building it cost.
@@ -313,23 +272,6 @@ pub fn build(
     schedule: Option<&str>,
     opts: &CompileOptions,
 ) -> Result<Built, Failure> {
-    let stage1 = specialized_kernel(op, feat)?;
-    let params = |c: &sparsetir_codegen::CModule| {
-        c.params
-            .iter()
-            .map(|p| sparsetir_runtime::KernelParam {
-                name: p.name.clone(),
-                kind: match p.kind {
-                    sparsetir_codegen::CParamKind::Array { elem } => {
-                        sparsetir_runtime::ParamKind::Array { elem }
-                    }
-                    sparsetir_codegen::CParamKind::Scalar(dt) => {
-                        sparsetir_runtime::ParamKind::Scalar(dt)
-                    }
-                },
-            })
-            .collect::<Vec<_>>()
-    };
     // Cold: everything from the stage-I function, into an empty cache directory.
     let cold_dir = std::env::temp_dir().join(format!(
         "sparsetir-bench-cold-{}-{}",
@@ -337,20 +279,20 @@ pub fn build(
         COLD_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let start = Instant::now();
-    let c = scheduled_c(&stage1, schedule)?;
+    let (stage1, c) = front_end(op, feat, schedule)?;
     let cold_opts = CompileOptions {
         cache_dir: Some(cold_dir.clone()),
         ..opts.clone()
     };
-    let cold = Kernel::from_source(&stage1, &c.source, &c.entry, params(&c), &cold_opts);
+    let cold = Kernel::from_source(&stage1, &c.source, &c.entry, kernel_params(&c), &cold_opts);
     let compile_cold = start.elapsed();
     let _ = std::fs::remove_dir_all(&cold_dir);
     cold?;
     // Cached: front end again, then the user's cache.
     let start = Instant::now();
-    let c = scheduled_c(&stage1, schedule)?;
+    let (stage1, c) = front_end(op, feat, schedule)?;
     let frontend = start.elapsed();
-    let kernel = Kernel::from_source(&stage1, &c.source, &c.entry, params(&c), opts)?;
+    let kernel = Kernel::from_source(&stage1, &c.source, &c.entry, kernel_params(&c), opts)?;
     let load = kernel.report().total_time;
     let outcome = kernel.report().outcome;
     Ok(Built {
@@ -378,6 +320,8 @@ pub struct Options {
     pub schedule: Option<PathBuf>,
     /// Print the generated C and stop.
     pub print_c: bool,
+    /// Extra C compiler flags (after the defaults and [`BENCH_CFLAGS`]).
+    pub cflags: Vec<String>,
 }
 
 /// One measured case.
@@ -445,17 +389,59 @@ fn parse_feats(s: &str) -> Result<Vec<usize>, Failure> {
     Ok(out)
 }
 
-fn f32_tensor(shape: Vec<usize>, data: Vec<f32>) -> ArgValue {
+/// Arrays at least this large are backed by transparent huge pages where the system allows it.
+const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+
+/// A vector of `n` elements `fill(0..n)`. Large vectors ask the kernel for transparent huge pages
+/// (`madvise(MADV_HUGEPAGE)`) before their pages are first touched, as numpy does for large arrays:
+/// random gathers from a dense operand otherwise spend their time in TLB misses, and the peers
+/// (numpy/PyTorch arrays) get huge pages.
+pub fn huge_vec<T: Copy>(n: usize, mut fill: impl FnMut(usize) -> T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    if bytes >= HUGE_PAGE_MIN_BYTES {
+        advise_huge_pages(v.as_mut_ptr() as usize, bytes);
+    }
+    v.extend((0..n).map(&mut fill));
+    v
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(addr: usize, bytes: usize) {
+    const PAGE: usize = 4096;
+    let start = addr.div_ceil(PAGE) * PAGE;
+    let end = (addr + bytes) / PAGE * PAGE;
+    if end > start {
+        // SAFETY: the range lies inside the vector's allocation; MADV_HUGEPAGE only changes how
+        // the kernel backs the pages, never their contents, and failure is harmless (ignored).
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_addr: usize, _bytes: usize) {}
+
+fn f32_tensor(shape: Vec<usize>, data: &[f32]) -> ArgValue {
     ArgValue::Array(Tensor {
         shape,
-        data: TensorData::F32(data),
+        data: TensorData::F32(huge_vec(data.len(), |i| data[i])),
     })
 }
 
-fn i32_tensor(data: Vec<i32>) -> ArgValue {
+fn f32_zeros(shape: Vec<usize>) -> ArgValue {
+    let n = shape.iter().product();
+    ArgValue::Array(Tensor {
+        shape,
+        data: TensorData::F32(huge_vec(n, |_| 0.0)),
+    })
+}
+
+fn i32_tensor(data: &[i32]) -> ArgValue {
     ArgValue::Array(Tensor {
         shape: vec![data.len()],
-        data: TensorData::I32(data),
+        data: TensorData::I32(huge_vec(data.len(), |i| data[i])),
     })
 }
 
@@ -469,32 +455,29 @@ fn arguments(
 ) -> HashMap<String, ArgValue> {
     let mut args = HashMap::new();
     let nnz = a.nnz();
-    args.insert("indptr".into(), i32_tensor(a.indptr.clone()));
-    args.insert("indices".into(), i32_tensor(a.indices.clone()));
+    args.insert("indptr".into(), i32_tensor(&a.indptr));
+    args.insert("indices".into(), i32_tensor(&a.indices));
     args.insert("m".into(), ArgValue::Int(a.rows as i64));
     args.insert("n".into(), ArgValue::Int(a.cols as i64));
     args.insert("nnz".into(), ArgValue::Int(nnz as i64));
     match op {
         Op::Spmm => {
             args.insert("feat_size".into(), ArgValue::Int(feat as i64));
-            args.insert("a".into(), f32_tensor(vec![nnz], a.values.clone()));
-            args.insert("b".into(), f32_tensor(vec![a.cols, feat], dense_b.to_vec()));
-            args.insert(
-                "c".into(),
-                f32_tensor(vec![a.rows, feat], vec![0.0; a.rows * feat]),
-            );
+            args.insert("a".into(), f32_tensor(vec![nnz], &a.values));
+            args.insert("b".into(), f32_tensor(vec![a.cols, feat], dense_b));
+            args.insert("c".into(), f32_zeros(vec![a.rows, feat]));
         }
         Op::Sddmm => {
             args.insert("feat_size".into(), ArgValue::Int(feat as i64));
-            args.insert("a".into(), f32_tensor(vec![a.rows, feat], dense_a.to_vec()));
-            args.insert("b".into(), f32_tensor(vec![a.cols, feat], dense_b.to_vec()));
-            args.insert("x".into(), f32_tensor(vec![nnz], a.values.clone()));
-            args.insert("y".into(), f32_tensor(vec![nnz], vec![0.0; nnz]));
+            args.insert("a".into(), f32_tensor(vec![a.rows, feat], dense_a));
+            args.insert("b".into(), f32_tensor(vec![a.cols, feat], dense_b));
+            args.insert("x".into(), f32_tensor(vec![nnz], &a.values));
+            args.insert("y".into(), f32_zeros(vec![nnz]));
         }
         Op::Spmv => {
-            args.insert("a".into(), f32_tensor(vec![nnz], a.values.clone()));
-            args.insert("x".into(), f32_tensor(vec![a.cols], dense_b.to_vec()));
-            args.insert("y".into(), f32_tensor(vec![a.rows], vec![0.0; a.rows]));
+            args.insert("a".into(), f32_tensor(vec![nnz], &a.values));
+            args.insert("x".into(), f32_tensor(vec![a.cols], dense_b));
+            args.insert("y".into(), f32_zeros(vec![a.rows]));
         }
     }
     args
@@ -594,12 +577,11 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
                 Failure(format!("error: cannot read schedule {}: {e}", p.display()))
             })?),
-            None => default_schedule(op.kernel()).map(str::to_string),
+            None => sparsetir_ops::cpu_schedule(op.kernel()).map(str::to_string),
         };
     if o.print_c {
         for &k in &feats {
-            let f = specialized_kernel(op, k)?;
-            print!("{}", scheduled_c(&f, schedule_text.as_deref())?.source);
+            print!("{}", scheduled_c(op, k, schedule_text.as_deref())?.source);
         }
         return Ok(());
     }
@@ -608,8 +590,11 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    let mut flags: Vec<String> = BENCH_CFLAGS.iter().map(|s| s.to_string()).collect();
+    flags.extend(o.cflags.iter().cloned());
     let compile_opts = CompileOptions {
         threads: Some(threads),
+        flags,
         ..CompileOptions::default()
     };
     let timing = TimingOptions {

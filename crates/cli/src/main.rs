@@ -158,6 +158,9 @@ enum Command {
         /// Print the generated C source and exit.
         #[arg(long)]
         print_c: bool,
+        /// An extra C compiler flag (repeatable), e.g. `--cflag=-mprefer-vector-width=512`.
+        #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
+        cflags: Vec<String>,
     },
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
@@ -298,6 +301,7 @@ fn main() -> ExitCode {
             json,
             schedule,
             print_c,
+            cflags,
         } => bench::run(&bench::Options {
             op,
             matrices,
@@ -309,6 +313,7 @@ fn main() -> ExitCode {
             json,
             schedule,
             print_c,
+            cflags,
         }),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Prints the side-by-side table of bench/run-all.sh: per case, sparsetir's median seconds, the
+fastest peer's, their ratio (peer / ours; > 1 means sparsetir is faster), and the geometric mean of
+the ratios per operator, plus the compile/load figures sparsetir reported.
+
+Usage: summarize.py RESULTS_DIR [OPS...]   (reads OP-peers.jsonl and OP-sparsetir.jsonl)
+"""
+import json, math, os, sys
+
+
+def read(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    rows.append(json.loads(line))
+    return rows
+
+
+def best_of_rounds(rows, key):
+    """Keeps, per key, the row with the smallest median (run-all.sh repeats every case ROUNDS
+    times, peers and sparsetir alike, to damp the shared machine's noise)."""
+    best = {}
+    for r in rows:
+        k = key(r)
+        if k not in best or r["seconds"] < best[k]["seconds"]:
+            best[k] = r
+    return list(best.values())
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    ops = sys.argv[2:] or ["spmm", "sddmm", "spmv"]
+    targets = {"spmm": 1.0, "sddmm": 2.0, "spmv": 1.0}
+    for op in ops:
+        peers = [r for r in read(os.path.join(out, f"{op}-peers.jsonl")) if "seconds" in r]
+        peers = best_of_rounds(peers, lambda r: (r["peer"], r["matrix"], r["feat"]))
+        ours_all = read(os.path.join(out, f"{op}-sparsetir.jsonl"))
+        unchecked = [r for r in ours_all if not r.get("check")]
+        ours = best_of_rounds(ours_all, lambda r: (r["matrix"], r["feat"]))
+        ours.sort(key=lambda r: ([x["matrix"] for x in ours_all].index(r["matrix"]), r["feat"]))
+        print(f"\n### {op}\n")
+        print("| matrix | nnz | feat | sparsetir ms | GFLOP/s | check | best peer | peer ms | ratio |")
+        print("|---|---:|---:|---:|---:|---|---|---:|---:|")
+        ratios = []
+        for r in ours:
+            cands = [p for p in peers if p["matrix"] == r["matrix"] and p["feat"] == r["feat"]]
+            if not cands:
+                continue
+            best = min(cands, key=lambda p: p["seconds"])
+            ratio = best["seconds"] / r["seconds"] if r["seconds"] > 0 else float("nan")
+            ratios.append(ratio)
+            if best["nnz"] != r["nnz"]:
+                print(f"<!-- nnz differs: peers {best['nnz']} ours {r['nnz']} -->")
+            print(f"| {r['matrix']} | {r['nnz']} | {r['feat']} | {r['seconds']*1e3:.4f} | "
+                  f"{r['gflops']:.2f} | {r['check']} | {best['peer']} | {best['seconds']*1e3:.4f} | "
+                  f"{ratio:.2f}× |")
+        if ratios:
+            g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            t = targets.get(op, 1.0)
+            verdict = "met" if g >= t else f"MISSED by {t / g:.2f}×"
+            print(f"\n{op}: geometric mean ratio {g:.2f}× over {len(ratios)} cases "
+                  f"(target ≥ {t:.1f}×: {verdict})")
+        if unchecked:
+            print(f"{op}: {len(unchecked)} run(s) with check: false")
+        comp = [r.get("compile_seconds", 0) for r in ours_all]
+        load = [r.get("load_seconds", 0) for r in ours_all if r.get("cache") == "hit"]
+        if comp:
+            print(f"{op}: cold compile (front end + cc + load) max {max(comp)*1e3:.0f} ms; "
+                  f"cached load max {max(load)*1e3:.2f} ms" if load else
+                  f"{op}: cold compile max {max(comp)*1e3:.0f} ms; no cached load recorded")
+
+
+if __name__ == "__main__":
+    main()
