@@ -217,12 +217,14 @@ pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
         return f64::INFINITY;
     }
     let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
-    let diff = got
-        .iter()
-        .zip(want)
-        .fold(0.0f64, |m, (g, w)| m.max((*g as f64 - w).abs()));
-    if diff.is_nan() {
-        return f64::INFINITY;
+    let mut diff = 0.0f64;
+    for (g, w) in got.iter().zip(want) {
+        let d = (*g as f64 - w).abs();
+        // `f64::max` ignores NaN: a NaN output must fail the check.
+        if d.is_nan() {
+            return f64::INFINITY;
+        }
+        diff = diff.max(d);
     }
     diff / (scale + 1e-30)
 }
@@ -682,5 +684,81 @@ fn print_table(results: &[CaseResult]) {
             r.gflops,
             r.check
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3x4 CSR matrix with an empty row, and its dense form.
+    fn small() -> (Csr, [[f64; 4]; 3]) {
+        let csr = Csr {
+            rows: 3,
+            cols: 4,
+            indptr: vec![0, 2, 2, 5],
+            indices: vec![1, 3, 0, 1, 2],
+            values: vec![2.0, -1.0, 0.5, 3.0, 4.0],
+        };
+        let dense = [[0.0, 2.0, 0.0, -1.0], [0.0; 4], [0.5, 3.0, 4.0, 0.0]];
+        (csr, dense)
+    }
+
+    #[test]
+    fn references_equal_dense_computations() {
+        let (a, d) = small();
+        let feat = 2;
+        let da: Vec<f32> = (0..a.rows * feat).map(|x| x as f32 * 0.25 + 1.0).collect();
+        let db: Vec<f32> = (0..a.cols * feat).map(|x| 3.0 - x as f32 * 0.5).collect();
+        // SpMM: C = dense(A) * B.
+        let c = reference(Op::Spmm, &a, feat, &da, &db);
+        for i in 0..3 {
+            for k in 0..feat {
+                let want: f64 = (0..4).map(|j| d[i][j] * db[j * feat + k] as f64).sum();
+                assert_eq!(c[i * feat + k], want);
+            }
+        }
+        // SpMV: y = dense(A) * x.
+        let y = reference(Op::Spmv, &a, 1, &[], &db[..4]);
+        for i in 0..3 {
+            let want: f64 = (0..4).map(|j| d[i][j] * db[j] as f64).sum();
+            assert_eq!(y[i], want);
+        }
+        // SDDMM at the stored elements, in storage order: (0,1) (0,3) (2,0) (2,1) (2,2).
+        let s = reference(Op::Sddmm, &a, feat, &da, &db);
+        let stored = [(0, 1), (0, 3), (2, 0), (2, 1), (2, 2)];
+        for (p, &(i, j)) in stored.iter().enumerate() {
+            let dot: f64 = (0..feat)
+                .map(|k| da[i * feat + k] as f64 * db[j * feat + k] as f64)
+                .sum();
+            assert_eq!(s[p], d[i][j] * dot);
+        }
+    }
+
+    #[test]
+    fn relative_error_catches_differences() {
+        assert_eq!(relative_error(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
+        assert!((relative_error(&[1.0, 2.5], &[1.0, 2.0]) - 0.25).abs() < 1e-12);
+        assert!(relative_error(&[1.0], &[1.0, 2.0]).is_infinite());
+        assert!(relative_error(&[f32::NAN], &[1.0]).is_infinite());
+        assert_eq!(relative_error(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn loaded_matrices_are_sorted_without_duplicates() {
+        let dir = std::env::temp_dir().join(format!("sparsetir-bench-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("m.mtx");
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate pattern symmetric\n4 4 4\n2 1\n2 1\n4 4\n3 2\n",
+        )
+        .unwrap();
+        let a = load_csr(&p).map_err(|f| f.0).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        // Entries (1,0) (0,1) (3,3) (2,1) (1,2), duplicates merged.
+        assert_eq!(a.indptr, vec![0, 1, 3, 4, 5]);
+        assert_eq!(a.indices, vec![1, 0, 2, 1, 3]);
+        assert!(a.values.iter().all(|v| (0.5..1.5).contains(v)));
     }
 }

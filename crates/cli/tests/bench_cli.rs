@@ -1,0 +1,244 @@
+//! End-to-end tests of `sparsetir bench`: for every operator, `--json` on small generated `.mtx`
+//! files prints one valid JSON object per case with `check: true` and the shape and stored-entry
+//! count computed here from the file's entries (duplicates merged, symmetric files expanded);
+//! the table form prints every case; bad paths, operators and options exit with code 1. Tests
+//! that need a C compiler are skipped, with a printed note, when none runs. Kernels are cached
+//! under the target directory (`SPARSETIR_CACHE_DIR`), never in the user's cache.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sparsetir")
+}
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-bench-cache")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("SPARSETIR_CACHE_DIR", cache_dir())
+        .output()
+        .expect("binary runs")
+}
+
+/// Whether a C compiler (`$CC`, else `cc`) runs; prints a note when not.
+fn have_cc() -> bool {
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "cc".into());
+    let mut words = cc.split_whitespace();
+    let program = words.next().unwrap_or("cc").to_string();
+    let ok = Command::new(program)
+        .args(words)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: skipping: no C compiler (`{cc} --version` fails)");
+    }
+    ok
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A small matrix written as Matrix Market text: its header, 1-based entries, and the shape
+/// and distinct stored coordinates (after symmetric expansion) the benchmark must report.
+struct Case {
+    name: &'static str,
+    rows: usize,
+    cols: usize,
+    symmetric: bool,
+    /// 0-based (row, col) entries as written (duplicates allowed).
+    entries: Vec<(usize, usize)>,
+}
+
+impl Case {
+    fn write(&self, dir: &Path) -> PathBuf {
+        let sym = if self.symmetric {
+            "symmetric"
+        } else {
+            "general"
+        };
+        let mut s = format!("%%MatrixMarket matrix coordinate real {sym}\n% a test matrix\n");
+        s.push_str(&format!(
+            "{} {} {}\n",
+            self.rows,
+            self.cols,
+            self.entries.len()
+        ));
+        for (k, (i, j)) in self.entries.iter().enumerate() {
+            s.push_str(&format!("{} {} {}.5\n", i + 1, j + 1, k % 7));
+        }
+        let path = dir.join(format!("{}.mtx", self.name));
+        std::fs::write(&path, s).unwrap();
+        path
+    }
+
+    fn nnz(&self) -> usize {
+        let mut set = BTreeSet::new();
+        for &(i, j) in &self.entries {
+            set.insert((i, j));
+            if self.symmetric {
+                set.insert((j, i));
+            }
+        }
+        set.len()
+    }
+}
+
+fn cases() -> Vec<Case> {
+    // Rectangular, with empty rows (1 and 6), a duplicate entry and a full row (3).
+    let mut general = vec![(0, 2), (0, 4), (2, 0), (2, 0), (4, 1), (5, 3), (5, 4)];
+    general.extend((0..9).map(|j| (3, j)));
+    // Symmetric, lower triangle with a diagonal; irregular degrees.
+    let mut sym = vec![(0, 0), (3, 1), (5, 2), (7, 0), (7, 6), (9, 9), (10, 4)];
+    sym.extend((0..10).map(|j| (11, j)));
+    vec![
+        Case {
+            name: "small_general",
+            rows: 7,
+            cols: 9,
+            symmetric: false,
+            entries: general,
+        },
+        Case {
+            name: "small_sym",
+            rows: 12,
+            cols: 12,
+            symmetric: true,
+            entries: sym,
+        },
+    ]
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    text(&o.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn json_lines_check_true_with_the_files_shapes_for_every_operator() {
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases();
+    let paths: Vec<PathBuf> = cases.iter().map(|c| c.write(dir.path())).collect();
+    for op in ["spmm", "sddmm", "spmv"] {
+        let mut args = vec!["bench", op, "--feat", "4,16", "--json", "--repeat", "2"];
+        args.extend(["--warmup", "1", "--threads", "2"]);
+        for p in &paths {
+            args.push("--matrix");
+            args.push(p.to_str().unwrap());
+        }
+        let o = run(&args);
+        assert!(o.status.success(), "{op}: {}", text(&o.stderr));
+        let lines = json_lines(&o);
+        let feats: &[u64] = if op == "spmv" { &[1] } else { &[4, 16] };
+        assert_eq!(lines.len(), cases.len() * feats.len(), "{op}: {lines:?}");
+        for c in &cases {
+            for &f in feats {
+                let v = lines
+                    .iter()
+                    .find(|v| v["matrix"] == c.name && v["feat"] == f)
+                    .unwrap_or_else(|| panic!("{op}: no line for {} feat {f}", c.name));
+                assert_eq!(v["op"], op);
+                assert_eq!(v["rows"], c.rows as u64, "{v}");
+                assert_eq!(v["cols"], c.cols as u64, "{v}");
+                assert_eq!(v["nnz"], c.nnz() as u64, "{v}");
+                assert_eq!(v["format"], "csr");
+                assert_eq!(v["threads"], 2);
+                assert_eq!(v["check"], true, "{v}");
+                let secs = v["seconds"].as_f64().unwrap();
+                let gflops = v["gflops"].as_f64().unwrap();
+                assert!(secs > 0.0, "{v}");
+                let flops = 2.0 * c.nnz() as f64 * f as f64;
+                assert!(
+                    (gflops - flops / secs / 1e9).abs() <= 1e-6 * gflops.max(1.0),
+                    "{v}"
+                );
+                assert!(v["compile_seconds"].as_f64().unwrap() > 0.0, "{v}");
+                assert!(v["load_seconds"].as_f64().is_some(), "{v}");
+            }
+        }
+    }
+}
+
+#[test]
+fn table_lists_every_case() {
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let c = &cases()[0];
+    let p = c.write(dir.path());
+    let o = run(&[
+        "bench",
+        "spmm",
+        "--matrix",
+        p.to_str().unwrap(),
+        "--feat",
+        "8,32",
+        "--repeat",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(c.name)).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows.iter().all(|r| r.trim_end().ends_with("true")), "{out}");
+}
+
+#[test]
+fn bad_inputs_exit_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.mtx");
+    let o = run(&[
+        "bench",
+        "spmm",
+        "--matrix",
+        missing.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("missing.mtx"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+
+    let garbage = dir.path().join("garbage.mtx");
+    std::fs::write(&garbage, "not a matrix market file\n").unwrap();
+    let o = run(&["bench", "spmv", "--matrix", garbage.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+
+    let good = cases()[0].write(dir.path());
+    let good = good.to_str().unwrap();
+    for args in [
+        vec!["bench", "spgemm", "--matrix", good],
+        vec!["bench", "spmm", "--matrix", good, "--feat", "0"],
+        vec!["bench", "spmm", "--matrix", good, "--feat", "x"],
+        vec!["bench", "spmm", "--matrix", good, "--format", "bsr"],
+        vec!["bench", "spmm"],
+        vec!["bench", "spmm", "--matrix", good, "--repeat", "many"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("error"),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+}
