@@ -110,7 +110,7 @@ pub fn horizontal_fuse(func: &PrimFunc) -> Result<PrimFunc, LowerError> {
         }
     };
     let mut result = Vec::new();
-    let mut run: Vec<(Box<For>, Access)> = Vec::new();
+    let mut run: Vec<(For, Access)> = Vec::new();
     for item in items {
         match item {
             Stmt::For(l) if is_part_loop(&l, form) => {
@@ -118,7 +118,7 @@ pub fn horizontal_fuse(func: &PrimFunc) -> Result<PrimFunc, LowerError> {
                 if run.iter().any(|(_, a)| a.conflicts(&acc)) {
                     result.push(flush(&mut out, std::mem::take(&mut run), form)?);
                 }
-                run.push((l, acc));
+                run.push((*l, acc));
             }
             other => {
                 if !run.is_empty() {
@@ -239,14 +239,10 @@ fn reads(
 }
 
 /// One part alone stays as it is; two or more are fused.
-fn flush(
-    func: &mut PrimFunc,
-    run: Vec<(Box<For>, Access)>,
-    form: FuseForm,
-) -> Result<Stmt, LowerError> {
-    let mut loops: Vec<Box<For>> = run.into_iter().map(|(l, _)| l).collect();
+fn flush(func: &mut PrimFunc, run: Vec<(For, Access)>, form: FuseForm) -> Result<Stmt, LowerError> {
+    let mut loops: Vec<For> = run.into_iter().map(|(l, _)| l).collect();
     if loops.len() == 1 {
-        return Ok(Stmt::For(loops.remove(0)));
+        return Ok(Stmt::For(Box::new(loops.remove(0))));
     }
     fuse(func, loops, form)
 }
@@ -272,7 +268,7 @@ fn invariant(func: &PrimFunc, e: &Expr, what: &str, span: Span) -> Result<(), Lo
     Ok(())
 }
 
-fn fuse(func: &mut PrimFunc, loops: Vec<Box<For>>, form: FuseForm) -> Result<Stmt, LowerError> {
+fn fuse(func: &mut PrimFunc, loops: Vec<For>, form: FuseForm) -> Result<Stmt, LowerError> {
     for l in &loops {
         let what = format!("extent of loop `{}`", func.vars[l.var].name);
         invariant(func, &l.extent, &what, l.span)?;
@@ -296,7 +292,6 @@ fn fuse(func: &mut PrimFunc, loops: Vec<Box<For>>, form: FuseForm) -> Result<Stm
         FuseForm::Cpu => loops,
     };
     for l in padded {
-        let l = *l;
         let value = simplify(
             func,
             &Expr::add(Expr::sub(Expr::Var(fused), offset.clone()), l.min.clone()),
@@ -339,7 +334,7 @@ fn fuse(func: &mut PrimFunc, loops: Vec<Box<For>>, form: FuseForm) -> Result<Stm
 
 /// GPU form: gives every thread tag other than `blockIdx.x` the same extent in all parts (the
 /// maximum), guarding padded loops and wrapping parts that lack a tag.
-fn pad_threads(func: &mut PrimFunc, loops: Vec<Box<For>>) -> Result<Vec<Box<For>>, LowerError> {
+fn pad_threads(func: &mut PrimFunc, loops: Vec<For>) -> Result<Vec<For>, LowerError> {
     // Tag -> distinct extents, tags in order of first appearance.
     let mut tags: Vec<(String, Vec<Expr>)> = Vec::new();
     let mut per_part: Vec<HashSet<String>> = Vec::new();

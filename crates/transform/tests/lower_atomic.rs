@@ -99,9 +99,9 @@ fn args(d: &Data) -> HashMap<String, ArgValue> {
 /// y = A x with A given as both parts, in f64.
 fn expected(d: &Data) -> Vec<f64> {
     let mut y = vec![0.0; d.m];
-    for i in 0..d.m {
+    for (i, yi) in y.iter_mut().enumerate() {
         for k in 0..2 {
-            y[i] += d.a1[i * 2 + k] * d.x[d.j1[i * 2 + k] as usize];
+            *yi += d.a1[i * 2 + k] * d.x[d.j1[i * 2 + k] as usize];
         }
     }
     for e in 0..d.a2.len() {
