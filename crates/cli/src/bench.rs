@@ -448,7 +448,7 @@ fn i32_tensor(data: &[i32]) -> ArgValue {
 }
 
 /// The kernel's arguments for `a` and the dense operands (outputs zeroed).
-fn arguments(
+pub(crate) fn arguments(
     op: Op,
     a: &Csr,
     feat: usize,

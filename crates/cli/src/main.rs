@@ -111,13 +111,14 @@ enum Command {
         #[arg(long = "set", value_name = "PARAM=VALUE")]
         sets: Vec<String>,
     },
-    /// SpMM end to end on a generated matrix, checked against a dense product.
+    /// SpMM end to end through the C backend on a generated power-law graph: compile (cold and
+    /// cached), run, time (GFLOP/s), check against an f64 reference.
     Demo {
         /// Where to write the generated files (default: a `sparsetir-demo` temp directory).
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// Rows (and columns) of the generated matrix.
-        #[arg(long, default_value_t = 512)]
+        /// Nodes of the generated graph (rows and columns of the matrix).
+        #[arg(long, default_value_t = 100_000)]
         rows: usize,
         /// Feature width of the dense operand.
         #[arg(long, default_value_t = 32)]
@@ -466,17 +467,6 @@ fn extension(path: &str) -> String {
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase()
-}
-
-fn cmd_run(
-    path: &Path,
-    func: Option<&str>,
-    backend: &str,
-    binds: &[String],
-    outs: &[String],
-    sets: &[String],
-) -> Result<(), Failure> {
-    cmd_run_with(path, func, backend, binds, outs, sets, (None, None))
 }
 
 /// `run` with the `c` backend's options (schedule file, threads).
