@@ -44,6 +44,17 @@ pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
     w.write_module()
 }
 
+/// The loop annotation written by the schedule primitive `vectorize_reduction`.
+pub const SIMD_REDUCTION_ATTR: &str = "simd_reduction";
+
+/// The statement itself, or the single statement of a one-element sequence.
+fn single_stmt(s: &Stmt) -> &Stmt {
+    match s {
+        Stmt::Seq(v) if v.len() == 1 => single_stmt(&v[0]),
+        other => other,
+    }
+}
+
 /// The C type of a value of `dt`, or `None` for dtypes the C target cannot hold.
 fn c_type(dt: DType) -> Option<&'static str> {
     Some(match dt {
@@ -289,6 +300,16 @@ pub struct Writer<'f> {
     stored: HashSet<BufferId>,
     /// The statement being written, for error spans.
     span: Span,
+    /// Inside a `simd_reduction` loop: the reduced element, redirected to a local accumulator.
+    simd_acc: Option<SimdAcc>,
+}
+
+/// The element `buffer[indices]` a `simd_reduction` loop reduces into, held in the C local
+/// `name` while the loop runs.
+struct SimdAcc {
+    buffer: BufferId,
+    indices: Vec<Expr>,
+    name: String,
 }
 
 impl<'f> Writer<'f> {
@@ -347,6 +368,7 @@ impl<'f> Writer<'f> {
             bufs: vec![None; func.buffers.len()],
             stored,
             span: func.span,
+            simd_acc: None,
         }
     }
 
@@ -897,6 +919,14 @@ impl<'f> Writer<'f> {
     }
 
     fn write_for(&mut self, f: &For) -> Res<()> {
+        if let Some(ann) = f.annotations.get(SIMD_REDUCTION_ATTR) {
+            return self.write_simd_reduction(f, ann);
+        }
+        self.write_loop(f, None)
+    }
+
+    /// A loop; `pragma_override` replaces the pragma of the loop's kind.
+    fn write_loop(&mut self, f: &For, pragma_override: Option<String>) -> Res<()> {
         let vdt = self
             .func
             .vars
@@ -911,6 +941,7 @@ impl<'f> Writer<'f> {
         let ct = self.ctype(vdt, "loop variable")?;
         let vname = self.var_names[f.var.index()].clone();
         let pragma = match f.kind {
+            _ if pragma_override.is_some() => pragma_override,
             ForKind::Serial => None,
             ForKind::Parallel => Some(self.parallel_pragma(f)?),
             ForKind::Vectorized => Some("omp simd".to_string()),
@@ -971,6 +1002,186 @@ impl<'f> Writer<'f> {
         self.indent -= 1;
         self.unbind(f.var);
         r?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A loop annotated `{"simd_reduction": OP}` (schedule primitive `vectorize_reduction`):
+    /// its body is one block whose only statement is `Y[idx] = Y[idx] OP e` with `idx` invariant
+    /// in the loop. Written as
+    /// `{ T acc = Y[idx]; #pragma omp simd reduction(OP: acc) for (...) { acc = acc OP e; }
+    /// Y[idx] = acc; }`: the lanes' partial results are combined at the end (the annotation is
+    /// the user's permission to reassociate). Float `max`/`min` use a declared reduction built
+    /// on `fmaxf`/`fminf` with NaN as identity, so NaNs are ignored exactly as the evaluator's
+    /// `max`/`min` do, in any order.
+    fn write_simd_reduction(&mut self, f: &For, ann: &AttrValue) -> Res<()> {
+        const WHAT: &str = "loop annotation `simd_reduction`";
+        let op = match ann {
+            AttrValue::Str(s) if s == "+" => BinOp::Add,
+            AttrValue::Str(s) if s == "max" => BinOp::Max,
+            AttrValue::Str(s) if s == "min" => BinOp::Min,
+            other => {
+                return Err(self.unsupported(
+                    WHAT,
+                    format!("expected \"+\", \"max\" or \"min\", got {other:?}"),
+                ))
+            }
+        };
+        if !matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
+            return Err(self.unsupported(
+                WHAT,
+                format!("the loop is {}, not vectorized", f.kind.script_name()),
+            ));
+        }
+        if self.simd_acc.is_some() {
+            return Err(self.unsupported(WHAT, "a SIMD reduction nested in another one"));
+        }
+        let Stmt::Block(b) = single_stmt(&f.body) else {
+            return Err(self.unsupported(WHAT, "the loop's body is not exactly one block"));
+        };
+        if b.init.is_some() {
+            return Err(self.unsupported(
+                WHAT,
+                format!("block `{}` has an init (decompose the reduction first)", b.name),
+            ));
+        }
+        let Stmt::Store(st) = single_stmt(&b.body) else {
+            return Err(self.unsupported(
+                WHAT,
+                format!("the body of block `{}` is not a single store", b.name),
+            ));
+        };
+        let Expr::Binary(sop, x, y) = &st.value else {
+            return Err(self.unsupported(WHAT, "the store is not `Y[idx] = Y[idx] op e`"));
+        };
+        let is_self = |e: &Expr| {
+            matches!(e, Expr::Load { buffer, indices } if *buffer == st.buffer && *indices == st.indices)
+        };
+        let value = match (is_self(x), is_self(y)) {
+            (true, _) => y,
+            (false, true) => x,
+            _ => return Err(self.unsupported(WHAT, "the store is not `Y[idx] = Y[idx] op e`")),
+        };
+        if *sop != op {
+            return Err(self.unsupported(
+                WHAT,
+                format!("the store combines with {sop:?}, the annotation says {ann:?}"),
+            ));
+        }
+        let reads_y = |e: &Expr| {
+            let mut found = false;
+            e.visit(&mut |z| {
+                if let Expr::Load { buffer, .. } = z {
+                    found |= *buffer == st.buffer;
+                }
+            });
+            found
+        };
+        if reads_y(value)
+            || st.indices.iter().any(reads_y)
+            || b.predicate.as_ref().is_some_and(reads_y)
+        {
+            return Err(self.unsupported(WHAT, "the reduced value reads the reduced buffer"));
+        }
+        // Iterators that move with the loop must be reduction iterators absent from `idx`.
+        let mut moving = vec![f.var];
+        for it in &b.iters {
+            let mut uses = false;
+            it.binding.visit(&mut |z| uses |= matches!(z, Expr::Var(v) if *v == f.var));
+            if uses {
+                if it.kind != IterKind::Reduce {
+                    return Err(self.unsupported(
+                        WHAT,
+                        "the loop variable feeds a spatial iterator of the block",
+                    ));
+                }
+                moving.push(it.var);
+            }
+        }
+        let mut moves = false;
+        for e in &st.indices {
+            e.visit(&mut |z| moves |= matches!(z, Expr::Var(v) if moving.contains(v)));
+        }
+        if moves {
+            return Err(self.unsupported(WHAT, "the reduced element changes with the loop"));
+        }
+        let dt = self
+            .func
+            .buffers
+            .get(st.buffer)
+            .map(|bf| bf.dtype)
+            .unwrap_or(DType::F32);
+        if !(dt.is_integer() || dt.is_float()) {
+            return Err(self.unsupported(WHAT, format!("a reduction of {dt} values")));
+        }
+        let ct = self.ctype(dt, "reduction accumulator")?;
+        // The element's offset outside the loop: the block's other iterators are replaced by
+        // their bindings (in terms of loops that are bound here).
+        let mut substituted = Vec::new();
+        for it in &b.iters {
+            if moving.contains(&it.var) || self.let_subst.contains_key(&it.var) {
+                continue;
+            }
+            let idt = self
+                .func
+                .vars
+                .get(it.var)
+                .map(|v| v.dtype)
+                .unwrap_or(DType::I32);
+            let text = match self.expr(&it.binding) {
+                Ok((s, sdt)) => cast(s, sdt, idt),
+                Err(e) => {
+                    substituted.iter().for_each(|v| {
+                        self.let_subst.remove(v);
+                    });
+                    return Err(e);
+                }
+            };
+            self.let_subst.insert(it.var, text);
+            substituted.push(it.var);
+        }
+        let off = self.offset(st.buffer, &st.indices);
+        for v in &substituted {
+            self.let_subst.remove(v);
+        }
+        let off = off?;
+        let name = self.buf_name(st.buffer)?.to_string();
+        let acc = self.namer.fresh(&format!("{name}_acc"));
+        let sym = match op {
+            BinOp::Add => "+",
+            BinOp::Max => "max",
+            _ => "min",
+        };
+        self.line(&format!("{{ /* SIMD reduction ({sym}) into {name} */"));
+        self.indent += 1;
+        self.line(&format!("{ct} {acc} = {name}[{off}];"));
+        let clause = match (op, dt) {
+            (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
+                let (fun, nan) = match (op, dt) {
+                    (BinOp::Max, DType::F32) => ("fmaxf", "NAN"),
+                    (BinOp::Min, DType::F32) => ("fminf", "NAN"),
+                    (BinOp::Max, _) => ("fmax", "(double)NAN"),
+                    _ => ("fmin", "(double)NAN"),
+                };
+                let red = format!("sptir_{fun}");
+                self.pragma(&format!(
+                    "omp declare reduction({red} : {ct} : omp_out = {fun}(omp_out, omp_in)) \
+                     initializer(omp_priv = {nan})"
+                ));
+                format!("reduction({red}:{acc})")
+            }
+            _ => format!("reduction({sym}:{acc})"),
+        };
+        self.simd_acc = Some(SimdAcc {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+            name: acc.clone(),
+        });
+        let r = self.write_loop(f, Some(format!("omp simd {clause}")));
+        self.simd_acc = None;
+        r?;
+        self.line(&format!("{name}[{off}] = {acc};"));
+        self.indent -= 1;
         self.line("}");
         Ok(())
     }
@@ -1090,9 +1301,16 @@ impl<'f> Writer<'f> {
             .map(|b| b.dtype)
             .unwrap_or(DType::F32);
         let (v, vdt) = self.expr(&st.value)?;
+        let v = cast(v, vdt, dt);
+        if let Some(acc) = &self.simd_acc {
+            if acc.buffer == st.buffer && acc.indices == st.indices {
+                let acc = acc.name.clone();
+                self.line(&format!("{acc} = {};", strip_parens(&v)));
+                return Ok(());
+            }
+        }
         let off = self.offset(st.buffer, &st.indices)?;
         let name = self.buf_name(st.buffer)?.to_string();
-        let v = cast(v, vdt, dt);
         self.line(&format!("{name}[{off}] = {};", strip_parens(&v)));
         Ok(())
     }
@@ -1211,6 +1429,11 @@ impl<'f> Writer<'f> {
                     Some(b) => b.dtype,
                     None => return Err(self.invalid(format!("buffer {buffer:?} is not declared"))),
                 };
+                if let Some(acc) = &self.simd_acc {
+                    if acc.buffer == *buffer && acc.indices == *indices {
+                        return Ok((acc.name.clone(), dt));
+                    }
+                }
                 let off = self.offset(*buffer, indices)?;
                 Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt))
             }

@@ -18,6 +18,7 @@ pub mod lookup;
 pub mod loops;
 pub mod reduction;
 pub mod scope;
+pub mod simd_reduction;
 pub mod sparse;
 
 /// Replays one instruction; `Ok(None)` when no family knows its name.
@@ -33,6 +34,7 @@ pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV
         compute::replay,
         reduction::replay,
         blockize::replay,
+        simd_reduction::replay,
     ];
     for f in families {
         if let Some(out) = f(sch, call)? {
