@@ -47,6 +47,44 @@ pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
 /// The loop annotation written by the schedule primitive `vectorize_reduction`.
 pub const SIMD_REDUCTION_ATTR: &str = "simd_reduction";
 
+/// The outermost loads of `e` whose variables all satisfy `outer`, skipping subexpressions
+/// that C evaluates conditionally (`Select` branches, right operands of `and`/`or`).
+fn invariant_loads(e: &Expr, outer: &dyn Fn(VarId) -> bool, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Load { indices, .. } => {
+            let mut ok = true;
+            e.visit(&mut |z| {
+                if let Expr::Var(v) = z {
+                    ok &= outer(*v);
+                }
+                ok &= !matches!(z, Expr::Let { .. } | Expr::Select(..));
+            });
+            if ok {
+                if !out.contains(e) {
+                    out.push(e.clone());
+                }
+            } else {
+                indices.iter().for_each(|i| invariant_loads(i, outer, out));
+            }
+        }
+        Expr::Select(c, _, _) => invariant_loads(c, outer, out),
+        Expr::Binary(BinOp::And | BinOp::Or, a, _) => invariant_loads(a, outer, out),
+        Expr::Let { value, .. } => invariant_loads(value, outer, out),
+        other => other.for_each_child(|c| invariant_loads(c, outer, out)),
+    }
+}
+
+/// The operands of a chain of `and`s.
+fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            conjuncts(a, out);
+            conjuncts(b, out);
+        }
+        other => out.push(other),
+    }
+}
+
 /// The statement itself, or the single statement of a one-element sequence.
 fn single_stmt(s: &Stmt) -> &Stmt {
     match s {
@@ -310,6 +348,8 @@ struct SimdAcc {
     buffer: BufferId,
     indices: Vec<Expr>,
     name: String,
+    /// Loads read once before the loop, with the C local holding each.
+    hoisted: Vec<(Expr, String)>,
 }
 
 impl<'f> Writer<'f> {
@@ -1042,7 +1082,10 @@ impl<'f> Writer<'f> {
         if b.init.is_some() {
             return Err(self.unsupported(
                 WHAT,
-                format!("block `{}` has an init (decompose the reduction first)", b.name),
+                format!(
+                    "block `{}` has an init (decompose the reduction first)",
+                    b.name
+                ),
             ));
         }
         let Stmt::Store(st) = single_stmt(&b.body) else {
@@ -1054,9 +1097,7 @@ impl<'f> Writer<'f> {
         let Expr::Binary(sop, x, y) = &st.value else {
             return Err(self.unsupported(WHAT, "the store is not `Y[idx] = Y[idx] op e`"));
         };
-        let is_self = |e: &Expr| {
-            matches!(e, Expr::Load { buffer, indices } if *buffer == st.buffer && *indices == st.indices)
-        };
+        let is_self = |e: &Expr| matches!(e, Expr::Load { buffer, indices } if *buffer == st.buffer && *indices == st.indices);
         let value = match (is_self(x), is_self(y)) {
             (true, _) => y,
             (false, true) => x,
@@ -1087,7 +1128,8 @@ impl<'f> Writer<'f> {
         let mut moving = vec![f.var];
         for it in &b.iters {
             let mut uses = false;
-            it.binding.visit(&mut |z| uses |= matches!(z, Expr::Var(v) if *v == f.var));
+            it.binding
+                .visit(&mut |z| uses |= matches!(z, Expr::Var(v) if *v == f.var));
             if uses {
                 if it.kind != IterKind::Reduce {
                     return Err(self.unsupported(
@@ -1140,11 +1182,56 @@ impl<'f> Writer<'f> {
             self.let_subst.insert(it.var, text);
             substituted.push(it.var);
         }
-        let off = self.offset(st.buffer, &st.indices);
+        // The element is only touched when the loop runs at least once and the parts of the
+        // block's predicate that do not move with the loop hold (they may guard `idx`).
+        let mut conds: Vec<&Expr> = Vec::new();
+        if let Some(p) = &b.predicate {
+            conjuncts(p, &mut conds);
+            conds.retain(|c| {
+                let mut m = false;
+                c.visit(&mut |z| m |= matches!(z, Expr::Var(v) if moving.contains(v)));
+                !m
+            });
+        }
+        let guard = (|| -> Res<Vec<String>> {
+            let mut out = Vec::new();
+            if const_int(&f.extent).is_none_or(|n| n <= 0) {
+                let (e, _) = self.expr(&f.extent)?;
+                out.push(format!("{} > 0", strip_parens(&e)));
+            }
+            for c in &conds {
+                out.push(strip_parens(&self.expr(c)?.0).to_string());
+            }
+            Ok(out)
+        })();
+        // Loads that do not move with the loop are read once before it (gcc does not hoist
+        // them out of an `omp simd` loop by itself and falls back to gathers). Only when the
+        // whole predicate is hoisted too: a load is then read exactly when the loop would read
+        // it at least once. Loads under a `Select` branch or the right side of `and`/`or`
+        // (evaluated conditionally) stay inside.
+        let all_hoisted = b.predicate.as_ref().is_none_or(|p| {
+            let mut all = Vec::new();
+            conjuncts(p, &mut all);
+            all.len() == conds.len()
+        });
+        let mut loads = Vec::new();
+        if all_hoisted {
+            let outer = |w: &Self, v: VarId| {
+                w.bound.get(v.index()).copied().unwrap_or(false) || w.let_subst.contains_key(&v)
+            };
+            invariant_loads(value, &|v| outer(self, v), &mut loads);
+        }
+        let off = guard.and_then(|g| {
+            let mut texts = Vec::new();
+            for l in &loads {
+                texts.push(self.expr(l)?);
+            }
+            Ok((g, self.offset(st.buffer, &st.indices)?, texts))
+        });
         for v in &substituted {
             self.let_subst.remove(v);
         }
-        let off = off?;
+        let (guard, off, texts) = off?;
         let name = self.buf_name(st.buffer)?.to_string();
         let acc = self.namer.fresh(&format!("{name}_acc"));
         let sym = match op {
@@ -1152,9 +1239,27 @@ impl<'f> Writer<'f> {
             BinOp::Max => "max",
             _ => "min",
         };
-        self.line(&format!("{{ /* SIMD reduction ({sym}) into {name} */"));
+        if guard.is_empty() {
+            self.line(&format!("{{ /* SIMD reduction ({sym}) into {name} */"));
+        } else {
+            self.line(&format!(
+                "if ({}) {{ /* SIMD reduction ({sym}) into {name} */",
+                guard.join(" && ")
+            ));
+        }
         self.indent += 1;
         self.line(&format!("{ct} {acc} = {name}[{off}];"));
+        let mut hoisted = Vec::new();
+        for (l, (text, ldt)) in loads.into_iter().zip(texts) {
+            let base = match &l {
+                Expr::Load { buffer, .. } => self.buf_name(*buffer)?.to_string(),
+                _ => "v".to_string(),
+            };
+            let local = self.namer.fresh(&format!("{base}_h"));
+            let lct = self.ctype(ldt, "hoisted load")?;
+            self.line(&format!("const {lct} {local} = {};", strip_parens(&text)));
+            hoisted.push((l, local));
+        }
         let clause = match (op, dt) {
             (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
                 let (fun, nan) = match (op, dt) {
@@ -1176,6 +1281,7 @@ impl<'f> Writer<'f> {
             buffer: st.buffer,
             indices: st.indices.clone(),
             name: acc.clone(),
+            hoisted,
         });
         let r = self.write_loop(f, Some(format!("omp simd {clause}")));
         self.simd_acc = None;
@@ -1432,6 +1538,9 @@ impl<'f> Writer<'f> {
                 if let Some(acc) = &self.simd_acc {
                     if acc.buffer == *buffer && acc.indices == *indices {
                         return Ok((acc.name.clone(), dt));
+                    }
+                    if let Some((_, local)) = acc.hoisted.iter().find(|(l, _)| l == e) {
+                        return Ok((local.clone(), dt));
                     }
                 }
                 let off = self.offset(*buffer, indices)?;

@@ -333,3 +333,56 @@ fn let_if_allocate_and_schedules_match_the_interpreter() {
     args.insert("n".to_string(), ArgValue::Int(5000));
     check(&cc, dir.path(), "sched", &f, &args, 0.0);
 }
+
+#[test]
+fn simd_reductions_match_the_interpreter() {
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(include_str!("scripts/simd_reduction.sp"));
+    let (m, n) = (6usize, 37usize);
+    // Row 2 holds NaNs (max/min ignore them, as the evaluator's do); row 4 is all NaN.
+    let a: Vec<f64> = (0..m * n)
+        .map(|x| {
+            let (r, c) = (x / n, x % n);
+            if (r == 2 && c % 5 == 1) || r == 4 {
+                f64::NAN
+            } else {
+                ((x * 37) % 101) as f64 / 8.0 - 6.0
+            }
+        })
+        .collect();
+    let b: Vec<i64> = (0..m * n).map(|x| (x as i64 * 13) % 29 - 14).collect();
+    // Row lengths 0, 37, 5, 0, 36, 17 for the data-dependent loop.
+    let p = [0, 0, 37, 42, 42, 78, 95];
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("b".to_string(), ints(DType::I32, &b));
+    args.insert("ptr".to_string(), ints(DType::I32, &p));
+    args.insert("s".to_string(), floats(DType::F32, &[0.5; 6]));
+    args.insert("mx".to_string(), floats(DType::F32, &[-1e30; 6]));
+    args.insert("mn".to_string(), floats(DType::F32, &[f64::NAN; 6]));
+    args.insert("si".to_string(), ints(DType::I32, &[3; 6]));
+    args.insert("sp".to_string(), floats(DType::F64, &[1.0; 6]));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    args.insert("n".to_string(), ArgValue::Int(n as i64));
+    // Reassociated float sums differ from the serial order by rounding only.
+    let after = check(&cc, dir.path(), "simd_red", &f, &args, 1e-5);
+    // Independent spot checks: row 2's max over the non-NaN entries, the integer sums.
+    let arr = |k: &str| match after.get(k) {
+        Some(ArgValue::Array(t)) => t.to_f64_vec(),
+        _ => panic!("{k}"),
+    };
+    let row2_max = (0..n)
+        .filter(|c| c % 5 != 1)
+        .map(|c| a[2 * n + c])
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(arr("mx")[2], row2_max);
+    assert!(arr("mn")[4].is_nan(), "an all-NaN row keeps NaN");
+    let si: Vec<f64> = (0..m)
+        .map(|r| 3.0 + (0..n).map(|c| (b[r * n + c] * b[r * n + c]) as f64).sum::<f64>())
+        .collect();
+    assert_eq!(arr("si"), si);
+}
