@@ -1,6 +1,7 @@
 //! The kernel catalog of SPEC §6 as sparsetir scripts (stage I, canonical `T.sp.*` syntax,
 //! plus two scripts in the SparseTIR repository's alias spellings).
 
+pub mod composable;
 pub mod data;
 
 use sparsetir_ir::PrimFunc;

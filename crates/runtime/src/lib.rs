@@ -8,6 +8,7 @@ pub mod bind;
 pub mod build;
 pub mod cache;
 pub mod compile;
+pub mod composable;
 pub mod error;
 pub mod kernel;
 pub mod native;

@@ -1,0 +1,206 @@
+//! Composable-format kernel drivers (SPEC §3.1, §3.5, §5.3): hyb SpMM built from csrmm by
+//! `decompose_format` with the hyb rules, the format arrays filled by
+//! `sparsetir_formats::builders::hyb` (the preprocess iterations removed), compute blocks whose
+//! output rows may repeat marked `atomic` and lowered by `lower_atomic`, per-bucket schedules,
+//! optionally `horizontal_fuse` (CPU form), then C.
+//!
+//! # Which blocks are atomic
+//!
+//! The per-bucket compute nests are separate parallel loops, run one after the other. Two
+//! bucket rows of *different* buckets therefore never run concurrently, and only rows split past
+//! the largest bucket of a part (several bucket rows with the same row index in one bucket) race:
+//! those buckets are atomic. When the nests are fused into one parallel region
+//! ([`HybOptions::fuse`]), every bucket of a matrix where some row appears twice (split, or in
+//! several column parts) is atomic. Fusion itself is refused for now: the bucket nests' top-level
+//! loops are the unit loops of the format's `O` axis, which `horizontal_fuse` does not take (it
+//! fuses top-level parallel loops); the nests run as consecutive parallel loops, which needs no
+//! atomics across buckets and parts.
+
+use std::collections::HashMap;
+
+use sparsetir_codegen::emit_c;
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::builders::hyb::Hyb;
+use sparsetir_formats::{Tensor, TensorData};
+use sparsetir_ir::attrs::AttrValue;
+use sparsetir_ir::{IRModule, PrimFunc, Stmt};
+use sparsetir_transform::{decompose_format, hyb_rules, lower_atomic, remove_preprocess};
+
+use crate::build::{kernel_params, schedule_and_lower, BuildError};
+use crate::native::{CompileOptions, Kernel};
+
+/// The block name of bucket `bucket` of column part `part` in the decomposed csrmm, at stage III
+/// (the inner block of the bucket's nest: rows × slots × features).
+pub fn hyb_block(part: usize, bucket: usize) -> String {
+    format!("csrmm_{part}_{bucket}1")
+}
+
+/// The decomposed csrmm for `parts` column parts and bucket widths `buckets`, without the
+/// preprocess iterations (stage I).
+pub fn hyb_spmm_stage1(
+    csrmm: &PrimFunc,
+    parts: usize,
+    buckets: &[usize],
+) -> Result<PrimFunc, BuildError> {
+    let rules = hyb_rules(parts, buckets).map_err(|e| BuildError::Lower(e.to_string()))?;
+    let module = IRModule {
+        funcs: vec![csrmm.clone()],
+    };
+    let out =
+        decompose_format(&module, &rules, true).map_err(|e| BuildError::Lower(e.to_string()))?;
+    let f = out
+        .funcs
+        .into_iter()
+        .next()
+        .ok_or_else(|| BuildError::Lower("decompose_format returned no function".into()))?;
+    Ok(remove_preprocess(&f))
+}
+
+/// Whether some row index appears twice in bucket `bucket` of part `part` (a split row).
+pub fn bucket_has_split_rows(h: &Hyb, part: usize, bucket: usize) -> bool {
+    match h.get(part, bucket) {
+        Some(b) => b.row_indices.windows(2).any(|w| w[0] == w[1]),
+        None => false,
+    }
+}
+
+/// The atomic flag of every (part, bucket) block, part-major (see the module documentation).
+pub fn atomic_blocks(h: &Hyb, fuse: bool) -> Vec<bool> {
+    let mut out = Vec::new();
+    for p in 0..h.num_col_parts {
+        for k in 0..h.buckets.len() {
+            out.push(if fuse {
+                h.needs_atomic
+            } else {
+                bucket_has_split_rows(h, p, k)
+            });
+        }
+    }
+    out
+}
+
+/// How to build a hyb SpMM kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HybOptions {
+    /// Column parts.
+    pub parts: usize,
+    /// Bucket widths (increasing).
+    pub buckets: Vec<usize>,
+    /// Fuse the per-bucket parallel loops into one parallel region (`horizontal_fuse`, CPU).
+    pub fuse: bool,
+}
+
+/// A compiled hyb SpMM kernel and the description of what it computes.
+#[derive(Debug)]
+pub struct HybSpmm {
+    pub kernel: Kernel,
+    pub options: HybOptions,
+    /// The atomic flag of every (part, bucket) block, part-major.
+    pub atomic: Vec<bool>,
+    /// The scheduled stage-III function the C came from (after `lower_atomic` and fusion).
+    pub stage3: PrimFunc,
+}
+
+/// Builds hyb SpMM from the catalog's `csrmm` for the hyb `h` (which decides the atomic
+/// blocks): `schedule` is schedule-file text (for the decomposed function; per-bucket block
+/// names are [`hyb_block`]), `specialization` binds scalars such as `feat_size`.
+pub fn build_hyb_spmm(
+    csrmm: &PrimFunc,
+    h: &Hyb,
+    options: &HybOptions,
+    schedule: Option<&str>,
+    specialization: &[(String, i64)],
+    opts: &CompileOptions,
+) -> Result<HybSpmm, BuildError> {
+    if h.num_col_parts != options.parts || h.buckets != options.buckets {
+        return Err(BuildError::Lower(format!(
+            "the hyb data has {} parts and buckets {:?}, the kernel {} and {:?}",
+            h.num_col_parts, h.buckets, options.parts, options.buckets
+        )));
+    }
+    let stage1 = hyb_spmm_stage1(csrmm, options.parts, &options.buckets)?;
+    let atomic = atomic_blocks(h, options.fuse);
+    let lowered = schedule_and_lower(&stage1, schedule, specialization)?;
+    let mut stage3 = lowered.stage3;
+    let names: Vec<String> = (0..options.parts)
+        .flat_map(|p| (0..options.buckets.len()).map(move |k| hyb_block(p, k)))
+        .zip(&atomic)
+        .filter(|(_, a)| **a)
+        .map(|(n, _)| n)
+        .collect();
+    mark_atomic(&mut stage3.body, &names);
+    if options.fuse {
+        return Err(BuildError::Lower(
+            "hyb SpMM: horizontal fusion is not available yet (the bucket nests' top-level loops \
+             are the unit loops of the decomposed format's `O` axis, not parallel row loops)"
+                .into(),
+        ));
+    }
+    let stage3 = lower_atomic(&stage3).map_err(|e| BuildError::Lower(e.to_string()))?;
+    let c = emit_c(&stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
+    let params = kernel_params(&c);
+    let kernel = Kernel::from_source(&lowered.stage1, &c.source, &c.entry, params, opts)?;
+    Ok(HybSpmm {
+        kernel,
+        options: options.clone(),
+        atomic,
+        stage3,
+    })
+}
+
+/// Annotates the blocks named in `names` `{"atomic": True}`.
+fn mark_atomic(s: &mut Stmt, names: &[String]) {
+    match s {
+        Stmt::Seq(v) => v.iter_mut().for_each(|s| mark_atomic(s, names)),
+        Stmt::For(f) => mark_atomic(&mut f.body, names),
+        Stmt::Block(b) => {
+            if names.iter().any(|n| *n == b.name) {
+                b.annotations.set("atomic", AttrValue::Bool(true));
+            }
+            mark_atomic(&mut b.body, names);
+            if let Some(init) = b.init.as_mut() {
+                mark_atomic(init, names);
+            }
+        }
+        Stmt::If(i) => {
+            mark_atomic(&mut i.then_case, names);
+            if let Some(e) = i.else_case.as_mut() {
+                mark_atomic(e, names);
+            }
+        }
+        Stmt::Let(l) => mark_atomic(&mut l.body, names),
+        _ => {}
+    }
+}
+
+fn i32_arg(v: Vec<i32>) -> ArgValue {
+    ArgValue::Array(Tensor {
+        shape: vec![v.len()],
+        data: TensorData::I32(v),
+    })
+}
+
+/// The arguments of the hyb-decomposed csrmm that describe `h` (structure, values and sizes of
+/// every (part, bucket) block, by parameter name). The CSR arguments (`a`, `indptr`, `indices`,
+/// `m`, `n`, `nnz`), `b`, `c` and `feat_size` are the caller's, as for csrmm.
+pub fn hyb_arguments(h: &Hyb) -> HashMap<String, ArgValue> {
+    let mut args = HashMap::new();
+    for blk in h.blocks() {
+        let s = format!("{}_{}", blk.part, blk.bucket);
+        let r = blk.num_rows();
+        args.insert(
+            format!("a_{s}"),
+            ArgValue::Array(Tensor {
+                shape: vec![r * blk.width],
+                data: TensorData::F32(blk.values.clone()),
+            }),
+        );
+        args.insert(format!("indptr_i_{s}"), i32_arg(vec![0, r as i32]));
+        args.insert(format!("indices_i_{s}"), i32_arg(blk.row_indices.clone()));
+        args.insert(format!("indices_j_{s}"), i32_arg(blk.col_indices.clone()));
+        args.insert(format!("m_{s}"), ArgValue::Int(h.rows as i64));
+        args.insert(format!("n_{s}"), ArgValue::Int(h.cols as i64));
+        args.insert(format!("num_rows_{s}"), ArgValue::Int(r as i64));
+    }
+    args
+}
