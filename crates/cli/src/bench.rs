@@ -18,6 +18,9 @@ use sparsetir_runtime::build::{kernel_params, schedule_and_lower};
 use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
 
 use crate::Failure;
+use sparsetir_ops::composable::Format;
+
+mod formats;
 
 /// Largest relative error (max |out - ref| / max |ref|) a checked output may have.
 pub const TOLERANCE: f64 = 1e-4;
@@ -344,6 +347,12 @@ pub struct CaseResult {
     pub frontend_seconds: f64,
     pub load_seconds: f64,
     pub cache: CacheOutcome,
+    /// The `--format` asked for (`format` names what ran).
+    pub requested: String,
+    /// Converting the CSR matrix to the format that ran (not timed with the kernel).
+    pub convert_seconds: f64,
+    /// `--format auto`: the candidates measured while choosing, `(format, median seconds)`.
+    pub candidates: Vec<(String, f64)>,
 }
 
 impl CaseResult {
@@ -364,6 +373,13 @@ impl CaseResult {
             "compile_seconds": self.compile_seconds,
             "frontend_seconds": self.frontend_seconds,
             "load_seconds": self.load_seconds,
+            "requested_format": self.requested,
+            "convert_seconds": self.convert_seconds,
+            "candidates": self
+                .candidates
+                .iter()
+                .map(|(f, t)| json!({"format": f, "seconds": t}))
+                .collect::<Vec<_>>(),
             "cache": match self.cache {
                 CacheOutcome::Hit => "hit",
                 CacheOutcome::Miss => "miss",
@@ -548,6 +564,9 @@ fn measure(
         frontend_seconds: built.frontend.as_secs_f64(),
         load_seconds: built.load.as_secs_f64(),
         cache: built.outcome,
+        requested: format.to_string(),
+        convert_seconds: 0.0,
+        candidates: Vec::new(),
     })
 }
 
@@ -560,11 +579,28 @@ fn stem(path: &Path) -> String {
 /// Runs `sparsetir bench`.
 pub fn run(o: &Options) -> Result<(), Failure> {
     let op = Op::parse(&o.op)?;
-    if o.format != "csr" {
-        return Err(Failure(format!(
-            "error: unsupported format `{}` (available: csr)",
-            o.format
-        )));
+    let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
+    match (&format, op) {
+        (Format::Csr, _) => {}
+        (Format::Hyb { .. } | Format::Auto, Op::Spmm) => {
+            if o.schedule.is_some() || o.print_c {
+                return Err(Failure(format!(
+                    "error: --schedule and --print-c take the csr format (got `{format}`)"
+                )));
+            }
+        }
+        (Format::Bsr(_) | Format::Ell, Op::Spmm) => {
+            return Err(Failure(format!(
+                "error: format `{format}` is not benchmarked yet (available for spmm: csr, hyb, \
+                 hyb(parts=P,buckets=...), auto)"
+            )))
+        }
+        _ => {
+            return Err(Failure(format!(
+                "error: format `{format}` is available for spmm only ({} takes csr)",
+                op.name()
+            )))
+        }
     }
     let feats = if op == Op::Spmv {
         vec![1]
@@ -623,6 +659,27 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let stdout = std::io::stdout();
     for &feat in &feats {
         bar.set_message(format!("compiling {} (feat {feat})", op.kernel()));
+        if format != Format::Csr {
+            for (name, a) in &matrices {
+                bar.set_message(format!("{name} feat {feat} ({format})"));
+                let r =
+                    formats::measure_spmm(a, name, feat, &format, threads, timing, &compile_opts)?;
+                if o.json {
+                    let mut lock = stdout.lock();
+                    let _ = writeln!(lock, "{}", r.to_json());
+                    let _ = lock.flush();
+                } else {
+                    bar.println(format!(
+                        "{name} feat={feat}: ran {} (convert {:.2} ms)",
+                        r.format,
+                        r.convert_seconds * 1e3
+                    ));
+                }
+                results.push(r);
+                bar.inc(1);
+            }
+            continue;
+        }
         let built = build(op, feat, schedule_text.as_deref(), &compile_opts)?;
         let note = format!(
             "{} feat={feat}: cold compile {:.1} ms, front end {:.1} ms, cache {} load {:.2} ms",

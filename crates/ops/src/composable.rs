@@ -7,7 +7,7 @@
 use std::fmt;
 
 /// Bucket widths are powers of two up to at most this.
-pub const MAX_BUCKET: usize = 512;
+pub const MAX_BUCKET: usize = 4096;
 
 /// A storage format for SpMM's sparse operand.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,7 +128,7 @@ impl Format {
                         return Err(err("bucket widths must increase"));
                     }
                     if w > MAX_BUCKET {
-                        return Err(err("bucket widths must be at most 512"));
+                        return Err(err("bucket widths must be at most 4096"));
                     }
                     list.push(w);
                 }
@@ -147,21 +147,35 @@ pub fn degrees(indptr: &[i32]) -> Vec<usize> {
         .collect()
 }
 
-/// Bucket widths `1, 2, 4, ..., cap` where `cap` is the power of two at least the 95th
-/// percentile of the row degrees divided by `parts` (at least 1, at most [`MAX_BUCKET`]): rows
-/// longer than the cap are split into chunks of the largest bucket, which keeps every bucket's
-/// rows equally long without padding the few very long rows of power-law graphs.
-pub fn default_buckets(indptr: &[i32], parts: usize) -> Vec<usize> {
-    let mut d = degrees(indptr);
-    d.retain(|&x| x > 0);
-    let q = if d.is_empty() {
-        1
-    } else {
-        d.sort_unstable();
-        let at = ((d.len() - 1) as f64 * 0.95).round() as usize;
-        d[at.min(d.len() - 1)].div_ceil(parts.max(1))
-    };
-    let cap = q.clamp(1, MAX_BUCKET).next_power_of_two().min(MAX_BUCKET);
+/// The largest number of entries a row has inside one of `parts` column parts (part width
+/// `ceil(cols / parts)`, as `builders::hyb`). Out-of-range columns are ignored.
+pub fn max_part_degree(indptr: &[i32], indices: &[i32], cols: usize, parts: usize) -> usize {
+    let w = cols.div_ceil(parts.max(1)).max(1);
+    let mut best = 0;
+    let mut count = vec![0usize; parts.max(1)];
+    for r in indptr.windows(2) {
+        let (lo, hi) = (
+            r[0].max(0) as usize,
+            (r[1].max(0) as usize).min(indices.len()),
+        );
+        count.iter_mut().for_each(|c| *c = 0);
+        for &c in indices.get(lo..hi).unwrap_or(&[]) {
+            if let Some(x) = count.get_mut(c.max(0) as usize / w) {
+                *x += 1;
+                best = best.max(*x);
+            }
+        }
+    }
+    best
+}
+
+/// Bucket widths `1, 2, 4, ..., cap` with `cap` the power of two at least the longest row of a
+/// column part ([`max_part_degree`]), at most [`MAX_BUCKET`]: no row is split (split rows need
+/// atomic updates, which cost far more on a CPU than the padding of a bucket at most twice as
+/// wide as its rows) unless a row is longer than [`MAX_BUCKET`].
+pub fn default_buckets(indptr: &[i32], indices: &[i32], cols: usize, parts: usize) -> Vec<usize> {
+    let d = max_part_degree(indptr, indices, cols, parts);
+    let cap = d.clamp(1, MAX_BUCKET).next_power_of_two().min(MAX_BUCKET);
     let mut out = vec![1];
     while *out.last().unwrap_or(&1) < cap {
         let next = out.last().map_or(1, |x| x * 2);
@@ -174,7 +188,7 @@ pub fn default_buckets(indptr: &[i32], parts: usize) -> Vec<usize> {
 /// hyb with one part, and — when the dense operand (`cols × feat` floats) is larger than a
 /// core's share of cache (1 MiB) — hyb with 2 and 4 column parts (each part reads a slice of
 /// the dense operand that is a half or a quarter of it).
-pub fn auto_candidates(indptr: &[i32], cols: usize, feat: usize) -> Vec<Format> {
+pub fn auto_candidates(indptr: &[i32], indices: &[i32], cols: usize, feat: usize) -> Vec<Format> {
     let mut out = vec![Format::Csr];
     let dense_bytes = cols.saturating_mul(feat).saturating_mul(4);
     let mut parts = vec![1];
@@ -187,7 +201,7 @@ pub fn auto_candidates(indptr: &[i32], cols: usize, feat: usize) -> Vec<Format> 
         }
         out.push(Format::Hyb {
             parts: Some(p),
-            buckets: Some(default_buckets(indptr, p)),
+            buckets: Some(default_buckets(indptr, indices, cols, p)),
         });
     }
     out
@@ -248,31 +262,30 @@ mod tests {
             "hyb(width=3)",
             "hyb(3)",
             "hyb(parts=2",
-            "hyb(buckets=1024)",
+            "hyb(buckets=8192)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
-    fn default_buckets_follow_the_degrees() {
-        // 20 rows of degree 3 and one of degree 100: the 95th percentile is 3 -> cap 4.
-        let mut indptr = vec![0];
-        for _ in 0..20 {
-            indptr.push(indptr.last().unwrap() + 3);
-        }
-        indptr.push(indptr.last().unwrap() + 100);
-        assert_eq!(default_buckets(&indptr, 1), vec![1, 2, 4]);
-        // Two parts: degree 3 / 2 -> 2.
-        assert_eq!(default_buckets(&indptr, 2), vec![1, 2]);
-        assert_eq!(default_buckets(&[0, 0, 0], 1), vec![1]);
+    fn default_buckets_cover_the_longest_part_row() {
+        // Row 0: columns 0..5 (5 entries, all in part 0 of 2 when cols = 10); row 1: 0, 9.
+        let indptr = [0, 5, 7];
+        let indices = [0, 1, 2, 3, 4, 0, 9];
+        assert_eq!(max_part_degree(&indptr, &indices, 10, 1), 5);
+        assert_eq!(max_part_degree(&indptr, &indices, 10, 2), 5);
+        assert_eq!(max_part_degree(&indptr, &indices, 10, 5), 2);
+        assert_eq!(default_buckets(&indptr, &indices, 10, 1), vec![1, 2, 4, 8]);
+        assert_eq!(default_buckets(&indptr, &indices, 10, 5), vec![1, 2]);
+        assert_eq!(default_buckets(&[0, 0, 0], &[], 3, 1), vec![1]);
     }
 
     #[test]
     fn candidates_add_parts_for_large_dense_operands() {
-        let indptr = [0, 1, 2];
-        assert_eq!(auto_candidates(&indptr, 100, 32).len(), 2);
-        assert_eq!(auto_candidates(&indptr, 100_000, 32).len(), 4);
+        let (indptr, indices) = ([0, 1, 2], [0, 1]);
+        assert_eq!(auto_candidates(&indptr, &indices, 100, 32).len(), 2);
+        assert_eq!(auto_candidates(&indptr, &indices, 100_000, 32).len(), 4);
     }
 
     #[test]
