@@ -154,7 +154,7 @@ fn mark_atomic(s: &mut Stmt, names: &[String]) {
         Stmt::Seq(v) => v.iter_mut().for_each(|s| mark_atomic(s, names)),
         Stmt::For(f) => mark_atomic(&mut f.body, names),
         Stmt::Block(b) => {
-            if names.iter().any(|n| *n == b.name) {
+            if names.contains(&b.name) {
                 b.annotations.set("atomic", AttrValue::Bool(true));
             }
             mark_atomic(&mut b.body, names);
