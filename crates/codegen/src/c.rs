@@ -47,6 +47,9 @@ pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
 /// The loop annotation written by the schedule primitive `vectorize_reduction`.
 pub const SIMD_REDUCTION_ATTR: &str = "simd_reduction";
 
+/// Loop annotation: the number of lane-parallel partial sums of a `simd_reduction` loop.
+pub const LANES_ATTR: &str = "lanes";
+
 /// The outermost loads of `e` whose variables all satisfy `outer`, skipping subexpressions
 /// that C evaluates conditionally (`Select` branches, right operands of `and`/`or`).
 fn invariant_loads(e: &Expr, outer: &dyn Fn(VarId) -> bool, out: &mut Vec<Expr>) {
@@ -82,6 +85,20 @@ fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
             conjuncts(b, out);
         }
         other => out.push(other),
+    }
+}
+
+/// Replaces the value of the single store under `s` (through one-element sequences and one
+/// block); false when `s` is not of that shape.
+fn replace_single_store_value(s: &mut Stmt, value: Expr) -> bool {
+    match s {
+        Stmt::Seq(v) if v.len() == 1 => replace_single_store_value(&mut v[0], value),
+        Stmt::Block(b) => replace_single_store_value(&mut b.body, value),
+        Stmt::Store(st) => {
+            st.value = value;
+            true
+        }
+        _ => false,
     }
 }
 
@@ -1277,6 +1294,57 @@ impl<'f> Writer<'f> {
             }
             _ => format!("reduction({sym}:{acc})"),
         };
+        let lanes = self.reduction_lanes(f, op, dt)?;
+        if let Some(lanes) = lanes {
+            // A product with a hoisted (loop-invariant) factor: the factor multiplies the total
+            // once instead of every term (distributivity, part of the reassociation permission).
+            let mut factor = None;
+            let mut body = f.body.clone();
+            if let Expr::Binary(BinOp::Mul, a, c) = value.as_ref() {
+                let local_of = |e: &Expr| hoisted.iter().find(|(l, _)| l == e).map(|h| h.1.clone());
+                let split = match (local_of(c), local_of(a)) {
+                    (Some(h), _) => Some((h, a.as_ref().clone())),
+                    (None, Some(h)) => Some((h, c.as_ref().clone())),
+                    _ => None,
+                };
+                if let Some((h, rest)) = split {
+                    if dt.is_float() {
+                        let y = Expr::Load {
+                            buffer: st.buffer,
+                            indices: st.indices.clone(),
+                        };
+                        let nv = if is_self(x) {
+                            Expr::Binary(BinOp::Add, Box::new(y), Box::new(rest))
+                        } else {
+                            Expr::Binary(BinOp::Add, Box::new(rest), Box::new(y))
+                        };
+                        if replace_single_store_value(&mut body, nv) {
+                            factor = Some(h);
+                        } else {
+                            body = f.body.clone();
+                        }
+                    }
+                }
+            }
+            let r = self.write_lane_reduction(
+                f,
+                &body,
+                lanes,
+                st.buffer,
+                &st.indices,
+                hoisted,
+                &acc,
+                ct,
+            );
+            r?;
+            match factor {
+                Some(h) => self.line(&format!("{name}[{off}] = {acc} + {h} * {acc}_part[0];")),
+                None => self.line(&format!("{name}[{off}] = {acc} + {acc}_part[0];")),
+            }
+            self.indent -= 1;
+            self.line("}");
+            return Ok(());
+        }
         self.simd_acc = Some(SimdAcc {
             buffer: st.buffer,
             indices: st.indices.clone(),
@@ -1289,6 +1357,128 @@ impl<'f> Writer<'f> {
         self.line(&format!("{name}[{off}] = {acc};"));
         self.indent -= 1;
         self.line("}");
+        Ok(())
+    }
+
+    /// The number of lane-parallel partial sums of a `simd_reduction` loop, or `None` for the
+    /// plain `omp simd reduction` form. Lanes apply to `+` over a loop with constant bounds:
+    /// the loop annotation `"lanes"` (a power of two from 1 to 64; 1 turns lanes off) or, by
+    /// default, one 64-byte vector of the accumulator type (16 `float`s), halved until it fits
+    /// the trip count.
+    fn reduction_lanes(&self, f: &For, op: BinOp, dt: DType) -> Res<Option<i64>> {
+        let asked = match f.annotations.get(LANES_ATTR) {
+            None => None,
+            Some(AttrValue::Int(n)) if (1..=64).contains(n) && (*n as u64).is_power_of_two() => {
+                Some(*n)
+            }
+            Some(other) => {
+                return Err(self.unsupported(
+                    "loop annotation `lanes`",
+                    format!("expected a power of two from 1 to 64, got {other:?}"),
+                ))
+            }
+        };
+        if op != BinOp::Add {
+            return Ok(None);
+        }
+        let (Some(_), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
+            return Ok(None);
+        };
+        let mut lanes = match asked {
+            Some(n) => n,
+            None => {
+                let bytes = i64::from(dt.bits().max(8) / 8);
+                (64 / bytes).max(1)
+            }
+        };
+        if asked.is_none() {
+            while lanes > 1 && lanes > ext {
+                lanes /= 2;
+            }
+        }
+        Ok((lanes > 1 && ext >= lanes).then_some(lanes))
+    }
+
+    /// The body of a `simd_reduction` loop with `lanes` independent partial sums
+    /// `{acc}_part[lanes]`: the loop runs in chunks of `lanes` iterations whose lane `l` adds into
+    /// `{acc}_part[l]` (a SIMD loop that needs no reassociation), the remainder adds into the
+    /// first lanes, then a pairwise (tree-shaped) sum leaves the total in `{acc}_part[0]`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_lane_reduction(
+        &mut self,
+        f: &For,
+        body: &Stmt,
+        lanes: i64,
+        buffer: BufferId,
+        indices: &[Expr],
+        hoisted: Vec<(Expr, String)>,
+        acc: &str,
+        ct: &str,
+    ) -> Res<()> {
+        let vdt = self
+            .func
+            .vars
+            .get(f.var)
+            .map(|v| v.dtype)
+            .unwrap_or(DType::I32);
+        let lct = self.ctype(vdt, "loop variable")?;
+        let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
+            return Err(self.invalid("lane reduction over a loop without constant bounds"));
+        };
+        let part = format!("{acc}_part");
+        self.line(&format!("{ct} {part}[{lanes}] = {{0}};"));
+        let main = ext - ext % lanes;
+        let v = self.bind(f.var)?;
+        let chunk = self.namer.fresh(&format!("{v}_c"));
+        let run = |w: &mut Self, start: String, end: String, base: String| -> Res<()> {
+            w.simd_acc = Some(SimdAcc {
+                buffer,
+                indices: indices.to_vec(),
+                name: format!("{part}[{v} - {base}]"),
+                hoisted: hoisted.clone(),
+            });
+            w.pragma("omp simd");
+            w.line(&format!("for ({lct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+            w.indent += 1;
+            let r = w.write_stmt(body);
+            w.indent -= 1;
+            w.simd_acc = None;
+            r?;
+            w.line("}");
+            Ok(())
+        };
+        let r = (|| -> Res<()> {
+            self.line(&format!(
+                "for ({lct} {chunk} = {}; {chunk} < {}; {chunk} += {lanes}) {{",
+                int_literal(min, vdt),
+                int_literal(min + main, vdt)
+            ));
+            self.indent += 1;
+            run(
+                self,
+                chunk.clone(),
+                format!("{chunk} + {lanes}"),
+                chunk.clone(),
+            )?;
+            self.indent -= 1;
+            self.line("}");
+            if main < ext {
+                let b = int_literal(min + main, vdt);
+                run(self, b.clone(), int_literal(min + ext, vdt), b)?;
+            }
+            Ok(())
+        })();
+        self.unbind(f.var);
+        r?;
+        let l = self.namer.fresh("lane");
+        let mut w = lanes / 2;
+        while w >= 1 {
+            self.pragma("omp simd");
+            self.line(&format!(
+                "for (int {l} = 0; {l} < {w}; ++{l}) {part}[{l}] += {part}[{l} + {w}];"
+            ));
+            w /= 2;
+        }
         Ok(())
     }
 

@@ -382,7 +382,58 @@ fn simd_reductions_match_the_interpreter() {
     assert_eq!(arr("mx")[2], row2_max);
     assert!(arr("mn")[4].is_nan(), "an all-NaN row keeps NaN");
     let si: Vec<f64> = (0..m)
-        .map(|r| 3.0 + (0..n).map(|c| (b[r * n + c] * b[r * n + c]) as f64).sum::<f64>())
+        .map(|r| {
+            3.0 + (0..n)
+                .map(|c| (b[r * n + c] * b[r * n + c]) as f64)
+                .sum::<f64>()
+        })
         .collect();
     assert_eq!(arr("si"), si);
+}
+
+#[test]
+fn lane_reductions_match_the_interpreter() {
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(include_str!("scripts/simd_lanes.sp"));
+    let (m, n) = (5usize, 37usize);
+    let a: Vec<f64> = (0..m * n)
+        .map(|x| ((x * 41) % 97) as f64 / 16.0 - 3.0)
+        .collect();
+    let x: Vec<f64> = (0..m).map(|r| r as f64 * 0.75 - 1.5).collect();
+    let b: Vec<i64> = (0..m * n).map(|v| (v as i64 * 17) % 31 - 15).collect();
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("x".to_string(), floats(DType::F32, &x));
+    args.insert("b".to_string(), ints(DType::I32, &b));
+    args.insert("s".to_string(), floats(DType::F32, &[0.25; 5]));
+    args.insert("si".to_string(), ints(DType::I32, &[-7; 5]));
+    args.insert("sd".to_string(), floats(DType::F64, &[2.0; 5]));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    let after = check(&cc, dir.path(), "simd_lanes", &f, &args, 1e-5);
+    let arr = |k: &str| match after.get(k) {
+        Some(ArgValue::Array(t)) => t.to_f64_vec(),
+        _ => panic!("{k}"),
+    };
+    // Independent sums in f64 (all inputs are exact in f32).
+    for r in 0..m {
+        let s: f64 = 0.25
+            + (0..n)
+                .map(|c| a[r * n + c] * a[r * n + c] * x[r])
+                .sum::<f64>();
+        assert!((arr("s")[r] - s).abs() <= 1e-4 * (1.0 + s.abs()), "row {r}");
+        let si: i64 = -7
+            + (0..32)
+                .map(|c| b[r * n + c] * b[r * n + c + 5])
+                .sum::<i64>();
+        assert_eq!(arr("si")[r], si as f64, "row {r}");
+        let sd: f64 = 2.0 + (0..31).map(|c| x[r] * a[r * n + c + 3]).sum::<f64>();
+        assert!(
+            (arr("sd")[r] - sd).abs() <= 1e-9 * (1.0 + sd.abs()),
+            "row {r}"
+        );
+    }
 }

@@ -133,3 +133,65 @@ fn malformed_simd_reductions_are_refused() {
     );
     refused(&src, "not vectorized");
 }
+
+#[test]
+fn snapshot_lane_reductions() {
+    insta::assert_snapshot!(kernel_text(include_str!("scripts/simd_lanes.sp")));
+}
+
+#[test]
+fn lane_partial_sums_tree_and_factor() {
+    let src = kernel_text(include_str!("scripts/simd_lanes.sp"));
+    // float over 37 iterations: 16 lanes (one 64-byte vector), two full chunks, a remainder
+    // of 5 into the first lanes, a pairwise final sum, and the invariant factor X applied once.
+    assert!(src.contains("float S_acc_part[16] = {0};"), "{src}");
+    assert!(
+        src.contains("for (int32_t k_c = 0; k_c < 32; k_c += 16) {"),
+        "{src}"
+    );
+    assert!(
+        src.contains("S_acc_part[k - k_c] = S_acc_part[k - k_c] + "),
+        "{src}"
+    );
+    assert!(src.contains("for (int32_t k = 32; k < 37; ++k) {"), "{src}");
+    assert!(src.contains("S_acc_part[k - 32]"), "{src}");
+    for w in [8, 4, 2, 1] {
+        let t = format!("lane < {w}; ++lane) S_acc_part[lane] += S_acc_part[lane + {w}];");
+        assert!(src.contains(&t), "{t}\n{src}");
+    }
+    assert!(src.contains("S[i] = S_acc + X_h * S_acc_part[0];"), "{src}");
+    // The factored loop no longer multiplies by X.
+    let body = &src[src.find("S_acc_part[k - k_c] =").expect("body")..];
+    let body = &body[..body.find('\n').expect("line")];
+    assert!(!body.contains('X'), "{body}");
+    // int32 with "lanes": 4 (no factoring for integers), no remainder.
+    assert!(src.contains("int32_t SI_acc_part[4] = {0};"), "{src}");
+    assert!(src.contains("k2_c < 32; k2_c += 4"), "{src}");
+    assert!(src.contains("SI[i] = SI_acc + SI_acc_part[0];"), "{src}");
+    // float64 over 31 iterations: 8 lanes, chunks up to 24, remainder 24..31; the factor is a
+    // cast, not a hoisted load, so it stays inside.
+    assert!(src.contains("double SD_acc_part[8] = {0};"), "{src}");
+    assert!(
+        src.contains("for (int32_t k3_c = 0; k3_c < 24; k3_c += 8) {"),
+        "{src}"
+    );
+    assert!(
+        src.contains("for (int32_t k3 = 24; k3 < 31; ++k3) {"),
+        "{src}"
+    );
+    assert!(src.contains("SD[i] = SD_acc + SD_acc_part[0];"), "{src}");
+}
+
+#[test]
+fn bad_lanes_are_refused() {
+    for bad in ["3", "0", "128", "\"wide\""] {
+        let src = format!(
+            "{HEADER}        for k in T.serial(16, annotations={{\"simd_reduction\": \"+\", \"lanes\": {bad}}}):
+            with T.block(\"b\"):
+                vi, vk = T.axis.remap(\"SR\", [i, k])
+                S[vi] = S[vi] + A[vi, vk]
+"
+        );
+        refused(&src, "expected a power of two from 1 to 64");
+    }
+}
