@@ -47,6 +47,9 @@ pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
 /// The loop annotation written by the schedule primitive `vectorize_reduction`.
 pub const SIMD_REDUCTION_ATTR: &str = "simd_reduction";
 
+/// Loop annotation `"BUF:D"`: prefetch the element of `BUF` read `D` iterations ahead.
+pub const PREFETCH_ATTR: &str = "prefetch";
+
 /// Loop annotation: the number of lane-parallel partial sums of a `simd_reduction` loop.
 pub const LANES_ATTR: &str = "lanes";
 
@@ -85,6 +88,57 @@ fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
             conjuncts(b, out);
         }
         other => out.push(other),
+    }
+}
+
+/// A step on the path from a `prefetch` loop's body to the load it prefetches.
+enum PrefetchHop<'a> {
+    For(&'a For),
+    Block(&'a Block),
+}
+
+/// The indices of the first load of `buffer` reached through sequences, blocks without
+/// predicates and loops of constant positive extent (recorded in `chain`), in the stored
+/// values and indices; `None` when there is none on such a path.
+fn find_prefetch_load<'a>(
+    s: &'a Stmt,
+    buffer: BufferId,
+    chain: &mut Vec<PrefetchHop<'a>>,
+) -> Option<Vec<Expr>> {
+    match s {
+        Stmt::Seq(v) => v.iter().find_map(|x| find_prefetch_load(x, buffer, chain)),
+        Stmt::Block(b) if b.predicate.is_none() => {
+            chain.push(PrefetchHop::Block(b));
+            let r = find_prefetch_load(&b.body, buffer, chain);
+            if r.is_none() {
+                chain.pop();
+            }
+            r
+        }
+        Stmt::For(l) if const_int(&l.extent).is_some_and(|n| n > 0) => {
+            chain.push(PrefetchHop::For(l));
+            let r = find_prefetch_load(&l.body, buffer, chain);
+            if r.is_none() {
+                chain.pop();
+            }
+            r
+        }
+        Stmt::Store(st) => {
+            let mut found = None;
+            let mut look = |e: &Expr| {
+                e.visit(&mut |z| {
+                    if let Expr::Load { buffer: b, indices } = z {
+                        if *b == buffer && found.is_none() {
+                            found = Some(indices.clone());
+                        }
+                    }
+                })
+            };
+            look(&st.value);
+            st.indices.iter().for_each(&mut look);
+            found
+        }
+        _ => None,
     }
 }
 
@@ -1055,7 +1109,11 @@ impl<'f> Writer<'f> {
         let v = self.bind(f.var)?;
         self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
         self.indent += 1;
-        let r = self.write_stmt(&f.body);
+        let r = match f.annotations.get(PREFETCH_ATTR) {
+            Some(ann) => self.write_prefetch(f, ann, &v, &end),
+            None => Ok(()),
+        };
+        let r = r.and_then(|()| self.write_stmt(&f.body));
         self.indent -= 1;
         self.unbind(f.var);
         r?;
@@ -1357,6 +1415,110 @@ impl<'f> Writer<'f> {
         self.line(&format!("{name}[{off}] = {acc};"));
         self.indent -= 1;
         self.line("}");
+        Ok(())
+    }
+
+    /// The prefetches of a loop annotated `{"prefetch": "BUF:D"}` (D a positive distance), at the
+    /// top of its body: the element of `BUF` that the first load of `BUF` in the body reads
+    /// `D` iterations later (the iteration clamped to the loop's last one, so index arrays are
+    /// read in bounds), at every 64-byte line of the row an inner constant loop walks.
+    /// The load must sit on a straight path of blocks without predicates and loops of constant
+    /// positive extent; others are refused.
+    fn write_prefetch(&mut self, f: &For, ann: &AttrValue, v: &str, end: &str) -> Res<()> {
+        const WHAT: &str = "loop annotation `prefetch`";
+        let spec = match ann {
+            AttrValue::Str(s) => s.split_once(':').and_then(|(b, d)| {
+                let d: i64 = d.trim().parse().ok()?;
+                (d > 0 && d <= 4096).then(|| (b.trim().to_string(), d))
+            }),
+            _ => None,
+        };
+        let Some((bname, dist)) = spec else {
+            return Err(self.unsupported(
+                WHAT,
+                format!("expected \"BUFFER:DISTANCE\" with a distance from 1 to 4096, got {ann:?}"),
+            ));
+        };
+        let found = self.func.buffers.iter().find_map(|(id, b)| {
+            let c = self.buf_names.get(id.index())?;
+            (b.name == bname || *c == bname || *c == format!("{bname}_data")).then_some(id)
+        });
+        let Some(buffer) = found else {
+            return Err(self.unsupported(WHAT, format!("no buffer named `{bname}`")));
+        };
+        let mut chain = Vec::new();
+        let Some(indices) = find_prefetch_load(&f.body, buffer, &mut chain) else {
+            return Err(self.unsupported(
+                WHAT,
+                format!(
+                    "no load of `{bname}` on a straight path of blocks and constant loops in the body"
+                ),
+            ));
+        };
+        let elem = self
+            .func
+            .buffers
+            .get(buffer)
+            .map(|b| i64::from(b.dtype.bits().max(8) / 8))
+            .unwrap_or(4);
+        let mut set = Vec::new();
+        let r = (|| -> Res<Vec<String>> {
+            let next = format!("({v} + {dist} < {end} ? {v} + {dist} : {end} - 1)");
+            self.let_subst.insert(f.var, next);
+            set.push(f.var);
+            // The first inner loop walks the row, line by line.
+            let walk = chain.iter().find_map(|h| match h {
+                PrefetchHop::For(l) => Some(const_int(&l.extent).unwrap_or(1)),
+                PrefetchHop::Block(_) => None,
+            });
+            let lines = walk
+                .map(|ext| ((ext * elem + 63) / 64).clamp(1, 16))
+                .unwrap_or(1);
+            let mut out = Vec::new();
+            for t in 0..lines {
+                let mut first = true;
+                for hop in &chain {
+                    match hop {
+                        PrefetchHop::Block(b) => {
+                            for it in &b.iters {
+                                let (x, _) = self.expr(&it.binding)?;
+                                self.let_subst
+                                    .insert(it.var, format!("({})", strip_parens(&x)));
+                                set.push(it.var);
+                            }
+                        }
+                        PrefetchHop::For(l) => {
+                            let (m, _) = self.expr(&l.min)?;
+                            let m = if first && t > 0 {
+                                format!("({} + {})", strip_parens(&m), t * (64 / elem).max(1))
+                            } else {
+                                m
+                            };
+                            first = false;
+                            self.let_subst.insert(l.var, m);
+                            set.push(l.var);
+                        }
+                    }
+                }
+                let off = self.offset(buffer, &indices)?;
+                if !out.contains(&off) {
+                    out.push(off);
+                }
+                // Inner substitutions are recomputed for the next line.
+                for var in set.drain(1..) {
+                    self.let_subst.remove(&var);
+                }
+            }
+            Ok(out)
+        })();
+        for var in set {
+            self.let_subst.remove(&var);
+        }
+        let offs = r?;
+        let name = self.buf_name(buffer)?.to_string();
+        for off in offs {
+            self.line(&format!("__builtin_prefetch(&{name}[{off}], 0, 3);"));
+        }
         Ok(())
     }
 

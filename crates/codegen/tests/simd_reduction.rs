@@ -195,3 +195,51 @@ fn bad_lanes_are_refused() {
         refused(&src, "expected a power of two from 1 to 64");
     }
 }
+
+#[test]
+fn snapshot_prefetch() {
+    insta::assert_snapshot!(kernel_text(include_str!("scripts/prefetch.sp")));
+}
+
+#[test]
+fn prefetch_reads_indices_in_bounds_and_covers_the_row() {
+    let src = kernel_text(include_str!("scripts/prefetch.sp"));
+    // The gathered row two elements ahead, clamped to the row's last element; 24 floats = 96
+    // bytes = two 64-byte lines.
+    let ahead = "J[P[i] + (j + 2 < j_ext ? j + 2 : j_ext - 1)]";
+    let lines: Vec<&str> = src
+        .lines()
+        .filter(|l| l.contains("__builtin_prefetch"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{src}");
+    assert!(lines.iter().all(|l| l.contains(ahead)), "{src}");
+    assert!(lines[1].contains("+ 16"), "{src}");
+}
+
+#[test]
+fn bad_prefetches_are_refused() {
+    for (ann, needle) in [
+        ("\"B\"", "expected \"BUFFER:DISTANCE\""),
+        ("\"A:0\"", "expected \"BUFFER:DISTANCE\""),
+        ("\"Q:4\"", "no buffer named `Q`"),
+    ] {
+        let src = format!(
+            "{HEADER}        for k in T.serial(16, annotations={{\"prefetch\": {ann}}}):
+            with T.block(\"b\"):
+                vi, vk = T.axis.remap(\"SR\", [i, k])
+                S[vi] = S[vi] + A[vi, vk]
+"
+        );
+        refused(&src, needle);
+    }
+    // A load under a predicate is not prefetched (its indices may be out of range there).
+    let src = format!(
+        "{HEADER}        for k in T.serial(16, annotations={{\"prefetch\": \"A:4\"}}):
+            with T.block(\"b\"):
+                vi, vk = T.axis.remap(\"SR\", [i, k])
+                T.where(vk < 3)
+                S[vi] = S[vi] + A[vi, vk]
+"
+    );
+    refused(&src, "no load of `A`");
+}
