@@ -7,8 +7,11 @@
 //! (`"+"`, `"max"` or `"min"`); the C writer then keeps the reduced element in a local
 //! accumulator and emits `#pragma omp simd reduction(OP: acc)`. Each lane accumulates a partial
 //! result and the partial results are combined at the end, so results equal the serial order's
-//! up to floating-point rounding for `+` (max and min are exact). The stage-I/II/III evaluators
-//! ignore the annotation and run the loop serially.
+//! up to floating-point rounding for `+` (max and min are exact). For `+` over a loop with
+//! constant bounds the C writer instead keeps explicit lane-parallel partial sums (loop
+//! annotation `"lanes"`, default one 64-byte vector), sums them pairwise, and applies a
+//! loop-invariant loaded factor of the summed product once. The stage-I/II/III evaluators
+//! ignore the annotations and run the loop serially.
 //!
 //! Preconditions (each failure is a typed error showing the IR around the loop):
 //! - stage II or III, the loop is serial;
