@@ -32,6 +32,15 @@
 //! - `T.parallel` loops become `#pragma omp parallel for schedule(dynamic, 64)`; the loop
 //!   annotations `"schedule"` (`"static"`, `"dynamic"`, `"guided"`, `"auto"`, `"runtime"`) and
 //!   `"chunk"` (a positive integer) override the schedule kind and chunk size.
+//! - `"schedule": "nnz_balanced"` with `"indptr": "BUFFER"` (no `"chunk"`) on a `T.parallel`
+//!   loop over CSR rows: an `#pragma omp parallel` region in which each of the `T` threads takes
+//!   one contiguous range of rows holding about `nnz / T` stored elements; thread `t` finds its
+//!   first row by binary search of `P[start] + t * nnz / T` in the indptr `P` (the last thread
+//!   ends at the loop's end, so trailing empty rows are covered). `P` must be a 1-D integer
+//!   buffer whose extent is provably at least the loop's end + 1 (e.g. `m + 1` for rows `0..m`);
+//!   otherwise, or on a non-parallel loop or a malformed annotation, emission fails with
+//!   [`CodegenError::Unsupported`]. Good for power-law row lengths, where equal row counts
+//!   (`static`) give one thread most of the work and dynamic chunks cost scheduling steps.
 //! - `T.vectorized` loops become `#pragma omp simd`, `T.unroll` loops `#pragma GCC unroll N` (`N`
 //!   the constant extent, else 8). Thread bindings are refused (they need the CUDA target).
 //! - `T.evaluate(T.atomic_add(A[i], v))` becomes an `#pragma omp atomic update`.
