@@ -5,44 +5,13 @@
 //! that need a C compiler are skipped, with a printed note, when none runs. Kernels are cached
 //! under the target directory (`SPARSETIR_CACHE_DIR`), never in the user's cache.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sparsetir")
-}
-
-fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-bench-cache")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env("SPARSETIR_CACHE_DIR", cache_dir())
-        .output()
-        .expect("binary runs")
-}
-
-/// Whether a C compiler (`$CC`, else `cc`) runs; prints a note when not.
-fn have_cc() -> bool {
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|c| !c.trim().is_empty())
-        .unwrap_or_else(|| "cc".into());
-    let mut words = cc.split_whitespace();
-    let program = words.next().unwrap_or("cc").to_string();
-    let ok = Command::new(program)
-        .args(words)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: skipping: no C compiler (`{cc} --version` fails)");
-    }
-    ok
-}
+use common::{have_cc, run};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -3,30 +3,12 @@
 //! reported apart; bad or unsupported formats exit with code 1. Skipped, with a note, when no C
 //! compiler runs. Kernels are cached under the target directory.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sparsetir"))
-        .args(args)
-        .env(
-            "SPARSETIR_CACHE_DIR",
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-bench-formats-cache"),
-        )
-        .output()
-        .expect("binary runs")
-}
-
-fn have_cc() -> bool {
-    let ok = Command::new("cc")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: skipping: no C compiler");
-    }
-    ok
-}
+use common::{have_cc, run};
 
 /// A 12 × 10 matrix: row `i` holds columns `j` with `(i * 7 + j * 3) % 5 == 0` plus, for row 3,
 /// every column (a row longer than a bucket of 4); rows 5 and 6 empty.

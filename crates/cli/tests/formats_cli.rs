@@ -1,26 +1,13 @@
 //! End-to-end tests of the formats subcommands (`info`, `gen`, `convert`): values checked against
 //! computations written here, and malformed inputs (exit code 1, message naming the line).
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use common::{run, stderr, stdout};
 use sparsetir_formats::{read_mtx, read_npy, read_tns, Tensor};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sparsetir"))
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn ok(args: &[&str]) -> String {
     let o = run(args);

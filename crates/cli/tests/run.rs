@@ -3,122 +3,13 @@
 
 #![allow(clippy::needless_range_loop)]
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::{Command, Output};
 
-use sparsetir_formats::{read_mtx, read_npy, write_mtx, write_npy, write_tns, Coo, Field, Tensor};
+use common::*;
+use sparsetir_formats::{read_mtx, read_npy, write_mtx, write_npy, write_tns, Coo, Field};
 use sparsetir_ir::DType;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sparsetir")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Deterministic xorshift data, independent of the code under test.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn val(&mut self) -> f64 {
-        ((self.next() % 2001) as f64 - 1000.0) / 500.0
-    }
-}
-
-/// A dense m×n matrix with empty rows (every third), one full row (row 1 when m > 1), and random
-/// entries elsewhere; returned dense (row-major) and as COO of its nonzeros.
-fn random_matrix(m: usize, n: usize, seed: u64) -> (Vec<f64>, Coo) {
-    let mut rng = Rng(seed | 1);
-    let mut dense = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let keep = if i == 1 || m == 1 {
-                true
-            } else if i % 3 == 2 {
-                false
-            } else {
-                rng.next().is_multiple_of(3)
-            };
-            if keep {
-                let mut v = rng.val();
-                if v == 0.0 {
-                    v = 0.5;
-                }
-                dense[i * n + j] = v;
-            }
-        }
-    }
-    (dense.clone(), coo_of(m, n, &dense))
-}
-
-fn coo_of(m: usize, n: usize, dense: &[f64]) -> Coo {
-    let mut coords = Vec::new();
-    let mut values = Vec::new();
-    for i in 0..m {
-        for j in 0..n {
-            if dense[i * n + j] != 0.0 {
-                coords.push(vec![i as i64, j as i64]);
-                values.push(dense[i * n + j]);
-            }
-        }
-    }
-    Coo {
-        dims: vec![m, n],
-        coords,
-        values,
-        field: Field::Real,
-    }
-}
-
-fn dense_tensor(shape: &[usize], seed: u64) -> (Vec<f64>, Tensor) {
-    let n: usize = shape.iter().product();
-    let mut rng = Rng(seed | 1);
-    let v: Vec<f64> = (0..n).map(|_| rng.val()).collect();
-    let mut t = Tensor::from_f64(DType::F32, &v).unwrap();
-    t.shape = shape.to_vec();
-    // Keep the f32-rounded values as the reference input.
-    (t.to_f64_vec(), t)
-}
-
-fn close(got: f64, want: f64) -> bool {
-    (got - want).abs() <= 1e-5 * want.abs().max(1.0)
-}
-
-struct Dir(tempfile::TempDir);
-impl Dir {
-    fn new() -> Dir {
-        Dir(tempfile::tempdir().unwrap())
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-    fn s(&self, name: &str) -> String {
-        self.path(name).display().to_string()
-    }
-    fn script(&self, kernel: &str) -> String {
-        let src = sparsetir_ops::get(kernel)
-            .expect("kernel in catalog")
-            .source;
-        std::fs::write(self.path(&format!("{kernel}.sp")), src).unwrap();
-        self.s(&format!("{kernel}.sp"))
-    }
-    fn bind(&self, buf: &str, file: &str) -> String {
-        format!("{buf}={}", self.s(file))
-    }
-}
 
 fn expect_ok(o: &Output) {
     assert!(o.status.success(), "run failed: {}", stderr(o));
@@ -260,41 +151,6 @@ fn run_sddmm_sparse_output() {
         let want = dot * x[i * n + j];
         assert!(close(*got, want), "Y[{i},{j}] = {got}, want {want}");
     }
-}
-
-const ELL_SPMM: &str = r#"
-@T.prim_func
-def ell_spmm(a: T.handle, b: T.handle, c: T.handle, indices: T.handle,
-             m: T.int32, n: T.int32, nnz_cols: T.int32, feat_size: T.int32) -> None:
-    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
-    I = T.sp.dense_fixed(m)
-    J = T.sp.compressed_fixed(I, (n, nnz_cols), indices, "int32")
-    J_detach = T.sp.dense_fixed(n)
-    K = T.sp.dense_fixed(feat_size)
-    A = T.sp.match_buffer(a, (I, J), "float32")
-    B = T.sp.match_buffer(b, (J_detach, K), "float32")
-    C = T.sp.match_buffer(c, (I, K), "float32")
-    with T.sp.iteration([I, J, K], "SRS", "ell_spmm") as [i, j, k]:
-        with T.init():
-            C[i, k] = T.float32(0)
-        C[i, k] = C[i, k] + A[i, j] * B[j, k]
-"#;
-
-/// An m×n matrix with exactly `c` entries per row.
-fn ell_matrix(m: usize, n: usize, c: usize, seed: u64) -> Vec<f64> {
-    let mut rng = Rng(seed | 1);
-    let mut dense = vec![0.0; m * n];
-    for i in 0..m {
-        let mut placed = 0;
-        while placed < c {
-            let j = (rng.next() % n as u64) as usize;
-            if dense[i * n + j] == 0.0 {
-                dense[i * n + j] = rng.val().abs() + 0.25;
-                placed += 1;
-            }
-        }
-    }
-    dense
 }
 
 #[test]
@@ -441,18 +297,6 @@ fn run_sparse_softmax() {
             "B[{i},{j}] = {got}, want {want}"
         );
     }
-}
-
-fn csrmm_files(d: &Dir, b_shape: &[usize], b_f64: bool) -> String {
-    let (_, coo) = random_matrix(5, 4, 71);
-    write_mtx(d.path("a.mtx"), &coo).unwrap();
-    let (v, mut bt) = dense_tensor(b_shape, 72);
-    if b_f64 {
-        bt = Tensor::from_f64(DType::F64, &v).unwrap();
-        bt.shape = b_shape.to_vec();
-    }
-    write_npy(d.path("b.npy"), &bt).unwrap();
-    d.script("csrmm")
 }
 
 fn assert_user_error(o: &Output, needles: &[&str]) {
@@ -614,34 +458,16 @@ fn demo_runs_and_checks_itself() {
     assert!(d.path("demo/C.npy").exists());
 }
 
-/// CSR arrays handed in directly (`--bind indptr=... --bind indices=... --bind a=...`), as a
-/// scipy user would, with `--set` for the sizes the arrays do not imply.
+/// `sparsetir run` of `csrmm` on CSR arrays handed in directly (see [`raw_csr_files`]), with
+/// `--out C=c.npy`.
 fn raw_csr_run(d: &Dir, indptr: &[i64], indices: &[i64], values: &[f64]) -> Output {
     let script = d.script("csrmm");
-    let ip = Tensor::from_i64(DType::I32, indptr).unwrap();
-    let ix = Tensor::from_i64(DType::I32, indices).unwrap();
-    let va = Tensor::from_f64(DType::F32, values).unwrap();
-    write_npy(d.path("indptr.npy"), &ip).unwrap();
-    write_npy(d.path("indices.npy"), &ix).unwrap();
-    write_npy(d.path("vals.npy"), &va).unwrap();
-    let (_, bt) = dense_tensor(&[4, 2], 91);
-    write_npy(d.path("b.npy"), &bt).unwrap();
-    run(&[
-        "run",
-        &script,
-        "--set",
-        "m=3",
-        "--bind",
-        &d.bind("indptr", "indptr.npy"),
-        "--bind",
-        &d.bind("indices", "indices.npy"),
-        "--bind",
-        &d.bind("a", "vals.npy"),
-        "--bind",
-        &d.bind("B", "b.npy"),
-        "--out",
-        &d.bind("C", "c.npy"),
-    ])
+    let args = raw_csr_files(d, indptr, indices, values);
+    let c = d.bind("C", "c.npy");
+    let mut all: Vec<&str> = vec!["run", &script];
+    all.extend(args.iter().map(String::as_str));
+    all.extend(["--out", &c]);
+    run(&all)
 }
 
 #[test]
