@@ -11,6 +11,19 @@ use common::*;
 use sparsetir_formats::{read_mtx, read_npy, write_mtx, write_npy, write_tns, Coo, Field};
 use sparsetir_ir::DType;
 
+/// `sparsetir run SCRIPT --bind BUF=FILE... --out BUF=FILE...`, the files in `d`.
+fn run_files(d: &Dir, script: &str, binds: &[(&str, &str)], outs: &[(&str, &str)]) -> Output {
+    let mut all: Vec<String> = vec!["run".into(), script.into()];
+    for (flag, pairs) in [("--bind", binds), ("--out", outs)] {
+        for (buf, file) in pairs {
+            all.push(flag.into());
+            all.push(d.bind(buf, file));
+        }
+    }
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    run(&refs)
+}
+
 fn expect_ok(o: &Output) {
     assert!(o.status.success(), "run failed: {}", stderr(o));
 }
@@ -22,16 +35,12 @@ fn csrmm_case(m: usize, n: usize, k: usize, seed: u64) {
     write_mtx(d.path("a.mtx"), &coo).unwrap();
     write_npy(d.path("b.npy"), &bt).unwrap();
     let script = d.script("csrmm");
-    let o = run(&[
-        "run",
+    let o = run_files(
+        &d,
         &script,
-        "--bind",
-        &d.bind("A", "a.mtx"),
-        "--bind",
-        &d.bind("B", "b.npy"),
-        "--out",
-        &d.bind("C", "c.npy"),
-    ]);
+        &[("A", "a.mtx"), ("B", "b.npy")],
+        &[("C", "c.npy")],
+    );
     expect_ok(&o);
     let c = read_npy(d.path("c.npy")).unwrap();
     assert_eq!(c.shape, vec![m, k]);
@@ -68,16 +77,12 @@ fn run_csrmm_empty_matrix() {
     let (_, bt) = dense_tensor(&[3, 2], 3);
     write_npy(d.path("b.npy"), &bt).unwrap();
     let script = d.script("csrmm");
-    let o = run(&[
-        "run",
+    let o = run_files(
+        &d,
         &script,
-        "--bind",
-        &d.bind("A", "a.mtx"),
-        "--bind",
-        &d.bind("B", "b.npy"),
-        "--out",
-        &d.bind("C", "c.npy"),
-    ]);
+        &[("A", "a.mtx"), ("B", "b.npy")],
+        &[("C", "c.npy")],
+    );
     expect_ok(&o);
     let c = read_npy(d.path("c.npy")).unwrap();
     assert_eq!(c.shape, vec![4, 2]);
@@ -93,16 +98,12 @@ fn run_spmv() {
     write_mtx(d.path("a.mtx"), &coo).unwrap();
     write_npy(d.path("x.npy"), &xt).unwrap();
     let script = d.script("spmv");
-    let o = run(&[
-        "run",
+    let o = run_files(
+        &d,
         &script,
-        "--bind",
-        &d.bind("A", "a.mtx"),
-        "--bind",
-        &d.bind("X", "x.npy"),
-        "--out",
-        &d.bind("Y", "y.npy"),
-    ]);
+        &[("A", "a.mtx"), ("X", "x.npy")],
+        &[("Y", "y.npy")],
+    );
     expect_ok(&o);
     let y = read_npy(d.path("y.npy")).unwrap();
     assert_eq!(y.shape, vec![m]);
@@ -127,18 +128,12 @@ fn run_sddmm_sparse_output() {
     write_npy(d.path("a.npy"), &at).unwrap();
     write_npy(d.path("b.npy"), &bt).unwrap();
     let script = d.script("sddmm");
-    let o = run(&[
-        "run",
+    let o = run_files(
+        &d,
         &script,
-        "--bind",
-        &d.bind("X", "x.mtx"),
-        "--bind",
-        &d.bind("A", "a.npy"),
-        "--bind",
-        &d.bind("B", "b.npy"),
-        "--out",
-        &d.bind("Y", "y.mtx"),
-    ]);
+        &[("X", "x.mtx"), ("A", "a.npy"), ("B", "b.npy")],
+        &[("Y", "y.mtx")],
+    );
     expect_ok(&o);
     let y = read_mtx(d.path("y.mtx")).unwrap();
     assert_eq!(y.dims, vec![m, n]);
@@ -162,16 +157,12 @@ fn run_ell() {
     write_mtx(d.path("a.mtx"), &coo_of(m, n, &a)).unwrap();
     let (b, bt) = dense_tensor(&[n, k], 42);
     write_npy(d.path("b.npy"), &bt).unwrap();
-    let o = run(&[
-        "run",
+    let o = run_files(
+        &d,
         &d.s("ell.sp"),
-        "--bind",
-        &d.bind("A", "a.mtx"),
-        "--bind",
-        &d.bind("B", "b.npy"),
-        "--out",
-        &d.bind("C", "c.npy"),
-    ]);
+        &[("A", "a.mtx"), ("B", "b.npy")],
+        &[("C", "c.npy")],
+    );
     expect_ok(&o);
     let cc = read_npy(d.path("c.npy")).unwrap();
     for i in 0..m {
@@ -194,16 +185,12 @@ fn run_ell_rejects_rows_with_wrong_count() {
     write_mtx(d.path("a.mtx"), &coo_of(m, n, &a)).unwrap();
     let (_, bt) = dense_tensor(&[n, 2], 44);
     write_npy(d.path("b.npy"), &bt).unwrap();
-    let o = run(&[
-        "run",
+    let o = run_files(
+        &d,
         &d.s("ell.sp"),
-        "--bind",
-        &d.bind("A", "a.mtx"),
-        "--bind",
-        &d.bind("B", "b.npy"),
-        "--out",
-        &d.bind("C", "c.npy"),
-    ]);
+        &[("A", "a.mtx"), ("B", "b.npy")],
+        &[("C", "c.npy")],
+    );
     assert_user_error(&o, &["`A`", "nnz_cols"]);
     assert!(!d.path("c.npy").exists());
 }
@@ -240,14 +227,7 @@ fn run_csf_square_sum() {
     };
     write_tns(d.path("a.tns"), &coo).unwrap();
     let script = d.script("csf_square_sum");
-    let o = run(&[
-        "run",
-        &script,
-        "--bind",
-        &d.bind("A", "a.tns"),
-        "--out",
-        &d.bind("B", "b.npy"),
-    ]);
+    let o = run_files(&d, &script, &[("A", "a.tns")], &[("B", "b.npy")]);
     expect_ok(&o);
     let b = read_npy(d.path("b.npy")).unwrap();
     assert_eq!(b.shape, vec![m]);
@@ -272,14 +252,7 @@ fn run_sparse_softmax() {
     let coo = coo_of(m, n, &a);
     write_mtx(d.path("a.mtx"), &coo).unwrap();
     let script = d.script("sparse_softmax");
-    let o = run(&[
-        "run",
-        &script,
-        "--bind",
-        &d.bind("A", "a.mtx"),
-        "--out",
-        &d.bind("B", "b.mtx"),
-    ]);
+    let o = run_files(&d, &script, &[("A", "a.mtx")], &[("B", "b.mtx")]);
     expect_ok(&o);
     let b = read_mtx(d.path("b.mtx")).unwrap();
     assert_eq!(b.nnz(), coo.nnz());
@@ -401,18 +374,17 @@ fn run_second_bind_must_share_the_pattern() {
     write_npy(d.path("a.npy"), &at).unwrap();
     write_npy(d.path("b.npy"), &bt).unwrap();
     let script = d.script("sddmm");
-    let o = run(&[
-        "run",
+    let o = run_files(
+        &d,
         &script,
-        "--bind",
-        &d.bind("X", "x.mtx"),
-        "--bind",
-        &d.bind("Y", "y.mtx"),
-        "--bind",
-        &d.bind("A", "a.npy"),
-        "--bind",
-        &d.bind("B", "b.npy"),
-    ]);
+        &[
+            ("X", "x.mtx"),
+            ("Y", "y.mtx"),
+            ("A", "a.npy"),
+            ("B", "b.npy"),
+        ],
+        &[],
+    );
     assert_user_error(&o, &["`Y`", "pattern", "`X`"]);
 }
 
