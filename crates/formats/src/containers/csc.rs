@@ -1,20 +1,17 @@
 //! Compressed sparse column (CSC) matrices: `indptr` (cols + 1), row `indices` and `values`.
 
-use super::index::cast_slice;
-use super::{check_compressed, check_len, FormatError, Index, Value};
+use std::fmt;
+
+use super::compressed::Compressed;
+use super::{FormatError, Index, Value};
 
 /// A CSC matrix. Column `j` holds the rows `indices[indptr[j]..indptr[j + 1]]` with the
 /// matching `values`. When `sorted`, the rows of every column are strictly increasing; an
 /// unsorted CSC may hold rows in any order and repeat a row (repeats add up).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Csc<V, I = i32> {
-    rows: usize,
-    cols: usize,
-    indptr: Vec<I>,
-    indices: Vec<I>,
-    values: Vec<V>,
-    sorted: bool,
-}
+///
+/// It is stored as the CSR of the transpose: the columns are the major dimension.
+#[derive(Clone, PartialEq)]
+pub struct Csc<V, I = i32>(Compressed<V, I>);
 
 impl<V: Value, I: Index> Csc<V, I> {
     /// A validated CSC (see the module docs of [`crate::containers`] for the checks).
@@ -26,73 +23,53 @@ impl<V: Value, I: Index> Csc<V, I> {
         values: Vec<V>,
         sorted: bool,
     ) -> Result<Self, FormatError> {
-        check_compressed(
-            ("indptr", "indices"),
-            &indptr,
-            &indices,
-            (cols, "cols", "column"),
-            rows,
-            sorted,
-        )?;
-        check_len("values", values.len(), indices.len(), || "nnz".into())?;
-        Ok(Csc {
-            rows,
-            cols,
-            indptr,
-            indices,
-            values,
-            sorted,
-        })
+        let names = ("cols", "column");
+        Compressed::try_new((cols, names), rows, indptr, indices, values, sorted).map(Csc)
     }
 
     pub fn rows(&self) -> usize {
-        self.rows
+        self.0.minor()
     }
     pub fn cols(&self) -> usize {
-        self.cols
+        self.0.major()
     }
     /// `(rows, cols)`.
     pub fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
+        (self.rows(), self.cols())
     }
     /// Number of stored entries.
     pub fn nnz(&self) -> usize {
-        self.indices.len()
+        self.0.nnz()
     }
     pub fn indptr(&self) -> &[I] {
-        &self.indptr
+        self.0.indptr()
     }
     pub fn indices(&self) -> &[I] {
-        &self.indices
+        self.0.indices()
     }
     pub fn values(&self) -> &[V] {
-        &self.values
+        self.0.values()
     }
     /// Whether the rows of every column are declared strictly increasing.
     pub fn is_sorted(&self) -> bool {
-        self.sorted
+        self.0.is_sorted()
     }
     /// The rows and values of column `i`, or `None` when `i` is out of range.
     pub fn col(&self, i: usize) -> Option<(&[I], &[V])> {
-        if i >= self.cols {
-            return None;
-        }
-        let (lo, hi) = (self.indptr[i].idx(), self.indptr[i + 1].idx());
-        Some((&self.indices[lo..hi], &self.values[lo..hi]))
+        self.0.segment(i)
     }
     /// `(indptr, indices, values)`.
     pub fn into_parts(self) -> (Vec<I>, Vec<I>, Vec<V>) {
-        (self.indptr, self.indices, self.values)
+        self.0.into_parts()
     }
     /// The same matrix with another index width; fails naming the first value that does not fit.
     pub fn cast_index<J: Index>(&self) -> Result<Csc<V, J>, FormatError> {
-        Ok(Csc {
-            rows: self.rows,
-            cols: self.cols,
-            indptr: cast_slice(&self.indptr, "indptr")?,
-            indices: cast_slice(&self.indices, "indices")?,
-            values: self.values.clone(),
-            sorted: self.sorted,
-        })
+        self.0.cast_index().map(Csc)
+    }
+}
+
+impl<V: fmt::Debug, I: fmt::Debug> fmt::Debug for Csc<V, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.debug_as(f, "Csc", (self.0.minor(), self.0.major()))
     }
 }

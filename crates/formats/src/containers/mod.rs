@@ -8,6 +8,7 @@
 //! [`crate::convert`].
 
 pub mod bsr;
+mod compressed;
 pub mod csc;
 pub mod csf;
 pub mod csr;
