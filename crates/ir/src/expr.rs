@@ -295,6 +295,37 @@ impl Expr {
         f(self);
         self.for_each_child(|c| c.visit(f));
     }
+
+    /// Calls `f` on every direct child expression, mutably (same order as
+    /// [`Expr::for_each_child`]).
+    pub fn for_each_child_mut(&mut self, mut f: impl FnMut(&mut Expr)) {
+        match self {
+            Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => {}
+            Expr::Binary(_, a, b) => {
+                f(a);
+                f(b)
+            }
+            Expr::Unary(_, a) | Expr::Cast(_, a) => f(a),
+            Expr::Select(c, a, b) => {
+                f(c);
+                f(a);
+                f(b)
+            }
+            Expr::Load { indices, .. } => indices.iter_mut().for_each(f),
+            Expr::Call { args, .. } => args.iter_mut().for_each(f),
+            Expr::Let { value, body, .. } => {
+                f(value);
+                f(body)
+            }
+        }
+    }
+
+    /// Rewrites this expression bottom-up: every child first, then `f` on the node itself, which
+    /// may replace it (a replacement is not visited again).
+    pub fn rewrite_post_order(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        self.for_each_child_mut(|c| c.rewrite_post_order(f));
+        f(self);
+    }
 }
 
 /// The dtype of `a op b` for arithmetic: floats win over integers; the wider type wins; a Python

@@ -113,6 +113,38 @@ impl Stmt {
         self.for_each_child(|c| c.visit(f));
     }
 
+    /// Calls `f` on every direct child statement, mutably (same order as
+    /// [`Stmt::for_each_child`]).
+    pub fn for_each_child_mut(&mut self, mut f: impl FnMut(&mut Stmt)) {
+        match self {
+            Stmt::Seq(v) => v.iter_mut().for_each(f),
+            Stmt::SparseIteration(s) => {
+                if let Some(i) = &mut s.init {
+                    f(i)
+                }
+                f(&mut s.body)
+            }
+            Stmt::For(l) => f(&mut l.body),
+            Stmt::Block(b) => {
+                if let Some(i) = &mut b.init {
+                    f(i)
+                }
+                f(&mut b.body)
+            }
+            Stmt::If(i) => {
+                f(&mut i.then_case);
+                if let Some(e) = &mut i.else_case {
+                    f(e)
+                }
+            }
+            Stmt::Let(l) => f(&mut l.body),
+            Stmt::Store(_)
+            | Stmt::Evaluate(_)
+            | Stmt::Allocate(_)
+            | Stmt::AssumeBufferDomain { .. } => {}
+        }
+    }
+
     /// Calls `f` on every expression held directly by this statement (not by child statements).
     pub fn for_each_expr(&self, mut f: impl FnMut(&Expr)) {
         match self {
@@ -149,6 +181,53 @@ impl Stmt {
                 f(hi)
             }
         }
+    }
+
+    /// Calls `f` on every expression held directly by this statement, mutably (same order as
+    /// [`Stmt::for_each_expr`]).
+    pub fn for_each_expr_mut(&mut self, mut f: impl FnMut(&mut Expr)) {
+        match self {
+            Stmt::Seq(_) | Stmt::SparseIteration(_) | Stmt::Allocate(_) => {}
+            Stmt::For(l) => {
+                f(&mut l.min);
+                f(&mut l.extent)
+            }
+            Stmt::Block(b) => {
+                for it in &mut b.iters {
+                    f(&mut it.min);
+                    f(&mut it.extent);
+                    f(&mut it.binding);
+                }
+                if let Some(p) = &mut b.predicate {
+                    f(p)
+                }
+                for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
+                    for (lo, ext) in &mut r.ranges {
+                        f(lo);
+                        f(ext)
+                    }
+                }
+            }
+            Stmt::Store(s) => {
+                s.indices.iter_mut().for_each(&mut f);
+                f(&mut s.value)
+            }
+            Stmt::If(i) => f(&mut i.cond),
+            Stmt::Evaluate(e) => f(e),
+            Stmt::Let(l) => f(&mut l.value),
+            Stmt::AssumeBufferDomain { lo, hi, .. } => {
+                f(lo);
+                f(hi)
+            }
+        }
+    }
+
+    /// Calls `f` on every expression held by this statement and its descendants: a statement's
+    /// own expressions first, then its children in order (each top-level expression once; `f`
+    /// descends into it itself if it needs to).
+    pub fn visit_exprs_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        self.for_each_expr_mut(&mut *f);
+        self.for_each_child_mut(|c| c.visit_exprs_mut(f));
     }
 }
 

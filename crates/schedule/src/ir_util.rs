@@ -241,74 +241,18 @@ pub fn child_blocks(s: &Stmt) -> Vec<String> {
 /// Calls `f` on every expression held by `s` and its descendants (loop ranges, block iterators,
 /// predicates, regions, indices, values, conditions).
 pub fn for_each_expr_mut(s: &mut Stmt, f: &mut dyn FnMut(&mut Expr)) {
-    match s {
-        Stmt::Seq(_) | Stmt::SparseIteration(_) | Stmt::Allocate(_) => {}
-        Stmt::For(l) => {
-            f(&mut l.min);
-            f(&mut l.extent);
-        }
-        Stmt::Block(b) => {
-            for it in &mut b.iters {
-                f(&mut it.min);
-                f(&mut it.extent);
-                f(&mut it.binding);
-            }
-            if let Some(p) = &mut b.predicate {
-                f(p)
-            }
-            for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
-                for (lo, ext) in &mut r.ranges {
-                    f(lo);
-                    f(ext);
-                }
-            }
-        }
-        Stmt::Store(st) => {
-            for i in &mut st.indices {
-                f(i)
-            }
-            f(&mut st.value)
-        }
-        Stmt::If(i) => f(&mut i.cond),
-        Stmt::Evaluate(e) => f(e),
-        Stmt::Let(l) => f(&mut l.value),
-        Stmt::AssumeBufferDomain { lo, hi, .. } => {
-            f(lo);
-            f(hi)
-        }
-    }
-    for c in children_mut(s) {
-        for_each_expr_mut(c, f);
-    }
+    s.visit_exprs_mut(f)
 }
 
 /// Replaces variables by expressions inside `e`.
 pub fn subst_expr(e: &mut Expr, map: &HashMap<VarId, Expr>) {
-    if let Expr::Var(v) = e {
-        if let Some(r) = map.get(v) {
-            *e = r.clone();
+    e.rewrite_post_order(&mut |x| {
+        if let Expr::Var(v) = x {
+            if let Some(r) = map.get(v) {
+                *x = r.clone();
+            }
         }
-        return;
-    }
-    match e {
-        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => {}
-        Expr::Binary(_, a, b) => {
-            subst_expr(a, map);
-            subst_expr(b, map);
-        }
-        Expr::Unary(_, a) | Expr::Cast(_, a) => subst_expr(a, map),
-        Expr::Select(c, a, b) => {
-            subst_expr(c, map);
-            subst_expr(a, map);
-            subst_expr(b, map);
-        }
-        Expr::Load { indices, .. } => indices.iter_mut().for_each(|i| subst_expr(i, map)),
-        Expr::Call { args, .. } => args.iter_mut().for_each(|i| subst_expr(i, map)),
-        Expr::Let { value, body, .. } => {
-            subst_expr(value, map);
-            subst_expr(body, map);
-        }
-    }
+    });
 }
 
 /// Replaces variables by expressions everywhere inside `s`.

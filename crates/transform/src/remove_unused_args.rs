@@ -202,86 +202,13 @@ pub(crate) fn walk_stmts_mut(s: &mut Stmt, f: &mut dyn FnMut(&mut Stmt)) {
 /// Calls `f` on every expression held by `s` and its descendants (each top-level expression
 /// once; `f` descends into it itself if it needs to).
 pub(crate) fn walk_exprs_mut(s: &mut Stmt, f: &mut dyn FnMut(&mut Expr)) {
-    match s {
-        Stmt::Seq(v) => v.iter_mut().for_each(|c| walk_exprs_mut(c, f)),
-        Stmt::SparseIteration(it) => {
-            if let Some(i) = &mut it.init {
-                walk_exprs_mut(i, f);
-            }
-            walk_exprs_mut(&mut it.body, f);
-        }
-        Stmt::For(l) => {
-            f(&mut l.min);
-            f(&mut l.extent);
-            walk_exprs_mut(&mut l.body, f);
-        }
-        Stmt::Block(b) => {
-            for it in &mut b.iters {
-                f(&mut it.min);
-                f(&mut it.extent);
-                f(&mut it.binding);
-            }
-            if let Some(p) = &mut b.predicate {
-                f(p);
-            }
-            for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
-                for (lo, ext) in &mut r.ranges {
-                    f(lo);
-                    f(ext);
-                }
-            }
-            if let Some(i) = &mut b.init {
-                walk_exprs_mut(i, f);
-            }
-            walk_exprs_mut(&mut b.body, f);
-        }
-        Stmt::Store(st) => {
-            st.indices.iter_mut().for_each(&mut *f);
-            f(&mut st.value);
-        }
-        Stmt::If(i) => {
-            f(&mut i.cond);
-            walk_exprs_mut(&mut i.then_case, f);
-            if let Some(e) = &mut i.else_case {
-                walk_exprs_mut(e, f);
-            }
-        }
-        Stmt::Evaluate(e) => f(e),
-        Stmt::Allocate(_) => {}
-        Stmt::Let(l) => {
-            f(&mut l.value);
-            walk_exprs_mut(&mut l.body, f);
-        }
-        Stmt::AssumeBufferDomain { lo, hi, .. } => {
-            f(lo);
-            f(hi);
-        }
-    }
+    s.visit_exprs_mut(f)
 }
 
 /// Calls `f` on every node of `e`, children first (post-order), so `f` may replace the node it
 /// is given after its operands were processed.
 pub(crate) fn rewrite_expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    match e {
-        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => {}
-        Expr::Binary(_, a, b) => {
-            rewrite_expr(a, f);
-            rewrite_expr(b, f);
-        }
-        Expr::Unary(_, a) | Expr::Cast(_, a) => rewrite_expr(a, f),
-        Expr::Select(c, a, b) => {
-            rewrite_expr(c, f);
-            rewrite_expr(a, f);
-            rewrite_expr(b, f);
-        }
-        Expr::Load { indices, .. } => indices.iter_mut().for_each(|i| rewrite_expr(i, f)),
-        Expr::Call { args, .. } => args.iter_mut().for_each(|a| rewrite_expr(a, f)),
-        Expr::Let { value, body, .. } => {
-            rewrite_expr(value, f);
-            rewrite_expr(body, f);
-        }
-    }
-    f(e);
+    e.rewrite_post_order(f)
 }
 
 /// Replaces the variables of `map` inside `e`; returns whether anything changed.

@@ -14,7 +14,7 @@
 //! (the argument is simply ignored).
 
 use sparsetir_arith::simplify;
-use sparsetir_ir::{BufferShape, DType, Expr, PrimFunc, Stmt, VarId};
+use sparsetir_ir::{BufferShape, DType, Expr, PrimFunc, VarId};
 
 /// Why [`specialize`] refused a binding.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -134,7 +134,7 @@ pub fn specialize<S: AsRef<str>>(
             subst(e);
         }
     }
-    stmt_exprs_mut(&mut out.body, &mut |e| subst(e));
+    out.body.visit_exprs_mut(&mut |e| subst(e));
     Ok(out)
 }
 
@@ -196,99 +196,14 @@ fn rewrite(func: &PrimFunc, e: &mut Expr, map: &[(VarId, Expr, i64)]) {
 
 /// Replaces bound variables inside `e`; returns whether anything changed.
 fn substitute(e: &mut Expr, map: &[(VarId, Expr, i64)]) -> bool {
-    if let Expr::Var(v) = e {
-        if let Some((_, c, _)) = map.iter().find(|(w, _, _)| w == v) {
-            *e = c.clone();
-            return true;
-        }
-        return false;
-    }
     let mut changed = false;
-    match e {
-        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => {}
-        Expr::Binary(_, a, b) => {
-            changed |= substitute(a, map);
-            changed |= substitute(b, map);
-        }
-        Expr::Unary(_, a) | Expr::Cast(_, a) => changed |= substitute(a, map),
-        Expr::Select(c, a, b) => {
-            changed |= substitute(c, map);
-            changed |= substitute(a, map);
-            changed |= substitute(b, map);
-        }
-        Expr::Load { indices, .. } => {
-            for i in indices {
-                changed |= substitute(i, map);
+    e.rewrite_post_order(&mut |x| {
+        if let Expr::Var(v) = x {
+            if let Some((_, c, _)) = map.iter().find(|(w, _, _)| w == v) {
+                *x = c.clone();
+                changed = true;
             }
         }
-        Expr::Call { args, .. } => {
-            for a in args {
-                changed |= substitute(a, map);
-            }
-        }
-        Expr::Let { value, body, .. } => {
-            changed |= substitute(value, map);
-            changed |= substitute(body, map);
-        }
-    }
+    });
     changed
-}
-
-/// Calls `f` on every expression held by `s` and its descendants.
-fn stmt_exprs_mut(s: &mut Stmt, f: &mut dyn FnMut(&mut Expr)) {
-    match s {
-        Stmt::Seq(v) => v.iter_mut().for_each(|c| stmt_exprs_mut(c, f)),
-        Stmt::SparseIteration(it) => {
-            if let Some(i) = &mut it.init {
-                stmt_exprs_mut(i, f);
-            }
-            stmt_exprs_mut(&mut it.body, f);
-        }
-        Stmt::For(l) => {
-            f(&mut l.min);
-            f(&mut l.extent);
-            stmt_exprs_mut(&mut l.body, f);
-        }
-        Stmt::Block(b) => {
-            for it in &mut b.iters {
-                f(&mut it.min);
-                f(&mut it.extent);
-                f(&mut it.binding);
-            }
-            if let Some(p) = &mut b.predicate {
-                f(p);
-            }
-            for r in b.reads.iter_mut().chain(b.writes.iter_mut()) {
-                for (lo, ext) in &mut r.ranges {
-                    f(lo);
-                    f(ext);
-                }
-            }
-            if let Some(i) = &mut b.init {
-                stmt_exprs_mut(i, f);
-            }
-            stmt_exprs_mut(&mut b.body, f);
-        }
-        Stmt::Store(st) => {
-            st.indices.iter_mut().for_each(&mut *f);
-            f(&mut st.value);
-        }
-        Stmt::If(i) => {
-            f(&mut i.cond);
-            stmt_exprs_mut(&mut i.then_case, f);
-            if let Some(e) = &mut i.else_case {
-                stmt_exprs_mut(e, f);
-            }
-        }
-        Stmt::Evaluate(e) => f(e),
-        Stmt::Allocate(_) => {}
-        Stmt::Let(l) => {
-            f(&mut l.value);
-            stmt_exprs_mut(&mut l.body, f);
-        }
-        Stmt::AssumeBufferDomain { lo, hi, .. } => {
-            f(lo);
-            f(hi);
-        }
-    }
 }

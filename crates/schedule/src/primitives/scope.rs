@@ -320,26 +320,7 @@ pub(crate) fn rewrite_exprs(s: &mut Stmt, f: &mut dyn FnMut(&mut Expr)) {
 
 /// Rewrites `e` bottom-up: children first, then `f` on the node.
 pub(crate) fn rewrite_expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    match e {
-        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => {}
-        Expr::Binary(_, a, b) => {
-            rewrite_expr(a, f);
-            rewrite_expr(b, f);
-        }
-        Expr::Unary(_, a) | Expr::Cast(_, a) => rewrite_expr(a, f),
-        Expr::Select(c, a, b) => {
-            rewrite_expr(c, f);
-            rewrite_expr(a, f);
-            rewrite_expr(b, f);
-        }
-        Expr::Load { indices, .. } => indices.iter_mut().for_each(|i| rewrite_expr(i, f)),
-        Expr::Call { args, .. } => args.iter_mut().for_each(|i| rewrite_expr(i, f)),
-        Expr::Let { value, body, .. } => {
-            rewrite_expr(value, f);
-            rewrite_expr(body, f);
-        }
-    }
-    f(e)
+    e.rewrite_post_order(f)
 }
 
 /// Calls `f` on every statement of `s` (pre-order), mutably.
