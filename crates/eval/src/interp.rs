@@ -1,5 +1,7 @@
 //! The stage-I interpreter: binds arguments, validates structure arrays, then walks the statement
 //! tree, enumerating the stored element tuples of every sparse iteration in coordinate space.
+//! Deliberately shares no code with the stage II/III interpreter (`tir/machine.rs`) it checks:
+//! the reference stays independent (an architecture invariant), so do not merge the two.
 
 use std::collections::HashMap;
 

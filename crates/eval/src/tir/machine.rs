@@ -1,6 +1,8 @@
 //! The stage II/III interpreter proper: binds arguments (scalars, structure arrays, buffer
 //! arrays), then walks loops, blocks and statements, evaluating expressions with the
 //! dtype-exact arithmetic of [`crate::value`].
+//! Deliberately shares no code with the stage-I reference evaluator (`interp.rs`), which it is
+//! checked against (an architecture invariant), so do not merge the two.
 
 use std::collections::HashMap;
 
