@@ -1,24 +1,14 @@
 //! C backend tests on the kernel catalog: snapshots of the generated C for the main kernels,
 //! every kernel emits, and (when a C compiler is available) every kernel's C compiles.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
+use common::*;
 use sparsetir_codegen::{emit_c, CModule, CParamKind};
-use sparsetir_ir::{DType, IRModule, PrimFunc};
-use sparsetir_transform::pipeline::{lower, PipelineOptions};
-
-/// Loads a catalog kernel and lowers it to stage III with checked binary searches.
-fn stage3(name: &str) -> PrimFunc {
-    let f = sparsetir_ops::load(name).expect("catalog kernel loads");
-    let module = IRModule { funcs: vec![f] };
-    let opts = PipelineOptions {
-        check_invalid_binary_search: true,
-        ..PipelineOptions::default()
-    };
-    let mut out = lower(&module, &opts).expect("catalog kernel lowers");
-    out.funcs.remove(0)
-}
+use sparsetir_ir::DType;
 
 fn emit(name: &str) -> CModule {
     emit_c(&stage3(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -101,17 +91,6 @@ fn every_catalog_kernel_emits_deterministically() {
             .source
             .contains(&format!("int32_t {}(const sparsetir_arg* args", a.entry)));
     }
-}
-
-/// The C compiler to use: `$CC` or `cc`, if it runs.
-fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let ok = Command::new(&cc)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    ok.then_some(cc)
 }
 
 /// Whether `cc` accepts `-fopenmp` (a compiler without libgomp headers may not).

@@ -1,21 +1,16 @@
 //! C backend tests of single constructs: loop kinds and their pragmas, allocations, atomics, and
 //! the typed errors (stage I input, thread bindings, float16, bad annotations).
 
-use sparsetir_codegen::{emit_c, CodegenError};
-use sparsetir_ir::{DType, PrimFunc};
+mod common;
 
-fn parse(src: &str) -> PrimFunc {
-    sparsetir_syntax::parse_func(src).unwrap_or_else(|d| panic!("parse: {d:?}"))
-}
+use common::*;
+use sparsetir_codegen::{emit_c, CodegenError};
+use sparsetir_ir::DType;
 
 #[test]
 fn snapshot_schedules_allocations_atomics() {
     let m = emit_c(&parse(include_str!("scripts/sched.sp"))).expect("emits");
-    let body = &m.source[m
-        .source
-        .find("static int32_t sptir_kernel")
-        .expect("kernel")..];
-    insta::assert_snapshot!(body);
+    insta::assert_snapshot!(kernel_text(&m));
 }
 
 #[test]

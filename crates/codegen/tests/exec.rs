@@ -3,196 +3,15 @@
 //! interpreter (`sparsetir_eval::run_func`) gives on the same stage III function. Skipped, with a
 //! note, when no C compiler runs.
 
+mod common;
+
 use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::process::Command;
 
-use sparsetir_codegen::{emit_c, CModule, CParamKind};
-use sparsetir_eval::{run_func, ArgValue};
-use sparsetir_formats::Tensor;
-use sparsetir_ir::{DType, ForKind, IRModule, PrimFunc, Stmt};
+use common::*;
+use sparsetir_codegen::emit_c;
+use sparsetir_eval::ArgValue;
+use sparsetir_ir::{DType, ForKind, Stmt};
 use sparsetir_ops::data::{random_args, Pattern, Shape};
-use sparsetir_transform::pipeline::{lower, PipelineOptions};
-
-fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let ok = Command::new(&cc)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    ok.then_some(cc)
-}
-
-fn stage3(name: &str) -> PrimFunc {
-    let f = sparsetir_ops::load(name).expect("catalog kernel loads");
-    let opts = PipelineOptions {
-        check_invalid_binary_search: true,
-        ..PipelineOptions::default()
-    };
-    let mut out = lower(&IRModule { funcs: vec![f] }, &opts).expect("lowers");
-    out.funcs.remove(0)
-}
-
-/// C text of one array element (floats in hex, exact).
-fn elem_text(t: &Tensor, i: usize) -> String {
-    match t.dtype() {
-        DType::F32 | DType::F64 => {
-            let x = t.get_f64(i);
-            if x.is_nan() {
-                "NAN".to_string()
-            } else if x.is_infinite() {
-                if x < 0.0 { "-INFINITY" } else { "INFINITY" }.to_string()
-            } else {
-                // Exact: every float32/float64 value prints exactly with 17 significant digits.
-                format!("{x:e}")
-            }
-        }
-        DType::U64 => format!("{}u", t.get_i64(i) as u64),
-        DType::Bool => (t.get_i64(i) != 0).to_string(),
-        _ => format!("{}LL", t.get_i64(i)),
-    }
-}
-
-/// Builds the harness program: the module, one static array per array argument, a `main` that
-/// fills `args`, calls the entry and prints `rc` then every array (one line each).
-fn harness(m: &CModule, args: &HashMap<String, ArgValue>) -> String {
-    let mut s = m.source.clone();
-    s.push_str("\n#include <stdio.h>\n");
-    let mut fill = String::new();
-    let mut print = String::new();
-    for (k, p) in m.params.iter().enumerate() {
-        let arg = args
-            .get(&p.name)
-            .unwrap_or_else(|| panic!("no argument `{}`", p.name));
-        match (p.kind, arg) {
-            (CParamKind::Array { elem }, ArgValue::Array(t)) => {
-                let ct = match elem {
-                    DType::F32 => "float",
-                    DType::F64 => "double",
-                    DType::I32 => "int32_t",
-                    DType::I64 => "int64_t",
-                    DType::Bool => "bool",
-                    DType::I8 => "int8_t",
-                    DType::U8 => "uint8_t",
-                    d => panic!("harness: element type {d}"),
-                };
-                assert_eq!(t.dtype(), elem, "argument `{}`", p.name);
-                let vals: Vec<String> = (0..t.len()).map(|i| elem_text(t, i)).collect();
-                let init = if vals.is_empty() {
-                    "0".to_string()
-                } else {
-                    vals.join(", ")
-                };
-                let _ = writeln!(s, "static {ct} arr{k}[{}] = {{{init}}};", t.len().max(1));
-                let _ = writeln!(fill, "    args[{k}].ptr = arr{k};");
-                let fmt = if elem.is_float() { "%.17g" } else { "%lld" };
-                let conv = if elem.is_float() {
-                    "(double)"
-                } else {
-                    "(long long)"
-                };
-                let _ = writeln!(
-                    print,
-                    "    printf(\"{k}\");\n    for (int i = 0; i < {}; ++i) printf(\" {fmt}\", {conv}arr{k}[i]);\n    printf(\"\\n\");",
-                    t.len()
-                );
-            }
-            (CParamKind::Scalar(d), ArgValue::Int(v)) if !d.is_float() => {
-                let _ = writeln!(fill, "    args[{k}].i = {v}LL;");
-            }
-            (CParamKind::Scalar(_), ArgValue::Float(x)) => {
-                let _ = writeln!(fill, "    args[{k}].f = {x:e};");
-            }
-            (CParamKind::Scalar(_), ArgValue::Int(v)) => {
-                let _ = writeln!(fill, "    args[{k}].f = {v};");
-            }
-            (kind, _) => panic!("harness: parameter `{}` ({kind:?}) mismatched", p.name),
-        }
-    }
-    let n = m.params.len().max(1);
-    let _ = write!(
-        s,
-        "int main(void) {{\n    sparsetir_arg args[{n}];\n{fill}    sparsetir_set_num_threads(2);\n    int rc = {}(args, {});\n    printf(\"rc %d\\n\", rc);\n{print}    return 0;\n}}\n",
-        m.entry,
-        m.params.len()
-    );
-    s
-}
-
-/// Compiles and runs the harness; returns the printed arrays by parameter index.
-fn run_c(
-    cc: &str,
-    dir: &std::path::Path,
-    tag: &str,
-    m: &CModule,
-    args: &HashMap<String, ArgValue>,
-) -> HashMap<usize, Vec<f64>> {
-    let src = dir.join(format!("{tag}.c"));
-    let exe = dir.join(tag);
-    std::fs::write(&src, harness(m, args)).expect("write harness");
-    let out = Command::new(cc)
-        .args(["-std=c11", "-O2", "-fopenmp"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .arg("-lm")
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "{tag}: compile failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        m.source
-    );
-    let run = Command::new(&exe).output().expect("run harness");
-    assert!(
-        run.status.success(),
-        "{tag}: harness crashed: {:?}",
-        run.status
-    );
-    let text = String::from_utf8_lossy(&run.stdout).into_owned();
-    let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("rc 0"), "{tag}: entry point failed");
-    let mut arrays = HashMap::new();
-    for l in lines {
-        let mut it = l.split_whitespace();
-        let k: usize = it.next().and_then(|x| x.parse().ok()).expect("array index");
-        let vals: Vec<f64> = it.map(|x| x.parse::<f64>().expect("number")).collect();
-        arrays.insert(k, vals);
-    }
-    arrays
-}
-
-/// Runs `f` through the interpreter and through C and compares every array argument.
-/// Returns the arguments after the run (so callers can check the outputs changed).
-fn check(
-    cc: &str,
-    dir: &std::path::Path,
-    tag: &str,
-    f: &PrimFunc,
-    args: &HashMap<String, ArgValue>,
-    tol: f64,
-) -> HashMap<String, ArgValue> {
-    let m = emit_c(f).unwrap_or_else(|e| panic!("{tag}: {e}"));
-    let got = run_c(cc, dir, tag, &m, args);
-    let mut want = args.clone();
-    run_func(f, &mut want).unwrap_or_else(|e| panic!("{tag}: interpreter: {e}"));
-    for (k, p) in m.params.iter().enumerate() {
-        let Some(ArgValue::Array(t)) = want.get(&p.name) else {
-            continue;
-        };
-        let w = t.to_f64_vec();
-        let g = &got[&k];
-        assert_eq!(w.len(), g.len(), "{tag}: `{}` length", p.name);
-        for (i, (a, b)) in w.iter().zip(g).enumerate() {
-            let same =
-                (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol * a.abs().max(1.0);
-            assert!(same, "{tag}: `{}`[{i}]: interpreter {a}, C {b}", p.name);
-        }
-    }
-    want
-}
 
 /// Marks the outermost loop of the body (the first one met) as parallel.
 fn parallelize_outer(s: &mut Stmt) -> bool {
@@ -221,7 +40,7 @@ fn catalog_kernels_match_the_interpreter() {
     for k in sparsetir_ops::catalog() {
         let case = random_args(k.name, &shape, 11).unwrap_or_else(|e| panic!("{}: {e}", k.name));
         let f = stage3(k.name);
-        let after = check(&cc, dir.path(), k.name, &f, &case.args, 0.0);
+        let after = check(&cc, dir.path(), k.name, &f, &case.args, 2, 0.0);
         let changed = case
             .outputs
             .iter()
@@ -254,20 +73,16 @@ fn parallel_outer_loops_match_the_interpreter() {
         assert!(m
             .source
             .contains("#pragma omp parallel for schedule(dynamic, 64)"));
-        check(&cc, dir.path(), &format!("{name}_par"), &f, &case.args, 0.0);
+        check(
+            &cc,
+            dir.path(),
+            &format!("{name}_par"),
+            &f,
+            &case.args,
+            2,
+            0.0,
+        );
     }
-}
-
-fn parse(src: &str) -> PrimFunc {
-    sparsetir_syntax::parse_func(src).unwrap_or_else(|d| panic!("parse: {d:?}"))
-}
-
-fn ints(dt: DType, v: &[i64]) -> ArgValue {
-    ArgValue::Array(Tensor::from_i64(dt, v).expect("tensor"))
-}
-
-fn floats(dt: DType, v: &[f64]) -> ArgValue {
-    ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"))
 }
 
 #[test]
@@ -295,7 +110,7 @@ fn expression_semantics_match_the_interpreter() {
     args.insert("ob".to_string(), ints(DType::Bool, &vec![0; n * 3]));
     args.insert("n".to_string(), ArgValue::Int(n as i64));
     // Transcendental functions may differ from the evaluator's by an ulp (erf is a series there).
-    let after = check(&cc, dir.path(), "exprs", &f, &args, 1e-6);
+    let after = check(&cc, dir.path(), "exprs", &f, &args, 2, 1e-6);
     // Spot checks computed by hand (Python semantics): -7 // 2 = -4, -7 % 2 = 1, -7 / 2 = -3.
     let Some(ArgValue::Array(oi)) = after.get("oi") else {
         panic!("oi")
@@ -316,7 +131,7 @@ fn let_if_allocate_and_schedules_match_the_interpreter() {
     args.insert("xs".to_string(), ints(DType::I32, &xs));
     args.insert("o".to_string(), ints(DType::I64, &[7, 7, 7, 7, 7]));
     args.insert("n".to_string(), ArgValue::Int(xs.len() as i64));
-    let after = check(&cc, dir.path(), "lets", &f, &args, 0.0);
+    let after = check(&cc, dir.path(), "lets", &f, &args, 2, 0.0);
     // 3x when positive, -1 below -30, else (3x)^2; the first two get +1 from the allocation.
     let Some(ArgValue::Array(o)) = after.get("o") else {
         panic!("o")
@@ -331,7 +146,7 @@ fn let_if_allocate_and_schedules_match_the_interpreter() {
     args.insert("c".to_string(), floats(DType::F32, &vec![0.0; m]));
     args.insert("m".to_string(), ArgValue::Int(m as i64));
     args.insert("n".to_string(), ArgValue::Int(5000));
-    check(&cc, dir.path(), "sched", &f, &args, 0.0);
+    check(&cc, dir.path(), "sched", &f, &args, 2, 0.0);
 }
 
 #[test]
@@ -369,7 +184,7 @@ fn simd_reductions_match_the_interpreter() {
     args.insert("m".to_string(), ArgValue::Int(m as i64));
     args.insert("n".to_string(), ArgValue::Int(n as i64));
     // Reassociated float sums differ from the serial order by rounding only.
-    let after = check(&cc, dir.path(), "simd_red", &f, &args, 1e-5);
+    let after = check(&cc, dir.path(), "simd_red", &f, &args, 2, 1e-5);
     // Independent spot checks: row 2's max over the non-NaN entries, the integer sums.
     let arr = |k: &str| match after.get(k) {
         Some(ArgValue::Array(t)) => t.to_f64_vec(),
@@ -413,7 +228,7 @@ fn lane_reductions_match_the_interpreter() {
     args.insert("si".to_string(), ints(DType::I32, &[-7; 5]));
     args.insert("sd".to_string(), floats(DType::F64, &[2.0; 5]));
     args.insert("m".to_string(), ArgValue::Int(m as i64));
-    let after = check(&cc, dir.path(), "simd_lanes", &f, &args, 1e-5);
+    let after = check(&cc, dir.path(), "simd_lanes", &f, &args, 2, 1e-5);
     let arr = |k: &str| match after.get(k) {
         Some(ArgValue::Array(t)) => t.to_f64_vec(),
         _ => panic!("{k}"),
@@ -459,7 +274,7 @@ fn prefetch_matches_the_interpreter() {
     args.insert("m".to_string(), ArgValue::Int(4));
     args.insert("n".to_string(), ArgValue::Int(n as i64));
     args.insert("nnz".to_string(), ArgValue::Int(9));
-    let after = check(&cc, dir.path(), "gather_rows", &f, &args, 0.0);
+    let after = check(&cc, dir.path(), "gather_rows", &f, &args, 2, 0.0);
     let Some(ArgValue::Array(y)) = after.get("y") else {
         panic!("y")
     };

@@ -3,164 +3,16 @@
 //! rows, one heavy row, no rows, more threads than rows; catalog `spmv` and `csrmm` at stage III),
 //! and the typed errors for malformed annotations and loops the indptr does not cover.
 
+mod common;
+
 use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::process::Command;
 
-use sparsetir_codegen::{emit_c, CModule, CParamKind, CodegenError};
-use sparsetir_eval::{run_func, ArgValue};
-use sparsetir_formats::Tensor;
-use sparsetir_ir::{AttrValue, DType, ForKind, IRModule, PrimFunc, Stmt};
+use common::*;
+use sparsetir_codegen::emit_c;
+use sparsetir_eval::ArgValue;
+use sparsetir_ir::{AttrValue, DType, ForKind, Stmt};
 use sparsetir_ops::data::{random_args, Pattern, Shape};
-use sparsetir_transform::pipeline::{lower, PipelineOptions};
-
-fn parse(src: &str) -> PrimFunc {
-    sparsetir_syntax::parse_func(src).unwrap_or_else(|d| panic!("parse: {d:?}"))
-}
-
-fn kernel_text(m: &CModule) -> String {
-    let at = m
-        .source
-        .find("static int32_t sptir_kernel")
-        .expect("kernel");
-    m.source[at..].to_string()
-}
-
-fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let ok = Command::new(&cc)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    ok.then_some(cc)
-}
-
-/// A program calling the entry point once with `threads` OpenMP threads on the arrays of
-/// `args`, printing `rc` and then every array argument (one line each, by parameter index).
-fn harness(m: &CModule, args: &HashMap<String, ArgValue>, threads: usize) -> String {
-    let mut s = m.source.clone();
-    s.push_str("\n#include <stdio.h>\n");
-    let (mut fill, mut print) = (String::new(), String::new());
-    for (k, p) in m.params.iter().enumerate() {
-        match (p.kind, args.get(&p.name)) {
-            (CParamKind::Array { elem }, Some(ArgValue::Array(t))) => {
-                let ct = match elem {
-                    DType::F32 => "float",
-                    DType::I32 => "int32_t",
-                    d => panic!("harness: element type {d}"),
-                };
-                let vals: Vec<String> = t.to_f64_vec().iter().map(|x| format!("{x:e}")).collect();
-                let init = if vals.is_empty() {
-                    "0".to_string()
-                } else {
-                    vals.join(", ")
-                };
-                let _ = writeln!(s, "static {ct} arr{k}[{}] = {{{init}}};", t.len().max(1));
-                let _ = writeln!(fill, "    args[{k}].ptr = arr{k};");
-                let _ = writeln!(
-                    print,
-                    "    printf(\"{k}\");\n    for (int i = 0; i < {}; ++i) printf(\" %.17g\", (double)arr{k}[i]);\n    printf(\"\\n\");",
-                    t.len()
-                );
-            }
-            (CParamKind::Scalar(_), Some(ArgValue::Int(v))) => {
-                let _ = writeln!(fill, "    args[{k}].i = {v}LL;");
-            }
-            (kind, _) => panic!("harness: parameter `{}` ({kind:?}) has no argument", p.name),
-        }
-    }
-    let n = m.params.len().max(1);
-    let _ = write!(
-        s,
-        "int main(void) {{\n    sparsetir_arg args[{n}];\n{fill}    sparsetir_set_num_threads({threads});\n    int rc = {}(args, {});\n    printf(\"rc %d\\n\", rc);\n{print}    return 0;\n}}\n",
-        m.entry,
-        m.params.len()
-    );
-    s
-}
-
-/// Compiles and runs `f` in C with `threads` threads and in the interpreter; asserts every array
-/// argument ends equal (floats within `tol`, relative) and returns the interpreter's arguments.
-fn check(
-    cc: &str,
-    dir: &std::path::Path,
-    tag: &str,
-    f: &PrimFunc,
-    args: &HashMap<String, ArgValue>,
-    threads: usize,
-    tol: f64,
-) -> HashMap<String, ArgValue> {
-    let m = emit_c(f).unwrap_or_else(|e| panic!("{tag}: {e}"));
-    let src = dir.join(format!("{tag}.c"));
-    let exe = dir.join(tag);
-    std::fs::write(&src, harness(&m, args, threads)).expect("write harness");
-    let out = Command::new(cc)
-        .args(["-std=c11", "-O2", "-fopenmp"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .arg("-lm")
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "{tag}: compile failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        m.source
-    );
-    let run = Command::new(&exe).output().expect("run harness");
-    assert!(
-        run.status.success(),
-        "{tag}: harness crashed: {:?}",
-        run.status
-    );
-    let text = String::from_utf8_lossy(&run.stdout).into_owned();
-    let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("rc 0"), "{tag}: entry point failed");
-    let mut got = HashMap::new();
-    for l in lines {
-        let mut it = l.split_whitespace();
-        let k: usize = it.next().and_then(|x| x.parse().ok()).expect("array index");
-        let vals: Vec<f64> = it.map(|x| x.parse::<f64>().expect("number")).collect();
-        got.insert(k, vals);
-    }
-    let mut want = args.clone();
-    run_func(f, &mut want).unwrap_or_else(|e| panic!("{tag}: interpreter: {e}"));
-    for (k, p) in m.params.iter().enumerate() {
-        let Some(ArgValue::Array(t)) = want.get(&p.name) else {
-            continue;
-        };
-        let w = t.to_f64_vec();
-        let g = got
-            .get(&k)
-            .unwrap_or_else(|| panic!("{tag}: no output for `{}`:\n{text}", p.name));
-        assert_eq!(w.len(), g.len(), "{tag}: `{}` length", p.name);
-        for (i, (a, b)) in w.iter().zip(g).enumerate() {
-            assert!(
-                a == b || (a - b).abs() <= tol * a.abs().max(1.0),
-                "{tag}: `{}`[{i}]: interpreter {a}, C {b}",
-                p.name
-            );
-        }
-    }
-    want
-}
-
-fn ints(v: &[i64]) -> ArgValue {
-    ArgValue::Array(Tensor::from_i64(DType::I32, v).expect("tensor"))
-}
-
-fn floats(v: &[f64]) -> ArgValue {
-    ArgValue::Array(Tensor::from_f64(DType::F32, v).expect("tensor"))
-}
-
-fn array(args: &HashMap<String, ArgValue>, k: &str) -> Vec<f64> {
-    match args.get(k) {
-        Some(ArgValue::Array(t)) => t.to_f64_vec(),
-        _ => panic!("{k}"),
-    }
-}
+use sparsetir_transform::pipeline::PipelineOptions;
 
 #[test]
 fn snapshot_nnz_balanced() {
@@ -199,10 +51,10 @@ fn run_rows(cc: &str, dir: &std::path::Path, tag: &str, lens: &[usize], threads:
     let nnz = *p.last().expect("ptr") as usize;
     let a: Vec<f64> = (0..nnz).map(|x| ((x * 7) % 13) as f64 - 4.0).collect();
     let mut args = HashMap::new();
-    args.insert("a".to_string(), floats(&a));
-    args.insert("ptr".to_string(), ints(&p));
-    args.insert("y".to_string(), floats(&vec![0.5; m + 1]));
-    args.insert("z".to_string(), ints(&vec![0; m + 1]));
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("ptr".to_string(), ints(DType::I32, &p));
+    args.insert("y".to_string(), floats(DType::F32, &vec![0.5; m + 1]));
+    args.insert("z".to_string(), ints(DType::I32, &vec![0; m + 1]));
     args.insert("m".to_string(), ArgValue::Int(m as i64));
     args.insert("nnz".to_string(), ArgValue::Int(nnz as i64));
     let after = check(cc, dir, tag, &f, &args, threads, 0.0);
@@ -253,12 +105,6 @@ fn nnz_balanced_rows_match_the_interpreter() {
     run_rows(&cc, d, "one_thread", &[2, 5, 1, 0, 7], 1);
 }
 
-fn stage3(name: &str) -> PrimFunc {
-    let f = sparsetir_ops::load(name).expect("catalog kernel loads");
-    let mut out = lower(&IRModule { funcs: vec![f] }, &PipelineOptions::default()).expect("lowers");
-    out.funcs.remove(0)
-}
-
 /// Marks the outermost loop parallel with the nnz-balanced schedule over `indptr`.
 fn balance_outer(s: &mut Stmt, indptr: &str) -> bool {
     match s {
@@ -285,7 +131,7 @@ fn catalog_spmv_and_csrmm_balanced_match_the_interpreter() {
         .with_density(0.3)
         .with_feat(6);
     for name in ["spmv", "csrmm"] {
-        let mut f = stage3(name);
+        let mut f = stage3_with(name, &PipelineOptions::default());
         assert!(balance_outer(&mut f.body, "J_indptr"), "{name}: no loop");
         for (seed, threads) in [(1, 2), (2, 5), (3, 64)] {
             let case = random_args(name, &shape, seed).expect("case");
@@ -298,12 +144,6 @@ fn catalog_spmv_and_csrmm_balanced_match_the_interpreter() {
             assert!(changed, "{tag}: the outputs stayed as they were");
         }
     }
-}
-
-fn refused(src: &str, needle: &str) {
-    let e = emit_c(&parse(src)).expect_err("must be refused");
-    assert!(matches!(e, CodegenError::Unsupported { .. }), "{e:?}");
-    assert!(e.to_string().contains(needle), "{e}");
 }
 
 fn script(ptr_extent: &str, head: &str) -> String {

@@ -3,30 +3,20 @@
 //! the typed errors for annotated loops of the wrong shape. Execution against the interpreter is
 //! in `exec.rs` (`simd_reductions_match_the_interpreter`).
 
-use sparsetir_codegen::{emit_c, CodegenError};
-use sparsetir_ir::PrimFunc;
+mod common;
 
-fn parse(src: &str) -> PrimFunc {
-    sparsetir_syntax::parse_func(src).unwrap_or_else(|d| panic!("parse: {d:?}"))
-}
-
-fn kernel_text(src: &str) -> String {
-    let m = emit_c(&parse(src)).unwrap_or_else(|e| panic!("{e}"));
-    let at = m
-        .source
-        .find("static int32_t sptir_kernel")
-        .expect("kernel");
-    m.source[at..].to_string()
-}
+use common::*;
 
 #[test]
 fn snapshot_simd_reductions() {
-    insta::assert_snapshot!(kernel_text(include_str!("scripts/simd_reduction.sp")));
+    insta::assert_snapshot!(kernel_text(&emit_script(include_str!(
+        "scripts/simd_reduction.sp"
+    ))));
 }
 
 #[test]
 fn accumulator_pragmas_guards_and_hoisting() {
-    let src = kernel_text(include_str!("scripts/simd_reduction.sp"));
+    let src = kernel_text(&emit_script(include_str!("scripts/simd_reduction.sp")));
     // `+` on float and int: the OpenMP reduction; the element is loaded once and stored once.
     assert!(src.contains("#pragma omp simd reduction(+:S_acc)"), "{src}");
     assert!(src.contains("S_acc = S_acc + "), "{src}");
@@ -61,12 +51,6 @@ fn accumulator_pragmas_guards_and_hoisting() {
     let moving = &src[src.find("block moving_guard").expect("block")..];
     assert!(moving.contains("if (vk_5 < 3) {"), "{src}");
     assert!(moving.contains("(float)P[vi_5]"), "{src}");
-}
-
-fn refused(src: &str, needle: &str) {
-    let e = emit_c(&parse(src)).expect_err("must be refused");
-    assert!(matches!(e, CodegenError::Unsupported { .. }), "{e:?}");
-    assert!(e.to_string().contains(needle), "{e}");
 }
 
 const HEADER: &str = r#"
@@ -136,12 +120,14 @@ fn malformed_simd_reductions_are_refused() {
 
 #[test]
 fn snapshot_lane_reductions() {
-    insta::assert_snapshot!(kernel_text(include_str!("scripts/simd_lanes.sp")));
+    insta::assert_snapshot!(kernel_text(&emit_script(include_str!(
+        "scripts/simd_lanes.sp"
+    ))));
 }
 
 #[test]
 fn lane_partial_sums_tree_and_factor() {
-    let src = kernel_text(include_str!("scripts/simd_lanes.sp"));
+    let src = kernel_text(&emit_script(include_str!("scripts/simd_lanes.sp")));
     // float over 37 iterations: 16 lanes (one 64-byte vector), two full chunks, a remainder
     // of 5 into the first lanes, a pairwise final sum, and the invariant factor X applied once.
     assert!(src.contains("float S_acc_part[16] = {0};"), "{src}");
@@ -198,12 +184,14 @@ fn bad_lanes_are_refused() {
 
 #[test]
 fn snapshot_prefetch() {
-    insta::assert_snapshot!(kernel_text(include_str!("scripts/prefetch.sp")));
+    insta::assert_snapshot!(kernel_text(&emit_script(include_str!(
+        "scripts/prefetch.sp"
+    ))));
 }
 
 #[test]
 fn prefetch_reads_indices_in_bounds_and_covers_the_row() {
-    let src = kernel_text(include_str!("scripts/prefetch.sp"));
+    let src = kernel_text(&emit_script(include_str!("scripts/prefetch.sp")));
     // The gathered row two elements ahead, clamped to the row's last element; 24 floats = 96
     // bytes = two 64-byte lines.
     let ahead = "J[P[i] + (j + 2 < j_ext ? j + 2 : j_ext - 1)]";
