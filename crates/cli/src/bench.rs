@@ -134,34 +134,11 @@ pub fn load_csr(path: &Path) -> Result<Csr, Failure> {
         )));
     }
     let (rows, cols) = (coo.dims[0], coo.dims[1]);
-    if rows > i32::MAX as usize || cols > i32::MAX as usize {
-        return Err(Failure(format!(
-            "error: {}: {rows}x{cols} does not fit int32 indices",
-            path.display()
-        )));
-    }
-    let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(coo.coords.len());
-    for c in &coo.coords {
-        // read_mtx validated the coordinates against the dimensions.
-        pairs.push((c[0] as u32, c[1] as u32));
-    }
-    pairs.sort_unstable();
-    pairs.dedup();
-    if pairs.len() > i32::MAX as usize {
-        return Err(Failure(format!(
-            "error: {}: {} stored entries do not fit int32 offsets",
-            path.display(),
-            pairs.len()
-        )));
-    }
-    let mut indptr = vec![0i32; rows + 1];
-    for &(r, _) in &pairs {
-        indptr[r as usize + 1] += 1;
-    }
-    for i in 0..rows {
-        indptr[i + 1] += indptr[i];
-    }
-    let indices: Vec<i32> = pairs.iter().map(|&(_, c)| c as i32).collect();
+    // Duplicates summed, indices sorted; the int32 index type rejects what does not fit.
+    let csr =
+        sparsetir_formats::Csr::<f32, i32>::from_coo(&coo, sparsetir_formats::Duplicates::Sum)
+            .map_err(|e| Failure(format!("error: {}: {e}", path.display())))?;
+    let (indptr, indices, _) = csr.into_parts();
     let values = random_values(1, indices.len(), 0.5);
     Ok(Csr {
         rows,
