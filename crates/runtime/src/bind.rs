@@ -772,7 +772,7 @@ fn param_name(func: &PrimFunc, e: &Expr) -> String {
 }
 
 /// Python's `//` on integers; `None` on division by zero or overflow.
-fn floor_div(a: i64, b: i64) -> Option<i64> {
+pub(crate) fn floor_div(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
     Some(if a % b != 0 && ((a < 0) != (b < 0)) {
         q - 1

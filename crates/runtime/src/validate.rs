@@ -19,6 +19,7 @@ use sparsetir_ir::{
     Stmt, VarId,
 };
 
+use crate::bind::floor_div;
 use crate::error::RunError;
 use crate::kernel::int_fits;
 
@@ -123,16 +124,6 @@ fn size_err(subject: impl Into<String>, message: impl Into<String>) -> RunError 
         subject: subject.into(),
         message: message.into(),
     }
-}
-
-/// Python's `//` on integers; `None` on division by zero or overflow.
-fn floor_div(a: i64, b: i64) -> Option<i64> {
-    let q = a.checked_div(b)?;
-    Some(if a % b != 0 && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    })
 }
 
 impl<'a> Checker<'a> {
