@@ -190,26 +190,7 @@ impl<'f> Binder<'f> {
 
     /// Evaluates an integer size expression with the parameters known so far.
     fn eval(&self, e: &Expr) -> Option<i64> {
-        Some(match e {
-            Expr::Int(v, _) => *v,
-            Expr::Var(v) => *self.ints.get(v)?,
-            Expr::Cast(_, a) => self.eval(a)?,
-            Expr::Binary(op, a, b) => {
-                let (a, b) = (self.eval(a)?, self.eval(b)?);
-                match op {
-                    BinOp::Add => a.checked_add(b)?,
-                    BinOp::Sub => a.checked_sub(b)?,
-                    BinOp::Mul => a.checked_mul(b)?,
-                    BinOp::Div => a.checked_div(b)?,
-                    BinOp::FloorDiv => floor_div(a, b)?,
-                    BinOp::FloorMod => a.checked_sub(floor_div(a, b)?.checked_mul(b)?)?,
-                    BinOp::Min => a.min(b),
-                    BinOp::Max => a.max(b),
-                    _ => return None,
-                }
-            }
-            _ => return None,
-        })
+        eval_size(e, &self.ints)
     }
 
     /// Unifies a size expression with a value found in the data: a lone unknown parameter is
@@ -771,8 +752,35 @@ fn param_name(func: &PrimFunc, e: &Expr) -> String {
     }
 }
 
+/// Evaluates an integer size expression (constants, integer parameters in `ints`, integer
+/// casts, `+ - * / // % min max`): `None` when a parameter is unknown, on overflow, division by
+/// zero or any other construct.
+pub(crate) fn eval_size(e: &Expr, ints: &HashMap<VarId, i64>) -> Option<i64> {
+    let ev = |x: &Expr| eval_size(x, ints);
+    Some(match e {
+        Expr::Int(v, _) => *v,
+        Expr::Var(v) => *ints.get(v)?,
+        Expr::Cast(dt, a) if dt.is_integer() => ev(a)?,
+        Expr::Binary(op, a, b) => {
+            let (a, b) = (ev(a)?, ev(b)?);
+            match op {
+                BinOp::Add => a.checked_add(b)?,
+                BinOp::Sub => a.checked_sub(b)?,
+                BinOp::Mul => a.checked_mul(b)?,
+                BinOp::Div => a.checked_div(b)?,
+                BinOp::FloorDiv => floor_div(a, b)?,
+                BinOp::FloorMod => a.checked_sub(floor_div(a, b)?.checked_mul(b)?)?,
+                BinOp::Min => a.min(b),
+                BinOp::Max => a.max(b),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    })
+}
+
 /// Python's `//` on integers; `None` on division by zero or overflow.
-pub(crate) fn floor_div(a: i64, b: i64) -> Option<i64> {
+fn floor_div(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
     Some(if a % b != 0 && ((a < 0) != (b < 0)) {
         q - 1

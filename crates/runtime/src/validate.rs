@@ -15,11 +15,11 @@ use sparsetir_eval::storage::{dense_size, sparse_layout, AxisData, MAX_ELEMENTS}
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::{
-    AxisId, AxisKind, BinOp, BufferDecl, BufferId, BufferShape, DType, Expr, IterAxis, PrimFunc,
-    Stmt, VarId,
+    AxisId, AxisKind, BufferDecl, BufferId, BufferShape, DType, Expr, IterAxis, PrimFunc, Stmt,
+    VarId,
 };
 
-use crate::bind::floor_div;
+use crate::bind::eval_size;
 use crate::error::RunError;
 use crate::kernel::int_fits;
 
@@ -193,26 +193,7 @@ impl<'a> Checker<'a> {
 
     /// Evaluates an integer expression over the integer scalar parameters.
     fn eval(&self, e: &Expr) -> Option<i64> {
-        Some(match e {
-            Expr::Int(v, _) => *v,
-            Expr::Var(v) => *self.ints.get(v)?,
-            Expr::Cast(dt, a) if dt.is_integer() => self.eval(a)?,
-            Expr::Binary(op, a, b) => {
-                let (a, b) = (self.eval(a)?, self.eval(b)?);
-                match op {
-                    BinOp::Add => a.checked_add(b)?,
-                    BinOp::Sub => a.checked_sub(b)?,
-                    BinOp::Mul => a.checked_mul(b)?,
-                    BinOp::Div => a.checked_div(b)?,
-                    BinOp::FloorDiv => floor_div(a, b)?,
-                    BinOp::FloorMod => a.checked_sub(floor_div(a, b)?.checked_mul(b)?)?,
-                    BinOp::Min => a.min(b),
-                    BinOp::Max => a.max(b),
-                    _ => return None,
-                }
-            }
-            _ => return None,
-        })
+        eval_size(e, &self.ints)
     }
 
     /// Evaluates a size: an integer in `0..=2^31`.
