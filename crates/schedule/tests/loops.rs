@@ -285,3 +285,31 @@ fn replayed_failures_and_stage_i() {
         ErrorKind::WrongStage
     );
 }
+
+#[test]
+fn threaded_loops_never_nest_inside_vectorized_loops() {
+    // sddmm at stage II: `sddmm0` holds the row loop, `sddmm1` the row's elements and k.
+    // Vectorizing the row loop around a parallel element loop, either order, is refused.
+    let mut sch = Schedule::new(kernel("sddmm", Stage::II)).unwrap();
+    let inner = loops_of(&mut sch, "sddmm1");
+    let outer = loops_of(&mut sch, "sddmm0");
+    sch.parallel(inner[0]).unwrap();
+    let e = sch.vectorize(outer[0]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::BadPlacement);
+    assert!(e.message.contains("contains the threaded loop"), "{e}");
+    assert!(e.ir.contains("--> "), "{e}");
+
+    let mut sch = Schedule::new(kernel("sddmm", Stage::II)).unwrap();
+    let inner = loops_of(&mut sch, "sddmm1");
+    let outer = loops_of(&mut sch, "sddmm0");
+    sch.vectorize(outer[0]).unwrap();
+    for e in [
+        sch.parallel(inner[0]).unwrap_err(),
+        sch.bind(inner[0], "threadIdx.x").unwrap_err(),
+    ] {
+        assert_eq!(e.kind, ErrorKind::BadPlacement);
+        assert!(e.message.contains("inside the vectorized loop"), "{e}");
+    }
+    // Serial, unrolled and vectorized loops stay allowed inside.
+    sch.unroll(inner[0]).unwrap();
+}

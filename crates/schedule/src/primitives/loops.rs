@@ -575,6 +575,54 @@ impl Schedule {
     /// Sets a serial loop's kind after checking the blocks under it: with `spatial_only`, no
     /// block may bind a reduction iterator to the loop variable, and the loop must not do work
     /// outside blocks.
+    /// A vectorized loop may only hold serial, unrolled or vectorized loops (OpenMP allows no
+    /// other construct inside a `simd` region, and threads inside SIMD lanes make no sense), so
+    /// vectorizing a loop around a parallel or thread-bound loop, or parallelising or binding a
+    /// loop inside a vectorized one, is refused.
+    fn check_simd_nesting(&self, primitive: &str, l: LoopRV, v: VarId, kind: ForKind) -> Res<()> {
+        let threaded = |k: ForKind| matches!(k, ForKind::Parallel | ForKind::ThreadBinding);
+        let conflict = match kind {
+            ForKind::Vectorized => {
+                let lp = self.loop_(l)?;
+                let mut inner = None;
+                lp.body.visit(&mut |s| {
+                    if let Stmt::For(f) = s {
+                        if inner.is_none() && threaded(f.kind) {
+                            inner = Some(f.var);
+                        }
+                    }
+                });
+                inner.map(|w| format!("it contains the threaded loop `{}`", self.var_name(w)))
+            }
+            k if threaded(k) => {
+                let f = self.func();
+                let is_it = |s: &Stmt| matches!(s, Stmt::For(f) if f.var == v);
+                ir_util::path_to(&f.body, &is_it).and_then(|path| {
+                    path.iter().rev().skip(1).find_map(|s| match s {
+                        Stmt::For(o) if o.kind == ForKind::Vectorized => Some(format!(
+                            "it sits inside the vectorized loop `{}`",
+                            self.var_name(o.var)
+                        )),
+                        _ => None,
+                    })
+                })
+            }
+            _ => None,
+        };
+        match conflict {
+            None => Ok(()),
+            Some(why) => Err(self.error(
+                ErrorKind::BadPlacement,
+                format!(
+                    "`{primitive}` on loop `{}`: {why}; a vectorized loop may only hold serial, \
+                     unrolled or vectorized loops",
+                    self.var_name(v)
+                ),
+                Focus::Loop(v),
+            )),
+        }
+    }
+
     fn set_loop_kind(
         &mut self,
         primitive: &str,
@@ -624,6 +672,7 @@ impl Schedule {
                 ));
             }
         }
+        self.check_simd_nesting(primitive, l, v, kind)?;
         self.transact(primitive, |f| {
             if let Some(lp) = ir_util::find_loop_mut(&mut f.body, v) {
                 lp.kind = kind;
