@@ -296,6 +296,8 @@ pub struct Options {
     pub format: String,
     pub threads: Option<usize>,
     pub warmup: usize,
+    /// Minimum warm-up time in milliseconds (with at least `warmup` launches).
+    pub warmup_ms: u64,
     pub repeat: usize,
     pub json: bool,
     /// A schedule file replacing the default schedule.
@@ -615,6 +617,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let timing = TimingOptions {
         warmup: o.warmup,
         repeats: o.repeat.max(1),
+        warmup_time: Duration::from_millis(o.warmup_ms),
     };
     // Load every matrix first: a bad path fails before any compile.
     let mut matrices = Vec::new();

@@ -85,6 +85,7 @@ pub fn run(dir: Option<PathBuf>, rows: usize, feat: usize, seed: u64) -> Result<
         TimingOptions {
             warmup: 2,
             repeats: 10,
+            warmup_time: std::time::Duration::from_millis(100),
         },
     )?;
     let gflops = Op::Spmm.flops(a.nnz(), feat) / timing.median.max(1e-12) / 1e9;

@@ -147,6 +147,9 @@ enum Command {
         /// Untimed launches before the timed ones.
         #[arg(long, default_value_t = 2)]
         warmup: usize,
+        /// Keep warming up (untimed) until this many milliseconds have passed as well.
+        #[arg(long, default_value_t = 200)]
+        warmup_ms: u64,
         /// Timed launches (the median is reported).
         #[arg(long, default_value_t = 10)]
         repeat: usize,
@@ -298,6 +301,7 @@ fn main() -> ExitCode {
             format,
             threads,
             warmup,
+            warmup_ms,
             repeat,
             json,
             schedule,
@@ -310,6 +314,7 @@ fn main() -> ExitCode {
             format,
             threads,
             warmup,
+            warmup_ms,
             repeat,
             json,
             schedule,

@@ -47,7 +47,9 @@ pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
 /// The loop annotation written by the schedule primitive `vectorize_reduction`.
 pub const SIMD_REDUCTION_ATTR: &str = "simd_reduction";
 
-/// Loop annotation `"BUF:D"`: prefetch the element of `BUF` read `D` iterations ahead.
+/// Loop annotation `"BUF:D"`: prefetch the element of `BUF` read `D` iterations ahead (clamped
+/// to the loop's last iteration); `"BUF:D:flat"`: `D` iterations ahead even past the loop's end
+/// (the next rows of a CSR position space), every read on the way clamped into its buffer.
 pub const PREFETCH_ATTR: &str = "prefetch";
 
 /// Loop annotation: the number of lane-parallel partial sums of a `simd_reduction` loop.
@@ -181,21 +183,24 @@ enum PrefetchHop<'a> {
 fn find_prefetch_load<'a>(
     s: &'a Stmt,
     buffer: BufferId,
+    any_extent: bool,
     chain: &mut Vec<PrefetchHop<'a>>,
 ) -> Option<Vec<Expr>> {
     match s {
-        Stmt::Seq(v) => v.iter().find_map(|x| find_prefetch_load(x, buffer, chain)),
+        Stmt::Seq(v) => v
+            .iter()
+            .find_map(|x| find_prefetch_load(x, buffer, any_extent, chain)),
         Stmt::Block(b) if b.predicate.is_none() => {
             chain.push(PrefetchHop::Block(b));
-            let r = find_prefetch_load(&b.body, buffer, chain);
+            let r = find_prefetch_load(&b.body, buffer, any_extent, chain);
             if r.is_none() {
                 chain.pop();
             }
             r
         }
-        Stmt::For(l) if const_int(&l.extent).is_some_and(|n| n > 0) => {
+        Stmt::For(l) if any_extent || const_int(&l.extent).is_some_and(|n| n > 0) => {
             chain.push(PrefetchHop::For(l));
-            let r = find_prefetch_load(&l.body, buffer, chain);
+            let r = find_prefetch_load(&l.body, buffer, any_extent, chain);
             if r.is_none() {
                 chain.pop();
             }
@@ -231,6 +236,15 @@ fn replace_single_store_value(s: &mut Stmt, value: Expr) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// Removes the `init` of the single block `s` is (or holds in a one-element sequence).
+fn strip_block_init(s: &mut Stmt) {
+    match s {
+        Stmt::Seq(v) if v.len() == 1 => strip_block_init(&mut v[0]),
+        Stmt::Block(b) => b.init = None,
+        _ => {}
     }
 }
 
@@ -489,6 +503,9 @@ pub struct Writer<'f> {
     span: Span,
     /// Inside a `simd_reduction` loop: the reduced element, redirected to a local accumulator.
     simd_acc: Option<SimdAcc>,
+    /// While writing the address of a `prefetch` that looks past its loop's end: the loads on
+    /// the way are clamped into their buffers, and the flat sizes used are collected here.
+    prefetch_clamp: Option<Vec<String>>,
 }
 
 /// The element `buffer[indices]` a `simd_reduction` loop reduces into, held in the C local
@@ -558,6 +575,7 @@ impl<'f> Writer<'f> {
             stored,
             span: func.span,
             simd_acc: None,
+            prefetch_clamp: None,
         }
     }
 
@@ -1014,6 +1032,28 @@ impl<'f> Writer<'f> {
 
     /// The flat element offset of `b[indices]`: a plain index for compact 1-D buffers, otherwise
     /// a sum of `int64_t` products with the strides.
+    /// The number of elements of dense buffer `b`, as a C `int64_t` expression.
+    fn flat_size(&mut self, b: BufferId) -> Res<String> {
+        let name = self.buf_name(b)?.to_string();
+        let shape = match self.func.buffers.get(b).map(|x| &x.shape) {
+            Some(BufferShape::Dense(dims)) => dims.clone(),
+            _ => {
+                return Err(self.invalid(format!(
+                    "buffer `{name}` has no dense shape to bound a read with"
+                )))
+            }
+        };
+        let mut terms = Vec::new();
+        for d in &shape {
+            let (t, _) = self.expr(d)?;
+            terms.push(format!("(int64_t){t}"));
+        }
+        if terms.is_empty() {
+            return Ok("(int64_t)1".to_string());
+        }
+        Ok(format!("({})", terms.join(" * ")))
+    }
+
     fn offset(&mut self, b: BufferId, indices: &[Expr]) -> Res<String> {
         let name = self.buf_name(b)?.to_string();
         let Some(info) = self.bufs.get(b.index()).cloned().flatten() else {
@@ -1437,20 +1477,34 @@ impl<'f> Writer<'f> {
         let Stmt::Block(b) = single_stmt(&f.body) else {
             return Err(self.unsupported(WHAT, "the loop's body is not exactly one block"));
         };
-        if b.init.is_some() {
-            return Err(self.unsupported(
-                WHAT,
-                format!(
-                    "block `{}` has an init (decompose the reduction first)",
-                    b.name
-                ),
-            ));
-        }
         let Stmt::Store(st) = single_stmt(&b.body) else {
             return Err(self.unsupported(
                 WHAT,
                 format!("the body of block `{}` is not a single store", b.name),
             ));
+        };
+        // An init that runs exactly at the loop's first iteration and only sets the element
+        // becomes the accumulator's start value.
+        let init_value = b.init_folded_into(f.var, &f.min, st.buffer, &st.indices);
+        if b.init.is_some() && init_value.is_none() {
+            return Err(self.unsupported(
+                WHAT,
+                format!(
+                    "block `{}` has an init that does not run exactly at the loop's first \
+                     iteration (decompose the reduction first)",
+                    b.name
+                ),
+            ));
+        }
+        // The init's effect is the accumulator's start value; the loop body runs without it.
+        let stripped;
+        let f = if init_value.is_some() {
+            let mut g = f.clone();
+            strip_block_init(&mut g.body);
+            stripped = g;
+            &stripped
+        } else {
+            f
         };
         let Expr::Binary(sop, x, y) = &st.value else {
             return Err(self.unsupported(WHAT, "the store is not `Y[idx] = Y[idx] op e`"));
@@ -1584,12 +1638,19 @@ impl<'f> Writer<'f> {
             for l in &loads {
                 texts.push(self.expr(l)?);
             }
-            Ok((g, self.offset(st.buffer, &st.indices)?, texts))
+            let start = match init_value {
+                Some(v) => {
+                    let (t, vdt) = self.expr(v)?;
+                    Some(cast(t, vdt, dt))
+                }
+                None => None,
+            };
+            Ok((g, self.offset(st.buffer, &st.indices)?, texts, start))
         });
         for v in &substituted {
             self.let_subst.remove(v);
         }
-        let (guard, off, texts) = off?;
+        let (guard, off, texts, start) = off?;
         let name = self.buf_name(st.buffer)?.to_string();
         let acc = self.namer.fresh(&format!("{name}_acc"));
         let sym = match op {
@@ -1606,7 +1667,10 @@ impl<'f> Writer<'f> {
             ));
         }
         self.indent += 1;
-        self.line(&format!("{ct} {acc} = {name}[{off}];"));
+        match &start {
+            Some(v) => self.line(&format!("{ct} {acc} = {};", strip_parens(v))),
+            None => self.line(&format!("{ct} {acc} = {name}[{off}];")),
+        }
         let mut hoisted = Vec::new();
         for (l, (text, ldt)) in loads.into_iter().zip(texts) {
             let base = match &l {
@@ -1706,20 +1770,34 @@ impl<'f> Writer<'f> {
     /// `D` iterations later (the iteration clamped to the loop's last one, so index arrays are
     /// read in bounds), at every 64-byte line of the row an inner constant loop walks.
     /// The load must sit on a straight path of blocks without predicates and loops of constant
-    /// positive extent; others are refused.
+    /// positive extent; others are refused. With `"BUF:D:flat"` the iteration is not clamped:
+    /// the position `D` ahead may lie in the rows after this loop's, and every load on the way
+    /// to the address (index arrays) is clamped into its buffer instead (the prefetch itself is
+    /// skipped when such a buffer is empty), so loops of any extent may be crossed too.
     fn write_prefetch(&mut self, f: &For, ann: &AttrValue, v: &str, end: &str) -> Res<()> {
         const WHAT: &str = "loop annotation `prefetch`";
         let spec = match ann {
-            AttrValue::Str(s) => s.split_once(':').and_then(|(b, d)| {
-                let d: i64 = d.trim().parse().ok()?;
-                (d > 0 && d <= 4096).then(|| (b.trim().to_string(), d))
-            }),
+            AttrValue::Str(s) => {
+                let parts: Vec<&str> = s.split(':').map(str::trim).collect();
+                let (b, d, flat) = match parts.as_slice() {
+                    [b, d] => (*b, *d, false),
+                    [b, d, "flat"] => (*b, *d, true),
+                    _ => ("", "", false),
+                };
+                d.parse::<i64>()
+                    .ok()
+                    .filter(|d| *d > 0 && *d <= 4096 && !b.is_empty())
+                    .map(|d| (b.to_string(), d, flat))
+            }
             _ => None,
         };
-        let Some((bname, dist)) = spec else {
+        let Some((bname, dist, flat)) = spec else {
             return Err(self.unsupported(
                 WHAT,
-                format!("expected \"BUFFER:DISTANCE\" with a distance from 1 to 4096, got {ann:?}"),
+                format!(
+                    "expected \"BUFFER:DISTANCE\" or \"BUFFER:DISTANCE:flat\" with a distance \
+                     from 1 to 4096, got {ann:?}"
+                ),
             ));
         };
         let found = self.func.buffers.iter().find_map(|(id, b)| {
@@ -1730,7 +1808,9 @@ impl<'f> Writer<'f> {
             return Err(self.unsupported(WHAT, format!("no buffer named `{bname}`")));
         };
         let mut chain = Vec::new();
-        let Some(indices) = find_prefetch_load(&f.body, buffer, &mut chain) else {
+        // Flat prefetches clamp every read on the way, so loops of any extent may be crossed
+        // (at their first iteration); row-clamped ones only cross loops known to run.
+        let Some(indices) = find_prefetch_load(&f.body, buffer, flat, &mut chain) else {
             return Err(self.unsupported(
                 WHAT,
                 format!(
@@ -1745,8 +1825,13 @@ impl<'f> Writer<'f> {
             .map(|b| i64::from(b.dtype.bits().max(8) / 8))
             .unwrap_or(4);
         let mut set = Vec::new();
+        let mut guards: Vec<String> = Vec::new();
         let r = (|| -> Res<Vec<String>> {
-            let next = format!("({v} + {dist} < {end} ? {v} + {dist} : {end} - 1)");
+            let next = if flat {
+                format!("({v} + {dist})")
+            } else {
+                format!("({v} + {dist} < {end} ? {v} + {dist} : {end} - 1)")
+            };
             self.let_subst.insert(f.var, next);
             set.push(f.var);
             // The first inner loop walks the row, line by line.
@@ -1755,6 +1840,7 @@ impl<'f> Writer<'f> {
                 PrefetchHop::Block(_) => None,
             });
             let lines = walk
+                .filter(|ext| *ext > 0)
                 .map(|ext| ((ext * elem + 63) / 64).clamp(1, 16))
                 .unwrap_or(1);
             let mut out = Vec::new();
@@ -1783,7 +1869,17 @@ impl<'f> Writer<'f> {
                         }
                     }
                 }
-                let off = self.offset(buffer, &indices)?;
+                if flat {
+                    self.prefetch_clamp = Some(Vec::new());
+                }
+                let off = self.offset(buffer, &indices);
+                let sizes = self.prefetch_clamp.take().unwrap_or_default();
+                let off = off?;
+                for size in sizes {
+                    if !guards.contains(&size) {
+                        guards.push(size);
+                    }
+                }
                 if !out.contains(&off) {
                     out.push(off);
                 }
@@ -1799,8 +1895,19 @@ impl<'f> Writer<'f> {
         }
         let offs = r?;
         let name = self.buf_name(buffer)?.to_string();
+        // Reads clamped into an empty buffer would still be out of bounds.
+        let guard = guards
+            .iter()
+            .map(|g| format!("{g} > 0"))
+            .collect::<Vec<_>>()
+            .join(" && ");
         for off in offs {
-            self.line(&format!("__builtin_prefetch(&{name}[{off}], 0, 3);"));
+            let pf = format!("__builtin_prefetch(&{name}[{off}], 0, 3);");
+            if guard.is_empty() {
+                self.line(&pf);
+            } else {
+                self.line(&format!("if ({guard}) {pf}"));
+            }
         }
         Ok(())
     }
@@ -2179,6 +2286,19 @@ impl<'f> Writer<'f> {
                     }
                 }
                 let off = self.offset(*buffer, indices)?;
+                if self.prefetch_clamp.is_some() {
+                    let size = self.flat_size(*buffer)?;
+                    let off = format!(
+                        "sptir_max_i64(0, sptir_min_i64((int64_t)({}), {size} - 1))",
+                        strip_parens(&off)
+                    );
+                    if let Some(sizes) = &mut self.prefetch_clamp {
+                        if !sizes.contains(&size) {
+                            sizes.push(size);
+                        }
+                    }
+                    return Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt));
+                }
                 Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt))
             }
             Expr::Call { op, args, dtype } => self.call(*op, args, *dtype),

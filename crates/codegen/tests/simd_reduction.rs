@@ -205,10 +205,69 @@ fn prefetch_reads_indices_in_bounds_and_covers_the_row() {
 }
 
 #[test]
+fn flat_prefetch_clamps_every_read_into_its_buffer() {
+    let src = kernel_text(&emit_script(include_str!("scripts/prefetch_flat.sp")));
+    // Two elements ahead in the flat position space (past the row's end), the index read
+    // clamped into `J` (nnz elements) and the row pointer into `P` (m + 1), skipped when one
+    // of them is empty.
+    let lines: Vec<&str> = src
+        .lines()
+        .filter(|l| l.contains("__builtin_prefetch"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{src}");
+    for l in &lines {
+        assert!(l.contains("] + (j + 2)), ((int64_t)nnz) - 1)"), "{src}");
+        assert!(l.contains("((int64_t)nnz) - 1"), "{src}");
+        assert!(l.contains("((int64_t)(m + 1)) - 1"), "{src}");
+        assert!(
+            l.trim_start()
+                .starts_with("if (((int64_t)(m + 1)) > 0 && ((int64_t)nnz) > 0)"),
+            "{src}"
+        );
+        assert!(!l.contains("j_ext"), "{src}");
+    }
+}
+
+#[test]
+fn folded_init_starts_the_accumulator() {
+    // The init runs exactly at k = 0 and only sets the element: the accumulator starts at the
+    // init value and the loop neither stores the init nor reads the element first.
+    let src = kernel_text(&emit_script(&format!(
+        "{HEADER}        for k in T.serial(16, annotations={{\"simd_reduction\": \"+\", \"lanes\": 8}}):
+            with T.block(\"b\"):
+                vi, vk = T.axis.remap(\"SR\", [i, k])
+                with T.init():
+                    S[vi] = T.float32(2)
+                S[vi] = S[vi] + A[vi, vk]
+"
+    )));
+    assert!(src.contains("float S_acc = 2.0f;"), "{src}");
+    assert!(!src.contains("S[vi] = 2.0f"), "{src}");
+    assert!(!src.contains("vk == 0"), "{src}");
+    // An init that also runs at other iterations (the reduction iterator is not the loop
+    // variable itself) is refused.
+    let src = format!(
+        "{HEADER}        for k in T.serial(16, annotations={{\"simd_reduction\": \"+\"}}):
+            with T.block(\"b\"):
+                vi = T.axis.spatial(4, i)
+                vk = T.axis.reduce(32, k * 2)
+                with T.init():
+                    S[vi] = T.float32(0)
+                S[vi] = S[vi] + A[vi, vk // 2]
+"
+    );
+    refused(
+        &src,
+        "has an init that does not run exactly at the loop's first iteration",
+    );
+}
+
+#[test]
 fn bad_prefetches_are_refused() {
     for (ann, needle) in [
         ("\"B\"", "expected \"BUFFER:DISTANCE\""),
         ("\"A:0\"", "expected \"BUFFER:DISTANCE\""),
+        ("\"A:4:wide\"", "expected \"BUFFER:DISTANCE\""),
         ("\"Q:4\"", "no buffer named `Q`"),
     ] {
         let src = format!(

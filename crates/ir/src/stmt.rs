@@ -323,6 +323,65 @@ pub struct Block {
     pub span: Span,
 }
 
+impl Block {
+    /// The value the block's `init` gives the element `buffer[indices]`, when a loop over
+    /// `loop_var` starting at `loop_min` runs that init exactly at its first iteration and never
+    /// again: every reduction iterator is bound to exactly `loop_var` with `min` equal to
+    /// `loop_min`, and the init is the single store `buffer[indices] = v` with `v` reading
+    /// neither `buffer` nor any iterator that moves with the loop. Lets a reduction loop start
+    /// its accumulator at `v` instead of reading the element (SIMD reductions).
+    pub fn init_folded_into(
+        &self,
+        loop_var: VarId,
+        loop_min: &Expr,
+        buffer: BufferId,
+        indices: &[Expr],
+    ) -> Option<&Expr> {
+        let init = self.init.as_ref()?;
+        let mut moving = vec![loop_var];
+        let mut any_reduce = false;
+        for it in &self.iters {
+            if it.kind == IterKind::Reduce {
+                if it.binding != Expr::Var(loop_var) || it.min != *loop_min {
+                    return None;
+                }
+                any_reduce = true;
+                moving.push(it.var);
+            } else {
+                let mut uses = false;
+                it.binding
+                    .visit(&mut |z| uses |= matches!(z, Expr::Var(v) if *v == loop_var));
+                if uses {
+                    return None;
+                }
+            }
+        }
+        if !any_reduce {
+            return None;
+        }
+        let mut st = init;
+        while let Stmt::Seq(v) = st {
+            match v.as_slice() {
+                [one] => st = one,
+                _ => return None,
+            }
+        }
+        let Stmt::Store(store) = st else {
+            return None;
+        };
+        if store.buffer != buffer || store.indices != indices {
+            return None;
+        }
+        let mut bad = false;
+        store.value.visit(&mut |z| match z {
+            Expr::Load { buffer: b, .. } if *b == buffer => bad = true,
+            Expr::Var(v) if moving.contains(v) => bad = true,
+            _ => {}
+        });
+        (!bad).then_some(&store.value)
+    }
+}
+
 /// `A[indices] = value`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Store {

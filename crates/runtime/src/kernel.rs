@@ -158,7 +158,10 @@ impl CompiledKernel {
     }
 
     /// Builds the argument array in parameter order from `args`.
-    fn marshal(&self, args: &mut HashMap<String, ArgValue>) -> Result<Vec<SparsetirArg>, RunError> {
+    pub(crate) fn marshal(
+        &self,
+        args: &mut HashMap<String, ArgValue>,
+    ) -> Result<Vec<SparsetirArg>, RunError> {
         let mut pointers: HashMap<&str, (*mut c_void, DType)> = HashMap::new();
         let mut scalars: HashMap<&str, &ArgValue> = HashMap::new();
         for (name, value) in args.iter_mut() {

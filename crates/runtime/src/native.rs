@@ -143,17 +143,39 @@ impl Kernel {
         unsafe { self.compiled.call_unvalidated(args) }
     }
 
-    /// Times launches on `args`: validation runs before every launch, outside the timed region.
+    /// Times launches on `args`: validation and building the argument array run before every
+    /// launch, outside the timed region, which holds only the call of the compiled entry point.
     pub fn time(
         &self,
         args: &mut HashMap<String, ArgValue>,
         opts: TimingOptions,
     ) -> Result<Timing, RunError> {
-        let args = std::cell::RefCell::new(args);
+        let slots = std::cell::RefCell::new(Vec::new());
         time_with(
             opts,
-            || validate_args(&self.stage1, &args.borrow()),
-            || self.launch_validated(&mut args.borrow_mut()),
+            || {
+                validate_args(&self.stage1, args)?;
+                *slots.borrow_mut() = self.compiled.marshal(args)?;
+                Ok(())
+            },
+            || {
+                if let Some(n) = self.threads {
+                    self.compiled.set_num_threads(n);
+                }
+                let slots = slots.borrow();
+                // SAFETY: the slots were built from `args` right after it passed
+                // `validate_args`; `args` stays mutably borrowed by this function and is not
+                // touched between building the slots and this call, so every pointer is live
+                // and its length checked.
+                let status = unsafe { self.compiled.call_raw(&slots) };
+                if status != 0 {
+                    return Err(RunError::Kernel {
+                        entry: self.compiled.entry_name().to_string(),
+                        status,
+                    });
+                }
+                Ok(())
+            },
         )
     }
 

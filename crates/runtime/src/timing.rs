@@ -1,6 +1,6 @@
 //! A timing helper: warm-up runs, timed repeats, median seconds.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How to time a computation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -9,6 +9,9 @@ pub struct TimingOptions {
     pub warmup: usize,
     /// Timed runs (at least one is made).
     pub repeats: usize,
+    /// Warm-up goes on (untimed) until it has also lasted this long: a few launches of a
+    /// millisecond kernel do not bring the caches, TLBs and clock to a steady state.
+    pub warmup_time: Duration,
 }
 
 impl Default for TimingOptions {
@@ -16,6 +19,7 @@ impl Default for TimingOptions {
         TimingOptions {
             warmup: 2,
             repeats: 10,
+            warmup_time: Duration::ZERO,
         }
     }
 }
@@ -61,7 +65,7 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// Times `run`: `opts.warmup` untimed calls, then `opts.repeats` (at least 1) timed ones. Before
+/// Times `run`: `opts.warmup` untimed calls (more until `opts.warmup_time` has passed), then `opts.repeats` (at least 1) timed ones. Before
 /// every call (untimed) `prepare` runs, e.g. to validate arguments or reset outputs. The first
 /// error stops the measurement.
 pub fn time_with<E>(
@@ -69,9 +73,12 @@ pub fn time_with<E>(
     mut prepare: impl FnMut() -> Result<(), E>,
     mut run: impl FnMut() -> Result<(), E>,
 ) -> Result<Timing, E> {
-    for _ in 0..opts.warmup {
+    let begin = Instant::now();
+    let mut done = 0;
+    while done < opts.warmup || (done > 0 && begin.elapsed() < opts.warmup_time) {
         prepare()?;
         run()?;
+        done += 1;
     }
     let repeats = opts.repeats.max(1);
     let mut samples = Vec::with_capacity(repeats);

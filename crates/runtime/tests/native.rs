@@ -252,6 +252,7 @@ fn runs_and_caches() {
             TimingOptions {
                 warmup: 1,
                 repeats: 5,
+                ..TimingOptions::default()
             },
         )
         .expect("times");
@@ -721,7 +722,48 @@ fn child_asan() {
         let err = k.run(&mut args).expect_err(what);
         assert!(check(&err), "{what}: {err:?}");
     }
+    sddmm_flat_prefetch_in_bounds(&o);
     println!("asan child: all launches clean");
+}
+
+/// The default sddmm schedule prefetches the `B` row 8 stored elements ahead, past the row's
+/// end (`"B:8:flat"`): on matrices with fewer than 8 elements after most positions, every read
+/// on the way must stay inside `J_indices` (ASan reports any that does not).
+fn sddmm_flat_prefetch_in_bounds(o: &sparsetir_runtime::CompileOptions) {
+    use sparsetir_ops::data::{random_args, Pattern, Shape};
+    let f = sparsetir_ops::load("sddmm").expect("catalog kernel");
+    let schedule = sparsetir_ops::cpu_schedule("sddmm").expect("default schedule");
+    assert!(schedule.contains(":flat"), "{schedule}");
+    for feat in [4_i64, 32] {
+        let k = sparsetir_runtime::build(&f, Some(schedule), &[("feat_size".into(), feat)], o)
+            .expect("sddmm builds");
+        for (pattern, seed) in [
+            (Pattern::FullRows, 0),
+            (Pattern::SingleRow, 1),
+            (Pattern::Random { empty_rows: true }, 2),
+        ] {
+            let shape = Shape::new(pattern, 5, 6)
+                .with_density(0.5)
+                .with_feat(feat as usize);
+            let case = random_args("sddmm", &shape, seed).expect("data");
+            let mut got = case.args.clone();
+            k.run(&mut got).expect("valid data runs");
+            let mut want_args = case.args.clone();
+            sparsetir_eval::eval_func(&f, &mut want_args).expect("evaluator");
+            let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) =
+                (got.get("y"), want_args.get("y"))
+            else {
+                panic!("output y missing");
+            };
+            for i in 0..a.len() {
+                let (x, y) = (a.get_f64(i), b.get_f64(i));
+                assert!(
+                    (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                    "y[{i}]: {x} vs {y}"
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -140,6 +140,7 @@ pub(super) fn measure_spmm(
         let quick = TimingOptions {
             warmup: 1,
             repeats: 5,
+            ..TimingOptions::default()
         };
         let mut best: Option<(f64, Prepared)> = None;
         for f in auto_candidates(&a.indptr, &a.indices, a.cols, feat) {

@@ -15,7 +15,10 @@
 //!
 //! Preconditions (each failure is a typed error showing the IR around the loop):
 //! - stage II or III, the loop is serial;
-//! - the loop's body is exactly one block, without `T.init()` (run `decompose_reduction` first);
+//! - the loop's body is exactly one block, without `T.init()` (run `decompose_reduction` first)
+//!   unless the init only sets the reduced element and runs exactly at the loop's first
+//!   iteration (every reduction iterator of the block is the loop variable itself, with the
+//!   loop's start as its minimum): the accumulator then starts at the init value;
 //! - the block's body is exactly one store `Y[idx] = Y[idx] OP e` (also `e OP Y[idx]`,
 //!   `T.max(Y[idx], e)`, `T.min(e, Y[idx])`, ...) of a float or integer buffer;
 //! - `idx` is invariant in the loop (after replacing the block's iterators by their bindings);
@@ -167,7 +170,7 @@ impl Schedule {
                 ),
             );
         };
-        let op = match check_block(self.func(), b, v) {
+        let op = match check_block(self.func(), b, v, &lp.min) {
             Ok(op) => op,
             Err((kind, msg)) => return fail(self, kind, format!("loop `{name}`: {msg}")),
         };
@@ -198,13 +201,25 @@ impl Schedule {
 }
 
 /// Checks the block under a `vectorize_reduction` loop over `v`; returns the operator.
-fn check_block(f: &PrimFunc, b: &Block, v: VarId) -> Result<SimdReduceOp, (ErrorKind, String)> {
-    if b.init.is_some() {
+fn check_block(
+    f: &PrimFunc,
+    b: &Block,
+    v: VarId,
+    loop_min: &Expr,
+) -> Result<SimdReduceOp, (ErrorKind, String)> {
+    let init_folds = match single(&b.body) {
+        Stmt::Store(st) => match_update(st)
+            .and_then(|u| b.init_folded_into(v, loop_min, u.buffer, u.indices))
+            .is_some(),
+        _ => false,
+    };
+    if b.init.is_some() && !init_folds {
         return Err((
             ErrorKind::NotReductionBlock,
             format!(
-                "block `{}` has a `T.init()`; run `decompose_reduction` first so that the loop \
-                 holds only the reduction steps",
+                "block `{}` has a `T.init()` that does not run exactly at the loop's first \
+                 iteration (or does more than set the reduced element); run \
+                 `decompose_reduction` first so that the loop holds only the reduction steps",
                 b.name
             ),
         ));
