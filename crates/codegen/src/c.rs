@@ -52,6 +52,9 @@ pub const SIMD_REDUCTION_ATTR: &str = "simd_reduction";
 /// (the next rows of a CSR position space), every read on the way clamped into its buffer.
 pub const PREFETCH_ATTR: &str = "prefetch";
 
+/// Loop annotation `U` (2 to 16) on a loop whose body is a `simd_reduction` loop with lanes:
+/// unroll-and-jam, `U` consecutive iterations' reductions share one lane loop.
+pub const JAM_ATTR: &str = "jam";
 /// Loop annotation: the number of lane-parallel partial sums of a `simd_reduction` loop.
 pub const LANES_ATTR: &str = "lanes";
 
@@ -506,6 +509,14 @@ pub struct Writer<'f> {
     /// While writing the address of a `prefetch` that looks past its loop's end: the loads on
     /// the way are clamped into their buffers, and the flat sizes used are collected here.
     prefetch_clamp: Option<Vec<String>>,
+}
+
+/// One copy of a lane reduction (several when jammed): the enclosing loop variable's text in
+/// it, its hoisted loads and the name of its accumulator (`{acc}_part` holds the lanes).
+struct LaneCopy {
+    subst: Option<(VarId, String)>,
+    hoisted: Vec<(Expr, String)>,
+    acc: String,
 }
 
 /// The element `buffer[indices]` a `simd_reduction` loop reduces into, held in the C local
@@ -1149,7 +1160,10 @@ impl<'f> Writer<'f> {
 
     fn write_for(&mut self, f: &For) -> Res<()> {
         if let Some(ann) = f.annotations.get(SIMD_REDUCTION_ATTR) {
-            return self.write_simd_reduction(f, ann);
+            return self.write_simd_reduction(f, ann, None);
+        }
+        if let Some(ann) = f.annotations.get(JAM_ATTR) {
+            return self.write_jam(f, ann);
         }
         let balanced = matches!(
             f.annotations.get(SCHEDULE_ATTR),
@@ -1391,6 +1405,27 @@ impl<'f> Writer<'f> {
                 })
             }
         };
+        let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
+        if let Some(p) = pragma {
+            self.pragma(&p);
+        }
+        let v = self.bind(f.var)?;
+        self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+        self.indent += 1;
+        let r = match f.annotations.get(PREFETCH_ATTR) {
+            Some(ann) => self.write_prefetch(f, ann, &v, &end),
+            None => Ok(()),
+        };
+        let r = r.and_then(|()| self.write_stmt(&f.body));
+        self.indent -= 1;
+        self.unbind(f.var);
+        r?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// The start and end texts of loop `f` (non-constant ones in `const` locals written here).
+    fn loop_range(&mut self, f: &For, vdt: DType, ct: &str, vname: &str) -> Res<(String, String)> {
         let min = match const_int(&f.min) {
             Some(c) => Ok(c),
             None => {
@@ -1426,20 +1461,95 @@ impl<'f> Writer<'f> {
             Ok(a) => int_literal(*a, vdt),
             Err(m) => m.clone(),
         };
-        if let Some(p) = pragma {
-            self.pragma(&p);
-        }
-        let v = self.bind(f.var)?;
-        self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
-        self.indent += 1;
-        let r = match f.annotations.get(PREFETCH_ATTR) {
-            Some(ann) => self.write_prefetch(f, ann, &v, &end),
-            None => Ok(()),
+        Ok((start, end))
+    }
+
+    /// A loop annotated `{"jam": U}` whose body is a `simd_reduction` loop with lanes:
+    /// `U` consecutive iterations at a time, their reductions jammed into one lane loop
+    /// (see [`Writer::write_simd_reduction`]), then the remaining iterations one by one.
+    fn write_jam(&mut self, f: &For, ann: &AttrValue) -> Res<()> {
+        const WHAT: &str = "loop annotation `jam`";
+        let u = match ann {
+            AttrValue::Int(n) if (2..=16).contains(n) => *n,
+            other => {
+                return Err(self.unsupported(
+                    WHAT,
+                    format!("expected an integer from 2 to 16, got {other:?}"),
+                ))
+            }
         };
-        let r = r.and_then(|()| self.write_stmt(&f.body));
-        self.indent -= 1;
+        if f.kind != ForKind::Serial {
+            return Err(self.unsupported(
+                WHAT,
+                format!("the loop is {}, not serial", f.kind.script_name()),
+            ));
+        }
+        let inner = match single_stmt(&f.body) {
+            Stmt::For(l) => l,
+            _ => {
+                return Err(self.unsupported(
+                    WHAT,
+                    "the loop's body is not exactly one `simd_reduction` loop",
+                ))
+            }
+        };
+        let Some(red) = inner.annotations.get(SIMD_REDUCTION_ATTR) else {
+            return Err(self.unsupported(
+                WHAT,
+                "the loop's body is not exactly one `simd_reduction` loop",
+            ));
+        };
+        let vdt = self
+            .func
+            .vars
+            .get(f.var)
+            .map(|v| v.dtype)
+            .unwrap_or(DType::I32);
+        if !vdt.is_integer() {
+            return Err(self.invalid(format!(
+                "loop variable has type {vdt}; loops need an integer"
+            )));
+        }
+        let ct = self.ctype(vdt, "loop variable")?;
+        let vname = self.var_names[f.var.index()].clone();
+        self.line("{");
+        self.indent += 1;
+        let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
+        let v = self.bind(f.var)?;
+        let r = (|| -> Res<()> {
+            self.line(&format!("{ct} {v} = {start};"));
+            self.line(&format!("for (; {v} <= {end} - {u}; {v} += {u}) {{"));
+            self.indent += 1;
+            let texts: Vec<String> = (0..u)
+                .map(|k| {
+                    if k == 0 {
+                        v.clone()
+                    } else {
+                        format!("({v} + {k})")
+                    }
+                })
+                .collect();
+            if let Some(p) = f.annotations.get(PREFETCH_ATTR) {
+                for t in &texts {
+                    self.write_prefetch(f, p, t, &end)?;
+                }
+            }
+            self.write_simd_reduction(inner, red, Some((f.var, &texts)))?;
+            self.indent -= 1;
+            self.line("}");
+            self.line(&format!("for (; {v} < {end}; ++{v}) {{"));
+            self.indent += 1;
+            if let Some(p) = f.annotations.get(PREFETCH_ATTR) {
+                self.write_prefetch(f, p, &v, &end)?;
+            }
+            self.write_stmt(&f.body)?;
+            self.indent -= 1;
+            self.line("}");
+            Ok(())
+        })();
         self.unbind(f.var);
         r?;
+        self.indent -= 1;
         self.line("}");
         Ok(())
     }
@@ -1452,7 +1562,16 @@ impl<'f> Writer<'f> {
     /// the user's permission to reassociate). Float `max`/`min` use a declared reduction built
     /// on `fmaxf`/`fminf` with NaN as identity, so NaNs are ignored exactly as the evaluator's
     /// `max`/`min` do, in any order.
-    fn write_simd_reduction(&mut self, f: &For, ann: &AttrValue) -> Res<()> {
+    ///
+    /// `jam`: the variable of the enclosing loop and the texts it takes in the copies of the
+    /// reduction written side by side (unroll-and-jam, loop annotation `"jam"`): one lane loop
+    /// updates every copy's partial sums, so the loop-invariant operand is loaded once for all.
+    fn write_simd_reduction(
+        &mut self,
+        f: &For,
+        ann: &AttrValue,
+        jam: Option<(VarId, &[String])>,
+    ) -> Res<()> {
         const WHAT: &str = "loop annotation `simd_reduction`";
         let op = match ann {
             AttrValue::Str(s) if s == "+" => BinOp::Add,
@@ -1569,199 +1688,248 @@ impl<'f> Writer<'f> {
             return Err(self.unsupported(WHAT, format!("a reduction of {dt} values")));
         }
         let ct = self.ctype(dt, "reduction accumulator")?;
-        // The element's offset outside the loop: the block's other iterators are replaced by
-        // their bindings (in terms of loops that are bound here).
-        let mut substituted = Vec::new();
-        for it in &b.iters {
-            if moving.contains(&it.var) || self.let_subst.contains_key(&it.var) {
-                continue;
+        let copies: Vec<Option<String>> = match jam {
+            Some((_, texts)) => texts.iter().map(|t| Some(t.clone())).collect(),
+            None => vec![None],
+        };
+        let mut planned = Vec::new();
+        for copy in &copies {
+            if let (Some((jv, _)), Some(t)) = (jam, copy) {
+                self.let_subst.insert(jv, t.clone());
             }
-            let idt = self
-                .func
-                .vars
-                .get(it.var)
-                .map(|v| v.dtype)
-                .unwrap_or(DType::I32);
-            let text = match self.expr(&it.binding) {
-                Ok((s, sdt)) => cast(s, sdt, idt),
-                Err(e) => {
-                    substituted.iter().for_each(|v| {
-                        self.let_subst.remove(v);
-                    });
-                    return Err(e);
+            // The element's offset outside the loop: the block's other iterators are replaced by
+            // their bindings (in terms of loops that are bound here).
+            let mut substituted = Vec::new();
+            for it in &b.iters {
+                if moving.contains(&it.var) || self.let_subst.contains_key(&it.var) {
+                    continue;
                 }
-            };
-            self.let_subst.insert(it.var, text);
-            substituted.push(it.var);
-        }
-        // The element is only touched when the loop runs at least once and the parts of the
-        // block's predicate that do not move with the loop hold (they may guard `idx`).
-        let mut conds: Vec<&Expr> = Vec::new();
-        if let Some(p) = &b.predicate {
-            conjuncts(p, &mut conds);
-            conds.retain(|c| {
-                let mut m = false;
-                c.visit(&mut |z| m |= matches!(z, Expr::Var(v) if moving.contains(v)));
-                !m
+                let idt = self
+                    .func
+                    .vars
+                    .get(it.var)
+                    .map(|v| v.dtype)
+                    .unwrap_or(DType::I32);
+                let text = match self.expr(&it.binding) {
+                    Ok((s, sdt)) => cast(s, sdt, idt),
+                    Err(e) => {
+                        substituted.iter().for_each(|v| {
+                            self.let_subst.remove(v);
+                        });
+                        return Err(e);
+                    }
+                };
+                self.let_subst.insert(it.var, text);
+                substituted.push(it.var);
+            }
+            // The element is only touched when the loop runs at least once and the parts of the
+            // block's predicate that do not move with the loop hold (they may guard `idx`).
+            let mut conds: Vec<&Expr> = Vec::new();
+            if let Some(p) = &b.predicate {
+                conjuncts(p, &mut conds);
+                conds.retain(|c| {
+                    let mut m = false;
+                    c.visit(&mut |z| m |= matches!(z, Expr::Var(v) if moving.contains(v)));
+                    !m
+                });
+            }
+            let guard = (|| -> Res<Vec<String>> {
+                let mut out = Vec::new();
+                if const_int(&f.extent).is_none_or(|n| n <= 0) {
+                    let (e, _) = self.expr(&f.extent)?;
+                    out.push(format!("{} > 0", strip_parens(&e)));
+                }
+                for c in &conds {
+                    out.push(strip_parens(&self.expr(c)?.0).to_string());
+                }
+                Ok(out)
+            })();
+            // Loads that do not move with the loop are read once before it (gcc does not hoist
+            // them out of an `omp simd` loop by itself and falls back to gathers). Only when the
+            // whole predicate is hoisted too: a load is then read exactly when the loop would read
+            // it at least once. Loads under a `Select` branch or the right side of `and`/`or`
+            // (evaluated conditionally) stay inside.
+            let all_hoisted = b.predicate.as_ref().is_none_or(|p| {
+                let mut all = Vec::new();
+                conjuncts(p, &mut all);
+                all.len() == conds.len()
             });
-        }
-        let guard = (|| -> Res<Vec<String>> {
-            let mut out = Vec::new();
-            if const_int(&f.extent).is_none_or(|n| n <= 0) {
-                let (e, _) = self.expr(&f.extent)?;
-                out.push(format!("{} > 0", strip_parens(&e)));
+            let mut loads = Vec::new();
+            if all_hoisted {
+                let outer = |w: &Self, v: VarId| {
+                    w.bound.get(v.index()).copied().unwrap_or(false) || w.let_subst.contains_key(&v)
+                };
+                invariant_loads(value, &|v| outer(self, v), &mut loads);
             }
-            for c in &conds {
-                out.push(strip_parens(&self.expr(c)?.0).to_string());
-            }
-            Ok(out)
-        })();
-        // Loads that do not move with the loop are read once before it (gcc does not hoist
-        // them out of an `omp simd` loop by itself and falls back to gathers). Only when the
-        // whole predicate is hoisted too: a load is then read exactly when the loop would read
-        // it at least once. Loads under a `Select` branch or the right side of `and`/`or`
-        // (evaluated conditionally) stay inside.
-        let all_hoisted = b.predicate.as_ref().is_none_or(|p| {
-            let mut all = Vec::new();
-            conjuncts(p, &mut all);
-            all.len() == conds.len()
-        });
-        let mut loads = Vec::new();
-        if all_hoisted {
-            let outer = |w: &Self, v: VarId| {
-                w.bound.get(v.index()).copied().unwrap_or(false) || w.let_subst.contains_key(&v)
-            };
-            invariant_loads(value, &|v| outer(self, v), &mut loads);
-        }
-        let off = guard.and_then(|g| {
-            let mut texts = Vec::new();
-            for l in &loads {
-                texts.push(self.expr(l)?);
-            }
-            let start = match init_value {
-                Some(v) => {
-                    let (t, vdt) = self.expr(v)?;
-                    Some(cast(t, vdt, dt))
+            let off = guard.and_then(|g| {
+                let mut texts = Vec::new();
+                for l in &loads {
+                    texts.push(self.expr(l)?);
                 }
-                None => None,
-            };
-            Ok((g, self.offset(st.buffer, &st.indices)?, texts, start))
-        });
-        for v in &substituted {
-            self.let_subst.remove(v);
-        }
-        let (guard, off, texts, start) = off?;
-        let name = self.buf_name(st.buffer)?.to_string();
-        let acc = self.namer.fresh(&format!("{name}_acc"));
-        let sym = match op {
-            BinOp::Add => "+",
-            BinOp::Max => "max",
-            _ => "min",
-        };
-        if guard.is_empty() {
-            self.line(&format!("{{ /* SIMD reduction ({sym}) into {name} */"));
-        } else {
-            self.line(&format!(
-                "if ({}) {{ /* SIMD reduction ({sym}) into {name} */",
-                guard.join(" && ")
-            ));
-        }
-        self.indent += 1;
-        match &start {
-            Some(v) => self.line(&format!("{ct} {acc} = {};", strip_parens(v))),
-            None => self.line(&format!("{ct} {acc} = {name}[{off}];")),
-        }
-        let mut hoisted = Vec::new();
-        for (l, (text, ldt)) in loads.into_iter().zip(texts) {
-            let base = match &l {
-                Expr::Load { buffer, .. } => self.buf_name(*buffer)?.to_string(),
-                _ => "v".to_string(),
-            };
-            let local = self.namer.fresh(&format!("{base}_h"));
-            let lct = self.ctype(ldt, "hoisted load")?;
-            self.line(&format!("const {lct} {local} = {};", strip_parens(&text)));
-            hoisted.push((l, local));
-        }
-        let clause = match (op, dt) {
-            (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
-                let (fun, nan) = match (op, dt) {
-                    (BinOp::Max, DType::F32) => ("fmaxf", "NAN"),
-                    (BinOp::Min, DType::F32) => ("fminf", "NAN"),
-                    (BinOp::Max, _) => ("fmax", "(double)NAN"),
-                    _ => ("fmin", "(double)NAN"),
+                let start = match init_value {
+                    Some(v) => {
+                        let (t, vdt) = self.expr(v)?;
+                        Some(cast(t, vdt, dt))
+                    }
+                    None => None,
                 };
-                let red = format!("sptir_{fun}");
-                self.pragma(&format!(
-                    "omp declare reduction({red} : {ct} : omp_out = {fun}(omp_out, omp_in)) \
-                     initializer(omp_priv = {nan})"
-                ));
-                format!("reduction({red}:{acc})")
+                Ok((g, self.offset(st.buffer, &st.indices)?, texts, start))
+            });
+            for v in &substituted {
+                self.let_subst.remove(v);
             }
-            _ => format!("reduction({sym}:{acc})"),
-        };
-        let lanes = self.reduction_lanes(f, op, dt)?;
-        if let Some(lanes) = lanes {
-            // A product with a hoisted (loop-invariant) factor: the factor multiplies the total
-            // once instead of every term (distributivity, part of the reassociation permission).
-            let mut factor = None;
-            let mut body = f.body.clone();
-            if let Expr::Binary(BinOp::Mul, a, c) = value.as_ref() {
-                let local_of = |e: &Expr| hoisted.iter().find(|(l, _)| l == e).map(|h| h.1.clone());
-                let split = match (local_of(c), local_of(a)) {
-                    (Some(h), _) => Some((h, a.as_ref().clone())),
-                    (None, Some(h)) => Some((h, c.as_ref().clone())),
-                    _ => None,
+            if let Some((jv, _)) = jam {
+                self.let_subst.remove(&jv);
+            }
+            planned.push((off?, loads));
+        }
+        if jam.is_some() {
+            if planned.iter().any(|((g, ..), _)| !g.is_empty()) {
+                return Err(self.unsupported(
+                    "loop annotation `jam`",
+                    "the reduction is guarded (a loop of unknown extent or a predicate)",
+                ));
+            }
+            if self.reduction_lanes(f, op, dt)?.is_none() {
+                return Err(self.unsupported(
+                    "loop annotation `jam`",
+                    "the reduction has no lane-parallel partial sums (constant bounds, `+`)",
+                ));
+            }
+        }
+        let name = self.buf_name(st.buffer)?.to_string();
+        let mut lane_copies = Vec::new();
+        let mut finals = Vec::new();
+        let n_copies = planned.len();
+        for (ci, ((guard, off, texts, start), loads)) in planned.into_iter().enumerate() {
+            let acc = self.namer.fresh(&format!("{name}_acc"));
+            let sym = match op {
+                BinOp::Add => "+",
+                BinOp::Max => "max",
+                _ => "min",
+            };
+            if guard.is_empty() {
+                self.line(&format!("{{ /* SIMD reduction ({sym}) into {name} */"));
+            } else {
+                self.line(&format!(
+                    "if ({}) {{ /* SIMD reduction ({sym}) into {name} */",
+                    guard.join(" && ")
+                ));
+            }
+            self.indent += 1;
+            match &start {
+                Some(v) => self.line(&format!("{ct} {acc} = {};", strip_parens(v))),
+                None => self.line(&format!("{ct} {acc} = {name}[{off}];")),
+            }
+            let mut hoisted = Vec::new();
+            for (l, (text, ldt)) in loads.into_iter().zip(texts) {
+                let base = match &l {
+                    Expr::Load { buffer, .. } => self.buf_name(*buffer)?.to_string(),
+                    _ => "v".to_string(),
                 };
-                if let Some((h, rest)) = split {
-                    if dt.is_float() {
-                        let y = Expr::Load {
-                            buffer: st.buffer,
-                            indices: st.indices.clone(),
-                        };
-                        let nv = if is_self(x) {
-                            Expr::Binary(BinOp::Add, Box::new(y), Box::new(rest))
-                        } else {
-                            Expr::Binary(BinOp::Add, Box::new(rest), Box::new(y))
-                        };
-                        if replace_single_store_value(&mut body, nv) {
-                            factor = Some(h);
-                        } else {
-                            body = f.body.clone();
+                let local = self.namer.fresh(&format!("{base}_h"));
+                let lct = self.ctype(ldt, "hoisted load")?;
+                self.line(&format!("const {lct} {local} = {};", strip_parens(&text)));
+                hoisted.push((l, local));
+            }
+            let clause = match (op, dt) {
+                (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
+                    let (fun, nan) = match (op, dt) {
+                        (BinOp::Max, DType::F32) => ("fmaxf", "NAN"),
+                        (BinOp::Min, DType::F32) => ("fminf", "NAN"),
+                        (BinOp::Max, _) => ("fmax", "(double)NAN"),
+                        _ => ("fmin", "(double)NAN"),
+                    };
+                    let red = format!("sptir_{fun}");
+                    self.pragma(&format!(
+                        "omp declare reduction({red} : {ct} : omp_out = {fun}(omp_out, omp_in)) \
+                     initializer(omp_priv = {nan})"
+                    ));
+                    format!("reduction({red}:{acc})")
+                }
+                _ => format!("reduction({sym}:{acc})"),
+            };
+            let lanes = self.reduction_lanes(f, op, dt)?;
+            if let Some(lanes) = lanes {
+                // A product with a hoisted (loop-invariant) factor: the factor multiplies the total
+                // once instead of every term (distributivity, part of the reassociation permission).
+                let mut factor = None;
+                let mut body = f.body.clone();
+                if let Expr::Binary(BinOp::Mul, a, c) = value.as_ref() {
+                    let local_of =
+                        |e: &Expr| hoisted.iter().find(|(l, _)| l == e).map(|h| h.1.clone());
+                    let split = match (local_of(c), local_of(a)) {
+                        (Some(h), _) => Some((h, a.as_ref().clone())),
+                        (None, Some(h)) => Some((h, c.as_ref().clone())),
+                        _ => None,
+                    };
+                    if let Some((h, rest)) = split {
+                        if dt.is_float() {
+                            let y = Expr::Load {
+                                buffer: st.buffer,
+                                indices: st.indices.clone(),
+                            };
+                            let nv = if is_self(x) {
+                                Expr::Binary(BinOp::Add, Box::new(y), Box::new(rest))
+                            } else {
+                                Expr::Binary(BinOp::Add, Box::new(rest), Box::new(y))
+                            };
+                            if replace_single_store_value(&mut body, nv) {
+                                factor = Some(h);
+                            } else {
+                                body = f.body.clone();
+                            }
                         }
                     }
                 }
+                let subst = jam.and_then(|(jv, _)| copies[ci].clone().map(|t| (jv, t)));
+                lane_copies.push(LaneCopy {
+                    subst,
+                    hoisted,
+                    acc: acc.clone(),
+                });
+                finals.push((off, acc, factor));
+                if ci + 1 < n_copies {
+                    continue;
+                }
+                let r = self.write_lane_reduction(
+                    f,
+                    &body,
+                    lanes,
+                    st.buffer,
+                    &st.indices,
+                    &lane_copies,
+                    ct,
+                );
+                r?;
+                for (off, acc, factor) in &finals {
+                    match factor {
+                        Some(h) => {
+                            self.line(&format!("{name}[{off}] = {acc} + {h} * {acc}_part[0];"))
+                        }
+                        None => self.line(&format!("{name}[{off}] = {acc} + {acc}_part[0];")),
+                    }
+                }
+                for _ in 0..n_copies {
+                    self.indent -= 1;
+                    self.line("}");
+                }
+                return Ok(());
             }
-            let r = self.write_lane_reduction(
-                f,
-                &body,
-                lanes,
-                st.buffer,
-                &st.indices,
+            self.simd_acc = Some(SimdAcc {
+                buffer: st.buffer,
+                indices: st.indices.clone(),
+                name: acc.clone(),
                 hoisted,
-                &acc,
-                ct,
-            );
+            });
+            let r = self.write_loop(f, Some(format!("omp simd {clause}")));
+            self.simd_acc = None;
             r?;
-            match factor {
-                Some(h) => self.line(&format!("{name}[{off}] = {acc} + {h} * {acc}_part[0];")),
-                None => self.line(&format!("{name}[{off}] = {acc} + {acc}_part[0];")),
-            }
+            self.line(&format!("{name}[{off}] = {acc};"));
             self.indent -= 1;
             self.line("}");
             return Ok(());
         }
-        self.simd_acc = Some(SimdAcc {
-            buffer: st.buffer,
-            indices: st.indices.clone(),
-            name: acc.clone(),
-            hoisted,
-        });
-        let r = self.write_loop(f, Some(format!("omp simd {clause}")));
-        self.simd_acc = None;
-        r?;
-        self.line(&format!("{name}[{off}] = {acc};"));
-        self.indent -= 1;
-        self.line("}");
         Ok(())
     }
 
@@ -1963,8 +2131,7 @@ impl<'f> Writer<'f> {
         lanes: i64,
         buffer: BufferId,
         indices: &[Expr],
-        hoisted: Vec<(Expr, String)>,
-        acc: &str,
+        copies: &[LaneCopy],
         ct: &str,
     ) -> Res<()> {
         let vdt = self
@@ -1977,24 +2144,39 @@ impl<'f> Writer<'f> {
         let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
             return Err(self.invalid("lane reduction over a loop without constant bounds"));
         };
-        let part = format!("{acc}_part");
-        self.line(&format!("{ct} {part}[{lanes}] = {{0}};"));
+        for c in copies {
+            self.line(&format!("{ct} {}_part[{lanes}] = {{0}};", c.acc));
+        }
         let main = ext - ext % lanes;
         let v = self.bind(f.var)?;
         let chunk = self.namer.fresh(&format!("{v}_c"));
         let run = |w: &mut Self, start: String, end: String, base: String| -> Res<()> {
-            w.simd_acc = Some(SimdAcc {
-                buffer,
-                indices: indices.to_vec(),
-                name: format!("{part}[{v} - {base}]"),
-                hoisted: hoisted.clone(),
-            });
             w.pragma("omp simd");
             w.line(&format!("for ({lct} {v} = {start}; {v} < {end}; ++{v}) {{"));
             w.indent += 1;
-            let r = w.write_stmt(body);
+            // Every copy's update in the same lane loop (the copies differ only in the
+            // enclosing loop's variable).
+            let mut r = Ok(());
+            for c in copies {
+                w.simd_acc = Some(SimdAcc {
+                    buffer,
+                    indices: indices.to_vec(),
+                    name: format!("{}_part[{v} - {base}]", c.acc),
+                    hoisted: c.hoisted.clone(),
+                });
+                if let Some((jv, t)) = &c.subst {
+                    w.let_subst.insert(*jv, t.clone());
+                }
+                r = w.write_stmt(body);
+                if let Some((jv, _)) = &c.subst {
+                    w.let_subst.remove(jv);
+                }
+                w.simd_acc = None;
+                if r.is_err() {
+                    break;
+                }
+            }
             w.indent -= 1;
-            w.simd_acc = None;
             r?;
             w.line("}");
             Ok(())
@@ -2023,13 +2205,16 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         let l = self.namer.fresh("lane");
-        let mut w = lanes / 2;
-        while w >= 1 {
-            self.pragma("omp simd");
-            self.line(&format!(
-                "for (int {l} = 0; {l} < {w}; ++{l}) {part}[{l}] += {part}[{l} + {w}];"
-            ));
-            w /= 2;
+        for c in copies {
+            let part = format!("{}_part", c.acc);
+            let mut w = lanes / 2;
+            while w >= 1 {
+                self.pragma("omp simd");
+                self.line(&format!(
+                    "for (int {l} = 0; {l} < {w}; ++{l}) {part}[{l}] += {part}[{l} + {w}];"
+                ));
+                w /= 2;
+            }
         }
         Ok(())
     }

@@ -84,6 +84,16 @@ fn shapes() -> Vec<(&'static str, Shape)> {
 /// Builds `kernel` (with `schedule`) and compares it with the evaluator on every shape; returns
 /// the number of cases compared.
 fn check_kernel(kernel: &str, schedule: Option<&str>, specialize: &[(String, i64)]) -> usize {
+    check_kernel_on(kernel, schedule, specialize, shapes())
+}
+
+/// [`check_kernel`] on the given shapes.
+fn check_kernel_on(
+    kernel: &str,
+    schedule: Option<&str>,
+    specialize: &[(String, i64)],
+    shapes: Vec<(&'static str, Shape)>,
+) -> usize {
     let f = sparsetir_ops::load(kernel).expect("catalog kernel");
     let what = format!(
         "{kernel} ({}{})",
@@ -100,7 +110,7 @@ fn check_kernel(kernel: &str, schedule: Option<&str>, specialize: &[(String, i64
     );
     let k = build(&f, schedule, specialize, &opts()).unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut compared = 0;
-    for (shape_name, shape) in shapes() {
+    for (shape_name, shape) in shapes {
         for seed in 0..2 {
             let case = match random_args(kernel, &shape, seed) {
                 Ok(c) => c,
@@ -199,6 +209,40 @@ fn specialized_feature_widths() {
         .visit(&mut |s| s.for_each_expr(|e| e.visit(&mut |x| used |= x.as_var() == Some(k))));
     assert!(!used, "feat_size still read at stage III");
     assert_eq!(lowered.stage3.params, lowered.stage2.params);
+}
+
+#[test]
+fn jammed_sddmm_equals_the_evaluator() {
+    if !have_cc() {
+        return;
+    }
+    // Unroll-and-jam of the stored-element loop (`"jam"`: U elements' lane reductions in one
+    // lane loop, then the remaining elements one by one), on top of the default schedule, for
+    // several U and feature widths (lanes 8: 20 leaves a remainder chunk of 4).
+    let base = sparsetir_ops::cpu_schedule("sddmm").unwrap();
+    for u in [2, 3, 4] {
+        let text = format!("{base}\nsch.annotate(l1, \"jam\", {u})\n");
+        for feat in [8, 16, 20] {
+            let spec = vec![("feat_size".to_string(), feat)];
+            let wide: Vec<_> = shapes()
+                .into_iter()
+                .map(|(n, sh)| (n, sh.with_feat(feat as usize)))
+                .collect();
+            let n = check_kernel_on("sddmm", Some(&text), &spec, wide);
+            assert!(n > 0, "jam {u}, feat {feat}: nothing compared");
+        }
+        let c = emit(
+            &sparsetir_ops::load("sddmm").unwrap(),
+            Some(&text),
+            &[("feat_size".into(), 16)],
+        )
+        .unwrap();
+        assert!(c.source.contains(&format!("j_1 += {u}")), "{}", c.source);
+    }
+    // Without constant feature bounds there are no lanes to jam: a clear error.
+    let text = format!("{base}\nsch.annotate(l1, \"jam\", 4)\n");
+    let err = emit(&sparsetir_ops::load("sddmm").unwrap(), Some(&text), &[]).unwrap_err();
+    assert!(err.to_string().contains("jam"), "{err}");
 }
 
 #[test]
