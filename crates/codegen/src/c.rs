@@ -53,7 +53,8 @@ pub const SIMD_REDUCTION_ATTR: &str = "simd_reduction";
 pub const PREFETCH_ATTR: &str = "prefetch";
 
 /// Loop annotation `U` (2 to 16) on a loop whose body is a `simd_reduction` loop with lanes:
-/// unroll-and-jam, `U` consecutive iterations' reductions share one lane loop.
+/// unroll-and-jam, `U` consecutive iterations' reductions share one lane loop. A hint: where
+/// the reduction has no lanes (bounds not constant, not `+`), the loop is written unjammed.
 pub const JAM_ATTR: &str = "jam";
 /// Loop annotation: the number of lane-parallel partial sums of a `simd_reduction` loop.
 pub const LANES_ATTR: &str = "lanes";
@@ -506,9 +507,11 @@ pub struct Writer<'f> {
     span: Span,
     /// Inside a `simd_reduction` loop: the reduced element, redirected to a local accumulator.
     simd_acc: Option<SimdAcc>,
-    /// While writing the address of a `prefetch` that looks past its loop's end: the loads on
-    /// the way are clamped into their buffers, and the flat sizes used are collected here.
-    prefetch_clamp: Option<Vec<String>>,
+    /// While writing the address of a `prefetch` that looks past its loop's end: the variables
+    /// that no longer hold a value of the current iteration (the loop's, the inner loops' and
+    /// the block iterators bound to them); loads indexed by them are clamped into their
+    /// buffers, whose flat sizes are collected in the second list.
+    prefetch_clamp: Option<(Vec<VarId>, Vec<String>)>,
 }
 
 /// One copy of a lane reduction (several when jammed): the enclosing loop variable's text in
@@ -1499,6 +1502,23 @@ impl<'f> Writer<'f> {
                 "the loop's body is not exactly one `simd_reduction` loop",
             ));
         };
+        // Jamming needs lane-parallel partial sums: a `+` reduction over constant bounds (a
+        // kernel whose feature width is not specialised has none). Otherwise the annotation
+        // is a hint that does not apply, and the loop is written as usual.
+        let dt = match single_stmt(&inner.body) {
+            Stmt::Block(b) => match single_stmt(&b.body) {
+                Stmt::Store(st) => self.func.buffers.get(st.buffer).map(|x| x.dtype),
+                _ => None,
+            },
+            _ => None,
+        };
+        let lanes_apply = matches!(red, AttrValue::Str(op) if op == "+")
+            && dt.is_some_and(|dt| {
+                matches!(self.reduction_lanes(inner, BinOp::Add, dt), Ok(Some(_)))
+            });
+        if !lanes_apply {
+            return self.write_loop(f, None);
+        }
         let vdt = self
             .func
             .vars
@@ -1994,6 +2014,25 @@ impl<'f> Writer<'f> {
             .unwrap_or(4);
         let mut set = Vec::new();
         let mut guards: Vec<String> = Vec::new();
+        // What the look-ahead moves: this loop's variable, the inner loops' (taken at their
+        // first value, which a loop of unknown extent may not have) and the block iterators
+        // bound through them. Only loads indexed by these can leave their buffers.
+        let mut moved = vec![f.var];
+        for hop in &chain {
+            match hop {
+                PrefetchHop::For(l) => moved.push(l.var),
+                PrefetchHop::Block(b) => {
+                    for it in &b.iters {
+                        let mut uses = false;
+                        it.binding
+                            .visit(&mut |z| uses |= matches!(z, Expr::Var(v) if moved.contains(v)));
+                        if uses {
+                            moved.push(it.var);
+                        }
+                    }
+                }
+            }
+        }
         let r = (|| -> Res<Vec<String>> {
             let next = if flat {
                 format!("({v} + {dist})")
@@ -2013,6 +2052,10 @@ impl<'f> Writer<'f> {
                 .unwrap_or(1);
             let mut out = Vec::new();
             for t in 0..lines {
+                // Bindings on the way may read index arrays too: clamp from here on.
+                if flat {
+                    self.prefetch_clamp = Some((moved.clone(), Vec::new()));
+                }
                 let mut first = true;
                 for hop in &chain {
                     match hop {
@@ -2037,11 +2080,12 @@ impl<'f> Writer<'f> {
                         }
                     }
                 }
-                if flat {
-                    self.prefetch_clamp = Some(Vec::new());
-                }
                 let off = self.offset(buffer, &indices);
-                let sizes = self.prefetch_clamp.take().unwrap_or_default();
+                let sizes = self
+                    .prefetch_clamp
+                    .take()
+                    .map(|(_, s)| s)
+                    .unwrap_or_default();
                 let off = off?;
                 for size in sizes {
                     if !guards.contains(&size) {
@@ -2058,6 +2102,7 @@ impl<'f> Writer<'f> {
             }
             Ok(out)
         })();
+        self.prefetch_clamp = None;
         for var in set {
             self.let_subst.remove(&var);
         }
@@ -2471,13 +2516,22 @@ impl<'f> Writer<'f> {
                     }
                 }
                 let off = self.offset(*buffer, indices)?;
-                if self.prefetch_clamp.is_some() {
+                let moved = self.prefetch_clamp.as_ref().is_some_and(|(vars, _)| {
+                    let mut hit = false;
+                    for i in indices {
+                        i.visit(&mut |z| {
+                            hit |= matches!(z, Expr::Var(v) if vars.contains(v));
+                        });
+                    }
+                    hit
+                });
+                if moved {
                     let size = self.flat_size(*buffer)?;
                     let off = format!(
                         "sptir_max_i64(0, sptir_min_i64((int64_t)({}), {size} - 1))",
                         strip_parens(&off)
                     );
-                    if let Some(sizes) = &mut self.prefetch_clamp {
+                    if let Some((_, sizes)) = &mut self.prefetch_clamp {
                         if !sizes.contains(&size) {
                             sizes.push(size);
                         }

@@ -239,10 +239,12 @@ fn jammed_sddmm_equals_the_evaluator() {
         .unwrap();
         assert!(c.source.contains(&format!("j_1 += {u}")), "{}", c.source);
     }
-    // Without constant feature bounds there are no lanes to jam: a clear error.
+    // Without constant feature bounds there are no lanes to jam: the hint does not apply and
+    // the loop is written one element at a time, with the same results.
     let text = format!("{base}\nsch.annotate(l1, \"jam\", 4)\n");
-    let err = emit(&sparsetir_ops::load("sddmm").unwrap(), Some(&text), &[]).unwrap_err();
-    assert!(err.to_string().contains("jam"), "{err}");
+    let c = emit(&sparsetir_ops::load("sddmm").unwrap(), Some(&text), &[]).unwrap();
+    assert!(!c.source.contains("j_1 += 4"), "{}", c.source);
+    assert!(check_kernel("sddmm", Some(&text), &[]) > 0);
 }
 
 #[test]
