@@ -30,6 +30,31 @@ def best_of_rounds(rows, key):
     return list(best.values())
 
 
+STREAM_GBS = 30.0  # SPEC §9: what this machine streams on 2 cores
+
+
+def roofline(ours):
+    """SPEC §9's SpMM traffic model for the R-MAT graphs: bytes(R) = 4(m+1) + 8 nnz + 4 K R
+    + 8 K m, with R (dense rows of B fetched) between n (every row once: full reuse) and nnz
+    (no reuse). Prints the bandwidth each bound implies at our median time, against the
+    machine's ~30 GB/s."""
+    rows = [r for r in ours if r["matrix"].startswith("rmat")]
+    if not rows:
+        return
+    print("\nMemory roofline (SPEC §9 model; achieved = bytes / median seconds; "
+          f"machine ≈ {STREAM_GBS:.0f} GB/s):\n")
+    print("| matrix | feat | MB at R = n | MB at R = nnz | GB/s at R = n | GB/s at R = nnz "
+          "| time at 30 GB/s, R = n (ms) | share of roofline |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        m, n, nnz, k, t = r["rows"], r["cols"], r["nnz"], r["feat"], r["seconds"]
+        base = 4 * (m + 1) + 8 * nnz + 8 * k * m
+        lo, hi = base + 4 * k * n, base + 4 * k * nnz
+        bound = lo / (STREAM_GBS * 1e9)
+        print(f"| {r['matrix']} | {k} | {lo/1e6:.1f} | {hi/1e6:.1f} | {lo/t/1e9:.1f} | "
+              f"{hi/t/1e9:.1f} | {bound*1e3:.3f} | {bound/t:.0%} |")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
     ops = sys.argv[2:] or ["spmm", "sddmm", "spmv"]
@@ -63,6 +88,8 @@ def main():
             verdict = "met" if g >= t else f"MISSED by {t / g:.2f}×"
             print(f"\n{op}: geometric mean ratio {g:.2f}× over {len(ratios)} cases "
                   f"(target ≥ {t:.1f}×: {verdict})")
+        if op == "spmm":
+            roofline(ours)
         if unchecked:
             print(f"{op}: {len(unchecked)} run(s) with check: false")
         comp = [r.get("compile_seconds", 0) for r in ours_all]
