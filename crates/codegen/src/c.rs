@@ -1267,19 +1267,7 @@ impl<'f> Writer<'f> {
                 ),
             ));
         }
-        let vdt = self
-            .func
-            .vars
-            .get(f.var)
-            .map(|v| v.dtype)
-            .unwrap_or(DType::I32);
-        if !vdt.is_integer() {
-            return Err(self.invalid(format!(
-                "loop variable has type {vdt}; loops need an integer"
-            )));
-        }
-        let ct = self.ctype(vdt, "loop variable")?;
-        let vname = self.var_names[f.var.index()].clone();
+        let (_, ct, vname) = self.loop_var_type(f)?;
         let (ext, edt) = self.expr(&f.extent)?;
         let ext = cast(ext, edt, DType::I64);
         let start = format!("{min}");
@@ -1376,8 +1364,8 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
-    /// A loop; `pragma_override` replaces the pragma of the loop's kind.
-    fn write_loop(&mut self, f: &For, pragma_override: Option<String>) -> Res<()> {
+    /// The dtype, C type and name of loop `f`'s variable (an integer).
+    fn loop_var_type(&self, f: &For) -> Res<(DType, &'static str, String)> {
         let vdt = self
             .func
             .vars
@@ -1390,7 +1378,12 @@ impl<'f> Writer<'f> {
             )));
         }
         let ct = self.ctype(vdt, "loop variable")?;
-        let vname = self.var_names[f.var.index()].clone();
+        Ok((vdt, ct, self.var_names[f.var.index()].clone()))
+    }
+
+    /// A loop; `pragma_override` replaces the pragma of the loop's kind.
+    fn write_loop(&mut self, f: &For, pragma_override: Option<String>) -> Res<()> {
+        let (vdt, ct, vname) = self.loop_var_type(f)?;
         let pragma = match f.kind {
             _ if pragma_override.is_some() => pragma_override,
             ForKind::Serial => None,
@@ -1519,19 +1512,7 @@ impl<'f> Writer<'f> {
         if !lanes_apply {
             return self.write_loop(f, None);
         }
-        let vdt = self
-            .func
-            .vars
-            .get(f.var)
-            .map(|v| v.dtype)
-            .unwrap_or(DType::I32);
-        if !vdt.is_integer() {
-            return Err(self.invalid(format!(
-                "loop variable has type {vdt}; loops need an integer"
-            )));
-        }
-        let ct = self.ctype(vdt, "loop variable")?;
-        let vname = self.var_names[f.var.index()].clone();
+        let (vdt, ct, vname) = self.loop_var_type(f)?;
         self.line("{");
         self.indent += 1;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;

@@ -133,10 +133,21 @@ impl CompiledKernel {
         args: &mut HashMap<String, ArgValue>,
     ) -> Result<(), RunError> {
         let slots = self.marshal(args)?;
-        let n = i32::try_from(slots.len())
-            .map_err(|_| RunError::Stage("too many parameters".into()))?;
         // SAFETY: the slots hold pointers into the tensors of `args`, which stay borrowed
         // (mutably, through `args`) for the duration of the call; the caller vouches for lengths.
+        unsafe { self.call_marshalled(&slots) }
+    }
+
+    /// Calls the entry point with an argument array built by [`CompiledKernel::marshal`];
+    /// a nonzero status is an error.
+    ///
+    /// # Safety
+    /// Same as [`CompiledKernel::call_unvalidated`], and the arrays the slots point into must
+    /// still be alive and untouched since the slots were built.
+    pub(crate) unsafe fn call_marshalled(&self, slots: &[SparsetirArg]) -> Result<(), RunError> {
+        let n = i32::try_from(slots.len())
+            .map_err(|_| RunError::Stage("too many parameters".into()))?;
+        // SAFETY: forwarded to the caller.
         let status = unsafe { (self.entry)(slots.as_ptr(), n) };
         if status != 0 {
             return Err(RunError::Kernel {

@@ -162,19 +162,11 @@ impl Kernel {
                 if let Some(n) = self.threads {
                     self.compiled.set_num_threads(n);
                 }
-                let slots = slots.borrow();
                 // SAFETY: the slots were built from `args` right after it passed
                 // `validate_args`; `args` stays mutably borrowed by this function and is not
                 // touched between building the slots and this call, so every pointer is live
                 // and its length checked.
-                let status = unsafe { self.compiled.call_raw(&slots) };
-                if status != 0 {
-                    return Err(RunError::Kernel {
-                        entry: self.compiled.entry_name().to_string(),
-                        status,
-                    });
-                }
-                Ok(())
+                unsafe { self.compiled.call_marshalled(&slots.borrow()) }
             },
         )
     }

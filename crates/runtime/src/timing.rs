@@ -65,9 +65,9 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// Times `run`: `opts.warmup` untimed calls (more until `opts.warmup_time` has passed), then `opts.repeats` (at least 1) timed ones. Before
-/// every call (untimed) `prepare` runs, e.g. to validate arguments or reset outputs. The first
-/// error stops the measurement.
+/// Times `run`: `opts.warmup` untimed calls (more until `opts.warmup_time` has passed), then
+/// `opts.repeats` (at least 1) timed ones. Before every call (untimed) `prepare` runs, e.g. to
+/// validate arguments or reset outputs. The first error stops the measurement.
 pub fn time_with<E>(
     opts: TimingOptions,
     mut prepare: impl FnMut() -> Result<(), E>,
@@ -94,4 +94,42 @@ pub fn time_with<E>(
 /// [`time_with`] without a preparation step.
 pub fn time<E>(opts: TimingOptions, run: impl FnMut() -> Result<(), E>) -> Result<Timing, E> {
     time_with(opts, || Ok(()), run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn warmup_lasts_its_minimum_time() {
+        // Each call sleeps 5 ms: 20 ms of warm-up takes at least 4 calls, then 3 timed ones.
+        let mut calls = 0;
+        let opts = TimingOptions {
+            warmup: 1,
+            repeats: 3,
+            warmup_time: Duration::from_millis(20),
+        };
+        let t = time(opts, || -> Result<(), ()> {
+            calls += 1;
+            std::thread::sleep(Duration::from_millis(5));
+            Ok(())
+        })
+        .unwrap();
+        assert!(calls >= 4 + 3, "{calls} calls");
+        assert_eq!(t.samples.len(), 3);
+        // No warm-up asked: no warm-up call, whatever the time.
+        let mut calls = 0;
+        let opts = TimingOptions {
+            warmup: 0,
+            repeats: 2,
+            warmup_time: Duration::from_millis(20),
+        };
+        time(opts, || -> Result<(), ()> {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls, 2);
+    }
 }
