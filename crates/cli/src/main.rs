@@ -13,6 +13,11 @@ use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
 
+/// Large arrays start on a cache line, so the kernels' vector loads of dense rows do not
+/// straddle two lines (see `sparsetir_runtime::alloc`).
+#[global_allocator]
+static ALLOC: sparsetir_runtime::SimdAlignedAlloc = sparsetir_runtime::SimdAlignedAlloc;
+
 mod bench;
 mod build;
 mod convert;

@@ -17,6 +17,8 @@ use sparsetir_ir::{
 
 use crate::{CModule, CParam, CParamKind, CodegenError};
 
+mod vector;
+
 type Res<T> = Result<T, CodegenError>;
 
 /// The largest number of elements an allocation of constant size may have to live on the stack.
@@ -512,6 +514,10 @@ pub struct Writer<'f> {
     /// the block iterators bound to them); loads indexed by them are clamped into their
     /// buffers, whose flat sizes are collected in the second list.
     prefetch_clamp: Option<(Vec<VarId>, Vec<String>)>,
+    /// Inside a loop written one vector at a time (see [`vector`]).
+    vec_loop: Option<vector::VecLoop>,
+    /// Whether a vector loop was written (the module then needs the vector helpers).
+    uses_vectors: bool,
 }
 
 /// One copy of a lane reduction (several when jammed): the enclosing loop variable's text in
@@ -590,6 +596,8 @@ impl<'f> Writer<'f> {
             span: func.span,
             simd_acc: None,
             prefetch_clamp: None,
+            vec_loop: None,
+            uses_vectors: false,
         }
     }
 
@@ -755,6 +763,7 @@ impl<'f> Writer<'f> {
         } else {
             c_params.join(", ")
         };
+        let kernel_at = head.len();
         let _ = writeln!(head, "static int32_t sptir_kernel({sig}) {{");
 
         self.indent = 1;
@@ -812,6 +821,9 @@ impl<'f> Writer<'f> {
         }
         self.indent = 0;
         self.line("}");
+        if self.uses_vectors {
+            head.insert_str(kernel_at, vector::VECTOR_PRELUDE);
+        }
         let source = head + &self.out;
         Ok(CModule {
             source,
@@ -1383,6 +1395,9 @@ impl<'f> Writer<'f> {
 
     /// A loop; `pragma_override` replaces the pragma of the loop's kind.
     fn write_loop(&mut self, f: &For, pragma_override: Option<String>) -> Res<()> {
+        if pragma_override.is_none() && self.try_write_vector_loop(f)? {
+            return Ok(());
+        }
         let (vdt, ct, vname) = self.loop_var_type(f)?;
         let pragma = match f.kind {
             _ if pragma_override.is_some() => pragma_override,
@@ -2368,6 +2383,9 @@ impl<'f> Writer<'f> {
                 return Ok(());
             }
         }
+        if self.vector_store(st.buffer, &st.indices, &st.value, strip_parens(&v))? {
+            return Ok(());
+        }
         let off = self.offset(st.buffer, &st.indices)?;
         let name = self.buf_name(st.buffer)?.to_string();
         self.line(&format!("{name}[{off}] = {};", strip_parens(&v)));
@@ -2495,6 +2513,9 @@ impl<'f> Writer<'f> {
                     if let Some((_, local)) = acc.hoisted.iter().find(|(l, _)| l == e) {
                         return Ok((local.clone(), dt));
                     }
+                }
+                if let Some(v) = self.vector_load(*buffer, indices)? {
+                    return Ok((v, dt));
                 }
                 let off = self.offset(*buffer, indices)?;
                 let moved = self.prefetch_clamp.as_ref().is_some_and(|(vars, _)| {

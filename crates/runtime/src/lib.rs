@@ -4,6 +4,7 @@
 //! through a content-hashed cache, loading it, validating every launch's data against the stage-I
 //! function, and timing launches.
 
+pub mod alloc;
 pub mod bind;
 pub mod build;
 pub mod cache;
@@ -15,6 +16,7 @@ pub mod native;
 pub mod timing;
 pub mod validate;
 
+pub use alloc::SimdAlignedAlloc;
 pub use bind::{read_output, BindError, Binder, Output};
 pub use build::{build, BuildError};
 pub use cache::{CacheOutcome, KernelCache, LoadReport};

@@ -318,3 +318,34 @@ fn build_errors_are_typed() {
     let err = emit(&f, Some(text), &[]).unwrap_err();
     assert!(matches!(err, BuildError::Codegen(_)), "{err:?}");
 }
+
+#[test]
+fn vector_loops_equal_the_evaluator() {
+    if !have_cc() {
+        return;
+    }
+    // Feature widths that are multiples of 16 are written one machine vector at a time
+    // (`SPTIR_VL_f32` steps, vector types); others keep the `omp simd` loop. Both agree with
+    // the evaluator, on arrays of whatever alignment the test allocator gives.
+    for kernel in ["csrmm", "bsrmm"] {
+        let schedule = sparsetir_ops::cpu_schedule(kernel);
+        for feat in [16, 20, 32, 128] {
+            let spec = vec![("feat_size".to_string(), feat)];
+            let wide: Vec<_> = shapes()
+                .into_iter()
+                .map(|(n, sh)| (n, sh.with_feat(feat as usize)))
+                .collect();
+            let n = check_kernel_on(kernel, schedule, &spec, wide);
+            assert!(n > 0, "{kernel} feat {feat}: nothing compared");
+        }
+    }
+    let f = sparsetir_ops::load("csrmm").unwrap();
+    let schedule = sparsetir_ops::cpu_schedule("csrmm");
+    let c = emit(&f, schedule, &[("feat_size".into(), 32)]).unwrap();
+    assert!(c.source.contains("+= SPTIR_VL_f32)"), "{}", c.source);
+    assert!(c.source.contains("sptir_vld_f32(&B_data["), "{}", c.source);
+    assert!(!c.source.contains("omp simd"), "{}", c.source);
+    let c = emit(&f, schedule, &[("feat_size".into(), 20)]).unwrap();
+    assert!(!c.source.contains("SPTIR_VL_f32"), "{}", c.source);
+    assert!(c.source.contains("omp simd"), "{}", c.source);
+}
