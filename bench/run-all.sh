@@ -8,7 +8,8 @@
 # Environment: SPARSETIR (the binary; default: target/debug/sparsetir, built if missing — the
 # timed kernels are C compiled by $CC either way), SHARED (default ../shared), THREADS (default:
 # all cores), REPEAT (10), WARMUP (2), ROUNDS (3: every case is measured ROUNDS times, peers and
-# sparsetir alike, and the table keeps each one's best median). The R-MAT graphs are generated under target/bench-data/.
+# sparsetir alike, and the table keeps each one's best median), FORMAT (`--format` of
+# `sparsetir bench`: csr, hyb, bsr:B, ell, auto; default auto). The R-MAT graphs are generated under target/bench-data/.
 # For each matrix the peers run first, then sparsetir, so both see the same machine state.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +25,7 @@ threads=${THREADS:-$(nproc)}
 repeat=${REPEAT:-10}
 warmup=${WARMUP:-2}
 rounds=${ROUNDS:-3}
+format=${FORMAT:-auto}
 peers="$shared/bench/run-peers.sh"
 [[ -x $bin ]] || cargo build -p sparsetir-cli
 mkdir -p "$out" target/bench-data
@@ -36,7 +38,8 @@ for m in cora citeseer pubmed 4elt bcsstk13 pushpull; do matrices+=("$shared/dat
 matrices+=("$rmat1" "$rmat2")
 # Warm the kernel cache so the timed runs report cached loads.
 for op in "${ops[@]}"; do
-  "$bin" bench "$op" --matrix "$shared/data/cora.mtx" --feat 32,128 --repeat 1 --warmup 0 --json >/dev/null 2>&1 || true
+  "$bin" bench "$op" --matrix "$shared/data/cora.mtx" --feat 32,128 --repeat 1 --warmup 0 \
+    --format "$format" --json >/dev/null 2>&1 || true
 done
 for op in "${ops[@]}"; do
   : >"$out/$op-peers.jsonl"
@@ -48,7 +51,8 @@ for op in "${ops[@]}"; do
     bash "$peers" --op "$op" --matrix "$m" --feat 32,128 --threads "$threads" \
       --repeat "$repeat" --warmup "$warmup" >>"$out/$op-peers.jsonl"
     "$bin" bench "$op" --matrix "$m" --feat 32,128 --threads "$threads" \
-      --repeat "$repeat" --warmup "$warmup" --json >>"$out/$op-sparsetir.jsonl" 2>>"$out/$op-sparsetir.log"
+      --repeat "$repeat" --warmup "$warmup" --format "$format" --json \
+      >>"$out/$op-sparsetir.jsonl" 2>>"$out/$op-sparsetir.log"
   done
   done
 done
