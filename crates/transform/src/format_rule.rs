@@ -983,11 +983,38 @@ pub mod scripts {
     /// CSR → one ELL bucket of a column-partitioned hyb format (SparseTIR's hyb SpMM), with rule
     /// parameter `nnz_cols` (the bucket width).
     pub const HYB: &str = include_str!("../../ops/rules/hyb.rule.sp");
+    /// CSR → ELL of every row with a `width` rule parameter (padding columns absent from
+    /// their rows, so every row strictly increases).
+    pub const ELL: &str = include_str!("../../ops/rules/ell.rule.sp");
+    /// CSR → doubly compressed rows (a listed subset of the rows, each a CSR row): the
+    /// remainder of ELL+CSR.
+    pub const DCSR: &str = include_str!("../../ops/rules/dcsr.rule.sp");
 }
 
 /// The RFC's CSR → BSR rule with `block_size = b`, named `"<b>"`.
 pub fn bsr_rule(block_size: i64) -> Result<FormatRewriteRule, RuleError> {
     FormatRewriteRule::from_script_with(scripts::BSR, &[("block_size", block_size)])
+}
+
+/// The CSR → ELL rule of every row with `width` slots, named `"ell<width>"`.
+pub fn ell_rule(width: i64) -> Result<FormatRewriteRule, RuleError> {
+    FormatRewriteRule::from_script_with(scripts::ELL, &[("width", width)])
+}
+
+/// The CSR → DCSR rule (a subset of the rows, each stored as a CSR row), named `"dcsr"`.
+pub fn dcsr_rule() -> Result<FormatRewriteRule, RuleError> {
+    FormatRewriteRule::from_script(scripts::DCSR)
+}
+
+/// ELL+CSR (SPEC §5.3): [`ell_rule`] of width `width` for every row's first `width` entries
+/// and, when `rest` is set, [`dcsr_rule`] for the entries of the longer rows past the width
+/// (the two clones then accumulate into an output zeroed once, before them).
+pub fn ell_csr_rules(width: i64, rest: bool) -> Result<Vec<FormatRewriteRule>, RuleError> {
+    let mut out = vec![ell_rule(width)?];
+    if rest {
+        out.push(dcsr_rule()?);
+    }
+    Ok(out)
 }
 
 /// The hyb rule family (SPEC §5.3, SparseTIR's hyb SpMM): one rule per (column part, bucket),

@@ -30,7 +30,10 @@ pub mod remove_unused_args;
 pub mod specialize_buffer;
 
 pub use decompose_format::{decompose_format, decompose_format_func, DecomposeError};
-pub use format_rule::{bsr_rule, hyb_rules, FormatRewriteRule, IndexMap, MapExpr, RuleError};
+pub use format_rule::{
+    bsr_rule, dcsr_rule, ell_csr_rules, ell_rule, hyb_rules, FormatRewriteRule, IndexMap, MapExpr,
+    RuleError,
+};
 pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions,
