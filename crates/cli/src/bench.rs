@@ -561,18 +561,12 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
     match (&format, op) {
         (Format::Csr, _) => {}
-        (Format::Hyb { .. } | Format::Auto, Op::Spmm) => {
+        (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm) => {
             if o.schedule.is_some() || o.print_c {
                 return Err(Failure(format!(
                     "error: --schedule and --print-c take the csr format (got `{format}`)"
                 )));
             }
-        }
-        (Format::Bsr(_) | Format::Ell, Op::Spmm) => {
-            return Err(Failure(format!(
-                "error: format `{format}` is not benchmarked yet (available for spmm: csr, hyb, \
-                 hyb(parts=P,buckets=...), auto)"
-            )))
         }
         _ => {
             return Err(Failure(format!(

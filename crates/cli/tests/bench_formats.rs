@@ -1,7 +1,8 @@
-//! `sparsetir bench spmm --format ...`: hyb (explicit and default parameters) and `auto` print
-//! JSON lines with `check: true`, the format that ran fully named, and the conversion time
-//! reported apart; bad or unsupported formats exit with code 1. Skipped, with a note, when no C
-//! compiler runs. Kernels are cached under the target directory.
+//! `sparsetir bench spmm --format ...`: hyb (explicit and default parameters), bsr:B, ell (plain
+//! and ELL+CSR) and `auto` print JSON lines with `check: true`, the format that ran fully named,
+//! and the conversion time reported apart; `auto` measures BSR and ELL candidates on a matrix
+//! of full blocks and uniform rows; bad or unsupported formats exit with code 1. Skipped, with
+//! a note, when no C compiler runs. Kernels are cached under the target directory.
 
 mod common;
 
@@ -104,8 +105,14 @@ fn bad_formats_exit_one() {
         ("spmm", "coo"),
         ("spmm", "hyb(parts=0)"),
         ("spmm", "hyb(buckets=4,2)"),
-        ("spmm", "bsr:4"),
+        ("spmm", "bsr:0"),
+        ("spmm", "bsr(block=x)"),
+        ("spmm", "ell(width=0)"),
+        // Wider than the matrix's 10 columns.
+        ("spmm", "ell(width=11)"),
         ("sddmm", "hyb"),
+        ("sddmm", "bsr:4"),
+        ("spmv", "ell"),
         ("spmv", "auto"),
     ] {
         let o = run(&["bench", op, "--matrix", m, "--format", format, "--json"]);
@@ -114,5 +121,124 @@ fn bad_formats_exit_one() {
             String::from_utf8_lossy(&o.stderr).contains("format"),
             "{op} {format}"
         );
+    }
+}
+
+/// Runs `bench spmm --format FORMAT --json` on `m` at widths 3 and 8 and checks every line:
+/// `check: true`, the requested format (its canonical name `requested`), the matrix's nnz, a
+/// conversion time.
+fn bench_lines(m: &str, format: &str, requested: &str, nnz: usize) -> Vec<serde_json::Value> {
+    let o = run(&[
+        "bench",
+        "spmm",
+        "--matrix",
+        m,
+        "--feat",
+        "3,8",
+        "--format",
+        format,
+        "--json",
+        "--repeat",
+        "2",
+        "--warmup",
+        "1",
+        "--warmup-ms",
+        "0",
+    ]);
+    assert!(
+        o.status.success(),
+        "{format}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ls = lines(&o);
+    assert_eq!(ls.len(), 2, "{format}: one line per width");
+    for l in &ls {
+        assert_eq!(l["check"], true, "{format}: {l}");
+        assert!(l["relerr"].as_f64().expect("relerr") <= 1e-4, "{l}");
+        assert_eq!(l["nnz"], nnz as u64);
+        assert_eq!(l["requested_format"], requested);
+        assert!(l["convert_seconds"].as_f64().is_some(), "{l}");
+    }
+    ls
+}
+
+#[test]
+fn bsr_and_ell_run_and_check() {
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (m, nnz) = write_matrix(dir.path());
+    let m = m.to_str().expect("utf-8 path");
+    // 12 × 10: blocks of 4 and 3 overhang both dimensions (zero padding, output cropped). Row
+    // degrees: 2 for nine rows, 10 for row 3, 0 for rows 5 and 6: the default ELL width is the
+    // 90th percentile, 2, and row 3's entries past it go to the CSR remainder.
+    for (format, requested, ran) in [
+        ("bsr:4", "bsr:4", "bsr(block=4)"),
+        ("bsr(block=3)", "bsr:3", "bsr(block=3)"),
+        ("bsr:1", "bsr:1", "bsr(block=1)"),
+        ("ell", "ell", "ell(width=2)+csr"),
+        ("ell(width=4)+csr", "ell(width=4)", "ell(width=4)+csr"),
+        ("ell(width=10)", "ell(width=10)", "ell(width=10)"),
+    ] {
+        for l in bench_lines(m, format, requested, nnz) {
+            assert_eq!(l["format"], ran, "{l}");
+            // The conversion did work, measured apart from the kernel's time.
+            assert!(l["convert_seconds"].as_f64().unwrap() > 0.0, "{l}");
+            assert!(l["seconds"].as_f64().unwrap() > 0.0, "{l}");
+        }
+    }
+}
+
+/// A 16 × 16 matrix of eight full 2 × 2 diagonal blocks (every row has 2 entries).
+fn write_blocks(dir: &std::path::Path) -> (PathBuf, usize) {
+    let mut text = String::from("%%MatrixMarket matrix coordinate real general\n16 16 32\n");
+    for b in 0..8usize {
+        for i in 0..2 {
+            for j in 0..2 {
+                text.push_str(&format!("{} {} 1.0\n", 2 * b + i + 1, 2 * b + j + 1));
+            }
+        }
+    }
+    let p = dir.join("blocks.mtx");
+    std::fs::write(&p, text).expect("write");
+    (p, 32)
+}
+
+#[test]
+fn auto_measures_bsr_and_ell_on_full_blocks_and_uniform_rows() {
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (m, nnz) = write_blocks(dir.path());
+    let m = m.to_str().expect("utf-8 path");
+    for l in bench_lines(m, "auto", "auto", nnz) {
+        let c: Vec<&str> = l["candidates"]
+            .as_array()
+            .expect("candidates")
+            .iter()
+            .map(|x| x["format"].as_str().expect("name"))
+            .collect();
+        // Block fill 1 (B = 2) and 1/2 (B = 4) qualify, 1/8 (B = 8) does not; rows are uniform.
+        assert_eq!(
+            c,
+            [
+                "csr",
+                "hyb(parts=1,buckets=1,2)",
+                "bsr(block=2)",
+                "bsr(block=4)",
+                "ell(width=2)"
+            ],
+            "{l}"
+        );
+        assert!(c.contains(&l["format"].as_str().expect("format")), "{l}");
+    }
+    // The explicit formats on the same matrix: no ELL remainder, no BSR padding.
+    for l in bench_lines(m, "ell", "ell", nnz) {
+        assert_eq!(l["format"], "ell(width=2)");
+    }
+    for l in bench_lines(m, "bsr:2", "bsr:2", nnz) {
+        assert_eq!(l["format"], "bsr(block=2)");
     }
 }

@@ -1,8 +1,10 @@
 //! Composable formats of SpMM (SPEC §5.3): the format names `sparsetir bench --format` takes
-//! (`csr`, `hyb`, `hyb(parts=P,buckets=1,2,4)`, `bsr:B`, `ell`, `auto`), the stage-III schedule
-//! of a hyb-decomposed csrmm (one section per (part, bucket) block, from
-//! `schedules/hyb_{init,bucket}.sched`), and the choice of candidates for `auto` from the
-//! matrix's degree distribution and the feature width.
+//! (`csr`, `hyb`, `hyb(parts=P,buckets=1,2,4)`, `bsr:B` or `bsr(block=B)`, `ell` or
+//! `ell(width=W)`, `auto`), the stage-III schedules of a hyb-decomposed csrmm (one section per
+//! (part, bucket) block, from `schedules/hyb_{init,bucket}.sched`) and of an ELL+CSR-decomposed
+//! csrmm (`schedules/ell_csr.sched`), the ELL width chosen from the degree distribution, and the
+//! choice of candidates for `auto` from the matrix's degree distribution, block fill and the
+//! feature width.
 
 use std::fmt;
 
@@ -22,8 +24,9 @@ pub enum Format {
     },
     /// Blocked CSR with square `B × B` blocks.
     Bsr(usize),
-    /// ELL (one bucket as wide as the longest row).
-    Ell,
+    /// ELL of width `W` over every row (`None`: [`ell_width`] of the matrix), the entries of
+    /// longer rows past the width in CSR ("ELL+CSR").
+    Ell(Option<usize>),
     /// Chosen per matrix and feature width.
     Auto,
 }
@@ -48,7 +51,8 @@ impl fmt::Display for Format {
                 }
             }
             Format::Bsr(b) => write!(f, "bsr:{b}"),
-            Format::Ell => f.write_str("ell"),
+            Format::Ell(None) => f.write_str("ell"),
+            Format::Ell(Some(w)) => write!(f, "ell(width={w})"),
             Format::Auto => f.write_str("auto"),
         }
     }
@@ -56,7 +60,7 @@ impl fmt::Display for Format {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -71,6 +75,17 @@ fn positive(text: &str, what: &str, v: &str) -> Result<usize, FormatError> {
         }),
     }
 }
+
+/// The value of `name(field=VALUE)` (spaces allowed around the parts).
+fn field_call<'a>(t: &'a str, name: &str, field: &str) -> Option<&'a str> {
+    let inner = t.strip_prefix(name)?.trim_start().strip_prefix('(')?;
+    let inner = inner.strip_suffix(')')?;
+    let (k, v) = inner.split_once('=')?;
+    (k.trim() == field).then_some(v)
+}
+
+/// ELL widths are at most this (a wider row goes to the CSR remainder).
+pub const MAX_ELL_WIDTH: usize = 65536;
 
 impl Format {
     /// Parses a format name (see the module documentation).
@@ -88,16 +103,30 @@ impl Format {
                     buckets: None,
                 })
             }
-            "ell" => return Ok(Format::Ell),
+            "ell" => return Ok(Format::Ell(None)),
             "auto" => return Ok(Format::Auto),
             _ => {}
         }
-        if let Some(b) = t.strip_prefix("bsr:") {
+        let bsr = t
+            .strip_prefix("bsr:")
+            .or_else(|| field_call(t, "bsr", "block"));
+        if let Some(b) = bsr {
             let b = positive(text, "the block size", b)?;
             if b > 64 {
                 return Err(err("the block size must be at most 64"));
             }
             return Ok(Format::Bsr(b));
+        }
+        let ell = t.strip_suffix("+csr").map_or(t, str::trim);
+        if ell == "ell" {
+            return Ok(Format::Ell(None));
+        }
+        if let Some(w) = field_call(ell, "ell", "width") {
+            let w = positive(text, "the ELL width", w)?;
+            if w > MAX_ELL_WIDTH {
+                return Err(err("the ELL width must be at most 65536"));
+            }
+            return Ok(Format::Ell(Some(w)));
         }
         let Some(inner) = t.strip_prefix("hyb(").and_then(|r| r.strip_suffix(')')) else {
             return Err(err("unknown format"));
@@ -184,10 +213,72 @@ pub fn default_buckets(indptr: &[i32], indices: &[i32], cols: usize, parts: usiz
     out
 }
 
+/// The default ELL width of a matrix: the longest row when it is at most twice the mean degree
+/// (near-uniform rows: plain ELL, no remainder), otherwise the 90th percentile of the row
+/// degrees (the longer rows' entries past it go to the CSR remainder); at least 1.
+pub fn ell_width(indptr: &[i32]) -> usize {
+    let mut d = degrees(indptr);
+    let rows = d.len();
+    let nnz: usize = d.iter().sum();
+    let max = d.iter().copied().max().unwrap_or(0);
+    if rows == 0 || max.saturating_mul(rows) <= nnz.saturating_mul(2) {
+        return max.max(1);
+    }
+    d.sort_unstable();
+    let k = (rows * 9).div_ceil(10).clamp(1, rows) - 1;
+    d[k].max(1)
+}
+
+/// Stored blocks of the `b × b` blocking of a CSR matrix with `cols` columns (blocks holding
+/// at least one entry; out-of-range columns are ignored).
+pub fn bsr_blocks(indptr: &[i32], indices: &[i32], cols: usize, b: usize) -> usize {
+    let b = b.max(1);
+    let rows = indptr.len().saturating_sub(1);
+    let mut mark = vec![usize::MAX; cols.div_ceil(b)];
+    let mut blocks = 0;
+    for br in 0..rows.div_ceil(b) {
+        for i in br * b..((br + 1) * b).min(rows) {
+            let (lo, hi) = (
+                indptr[i].max(0) as usize,
+                (indptr[i + 1].max(0) as usize).min(indices.len()),
+            );
+            for &c in indices.get(lo..hi).unwrap_or(&[]) {
+                if let Some(m) = mark.get_mut(c.max(0) as usize / b) {
+                    if *m != br {
+                        *m = br;
+                        blocks += 1;
+                    }
+                }
+            }
+        }
+    }
+    blocks
+}
+
+/// The fraction of the stored `b × b` blocks' slots that hold entries: `nnz / (blocks · b²)`
+/// (1 for an empty matrix).
+pub fn bsr_fill(indptr: &[i32], indices: &[i32], cols: usize, b: usize) -> f64 {
+    let blocks = bsr_blocks(indptr, indices, cols, b);
+    if blocks == 0 {
+        return 1.0;
+    }
+    indices.len() as f64 / (blocks * b * b) as f64
+}
+
+/// Block sizes `auto` tries for BSR.
+pub const AUTO_BSR_BLOCKS: [usize; 3] = [2, 4, 8];
+
+/// Smallest block fill ([`bsr_fill`]) for which `auto` tries a BSR block size: below it, most
+/// of the block products multiply explicit zeros.
+pub const AUTO_BSR_MIN_FILL: f64 = 0.5;
+
 /// The formats `auto` measures for a matrix with `cols` columns at feature width `feat`: CSR,
 /// hyb with one part, and — when the dense operand (`cols × feat` floats) is larger than a
 /// core's share of cache (1 MiB) — hyb with 2 and 4 column parts (each part reads a slice of
-/// the dense operand that is a half or a quarter of it).
+/// the dense operand that is a half or a quarter of it); `bsr:B` for each `B` of
+/// [`AUTO_BSR_BLOCKS`] whose block fill is at least [`AUTO_BSR_MIN_FILL`]; and `ell` when the
+/// rows are near-uniform (the longest at most twice the mean degree, so [`ell_width`] pads to
+/// it with no remainder).
 pub fn auto_candidates(indptr: &[i32], indices: &[i32], cols: usize, feat: usize) -> Vec<Format> {
     let mut out = vec![Format::Csr];
     let dense_bytes = cols.saturating_mul(feat).saturating_mul(4);
@@ -203,6 +294,20 @@ pub fn auto_candidates(indptr: &[i32], indices: &[i32], cols: usize, feat: usize
             parts: Some(p),
             buckets: Some(default_buckets(indptr, indices, cols, p)),
         });
+    }
+    let rows = indptr.len().saturating_sub(1);
+    let nnz = indices.len();
+    if nnz == 0 {
+        return out;
+    }
+    for b in AUTO_BSR_BLOCKS {
+        if b <= rows.max(cols) && bsr_fill(indptr, indices, cols, b) >= AUTO_BSR_MIN_FILL {
+            out.push(Format::Bsr(b));
+        }
+    }
+    let max = degrees(indptr).into_iter().max().unwrap_or(0);
+    if max.saturating_mul(rows) <= nnz.saturating_mul(2) {
+        out.push(Format::Ell(None));
     }
     out
 }
@@ -226,6 +331,28 @@ pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
     out
 }
 
+/// The schedule of bsrmm for BSR SpMM (`schedules/bsr_spmm.sched`): the blocks of a block row
+/// outermost (stage I), block rows in parallel, a local accumulator per block row and the
+/// feature loop vectorised. Unlike the catalog's default schedule it does not zero an empty
+/// block row's output (see the file).
+pub const BSR_SPMM_SCHEDULE: &str = include_str!("../schedules/bsr_spmm.sched");
+
+/// The stage-III schedule of csrmm decomposed into ELL of width `width` plus, when `rest`, a
+/// DCSR remainder (`sparsetir_runtime::composable::ell_csr_spmm_stage1`): the init nest and the
+/// ELL rows in parallel (static), the remainder rows in parallel (guided) with a local
+/// accumulator; every feature loop vectorised.
+pub fn ell_csr_spmm_schedule(width: usize, rest: bool) -> String {
+    let mut out = String::from(include_str!("../schedules/hyb_init.sched"));
+    out.push_str(
+        &include_str!("../schedules/ell_part.sched")
+            .replace("{block}", &format!("csrmm_ell{width}0")),
+    );
+    if rest {
+        out.push_str(include_str!("../schedules/dcsr_part.sched"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +368,7 @@ mod tests {
             "hyb(parts=2,buckets=1,2,4,8,16,32)",
             "hyb(parts=3)",
             "hyb(buckets=2,8)",
+            "ell(width=16)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -252,9 +380,23 @@ mod tests {
                 buckets: Some(vec![1, 4])
             }
         );
+        assert_eq!(Format::parse("bsr(block=4)").unwrap(), Format::Bsr(4));
+        assert_eq!(Format::parse("bsr( block = 8 )").unwrap(), Format::Bsr(8));
+        assert_eq!(
+            Format::parse("ell(width=16)+csr").unwrap(),
+            Format::Ell(Some(16))
+        );
+        assert_eq!(Format::parse("ell+csr").unwrap(), Format::Ell(None));
         for bad in [
             "coo",
             "bsr:0",
+            "bsr(block=0)",
+            "bsr(width=4)",
+            "ell(width=0)",
+            "ell(width=x)",
+            "ell(block=2)",
+            "ell(width=70000)",
+            "ell(width=4)+coo",
             "bsr:x",
             "hyb(parts=0)",
             "hyb(buckets=4,2)",
@@ -283,9 +425,78 @@ mod tests {
 
     #[test]
     fn candidates_add_parts_for_large_dense_operands() {
+        // Two rows with one entry each in columns 0, 1 (one 2 × 2 block, half full).
         let (indptr, indices) = ([0, 1, 2], [0, 1]);
-        assert_eq!(auto_candidates(&indptr, &indices, 100, 32).len(), 2);
-        assert_eq!(auto_candidates(&indptr, &indices, 100_000, 32).len(), 4);
+        let hyb = |c: &[Format]| c.iter().filter(|f| matches!(f, Format::Hyb { .. })).count();
+        assert_eq!(hyb(&auto_candidates(&indptr, &indices, 100, 32)), 1);
+        assert_eq!(hyb(&auto_candidates(&indptr, &indices, 100_000, 32)), 3);
+    }
+
+    #[test]
+    fn candidates_add_full_blocks_and_uniform_rows() {
+        // A 4 × 4 matrix of two full 2 × 2 diagonal blocks: fill 1 for B = 2, 8 / 16 for B = 4,
+        // 8 / 64 for B = 8; every row has 2 entries (uniform: ell).
+        let indptr = [0, 2, 4, 6, 8];
+        let indices = [0, 1, 0, 1, 2, 3, 2, 3];
+        assert_eq!(bsr_blocks(&indptr, &indices, 4, 2), 2);
+        assert_eq!(bsr_blocks(&indptr, &indices, 4, 4), 1);
+        assert_eq!(bsr_fill(&indptr, &indices, 4, 2), 1.0);
+        assert_eq!(bsr_fill(&indptr, &indices, 4, 4), 0.5);
+        assert_eq!(bsr_fill(&indptr, &indices, 4, 8), 0.125);
+        let c = auto_candidates(&indptr, &indices, 4, 8);
+        assert_eq!(
+            c,
+            vec![
+                Format::Csr,
+                Format::Hyb {
+                    parts: Some(1),
+                    buckets: Some(vec![1, 2])
+                },
+                Format::Bsr(2),
+                Format::Bsr(4),
+                Format::Ell(None),
+            ]
+        );
+        // A power-law-like matrix (one row of 8, seven of 1; scattered blocks): neither.
+        let indptr = [0, 8, 9, 10, 11, 12, 13, 14, 15];
+        let indices = [0, 1, 2, 3, 4, 5, 6, 7, 7, 0, 6, 1, 5, 2, 4];
+        let c = auto_candidates(&indptr, &indices, 8, 8);
+        assert!(
+            !c.iter()
+                .any(|f| matches!(f, Format::Bsr(_) | Format::Ell(_))),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn ell_width_pads_uniform_rows_and_cuts_long_tails() {
+        // Degrees 2, 3, 3, 4: max 4 ≤ 2 × mean 3: the longest row.
+        assert_eq!(ell_width(&[0, 2, 5, 8, 12]), 4);
+        // Nine rows of 1 and one of 50: the 90th percentile (1).
+        let mut indptr = vec![0];
+        for d in [1, 1, 1, 1, 1, 1, 1, 1, 1, 50] {
+            indptr.push(indptr.last().unwrap() + d);
+        }
+        assert_eq!(ell_width(&indptr), 1);
+        // Twenty rows: 17 of degree 2, 3 of degree 40: the 18th smallest (40) is p90.
+        let mut indptr = vec![0];
+        for k in 0..20 {
+            indptr.push(indptr.last().unwrap() + if k < 17 { 2 } else { 40 });
+        }
+        assert_eq!(ell_width(&indptr), 40);
+        // Empty rows, no rows: at least 1.
+        assert_eq!(ell_width(&[0, 0, 0]), 1);
+        assert_eq!(ell_width(&[0]), 1);
+    }
+
+    #[test]
+    fn ell_csr_schedule_names_its_blocks() {
+        let s = ell_csr_spmm_schedule(16, true);
+        for b in ["csrmm_init0", "csrmm_ell160", "csrmm_dcsr1", "csrmm_dcsr2"] {
+            assert!(s.contains(&format!("sch.get_block(\"{b}\")")), "{b}");
+        }
+        assert!(!ell_csr_spmm_schedule(16, false).contains("dcsr"));
+        assert!(!s.contains('{'));
     }
 
     #[test]

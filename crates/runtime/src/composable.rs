@@ -1,4 +1,6 @@
-//! Composable-format kernel drivers (SPEC §3.1, §3.5, §5.3): hyb SpMM built from csrmm by
+//! Composable-format kernel drivers (SPEC §3.1, §3.5, §5.3): ELL+CSR SpMM built from csrmm by
+//! `decompose_format` with the ELL and DCSR rules (arrays from
+//! `sparsetir_formats::builders::ell_csr`), and hyb SpMM built from csrmm by
 //! `decompose_format` with the hyb rules, the format arrays filled by
 //! `sparsetir_formats::builders::hyb` (the preprocess iterations removed), compute blocks whose
 //! output rows may repeat marked `atomic` and lowered by `lower_atomic`, per-bucket schedules,
@@ -20,11 +22,14 @@ use std::collections::HashMap;
 
 use sparsetir_codegen::emit_c;
 use sparsetir_eval::ArgValue;
+use sparsetir_formats::builders::ell_csr::EllCsr;
 use sparsetir_formats::builders::hyb::Hyb;
 use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::attrs::AttrValue;
 use sparsetir_ir::{IRModule, PrimFunc, Stmt};
-use sparsetir_transform::{decompose_format, hyb_rules, lower_atomic, remove_preprocess};
+use sparsetir_transform::{
+    decompose_format, ell_csr_rules, hyb_rules, lower_atomic, remove_preprocess, FormatRewriteRule,
+};
 
 use crate::build::{kernel_params, schedule_and_lower, BuildError};
 use crate::native::{CompileOptions, Kernel};
@@ -43,17 +48,102 @@ pub fn hyb_spmm_stage1(
     buckets: &[usize],
 ) -> Result<PrimFunc, BuildError> {
     let rules = hyb_rules(parts, buckets).map_err(|e| BuildError::Lower(e.to_string()))?;
+    decomposed_stage1(csrmm, &rules)
+}
+
+/// The ELL+CSR-decomposed csrmm (stage I, without the preprocess iterations): ELL of width
+/// `width` (rule `ell<width>`, compute block `csrmm_ell<width>0` at stage III) and, when `rest`
+/// is set, the DCSR remainder (rule `dcsr`, blocks `csrmm_dcsr1` over its rows and
+/// `csrmm_dcsr2` over their entries × features); the output is zeroed once first
+/// (`csrmm_init0`).
+pub fn ell_csr_spmm_stage1(
+    csrmm: &PrimFunc,
+    width: usize,
+    rest: bool,
+) -> Result<PrimFunc, BuildError> {
+    let w = i64::try_from(width).map_err(|_| BuildError::Lower("ELL width too large".into()))?;
+    let rules = ell_csr_rules(w, rest).map_err(|e| BuildError::Lower(e.to_string()))?;
+    decomposed_stage1(csrmm, &rules)
+}
+
+/// The stage-III block of the ELL nest of [`ell_csr_spmm_stage1`].
+pub fn ell_block(width: usize) -> String {
+    format!("csrmm_ell{width}0")
+}
+
+/// `f` decomposed by `rules`, the preprocess iterations removed (the caller fills the formats).
+fn decomposed_stage1(f: &PrimFunc, rules: &[FormatRewriteRule]) -> Result<PrimFunc, BuildError> {
     let module = IRModule {
-        funcs: vec![csrmm.clone()],
+        funcs: vec![f.clone()],
     };
     let out =
-        decompose_format(&module, &rules, true).map_err(|e| BuildError::Lower(e.to_string()))?;
+        decompose_format(&module, rules, true).map_err(|e| BuildError::Lower(e.to_string()))?;
     let f = out
         .funcs
         .into_iter()
         .next()
         .ok_or_else(|| BuildError::Lower("decompose_format returned no function".into()))?;
     Ok(remove_preprocess(&f))
+}
+
+/// Builds the ELL+CSR SpMM of [`ell_csr_spmm_stage1`] (`schedule`: schedule-file text for the
+/// decomposed function; `specialization` binds scalars such as `feat_size`).
+pub fn build_ell_csr_spmm(
+    csrmm: &PrimFunc,
+    width: usize,
+    rest: bool,
+    schedule: Option<&str>,
+    specialization: &[(String, i64)],
+    opts: &CompileOptions,
+) -> Result<Kernel, BuildError> {
+    let stage1 = ell_csr_spmm_stage1(csrmm, width, rest)?;
+    let lowered = schedule_and_lower(&stage1, schedule, specialization)?;
+    let c = emit_c(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
+    let params = kernel_params(&c);
+    Ok(Kernel::from_source(
+        &lowered.stage1,
+        &c.source,
+        &c.entry,
+        params,
+        opts,
+    )?)
+}
+
+/// The arguments of the ELL+CSR-decomposed csrmm that describe `e` (by parameter name; the
+/// remainder's only when `rest`). The CSR arguments, `b`, `c` and `feat_size` are the
+/// caller's, as for csrmm.
+pub fn ell_csr_arguments(e: &EllCsr, rest: bool) -> HashMap<String, ArgValue> {
+    let mut args = HashMap::new();
+    let w = e.width;
+    args.insert(
+        format!("a_ell{w}"),
+        ArgValue::Array(Tensor {
+            shape: vec![e.rows * w],
+            data: TensorData::F32(e.ell_values.clone()),
+        }),
+    );
+    args.insert(format!("indices_ell{w}"), i32_arg(e.ell_indices.clone()));
+    args.insert(format!("m_ell{w}"), ArgValue::Int(e.rows as i64));
+    args.insert(format!("n_ell{w}"), ArgValue::Int(e.cols as i64));
+    if rest {
+        let r = e.rest_rows.len();
+        args.insert(
+            "a_dcsr".into(),
+            ArgValue::Array(Tensor {
+                shape: vec![e.rest_nnz()],
+                data: TensorData::F32(e.rest_values.clone()),
+            }),
+        );
+        args.insert("indptr_i_dcsr".into(), i32_arg(vec![0, r as i32]));
+        args.insert("indices_i_dcsr".into(), i32_arg(e.rest_rows.clone()));
+        args.insert("indptr_j_dcsr".into(), i32_arg(e.rest_indptr.clone()));
+        args.insert("indices_j_dcsr".into(), i32_arg(e.rest_indices.clone()));
+        args.insert("m_dcsr".into(), ArgValue::Int(e.rows as i64));
+        args.insert("n_dcsr".into(), ArgValue::Int(e.cols as i64));
+        args.insert("num_rows_dcsr".into(), ArgValue::Int(r as i64));
+        args.insert("nnz_dcsr".into(), ArgValue::Int(e.rest_nnz() as i64));
+    }
+    args
 }
 
 /// Whether some row index appears twice in bucket `bucket` of part `part` (a split row).

@@ -1,29 +1,62 @@
-//! `sparsetir bench spmm --format hyb|hyb(...)|auto`: SpMM on composable formats. The CSR
-//! matrix is converted (timed separately, `convert_seconds`), the kernel built for that format
-//! (`sparsetir_runtime::composable`), timed, and checked against the same f64 reference as the
-//! CSR path. `auto` measures a few candidates (`sparsetir_ops::composable::auto_candidates`)
-//! with short timings and reports the fastest one's full measurement.
+//! `sparsetir bench spmm --format hyb|hyb(...)|bsr:B|ell|ell(width=W)|auto`: SpMM on
+//! composable formats. The CSR matrix is converted (timed separately, `convert_seconds`), the
+//! kernel built for that format, timed, and checked against the same f64 reference as the CSR
+//! path:
+//! - hyb: csrmm decomposed by the hyb rules (`sparsetir_runtime::composable`);
+//! - `bsr:B`: the catalog's bsrmm on `formats::Bsr` with `B × B` blocks (rows and columns
+//!   zero-padded up to a multiple of `B`: the dense operand gets zero rows, the output's extra
+//!   rows are cropped), scheduled by `schedules/bsr_spmm.sched`;
+//! - ell: ELL of width `W` ([`ell_width`] unless given) from `builders::ell_csr`; with no row
+//!   longer than `W`, the catalog's ellmm (`ell(width=W)`), otherwise csrmm decomposed into
+//!   ELL plus a DCSR remainder of the longer rows' entries past `W`, one kernel
+//!   (`ell(width=W)+csr`).
+//!
+//! `auto` measures a few candidates (`sparsetir_ops::composable::auto_candidates`) with short
+//! timings and reports the fastest one's full measurement.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
+use sparsetir_codegen::emit_c;
 use sparsetir_eval::ArgValue;
+use sparsetir_formats::builders::ell_csr::{ell_csr, EllCsr};
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
-use sparsetir_ops::composable::{auto_candidates, default_buckets, hyb_spmm_schedule, Format};
-use sparsetir_runtime::composable::{build_hyb_spmm, hyb_arguments, HybOptions};
+use sparsetir_formats::{Bsr, BsrPadding};
+use sparsetir_ir::PrimFunc;
+use sparsetir_ops::composable::{
+    auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule, Format,
+    BSR_SPMM_SCHEDULE,
+};
+use sparsetir_runtime::build::{kernel_params, schedule_and_lower};
+use sparsetir_runtime::composable::{
+    build_ell_csr_spmm, build_hyb_spmm, ell_csr_arguments, hyb_arguments, HybOptions,
+};
 use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
 
 use super::{arguments, build, output_values, random_values, reference, relative_error};
-use super::{CaseResult, Csr, Op, TOLERANCE};
+use super::{f32_tensor, f32_zeros, i32_tensor, CaseResult, Csr, Op, TOLERANCE};
 use crate::Failure;
+
+/// How a prepared kernel's arguments are made.
+enum Binding {
+    /// csrmm's (the CSR arrays, `b`, `c`, sizes) plus these (the format's arrays).
+    Csr(HashMap<String, ArgValue>),
+    /// The kernel's own arrays and sizes; `b` is the dense operand zero-padded to `b_shape`,
+    /// `c` is allocated as `c_shape` and its first `rows × feat` values are the result.
+    Own {
+        args: HashMap<String, ArgValue>,
+        b_shape: Vec<usize>,
+        c_shape: Vec<usize>,
+    },
+}
 
 /// A format resolved for one matrix: what runs, its data and its kernel.
 struct Prepared {
-    /// The format that runs, fully named (`csr`, `hyb(parts=2,buckets=1,2,4)`).
+    /// The format that runs, fully named (`csr`, `hyb(parts=2,buckets=1,2,4)`,
+    /// `bsr(block=4)`, `ell(width=8)+csr`).
     name: String,
     kernel: Kernel,
-    /// Arguments beyond the CSR ones (the format's arrays).
-    extra: HashMap<String, ArgValue>,
+    binding: Binding,
     convert_seconds: f64,
     compile_seconds: f64,
     frontend_seconds: f64,
@@ -53,7 +86,7 @@ fn prepare(
             Ok(Prepared {
                 name: "csr".into(),
                 kernel: built.kernel,
-                extra: HashMap::new(),
+                binding: Binding::Csr(HashMap::new()),
                 convert_seconds: 0.0,
                 compile_seconds: built.compile_cold.as_secs_f64(),
                 frontend_seconds: built.frontend.as_secs_f64(),
@@ -93,7 +126,7 @@ fn prepare(
             Ok(Prepared {
                 name: format!("hyb(parts={parts},buckets={})", b.join(",")),
                 kernel: built.kernel,
-                extra,
+                binding: Binding::Csr(extra),
                 convert_seconds,
                 compile_seconds: total,
                 frontend_seconds: (total - load).max(0.0),
@@ -101,10 +134,176 @@ fn prepare(
                 cache,
             })
         }
-        other => Err(Failure(format!(
-            "error: format `{other}` cannot run spmm here"
-        ))),
+        Format::Bsr(block) => prepare_bsr(a, feat, *block, opts),
+        Format::Ell(width) => prepare_ell(a, feat, *width, opts),
+        Format::Auto => Err(Failure(
+            "error: internal error: `auto` is not a candidate format".into(),
+        )),
     }
+}
+
+/// A kernel built from a stage-I function, with its cost split as [`Prepared`] reports it:
+/// `(kernel, total seconds, front-end seconds, load seconds)`.
+fn build_own(
+    f: &PrimFunc,
+    schedule: &str,
+    spec: &[(String, i64)],
+    opts: &CompileOptions,
+) -> Result<(Kernel, f64, f64, f64), Failure> {
+    let start = Instant::now();
+    let lowered = schedule_and_lower(f, Some(schedule), spec)?;
+    let c = emit_c(&lowered.stage3)?;
+    let kernel = Kernel::from_source(
+        &lowered.stage1,
+        &c.source,
+        &c.entry,
+        kernel_params(&c),
+        opts,
+    )?;
+    let total = start.elapsed().as_secs_f64();
+    let load = kernel.report().total_time.as_secs_f64();
+    Ok((kernel, total, (total - load).max(0.0), load))
+}
+
+fn size(n: usize) -> ArgValue {
+    ArgValue::Int(n as i64)
+}
+
+/// `a` as formats' CSR (sorted rows).
+fn formats_csr(a: &Csr) -> Result<sparsetir_formats::Csr<f32, i32>, Failure> {
+    sparsetir_formats::Csr::try_new(
+        a.rows,
+        a.cols,
+        a.indptr.clone(),
+        a.indices.clone(),
+        a.values.clone(),
+        true,
+    )
+    .map_err(|e| Failure(format!("error: the matrix is not a sorted CSR: {e}")))
+}
+
+/// BSR with `block × block` blocks and the catalog's bsrmm (see the module documentation).
+fn prepare_bsr(
+    a: &Csr,
+    feat: usize,
+    block: usize,
+    opts: &CompileOptions,
+) -> Result<Prepared, Failure> {
+    let start = Instant::now();
+    let bsr: Bsr<f32, i32> = Bsr::from_csr(&formats_csr(a)?, (block, block), BsrPadding::Allow)
+        .map_err(|e| Failure(format!("error: bsr conversion: {e}")))?;
+    let (nb, mb) = bsr.block_shape();
+    let mut args = HashMap::new();
+    args.insert("indptr".into(), i32_tensor(bsr.indptr()));
+    args.insert("indices".into(), i32_tensor(bsr.indices()));
+    args.insert(
+        "a".into(),
+        f32_tensor(vec![bsr.nnz_blocks(), block, block], bsr.values()),
+    );
+    args.insert("nb".into(), size(nb));
+    args.insert("mb".into(), size(mb));
+    args.insert("nnzb".into(), size(bsr.nnz_blocks()));
+    args.insert("blk".into(), size(block));
+    args.insert("feat_size".into(), size(feat));
+    let convert_seconds = start.elapsed().as_secs_f64();
+    let bsrmm = sparsetir_ops::load("bsrmm")?;
+    let spec = [
+        ("feat_size".to_string(), feat as i64),
+        ("blk".to_string(), block as i64),
+    ];
+    let (kernel, total, frontend, load) = build_own(&bsrmm, BSR_SPMM_SCHEDULE, &spec, opts)?;
+    let cache = kernel.report().outcome;
+    Ok(Prepared {
+        name: format!("bsr(block={block})"),
+        kernel,
+        binding: Binding::Own {
+            args,
+            b_shape: vec![mb, block, feat],
+            c_shape: vec![nb, block, feat],
+        },
+        convert_seconds,
+        compile_seconds: total,
+        frontend_seconds: frontend,
+        load_seconds: load,
+        cache,
+    })
+}
+
+/// ELL of width `width` (default [`ell_width`]), plus a CSR remainder when some row is longer
+/// (see the module documentation).
+fn prepare_ell(
+    a: &Csr,
+    feat: usize,
+    width: Option<usize>,
+    opts: &CompileOptions,
+) -> Result<Prepared, Failure> {
+    let width = match width {
+        Some(w) if w > a.cols => {
+            return Err(Failure(format!(
+                "error: format `ell(width={w})`: the width must be at most the matrix's {} \
+                 columns",
+                a.cols
+            )))
+        }
+        Some(w) => w,
+        None => ell_width(&a.indptr).min(a.cols),
+    };
+    let start = Instant::now();
+    let e: EllCsr = ell_csr(a.rows, a.cols, &a.indptr, &a.indices, &a.values, width)
+        .map_err(|e| Failure(format!("error: ell conversion: {e}")))?;
+    let rest = e.rest_nnz() > 0;
+    let binding = if rest {
+        Binding::Csr(ell_csr_arguments(&e, true))
+    } else {
+        let mut args = HashMap::new();
+        args.insert(
+            "a".into(),
+            f32_tensor(vec![a.rows, width, 1, 1], &e.ell_values),
+        );
+        args.insert("indices".into(), i32_tensor(&e.ell_indices));
+        args.insert("nb".into(), size(a.rows));
+        args.insert("mb".into(), size(a.cols));
+        args.insert("nnz_cols".into(), size(width));
+        args.insert("blk".into(), size(1));
+        args.insert("feat_size".into(), size(feat));
+        Binding::Own {
+            args,
+            b_shape: vec![a.cols, 1, feat],
+            c_shape: vec![a.rows, 1, feat],
+        }
+    };
+    let convert_seconds = start.elapsed().as_secs_f64();
+    let spec = vec![("feat_size".to_string(), feat as i64)];
+    let (kernel, total, frontend, load, name) = if rest {
+        let csrmm = sparsetir_ops::load("csrmm")?;
+        let schedule = ell_csr_spmm_schedule(width, true);
+        let start = Instant::now();
+        let kernel = build_ell_csr_spmm(&csrmm, width, true, Some(&schedule), &spec, opts)?;
+        let total = start.elapsed().as_secs_f64();
+        let load = kernel.report().total_time.as_secs_f64();
+        let name = format!("ell(width={width})+csr");
+        (kernel, total, (total - load).max(0.0), load, name)
+    } else {
+        let ellmm = sparsetir_ops::load("ellmm")?;
+        let schedule = sparsetir_ops::cpu_schedule("ellmm")
+            .ok_or_else(|| Failure("error: ellmm has no default schedule".into()))?;
+        let mut spec = spec;
+        spec.push(("blk".to_string(), 1));
+        spec.push(("nnz_cols".to_string(), width as i64));
+        let (kernel, total, frontend, load) = build_own(&ellmm, schedule, &spec, opts)?;
+        (kernel, total, frontend, load, format!("ell(width={width})"))
+    };
+    let cache = kernel.report().outcome;
+    Ok(Prepared {
+        name,
+        kernel,
+        binding,
+        convert_seconds,
+        compile_seconds: total,
+        frontend_seconds: frontend,
+        load_seconds: load,
+        cache,
+    })
 }
 
 /// Times `p` on `a` and checks its output: `(median seconds, relative error)`.
@@ -115,11 +314,31 @@ fn time_checked(
     timing: TimingOptions,
 ) -> Result<(f64, f64), Failure> {
     let dense_b = random_values(3, a.cols * feat, 0.0);
-    let mut args = arguments(Op::Spmm, a, feat, &[], &dense_b);
-    args.extend(p.extra.clone());
+    let mut args = match &p.binding {
+        Binding::Csr(extra) => {
+            let mut args = arguments(Op::Spmm, a, feat, &[], &dense_b);
+            args.extend(extra.clone());
+            args
+        }
+        Binding::Own {
+            args,
+            b_shape,
+            c_shape,
+        } => {
+            let mut args = args.clone();
+            let mut b = dense_b.clone();
+            b.resize(b_shape.iter().product(), 0.0);
+            args.insert("b".into(), f32_tensor(b_shape.clone(), &b));
+            args.insert("c".into(), f32_zeros(c_shape.clone()));
+            args
+        }
+    };
     let t = p.kernel.time(&mut args, timing)?;
     let want = reference(Op::Spmm, a, feat, &[], &dense_b);
-    let relerr = relative_error(output_values(Op::Spmm, &args), &want);
+    // Padded formats compute extra rows past the matrix's: the result is the first ones.
+    let out = output_values(Op::Spmm, &args);
+    let out = &out[..out.len().min(a.rows * feat)];
+    let relerr = relative_error(out, &want);
     Ok((t.median, relerr))
 }
 
