@@ -1,11 +1,30 @@
 //! `sparsetir lower` (print a script lowered to stage II or III through the pipeline, with
-//! `--print-after` dumps) and the lowering step of `sparsetir run --backend interp`.
+//! `--print-after` dumps, optionally decomposed first by format rewrite rules with
+//! `--decompose`) and the lowering step of `sparsetir run --backend interp`.
+//!
+//! # `--decompose RULE`
+//!
+//! Repeatable; the rules of every argument are applied together, in order, by
+//! `decompose_format` (SPEC §3.1) before any lowering. A `RULE` is
+//! - a rule script (the language of `sparsetir_transform::format_rule`), with its rule
+//!   parameters bound after a colon: `bsr.rule.sp:block_size=4` (several: `f.sp:a=1,b=2`); or
+//! - a builtin: `bsr:B` (the catalog's CSR → BSR rule), `hyb(parts=P,buckets=W1,W2,...)` (one
+//!   ELL rule per column part × bucket, as `bench --format hyb(...)` builds), `ell(width=W)`
+//!   (ELL of every row) or `ell(width=W)+csr` (the same plus a DCSR remainder).
+//!
+//! Errors name their location: a rule script's own problems in the rule file, a rule that does
+//! not apply to the function (no such buffer, other axes, an iteration it cannot clone) in the
+//! input script.
 
 use std::path::Path;
 
-use sparsetir_ir::{printer, IRModule, PrimFunc, Stage};
+use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_ops::composable::Format;
 use sparsetir_syntax::Diagnostic;
-use sparsetir_transform::{lower_traced, PipelineError, PipelineOptions};
+use sparsetir_transform::{
+    bsr_rule, decompose_format_func, ell_csr_rules, hyb_rules, lower_traced, remove_preprocess,
+    DecomposeError, FormatRewriteRule, PipelineError, PipelineOptions, RuleError,
+};
 
 use crate::{parse, pick_func, read_source, verify, Failure, Source};
 
@@ -17,6 +36,10 @@ pub struct Options<'a> {
     pub check_invalid_binary_search: bool,
     pub print_after: &'a [String],
     pub func: Option<&'a str>,
+    /// `--decompose` rules (see the module documentation), applied before lowering.
+    pub decompose: &'a [String],
+    /// Drop the format-rewrite (preprocess) iterations the decomposition adds.
+    pub no_preprocess: bool,
 }
 
 fn stage_of(n: u8) -> Result<Stage, Failure> {
@@ -63,6 +86,18 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     if let Some(name) = o.func {
         let f = pick_func(&module, Some(name))?.clone();
         module = IRModule { funcs: vec![f] };
+    }
+    if !o.decompose.is_empty() {
+        let sets = o
+            .decompose
+            .iter()
+            .map(|spec| resolve_rules(spec))
+            .collect::<Result<Vec<_>, _>>()?;
+        module = decompose(&src, &module, &sets, !o.no_preprocess)?;
+    } else if o.no_preprocess {
+        return Err(Failure(
+            "error: --no-preprocess applies to --decompose (give a rule)".into(),
+        ));
     }
     let opts = PipelineOptions {
         target_stage: target,
@@ -116,4 +151,238 @@ pub fn for_interp(src: &Source, f: &PrimFunc) -> Result<PrimFunc, Failure> {
         )));
     }
     Ok(g)
+}
+
+/// The rules of one `--decompose` argument, and the rule script they came from (their own
+/// errors are located in it).
+struct RuleSet {
+    spec: String,
+    rules: Vec<FormatRewriteRule>,
+    script: Option<Source>,
+}
+
+const BUILTIN_RULES: &str = "bsr:B, hyb(parts=P,buckets=W1,W2,...), ell(width=W), \
+                             ell(width=W)+csr";
+
+/// Resolves a `--decompose` argument: a rule script (`FILE` or `FILE:name=value,...`) or a
+/// builtin rule name.
+fn resolve_rules(spec: &str) -> Result<RuleSet, Failure> {
+    let t = spec.trim();
+    let (path, bindings) = match t.rsplit_once(':') {
+        Some((p, b)) if b.contains('=') => (p, Some(b)),
+        _ => (t, None),
+    };
+    if bindings.is_none() && !Path::new(path).is_file() {
+        return Ok(RuleSet {
+            spec: t.to_string(),
+            rules: builtin_rules(t)?,
+            script: None,
+        });
+    }
+    let mut bound: Vec<(String, i64)> = Vec::new();
+    for item in bindings.unwrap_or("").split(',').map(str::trim) {
+        if item.is_empty() {
+            continue;
+        }
+        let parsed = item
+            .split_once('=')
+            .map(|(k, v)| (k.trim(), v.trim().parse::<i64>()));
+        match parsed {
+            Some((k, Ok(v))) if !k.is_empty() => bound.push((k.to_string(), v)),
+            _ => {
+                return Err(Failure(format!(
+                    "error: --decompose `{t}`: bad rule parameter `{item}` (expected \
+                     NAME=INTEGER, e.g. `{path}:block_size=4`)"
+                )))
+            }
+        }
+    }
+    let src = read_source(Path::new(path)).map_err(|f| {
+        Failure(format!(
+            "{} (--decompose `{t}` names a rule script; builtin rules: {BUILTIN_RULES})",
+            f.0.trim_end()
+        ))
+    })?;
+    let pairs: Vec<(&str, i64)> = bound.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let rule = FormatRewriteRule::from_script_with(&src.text(), &pairs)
+        .map_err(|e| src.fail(&rule_diagnostics(&e)))?;
+    Ok(RuleSet {
+        spec: t.to_string(),
+        rules: vec![rule],
+        script: Some(src),
+    })
+}
+
+/// A rule error as diagnostics, with a hint when a `{param}` of the rule name is unbound.
+fn rule_diagnostics(e: &RuleError) -> Vec<Diagnostic> {
+    let mut d = e.diagnostics();
+    for x in &mut d {
+        if x.message.contains("rule name `") && x.message.contains('{') {
+            x.notes.push(
+                "the name names a rule parameter: bind it, e.g. `--decompose FILE:block_size=4`"
+                    .into(),
+            );
+        }
+    }
+    d
+}
+
+/// The rules of a builtin name (see the module documentation).
+fn builtin_rules(t: &str) -> Result<Vec<FormatRewriteRule>, Failure> {
+    let unknown = |why: String| {
+        Failure(format!(
+            "error: unknown rule `{t}`: {why} (a rule is a rule script FILE or \
+             FILE:name=value,..., or a builtin: {BUILTIN_RULES})"
+        ))
+    };
+    let looks_builtin = ["bsr", "hyb", "ell", "csr", "auto"]
+        .iter()
+        .any(|p| t.starts_with(p));
+    let format = match Format::parse(t) {
+        Ok(f) => f,
+        Err(e) if looks_builtin => return Err(unknown(e.reason)),
+        Err(_) => return Err(unknown("no such file, and not a builtin rule".into())),
+    };
+    let bad = |e: RuleError| Failure(format!("error: rule `{t}`: {e}"));
+    match format {
+        Format::Bsr(b) => Ok(vec![bsr_rule(b as i64).map_err(bad)?]),
+        Format::Hyb { parts, buckets } => {
+            let Some(buckets) = buckets else {
+                return Err(unknown(
+                    "hyb needs its bucket widths here: hyb(parts=P,buckets=W1,W2,...) (bench \
+                     chooses them from the matrix)"
+                        .into(),
+                ));
+            };
+            hyb_rules(parts.unwrap_or(1), &buckets).map_err(bad)
+        }
+        Format::Ell(Some(w)) => ell_csr_rules(w as i64, t.ends_with("+csr")).map_err(bad),
+        Format::Ell(None) => Err(unknown(
+            "ell needs its width here: ell(width=W) or ell(width=W)+csr (bench chooses it \
+             from the matrix)"
+                .into(),
+        )),
+        Format::Csr | Format::Auto => Err(unknown(format!(
+            "`{format}` is not a rewrite rule (csr is the input format)"
+        ))),
+    }
+}
+
+/// Applies every rule of `sets` (together, in order) to each function of `module`, keeping or
+/// dropping the preprocess iterations; every rule must apply to some function.
+fn decompose(
+    src: &Source,
+    module: &IRModule,
+    sets: &[RuleSet],
+    keep_preprocess: bool,
+) -> Result<IRModule, Failure> {
+    let rules: Vec<FormatRewriteRule> = sets.iter().flat_map(|s| s.rules.clone()).collect();
+    // A rule whose buffers no function declares does not apply.
+    for set in sets {
+        for r in &set.rules {
+            let applies = module.funcs.iter().any(|f| {
+                f.stage() == Stage::I
+                    && r.buffers_to_rewrite.iter().any(|b| {
+                        f.buffer_by_name(b)
+                            .is_some_and(|h| f.buffers[h].is_sparse())
+                    })
+            });
+            if applies {
+                continue;
+            }
+            let Some(f) = module.funcs.first() else {
+                return Err(Failure("error: the script defines no function".into()));
+            };
+            let stage = module.funcs.iter().any(|f| f.stage() != Stage::I);
+            let why = if stage {
+                "rules rewrite stage-I functions only".to_string()
+            } else {
+                let sparse: Vec<&str> = f
+                    .buffer_decls
+                    .iter()
+                    .filter(|b| f.buffers[**b].is_sparse())
+                    .map(|b| f.buffers[*b].name.as_str())
+                    .collect();
+                format!(
+                    "no function declares the sparse buffer {} (`{}` has {})",
+                    r.buffers_to_rewrite
+                        .iter()
+                        .map(|b| format!("`{b}`"))
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                    f.name,
+                    if sparse.is_empty() {
+                        "none".to_string()
+                    } else {
+                        sparse.join(", ")
+                    }
+                )
+            };
+            return Err(src.fail(&[Diagnostic::new(
+                f.span,
+                format!(
+                    "rule `{}` (--decompose {}) does not apply: {why}",
+                    r.name, set.spec
+                ),
+            )]));
+        }
+    }
+    let mut funcs = Vec::new();
+    for f in &module.funcs {
+        let g = decompose_format_func(f, &rules, true)
+            .map_err(|e| decompose_failure(src, f, sets, &e))?;
+        let g = if keep_preprocess {
+            g
+        } else {
+            remove_preprocess(&g)
+        };
+        if let Err(errs) = verify_func(&g) {
+            let msgs: Vec<String> = errs.iter().map(|e| e.message.clone()).collect();
+            return Err(Failure(format!(
+                "error: internal compiler error: the decomposed `{}` does not verify: {}",
+                g.name,
+                msgs.join("; ")
+            )));
+        }
+        funcs.push(g);
+    }
+    Ok(IRModule { funcs })
+}
+
+/// A decomposition error located in the rule script (problems of the rule itself) or in the
+/// input script (the rule does not fit the function; at the function when nothing closer is
+/// known).
+fn decompose_failure(src: &Source, f: &PrimFunc, sets: &[RuleSet], e: &DecomposeError) -> Failure {
+    if let DecomposeError::DuplicateRule { rule } = e {
+        return Failure(format!(
+            "error: two --decompose rules are named `{rule}` (a rule's name suffixes everything \
+             it adds: give each rule once)"
+        ));
+    }
+    if let DecomposeError::Rule { rule, error } = e {
+        let set = sets
+            .iter()
+            .find(|s| s.rules.iter().any(|r| r.name == *rule));
+        if let Some(script) = set.and_then(|s| s.script.as_ref()) {
+            return script.fail(&rule_diagnostics(error));
+        }
+    }
+    // A builtin rule's own spans are not in the input script; a buffer the rule does not fit
+    // is shown at its declaration.
+    let buffer_span = match e {
+        DecomposeError::BufferAxes { buffer, .. }
+        | DecomposeError::UnknownBuffer { buffer, .. } => {
+            f.buffer_by_name(buffer).map(|b| f.buffers[b].span)
+        }
+        _ => None,
+    };
+    let span = match (buffer_span, e.span()) {
+        (Some(b), _) if !b.is_unknown() => b,
+        (_, s) if s.is_unknown() || matches!(e, DecomposeError::Rule { .. }) => f.span,
+        (_, s) => s,
+    };
+    src.fail(&[Diagnostic::new(
+        span,
+        format!("cannot decompose `{}`: {e}", f.name),
+    )])
 }

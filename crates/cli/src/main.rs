@@ -97,6 +97,16 @@ enum Command {
         /// Lower only this function.
         #[arg(long)]
         func: Option<String>,
+        /// Decompose the sparse buffers first (SPEC §3.1; repeatable, rules applied together):
+        /// a rule script `FILE` or `FILE:param=value,...` (e.g. `bsr.rule.sp:block_size=4`), or
+        /// a builtin `bsr:B`, `hyb(parts=P,buckets=W1,W2,...)`, `ell(width=W)`,
+        /// `ell(width=W)+csr`.
+        #[arg(long = "decompose", value_name = "RULE")]
+        decompose: Vec<String>,
+        /// With --decompose: drop the format-rewrite (preprocess) iterations, keeping only the
+        /// computation on the new formats.
+        #[arg(long)]
+        no_preprocess: bool,
     },
     /// Specialize, schedule and lower a stage-I function and print the generated code.
     Build {
@@ -286,12 +296,16 @@ fn main() -> ExitCode {
             check_invalid_binary_search,
             print_after,
             func,
+            decompose,
+            no_preprocess,
         } => lower::run(&lower::Options {
             file: &file,
             stage,
             check_invalid_binary_search,
             print_after: &print_after,
             func: func.as_deref(),
+            decompose: &decompose,
+            no_preprocess,
         }),
         Command::Demo {
             dir,

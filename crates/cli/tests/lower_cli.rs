@@ -278,3 +278,218 @@ fn lower_usage_errors_exit_one() {
         assert!(!stderr(&o).contains("panicked"));
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// `sparsetir lower --decompose`
+
+use sparsetir_transform::format_rule::scripts;
+use sparsetir_transform::{bsr_rule, decompose_format, ell_csr_rules, remove_preprocess};
+
+/// `sparsetir lower csrmm.sp` with `args`: succeeds, and its output parses.
+fn lower_ok(d: &Dir, args: &[&str]) -> (String, sparsetir_ir::IRModule) {
+    let script = d.script("csrmm");
+    let mut all = vec!["lower", script.as_str()];
+    all.extend_from_slice(args);
+    let o = run(&all);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    let text = stdout(&o);
+    let m = parse_module(&text).unwrap_or_else(|e| panic!("{args:?}: {e:?}\n{text}"));
+    (text, m)
+}
+
+/// The printed text passes `sparsetir check` as a stage-I program.
+fn assert_checks(d: &Dir, name: &str, text: &str) {
+    let file = d.write(name, text);
+    let o = run(&["check", &file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("ok (stage I)"), "{}", stdout(&o));
+}
+
+fn csrmm_module() -> sparsetir_ir::IRModule {
+    parse_module(sparsetir_ops::get("csrmm").unwrap().source).unwrap()
+}
+
+#[test]
+fn lower_decompose_with_a_rule_script_prints_stage_one() {
+    let d = Dir::new();
+    let rule = d.write("bsr.rule.sp", scripts::BSR);
+    let spec = format!("{rule}:block_size=4");
+    let (text, got) = lower_ok(&d, &["--stage", "1", "--decompose", &spec]);
+    // The library's decomposition with the same rule, preprocess included.
+    let want = decompose_format(&csrmm_module(), &[bsr_rule(4).unwrap()], true).unwrap();
+    assert!(module_eq(&got, &want), "{text}");
+    for needle in [
+        "a_4: T.handle",
+        "A_4 = T.sp.match_buffer(a_4, (IO_4, JO_4, II_4, JI_4), \"float32\")",
+        "\"rewrite_A_4\"",
+        "\"SSRRS\", \"csrmm_4\"",
+        "C[io_4_1 * 4 + ii_4_1, k_1]",
+    ] {
+        assert!(text.contains(needle), "`{needle}` in:\n{text}");
+    }
+    assert_checks(&d, "bsr4.sp", &text);
+    // The builtin name gives the same program.
+    let (builtin, _) = lower_ok(&d, &["--stage", "1", "--decompose", "bsr:4"]);
+    assert_eq!(builtin, text);
+}
+
+#[test]
+fn lower_decompose_composes_rules_and_lowers() {
+    let d = Dir::new();
+    let (text, got) = lower_ok(
+        &d,
+        &[
+            "--stage",
+            "1",
+            "--decompose",
+            "ell(width=4)+csr",
+            "--no-preprocess",
+        ],
+    );
+    let rules = ell_csr_rules(4, true).unwrap();
+    let want = decompose_format(&csrmm_module(), &rules, true).unwrap();
+    let want = sparsetir_ir::IRModule {
+        funcs: want.funcs.iter().map(remove_preprocess).collect(),
+    };
+    assert!(module_eq(&got, &want), "{text}");
+    // One init of C, then the ELL and DCSR clones accumulate; no preprocess left.
+    for needle in [
+        "\"composable\": 1",
+        "J_ell4 = T.sp.compressed_fixed(I_ell4, (n_ell4, 4), indices_ell4)",
+        "\"SS\", \"csrmm_init\"",
+        "\"SRS\", \"csrmm_ell4\"",
+        "\"SSRS\", \"csrmm_dcsr\"",
+    ] {
+        assert!(text.contains(needle), "`{needle}` in:\n{text}");
+    }
+    assert!(
+        !text.contains("rewrite_A") && !text.contains("T.init()"),
+        "{text}"
+    );
+    assert_checks(&d, "ell_csr.sp", &text);
+    // The same rules from their scripts, one --decompose each, give the same program.
+    let ell = d.write("ell.rule.sp", scripts::ELL);
+    let dcsr = d.write("dcsr.rule.sp", scripts::DCSR);
+    let spec = format!("{ell}:width=4");
+    let (from_files, _) = lower_ok(
+        &d,
+        &[
+            "--stage",
+            "1",
+            "--decompose",
+            &spec,
+            "--decompose",
+            &dcsr,
+            "--no-preprocess",
+        ],
+    );
+    assert_eq!(from_files, text);
+    // Decompose, then lower: stage II and III verify (preprocess included or not).
+    for (stage, s) in [("2", Stage::II), ("3", Stage::III)] {
+        for extra in [
+            &["--decompose", "ell(width=4)+csr"][..],
+            &["--decompose", "hyb(parts=2,buckets=1,4)", "--no-preprocess"][..],
+            &["--decompose", "bsr:2"][..],
+        ] {
+            let mut args = vec!["--stage", stage];
+            args.extend_from_slice(extra);
+            let (_, m) = lower_ok(&d, &args);
+            for f in &m.funcs {
+                assert_eq!(f.stage(), s, "{args:?}");
+                verify_func(f).unwrap_or_else(|e| panic!("{args:?}: {e:?}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn lower_decompose_errors_are_clear_and_located() {
+    let d = Dir::new();
+    let csrmm = d.script("csrmm");
+    let rule = d.write("bsr.rule.sp", scripts::BSR);
+    let decompose =
+        |script: &str, spec: &str| run(&["lower", script, "--stage", "1", "--decompose", spec]);
+    // An unknown parameter: located at the rule's function in the rule script.
+    let def_line = line_of(scripts::BSR, "@T.prim_func");
+    let o = decompose(&csrmm, &format!("{rule}:blocksize=4"));
+    assert_located(&o, &rule, def_line, &["no scalar parameter `blocksize`"]);
+    // An unbound parameter in the rule's name: the same place, with a hint.
+    let o = decompose(&csrmm, &rule);
+    assert_located(
+        &o,
+        &rule,
+        def_line,
+        &["rule name `{block_size}`", "--decompose FILE:block_size=4"],
+    );
+    // A rule script that does not parse: located at the problem.
+    let broken = scripts::BSR.replace("II = T.sp.dense_fixed(block_size)", "II = = 1");
+    let bad = d.write("broken.rule.sp", &broken);
+    let o = decompose(&csrmm, &format!("{bad}:block_size=4"));
+    assert_located(&o, &bad, line_of(&broken, "II = = 1"), &[]);
+    // A rule that does not fit the function: at the buffer's declaration in the input script.
+    let sddmm = d.script("sddmm");
+    let sddmm_src = sparsetir_ops::get("sddmm").unwrap().source;
+    let o = decompose(&sddmm, "bsr:4");
+    assert_located(
+        &o,
+        &sddmm,
+        line_of(sddmm_src, "A = T.sp.match_buffer"),
+        &["buffer `A` has axes [\"I\", \"K\"]", "[\"I\", \"J\"]"],
+    );
+    // A rule whose buffer no function declares: at the function.
+    let rgcn = d.script("rgcn_homo");
+    let rgcn_src = sparsetir_ops::get("rgcn_homo").unwrap().source;
+    let o = decompose(&rgcn, "bsr:4");
+    assert_located(
+        &o,
+        &rgcn,
+        line_of(rgcn_src, "@T.prim_func"),
+        &["does not apply", "sparse buffer `A`"],
+    );
+    // Command-line mistakes: clear messages, exit 1, nothing printed, no panic.
+    for (spec, needle) in [
+        ("nope", "unknown rule `nope`"),
+        ("bsr:0", "block size must be a positive integer"),
+        ("hyb(parts=2)", "hyb needs its bucket widths"),
+        ("ell", "ell needs its width"),
+        ("csr", "not a rewrite rule"),
+        (
+            "/nonexistent/x.rule.sp:block_size=4",
+            "cannot read /nonexistent/x.rule.sp",
+        ),
+        (
+            &format!("{rule}:block_size=x"),
+            "bad rule parameter `block_size=x`",
+        ),
+    ] {
+        let o = decompose(&csrmm, spec);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{spec}: {e}");
+        assert!(e.contains(needle), "{spec}: expected `{needle}` in {e}");
+        assert!(!e.contains("panicked"), "{e}");
+        assert_eq!(stdout(&o), "");
+    }
+    let o = run(&[
+        "lower",
+        &csrmm,
+        "--stage",
+        "1",
+        "--decompose",
+        "bsr:4",
+        "--decompose",
+        "bsr:4",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("two --decompose rules are named `4`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["lower", &csrmm, "--stage", "1", "--no-preprocess"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--no-preprocess applies to --decompose"),
+        "{}",
+        stderr(&o)
+    );
+}
