@@ -559,6 +559,12 @@ fn stem(path: &Path) -> String {
 pub fn run(o: &Options) -> Result<(), Failure> {
     let op = Op::parse(&o.op)?;
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
+    // SDDMM and SpMV have one format (CSR) in this version: `auto` resolves to it, and the
+    // results say so (`format: csr`, `requested_format: auto`).
+    let format = match (&format, op) {
+        (Format::Auto, Op::Sddmm | Op::Spmv) => Format::Csr,
+        _ => format,
+    };
     match (&format, op) {
         (Format::Csr, _) => {}
         (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm) => {
@@ -674,7 +680,8 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         }
         for (name, a) in &matrices {
             bar.set_message(format!("{name} feat {feat}"));
-            let r = measure(op, &built, a, name, feat, &o.format, threads, timing)?;
+            let mut r = measure(op, &built, a, name, feat, "csr", threads, timing)?;
+            r.requested = o.format.trim().to_string();
             if o.json {
                 let mut lock = stdout.lock();
                 let _ = writeln!(lock, "{}", r.to_json());

@@ -113,7 +113,6 @@ fn bad_formats_exit_one() {
         ("sddmm", "hyb"),
         ("sddmm", "bsr:4"),
         ("spmv", "ell"),
-        ("spmv", "auto"),
     ] {
         let o = run(&["bench", op, "--matrix", m, "--format", format, "--json"]);
         assert_eq!(o.status.code(), Some(1), "{op} {format}");
@@ -121,6 +120,49 @@ fn bad_formats_exit_one() {
             String::from_utf8_lossy(&o.stderr).contains("format"),
             "{op} {format}"
         );
+    }
+}
+
+#[test]
+fn auto_resolves_to_csr_for_sddmm_and_spmv() {
+    // SDDMM and SpMV have one format: `auto` runs CSR, checked, and says what it asked for.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let m = dir.path().join("m.mtx");
+    std::fs::write(
+        &m,
+        "%%MatrixMarket matrix coordinate real general\n4 5 6\n1 1 1.5\n1 4 -2\n2 2 1\n3 5 0.5\n4 1 3\n4 3 -1\n",
+    )
+    .unwrap();
+    let m = m.to_str().unwrap();
+    for op in ["sddmm", "spmv"] {
+        let o = run(&[
+            "bench",
+            op,
+            "--matrix",
+            m,
+            "--feat",
+            "8",
+            "--format",
+            "auto",
+            "--json",
+            "--repeat",
+            "2",
+            "--warmup",
+            "1",
+            "--warmup-ms",
+            "0",
+        ]);
+        assert!(
+            o.status.success(),
+            "{op}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let ls = lines(&o);
+        assert_eq!(ls.len(), 1, "{op}");
+        assert_eq!(ls[0]["format"], "csr", "{op}");
+        assert_eq!(ls[0]["requested_format"], "auto", "{op}");
+        assert_eq!(ls[0]["check"], true, "{op}");
+        assert_eq!(ls[0]["nnz"], 6, "{op}");
     }
 }
 

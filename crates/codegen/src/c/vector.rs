@@ -173,7 +173,8 @@ impl Writer<'_> {
                     let Some(st) = vl.stride(&it.binding) else {
                         return false;
                     };
-                    if !(st == 0 || st == 1) || (it.kind == IterKind::Reduce && st != 0) {
+                    // Spatial iterators move by 0 or 1 element per step; reduction iterators stay put.
+                    if !(st == 0 || (st == 1 && it.kind != IterKind::Reduce)) {
                         return false;
                     }
                     vl.strides.insert(it.var, st);
