@@ -97,16 +97,7 @@ pub fn build_ell_csr_spmm(
     opts: &CompileOptions,
 ) -> Result<Kernel, BuildError> {
     let stage1 = ell_csr_spmm_stage1(csrmm, width, rest)?;
-    let lowered = schedule_and_lower(&stage1, schedule, specialization)?;
-    let c = emit_c(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
-    let params = kernel_params(&c);
-    Ok(Kernel::from_source(
-        &lowered.stage1,
-        &c.source,
-        &c.entry,
-        params,
-        opts,
-    )?)
+    crate::build::build(&stage1, schedule, specialization, opts)
 }
 
 /// The arguments of the ELL+CSR-decomposed csrmm that describe `e` (by parameter name; the

@@ -17,7 +17,6 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use sparsetir_codegen::emit_c;
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::builders::ell_csr::{ell_csr, EllCsr};
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
@@ -27,7 +26,6 @@ use sparsetir_ops::composable::{
     auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule, Format,
     BSR_SPMM_SCHEDULE,
 };
-use sparsetir_runtime::build::{kernel_params, schedule_and_lower};
 use sparsetir_runtime::composable::{
     build_ell_csr_spmm, build_hyb_spmm, ell_csr_arguments, hyb_arguments, HybOptions,
 };
@@ -110,26 +108,20 @@ fn prepare(
                 fuse: false,
             };
             let schedule = hyb_spmm_schedule(parts, buckets.len());
-            let start = Instant::now();
-            let built = build_hyb_spmm(
-                &csrmm,
-                &h,
-                &options,
-                Some(&schedule),
-                &[("feat_size".to_string(), feat as i64)],
-                opts,
-            )?;
-            let total = start.elapsed().as_secs_f64();
-            let report = built.kernel.report();
-            let (load, cache) = (report.total_time.as_secs_f64(), report.outcome);
+            let spec = [("feat_size".to_string(), feat as i64)];
+            let (kernel, total, frontend, load) = timed(|| {
+                let built = build_hyb_spmm(&csrmm, &h, &options, Some(&schedule), &spec, opts)?;
+                Ok(built.kernel)
+            })?;
+            let cache = kernel.report().outcome;
             let b: Vec<String> = buckets.iter().map(|x| x.to_string()).collect();
             Ok(Prepared {
                 name: format!("hyb(parts={parts},buckets={})", b.join(",")),
-                kernel: built.kernel,
+                kernel,
                 binding: Binding::Csr(extra),
                 convert_seconds,
                 compile_seconds: total,
-                frontend_seconds: (total - load).max(0.0),
+                frontend_seconds: frontend,
                 load_seconds: load,
                 cache,
             })
@@ -142,27 +134,26 @@ fn prepare(
     }
 }
 
-/// A kernel built from a stage-I function, with its cost split as [`Prepared`] reports it:
+/// Builds a kernel with `make`, its cost split as [`Prepared`] reports it:
 /// `(kernel, total seconds, front-end seconds, load seconds)`.
+fn timed(
+    make: impl FnOnce() -> Result<Kernel, Failure>,
+) -> Result<(Kernel, f64, f64, f64), Failure> {
+    let start = Instant::now();
+    let kernel = make()?;
+    let total = start.elapsed().as_secs_f64();
+    let load = kernel.report().total_time.as_secs_f64();
+    Ok((kernel, total, (total - load).max(0.0), load))
+}
+
+/// A kernel built from a stage-I function and a schedule, timed by [`timed`].
 fn build_own(
     f: &PrimFunc,
     schedule: &str,
     spec: &[(String, i64)],
     opts: &CompileOptions,
 ) -> Result<(Kernel, f64, f64, f64), Failure> {
-    let start = Instant::now();
-    let lowered = schedule_and_lower(f, Some(schedule), spec)?;
-    let c = emit_c(&lowered.stage3)?;
-    let kernel = Kernel::from_source(
-        &lowered.stage1,
-        &c.source,
-        &c.entry,
-        kernel_params(&c),
-        opts,
-    )?;
-    let total = start.elapsed().as_secs_f64();
-    let load = kernel.report().total_time.as_secs_f64();
-    Ok((kernel, total, (total - load).max(0.0), load))
+    timed(|| Ok(sparsetir_runtime::build(f, Some(schedule), spec, opts)?))
 }
 
 fn size(n: usize) -> ArgValue {
@@ -277,12 +268,23 @@ fn prepare_ell(
     let (kernel, total, frontend, load, name) = if rest {
         let csrmm = sparsetir_ops::load("csrmm")?;
         let schedule = ell_csr_spmm_schedule(width, true);
-        let start = Instant::now();
-        let kernel = build_ell_csr_spmm(&csrmm, width, true, Some(&schedule), &spec, opts)?;
-        let total = start.elapsed().as_secs_f64();
-        let load = kernel.report().total_time.as_secs_f64();
-        let name = format!("ell(width={width})+csr");
-        (kernel, total, (total - load).max(0.0), load, name)
+        let (kernel, total, frontend, load) = timed(|| {
+            Ok(build_ell_csr_spmm(
+                &csrmm,
+                width,
+                true,
+                Some(&schedule),
+                &spec,
+                opts,
+            )?)
+        })?;
+        (
+            kernel,
+            total,
+            frontend,
+            load,
+            format!("ell(width={width})+csr"),
+        )
     } else {
         let ellmm = sparsetir_ops::load("ellmm")?;
         let schedule = sparsetir_ops::cpu_schedule("ellmm")

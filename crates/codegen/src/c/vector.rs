@@ -131,8 +131,7 @@ impl Writer<'_> {
                     _ => None,
                 }
             }
-            Expr::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div), a, b) => {
-                let _ = op;
+            Expr::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, a, b) => {
                 let (ca, cb) = (self.classify(vl, a)?, self.classify(vl, b)?);
                 if ca == Class::Uniform && cb == Class::Uniform {
                     return Some(Class::Uniform);
@@ -197,11 +196,11 @@ impl Writer<'_> {
                 let Some(buf) = self.func.buffers.get(st.buffer) else {
                     return false;
                 };
+                let class = self.classify(vl, &st.value);
                 buf.dtype == vl.dtype
                     && self.access_stride(vl, st.buffer, &st.indices) == Some(1)
-                    && self.classify(vl, &st.value).is_some()
-                    && (st.value.dtype(self.func) == vl.dtype
-                        || self.classify(vl, &st.value) == Some(Class::Uniform))
+                    && (class == Some(Class::Uniform)
+                        || (class.is_some() && st.value.dtype(self.func) == vl.dtype))
             }
             Stmt::If(i) => {
                 vl.stride(&i.cond) == Some(0)
