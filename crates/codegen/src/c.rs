@@ -6,7 +6,7 @@
 //! `call`, `load`, ...). Expressions are returned as C text together with the sparsetir dtype of
 //! their value; every compound expression is parenthesised, so the text can be embedded anywhere.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use sparsetir_ir::expr::binary_result_dtype;
@@ -518,6 +518,8 @@ pub struct Writer<'f> {
     vec_loop: Option<vector::VecLoop>,
     /// Whether a vector loop was written (the module then needs the vector helpers).
     uses_vectors: bool,
+    /// The lane vector types (element type, lanes) the lane reductions use.
+    lane_types: BTreeSet<(DType, i64)>,
 }
 
 /// One copy of a lane reduction (several when jammed): the enclosing loop variable's text in
@@ -598,6 +600,7 @@ impl<'f> Writer<'f> {
             prefetch_clamp: None,
             vec_loop: None,
             uses_vectors: false,
+            lane_types: BTreeSet::new(),
         }
     }
 
@@ -821,6 +824,14 @@ impl<'f> Writer<'f> {
         }
         self.indent = 0;
         self.line("}");
+        if !self.lane_types.is_empty() {
+            let defs: String = self
+                .lane_types
+                .iter()
+                .map(|(dt, n)| vector::lane_typedef(*dt, *n))
+                .collect();
+            head.insert_str(kernel_at, &format!("{defs}\n"));
+        }
         if self.uses_vectors {
             head.insert_str(kernel_at, vector::VECTOR_PRELUDE);
         }
@@ -1489,11 +1500,18 @@ impl<'f> Writer<'f> {
                 ))
             }
         };
-        if f.kind != ForKind::Serial {
+        if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) {
             return Err(self.unsupported(
                 WHAT,
-                format!("the loop is {}, not serial", f.kind.script_name()),
+                format!(
+                    "the loop is {}, not serial or parallel",
+                    f.kind.script_name()
+                ),
             ));
+        }
+        if matches!(f.annotations.get(SCHEDULE_ATTR), Some(AttrValue::Str(s)) if s == NNZ_BALANCED)
+        {
+            return Err(self.unsupported(WHAT, "a loop with `schedule: nnz_balanced`"));
         }
         let inner = match single_stmt(&f.body) {
             Stmt::For(l) => l,
@@ -1528,14 +1546,32 @@ impl<'f> Writer<'f> {
             return self.write_loop(f, None);
         }
         let (vdt, ct, vname) = self.loop_var_type(f)?;
+        let parallel = if f.kind == ForKind::Parallel {
+            Some(self.parallel_pragma(f)?)
+        } else {
+            None
+        };
         self.line("{");
         self.indent += 1;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         let v = self.bind(f.var)?;
         let r = (|| -> Res<()> {
-            self.line(&format!("{ct} {v} = {start};"));
-            self.line(&format!("for (; {v} <= {end} - {u}; {v} += {u}) {{"));
-            self.indent += 1;
+            if let Some(pragma) = &parallel {
+                // Groups of `u` iterations in parallel, then the last `< u` ones serially.
+                let groups = self.namer.fresh(&format!("{v}_groups"));
+                let g = self.namer.fresh(&format!("{v}_g"));
+                self.line(&format!(
+                    "const int64_t {groups} = {end} > {start} ? ((int64_t){end} - (int64_t){start}) / {u} : 0;"
+                ));
+                self.pragma(pragma);
+                self.line(&format!("for (int64_t {g} = 0; {g} < {groups}; ++{g}) {{"));
+                self.indent += 1;
+                self.line(&format!("const {ct} {v} = ({ct})({start} + {g} * {u});"));
+            } else {
+                self.line(&format!("{ct} {v} = {start};"));
+                self.line(&format!("for (; {v} <= {end} - {u}; {v} += {u}) {{"));
+                self.indent += 1;
+            }
             let texts: Vec<String> = (0..u)
                 .map(|k| {
                     if k == 0 {
@@ -1553,7 +1589,13 @@ impl<'f> Writer<'f> {
             self.write_simd_reduction(inner, red, Some((f.var, &texts)))?;
             self.indent -= 1;
             self.line("}");
-            self.line(&format!("for (; {v} < {end}; ++{v}) {{"));
+            if parallel.is_some() {
+                self.line(&format!(
+                    "for ({ct} {v} = ({ct})({end} - ({end} > {start} ? ((int64_t){end} - (int64_t){start}) % {u} : 0)); {v} < {end}; ++{v}) {{"
+                ));
+            } else {
+                self.line(&format!("for (; {v} < {end}; ++{v}) {{"));
+            }
             self.indent += 1;
             if let Some(p) = f.annotations.get(PREFETCH_ATTR) {
                 self.write_prefetch(f, p, &v, &end)?;
@@ -1908,7 +1950,7 @@ impl<'f> Writer<'f> {
                 if ci + 1 < n_copies {
                     continue;
                 }
-                let r = self.write_lane_reduction(
+                let totals = self.write_lane_reduction(
                     f,
                     &body,
                     lanes,
@@ -1916,14 +1958,11 @@ impl<'f> Writer<'f> {
                     &st.indices,
                     &lane_copies,
                     ct,
-                );
-                r?;
-                for (off, acc, factor) in &finals {
+                )?;
+                for ((off, acc, factor), total) in finals.iter().zip(&totals) {
                     match factor {
-                        Some(h) => {
-                            self.line(&format!("{name}[{off}] = {acc} + {h} * {acc}_part[0];"))
-                        }
-                        None => self.line(&format!("{name}[{off}] = {acc} + {acc}_part[0];")),
+                        Some(h) => self.line(&format!("{name}[{off}] = {acc} + {h} * {total};")),
+                        None => self.line(&format!("{name}[{off}] = {acc} + {total};")),
                     }
                 }
                 for _ in 0..n_copies {
@@ -2160,10 +2199,14 @@ impl<'f> Writer<'f> {
         Ok((lanes > 1 && ext >= lanes).then_some(lanes))
     }
 
-    /// The body of a `simd_reduction` loop with `lanes` independent partial sums
-    /// `{acc}_part[lanes]`: the loop runs in chunks of `lanes` iterations whose lane `l` adds into
-    /// `{acc}_part[l]` (a SIMD loop that needs no reassociation), the remainder adds into the
-    /// first lanes, then a pairwise (tree-shaped) sum leaves the total in `{acc}_part[0]`.
+    /// The body of a `simd_reduction` loop with `lanes` independent partial sums, and the C
+    /// text of each copy's total. Where [`Writer::lane_vector_plan`] applies, the partial sums
+    /// are one vector `{acc}_v` of `lanes` elements updated a whole vector per step, and the
+    /// copies' totals are combined together ([`Writer::write_lane_vector_totals`]). Otherwise
+    /// they are an array `{acc}_part[lanes]`: the loop runs in chunks of `lanes` iterations
+    /// whose lane `l` adds into `{acc}_part[l]` (a SIMD loop that needs no reassociation), the
+    /// remainder adds into the first lanes, then a pairwise (tree-shaped) sum leaves the total
+    /// in `{acc}_part[0]`.
     #[allow(clippy::too_many_arguments)]
     fn write_lane_reduction(
         &mut self,
@@ -2174,7 +2217,7 @@ impl<'f> Writer<'f> {
         indices: &[Expr],
         copies: &[LaneCopy],
         ct: &str,
-    ) -> Res<()> {
+    ) -> Res<Vec<String>> {
         let vdt = self
             .func
             .vars
@@ -2185,6 +2228,41 @@ impl<'f> Writer<'f> {
         let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
             return Err(self.invalid("lane reduction over a loop without constant bounds"));
         };
+        let dt = self
+            .func
+            .buffers
+            .get(buffer)
+            .map(|b| b.dtype)
+            .unwrap_or(DType::F32);
+        if let Some(plan) = self.lane_vector_plan(f, body, buffer, indices, lanes, dt) {
+            let ty = vector::lane_type(dt, lanes);
+            self.lane_types.insert((dt, lanes));
+            for c in copies {
+                self.line(&format!("{ty} {}_v = {{0}};", c.acc));
+            }
+            self.write_lane_vector_loop(f, plan, lanes, lct, |w| {
+                for c in copies {
+                    w.simd_acc = Some(SimdAcc {
+                        buffer,
+                        indices: indices.to_vec(),
+                        name: format!("{}_v", c.acc),
+                        hoisted: c.hoisted.clone(),
+                    });
+                    if let Some((jv, t)) = &c.subst {
+                        w.let_subst.insert(*jv, t.clone());
+                    }
+                    let r = w.write_stmt(body);
+                    if let Some((jv, _)) = &c.subst {
+                        w.let_subst.remove(jv);
+                    }
+                    w.simd_acc = None;
+                    r?;
+                }
+                Ok(())
+            })?;
+            let accs: Vec<String> = copies.iter().map(|c| format!("{}_v", c.acc)).collect();
+            return Ok(self.write_lane_vector_totals(&accs, lanes, dt));
+        }
         for c in copies {
             self.line(&format!("{ct} {}_part[{lanes}] = {{0}};", c.acc));
         }
@@ -2257,7 +2335,10 @@ impl<'f> Writer<'f> {
                 w /= 2;
             }
         }
-        Ok(())
+        Ok(copies
+            .iter()
+            .map(|c| format!("{}_part[0]", c.acc))
+            .collect())
     }
 
     /// `omp parallel for` with the schedule of the loop's annotations: `"schedule"` (one of

@@ -218,11 +218,14 @@ fn jammed_sddmm_equals_the_evaluator() {
     }
     // Unroll-and-jam of the stored-element loop (`"jam"`: U elements' lane reductions in one
     // lane loop, then the remaining elements one by one), on top of the default schedule, for
-    // several U and feature widths (lanes 8: 20 leaves a remainder chunk of 4).
+    // several U and feature widths. Sixteen lanes by default (halved for width 8): widths that
+    // are a multiple of the lanes keep the partial sums in vectors and combine the U totals
+    // together (U = 3 one by one: not a power of two; U = 16: as many totals as lanes); 20 and
+    // 24 take the array form with a remainder chunk.
     let base = sparsetir_ops::cpu_schedule("sddmm").unwrap();
-    for u in [2, 3, 4] {
+    for u in [2, 3, 4, 8, 16] {
         let text = format!("{base}\nsch.annotate(l1, \"jam\", {u})\n");
-        for feat in [8, 16, 20] {
+        for feat in [8, 16, 20, 24, 48] {
             let spec = vec![("feat_size".to_string(), feat)];
             let wide: Vec<_> = shapes()
                 .into_iter()
@@ -234,10 +237,39 @@ fn jammed_sddmm_equals_the_evaluator() {
         let c = emit(
             &sparsetir_ops::load("sddmm").unwrap(),
             Some(&text),
-            &[("feat_size".into(), 16)],
+            &[("feat_size".into(), 32)],
         )
         .unwrap();
         assert!(c.source.contains(&format!("j_1 += {u}")), "{}", c.source);
+        assert!(
+            c.source.contains("sptir_v16_f32 Y_data_acc_v"),
+            "{}",
+            c.source
+        );
+        assert!(c.source.contains("__builtin_shufflevector"), "{}", c.source);
+        let c = emit(
+            &sparsetir_ops::load("sddmm").unwrap(),
+            Some(&text),
+            &[("feat_size".into(), 20)],
+        )
+        .unwrap();
+        assert!(c.source.contains("Y_data_acc_part[16]"), "{}", c.source);
+        assert!(
+            !c.source.contains("__builtin_shufflevector"),
+            "{}",
+            c.source
+        );
+    }
+    // Narrower lane vectors (the `lanes` annotation) through the same paths.
+    for lanes in [2, 4, 8] {
+        let text =
+            format!("{base}\nsch.annotate(l2, \"lanes\", {lanes})\nsch.annotate(l1, \"jam\", 4)\n");
+        let spec = vec![("feat_size".to_string(), 16)];
+        let wide: Vec<_> = shapes()
+            .into_iter()
+            .map(|(n, sh)| (n, sh.with_feat(16)))
+            .collect();
+        assert!(check_kernel_on("sddmm", Some(&text), &spec, wide) > 0);
     }
     // Without constant feature bounds there are no lanes to jam: the hint does not apply and
     // the loop is written one element at a time, with the same results.
@@ -245,6 +277,45 @@ fn jammed_sddmm_equals_the_evaluator() {
     let c = emit(&sparsetir_ops::load("sddmm").unwrap(), Some(&text), &[]).unwrap();
     assert!(!c.source.contains("j_1 += 4"), "{}", c.source);
     assert!(check_kernel("sddmm", Some(&text), &[]) > 0);
+}
+
+#[test]
+fn parallel_jam_equals_the_evaluator() {
+    if !have_cc() {
+        return;
+    }
+    // `jam` on a parallel loop: the fused loop over stored elements runs groups of U elements
+    // in parallel (across row boundaries), then the last `nnz % U` serially; the matrices have
+    // nnz of every residue, including 0 and fewer than U.
+    let base = sparsetir_ops::cpu_schedule("fused_sddmm").unwrap();
+    for u in [2, 4, 8] {
+        let text = format!(
+            "{base}\n# stage III\nb9 = sch.get_block(\"sddmm0\")\nl8, l9 = sch.get_loops(b9)\n\
+             sch.vectorize_reduction(l9)\nsch.annotate(l8, \"jam\", {u})\n\
+             sch.annotate(l8, \"prefetch\", \"B:4\")\n"
+        );
+        for feat in [16, 20, 32] {
+            let spec = vec![("feat_size".to_string(), feat)];
+            let wide: Vec<_> = shapes()
+                .into_iter()
+                .map(|(n, sh)| (n, sh.with_feat(feat as usize)))
+                .collect();
+            let n = check_kernel_on("fused_sddmm", Some(&text), &spec, wide);
+            assert!(n > 0, "jam {u}, feat {feat}: nothing compared");
+        }
+        let c = emit(
+            &sparsetir_ops::load("fused_sddmm").unwrap(),
+            Some(&text),
+            &[("feat_size".into(), 32)],
+        )
+        .unwrap();
+        assert!(c.source.contains("_groups; ++"), "{}", c.source);
+        assert!(
+            c.source.contains("#pragma omp parallel for"),
+            "{}",
+            c.source
+        );
+    }
 }
 
 #[test]

@@ -154,6 +154,43 @@ fn fuse_errors() {
     assert!(e.ir.contains("--> "), "{e}");
 }
 
+#[test]
+fn fuse_unit_loops_adds_no_division() {
+    // Unit loops around a loop (COO's `O` and `J` axes) fuse into that loop without `//` or
+    // `%`: the unit loops' variables keep their start, the other one is the fused variable.
+    let f = sparsetir_syntax::parse_func(UNIT).unwrap();
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "u");
+    sch.fuse(&l).unwrap();
+    let text = print(sch.func());
+    assert!(!text.contains("//") && !text.contains(" % "), "{text}");
+    assert!(text.contains("for o_i_j_fused in T.serial(n)"), "{text}");
+    assert_replays(&sch, &f);
+    // Not only unit loops: a loop after a non-unit one still takes `%`.
+    let f =
+        sparsetir_syntax::parse_func(&UNIT.replace("T.grid(1, n, 1)", "T.grid(1, n, 2)")).unwrap();
+    let mut sch = Schedule::new(f).unwrap();
+    let l = loops_of(&mut sch, "u");
+    sch.fuse(&l).unwrap();
+    let text = print(sch.func());
+    assert!(
+        text.contains("o_i_j_fused // 2") && text.contains("o_i_j_fused % 2"),
+        "{text}"
+    );
+}
+
+const UNIT: &str = r#"
+@T.prim_func
+def unit(a: T.handle, b: T.handle, n: T.int32) -> None:
+    T.func_attr({"sparse_tir_level": 0})
+    A = T.match_buffer(a, (1, n, 2), "float32")
+    B = T.match_buffer(b, (1, n, 2), "float32")
+    for o, i, j in T.grid(1, n, 1):
+        with T.block("u"):
+            vo, vi, vj = T.axis.remap("SSS", [o, i, j])
+            B[vo, vi, vj] = A[vo, vi, vj] * T.float32(2)
+"#;
+
 const TRI: &str = r#"
 @T.prim_func
 def tri(a: T.handle, m: T.int32) -> None:

@@ -24,6 +24,9 @@ pub(super) struct VecLoop {
     strides: HashMap<VarId, i64>,
     /// The element type of every vector in the loop.
     dtype: DType,
+    /// The C vector type of the loads when it is not the machine vector (`sptir_v_*`): a lane
+    /// reduction's accumulator type, `lanes` elements wide.
+    ty: Option<String>,
 }
 
 /// Whether an expression is the same in every lane or a vector.
@@ -237,6 +240,7 @@ impl Writer<'_> {
         let mut vl = VecLoop {
             strides: HashMap::from([(f.var, 1)]),
             dtype,
+            ty: None,
         };
         self.plan_stmt(&mut vl, &f.body).then_some(vl)
     }
@@ -282,9 +286,13 @@ impl Writer<'_> {
             return Ok(None);
         }
         let sfx = suffix(vl.dtype).unwrap_or("f32");
+        let ty = vl.ty.clone();
         let off = self.offset(buffer, indices)?;
         let name = self.buf_name(buffer)?;
-        Ok(Some(format!("sptir_vld_{sfx}(&{name}[{off}])")))
+        Ok(Some(match ty {
+            Some(ty) => format!("(*(const {ty}*)&{name}[{off}])"),
+            None => format!("sptir_vld_{sfx}(&{name}[{off}])"),
+        }))
     }
 
     /// In a vector loop: writes the store of `value` (C text) to `buffer[indices]` as a vector
@@ -310,5 +318,207 @@ impl Writer<'_> {
         };
         self.line(&format!("sptir_vst_{sfx}(&{name}[{off}], {value});"));
         Ok(true)
+    }
+}
+
+/// The C element type of a lane vector type.
+fn elem_c(dt: DType) -> &'static str {
+    if dt == DType::F64 {
+        "double"
+    } else {
+        "float"
+    }
+}
+
+/// The typedef of the lane vector type of `n` elements of `dt` (see [`lane_type`]).
+pub(super) fn lane_typedef(dt: DType, n: i64) -> String {
+    let bytes = n * i64::from(dt.bits() / 8);
+    format!(
+        "typedef {} {} __attribute__((vector_size({bytes}), aligned({}), may_alias));\n",
+        elem_c(dt),
+        lane_type(dt, n),
+        dt.bits() / 8
+    )
+}
+
+/// The C name of the vector type of `n` elements of `dt` used by lane reductions (declared by
+/// [`lane_typedef`] in the module's head; its width does not depend on the machine: GCC and
+/// Clang split a vector wider than the machine's into several).
+pub(super) fn lane_type(dt: DType, n: i64) -> String {
+    format!("sptir_v{n}_{}", suffix(dt).unwrap_or("f32"))
+}
+
+/// `__builtin_shufflevector(a, b, idx...)` text.
+fn shuffle(a: &str, b: &str, idx: &[i64]) -> String {
+    let list: Vec<String> = idx.iter().map(i64::to_string).collect();
+    format!("__builtin_shufflevector({a}, {b}, {})", list.join(", "))
+}
+
+impl Writer<'_> {
+    /// Checks a lane reduction's body (blocks around the one store into the reduced element)
+    /// for the vector form, recording the block iterators' strides.
+    fn plan_lane_stmt(&self, vl: &mut VecLoop, s: &Stmt, buffer: BufferId, idx: &[Expr]) -> bool {
+        match s {
+            Stmt::Seq(v) => v.iter().all(|x| self.plan_lane_stmt(vl, x, buffer, idx)),
+            Stmt::Block(b) => {
+                if !b.alloc_buffers.is_empty() || b.init.is_some() || b.predicate.is_some() {
+                    return false;
+                }
+                for it in &b.iters {
+                    match vl.stride(&it.binding) {
+                        Some(st @ (0 | 1)) if vl.stride(&it.min) == Some(0) => {
+                            vl.strides.insert(it.var, st);
+                        }
+                        _ => return false,
+                    }
+                }
+                self.plan_lane_stmt(vl, &b.body, buffer, idx)
+            }
+            Stmt::Store(st) => {
+                st.buffer == buffer
+                    && st.indices == idx
+                    && st.value.dtype(self.func) == vl.dtype
+                    && self.classify(vl, &st.value).is_some()
+            }
+            _ => false,
+        }
+    }
+
+    /// The plan for a lane reduction (`simd_reduction` `+` over `f`, the reduced element
+    /// `buffer[idx]`) written one vector of `lanes` elements at a time: every lane's partial sum
+    /// in one vector accumulator instead of an array (gcc keeps such arrays in memory and uses
+    /// 256-bit vectors). Needs a float type, a trip count that is a multiple of `lanes`, and a
+    /// body whose value is contiguous in the loop variable or does not move with it.
+    pub(super) fn lane_vector_plan(
+        &self,
+        f: &For,
+        body: &Stmt,
+        buffer: BufferId,
+        idx: &[Expr],
+        lanes: i64,
+        dt: DType,
+    ) -> Option<VecLoop> {
+        suffix(dt)?;
+        let ext = const_int(&f.extent)?;
+        if lanes < 2 || ext <= 0 || ext % lanes != 0 {
+            return None;
+        }
+        let mut vl = VecLoop {
+            strides: HashMap::from([(f.var, 1)]),
+            dtype: dt,
+            ty: Some(lane_type(dt, lanes)),
+        };
+        self.plan_lane_stmt(&mut vl, body, buffer, idx)
+            .then_some(vl)
+    }
+
+    /// Writes the vector-form lane loop: `for (v = min; v < min + ext; v += lanes)`, each
+    /// copy's accumulator `{acc}_v` updated with the body's value as a vector. The caller
+    /// declares the accumulators and binds the copies; `write_copy` writes one copy's body.
+    pub(super) fn write_lane_vector_loop(
+        &mut self,
+        f: &For,
+        plan: VecLoop,
+        lanes: i64,
+        lct: &str,
+        mut write_copies: impl FnMut(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
+            return Err(self.invalid("lane reduction over a loop without constant bounds"));
+        };
+        let v = self.bind(f.var)?;
+        self.line(&format!(
+            "for ({lct} {v} = {min}; {v} < {}; {v} += {lanes}) {{",
+            min + ext
+        ));
+        self.indent += 1;
+        let outer = self.vec_loop.replace(plan);
+        let r = write_copies(self);
+        self.vec_loop = outer;
+        self.indent -= 1;
+        self.unbind(f.var);
+        r?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// The totals of lane-vector accumulators `accs` (each `lanes` wide), as C expressions.
+    /// A power-of-two number of them (at most `lanes`) is reduced together: each step adds
+    /// the halves of two vectors' lane groups into one vector (a transpose and add), so `U`
+    /// totals cost about `U + log2(lanes)` shuffle pairs instead of `U * log2(lanes)`; the
+    /// lanes are combined in the same pairwise order as the array form (lane `l` with
+    /// `l + lanes/2`, then `l + lanes/4`, ...), so the totals are the same.
+    pub(super) fn write_lane_vector_totals(
+        &mut self,
+        accs: &[String],
+        lanes: i64,
+        dt: DType,
+    ) -> Vec<String> {
+        let u = accs.len() as i64;
+        if u == 0 {
+            return Vec::new();
+        }
+        if u > 1 && !(u as u64).is_power_of_two() || u > lanes {
+            return accs
+                .iter()
+                .flat_map(|a| self.write_lane_vector_totals(std::slice::from_ref(a), lanes, dt))
+                .collect();
+        }
+        let ty = lane_type(dt, lanes);
+        let mut vecs: Vec<String> = accs.to_vec();
+        // Group size: how many lanes of a vector still hold partial sums of one accumulator.
+        let mut g = lanes;
+        while vecs.len() > 1 {
+            g /= 2;
+            let half = lanes / 2;
+            let (mut lo, mut hi) = (Vec::new(), Vec::new());
+            for j in 0..lanes {
+                let (side, jj) = (j / half, j % half);
+                let l = (jj / g) * 2 * g + jj % g + side * lanes;
+                lo.push(l);
+                hi.push(l + g);
+            }
+            let mut next = Vec::new();
+            for pair in vecs.chunks(2) {
+                let t = self.namer.fresh("lane_t");
+                self.line(&format!(
+                    "const {ty} {t} = {} + {};",
+                    shuffle(&pair[0], &pair[1], &lo),
+                    shuffle(&pair[0], &pair[1], &hi)
+                ));
+                next.push(t);
+            }
+            vecs = next;
+        }
+        // One vector of `n` lanes: `u` groups of `g` lanes; halve it until one lane per group
+        // (two for a single accumulator, added as scalars).
+        let mut v = vecs.remove(0);
+        let mut n = lanes;
+        let stop = u.max(2);
+        while n > stop {
+            let h = g / 2;
+            let (mut lo, mut hi) = (Vec::new(), Vec::new());
+            for j in 0..n / 2 {
+                let l = (j / h) * g + j % h;
+                lo.push(l);
+                hi.push(l + h);
+            }
+            let t = self.namer.fresh("lane_t");
+            self.line(&format!(
+                "const {} {t} = {} + {};",
+                lane_type(dt, n / 2),
+                shuffle(&v, &v, &lo),
+                shuffle(&v, &v, &hi)
+            ));
+            self.lane_types.insert((dt, n / 2));
+            v = t;
+            g = h;
+            n /= 2;
+        }
+        if u == 1 {
+            vec![format!("({v}[0] + {v}[1])")]
+        } else {
+            (0..u).map(|i| format!("{v}[{i}]")).collect()
+        }
     }
 }

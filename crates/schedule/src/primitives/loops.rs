@@ -412,12 +412,20 @@ impl Schedule {
         }
         let total = mul(chain[0].extent.clone(), inner[0].clone());
         let mut map = HashMap::new();
+        // A loop of extent 1 keeps its start; a loop whose outer fused loops all have extent 1
+        // needs no `% extent` (the quotient is already below its extent), so fusing unit loops
+        // into a loop adds no divisions.
+        let unit = |l: &For| l.extent.as_int() == Some(1);
         for (k, l) in chain.iter().enumerate() {
+            if unit(l) {
+                map.insert(l.var, l.min.clone());
+                continue;
+            }
             let mut e = Expr::Var(fv);
             if inner[k].as_int() != Some(1) {
                 e = Expr::binary(BinOp::FloorDiv, e, inner[k].clone());
             }
-            if k > 0 {
+            if !chain[..k].iter().all(&unit) {
                 e = Expr::binary(BinOp::FloorMod, e, l.extent.clone());
             }
             map.insert(l.var, add(e, l.min.clone()));
