@@ -559,15 +559,16 @@ fn stem(path: &Path) -> String {
 pub fn run(o: &Options) -> Result<(), Failure> {
     let op = Op::parse(&o.op)?;
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
-    // SDDMM and SpMV have one format (CSR) in this version: `auto` resolves to it, and the
-    // results say so (`format: csr`, `requested_format: auto`).
+    // SpMV has one format (CSR) in this version: `auto` resolves to it, and the results say so
+    // (`format: csr`, `requested_format: auto`).
     let format = match (&format, op) {
-        (Format::Auto, Op::Sddmm | Op::Spmv) => Format::Csr,
+        (Format::Auto, Op::Spmv) => Format::Csr,
         _ => format,
     };
     match (&format, op) {
         (Format::Csr, _) => {}
-        (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm) => {
+        (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm)
+        | (Format::Coo | Format::Auto, Op::Sddmm) => {
             if o.schedule.is_some() || o.print_c {
                 return Err(Failure(format!(
                     "error: --schedule and --print-c take the csr format (got `{format}`)"
@@ -576,8 +577,14 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         }
         _ => {
             return Err(Failure(format!(
-                "error: format `{format}` is available for spmm only ({} takes csr)",
-                op.name()
+                "error: format `{format}` is not available for {} ({} takes {})",
+                op.name(),
+                op.name(),
+                match op {
+                    Op::Spmm => "csr, hyb, bsr:B, ell or auto",
+                    Op::Sddmm => "csr, coo or auto",
+                    Op::Spmv => "csr or auto",
+                }
             )))
         }
     }
@@ -642,8 +649,16 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         if format != Format::Csr {
             for (name, a) in &matrices {
                 bar.set_message(format!("{name} feat {feat} ({format})"));
-                let r =
-                    formats::measure_spmm(a, name, feat, &format, threads, timing, &compile_opts)?;
+                let r = formats::measure_format(
+                    op,
+                    a,
+                    name,
+                    feat,
+                    &format,
+                    threads,
+                    timing,
+                    &compile_opts,
+                )?;
                 if o.json {
                     let mut lock = stdout.lock();
                     let _ = writeln!(lock, "{}", r.to_json());

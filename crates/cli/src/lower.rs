@@ -10,7 +10,10 @@
 //!   parameters bound after a colon: `bsr.rule.sp:block_size=4` (several: `f.sp:a=1,b=2`); or
 //! - a builtin: `bsr:B` (the catalog's CSR → BSR rule), `hyb(parts=P,buckets=W1,W2,...)` (one
 //!   ELL rule per column part × bucket, as `bench --format hyb(...)` builds), `ell(width=W)`
-//!   (ELL of every row) or `ell(width=W)+csr` (the same plus a DCSR remainder).
+//!   (ELL of every row), `ell(width=W)+csr` (the same plus a DCSR remainder) or `coo` (the
+//!   coordinate list of `crates/ops/rules/coo.rule.sp`, pointed at each function's input CSR
+//!   matrix: the one sparse buffer over `[I, J]` that nothing writes, csrmm's `A` or sddmm's
+//!   `X`; outputs are never rewritten, see `sparsetir_runtime::composable::coo`).
 //!
 //! Errors name their location: a rule script's own problems in the rule file, a rule that does
 //! not apply to the function (no such buffer, other axes, an iteration it cannot clone) in the
@@ -20,6 +23,7 @@ use std::path::Path;
 
 use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_ops::composable::Format;
+use sparsetir_runtime::composable::coo::{coo_rule, coo_rule_for};
 use sparsetir_syntax::Diagnostic;
 use sparsetir_transform::{
     bsr_rule, decompose_format_func, ell_csr_rules, hyb_rules, lower_traced, remove_preprocess,
@@ -159,10 +163,12 @@ struct RuleSet {
     spec: String,
     rules: Vec<FormatRewriteRule>,
     script: Option<Source>,
+    /// The builtin `coo`: its buffer is chosen per function ([`coo_rule_for`]).
+    per_function: bool,
 }
 
 const BUILTIN_RULES: &str = "bsr:B, hyb(parts=P,buckets=W1,W2,...), ell(width=W), \
-                             ell(width=W)+csr";
+                             ell(width=W)+csr, coo";
 
 /// Resolves a `--decompose` argument: a rule script (`FILE` or `FILE:name=value,...`) or a
 /// builtin rule name.
@@ -177,6 +183,7 @@ fn resolve_rules(spec: &str) -> Result<RuleSet, Failure> {
             spec: t.to_string(),
             rules: builtin_rules(t)?,
             script: None,
+            per_function: Format::parse(t) == Ok(Format::Coo),
         });
     }
     let mut bound: Vec<(String, i64)> = Vec::new();
@@ -210,6 +217,7 @@ fn resolve_rules(spec: &str) -> Result<RuleSet, Failure> {
         spec: t.to_string(),
         rules: vec![rule],
         script: Some(src),
+        per_function: false,
     })
 }
 
@@ -235,7 +243,7 @@ fn builtin_rules(t: &str) -> Result<Vec<FormatRewriteRule>, Failure> {
              FILE:name=value,..., or a builtin: {BUILTIN_RULES})"
         ))
     };
-    let looks_builtin = ["bsr", "hyb", "ell", "csr", "auto"]
+    let looks_builtin = ["bsr", "hyb", "ell", "csr", "coo", "auto"]
         .iter()
         .any(|p| t.starts_with(p));
     let format = match Format::parse(t) {
@@ -262,6 +270,7 @@ fn builtin_rules(t: &str) -> Result<Vec<FormatRewriteRule>, Failure> {
              from the matrix)"
                 .into(),
         )),
+        Format::Coo => Ok(vec![coo_rule().map_err(bad)?]),
         Format::Csr | Format::Auto => Err(unknown(format!(
             "`{format}` is not a rewrite rule (csr is the input format)"
         ))),
@@ -276,16 +285,32 @@ fn decompose(
     sets: &[RuleSet],
     keep_preprocess: bool,
 ) -> Result<IRModule, Failure> {
-    let rules: Vec<FormatRewriteRule> = sets.iter().flat_map(|s| s.rules.clone()).collect();
+    // The rules of every set for one function: `coo` is pointed at the function's input CSR
+    // matrix, and left out where the function has none.
+    let rules_for = |f: &PrimFunc| -> Vec<FormatRewriteRule> {
+        sets.iter()
+            .flat_map(|s| {
+                if s.per_function {
+                    coo_rule_for(f).into_iter().collect()
+                } else {
+                    s.rules.clone()
+                }
+            })
+            .collect()
+    };
     // A rule whose buffers no function declares does not apply.
     for set in sets {
         for r in &set.rules {
             let applies = module.funcs.iter().any(|f| {
                 f.stage() == Stage::I
-                    && r.buffers_to_rewrite.iter().any(|b| {
-                        f.buffer_by_name(b)
-                            .is_some_and(|h| f.buffers[h].is_sparse())
-                    })
+                    && if set.per_function {
+                        coo_rule_for(f).is_ok()
+                    } else {
+                        r.buffers_to_rewrite.iter().any(|b| {
+                            f.buffer_by_name(b)
+                                .is_some_and(|h| f.buffers[h].is_sparse())
+                        })
+                    }
             });
             if applies {
                 continue;
@@ -296,6 +321,8 @@ fn decompose(
             let stage = module.funcs.iter().any(|f| f.stage() != Stage::I);
             let why = if stage {
                 "rules rewrite stage-I functions only".to_string()
+            } else if set.per_function {
+                coo_rule_for(f).err().unwrap_or_default()
             } else {
                 let sparse: Vec<&str> = f
                     .buffer_decls
@@ -329,7 +356,7 @@ fn decompose(
     }
     let mut funcs = Vec::new();
     for f in &module.funcs {
-        let g = decompose_format_func(f, &rules, true)
+        let g = decompose_format_func(f, &rules_for(f), true)
             .map_err(|e| decompose_failure(src, f, sets, &e))?;
         let g = if keep_preprocess {
             g

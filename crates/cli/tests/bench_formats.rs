@@ -1,7 +1,8 @@
 //! `sparsetir bench spmm --format ...`: hyb (explicit and default parameters), bsr:B, ell (plain
 //! and ELL+CSR) and `auto` print JSON lines with `check: true`, the format that ran fully named,
 //! and the conversion time reported apart; `auto` measures BSR and ELL candidates on a matrix
-//! of full blocks and uniform rows; bad or unsupported formats exit with code 1. Skipped, with
+//! of full blocks and uniform rows; `sparsetir bench sddmm --format coo|auto` likewise (auto
+//! measures csr and coo and runs the faster); bad or unsupported formats exit with code 1. Skipped, with
 //! a note, when no C compiler runs. Kernels are cached under the target directory.
 
 mod common;
@@ -113,6 +114,8 @@ fn bad_formats_exit_one() {
         ("sddmm", "hyb"),
         ("sddmm", "bsr:4"),
         ("spmv", "ell"),
+        ("spmv", "coo"),
+        ("sddmm", "coo(width=2)"),
     ] {
         let o = run(&["bench", op, "--matrix", m, "--format", format, "--json"]);
         assert_eq!(o.status.code(), Some(1), "{op} {format}");
@@ -124,8 +127,8 @@ fn bad_formats_exit_one() {
 }
 
 #[test]
-fn auto_resolves_to_csr_for_sddmm_and_spmv() {
-    // SDDMM and SpMV have one format: `auto` runs CSR, checked, and says what it asked for.
+fn auto_resolves_to_csr_for_spmv() {
+    // SpMV has one format: `auto` runs CSR, checked, and says what it asked for.
     let dir = tempfile::tempdir().expect("temp dir");
     let m = dir.path().join("m.mtx");
     std::fs::write(
@@ -134,35 +137,159 @@ fn auto_resolves_to_csr_for_sddmm_and_spmv() {
     )
     .unwrap();
     let m = m.to_str().unwrap();
-    for op in ["sddmm", "spmv"] {
-        let o = run(&[
-            "bench",
-            op,
-            "--matrix",
-            m,
-            "--feat",
-            "8",
-            "--format",
-            "auto",
-            "--json",
-            "--repeat",
-            "2",
-            "--warmup",
-            "1",
-            "--warmup-ms",
-            "0",
-        ]);
-        assert!(
-            o.status.success(),
-            "{op}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let ls = lines(&o);
-        assert_eq!(ls.len(), 1, "{op}");
-        assert_eq!(ls[0]["format"], "csr", "{op}");
-        assert_eq!(ls[0]["requested_format"], "auto", "{op}");
-        assert_eq!(ls[0]["check"], true, "{op}");
-        assert_eq!(ls[0]["nnz"], 6, "{op}");
+    let o = run(&[
+        "bench",
+        "spmv",
+        "--matrix",
+        m,
+        "--format",
+        "auto",
+        "--json",
+        "--repeat",
+        "2",
+        "--warmup",
+        "1",
+        "--warmup-ms",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ls = lines(&o);
+    assert_eq!(ls.len(), 1);
+    assert_eq!(ls[0]["format"], "csr");
+    assert_eq!(ls[0]["requested_format"], "auto");
+    assert_eq!(ls[0]["check"], true);
+    assert_eq!(ls[0]["nnz"], 6);
+}
+
+/// `bench sddmm --format FORMAT --json` on `m` at widths 3 and 8 (one line each, checked).
+fn sddmm_lines(m: &str, format: &str, nnz: usize) -> Vec<serde_json::Value> {
+    let o = run(&[
+        "bench",
+        "sddmm",
+        "--matrix",
+        m,
+        "--feat",
+        "3,8",
+        "--format",
+        format,
+        "--json",
+        "--repeat",
+        "2",
+        "--warmup",
+        "1",
+        "--warmup-ms",
+        "0",
+    ]);
+    assert!(
+        o.status.success(),
+        "{format}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ls = lines(&o);
+    assert_eq!(ls.len(), 2, "{format}: one line per width");
+    for (l, feat) in ls.iter().zip([3, 8]) {
+        assert_eq!(l["op"], "sddmm", "{l}");
+        assert_eq!(l["feat"], feat, "{l}");
+        assert_eq!(l["check"], true, "{format}: {l}");
+        assert!(l["relerr"].as_f64().expect("relerr") <= 1e-4, "{l}");
+        assert_eq!(l["nnz"], nnz as u64);
+        assert_eq!(l["requested_format"], format);
+        assert!(l["seconds"].as_f64().expect("seconds") > 0.0, "{l}");
+    }
+    ls
+}
+
+#[test]
+fn sddmm_coo_and_auto_run_and_check() {
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 9 × 11: rows 1 and 4 empty, row 2 full (11 elements, longer than a jam of 4), row 0
+    // of 6, row 3 of 1, rows 5..9 of 2: 26 elements, not a multiple of 4.
+    let mut entries = Vec::new();
+    for (i, d) in [6, 0, 11, 1, 0, 2, 2, 2, 2].into_iter().enumerate() {
+        for j in 0..d {
+            entries.push(format!("{} {} {}.5\n", i + 1, (j * 5 + i) % 11 + 1, j));
+        }
+    }
+    let nnz = entries.len();
+    assert_eq!(nnz, 26);
+    let m = dir.path().join("sddmm.mtx");
+    std::fs::write(
+        &m,
+        format!(
+            "%%MatrixMarket matrix coordinate real general\n9 11 {nnz}\n{}",
+            entries.concat()
+        ),
+    )
+    .expect("write");
+    let m = m.to_str().expect("utf-8 path");
+    for l in sddmm_lines(m, "coo", nnz) {
+        assert_eq!(l["format"], "coo", "{l}");
+        // Building the rows array is the conversion, timed apart from the kernel.
+        assert!(l["convert_seconds"].as_f64().expect("convert") > 0.0, "{l}");
+        assert_eq!(l["candidates"].as_array().map(Vec::len), Some(0), "{l}");
+    }
+    for l in sddmm_lines(m, "auto", nnz) {
+        // Both candidates measured; the faster one ran, with its full measurement.
+        let c = l["candidates"].as_array().expect("candidates");
+        let names: Vec<&str> = c
+            .iter()
+            .map(|x| x["format"].as_str().expect("name"))
+            .collect();
+        assert_eq!(names, ["csr", "coo"], "{l}");
+        let times: Vec<f64> = c
+            .iter()
+            .map(|x| x["seconds"].as_f64().expect("seconds"))
+            .collect();
+        assert!(times.iter().all(|t| *t > 0.0), "{l}");
+        let fastest = if times[1] < times[0] { "coo" } else { "csr" };
+        assert_eq!(l["format"], fastest, "{l}");
+        let conv = l["convert_seconds"].as_f64().expect("convert");
+        if fastest == "csr" {
+            assert_eq!(conv, 0.0, "{l}");
+        } else {
+            assert!(conv > 0.0, "{l}");
+        }
+    }
+    // The CSR path is unchanged: `csr` runs the catalog kernel.
+    for l in sddmm_lines(m, "csr", nnz) {
+        assert_eq!(l["format"], "csr", "{l}");
+        assert_eq!(l["convert_seconds"], 0.0, "{l}");
+    }
+}
+
+#[test]
+fn coo_is_refused_where_it_is_not_available() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (m, _) = write_matrix(dir.path());
+    let m = m.to_str().expect("utf-8 path");
+    for (op, args, needle) in [
+        (
+            "spmm",
+            &[][..],
+            "format `coo` is not available for spmm (spmm takes csr, hyb, bsr:B, ell or auto)",
+        ),
+        (
+            "spmv",
+            &[][..],
+            "format `coo` is not available for spmv (spmv takes csr or auto)",
+        ),
+        (
+            "sddmm",
+            &["--print-c"][..],
+            "--schedule and --print-c take the csr format (got `coo`)",
+        ),
+    ] {
+        let mut all = vec!["bench", op, "--matrix", m, "--format", "coo", "--json"];
+        all.extend_from_slice(args);
+        let o = run(&all);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{op}: {e}");
+        assert!(e.contains(needle), "{op}: expected `{needle}` in {e}");
+        assert!(!e.contains("panicked"), "{e}");
+        assert!(o.stdout.is_empty(), "{op}");
     }
 }
 

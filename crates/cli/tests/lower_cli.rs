@@ -402,6 +402,130 @@ fn lower_decompose_composes_rules_and_lowers() {
     }
 }
 
+/// `lower sddmm.sp --stage 1 --decompose coo`: the COO rule rewrites sddmm's input `X` (the
+/// only sparse buffer over [I, J] nothing writes; `decompose_format` refuses to rewrite the
+/// output `Y`): a preprocess copy into `X_coo`, `Y` zeroed over the CSR axes (the COO axes are
+/// compressed, so the clone does not cover the output), and the compute iteration over
+/// `[O_coo, I_coo, J_coo, K]`.
+const SDDMM_COO_STAGE1: &str = r#"@T.prim_func
+def sddmm(
+    a: T.handle,
+    b: T.handle,
+    x: T.handle,
+    y: T.handle,
+    indptr: T.handle,
+    indices: T.handle,
+    m: T.int32,
+    n: T.int32,
+    feat_size: T.int32,
+    nnz: T.int32,
+    a_coo: T.handle,
+    rows_coo: T.handle,
+    cols_coo: T.handle,
+    m_coo: T.int32,
+    n_coo: T.int32,
+    nnz_coo: T.int32,
+) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices))
+    J_detach = T.sp.dense_fixed(n)
+    K = T.sp.dense_fixed(feat_size)
+    O_coo = T.sp.dense_fixed(1)
+    I_coo = T.sp.compressed_fixed(O_coo, (m_coo, nnz_coo), rows_coo, sorted=False)
+    J_coo = T.sp.compressed_fixed(I_coo, (n_coo, 1), cols_coo, sorted=False)
+    A = T.sp.match_buffer(a, (I, K), "float32")
+    B = T.sp.match_buffer(b, (J_detach, K), "float32")
+    X = T.sp.match_buffer(x, (I, J), "float32")
+    Y = T.sp.match_buffer(y, (I, J), "float32")
+    X_coo = T.sp.match_buffer(a_coo, (O_coo, I_coo, J_coo), "float32")
+    with T.sp.iteration([O_coo, I_coo, J_coo], "SSS", "rewrite_X_coo") as [o_coo, i_coo, j_coo]:
+        T.sp.iteration_attr({"preprocess": True})
+        X_coo[o_coo, i_coo, j_coo] = X[i_coo, j_coo]
+    with T.sp.iteration([I, J], "SS", "sddmm_init") as [i_1, j_1]:
+        Y[i_1, j_1] = T.float32(0)
+    with T.sp.iteration([O_coo, I_coo, J_coo, K], "SSSR", "sddmm_coo") as [
+        o_coo_1, i_coo_1, j_coo_1, k_1
+    ]:
+        Y[i_coo_1, j_coo_1] = (
+            Y[i_coo_1, j_coo_1]
+            + A[i_coo_1, k_1] * B[j_coo_1, k_1] * X_coo[o_coo_1, i_coo_1, j_coo_1]
+        )
+"#;
+
+#[test]
+fn lower_decompose_coo_rewrites_the_input_of_sddmm() {
+    use sparsetir_runtime::composable::coo::{coo_rule, coo_rule_for, COO_RULE};
+    let d = Dir::new();
+    let sddmm = d.script("sddmm");
+    let lower = |args: &[&str]| {
+        let mut all = vec!["lower", sddmm.as_str()];
+        all.extend_from_slice(args);
+        let o = run(&all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let text = lower(&["--stage", "1", "--decompose", "coo"]);
+    assert_eq!(text, SDDMM_COO_STAGE1);
+    assert_checks(&d, "sddmm_coo.sp", &text);
+    // The library's decomposition with the rule pointed at X gives the same program.
+    let module = parse_module(sparsetir_ops::get("sddmm").unwrap().source).unwrap();
+    let rule = coo_rule_for(&module.funcs[0]).unwrap();
+    assert_eq!(rule.buffers_to_rewrite, ["X"]);
+    let want = decompose_format(&module, &[rule], true).unwrap();
+    assert!(module_eq(&parse_module(&text).unwrap(), &want), "{text}");
+    // The rule script itself says `A`: for sddmm that is the dense operand, which the rule
+    // does not fit; with its buffer renamed to `X` the script gives the builtin's program.
+    assert_eq!(coo_rule().unwrap().buffers_to_rewrite, ["A"]);
+    let o = run(&[
+        "lower",
+        &sddmm,
+        "--stage",
+        "1",
+        "--decompose",
+        &d.write("coo.rule.sp", COO_RULE),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("buffer `A` has axes [\"I\", \"K\"]"),
+        "{}",
+        stderr(&o)
+    );
+    let renamed = COO_RULE.replace(
+        r#""buffer_to_rewrite": ["A"]"#,
+        r#""buffer_to_rewrite": ["X"]"#,
+    );
+    assert_ne!(renamed, COO_RULE);
+    let file = d.write("coo_x.rule.sp", &renamed);
+    assert_eq!(lower(&["--stage", "1", "--decompose", &file]), text);
+    // Without the preprocess, and lowered: stages II and III verify.
+    let np = lower(&["--stage", "1", "--decompose", "coo", "--no-preprocess"]);
+    assert!(
+        !np.contains("rewrite_X_coo") && np.contains("\"sddmm_coo\""),
+        "{np}"
+    );
+    for (stage, s) in [("2", Stage::II), ("3", Stage::III)] {
+        let out = lower(&["--stage", stage, "--decompose", "coo", "--no-preprocess"]);
+        for f in &parse_module(&out).unwrap().funcs {
+            assert_eq!(f.stage(), s);
+            verify_func(f).unwrap_or_else(|e| panic!("stage {stage}: {e:?}"));
+        }
+    }
+    // csrmm: the rule rewrites A; a kernel with no read-only CSR buffer is told so.
+    let (csrmm, _) = lower_ok(&d, &["--stage", "1", "--decompose", "coo"]);
+    assert!(csrmm.contains("\"rewrite_A_coo\""), "{csrmm}");
+    assert!(csrmm.contains("\"SSRS\", \"csrmm_coo\""), "{csrmm}");
+    let bsrmm = d.script("bsrmm");
+    let o = run(&["lower", &bsrmm, "--stage", "1", "--decompose", "coo"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("does not apply") && e.contains("no read-only sparse buffer over [I, J]"),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+}
+
 #[test]
 fn lower_decompose_errors_are_clear_and_located() {
     let d = Dir::new();

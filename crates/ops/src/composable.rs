@@ -1,17 +1,18 @@
-//! Composable formats of SpMM (SPEC §5.3): the format names `sparsetir bench --format` takes
-//! (`csr`, `hyb`, `hyb(parts=P,buckets=1,2,4)`, `bsr:B` or `bsr(block=B)`, `ell` or
-//! `ell(width=W)`, `auto`), the stage-III schedules of a hyb-decomposed csrmm (one section per
+//! Composable formats of SpMM and SDDMM (SPEC §5.3): the format names `sparsetir bench
+//! --format` takes (`csr`, `hyb`, `hyb(parts=P,buckets=1,2,4)`, `bsr:B` or `bsr(block=B)`, `ell`
+//! or `ell(width=W)`, `coo`, `auto`), the stage-III schedules of a hyb-decomposed csrmm (one section per
 //! (part, bucket) block, from `schedules/hyb_{init,bucket}.sched`) and of an ELL+CSR-decomposed
 //! csrmm (`schedules/ell_csr.sched`), the ELL width chosen from the degree distribution, and the
 //! choice of candidates for `auto` from the matrix's degree distribution, block fill and the
-//! feature width.
+//! feature width (SpMM; SDDMM's `auto` measures [`SDDMM_AUTO_CANDIDATES`]); the schedule of
+//! SDDMM on COO.
 
 use std::fmt;
 
 /// Bucket widths are powers of two up to at most this.
 pub const MAX_BUCKET: usize = 4096;
 
-/// A storage format for SpMM's sparse operand.
+/// A storage format for the sparse operand (SpMM: every format but `coo`; SDDMM: `csr`, `coo`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Format {
     /// The catalog's csrmm.
@@ -27,6 +28,9 @@ pub enum Format {
     /// ELL of width `W` over every row (`None`: [`ell_width`] of the matrix), the entries of
     /// longer rows past the width in CSR ("ELL+CSR").
     Ell(Option<usize>),
+    /// Coordinate list: every stored element with its row and column, in CSR's order (SDDMM:
+    /// one flat loop over the stored elements).
+    Coo,
     /// Chosen per matrix and feature width.
     Auto,
 }
@@ -53,6 +57,7 @@ impl fmt::Display for Format {
             Format::Bsr(b) => write!(f, "bsr:{b}"),
             Format::Ell(None) => f.write_str("ell"),
             Format::Ell(Some(w)) => write!(f, "ell(width={w})"),
+            Format::Coo => f.write_str("coo"),
             Format::Auto => f.write_str("auto"),
         }
     }
@@ -60,7 +65,7 @@ impl fmt::Display for Format {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -104,6 +109,7 @@ impl Format {
                 })
             }
             "ell" => return Ok(Format::Ell(None)),
+            "coo" => return Ok(Format::Coo),
             "auto" => return Ok(Format::Auto),
             _ => {}
         }
@@ -312,6 +318,10 @@ pub fn auto_candidates(indptr: &[i32], indices: &[i32], cols: usize, feat: usize
     out
 }
 
+/// The formats `auto` measures for SDDMM: the CSR rows, and COO's flat loop over the stored
+/// elements (faster on low-degree graphs: the elements are balanced across threads exactly).
+pub const SDDMM_AUTO_CANDIDATES: [Format; 2] = [Format::Csr, Format::Coo];
+
 /// The stage-III schedule of csrmm decomposed into `parts` column parts × `num_buckets`
 /// buckets (block names `csrmm_<p>_<k>1`): the init nest in parallel, then every bucket's rows
 /// in parallel with its feature loop vectorised.
@@ -336,6 +346,12 @@ pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
 /// feature loop vectorised. Unlike the catalog's default schedule it does not zero an empty
 /// block row's output (see the file).
 pub const BSR_SPMM_SCHEDULE: &str = include_str!("../schedules/bsr_spmm.sched");
+
+/// The schedule of SDDMM on COO (`schedules/sddmm_coo.sched`, for
+/// `sparsetir_runtime::composable::coo::coo_sddmm_stage1`): the element loop (the fused `O`,
+/// `I`, `J` loops) in parallel with static chunks, the feature reduction in SIMD lanes, the
+/// gathered `B` rows prefetched.
+pub const SDDMM_COO_SCHEDULE: &str = include_str!("../schedules/sddmm_coo.sched");
 
 /// The stage-III schedule of csrmm decomposed into ELL of width `width` plus, when `rest`, a
 /// DCSR remainder (`sparsetir_runtime::composable::ell_csr_spmm_stage1`): the init nest and the
@@ -369,6 +385,7 @@ mod tests {
             "hyb(parts=3)",
             "hyb(buckets=2,8)",
             "ell(width=16)",
+            "coo",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -387,8 +404,10 @@ mod tests {
             Format::Ell(Some(16))
         );
         assert_eq!(Format::parse("ell+csr").unwrap(), Format::Ell(None));
+        assert_eq!(Format::parse(" coo ").unwrap(), Format::Coo);
         for bad in [
-            "coo",
+            "coo(width=2)",
+            "coo:2",
             "bsr:0",
             "bsr(block=0)",
             "bsr(width=4)",

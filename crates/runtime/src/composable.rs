@@ -17,6 +17,10 @@
 //! loops are the unit loops of the format's `O` axis, which `horizontal_fuse` does not take (it
 //! fuses top-level parallel loops); the nests run as consecutive parallel loops, which needs no
 //! atomics across buckets and parts.
+//!
+//! [`coo`]: SDDMM on COO, sddmm decomposed by the COO rule with its output kept in COO too.
+
+pub mod coo;
 
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
-//! `sparsetir bench spmm --format hyb|hyb(...)|bsr:B|ell|ell(width=W)|auto`: SpMM on
-//! composable formats. The CSR matrix is converted (timed separately, `convert_seconds`), the
-//! kernel built for that format, timed, and checked against the same f64 reference as the CSR
-//! path:
+//! `sparsetir bench spmm --format hyb|hyb(...)|bsr:B|ell|ell(width=W)|auto` and `sparsetir
+//! bench sddmm --format coo|auto`: SpMM and SDDMM on composable formats. The CSR matrix is
+//! converted (timed separately, `convert_seconds`), the kernel built for that format, timed,
+//! and checked against the same f64 reference as the CSR path:
 //! - hyb: csrmm decomposed by the hyb rules (`sparsetir_runtime::composable`);
 //! - `bsr:B`: the catalog's bsrmm on `formats::Bsr` with `B × B` blocks (rows and columns
 //!   zero-padded up to a multiple of `B`: the dense operand gets zero rows, the output's extra
@@ -9,10 +9,15 @@
 //! - ell: ELL of width `W` ([`ell_width`] unless given) from `builders::ell_csr`; with no row
 //!   longer than `W`, the catalog's ellmm (`ell(width=W)`), otherwise csrmm decomposed into
 //!   ELL plus a DCSR remainder of the longer rows' entries past `W`, one kernel
-//!   (`ell(width=W)+csr`).
+//!   (`ell(width=W)+csr`);
+//! - coo (SDDMM): sddmm decomposed by the COO rule, output in COO too
+//!   (`sparsetir_runtime::composable::coo`), scheduled by `schedules/sddmm_coo.sched`: one
+//!   parallel loop over the stored elements. The conversion is the `rows` array (the row of
+//!   every stored element); values and columns are CSR's.
 //!
-//! `auto` measures a few candidates (`sparsetir_ops::composable::auto_candidates`) with short
-//! timings and reports the fastest one's full measurement.
+//! `auto` measures a few candidates (SpMM: `sparsetir_ops::composable::auto_candidates`; SDDMM:
+//! csr and coo, `SDDMM_AUTO_CANDIDATES`) with short timings and reports the fastest one's full
+//! measurement, with every candidate's time.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -24,8 +29,9 @@ use sparsetir_formats::{Bsr, BsrPadding};
 use sparsetir_ir::PrimFunc;
 use sparsetir_ops::composable::{
     auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule, Format,
-    BSR_SPMM_SCHEDULE,
+    BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE,
 };
+use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
     build_ell_csr_spmm, build_hyb_spmm, ell_csr_arguments, hyb_arguments, HybOptions,
 };
@@ -37,7 +43,8 @@ use crate::Failure;
 
 /// How a prepared kernel's arguments are made.
 enum Binding {
-    /// csrmm's (the CSR arrays, `b`, `c`, sizes) plus these (the format's arrays).
+    /// The CSR kernel's (csrmm's or sddmm's: the CSR arrays, the dense operands, the output,
+    /// sizes) plus these (the format's arrays).
     Csr(HashMap<String, ArgValue>),
     /// The kernel's own arrays and sizes; `b` is the dense operand zero-padded to `b_shape`,
     /// `c` is allocated as `c_shape` and its first `rows × feat` values are the result.
@@ -72,13 +79,29 @@ fn hyb_params(a: &Csr, parts: Option<usize>, buckets: Option<&[usize]>) -> (usiz
 }
 
 fn prepare(
+    op: Op,
     a: &Csr,
     feat: usize,
     format: &Format,
     opts: &CompileOptions,
 ) -> Result<Prepared, Failure> {
-    match format {
-        Format::Csr => {
+    match (op, format) {
+        (Op::Sddmm, Format::Csr) => {
+            let schedule = sparsetir_ops::cpu_schedule("sddmm");
+            let built = build(Op::Sddmm, feat, schedule, opts)?;
+            Ok(Prepared {
+                name: "csr".into(),
+                kernel: built.kernel,
+                binding: Binding::Csr(HashMap::new()),
+                convert_seconds: 0.0,
+                compile_seconds: built.compile_cold.as_secs_f64(),
+                frontend_seconds: built.frontend.as_secs_f64(),
+                load_seconds: built.load.as_secs_f64(),
+                cache: built.outcome,
+            })
+        }
+        (Op::Sddmm, Format::Coo) => prepare_coo_sddmm(a, feat, opts),
+        (Op::Spmm, Format::Csr) => {
             let schedule = sparsetir_ops::cpu_schedule("csrmm");
             let built = build(Op::Spmm, feat, schedule, opts)?;
             Ok(Prepared {
@@ -92,7 +115,7 @@ fn prepare(
                 cache: built.outcome,
             })
         }
-        Format::Hyb { parts, buckets } => {
+        (Op::Spmm, Format::Hyb { parts, buckets }) => {
             let (parts, buckets) = hyb_params(a, *parts, buckets.as_deref());
             let start = Instant::now();
             let h: Hyb = hyb(
@@ -126,12 +149,46 @@ fn prepare(
                 cache,
             })
         }
-        Format::Bsr(block) => prepare_bsr(a, feat, *block, opts),
-        Format::Ell(width) => prepare_ell(a, feat, *width, opts),
-        Format::Auto => Err(Failure(
+        (Op::Spmm, Format::Bsr(block)) => prepare_bsr(a, feat, *block, opts),
+        (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts),
+        (_, Format::Auto) => Err(Failure(
             "error: internal error: `auto` is not a candidate format".into(),
         )),
+        (op, format) => Err(Failure(format!(
+            "error: format `{format}` is not available for {}",
+            op.name()
+        ))),
     }
+}
+
+/// SDDMM on COO (see the module documentation).
+fn prepare_coo_sddmm(a: &Csr, feat: usize, opts: &CompileOptions) -> Result<Prepared, Failure> {
+    let start = Instant::now();
+    let rows = coo_rows(&a.indptr);
+    let mut extra = HashMap::new();
+    extra.insert(ROWS_PARAM.to_string(), i32_tensor(&rows));
+    let convert_seconds = start.elapsed().as_secs_f64();
+    let sddmm = sparsetir_ops::load("sddmm")?;
+    let spec = [("feat_size".to_string(), feat as i64)];
+    let (kernel, total, frontend, load) = timed(|| {
+        Ok(build_coo_sddmm(
+            &sddmm,
+            Some(SDDMM_COO_SCHEDULE),
+            &spec,
+            opts,
+        )?)
+    })?;
+    let cache = kernel.report().outcome;
+    Ok(Prepared {
+        name: "coo".into(),
+        kernel,
+        binding: Binding::Csr(extra),
+        convert_seconds,
+        compile_seconds: total,
+        frontend_seconds: frontend,
+        load_seconds: load,
+        cache,
+    })
 }
 
 /// Builds a kernel with `make`, its cost split as [`Prepared`] reports it:
@@ -308,17 +365,23 @@ fn prepare_ell(
     })
 }
 
-/// Times `p` on `a` and checks its output: `(median seconds, relative error)`.
+/// Times `p` (a kernel of `op`) on `a` and checks its output: `(median seconds, relative
+/// error)`. The dense operands are the CSR path's (`bench::measure`).
 fn time_checked(
+    op: Op,
     p: &Prepared,
     a: &Csr,
     feat: usize,
     timing: TimingOptions,
 ) -> Result<(f64, f64), Failure> {
+    let dense_a = match op {
+        Op::Sddmm => random_values(2, a.rows * feat, 0.0),
+        _ => Vec::new(),
+    };
     let dense_b = random_values(3, a.cols * feat, 0.0);
     let mut args = match &p.binding {
         Binding::Csr(extra) => {
-            let mut args = arguments(Op::Spmm, a, feat, &[], &dense_b);
+            let mut args = arguments(op, a, feat, &dense_a, &dense_b);
             args.extend(extra.clone());
             args
         }
@@ -336,17 +399,19 @@ fn time_checked(
         }
     };
     let t = p.kernel.time(&mut args, timing)?;
-    let want = reference(Op::Spmm, a, feat, &[], &dense_b);
+    let want = reference(op, a, feat, &dense_a, &dense_b);
     // Padded formats compute extra rows past the matrix's: the result is the first ones.
-    let out = output_values(Op::Spmm, &args);
-    let out = &out[..out.len().min(a.rows * feat)];
+    let out = output_values(op, &args);
+    let out = &out[..out.len().min(want.len())];
     let relerr = relative_error(out, &want);
     Ok((t.median, relerr))
 }
 
-/// Measures SpMM of `a` at width `feat` in `format` (not `csr`'s plain path: any format,
-/// `auto` included).
-pub(super) fn measure_spmm(
+/// Measures `op` (SpMM or SDDMM) of `a` at width `feat` in `format` (not `csr`'s plain path:
+/// any format of the operator, `auto` included).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn measure_format(
+    op: Op,
     a: &Csr,
     matrix: &str,
     feat: usize,
@@ -364,9 +429,13 @@ pub(super) fn measure_spmm(
             ..TimingOptions::default()
         };
         let mut best: Option<(f64, Prepared)> = None;
-        for f in auto_candidates(&a.indptr, &a.indices, a.cols, feat) {
-            let p = prepare(a, feat, &f, opts)?;
-            let (t, err) = time_checked(&p, a, feat, quick)?;
+        let formats = match op {
+            Op::Sddmm => SDDMM_AUTO_CANDIDATES.to_vec(),
+            _ => auto_candidates(&a.indptr, &a.indices, a.cols, feat),
+        };
+        for f in formats {
+            let p = prepare(op, a, feat, &f, opts)?;
+            let (t, err) = time_checked(op, &p, a, feat, quick)?;
             candidates.push((p.name.clone(), t));
             // A candidate that fails the check is never chosen.
             if err <= TOLERANCE && best.as_ref().is_none_or(|(bt, _)| t < *bt) {
@@ -382,11 +451,11 @@ pub(super) fn measure_spmm(
             }
         }
     } else {
-        prepare(a, feat, format, opts)?
+        prepare(op, a, feat, format, opts)?
     };
-    let (seconds, relerr) = time_checked(&chosen, a, feat, timing)?;
+    let (seconds, relerr) = time_checked(op, &chosen, a, feat, timing)?;
     Ok(CaseResult {
-        op: Op::Spmm,
+        op,
         matrix: matrix.to_string(),
         rows: a.rows,
         cols: a.cols,
@@ -396,7 +465,7 @@ pub(super) fn measure_spmm(
         threads,
         seconds,
         gflops: if seconds > 0.0 {
-            Op::Spmm.flops(a.nnz(), feat) / seconds / 1e9
+            op.flops(a.nnz(), feat) / seconds / 1e9
         } else {
             0.0
         },
