@@ -349,8 +349,9 @@ pub const BSR_SPMM_SCHEDULE: &str = include_str!("../schedules/bsr_spmm.sched");
 
 /// The schedule of SDDMM on COO (`schedules/sddmm_coo.sched`, for
 /// `sparsetir_runtime::composable::coo::coo_sddmm_stage1`): the element loop (the fused `O`,
-/// `I`, `J` loops) in parallel with static chunks, the feature reduction in SIMD lanes, the
-/// gathered `B` rows prefetched.
+/// `I`, `J` loops) in parallel with static chunks, four consecutive elements jammed into one
+/// lane loop (across row boundaries), the feature reduction in SIMD lanes, the gathered `B`
+/// rows prefetched.
 pub const SDDMM_COO_SCHEDULE: &str = include_str!("../schedules/sddmm_coo.sched");
 
 /// The stage-III schedule of csrmm decomposed into ELL of width `width` plus, when `rest`, a

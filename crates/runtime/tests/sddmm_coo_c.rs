@@ -7,8 +7,9 @@
 //! stored element at all, 1 × 1, 0 × 0; feature widths that fill whole SIMD vectors and ones
 //! that do not. The output starts with garbage (the init must overwrite every element) and
 //! every kernel is launched twice (a second launch must not add to the first). The COO rows need
-//! not be sorted: the same elements in a shuffled order give the shuffled result. Skipped, with
-//! a note, when no C compiler runs.
+//! not be sorted: the same elements in a shuffled order give the shuffled result. The default
+//! schedule jams 4 elements on the parallel element loop (groups of 4 in parallel, the rest
+//! serially). Skipped, with a note, when no C compiler runs.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -319,7 +320,14 @@ fn the_kernel_is_one_parallel_loop_over_the_elements() {
         src.contains("#pragma omp parallel for schedule(static)"),
         "{src}"
     );
-    assert!(src.contains("o_coo_i_coo_j_coo_fused < nnz"), "{src}");
     assert!(src.contains("__builtin_prefetch(&B_data"), "{src}");
     assert!(src.contains("SIMD reduction"), "{src}");
+    // Jammed by 4: the threads share groups of four elements, the last `nnz % 4` run serially
+    // after them, and four elements' accumulators run in one lane loop.
+    assert!(
+        src.contains("o_coo_i_coo_j_coo_fused_groups = nnz > 0 ? ((int64_t)nnz - (int64_t)0) / 4"),
+        "{src}"
+    );
+    assert!(src.contains("((int64_t)nnz - (int64_t)0) % 4"), "{src}");
+    assert!(src.contains("o_coo_i_coo_j_coo_fused + 3"), "{src}");
 }

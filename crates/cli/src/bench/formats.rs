@@ -12,7 +12,7 @@
 //!   (`ell(width=W)+csr`);
 //! - coo (SDDMM): sddmm decomposed by the COO rule, output in COO too
 //!   (`sparsetir_runtime::composable::coo`), scheduled by `schedules/sddmm_coo.sched`: one
-//!   parallel loop over the stored elements. The conversion is the `rows` array (the row of
+//!   parallel loop over the stored elements, four at a time. The conversion is the `rows` array (the row of
 //!   every stored element); values and columns are CSR's.
 //!
 //! `auto` measures a few candidates (SpMM: `sparsetir_ops::composable::auto_candidates`; SDDMM:
