@@ -12,6 +12,7 @@ pub mod compile;
 pub mod composable;
 pub mod error;
 pub mod kernel;
+pub mod machine;
 pub mod native;
 pub mod timing;
 pub mod validate;
