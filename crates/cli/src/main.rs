@@ -100,7 +100,7 @@ enum Command {
         /// Decompose the sparse buffers first (SPEC §3.1; repeatable, rules applied together):
         /// a rule script `FILE` or `FILE:param=value,...` (e.g. `bsr.rule.sp:block_size=4`), or
         /// a builtin `bsr:B`, `hyb(parts=P,buckets=W1,W2,...)`, `ell(width=W)`,
-        /// `ell(width=W)+csr`.
+        /// `ell(width=W)+csr`, `coo`.
         #[arg(long = "decompose", value_name = "RULE")]
         decompose: Vec<String>,
         /// With --decompose: drop the format-rewrite (preprocess) iterations, keeping only the
@@ -153,7 +153,10 @@ enum Command {
         /// Feature widths, comma-separated (ignored by spmv).
         #[arg(long, default_value = "32,128")]
         feat: String,
-        /// Storage format of the sparse operand.
+        /// Storage format of the sparse operand: `csr`; for spmm also `hyb`,
+        /// `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`, `ell`, `ell(width=W)`; for sddmm `coo`;
+        /// `auto` measures the operator's candidates and runs the fastest (the conversion is
+        /// timed separately, `convert_seconds`).
         #[arg(long, default_value = "csr")]
         format: String,
         /// OpenMP threads (default: all cores).
