@@ -4,37 +4,15 @@
 //! row, full rows, nnz 0, 1×1), floats within 1e-5 relative. Also: specialized builds, schedule
 //! sections, and typed build errors. Skipped, with a note, when no C compiler runs.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
+use sparsetir_runtime::build;
 use sparsetir_runtime::build::{emit, schedule_and_lower, BuildError};
-use sparsetir_runtime::{build, CompileOptions, Compiler};
 
-type Args = HashMap<String, ArgValue>;
+mod common;
+use common::{have_cc, opts, Args};
 
-fn have_cc() -> bool {
-    match Compiler::new(None, &[]).version() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("note: skipping: no C compiler ({e})");
-            false
-        }
-    }
-}
-
-/// A cache under the target directory, so reruns reuse compiled kernels and the user's cache is
-/// never touched.
-fn opts() -> CompileOptions {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-differential-cache");
-    CompileOptions {
-        cc: None,
-        flags: Vec::new(),
-        threads: Some(2),
-        cache_dir: Some(dir),
-    }
-}
+const CACHE: &str = "c-differential-cache";
 
 /// Every output of `got` equals `want` within 1e-5 relative (NaN equals NaN).
 fn assert_same(what: &str, outputs: &[String], got: &Args, want: &Args) {
@@ -108,7 +86,7 @@ fn check_kernel_on(
             format!(", specialized {specialize:?}")
         }
     );
-    let k = build(&f, schedule, specialize, &opts()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let k = build(&f, schedule, specialize, &opts(CACHE)).unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut compared = 0;
     for (shape_name, shape) in shapes {
         for seed in 0..2 {
@@ -324,7 +302,7 @@ fn launches_are_validated_against_the_specialized_sizes() {
         return;
     }
     let f = sparsetir_ops::load("csrmm").unwrap();
-    let k = build(&f, None, &[("feat_size".into(), 8)], &opts()).unwrap();
+    let k = build(&f, None, &[("feat_size".into(), 8)], &opts(CACHE)).unwrap();
     // Data for feat_size = 3: B is too short for the specialized width 8.
     let case = random_args("csrmm", &Shape::default().with_feat(3), 0).unwrap();
     let mut args = case.args.clone();

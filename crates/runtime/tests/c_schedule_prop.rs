@@ -5,36 +5,19 @@
 //! Sequences the schedule rejects are skipped primitive by primitive. Skipped, with a note, when
 //! no C compiler runs.
 
-use std::path::PathBuf;
-
 use proptest::prelude::*;
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_ir::AttrValue;
 use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
+use sparsetir_runtime::build;
 use sparsetir_runtime::build::schedule_and_lower;
-use sparsetir_runtime::{build, CompileOptions, Compiler};
 use sparsetir_schedule::ir_util::block_names;
 use sparsetir_schedule::Schedule;
 
-fn have_cc() -> bool {
-    static NOTE: std::sync::Once = std::sync::Once::new();
-    match Compiler::new(None, &[]).version() {
-        Ok(_) => true,
-        Err(e) => {
-            NOTE.call_once(|| eprintln!("note: skipping: no C compiler ({e})"));
-            false
-        }
-    }
-}
+mod common;
+use common::{have_cc, opts};
 
-fn opts() -> CompileOptions {
-    CompileOptions {
-        cc: None,
-        flags: Vec::new(),
-        threads: Some(2),
-        cache_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-schedule-prop-cache")),
-    }
-}
+const CACHE: &str = "c-schedule-prop-cache";
 
 /// One primitive with its random choices (indices are taken modulo what exists).
 #[derive(Clone, Debug)]
@@ -128,7 +111,7 @@ fn check(kernel: &str, stage3: bool, ops: &[Op]) -> Result<(), TestCaseError> {
         "# stage II\n"
     };
     let text = format!("{header}{}", sch.trace().to_text());
-    let k = build(&f, Some(&text), &[], &opts())
+    let k = build(&f, Some(&text), &[], &opts(CACHE))
         .map_err(|e| TestCaseError::fail(format!("{kernel}: build failed: {e}\n{text}")))?;
     let shape = Shape::new(Pattern::Random { empty_rows: true }, 9, 11)
         .with_density(0.4)
@@ -206,7 +189,7 @@ fn a_fixed_schedule_exercises_every_primitive_kind() {
     sch.vectorize(ks[1]).unwrap();
     sch.unroll(ks[0]).unwrap();
     let text = sch.trace().to_text();
-    let k = build(&f, Some(&text), &[], &opts()).expect("builds");
+    let k = build(&f, Some(&text), &[], &opts(CACHE)).expect("builds");
     assert!(k
         .source()
         .contains("#pragma omp parallel for schedule(static"));

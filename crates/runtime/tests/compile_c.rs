@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
-use sparsetir_runtime::{compile_c, CacheOutcome, CompileOptions, Compiler, RunError};
+use sparsetir_runtime::{compile_c, CacheOutcome, RunError};
+
+mod common;
+use common::{have_cc, opts_in};
 
 fn temp_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -21,25 +24,6 @@ fn temp_dir(tag: &str) -> PathBuf {
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
-}
-
-fn have_cc() -> bool {
-    match Compiler::new(None, &[]).version() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("note: skipping: no C compiler ({e})");
-            false
-        }
-    }
-}
-
-fn opts(dir: &std::path::Path) -> CompileOptions {
-    CompileOptions {
-        cc: None,
-        flags: Vec::new(),
-        threads: Some(2),
-        cache_dir: Some(dir.to_path_buf()),
-    }
 }
 
 /// Every output array of `native` equals the evaluator's within float tolerance.
@@ -71,7 +55,7 @@ fn csrmm_equals_the_evaluator() {
     }
     let dir = temp_dir("csrmm");
     let f = sparsetir_ops::load("csrmm").expect("csrmm");
-    let kernel = compile_c(&f, &opts(&dir)).expect("compiles");
+    let kernel = compile_c(&f, &opts_in(&dir)).expect("compiles");
     assert_eq!(kernel.report().outcome, CacheOutcome::Miss);
     let shapes = [
         Shape::new(Pattern::Random { empty_rows: true }, 37, 23)
@@ -102,7 +86,7 @@ fn csrmm_equals_the_evaluator() {
         }
     }
     // A second build of the same function is a cache hit.
-    let again = compile_c(&f, &opts(&dir)).expect("loads");
+    let again = compile_c(&f, &opts_in(&dir)).expect("loads");
     assert_eq!(again.report().outcome, CacheOutcome::Hit);
     assert_eq!(again.source(), kernel.source());
     let _ = std::fs::remove_dir_all(&dir);
@@ -124,7 +108,7 @@ fn catalog_kernels_equal_the_evaluator() {
     let mut compared = Vec::new();
     for k in sparsetir_ops::catalog() {
         let f = sparsetir_ops::load(k.name).expect("catalog kernel");
-        let kernel = match compile_c(&f, &opts(&dir)) {
+        let kernel = match compile_c(&f, &opts_in(&dir)) {
             Ok(kernel) => kernel,
             // The C writer may refuse constructs; that is its own tests' business.
             Err(e @ (RunError::Codegen(_) | RunError::Lower(_))) => {
@@ -179,7 +163,7 @@ fn stage_iii_input_is_refused() {
     )
     .expect("lowers");
     let dir = temp_dir("stage");
-    let err = compile_c(&lowered.funcs[0], &opts(&dir)).expect_err("refused");
+    let err = compile_c(&lowered.funcs[0], &opts_in(&dir)).expect_err("refused");
     assert!(matches!(err, RunError::Stage(_)), "{err:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -195,14 +179,14 @@ fn measure_csrmm_compile_and_cached_load() {
     let dir = temp_dir("measure");
     let f = sparsetir_ops::load("csrmm").expect("csrmm");
     let start = std::time::Instant::now();
-    let cold = compile_c(&f, &opts(&dir)).expect("compiles");
+    let cold = compile_c(&f, &opts_in(&dir)).expect("compiles");
     let cold_total = start.elapsed();
     assert_eq!(cold.report().outcome, CacheOutcome::Miss);
     let mut loads = Vec::new();
     let mut cache_loads = Vec::new();
     for _ in 0..20 {
         let start = std::time::Instant::now();
-        let k = compile_c(&f, &opts(&dir)).expect("loads");
+        let k = compile_c(&f, &opts_in(&dir)).expect("loads");
         loads.push(start.elapsed().as_secs_f64());
         cache_loads.push(k.report().total_time.as_secs_f64());
         assert_eq!(k.report().outcome, CacheOutcome::Hit);
@@ -245,7 +229,7 @@ fn measure_child() {
     };
     let f = sparsetir_ops::load("csrmm").expect("csrmm");
     let start = std::time::Instant::now();
-    let k = compile_c(&f, &opts(std::path::Path::new(&dir))).expect("loads");
+    let k = compile_c(&f, &opts_in(std::path::Path::new(&dir))).expect("loads");
     let total = start.elapsed();
     assert_eq!(k.report().outcome, CacheOutcome::Hit);
     println!(

@@ -5,42 +5,21 @@
 //! after the other (fusion is refused, with a typed error). Also: the extracted preprocess kernel
 //! fills the bucket values as the builder does. Skipped, with a note, when no C compiler runs.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::{eval_func, run_func, ArgValue};
 use sparsetir_formats::builders::hyb::hyb;
-use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::{IRModule, Stage};
 use sparsetir_ops::composable::hyb_spmm_schedule;
 use sparsetir_runtime::composable::{atomic_blocks, build_hyb_spmm, hyb_arguments, HybOptions};
-use sparsetir_runtime::{CompileOptions, Compiler};
 use sparsetir_transform::{
     decompose_format, extract_preprocess, hyb_rules, lower, PipelineOptions,
 };
 
-type Args = HashMap<String, ArgValue>;
+mod common;
+use common::{f32s, f64s, have_cc, i32s, opts, Args};
 
-fn have_cc() -> bool {
-    match Compiler::new(None, &[]).version() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("note: skipping: no C compiler ({e})");
-            false
-        }
-    }
-}
-
-fn opts() -> CompileOptions {
-    CompileOptions {
-        cc: None,
-        flags: Vec::new(),
-        threads: Some(2),
-        cache_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("composable-cache")),
-    }
-}
+const CACHE: &str = "composable-cache";
 
 /// A random CSR matrix: `rows × cols`, each row empty with probability 1/4, else with a random
 /// number of distinct sorted columns up to `max_deg`.
@@ -80,40 +59,19 @@ fn random_csr(rng: &mut ChaCha8Rng, rows: usize, cols: usize, max_deg: usize) ->
     }
 }
 
-fn f32s(v: Vec<f32>) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape: vec![v.len()],
-        data: TensorData::F32(v),
-    })
-}
-
-fn i32s(v: Vec<i32>) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape: vec![v.len()],
-        data: TensorData::I32(v),
-    })
-}
-
 fn csrmm_args(a: &Csr, b: &[f32], k: usize, c_init: f32) -> Args {
     let mut args = Args::new();
-    args.insert("a".into(), f32s(a.values.clone()));
-    args.insert("b".into(), f32s(b.to_vec()));
+    args.insert("a".into(), f32s(vec![a.values.len()], a.values.clone()));
+    args.insert("b".into(), f32s(vec![b.len()], b.to_vec()));
     // A non-zero C checks that the kernel initialises its output.
-    args.insert("c".into(), f32s(vec![c_init; a.rows * k]));
-    args.insert("indptr".into(), i32s(a.indptr.clone()));
-    args.insert("indices".into(), i32s(a.indices.clone()));
+    args.insert("c".into(), f32s(vec![a.rows * k], vec![c_init; a.rows * k]));
+    args.insert("indptr".into(), i32s(&a.indptr));
+    args.insert("indices".into(), i32s(&a.indices));
     args.insert("m".into(), ArgValue::Int(a.rows as i64));
     args.insert("n".into(), ArgValue::Int(a.cols as i64));
     args.insert("feat_size".into(), ArgValue::Int(k as i64));
     args.insert("nnz".into(), ArgValue::Int(a.indices.len() as i64));
     args
-}
-
-fn f64s(args: &Args, name: &str) -> Vec<f64> {
-    match args.get(name) {
-        Some(ArgValue::Array(t)) => t.to_f64_vec(),
-        other => panic!("no array `{name}`: {other:?}"),
-    }
 }
 
 /// `(rows, cols, max degree, feat, parts, buckets)`.
@@ -173,7 +131,7 @@ fn hyb_spmm_through_c_equals_the_evaluator() {
                 &options,
                 Some(&sched),
                 &[("feat_size".to_string(), k as i64)],
-                &opts(),
+                &opts(CACHE),
             )
             .unwrap_or_else(|e| panic!("{what}: build: {e}"));
             saw_atomic |= built.atomic.iter().any(|x| *x);
@@ -209,14 +167,14 @@ fn hyb_spmm_through_c_equals_the_evaluator() {
         buckets: vec![1, 2],
         fuse: true,
     };
-    assert!(build_hyb_spmm(&csrmm, &h, &options, None, &[], &opts()).is_err());
+    assert!(build_hyb_spmm(&csrmm, &h, &options, None, &[], &opts(CACHE)).is_err());
     // A kernel for other parts/buckets than the data's is refused too.
     let options = HybOptions {
         parts: 2,
         buckets: vec![1, 2],
         fuse: false,
     };
-    assert!(build_hyb_spmm(&csrmm, &h, &options, None, &[], &opts()).is_err());
+    assert!(build_hyb_spmm(&csrmm, &h, &options, None, &[], &opts(CACHE)).is_err());
 }
 
 #[test]
@@ -247,7 +205,13 @@ fn extracted_preprocess_fills_the_buckets_like_the_builder() {
     // The preprocess writes the values: start from garbage.
     for blk in h.blocks() {
         let s = format!("a_{}_{}", blk.part, blk.bucket);
-        args.insert(s, f32s(vec![-9.0; blk.num_rows() * blk.width]));
+        args.insert(
+            s,
+            f32s(
+                vec![blk.num_rows() * blk.width],
+                vec![-9.0; blk.num_rows() * blk.width],
+            ),
+        );
     }
     run_func(&pre3, &mut args).expect("preprocess runs");
     for blk in h.blocks() {

@@ -28,52 +28,32 @@
 //! A further test assigns entries to sizes at random (parts sharing rows) and checks only that C
 //! agrees with the stage-I evaluator on the decomposed program itself.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sparsetir_eval::{eval_func, ArgValue};
+use sparsetir_eval::eval_func;
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
-use sparsetir_formats::{Bsr, BsrPadding, Csr, Duplicates, Tensor, TensorData};
+use sparsetir_formats::{Bsr, BsrPadding, Csr, Duplicates};
 use sparsetir_ir::{IRModule, PrimFunc};
 use sparsetir_ops::composable::hyb_spmm_schedule;
 use sparsetir_runtime::composable::{build_hyb_spmm, hyb_arguments, HybOptions};
-use sparsetir_runtime::{compile_c, CompileOptions, Compiler, Kernel};
+use sparsetir_runtime::{compile_c, Kernel};
 use sparsetir_transform::{
     bsr_rule, decompose_format, extract_preprocess, hyb_rules, remove_preprocess,
 };
 
-type Args = HashMap<String, ArgValue>;
+mod common;
+use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
 
+const CACHE: &str = "composable-c-cache";
 const SIZES: [usize; 3] = [4, 16, 32];
 const BAND: usize = 32;
-
-fn have_cc() -> bool {
-    match Compiler::new(None, &[]).version() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("note: skipping: no C compiler ({e})");
-            false
-        }
-    }
-}
-
-fn opts() -> CompileOptions {
-    CompileOptions {
-        cc: None,
-        flags: Vec::new(),
-        threads: Some(2),
-        cache_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("composable-c-cache")),
-    }
-}
 
 fn csrmm() -> PrimFunc {
     sparsetir_ops::load("csrmm").expect("csrmm in the catalog")
 }
 
 fn compile(f: &PrimFunc, what: &str) -> Kernel {
-    compile_c(f, &opts()).unwrap_or_else(|e| panic!("{what}: compile: {e}"))
+    compile_c(f, &opts(CACHE)).unwrap_or_else(|e| panic!("{what}: compile: {e}"))
 }
 
 fn run(k: &Kernel, args: &mut Args, what: &str) {
@@ -109,40 +89,18 @@ fn csr(rows: usize, cols: usize, t: &[(usize, usize, f32)]) -> Csr<f32, i32> {
     Csr::from_triplets(rows, cols, t.to_vec(), Duplicates::Sum).expect("csr")
 }
 
-fn f32s(v: Vec<f32>) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape: vec![v.len()],
-        data: TensorData::F32(v),
-    })
-}
-
-fn i32s(v: Vec<i32>) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape: vec![v.len()],
-        data: TensorData::I32(v),
-    })
-}
-
-fn int(v: usize) -> ArgValue {
-    ArgValue::Int(v as i64)
-}
-
-fn f64s(args: &Args, name: &str) -> Vec<f64> {
-    match args.get(name) {
-        Some(ArgValue::Array(t)) => t.to_f64_vec(),
-        other => panic!("no array `{name}`: {other:?}"),
-    }
-}
-
 /// The csrmm arguments for `a` (`b` is `cols × k` row-major), `C` zeroed.
 fn csrmm_args(a: &Csr<f32, i32>, b: &[f32], k: usize) -> Args {
     let (m, n) = a.shape();
     let mut args = Args::new();
-    args.insert("a".into(), f32s(a.values().to_vec()));
-    args.insert("b".into(), f32s(b.to_vec()));
-    args.insert("c".into(), f32s(vec![0.0; m * k]));
-    args.insert("indptr".into(), i32s(a.indptr().to_vec()));
-    args.insert("indices".into(), i32s(a.indices().to_vec()));
+    args.insert(
+        "a".into(),
+        f32s(vec![a.values().len()], a.values().to_vec()),
+    );
+    args.insert("b".into(), f32s(vec![b.len()], b.to_vec()));
+    args.insert("c".into(), f32s(vec![m * k], vec![0.0; m * k]));
+    args.insert("indptr".into(), i32s(a.indptr()));
+    args.insert("indices".into(), i32s(a.indices()));
     args.insert("m".into(), int(m));
     args.insert("n".into(), int(n));
     args.insert("feat_size".into(), int(k));
@@ -237,9 +195,9 @@ fn add_bsr_part(args: &mut Args, part: &Csr<f32, i32>, bs: usize, builder: bool)
     } else {
         vec![-9.0; bsr.values().len()]
     };
-    args.insert(format!("a_{bs}"), f32s(values));
-    args.insert(format!("indptr_{bs}"), i32s(bsr.indptr().to_vec()));
-    args.insert(format!("indices_{bs}"), i32s(bsr.indices().to_vec()));
+    args.insert(format!("a_{bs}"), f32s(vec![values.len()], values));
+    args.insert(format!("indptr_{bs}"), i32s(bsr.indptr()));
+    args.insert(format!("indices_{bs}"), i32s(bsr.indices()));
     args.insert(format!("m_{bs}"), int(m / bs));
     args.insert(format!("n_{bs}"), int(n / bs));
     args.insert(format!("nnz_{bs}"), int(bsr.nnz_blocks()));
@@ -409,8 +367,11 @@ fn hyb_preprocess_args(a: &Csr<f32, i32>, h: &Hyb) -> Args {
                     .expect("a padded row has a free column");
             }
         }
-        args.insert(format!("indices_j_{s}"), i32s(cols));
-        args.insert(format!("a_{s}"), f32s(vec![-9.0; blk.values.len()]));
+        args.insert(format!("indices_j_{s}"), i32s(&cols));
+        args.insert(
+            format!("a_{s}"),
+            f32s(vec![blk.values.len()], vec![-9.0; blk.values.len()]),
+        );
     }
     args
 }
@@ -494,7 +455,7 @@ fn hyb_extracted_preprocess_through_c_feeds_the_atomic_kernel() {
             &options,
             Some(&sched),
             &[("feat_size".to_string(), k as i64)],
-            &opts(),
+            &opts(CACHE),
         )
         .unwrap_or_else(|e| panic!("{what}: build: {e}"));
         let atomic = built.atomic.iter().any(|x| *x);
@@ -510,7 +471,7 @@ fn hyb_extracted_preprocess_through_c_feeds_the_atomic_kernel() {
             &format!("{what}, extracted"),
         );
         // The unscheduled compute kernel agrees.
-        args.insert("c".into(), f32s(vec![5.0; m * k]));
+        args.insert("c".into(), f32s(vec![m * k], vec![5.0; m * k]));
         run(&compile(&remove_preprocess(&f), &what), &mut args, &what);
         assert_close(
             &f64s(&args, "c"),

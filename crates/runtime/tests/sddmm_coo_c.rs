@@ -12,64 +12,27 @@
 //! serially). Skipped, with a note, when no C compiler runs.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sparsetir_eval::{eval_func, ArgValue};
-use sparsetir_formats::{Csr, Tensor, TensorData};
+use sparsetir_eval::eval_func;
+use sparsetir_formats::Csr;
 use sparsetir_ir::PrimFunc;
 use sparsetir_ops::composable::SDDMM_COO_SCHEDULE;
 use sparsetir_runtime::build::emit;
 use sparsetir_runtime::composable::coo::{
     build_coo_sddmm, coo_rows, coo_sddmm_arguments, coo_sddmm_stage1, ROWS_PARAM,
 };
-use sparsetir_runtime::{CompileOptions, Compiler, Kernel};
+use sparsetir_runtime::Kernel;
 
-type Args = HashMap<String, ArgValue>;
+mod common;
+use common::{f32s, f64s, have_cc, i32s, int, opts, random_dense, Args};
 
-fn have_cc() -> bool {
-    match Compiler::new(None, &[]).version() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("note: skipping: no C compiler ({e})");
-            false
-        }
-    }
-}
-
-fn opts() -> CompileOptions {
-    CompileOptions {
-        cc: None,
-        flags: Vec::new(),
-        threads: Some(2),
-        cache_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sddmm-coo-cache")),
-    }
-}
+const CACHE: &str = "sddmm-coo-cache";
 
 fn sddmm() -> PrimFunc {
     sparsetir_ops::load("sddmm").expect("sddmm in the catalog")
-}
-
-/// A random `rows × cols` matrix as a dense row-major array: row 1 empty, row 2 full, the
-/// others holding each column with probability `p`, values never zero.
-fn random_dense(rng: &mut ChaCha8Rng, rows: usize, cols: usize, p: f64) -> Vec<f32> {
-    let mut d = vec![0.0f32; rows * cols];
-    for i in 0..rows {
-        for j in 0..cols {
-            let keep = match i {
-                1 if rows > 2 => false,
-                2 => true,
-                _ => rng.random_bool(p),
-            };
-            if keep {
-                d[i * cols + j] =
-                    rng.random_range(0.05f32..1.0) * if rng.random_bool(0.5) { 1.0 } else { -1.0 };
-            }
-        }
-    }
-    d
 }
 
 fn values(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
@@ -93,31 +56,6 @@ fn dense_sddmm(x: &[f32], a: &[f32], b: &[f32], rows: usize, cols: usize, k: usi
     out
 }
 
-fn f32s(shape: Vec<usize>, v: Vec<f32>) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape,
-        data: TensorData::F32(v),
-    })
-}
-
-fn i32s(v: Vec<i32>) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape: vec![v.len()],
-        data: TensorData::I32(v),
-    })
-}
-
-fn int(n: usize) -> ArgValue {
-    ArgValue::Int(n as i64)
-}
-
-fn f64s(args: &Args, name: &str) -> Vec<f64> {
-    match args.get(name) {
-        Some(ArgValue::Array(t)) => t.to_f64_vec(),
-        other => panic!("no array `{name}`: {other:?}"),
-    }
-}
-
 /// The catalog sddmm's arguments for the CSR matrix `x` (`a`: `rows × k`, `b`: `cols × k`),
 /// the output filled with `y0`.
 fn csr_args(x: &Csr<f32, i32>, a: &[f32], b: &[f32], k: usize, y0: f32) -> Args {
@@ -128,8 +66,8 @@ fn csr_args(x: &Csr<f32, i32>, a: &[f32], b: &[f32], k: usize, y0: f32) -> Args 
         ("b".to_string(), f32s(vec![n, k], b.to_vec())),
         ("x".to_string(), f32s(vec![nnz], x.values().to_vec())),
         ("y".to_string(), f32s(vec![nnz], vec![y0; nnz])),
-        ("indptr".to_string(), i32s(x.indptr().to_vec())),
-        ("indices".to_string(), i32s(x.indices().to_vec())),
+        ("indptr".to_string(), i32s(x.indptr())),
+        ("indices".to_string(), i32s(x.indices())),
         ("m".to_string(), int(m)),
         ("n".to_string(), int(n)),
         ("nnz".to_string(), int(nnz)),
@@ -244,7 +182,7 @@ fn coo_sddmm_equals_the_dense_computation_and_the_evaluator() {
         let spec = [("feat_size".to_string(), k as i64)];
         for schedule in [Some(SDDMM_COO_SCHEDULE), None] {
             let what = format!("{what}, schedule {}", schedule.is_some());
-            let kernel = build_coo_sddmm(&f, schedule, &spec, &opts())
+            let kernel = build_coo_sddmm(&f, schedule, &spec, &opts(CACHE))
                 .unwrap_or_else(|e| panic!("{what}: build: {e}"));
             let mut args = coo_args(&x, &a, &b, k, 7.0);
             run_twice(&kernel, &mut args, &want, &scale, &what);
@@ -275,15 +213,15 @@ fn unsorted_rows_give_the_shuffled_result() {
     let rows_of = coo_rows(x.indptr());
     let pick_i = |v: &[i32]| order.iter().map(|&p| v[p]).collect::<Vec<_>>();
     let mut args = coo_args(&x, &a, &b, k, -3.0);
-    args.insert(ROWS_PARAM.into(), i32s(pick_i(&rows_of)));
-    args.insert("indices".into(), i32s(pick_i(x.indices())));
+    args.insert(ROWS_PARAM.into(), i32s(&pick_i(&rows_of)));
+    args.insert("indices".into(), i32s(&pick_i(x.indices())));
     let xs: Vec<f32> = order.iter().map(|&p| x.values()[p]).collect();
     args.insert("x".into(), f32s(vec![xs.len()], xs));
     let want: Vec<f64> = order.iter().map(|&p| want[p]).collect();
     let scale: Vec<f64> = order.iter().map(|&p| scale[p]).collect();
     let spec = [("feat_size".to_string(), k as i64)];
     let kernel =
-        build_coo_sddmm(&sddmm(), Some(SDDMM_COO_SCHEDULE), &spec, &opts()).expect("build");
+        build_coo_sddmm(&sddmm(), Some(SDDMM_COO_SCHEDULE), &spec, &opts(CACHE)).expect("build");
     run_twice(&kernel, &mut args, &want, &scale, "shuffled");
 }
 

@@ -9,60 +9,22 @@
 //! to the first). Skipped, with a note, when no C compiler runs.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::builders::ell_csr::ell_csr;
-use sparsetir_formats::{Bsr, BsrPadding, Csr, Tensor, TensorData};
+use sparsetir_formats::{Bsr, BsrPadding, Csr};
 use sparsetir_ir::PrimFunc;
 use sparsetir_ops::composable::{ell_csr_spmm_schedule, BSR_SPMM_SCHEDULE};
 use sparsetir_runtime::build::{emit, schedule_and_lower};
 use sparsetir_runtime::composable::{build_ell_csr_spmm, ell_csr_arguments};
-use sparsetir_runtime::{CompileOptions, Compiler, Kernel};
+use sparsetir_runtime::Kernel;
 
-type Args = HashMap<String, ArgValue>;
+mod common;
+use common::{f32s, have_cc, i32s, int, opts, random_dense, Args};
 
-fn have_cc() -> bool {
-    match Compiler::new(None, &[]).version() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("note: skipping: no C compiler ({e})");
-            false
-        }
-    }
-}
-
-fn opts() -> CompileOptions {
-    CompileOptions {
-        cc: None,
-        flags: Vec::new(),
-        threads: Some(2),
-        cache_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("spmm-formats-cache")),
-    }
-}
-
-/// A random matrix as a dense row-major array: row 1 empty, row 2 full, the others holding
-/// each column with probability `p`; values in [-1, 1).
-fn random_dense(rng: &mut ChaCha8Rng, rows: usize, cols: usize, p: f64) -> Vec<f32> {
-    let mut d = vec![0.0f32; rows * cols];
-    for i in 0..rows {
-        for j in 0..cols {
-            let keep = match i {
-                1 => false,
-                2 => true,
-                _ => rng.random_bool(p),
-            };
-            if keep {
-                // Never exactly zero, so every kept entry is stored.
-                d[i * cols + j] =
-                    rng.random_range(0.05f32..1.0) * if rng.random_bool(0.5) { 1.0 } else { -1.0 };
-            }
-        }
-    }
-    d
-}
+const CACHE: &str = "spmm-formats-cache";
 
 /// `dense(A) · B` in f64 (`rows × feat`).
 fn dense_product(a: &[f32], b: &[f32], rows: usize, cols: usize, feat: usize) -> Vec<f64> {
@@ -78,24 +40,6 @@ fn dense_product(a: &[f32], b: &[f32], rows: usize, cols: usize, feat: usize) ->
     out
 }
 
-fn f32s(shape: Vec<usize>, v: Vec<f32>) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape,
-        data: TensorData::F32(v),
-    })
-}
-
-fn i32s(v: &[i32]) -> ArgValue {
-    ArgValue::Array(Tensor {
-        shape: vec![v.len()],
-        data: TensorData::I32(v.to_vec()),
-    })
-}
-
-fn int(n: usize) -> ArgValue {
-    ArgValue::Int(n as i64)
-}
-
 fn compile(f: &PrimFunc, schedule: &str, spec: &[(String, i64)], what: &str) -> Kernel {
     let lowered = schedule_and_lower(f, Some(schedule), spec)
         .unwrap_or_else(|e| panic!("{what}: lower: {e}"));
@@ -105,7 +49,7 @@ fn compile(f: &PrimFunc, schedule: &str, spec: &[(String, i64)], what: &str) -> 
         &c.source,
         &c.entry,
         sparsetir_runtime::build::kernel_params(&c),
-        &opts(),
+        &opts(CACHE),
     )
     .unwrap_or_else(|e| panic!("{what}: compile: {e}"))
 }
@@ -206,7 +150,7 @@ fn ell_and_ell_csr_spmm_equal_the_dense_product() {
         let want = dense_product(&dense, &b, rows, cols, feat);
         let (k, mut args) = if rest {
             let schedule = ell_csr_spmm_schedule(width, true);
-            let k = build_ell_csr_spmm(&csrmm, width, true, Some(&schedule), &spec, &opts())
+            let k = build_ell_csr_spmm(&csrmm, width, true, Some(&schedule), &spec, &opts(CACHE))
                 .unwrap_or_else(|err| panic!("{what}: build: {err}"));
             let mut args = ell_csr_arguments(&e, true);
             args.insert("indptr".into(), i32s(&indptr));

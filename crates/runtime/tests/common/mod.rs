@@ -1,0 +1,89 @@
+//! Helpers shared by the runtime crate's C-backend tests: the compiler check, compile options
+//! with a cache under the target directory, argument builders and random dense matrices.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::{Tensor, TensorData};
+use sparsetir_runtime::{CompileOptions, Compiler};
+
+pub type Args = HashMap<String, ArgValue>;
+
+/// Whether a C compiler runs; the first time it does not, a note says the tests are skipped.
+pub fn have_cc() -> bool {
+    static NOTE: std::sync::Once = std::sync::Once::new();
+    match Compiler::new(None, &[]).version() {
+        Ok(_) => true,
+        Err(e) => {
+            NOTE.call_once(|| eprintln!("note: skipping: no C compiler ({e})"));
+            false
+        }
+    }
+}
+
+/// Two threads, the default compiler, the kernel cache in `dir`.
+pub fn opts_in(dir: &Path) -> CompileOptions {
+    CompileOptions {
+        cc: None,
+        flags: Vec::new(),
+        threads: Some(2),
+        cache_dir: Some(dir.to_path_buf()),
+    }
+}
+
+/// [`opts_in`] the cache `name` under the target directory, so reruns reuse compiled kernels
+/// and the user's cache is never touched.
+pub fn opts(name: &str) -> CompileOptions {
+    opts_in(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name))
+}
+
+pub fn f32s(shape: Vec<usize>, v: Vec<f32>) -> ArgValue {
+    ArgValue::Array(Tensor {
+        shape,
+        data: TensorData::F32(v),
+    })
+}
+
+pub fn i32s(v: &[i32]) -> ArgValue {
+    ArgValue::Array(Tensor {
+        shape: vec![v.len()],
+        data: TensorData::I32(v.to_vec()),
+    })
+}
+
+pub fn int(n: usize) -> ArgValue {
+    ArgValue::Int(n as i64)
+}
+
+/// The array `name` of `args` as f64s; panics when there is none.
+pub fn f64s(args: &Args, name: &str) -> Vec<f64> {
+    match args.get(name) {
+        Some(ArgValue::Array(t)) => t.to_f64_vec(),
+        other => panic!("no array `{name}`: {other:?}"),
+    }
+}
+
+/// A random `rows × cols` matrix as a dense row-major array: row 1 empty (when there are more
+/// than two rows), row 2 full, the others holding each column with probability `p`; values in
+/// ±[0.05, 1), never exactly zero, so every kept entry is stored.
+pub fn random_dense(rng: &mut ChaCha8Rng, rows: usize, cols: usize, p: f64) -> Vec<f32> {
+    let mut d = vec![0.0f32; rows * cols];
+    for i in 0..rows {
+        for j in 0..cols {
+            let keep = match i {
+                1 if rows > 2 => false,
+                2 => true,
+                _ => rng.random_bool(p),
+            };
+            if keep {
+                d[i * cols + j] =
+                    rng.random_range(0.05f32..1.0) * if rng.random_bool(0.5) { 1.0 } else { -1.0 };
+            }
+        }
+    }
+    d
+}
