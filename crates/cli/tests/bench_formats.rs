@@ -126,6 +126,25 @@ fn bad_formats_exit_one() {
     }
 }
 
+/// Runs `bench OP --matrix M EXTRA... --format FORMAT --json` with short timings (2 runs after
+/// 1 warm-up run, no timed warm-up).
+fn bench_json(op: &str, m: &str, extra: &[&str], format: &str) -> Output {
+    let mut all = vec!["bench", op, "--matrix", m];
+    all.extend_from_slice(extra);
+    all.extend_from_slice(&[
+        "--format",
+        format,
+        "--json",
+        "--repeat",
+        "2",
+        "--warmup",
+        "1",
+        "--warmup-ms",
+        "0",
+    ]);
+    run(&all)
+}
+
 #[test]
 fn auto_resolves_to_csr_for_spmv() {
     // SpMV has one format: `auto` runs CSR, checked, and says what it asked for.
@@ -137,21 +156,7 @@ fn auto_resolves_to_csr_for_spmv() {
     )
     .unwrap();
     let m = m.to_str().unwrap();
-    let o = run(&[
-        "bench",
-        "spmv",
-        "--matrix",
-        m,
-        "--format",
-        "auto",
-        "--json",
-        "--repeat",
-        "2",
-        "--warmup",
-        "1",
-        "--warmup-ms",
-        "0",
-    ]);
+    let o = bench_json("spmv", m, &[], "auto");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ls = lines(&o);
     assert_eq!(ls.len(), 1);
@@ -161,25 +166,17 @@ fn auto_resolves_to_csr_for_spmv() {
     assert_eq!(ls[0]["nnz"], 6);
 }
 
-/// `bench sddmm --format FORMAT --json` on `m` at widths 3 and 8 (one line each, checked).
-fn sddmm_lines(m: &str, format: &str, nnz: usize) -> Vec<serde_json::Value> {
-    let o = run(&[
-        "bench",
-        "sddmm",
-        "--matrix",
-        m,
-        "--feat",
-        "3,8",
-        "--format",
-        format,
-        "--json",
-        "--repeat",
-        "2",
-        "--warmup",
-        "1",
-        "--warmup-ms",
-        "0",
-    ]);
+/// Runs `bench OP --format FORMAT --json` on `m` at widths 3 and 8 and checks every line:
+/// `check: true`, a relative error of at most 1e-4, the matrix's nnz, the requested format (its
+/// canonical name `requested`).
+fn bench_lines(
+    op: &str,
+    m: &str,
+    format: &str,
+    requested: &str,
+    nnz: usize,
+) -> Vec<serde_json::Value> {
+    let o = bench_json(op, m, &["--feat", "3,8"], format);
     assert!(
         o.status.success(),
         "{format}: {}",
@@ -187,13 +184,21 @@ fn sddmm_lines(m: &str, format: &str, nnz: usize) -> Vec<serde_json::Value> {
     );
     let ls = lines(&o);
     assert_eq!(ls.len(), 2, "{format}: one line per width");
-    for (l, feat) in ls.iter().zip([3, 8]) {
-        assert_eq!(l["op"], "sddmm", "{l}");
-        assert_eq!(l["feat"], feat, "{l}");
+    for l in &ls {
         assert_eq!(l["check"], true, "{format}: {l}");
         assert!(l["relerr"].as_f64().expect("relerr") <= 1e-4, "{l}");
         assert_eq!(l["nnz"], nnz as u64);
-        assert_eq!(l["requested_format"], format);
+        assert_eq!(l["requested_format"], requested);
+    }
+    ls
+}
+
+/// [`bench_lines`] for sddmm: the lines also name the op and the width, and a kernel time.
+fn sddmm_lines(m: &str, format: &str, nnz: usize) -> Vec<serde_json::Value> {
+    let ls = bench_lines("sddmm", m, format, format, nnz);
+    for (l, feat) in ls.iter().zip([3, 8]) {
+        assert_eq!(l["op"], "sddmm", "{l}");
+        assert_eq!(l["feat"], feat, "{l}");
         assert!(l["seconds"].as_f64().expect("seconds") > 0.0, "{l}");
     }
     ls
@@ -293,39 +298,10 @@ fn coo_is_refused_where_it_is_not_available() {
     }
 }
 
-/// Runs `bench spmm --format FORMAT --json` on `m` at widths 3 and 8 and checks every line:
-/// `check: true`, the requested format (its canonical name `requested`), the matrix's nnz, a
-/// conversion time.
-fn bench_lines(m: &str, format: &str, requested: &str, nnz: usize) -> Vec<serde_json::Value> {
-    let o = run(&[
-        "bench",
-        "spmm",
-        "--matrix",
-        m,
-        "--feat",
-        "3,8",
-        "--format",
-        format,
-        "--json",
-        "--repeat",
-        "2",
-        "--warmup",
-        "1",
-        "--warmup-ms",
-        "0",
-    ]);
-    assert!(
-        o.status.success(),
-        "{format}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let ls = lines(&o);
-    assert_eq!(ls.len(), 2, "{format}: one line per width");
+/// [`bench_lines`] for spmm: the lines also report a conversion time.
+fn spmm_lines(m: &str, format: &str, requested: &str, nnz: usize) -> Vec<serde_json::Value> {
+    let ls = bench_lines("spmm", m, format, requested, nnz);
     for l in &ls {
-        assert_eq!(l["check"], true, "{format}: {l}");
-        assert!(l["relerr"].as_f64().expect("relerr") <= 1e-4, "{l}");
-        assert_eq!(l["nnz"], nnz as u64);
-        assert_eq!(l["requested_format"], requested);
         assert!(l["convert_seconds"].as_f64().is_some(), "{l}");
     }
     ls
@@ -350,7 +326,7 @@ fn bsr_and_ell_run_and_check() {
         ("ell(width=4)+csr", "ell(width=4)", "ell(width=4)+csr"),
         ("ell(width=10)", "ell(width=10)", "ell(width=10)"),
     ] {
-        for l in bench_lines(m, format, requested, nnz) {
+        for l in spmm_lines(m, format, requested, nnz) {
             assert_eq!(l["format"], ran, "{l}");
             // The conversion did work, measured apart from the kernel's time.
             assert!(l["convert_seconds"].as_f64().unwrap() > 0.0, "{l}");
@@ -382,7 +358,7 @@ fn auto_measures_bsr_and_ell_on_full_blocks_and_uniform_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (m, nnz) = write_blocks(dir.path());
     let m = m.to_str().expect("utf-8 path");
-    for l in bench_lines(m, "auto", "auto", nnz) {
+    for l in spmm_lines(m, "auto", "auto", nnz) {
         let c: Vec<&str> = l["candidates"]
             .as_array()
             .expect("candidates")
@@ -404,10 +380,10 @@ fn auto_measures_bsr_and_ell_on_full_blocks_and_uniform_rows() {
         assert!(c.contains(&l["format"].as_str().expect("format")), "{l}");
     }
     // The explicit formats on the same matrix: no ELL remainder, no BSR padding.
-    for l in bench_lines(m, "ell", "ell", nnz) {
+    for l in spmm_lines(m, "ell", "ell", nnz) {
         assert_eq!(l["format"], "ell(width=2)");
     }
-    for l in bench_lines(m, "bsr:2", "bsr:2", nnz) {
+    for l in spmm_lines(m, "bsr:2", "bsr:2", nnz) {
         assert_eq!(l["format"], "bsr(block=2)");
     }
 }

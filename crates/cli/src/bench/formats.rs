@@ -86,9 +86,10 @@ fn prepare(
     opts: &CompileOptions,
 ) -> Result<Prepared, Failure> {
     match (op, format) {
-        (Op::Sddmm, Format::Csr) => {
-            let schedule = super::default_schedule(Op::Sddmm, a, feat);
-            let built = build(Op::Sddmm, feat, schedule.as_deref(), opts)?;
+        (op @ (Op::Sddmm | Op::Spmm), Format::Csr) => {
+            // The catalog default for spmm, the tuned one for sddmm.
+            let schedule = super::default_schedule(op, a, feat);
+            let built = build(op, feat, schedule.as_deref(), opts)?;
             Ok(Prepared {
                 name: "csr".into(),
                 kernel: built.kernel,
@@ -101,20 +102,6 @@ fn prepare(
             })
         }
         (Op::Sddmm, Format::Coo) => prepare_coo_sddmm(a, feat, opts),
-        (Op::Spmm, Format::Csr) => {
-            let schedule = sparsetir_ops::cpu_schedule("csrmm");
-            let built = build(Op::Spmm, feat, schedule, opts)?;
-            Ok(Prepared {
-                name: "csr".into(),
-                kernel: built.kernel,
-                binding: Binding::Csr(HashMap::new()),
-                convert_seconds: 0.0,
-                compile_seconds: built.compile_cold.as_secs_f64(),
-                frontend_seconds: built.frontend.as_secs_f64(),
-                load_seconds: built.load.as_secs_f64(),
-                cache: built.outcome,
-            })
-        }
         (Op::Spmm, Format::Hyb { parts, buckets }) => {
             let (parts, buckets) = hyb_params(a, *parts, buckets.as_deref());
             let start = Instant::now();
