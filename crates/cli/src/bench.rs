@@ -210,18 +210,23 @@ pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
 }
 
 /// The default CPU schedule of `op` for matrix `a` at width `feat`: the catalog's, with
-/// SDDMM's gather prefetches dropped where the gathered operand (`cols × feat` floats) fits in
-/// the L2 cache ([`sparsetir_ops::composable::gather_prefetch`]).
+/// SDDMM's gather prefetches tuned to the matrix ([`sddmm_prefetch`]).
 pub fn default_schedule(op: Op, a: &Csr, feat: usize) -> Option<String> {
     let base = sparsetir_ops::cpu_schedule(op.kernel())?;
     Some(match op {
-        Op::Sddmm => sparsetir_ops::composable::gather_prefetch(
-            base,
-            a.cols.saturating_mul(feat).saturating_mul(4),
-            sparsetir_runtime::machine::l2_cache_bytes(),
-        ),
+        Op::Sddmm => sddmm_prefetch(base, a, feat),
         _ => base.to_string(),
     })
+}
+
+/// An SDDMM schedule (CSR or COO) without its gather prefetches where the gathered operand
+/// (`cols × feat` floats) fits in the L2 cache ([`sparsetir_ops::composable::gather_prefetch`]).
+pub fn sddmm_prefetch(schedule: &str, a: &Csr, feat: usize) -> String {
+    sparsetir_ops::composable::gather_prefetch(
+        schedule,
+        a.cols.saturating_mul(feat).saturating_mul(4),
+        sparsetir_runtime::machine::l2_cache_bytes(),
+    )
 }
 
 /// The catalog kernel of `op` (stage I) and the specialization of its sizes for width `feat`.

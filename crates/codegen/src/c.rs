@@ -1556,8 +1556,10 @@ impl<'f> Writer<'f> {
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         let v = self.bind(f.var)?;
         let r = (|| -> Res<()> {
+            // Parallel: groups of `u` iterations in parallel, then the last `< u` ones serially
+            // from the first iteration past the groups.
+            let mut rest_start = None;
             if let Some(pragma) = &parallel {
-                // Groups of `u` iterations in parallel, then the last `< u` ones serially.
                 let groups = self.namer.fresh(&format!("{v}_groups"));
                 let g = self.namer.fresh(&format!("{v}_g"));
                 self.line(&format!(
@@ -1567,6 +1569,7 @@ impl<'f> Writer<'f> {
                 self.line(&format!("for (int64_t {g} = 0; {g} < {groups}; ++{g}) {{"));
                 self.indent += 1;
                 self.line(&format!("const {ct} {v} = ({ct})({start} + {g} * {u});"));
+                rest_start = Some(format!("({ct})({start} + {groups} * {u})"));
             } else {
                 self.line(&format!("{ct} {v} = {start};"));
                 self.line(&format!("for (; {v} <= {end} - {u}; {v} += {u}) {{"));
@@ -1589,12 +1592,9 @@ impl<'f> Writer<'f> {
             self.write_simd_reduction(inner, red, Some((f.var, &texts)))?;
             self.indent -= 1;
             self.line("}");
-            if parallel.is_some() {
-                self.line(&format!(
-                    "for ({ct} {v} = ({ct})({end} - ({end} > {start} ? ((int64_t){end} - (int64_t){start}) % {u} : 0)); {v} < {end}; ++{v}) {{"
-                ));
-            } else {
-                self.line(&format!("for (; {v} < {end}; ++{v}) {{"));
+            match &rest_start {
+                Some(r) => self.line(&format!("for ({ct} {v} = {r}; {v} < {end}; ++{v}) {{")),
+                None => self.line(&format!("for (; {v} < {end}; ++{v}) {{")),
             }
             self.indent += 1;
             if let Some(p) = f.annotations.get(PREFETCH_ATTR) {
@@ -2199,6 +2199,37 @@ impl<'f> Writer<'f> {
         Ok((lanes > 1 && ext >= lanes).then_some(lanes))
     }
 
+    /// Every copy's update of a lane reduction, one after the other in the same lane loop (the
+    /// copies differ only in the enclosing loop's variable): the reduced element redirected to
+    /// `acc_of(copy)`, the copy's hoisted loads read from their locals.
+    fn write_lane_copies(
+        &mut self,
+        body: &Stmt,
+        buffer: BufferId,
+        indices: &[Expr],
+        copies: &[LaneCopy],
+        acc_of: impl Fn(&LaneCopy) -> String,
+    ) -> Res<()> {
+        for c in copies {
+            self.simd_acc = Some(SimdAcc {
+                buffer,
+                indices: indices.to_vec(),
+                name: acc_of(c),
+                hoisted: c.hoisted.clone(),
+            });
+            if let Some((jv, t)) = &c.subst {
+                self.let_subst.insert(*jv, t.clone());
+            }
+            let r = self.write_stmt(body);
+            if let Some((jv, _)) = &c.subst {
+                self.let_subst.remove(jv);
+            }
+            self.simd_acc = None;
+            r?;
+        }
+        Ok(())
+    }
+
     /// The body of a `simd_reduction` loop with `lanes` independent partial sums, and the C
     /// text of each copy's total. Where [`Writer::lane_vector_plan`] applies, the partial sums
     /// are one vector `{acc}_v` of `lanes` elements updated a whole vector per step, and the
@@ -2240,25 +2271,8 @@ impl<'f> Writer<'f> {
             for c in copies {
                 self.line(&format!("{ty} {}_v = {{0}};", c.acc));
             }
-            self.write_lane_vector_loop(f, plan, lanes, lct, |w| {
-                for c in copies {
-                    w.simd_acc = Some(SimdAcc {
-                        buffer,
-                        indices: indices.to_vec(),
-                        name: format!("{}_v", c.acc),
-                        hoisted: c.hoisted.clone(),
-                    });
-                    if let Some((jv, t)) = &c.subst {
-                        w.let_subst.insert(*jv, t.clone());
-                    }
-                    let r = w.write_stmt(body);
-                    if let Some((jv, _)) = &c.subst {
-                        w.let_subst.remove(jv);
-                    }
-                    w.simd_acc = None;
-                    r?;
-                }
-                Ok(())
+            self.write_lane_vector_loop(f, plan, (min, ext, lanes), lct, |w| {
+                w.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_v", c.acc))
             })?;
             let accs: Vec<String> = copies.iter().map(|c| format!("{}_v", c.acc)).collect();
             return Ok(self.write_lane_vector_totals(&accs, lanes, dt));
@@ -2273,28 +2287,9 @@ impl<'f> Writer<'f> {
             w.pragma("omp simd");
             w.line(&format!("for ({lct} {v} = {start}; {v} < {end}; ++{v}) {{"));
             w.indent += 1;
-            // Every copy's update in the same lane loop (the copies differ only in the
-            // enclosing loop's variable).
-            let mut r = Ok(());
-            for c in copies {
-                w.simd_acc = Some(SimdAcc {
-                    buffer,
-                    indices: indices.to_vec(),
-                    name: format!("{}_part[{v} - {base}]", c.acc),
-                    hoisted: c.hoisted.clone(),
-                });
-                if let Some((jv, t)) = &c.subst {
-                    w.let_subst.insert(*jv, t.clone());
-                }
-                r = w.write_stmt(body);
-                if let Some((jv, _)) = &c.subst {
-                    w.let_subst.remove(jv);
-                }
-                w.simd_acc = None;
-                if r.is_err() {
-                    break;
-                }
-            }
+            let r = w.write_lane_copies(body, buffer, indices, copies, |c| {
+                format!("{}_part[{v} - {base}]", c.acc)
+            });
             w.indent -= 1;
             r?;
             w.line("}");

@@ -1,9 +1,14 @@
 //! What the host machine offers that schedules adapt to: the per-core L2 cache size.
 
 /// The L2 cache size of CPU 0 in bytes, read from Linux's sysfs
-/// (`/sys/devices/system/cpu/cpu0/cache/index*/{level,size}`); 1 MiB where it cannot be read
-/// (another OS, a container hiding sysfs).
+/// (`/sys/devices/system/cpu/cpu0/cache/index*/{level,size}`) once per process; 1 MiB where
+/// it cannot be read (another OS, a container hiding sysfs).
 pub fn l2_cache_bytes() -> usize {
+    static L2: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *L2.get_or_init(read_l2_cache_bytes)
+}
+
+fn read_l2_cache_bytes() -> usize {
     const FALLBACK: usize = 1 << 20;
     let base = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
     for index in 0..8 {

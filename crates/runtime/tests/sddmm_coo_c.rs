@@ -266,6 +266,11 @@ fn the_kernel_is_one_parallel_loop_over_the_elements() {
         src.contains("o_coo_i_coo_j_coo_fused_groups = nnz > 0 ? ((int64_t)nnz - (int64_t)0) / 4"),
         "{src}"
     );
-    assert!(src.contains("((int64_t)nnz - (int64_t)0) % 4"), "{src}");
+    assert!(
+        src.contains(
+            "(int32_t)(0 + o_coo_i_coo_j_coo_fused_groups * 4); o_coo_i_coo_j_coo_fused < nnz;"
+        ),
+        "{src}"
+    );
     assert!(src.contains("o_coo_i_coo_j_coo_fused + 3"), "{src}");
 }

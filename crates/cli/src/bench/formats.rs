@@ -28,8 +28,8 @@ use sparsetir_formats::builders::hyb::{hyb, Hyb};
 use sparsetir_formats::{Bsr, BsrPadding};
 use sparsetir_ir::PrimFunc;
 use sparsetir_ops::composable::{
-    auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, gather_prefetch,
-    hyb_spmm_schedule, Format, BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE,
+    auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule, Format,
+    BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
@@ -157,11 +157,7 @@ fn prepare_coo_sddmm(a: &Csr, feat: usize, opts: &CompileOptions) -> Result<Prep
     let convert_seconds = start.elapsed().as_secs_f64();
     let sddmm = sparsetir_ops::load("sddmm")?;
     let spec = [("feat_size".to_string(), feat as i64)];
-    let schedule = gather_prefetch(
-        SDDMM_COO_SCHEDULE,
-        a.cols.saturating_mul(feat).saturating_mul(4),
-        sparsetir_runtime::machine::l2_cache_bytes(),
-    );
+    let schedule = super::sddmm_prefetch(SDDMM_COO_SCHEDULE, a, feat);
     let (kernel, total, frontend, load) =
         timed(|| Ok(build_coo_sddmm(&sddmm, Some(&schedule), &spec, opts)?))?;
     let cache = kernel.report().outcome;

@@ -412,20 +412,18 @@ impl Writer<'_> {
             .then_some(vl)
     }
 
-    /// Writes the vector-form lane loop: `for (v = min; v < min + ext; v += lanes)`, each
-    /// copy's accumulator `{acc}_v` updated with the body's value as a vector. The caller
-    /// declares the accumulators and binds the copies; `write_copy` writes one copy's body.
+    /// Writes the vector-form lane loop: `for (v = min; v < min + ext; v += lanes)` (the
+    /// loop's constant bounds and lanes in `(min, ext, lanes)`), each copy's accumulator
+    /// `{acc}_v` updated with the body's value as a vector. The caller declares the
+    /// accumulators; `write_copies` writes the copies' bodies.
     pub(super) fn write_lane_vector_loop(
         &mut self,
         f: &For,
         plan: VecLoop,
-        lanes: i64,
+        (min, ext, lanes): (i64, i64, i64),
         lct: &str,
-        mut write_copies: impl FnMut(&mut Self) -> Res<()>,
+        write_copies: impl FnOnce(&mut Self) -> Res<()>,
     ) -> Res<()> {
-        let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
-            return Err(self.invalid("lane reduction over a loop without constant bounds"));
-        };
         let v = self.bind(f.var)?;
         self.line(&format!(
             "for ({lct} {v} = {min}; {v} < {}; {v} += {lanes}) {{",
