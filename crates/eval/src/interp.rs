@@ -40,18 +40,16 @@ struct Step {
     /// `T.sp.attach(axis, parent)`: the parent whose coordinate selects the fiber.
     attach: Option<AxisId>,
     spatial: bool,
-    /// A non-first axis of a `T.sp.fuse` group (never starts a segment).
-    fused_tail: bool,
 }
 
-/// When an iteration's `init` runs (see [`init_plan`]).
-#[derive(Clone, Copy, Debug)]
+/// When an iteration's `init` runs (see [`Machine::init_plan`]).
+#[derive(Clone, Debug)]
 enum InitPlan {
     /// No reduction iterator: before every body execution.
     EveryStep,
-    /// Once all steps before `bound` are bound, if every reduction step in `first..bound` is at
-    /// the first element of its fiber.
-    AtSegment { first: usize, bound: usize },
+    /// Once the steps before `at` (the first reduction step) are bound, for every point of the
+    /// spatial steps `spatial` that follow it, before any reduction step runs.
+    Sweep { at: usize, spatial: Vec<usize> },
 }
 
 /// The evaluation state of one call.
@@ -601,14 +599,13 @@ impl<'f> Machine<'f> {
                     (vec![*axis], Some(*parent))
                 }
             };
-            for (n, a) in axes.into_iter().enumerate() {
+            for a in axes {
                 self.axis(a)?;
                 steps.push(Step {
                     axis: a,
                     var: it.vars[k],
                     attach,
                     spatial: it.kinds[k] == IterKind::Spatial,
-                    fused_tail: n > 0,
                 });
                 k += 1;
             }
@@ -624,45 +621,45 @@ impl<'f> Machine<'f> {
 
     fn exec_iteration(&mut self, it: &SparseIteration) -> Res<()> {
         let steps = self.steps(it)?;
-        let plan = self.init_plan(&steps);
-        let mut first = vec![false; steps.len()];
-        self.iterate(it, &steps, 0, plan, &mut first)
+        let plan = self.init_plan(it, &steps)?;
+        self.iterate(it, &steps, 0, &plan)
     }
 
-    /// The init rule, stated on the iteration itself: split the steps into *segments*, a new
-    /// segment starting at a varied (or attached) axis whose parent is iterated in the current
-    /// segment (fused chains stay in one segment). The init belongs to the segment holding the
-    /// first reduction iterator; it runs once every step up to the end of that segment is bound,
-    /// when each reduction step of the segment sits at the first element of its fiber. So it runs
-    /// once per point of the outer iterators — also where no deeper element exists (e.g. a BSR
-    /// block row without blocks), never where the segment itself is empty (an empty CSR row).
-    /// This is exactly when stage II's block `init` runs after `lower_sparse_iter`.
-    fn init_plan(&self, steps: &[Step]) -> InitPlan {
-        let Some(r) = steps.iter().position(|s| !s.spatial) else {
-            return InitPlan::EveryStep;
+    /// The init rule (SPEC §2.3): the init runs once for every point of the spatial iterators
+    /// around the reduction, before its first reduction step, also where the reduction has no
+    /// element (a reduction over nothing is its init). The points are those of the spatial
+    /// steps before the first reduction step (bound when it is reached) and of the spatial
+    /// steps after it, which must not walk fibers of reduction steps.
+    fn init_plan(&self, it: &SparseIteration, steps: &[Step]) -> Res<InitPlan> {
+        let Some(at) = steps.iter().position(|s| !s.spatial) else {
+            return Ok(InitPlan::EveryStep);
         };
-        let mut starts = vec![0usize];
-        let mut seg_start = 0usize;
-        for (t, st) in steps.iter().enumerate().skip(1) {
-            let ad = &self.axes[st.axis.index()];
-            let parent = st.attach.or(ad.parent);
-            let parent_in_segment = parent
-                .and_then(|p| steps[..t].iter().rposition(|s| s.axis == p))
-                .is_some_and(|pi| pi >= seg_start);
-            let varied = matches!(ad.kind, AxisKind::DenseVaried | AxisKind::CompressedVaried)
-                || st.attach.is_some();
-            if !st.fused_tail && varied && parent_in_segment {
-                seg_start = t;
-                starts.push(t);
+        let mut spatial = Vec::new();
+        if it.init.is_some() {
+            for (t, st) in steps.iter().enumerate().skip(at + 1) {
+                if !st.spatial {
+                    continue;
+                }
+                let parent = st.attach.or(self.axes[st.axis.index()].parent);
+                let under_reduction = parent.and_then(|p| {
+                    steps[at..t]
+                        .iter()
+                        .find(|s| !s.spatial && s.axis == p)
+                        .map(|s| s.var)
+                });
+                if let Some(r) = under_reduction {
+                    return Err(self.err(format!(
+                        "iteration `{}`: the init cannot run once per spatial point, because \
+                         spatial iterator `{}` walks a fiber of reduction iterator `{}`",
+                        it.name,
+                        self.var_name(st.var),
+                        self.var_name(r)
+                    )));
+                }
+                spatial.push(t);
             }
         }
-        let first = *starts.iter().rev().find(|&&s| s <= r).unwrap_or(&0);
-        let bound = starts
-            .iter()
-            .copied()
-            .find(|&s| s > r)
-            .unwrap_or(steps.len());
-        InitPlan::AtSegment { first, bound }
+        Ok(InitPlan::Sweep { at, spatial })
     }
 
     fn iterate(
@@ -670,13 +667,11 @@ impl<'f> Machine<'f> {
         it: &SparseIteration,
         steps: &[Step],
         k: usize,
-        plan: InitPlan,
-        at_first: &mut [bool],
+        plan: &InitPlan,
     ) -> Res<()> {
-        if let (Some(init), InitPlan::AtSegment { first, bound }) = (&it.init, plan) {
-            if k == bound && (first..bound).all(|t| steps[t].spatial || at_first[t]) {
-                self.exec(init)?;
-                self.span = it.span;
+        if let (Some(init), InitPlan::Sweep { at, spatial }) = (&it.init, plan) {
+            if k == *at {
+                self.sweep(it, steps, spatial, init)?;
             }
         }
         let Some(step) = steps.get(k) else {
@@ -688,6 +683,33 @@ impl<'f> Machine<'f> {
             self.span = it.span;
             return r;
         };
+        self.each_element(it, step, &mut |m| m.iterate(it, steps, k + 1, plan))
+    }
+
+    /// Runs `init` at every point of the steps `spatial` (the rest already bound).
+    fn sweep(
+        &mut self,
+        it: &SparseIteration,
+        steps: &[Step],
+        spatial: &[usize],
+        init: &Stmt,
+    ) -> Res<()> {
+        let Some((&t, rest)) = spatial.split_first() else {
+            let r = self.exec(init);
+            self.span = it.span;
+            return r;
+        };
+        self.each_element(it, &steps[t], &mut |m| m.sweep(it, steps, rest, init))
+    }
+
+    /// Binds `step` to each element of its fiber in turn (under the current elements of its
+    /// parent or attach axis) and runs `f`; restores the previous binding afterwards.
+    fn each_element(
+        &mut self,
+        it: &SparseIteration,
+        step: &Step,
+        f: &mut dyn FnMut(&mut Self) -> Res<()>,
+    ) -> Res<()> {
         let ai = step.axis.index();
         let q =
             {
@@ -729,8 +751,7 @@ impl<'f> Machine<'f> {
             let coord = self.axes[ai].coord_at(start, g);
             self.pos[ai] = Some((g, coord));
             self.vars[step.var.index()] = Some(Value::from_i128(coord as i128, var_dtype));
-            at_first[k] = g == start;
-            self.iterate(it, steps, k + 1, plan, at_first)?;
+            f(self)?;
         }
         self.pos[ai] = saved_pos;
         self.vars[step.var.index()] = saved_var;

@@ -174,6 +174,38 @@ enum NestBody<'a> {
     },
 }
 
+/// Where an iteration's init goes in its nest.
+#[derive(Clone, Copy, Debug)]
+enum InitAt {
+    /// No init (or no reduction iterator).
+    Nowhere,
+    /// Into block `g`, the block of the first reduction iterator (the RFC's stage II form):
+    /// its reduction fibers are fixed, so the block's init runs for every spatial point.
+    InBlock(usize),
+    /// Into a nest of its own right before the loops of block `g`, whose reduction fibers may
+    /// be empty (a reduction over no element still gives its init).
+    Before(usize),
+}
+
+/// Serial loops `loops` (outermost first) around `body`.
+fn wrap_loops(loops: Vec<(VarId, Expr, Expr)>, body: Stmt) -> Stmt {
+    loops
+        .into_iter()
+        .rev()
+        .fold(body, |body, (var, min, extent)| {
+            Stmt::For(Box::new(For {
+                var,
+                min,
+                extent,
+                kind: ForKind::Serial,
+                thread: None,
+                annotations: Attrs::new(),
+                body,
+                span: Span::default(),
+            }))
+        })
+}
+
 struct Lowerer {
     f: PrimFunc,
     opts: LowerOptions,
@@ -514,7 +546,7 @@ impl Lowerer {
                 for x in v {
                     out.push(self.stmt(x)?);
                 }
-                Stmt::Seq(out)
+                Stmt::seq(out)
             }
             Stmt::SparseIteration(it) => {
                 let saved = self.span;
@@ -726,15 +758,191 @@ impl Lowerer {
             }
             cur.extend(s.entry.axes());
         }
-        // The block of the first reduction iterator receives the init.
+        // The block of the first reduction iterator receives the init; where one of that
+        // block's reduction fibers may be empty, the init moves out of it (see `InitAt`).
         let init_group = groups.iter().position(|g| {
             g.iter()
                 .any(|&k| steps[k].kinds.contains(&IterKind::Reduce))
         });
+        let init_at = match (init_group, &body) {
+            (Some(g), NestBody::Iteration { init: Some(_), .. }) => {
+                if self.may_be_empty(steps, &groups, g)? {
+                    InitAt::Before(g)
+                } else {
+                    InitAt::InBlock(g)
+                }
+            }
+            _ => InitAt::Nowhere,
+        };
         let base = self.stack.len();
-        let r = self.group(name, steps, &groups, 0, init_group, ann, &body);
+        let r = self.group(name, steps, &groups, 0, init_at, ann, &body);
         self.stack.truncate(base);
         r
+    }
+
+    /// Whether a reduction iterator of block `g` walks a fiber that may hold no element (a
+    /// varied, fused or attached axis, or a fixed one whose extent is not a positive constant
+    /// nor the extent of a spatial iterator around it): then the block's init would not run
+    /// for some points of the spatial iterators.
+    fn may_be_empty(&self, steps: &[Step], groups: &[Vec<usize>], g: usize) -> Res<bool> {
+        // Extents of the fixed spatial axes iterated up to this block: where a reduction's
+        // fixed extent is one of them, an empty reduction leaves no point to initialise.
+        let mut spatial_extents = Vec::new();
+        for &k in groups[..=g].iter().flatten() {
+            let s = &steps[k];
+            if let (IterAxis::Axis(a), [IterKind::Spatial]) = (&s.entry, s.kinds.as_slice()) {
+                if self.axis(*a)?.kind.is_fixed() {
+                    spatial_extents.push(self.domain(*a)?);
+                }
+            }
+        }
+        for &k in &groups[g] {
+            let s = &steps[k];
+            if !s.kinds.contains(&IterKind::Reduce) {
+                continue;
+            }
+            match &s.entry {
+                IterAxis::Axis(a) => {
+                    if self.axis(*a)?.kind.is_varied() {
+                        return Ok(true);
+                    }
+                    let extent = self.simp.simplify(&self.f, &self.domain(*a)?);
+                    let positive = matches!(extent, Expr::Int(v, _) if v >= 1);
+                    if !positive && !spatial_extents.contains(&self.domain(*a)?) {
+                        return Ok(true);
+                    }
+                }
+                IterAxis::Fuse(_) | IterAxis::Attach { .. } => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// The init of an iteration whose reduction fiber may be empty, as its own nest placed
+    /// before the loops of block `g`: one loop (and one block `<name><g>_init`) per spatial
+    /// iterator of that block, so the init runs once for every spatial point, whether or not
+    /// the reduction has elements.
+    fn init_nest(
+        &mut self,
+        name: &str,
+        steps: &[Step],
+        group: &[usize],
+        g: usize,
+        ann: &Attrs,
+        init: &Stmt,
+    ) -> Res<Stmt> {
+        // The spatial iterators must not walk fibers of the block's reduction iterators; a
+        // fused chain whose leading axes are spatial contributes the fuse of those axes.
+        let mut reduce_axes: Vec<AxisId> = Vec::new();
+        let mut spatial: Vec<Step> = Vec::new();
+        for &k in group {
+            let s = &steps[k];
+            let n_spatial = s.kinds.iter().take_while(|k| **k == IterKind::Spatial).count();
+            let tail_reduce = s.kinds[n_spatial..].iter().all(|k| *k == IterKind::Reduce);
+            let axes = s.entry.axes();
+            let parent = match &s.entry {
+                IterAxis::Attach { parent, .. } => Some(*parent),
+                _ => match axes.first() {
+                    Some(a) => self.axis(*a)?.parent,
+                    None => None,
+                },
+            };
+            let walks_reduction = n_spatial > 0 && parent.is_some_and(|p| reduce_axes.contains(&p));
+            if !tail_reduce || walks_reduction {
+                let v = s.vars.get(n_spatial).or(s.vars.first());
+                let v = v.map(|v| self.f.vars[*v].name.clone());
+                return Err(unsupported(
+                    self.span,
+                    format!(
+                        "iteration `{name}`: the init cannot run once per spatial point, because \
+                         iterator `{}` walks a fiber of a reduction iterator",
+                        v.unwrap_or_default()
+                    ),
+                ));
+            }
+            reduce_axes.extend(axes.iter().skip(n_spatial).copied());
+            if n_spatial == 0 {
+                continue;
+            }
+            let entry = match &s.entry {
+                IterAxis::Fuse(ch) if n_spatial == 1 => IterAxis::Axis(ch[0]),
+                IterAxis::Fuse(ch) if n_spatial < ch.len() => IterAxis::Fuse(ch[..n_spatial].to_vec()),
+                e => e.clone(),
+            };
+            spatial.push(Step {
+                entry,
+                vars: s.vars[..n_spatial].to_vec(),
+                kinds: s.kinds[..n_spatial].to_vec(),
+            });
+        }
+        let saved_pending = self.pending.clone();
+        let base = self.stack.len();
+        let mut loops = Vec::new();
+        let mut iters = Vec::new();
+        for s in &spatial {
+            self.entry_iter(s, &mut loops, &mut iters)?;
+        }
+        let body = self.stmt(init)?;
+        self.stack.truncate(base);
+        self.pending = saved_pending;
+        let (reads, writes) =
+            block_regions(&self.f, &self.simp, &self.hints, None, &body, &[]);
+        let block = Stmt::Block(Box::new(Block {
+            name: format!("{name}{g}_init"),
+            iters,
+            predicate: None,
+            reads,
+            writes,
+            init: None,
+            alloc_buffers: Vec::new(),
+            annotations: ann.clone(),
+            body,
+            span: Span::default(),
+        }));
+        Ok(wrap_loops(loops, block))
+    }
+
+    /// The loop(s) and block iterator(s) of one entry of an iteration's axis list.
+    fn entry_iter(
+        &mut self,
+        s: &Step,
+        loops: &mut Vec<(VarId, Expr, Expr)>,
+        iters: &mut Vec<BlockIter>,
+    ) -> Res<()> {
+        match &s.entry {
+            IterAxis::Axis(a) => {
+                let anc = self.iter_ancestors(*a)?;
+                let extent = self.fiber_len(*a, &anc)?;
+                self.simple_iter(*a, s, 0, anc, extent, loops, iters)
+            }
+            IterAxis::Attach { axis, parent } => {
+                let ax = self.axis(*axis)?;
+                let own_root = ax
+                    .parent
+                    .and_then(|p| self.f.axes.get(p))
+                    .is_some_and(|p| p.kind == AxisKind::DenseFixed);
+                if !own_root {
+                    return Err(unsupported(
+                        self.span,
+                        format!(
+                            "T.sp.attach of `{}`: its own parent must be a dense_fixed root",
+                            ax.name
+                        ),
+                    ));
+                }
+                let Some(pi) = self.stack.iter().rev().find(|i| i.axis == *parent).cloned()
+                else {
+                    return Err(invalid(
+                        self.span,
+                        "T.sp.attach: the new parent is not iterated",
+                    ));
+                };
+                let anc = vec![self.coord(&pi)?];
+                let extent = self.fiber_len(*axis, &anc)?;
+                self.simple_iter(*axis, s, 0, anc, extent, loops, iters)
+            }
+            IterAxis::Fuse(chain) => self.fused_iter(chain, s, loops, iters),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -744,7 +952,7 @@ impl Lowerer {
         steps: &[Step],
         groups: &[Vec<usize>],
         g: usize,
-        init_group: Option<usize>,
+        init_at: InitAt,
         ann: &Attrs,
         body: &NestBody<'_>,
     ) -> Res<Stmt> {
@@ -752,52 +960,20 @@ impl Lowerer {
         let mut iters: Vec<BlockIter> = Vec::new();
         let base = self.stack.len();
         for &k in &groups[g] {
-            let s = &steps[k];
-            match &s.entry {
-                IterAxis::Axis(a) => {
-                    let anc = self.iter_ancestors(*a)?;
-                    let extent = self.fiber_len(*a, &anc)?;
-                    self.simple_iter(*a, s, 0, anc, extent, &mut loops, &mut iters)?;
-                }
-                IterAxis::Attach { axis, parent } => {
-                    let ax = self.axis(*axis)?;
-                    let own_root = ax
-                        .parent
-                        .and_then(|p| self.f.axes.get(p))
-                        .is_some_and(|p| p.kind == AxisKind::DenseFixed);
-                    if !own_root {
-                        return Err(unsupported(
-                            self.span,
-                            format!(
-                                "T.sp.attach of `{}`: its own parent must be a dense_fixed root",
-                                ax.name
-                            ),
-                        ));
-                    }
-                    let Some(pi) = self.stack.iter().rev().find(|i| i.axis == *parent).cloned()
-                    else {
-                        return Err(invalid(
-                            self.span,
-                            "T.sp.attach: the new parent is not iterated",
-                        ));
-                    };
-                    let anc = vec![self.coord(&pi)?];
-                    let extent = self.fiber_len(*axis, &anc)?;
-                    self.simple_iter(*axis, s, 0, anc, extent, &mut loops, &mut iters)?;
-                }
-                IterAxis::Fuse(chain) => self.fused_iter(chain, s, &mut loops, &mut iters)?,
-            }
+            self.entry_iter(&steps[k], &mut loops, &mut iters)?;
         }
         let (inner, allocs) = if g + 1 < groups.len() {
             (
-                self.group(name, steps, groups, g + 1, init_group, ann, body)?,
+                self.group(name, steps, groups, g + 1, init_at, ann, body)?,
                 Vec::new(),
             )
         } else {
             self.innermost(body)?
         };
-        let init = match (init_group == Some(g), body) {
-            (true, NestBody::Iteration { init: Some(i), .. }) => Some(self.stmt(i)?),
+        let init = match (init_at, body) {
+            (InitAt::InBlock(ig), NestBody::Iteration { init: Some(i), .. }) if ig == g => {
+                Some(self.stmt(i)?)
+            }
             _ => None,
         };
         self.stack.truncate(base);
@@ -821,21 +997,14 @@ impl Lowerer {
             body: inner,
             span: Span::default(),
         }));
-        Ok(loops
-            .into_iter()
-            .rev()
-            .fold(block, |body, (var, min, extent)| {
-                Stmt::For(Box::new(For {
-                    var,
-                    min,
-                    extent,
-                    kind: ForKind::Serial,
-                    thread: None,
-                    annotations: Attrs::new(),
-                    body,
-                    span: Span::default(),
-                }))
-            }))
+        let nest = wrap_loops(loops, block);
+        match (init_at, body) {
+            (InitAt::Before(ig), NestBody::Iteration { init: Some(i), .. }) if ig == g => {
+                let init = self.init_nest(name, steps, &groups[g], g, ann, i)?;
+                Ok(Stmt::Seq(vec![init, nest]))
+            }
+            _ => Ok(nest),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -274,7 +274,9 @@ fn fuse_under_an_iterated_parent_agrees() {
 "#,
     );
     let low = lower(&f, false);
-    assert_eq!(count_blocks(&low, "fuse_jk"), 2);
+    // Two blocks for the rows and the fused chain, and the init's own block before the chain
+    // (a row without K elements still gets its init).
+    assert_eq!(count_blocks(&low, "fuse_jk"), 3);
     check_csf(&f, 23);
 
     let spatial = csf_kernel(
