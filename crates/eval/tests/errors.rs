@@ -67,8 +67,9 @@ fn with(name: &str, v: ArgValue) -> HashMap<String, ArgValue> {
 fn good_arguments_run() {
     let mut a = good();
     run(&spmv(), &mut a).expect("valid");
-    // Row 0: 1*1 + 2*100; row 1 empty keeps 7; row 2: 3*10 + 4*1000.
-    assert_eq!(out(&a, "y"), vec![201.0, 7.0, 4030.0]);
+    // Row 0: 1*1 + 2*100; row 1 is empty: its sum is the init, 0 (not the 7 it held);
+    // row 2: 3*10 + 4*1000.
+    assert_eq!(out(&a, "y"), vec![201.0, 0.0, 4030.0]);
 }
 
 #[test]

@@ -90,10 +90,8 @@ fn csrmm_matches_dense() {
         run(&f, &mut args).expect("csrmm runs");
         let ad = a.dense(0.0);
         let mut want = c0.clone();
+        // Every row is reset by the init, also one without elements (a sum over nothing is 0).
         for i in 0..a.m {
-            if a.indptr[i] == a.indptr[i + 1] {
-                continue; // no element: init never runs, C keeps its value
-            }
             for kk in 0..k {
                 want[i * k + kk] = (0..a.n).map(|j| ad[i][j] * bv[j * k + kk]).sum();
             }
@@ -242,13 +240,8 @@ fn spmv_matches_dense() {
         run(&b.f, &mut args).expect("runs");
         let ad = mat.dense(0.0);
         let want: Vec<f64> = (0..mat.m)
-            .map(|i| {
-                if mat.indptr[i] == mat.indptr[i + 1] {
-                    -1.0
-                } else {
-                    (0..mat.n).map(|j| ad[i][j] * xv[j]).sum()
-                }
-            })
+            // An empty row gets the init, 0, not the -1 it held.
+            .map(|i| (0..mat.n).map(|j| ad[i][j] * xv[j]).sum())
             .collect();
         assert_close(&out(&args, "y"), &want, "spmv");
     }
@@ -517,26 +510,9 @@ fn csf_square_sum_matches_dense() {
     let want: Vec<f64> = dense
         .iter()
         .map(|plane| {
+            // Also a row without J fibers, or whose fibers hold no K element, gets the init 0.
             let stored: Vec<f64> = plane.iter().flatten().flatten().copied().collect();
-            if stored.is_empty() {
-                -2.0
-            } else {
-                stored.iter().map(|x| x * x).sum()
-            }
-        })
-        .collect();
-    // A row i whose J fibers exist but hold no K elements also keeps its value.
-    let want: Vec<f64> = want
-        .iter()
-        .enumerate()
-        .map(|(ii, w)| {
-            let lo = ptr_j[ii] as usize;
-            let hi = ptr_j[ii + 1] as usize;
-            if ptr_k[lo] == ptr_k[hi] {
-                -2.0
-            } else {
-                *w
-            }
+            stored.iter().map(|x| x * x).sum()
         })
         .collect();
     assert_close(&out(&args, "b"), &want, "csf square sum");
@@ -660,15 +636,18 @@ fn ragged_segment_sum_and_max() {
         ("mx", f32_arr(&vec![1.5; m])),
     ]);
     run(&b.f, &mut args).expect("runs");
+    // Empty segments get the inits: a sum of 0 and a max of the lowest float32 (not the 1.5
+    // they held).
     let mut want_s = vec![1.5; m];
     let mut want_m = vec![1.5; m];
     let mut off = 0;
     for (r, l) in lens.iter().enumerate() {
         let seg = &vals[off..off + l];
-        if !seg.is_empty() {
-            want_s[r] = seg.iter().sum();
-            want_m[r] = seg.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        }
+        want_s[r] = seg.iter().sum();
+        want_m[r] = seg
+            .iter()
+            .cloned()
+            .fold(f32::MIN as f64, f64::max);
         off += l;
     }
     assert_close(&out(&args, "s"), &want_s, "segment sum");
@@ -814,10 +793,8 @@ fn hypergraph_attach_matches_dense() {
             row[inc.indices[p] as usize] = true;
         }
     }
+    // A vertex in no edge gets the init, 0.
     for vtx in 0..nv {
-        if !member[vtx].iter().any(|x| *x) {
-            continue; // no edge: init never runs
-        }
         for ff in 0..nf {
             let mut s = 0.0;
             for e in 0..ne {

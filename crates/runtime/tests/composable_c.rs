@@ -268,8 +268,8 @@ fn bsr_4_16_32_through_c_equals_the_evaluator() {
             run(&kernels.whole, &mut one, &what);
             let got = f64s(&one, "c");
             assert_close(&got, &want, &scale, &format!("{what}, one run"));
-            // (b) Extracted: the preprocess kernel once, then the compute kernel (twice: the
-            // clones' init resets C, so a second launch gives the same result).
+            // (b) Extracted: the preprocess kernel once, then the compute kernel (twice: its
+            // init iteration resets C, so a second launch gives the same result).
             run(&kernels.pre, &mut args, &what);
             assert!(
                 f64s(&args, "c").iter().all(|x| *x == 0.0),

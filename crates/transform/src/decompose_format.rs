@@ -25,10 +25,12 @@
 //!   other access of it goes through `idx_map`. Every other use of an old mapped iterator becomes
 //!   its coordinate through `inv_idx_map` of the new iterators (`C[io_4 * 4 + ii_4, k]`).
 //! - **Init.** A clone *covers* the output when every new axis replacing a spatial iterator is
-//!   dense (it then visits every output point, like BSR: the RFC keeps the init in each clone).
-//!   When some clone of an iteration does not cover it (hyb: a bucket holds a subset of the rows,
-//!   and parts share rows), the init moves to one spatial iteration `<iter>_init` over the
-//!   original spatial axes, placed before the clones, and the clones only accumulate.
+//!   dense (it then visits every output point, like BSR: the RFC keeps the init in the clone).
+//!   When the iteration has several clones (they all accumulate into the same output, and the
+//!   init runs at every output point, also where a clone's reduction is empty) or one that does
+//!   not cover it (hyb: a bucket holds a subset of the rows, and parts share rows), the init
+//!   moves to one spatial iteration `<iter>_init` over the original spatial axes, placed before
+//!   the clones, and the clones only accumulate.
 //! - The original iteration is removed (the rules are expected to cover the whole matrix between
 //!   them, as in the RFC and in hyb).
 //!
@@ -526,7 +528,7 @@ fn rewrite_body(
                 clones.push(c);
             }
             let mut out = Vec::new();
-            if !covers {
+            if !covers || clones.len() > 1 {
                 if let Some(init) = &it.init {
                     out.push(Stmt::SparseIteration(Box::new(init_iteration(
                         f,

@@ -822,11 +822,13 @@ impl Lowerer {
     /// before the loops of block `g`: one loop (and one block `<name><g>_init`) per spatial
     /// iterator of that block, so the init runs once for every spatial point, whether or not
     /// the reduction has elements.
+    #[allow(clippy::too_many_arguments)]
     fn init_nest(
         &mut self,
         name: &str,
         steps: &[Step],
         group: &[usize],
+        later: &[usize],
         g: usize,
         ann: &Attrs,
         init: &Stmt,
@@ -876,6 +878,11 @@ impl Lowerer {
             });
         }
         let saved_pending = self.pending.clone();
+        // Iterators of this block and the deeper ones are not bound around the init: using one
+        // that is not one of its spatial points is an error.
+        for v in later.iter().flat_map(|&k| &steps[k].vars) {
+            self.pending.insert(*v);
+        }
         let base = self.stack.len();
         let mut loops = Vec::new();
         let mut iters = Vec::new();
@@ -1000,7 +1007,8 @@ impl Lowerer {
         let nest = wrap_loops(loops, block);
         match (init_at, body) {
             (InitAt::Before(ig), NestBody::Iteration { init: Some(i), .. }) if ig == g => {
-                let init = self.init_nest(name, steps, &groups[g], g, ann, i)?;
+                let later: Vec<usize> = groups[g..].iter().flatten().copied().collect();
+                let init = self.init_nest(name, steps, &groups[g], &later, g, ann, i)?;
                 Ok(Stmt::Seq(vec![init, nest]))
             }
             _ => Ok(nest),
