@@ -345,7 +345,7 @@ fn f32_arg(v: Vec<f32>) -> ArgValue {
 
 /// The arrays of BSR with `b × b` blocks.
 fn bsr_arguments(csr: &CsrData, b: usize) -> Result<HashMap<String, ArgValue>, String> {
-    if b == 0 || csr.rows % b != 0 || csr.cols % b != 0 {
+    if b == 0 || !csr.rows.is_multiple_of(b) || !csr.cols.is_multiple_of(b) {
         return Err(format!(
             "the rows and columns must be multiples of the block size {b} (the decomposed \
              computation addresses every row and column of a stored block)"
