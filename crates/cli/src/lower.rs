@@ -24,6 +24,7 @@ use std::path::Path;
 use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_ops::composable::Format;
 use sparsetir_runtime::composable::coo::{coo_rule, coo_rule_for};
+use sparsetir_runtime::composable::data::{hyb_kinds, recognize, Decomposition, RuleKind};
 use sparsetir_syntax::Diagnostic;
 use sparsetir_transform::{
     bsr_rule, decompose_format_func, ell_csr_rules, hyb_rules, lower_traced, remove_preprocess,
@@ -159,9 +160,11 @@ pub fn for_interp(src: &Source, f: &PrimFunc) -> Result<PrimFunc, Failure> {
 
 /// The rules of one `--decompose` argument, and the rule script they came from (their own
 /// errors are located in it).
-struct RuleSet {
+pub(crate) struct RuleSet {
     spec: String,
     rules: Vec<FormatRewriteRule>,
+    /// What each rule stores, for `run` (`None`: not a catalog rule).
+    kinds: Vec<Option<RuleKind>>,
     script: Option<Source>,
     /// The builtin `coo`: its buffer is chosen per function ([`coo_rule_for`]).
     per_function: bool,
@@ -172,16 +175,18 @@ const BUILTIN_RULES: &str = "bsr:B, hyb(parts=P,buckets=W1,W2,...), ell(width=W)
 
 /// Resolves a `--decompose` argument: a rule script (`FILE` or `FILE:name=value,...`) or a
 /// builtin rule name.
-fn resolve_rules(spec: &str) -> Result<RuleSet, Failure> {
+pub(crate) fn resolve_rules(spec: &str) -> Result<RuleSet, Failure> {
     let t = spec.trim();
     let (path, bindings) = match t.rsplit_once(':') {
         Some((p, b)) if b.contains('=') => (p, Some(b)),
         _ => (t, None),
     };
     if bindings.is_none() && !Path::new(path).is_file() {
+        let (rules, kinds) = builtin_rules(t)?;
         return Ok(RuleSet {
             spec: t.to_string(),
-            rules: builtin_rules(t)?,
+            rules,
+            kinds: kinds.into_iter().map(Some).collect(),
             script: None,
             per_function: Format::parse(t) == Ok(Format::Coo),
         });
@@ -213,9 +218,11 @@ fn resolve_rules(spec: &str) -> Result<RuleSet, Failure> {
     let pairs: Vec<(&str, i64)> = bound.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     let rule = FormatRewriteRule::from_script_with(&src.text(), &pairs)
         .map_err(|e| src.fail(&rule_diagnostics(&e)))?;
+    let kind = recognize(&rule, &pairs);
     Ok(RuleSet {
         spec: t.to_string(),
         rules: vec![rule],
+        kinds: vec![kind],
         script: Some(src),
         per_function: false,
     })
@@ -235,8 +242,8 @@ fn rule_diagnostics(e: &RuleError) -> Vec<Diagnostic> {
     d
 }
 
-/// The rules of a builtin name (see the module documentation).
-fn builtin_rules(t: &str) -> Result<Vec<FormatRewriteRule>, Failure> {
+/// The rules of a builtin name (see the module documentation), with what each stores.
+fn builtin_rules(t: &str) -> Result<(Vec<FormatRewriteRule>, Vec<RuleKind>), Failure> {
     let unknown = |why: String| {
         Failure(format!(
             "error: unknown rule `{t}`: {why} (a rule is a rule script FILE or \
@@ -253,7 +260,10 @@ fn builtin_rules(t: &str) -> Result<Vec<FormatRewriteRule>, Failure> {
     };
     let bad = |e: RuleError| Failure(format!("error: rule `{t}`: {e}"));
     match format {
-        Format::Bsr(b) => Ok(vec![bsr_rule(b as i64).map_err(bad)?]),
+        Format::Bsr(b) => Ok((
+            vec![bsr_rule(b as i64).map_err(bad)?],
+            vec![RuleKind::Bsr(b)],
+        )),
         Format::Hyb { parts, buckets } => {
             let Some(buckets) = buckets else {
                 return Err(unknown(
@@ -262,19 +272,83 @@ fn builtin_rules(t: &str) -> Result<Vec<FormatRewriteRule>, Failure> {
                         .into(),
                 ));
             };
-            hyb_rules(parts.unwrap_or(1), &buckets).map_err(bad)
+            let parts = parts.unwrap_or(1);
+            let rules = hyb_rules(parts, &buckets).map_err(bad)?;
+            Ok((rules, hyb_kinds(parts, &buckets)))
         }
-        Format::Ell(Some(w)) => ell_csr_rules(w as i64, t.ends_with("+csr")).map_err(bad),
+        Format::Ell(Some(w)) => {
+            let rest = t.ends_with("+csr");
+            let rules = ell_csr_rules(w as i64, rest).map_err(bad)?;
+            let mut kinds = vec![RuleKind::Ell(w)];
+            if rest {
+                kinds.push(RuleKind::Dcsr);
+            }
+            Ok((rules, kinds))
+        }
         Format::Ell(None) => Err(unknown(
             "ell needs its width here: ell(width=W) or ell(width=W)+csr (bench chooses it \
              from the matrix)"
                 .into(),
         )),
-        Format::Coo => Ok(vec![coo_rule().map_err(bad)?]),
+        Format::Coo => Ok((vec![coo_rule().map_err(bad)?], vec![RuleKind::Coo])),
         Format::Csr | Format::Auto => Err(unknown(format!(
             "`{format}` is not a rewrite rule (csr is the input format)"
         ))),
     }
+}
+
+/// The rules of every set for one function, with what each stores: `coo` is pointed at the
+/// function's input CSR matrix, and left out where the function has none.
+fn rules_for(sets: &[RuleSet], f: &PrimFunc) -> Vec<(FormatRewriteRule, Option<RuleKind>)> {
+    sets.iter()
+        .flat_map(|s| {
+            if s.per_function {
+                coo_rule_for(f)
+                    .into_iter()
+                    .map(|r| (r, Some(RuleKind::Coo)))
+                    .collect::<Vec<_>>()
+            } else {
+                s.rules
+                    .iter()
+                    .cloned()
+                    .zip(s.kinds.iter().cloned())
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+/// The decomposition `sparsetir run --decompose` runs: `f` decomposed by the rules of every
+/// `--decompose` argument (errors located as for `lower`), without the preprocess copies, and
+/// what builds the new formats' arrays from the data bound to `f`.
+pub(crate) fn for_run(
+    src: &Source,
+    f: &PrimFunc,
+    specs: &[String],
+) -> Result<(PrimFunc, Decomposition), Failure> {
+    let sets = specs
+        .iter()
+        .map(|spec| resolve_rules(spec))
+        .collect::<Result<Vec<_>, _>>()?;
+    let module = IRModule {
+        funcs: vec![f.clone()],
+    };
+    let mut out = decompose(src, &module, &sets, false)?;
+    let g = out.funcs.remove(0);
+    let rules = rules_for(&sets, f);
+    let decomposition = Decomposition::new(&rules).map_err(|e| {
+        let all: Vec<&str> = sets.iter().map(|s| s.spec.as_str()).collect();
+        let message = format!("--decompose {}: cannot run: {e}", all.join(" --decompose "));
+        // A rule script nothing builds data for is shown in the script.
+        let script = sets
+            .iter()
+            .find(|s| s.script.is_some() && s.kinds.iter().any(Option::is_none));
+        match script.and_then(|s| Some((s.script.as_ref()?, s.rules.first()?))) {
+            Some((script, rule)) => script.fail(&[Diagnostic::new(rule.new_format.span, message)]),
+            None => Failure(format!("error: {message}")),
+        }
+    })?;
+    Ok((g, decomposition))
 }
 
 /// Applies every rule of `sets` (together, in order) to each function of `module`, keeping or
@@ -285,18 +359,8 @@ fn decompose(
     sets: &[RuleSet],
     keep_preprocess: bool,
 ) -> Result<IRModule, Failure> {
-    // The rules of every set for one function: `coo` is pointed at the function's input CSR
-    // matrix, and left out where the function has none.
     let rules_for = |f: &PrimFunc| -> Vec<FormatRewriteRule> {
-        sets.iter()
-            .flat_map(|s| {
-                if s.per_function {
-                    coo_rule_for(f).into_iter().collect()
-                } else {
-                    s.rules.clone()
-                }
-            })
-            .collect()
+        rules_for(sets, f).into_iter().map(|(r, _)| r).collect()
     };
     // A rule whose buffers no function declares does not apply.
     for set in sets {

@@ -51,6 +51,7 @@ enum Command {
         file: PathBuf,
     },
     /// Run a function on data files and write the results.
+    #[command(after_help = RUN_HELP)]
     Run {
         /// Script file, or `-` for standard input.
         file: PathBuf,
@@ -78,6 +79,13 @@ enum Command {
         /// Set a scalar parameter not implied by the data: `feat_size=32`.
         #[arg(long = "set", value_name = "PARAM=VALUE")]
         sets: Vec<String>,
+        /// Run on decomposed formats (SPEC §3.1; repeatable, rules applied together, the same
+        /// rules as `lower --decompose`): `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`,
+        /// `ell(width=W)`, `ell(width=W)+csr`, `coo`, or a catalog rule script
+        /// `FILE:param=value,...`. The bound CSR matrix is converted by the format builders;
+        /// outputs are the undecomposed function's.
+        #[arg(long = "decompose", value_name = "RULE")]
+        decompose: Vec<String>,
     },
     /// Lower a script through the pipeline and print the result (canonical text) on stdout.
     Lower {
@@ -235,6 +243,19 @@ enum Command {
     },
 }
 
+/// `run --help`'s closing notes.
+const RUN_HELP: &str = "DECOMPOSED FORMATS:
+  With --decompose, the function is decomposed by the rules as `lower --decompose ... \
+--no-preprocess` prints it, and the new formats' arrays are built from the bound CSR matrix by \
+the format builders (the preprocess copy is not run): hyb (column parts x degree buckets, \
+rows longer than the largest bucket split, padding slots naming a column their row does not \
+store), bsr:B (rows and columns must be multiples of B), ell(width=W) (no row longer than W) \
+or ell(width=W)+csr (longer rows' remainder in DCSR), coo (the row of every stored element). \
+Outputs are the undecomposed function's, written as without --decompose.
+
+  sparsetir run csrmm.sp --decompose 'hyb(parts=1,buckets=1,2,4)' --bind A=g.mtx \
+--bind B=feat.npy --out C=out.npy --backend c";
+
 /// Subcommands whose usage errors exit with code 1 (the older ones keep clap's code 2).
 const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack", "lower", "bench", "build"];
 
@@ -271,14 +292,19 @@ fn main() -> ExitCode {
             binds,
             outs,
             sets,
-        } => cmd_run_with(
+            decompose,
+        } => cmd_run(
             &file,
-            func.as_deref(),
-            &backend,
-            &binds,
-            &outs,
-            &sets,
-            (schedule.as_deref(), threads),
+            &RunOptions {
+                func: func.as_deref(),
+                backend: &backend,
+                binds: &binds,
+                outs: &outs,
+                sets: &sets,
+                schedule: schedule.as_deref(),
+                threads,
+                decompose: &decompose,
+            },
         ),
         Command::Build {
             file,
@@ -496,16 +522,33 @@ fn extension(path: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// `run` with the `c` backend's options (schedule file, threads).
-fn cmd_run_with(
-    path: &Path,
-    func: Option<&str>,
-    backend: &str,
-    binds: &[String],
-    outs: &[String],
-    sets: &[String],
-    (schedule, threads): (Option<&Path>, Option<usize>),
-) -> Result<(), Failure> {
+/// The options of `sparsetir run`.
+#[derive(Clone, Copy)]
+struct RunOptions<'a> {
+    func: Option<&'a str>,
+    backend: &'a str,
+    binds: &'a [String],
+    outs: &'a [String],
+    sets: &'a [String],
+    /// `--backend c`: the schedule file and OpenMP threads.
+    schedule: Option<&'a Path>,
+    threads: Option<usize>,
+    /// `--decompose` rules (see `lower::for_run`).
+    decompose: &'a [String],
+}
+
+/// `sparsetir run`.
+fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
+    let RunOptions {
+        func,
+        backend,
+        binds,
+        outs,
+        sets,
+        schedule,
+        threads,
+        decompose,
+    } = *o;
     if backend != "eval" && backend != "interp" && backend != "c" {
         return Err(Failure(format!(
             "error: unsupported backend `{backend}` (available: eval — the stage-I reference \
@@ -529,14 +572,21 @@ fn cmd_run_with(
             stage_name(f.stage())
         )));
     }
-    // Compile first: a lowering failure is reported before any data is read.
+    // Decompose and compile first: a lowering failure is reported before any data is read.
+    let decomposed = if decompose.is_empty() {
+        None
+    } else {
+        Some(lower::for_run(&src, f, decompose)?)
+    };
+    // The function that runs (`f` decomposed, or `f`); data is bound, and outputs read, for `f`.
+    let g = decomposed.as_ref().map_or(f, |(g, _)| g);
     let lowered = if backend == "interp" {
-        Some(lower::for_interp(&src, f)?)
+        Some(lower::for_interp(&src, g)?)
     } else {
         None
     };
     let native = if backend == "c" {
-        Some(build::for_run(&src, f, schedule, threads, sets)?)
+        Some(build::for_run(&src, g, schedule, threads, sets)?)
     } else {
         None
     };
@@ -584,13 +634,22 @@ fn cmd_run_with(
         out_pairs.push((buf.to_string(), file.to_string()));
     }
     let mut args: HashMap<String, ArgValue> = binder.finish()?;
+    if let Some((_, d)) = &decomposed {
+        let extra = d.arguments(f, &args).map_err(|e| {
+            Failure(format!(
+                "error: --decompose {}: {e}",
+                decompose.join(" --decompose ")
+            ))
+        })?;
+        args.extend(extra);
+    }
     if let Some(k) = &native {
         k.run(&mut args)?;
     }
     let result = match &lowered {
         _ if native.is_some() => Ok(()),
         Some(g) => sparsetir_eval::run_func(g, &mut args),
-        None => sparsetir_eval::eval_func(f, &mut args),
+        None => sparsetir_eval::eval_func(g, &mut args),
     };
     result.map_err(|e| {
         if e.span.is_unknown() {

@@ -146,6 +146,13 @@ fn hyb_reference(m: &Csr, parts: usize, buckets: &[usize]) -> (Vec<Vec<Block>>, 
             if ents.is_empty() {
                 continue;
             }
+            // Padding: the smallest column the whole row does not store (0 for a full row).
+            let row_cols: Vec<i32> = (m.indptr[i] as usize..m.indptr[i + 1] as usize)
+                .map(|j| m.indices[j] as i32)
+                .collect();
+            let pad = (0..m.cols as i32)
+                .find(|c| !row_cols.contains(c))
+                .unwrap_or(0);
             let mut k = 0;
             while k < buckets.len() && buckets[k] < ents.len() {
                 k += 1;
@@ -166,7 +173,7 @@ fn hyb_reference(m: &Csr, parts: usize, buckets: &[usize]) -> (Vec<Vec<Block>>, 
                         b.2.push(v);
                         b.3.push(1);
                     } else {
-                        b.1.push(0);
+                        b.1.push(pad);
                         b.2.push(0.0);
                         b.3.push(0);
                     }
@@ -253,7 +260,8 @@ fn hyb_hand_checked_two_parts() {
 
 #[test]
 fn hyb_hand_checked_split_and_padding() {
-    // One row of 5 entries, largest bucket 2: chunks [0,1], [2,3], [4,pad].
+    // One row of 5 entries, largest bucket 2: chunks [0,1], [2,3], [4,pad]; the row stores
+    // every column, so the padding falls back to column 0.
     let h = hyb(
         1,
         5,
@@ -271,7 +279,8 @@ fn hyb_hand_checked_split_and_padding() {
     assert_eq!(b.mask, vec![1, 1, 1, 1, 1, 0]);
     assert!(h.needs_atomic);
 
-    // No split, one part: padding to width 4, no atomics.
+    // No split, one part: padding to width 4, no atomics; row 0 pads with column 0 (absent),
+    // row 1 (storing 0 and 1) with column 2.
     let h = hyb(
         2,
         3,
@@ -284,7 +293,7 @@ fn hyb_hand_checked_split_and_padding() {
     .unwrap();
     let b = h.get(0, 0).unwrap();
     assert_eq!(b.row_indices, vec![0, 1]);
-    assert_eq!(b.col_indices, vec![2, 0, 0, 0, 0, 1, 0, 0]);
+    assert_eq!(b.col_indices, vec![2, 0, 0, 0, 0, 1, 2, 2]);
     assert_eq!(b.values, vec![7.0, 0.0, 0.0, 0.0, 8.0, 9.0, 0.0, 0.0]);
     assert_eq!(b.mask, vec![1, 0, 0, 0, 1, 1, 0, 0]);
     assert!(!h.needs_atomic);

@@ -5,10 +5,11 @@
 # rule parameter (the bucket width); one rule per (part, bucket) is named "<part>_<bucket>".
 # Rows split past the largest bucket repeat in `indices_i` (a fiber of I may then hold more than
 # `m` elements: I's length, an upper bound of coordinates and positions alike, is
-# `m + num_rows`), and padding repeats columns, so neither axis is declared sorted. Repeated
-# coordinates are outside stage-I coordinate semantics (an access finds the first match): the
-# stage-I evaluator needs split-free buckets and padding columns absent from their rows; the
-# lowered program works on positions and handles both.
+# `m + num_rows`), and padding repeats columns, so neither axis is declared sorted. The builder
+# pads with a column the row does not store, so the format-rewrite copy `A[i, j]` reads 0 into
+# padding whatever the row stores (a row storing every column has no such column: its padding
+# is column 0, which the copy would fill; the builder's values are 0 there). Accesses by the
+# iteration's own iterators are positions (stage I too), so split rows need no coordinate search.
 @T.prim_func
 def ell(
     a: T.handle,

@@ -19,8 +19,11 @@
 //! atomics across buckets and parts.
 //!
 //! [`coo`]: SDDMM on COO, sddmm decomposed by the COO rule with its output kept in COO too.
+//! [`data`]: the arrays of any function decomposed by the catalog's rules, built from its
+//! bound CSR data (`sparsetir run --decompose`).
 
 pub mod coo;
+pub mod data;
 
 use std::collections::HashMap;
 

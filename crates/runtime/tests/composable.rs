@@ -177,61 +177,121 @@ fn hyb_spmm_through_c_equals_the_evaluator() {
     assert!(build_hyb_spmm(&csrmm, &h, &options, None, &[], &opts(CACHE)).is_err());
 }
 
+/// A 7 × 9 CSR matrix whose rows store column 0 (with padding in their buckets for buckets
+/// 1, 2, 4), with empty rows, and with rows longer than 4 (split in one part). No row stores
+/// every column: such a row leaves no absent column to pad with (see `builders::hyb`).
+fn column_zero_csr() -> Csr {
+    let rows: [&[i32]; 7] = [
+        &[0],
+        &[],
+        &[0, 2, 5],
+        &[0, 1, 2, 3, 4, 5, 6],
+        &[],
+        &[0, 3, 4, 5, 8],
+        &[1, 7],
+    ];
+    let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
+    for (i, r) in rows.iter().enumerate() {
+        for (k, &c) in r.iter().enumerate() {
+            indices.push(c);
+            values.push(1.0 + i as f32 + 0.25 * k as f32);
+        }
+        indptr.push(indices.len() as i32);
+    }
+    Csr {
+        rows: 7,
+        cols: 9,
+        indptr,
+        indices,
+        values,
+    }
+}
+
+/// The extracted hyb preprocess (`new[o, i, j] = A[i, j]`), run at stage I (the reference
+/// evaluator) and at stage III (the interpreter), fills every bucket exactly as the builder:
+/// stored values in real slots, 0 in padding slots — also where the row stores column 0 (the
+/// builder pads with a column the row does not store, so the copy reads 0 there).
 #[test]
 fn extracted_preprocess_fills_the_buckets_like_the_builder() {
     let csrmm = sparsetir_ops::load("csrmm").expect("csrmm");
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let (m, n, parts, buckets) = (30, 24, 2, [1usize, 2, 4]);
-    let a = random_csr(&mut rng, m, n, 10);
-    let h = hyb(m, n, &a.indptr, &a.indices, &a.values, parts, &buckets).expect("hyb");
-    let rules = hyb_rules(parts, &buckets).expect("rules");
-    let f = decompose_format(&IRModule { funcs: vec![csrmm] }, &rules, true)
+    let cases = [
+        (random_csr(&mut rng, 30, 24, 10), 2, vec![1usize, 2, 4]),
+        (column_zero_csr(), 1, vec![1, 2, 4]),
+        (column_zero_csr(), 2, vec![2, 4]),
+    ];
+    let mut padded_column_zero_rows = 0;
+    for (a, parts, buckets) in cases {
+        let (m, n) = (a.rows, a.cols);
+        let h = hyb(m, n, &a.indptr, &a.indices, &a.values, parts, &buckets).expect("hyb");
+        let rules = hyb_rules(parts, &buckets).expect("rules");
+        let f = decompose_format(
+            &IRModule {
+                funcs: vec![csrmm.clone()],
+            },
+            &rules,
+            true,
+        )
         .expect("decompose")
         .funcs
         .remove(0);
-    let pre = extract_preprocess(&f);
-    let opts = PipelineOptions {
-        check_invalid_binary_search: true,
-        ..PipelineOptions::to_stage(Stage::III)
-    };
-    let pre3 = lower(&IRModule { funcs: vec![pre] }, &opts)
+        let pre = extract_preprocess(&f);
+        let opts = PipelineOptions {
+            check_invalid_binary_search: true,
+            ..PipelineOptions::to_stage(Stage::III)
+        };
+        let pre3 = lower(
+            &IRModule {
+                funcs: vec![pre.clone()],
+            },
+            &opts,
+        )
         .expect("lowers")
         .funcs
         .remove(0);
-    let b = vec![0.0f32; n * 3];
-    let mut args = csrmm_args(&a, &b, 3, 0.0);
-    let filled = hyb_arguments(&h);
-    args.extend(filled.clone());
-    // The preprocess writes the values: start from garbage.
-    for blk in h.blocks() {
-        let s = format!("a_{}_{}", blk.part, blk.bucket);
-        args.insert(
-            s,
-            f32s(
-                vec![blk.num_rows() * blk.width],
-                vec![-9.0; blk.num_rows() * blk.width],
-            ),
-        );
-    }
-    run_func(&pre3, &mut args).expect("preprocess runs");
-    for blk in h.blocks() {
-        let name = format!("a_{}_{}", blk.part, blk.bucket);
-        let got = f64s(&args, &name);
-        for (slot, g) in got.iter().enumerate() {
-            let row = blk.row_indices[slot / blk.width] as usize;
-            let col = blk.col_indices[slot];
-            // Independently: the CSR value at (row, col), or 0 when absent.
-            let stored = (a.indptr[row] as usize..a.indptr[row + 1] as usize)
-                .find(|&p| a.indices[p] == col)
-                .map_or(0.0, |p| f64::from(a.values[p]));
-            if blk.mask[slot] != 0 {
-                assert_eq!(*g, stored, "{name}[{slot}]");
-                assert_eq!(*g, f64::from(blk.values[slot]), "{name}[{slot}] vs builder");
-            } else {
-                // Padding (column 0): the copy reads A[row, 0], which is 0 unless the row
-                // stores column 0; the builder's padding is 0 and its mask excludes it.
-                assert_eq!(*g, stored, "{name}[{slot}] (padding)");
+        let b = vec![0.0f32; n * 3];
+        let mut args = csrmm_args(&a, &b, 3, 0.0);
+        args.extend(hyb_arguments(&h));
+        // The preprocess writes the values: start from garbage.
+        for blk in h.blocks() {
+            let s = format!("a_{}_{}", blk.part, blk.bucket);
+            let len = blk.num_rows() * blk.width;
+            args.insert(s, f32s(vec![len], vec![-9.0; len]));
+        }
+        let mut stage1 = args.clone();
+        eval_func(&pre, &mut stage1).expect("preprocess evaluates");
+        run_func(&pre3, &mut args).expect("preprocess runs");
+        for blk in h.blocks() {
+            let name = format!("a_{}_{}", blk.part, blk.bucket);
+            for (what, got) in [
+                ("stage I", f64s(&stage1, &name)),
+                ("stage III", f64s(&args, &name)),
+            ] {
+                for (slot, g) in got.iter().enumerate() {
+                    let row = blk.row_indices[slot / blk.width] as usize;
+                    let col = blk.col_indices[slot];
+                    let lo = a.indptr[row] as usize;
+                    let hi = a.indptr[row + 1] as usize;
+                    // Independently: the CSR value at (row, col), or 0 when absent.
+                    let stored = (lo..hi)
+                        .find(|&p| a.indices[p] == col)
+                        .map_or(0.0, |p| f64::from(a.values[p]));
+                    let at = format!("{what}: {name}[{slot}] (row {row}, column {col})");
+                    assert_eq!(*g, f64::from(blk.values[slot]), "{at} vs builder");
+                    if blk.mask[slot] != 0 {
+                        assert_eq!(*g, stored, "{at}");
+                    } else {
+                        assert_eq!(*g, 0.0, "{at} (padding)");
+                        if a.indices[lo..hi].contains(&0) {
+                            padded_column_zero_rows += 1;
+                        }
+                    }
+                }
             }
         }
     }
+    assert!(
+        padded_column_zero_rows > 0,
+        "some padded row stores column 0"
+    );
 }

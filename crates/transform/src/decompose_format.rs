@@ -41,7 +41,9 @@
 //!
 //! The preprocess copy reads the old buffer at the old coordinates of every stored element of the
 //! new format: a padding slot of the new format must name a coordinate that is not stored in the
-//! old buffer (it then copies the default value), otherwise it copies that element once more.
+//! old buffer (it then copies the default value), otherwise it copies that element once more. The
+//! padding builders of `sparsetir_formats` do so (hyb and ELL+CSR pad with a column their row
+//! does not store), except for a hyb row that stores every column.
 
 use std::collections::HashMap;
 

@@ -227,25 +227,23 @@ fn hyb_decomposed(parts: usize, buckets: &[usize]) -> PrimFunc {
 
 /// Arguments of the hyb-decomposed csrmm: for each (part, bucket) block `s = p_k`, the rows
 /// (`indices_i_s`), columns (`indices_j_s`) and counts of the builder. With `values`, the values
-/// are the builder's; without, they are zeros for the preprocess to fill. With `remap`, each
-/// padding slot names a column absent from its row: the builder pads with column 0, which the
-/// preprocess would copy from `A` when the row stores column 0, and which a stage-I access (by
-/// coordinate: the first match) confuses with a stored column 0.
-fn hyb_args(a: &Csr<f32, i32>, h: &Hyb, base: &Args, values: bool, remap: bool) -> Args {
+/// are the builder's; without, they are zeros for the preprocess to fill. With `absent`, checks
+/// that every padding slot names a column absent from its row (the builder's padding, whatever
+/// the row stores — column 0 included): the preprocess then copies 0 there, and a stage-I access
+/// (by coordinate: the first match) never confuses padding with a stored column.
+fn hyb_args(a: &Csr<f32, i32>, h: &Hyb, base: &Args, values: bool, absent: bool) -> Args {
     let mut args = base.clone();
     let (m, n) = a.shape();
     for blk in h.blocks() {
         let s = format!("{}_{}", blk.part, blk.bucket);
         let r = blk.num_rows();
-        let mut cols = blk.col_indices.clone();
-        if remap {
-            for (slot, col) in cols.iter_mut().enumerate() {
+        let cols = blk.col_indices.clone();
+        if absent {
+            for (slot, col) in cols.iter().enumerate() {
                 if blk.mask[slot] == 0 {
                     let row = blk.row_indices[slot / blk.width] as usize;
                     let (stored, _) = a.row(row).expect("row");
-                    *col = (0..n as i32)
-                        .find(|c| !stored.contains(c))
-                        .expect("a free column");
+                    assert!(!stored.contains(col), "padding column {col} of row {row}");
                 }
             }
         }

@@ -12,8 +12,13 @@
 //!   of `B` consecutive entries (the last one padded), every chunk a bucket row of the *largest*
 //!   bucket with the same row index.
 //! - Bucket rows are ordered by row index (chunks of one row consecutive, in entry order).
-//! - Padding slots hold column 0, value 0 and mask 0; real slots mask 1. Column indices are
-//!   absolute (not relative to the part).
+//! - Padding slots hold value 0 and mask 0, and as column the smallest column their matrix row
+//!   does not store (column 0 unless the row stores it; column 0 for a row storing every
+//!   column); real slots mask 1. Column indices are absolute (not relative to the part). So a
+//!   padding slot names a coordinate absent from the matrix: the format-rewrite copy of the hyb
+//!   rule (`new[o, i, j] = A[i, j]`, SPEC §3.1), which cannot see the mask, reads 0 there — even
+//!   when the row stores column 0 — and a stage-I access by coordinate never confuses padding
+//!   with a stored element. Only a row storing every column leaves no such coordinate.
 //! - `needs_atomic` is true when some row is split or has entries in more than one part, i.e.
 //!   when two bucket rows write the same output row.
 
@@ -38,7 +43,8 @@ pub struct HybBucket {
     pub col_end: usize,
     /// Output row of each bucket row, shape `(r,)`.
     pub row_indices: Vec<i32>,
-    /// Column of each slot, shape `(r, width)` row-major; padding holds 0.
+    /// Column of each slot, shape `(r, width)` row-major; padding holds the smallest column its
+    /// row does not store (see the module documentation).
     pub col_indices: Vec<i32>,
     /// Value of each slot, shape `(r, width)`; padding holds 0.
     pub values: Vec<f32>,
@@ -152,6 +158,24 @@ pub(crate) fn block_tensors(
     ]
 }
 
+/// The smallest column below `cols` absent from `stored` (a row's columns, any order), or 0
+/// when the row stores every column.
+fn unstored_column(stored: &[usize], cols: usize) -> i32 {
+    let mut sorted = stored.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let c = sorted
+        .iter()
+        .enumerate()
+        .find(|&(k, &c)| c != k)
+        .map_or(sorted.len(), |(k, _)| k);
+    if c < cols {
+        c as i32 // fits: columns were checked to fit i32
+    } else {
+        0
+    }
+}
+
 /// Builds the column-partitioned hyb format of a CSR matrix (see the module docs).
 pub fn hyb<I: CsrIndex>(
     rows: usize,
@@ -248,6 +272,9 @@ pub fn hyb<I: CsrIndex>(
     for i in 0..rows {
         let e = row_entries(i);
         let row = i as i32; // fits: checked above
+        let (lo, hi) = (csr.indptr[i], csr.indptr[i + 1]);
+        // The row's padding column, found once the row needs padding.
+        let mut pad: Option<i32> = None;
         runs(&e, |p, run| {
             let (k, _) = place(run.len(), buckets);
             let b = &mut parts[p][k];
@@ -258,6 +285,11 @@ pub fn hyb<I: CsrIndex>(
                     b.col_indices[base + s] = csr.indices[j] as i32;
                     b.values[base + s] = values[j];
                     b.mask[base + s] = 1;
+                }
+                if chunk.len() < b.width {
+                    let pad =
+                        *pad.get_or_insert_with(|| unstored_column(&csr.indices[lo..hi], cols));
+                    b.col_indices[base + chunk.len()..base + b.width].fill(pad);
                 }
             }
         });
