@@ -60,6 +60,11 @@ pub const PREFETCH_ATTR: &str = "prefetch";
 pub const JAM_ATTR: &str = "jam";
 /// Loop annotation: the number of lane-parallel partial sums of a `simd_reduction` loop.
 pub const LANES_ATTR: &str = "lanes";
+/// Loop annotation `N` on a `simd_reduction` loop (plain `omp simd reduction` form) whose trip
+/// count is only known at run time: the loop is versioned, SIMD where the trip count is at
+/// least `N`, one scalar chain below (short CSR rows do not pay for vector gathers and the
+/// horizontal sum; long ones get them).
+pub const SIMD_MIN_TRIP_ATTR: &str = "simd_min_trip";
 
 /// Loop annotation: the OpenMP schedule of a parallel loop (`"static"`, `"dynamic"`,
 /// `"guided"`, `"auto"`, `"runtime"`, or [`NNZ_BALANCED`]).
@@ -1977,7 +1982,7 @@ impl<'f> Writer<'f> {
                 name: acc.clone(),
                 hoisted,
             });
-            let r = self.write_loop(f, Some(format!("omp simd {clause}")));
+            let r = self.write_versioned_simd_loop(f, &clause);
             self.simd_acc = None;
             r?;
             self.line(&format!("{name}[{off}] = {acc};"));
@@ -2160,6 +2165,40 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
+    /// The `omp simd reduction` loop of a `simd_reduction`, versioned by trip count where the
+    /// loop asks for it ([`SIMD_MIN_TRIP_ATTR`]): `if (extent >= N) { SIMD } else { scalar }`.
+    fn write_versioned_simd_loop(&mut self, f: &For, clause: &str) -> Res<()> {
+        let min_trip = match f.annotations.get(SIMD_MIN_TRIP_ATTR) {
+            None => None,
+            Some(AttrValue::Int(n)) if *n >= 1 => Some(*n),
+            Some(other) => {
+                return Err(self.unsupported(
+                    "loop annotation `simd_min_trip`",
+                    format!("expected a positive integer, got {other:?}"),
+                ))
+            }
+        };
+        let Some(n) = min_trip.filter(|_| const_int(&f.extent).is_none()) else {
+            return self.write_loop(f, Some(format!("omp simd {clause}")));
+        };
+        let (ext, _) = self.expr(&f.extent)?;
+        self.line(&format!("if ({} >= {n}) {{", strip_parens(&ext)));
+        self.indent += 1;
+        let r = self.write_loop(f, Some(format!("omp simd {clause}")));
+        self.indent -= 1;
+        r?;
+        self.line("} else {");
+        self.indent += 1;
+        let mut scalar = f.clone();
+        scalar.kind = ForKind::Serial;
+        scalar.annotations = Default::default();
+        let r = self.write_loop(&scalar, None);
+        self.indent -= 1;
+        r?;
+        self.line("}");
+        Ok(())
+    }
+
     /// The number of lane-parallel partial sums of a `simd_reduction` loop, or `None` for the
     /// plain `omp simd reduction` form. Lanes apply to `+` over a loop with constant bounds:
     /// the loop annotation `"lanes"` (a power of two from 1 to 64; 1 turns lanes off) or, by
@@ -2182,7 +2221,9 @@ impl<'f> Writer<'f> {
             return Ok(None);
         }
         let (Some(_), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
-            return Ok(None);
+            // A data-dependent trip count: lanes only where the schedule asks for them (the
+            // scalar form of `write_lane_reduction`).
+            return Ok(asked.filter(|n| *n > 1));
         };
         let mut lanes = match asked {
             Some(n) => n,
@@ -2230,6 +2271,90 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
+    /// A lane reduction over a loop whose trip count is only known at run time (an SpMV row):
+    /// `lanes` scalar partial sums per copy, `{acc}_s0 .. {acc}_s{L-1}`, updated by `lanes`
+    /// copies of the body per step (no `omp simd`: lanes over gathered operands would become
+    /// vector gathers, slower than independent scalar chains), the last `< lanes` iterations
+    /// added into `{acc}_s0`, then a pairwise sum. What it buys is independent dependency
+    /// chains: one accumulator per row waits a whole FMA latency per stored element.
+    #[allow(clippy::too_many_arguments)]
+    fn write_scalar_lanes(
+        &mut self,
+        f: &For,
+        body: &Stmt,
+        lanes: i64,
+        buffer: BufferId,
+        indices: &[Expr],
+        copies: &[LaneCopy],
+        (ct, lct): (&str, &str),
+    ) -> Res<Vec<String>> {
+        let (min, mdt) = self.expr(&f.min)?;
+        let (ext, edt) = self.expr(&f.extent)?;
+        let vdt = self
+            .func
+            .vars
+            .get(f.var)
+            .map(|v| v.dtype)
+            .unwrap_or(DType::I32);
+        let name = self.var_names[f.var.index()].clone();
+        let start = self.namer.fresh(&format!("{name}_lo"));
+        let end = self.namer.fresh(&format!("{name}_hi"));
+        let chunk = self.namer.fresh(&format!("{name}_c"));
+        self.line(&format!(
+            "const {lct} {start} = {};",
+            cast(min.clone(), mdt, vdt)
+        ));
+        self.line(&format!(
+            "const {lct} {end} = {start} + {};",
+            cast(ext, edt, vdt)
+        ));
+        for c in copies {
+            let parts: Vec<String> = (0..lanes).map(|l| format!("{}_s{l} = 0", c.acc)).collect();
+            self.line(&format!("{ct} {};", parts.join(", ")));
+        }
+        self.line(&format!("{lct} {chunk} = {start};"));
+        self.line(&format!(
+            "for (; {chunk} + {lanes} <= {end}; {chunk} += {lanes}) {{"
+        ));
+        self.indent += 1;
+        let r = (|| -> Res<()> {
+            for l in 0..lanes {
+                self.let_subst.insert(f.var, format!("({chunk} + {l})"));
+                let r = self.write_lane_copies(body, buffer, indices, copies, |c| {
+                    format!("{}_s{l}", c.acc)
+                });
+                self.let_subst.remove(&f.var);
+                r?;
+            }
+            Ok(())
+        })();
+        self.indent -= 1;
+        r?;
+        self.line("}");
+        self.line(&format!("for (; {chunk} < {end}; ++{chunk}) {{"));
+        self.indent += 1;
+        self.let_subst.insert(f.var, chunk.clone());
+        let r = self.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_s0", c.acc));
+        self.let_subst.remove(&f.var);
+        self.indent -= 1;
+        r?;
+        self.line("}");
+        Ok(copies
+            .iter()
+            .map(|c| {
+                let mut terms: Vec<String> =
+                    (0..lanes).map(|l| format!("{}_s{l}", c.acc)).collect();
+                while terms.len() > 1 {
+                    let half = terms.len() / 2;
+                    terms = (0..half)
+                        .map(|i| format!("({} + {})", terms[i], terms[i + half]))
+                        .collect();
+                }
+                terms.pop().unwrap_or_else(|| "0".to_string())
+            })
+            .collect())
+    }
+
     /// The body of a `simd_reduction` loop with `lanes` independent partial sums, and the C
     /// text of each copy's total. Where [`Writer::lane_vector_plan`] applies, the partial sums
     /// are one vector `{acc}_v` of `lanes` elements updated a whole vector per step, and the
@@ -2257,7 +2382,7 @@ impl<'f> Writer<'f> {
             .unwrap_or(DType::I32);
         let lct = self.ctype(vdt, "loop variable")?;
         let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
-            return Err(self.invalid("lane reduction over a loop without constant bounds"));
+            return self.write_scalar_lanes(f, body, lanes, buffer, indices, copies, (ct, lct));
         };
         let dt = self
             .func

@@ -644,10 +644,7 @@ fn ragged_segment_sum_and_max() {
     for (r, l) in lens.iter().enumerate() {
         let seg = &vals[off..off + l];
         want_s[r] = seg.iter().sum();
-        want_m[r] = seg
-            .iter()
-            .cloned()
-            .fold(f32::MIN as f64, f64::max);
+        want_m[r] = seg.iter().cloned().fold(f32::MIN as f64, f64::max);
         off += l;
     }
     assert_close(&out(&args, "s"), &want_s, "segment sum");

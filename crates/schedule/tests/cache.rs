@@ -84,19 +84,45 @@ fn cache_read_dense_operand_csrmm() {
 }
 
 #[test]
-fn cache_write_output_csrmm() {
+fn cache_write_csrmm_output_has_two_writers() {
+    // csrmm's C is written by the hoisted init nest `csrmm1_init` (a row's nonzero fiber may
+    // be empty, SPEC §2.3) and by the update `csrmm1`, both in block `csrmm0`: neither is the
+    // single writer `cache_write` needs, and the refusal names the other one.
     let f = kernel("csrmm", Stage::III);
     let mut sch = Schedule::new(f.clone()).unwrap();
     let b = sch.get_block("csrmm1").unwrap();
-    sch.cache_write(b, 0, "local").unwrap();
+    let e = sch.cache_write(b, 0, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotSingleWriter, "{e}");
+    assert!(e.message.contains("`csrmm1_init`"), "{e}");
+    let init = sch.get_block("csrmm1_init").unwrap();
+    let e = sch.cache_write(init, 0, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotSingleWriter, "{e}");
+    assert!(e.message.contains("`csrmm1`"), "{e}");
+    assert_eq!(print(sch.func()), print(&f), "failures change nothing");
+    assert!(!sch.trace().to_text().contains("cache_write"));
+}
+
+#[test]
+fn cache_write_output_bsrmm() {
+    // bsrmm keeps its init in `bsrmm0` (the block reduction over `bj` has the extent of the
+    // spatial `bi`), so `bsrmm0` is the single writer of C at its scope.
+    let f = kernel("bsrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("bsrmm0").unwrap();
+    let c = sch.cache_write(b, 0, "local").unwrap();
+    assert_eq!(sch.block_name(c).unwrap(), "C_data_local");
     verify(sch.func());
     let text = print(sch.func());
     assert!(
         text.contains("C_data_local_in"),
-        "empty rows need the fill: {text}"
+        "the cache starts from C: {text}"
+    );
+    assert!(
+        text.contains("C_data_local[vi, vbi, vf] = T.float32(0)"),
+        "the init writes the cache: {text}"
     );
     insta::assert_snapshot!(text);
-    assert_same_as_reference("csrmm", sch.func());
+    assert_same_as_reference("bsrmm", sch.func());
     assert_replays(&sch, &f);
 }
 

@@ -11,7 +11,10 @@ use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc, Stage};
 use sparsetir_schedule::{ErrorKind, Schedule};
 
-use common::{assert_replays, assert_same_as_reference, kernel, print};
+use common::{
+    assert_replays, assert_same, assert_same_as_reference, csrmm_rfc_form, kernel,
+    kernel_specialized, print,
+};
 
 fn verify(f: &PrimFunc) {
     if let Err(e) = sparsetir_ir::verify_func(f) {
@@ -68,7 +71,10 @@ fn rowmax_expected() -> Vec<f64> {
 
 #[test]
 fn decompose_reduction_csrmm_guards_empty_rows() {
-    let f = kernel("csrmm", Stage::III);
+    // Lowering now hoists csrmm's init out of `csrmm1` (SPEC §2.3), so start from the RFC
+    // form, whose `csrmm1` inits at a row's first nonzero: an empty row never runs it, and the
+    // decomposed init must not run there either.
+    let f = csrmm_rfc_form();
     let mut sch = Schedule::new(f.clone()).unwrap();
     let b = sch.get_block("csrmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
@@ -81,23 +87,43 @@ fn decompose_reduction_csrmm_guards_empty_rows() {
         "{text}"
     );
     insta::assert_snapshot!(text);
+    assert_same("csrmm", &f, sch.func());
     assert_same_as_reference("csrmm", sch.func());
     assert_replays(&sch, &f);
 }
 
 #[test]
-fn decompose_reduction_stage_ii_keeps_thread_binding() {
-    let f = kernel("csrmm", Stage::II);
+fn decompose_reduction_bsrmm_guards_symbolic_block_size() {
+    // bsrmm keeps its init in `bsrmm0`, over the block-column reduction `bj` of extent `blk`:
+    // a symbolic extent, so the decomposed init is guarded by `blk > 0`.
+    let f = kernel("bsrmm", Stage::III);
     let mut sch = Schedule::new(f.clone()).unwrap();
-    let b = sch.get_block("csrmm1").unwrap();
+    let b = sch.get_block("bsrmm0").unwrap();
     let loops = sch.get_loops(b).unwrap();
-    sch.reorder(&[loops[1], loops[0]]).unwrap();
-    sch.bind(loops[1], "threadIdx.x").unwrap();
-    sch.decompose_reduction(b, loops[1]).unwrap();
+    let init = sch.decompose_reduction(b, loops[2]).unwrap();
+    assert_eq!(sch.block_name(init).unwrap(), "bsrmm0_init");
+    verify(sch.func());
+    let text = print(sch.func());
+    assert!(text.contains("T.where(blk > 0)"), "{text}");
+    assert!(!text.contains("T.init()"), "{text}");
+    assert_same_as_reference("bsrmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn decompose_reduction_stage_ii_keeps_thread_binding() {
+    let f = kernel("bsrmm", Stage::II);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("bsrmm0").unwrap();
+    let loops = sch.get_loops(b).unwrap();
+    // The feature loop (spatial) below the block-column reduction loop.
+    sch.bind(loops[3], "threadIdx.x").unwrap();
+    sch.decompose_reduction(b, loops[2]).unwrap();
     verify(sch.func());
     let text = print(sch.func());
     assert_eq!(text.matches("thread=\"threadIdx.x\"").count(), 2, "{text}");
-    assert_same_as_reference("csrmm", sch.func());
+    assert!(text.contains("with T.block(\"bsrmm0_init\")"), "{text}");
+    assert_same_as_reference("bsrmm", sch.func());
     assert_replays(&sch, &f);
 }
 
@@ -119,7 +145,9 @@ fn decompose_reduction_dense_needs_no_guard() {
 
 #[test]
 fn rfactor_sddmm_feature_loop() {
-    let f = kernel("sddmm", Stage::III);
+    // `feat_size = 5`: the feature reduction cannot be empty, so `sddmm1` keeps its init and
+    // the factor buffer has a constant extent.
+    let f = kernel_specialized("sddmm", Stage::III, &[("feat_size", 5)]);
     let mut sch = Schedule::new(f.clone()).unwrap();
     let b = sch.get_block("sddmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
@@ -148,7 +176,8 @@ fn rfactor_split_max_reduction() {
 
 #[test]
 fn reduction_errors() {
-    let mut sch = Schedule::new(kernel("csrmm", Stage::III)).unwrap();
+    // The RFC form of csrmm: `csrmm1` has an init and a data-dependent reduction loop.
+    let mut sch = Schedule::new(csrmm_rfc_form()).unwrap();
     let b = sch.get_block("csrmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
     // The row's nonzero loop has a data-dependent extent.
@@ -172,13 +201,25 @@ fn reduction_errors() {
     let e = sch.decompose_reduction(b, outer[0]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::BadPlacement, "{e}");
 
-    let mut sch = Schedule::new(kernel("sddmm", Stage::III)).unwrap();
+    // Lowered csrmm: the init is already its own nest, so `csrmm1` has none to decompose or
+    // to start an rfactor from.
+    let mut sch = Schedule::new(kernel("csrmm", Stage::III)).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let loops = sch.get_loops(b).unwrap();
+    let e = sch.decompose_reduction(b, loops[0]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotReductionBlock, "{e}");
+    let e = sch.rfactor(loops[0], 0).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotReductionBlock, "{e}");
+
+    let f = kernel_specialized("sddmm", Stage::III, &[("feat_size", 5)]);
+    let mut sch = Schedule::new(f).unwrap();
     let b = sch.get_block("sddmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
     let e = sch.rfactor(loops[1], 5).unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
     // Stage II: the output is a sparse buffer.
-    let mut sch = Schedule::new(kernel("sddmm", Stage::II)).unwrap();
+    let f = kernel_specialized("sddmm", Stage::II, &[("feat_size", 5)]);
+    let mut sch = Schedule::new(f).unwrap();
     let b = sch.get_block("sddmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
     let e = sch.rfactor(loops[1], 0).unwrap_err();

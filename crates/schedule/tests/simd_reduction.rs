@@ -11,7 +11,7 @@ use sparsetir_formats::Tensor;
 use sparsetir_ir::{AttrValue, DType, ForKind, PrimFunc, Stage};
 use sparsetir_schedule::{ErrorKind, Schedule};
 
-use common::{assert_replays, case, kernel, print, run};
+use common::{assert_replays, case, kernel, kernel_specialized, print, run};
 
 /// `y[i] = min_k x[i, k]` over a constant `(3, 5)`, written value-first (`T.min(x, y)`).
 fn rowmin() -> PrimFunc {
@@ -64,9 +64,16 @@ fn assert_close_1e5(a: &[(String, Vec<f64>)], b: &[(String, Vec<f64>)]) {
     }
 }
 
+/// sddmm at stage III with `feat_size = 5` (the random cases' width): the feature reduction
+/// cannot be empty, so lowering keeps its init in `sddmm1`, run at `k == 0` (with a symbolic
+/// `feat_size` the init is hoisted into its own `sddmm1_init` nest, SPEC §2.3).
+fn sddmm5() -> PrimFunc {
+    kernel_specialized("sddmm", Stage::III, &[("feat_size", 5)])
+}
+
 /// The sddmm stage III function with its init decomposed out of the feature loop.
 fn sddmm_decomposed() -> (PrimFunc, Schedule, Vec<sparsetir_schedule::LoopRV>) {
-    let f = kernel("sddmm", Stage::III);
+    let f = sddmm5();
     let mut sch = Schedule::new(f.clone()).unwrap();
     let b = sch.get_block("sddmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
@@ -86,7 +93,7 @@ fn sddmm_feature_loop() {
     );
     let text = print(sch.func());
     assert!(
-        text.contains("T.vectorized(feat_size, annotations={\"simd_reduction\": \"+\"})"),
+        text.contains("T.vectorized(5, annotations={\"simd_reduction\": \"+\"})"),
         "{text}"
     );
     insta::assert_snapshot!(text);
@@ -137,7 +144,7 @@ fn row_minimum_value_first() {
 fn init_at_the_first_iteration_folds() {
     // sddmm's init (Y = 0) runs exactly at k = 0: the loop may keep it (the C writer starts
     // the accumulator at the init value).
-    let f = kernel("sddmm", Stage::III);
+    let f = sddmm5();
     let mut sch = Schedule::new(f.clone()).unwrap();
     let b = sch.get_block("sddmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
@@ -154,13 +161,33 @@ fn init_at_the_first_iteration_folds() {
         let c = case("sddmm", seed);
         assert_close_1e5(&run(sch.func(), &c), &run(&reference, &c));
     }
+
+    // With a symbolic feature size the init is already its own nest (`sddmm1_init`), so
+    // `sddmm1` has none and the feature loop vectorises as it is.
+    let f = kernel("sddmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    assert!(sch.get_block("sddmm1_init").is_ok());
+    let b = sch.get_block("sddmm1").unwrap();
+    let loops = sch.get_loops(b).unwrap();
+    sch.vectorize_reduction(loops[1]).unwrap();
+    let text = print(sch.func());
+    assert!(!text.contains("T.init()"), "{text}");
+    assert!(
+        text.contains("T.vectorized(feat_size, annotations={\"simd_reduction\": \"+\"})"),
+        "{text}"
+    );
+    assert_replays(&sch, &f);
+    for seed in 0..3 {
+        let c = case("sddmm", seed);
+        assert_close_1e5(&run(sch.func(), &c), &run(&reference, &c));
+    }
 }
 
 #[test]
 fn preconditions() {
     // The block keeps an init that does not run at the loop's first iteration only: after a
     // split of k, the inner loop starts the reduction again at every outer step.
-    let mut sch = Schedule::new(kernel("sddmm", Stage::III)).unwrap();
+    let mut sch = Schedule::new(sddmm5()).unwrap();
     let b = sch.get_block("sddmm1").unwrap();
     let loops = sch.get_loops(b).unwrap();
     let parts = sch.split(loops[1], &[None, Some(4)]).unwrap();

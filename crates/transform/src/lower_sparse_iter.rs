@@ -839,7 +839,11 @@ impl Lowerer {
         let mut spatial: Vec<Step> = Vec::new();
         for &k in group {
             let s = &steps[k];
-            let n_spatial = s.kinds.iter().take_while(|k| **k == IterKind::Spatial).count();
+            let n_spatial = s
+                .kinds
+                .iter()
+                .take_while(|k| **k == IterKind::Spatial)
+                .count();
             let tail_reduce = s.kinds[n_spatial..].iter().all(|k| *k == IterKind::Reduce);
             let axes = s.entry.axes();
             let parent = match &s.entry {
@@ -868,7 +872,9 @@ impl Lowerer {
             }
             let entry = match &s.entry {
                 IterAxis::Fuse(ch) if n_spatial == 1 => IterAxis::Axis(ch[0]),
-                IterAxis::Fuse(ch) if n_spatial < ch.len() => IterAxis::Fuse(ch[..n_spatial].to_vec()),
+                IterAxis::Fuse(ch) if n_spatial < ch.len() => {
+                    IterAxis::Fuse(ch[..n_spatial].to_vec())
+                }
                 e => e.clone(),
             };
             spatial.push(Step {
@@ -892,8 +898,7 @@ impl Lowerer {
         let body = self.stmt(init)?;
         self.stack.truncate(base);
         self.pending = saved_pending;
-        let (reads, writes) =
-            block_regions(&self.f, &self.simp, &self.hints, None, &body, &[]);
+        let (reads, writes) = block_regions(&self.f, &self.simp, &self.hints, None, &body, &[]);
         let block = Stmt::Block(Box::new(Block {
             name: format!("{name}{g}_init"),
             iters,
@@ -937,8 +942,7 @@ impl Lowerer {
                         ),
                     ));
                 }
-                let Some(pi) = self.stack.iter().rev().find(|i| i.axis == *parent).cloned()
-                else {
+                let Some(pi) = self.stack.iter().rev().find(|i| i.axis == *parent).cloned() else {
                     return Err(invalid(
                         self.span,
                         "T.sp.attach: the new parent is not iterated",

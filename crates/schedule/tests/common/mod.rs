@@ -18,6 +18,51 @@ pub fn kernel(name: &str, stage: Stage) -> PrimFunc {
     lower_func(f, stage)
 }
 
+/// Catalog kernel `name` with each scalar parameter of `params` bound to its value at stage I
+/// (see [`specialize`]), then lowered to `stage`. With `feat_size` constant, a reduction over
+/// the feature axis cannot be empty, so lowering keeps its `T.init()` in the reduction block.
+pub fn kernel_specialized(name: &str, stage: Stage, params: &[(&str, i64)]) -> PrimFunc {
+    let mut f = sparsetir_ops::load(name).expect("catalog kernel loads");
+    for (param, value) in params {
+        f = specialize(f, param, *value);
+    }
+    if stage == Stage::I {
+        return f;
+    }
+    lower_func(f, stage)
+}
+
+/// csrmm at stage III in the RFC form, built from the lowered kernel: the `csrmm1_init` nest is
+/// dropped and its store becomes `csrmm1`'s `T.init()` (`C[vi, vk] = 0` at the first nonzero of
+/// each row). An empty row never runs that init and keeps what `C` held, so this is a block
+/// with an in-block init over a possibly-empty fiber, which lowering no longer produces (SPEC
+/// §2.3). The random cases start `C` at zero, so it still matches the stage-I reference.
+pub fn csrmm_rfc_form() -> PrimFunc {
+    use sparsetir_ir::Stmt;
+    use sparsetir_schedule::ir_util::{find_block, find_block_mut};
+    let mut f = kernel("csrmm", Stage::III);
+    let init_value = match &find_block(&f.body, "csrmm1_init").expect("init nest").body {
+        Stmt::Store(st) => st.value.clone(),
+        other => panic!("init body {other:?}"),
+    };
+    let b0 = find_block_mut(&mut f.body, "csrmm0").expect("csrmm0");
+    let items = match std::mem::replace(&mut b0.body, Stmt::empty()) {
+        Stmt::Seq(items) => items,
+        other => panic!("csrmm0 body {other:?}"),
+    };
+    assert_eq!(items.len(), 2, "init nest, then the update nest");
+    b0.body = items.into_iter().nth(1).unwrap();
+    let b1 = find_block_mut(&mut f.body, "csrmm1").expect("csrmm1");
+    let Stmt::Store(st) = &b1.body else {
+        panic!("csrmm1 body")
+    };
+    let mut init = st.clone();
+    init.value = init_value;
+    b1.init = Some(Stmt::Store(init));
+    sparsetir_ir::verify_func(&f).expect("RFC-form csrmm verifies");
+    f
+}
+
 /// Lowers a function to `stage`.
 pub fn lower_func(f: PrimFunc, stage: Stage) -> PrimFunc {
     let module = IRModule { funcs: vec![f] };
