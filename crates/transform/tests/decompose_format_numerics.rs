@@ -197,8 +197,12 @@ fn bsr_4_16_32_equals_the_reference() {
         let mut orig = args.clone();
         eval1(&csrmm(), &mut orig, "csrmm");
         assert_close(&c_of(&orig), &want, "original csrmm");
-        for bs in [4usize, 16, 32] {
-            let bsr: Bsr<f32, i32> = Bsr::from_csr(&a, (bs, bs), BsrPadding::Allow).expect("bsr");
+        // The three formats are parts of one matrix (composable formats): 32-row band `t` goes
+        // to block size `[4, 16, 32][t % 3]`, and the product is the sum of the parts'.
+        for (t, bs) in [4usize, 16, 32].into_iter().enumerate() {
+            let part = band_part(&a, |i| (i / 32) % 3 == t);
+            let bsr: Bsr<f32, i32> =
+                Bsr::from_csr(&part, (bs, bs), BsrPadding::Allow).expect("bsr");
             let s = bs.to_string();
             args.insert(format!("a_{s}"), zeros(bsr.nnz_blocks() * bs * bs));
             args.insert(format!("indptr_{s}"), i32s(bsr.indptr()));
@@ -209,6 +213,19 @@ fn bsr_4_16_32_equals_the_reference() {
         }
         check_all_ways(&f, &args, &want, true, &format!("bsr {m}x{n} k={k}"));
     }
+}
+
+/// The rows of `a` that `keep` selects (the others empty), same shape.
+fn band_part(a: &Csr<f32, i32>, keep: impl Fn(usize) -> bool) -> Csr<f32, i32> {
+    let (m, n) = a.shape();
+    let (ptr, idx, val) = (a.indptr(), a.indices(), a.values());
+    let mut t = Vec::new();
+    for i in (0..m).filter(|&i| keep(i)) {
+        for p in ptr[i] as usize..ptr[i + 1] as usize {
+            t.push((i, idx[p] as usize, val[p]));
+        }
+    }
+    Csr::from_triplets(m, n, t, Duplicates::Sum).expect("band")
 }
 
 fn hyb_decomposed(parts: usize, buckets: &[usize]) -> PrimFunc {
