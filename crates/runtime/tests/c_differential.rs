@@ -297,6 +297,47 @@ fn parallel_jam_equals_the_evaluator() {
 }
 
 #[test]
+fn row_reductions_with_lanes_or_versioned_simd_equal_the_evaluator() {
+    if !have_cc() {
+        return;
+    }
+    // SpMV rows (a data-dependent trip count): `lanes` gives scalar partial sums (rows of every
+    // length modulo the lanes, empty ones included); `simd_min_trip` versions the `omp simd`
+    // loop (rows on both sides of the threshold: the matrices have rows of 0 to 9 elements).
+    let base = sparsetir_ops::cpu_schedule("spmv").unwrap();
+    let wide = || {
+        let mut v = shapes();
+        v.push((
+            "wide random rows",
+            Shape::new(Pattern::Random { empty_rows: true }, 40, 61)
+                .with_density(0.3)
+                .with_init(Init::Random),
+        ));
+        v
+    };
+    for (extra, marker) in [
+        ("sch.annotate(l9, \"lanes\", 2)", "Y_data_local_acc_s1"),
+        ("sch.annotate(l9, \"lanes\", 4)", "Y_data_local_acc_s3"),
+        ("sch.annotate(l9, \"lanes\", 8)", "Y_data_local_acc_s7"),
+        ("sch.annotate(l9, \"simd_min_trip\", 4)", ">= 4) {"),
+    ] {
+        let text = format!(
+            "{base}\n# stage III\nb9 = sch.get_block(\"spmv1\")\nl9, = sch.get_loops(b9)\n\
+             sch.vectorize_reduction(l9)\n{extra}\n"
+        );
+        let n = check_kernel_on("spmv", Some(&text), &[], wide());
+        assert!(n > 0, "{extra}: nothing compared");
+        let c = emit(&sparsetir_ops::load("spmv").unwrap(), Some(&text), &[]).unwrap();
+        assert!(c.source.contains(marker), "{extra}: {}", c.source);
+        if extra.contains("lanes") {
+            // Scalar chains: no SIMD pragma on the row loop (its gathers would be vector
+            // gathers).
+            assert!(!c.source.contains("omp simd reduction"), "{}", c.source);
+        }
+    }
+}
+
+#[test]
 fn launches_are_validated_against_the_specialized_sizes() {
     if !have_cc() {
         return;
