@@ -151,8 +151,9 @@ fn default_schedules_parallelise_the_generated_code() {
         };
         let f = sparsetir_ops::load(k.name).unwrap();
         let c = emit(&f, Some(s), &[]).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        // `parallel for`, or one `parallel` region with nnz-balanced row ranges.
         assert!(
-            c.source.contains("#pragma omp parallel for"),
+            c.source.contains("#pragma omp parallel"),
             "{}: no parallel loop in\n{}",
             k.name,
             c.source
@@ -304,7 +305,9 @@ fn row_reductions_with_lanes_or_versioned_simd_equal_the_evaluator() {
     // SpMV rows (a data-dependent trip count): `lanes` gives scalar partial sums (rows of every
     // length modulo the lanes, empty ones included); `simd_min_trip` versions the `omp simd`
     // loop (rows on both sides of the threshold: the matrices have rows of 0 to 9 elements).
-    let base = sparsetir_ops::cpu_schedule("spmv").unwrap();
+    let base = "# stage III\nb0 = sch.get_block(\"spmv0\")\nl0, = sch.get_loops(b0)\n\
+                sch.parallel(l0)\nb1 = sch.get_block(\"spmv1\")\n\
+                c0 = sch.reverse_cache_write(b1, 0, \"local\")";
     let wide = || {
         let mut v = shapes();
         v.push((
@@ -322,7 +325,7 @@ fn row_reductions_with_lanes_or_versioned_simd_equal_the_evaluator() {
         ("sch.annotate(l9, \"simd_min_trip\", 4)", ">= 4) {"),
     ] {
         let text = format!(
-            "{base}\n# stage III\nb9 = sch.get_block(\"spmv1\")\nl9, = sch.get_loops(b9)\n\
+            "{base}\nb9 = sch.get_block(\"spmv1\")\nl9, = sch.get_loops(b9)\n\
              sch.vectorize_reduction(l9)\n{extra}\n"
         );
         let n = check_kernel_on("spmv", Some(&text), &[], wide());
