@@ -59,6 +59,7 @@ pub fn write_npy(path: impl AsRef<Path>, tensor: &Tensor) -> Result<(), NpyError
 
 /// Parses the bytes of a `.npy` file.
 pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
+    check_shape_product(bytes)?;
     let file = npyz::NpyFile::new(bytes).map_err(NpyError::Format)?;
     if file.order() == Order::Fortran && file.shape().len() > 1 {
         return Err(NpyError::FortranOrder);
@@ -114,6 +115,40 @@ pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
     let t = Tensor { shape, data };
     check_shape(&t)?;
     Ok(t)
+}
+
+/// Refuses a header whose `shape` has more than 2^64 elements before `npyz` reads it (it
+/// multiplies the dimensions unchecked: a panic in builds with overflow checks, a wrapped
+/// element count otherwise). Anything it cannot make out is left to `npyz` to reject.
+fn check_shape_product(bytes: &[u8]) -> Result<(), NpyError> {
+    let head = &bytes[..bytes.len().min(1 << 16)];
+    let text = String::from_utf8_lossy(head);
+    let Some(at) = text.find("'shape'").or_else(|| text.find("\"shape\"")) else {
+        return Ok(());
+    };
+    let rest = &text[at..];
+    let (Some(open), Some(close)) = (rest.find('('), rest.find(')')) else {
+        return Ok(());
+    };
+    if close < open {
+        return Ok(());
+    }
+    let mut product = 1u64;
+    for d in rest[open + 1..close].split(',').map(str::trim) {
+        let Ok(d) = d.parse::<u64>() else {
+            continue;
+        };
+        product = product.checked_mul(d).ok_or_else(|| {
+            NpyError::Format(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the shape {} has more than 2^64 elements",
+                    &rest[open..=close]
+                ),
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 fn check_shape(t: &Tensor) -> Result<(), NpyError> {

@@ -471,6 +471,15 @@ fn npy_reads_handmade_files() {
     // A header promising far more data than present.
     let e = read_npy_bytes(&npy_bytes("<f8", false, "(100000000000,)", &[0u8; 8])).unwrap_err();
     assert!(matches!(e, NpyError::Format(_)), "{e}");
+    // Found by fuzzing: a shape whose product overflows u64 made npyz panic (overflow checks).
+    let e = read_npy_bytes(&npy_bytes(
+        "<i8",
+        false,
+        "(2, 9223372036854775808)",
+        &[0u8; 8],
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("more than 2^64 elements"), "{e}");
     // Truncated data and garbage.
     assert!(read_npy_bytes(&npy_bytes("<f8", false, "(2, 2)", &[0u8; 8])).is_err());
     assert!(matches!(

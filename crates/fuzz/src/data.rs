@@ -377,3 +377,20 @@ pub fn execute_c(input: &RunInput, opts: &CompileOptions) -> Result<(), String> 
     }
     Ok(())
 }
+
+/// The control of the `c` target under ASan: launches csrmm *without* validation on a dense
+/// operand one row short. Under ASan the process must die with a heap-buffer-overflow report;
+/// that shows the instrumentation sees reads past our arrays, so clean fuzzing runs mean
+/// something.
+pub fn asan_control(opts: &CompileOptions) -> Result<(), String> {
+    let k = native("csrmm", opts).ok_or("csrmm does not build")?;
+    let shape = Shape::new(Pattern::FullRows, 4, 5).with_feat(4);
+    let case = random_args("csrmm", &shape, 0).map_err(|e| e.to_string())?;
+    let mut args = case.args;
+    if let Some(ArgValue::Array(b)) = args.get_mut("b") {
+        *b = retyped(b, b.dtype(), b.len() - 4);
+    }
+    // SAFETY: deliberately unsound (the control run): ASan must report the read past `b`.
+    let _ = unsafe { k.compiled().call_unvalidated(&mut args) };
+    Err("the unvalidated launch finished without an AddressSanitizer report".into())
+}

@@ -166,6 +166,12 @@ pub fn arm(input: &[u8]) {
     ARMED.store(true, Ordering::SeqCst);
 }
 
+/// Whether an execution is running (armed). A panic disarms the memory limits (the hook
+/// allocates) but not this.
+pub fn armed() -> bool {
+    STARTED_MS.load(Ordering::SeqCst) != 0
+}
+
 /// Ends the execution armed by [`arm`].
 pub fn disarm() {
     ARMED.store(false, Ordering::SeqCst);

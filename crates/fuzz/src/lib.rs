@@ -115,10 +115,15 @@ pub fn setup(out_dir: &Path, label: &str, exec_timeout: Duration) {
 
 static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);
 
-/// Replaces the panic hook with one that records the message (with its location) instead of
-/// printing it; findings are reported by the fuzzer.
+/// Replaces the panic hook with one that records the message (with its location) of panics
+/// inside an execution instead of printing it (findings are reported by the fuzzer); other
+/// panics go to the previous hook.
 pub fn quiet_panics() {
-    std::panic::set_hook(Box::new(|info| {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !guard::armed() {
+            return previous(info);
+        }
         let msg = info
             .payload()
             .downcast_ref::<&str>()
@@ -129,8 +134,13 @@ pub fn quiet_panics() {
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))
             .unwrap_or_default();
+        let trace = if std::env::var_os("SPARSETIR_FUZZ_BACKTRACE").is_some() {
+            format!("\n{}", std::backtrace::Backtrace::force_capture())
+        } else {
+            String::new()
+        };
         if let Ok(mut m) = PANIC_MESSAGE.lock() {
-            *m = Some(format!("{msg} at {loc}"));
+            *m = Some(format!("{msg} at {loc}{trace}"));
         }
     }));
 }

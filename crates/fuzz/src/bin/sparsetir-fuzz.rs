@@ -13,7 +13,7 @@ use sparsetir_fuzz::{guard, replay_dir, Fuzzer, Options, Target};
 static ALLOC: guard::LimitedAlloc = guard::LimitedAlloc;
 
 const USAGE: &str = "usage: sparsetir-fuzz --target script|run|files|c|all [--iters N] [--seed S] \
-[--time-limit SECS] [--exec-timeout SECS] [--out DIR] [--asan] [--input FILE] | --replay DIR";
+[--time-limit SECS] [--exec-timeout SECS] [--out DIR] [--asan] [--asan-control] [--input FILE] | --replay DIR";
 
 fn main() -> ExitCode {
     let mut target = "all".to_string();
@@ -24,6 +24,7 @@ fn main() -> ExitCode {
     let mut out = PathBuf::from("fuzz-findings");
     let mut asan = false;
     let mut replay = None;
+    let mut control = false;
     let mut input: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -38,6 +39,10 @@ fn main() -> ExitCode {
             "--replay" => replay = Some(PathBuf::from(val())),
             "--input" => input = Some(PathBuf::from(val())),
             "--asan" => asan = true,
+            "--asan-control" => {
+                asan = true;
+                control = true;
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -80,7 +85,13 @@ fn main() -> ExitCode {
         asan,
     };
     let mut failed = false;
-    if let Some(file) = input {
+    if control {
+        let opts = sparsetir_fuzz::data::c_options(&cache_dir, asan);
+        if let Err(e) = sparsetir_fuzz::data::asan_control(&opts) {
+            println!("control: {e}");
+            failed = true;
+        }
+    } else if let Some(file) = input {
         let bytes = std::fs::read(&file).unwrap_or_default();
         let o = Options {
             target: targets[0],
