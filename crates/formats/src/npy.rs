@@ -59,7 +59,7 @@ pub fn write_npy(path: impl AsRef<Path>, tensor: &Tensor) -> Result<(), NpyError
 
 /// Parses the bytes of a `.npy` file.
 pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
-    check_shape_product(bytes)?;
+    check_header(bytes)?;
     let file = npyz::NpyFile::new(bytes).map_err(NpyError::Format)?;
     if file.order() == Order::Fortran && file.shape().len() > 1 {
         return Err(NpyError::FortranOrder);
@@ -117,10 +117,27 @@ pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
     Ok(t)
 }
 
-/// Refuses a header whose `shape` has more than 2^64 elements before `npyz` reads it (it
+/// Checks what `npyz` trusts before it reads the header: the header length must lie inside
+/// the file (it allocates that many bytes), and the `shape` must have at most 2^64 elements (it
 /// multiplies the dimensions unchecked: a panic in builds with overflow checks, a wrapped
-/// element count otherwise). Anything it cannot make out is left to `npyz` to reject.
-fn check_shape_product(bytes: &[u8]) -> Result<(), NpyError> {
+/// element count otherwise). Anything else it cannot make out is left to `npyz` to reject.
+fn check_header(bytes: &[u8]) -> Result<(), NpyError> {
+    let bad = |m: String| NpyError::Format(std::io::Error::new(std::io::ErrorKind::InvalidData, m));
+    if bytes.len() >= 12 && bytes.starts_with(b"\x93NUMPY") {
+        let (start, len) = match bytes[6] {
+            1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+            _ => (
+                12,
+                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            ),
+        };
+        if start + len > bytes.len() {
+            return Err(bad(format!(
+                "the header length {len} runs past the end of the file ({} bytes)",
+                bytes.len()
+            )));
+        }
+    }
     let head = &bytes[..bytes.len().min(1 << 16)];
     let text = String::from_utf8_lossy(head);
     let Some(at) = text.find("'shape'").or_else(|| text.find("\"shape\"")) else {

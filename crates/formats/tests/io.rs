@@ -480,6 +480,15 @@ fn npy_reads_handmade_files() {
     ))
     .unwrap_err();
     assert!(e.to_string().contains("more than 2^64 elements"), "{e}");
+    // Found by fuzzing: a version-3 header length of ~2 GB in a 100-byte file was allocated.
+    let mut v3 = npy_bytes("<f8", false, "(1,)", &[0u8; 8]);
+    v3[6] = 3;
+    v3.splice(8..10, [0x76, 0xff, 0x00, 0x7b]);
+    let e = read_npy_bytes(&v3).unwrap_err();
+    assert!(
+        e.to_string().contains("runs past the end of the file"),
+        "{e}"
+    );
     // Truncated data and garbage.
     assert!(read_npy_bytes(&npy_bytes("<f8", false, "(2, 2)", &[0u8; 8])).is_err());
     assert!(matches!(

@@ -37,9 +37,9 @@ fn bounded_run_and_regressions_are_clean() {
     let failures = replay_dir(&corpus, &options(Target::Script, 1, &out));
     assert!(failures.is_empty(), "regression corpus: {failures:#?}");
     for (target, iters) in [
-        (Target::Script, 150_000),
-        (Target::Run, 150_000),
-        (Target::Files, 500_000),
+        (Target::Script, 100_000),
+        (Target::Run, 100_000),
+        (Target::Files, 300_000),
     ] {
         let start = Instant::now();
         let stats = Fuzzer::new(options(target, iters, &out)).run();
@@ -102,7 +102,7 @@ fn c_target_under_asan_is_clean() {
         "c",
         "--asan",
         "--iters",
-        "3000",
+        "2000",
         "--seed",
         "20261124",
         "--exec-timeout",
@@ -115,6 +115,6 @@ fn c_target_under_asan_is_clean() {
         r.status,
         String::from_utf8_lossy(&r.stderr)
     );
-    assert!(stdout.contains("3000 executions"), "{stdout}");
+    assert!(stdout.contains("2000 executions"), "{stdout}");
     let _ = std::fs::remove_dir_all(&out);
 }
