@@ -61,12 +61,11 @@ pub fn mutate(m: &mut Mutator, seed: &[u8]) -> Vec<u8> {
                 &m.pick(INTERESTING_INTS).to_string(),
                 1,
             ),
-            1 => header
-                .replace(
-                    "<f4",
-                    *m.pick(&["<i4", "<f8", "|b1", "<c8", "<U4", "|O", ">f4"]),
-                )
-                .replace("<f8", *m.pick(&["<f2", "<i8", "<V2", "|u1"])),
+            1 => {
+                let f4 = *m.pick::<&str>(&["<i4", "<f8", "|b1", "<c8", "<U4", "|O", ">f4"]);
+                let f8 = *m.pick::<&str>(&["<f2", "<i8", "<V2", "|u1"]);
+                header.replace("<f4", f4).replace("<f8", f8)
+            }
             2 => header.replace("False", "True"),
             _ => header.replace("(", "(0, "),
         };
