@@ -193,6 +193,9 @@ impl Fuzzer {
             Target::Files => ((Vec::new(), 0), files::seeds()),
             _ => ((Vec::new(), 0), Vec::new()),
         };
+        if opts.target == Target::C {
+            data::prepare_c(&data::c_options(&opts.cache_dir, opts.asan));
+        }
         Fuzzer {
             m: Mutator::new(opts.seed),
             opts,
