@@ -118,52 +118,62 @@ pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
 }
 
 /// Checks what `npyz` trusts before it reads the header: the header length must lie inside
-/// the file (it allocates that many bytes), and the `shape` must have at most 2^64 elements (it
-/// multiplies the dimensions unchecked: a panic in builds with overflow checks, a wrapped
-/// element count otherwise). Anything else it cannot make out is left to `npyz` to reject.
+/// the file (it allocates that many bytes), the `descr` must be a plain type string (sub-array
+/// and record types multiply their dimensions unchecked), and every `shape` must have at most
+/// 2^64 elements (the product is unchecked too: a panic in builds with overflow checks, a
+/// wrapped element count otherwise). The header is parsed with the same Python-literal parser
+/// `npyz` uses; anything it cannot make out is left to `npyz` to reject.
 fn check_header(bytes: &[u8]) -> Result<(), NpyError> {
     let bad = |m: String| NpyError::Format(std::io::Error::new(std::io::ErrorKind::InvalidData, m));
-    if bytes.len() >= 12 && bytes.starts_with(b"\x93NUMPY") {
-        let (start, len) = match bytes[6] {
-            1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
-            _ => (
-                12,
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            ),
-        };
-        if start + len > bytes.len() {
-            return Err(bad(format!(
-                "the header length {len} runs past the end of the file ({} bytes)",
-                bytes.len()
-            )));
+    if bytes.len() < 12 || !bytes.starts_with(b"\x93NUMPY") {
+        return Ok(());
+    }
+    let (start, len) = match bytes[6] {
+        1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        _ => (
+            12,
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+        ),
+    };
+    if start + len > bytes.len() {
+        return Err(bad(format!(
+            "the header length {len} runs past the end of the file ({} bytes)",
+            bytes.len()
+        )));
+    }
+    let Ok(text) = std::str::from_utf8(&bytes[start..start + len]) else {
+        return Ok(());
+    };
+    let Ok(py_literal::Value::Dict(entries)) = text.trim().parse::<py_literal::Value>() else {
+        return Ok(());
+    };
+    for (key, value) in &entries {
+        match (key, value) {
+            (py_literal::Value::String(k), v) if k == "descr" => {
+                if !matches!(v, py_literal::Value::String(_)) {
+                    return Err(NpyError::UnsupportedDType(format!("{v}")));
+                }
+            }
+            (py_literal::Value::String(k), py_literal::Value::Tuple(dims))
+            | (py_literal::Value::String(k), py_literal::Value::List(dims))
+                if k == "shape" =>
+            {
+                let mut product = 1u64;
+                for d in dims {
+                    let n = match d {
+                        py_literal::Value::Integer(n) => n.to_string().parse::<u64>().ok(),
+                        _ => None,
+                    };
+                    product = n.and_then(|n| product.checked_mul(n)).ok_or_else(|| {
+                        bad(format!(
+                            "the shape {value} is not a list of dimensions with at most 2^64 \
+                             elements in all"
+                        ))
+                    })?;
+                }
+            }
+            _ => {}
         }
-    }
-    let head = &bytes[..bytes.len().min(1 << 16)];
-    let text = String::from_utf8_lossy(head);
-    let Some(at) = text.find("'shape'").or_else(|| text.find("\"shape\"")) else {
-        return Ok(());
-    };
-    let rest = &text[at..];
-    let (Some(open), Some(close)) = (rest.find('('), rest.find(')')) else {
-        return Ok(());
-    };
-    if close < open {
-        return Ok(());
-    }
-    let mut product = 1u64;
-    for d in rest[open + 1..close].split(',').map(str::trim) {
-        let Ok(d) = d.parse::<u64>() else {
-            continue;
-        };
-        product = product.checked_mul(d).ok_or_else(|| {
-            NpyError::Format(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "the shape {} has more than 2^64 elements",
-                    &rest[open..=close]
-                ),
-            ))
-        })?;
     }
     Ok(())
 }

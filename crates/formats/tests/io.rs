@@ -479,7 +479,25 @@ fn npy_reads_handmade_files() {
         &[0u8; 8],
     ))
     .unwrap_err();
-    assert!(e.to_string().contains("more than 2^64 elements"), "{e}");
+    assert!(e.to_string().contains("at most 2^64"), "{e}");
+    // ... also written as an expression the Python-literal parser folds.
+    let e = read_npy_bytes(&npy_bytes(
+        "<i4",
+        false,
+        "(4, 9223372036854775807 -1)",
+        &[0u8; 8],
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("at most 2^64"), "{e}");
+    // Sub-array dtypes (npyz multiplies their dimensions unchecked) are refused.
+    let header = "{'descr': [('a', '<f4', (4611686018427387904, 8))], 'fortran_order': False, \
+                  'shape': (1,), }\n";
+    let mut sub = b"\x93NUMPY\x01\x00".to_vec();
+    sub.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    sub.extend_from_slice(header.as_bytes());
+    sub.extend_from_slice(&[0u8; 8]);
+    let e = read_npy_bytes(&sub).unwrap_err();
+    assert!(matches!(e, NpyError::UnsupportedDType(_)), "{e}");
     // Found by fuzzing: a version-3 header length of ~2 GB in a 100-byte file was allocated.
     let mut v3 = npy_bytes("<f8", false, "(1,)", &[0u8; 8]);
     v3[6] = 3;
