@@ -149,10 +149,10 @@ fn check_header(bytes: &[u8]) -> Result<(), NpyError> {
     };
     for (key, value) in &entries {
         match (key, value) {
-            (py_literal::Value::String(k), v) if k == "descr" => {
-                if !matches!(v, py_literal::Value::String(_)) {
-                    return Err(NpyError::UnsupportedDType(format!("{v}")));
-                }
+            (py_literal::Value::String(k), v)
+                if k == "descr" && !matches!(v, py_literal::Value::String(_)) =>
+            {
+                return Err(NpyError::UnsupportedDType(format!("{v}")));
             }
             (py_literal::Value::String(k), py_literal::Value::Tuple(dims))
             | (py_literal::Value::String(k), py_literal::Value::List(dims))

@@ -102,12 +102,17 @@ fn round_trip(module: &IRModule) -> Result<(), String> {
             d.first().map(|d| d.message.as_str()).unwrap_or("?")
         )
     })?;
+    let text2 = print_module(&again);
     if !module_eq(module, &again) {
+        let how = if text2 == text {
+            "(both print the same: the printer loses something)".to_string()
+        } else {
+            format!("(printed again:)\n{text2}")
+        };
         return Err(format!(
-            "parse(print(m)) is not structurally equal to m\n{text}"
+            "parse(print(m)) is not structurally equal to m\n{text}\n{how}"
         ));
     }
-    let text2 = print_module(&again);
     if text2 != text {
         return Err(format!(
             "printing is not a fixed point\n--- first\n{text}\n--- second\n{text2}"
