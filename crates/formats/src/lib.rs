@@ -6,6 +6,7 @@ pub mod containers;
 pub mod convert;
 pub mod coo;
 pub mod gen;
+pub mod limits;
 pub mod mlir;
 pub mod mtx;
 pub mod npy;

@@ -59,6 +59,7 @@ pub fn write_npy(path: impl AsRef<Path>, tensor: &Tensor) -> Result<(), NpyError
 
 /// Parses the bytes of a `.npy` file.
 pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
+    check_header(bytes)?;
     let file = npyz::NpyFile::new(bytes).map_err(NpyError::Format)?;
     if file.order() == Order::Fortran && file.shape().len() > 1 {
         return Err(NpyError::FortranOrder);
@@ -114,6 +115,67 @@ pub fn read_npy_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
     let t = Tensor { shape, data };
     check_shape(&t)?;
     Ok(t)
+}
+
+/// Checks what `npyz` trusts before it reads the header: the header length must lie inside
+/// the file (it allocates that many bytes), the `descr` must be a plain type string (sub-array
+/// and record types multiply their dimensions unchecked), and every `shape` must have at most
+/// 2^64 elements (the product is unchecked too: a panic in builds with overflow checks, a
+/// wrapped element count otherwise). The header is parsed with the same Python-literal parser
+/// `npyz` uses; anything it cannot make out is left to `npyz` to reject.
+fn check_header(bytes: &[u8]) -> Result<(), NpyError> {
+    let bad = |m: String| NpyError::Format(std::io::Error::new(std::io::ErrorKind::InvalidData, m));
+    if bytes.len() < 12 || !bytes.starts_with(b"\x93NUMPY") {
+        return Ok(());
+    }
+    let (start, len) = match bytes[6] {
+        1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        _ => (
+            12,
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+        ),
+    };
+    if start + len > bytes.len() {
+        return Err(bad(format!(
+            "the header length {len} runs past the end of the file ({} bytes)",
+            bytes.len()
+        )));
+    }
+    let Ok(text) = std::str::from_utf8(&bytes[start..start + len]) else {
+        return Ok(());
+    };
+    let Ok(py_literal::Value::Dict(entries)) = text.trim().parse::<py_literal::Value>() else {
+        return Ok(());
+    };
+    for (key, value) in &entries {
+        match (key, value) {
+            (py_literal::Value::String(k), v)
+                if k == "descr" && !matches!(v, py_literal::Value::String(_)) =>
+            {
+                return Err(NpyError::UnsupportedDType(format!("{v}")));
+            }
+            (py_literal::Value::String(k), py_literal::Value::Tuple(dims))
+            | (py_literal::Value::String(k), py_literal::Value::List(dims))
+                if k == "shape" =>
+            {
+                let mut product = 1u64;
+                for d in dims {
+                    let n = match d {
+                        py_literal::Value::Integer(n) => n.to_string().parse::<u64>().ok(),
+                        _ => None,
+                    };
+                    product = n.and_then(|n| product.checked_mul(n)).ok_or_else(|| {
+                        bad(format!(
+                            "the shape {value} is not a list of dimensions with at most 2^64 \
+                             elements in all"
+                        ))
+                    })?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn check_shape(t: &Tensor) -> Result<(), NpyError> {

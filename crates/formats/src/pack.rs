@@ -363,6 +363,8 @@ pub fn coordinate(kind: AxisKind, level: &PackedLevel, start: usize, pos: usize)
 }
 
 fn try_zeroed<T: Clone + Default>(n: usize, what: &str) -> Result<Vec<T>, PackError> {
+    crate::limits::check(n, std::mem::size_of::<T>())
+        .map_err(|e| PackError::TooLarge(format!("{what}: {e}")))?;
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| PackError::TooLarge(format!("cannot allocate {n} entries for {what}")))?;
@@ -691,7 +693,9 @@ pub fn validate_levels(
                     });
                 }
             }
-            if spec.sorted {
+            // Fewer than two elements cannot be out of order: skip the walk over parents
+            // (a `compressed_fixed` level of width 0 has no arrays bounding `parent_count`).
+            if spec.sorted && pl.count > 1 {
                 for q in 0..parent_count {
                     let r = children(spec.kind, pl, q).ok_or_else(|| PackError::BadArray {
                         level: l,

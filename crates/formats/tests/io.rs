@@ -471,6 +471,42 @@ fn npy_reads_handmade_files() {
     // A header promising far more data than present.
     let e = read_npy_bytes(&npy_bytes("<f8", false, "(100000000000,)", &[0u8; 8])).unwrap_err();
     assert!(matches!(e, NpyError::Format(_)), "{e}");
+    // Found by fuzzing: a shape whose product overflows u64 made npyz panic (overflow checks).
+    let e = read_npy_bytes(&npy_bytes(
+        "<i8",
+        false,
+        "(2, 9223372036854775808)",
+        &[0u8; 8],
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("at most 2^64"), "{e}");
+    // ... also written as an expression the Python-literal parser folds.
+    let e = read_npy_bytes(&npy_bytes(
+        "<i4",
+        false,
+        "(4, 9223372036854775807 -1)",
+        &[0u8; 8],
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("at most 2^64"), "{e}");
+    // Sub-array dtypes (npyz multiplies their dimensions unchecked) are refused.
+    let header = "{'descr': [('a', '<f4', (4611686018427387904, 8))], 'fortran_order': False, \
+                  'shape': (1,), }\n";
+    let mut sub = b"\x93NUMPY\x01\x00".to_vec();
+    sub.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    sub.extend_from_slice(header.as_bytes());
+    sub.extend_from_slice(&[0u8; 8]);
+    let e = read_npy_bytes(&sub).unwrap_err();
+    assert!(matches!(e, NpyError::UnsupportedDType(_)), "{e}");
+    // Found by fuzzing: a version-3 header length of ~2 GB in a 100-byte file was allocated.
+    let mut v3 = npy_bytes("<f8", false, "(1,)", &[0u8; 8]);
+    v3[6] = 3;
+    v3.splice(8..10, [0x76, 0xff, 0x00, 0x7b]);
+    let e = read_npy_bytes(&v3).unwrap_err();
+    assert!(
+        e.to_string().contains("runs past the end of the file"),
+        "{e}"
+    );
     // Truncated data and garbage.
     assert!(read_npy_bytes(&npy_bytes("<f8", false, "(2, 2)", &[0u8; 8])).is_err());
     assert!(matches!(

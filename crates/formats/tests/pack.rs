@@ -711,3 +711,45 @@ proptest! {
         check_roundtrip(&levels, &coo)?;
     }
 }
+
+/// Found by fuzzing: an ELL level of width 0 under 2^31 - 1 rows (no arrays at all) was
+/// checked for sortedness one parent at a time, billions of iterations over empty fibers.
+#[test]
+fn sorted_check_skips_levels_without_two_elements() {
+    let rows = i32::MAX as usize;
+    let levels = vec![
+        LevelSpec {
+            kind: AxisKind::DenseFixed,
+            parent: None,
+            length: Some(rows),
+            nnz_cols: None,
+            sorted: false,
+        },
+        LevelSpec {
+            kind: AxisKind::CompressedFixed,
+            parent: Some(0),
+            length: Some(5),
+            nnz_cols: Some(0),
+            sorted: true,
+        },
+    ];
+    let packed = vec![
+        PackedLevel {
+            length: rows,
+            count: rows,
+            nnz_cols: None,
+            indptr: None,
+            indices: None,
+        },
+        PackedLevel {
+            length: 5,
+            count: 0,
+            nnz_cols: Some(0),
+            indptr: None,
+            indices: Some(Vec::new()),
+        },
+    ];
+    let start = std::time::Instant::now();
+    validate_levels(&levels, &packed).unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_millis(100));
+}

@@ -34,6 +34,13 @@ pub enum BindError {
         value: String,
         dtype: DType,
     },
+    #[error("{what} `{name}` = {value} does not fit its dtype {dtype}")]
+    OutOfRange {
+        what: String,
+        name: String,
+        value: i64,
+        dtype: DType,
+    },
     #[error("buffer `{0}` was bound twice")]
     BoundTwice(String),
     #[error("buffer `{buffer}` has {expected} dimensions but the data has {found}")]
@@ -84,6 +91,19 @@ pub enum BindError {
     Unsupported(String),
     #[error("buffer `{buffer}`: {message}")]
     Output { buffer: String, message: String },
+}
+
+/// Whether `value` is representable in the integer dtype `dtype` (other dtypes: always).
+fn fits(dtype: DType, value: i64) -> bool {
+    let bits = dtype.bits();
+    if !dtype.is_integer() || bits >= 64 && dtype.is_int() {
+        return true;
+    }
+    if dtype.is_uint() {
+        return value >= 0 && (bits >= 64 || value < (1i64 << bits));
+    }
+    let half = 1i64 << (bits - 1);
+    (-half..half).contains(&value)
 }
 
 /// A result read back from a buffer.
@@ -174,6 +194,17 @@ impl<'f> Binder<'f> {
         buffer: &str,
         what: &str,
     ) -> Result<(), BindError> {
+        // A size bound to an `int32` parameter must be an `int32` (a 2^32-row file would
+        // otherwise be packed, allocating for every row, before anything refuses it).
+        let dtype = self.func.vars[var].dtype;
+        if !fits(dtype, value) {
+            return Err(BindError::OutOfRange {
+                what: format!("{what} of `{buffer}`:"),
+                name: self.func.vars[var].name.clone(),
+                value,
+                dtype,
+            });
+        }
         match self.ints.get(&var) {
             Some(&old) if old != value => Err(BindError::SizeMismatch {
                 buffer: buffer.to_string(),
@@ -677,6 +708,12 @@ impl<'f> Binder<'f> {
                 return Err(BindError::MissingBind(buf.name.clone()));
             }
             let (_, n) = self.buffer_extent(id)?;
+            sparsetir_formats::limits::check(n, (buf.dtype.bits() as usize).div_ceil(8)).map_err(
+                |e| BindError::Output {
+                    buffer: buf.name.clone(),
+                    message: format!("cannot allocate the output: {e}"),
+                },
+            )?;
             let t = Tensor::zeros(buf.dtype, vec![n])
                 .map_err(|e| BindError::Unsupported(format!("buffer `{}`: {e}", buf.name)))?;
             self.arrays.insert(data, t);
@@ -908,4 +945,40 @@ pub fn read_output(
         Field::Integer
     };
     Ok(Output::Sparse(Coo { field, ..coo }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzzing: a file whose row count does not fit `m: T.int32` was packed (one
+    /// `indptr` entry per row, 17 GB here) before anything refused it.
+    #[test]
+    fn sizes_past_the_parameter_dtype_are_refused_before_packing() {
+        let f = sparsetir_ops::load("csrmm").expect("catalog csrmm");
+        let coo = Coo {
+            dims: vec![1 << 32, 3],
+            coords: vec![vec![(1 << 32) - 1, 0]],
+            values: vec![1.0],
+            field: Field::Real,
+        };
+        let mut b = Binder::new(&f);
+        let err = b.bind_coo("A", &coo).expect_err("refused");
+        assert!(
+            matches!(&err, BindError::OutOfRange { name, .. } if name == "m"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("does not fit its dtype int32"),
+            "{err}"
+        );
+        let mut b = Binder::new(&f);
+        assert!(matches!(
+            b.set("feat_size", "4294967295"),
+            Err(BindError::OutOfRange { .. })
+        ));
+        assert!(b.set("feat_size", "2147483647").is_ok());
+        assert!(fits(DType::U8, 255) && !fits(DType::U8, 256) && !fits(DType::U8, -1));
+        assert!(fits(DType::I64, i64::MIN) && fits(DType::F32, i64::MAX));
+    }
 }

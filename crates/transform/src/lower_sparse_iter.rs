@@ -86,6 +86,17 @@ impl LowerError {
 
 type Res<T> = Result<T, LowerError>;
 
+/// `e` as `dtype`: a loop or block-iterator extent of another integer type than its variable
+/// (an `int64` size over an `int32` axis) is cast, so that the printed form reads back with the
+/// variable's type (the parser infers it from the extent).
+fn as_dtype(f: &PrimFunc, e: Expr, dtype: DType) -> Expr {
+    if e.dtype(f) == dtype {
+        e
+    } else {
+        Expr::Cast(dtype, Box::new(e))
+    }
+}
+
 fn unsupported(span: Span, message: impl Into<String>) -> LowerError {
     LowerError::Unsupported {
         span,
@@ -1037,8 +1048,8 @@ impl Lowerer {
         };
         let lv = self.f.add_var(vname.clone(), dtype);
         let bv = self.f.add_var(format!("v{vname}"), dtype);
-        let extent = self.simp.simplify(&self.f, &extent);
-        let domain = self.domain(a)?;
+        let extent = as_dtype(&self.f, self.simp.simplify(&self.f, &extent), dtype);
+        let domain = as_dtype(&self.f, self.domain(a)?, dtype);
         self.simp.bind_range(lv, &Expr::int(0), &extent);
         self.simp.bind_range(bv, &Expr::int(0), &domain);
         loops.push((lv, Expr::int(0), extent));
@@ -1160,6 +1171,10 @@ impl Lowerer {
             let ext = Expr::sub(Expr::load(last_indptr, hi), base.clone());
             (base, self.simp.simplify(&self.f, &ext))
         };
+        let (min, extent) = (
+            as_dtype(&self.f, min, dtype),
+            as_dtype(&self.f, extent, dtype),
+        );
         self.simp.bind_range(p, &min, &extent);
         loops.push((p, min, extent));
         let g = Expr::var(p);
@@ -1175,10 +1190,9 @@ impl Lowerer {
                 let start = Expr::load(last_indptr, levels.clone());
                 self.simp.sub(&self.f, g.clone(), start)
             };
-            let v = self
-                .f
-                .add_var(format!("v{}", var_names[k]), self.f.vars[s.vars[k]].dtype);
-            let domain = self.domain(a)?;
+            let vdtype = self.f.vars[s.vars[k]].dtype;
+            let v = self.f.add_var(format!("v{}", var_names[k]), vdtype);
+            let domain = as_dtype(&self.f, self.domain(a)?, vdtype);
             self.simp.bind_range(v, &Expr::int(0), &domain);
             iters.push(BlockIter {
                 var: v,

@@ -1,0 +1,120 @@
+//! The bounded fuzzing run of CI: a fixed number of executions of every in-process target
+//! (script, run, files) with a fixed seed, the regression corpus replayed, and the `c` target
+//! in a child process with AddressSanitizer preloaded (after a control run showing ASan sees
+//! reads past our arrays). The long runs are recorded in `bench/RESULTS.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use sparsetir_fuzz::{guard, replay_dir, setup, Fuzzer, Options, Target};
+
+#[global_allocator]
+static ALLOC: guard::LimitedAlloc = guard::LimitedAlloc;
+
+fn out_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("sparsetir-fuzz-test-{}-{tag}", std::process::id()))
+}
+
+fn options(target: Target, iters: u64, out: &Path) -> Options {
+    Options {
+        target,
+        seed: 20_261_124,
+        iters,
+        time_limit: None,
+        out_dir: out.to_path_buf(),
+        cache_dir: out.join("cache"),
+        asan: false,
+    }
+}
+
+/// Everything in-process runs in this one test: the guards are process-wide.
+#[test]
+fn bounded_run_and_regressions_are_clean() {
+    let out = out_dir("inproc");
+    setup(&out, "test", Duration::from_secs(30));
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions");
+    let failures = replay_dir(&corpus, &options(Target::Script, 1, &out));
+    assert!(failures.is_empty(), "regression corpus: {failures:#?}");
+    for (target, iters) in [
+        (Target::Script, 100_000),
+        (Target::Run, 100_000),
+        (Target::Files, 300_000),
+    ] {
+        let start = Instant::now();
+        let stats = Fuzzer::new(options(target, iters, &out)).run();
+        eprintln!(
+            "target {}: {} executions in {:.1} s",
+            target.name(),
+            stats.executions,
+            start.elapsed().as_secs_f64()
+        );
+        assert_eq!(stats.executions, iters);
+        assert!(
+            stats.findings.is_empty(),
+            "target {}: {:#?}",
+            target.name(),
+            stats.findings
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Whether a C compiler with AddressSanitizer is here.
+fn have_asan() -> bool {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let Ok(o) = Command::new(cc).arg("-print-file-name=libasan.so").output() else {
+        return false;
+    };
+    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    p.is_absolute() && p.exists()
+}
+
+#[test]
+fn c_target_under_asan_is_clean() {
+    if !have_asan() {
+        eprintln!("note: skipping: no C compiler with AddressSanitizer");
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_sparsetir-fuzz");
+    let out = out_dir("asan");
+    let run = |args: &[&str]| {
+        Command::new(exe)
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("fuzzer ran")
+    };
+    let control = run(&["--asan-control"]);
+    let err = String::from_utf8_lossy(&control.stderr);
+    if err.contains("ASan runtime does not come first") || err.contains("cannot build") {
+        eprintln!("note: skipping: ASan cannot run kernels here: {err}");
+        return;
+    }
+    assert!(
+        err.contains("heap-buffer-overflow"),
+        "control: {:?}: {err}",
+        control.status
+    );
+    let r = run(&[
+        "--target",
+        "c",
+        "--asan",
+        "--iters",
+        "2000",
+        "--seed",
+        "20261124",
+        "--exec-timeout",
+        "120",
+    ]);
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success(),
+        "{:?}\n{stdout}\n{}",
+        r.status,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(stdout.contains("2000 executions"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&out);
+}
