@@ -1,0 +1,406 @@
+//! Expressions of the C writer: one method per expression kind, each returning C text and the
+//! sparsetir dtype of its value (every compound expression parenthesised), and the literal,
+//! cast and math-call helpers they share.
+
+use super::*;
+
+impl<'f> Writer<'f> {
+    /// The C text of `e` (an atom or parenthesised) and the dtype of its value.
+    pub(super) fn expr(&mut self, e: &Expr) -> Res<(String, DType)> {
+        match e {
+            Expr::Int(v, dt) => self.int_const(*v, *dt),
+            Expr::Float(x, dt) => self.float_const(*x, *dt),
+            Expr::Bool(b) => Ok((if *b { "true" } else { "false" }.to_string(), DType::Bool)),
+            Expr::Var(v) => self.var(*v),
+            Expr::Binary(op, a, b) => self.binary(*op, a, b),
+            Expr::Unary(op, a) => self.unary(*op, a),
+            Expr::Select(c, a, b) => {
+                let (c, _) = self.expr(c)?;
+                let (x, xd) = self.expr(a)?;
+                let (y, yd) = self.expr(b)?;
+                let dt = binary_result_dtype(xd, yd);
+                Ok((
+                    format!("({c} ? {} : {})", cast(x, xd, dt), cast(y, yd, dt)),
+                    dt,
+                ))
+            }
+            Expr::Cast(dt, a) => {
+                self.ctype(*dt, "cast")?;
+                let (s, sdt) = self.expr(a)?;
+                Ok((cast(s, sdt, *dt), *dt))
+            }
+            Expr::Load { buffer, indices } => {
+                let dt = match self.func.buffers.get(*buffer) {
+                    Some(b) => b.dtype,
+                    None => return Err(self.invalid(format!("buffer {buffer:?} is not declared"))),
+                };
+                if let Some(acc) = &self.simd_acc {
+                    if acc.buffer == *buffer && acc.indices == *indices {
+                        return Ok((acc.name.clone(), dt));
+                    }
+                    if let Some((_, local)) = acc.hoisted.iter().find(|(l, _)| l == e) {
+                        return Ok((local.clone(), dt));
+                    }
+                }
+                if let Some(v) = self.vector_load(*buffer, indices)? {
+                    return Ok((v, dt));
+                }
+                let off = self.offset(*buffer, indices)?;
+                let moved = self.prefetch_clamp.as_ref().is_some_and(|(vars, _)| {
+                    let mut hit = false;
+                    for i in indices {
+                        i.visit(&mut |z| {
+                            hit |= matches!(z, Expr::Var(v) if vars.contains(v));
+                        });
+                    }
+                    hit
+                });
+                if moved {
+                    let size = self.flat_size(*buffer)?;
+                    let off = format!(
+                        "sptir_max_i64(0, sptir_min_i64((int64_t)({}), {size} - 1))",
+                        strip_parens(&off)
+                    );
+                    if let Some((_, sizes)) = &mut self.prefetch_clamp {
+                        if !sizes.contains(&size) {
+                            sizes.push(size);
+                        }
+                    }
+                    return Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt));
+                }
+                Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt))
+            }
+            Expr::Call { op, args, dtype } => self.call(*op, args, *dtype),
+            Expr::Let { var, value, body } => {
+                let dt = self
+                    .func
+                    .vars
+                    .get(*var)
+                    .map(|v| v.dtype)
+                    .unwrap_or(DType::I32);
+                self.ctype(dt, "let variable")?;
+                let (s, sdt) = self.expr(value)?;
+                if self.bound.get(var.index()).copied().unwrap_or(false)
+                    || self.let_subst.contains_key(var)
+                {
+                    return Err(self.invalid("a `let` variable is bound again inside its scope"));
+                }
+                self.let_subst.insert(*var, cast(s, sdt, dt));
+                let r = self.expr(body);
+                self.let_subst.remove(var);
+                r
+            }
+        }
+    }
+
+    pub(super) fn var(&mut self, v: VarId) -> Res<(String, DType)> {
+        let Some(var) = self.func.vars.get(v) else {
+            return Err(self.invalid(format!("variable {v:?} is not declared")));
+        };
+        if let Some(s) = self.let_subst.get(&v) {
+            return Ok((s.clone(), var.dtype));
+        }
+        if var.dtype == DType::Handle {
+            return Err(self.unsupported(
+                &format!("handle `{}`", var.name),
+                "a handle cannot be used as a value",
+            ));
+        }
+        if !self.bound[v.index()] {
+            return Err(self.invalid(format!(
+                "variable `{}` is used where it has no value",
+                var.name
+            )));
+        }
+        Ok((self.var_names[v.index()].clone(), var.dtype))
+    }
+
+    pub(super) fn int_const(&mut self, v: i64, dt: DType) -> Res<(String, DType)> {
+        if dt.is_float() {
+            self.ctype(dt, "constant")?;
+            return Ok((format!("(({})({v}))", c_type(dt).unwrap_or("double")), dt));
+        }
+        if dt == DType::Handle {
+            return Err(self.unsupported("constant", "a constant cannot be a handle"));
+        }
+        Ok((int_literal(v, dt), dt))
+    }
+
+    pub(super) fn float_const(&mut self, x: f64, dt: DType) -> Res<(String, DType)> {
+        if !dt.is_float() {
+            // An integer-typed float literal: the evaluator converts it (truncating).
+            if dt.is_bool() {
+                return Ok((if x != 0.0 { "true" } else { "false" }.to_string(), dt));
+            }
+            return self.int_const(x as i64, dt);
+        }
+        self.ctype(dt, "constant")?;
+        Ok((float_literal(x, dt), dt))
+    }
+
+    pub(super) fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr) -> Res<(String, DType)> {
+        let (x, xd) = self.expr(a)?;
+        let (y, yd) = self.expr(b)?;
+        if op.is_logical() {
+            let sym = if op == BinOp::And { "&&" } else { "||" };
+            return Ok((format!("({x} {sym} {y})"), DType::Bool));
+        }
+        let mut dt = binary_result_dtype(xd, yd);
+        if dt.is_bool() {
+            dt = DType::I32;
+        }
+        self.ctype(dt, "operand")?;
+        if op.is_comparison() {
+            let sym = match op {
+                BinOp::Eq => "==",
+                BinOp::Ne => "!=",
+                BinOp::Lt => "<",
+                BinOp::Le => "<=",
+                BinOp::Gt => ">",
+                _ => ">=",
+            };
+            return Ok((
+                format!("({} {sym} {})", cast(x, xd, dt), cast(y, yd, dt)),
+                DType::Bool,
+            ));
+        }
+        // Narrow unsigned types are computed in uint32_t (C would promote them to int, where a
+        // product can overflow); narrow results are wrapped back to their width.
+        let work = match dt {
+            DType::U8 | DType::U16 => DType::U32,
+            DType::I8 | DType::I16 => DType::I32,
+            d => d,
+        };
+        let (x, y) = (cast(x, xd, work), cast(y, yd, work));
+        let sfx = helper_suffix(dt);
+        let text = match op {
+            BinOp::Add => format!("({x} + {y})"),
+            BinOp::Sub => format!("({x} - {y})"),
+            BinOp::Mul => format!("({x} * {y})"),
+            BinOp::Div => format!("({x} / {y})"),
+            BinOp::FloorDiv if dt.is_uint() => format!("({x} / {y})"),
+            BinOp::FloorMod if dt.is_uint() => format!("({x} % {y})"),
+            BinOp::FloorDiv => format!("sptir_floordiv_{sfx}({x}, {y})"),
+            BinOp::FloorMod => format!("sptir_floormod_{sfx}({x}, {y})"),
+            BinOp::Min if dt == DType::F32 => format!("fminf({x}, {y})"),
+            BinOp::Min if dt == DType::F64 => format!("fmin({x}, {y})"),
+            BinOp::Max if dt == DType::F32 => format!("fmaxf({x}, {y})"),
+            BinOp::Max if dt == DType::F64 => format!("fmax({x}, {y})"),
+            BinOp::Min => format!("sptir_min_{sfx}({x}, {y})"),
+            _ => format!("sptir_max_{sfx}({x}, {y})"),
+        };
+        Ok((cast(text, work, dt), dt))
+    }
+
+    pub(super) fn unary(&mut self, op: UnOp, a: &Expr) -> Res<(String, DType)> {
+        let (x, dt) = self.expr(a)?;
+        match op {
+            UnOp::Not => Ok((format!("(!{x})"), DType::Bool)),
+            UnOp::Neg => {
+                let rdt = if dt.is_bool() { DType::I32 } else { dt };
+                self.ctype(rdt, "operand")?;
+                let work = match rdt {
+                    DType::U8 | DType::U16 => DType::U32,
+                    DType::I8 | DType::I16 => DType::I32,
+                    d => d,
+                };
+                let x = cast(x, dt, work);
+                Ok((cast(format!("(-{x})"), work, rdt), rdt))
+            }
+        }
+    }
+
+    pub(super) fn call(&mut self, op: Intrinsic, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+        match op {
+            Intrinsic::AtomicAdd => {
+                return Err(self.unsupported(
+                    "atomic_add",
+                    "the C target supports `atomic_add` only as a statement \
+                     (`T.evaluate(T.atomic_add(A[i], v))`)",
+                ))
+            }
+            Intrinsic::MinValue | Intrinsic::MaxValue => {
+                let max = op == Intrinsic::MaxValue;
+                self.ctype(dt, op.name())?;
+                return Ok((limit_literal(dt, max), dt));
+            }
+            _ => {}
+        }
+        if args.len() != op.arity() {
+            return Err(self.invalid(format!(
+                "intrinsic `{}` takes {} argument(s), got {}",
+                op.name(),
+                op.arity(),
+                args.len()
+            )));
+        }
+        self.ctype(dt, op.name())?;
+        let mut xs = Vec::with_capacity(args.len());
+        for a in args {
+            xs.push(self.expr(a)?);
+        }
+        if dt.is_float() {
+            let xs: Vec<String> = xs.into_iter().map(|(s, d)| cast(s, d, dt)).collect();
+            return Ok((float_call(op, &xs, dt), dt));
+        }
+        // Integer (or bool) results.
+        match op {
+            Intrinsic::Abs | Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Round => {
+                let (s, sdt) = xs.swap_remove(0);
+                let work = if dt.is_bool() { DType::I64 } else { dt };
+                let v = cast(s, sdt, work);
+                let v = if op == Intrinsic::Abs && work.is_int() {
+                    format!("sptir_abs_{}({v})", helper_suffix(work))
+                } else {
+                    v
+                };
+                Ok((cast(v, work, dt), dt))
+            }
+            _ => {
+                let xs: Vec<String> = xs
+                    .into_iter()
+                    .map(|(s, d)| cast(s, d, DType::F64))
+                    .collect();
+                Ok((cast(float_call(op, &xs, DType::F64), DType::F64, dt), dt))
+            }
+        }
+    }
+}
+
+/// A float intrinsic applied to already converted arguments, in the precision of `dt`.
+pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
+    let f = if dt == DType::F32 { "f" } else { "" };
+    let one = if dt == DType::F32 { "1.0f" } else { "1.0" };
+    let a = xs.first().map(String::as_str).unwrap_or("0");
+    let b = xs.get(1).map(String::as_str).unwrap_or("0");
+    match op {
+        Intrinsic::Exp => format!("exp{f}({a})"),
+        Intrinsic::Exp2 => format!("exp2{f}({a})"),
+        Intrinsic::Log => format!("log{f}({a})"),
+        Intrinsic::Log2 => format!("log2{f}({a})"),
+        Intrinsic::Sqrt => format!("sqrt{f}({a})"),
+        Intrinsic::Rsqrt => format!("({one} / sqrt{f}({a}))"),
+        Intrinsic::Tanh => format!("tanh{f}({a})"),
+        Intrinsic::Sigmoid => format!("({one} / ({one} + exp{f}(-{a})))"),
+        Intrinsic::Abs => format!("fabs{f}({a})"),
+        Intrinsic::Pow => format!("pow{f}({a}, {b})"),
+        Intrinsic::Floor => format!("floor{f}({a})"),
+        Intrinsic::Ceil => format!("ceil{f}({a})"),
+        Intrinsic::Round => format!("round{f}({a})"),
+        Intrinsic::Sin => format!("sin{f}({a})"),
+        Intrinsic::Cos => format!("cos{f}({a})"),
+        // The evaluator computes erf in double precision and rounds.
+        Intrinsic::Erf if dt == DType::F32 => format!("((float)erf((double){a}))"),
+        Intrinsic::Erf => format!("erf({a})"),
+        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd => "0".to_string(),
+    }
+}
+
+/// Converts C text of dtype `from` to `to`, with the evaluator's conversions: anything → bool
+/// tests for nonzero, float → narrow integer goes through `int64_t` (so out-of-range values wrap
+/// like the evaluator's instead of being undefined).
+pub(super) fn cast(s: String, from: DType, to: DType) -> String {
+    if from == to {
+        return s;
+    }
+    let ct = c_type(to).unwrap_or("double");
+    if from.is_float() && to.is_integer() && to != DType::I64 && to != DType::U64 {
+        return format!("(({ct})(int64_t){s})");
+    }
+    format!("(({ct}){s})")
+}
+
+/// An integer constant of dtype `dt`, wrapped to its width, as C text of that type.
+pub(super) fn int_literal(v: i64, dt: DType) -> String {
+    match dt {
+        DType::Bool => (if v != 0 { "true" } else { "false" }).to_string(),
+        DType::I64 => {
+            if v == i64::MIN {
+                "INT64_MIN".to_string()
+            } else if v < 0 {
+                format!("(-INT64_C({}))", -v)
+            } else {
+                format!("INT64_C({v})")
+            }
+        }
+        DType::U64 => format!("UINT64_C({})", v as u64),
+        DType::I32 => {
+            let v = v as i32;
+            if v == i32::MIN {
+                "INT32_MIN".to_string()
+            } else if v < 0 {
+                format!("(-{})", -v)
+            } else {
+                v.to_string()
+            }
+        }
+        DType::U32 => format!("{}u", v as u32),
+        DType::I16 => format!("((int16_t){})", wrap_paren(v as i16 as i64)),
+        DType::I8 => format!("((int8_t){})", wrap_paren(v as i8 as i64)),
+        DType::U16 => format!("((uint16_t){})", v as u16),
+        DType::U8 => format!("((uint8_t){})", v as u8),
+        DType::F32 => format!("((float){})", wrap_paren(v)),
+        _ => format!("((double){})", wrap_paren(v)),
+    }
+}
+
+pub(super) fn wrap_paren(v: i64) -> String {
+    if v < 0 {
+        format!("({v})")
+    } else {
+        v.to_string()
+    }
+}
+
+/// A float constant of a float dtype: the shortest decimal that reads back to the same value
+/// (`f` suffix for float32), or `INFINITY`/`NAN`.
+pub(super) fn float_literal(x: f64, dt: DType) -> String {
+    let f32_ = dt == DType::F32;
+    let cty = if f32_ { "float" } else { "double" };
+    if x.is_nan() {
+        return format!("(({cty})NAN)");
+    }
+    if x.is_infinite() {
+        let sign = if x < 0.0 { "-" } else { "" };
+        return format!("({sign}({cty})INFINITY)");
+    }
+    let text = if f32_ {
+        format!("{:?}f", x as f32)
+    } else {
+        format!("{x:?}")
+    };
+    if text.starts_with('-') {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
+/// The lowest (`max = false`) or highest finite value of `dt`.
+pub(super) fn limit_literal(dt: DType, max: bool) -> String {
+    let s = match (dt, max) {
+        (DType::Bool, m) => return (if m { "true" } else { "false" }).to_string(),
+        (DType::F32, false) => "(-FLT_MAX)",
+        (DType::F32, true) => "FLT_MAX",
+        (DType::F64, false) => "(-DBL_MAX)",
+        (DType::F64, true) => "DBL_MAX",
+        (DType::I8, false) => "((int8_t)INT8_MIN)",
+        (DType::I8, true) => "((int8_t)INT8_MAX)",
+        (DType::I16, false) => "((int16_t)INT16_MIN)",
+        (DType::I16, true) => "((int16_t)INT16_MAX)",
+        (DType::I32, false) => "INT32_MIN",
+        (DType::I32, true) => "INT32_MAX",
+        (DType::I64, false) => "INT64_MIN",
+        (DType::I64, true) => "INT64_MAX",
+        (DType::U8, false) => "((uint8_t)0)",
+        (DType::U8, true) => "((uint8_t)UINT8_MAX)",
+        (DType::U16, false) => "((uint16_t)0)",
+        (DType::U16, true) => "((uint16_t)UINT16_MAX)",
+        (DType::U32, false) => "0u",
+        (DType::U32, true) => "UINT32_MAX",
+        (DType::U64, false) => "UINT64_C(0)",
+        (DType::U64, true) => "UINT64_MAX",
+        _ => "0",
+    };
+    s.to_string()
+}

@@ -1,0 +1,806 @@
+//! Reductions of the C writer: `simd_reduction` loops (the `omp simd reduction` form, versioned
+//! by trip count with `simd_min_trip`), their lane-parallel partial sums (one vector or an array
+//! of lanes for constant trip counts, scalar chains for run-time ones), and unroll-and-jam
+//! (`jam`) of lane reductions.
+
+use super::*;
+
+impl<'f> Writer<'f> {
+    /// A loop annotated `{"jam": U}` whose body is a `simd_reduction` loop with lanes:
+    /// `U` consecutive iterations at a time, their reductions jammed into one lane loop
+    /// (see [`Writer::write_simd_reduction`]), then the remaining iterations one by one.
+    pub(super) fn write_jam(&mut self, f: &For, ann: &AttrValue) -> Res<()> {
+        const WHAT: &str = "loop annotation `jam`";
+        let u = match ann {
+            AttrValue::Int(n) if (2..=16).contains(n) => *n,
+            other => {
+                return Err(self.unsupported(
+                    WHAT,
+                    format!("expected an integer from 2 to 16, got {other:?}"),
+                ))
+            }
+        };
+        if !matches!(f.kind, ForKind::Serial | ForKind::Parallel) {
+            return Err(self.unsupported(
+                WHAT,
+                format!(
+                    "the loop is {}, not serial or parallel",
+                    f.kind.script_name()
+                ),
+            ));
+        }
+        if matches!(f.annotations.get(SCHEDULE_ATTR), Some(AttrValue::Str(s)) if s == NNZ_BALANCED)
+        {
+            return Err(self.unsupported(WHAT, "a loop with `schedule: nnz_balanced`"));
+        }
+        let inner = match single_stmt(&f.body) {
+            Stmt::For(l) => l,
+            _ => {
+                return Err(self.unsupported(
+                    WHAT,
+                    "the loop's body is not exactly one `simd_reduction` loop",
+                ))
+            }
+        };
+        let Some(red) = inner.annotations.get(SIMD_REDUCTION_ATTR) else {
+            return Err(self.unsupported(
+                WHAT,
+                "the loop's body is not exactly one `simd_reduction` loop",
+            ));
+        };
+        // Jamming needs lane-parallel partial sums: a `+` reduction over constant bounds (a
+        // kernel whose feature width is not specialised has none). Otherwise the annotation
+        // is a hint that does not apply, and the loop is written as usual.
+        let dt = match single_stmt(&inner.body) {
+            Stmt::Block(b) => match single_stmt(&b.body) {
+                Stmt::Store(st) => self.func.buffers.get(st.buffer).map(|x| x.dtype),
+                _ => None,
+            },
+            _ => None,
+        };
+        let lanes_apply = matches!(red, AttrValue::Str(op) if op == "+")
+            && dt.is_some_and(|dt| {
+                matches!(self.reduction_lanes(inner, BinOp::Add, dt), Ok(Some(_)))
+            });
+        if !lanes_apply {
+            return self.write_loop(f, None);
+        }
+        let (vdt, ct, vname) = self.loop_var_type(f)?;
+        let parallel = if f.kind == ForKind::Parallel {
+            Some(self.parallel_pragma(f)?)
+        } else {
+            None
+        };
+        self.line("{");
+        self.indent += 1;
+        let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
+        let v = self.bind(f.var)?;
+        let r = (|| -> Res<()> {
+            // Parallel: groups of `u` iterations in parallel, then the last `< u` ones serially
+            // from the first iteration past the groups.
+            let mut rest_start = None;
+            if let Some(pragma) = &parallel {
+                let groups = self.namer.fresh(&format!("{v}_groups"));
+                let g = self.namer.fresh(&format!("{v}_g"));
+                self.line(&format!(
+                    "const int64_t {groups} = {end} > {start} ? ((int64_t){end} - (int64_t){start}) / {u} : 0;"
+                ));
+                self.pragma(pragma);
+                self.line(&format!("for (int64_t {g} = 0; {g} < {groups}; ++{g}) {{"));
+                self.indent += 1;
+                self.line(&format!("const {ct} {v} = ({ct})({start} + {g} * {u});"));
+                rest_start = Some(format!("({ct})({start} + {groups} * {u})"));
+            } else {
+                self.line(&format!("{ct} {v} = {start};"));
+                self.line(&format!("for (; {v} <= {end} - {u}; {v} += {u}) {{"));
+                self.indent += 1;
+            }
+            let texts: Vec<String> = (0..u)
+                .map(|k| {
+                    if k == 0 {
+                        v.clone()
+                    } else {
+                        format!("({v} + {k})")
+                    }
+                })
+                .collect();
+            if let Some(p) = f.annotations.get(PREFETCH_ATTR) {
+                for t in &texts {
+                    self.write_prefetch(f, p, t, &end)?;
+                }
+            }
+            self.write_simd_reduction(inner, red, Some((f.var, &texts)))?;
+            self.indent -= 1;
+            self.line("}");
+            match &rest_start {
+                Some(r) => self.line(&format!("for ({ct} {v} = {r}; {v} < {end}; ++{v}) {{")),
+                None => self.line(&format!("for (; {v} < {end}; ++{v}) {{")),
+            }
+            self.indent += 1;
+            if let Some(p) = f.annotations.get(PREFETCH_ATTR) {
+                self.write_prefetch(f, p, &v, &end)?;
+            }
+            self.write_stmt(&f.body)?;
+            self.indent -= 1;
+            self.line("}");
+            Ok(())
+        })();
+        self.unbind(f.var);
+        r?;
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A loop annotated `{"simd_reduction": OP}` (schedule primitive `vectorize_reduction`):
+    /// its body is one block whose only statement is `Y[idx] = Y[idx] OP e` with `idx` invariant
+    /// in the loop. Written as
+    /// `{ T acc = Y[idx]; #pragma omp simd reduction(OP: acc) for (...) { acc = acc OP e; }
+    /// Y[idx] = acc; }`: the lanes' partial results are combined at the end (the annotation is
+    /// the user's permission to reassociate). Float `max`/`min` use a declared reduction built
+    /// on `fmaxf`/`fminf` with NaN as identity, so NaNs are ignored exactly as the evaluator's
+    /// `max`/`min` do, in any order.
+    ///
+    /// `jam`: the variable of the enclosing loop and the texts it takes in the copies of the
+    /// reduction written side by side (unroll-and-jam, loop annotation `"jam"`): one lane loop
+    /// updates every copy's partial sums, so the loop-invariant operand is loaded once for all.
+    pub(super) fn write_simd_reduction(
+        &mut self,
+        f: &For,
+        ann: &AttrValue,
+        jam: Option<(VarId, &[String])>,
+    ) -> Res<()> {
+        const WHAT: &str = "loop annotation `simd_reduction`";
+        let op = match ann {
+            AttrValue::Str(s) if s == "+" => BinOp::Add,
+            AttrValue::Str(s) if s == "max" => BinOp::Max,
+            AttrValue::Str(s) if s == "min" => BinOp::Min,
+            other => {
+                return Err(self.unsupported(
+                    WHAT,
+                    format!("expected \"+\", \"max\" or \"min\", got {other:?}"),
+                ))
+            }
+        };
+        if !matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
+            return Err(self.unsupported(
+                WHAT,
+                format!("the loop is {}, not vectorized", f.kind.script_name()),
+            ));
+        }
+        if self.simd_acc.is_some() {
+            return Err(self.unsupported(WHAT, "a SIMD reduction nested in another one"));
+        }
+        let Stmt::Block(b) = single_stmt(&f.body) else {
+            return Err(self.unsupported(WHAT, "the loop's body is not exactly one block"));
+        };
+        let Stmt::Store(st) = single_stmt(&b.body) else {
+            return Err(self.unsupported(
+                WHAT,
+                format!("the body of block `{}` is not a single store", b.name),
+            ));
+        };
+        // An init that runs exactly at the loop's first iteration and only sets the element
+        // becomes the accumulator's start value.
+        let init_value = b.init_folded_into(f.var, &f.min, st.buffer, &st.indices);
+        if b.init.is_some() && init_value.is_none() {
+            return Err(self.unsupported(
+                WHAT,
+                format!(
+                    "block `{}` has an init that does not run exactly at the loop's first \
+                     iteration (decompose the reduction first)",
+                    b.name
+                ),
+            ));
+        }
+        // The init's effect is the accumulator's start value; the loop body runs without it.
+        let stripped;
+        let f = if init_value.is_some() {
+            let mut g = f.clone();
+            strip_block_init(&mut g.body);
+            stripped = g;
+            &stripped
+        } else {
+            f
+        };
+        let Expr::Binary(sop, x, y) = &st.value else {
+            return Err(self.unsupported(WHAT, "the store is not `Y[idx] = Y[idx] op e`"));
+        };
+        let is_self = |e: &Expr| matches!(e, Expr::Load { buffer, indices } if *buffer == st.buffer && *indices == st.indices);
+        let value = match (is_self(x), is_self(y)) {
+            (true, _) => y,
+            (false, true) => x,
+            _ => return Err(self.unsupported(WHAT, "the store is not `Y[idx] = Y[idx] op e`")),
+        };
+        if *sop != op {
+            return Err(self.unsupported(
+                WHAT,
+                format!("the store combines with {sop:?}, the annotation says {ann:?}"),
+            ));
+        }
+        let reads_y = |e: &Expr| {
+            let mut found = false;
+            e.visit(&mut |z| {
+                if let Expr::Load { buffer, .. } = z {
+                    found |= *buffer == st.buffer;
+                }
+            });
+            found
+        };
+        if reads_y(value)
+            || st.indices.iter().any(reads_y)
+            || b.predicate.as_ref().is_some_and(reads_y)
+        {
+            return Err(self.unsupported(WHAT, "the reduced value reads the reduced buffer"));
+        }
+        // Iterators that move with the loop must be reduction iterators absent from `idx`.
+        let mut moving = vec![f.var];
+        for it in &b.iters {
+            let mut uses = false;
+            it.binding
+                .visit(&mut |z| uses |= matches!(z, Expr::Var(v) if *v == f.var));
+            if uses {
+                if it.kind != IterKind::Reduce {
+                    return Err(self.unsupported(
+                        WHAT,
+                        "the loop variable feeds a spatial iterator of the block",
+                    ));
+                }
+                moving.push(it.var);
+            }
+        }
+        let mut moves = false;
+        for e in &st.indices {
+            e.visit(&mut |z| moves |= matches!(z, Expr::Var(v) if moving.contains(v)));
+        }
+        if moves {
+            return Err(self.unsupported(WHAT, "the reduced element changes with the loop"));
+        }
+        let dt = self
+            .func
+            .buffers
+            .get(st.buffer)
+            .map(|bf| bf.dtype)
+            .unwrap_or(DType::F32);
+        if !(dt.is_integer() || dt.is_float()) {
+            return Err(self.unsupported(WHAT, format!("a reduction of {dt} values")));
+        }
+        let ct = self.ctype(dt, "reduction accumulator")?;
+        let copies: Vec<Option<String>> = match jam {
+            Some((_, texts)) => texts.iter().map(|t| Some(t.clone())).collect(),
+            None => vec![None],
+        };
+        let mut planned = Vec::new();
+        for copy in &copies {
+            if let (Some((jv, _)), Some(t)) = (jam, copy) {
+                self.let_subst.insert(jv, t.clone());
+            }
+            // The element's offset outside the loop: the block's other iterators are replaced by
+            // their bindings (in terms of loops that are bound here).
+            let mut substituted = Vec::new();
+            for it in &b.iters {
+                if moving.contains(&it.var) || self.let_subst.contains_key(&it.var) {
+                    continue;
+                }
+                let idt = self
+                    .func
+                    .vars
+                    .get(it.var)
+                    .map(|v| v.dtype)
+                    .unwrap_or(DType::I32);
+                let text = match self.expr(&it.binding) {
+                    Ok((s, sdt)) => cast(s, sdt, idt),
+                    Err(e) => {
+                        substituted.iter().for_each(|v| {
+                            self.let_subst.remove(v);
+                        });
+                        return Err(e);
+                    }
+                };
+                self.let_subst.insert(it.var, text);
+                substituted.push(it.var);
+            }
+            // The element is only touched when the loop runs at least once and the parts of the
+            // block's predicate that do not move with the loop hold (they may guard `idx`).
+            let mut conds: Vec<&Expr> = Vec::new();
+            if let Some(p) = &b.predicate {
+                conjuncts(p, &mut conds);
+                conds.retain(|c| {
+                    let mut m = false;
+                    c.visit(&mut |z| m |= matches!(z, Expr::Var(v) if moving.contains(v)));
+                    !m
+                });
+            }
+            let guard = (|| -> Res<Vec<String>> {
+                let mut out = Vec::new();
+                if const_int(&f.extent).is_none_or(|n| n <= 0) {
+                    let (e, _) = self.expr(&f.extent)?;
+                    out.push(format!("{} > 0", strip_parens(&e)));
+                }
+                for c in &conds {
+                    out.push(strip_parens(&self.expr(c)?.0).to_string());
+                }
+                Ok(out)
+            })();
+            // Loads that do not move with the loop are read once before it (gcc does not hoist
+            // them out of an `omp simd` loop by itself and falls back to gathers). Only when the
+            // whole predicate is hoisted too: a load is then read exactly when the loop would read
+            // it at least once. Loads under a `Select` branch or the right side of `and`/`or`
+            // (evaluated conditionally) stay inside.
+            let all_hoisted = b.predicate.as_ref().is_none_or(|p| {
+                let mut all = Vec::new();
+                conjuncts(p, &mut all);
+                all.len() == conds.len()
+            });
+            let mut loads = Vec::new();
+            if all_hoisted {
+                let outer = |w: &Self, v: VarId| {
+                    w.bound.get(v.index()).copied().unwrap_or(false) || w.let_subst.contains_key(&v)
+                };
+                invariant_loads(value, &|v| outer(self, v), &mut loads);
+            }
+            let off = guard.and_then(|g| {
+                let mut texts = Vec::new();
+                for l in &loads {
+                    texts.push(self.expr(l)?);
+                }
+                let start = match init_value {
+                    Some(v) => {
+                        let (t, vdt) = self.expr(v)?;
+                        Some(cast(t, vdt, dt))
+                    }
+                    None => None,
+                };
+                Ok((g, self.offset(st.buffer, &st.indices)?, texts, start))
+            });
+            for v in &substituted {
+                self.let_subst.remove(v);
+            }
+            if let Some((jv, _)) = jam {
+                self.let_subst.remove(&jv);
+            }
+            planned.push((off?, loads));
+        }
+        if jam.is_some() {
+            if planned.iter().any(|((g, ..), _)| !g.is_empty()) {
+                return Err(self.unsupported(
+                    "loop annotation `jam`",
+                    "the reduction is guarded (a loop of unknown extent or a predicate)",
+                ));
+            }
+            if self.reduction_lanes(f, op, dt)?.is_none() {
+                return Err(self.unsupported(
+                    "loop annotation `jam`",
+                    "the reduction has no lane-parallel partial sums (constant bounds, `+`)",
+                ));
+            }
+        }
+        let name = self.buf_name(st.buffer)?.to_string();
+        let mut lane_copies = Vec::new();
+        let mut finals = Vec::new();
+        let n_copies = planned.len();
+        for (ci, ((guard, off, texts, start), loads)) in planned.into_iter().enumerate() {
+            let acc = self.namer.fresh(&format!("{name}_acc"));
+            let sym = match op {
+                BinOp::Add => "+",
+                BinOp::Max => "max",
+                _ => "min",
+            };
+            if guard.is_empty() {
+                self.line(&format!("{{ /* SIMD reduction ({sym}) into {name} */"));
+            } else {
+                self.line(&format!(
+                    "if ({}) {{ /* SIMD reduction ({sym}) into {name} */",
+                    guard.join(" && ")
+                ));
+            }
+            self.indent += 1;
+            match &start {
+                Some(v) => self.line(&format!("{ct} {acc} = {};", strip_parens(v))),
+                None => self.line(&format!("{ct} {acc} = {name}[{off}];")),
+            }
+            let mut hoisted = Vec::new();
+            for (l, (text, ldt)) in loads.into_iter().zip(texts) {
+                let base = match &l {
+                    Expr::Load { buffer, .. } => self.buf_name(*buffer)?.to_string(),
+                    _ => "v".to_string(),
+                };
+                let local = self.namer.fresh(&format!("{base}_h"));
+                let lct = self.ctype(ldt, "hoisted load")?;
+                self.line(&format!("const {lct} {local} = {};", strip_parens(&text)));
+                hoisted.push((l, local));
+            }
+            let clause = match (op, dt) {
+                (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
+                    let (fun, nan) = match (op, dt) {
+                        (BinOp::Max, DType::F32) => ("fmaxf", "NAN"),
+                        (BinOp::Min, DType::F32) => ("fminf", "NAN"),
+                        (BinOp::Max, _) => ("fmax", "(double)NAN"),
+                        _ => ("fmin", "(double)NAN"),
+                    };
+                    let red = format!("sptir_{fun}");
+                    self.pragma(&format!(
+                        "omp declare reduction({red} : {ct} : omp_out = {fun}(omp_out, omp_in)) \
+                     initializer(omp_priv = {nan})"
+                    ));
+                    format!("reduction({red}:{acc})")
+                }
+                _ => format!("reduction({sym}:{acc})"),
+            };
+            let lanes = self.reduction_lanes(f, op, dt)?;
+            if let Some(lanes) = lanes {
+                // A product with a hoisted (loop-invariant) factor: the factor multiplies the total
+                // once instead of every term (distributivity, part of the reassociation permission).
+                let mut factor = None;
+                let mut body = f.body.clone();
+                if let Expr::Binary(BinOp::Mul, a, c) = value.as_ref() {
+                    let local_of =
+                        |e: &Expr| hoisted.iter().find(|(l, _)| l == e).map(|h| h.1.clone());
+                    let split = match (local_of(c), local_of(a)) {
+                        (Some(h), _) => Some((h, a.as_ref().clone())),
+                        (None, Some(h)) => Some((h, c.as_ref().clone())),
+                        _ => None,
+                    };
+                    if let Some((h, rest)) = split {
+                        if dt.is_float() {
+                            let y = Expr::Load {
+                                buffer: st.buffer,
+                                indices: st.indices.clone(),
+                            };
+                            let nv = if is_self(x) {
+                                Expr::Binary(BinOp::Add, Box::new(y), Box::new(rest))
+                            } else {
+                                Expr::Binary(BinOp::Add, Box::new(rest), Box::new(y))
+                            };
+                            if replace_single_store_value(&mut body, nv) {
+                                factor = Some(h);
+                            } else {
+                                body = f.body.clone();
+                            }
+                        }
+                    }
+                }
+                let subst = jam.and_then(|(jv, _)| copies[ci].clone().map(|t| (jv, t)));
+                lane_copies.push(LaneCopy {
+                    subst,
+                    hoisted,
+                    acc: acc.clone(),
+                });
+                finals.push((off, acc, factor));
+                if ci + 1 < n_copies {
+                    continue;
+                }
+                let totals = self.write_lane_reduction(
+                    f,
+                    &body,
+                    lanes,
+                    st.buffer,
+                    &st.indices,
+                    &lane_copies,
+                    ct,
+                )?;
+                for ((off, acc, factor), total) in finals.iter().zip(&totals) {
+                    match factor {
+                        Some(h) => self.line(&format!("{name}[{off}] = {acc} + {h} * {total};")),
+                        None => self.line(&format!("{name}[{off}] = {acc} + {total};")),
+                    }
+                }
+                for _ in 0..n_copies {
+                    self.indent -= 1;
+                    self.line("}");
+                }
+                return Ok(());
+            }
+            self.simd_acc = Some(SimdAcc {
+                buffer: st.buffer,
+                indices: st.indices.clone(),
+                name: acc.clone(),
+                hoisted,
+            });
+            let r = self.write_versioned_simd_loop(f, &clause);
+            self.simd_acc = None;
+            r?;
+            self.line(&format!("{name}[{off}] = {acc};"));
+            self.indent -= 1;
+            self.line("}");
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// The `omp simd reduction` loop of a `simd_reduction`, versioned by trip count where the
+    /// loop asks for it ([`SIMD_MIN_TRIP_ATTR`]): `if (extent >= N) { SIMD } else { scalar }`.
+    pub(super) fn write_versioned_simd_loop(&mut self, f: &For, clause: &str) -> Res<()> {
+        let min_trip = match f.annotations.get(SIMD_MIN_TRIP_ATTR) {
+            None => None,
+            Some(AttrValue::Int(n)) if *n >= 1 => Some(*n),
+            Some(other) => {
+                return Err(self.unsupported(
+                    "loop annotation `simd_min_trip`",
+                    format!("expected a positive integer, got {other:?}"),
+                ))
+            }
+        };
+        let Some(n) = min_trip.filter(|_| const_int(&f.extent).is_none()) else {
+            return self.write_loop(f, Some(format!("omp simd {clause}")));
+        };
+        let (ext, _) = self.expr(&f.extent)?;
+        self.line(&format!("if ({} >= {n}) {{", strip_parens(&ext)));
+        self.indent += 1;
+        let r = self.write_loop(f, Some(format!("omp simd {clause}")));
+        self.indent -= 1;
+        r?;
+        self.line("} else {");
+        self.indent += 1;
+        let mut scalar = f.clone();
+        scalar.kind = ForKind::Serial;
+        scalar.annotations = Default::default();
+        let r = self.write_loop(&scalar, None);
+        self.indent -= 1;
+        r?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// The number of lane-parallel partial sums of a `simd_reduction` loop, or `None` for the
+    /// plain `omp simd reduction` form. Lanes apply to `+` over a loop with constant bounds:
+    /// the loop annotation `"lanes"` (a power of two from 1 to 64; 1 turns lanes off) or, by
+    /// default, one 64-byte vector of the accumulator type (16 `float`s), halved until it fits
+    /// the trip count.
+    pub(super) fn reduction_lanes(&self, f: &For, op: BinOp, dt: DType) -> Res<Option<i64>> {
+        let asked = match f.annotations.get(LANES_ATTR) {
+            None => None,
+            Some(AttrValue::Int(n)) if (1..=64).contains(n) && (*n as u64).is_power_of_two() => {
+                Some(*n)
+            }
+            Some(other) => {
+                return Err(self.unsupported(
+                    "loop annotation `lanes`",
+                    format!("expected a power of two from 1 to 64, got {other:?}"),
+                ))
+            }
+        };
+        if op != BinOp::Add {
+            return Ok(None);
+        }
+        let (Some(_), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
+            // A data-dependent trip count: lanes only where the schedule asks for them (the
+            // scalar form of `write_lane_reduction`).
+            return Ok(asked.filter(|n| *n > 1));
+        };
+        let mut lanes = match asked {
+            Some(n) => n,
+            None => {
+                let bytes = i64::from(dt.bits().max(8) / 8);
+                (64 / bytes).max(1)
+            }
+        };
+        if asked.is_none() {
+            while lanes > 1 && lanes > ext {
+                lanes /= 2;
+            }
+        }
+        Ok((lanes > 1 && ext >= lanes).then_some(lanes))
+    }
+
+    /// Every copy's update of a lane reduction, one after the other in the same lane loop (the
+    /// copies differ only in the enclosing loop's variable): the reduced element redirected to
+    /// `acc_of(copy)`, the copy's hoisted loads read from their locals.
+    pub(super) fn write_lane_copies(
+        &mut self,
+        body: &Stmt,
+        buffer: BufferId,
+        indices: &[Expr],
+        copies: &[LaneCopy],
+        acc_of: impl Fn(&LaneCopy) -> String,
+    ) -> Res<()> {
+        for c in copies {
+            self.simd_acc = Some(SimdAcc {
+                buffer,
+                indices: indices.to_vec(),
+                name: acc_of(c),
+                hoisted: c.hoisted.clone(),
+            });
+            if let Some((jv, t)) = &c.subst {
+                self.let_subst.insert(*jv, t.clone());
+            }
+            let r = self.write_stmt(body);
+            if let Some((jv, _)) = &c.subst {
+                self.let_subst.remove(jv);
+            }
+            self.simd_acc = None;
+            r?;
+        }
+        Ok(())
+    }
+
+    /// A lane reduction over a loop whose trip count is only known at run time (an SpMV row):
+    /// `lanes` scalar partial sums per copy, `{acc}_s0 .. {acc}_s{L-1}`, updated by `lanes`
+    /// copies of the body per step (no `omp simd`: lanes over gathered operands would become
+    /// vector gathers, slower than independent scalar chains), the last `< lanes` iterations
+    /// added into `{acc}_s0`, then a pairwise sum. What it buys is independent dependency
+    /// chains: one accumulator per row waits a whole FMA latency per stored element.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn write_scalar_lanes(
+        &mut self,
+        f: &For,
+        body: &Stmt,
+        lanes: i64,
+        buffer: BufferId,
+        indices: &[Expr],
+        copies: &[LaneCopy],
+        (ct, lct): (&str, &str),
+    ) -> Res<Vec<String>> {
+        let (min, mdt) = self.expr(&f.min)?;
+        let (ext, edt) = self.expr(&f.extent)?;
+        let vdt = self
+            .func
+            .vars
+            .get(f.var)
+            .map(|v| v.dtype)
+            .unwrap_or(DType::I32);
+        let name = self.var_names[f.var.index()].clone();
+        let start = self.namer.fresh(&format!("{name}_lo"));
+        let end = self.namer.fresh(&format!("{name}_hi"));
+        let chunk = self.namer.fresh(&format!("{name}_c"));
+        self.line(&format!(
+            "const {lct} {start} = {};",
+            cast(min.clone(), mdt, vdt)
+        ));
+        self.line(&format!(
+            "const {lct} {end} = {start} + {};",
+            cast(ext, edt, vdt)
+        ));
+        for c in copies {
+            let parts: Vec<String> = (0..lanes).map(|l| format!("{}_s{l} = 0", c.acc)).collect();
+            self.line(&format!("{ct} {};", parts.join(", ")));
+        }
+        self.line(&format!("{lct} {chunk} = {start};"));
+        self.line(&format!(
+            "for (; {chunk} + {lanes} <= {end}; {chunk} += {lanes}) {{"
+        ));
+        self.indent += 1;
+        let r = (|| -> Res<()> {
+            for l in 0..lanes {
+                self.let_subst.insert(f.var, format!("({chunk} + {l})"));
+                let r = self.write_lane_copies(body, buffer, indices, copies, |c| {
+                    format!("{}_s{l}", c.acc)
+                });
+                self.let_subst.remove(&f.var);
+                r?;
+            }
+            Ok(())
+        })();
+        self.indent -= 1;
+        r?;
+        self.line("}");
+        self.line(&format!("for (; {chunk} < {end}; ++{chunk}) {{"));
+        self.indent += 1;
+        self.let_subst.insert(f.var, chunk.clone());
+        let r = self.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_s0", c.acc));
+        self.let_subst.remove(&f.var);
+        self.indent -= 1;
+        r?;
+        self.line("}");
+        Ok(copies
+            .iter()
+            .map(|c| {
+                let mut terms: Vec<String> =
+                    (0..lanes).map(|l| format!("{}_s{l}", c.acc)).collect();
+                while terms.len() > 1 {
+                    let half = terms.len() / 2;
+                    terms = (0..half)
+                        .map(|i| format!("({} + {})", terms[i], terms[i + half]))
+                        .collect();
+                }
+                terms.pop().unwrap_or_else(|| "0".to_string())
+            })
+            .collect())
+    }
+
+    /// The body of a `simd_reduction` loop with `lanes` independent partial sums, and the C
+    /// text of each copy's total. Where [`Writer::lane_vector_plan`] applies, the partial sums
+    /// are one vector `{acc}_v` of `lanes` elements updated a whole vector per step, and the
+    /// copies' totals are combined together ([`Writer::write_lane_vector_totals`]). Otherwise
+    /// they are an array `{acc}_part[lanes]`: the loop runs in chunks of `lanes` iterations
+    /// whose lane `l` adds into `{acc}_part[l]` (a SIMD loop that needs no reassociation), the
+    /// remainder adds into the first lanes, then a pairwise (tree-shaped) sum leaves the total
+    /// in `{acc}_part[0]`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn write_lane_reduction(
+        &mut self,
+        f: &For,
+        body: &Stmt,
+        lanes: i64,
+        buffer: BufferId,
+        indices: &[Expr],
+        copies: &[LaneCopy],
+        ct: &str,
+    ) -> Res<Vec<String>> {
+        let vdt = self
+            .func
+            .vars
+            .get(f.var)
+            .map(|v| v.dtype)
+            .unwrap_or(DType::I32);
+        let lct = self.ctype(vdt, "loop variable")?;
+        let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
+            return self.write_scalar_lanes(f, body, lanes, buffer, indices, copies, (ct, lct));
+        };
+        let dt = self
+            .func
+            .buffers
+            .get(buffer)
+            .map(|b| b.dtype)
+            .unwrap_or(DType::F32);
+        if let Some(plan) = self.lane_vector_plan(f, body, buffer, indices, lanes, dt) {
+            let ty = vector::lane_type(dt, lanes);
+            self.lane_types.insert((dt, lanes));
+            for c in copies {
+                self.line(&format!("{ty} {}_v = {{0}};", c.acc));
+            }
+            self.write_lane_vector_loop(f, plan, (min, ext, lanes), lct, |w| {
+                w.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_v", c.acc))
+            })?;
+            let accs: Vec<String> = copies.iter().map(|c| format!("{}_v", c.acc)).collect();
+            return Ok(self.write_lane_vector_totals(&accs, lanes, dt));
+        }
+        for c in copies {
+            self.line(&format!("{ct} {}_part[{lanes}] = {{0}};", c.acc));
+        }
+        let main = ext - ext % lanes;
+        let v = self.bind(f.var)?;
+        let chunk = self.namer.fresh(&format!("{v}_c"));
+        let run = |w: &mut Self, start: String, end: String, base: String| -> Res<()> {
+            w.pragma("omp simd");
+            w.line(&format!("for ({lct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+            w.indent += 1;
+            let r = w.write_lane_copies(body, buffer, indices, copies, |c| {
+                format!("{}_part[{v} - {base}]", c.acc)
+            });
+            w.indent -= 1;
+            r?;
+            w.line("}");
+            Ok(())
+        };
+        let r = (|| -> Res<()> {
+            self.line(&format!(
+                "for ({lct} {chunk} = {}; {chunk} < {}; {chunk} += {lanes}) {{",
+                int_literal(min, vdt),
+                int_literal(min + main, vdt)
+            ));
+            self.indent += 1;
+            run(
+                self,
+                chunk.clone(),
+                format!("{chunk} + {lanes}"),
+                chunk.clone(),
+            )?;
+            self.indent -= 1;
+            self.line("}");
+            if main < ext {
+                let b = int_literal(min + main, vdt);
+                run(self, b.clone(), int_literal(min + ext, vdt), b)?;
+            }
+            Ok(())
+        })();
+        self.unbind(f.var);
+        r?;
+        let l = self.namer.fresh("lane");
+        for c in copies {
+            let part = format!("{}_part", c.acc);
+            let mut w = lanes / 2;
+            while w >= 1 {
+                self.pragma("omp simd");
+                self.line(&format!(
+                    "for (int {l} = 0; {l} < {w}; ++{l}) {part}[{l}] += {part}[{l} + {w}];"
+                ));
+                w /= 2;
+            }
+        }
+        Ok(copies
+            .iter()
+            .map(|c| format!("{}_part[0]", c.acc))
+            .collect())
+    }
+}
