@@ -475,6 +475,8 @@ pub struct Writer<'f> {
     vec_loop: Option<vector::VecLoop>,
     /// Whether a vector loop was written (the module then needs the vector helpers).
     uses_vectors: bool,
+    /// Whether a lane loop gathers with AVX-512 (the module head then declares its types).
+    uses_gathers: bool,
     /// The lane vector types (element type, lanes) the lane reductions use.
     lane_types: BTreeSet<(DType, i64)>,
 }
@@ -557,6 +559,7 @@ impl<'f> Writer<'f> {
             prefetch_clamp: None,
             vec_loop: None,
             uses_vectors: false,
+            uses_gathers: false,
             lane_types: BTreeSet::new(),
         }
     }
@@ -791,6 +794,9 @@ impl<'f> Writer<'f> {
         }
         if self.uses_vectors {
             head.insert_str(kernel_at, vector::VECTOR_PRELUDE);
+        }
+        if self.uses_gathers {
+            head.insert_str(kernel_at, vector::GATHER_PRELUDE);
         }
         let source = head + &self.out;
         Ok(CModule {

@@ -322,6 +322,17 @@ pub fn auto_candidates(indptr: &[i32], indices: &[i32], cols: usize, feat: usize
 /// elements (faster on low-degree graphs: the elements are balanced across threads exactly).
 pub const SDDMM_AUTO_CANDIDATES: [Format; 2] = [Format::Csr, Format::Coo];
 
+/// What SpMV's `auto` measures: CSR under two schedules, the default (`schedules/spmv.sched`:
+/// SIMD on rows of 32 or more, one scalar chain below) and [`SPMV_GATHER_SCHEDULE`] (16-lane
+/// gathers, then four scalar chains), as `(name, schedule text)`.
+pub const SPMV_AUTO_CANDIDATES: [(&str, &str); 2] = [
+    ("csr", include_str!("../schedules/spmv.sched")),
+    ("csr+gather", SPMV_GATHER_SCHEDULE),
+];
+
+/// SpMV's schedule for rows of moderate length (`schedules/spmv_gather.sched`).
+pub const SPMV_GATHER_SCHEDULE: &str = include_str!("../schedules/spmv_gather.sched");
+
 /// The stage-III schedule of csrmm decomposed into `parts` column parts × `num_buckets`
 /// buckets (block names `csrmm_<p>_<k>1`): the init nest in parallel, then every bucket's rows
 /// in parallel with its feature loop vectorised.

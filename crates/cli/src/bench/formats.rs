@@ -16,7 +16,7 @@
 //!   every stored element); values and columns are CSR's.
 //!
 //! `auto` measures a few candidates (SpMM: `sparsetir_ops::composable::auto_candidates`; SDDMM:
-//! csr and coo, `SDDMM_AUTO_CANDIDATES`) with short timings and reports the fastest one's full
+//! csr and coo, `SDDMM_AUTO_CANDIDATES`; SpMV: csr under two schedules, `SPMV_AUTO_CANDIDATES`) with short timings and reports the fastest one's full
 //! measurement, with every candidate's time.
 
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ use sparsetir_formats::{Bsr, BsrPadding};
 use sparsetir_ir::PrimFunc;
 use sparsetir_ops::composable::{
     auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule, Format,
-    BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE,
+    BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SPMV_AUTO_CANDIDATES,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
@@ -86,20 +86,10 @@ fn prepare(
     opts: &CompileOptions,
 ) -> Result<Prepared, Failure> {
     match (op, format) {
-        (op @ (Op::Sddmm | Op::Spmm), Format::Csr) => {
-            // The catalog default for spmm, the tuned one for sddmm.
+        (op, Format::Csr) => {
+            // The catalog default for spmm and spmv, the tuned one for sddmm.
             let schedule = super::default_schedule(op, a, feat);
-            let built = build(op, feat, schedule.as_deref(), opts)?;
-            Ok(Prepared {
-                name: "csr".into(),
-                kernel: built.kernel,
-                binding: Binding::Csr(HashMap::new()),
-                convert_seconds: 0.0,
-                compile_seconds: built.compile_cold.as_secs_f64(),
-                frontend_seconds: built.frontend.as_secs_f64(),
-                load_seconds: built.load.as_secs_f64(),
-                cache: built.outcome,
-            })
+            prepare_csr(op, "csr", feat, schedule.as_deref(), opts)
         }
         (Op::Sddmm, Format::Coo) => prepare_coo_sddmm(a, feat, opts),
         (Op::Spmm, Format::Hyb { parts, buckets }) => {
@@ -149,6 +139,27 @@ fn prepare(
 }
 
 /// SDDMM on COO (see the module documentation).
+/// The catalog kernel of `op` on CSR under `schedule`, reported as `name`.
+fn prepare_csr(
+    op: Op,
+    name: &str,
+    feat: usize,
+    schedule: Option<&str>,
+    opts: &CompileOptions,
+) -> Result<Prepared, Failure> {
+    let built = build(op, feat, schedule, opts)?;
+    Ok(Prepared {
+        name: name.into(),
+        kernel: built.kernel,
+        binding: Binding::Csr(HashMap::new()),
+        convert_seconds: 0.0,
+        compile_seconds: built.compile_cold.as_secs_f64(),
+        frontend_seconds: built.frontend.as_secs_f64(),
+        load_seconds: built.load.as_secs_f64(),
+        cache: built.outcome,
+    })
+}
+
 fn prepare_coo_sddmm(a: &Csr, feat: usize, opts: &CompileOptions) -> Result<Prepared, Failure> {
     let start = Instant::now();
     let rows = coo_rows(&a.indptr);
@@ -415,10 +426,19 @@ pub(super) fn measure_format(
         let mut best: Option<(f64, Prepared)> = None;
         let formats = match op {
             Op::Sddmm => SDDMM_AUTO_CANDIDATES.to_vec(),
-            _ => auto_candidates(&a.indptr, &a.indices, a.cols, feat),
+            Op::Spmv => Vec::new(),
+            Op::Spmm => auto_candidates(&a.indptr, &a.indices, a.cols, feat),
         };
+        let mut prepared = Vec::new();
         for f in formats {
-            let p = prepare(op, a, feat, &f, opts)?;
+            prepared.push(prepare(op, a, feat, &f, opts)?);
+        }
+        if op == Op::Spmv {
+            for (name, schedule) in SPMV_AUTO_CANDIDATES {
+                prepared.push(prepare_csr(op, name, feat, Some(schedule), opts)?);
+            }
+        }
+        for p in prepared {
             let (t, err) = time_checked(op, &p, a, feat, quick)?;
             candidates.push((p.name.clone(), t));
             // A candidate that fails the check is never chosen.

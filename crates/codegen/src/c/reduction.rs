@@ -497,7 +497,7 @@ impl<'f> Writer<'f> {
                 name: acc.clone(),
                 hoisted,
             });
-            let r = self.write_versioned_simd_loop(f, &clause);
+            let r = self.write_versioned_simd_loop(f, &clause, op);
             self.simd_acc = None;
             r?;
             self.line(&format!("{name}[{off}] = {acc};"));
@@ -510,7 +510,12 @@ impl<'f> Writer<'f> {
 
     /// The `omp simd reduction` loop of a `simd_reduction`, versioned by trip count where the
     /// loop asks for it ([`SIMD_MIN_TRIP_ATTR`]): `if (extent >= N) { SIMD } else { scalar }`.
-    pub(super) fn write_versioned_simd_loop(&mut self, f: &For, clause: &str) -> Res<()> {
+    pub(super) fn write_versioned_simd_loop(
+        &mut self,
+        f: &For,
+        clause: &str,
+        op: BinOp,
+    ) -> Res<()> {
         let min_trip = match f.annotations.get(SIMD_MIN_TRIP_ATTR) {
             None => None,
             Some(AttrValue::Int(n)) if *n >= 1 => Some(*n),
@@ -524,6 +529,9 @@ impl<'f> Writer<'f> {
         let Some(n) = min_trip.filter(|_| const_int(&f.extent).is_none()) else {
             return self.write_loop(f, Some(format!("omp simd {clause}")));
         };
+        if op == BinOp::Add && self.write_gathered_scalar_loop(f)? {
+            return Ok(());
+        }
         let (ext, _) = self.expr(&f.extent)?;
         self.line(&format!("if ({} >= {n}) {{", strip_parens(&ext)));
         self.indent += 1;
@@ -540,6 +548,57 @@ impl<'f> Writer<'f> {
         r?;
         self.line("}");
         Ok(())
+    }
+
+    /// The versioned `+` reduction of run-time trip count as the AVX-512 gather main loop
+    /// ([`Writer::write_gather_main`]) followed by one scalar chain for the rest (short rows,
+    /// and the last `< 16` iterations of long ones; the whole loop where the machine has no
+    /// AVX-512). `Ok(false)` (nothing written) when the body has no gather plan.
+    fn write_gathered_scalar_loop(&mut self, f: &For) -> Res<bool> {
+        let Some(acc) = self.simd_acc.as_ref().map(|a| (a.buffer, a.indices.clone(), a.name.clone(), a.hoisted.clone())) else {
+            return Ok(false);
+        };
+        let (buffer, indices, name, hoisted) = acc;
+        let dt = self
+            .func
+            .buffers
+            .get(buffer)
+            .map(|b| b.dtype)
+            .unwrap_or(DType::F32);
+        if self.gather_lane_plan(f, &f.body, buffer, &indices, dt).is_none() {
+            return Ok(false);
+        }
+        let (min, mdt) = self.expr(&f.min)?;
+        let (ext, edt) = self.expr(&f.extent)?;
+        let (vdt, lct, vname) = self.loop_var_type(f)?;
+        let start = self.namer.fresh(&format!("{vname}_lo"));
+        let end = self.namer.fresh(&format!("{vname}_hi"));
+        let chunk = self.namer.fresh(&format!("{vname}_c"));
+        self.line(&format!("const {lct} {start} = {};", cast(min, mdt, vdt)));
+        self.line(&format!("const {lct} {end} = {start} + {};", cast(ext, edt, vdt)));
+        self.line(&format!("{lct} {chunk} = {start};"));
+        // The vector copies write into their own accumulators; the reduced element stays `name`.
+        let saved = self.simd_acc.take();
+        let r = self.write_gather_main(
+            f,
+            &f.body,
+            buffer,
+            &indices,
+            (&name, &name),
+            (&chunk, &end),
+            &hoisted,
+        );
+        self.simd_acc = saved;
+        r?;
+        self.line(&format!("for (; {chunk} < {end}; ++{chunk}) {{"));
+        self.indent += 1;
+        self.let_subst.insert(f.var, chunk.clone());
+        let r = self.write_stmt(&f.body);
+        self.let_subst.remove(&f.var);
+        self.indent -= 1;
+        r?;
+        self.line("}");
+        Ok(true)
     }
 
     /// The number of lane-parallel partial sums of a `simd_reduction` loop, or `None` for the
@@ -614,6 +673,92 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
+    /// The AVX-512 main loop of a `+` reduction of run-time trip count whose loop asks for
+    /// `simd_min_trip` `N`: where the machine has AVX-512 and at least `max(N, 16)` iterations
+    /// remain, 32 iterations at a time into two vector accumulators (two independent FMA
+    /// chains) while 32 remain, then 16 into one, contiguous loads as vector loads and
+    /// `X[I[v]]` as gathers; the total is added to the scalar `target`, and `chunk` is left at
+    /// the first iteration not done. Nothing is written (`Ok(false)`) when the body has no such
+    /// plan.
+    #[allow(clippy::too_many_arguments)]
+    fn write_gather_main(
+        &mut self,
+        f: &For,
+        body: &Stmt,
+        buffer: BufferId,
+        indices: &[Expr],
+        (acc_base, target): (&str, &str),
+        (chunk, end): (&str, &str),
+        hoisted: &[(Expr, String)],
+    ) -> Res<bool> {
+        let Some(AttrValue::Int(n)) = f.annotations.get(SIMD_MIN_TRIP_ATTR) else {
+            return Ok(false);
+        };
+        let dt = self
+            .func
+            .buffers
+            .get(buffer)
+            .map(|b| b.dtype)
+            .unwrap_or(DType::F32);
+        let Some(plan) = self.gather_lane_plan(f, body, buffer, indices, dt) else {
+            return Ok(false);
+        };
+        let ty = vector::lane_type(dt, 16);
+        self.lane_types.insert((dt, 16));
+        self.uses_gathers = true;
+        let acc = format!("{acc_base}_v");
+        let acc2 = format!("{acc_base}_v2");
+        let copy = LaneCopy {
+            subst: None,
+            hoisted: hoisted.to_vec(),
+            acc: acc_base.to_string(),
+        };
+        self.line("#if defined(__AVX512F__)");
+        self.line(&format!("if ({end} - {chunk} >= {}) {{", (*n).max(16)));
+        self.indent += 1;
+        self.line(&format!("{ty} {acc} = {{0}}, {acc2} = {{0}};"));
+        let outer = self.vec_loop.replace(plan);
+        let r = (|| -> Res<()> {
+            for (step, accs) in [(32, vec![acc.clone(), acc2.clone()]), (16, vec![acc.clone()])] {
+                self.line(&format!(
+                    "for (; {chunk} + {step} <= {end}; {chunk} += {step}) {{"
+                ));
+                self.indent += 1;
+                for (k, a) in accs.iter().enumerate() {
+                    let at = if k == 0 {
+                        chunk.to_string()
+                    } else {
+                        format!("({chunk} + {})", 16 * k)
+                    };
+                    self.let_subst.insert(f.var, at);
+                    let r = self.write_lane_copies(
+                        body,
+                        buffer,
+                        indices,
+                        std::slice::from_ref(&copy),
+                        |_| a.clone(),
+                    );
+                    self.let_subst.remove(&f.var);
+                    r?;
+                }
+                self.indent -= 1;
+                self.line("}");
+            }
+            Ok(())
+        })();
+        self.vec_loop = outer;
+        r?;
+        self.line(&format!("{acc} = {acc} + {acc2};"));
+        let total = self.write_lane_vector_totals(std::slice::from_ref(&acc), 16, dt);
+        if let Some(t) = total.first() {
+            self.line(&format!("{target} = {target} + {t};"));
+        }
+        self.indent -= 1;
+        self.line("}");
+        self.line("#endif");
+        Ok(true)
+    }
+
     /// A lane reduction over a loop whose trip count is only known at run time (an SpMV row):
     /// `lanes` scalar partial sums per copy, `{acc}_s0 .. {acc}_s{L-1}`, updated by `lanes`
     /// copies of the body per step (no `omp simd`: lanes over gathered operands would become
@@ -656,6 +801,18 @@ impl<'f> Writer<'f> {
             self.line(&format!("{ct} {};", parts.join(", ")));
         }
         self.line(&format!("{lct} {chunk} = {start};"));
+        if let [copy] = copies {
+            let s0 = format!("{}_s0", copy.acc);
+            self.write_gather_main(
+                f,
+                body,
+                buffer,
+                indices,
+                (&copy.acc, &s0),
+                (&chunk, &end),
+                &copy.hoisted,
+            )?;
+        }
         self.line(&format!(
             "for (; {chunk} + {lanes} <= {end}; {chunk} += {lanes}) {{"
         ));

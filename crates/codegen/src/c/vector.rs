@@ -27,6 +27,9 @@ pub(super) struct VecLoop {
     /// The C vector type of the loads when it is not the machine vector (`sptir_v_*`): a lane
     /// reduction's accumulator type, `lanes` elements wide.
     ty: Option<String>,
+    /// Whether loads through a contiguous `int32` index array (`X[I[v]]`) are allowed, as
+    /// AVX-512 gathers (only inside `#if defined(__AVX512F__)`, with 16-lane `float` vectors).
+    gathers: bool,
 }
 
 /// Whether an expression is the same in every lane or a vector.
@@ -62,6 +65,14 @@ static inline void sptir_vst_f32(float* p, sptir_v_f32 v) { *(sptir_v_f32*)p = v
 static inline void sptir_vst_f64(double* p, sptir_v_f64 v) { *(sptir_v_f64*)p = v; }
 static inline sptir_v_f32 sptir_vbc_f32(float x) { return (sptir_v_f32){0} + x; }
 static inline sptir_v_f64 sptir_vbc_f64(double x) { return (sptir_v_f64){0} + x; }
+
+"#;
+
+/// What gathering lane loops need (added to the module's head when one was written).
+pub(super) const GATHER_PRELUDE: &str = r#"#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef int32_t sptir_v16_i32 __attribute__((vector_size(64), aligned(4), may_alias));
+#endif
 
 "#;
 
@@ -128,6 +139,9 @@ impl Writer<'_> {
         match e {
             Expr::Load { buffer, indices } => {
                 let dt = self.func.buffers.get(*buffer)?.dtype;
+                if vl.gathers && self.gather_index(vl, *buffer, indices).is_some() {
+                    return Some(Class::Vector);
+                }
                 match self.access_stride(vl, *buffer, indices)? {
                     0 => Some(Class::Uniform),
                     1 if dt == vl.dtype => Some(Class::Vector),
@@ -241,6 +255,7 @@ impl Writer<'_> {
             strides: HashMap::from([(f.var, 1)]),
             dtype,
             ty: None,
+            gathers: false,
         };
         self.plan_stmt(&mut vl, &f.body).then_some(vl)
     }
@@ -273,6 +288,35 @@ impl Writer<'_> {
         Ok(true)
     }
 
+    /// A gather `X[I[..]]`: `X` a one-dimensional `float` buffer of the loop's type (unit
+    /// stride), indexed by a load of an `int32` buffer that is contiguous in the loop. Returns
+    /// the index load's buffer and indices.
+    fn gather_index<'e>(
+        &self,
+        vl: &VecLoop,
+        buffer: BufferId,
+        indices: &'e [Expr],
+    ) -> Option<(BufferId, &'e [Expr])> {
+        let x = self.func.buffers.get(buffer)?;
+        let info = self.bufs.get(buffer.index()).cloned().flatten()?;
+        if x.dtype != DType::F32 || vl.dtype != DType::F32 || info.strides.len() != 1 {
+            return None;
+        }
+        if !matches!(info.strides[0], Stride::Const(1)) {
+            return None;
+        }
+        let [Expr::Load {
+            buffer: ib,
+            indices: ii,
+        }] = indices
+        else {
+            return None;
+        };
+        let ibuf = self.func.buffers.get(*ib)?;
+        (ibuf.dtype == DType::I32 && self.access_stride(vl, *ib, ii) == Some(1))
+            .then_some((*ib, ii.as_slice()))
+    }
+
     /// In a vector loop: the C text of a contiguous load (`None`: not a vector load).
     pub(super) fn vector_load(
         &mut self,
@@ -282,6 +326,17 @@ impl Writer<'_> {
         let Some(vl) = &self.vec_loop else {
             return Ok(None);
         };
+        if vl.gathers {
+            if let Some((ib, ii)) = self.gather_index(vl, buffer, indices) {
+                let ii = ii.to_vec();
+                let off = self.offset(ib, &ii)?;
+                let iname = self.buf_name(ib)?.to_string();
+                let name = self.buf_name(buffer)?;
+                return Ok(Some(format!(
+                    "((sptir_v16_f32)_mm512_i32gather_ps((__m512i)(*(const sptir_v16_i32*)&{iname}[{off}]), {name}, 4))"
+                )));
+            }
+        }
         if self.access_stride(vl, buffer, indices) != Some(1) {
             return Ok(None);
         }
@@ -407,6 +462,30 @@ impl Writer<'_> {
             strides: HashMap::from([(f.var, 1)]),
             dtype: dt,
             ty: Some(lane_type(dt, lanes)),
+            gathers: false,
+        };
+        self.plan_lane_stmt(&mut vl, body, buffer, idx)
+            .then_some(vl)
+    }
+
+    /// The plan for the AVX-512 main loop of a lane reduction whose trip count is only known at
+    /// run time (`float`, 16 lanes, gathers allowed; see `write_scalar_lanes`).
+    pub(super) fn gather_lane_plan(
+        &self,
+        f: &For,
+        body: &Stmt,
+        buffer: BufferId,
+        idx: &[Expr],
+        dt: DType,
+    ) -> Option<VecLoop> {
+        if dt != DType::F32 {
+            return None;
+        }
+        let mut vl = VecLoop {
+            strides: HashMap::from([(f.var, 1)]),
+            dtype: dt,
+            ty: Some(lane_type(dt, 16)),
+            gathers: true,
         };
         self.plan_lane_stmt(&mut vl, body, buffer, idx)
             .then_some(vl)
