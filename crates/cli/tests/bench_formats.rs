@@ -146,8 +146,9 @@ fn bench_json(op: &str, m: &str, extra: &[&str], format: &str) -> Output {
 }
 
 #[test]
-fn auto_resolves_to_csr_for_spmv() {
-    // SpMV has one format: `auto` runs CSR, checked, and says what it asked for.
+fn auto_measures_the_spmv_schedules() {
+    // SpMV has one format, CSR, under three schedules: `auto` measures them all, runs the
+    // fastest (checked), and says what it asked for.
     let dir = tempfile::tempdir().expect("temp dir");
     let m = dir.path().join("m.mtx");
     std::fs::write(
@@ -160,7 +161,15 @@ fn auto_resolves_to_csr_for_spmv() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ls = lines(&o);
     assert_eq!(ls.len(), 1);
-    assert_eq!(ls[0]["format"], "csr");
+    let names: Vec<&str> = ls[0]["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|c| c["format"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["csr", "csr+gather", "csr+masked"]);
+    let ran = ls[0]["format"].as_str().expect("format");
+    assert!(names.contains(&ran), "{ran}");
     assert_eq!(ls[0]["requested_format"], "auto");
     assert_eq!(ls[0]["check"], true);
     assert_eq!(ls[0]["nnz"], 6);

@@ -71,6 +71,11 @@ pub const LANES_ATTR: &str = "lanes";
 /// least `N`, one scalar chain below (short CSR rows do not pay for vector gathers and the
 /// horizontal sum; long ones get them).
 pub const SIMD_MIN_TRIP_ATTR: &str = "simd_min_trip";
+/// Loop annotation `1` beside [`SIMD_MIN_TRIP_ATTR`] on a `+` reduction of run-time trip
+/// count with a gather plan: every trip count runs the AVX-512 form, the last `< 16`
+/// iterations as one masked step instead of a scalar loop (no branch on the trip count: rows
+/// of power-law graphs, whose lengths are unpredictable, cost no mispredictions).
+pub const SIMD_MASKED_TAIL_ATTR: &str = "simd_masked_tail";
 
 /// Loop annotation: the OpenMP schedule of a parallel loop (`"static"`, `"dynamic"`,
 /// `"guided"`, `"auto"`, `"runtime"`, or [`NNZ_BALANCED`]).

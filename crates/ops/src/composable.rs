@@ -322,13 +322,18 @@ pub fn auto_candidates(indptr: &[i32], indices: &[i32], cols: usize, feat: usize
 /// elements (faster on low-degree graphs: the elements are balanced across threads exactly).
 pub const SDDMM_AUTO_CANDIDATES: [Format; 2] = [Format::Csr, Format::Coo];
 
-/// What SpMV's `auto` measures: CSR under two schedules, the default (`schedules/spmv.sched`:
-/// SIMD on rows of 32 or more, one scalar chain below) and [`SPMV_GATHER_SCHEDULE`] (16-lane
-/// gathers, then four scalar chains), as `(name, schedule text)`.
-pub const SPMV_AUTO_CANDIDATES: [(&str, &str); 2] = [
+/// What SpMV's `auto` measures: CSR under three schedules, the default (`schedules/spmv.sched`:
+/// AVX-512 gathers on rows of 32 or more, one scalar chain below), [`SPMV_GATHER_SCHEDULE`]
+/// (gathers from 16, then four scalar chains) and [`SPMV_MASKED_SCHEDULE`] (every row in
+/// gather steps, the last partial one masked), as `(name, schedule text)`.
+pub const SPMV_AUTO_CANDIDATES: [(&str, &str); 3] = [
     ("csr", include_str!("../schedules/spmv.sched")),
     ("csr+gather", SPMV_GATHER_SCHEDULE),
+    ("csr+masked", SPMV_MASKED_SCHEDULE),
 ];
+
+/// SpMV's schedule for power-law graphs (`schedules/spmv_masked.sched`).
+pub const SPMV_MASKED_SCHEDULE: &str = include_str!("../schedules/spmv_masked.sched");
 
 /// SpMV's schedule for rows of moderate length (`schedules/spmv_gather.sched`).
 pub const SPMV_GATHER_SCHEDULE: &str = include_str!("../schedules/spmv_gather.sched");

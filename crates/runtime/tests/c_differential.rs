@@ -72,6 +72,17 @@ fn check_kernel_on(
     specialize: &[(String, i64)],
     shapes: Vec<(&'static str, Shape)>,
 ) -> usize {
+    check_kernel_with(kernel, schedule, specialize, shapes, &[])
+}
+
+/// [`check_kernel_on`] with extra C compiler flags.
+fn check_kernel_with(
+    kernel: &str,
+    schedule: Option<&str>,
+    specialize: &[(String, i64)],
+    shapes: Vec<(&'static str, Shape)>,
+    flags: &[&str],
+) -> usize {
     let f = sparsetir_ops::load(kernel).expect("catalog kernel");
     let what = format!(
         "{kernel} ({}{})",
@@ -86,7 +97,9 @@ fn check_kernel_on(
             format!(", specialized {specialize:?}")
         }
     );
-    let k = build(&f, schedule, specialize, &opts(CACHE)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut o = opts(CACHE);
+    o.flags = flags.iter().map(|s| s.to_string()).collect();
+    let k = build(&f, schedule, specialize, &o).unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut compared = 0;
     for (shape_name, shape) in shapes {
         for seed in 0..2 {
@@ -316,13 +329,31 @@ fn row_reductions_with_lanes_or_versioned_simd_equal_the_evaluator() {
                 .with_density(0.3)
                 .with_init(Init::Random),
         ));
+        // Rows of about 90 elements: the 32-wide and 16-wide vector steps and every tail.
+        v.push((
+            "long random rows",
+            Shape::new(Pattern::Random { empty_rows: true }, 30, 150)
+                .with_density(0.6)
+                .with_init(Init::Random),
+        ));
         v
     };
     for (extra, marker) in [
         ("sch.annotate(l9, \"lanes\", 2)", "Y_data_local_acc_s1"),
         ("sch.annotate(l9, \"lanes\", 4)", "Y_data_local_acc_s3"),
         ("sch.annotate(l9, \"lanes\", 8)", "Y_data_local_acc_s7"),
-        ("sch.annotate(l9, \"simd_min_trip\", 4)", ">= 4) {"),
+        (
+            "sch.annotate(l9, \"simd_min_trip\", 4)",
+            "_mm512_i32gather_ps",
+        ),
+        (
+            "sch.annotate(l9, \"lanes\", 4)\nsch.annotate(l9, \"simd_min_trip\", 16)",
+            "_mm512_i32gather_ps",
+        ),
+        (
+            "sch.annotate(l9, \"simd_min_trip\", 32)\nsch.annotate(l9, \"simd_masked_tail\", 1)",
+            "_mm512_mask_i32gather_ps",
+        ),
     ] {
         let text = format!(
             "{base}\nb9 = sch.get_block(\"spmv1\")\nl9, = sch.get_loops(b9)\n\
@@ -330,9 +361,12 @@ fn row_reductions_with_lanes_or_versioned_simd_equal_the_evaluator() {
         );
         let n = check_kernel_on("spmv", Some(&text), &[], wide());
         assert!(n > 0, "{extra}: nothing compared");
+        // The portable fallback of the AVX-512 forms (what a machine without it runs).
+        let n = check_kernel_with("spmv", Some(&text), &[], wide(), &["-mno-avx512f"]);
+        assert!(n > 0, "{extra}, no AVX-512: nothing compared");
         let c = emit(&sparsetir_ops::load("spmv").unwrap(), Some(&text), &[]).unwrap();
         assert!(c.source.contains(marker), "{extra}: {}", c.source);
-        if extra.contains("lanes") {
+        if extra.contains("lanes") || extra.contains("simd_min_trip") {
             // Scalar chains: no SIMD pragma on the row loop (its gathers would be vector
             // gathers).
             assert!(!c.source.contains("omp simd reduction"), "{}", c.source);

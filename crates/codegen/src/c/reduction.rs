@@ -555,7 +555,14 @@ impl<'f> Writer<'f> {
     /// and the last `< 16` iterations of long ones; the whole loop where the machine has no
     /// AVX-512). `Ok(false)` (nothing written) when the body has no gather plan.
     fn write_gathered_scalar_loop(&mut self, f: &For) -> Res<bool> {
-        let Some(acc) = self.simd_acc.as_ref().map(|a| (a.buffer, a.indices.clone(), a.name.clone(), a.hoisted.clone())) else {
+        let Some(acc) = self.simd_acc.as_ref().map(|a| {
+            (
+                a.buffer,
+                a.indices.clone(),
+                a.name.clone(),
+                a.hoisted.clone(),
+            )
+        }) else {
             return Ok(false);
         };
         let (buffer, indices, name, hoisted) = acc;
@@ -565,7 +572,10 @@ impl<'f> Writer<'f> {
             .get(buffer)
             .map(|b| b.dtype)
             .unwrap_or(DType::F32);
-        if self.gather_lane_plan(f, &f.body, buffer, &indices, dt).is_none() {
+        if self
+            .gather_lane_plan(f, &f.body, buffer, &indices, dt)
+            .is_none()
+        {
             return Ok(false);
         }
         let (min, mdt) = self.expr(&f.min)?;
@@ -575,7 +585,10 @@ impl<'f> Writer<'f> {
         let end = self.namer.fresh(&format!("{vname}_hi"));
         let chunk = self.namer.fresh(&format!("{vname}_c"));
         self.line(&format!("const {lct} {start} = {};", cast(min, mdt, vdt)));
-        self.line(&format!("const {lct} {end} = {start} + {};", cast(ext, edt, vdt)));
+        self.line(&format!(
+            "const {lct} {end} = {start} + {};",
+            cast(ext, edt, vdt)
+        ));
         self.line(&format!("{lct} {chunk} = {start};"));
         // The vector copies write into their own accumulators; the reduced element stays `name`.
         let saved = self.simd_acc.take();
@@ -713,13 +726,24 @@ impl<'f> Writer<'f> {
             hoisted: hoisted.to_vec(),
             acc: acc_base.to_string(),
         };
+        let masked = matches!(
+            f.annotations.get(SIMD_MASKED_TAIL_ATTR),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true))
+        );
         self.line("#if defined(__AVX512F__)");
-        self.line(&format!("if ({end} - {chunk} >= {}) {{", (*n).max(16)));
+        if masked {
+            self.line("{");
+        } else {
+            self.line(&format!("if ({end} - {chunk} >= {}) {{", (*n).max(16)));
+        }
         self.indent += 1;
         self.line(&format!("{ty} {acc} = {{0}}, {acc2} = {{0}};"));
         let outer = self.vec_loop.replace(plan);
         let r = (|| -> Res<()> {
-            for (step, accs) in [(32, vec![acc.clone(), acc2.clone()]), (16, vec![acc.clone()])] {
+            for (step, accs) in [
+                (32, vec![acc.clone(), acc2.clone()]),
+                (16, vec![acc.clone()]),
+            ] {
                 self.line(&format!(
                     "for (; {chunk} + {step} <= {end}; {chunk} += {step}) {{"
                 ));
@@ -746,6 +770,34 @@ impl<'f> Writer<'f> {
             }
             Ok(())
         })();
+        let r = r.and_then(|()| {
+            if !masked {
+                return Ok(());
+            }
+            // The last `end - chunk < 16` iterations: one step over the lanes that exist.
+            let k = self.namer.fresh("tail_k");
+            let tmp = format!("{acc_base}_t");
+            self.line(&format!(
+                "const __mmask16 {k} = (__mmask16)((1u << ({end} - {chunk})) - 1u);"
+            ));
+            self.line(&format!("{ty} {tmp} = {{0}};"));
+            if let Some(vl) = self.vec_loop.as_mut() {
+                vl.mask = Some(k.clone());
+            }
+            self.let_subst.insert(f.var, chunk.to_string());
+            let r =
+                self.write_lane_copies(body, buffer, indices, std::slice::from_ref(&copy), |_| {
+                    tmp.clone()
+                });
+            self.let_subst.remove(&f.var);
+            r?;
+            // Lanes past the end hold whatever the value makes of zeros: drop them.
+            self.line(&format!(
+                "{acc2} = {acc2} + (({ty})_mm512_maskz_mov_ps({k}, (__m512){tmp}));"
+            ));
+            self.line(&format!("{chunk} = {end};"));
+            Ok(())
+        });
         self.vec_loop = outer;
         r?;
         self.line(&format!("{acc} = {acc} + {acc2};"));

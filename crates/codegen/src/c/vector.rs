@@ -30,6 +30,9 @@ pub(super) struct VecLoop {
     /// Whether loads through a contiguous `int32` index array (`X[I[v]]`) are allowed, as
     /// AVX-512 gathers (only inside `#if defined(__AVX512F__)`, with 16-lane `float` vectors).
     gathers: bool,
+    /// Inside a gathering loop's last, partial step: the C name of the `__mmask16` of the
+    /// lanes that exist; loads and gathers read only those (the others read as 0).
+    pub(super) mask: Option<String>,
 }
 
 /// Whether an expression is the same in every lane or a vector.
@@ -256,6 +259,7 @@ impl Writer<'_> {
             dtype,
             ty: None,
             gathers: false,
+            mask: None,
         };
         self.plan_stmt(&mut vl, &f.body).then_some(vl)
     }
@@ -326,19 +330,33 @@ impl Writer<'_> {
         let Some(vl) = &self.vec_loop else {
             return Ok(None);
         };
+        let mask = vl.mask.clone();
         if vl.gathers {
             if let Some((ib, ii)) = self.gather_index(vl, buffer, indices) {
                 let ii = ii.to_vec();
                 let off = self.offset(ib, &ii)?;
                 let iname = self.buf_name(ib)?.to_string();
                 let name = self.buf_name(buffer)?;
-                return Ok(Some(format!(
-                    "((sptir_v16_f32)_mm512_i32gather_ps((__m512i)(*(const sptir_v16_i32*)&{iname}[{off}]), {name}, 4))"
-                )));
+                return Ok(Some(match mask {
+                    Some(k) => format!(
+                        "((sptir_v16_f32)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), {k}, \
+                         _mm512_maskz_loadu_epi32({k}, &{iname}[{off}]), {name}, 4))"
+                    ),
+                    None => format!(
+                        "((sptir_v16_f32)_mm512_i32gather_ps((__m512i)(*(const sptir_v16_i32*)&{iname}[{off}]), {name}, 4))"
+                    ),
+                }));
             }
         }
         if self.access_stride(vl, buffer, indices) != Some(1) {
             return Ok(None);
+        }
+        if let Some(k) = mask {
+            let off = self.offset(buffer, indices)?;
+            let name = self.buf_name(buffer)?;
+            return Ok(Some(format!(
+                "((sptir_v16_f32)_mm512_maskz_loadu_ps({k}, &{name}[{off}]))"
+            )));
         }
         let sfx = suffix(vl.dtype).unwrap_or("f32");
         let ty = vl.ty.clone();
@@ -463,6 +481,7 @@ impl Writer<'_> {
             dtype: dt,
             ty: Some(lane_type(dt, lanes)),
             gathers: false,
+            mask: None,
         };
         self.plan_lane_stmt(&mut vl, body, buffer, idx)
             .then_some(vl)
@@ -486,6 +505,7 @@ impl Writer<'_> {
             dtype: dt,
             ty: Some(lane_type(dt, 16)),
             gathers: true,
+            mask: None,
         };
         self.plan_lane_stmt(&mut vl, body, buffer, idx)
             .then_some(vl)
