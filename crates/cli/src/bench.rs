@@ -579,7 +579,7 @@ fn stem(path: &Path) -> String {
 pub fn run(o: &Options) -> Result<(), Failure> {
     let op = Op::parse(&o.op)?;
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
-    // SpMV has one format (CSR); its `auto` measures CSR under three schedules
+    // SpMV has one format (CSR); its `auto` measures CSR under four schedules
     // (`SPMV_AUTO_CANDIDATES`) and runs the faster one.
     match (&format, op) {
         (Format::Csr, _) => {}

@@ -147,7 +147,7 @@ fn bench_json(op: &str, m: &str, extra: &[&str], format: &str) -> Output {
 
 #[test]
 fn auto_measures_the_spmv_schedules() {
-    // SpMV has one format, CSR, under three schedules: `auto` measures them all, runs the
+    // SpMV has one format, CSR, under four schedules: `auto` measures them all, runs the
     // fastest (checked), and says what it asked for.
     let dir = tempfile::tempdir().expect("temp dir");
     let m = dir.path().join("m.mtx");
@@ -167,7 +167,7 @@ fn auto_measures_the_spmv_schedules() {
         .iter()
         .map(|c| c["format"].as_str().expect("name"))
         .collect();
-    assert_eq!(names, ["csr", "csr+gather", "csr+masked"]);
+    assert_eq!(names, ["csr", "csr+gather", "csr+masked", "csr+scalar"]);
     let ran = ls[0]["format"].as_str().expect("format");
     assert!(names.contains(&ran), "{ran}");
     assert_eq!(ls[0]["requested_format"], "auto");

@@ -322,15 +322,20 @@ pub fn auto_candidates(indptr: &[i32], indices: &[i32], cols: usize, feat: usize
 /// elements (faster on low-degree graphs: the elements are balanced across threads exactly).
 pub const SDDMM_AUTO_CANDIDATES: [Format; 2] = [Format::Csr, Format::Coo];
 
-/// What SpMV's `auto` measures: CSR under three schedules, the default (`schedules/spmv.sched`:
+/// What SpMV's `auto` measures: CSR under four schedules, the default (`schedules/spmv.sched`:
 /// AVX-512 gathers on rows of 32 or more, one scalar chain below), [`SPMV_GATHER_SCHEDULE`]
-/// (gathers from 16, then four scalar chains) and [`SPMV_MASKED_SCHEDULE`] (every row in
-/// gather steps, the last partial one masked), as `(name, schedule text)`.
-pub const SPMV_AUTO_CANDIDATES: [(&str, &str); 3] = [
+/// (gathers from 16, then four scalar chains), [`SPMV_MASKED_SCHEDULE`] (every row in gather
+/// steps, the last partial one masked) and [`SPMV_SCALAR_SCHEDULE`] (one plain loop per row),
+/// as `(name, schedule text)`.
+pub const SPMV_AUTO_CANDIDATES: [(&str, &str); 4] = [
     ("csr", include_str!("../schedules/spmv.sched")),
     ("csr+gather", SPMV_GATHER_SCHEDULE),
     ("csr+masked", SPMV_MASKED_SCHEDULE),
+    ("csr+scalar", SPMV_SCALAR_SCHEDULE),
 ];
+
+/// SpMV's schedule for graphs of short rows (`schedules/spmv_scalar.sched`).
+pub const SPMV_SCALAR_SCHEDULE: &str = include_str!("../schedules/spmv_scalar.sched");
 
 /// SpMV's schedule for power-law graphs (`schedules/spmv_masked.sched`).
 pub const SPMV_MASKED_SCHEDULE: &str = include_str!("../schedules/spmv_masked.sched");

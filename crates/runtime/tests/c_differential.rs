@@ -375,6 +375,24 @@ fn row_reductions_with_lanes_or_versioned_simd_equal_the_evaluator() {
 }
 
 #[test]
+fn spmv_auto_candidate_schedules_equal_the_evaluator() {
+    if !have_cc() {
+        return;
+    }
+    for (name, schedule) in sparsetir_ops::composable::SPMV_AUTO_CANDIDATES {
+        let mut shapes = shapes();
+        shapes.push((
+            "long random rows",
+            Shape::new(Pattern::Random { empty_rows: true }, 30, 150)
+                .with_density(0.6)
+                .with_init(Init::Random),
+        ));
+        let n = check_kernel_on("spmv", Some(schedule), &[], shapes);
+        assert!(n > 0, "{name}: nothing compared");
+    }
+}
+
+#[test]
 fn launches_are_validated_against_the_specialized_sizes() {
     if !have_cc() {
         return;
