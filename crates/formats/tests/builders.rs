@@ -162,9 +162,36 @@ fn hyb_reference(m: &Csr, parts: usize, buckets: &[usize]) -> (Vec<Vec<Block>>, 
             } else {
                 (k, buckets[k])
             };
-            let b = &mut blocks[k];
+            // (bucket, width) of every bucket row the entries fill, in order.
+            let mut rows_of: Vec<(usize, usize)> = (0..ents.len().div_ceil(width))
+                .map(|_| (k, width))
+                .collect();
+            // A row storing every column is never padded where whole buckets can hold it:
+            // largest buckets first, then greedily the largest that fits the rest.
+            let stores_all = (0..m.cols as i32).all(|c| row_cols.contains(&c));
+            if stores_all && ents.len() % width != 0 {
+                let mut exact = Vec::new();
+                let mut rest = ents.len();
+                while rest > largest {
+                    exact.push((buckets.len() - 1, largest));
+                    rest -= largest;
+                }
+                while rest > 0 {
+                    match (0..buckets.len()).rev().find(|&b| buckets[b] <= rest) {
+                        Some(b) => {
+                            exact.push((b, buckets[b]));
+                            rest -= buckets[b];
+                        }
+                        None => break,
+                    }
+                }
+                if rest == 0 {
+                    rows_of = exact;
+                }
+            }
             let mut start = 0;
-            while start < ents.len() {
+            for (k, width) in rows_of {
+                let b = &mut blocks[k];
                 *seen += 1;
                 b.0.push(i as i32);
                 for s in 0..width {

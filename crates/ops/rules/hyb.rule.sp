@@ -7,8 +7,8 @@
 # `m` elements: I's length, an upper bound of coordinates and positions alike, is
 # `m + num_rows`), and padding repeats columns, so neither axis is declared sorted. The builder
 # pads with a column the row does not store, so the format-rewrite copy `A[i, j]` reads 0 into
-# padding whatever the row stores (a row storing every column has no such column: its padding
-# is column 0, which the copy would fill; the builder's values are 0 there). Accesses by the
+# padding whatever the row stores (a row storing every column has no such column: the builder
+# cuts it into pieces that fill buckets exactly, where the buckets allow it). Accesses by the
 # iteration's own iterators are positions (stage I too), so split rows need no coordinate search.
 @T.prim_func
 def ell(

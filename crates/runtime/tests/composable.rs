@@ -180,6 +180,26 @@ fn hyb_spmm_through_c_equals_the_evaluator() {
 /// A 7 × 9 CSR matrix whose rows store column 0 (with padding in their buckets for buckets
 /// 1, 2, 4), with empty rows, and with rows longer than 4 (split in one part). No row stores
 /// every column: such a row leaves no absent column to pad with (see `builders::hyb`).
+/// 4 × 6, rows 0 and 3 storing every column, row 1 empty.
+fn full_row_csr() -> Csr {
+    let rows: [&[i32]; 4] = [&[0, 1, 2, 3, 4, 5], &[], &[0, 3], &[0, 1, 2, 3, 4, 5]];
+    let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
+    for (i, r) in rows.iter().enumerate() {
+        for (k, &c) in r.iter().enumerate() {
+            indices.push(c);
+            values.push(2.0 + i as f32 - 0.5 * k as f32);
+        }
+        indptr.push(indices.len() as i32);
+    }
+    Csr {
+        rows: 4,
+        cols: 6,
+        indptr,
+        indices,
+        values,
+    }
+}
+
 fn column_zero_csr() -> Csr {
     let rows: [&[i32]; 7] = [
         &[0],
@@ -219,6 +239,11 @@ fn extracted_preprocess_fills_the_buckets_like_the_builder() {
         (random_csr(&mut rng, 30, 24, 10), 2, vec![1usize, 2, 4]),
         (column_zero_csr(), 1, vec![1, 2, 4]),
         (column_zero_csr(), 2, vec![2, 4]),
+        // Rows storing every column: no column is free for padding, so the builder cuts them
+        // into pieces that fill buckets exactly (6 = 4 + 2; per part of 3 columns, 3 = 2 + 1).
+        (full_row_csr(), 1, vec![1, 2, 4, 8]),
+        (full_row_csr(), 1, vec![2, 4]),
+        (full_row_csr(), 2, vec![1, 2, 4]),
     ];
     let mut padded_column_zero_rows = 0;
     for (a, parts, buckets) in cases {

@@ -19,14 +19,14 @@ use sparsetir_transform::{
 
 use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
 
-/// An 8 × 8 matrix, row-major dense: rows storing column 0, empty rows 1 and 4, row 3 with 7
-/// entries (longer than the largest bucket 4 below) and row 6 with 5.
+/// An 8 × 8 matrix, row-major dense: rows storing column 0, empty rows 1 and 4, row 3 storing
+/// every column (longer than the largest bucket 4 below) and row 6 with 5.
 fn dense_a() -> Vec<f32> {
     let rows: [&[usize]; 8] = [
         &[0],
         &[],
         &[0, 2, 5],
-        &[0, 1, 2, 3, 4, 5, 6],
+        &[0, 1, 2, 3, 4, 5, 6, 7],
         &[],
         &[0, 3],
         &[0, 1, 4, 5, 7],
@@ -160,9 +160,8 @@ fn csrmm_case(rules: Vec<FormatRewriteRule>, kinds: Vec<RuleKind>, name: &str) {
     args.extend(extra);
     for backend in backends() {
         let mut run_args = args.clone();
-        // Zeros, as `run` allocates outputs (whether an empty row's init runs is not this
-        // test's concern).
-        run_args.insert("c".into(), f32s(vec![m * k], vec![0.0; m * k]));
+        // Not zeros: every row, empty ones included, must get the init (then the product).
+        run_args.insert("c".into(), f32s(vec![m * k], vec![7.0; m * k]));
         let what = format!("{name} on {backend}");
         run(&g, &mut run_args, backend, &what);
         assert_close(&f64s(&run_args, "c"), &want, &what);
@@ -202,9 +201,9 @@ fn csrmm_on_bsr() {
 #[test]
 fn csrmm_on_ell_and_ell_plus_csr() {
     csrmm_case(
-        ell_csr_rules(7, false).expect("rules"),
-        vec![RuleKind::Ell(7)],
-        "ell(width=7)",
+        ell_csr_rules(8, false).expect("rules"),
+        vec![RuleKind::Ell(8)],
+        "ell(width=8)",
     );
     for w in [1usize, 3] {
         csrmm_case(
@@ -326,7 +325,7 @@ fn data_that_cannot_be_stored_is_reported() {
     let ell3 = Decomposition::new(&[(ell, Some(RuleKind::Ell(3)))]).unwrap();
     let e = ell3.arguments(&csrmm, &args).unwrap_err();
     assert!(
-        e.0.contains("row 3 stores 7 elements, more than the width 3"),
+        e.0.contains("row 3 stores 8 elements, more than the width 3"),
         "{e}"
     );
     let hyb = Decomposition::new(

@@ -43,7 +43,8 @@
 //! new format: a padding slot of the new format must name a coordinate that is not stored in the
 //! old buffer (it then copies the default value), otherwise it copies that element once more. The
 //! padding builders of `sparsetir_formats` do so (hyb and ELL+CSR pad with a column their row
-//! does not store), except for a hyb row that stores every column.
+//! does not store; a hyb row that stores every column is cut into exactly filled buckets
+//! instead, where the bucket widths allow it).
 
 use std::collections::HashMap;
 

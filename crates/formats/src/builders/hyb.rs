@@ -18,7 +18,12 @@
 //!   padding slot names a coordinate absent from the matrix: the format-rewrite copy of the hyb
 //!   rule (`new[o, i, j] = A[i, j]`, SPEC §3.1), which cannot see the mask, reads 0 there — even
 //!   when the row stores column 0 — and a stage-I access by coordinate never confuses padding
-//!   with a stored element. Only a row storing every column leaves no such coordinate.
+//!   with a stored element. A row storing every column leaves no such coordinate: where its
+//!   run would need padding, it is instead cut into pieces that fill buckets exactly (whole
+//!   largest buckets, then the rest greedily from the largest bucket that fits: always possible
+//!   when the buckets are powers of two from 1, as the default ones), each piece a bucket row of
+//!   the same row index; only bucket sets that cannot cover the rest exactly keep padding there
+//!   (column 0).
 //! - `needs_atomic` is true when some row is split or has entries in more than one part, i.e.
 //!   when two bucket rows write the same output row.
 
@@ -176,6 +181,52 @@ fn unstored_column(stored: &[usize], cols: usize) -> i32 {
     }
 }
 
+/// Whether a row's columns (any order, duplicates allowed) cover every column `0..cols`.
+fn stores_every_column(stored: &[usize], cols: usize) -> bool {
+    if stored.len() < cols {
+        return false;
+    }
+    let mut seen = vec![false; cols];
+    for &c in stored {
+        if let Some(x) = seen.get_mut(c) {
+            *x = true;
+        }
+    }
+    seen.iter().all(|&x| x)
+}
+
+/// How a run of `d` entries of one row goes into buckets: `(bucket, entries)` per bucket row,
+/// in order. A run fits the first bucket at least `d` wide, or is cut into chunks of the
+/// largest bucket (the last padded); a run of a row that stores every column (`exact`) is cut
+/// so that no chunk needs padding, where the buckets allow it (see the module docs).
+fn pieces(d: usize, buckets: &[usize], exact: bool) -> Vec<(usize, usize)> {
+    let (k, n) = place(d, buckets);
+    let plain = || -> Vec<(usize, usize)> {
+        let w = buckets[k];
+        (0..n).map(|c| (k, w.min(d - c * w))).collect()
+    };
+    if !exact || n * buckets[k] == d {
+        return plain();
+    }
+    let last = buckets.len() - 1;
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut rest = d;
+    while rest > buckets[last] {
+        out.push((last, buckets[last]));
+        rest -= buckets[last];
+    }
+    while rest > 0 {
+        match (0..=last).rev().find(|&b| buckets[b] <= rest) {
+            Some(b) => {
+                out.push((b, buckets[b]));
+                rest -= buckets[b];
+            }
+            None => return plain(),
+        }
+    }
+    out
+}
+
 /// Builds the column-partitioned hyb format of a CSR matrix (see the module docs).
 pub fn hyb<I: CsrIndex>(
     rows: usize,
@@ -230,12 +281,15 @@ pub fn hyb<I: CsrIndex>(
     let mut needs_atomic = false;
     for i in 0..rows {
         let e = row_entries(i);
+        let full = stores_every_column(&csr.indices[csr.indptr[i]..csr.indptr[i + 1]], cols);
         let mut parts_hit = 0;
         runs(&e, |p, run| {
-            let (k, pieces) = place(run.len(), buckets);
-            counts[p][k] += pieces;
+            let ps = pieces(run.len(), buckets, full);
+            for &(k, _) in &ps {
+                counts[p][k] += 1;
+            }
             parts_hit += 1;
-            if pieces > 1 {
+            if ps.len() > 1 {
                 needs_atomic = true;
             }
         });
@@ -275,10 +329,13 @@ pub fn hyb<I: CsrIndex>(
         let (lo, hi) = (csr.indptr[i], csr.indptr[i + 1]);
         // The row's padding column, found once the row needs padding.
         let mut pad: Option<i32> = None;
+        let full = stores_every_column(&csr.indices[lo..hi], cols);
         runs(&e, |p, run| {
-            let (k, _) = place(run.len(), buckets);
-            let b = &mut parts[p][k];
-            for chunk in run.chunks(b.width) {
+            let mut at = 0;
+            for (k, len) in pieces(run.len(), buckets, full) {
+                let chunk = &run[at..at + len];
+                at += len;
+                let b = &mut parts[p][k];
                 let base = b.row_indices.len() * b.width;
                 b.row_indices.push(row);
                 for (s, &(_, j)) in chunk.iter().enumerate() {
