@@ -578,18 +578,7 @@ impl<'f> Writer<'f> {
         {
             return Ok(false);
         }
-        let (min, mdt) = self.expr(&f.min)?;
-        let (ext, edt) = self.expr(&f.extent)?;
-        let (vdt, lct, vname) = self.loop_var_type(f)?;
-        let start = self.namer.fresh(&format!("{vname}_lo"));
-        let end = self.namer.fresh(&format!("{vname}_hi"));
-        let chunk = self.namer.fresh(&format!("{vname}_c"));
-        self.line(&format!("const {lct} {start} = {};", cast(min, mdt, vdt)));
-        self.line(&format!(
-            "const {lct} {end} = {start} + {};",
-            cast(ext, edt, vdt)
-        ));
-        self.line(&format!("{lct} {chunk} = {start};"));
+        let (_, end, chunk) = self.declare_run_bounds(f)?;
         // The vector copies write into their own accumulators; the reduced element stays `name`.
         let saved = self.simd_acc.take();
         let r = self.write_gather_main(
@@ -811,6 +800,24 @@ impl<'f> Writer<'f> {
         Ok(true)
     }
 
+    /// Declares the C bounds of loop `f` walked by hand: `{v}_lo` (its start), `{v}_hi` (one
+    /// past its end) and the cursor `{v}_c`, set to the start; returns their names.
+    fn declare_run_bounds(&mut self, f: &For) -> Res<(String, String, String)> {
+        let (min, mdt) = self.expr(&f.min)?;
+        let (ext, edt) = self.expr(&f.extent)?;
+        let (vdt, lct, vname) = self.loop_var_type(f)?;
+        let start = self.namer.fresh(&format!("{vname}_lo"));
+        let end = self.namer.fresh(&format!("{vname}_hi"));
+        let chunk = self.namer.fresh(&format!("{vname}_c"));
+        self.line(&format!("const {lct} {start} = {};", cast(min, mdt, vdt)));
+        self.line(&format!(
+            "const {lct} {end} = {start} + {};",
+            cast(ext, edt, vdt)
+        ));
+        self.line(&format!("{lct} {chunk} = {start};"));
+        Ok((start, end, chunk))
+    }
+
     /// A lane reduction over a loop whose trip count is only known at run time (an SpMV row):
     /// `lanes` scalar partial sums per copy, `{acc}_s0 .. {acc}_s{L-1}`, updated by `lanes`
     /// copies of the body per step (no `omp simd`: lanes over gathered operands would become
@@ -826,33 +833,13 @@ impl<'f> Writer<'f> {
         buffer: BufferId,
         indices: &[Expr],
         copies: &[LaneCopy],
-        (ct, lct): (&str, &str),
+        ct: &str,
     ) -> Res<Vec<String>> {
-        let (min, mdt) = self.expr(&f.min)?;
-        let (ext, edt) = self.expr(&f.extent)?;
-        let vdt = self
-            .func
-            .vars
-            .get(f.var)
-            .map(|v| v.dtype)
-            .unwrap_or(DType::I32);
-        let name = self.var_names[f.var.index()].clone();
-        let start = self.namer.fresh(&format!("{name}_lo"));
-        let end = self.namer.fresh(&format!("{name}_hi"));
-        let chunk = self.namer.fresh(&format!("{name}_c"));
-        self.line(&format!(
-            "const {lct} {start} = {};",
-            cast(min.clone(), mdt, vdt)
-        ));
-        self.line(&format!(
-            "const {lct} {end} = {start} + {};",
-            cast(ext, edt, vdt)
-        ));
         for c in copies {
             let parts: Vec<String> = (0..lanes).map(|l| format!("{}_s{l} = 0", c.acc)).collect();
             self.line(&format!("{ct} {};", parts.join(", ")));
         }
-        self.line(&format!("{lct} {chunk} = {start};"));
+        let (_, end, chunk) = self.declare_run_bounds(f)?;
         if let [copy] = copies {
             let s0 = format!("{}_s0", copy.acc);
             self.write_gather_main(
@@ -934,7 +921,7 @@ impl<'f> Writer<'f> {
             .unwrap_or(DType::I32);
         let lct = self.ctype(vdt, "loop variable")?;
         let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
-            return self.write_scalar_lanes(f, body, lanes, buffer, indices, copies, (ct, lct));
+            return self.write_scalar_lanes(f, body, lanes, buffer, indices, copies, ct);
         };
         let dt = self
             .func
