@@ -631,6 +631,16 @@ impl<'f> Writer<'f> {
         }
     }
 
+    /// The element type of buffer `b` (`float32` for an undeclared handle: the writer reports
+    /// undeclared buffers where it names them).
+    fn buf_dtype(&self, b: BufferId) -> DType {
+        self.func
+            .buffers
+            .get(b)
+            .map(|x| x.dtype)
+            .unwrap_or(DType::F32)
+    }
+
     fn buf_name(&self, b: BufferId) -> Res<&str> {
         match self.buf_names.get(b.index()) {
             Some(n) => Ok(n),
@@ -1343,12 +1353,7 @@ impl<'f> Writer<'f> {
     }
 
     fn write_store(&mut self, st: &Store) -> Res<()> {
-        let dt = self
-            .func
-            .buffers
-            .get(st.buffer)
-            .map(|b| b.dtype)
-            .unwrap_or(DType::F32);
+        let dt = self.buf_dtype(st.buffer);
         let (v, vdt) = self.expr(&st.value)?;
         let v = cast(v, vdt, dt);
         if let Some(acc) = &self.simd_acc {
@@ -1404,12 +1409,7 @@ impl<'f> Writer<'f> {
                     self.invalid("`atomic_add` takes a buffer element `A[idx]` and a value")
                 );
             };
-            let bdt = self
-                .func
-                .buffers
-                .get(*buffer)
-                .map(|b| b.dtype)
-                .unwrap_or(DType::F32);
+            let bdt = self.buf_dtype(*buffer);
             if bdt.is_bool() {
                 return Err(self.unsupported("atomic_add", "the target buffer is boolean"));
             }

@@ -878,8 +878,8 @@ impl Lowerer {
         let nest = wrap_loops(loops, block);
         match (init_at, body) {
             (InitAt::Before(ig), NestBody::Iteration { init: Some(i), .. }) if ig == g => {
-                let later: Vec<usize> = groups[g..].iter().flatten().copied().collect();
-                let init = self.init_nest(name, steps, &groups[g], &later, g, ann, i)?;
+                let unbound: Vec<usize> = groups[g..].iter().flatten().copied().collect();
+                let init = self.init_nest(name, steps, &groups[g], &unbound, g, ann, i)?;
                 Ok(Stmt::Seq(vec![init, nest]))
             }
             _ => Ok(nest),

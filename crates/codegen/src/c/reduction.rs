@@ -3,6 +3,7 @@
 //! of lanes for constant trip counts, scalar chains for run-time ones), and unroll-and-jam
 //! (`jam`) of lane reductions.
 
+use super::vector::VecLoop;
 use super::*;
 
 impl<'f> Writer<'f> {
@@ -256,12 +257,7 @@ impl<'f> Writer<'f> {
         if moves {
             return Err(self.unsupported(WHAT, "the reduced element changes with the loop"));
         }
-        let dt = self
-            .func
-            .buffers
-            .get(st.buffer)
-            .map(|bf| bf.dtype)
-            .unwrap_or(DType::F32);
+        let dt = self.buf_dtype(st.buffer);
         if !(dt.is_integer() || dt.is_float()) {
             return Err(self.unsupported(WHAT, format!("a reduction of {dt} values")));
         }
@@ -566,23 +562,15 @@ impl<'f> Writer<'f> {
             return Ok(false);
         };
         let (buffer, indices, name, hoisted) = acc;
-        let dt = self
-            .func
-            .buffers
-            .get(buffer)
-            .map(|b| b.dtype)
-            .unwrap_or(DType::F32);
-        if self
-            .gather_lane_plan(f, &f.body, buffer, &indices, dt)
-            .is_none()
-        {
+        let Some(plan) = self.gather_plan(f, &f.body, buffer, &indices) else {
             return Ok(false);
-        }
+        };
         let (_, end, chunk) = self.declare_run_bounds(f)?;
         // The vector copies write into their own accumulators; the reduced element stays `name`.
         let saved = self.simd_acc.take();
         let r = self.write_gather_main(
             f,
+            plan,
             &f.body,
             buffer,
             &indices,
@@ -675,36 +663,43 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
+    /// [`Writer::write_lane_copies`] with loop `var` read as the C text `at`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_copies_at(
+        &mut self,
+        var: VarId,
+        at: String,
+        body: &Stmt,
+        buffer: BufferId,
+        indices: &[Expr],
+        copies: &[LaneCopy],
+        acc_of: impl Fn(&LaneCopy) -> String,
+    ) -> Res<()> {
+        self.let_subst.insert(var, at);
+        let r = self.write_lane_copies(body, buffer, indices, copies, acc_of);
+        self.let_subst.remove(&var);
+        r
+    }
+
     /// The AVX-512 main loop of a `+` reduction of run-time trip count whose loop asks for
     /// `simd_min_trip` `N`: where the machine has AVX-512 and at least `max(N, 16)` iterations
     /// remain, 32 iterations at a time into two vector accumulators (two independent FMA
     /// chains) while 32 remain, then 16 into one, contiguous loads as vector loads and
-    /// `X[I[v]]` as gathers; the total is added to the scalar `target`, and `chunk` is left at
-    /// the first iteration not done. Nothing is written (`Ok(false)`) when the body has no such
-    /// plan.
+    /// `X[I[v]]` as gathers (`plan`, from [`Writer::gather_plan`]); the total is added to the
+    /// scalar `target`, and `chunk` is left at the first iteration not done.
     #[allow(clippy::too_many_arguments)]
     fn write_gather_main(
         &mut self,
         f: &For,
+        (plan, min_trip): (VecLoop, i64),
         body: &Stmt,
         buffer: BufferId,
         indices: &[Expr],
         (acc_base, target): (&str, &str),
         (chunk, end): (&str, &str),
         hoisted: &[(Expr, String)],
-    ) -> Res<bool> {
-        let Some(AttrValue::Int(n)) = f.annotations.get(SIMD_MIN_TRIP_ATTR) else {
-            return Ok(false);
-        };
-        let dt = self
-            .func
-            .buffers
-            .get(buffer)
-            .map(|b| b.dtype)
-            .unwrap_or(DType::F32);
-        let Some(plan) = self.gather_lane_plan(f, body, buffer, indices, dt) else {
-            return Ok(false);
-        };
+    ) -> Res<()> {
+        let dt = self.buf_dtype(buffer);
         let ty = vector::lane_type(dt, 16);
         self.lane_types.insert((dt, 16));
         self.uses_gathers = true;
@@ -723,7 +718,7 @@ impl<'f> Writer<'f> {
         if masked {
             self.line("{");
         } else {
-            self.line(&format!("if ({end} - {chunk} >= {}) {{", (*n).max(16)));
+            self.line(&format!("if ({end} - {chunk} >= {}) {{", min_trip.max(16)));
         }
         self.indent += 1;
         self.line(&format!("{ty} {acc} = {{0}}, {acc2} = {{0}};"));
@@ -743,16 +738,8 @@ impl<'f> Writer<'f> {
                     } else {
                         format!("({chunk} + {})", 16 * k)
                     };
-                    self.let_subst.insert(f.var, at);
-                    let r = self.write_lane_copies(
-                        body,
-                        buffer,
-                        indices,
-                        std::slice::from_ref(&copy),
-                        |_| a.clone(),
-                    );
-                    self.let_subst.remove(&f.var);
-                    r?;
+                    let copies = std::slice::from_ref(&copy);
+                    self.write_copies_at(f.var, at, body, buffer, indices, copies, |_| a.clone())?;
                 }
                 self.indent -= 1;
                 self.line("}");
@@ -773,13 +760,16 @@ impl<'f> Writer<'f> {
             if let Some(vl) = self.vec_loop.as_mut() {
                 vl.mask = Some(k.clone());
             }
-            self.let_subst.insert(f.var, chunk.to_string());
-            let r =
-                self.write_lane_copies(body, buffer, indices, std::slice::from_ref(&copy), |_| {
-                    tmp.clone()
-                });
-            self.let_subst.remove(&f.var);
-            r?;
+            let copies = std::slice::from_ref(&copy);
+            self.write_copies_at(
+                f.var,
+                chunk.to_string(),
+                body,
+                buffer,
+                indices,
+                copies,
+                |_| tmp.clone(),
+            )?;
             // Lanes past the end hold whatever the value makes of zeros: drop them.
             self.line(&format!(
                 "{acc2} = {acc2} + (({ty})_mm512_maskz_mov_ps({k}, (__m512){tmp}));"
@@ -797,7 +787,24 @@ impl<'f> Writer<'f> {
         self.indent -= 1;
         self.line("}");
         self.line("#endif");
-        Ok(true)
+        Ok(())
+    }
+
+    /// The gather plan of a `+` reduction of run-time trip count whose loop asks for
+    /// `simd_min_trip` `N`, with `N` (see [`Writer::write_gather_main`]); `None` when the loop
+    /// does not ask or its body has no such plan.
+    fn gather_plan(
+        &self,
+        f: &For,
+        body: &Stmt,
+        buffer: BufferId,
+        indices: &[Expr],
+    ) -> Option<(VecLoop, i64)> {
+        let Some(AttrValue::Int(n)) = f.annotations.get(SIMD_MIN_TRIP_ATTR) else {
+            return None;
+        };
+        let plan = self.gather_lane_plan(f, body, buffer, indices, self.buf_dtype(buffer))?;
+        Some((plan, *n))
     }
 
     /// Declares the C bounds of loop `f` walked by hand: `{v}_lo` (its start), `{v}_hi` (one
@@ -840,10 +847,12 @@ impl<'f> Writer<'f> {
             self.line(&format!("{ct} {};", parts.join(", ")));
         }
         let (_, end, chunk) = self.declare_run_bounds(f)?;
-        if let [copy] = copies {
+        let plan = self.gather_plan(f, body, buffer, indices);
+        if let ([copy], Some(plan)) = (copies, plan) {
             let s0 = format!("{}_s0", copy.acc);
             self.write_gather_main(
                 f,
+                plan,
                 body,
                 buffer,
                 indices,
@@ -858,12 +867,10 @@ impl<'f> Writer<'f> {
         self.indent += 1;
         let r = (|| -> Res<()> {
             for l in 0..lanes {
-                self.let_subst.insert(f.var, format!("({chunk} + {l})"));
-                let r = self.write_lane_copies(body, buffer, indices, copies, |c| {
+                let at = format!("({chunk} + {l})");
+                self.write_copies_at(f.var, at, body, buffer, indices, copies, |c| {
                     format!("{}_s{l}", c.acc)
-                });
-                self.let_subst.remove(&f.var);
-                r?;
+                })?;
             }
             Ok(())
         })();
@@ -872,9 +879,9 @@ impl<'f> Writer<'f> {
         self.line("}");
         self.line(&format!("for (; {chunk} < {end}; ++{chunk}) {{"));
         self.indent += 1;
-        self.let_subst.insert(f.var, chunk.clone());
-        let r = self.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_s0", c.acc));
-        self.let_subst.remove(&f.var);
+        let r = self.write_copies_at(f.var, chunk.clone(), body, buffer, indices, copies, |c| {
+            format!("{}_s0", c.acc)
+        });
         self.indent -= 1;
         r?;
         self.line("}");
@@ -923,12 +930,7 @@ impl<'f> Writer<'f> {
         let (Some(min), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
             return self.write_scalar_lanes(f, body, lanes, buffer, indices, copies, ct);
         };
-        let dt = self
-            .func
-            .buffers
-            .get(buffer)
-            .map(|b| b.dtype)
-            .unwrap_or(DType::F32);
+        let dt = self.buf_dtype(buffer);
         if let Some(plan) = self.lane_vector_plan(f, body, buffer, indices, lanes, dt) {
             let ty = vector::lane_type(dt, lanes);
             self.lane_types.insert((dt, lanes));

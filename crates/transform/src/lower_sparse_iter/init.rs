@@ -51,9 +51,10 @@ impl Lowerer {
                     if self.axis(*a)?.kind.is_varied() {
                         return Ok(true);
                     }
-                    let extent = self.simp.simplify(&self.f, &self.domain(*a)?);
+                    let domain = self.domain(*a)?;
+                    let extent = self.simp.simplify(&self.f, &domain);
                     let positive = matches!(extent, Expr::Int(v, _) if v >= 1);
-                    if !positive && !spatial_extents.contains(&self.domain(*a)?) {
+                    if !positive && !spatial_extents.contains(&domain) {
                         return Ok(true);
                     }
                 }
@@ -73,7 +74,7 @@ impl Lowerer {
         name: &str,
         steps: &[Step],
         group: &[usize],
-        later: &[usize],
+        unbound: &[usize],
         g: usize,
         ann: &Attrs,
         init: &Stmt,
@@ -131,7 +132,7 @@ impl Lowerer {
         let saved_pending = self.pending.clone();
         // Iterators of this block and the deeper ones are not bound around the init: using one
         // that is not one of its spatial points is an error.
-        for v in later.iter().flat_map(|&k| &steps[k].vars) {
+        for v in unbound.iter().flat_map(|&k| &steps[k].vars) {
             self.pending.insert(*v);
         }
         let base = self.stack.len();
