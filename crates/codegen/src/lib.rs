@@ -49,6 +49,7 @@
 //! hashes it).
 
 pub mod c;
+pub mod cuda;
 
 use sparsetir_ir::{DType, Span};
 

@@ -1,0 +1,152 @@
+//! The CUDA C++ writer for stage III: one `extern "C" __global__` function per kernel, and the
+//! description of each launch ([`CudaModule`]) that the runtime (NVRTC + driver) and the CPU
+//! emulator both use.
+//!
+//! # The source contract
+//!
+//! The generated source is self-contained CUDA C++ (no `#include`), compiled as is by NVRTC for
+//! a GPU and, with `SPTIR_EMU` defined and the emulator's prelude included first, by the host C++
+//! compiler. Everything that the emulator must observe goes through a few names that the source
+//! defines itself under `#ifndef SPTIR_EMU` (so NVRTC sees plain CUDA):
+//!
+//! | in the source | on the GPU | in the emulator |
+//! | --- | --- | --- |
+//! | `SPTIR_IN(T) name` (a kernel parameter never stored to) | `const T* __restrict__` | a checked pointer whose reads are counted |
+//! | `SPTIR_OUT(T) name` (a kernel parameter stored to) | `T* __restrict__` | a checked pointer whose reads and writes are counted |
+//! | `SPTIR_SHARED(T, name, N);` (a statement) | `__shared__ T name[N];` | a per-block array whose accesses are checked for races |
+//!
+//! Besides these the source uses only: `threadIdx`, `blockIdx`, `blockDim`, `gridDim` (`.x/.y/.z`),
+//! `__syncthreads()`, `__syncwarp()`, `__shfl_down_sync`/`__shfl_xor_sync`/`__shfl_sync`
+//! (mask `0xffffffffu`, `float`/`double`/`int`), `atomicAdd(P + i, v)` (float, double, int; `P` a
+//! global pointer parameter or a shared array), `__ldg(P + i)` (reads of `SPTIR_IN` pointers),
+//! `min`/`max` on integers, `fminf`/`fmaxf`/`expf`/`sqrtf`/... math functions, local arrays
+//! (`float acc[4];`), `int`/`long long`/`float`/`double`/`unsigned` scalars, and fixed-width
+//! integer types `int32_t`/`int64_t` (defined by the source as `int`/`long long` under
+//! `#ifndef SPTIR_EMU`). Kernels are declared
+//! `extern "C" __global__ void __launch_bounds__(N) name(params...)`.
+//!
+//! Every kernel takes the parameters listed in [`CudaKernel::args`], in that order: buffers as
+//! pointers to their first element, scalars by value. Its launch configuration is
+//! [`CudaKernel::grid`] × [`CudaKernel::block`], expressions of the function's scalar parameters
+//! ([`LaunchExpr`]). Dynamic shared memory is not used (`shared_bytes` is static, for reports).
+//! Kernels run in the order of [`CudaModule::kernels`], each after the previous one completed.
+
+use sparsetir_ir::DType;
+
+use crate::CParam;
+
+/// The CUDA source of one stage III function and the launches that run it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaModule {
+    /// The complete CUDA C++ source (see the module docs for the contract).
+    pub source: String,
+    /// The function's name.
+    pub func: String,
+    /// The function's parameters, in order (the same list as the C target's).
+    pub params: Vec<CParam>,
+    /// The kernels, in launch order.
+    pub kernels: Vec<CudaKernel>,
+}
+
+/// One `extern "C" __global__` function and how to launch it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaKernel {
+    /// The symbol (an identifier).
+    pub name: String,
+    /// The kernel's parameters, in order.
+    pub args: Vec<KernelArg>,
+    /// `gridDim.x/y/z`.
+    pub grid: [LaunchExpr; 3],
+    /// `blockDim.x/y/z`.
+    pub block: [LaunchExpr; 3],
+    /// Bytes of static shared memory the kernel declares.
+    pub shared_bytes: u64,
+}
+
+/// One parameter of a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelArg {
+    /// Index into [`CudaModule::params`].
+    pub param: usize,
+    /// The parameter's name in the source.
+    pub name: String,
+    /// Element type (for a pointer) or value type (for a scalar).
+    pub dtype: DType,
+    /// The C type name of `dtype` as the source spells it (`float`, `int32_t`, ...).
+    pub ctype: String,
+    /// `SPTIR_IN(T)`/`SPTIR_OUT(T)` pointer (true) or a scalar by value (false).
+    pub pointer: bool,
+    /// For a pointer: `SPTIR_IN` (never stored to by this kernel).
+    pub readonly: bool,
+}
+
+/// A launch dimension as an expression of the function's integer scalar parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LaunchExpr {
+    Const(i64),
+    /// The value of [`CudaModule::params`]`[k]`.
+    Param(usize),
+    Add(Box<LaunchExpr>, Box<LaunchExpr>),
+    Sub(Box<LaunchExpr>, Box<LaunchExpr>),
+    Mul(Box<LaunchExpr>, Box<LaunchExpr>),
+    /// Floor division (`None` when dividing by 0).
+    FloorDiv(Box<LaunchExpr>, Box<LaunchExpr>),
+    Min(Box<LaunchExpr>, Box<LaunchExpr>),
+    Max(Box<LaunchExpr>, Box<LaunchExpr>),
+}
+
+impl LaunchExpr {
+    /// The value, given every integer scalar parameter's value by index (`None` where a
+    /// parameter is missing, on overflow or division by zero).
+    pub fn eval(&self, params: &dyn Fn(usize) -> Option<i64>) -> Option<i64> {
+        use LaunchExpr::*;
+        Some(match self {
+            Const(c) => *c,
+            Param(k) => params(*k)?,
+            Add(a, b) => a.eval(params)?.checked_add(b.eval(params)?)?,
+            Sub(a, b) => a.eval(params)?.checked_sub(b.eval(params)?)?,
+            Mul(a, b) => a.eval(params)?.checked_mul(b.eval(params)?)?,
+            FloorDiv(a, b) => {
+                let (a, b) = (a.eval(params)?, b.eval(params)?);
+                if b == 0 {
+                    return None;
+                }
+                let q = a.checked_div(b)?;
+                if a % b != 0 && ((a < 0) != (b < 0)) {
+                    q - 1
+                } else {
+                    q
+                }
+            }
+            Min(a, b) => a.eval(params)?.min(b.eval(params)?),
+            Max(a, b) => a.eval(params)?.max(b.eval(params)?),
+        })
+    }
+
+    /// `ceil(a / b)` for a positive constant `b`.
+    pub fn ceil_div(a: LaunchExpr, b: i64) -> LaunchExpr {
+        LaunchExpr::FloorDiv(
+            Box::new(LaunchExpr::Add(
+                Box::new(a),
+                Box::new(LaunchExpr::Const(b - 1)),
+            )),
+            Box::new(LaunchExpr::Const(b)),
+        )
+    }
+}
+
+impl std::fmt::Display for LaunchExpr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use LaunchExpr::*;
+        match self {
+            Const(c) => write!(f, "{c}"),
+            Param(k) => write!(f, "${k}"),
+            Add(a, b) => write!(f, "({a} + {b})"),
+            Sub(a, b) => write!(f, "({a} - {b})"),
+            Mul(a, b) => write!(f, "({a} * {b})"),
+            FloorDiv(a, b) => write!(f, "({a} // {b})"),
+            Min(a, b) => write!(f, "min({a}, {b})"),
+            Max(a, b) => write!(f, "max({a}, {b})"),
+        }
+    }
+}
