@@ -5,13 +5,13 @@
 use std::path::Path;
 
 use sparsetir_ir::{PrimFunc, Stage};
-use sparsetir_runtime::build::{build, emit};
+use sparsetir_runtime::build::{build, emit, emit_cuda};
 use sparsetir_runtime::{CompileOptions, Kernel};
 
 use crate::{parse, pick_func, read_source, split_pair, stage_name, verify, Failure, Source};
 
 /// The targets `build` knows, with what each means.
-const TARGETS: &str = "c (C11 + OpenMP)";
+const TARGETS: &str = "c (C11 + OpenMP), cuda (CUDA C++)";
 
 /// Options of `sparsetir build`.
 pub struct Options<'a> {
@@ -70,7 +70,7 @@ fn stage_one<'m>(src: &Source, f: &'m PrimFunc, what: &str) -> Result<&'m PrimFu
 
 /// `sparsetir build`.
 pub fn run(o: &Options) -> Result<(), Failure> {
-    if o.target != "c" {
+    if o.target != "c" && o.target != "cuda" {
         return Err(Failure(format!(
             "error: unsupported target `{}` (available: {TARGETS})",
             o.target
@@ -82,6 +82,11 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let f = stage_one(&src, pick_func(&module, o.func)?, "build")?;
     let schedule = read_schedule(o.schedule)?;
     let spec = specializations(f, o.sets, true)?;
+    if o.target == "cuda" {
+        let (_, m) = emit_cuda(f, schedule.as_deref(), &spec)?;
+        print!("{}", m.source);
+        return Ok(());
+    }
     let c = emit(f, schedule.as_deref(), &spec)?;
     print!("{}", c.source);
     Ok(())

@@ -18,12 +18,14 @@ use sparsetir_ir::{
 use crate::{CModule, CParam, CParamKind, CodegenError};
 
 mod expr;
+mod gpu;
 mod parallel;
 mod prefetch;
 mod reduction;
 mod vector;
 
-use expr::{cast, int_literal};
+use expr::{cast, int_literal, limit_literal};
+pub(crate) use gpu::Target;
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -484,6 +486,10 @@ pub struct Writer<'f> {
     uses_gathers: bool,
     /// The lane vector types (element type, lanes) the lane reductions use.
     lane_types: BTreeSet<(DType, i64)>,
+    /// The language written.
+    target: Target,
+    /// CUDA: the kernel being written.
+    kernel: Option<gpu::KernelCtx>,
 }
 
 /// One copy of a lane reduction (several when jammed): the enclosing loop variable's text in
@@ -507,6 +513,11 @@ struct SimdAcc {
 impl<'f> Writer<'f> {
     /// A writer for `func` (any stage; [`Writer::write_module`] does the work).
     pub fn new(func: &'f PrimFunc) -> Writer<'f> {
+        Writer::for_target(func, Target::C)
+    }
+
+    /// A writer of `func` in the language `target`.
+    pub(crate) fn for_target(func: &'f PrimFunc, target: Target) -> Writer<'f> {
         let mut namer = Namer::default();
         namer.used.insert("sptir_status".to_string());
         let mut stored = HashSet::new();
@@ -566,6 +577,8 @@ impl<'f> Writer<'f> {
             uses_vectors: false,
             uses_gathers: false,
             lane_types: BTreeSet::new(),
+            target,
+            kernel: None,
         }
     }
 
@@ -1023,6 +1036,11 @@ impl<'f> Writer<'f> {
                 Err(s) => AllocKind::Heap(s),
             };
             let name = self.buf_name(b)?.to_string();
+            if self.target == Target::Cuda {
+                self.write_cuda_alloc(b, ct, &name)?;
+                self.span = saved;
+                continue;
+            }
             match kind {
                 AllocKind::Stack(n) => self.line(&format!("{ct} {name}[{n}] = {{0}};")),
                 AllocKind::Heap(size) => {
@@ -1140,7 +1158,11 @@ impl<'f> Writer<'f> {
 
     /// A sequence; an `Allocate` opens a scope holding the rest of the sequence.
     fn write_seq(&mut self, v: &[Stmt]) -> Res<()> {
+        let (mut pend_w, mut pend_r) = (HashSet::new(), HashSet::new());
         for (k, st) in v.iter().enumerate() {
+            if self.kernel.is_some() {
+                self.cuda_barrier_before(&mut pend_w, &mut pend_r, st);
+            }
             if let Stmt::Allocate(b) = st {
                 self.line("{");
                 self.indent += 1;
@@ -1163,6 +1185,9 @@ impl<'f> Writer<'f> {
     }
 
     fn write_for(&mut self, f: &For) -> Res<()> {
+        if self.target == Target::Cuda {
+            return self.write_cuda_loop(f);
+        }
         if let Some(ann) = f.annotations.get(SIMD_REDUCTION_ATTR) {
             return self.write_simd_reduction(f, ann, None);
         }
@@ -1409,6 +1434,9 @@ impl<'f> Writer<'f> {
                     self.invalid("`atomic_add` takes a buffer element `A[idx]` and a value")
                 );
             };
+            if self.target == Target::Cuda {
+                return self.write_cuda_atomic(*buffer, indices, value);
+            }
             let bdt = self.buf_dtype(*buffer);
             if bdt.is_bool() {
                 return Err(self.unsupported("atomic_add", "the target buffer is boolean"));

@@ -31,9 +31,27 @@
 //! ([`LaunchExpr`]). Dynamic shared memory is not used (`shared_bytes` is static, for reports).
 //! Kernels run in the order of [`CudaModule::kernels`], each after the previous one completed.
 
-use sparsetir_ir::DType;
+use sparsetir_ir::{DType, PrimFunc, Stage};
 
-use crate::CParam;
+use crate::c::{Target, Writer};
+use crate::{CParam, CodegenError};
+
+/// Emits the CUDA module of a stage III function (see the module docs).
+pub fn emit_cuda(func: &PrimFunc) -> Result<CudaModule, CodegenError> {
+    let stage = func.stage();
+    if stage != Stage::III {
+        return Err(CodegenError::NotStageIII {
+            func: func.name.clone(),
+            stage: match stage {
+                Stage::I => "I",
+                Stage::II => "II",
+                Stage::III => "III",
+            },
+            span: func.span,
+        });
+    }
+    Writer::for_target(func, Target::Cuda).write_cuda_module()
+}
 
 /// The CUDA source of one stage III function and the launches that run it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,8 +62,20 @@ pub struct CudaModule {
     pub func: String,
     /// The function's parameters, in order (the same list as the C target's).
     pub params: Vec<CParam>,
+    /// The function's intermediate buffers, in device memory the runtime allocates (zeroed)
+    /// for the launches: kernel argument `params.len() + t` is `temps[t]`.
+    pub temps: Vec<TempBuffer>,
     /// The kernels, in launch order.
     pub kernels: Vec<CudaKernel>,
+}
+
+/// An intermediate buffer of the function (`T.alloc_buffer` at function level).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TempBuffer {
+    pub name: String,
+    pub dtype: DType,
+    /// Number of elements.
+    pub elems: LaunchExpr,
 }
 
 /// One `extern "C" __global__` function and how to launch it.
@@ -66,7 +96,7 @@ pub struct CudaKernel {
 /// One parameter of a kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelArg {
-    /// Index into [`CudaModule::params`].
+    /// Index into [`CudaModule::params`], or `params.len() + t` for [`CudaModule::temps`]`[t]`.
     pub param: usize,
     /// The parameter's name in the source.
     pub name: String,

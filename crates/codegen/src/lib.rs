@@ -54,6 +54,7 @@ pub mod cuda;
 use sparsetir_ir::{DType, Span};
 
 pub use c::{emit_c, entry_symbol};
+pub use cuda::emit_cuda;
 
 /// The C source of one function and the description of its entry point.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -36,6 +36,7 @@
 //! unspecialized one. The returned kernel validates launches against the *specialized* stage-I
 //! function: data must fit the constant sizes, whatever is passed for the bound parameters.
 
+use sparsetir_codegen::cuda::CudaModule;
 use sparsetir_codegen::{emit_c, CModule, CParamKind};
 use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_schedule::{apply_schedule_text, TraceError};
@@ -262,6 +263,23 @@ pub fn emit(
 ) -> Result<CModule, BuildError> {
     let lowered = schedule_and_lower(stage1, schedule, specialization)?;
     emit_c(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))
+}
+
+/// The CUDA module of `stage1` (no GPU or compiler needed): specialized, scheduled and
+/// lowered as for C; a stage III function that binds no loop to a GPU thread gets the
+/// automatic GPU schedule ([`sparsetir_schedule::auto_gpu`]) first.
+pub fn emit_cuda(
+    stage1: &PrimFunc,
+    schedule: Option<&str>,
+    specialization: &[(String, i64)],
+) -> Result<(Lowered, CudaModule), BuildError> {
+    let mut lowered = schedule_and_lower(stage1, schedule, specialization)?;
+    let (stage3, _) = sparsetir_schedule::auto_gpu::auto_gpu_schedule(lowered.stage3)
+        .map_err(|error| BuildError::Lower(format!("automatic GPU schedule: {error}")))?;
+    lowered.stage3 = stage3;
+    let m = sparsetir_codegen::emit_cuda(&lowered.stage3)
+        .map_err(|e| BuildError::Codegen(e.to_string()))?;
+    Ok((lowered, m))
 }
 
 /// Specializes, schedules, lowers, emits C, compiles (through the cache of `opts`) and loads

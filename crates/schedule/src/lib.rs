@@ -9,6 +9,7 @@
 //! - [`error`]: error kinds and the IR rendering of errors;
 //! - [`primitives`]: the primitives by family.
 
+pub mod auto_gpu;
 pub mod error;
 pub mod ir_util;
 pub mod primitives;

@@ -68,6 +68,9 @@ impl<'f> Writer<'f> {
                     }
                     return Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt));
                 }
+                if self.target == Target::Cuda {
+                    return Ok((self.cuda_load(*buffer, &off)?, dt));
+                }
                 Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt))
             }
             Expr::Call { op, args, dtype } => self.call(*op, args, *dtype),

@@ -1,0 +1,1116 @@
+//! The CUDA side of the stage III writer: the same walk as the C target, with kernels cut at
+//! the top-level statements, thread-bound loops read from `threadIdx`/`blockIdx`, launch
+//! dimensions inferred from the bound loops' extents, barriers between block-level statements
+//! that share memory, warp-shuffle cross-thread reductions, and reductions into one element kept
+//! in a register.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr, TempBuffer};
+
+use super::*;
+
+/// Which language the writer produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// C11 + OpenMP.
+    C,
+    /// CUDA C++ (see [`crate::cuda`]).
+    Cuda,
+}
+
+/// The thread tags, in launch-dimension order.
+pub(crate) const GRID_TAGS: [&str; 3] = ["blockIdx.x", "blockIdx.y", "blockIdx.z"];
+pub(crate) const BLOCK_TAGS: [&str; 3] = ["threadIdx.x", "threadIdx.y", "threadIdx.z"];
+
+/// The state of the kernel being written.
+#[derive(Default)]
+pub(crate) struct KernelCtx {
+    /// Launch dimension of every thread tag the kernel uses.
+    dims: HashMap<String, LaunchExpr>,
+    /// Buffers this kernel never stores to (read through `__ldg`).
+    readonly: HashSet<BufferId>,
+    /// Bytes of shared memory declared so far.
+    shared_bytes: u64,
+    /// Enclosing `threadIdx` loops being written, and how many of them are guarded.
+    thread_depth: usize,
+    guarded_thread_depth: usize,
+}
+
+/// How a reduction update combines: `Y = Y op e`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RedOp {
+    Add,
+    Max,
+    Min,
+}
+
+/// A reduction into one element over a loop nest: the single block at the bottom, its store and
+/// the reduced operand.
+struct Accumulation<'a> {
+    block: &'a Block,
+    store: &'a Store,
+    op: RedOp,
+    /// The store's indices with the block iterators replaced by their bindings.
+    outer_indices: Vec<Expr>,
+}
+
+/// The size in bytes of one element of `dt`.
+fn dtype_bytes(dt: DType) -> u64 {
+    match dt {
+        DType::Bool | DType::I8 | DType::U8 => 1,
+        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
+        DType::I32 | DType::U32 | DType::F32 => 4,
+        _ => 8,
+    }
+}
+
+/// Flattens nested sequences into their statements.
+fn flatten<'a>(s: &'a Stmt, out: &mut Vec<&'a Stmt>) {
+    match s {
+        Stmt::Seq(v) => v.iter().for_each(|c| flatten(c, out)),
+        _ => out.push(s),
+    }
+}
+
+/// The only statement of `s` when it is a sequence of one (or `s` itself).
+fn only(s: &Stmt) -> &Stmt {
+    match s {
+        Stmt::Seq(v) if v.len() == 1 => only(&v[0]),
+        _ => s,
+    }
+}
+
+fn mentions(e: &Expr, vars: &[VarId]) -> bool {
+    let mut hit = false;
+    e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if vars.contains(v)));
+    hit
+}
+
+fn loads_buffer(e: &Expr, b: BufferId) -> bool {
+    let mut hit = false;
+    e.visit(&mut |x| hit |= matches!(x, Expr::Load { buffer, .. } if *buffer == b));
+    hit
+}
+
+fn subst(e: &Expr, map: &HashMap<VarId, Expr>) -> Expr {
+    let mut e = e.clone();
+    e.rewrite_post_order(&mut |x| {
+        if let Expr::Var(v) = x {
+            if let Some(r) = map.get(v) {
+                *x = r.clone();
+            }
+        }
+    });
+    e
+}
+
+/// Buffers `s` stores to (plain stores and atomics) and reads from.
+fn accesses(s: &Stmt, writes: &mut HashSet<BufferId>, reads: &mut HashSet<BufferId>) {
+    s.visit(&mut |x| {
+        if let Stmt::Store(st) = x {
+            writes.insert(st.buffer);
+        }
+        x.for_each_expr(|e| {
+            e.visit(&mut |y| match y {
+                Expr::Call {
+                    op: Intrinsic::AtomicAdd,
+                    args,
+                    ..
+                } => {
+                    if let Some(Expr::Load { buffer, .. }) = args.first() {
+                        writes.insert(*buffer);
+                    }
+                }
+                Expr::Load { buffer, .. } => {
+                    reads.insert(*buffer);
+                }
+                _ => {}
+            })
+        });
+    });
+}
+
+impl<'f> Writer<'f> {
+    fn is_shared(&self, b: BufferId) -> bool {
+        self.func
+            .buffers
+            .get(b)
+            .is_some_and(|x| x.scope == "shared" || x.scope == "shared.dyn")
+    }
+
+    /// `e` as a launch dimension (an expression of integer scalar parameters).
+    fn launch_expr(&self, e: &Expr) -> Option<LaunchExpr> {
+        Some(match e {
+            Expr::Int(v, dt) if dt.is_integer() => LaunchExpr::Const(*v),
+            Expr::Var(v) => {
+                let k = self.func.params.iter().position(|p| p == v)?;
+                if !self.func.vars.get(*v)?.dtype.is_integer() {
+                    return None;
+                }
+                LaunchExpr::Param(k)
+            }
+            Expr::Cast(dt, a) if dt.is_integer() => self.launch_expr(a)?,
+            Expr::Binary(op, a, b) => {
+                let (x, y) = (Box::new(self.launch_expr(a)?), Box::new(self.launch_expr(b)?));
+                match op {
+                    BinOp::Add => LaunchExpr::Add(x, y),
+                    BinOp::Sub => LaunchExpr::Sub(x, y),
+                    BinOp::Mul => LaunchExpr::Mul(x, y),
+                    BinOp::FloorDiv => LaunchExpr::FloorDiv(x, y),
+                    BinOp::Div => LaunchExpr::FloorDiv(x, y),
+                    BinOp::Min => LaunchExpr::Min(x, y),
+                    BinOp::Max => LaunchExpr::Max(x, y),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    // ------------------------------------------------------------------ module
+
+    /// Writes the CUDA module: one kernel per top-level statement of the body.
+    pub(crate) fn write_cuda_module(&mut self) -> Res<CudaModule> {
+        let func = self.func;
+        // Parameters: buffers by their first matched buffer, scalars by value.
+        let mut handle_users: HashMap<VarId, Vec<BufferId>> = HashMap::new();
+        let mut temps_decl = Vec::new();
+        for &b in &func.buffer_decls {
+            if let Some(buf) = func.buffers.get(b) {
+                match buf.decl {
+                    BufferDecl::Match { data } => handle_users.entry(data).or_default().push(b),
+                    BufferDecl::Alloc => temps_decl.push(b),
+                }
+            }
+        }
+        let mut params = Vec::new();
+        // (param index, first buffer, other users) for handles; (param index, var) for scalars.
+        let mut ptrs: Vec<(usize, BufferId, Vec<BufferId>)> = Vec::new();
+        let mut scalars: Vec<(usize, VarId)> = Vec::new();
+        for (k, &p) in func.params.iter().enumerate() {
+            let Some(var) = func.vars.get(p) else {
+                return Err(self.invalid(format!("parameter {p:?} is not declared")));
+            };
+            self.span = func.span;
+            if var.dtype == DType::Handle {
+                let users = handle_users.get(&p).cloned().unwrap_or_default();
+                let Some(&first) = users.first() else {
+                    params.push(CParam {
+                        name: var.name.clone(),
+                        kind: CParamKind::Array {
+                            elem: DType::Handle,
+                        },
+                    });
+                    continue;
+                };
+                let elem = func.buffers[first].dtype;
+                self.span = func.buffers[first].span;
+                self.ctype(elem, &format!("buffer `{}`", func.buffers[first].name))?;
+                for &u in &users[1..] {
+                    if func.buffers[u].dtype != elem {
+                        return Err(self.unsupported(
+                            &format!("buffer `{}`", func.buffers[u].name),
+                            format!(
+                                "parameter `{}` is matched as {} and as {}",
+                                var.name, elem, func.buffers[u].dtype
+                            ),
+                        ));
+                    }
+                }
+                params.push(CParam {
+                    name: var.name.clone(),
+                    kind: CParamKind::Array { elem },
+                });
+                ptrs.push((k, first, users[1..].to_vec()));
+            } else {
+                let dt = var.dtype;
+                self.ctype(dt, &format!("parameter `{}`", var.name))?;
+                self.bind(p)?;
+                params.push(CParam {
+                    name: var.name.clone(),
+                    kind: CParamKind::Scalar(dt),
+                });
+                scalars.push((k, p));
+            }
+        }
+        // Intermediate buffers of the function live in device memory the runtime allocates.
+        let mut temps = Vec::new();
+        for &b in &temps_decl {
+            let buf = &func.buffers[b];
+            self.span = buf.span;
+            self.ctype(buf.dtype, &format!("buffer `{}`", buf.name))?;
+            let extents = self.dense_extents(b)?;
+            if !buf.strides.is_empty() || buf.extra_storage.is_some() {
+                return Err(self.unsupported(
+                    &format!("buffer `{}`", buf.name),
+                    "an intermediate buffer of a CUDA function must be compact",
+                ));
+            }
+            let mut elems = LaunchExpr::Const(1);
+            for e in extents {
+                let Some(x) = self.launch_expr(e) else {
+                    return Err(self.unsupported(
+                        &format!("buffer `{}`", buf.name),
+                        "its size must be an expression of the scalar parameters",
+                    ));
+                };
+                elems = LaunchExpr::Mul(Box::new(elems), Box::new(x));
+            }
+            temps.push(TempBuffer {
+                name: buf.name.clone(),
+                dtype: buf.dtype,
+                elems,
+            });
+        }
+        self.span = func.span;
+
+        let mut tops = Vec::new();
+        flatten(&func.body, &mut tops);
+        let mut kernels = Vec::new();
+        let mut body = String::new();
+        for s in tops {
+            if matches!(s, Stmt::AssumeBufferDomain { .. }) || s.is_empty() {
+                continue;
+            }
+            let k = kernels.len();
+            let kernel = self.write_kernel(k, s, &ptrs, &scalars, &temps_decl)?;
+            body.push_str(&std::mem::take(&mut self.out));
+            body.push('\n');
+            kernels.push(kernel);
+        }
+        let mut source = String::new();
+        let _ = writeln!(
+            source,
+            "/* Generated by sparsetir from function `{}` (stage III, CUDA). Do not edit. */",
+            comment_safe(&func.name)
+        );
+        source.push_str(CUDA_PRELUDE);
+        source.push_str(&body);
+        Ok(CudaModule {
+            source,
+            func: func.name.clone(),
+            params,
+            temps,
+            kernels,
+        })
+    }
+
+    /// Writes the kernel of top-level statement `s`.
+    fn write_kernel(
+        &mut self,
+        index: usize,
+        s: &'f Stmt,
+        ptrs: &[(usize, BufferId, Vec<BufferId>)],
+        scalars: &[(usize, VarId)],
+        temps: &[BufferId],
+    ) -> Res<CudaKernel> {
+        let func = self.func;
+        // Launch dimensions: the largest extent bound to each tag.
+        let mut extents: BTreeMap<String, Vec<LaunchExpr>> = BTreeMap::new();
+        self.collect_bound_loops(s, false, &mut extents)?;
+        let mut dims = HashMap::new();
+        for (tag, exts) in extents {
+            let mut it = exts.into_iter();
+            let mut d = it.next().unwrap_or(LaunchExpr::Const(1));
+            for e in it {
+                if e != d {
+                    d = LaunchExpr::Max(Box::new(d), Box::new(e));
+                }
+            }
+            dims.insert(tag, d);
+        }
+        let dim_of = |t: &str| dims.get(t).cloned().unwrap_or(LaunchExpr::Const(1));
+        let grid = [dim_of(GRID_TAGS[0]), dim_of(GRID_TAGS[1]), dim_of(GRID_TAGS[2])];
+        let block = [
+            dim_of(BLOCK_TAGS[0]),
+            dim_of(BLOCK_TAGS[1]),
+            dim_of(BLOCK_TAGS[2]),
+        ];
+        let threads = block
+            .iter()
+            .map(|d| d.eval(&|_| None))
+            .try_fold(1i64, |acc, d| Some(acc * d?));
+        if let Some(t) = threads {
+            if !(1..=1024).contains(&t) {
+                return Err(self.unsupported(
+                    "thread block",
+                    format!("kernel {index} has {t} threads per block; a block holds 1 to 1024"),
+                ));
+            }
+        }
+        let (mut writes, mut reads) = (HashSet::new(), HashSet::new());
+        accesses(s, &mut writes, &mut reads);
+        let stored = |b: &BufferId, others: &[BufferId]| {
+            writes.contains(b) || others.iter().any(|o| writes.contains(o))
+        };
+        let mut readonly = HashSet::new();
+        // Arguments: every parameter, then every intermediate buffer.
+        let mut args = Vec::new();
+        let mut sig = Vec::new();
+        let mut k_of = Vec::new();
+        for (k, first, others) in ptrs {
+            let ro = !stored(first, others);
+            let elem = func.buffers[*first].dtype;
+            let ct = c_type(elem).unwrap_or("float");
+            let name = self.buf_name(*first)?.to_string();
+            sig.push(format!(
+                "{}({ct}) {name}",
+                if ro { "SPTIR_IN" } else { "SPTIR_OUT" }
+            ));
+            if ro {
+                readonly.insert(*first);
+                readonly.extend(others.iter().copied());
+            }
+            args.push(KernelArg {
+                param: *k,
+                name,
+                dtype: elem,
+                ctype: ct.to_string(),
+                pointer: true,
+                readonly: ro,
+            });
+            k_of.push(*k);
+        }
+        for (k, v) in scalars {
+            let dt = func.vars[*v].dtype;
+            let ct = c_type(dt).unwrap_or("int32_t");
+            let name = self.var_names[v.index()].clone();
+            sig.push(format!("{ct} {name}"));
+            args.push(KernelArg {
+                param: *k,
+                name,
+                dtype: dt,
+                ctype: ct.to_string(),
+                pointer: false,
+                readonly: false,
+            });
+        }
+        for (t, &b) in temps.iter().enumerate() {
+            let ro = !writes.contains(&b);
+            let elem = func.buffers[b].dtype;
+            let ct = c_type(elem).unwrap_or("float");
+            let name = self.buf_name(b)?.to_string();
+            sig.push(format!(
+                "{}({ct}) {name}",
+                if ro { "SPTIR_IN" } else { "SPTIR_OUT" }
+            ));
+            if ro {
+                readonly.insert(b);
+            }
+            args.push(KernelArg {
+                param: func.params.len() + t,
+                name,
+                dtype: elem,
+                ctype: ct.to_string(),
+                pointer: true,
+                readonly: ro,
+            });
+        }
+        // Arguments in parameter order (pointers and scalars interleaved as declared).
+        let mut order: Vec<usize> = (0..args.len()).collect();
+        order.sort_by_key(|&i| args[i].param);
+        let args: Vec<KernelArg> = order.iter().map(|&i| args[i].clone()).collect();
+        let sig: Vec<String> = order.iter().map(|&i| sig[i].clone()).collect();
+
+        let name = format!("{}_kernel{index}", sanitize(&func.name));
+        let bounds = threads
+            .map(|t| format!(" __launch_bounds__({t})"))
+            .unwrap_or_default();
+        self.kernel = Some(KernelCtx {
+            dims,
+            readonly,
+            ..KernelCtx::default()
+        });
+        self.indent = 0;
+        self.line(&format!(
+            "extern \"C\" __global__ void{bounds} {name}({}) {{",
+            if sig.is_empty() {
+                "void".to_string()
+            } else {
+                sig.join(", ")
+            }
+        ));
+        self.indent = 1;
+        for (_, first, others) in ptrs {
+            let fname = self.buf_name(*first)?.to_string();
+            for u in others {
+                let un = self.buf_name(*u)?.to_string();
+                self.line(&format!("auto {un} = {fname};"));
+            }
+        }
+        let mut scoped = Vec::new();
+        for (_, first, others) in ptrs {
+            for &b in std::iter::once(first).chain(others) {
+                self.span = func.buffers[b].span;
+                self.declare_strides(b)?;
+                scoped.push(b);
+            }
+        }
+        for &b in temps {
+            self.declare_strides(b)?;
+            scoped.push(b);
+        }
+        self.span = func.span;
+        let r = self.write_stmt(s);
+        self.end_scope(&scoped);
+        let ctx = self.kernel.take().unwrap_or_default();
+        r?;
+        self.indent = 0;
+        self.line("}");
+        let _ = k_of;
+        Ok(CudaKernel {
+            name,
+            args,
+            grid,
+            block,
+            shared_bytes: ctx.shared_bytes,
+        })
+    }
+
+    /// Records the extent of every thread-bound loop under `s` by tag, and checks that
+    /// `blockIdx` loops are only nested in other `blockIdx` loops.
+    fn collect_bound_loops(
+        &self,
+        s: &Stmt,
+        inside_other: bool,
+        out: &mut BTreeMap<String, Vec<LaunchExpr>>,
+    ) -> Res<()> {
+        if let Stmt::For(f) = s {
+            let tag = f.thread.as_deref().unwrap_or("");
+            let bound = f.kind == ForKind::ThreadBinding && !tag.starts_with("vthread");
+            if bound {
+                let is_grid = GRID_TAGS.contains(&tag);
+                if !is_grid && !BLOCK_TAGS.contains(&tag) {
+                    return Err(CodegenError::Unsupported {
+                        construct: format!("thread tag `{tag}`"),
+                        message: "the CUDA target binds blockIdx.x/y/z and threadIdx.x/y/z"
+                            .to_string(),
+                        span: f.span,
+                    });
+                }
+                if is_grid && inside_other {
+                    return Err(CodegenError::Unsupported {
+                        construct: format!("loop `{}`", self.func.vars[f.var].name),
+                        message: format!(
+                            "a loop bound to `{tag}` must not be nested in a serial or \
+                             `threadIdx` loop (one launch covers the whole grid)"
+                        ),
+                        span: f.span,
+                    });
+                }
+                let end = Expr::add(f.min.clone(), f.extent.clone());
+                let end = if const_int(&f.min) == Some(0) {
+                    f.extent.clone()
+                } else {
+                    end
+                };
+                let Some(e) = self.launch_expr(&end) else {
+                    return Err(CodegenError::Unsupported {
+                        construct: format!("loop `{}`", self.func.vars[f.var].name),
+                        message: format!(
+                            "the extent of a loop bound to `{tag}` must be known before the \
+                             launch (an expression of the scalar parameters); split the loop \
+                             and bind a part of constant extent"
+                        ),
+                        span: f.span,
+                    });
+                };
+                let list = out.entry(tag.to_string()).or_default();
+                if !list.contains(&e) {
+                    list.push(e);
+                }
+                let inner_other = inside_other || !is_grid;
+                return self.collect_bound_loops(&f.body, inner_other, out);
+            }
+            return self.collect_bound_loops(&f.body, true, out);
+        }
+        let mut r = Ok(());
+        let nested = inside_other || matches!(s, Stmt::If(_));
+        s.for_each_child(|c| {
+            if r.is_ok() {
+                r = self.collect_bound_loops(c, nested, out);
+            }
+        });
+        r
+    }
+
+    // ------------------------------------------------------------------ statements
+
+    /// A loop of a CUDA kernel (`write_loop` hands every loop over in the CUDA target).
+    pub(super) fn write_cuda_loop(&mut self, f: &For) -> Res<()> {
+        match f.kind {
+            ForKind::ThreadBinding
+                if !f.thread.as_deref().unwrap_or("").starts_with("vthread") =>
+            {
+                self.write_thread_loop(f)
+            }
+            ForKind::Parallel => Err(self.unsupported(
+                &format!("parallel loop `{}`", self.func.vars[f.var].name),
+                "the CUDA target runs loops on threads: bind the loop to `blockIdx.*` or \
+                 `threadIdx.*` instead of `parallel`",
+            )),
+            _ => {
+                if self.simd_acc.is_none() {
+                    if let Some(acc) = self.accumulation(f, false) {
+                        return self.write_register_accumulation(f, acc);
+                    }
+                }
+                self.write_serial_cuda_loop(f)
+            }
+        }
+    }
+
+    /// A loop each thread runs by itself (serial, unrolled, vectorized: all plain loops here).
+    fn write_serial_cuda_loop(&mut self, f: &For) -> Res<()> {
+        let (vdt, ct, vname) = self.loop_var_type(f)?;
+        let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
+        if f.kind == ForKind::Unrolled {
+            self.pragma("unroll");
+        }
+        let v = self.bind(f.var)?;
+        self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+        self.indent += 1;
+        let r = self.write_stmt(&f.body);
+        let uniform = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.thread_depth == 0);
+        if r.is_ok() && uniform {
+            // The next iteration's writes must not overtake this one's reads of shared memory.
+            let (mut w, mut rd) = (HashSet::new(), HashSet::new());
+            accesses(&f.body, &mut w, &mut rd);
+            if w.iter().any(|b| self.is_shared(*b) && rd.contains(b)) {
+                self.line("__syncthreads();");
+            }
+        }
+        self.indent -= 1;
+        self.unbind(f.var);
+        r?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A loop bound to a thread index: its variable is the index (plus the loop's start),
+    /// guarded when the launch dimension can exceed the loop's extent.
+    fn write_thread_loop(&mut self, f: &For) -> Res<()> {
+        let tag = f.thread.clone().unwrap_or_default();
+        let is_thread = tag.starts_with("threadIdx");
+        if is_thread && self.simd_acc.is_none() {
+            if let Some(acc) = self.accumulation(f, true) {
+                return self.write_cross_thread_reduction(f, acc);
+            }
+        }
+        let (vdt, ct, vname) = self.loop_var_type(f)?;
+        let end_expr = if const_int(&f.min) == Some(0) {
+            f.extent.clone()
+        } else {
+            Expr::add(f.min.clone(), f.extent.clone())
+        };
+        let dim = self
+            .kernel
+            .as_ref()
+            .and_then(|k| k.dims.get(&tag).cloned());
+        let guard = dim != self.launch_expr(&end_expr) || const_int(&f.min) != Some(0);
+        self.line("{");
+        self.indent += 1;
+        let min = if const_int(&f.min) == Some(0) {
+            String::new()
+        } else {
+            let (m, mdt) = self.expr(&f.min)?;
+            format!(" + {}", cast(m, mdt, vdt))
+        };
+        let v = self.bind(f.var)?;
+        self.line(&format!("const {ct} {v} = ({ct}){tag}{min};"));
+        if guard {
+            let (e, edt) = self.expr(&f.extent)?;
+            let (m, mdt) = self.expr(&f.min)?;
+            let _ = vname;
+            self.line(&format!(
+                "if ({v} < {} + {}) {{",
+                cast(m, mdt, vdt),
+                cast(e, edt, vdt)
+            ));
+            self.indent += 1;
+        }
+        if let Some(k) = self.kernel.as_mut() {
+            if is_thread {
+                k.thread_depth += 1;
+                if guard {
+                    k.guarded_thread_depth += 1;
+                }
+            }
+        }
+        let r = self.write_stmt(&f.body);
+        if let Some(k) = self.kernel.as_mut() {
+            if is_thread {
+                k.thread_depth -= 1;
+                if guard {
+                    k.guarded_thread_depth -= 1;
+                }
+            }
+        }
+        if guard {
+            self.indent -= 1;
+            self.line("}");
+        }
+        self.unbind(f.var);
+        r?;
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// Recognises a reduction into one element over the nest of `f`: single-statement loops
+    /// (serial; `f` itself may be thread-bound when `cross` is set) down to one block with no
+    /// allocations whose body is `Y[idx] = Y[idx] op e`, `idx` moving with none of the nest's
+    /// loops, `e` not reading `Y`. With `cross`, one of the block's reduction iterators must
+    /// move with `f` (the loop reduces across threads) and `f` must be `threadIdx.x`.
+    fn accumulation(&self, f: &'f For, cross: bool) -> Option<Accumulation<'f>> {
+        let mut loop_vars = vec![f.var];
+        let mut s = only(&f.body);
+        while let Stmt::For(g) = s {
+            if !matches!(
+                g.kind,
+                ForKind::Serial | ForKind::Unrolled | ForKind::Vectorized
+            ) || !g.annotations.is_empty()
+            {
+                return None;
+            }
+            loop_vars.push(g.var);
+            s = only(&g.body);
+        }
+        let Stmt::Block(b) = s else { return None };
+        if !b.alloc_buffers.is_empty() {
+            return None;
+        }
+        let Stmt::Store(st) = only(&b.body) else {
+            return None;
+        };
+        let y = Expr::Load {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+        };
+        let (op, other) = match &st.value {
+            Expr::Binary(op, a, c) => {
+                let op = match op {
+                    BinOp::Add => RedOp::Add,
+                    BinOp::Max => RedOp::Max,
+                    BinOp::Min => RedOp::Min,
+                    _ => return None,
+                };
+                if **a == y {
+                    (op, c.as_ref())
+                } else if **c == y {
+                    (op, a.as_ref())
+                } else {
+                    return None;
+                }
+            }
+            _ => return None,
+        };
+        if loads_buffer(other, st.buffer) {
+            return None;
+        }
+        if let Some(p) = &b.predicate {
+            if loads_buffer(p, st.buffer) {
+                return None;
+            }
+        }
+        let map: HashMap<VarId, Expr> = b
+            .iters
+            .iter()
+            .map(|it| (it.var, it.binding.clone()))
+            .collect();
+        let outer_indices: Vec<Expr> = st.indices.iter().map(|i| subst(i, &map)).collect();
+        if outer_indices.iter().any(|i| mentions(i, &loop_vars)) {
+            return None;
+        }
+        if outer_indices.iter().any(|i| loads_buffer(i, st.buffer)) {
+            return None;
+        }
+        if cross {
+            if f.thread.as_deref() != Some("threadIdx.x") {
+                return None;
+            }
+            let moves = b
+                .iters
+                .iter()
+                .any(|it| it.kind == IterKind::Reduce && mentions(&it.binding, &[f.var]));
+            if !moves {
+                return None;
+            }
+        } else if b.init.is_some() {
+            // The init runs at the reduction's first step, inside the nest; kept as written.
+            return None;
+        }
+        Some(Accumulation {
+            block: b,
+            store: st,
+            op,
+            outer_indices,
+        })
+    }
+
+    /// `acc = Y[idx]; loops { acc = acc op e } Y[idx] = acc;` for a reduction into one element
+    /// over a serial nest.
+    fn write_register_accumulation(&mut self, f: &For, acc: Accumulation<'_>) -> Res<()> {
+        let buffer = acc.store.buffer;
+        let dt = self.buf_dtype(buffer);
+        let ct = self.ctype(dt, "accumulator")?;
+        let name = self.namer.fresh(&format!("{}_acc", self.buf_name(buffer)?));
+        let off = self.offset(buffer, &acc.outer_indices)?;
+        let bname = self.buf_name(buffer)?.to_string();
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("{ct} {name} = {bname}[{off}];"));
+        self.simd_acc = Some(SimdAcc {
+            buffer,
+            indices: acc.store.indices.clone(),
+            name: name.clone(),
+            hoisted: Vec::new(),
+        });
+        let r = self.write_serial_cuda_loop(f);
+        self.simd_acc = None;
+        r?;
+        self.line(&format!("{bname}[{off}] = {name};"));
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A reduction whose loop is bound to `threadIdx.x`: each thread reduces its part into a
+    /// register, the lanes combine theirs with butterfly shuffles, and the first thread of the
+    /// group runs the block's init (if any) and combines the total into the element.
+    fn write_cross_thread_reduction(&mut self, f: &For, acc: Accumulation<'_>) -> Res<()> {
+        let name_v = self.func.vars[f.var].name.clone();
+        let Some(lanes) = const_int(&f.extent).filter(|n| *n > 0 && 32 % n == 0) else {
+            return Err(self.unsupported(
+                &format!("cross-thread reduction over `{name_v}`"),
+                "the loop bound to threadIdx.x must have a constant extent dividing 32 \
+                 (1, 2, 4, 8, 16 or 32 lanes)",
+            ));
+        };
+        let ctx = self.kernel.as_ref();
+        let dim_x = ctx
+            .and_then(|k| k.dims.get("threadIdx.x"))
+            .and_then(|d| d.eval(&|_| None));
+        if dim_x.is_none_or(|d| d % lanes != 0) {
+            return Err(self.unsupported(
+                &format!("cross-thread reduction over `{name_v}`"),
+                "blockDim.x must be a constant multiple of the reduction's lanes",
+            ));
+        }
+        if ctx.is_some_and(|k| k.guarded_thread_depth > 0) {
+            return Err(self.unsupported(
+                &format!("cross-thread reduction over `{name_v}`"),
+                "it sits under a guarded thread loop (a thread loop whose extent is smaller \
+                 than its launch dimension): every lane must reach the shuffles",
+            ));
+        }
+        if const_int(&f.min) != Some(0) {
+            return Err(self.unsupported(
+                &format!("cross-thread reduction over `{name_v}`"),
+                "the loop must start at 0",
+            ));
+        }
+        let buffer = acc.store.buffer;
+        let dt = self.buf_dtype(buffer);
+        let ct = self.ctype(dt, "accumulator")?;
+        if !matches!(dt, DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32) {
+            return Err(self.unsupported(
+                &format!("cross-thread reduction over `{name_v}`"),
+                format!("{dt} values cannot be shuffled"),
+            ));
+        }
+        let identity = match (acc.op, dt.is_float()) {
+            (RedOp::Add, _) => int_literal(0, dt),
+            (RedOp::Max, true) => format!("(-({ct})INFINITY)"),
+            (RedOp::Min, true) => format!("(({ct})INFINITY)"),
+            (RedOp::Max, false) => limit_literal(dt, false),
+            (RedOp::Min, false) => limit_literal(dt, true),
+        };
+        let combine = |a: &str, b: &str| match (acc.op, dt) {
+            (RedOp::Add, _) => format!("{a} + {b}"),
+            (RedOp::Max, DType::F32) => format!("fmaxf({a}, {b})"),
+            (RedOp::Min, DType::F32) => format!("fminf({a}, {b})"),
+            (RedOp::Max, DType::F64) => format!("fmax({a}, {b})"),
+            (RedOp::Min, DType::F64) => format!("fmin({a}, {b})"),
+            (RedOp::Max, _) => format!("max({a}, {b})"),
+            (RedOp::Min, _) => format!("min({a}, {b})"),
+        };
+        let bname = self.buf_name(buffer)?.to_string();
+        let name = self.namer.fresh(&format!("{bname}_red"));
+        self.line(&format!(
+            "{{ /* cross-thread reduction of block {} over threadIdx.x ({lanes} lanes) */",
+            comment_safe(&acc.block.name)
+        ));
+        self.indent += 1;
+        self.line(&format!("{ct} {name} = {identity};"));
+        // Each thread's part: the loop nest with the element redirected to the register. The
+        // block's init is left to the combining thread.
+        let mut part = f.clone();
+        strip_init_of(&mut part.body, &acc.block.name);
+        self.simd_acc = Some(SimdAcc {
+            buffer,
+            indices: acc.store.indices.clone(),
+            name: name.clone(),
+            hoisted: Vec::new(),
+        });
+        // The redirected store is `acc = acc op e` (the element read inside becomes `acc`).
+        let r = self.write_thread_loop(&part);
+        self.simd_acc = None;
+        r?;
+        let mut off = lanes / 2;
+        while off >= 1 {
+            let shf = format!("__shfl_xor_sync(0xffffffffu, {name}, {off})");
+            let c = combine(&name, &shf);
+            self.line(&format!("{name} = {c};"));
+            off /= 2;
+        }
+        self.line(&format!(
+            "if ((threadIdx.x & {}u) == 0u) {{",
+            lanes - 1
+        ));
+        self.indent += 1;
+        if let Some(init) = &acc.block.init {
+            // The init's element is written in terms of the block's spatial iterators.
+            self.line("{");
+            self.indent += 1;
+            let mut bound = Vec::new();
+            for it in &acc.block.iters {
+                if it.kind == IterKind::Reduce {
+                    continue;
+                }
+                let vdt = self.func.vars[it.var].dtype;
+                let vct = self.ctype(vdt, "block iterator")?;
+                let (s, sdt) = self.expr(&it.binding)?;
+                let v = self.bind(it.var)?;
+                bound.push(it.var);
+                self.line(&format!("const {vct} {v} = {};", strip_parens(&cast(s, sdt, vdt))));
+            }
+            let r = self.write_stmt(init);
+            for v in bound {
+                self.unbind(v);
+            }
+            r?;
+            self.indent -= 1;
+            self.line("}");
+        }
+        let off_t = self.offset(buffer, &acc.outer_indices)?;
+        let c = combine(&format!("{bname}[{off_t}]"), &name);
+        self.line(&format!("{bname}[{off_t}] = {c};"));
+        self.indent -= 1;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// Writes an atomic add in CUDA.
+    pub(super) fn write_cuda_atomic(
+        &mut self,
+        buffer: BufferId,
+        indices: &[Expr],
+        value: &Expr,
+    ) -> Res<()> {
+        let bdt = self.buf_dtype(buffer);
+        if !matches!(bdt, DType::F32 | DType::F64 | DType::I32 | DType::U32 | DType::U64) {
+            return Err(self.unsupported(
+                "atomic_add",
+                format!("CUDA has no atomicAdd on {bdt} elements"),
+            ));
+        }
+        let (v, vdt) = self.expr(value)?;
+        let off = self.offset(buffer, indices)?;
+        let name = self.buf_name(buffer)?.to_string();
+        let v = cast(v, vdt, bdt);
+        self.line(&format!("atomicAdd({name} + {off}, {});", strip_parens(&v)));
+        Ok(())
+    }
+
+    /// The text of a load in a CUDA kernel: `__ldg` for buffers the kernel never stores to.
+    pub(super) fn cuda_load(&self, buffer: BufferId, off: &str) -> Res<String> {
+        let name = self.buf_name(buffer)?;
+        let ro = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.readonly.contains(&buffer));
+        let dt = self.buf_dtype(buffer);
+        if ro
+            && !self.is_shared(buffer)
+            && matches!(
+                dt,
+                DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32 | DType::U64
+            )
+        {
+            return Ok(format!("__ldg({name} + {})", strip_parens(off)));
+        }
+        Ok(format!("{name}[{off}]"))
+    }
+
+    /// Declares an allocation inside a CUDA kernel: shared arrays, per-thread arrays.
+    pub(super) fn write_cuda_alloc(&mut self, b: BufferId, ct: &str, name: &str) -> Res<()> {
+        let buf = &self.func.buffers[b];
+        let size = match self.alloc_size(b)? {
+            Ok(n) => n.max(1),
+            Err(_) => {
+                return Err(self.unsupported(
+                    &format!("buffer `{}`", buf.name),
+                    "a buffer allocated inside a CUDA kernel needs a constant size",
+                ))
+            }
+        };
+        match buf.scope.as_str() {
+            "shared" | "shared.dyn" => {
+                let bytes = size as u64 * dtype_bytes(buf.dtype);
+                let total = match self.kernel.as_mut() {
+                    Some(k) => {
+                        k.shared_bytes += bytes;
+                        k.shared_bytes
+                    }
+                    None => bytes,
+                };
+                if total > 48 * 1024 {
+                    return Err(self.unsupported(
+                        &format!("shared buffer `{}`", buf.name),
+                        format!(
+                            "the kernel declares {total} bytes of shared memory; a block may use \
+                             at most 49152 without an opt-in"
+                        ),
+                    ));
+                }
+                self.line(&format!("SPTIR_SHARED({ct}, {name}, {size});"));
+            }
+            "warp" => {
+                return Err(self.unsupported(
+                    &format!("buffer `{}`", buf.name),
+                    "the `warp` scope is not supported by the CUDA target yet",
+                ))
+            }
+            _ => {
+                if size > STACK_LIMIT {
+                    return Err(self.unsupported(
+                        &format!("buffer `{}`", buf.name),
+                        format!(
+                            "a per-thread buffer of {size} elements is too large for registers \
+                             and local memory (at most {STACK_LIMIT})"
+                        ),
+                    ));
+                }
+                self.line(&format!("{ct} {name}[{size}] = {{0}};"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Before writing statement `k` of a block-level sequence: a barrier when an earlier
+    /// statement since the last barrier touched shared memory that this one touches, one of
+    /// the two writing.
+    pub(super) fn cuda_barrier_before(
+        &mut self,
+        pending_w: &mut HashSet<BufferId>,
+        pending_r: &mut HashSet<BufferId>,
+        next: &Stmt,
+    ) {
+        let uniform = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.thread_depth == 0);
+        let (mut w, mut r) = (HashSet::new(), HashSet::new());
+        accesses(next, &mut w, &mut r);
+        w.retain(|b| self.is_shared(*b));
+        r.retain(|b| self.is_shared(*b));
+        if uniform {
+            let hazard = w.iter().any(|b| pending_w.contains(b) || pending_r.contains(b))
+                || r.iter().any(|b| pending_w.contains(b));
+            if hazard {
+                self.line("__syncthreads();");
+                pending_w.clear();
+                pending_r.clear();
+            }
+        }
+        pending_w.extend(w);
+        pending_r.extend(r);
+    }
+}
+
+/// Removes the init of block `name` under `s`.
+fn strip_init_of(s: &mut Stmt, name: &str) {
+    if let Stmt::Block(b) = s {
+        if b.name == name {
+            b.init = None;
+            return;
+        }
+    }
+    s.for_each_child_mut(|c| strip_init_of(c, name));
+}
+
+/// The fixed head of every CUDA source: what NVRTC lacks without headers, the names the
+/// emulator replaces, and the helpers of the expression writer.
+const CUDA_PRELUDE: &str = r#"#ifndef SPTIR_EMU
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define SPTIR_IN(T) const T* __restrict__
+#define SPTIR_OUT(T) T* __restrict__
+#define SPTIR_SHARED(T, name, n) __shared__ T name[n]
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#define FLT_MAX 3.402823466e+38F
+#define DBL_MAX 1.7976931348623158e+308
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define INT16_MIN (-32768)
+#define INT16_MAX 32767
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define INT64_MIN (-9223372036854775807LL - 1)
+#define INT64_MAX 9223372036854775807LL
+#define UINT8_MAX 255
+#define UINT16_MAX 65535
+#define UINT32_MAX 4294967295u
+#define UINT64_MAX 18446744073709551615ull
+#define INT64_C(c) c##LL
+#define UINT64_C(c) c##ULL
+#endif
+
+#define SPTIR_MINMAX(S, T) \
+    static __device__ __forceinline__ T sptir_min_##S(T a, T b) { return a < b ? a : b; } \
+    static __device__ __forceinline__ T sptir_max_##S(T a, T b) { return a > b ? a : b; }
+#define SPTIR_SIGNED(S, T, U) \
+    SPTIR_MINMAX(S, T) \
+    static __device__ __forceinline__ T sptir_floordiv_##S(T a, T b) { \
+        T q = (T)(a / b); \
+        return (a % b != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q; \
+    } \
+    static __device__ __forceinline__ T sptir_floormod_##S(T a, T b) { \
+        T r = (T)(a % b); \
+        return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r; \
+    } \
+    static __device__ __forceinline__ T sptir_abs_##S(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; }
+SPTIR_SIGNED(i8, int8_t, uint8_t)
+SPTIR_SIGNED(i16, int16_t, uint16_t)
+SPTIR_SIGNED(i32, int32_t, uint32_t)
+SPTIR_SIGNED(i64, int64_t, uint64_t)
+SPTIR_MINMAX(u8, uint8_t)
+SPTIR_MINMAX(u16, uint16_t)
+SPTIR_MINMAX(u32, uint32_t)
+SPTIR_MINMAX(u64, uint64_t)
+static __device__ __forceinline__ float sptir_floordiv_f32(float a, float b) { return floorf(a / b); }
+static __device__ __forceinline__ double sptir_floordiv_f64(double a, double b) { return floor(a / b); }
+static __device__ __forceinline__ float sptir_floormod_f32(float a, float b) {
+    float r = fmodf(a, b);
+    return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+static __device__ __forceinline__ double sptir_floormod_f64(double a, double b) {
+    double r = fmod(a, b);
+    return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+
+"#;

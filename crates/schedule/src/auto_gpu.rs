@@ -1,0 +1,57 @@
+//! The automatic GPU schedule: for a stage III function that binds no loop to a GPU thread,
+//! the outermost loop above each top-level block is split over blocks and threads
+//! (`blockIdx.x` × `threadIdx.x`) wherever `bind` accepts it (a spatial loop); the rest of each
+//! nest runs serially in its thread, and a nest whose outer loop carries a reduction runs as one
+//! thread. Every valid script thereby runs on the GPU, correctly if not fast.
+
+use sparsetir_ir::{ForKind, PrimFunc, Stmt};
+
+use crate::state::{Res, Schedule};
+
+/// Threads per block of the automatic schedule.
+pub const AUTO_THREADS: i64 = 128;
+
+/// Whether any loop of `func` is bound to a GPU thread.
+pub fn binds_threads(func: &PrimFunc) -> bool {
+    let mut any = false;
+    func.body.visit(&mut |s| {
+        if let Stmt::For(f) = s {
+            any |= f.kind == ForKind::ThreadBinding;
+        }
+    });
+    any
+}
+
+/// Applies the automatic GPU schedule to a stage III function (unchanged when it already binds
+/// a thread); returns the function and the schedule's trace text.
+pub fn auto_gpu_schedule(func: PrimFunc) -> Res<(PrimFunc, String)> {
+    if binds_threads(&func) {
+        return Ok((func, String::new()));
+    }
+    let mut func = func;
+    let mut trace = String::new();
+    let roots = Schedule::new(func.clone())?.root_blocks();
+    for name in roots {
+        // Each attempt runs on a copy: a nest that cannot be bound keeps its serial form.
+        let mut sch = Schedule::new(func.clone())?;
+        let attempt = (|| -> Res<()> {
+            let b = sch.get_block(&name)?;
+            let loops = sch.get_loops(b)?;
+            let Some(&outer) = loops.first() else {
+                return Ok(());
+            };
+            if sch.loop_(outer)?.kind == ForKind::ThreadBinding {
+                return Ok(());
+            }
+            let parts = sch.split(outer, &[None, Some(AUTO_THREADS)])?;
+            sch.bind(parts[0], "blockIdx.x")?;
+            sch.bind(parts[1], "threadIdx.x")?;
+            Ok(())
+        })();
+        if attempt.is_ok() {
+            trace.push_str(&sch.trace().to_text());
+            func = sch.into_func();
+        }
+    }
+    Ok((func, trace))
+}
