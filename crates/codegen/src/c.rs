@@ -1325,6 +1325,29 @@ impl<'f> Writer<'f> {
     }
 
     fn write_block_inner(&mut self, b: &Block, bound: &mut Vec<VarId>) -> Res<()> {
+        // A predicate over the loops alone is tested first: bindings may read arrays (a row
+        // found by binary search) at positions that exist only where the predicate holds.
+        let iter_vars: Vec<VarId> = b.iters.iter().map(|it| it.var).collect();
+        let mut early = false;
+        if let Some(p) = &b.predicate {
+            let mut uses_iter = false;
+            p.visit(&mut |x| uses_iter |= matches!(x, Expr::Var(v) if iter_vars.contains(v)));
+            if !uses_iter {
+                let (c, _) = self.expr(p)?;
+                self.line(&format!("if ({}) {{", strip_parens(&c)));
+                self.indent += 1;
+                early = true;
+            }
+        }
+        let r = self.write_block_bindings(b, bound, early);
+        if early {
+            self.indent -= 1;
+            self.line("}");
+        }
+        r
+    }
+
+    fn write_block_bindings(&mut self, b: &Block, bound: &mut Vec<VarId>, early: bool) -> Res<()> {
         // Bindings are evaluated before any iterator is bound, as the interpreter does.
         let mut values = Vec::with_capacity(b.iters.len());
         for it in &b.iters {
@@ -1349,7 +1372,7 @@ impl<'f> Writer<'f> {
             }
         }
         let mut opened = false;
-        if let Some(p) = &b.predicate {
+        if let Some(p) = b.predicate.as_ref().filter(|_| !early) {
             let (c, _) = self.expr(p)?;
             self.line(&format!("if ({}) {{", strip_parens(&c)));
             self.indent += 1;

@@ -1,5 +1,5 @@
-//! The automatic GPU schedule: for a stage III function that binds no loop to a GPU thread,
-//! the outermost loop above each top-level block is split over blocks and threads
+//! The automatic GPU schedule: in a stage III function, the outermost loop above each top-level
+//! block that no loop of its nest binds to a GPU thread is split over blocks and threads
 //! (`blockIdx.x` × `threadIdx.x`) wherever `bind` accepts it (a spatial loop); the rest of each
 //! nest runs serially in its thread, and a nest whose outer loop carries a reduction runs as one
 //! thread. Every valid script thereby runs on the GPU, correctly if not fast.
@@ -22,12 +22,9 @@ pub fn binds_threads(func: &PrimFunc) -> bool {
     any
 }
 
-/// Applies the automatic GPU schedule to a stage III function (unchanged when it already binds
-/// a thread); returns the function and the schedule's trace text.
+/// Applies the automatic GPU schedule to the nests of a stage III function that bind no thread;
+/// returns the function and the schedule's trace text.
 pub fn auto_gpu_schedule(func: PrimFunc) -> Res<(PrimFunc, String)> {
-    if binds_threads(&func) {
-        return Ok((func, String::new()));
-    }
     let mut func = func;
     let mut trace = String::new();
     let roots = Schedule::new(func.clone())?.root_blocks();
@@ -40,7 +37,14 @@ pub fn auto_gpu_schedule(func: PrimFunc) -> Res<(PrimFunc, String)> {
             let Some(&outer) = loops.first() else {
                 return Ok(());
             };
-            if sch.loop_(outer)?.kind == ForKind::ThreadBinding {
+            // A nest the schedule already put on threads keeps its binding.
+            let mut bound = false;
+            Stmt::For(Box::new(sch.loop_(outer)?.clone())).visit(&mut |s| {
+                if let Stmt::For(f) = s {
+                    bound |= f.kind == ForKind::ThreadBinding;
+                }
+            });
+            if bound {
                 return Ok(());
             }
             let parts = sch.split(outer, &[None, Some(AUTO_THREADS)])?;

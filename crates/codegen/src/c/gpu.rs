@@ -740,7 +740,11 @@ impl<'f> Writer<'f> {
             if !moves {
                 return None;
             }
-        } else if b.init.is_some() {
+        } else if b.init.is_some()
+            && b
+                .init_folded_into(f.var, &f.min, st.buffer, &st.indices)
+                .is_none()
+        {
             // The init runs at the reduction's first step, inside the nest; kept as written.
             return None;
         }
@@ -763,14 +767,33 @@ impl<'f> Writer<'f> {
         let bname = self.buf_name(buffer)?.to_string();
         self.line("{");
         self.indent += 1;
-        self.line(&format!("{ct} {name} = {bname}[{off}];"));
+        let folded = acc
+            .block
+            .init_folded_into(f.var, &f.min, buffer, &acc.store.indices)
+            .cloned();
+        let mut body = f.clone();
+        match folded {
+            // The init runs exactly at the loop's first iteration: the register starts at it.
+            Some(v) => {
+                let map: HashMap<VarId, Expr> = acc
+                    .block
+                    .iters
+                    .iter()
+                    .map(|it| (it.var, it.binding.clone()))
+                    .collect();
+                let (t, tdt) = self.expr(&subst(&v, &map))?;
+                self.line(&format!("{ct} {name} = {};", strip_parens(&cast(t, tdt, dt))));
+                strip_init_of(&mut body.body, &acc.block.name);
+            }
+            None => self.line(&format!("{ct} {name} = {bname}[{off}];")),
+        }
         self.simd_acc = Some(SimdAcc {
             buffer,
             indices: acc.store.indices.clone(),
             name: name.clone(),
             hoisted: Vec::new(),
         });
-        let r = self.write_serial_cuda_loop(f);
+        let r = self.write_serial_cuda_loop(&body);
         self.simd_acc = None;
         r?;
         self.line(&format!("{bname}[{off}] = {name};"));
@@ -868,10 +891,36 @@ impl<'f> Writer<'f> {
             self.line(&format!("{name} = {c};"));
             off /= 2;
         }
-        self.line(&format!(
-            "if ((threadIdx.x & {}u) == 0u) {{",
-            lanes - 1
-        ));
+        let lead = format!("(threadIdx.x & {}u) == 0u", lanes - 1);
+        let cond = match &acc.block.predicate {
+            None => lead,
+            Some(p) => {
+                let reduce: Vec<VarId> = acc
+                    .block
+                    .iters
+                    .iter()
+                    .filter(|it| it.kind == IterKind::Reduce)
+                    .map(|it| it.var)
+                    .collect();
+                let spatial_map: HashMap<VarId, Expr> = acc
+                    .block
+                    .iters
+                    .iter()
+                    .filter(|it| it.kind != IterKind::Reduce)
+                    .map(|it| (it.var, it.binding.clone()))
+                    .collect();
+                let p = subst(p, &spatial_map);
+                if mentions(&p, &reduce) || mentions(&p, &[f.var]) {
+                    return Err(self.unsupported(
+                        &format!("cross-thread reduction over `{name_v}`"),
+                        "the block's predicate depends on the reduction",
+                    ));
+                }
+                let (c, _) = self.expr(&p)?;
+                format!("{lead} && {c}")
+            }
+        };
+        self.line(&format!("if ({cond}) {{"));
         self.indent += 1;
         if let Some(init) = &acc.block.init {
             // The init's element is written in terms of the block's spatial iterators.
