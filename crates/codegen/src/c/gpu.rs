@@ -48,6 +48,8 @@ enum RedOp {
 /// A reduction into one element over a loop nest: the single block at the bottom, its store and
 /// the reduced operand.
 struct Accumulation<'a> {
+    /// The loops of the nest below the first one.
+    chain: Vec<VarId>,
     block: &'a Block,
     store: &'a Store,
     op: RedOp,
@@ -749,6 +751,7 @@ impl<'f> Writer<'f> {
             return None;
         }
         Some(Accumulation {
+            chain: loop_vars[1..].to_vec(),
             block: b,
             store: st,
             op,
@@ -892,34 +895,43 @@ impl<'f> Writer<'f> {
             off /= 2;
         }
         let lead = format!("(threadIdx.x & {}u) == 0u", lanes - 1);
-        let cond = match &acc.block.predicate {
-            None => lead,
-            Some(p) => {
-                let reduce: Vec<VarId> = acc
-                    .block
-                    .iters
-                    .iter()
-                    .filter(|it| it.kind == IterKind::Reduce)
-                    .map(|it| it.var)
-                    .collect();
-                let spatial_map: HashMap<VarId, Expr> = acc
-                    .block
-                    .iters
-                    .iter()
-                    .filter(|it| it.kind != IterKind::Reduce)
-                    .map(|it| (it.var, it.binding.clone()))
-                    .collect();
-                let p = subst(p, &spatial_map);
-                if mentions(&p, &reduce) || mentions(&p, &[f.var]) {
-                    return Err(self.unsupported(
-                        &format!("cross-thread reduction over `{name_v}`"),
-                        "the block's predicate depends on the reduction",
-                    ));
+        let mut cond = lead;
+        if let Some(p) = &acc.block.predicate {
+            let moving: Vec<VarId> = acc
+                .block
+                .iters
+                .iter()
+                .filter(|it| it.kind == IterKind::Reduce)
+                .map(|it| it.var)
+                .chain(std::iter::once(f.var))
+                .chain(acc.chain.iter().copied())
+                .collect();
+            let spatial_map: HashMap<VarId, Expr> = acc
+                .block
+                .iters
+                .iter()
+                .filter(|it| it.kind != IterKind::Reduce)
+                .map(|it| (it.var, it.binding.clone()))
+                .collect();
+            let mut parts = Vec::new();
+            conjuncts(p, &mut parts);
+            for c in parts {
+                let c = subst(c, &spatial_map);
+                if mentions(&c, &moving) {
+                    // A condition on the reduction's steps: they are skipped inside; the total
+                    // needs no guard, unless an init must run only where it holds.
+                    if acc.block.init.is_some() {
+                        return Err(self.unsupported(
+                            &format!("cross-thread reduction over `{name_v}`"),
+                            "the block has an init and a predicate on the reduction",
+                        ));
+                    }
+                    continue;
                 }
-                let (c, _) = self.expr(&p)?;
-                format!("{lead} && {c}")
+                let (t, _) = self.expr(&c)?;
+                cond = format!("{cond} && {t}");
             }
-        };
+        }
         self.line(&format!("if ({cond}) {{"));
         self.indent += 1;
         if let Some(init) = &acc.block.init {

@@ -1,0 +1,191 @@
+//! A CUDA module on a real GPU: compiled by NVRTC for the device's architecture (the cubin kept
+//! in the kernel cache under a key of source, architecture and NVRTC version), loaded through
+//! the CUDA driver, launched kernel after kernel on device copies of the bound arrays.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sparsetir_codegen::cuda::CudaModule;
+use sparsetir_cuda::{launch, launch_async, Arch, Context, DeviceBuffer, Emit, Function, LaunchArg, Module, Nvrtc};
+use sparsetir_ir::DType;
+
+use crate::cache::KernelCache;
+use crate::error::RunError;
+use crate::gpu::{GpuRunStats, Slot};
+
+/// NVRTC compiles `module` for `arch` (`emit`: PTX or cubin), through the cache: the result is
+/// published atomically under a key hashing the source, the architecture, the output kind and
+/// NVRTC's version. Returns the code and whether it came from the cache.
+pub fn compile_cached(
+    nvrtc: &Nvrtc,
+    module: &CudaModule,
+    arch: &Arch,
+    emit: Emit,
+    cache: &KernelCache,
+) -> Result<(Vec<u8>, bool), RunError> {
+    let (maj, min) = nvrtc.version();
+    let kind = match emit {
+        Emit::Ptx => "ptx",
+        Emit::Cubin => "cubin",
+    };
+    let mut h = blake3::Hasher::new();
+    h.update(b"sparsetir-cuda-v1\0");
+    h.update(module.source.as_bytes());
+    h.update(format!("\0{}\0{kind}\0nvrtc {maj}.{min}", arch.sm_name()).as_bytes());
+    let key = h.finalize().to_hex().to_string();
+    let path = cache.dir().join(format!("{key}.{kind}"));
+    if let Ok(bytes) = std::fs::read(&path) {
+        let ok = match emit {
+            Emit::Cubin => bytes.starts_with(b"\x7fELF"),
+            Emit::Ptx => bytes.windows(7).any(|w| w == b".entry "),
+        };
+        if ok {
+            return Ok((bytes, true));
+        }
+    }
+    let name = format!("{}.cu", module.func);
+    let compiled = nvrtc.compile(&module.source, &name, arch, emit, &[])?;
+    publish(cache.dir(), &path, &compiled.code)?;
+    Ok((compiled.code, false))
+}
+
+/// Writes `bytes` to `path` through a temporary file in `dir` and a rename, so a reader never
+/// sees a half-written file.
+fn publish(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    let io = |p: &Path, e: std::io::Error| RunError::Io {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp: PathBuf = dir.join(format!(".tmp-{}-{nanos}.part", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(path, e));
+    }
+    Ok(())
+}
+
+/// A module loaded on the first GPU.
+pub struct DeviceModule {
+    ctx: Context,
+    _module: Module,
+    funcs: Vec<Function>,
+    device_name: String,
+}
+
+impl DeviceModule {
+    /// Compiles (through the cache) and loads `m` on the first GPU.
+    pub fn load(m: &CudaModule, cache: &KernelCache) -> Result<DeviceModule, RunError> {
+        let ctx = Context::first_device()?;
+        let arch = ctx.arch()?;
+        let nvrtc = Nvrtc::load()?;
+        let (cubin, _) = compile_cached(&nvrtc, m, &arch, Emit::Cubin, cache)?;
+        let module = Module::load(&ctx, &cubin)?;
+        let mut funcs = Vec::new();
+        for k in &m.kernels {
+            funcs.push(module.function(&k.name)?);
+        }
+        let device_name = ctx.name()?;
+        Ok(DeviceModule {
+            ctx,
+            _module: module,
+            funcs,
+            device_name,
+        })
+    }
+
+    /// The GPU's name.
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// Copies the arrays in, runs the kernels (`repeats` > 0: that many timed rounds, the
+    /// median reported), copies the arrays the kernels write back out.
+    pub(crate) fn run(
+        &self,
+        m: &CudaModule,
+        launches: &[([u32; 3], [u32; 3])],
+        slots: &mut [Option<Slot<'_>>],
+        repeats: usize,
+    ) -> Result<GpuRunStats, RunError> {
+        let mut bufs: Vec<Option<DeviceBuffer>> = Vec::with_capacity(slots.len());
+        for s in slots.iter() {
+            bufs.push(match s {
+                Some(Slot::Buffer(b)) => Some(DeviceBuffer::from_host(&self.ctx, b)?),
+                _ => None,
+            });
+        }
+        let mut written = vec![false; slots.len()];
+        let mut args_of = Vec::with_capacity(m.kernels.len());
+        for k in &m.kernels {
+            let mut args = Vec::with_capacity(k.args.len());
+            for a in &k.args {
+                let arg = match (slots.get(a.param), bufs.get(a.param)) {
+                    (_, Some(Some(b))) => {
+                        if !a.readonly {
+                            written[a.param] = true;
+                        }
+                        LaunchArg::Ptr(b)
+                    }
+                    (Some(Some(Slot::Int(v, _))), _) => match a.dtype {
+                        DType::I64 => LaunchArg::I64(*v),
+                        DType::U32 => LaunchArg::U32(*v as u32),
+                        _ => LaunchArg::I32(*v as i32),
+                    },
+                    (Some(Some(Slot::Float(v, _))), _) => match a.dtype {
+                        DType::F64 => LaunchArg::F64(*v),
+                        _ => LaunchArg::F32(*v as f32),
+                    },
+                    _ => {
+                        return Err(RunError::InvalidLaunch(format!(
+                            "kernel `{}`: argument `{}` has no value",
+                            k.name, a.name
+                        )))
+                    }
+                };
+                args.push(arg);
+            }
+            args_of.push(args);
+        }
+        let run_all = |sync: bool| -> Result<(), sparsetir_cuda::CudaError> {
+            for (i, f) in self.funcs.iter().enumerate() {
+                let (grid, block) = launches[i];
+                if grid.contains(&0) {
+                    continue;
+                }
+                if sync {
+                    launch(f, grid, block, 0, &args_of[i])?;
+                } else {
+                    launch_async(f, grid, block, 0, &args_of[i])?;
+                }
+            }
+            Ok(())
+        };
+        run_all(true)?;
+        for (i, s) in slots.iter_mut().enumerate() {
+            if let (Some(Slot::Buffer(host)), Some(Some(b)), true) =
+                (s, bufs.get(i), written.get(i).copied().unwrap_or(false))
+            {
+                b.copy_to_host(host)?;
+            }
+        }
+        let mut stats = GpuRunStats::default();
+        if repeats > 0 {
+            // The results read back are the first round's; the timed rounds run on the same
+            // device arrays (the generated kernels initialise what they accumulate into).
+            let mut times = Vec::with_capacity(repeats);
+            for _ in 0..repeats {
+                times.push(self.ctx.time_ms(|| run_all(false))?);
+            }
+            times.sort_by(|a, b| a.total_cmp(b));
+            let med = times[times.len() / 2];
+            stats.device_time = Some(Duration::from_secs_f64(f64::from(med) / 1e3));
+        }
+        Ok(stats)
+    }
+}

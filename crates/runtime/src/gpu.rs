@@ -1,0 +1,274 @@
+//! Running a function's CUDA module on bound data: on a GPU (NVRTC + the CUDA driver, loaded
+//! at run time) or in the CPU emulation of the generated CUDA. Launches are validated against
+//! the stage-I function exactly as the C backend's are, so garbage `indptr`/`indices` never
+//! reach a kernel.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sparsetir_codegen::cuda::{CudaModule, LaunchExpr};
+use sparsetir_codegen::CParamKind;
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::TensorData;
+use sparsetir_ir::{DType, PrimFunc};
+
+use crate::build::{emit_cuda, BuildError, Lowered};
+use crate::cache::KernelCache;
+use crate::cuda_emu::{EmuArg, EmuModule, EmuStats};
+use crate::error::RunError;
+use crate::validate::validate_args;
+
+/// Where the CUDA module runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuDevice {
+    /// The CPU emulation of the generated CUDA (`cuda-emu`).
+    Emulator,
+    /// An NVIDIA GPU through the CUDA driver (`cuda`).
+    Cuda,
+}
+
+impl GpuDevice {
+    /// `cuda` or `cuda-emu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuDevice::Emulator => "cuda-emu",
+            GpuDevice::Cuda => "cuda",
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GpuRunStats {
+    /// Emulator only: global-memory bytes the threads asked for, summed over the launches.
+    pub requested_bytes: u64,
+    /// Emulator only: bytes of the 32-byte sectors those accesses touched.
+    pub sector_bytes: u64,
+    /// GPU only: device time of the launches (CUDA events), without copies.
+    pub device_time: Option<Duration>,
+}
+
+enum Backend {
+    Emu(EmuModule),
+    Cuda(Box<crate::cuda_dev::DeviceModule>),
+}
+
+/// A function built for the GPU path.
+pub struct GpuKernel {
+    stage1: PrimFunc,
+    lowered: Lowered,
+    module: CudaModule,
+    backend: Backend,
+}
+
+/// One argument of a launch, before it is handed to a backend.
+pub(crate) enum Slot<'a> {
+    Buffer(&'a mut [u8]),
+    Int(i64, DType),
+    Float(f64, DType),
+}
+
+fn elem_bytes(dt: DType) -> usize {
+    match dt {
+        DType::Bool | DType::I8 | DType::U8 => 1,
+        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
+        DType::I32 | DType::U32 | DType::F32 => 4,
+        _ => 8,
+    }
+}
+
+/// The bytes of a host array.
+pub(crate) fn tensor_bytes(data: &mut TensorData) -> &mut [u8] {
+    fn b<T>(v: &mut [T]) -> &mut [u8] {
+        let n = std::mem::size_of_val(v);
+        // SAFETY: every element type here is plain data (integers, floats, bool, f16/bf16);
+        // the byte view covers exactly the vector's initialized elements and borrows it.
+        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), n) }
+    }
+    match data {
+        TensorData::Bool(v) => b(v),
+        TensorData::I8(v) => b(v),
+        TensorData::I16(v) => b(v),
+        TensorData::I32(v) => b(v),
+        TensorData::I64(v) => b(v),
+        TensorData::U8(v) => b(v),
+        TensorData::U16(v) => b(v),
+        TensorData::U32(v) => b(v),
+        TensorData::U64(v) => b(v),
+        TensorData::F16(v) => b(v),
+        TensorData::BF16(v) => b(v),
+        TensorData::F32(v) => b(v),
+        TensorData::F64(v) => b(v),
+    }
+}
+
+impl GpuKernel {
+    /// Specializes, schedules and lowers `stage1`, writes its CUDA and loads it on `device`
+    /// (the emulator compiles it with the host C++ compiler through `cache`; the GPU path
+    /// compiles it with NVRTC for the device's architecture).
+    pub fn build(
+        stage1: &PrimFunc,
+        schedule: Option<&str>,
+        specialization: &[(String, i64)],
+        device: GpuDevice,
+        cache: &KernelCache,
+    ) -> Result<GpuKernel, BuildError> {
+        let (lowered, module) = emit_cuda(stage1, schedule, specialization)?;
+        let backend = match device {
+            GpuDevice::Emulator => Backend::Emu(EmuModule::load(&module, cache)?.0),
+            GpuDevice::Cuda => Backend::Cuda(Box::new(crate::cuda_dev::DeviceModule::load(
+                &module, cache,
+            )?)),
+        };
+        Ok(GpuKernel {
+            stage1: lowered.stage1.clone(),
+            lowered,
+            module,
+            backend,
+        })
+    }
+
+    pub fn module(&self) -> &CudaModule {
+        &self.module
+    }
+    pub fn lowered(&self) -> &Lowered {
+        &self.lowered
+    }
+    pub fn stage1(&self) -> &PrimFunc {
+        &self.stage1
+    }
+
+    /// Validates `args` against the stage-I function, then runs every kernel in order;
+    /// outputs are written into the arrays of `args`.
+    pub fn run(&self, args: &mut HashMap<String, ArgValue>) -> Result<GpuRunStats, RunError> {
+        validate_args(&self.stage1, args)?;
+        self.run_validated(args, 0)
+    }
+
+    /// Validates once, then runs `repeats` times (GPU: returns the median device time of the
+    /// kernels, copies excluded).
+    pub fn time(
+        &self,
+        args: &mut HashMap<String, ArgValue>,
+        repeats: usize,
+    ) -> Result<GpuRunStats, RunError> {
+        validate_args(&self.stage1, args)?;
+        self.run_validated(args, repeats.max(1))
+    }
+
+    fn run_validated(
+        &self,
+        args: &mut HashMap<String, ArgValue>,
+        repeats: usize,
+    ) -> Result<GpuRunStats, RunError> {
+        let m = &self.module;
+        // Scalar values by parameter index, for launch dimensions and temporaries.
+        let mut ints: HashMap<usize, i64> = HashMap::new();
+        for (k, p) in m.params.iter().enumerate() {
+            if let (CParamKind::Scalar(dt), Some(ArgValue::Int(v))) = (&p.kind, args.get(&p.name))
+            {
+                if dt.is_integer() || dt.is_bool() {
+                    ints.insert(k, *v);
+                }
+            }
+        }
+        let eval = |e: &LaunchExpr, what: &str| -> Result<i64, RunError> {
+            e.eval(&|k| ints.get(&k).copied())
+                .ok_or_else(|| RunError::InvalidLaunch(format!("{what} `{e}` cannot be computed")))
+        };
+        let mut temps: Vec<Vec<u8>> = Vec::new();
+        for t in &m.temps {
+            let n = eval(&t.elems, &format!("the size of `{}`", t.name))?;
+            let n = usize::try_from(n).map_err(|_| {
+                RunError::InvalidLaunch(format!("buffer `{}` has a negative size {n}", t.name))
+            })?;
+            temps.push(vec![0u8; n.saturating_mul(elem_bytes(t.dtype)).max(1)]);
+        }
+        let mut launches = Vec::new();
+        for k in &m.kernels {
+            let mut grid = [0u32; 3];
+            let mut block = [0u32; 3];
+            for d in 0..3 {
+                let g = eval(&k.grid[d], &format!("grid dimension of `{}`", k.name))?;
+                let b = eval(&k.block[d], &format!("block dimension of `{}`", k.name))?;
+                grid[d] = u32::try_from(g.max(0)).map_err(|_| {
+                    RunError::InvalidLaunch(format!("grid of `{}` too large: {g}", k.name))
+                })?;
+                block[d] = u32::try_from(b.max(0)).map_err(|_| {
+                    RunError::InvalidLaunch(format!("block of `{}` too large: {b}", k.name))
+                })?;
+            }
+            launches.push((grid, block));
+        }
+        // Byte views of every parameter's array.
+        let mut by_name: HashMap<String, &mut ArgValue> = args.iter_mut().map(|(k, v)| (k.clone(), v)).collect();
+        let mut slots: Vec<Option<Slot<'_>>> = Vec::new();
+        for p in &m.params {
+            let slot = match (&p.kind, by_name.remove(&p.name)) {
+                (CParamKind::Array { .. }, Some(ArgValue::Array(t))) => {
+                    Some(Slot::Buffer(tensor_bytes(&mut t.data)))
+                }
+                (CParamKind::Scalar(dt), Some(ArgValue::Int(v))) => Some(Slot::Int(*v, *dt)),
+                (CParamKind::Scalar(dt), Some(ArgValue::Float(v))) => Some(Slot::Float(*v, *dt)),
+                (CParamKind::Array { elem }, None) if *elem == DType::Handle => None,
+                (_, None) => {
+                    return Err(RunError::InvalidLaunch(format!(
+                        "parameter `{}` is not bound",
+                        p.name
+                    )))
+                }
+                (_, Some(_)) => {
+                    return Err(RunError::InvalidLaunch(format!(
+                        "parameter `{}` is bound to a value of the wrong kind",
+                        p.name
+                    )))
+                }
+            };
+            slots.push(slot);
+        }
+        for t in temps.iter_mut() {
+            slots.push(Some(Slot::Buffer(t.as_mut_slice())));
+        }
+        match &self.backend {
+            Backend::Emu(e) => {
+                let mut stats = GpuRunStats::default();
+                for (ki, k) in m.kernels.iter().enumerate() {
+                    let (grid, block) = launches[ki];
+                    if grid.contains(&0) {
+                        continue;
+                    }
+                    let mut eargs = Vec::with_capacity(k.args.len());
+                    for a in &k.args {
+                        let Some(Some(slot)) = slots.get_mut(a.param) else {
+                            return Err(RunError::InvalidLaunch(format!(
+                                "kernel `{}`: argument `{}` has no value",
+                                k.name, a.name
+                            )));
+                        };
+                        eargs.push(emu_arg(slot, a.dtype));
+                    }
+                    let s: EmuStats = e.launch(ki, grid, block, &mut eargs)?;
+                    stats.requested_bytes += s.requested_bytes;
+                    stats.sector_bytes += s.sector_bytes;
+                }
+                Ok(stats)
+            }
+            Backend::Cuda(d) => d.run(m, &launches, &mut slots, repeats),
+        }
+    }
+}
+
+fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType) -> EmuArg<'s> {
+    match slot {
+        Slot::Buffer(b) => EmuArg::Buffer { bytes: b },
+        Slot::Int(v, _) => match dt {
+            DType::I64 => EmuArg::I64(*v),
+            DType::U32 => EmuArg::U32(*v as u32),
+            _ => EmuArg::I32(*v as i32),
+        },
+        Slot::Float(v, _) => match dt {
+            DType::F64 => EmuArg::F64(*v),
+            _ => EmuArg::F32(*v as f32),
+        },
+    }
+}
