@@ -27,11 +27,15 @@ if [ ! -e "$TMP/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ]; then
     echo "setup-nvrtc: the wheel did not contain nvidia/cuda_nvrtc/lib/libnvrtc.so.12" >&2
     exit 1
 fi
-# A leftover $DIR without the library (an older layout, a manual edit) is replaced.
-if [ -e "$DIR" ]; then
-    rm -rf "$DIR.old"
-    mv "$DIR" "$DIR.old"
+# The wheel also ships an alternative build (libnvrtc.alt.so.12 and its builtins, ~110 MB) that
+# libnvrtc.so.12 never loads; drop it to keep the cache small.
+rm -f "$TMP"/nvidia/cuda_nvrtc/lib/*.alt.so*
+# Another run may have finished meanwhile: keep its copy.
+if [ -e "$LIB/libnvrtc.so.12" ]; then
+    echo "$LIB"
+    exit 0
 fi
-mv "$TMP" "$DIR"
-rm -rf "$DIR.old"
+# A leftover $DIR without the library (an older layout, a manual edit) is replaced.
+rm -rf "$DIR"
+mv -T "$TMP" "$DIR"
 echo "$LIB"
