@@ -1,0 +1,1007 @@
+//! The CUDA driver API loaded at run time: devices, the primary context, modules, device
+//! memory, kernel launches and event timing.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::sync::Arc;
+
+use crate::dl::fn_table;
+use crate::search::SearchEnv;
+use crate::{Arch, CudaError};
+
+type CuResult = c_int;
+type CuDevice = c_int;
+type CuContext = *mut c_void;
+type CuModule = *mut c_void;
+type CuFunction = *mut c_void;
+type CuEvent = *mut c_void;
+type CuStream = *mut c_void;
+type CuDevicePtr = u64;
+
+fn_table!(DriverApi {
+    init: "cuInit" => fn(c_uint) -> CuResult;
+    driver_version: "cuDriverGetVersion" => fn(*mut c_int) -> CuResult;
+    error_name: "cuGetErrorName" => fn(CuResult, *mut *const c_char) -> CuResult;
+    error_string: "cuGetErrorString" => fn(CuResult, *mut *const c_char) -> CuResult;
+    device_count: "cuDeviceGetCount" => fn(*mut c_int) -> CuResult;
+    device_get: "cuDeviceGet" => fn(*mut CuDevice, c_int) -> CuResult;
+    device_name: "cuDeviceGetName" => fn(*mut c_char, c_int, CuDevice) -> CuResult;
+    device_attribute: "cuDeviceGetAttribute" => fn(*mut c_int, c_int, CuDevice) -> CuResult;
+    device_total_mem: "cuDeviceTotalMem_v2" => fn(*mut usize, CuDevice) -> CuResult;
+    primary_ctx_retain: "cuDevicePrimaryCtxRetain" => fn(*mut CuContext, CuDevice) -> CuResult;
+    primary_ctx_release: "cuDevicePrimaryCtxRelease_v2" => fn(CuDevice) -> CuResult;
+    ctx_set_current: "cuCtxSetCurrent" => fn(CuContext) -> CuResult;
+    ctx_synchronize: "cuCtxSynchronize" => fn() -> CuResult;
+    mem_get_info: "cuMemGetInfo_v2" => fn(*mut usize, *mut usize) -> CuResult;
+    module_load_data_ex: "cuModuleLoadDataEx" => fn(
+        *mut CuModule,
+        *const c_void,
+        c_uint,
+        *mut c_int,
+        *mut *mut c_void,
+    ) -> CuResult;
+    module_unload: "cuModuleUnload" => fn(CuModule) -> CuResult;
+    module_get_function: "cuModuleGetFunction" => fn(*mut CuFunction, CuModule, *const c_char) -> CuResult;
+    func_attribute: "cuFuncGetAttribute" => fn(*mut c_int, c_int, CuFunction) -> CuResult;
+    mem_alloc: "cuMemAlloc_v2" => fn(*mut CuDevicePtr, usize) -> CuResult;
+    mem_free: "cuMemFree_v2" => fn(CuDevicePtr) -> CuResult;
+    memcpy_htod: "cuMemcpyHtoD_v2" => fn(CuDevicePtr, *const c_void, usize) -> CuResult;
+    memcpy_dtoh: "cuMemcpyDtoH_v2" => fn(*mut c_void, CuDevicePtr, usize) -> CuResult;
+    memset_d8: "cuMemsetD8_v2" => fn(CuDevicePtr, u8, usize) -> CuResult;
+    launch_kernel: "cuLaunchKernel" => fn(
+        CuFunction,
+        c_uint, c_uint, c_uint,
+        c_uint, c_uint, c_uint,
+        c_uint,
+        CuStream,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> CuResult;
+    event_create: "cuEventCreate" => fn(*mut CuEvent, c_uint) -> CuResult;
+    event_record: "cuEventRecord" => fn(CuEvent, CuStream) -> CuResult;
+    event_synchronize: "cuEventSynchronize" => fn(CuEvent) -> CuResult;
+    event_elapsed: "cuEventElapsedTime" => fn(*mut f32, CuEvent, CuEvent) -> CuResult;
+    event_destroy: "cuEventDestroy_v2" => fn(CuEvent) -> CuResult;
+});
+
+const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
+const CUDA_ERROR_NO_DEVICE: CuResult = 100;
+
+// cuDeviceGetAttribute attributes.
+const ATTR_MAX_THREADS_PER_BLOCK: c_int = 1;
+const ATTR_MAX_SHARED_MEMORY_PER_BLOCK: c_int = 8;
+const ATTR_MULTIPROCESSOR_COUNT: c_int = 16;
+const ATTR_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+const ATTR_COMPUTE_CAPABILITY_MINOR: c_int = 76;
+const ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: c_int = 97;
+
+// cuFuncGetAttribute attributes.
+const FUNC_MAX_THREADS_PER_BLOCK: c_int = 0;
+const FUNC_SHARED_SIZE_BYTES: c_int = 1;
+const FUNC_LOCAL_SIZE_BYTES: c_int = 3;
+const FUNC_NUM_REGS: c_int = 4;
+
+// cuModuleLoadDataEx options.
+const JIT_ERROR_LOG_BUFFER: c_int = 5;
+const JIT_ERROR_LOG_BUFFER_SIZE_BYTES: c_int = 6;
+
+/// The driver library name the system loader resolves.
+pub const DRIVER_SONAME: &str = "libcuda.so.1";
+
+struct DriverInner {
+    api: DriverApi,
+    path: PathBuf,
+    /// `cuInit`'s result: 0, or `CUDA_ERROR_NO_DEVICE` (then there are no devices).
+    init: CuResult,
+}
+
+/// A loaded CUDA driver (`libcuda.so.1`), initialised. Cloning shares it.
+#[derive(Clone)]
+pub struct Driver {
+    inner: Arc<DriverInner>,
+}
+
+// SAFETY: the driver API is thread-safe; the table holds function pointers and the library.
+unsafe impl Send for DriverInner {}
+unsafe impl Sync for DriverInner {}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl Driver {
+    /// Loads `$SPARSETIR_CUDA_DRIVER` if set, else `libcuda.so.1` through the system loader,
+    /// and initialises it.
+    pub fn load() -> Result<Driver, CudaError> {
+        Driver::load_with(&SearchEnv::from_process())
+    }
+
+    /// [`Driver::load`] with an explicit environment snapshot.
+    pub fn load_with(env: &SearchEnv) -> Result<Driver, CudaError> {
+        match env.get("SPARSETIR_CUDA_DRIVER") {
+            Some(p) => Driver::load_from(PathBuf::from(p)),
+            None => Driver::load_from(DRIVER_SONAME),
+        }
+    }
+
+    /// Loads the driver library from exactly `path` (a bare name goes through the system
+    /// loader) and initialises it.
+    pub fn load_from(path: impl AsRef<Path>) -> Result<Driver, CudaError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let fail = |reason: String| CudaError::NoDriver {
+            // The loader's message usually names the file already.
+            reason: if reason.contains(&shown) {
+                reason
+            } else {
+                format!("{shown}: {reason}")
+            },
+        };
+        // SAFETY: loading the driver runs only its initialisers.
+        let lib = unsafe { libloading::Library::new(path.as_os_str()) }
+            .map_err(|e| fail(e.to_string()))?;
+        // SAFETY: the signatures in `DriverApi` are the driver API's (CUDA 11.x and later).
+        let api = unsafe { DriverApi::resolve(lib) }.map_err(fail)?;
+        // SAFETY: cuInit takes flags 0.
+        let init = unsafe { (api.init)(0) };
+        let inner = Arc::new(DriverInner {
+            api,
+            path: path.to_path_buf(),
+            init,
+        });
+        if init != 0 && init != CUDA_ERROR_NO_DEVICE {
+            return Err(inner.error("cuInit", init));
+        }
+        Ok(Driver { inner })
+    }
+
+    /// The path (or bare name) the driver was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The driver's CUDA version as `(major, minor)`, e.g. `(13, 0)`.
+    pub fn version(&self) -> Result<(i32, i32), CudaError> {
+        let mut v = 0;
+        // SAFETY: valid out-pointer.
+        self.inner.check("cuDriverGetVersion", unsafe {
+            (self.inner.api.driver_version)(&mut v)
+        })?;
+        Ok((v / 1000, (v % 1000) / 10))
+    }
+}
+
+impl DriverInner {
+    fn check(&self, call: &'static str, r: CuResult) -> Result<(), CudaError> {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(self.error(call, r))
+        }
+    }
+
+    fn error(&self, call: &'static str, code: CuResult) -> CudaError {
+        let (name, message) = self.describe(code);
+        CudaError::Driver {
+            call,
+            code,
+            name,
+            message,
+        }
+    }
+
+    /// `cuGetErrorName` and `cuGetErrorString` of a result.
+    fn describe(&self, code: CuResult) -> (String, String) {
+        let read = |f: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult| {
+            let mut s: *const c_char = ptr::null();
+            // SAFETY: valid out-pointer; the driver returns a static string or an error.
+            let r = unsafe { f(code, &mut s) };
+            if r != 0 || s.is_null() {
+                None
+            } else {
+                // SAFETY: non-null static NUL-terminated string.
+                Some(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
+            }
+        };
+        (
+            read(self.api.error_name).unwrap_or_else(|| format!("CUresult {code}")),
+            read(self.api.error_string).unwrap_or_else(|| "unknown error".to_string()),
+        )
+    }
+}
+
+/// One CUDA device (by ordinal).
+#[derive(Clone, Debug)]
+pub struct Device {
+    driver: Driver,
+    ordinal: usize,
+    raw: CuDevice,
+}
+
+impl Device {
+    /// How many devices the driver sees (0 when `cuInit` found none).
+    pub fn count(driver: &Driver) -> Result<usize, CudaError> {
+        if driver.inner.init == CUDA_ERROR_NO_DEVICE {
+            return Ok(0);
+        }
+        let mut n = 0;
+        // SAFETY: valid out-pointer.
+        let r = unsafe { (driver.inner.api.device_count)(&mut n) };
+        if r == CUDA_ERROR_NO_DEVICE {
+            return Ok(0);
+        }
+        driver.inner.check("cuDeviceGetCount", r)?;
+        Ok(n.max(0) as usize)
+    }
+
+    /// The device with this ordinal ([`CudaError::NoDevice`] if there is none).
+    pub fn get(driver: &Driver, ordinal: usize) -> Result<Device, CudaError> {
+        if ordinal >= Device::count(driver)? {
+            return Err(CudaError::NoDevice {
+                ordinal: Some(ordinal),
+            });
+        }
+        let mut raw = 0;
+        // SAFETY: valid out-pointer; the ordinal is in range.
+        driver.inner.check("cuDeviceGet", unsafe {
+            (driver.inner.api.device_get)(&mut raw, ordinal as c_int)
+        })?;
+        Ok(Device {
+            driver: driver.clone(),
+            ordinal,
+            raw,
+        })
+    }
+
+    /// The ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The device's name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub fn name(&self) -> Result<String, CudaError> {
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: the buffer holds `len` bytes.
+        self.driver.inner.check("cuDeviceGetName", unsafe {
+            (self.driver.inner.api.device_name)(buf.as_mut_ptr(), buf.len() as c_int, self.raw)
+        })?;
+        // SAFETY: the driver NUL-terminates within the buffer; the last byte is still 0.
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
+    }
+
+    fn attribute(&self, attr: c_int) -> Result<i32, CudaError> {
+        let mut v = 0;
+        // SAFETY: valid out-pointer.
+        self.driver.inner.check("cuDeviceGetAttribute", unsafe {
+            (self.driver.inner.api.device_attribute)(&mut v, attr, self.raw)
+        })?;
+        Ok(v)
+    }
+
+    /// `(major, minor)`, e.g. `(9, 0)`.
+    pub fn compute_capability(&self) -> Result<(i32, i32), CudaError> {
+        Ok((
+            self.attribute(ATTR_COMPUTE_CAPABILITY_MAJOR)?,
+            self.attribute(ATTR_COMPUTE_CAPABILITY_MINOR)?,
+        ))
+    }
+
+    /// The architecture to compile for (`sm_90` for compute capability 9.0; no `a` suffix).
+    pub fn arch(&self) -> Result<Arch, CudaError> {
+        let (major, minor) = self.compute_capability()?;
+        Arch::from_compute_capability(major, minor)
+    }
+
+    /// Total device memory in bytes.
+    pub fn total_mem(&self) -> Result<usize, CudaError> {
+        let mut v = 0usize;
+        // SAFETY: valid out-pointer.
+        self.driver.inner.check("cuDeviceTotalMem_v2", unsafe {
+            (self.driver.inner.api.device_total_mem)(&mut v, self.raw)
+        })?;
+        Ok(v)
+    }
+
+    /// Shared memory a block may use without opting in (48 KiB on current GPUs).
+    pub fn max_shared_per_block(&self) -> Result<usize, CudaError> {
+        Ok(self.attribute(ATTR_MAX_SHARED_MEMORY_PER_BLOCK)?.max(0) as usize)
+    }
+
+    /// Shared memory a block may use after opting in (227 KiB on an H100).
+    pub fn max_shared_per_block_optin(&self) -> Result<usize, CudaError> {
+        Ok(self
+            .attribute(ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+            .max(0) as usize)
+    }
+
+    /// The most threads a block may have (1024 on current GPUs).
+    pub fn max_threads_per_block(&self) -> Result<u32, CudaError> {
+        Ok(self.attribute(ATTR_MAX_THREADS_PER_BLOCK)?.max(0) as u32)
+    }
+
+    /// The number of streaming multiprocessors.
+    pub fn multiprocessor_count(&self) -> Result<u32, CudaError> {
+        Ok(self.attribute(ATTR_MULTIPROCESSOR_COUNT)?.max(0) as u32)
+    }
+}
+
+struct ContextInner {
+    device: Device,
+    raw: CuContext,
+}
+
+// SAFETY: a CUDA context may be used from any thread once made current there, which every
+// operation of this crate does first.
+unsafe impl Send for ContextInner {}
+unsafe impl Sync for ContextInner {}
+
+impl ContextInner {
+    fn api(&self) -> &DriverApi {
+        &self.device.driver.inner.api
+    }
+
+    fn check(&self, call: &'static str, r: CuResult) -> Result<(), CudaError> {
+        self.device.driver.inner.check(call, r)
+    }
+
+    /// Makes the context current on the calling thread.
+    fn bind(&self) -> Result<(), CudaError> {
+        // SAFETY: `raw` is a retained primary context.
+        self.check("cuCtxSetCurrent", unsafe {
+            (self.api().ctx_set_current)(self.raw)
+        })
+    }
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        // SAFETY: releases the retain made in `Context::new`; nothing else uses `raw` now
+        // (buffers, modules and events hold this struct alive).
+        unsafe {
+            (self.api().primary_ctx_release)(self.device.raw);
+        }
+    }
+}
+
+/// A device's primary context, retained while this value (or anything made from it) lives.
+/// Every operation makes it current on the calling thread first.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<ContextInner>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("device", &self.inner.device.ordinal)
+            .finish()
+    }
+}
+
+impl Context {
+    /// Retains `device`'s primary context and makes it current.
+    pub fn new(device: &Device) -> Result<Context, CudaError> {
+        let api = &device.driver.inner.api;
+        let mut raw: CuContext = ptr::null_mut();
+        // SAFETY: valid out-pointer and device.
+        device
+            .driver
+            .inner
+            .check("cuDevicePrimaryCtxRetain", unsafe {
+                (api.primary_ctx_retain)(&mut raw, device.raw)
+            })?;
+        let inner = Arc::new(ContextInner {
+            device: device.clone(),
+            raw,
+        });
+        inner.bind()?;
+        Ok(Context { inner })
+    }
+
+    /// The first device's context: [`Driver::load`], [`Device::get`]`(0)`, [`Context::new`].
+    pub fn first_device() -> Result<Context, CudaError> {
+        let driver = Driver::load()?;
+        Context::new(&Device::get(&driver, 0)?)
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// See [`Device::name`].
+    pub fn name(&self) -> Result<String, CudaError> {
+        self.inner.device.name()
+    }
+
+    /// See [`Device::compute_capability`].
+    pub fn compute_capability(&self) -> Result<(i32, i32), CudaError> {
+        self.inner.device.compute_capability()
+    }
+
+    /// See [`Device::arch`].
+    pub fn arch(&self) -> Result<Arch, CudaError> {
+        self.inner.device.arch()
+    }
+
+    /// See [`Device::total_mem`].
+    pub fn total_mem(&self) -> Result<usize, CudaError> {
+        self.inner.device.total_mem()
+    }
+
+    /// See [`Device::max_shared_per_block`].
+    pub fn max_shared_per_block(&self) -> Result<usize, CudaError> {
+        self.inner.device.max_shared_per_block()
+    }
+
+    /// See [`Device::max_threads_per_block`].
+    pub fn max_threads_per_block(&self) -> Result<u32, CudaError> {
+        self.inner.device.max_threads_per_block()
+    }
+
+    /// `(free, total)` device memory in bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize), CudaError> {
+        self.inner.bind()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers; the context is current.
+        self.inner.check("cuMemGetInfo_v2", unsafe {
+            (self.inner.api().mem_get_info)(&mut free, &mut total)
+        })?;
+        Ok((free, total))
+    }
+
+    /// Waits for all work on the context to finish.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.inner.bind()?;
+        // SAFETY: the context is current.
+        self.inner.check("cuCtxSynchronize", unsafe {
+            (self.inner.api().ctx_synchronize)()
+        })
+    }
+
+    /// Runs `work` between two events on the default stream and returns the GPU time between
+    /// them in milliseconds. Use [`launch_async`] inside for kernel time alone ([`launch`]
+    /// waits on the host, which adds that wait's latency).
+    pub fn time_ms<F>(&self, work: F) -> Result<f32, CudaError>
+    where
+        F: FnOnce() -> Result<(), CudaError>,
+    {
+        let start = Event::new(self)?;
+        let stop = Event::new(self)?;
+        start.record()?;
+        work()?;
+        stop.record()?;
+        stop.synchronize()?;
+        Event::elapsed_ms(&start, &stop)
+    }
+}
+
+struct ModuleInner {
+    ctx: Arc<ContextInner>,
+    raw: CuModule,
+}
+
+// SAFETY: modules are context-wide driver objects, usable from any thread.
+unsafe impl Send for ModuleInner {}
+unsafe impl Sync for ModuleInner {}
+
+impl Drop for ModuleInner {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: `raw` came from cuModuleLoadDataEx and is unloaded once; functions taken
+            // from it hold this struct alive.
+            unsafe {
+                (self.ctx.api().module_unload)(self.raw);
+            }
+        }
+    }
+}
+
+/// A loaded module (a cubin, or PTX that the driver compiles for the device).
+#[derive(Clone)]
+pub struct Module {
+    inner: Arc<ModuleInner>,
+}
+
+impl Module {
+    /// Loads a cubin (ELF) or PTX text. PTX need not end in a NUL byte. A PTX that the driver
+    /// cannot compile gives [`CudaError::Driver`] whose message includes the JIT log.
+    pub fn load(ctx: &Context, image: &[u8]) -> Result<Module, CudaError> {
+        let is_elf = image.starts_with(b"\x7fELF");
+        let owned;
+        let data: &[u8] = if is_elf || image.last() == Some(&0) {
+            image
+        } else {
+            owned = [image, b"\0"].concat();
+            &owned
+        };
+        ctx.inner.bind()?;
+        let mut log = vec![0u8; 16 * 1024];
+        let mut options = [JIT_ERROR_LOG_BUFFER, JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+        let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
+        let mut raw: CuModule = ptr::null_mut();
+        // SAFETY: `data` is a complete image (NUL-terminated when text); the log buffer and its
+        // size are passed as the driver documents (the size as a pointer-sized integer).
+        let r = unsafe {
+            (ctx.inner.api().module_load_data_ex)(
+                &mut raw,
+                data.as_ptr().cast(),
+                options.len() as c_uint,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        if r != 0 {
+            let jit_log = CStr::from_bytes_until_nul(&log)
+                .map(|c| c.to_string_lossy().trim().to_string())
+                .unwrap_or_default();
+            let mut err = ctx.inner.device.driver.inner.error("cuModuleLoadDataEx", r);
+            if let CudaError::Driver { message, .. } = &mut err {
+                if !jit_log.is_empty() {
+                    message.push_str("\nJIT log:\n");
+                    message.push_str(&jit_log);
+                }
+            }
+            return Err(err);
+        }
+        Ok(Module {
+            inner: Arc::new(ModuleInner {
+                ctx: ctx.inner.clone(),
+                raw,
+            }),
+        })
+    }
+
+    /// The `extern "C"` kernel named `name`.
+    pub fn function(&self, name: &str) -> Result<Function, CudaError> {
+        let c_name = CString::new(name).map_err(|_| CudaError::InvalidInput {
+            what: "kernel name",
+            reason: "contains a NUL byte".to_string(),
+        })?;
+        self.inner.ctx.bind()?;
+        let mut raw: CuFunction = ptr::null_mut();
+        // SAFETY: live module, valid out-pointer and NUL-terminated name.
+        self.inner.ctx.check("cuModuleGetFunction", unsafe {
+            (self.inner.ctx.api().module_get_function)(&mut raw, self.inner.raw, c_name.as_ptr())
+        })?;
+        Ok(Function {
+            module: self.inner.clone(),
+            raw,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// A kernel of a loaded module (keeps the module loaded).
+#[derive(Clone)]
+pub struct Function {
+    module: Arc<ModuleInner>,
+    raw: CuFunction,
+    name: String,
+}
+
+// SAFETY: function handles are immutable driver objects, usable from any thread.
+unsafe impl Send for Function {}
+unsafe impl Sync for Function {}
+
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Function")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// What the driver reports about a loaded kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionAttributes {
+    /// The most threads per block this kernel can be launched with (its `__launch_bounds__`
+    /// and register use limit it below the device's maximum).
+    pub max_threads_per_block: u32,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory in bytes.
+    pub shared_bytes: u32,
+    /// Local memory per thread in bytes (stack and spills).
+    pub local_bytes: u32,
+}
+
+impl Function {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn attribute(&self, attr: c_int) -> Result<u32, CudaError> {
+        let mut v = 0;
+        // SAFETY: valid out-pointer and function.
+        self.module.ctx.check("cuFuncGetAttribute", unsafe {
+            (self.module.ctx.api().func_attribute)(&mut v, attr, self.raw)
+        })?;
+        Ok(v.max(0) as u32)
+    }
+
+    /// Registers, shared and local memory, and the launchable block size.
+    pub fn attributes(&self) -> Result<FunctionAttributes, CudaError> {
+        self.module.ctx.bind()?;
+        Ok(FunctionAttributes {
+            max_threads_per_block: self.attribute(FUNC_MAX_THREADS_PER_BLOCK)?,
+            registers: self.attribute(FUNC_NUM_REGS)?,
+            shared_bytes: self.attribute(FUNC_SHARED_SIZE_BYTES)?,
+            local_bytes: self.attribute(FUNC_LOCAL_SIZE_BYTES)?,
+        })
+    }
+}
+
+/// Device memory, freed on drop. A zero-byte buffer holds no allocation (its pointer is null)
+/// and every operation on it does nothing.
+pub struct DeviceBuffer {
+    ctx: Arc<ContextInner>,
+    ptr: CuDevicePtr,
+    len: usize,
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl DeviceBuffer {
+    /// Allocates `bytes` bytes (uninitialised).
+    pub fn alloc(ctx: &Context, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        let mut ptr: CuDevicePtr = 0;
+        if bytes > 0 {
+            ctx.inner.bind()?;
+            // SAFETY: valid out-pointer; the context is current.
+            let r = unsafe { (ctx.inner.api().mem_alloc)(&mut ptr, bytes) };
+            if r == CUDA_ERROR_OUT_OF_MEMORY {
+                return Err(CudaError::OutOfMemory { bytes });
+            }
+            ctx.inner.check("cuMemAlloc_v2", r)?;
+        }
+        Ok(DeviceBuffer {
+            ctx: ctx.inner.clone(),
+            ptr,
+            len: bytes,
+        })
+    }
+
+    /// Allocates a buffer holding a copy of `data`.
+    pub fn from_host(ctx: &Context, data: &[u8]) -> Result<DeviceBuffer, CudaError> {
+        let b = DeviceBuffer::alloc(ctx, data.len())?;
+        b.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    /// Allocates `bytes` zeroed bytes.
+    pub fn zeroed(ctx: &Context, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        let b = DeviceBuffer::alloc(ctx, bytes)?;
+        b.memset_zero()?;
+        Ok(b)
+    }
+
+    /// The size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address (0 for an empty buffer).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    fn same_len(&self, host: usize) -> Result<(), CudaError> {
+        if host == self.len {
+            Ok(())
+        } else {
+            Err(CudaError::SizeMismatch {
+                host,
+                device: self.len,
+            })
+        }
+    }
+
+    /// Copies `src` (exactly [`DeviceBuffer::len`] bytes) to the device; waits for it.
+    pub fn copy_from_host(&self, src: &[u8]) -> Result<(), CudaError> {
+        self.same_len(src.len())?;
+        if self.len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: both sides hold `len` bytes.
+        self.ctx.check("cuMemcpyHtoD_v2", unsafe {
+            (self.ctx.api().memcpy_htod)(self.ptr, src.as_ptr().cast(), self.len)
+        })
+    }
+
+    /// Copies the device bytes into `dst` (exactly [`DeviceBuffer::len`] bytes); waits for
+    /// all earlier work on the context first.
+    pub fn copy_to_host(&self, dst: &mut [u8]) -> Result<(), CudaError> {
+        self.same_len(dst.len())?;
+        if self.len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: both sides hold `len` bytes.
+        self.ctx.check("cuMemcpyDtoH_v2", unsafe {
+            (self.ctx.api().memcpy_dtoh)(dst.as_mut_ptr().cast(), self.ptr, self.len)
+        })
+    }
+
+    /// The device bytes as a new vector.
+    pub fn to_host(&self) -> Result<Vec<u8>, CudaError> {
+        let mut v = vec![0u8; self.len];
+        self.copy_to_host(&mut v)?;
+        Ok(v)
+    }
+
+    /// Sets every byte to 0.
+    pub fn memset_zero(&self) -> Result<(), CudaError> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the allocation holds `len` bytes.
+        self.ctx.check("cuMemsetD8_v2", unsafe {
+            (self.ctx.api().memset_d8)(self.ptr, 0, self.len)
+        })
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.ptr != 0 && self.ctx.bind().is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc_v2 and is freed once.
+            unsafe {
+                (self.ctx.api().mem_free)(self.ptr);
+            }
+        }
+    }
+}
+
+/// One kernel argument, in the kernel's parameter order.
+#[derive(Clone, Copy, Debug)]
+pub enum LaunchArg<'a> {
+    /// A pointer parameter: the buffer's device address.
+    Ptr(&'a DeviceBuffer),
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    F32(f32),
+    F64(f64),
+}
+
+/// Rejects launch shapes every current GPU refuses: a zero dimension, more than 1024 threads
+/// per block, `block.z > 64`, `grid.x > 2^31 - 1` or `grid.y`/`grid.z > 65535`.
+pub fn check_launch_dims(grid: [u32; 3], block: [u32; 3]) -> Result<(), CudaError> {
+    let bad = |reason: String| CudaError::InvalidLaunch {
+        grid,
+        block,
+        reason,
+    };
+    if grid.contains(&0) || block.contains(&0) {
+        return Err(bad(
+            "every grid and block dimension must be at least 1".into()
+        ));
+    }
+    let threads = block.iter().map(|&b| u64::from(b)).product::<u64>();
+    if threads > 1024 {
+        return Err(bad(format!("{threads} threads per block (at most 1024)")));
+    }
+    if block[0] > 1024 || block[1] > 1024 || block[2] > 64 {
+        return Err(bad(
+            "block.x and block.y must be at most 1024, block.z at most 64".into(),
+        ));
+    }
+    if grid[0] > i32::MAX as u32 {
+        return Err(bad("grid.x must be at most 2^31 - 1".into()));
+    }
+    if grid[1] > 65535 || grid[2] > 65535 {
+        return Err(bad("grid.y and grid.z must be at most 65535".into()));
+    }
+    Ok(())
+}
+
+/// Launches `func` on the default stream and waits for it; a launch refused by the driver or a
+/// kernel that fails while running gives [`CudaError::Launch`]. `shared_bytes` is dynamic shared
+/// memory (0 for the generated kernels, which use static shared memory only).
+pub fn launch(
+    func: &Function,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    args: &[LaunchArg<'_>],
+) -> Result<(), CudaError> {
+    launch_async(func, grid, block, shared_bytes, args)?;
+    let ctx = &func.module.ctx;
+    // SAFETY: the context is current (launch_async bound it).
+    let r = unsafe { (ctx.api().ctx_synchronize)() };
+    if r != 0 {
+        return Err(launch_error(func, r));
+    }
+    Ok(())
+}
+
+/// [`launch`] without waiting for the kernel to finish (errors it hits while running show up
+/// at the next synchronising call).
+pub fn launch_async(
+    func: &Function,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    args: &[LaunchArg<'_>],
+) -> Result<(), CudaError> {
+    check_launch_dims(grid, block)?;
+    let ctx = &func.module.ctx;
+    ctx.bind()?;
+    let limit = func.attribute(FUNC_MAX_THREADS_PER_BLOCK)?;
+    let threads = block[0] * block[1] * block[2];
+    if threads > limit {
+        return Err(CudaError::InvalidLaunch {
+            grid,
+            block,
+            reason: format!(
+                "{threads} threads per block, but kernel `{}` allows at most {limit} \
+                 (its __launch_bounds__ or register use)",
+                func.name
+            ),
+        });
+    }
+    // Each argument's value in an 8-byte slot; kernelParams points at the slots.
+    let mut slots: Vec<u64> = args
+        .iter()
+        .map(|a| match *a {
+            LaunchArg::Ptr(b) => b.ptr,
+            LaunchArg::I32(v) => u64::from(v as u32),
+            LaunchArg::I64(v) => v as u64,
+            LaunchArg::U32(v) => u64::from(v),
+            LaunchArg::F32(v) => u64::from(v.to_bits()),
+            LaunchArg::F64(v) => v.to_bits(),
+        })
+        .collect();
+    // Little-endian: a 4-byte value sits in the first 4 bytes of its slot, where the driver
+    // reads it.
+    let mut params: Vec<*mut c_void> = slots
+        .iter_mut()
+        .map(|s| (s as *mut u64).cast::<c_void>())
+        .collect();
+    let params_ptr = if params.is_empty() {
+        ptr::null_mut()
+    } else {
+        params.as_mut_ptr()
+    };
+    // SAFETY: the function is live, the dimensions were checked, and `params` holds one
+    // pointer per kernel parameter to a slot that outlives the call (the driver copies the
+    // values before returning).
+    let r = unsafe {
+        (ctx.api().launch_kernel)(
+            func.raw,
+            grid[0],
+            grid[1],
+            grid[2],
+            block[0],
+            block[1],
+            block[2],
+            shared_bytes,
+            ptr::null_mut(),
+            params_ptr,
+            ptr::null_mut(),
+        )
+    };
+    if r != 0 {
+        return Err(launch_error(func, r));
+    }
+    Ok(())
+}
+
+fn launch_error(func: &Function, code: CuResult) -> CudaError {
+    let (name, message) = func.module.ctx.device.driver.inner.describe(code);
+    CudaError::Launch {
+        kernel: func.name.clone(),
+        code,
+        name,
+        message,
+    }
+}
+
+/// A CUDA event on the default stream, for timing.
+pub struct Event {
+    ctx: Arc<ContextInner>,
+    raw: CuEvent,
+}
+
+impl Event {
+    /// A new event (with timing enabled).
+    pub fn new(ctx: &Context) -> Result<Event, CudaError> {
+        ctx.inner.bind()?;
+        let mut raw: CuEvent = ptr::null_mut();
+        // SAFETY: valid out-pointer; flags 0 = CU_EVENT_DEFAULT (timing enabled).
+        ctx.inner.check("cuEventCreate", unsafe {
+            (ctx.inner.api().event_create)(&mut raw, 0)
+        })?;
+        Ok(Event {
+            ctx: ctx.inner.clone(),
+            raw,
+        })
+    }
+
+    /// Records the event on the default stream.
+    pub fn record(&self) -> Result<(), CudaError> {
+        self.ctx.bind()?;
+        // SAFETY: live event; the null stream is the default stream.
+        self.ctx.check("cuEventRecord", unsafe {
+            (self.ctx.api().event_record)(self.raw, ptr::null_mut())
+        })
+    }
+
+    /// Waits until the work recorded before the event has finished.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: live event.
+        self.ctx.check("cuEventSynchronize", unsafe {
+            (self.ctx.api().event_synchronize)(self.raw)
+        })
+    }
+
+    /// Milliseconds between two recorded, completed events.
+    pub fn elapsed_ms(start: &Event, stop: &Event) -> Result<f32, CudaError> {
+        let mut ms = 0f32;
+        // SAFETY: live events; valid out-pointer.
+        start.ctx.check("cuEventElapsedTime", unsafe {
+            (start.ctx.api().event_elapsed)(&mut ms, start.raw, stop.raw)
+        })?;
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from cuEventCreate and is destroyed once.
+        unsafe {
+            (self.ctx.api().event_destroy)(self.raw);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_dims() {
+        assert!(check_launch_dims([1, 1, 1], [1, 1, 1]).is_ok());
+        assert!(check_launch_dims([i32::MAX as u32, 65535, 65535], [1024, 1, 1]).is_ok());
+        assert!(check_launch_dims([1, 1, 1], [16, 1, 64]).is_ok());
+        for (g, b) in [
+            ([0, 1, 1], [1, 1, 1]),
+            ([1, 1, 1], [1, 0, 1]),
+            ([1, 1, 1], [1025, 1, 1]),
+            ([1, 1, 1], [32, 32, 2]),
+            ([1, 1, 1], [1, 1, 65]),
+            ([1u32 << 31, 1, 1], [1, 1, 1]),
+            ([1, 65536, 1], [1, 1, 1]),
+            ([1, 1, 65536], [1, 1, 1]),
+        ] {
+            let e = check_launch_dims(g, b).unwrap_err();
+            assert!(
+                matches!(e, CudaError::InvalidLaunch { .. }),
+                "{g:?} {b:?}: {e}"
+            );
+        }
+    }
+}
