@@ -6,6 +6,13 @@ use sparsetir_ir::DType;
 /// (the compiler, file, parameter, buffer, axis or entry) so the message stands on its own.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RunError {
+    /// The GPU path: NVRTC, the CUDA driver or a device (no GPU, compile error, launch failure,
+    /// out of device memory, ...).
+    #[error(transparent)]
+    Cuda(#[from] sparsetir_cuda::CudaError),
+    /// A launch of the GPU path whose configuration cannot be computed from the arguments.
+    #[error("invalid launch: {0}")]
+    InvalidLaunch(String),
     /// The C compiler could not be started (not installed, not executable).
     #[error("cannot run the C compiler `{cc}`: {message}")]
     NoCompiler { cc: String, message: String },

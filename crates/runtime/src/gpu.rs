@@ -245,7 +245,7 @@ impl GpuKernel {
                                 k.name, a.name
                             )));
                         };
-                        eargs.push(emu_arg(slot, a.dtype));
+                        eargs.push(emu_arg(slot, a.dtype, a.pointer));
                     }
                     let s: EmuStats = e.launch(ki, grid, block, &mut eargs)?;
                     stats.requested_bytes += s.requested_bytes;
@@ -258,9 +258,12 @@ impl GpuKernel {
     }
 }
 
-fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType) -> EmuArg<'s> {
+fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType, _pointer: bool) -> EmuArg<'s> {
     match slot {
-        Slot::Buffer(b) => EmuArg::Buffer { bytes: b },
+        Slot::Buffer(b) => EmuArg::Out {
+            bytes: b,
+            dtype: Some(dt),
+        },
         Slot::Int(v, _) => match dt {
             DType::I64 => EmuArg::I64(*v),
             DType::U32 => EmuArg::U32(*v as u32),

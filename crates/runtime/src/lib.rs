@@ -9,6 +9,8 @@ pub mod bind;
 pub mod build;
 pub mod cache;
 pub mod compile;
+pub mod cuda_dev;
+pub mod gpu;
 pub mod composable;
 pub mod error;
 pub mod kernel;
