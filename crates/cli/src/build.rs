@@ -17,6 +17,10 @@ const TARGETS: &str = "c (C11 + OpenMP), cuda (CUDA C++)";
 pub struct Options<'a> {
     pub file: &'a Path,
     pub target: &'a str,
+    /// `--emit ptx|cubin` (CUDA only).
+    pub emit: Option<&'a str>,
+    pub arch: &'a str,
+    pub output: Option<&'a Path>,
     pub func: Option<&'a str>,
     pub schedule: Option<&'a Path>,
     pub sets: &'a [String],
@@ -84,8 +88,16 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let spec = specializations(f, o.sets, true)?;
     if o.target == "cuda" {
         let (_, m) = emit_cuda(f, schedule.as_deref(), &spec)?;
-        print!("{}", m.source);
-        return Ok(());
+        return match o.emit {
+            None => {
+                print!("{}", m.source);
+                Ok(())
+            }
+            Some(kind) => compile_cuda(&m, kind, o.arch, o.output),
+        };
+    }
+    if o.emit.is_some() {
+        return Err(Failure("error: --emit applies to --target cuda".into()));
     }
     let c = emit(f, schedule.as_deref(), &spec)?;
     print!("{}", c.source);
@@ -110,4 +122,64 @@ pub fn for_run(
         ..CompileOptions::default()
     };
     Ok(build(f, schedule.as_deref(), &spec, &opts)?)
+}
+
+/// `build --target cuda --emit ptx|cubin --arch A -o OUT`: NVRTC compiles the module (through
+/// the kernel cache); the registers and spills ptxas reports are printed for cubins.
+fn compile_cuda(
+    m: &sparsetir_codegen::cuda::CudaModule,
+    kind: &str,
+    arch: &str,
+    output: Option<&Path>,
+) -> Result<(), Failure> {
+    use sparsetir_cuda::{Arch, Emit, Nvrtc};
+    let emit = match kind {
+        "ptx" => Emit::Ptx,
+        "cubin" => Emit::Cubin,
+        other => {
+            return Err(Failure(format!(
+                "error: --emit {other}: expected `ptx` or `cubin`"
+            )))
+        }
+    };
+    let Some(out) = output else {
+        return Err(Failure("error: --emit needs an output file (-o OUT)".into()));
+    };
+    let arch = Arch::parse(arch).map_err(|e| Failure(format!("error: --arch: {e}")))?;
+    let nvrtc = Nvrtc::load().map_err(|e| Failure(format!("error: {e}")))?;
+    let name = format!("{}.cu", m.func);
+    let compiled = nvrtc
+        .compile(&m.source, &name, &arch, emit, &[])
+        .map_err(|e| Failure(format!("error: {e}")))?;
+    for r in &compiled.resources {
+        eprintln!(
+            "{}: {} registers, {} bytes spill stores, {} bytes spill loads, {} bytes shared",
+            r.kernel, r.registers, r.spill_stores, r.spill_loads, r.shared_bytes
+        );
+    }
+    std::fs::write(out, &compiled.code)
+        .map_err(|e| Failure(format!("error: cannot write {}: {e}", out.display())))?;
+    Ok(())
+}
+
+/// Builds the GPU module `sparsetir run --backend cuda|cuda-emu` launches (specializations as
+/// for [`for_run`]).
+pub fn for_gpu(
+    src: &Source,
+    f: &PrimFunc,
+    schedule: Option<&Path>,
+    sets: &[String],
+    device: sparsetir_runtime::gpu::GpuDevice,
+) -> Result<sparsetir_runtime::gpu::GpuKernel, Failure> {
+    let f = stage_one(src, f, &format!("the {} backend", device.name()))?;
+    let schedule = read_schedule(schedule)?;
+    let spec = specializations(f, sets, false)?;
+    let cache = sparsetir_runtime::cache::KernelCache::from_env()?;
+    Ok(sparsetir_runtime::gpu::GpuKernel::build(
+        f,
+        schedule.as_deref(),
+        &spec,
+        device,
+        &cache,
+    )?)
 }

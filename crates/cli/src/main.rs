@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use sparsetir_eval::ArgValue;
 use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_runtime::gpu::GpuDevice;
 use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
 
@@ -120,9 +121,20 @@ enum Command {
     Build {
         /// Script file, or `-` for standard input.
         file: PathBuf,
-        /// The code to generate: `c` (C11 + OpenMP).
+        /// The code to generate: `c` (C11 + OpenMP) or `cuda` (CUDA C++; the automatic GPU
+        /// schedule applies to every loop nest the schedule leaves off the threads).
         #[arg(long, default_value = "c")]
         target: String,
+        /// `--target cuda`: compile the CUDA with NVRTC (no GPU needed) and write `ptx` or
+        /// `cubin` to `-o` instead of printing the source.
+        #[arg(long)]
+        emit: Option<String>,
+        /// `--emit`: the GPU architecture (`sm_80`, `sm_90`, `sm_90a`, ...).
+        #[arg(long, default_value = "sm_80")]
+        arch: String,
+        /// `--emit`: the output file.
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
         /// The function to build (needed when the script defines several).
         #[arg(long)]
         func: Option<String>,
@@ -309,12 +321,18 @@ fn main() -> ExitCode {
         Command::Build {
             file,
             target,
+            emit,
+            arch,
+            output,
             func,
             schedule,
             sets,
         } => build::run(&build::Options {
             file: &file,
             target: &target,
+            emit: emit.as_deref(),
+            arch: &arch,
+            output: output.as_deref(),
             func: func.as_deref(),
             schedule: schedule.as_deref(),
             sets: &sets,
@@ -549,16 +567,25 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
         threads,
         decompose,
     } = *o;
-    if backend != "eval" && backend != "interp" && backend != "c" {
+    let gpu = match backend {
+        "cuda" => Some(GpuDevice::Cuda),
+        "cuda-emu" => Some(GpuDevice::Emulator),
+        _ => None,
+    };
+    if backend != "eval" && backend != "interp" && backend != "c" && gpu.is_none() {
         return Err(Failure(format!(
             "error: unsupported backend `{backend}` (available: eval — the stage-I reference \
              evaluator; interp — lowering to stage III and the stage II/III interpreter; c — \
-             compiled C + OpenMP)"
+             compiled C + OpenMP; cuda — CUDA on an NVIDIA GPU; cuda-emu — the generated CUDA \
+             in the CPU emulator)"
         )));
     }
-    if backend != "c" && (schedule.is_some() || threads.is_some()) {
+    if backend != "c" && threads.is_some() {
+        return Err(Failure("error: --threads applies to --backend c only".into()));
+    }
+    if backend != "c" && gpu.is_none() && schedule.is_some() {
         return Err(Failure(
-            "error: --schedule and --threads apply to --backend c only".into(),
+            "error: --schedule applies to --backend c, cuda and cuda-emu only".into(),
         ));
     }
     let src = read_source(path)?;
@@ -589,6 +616,10 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
         Some(build::for_run(&src, g, schedule, threads, sets)?)
     } else {
         None
+    };
+    let gpu_kernel = match gpu {
+        Some(device) => Some(build::for_gpu(&src, g, schedule, sets, device)?),
+        None => None,
     };
     let mut binder = Binder::new(f);
     for s in sets {
@@ -646,8 +677,11 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
     if let Some(k) = &native {
         k.run(&mut args)?;
     }
+    if let Some(k) = &gpu_kernel {
+        k.run(&mut args)?;
+    }
     let result = match &lowered {
-        _ if native.is_some() => Ok(()),
+        _ if native.is_some() || gpu_kernel.is_some() => Ok(()),
         Some(g) => sparsetir_eval::run_func(g, &mut args),
         None => sparsetir_eval::eval_func(g, &mut args),
     };

@@ -80,6 +80,9 @@ pub enum BuildError {
     /// The C writer refused the function.
     #[error("C code generation failed: {0}")]
     Codegen(String),
+    /// The CUDA writer refused the function.
+    #[error("CUDA code generation failed: {0}")]
+    CudaCodegen(String),
     /// Compiling, caching or loading failed.
     #[error("{0}")]
     Run(#[from] RunError),
@@ -278,7 +281,7 @@ pub fn emit_cuda(
         .map_err(|error| BuildError::Lower(format!("automatic GPU schedule: {error}")))?;
     lowered.stage3 = stage3;
     let m = sparsetir_codegen::emit_cuda(&lowered.stage3)
-        .map_err(|e| BuildError::Codegen(e.to_string()))?;
+        .map_err(|e| BuildError::CudaCodegen(e.to_string()))?;
     Ok((lowered, m))
 }
 

@@ -8,8 +8,8 @@ use sparsetir_ir::DType;
 pub enum RunError {
     /// The GPU path: NVRTC, the CUDA driver or a device (no GPU, compile error, launch failure,
     /// out of device memory, ...).
-    #[error(transparent)]
-    Cuda(#[from] sparsetir_cuda::CudaError),
+    #[error("{0}")]
+    Cuda(String),
     /// A launch of the GPU path whose configuration cannot be computed from the arguments.
     #[error("invalid launch: {0}")]
     InvalidLaunch(String),
@@ -114,4 +114,10 @@ pub fn number_lines(source: &str) -> String {
         out.push_str(&format!("{:>width$} | {line}\n", i + 1));
     }
     out
+}
+
+impl From<sparsetir_cuda::CudaError> for RunError {
+    fn from(e: sparsetir_cuda::CudaError) -> RunError {
+        RunError::Cuda(e.to_string())
+    }
 }
