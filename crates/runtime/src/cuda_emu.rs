@@ -21,10 +21,17 @@
 //!
 //! # Constraints on the source (beyond the contract in `sparsetir_codegen::cuda`)
 //!
-//! Values read through a pointer must be stored in typed variables (`float v = A[i];`), never in
-//! `auto` (which would keep the proxy); parameters cannot be turned into raw pointers
-//! (`const float* p = A + k;`); warp collectives take the full mask `0xffffffff`; an access
-//! inside a `__device__` helper that is not `__forceinline__` shares its site across callers.
+//! - Values read through a pointer must be stored in typed variables (`float v = A[i];`), never
+//!   in `auto` (which would keep the proxy); parameters cannot become raw pointers
+//!   (`const float* p = A + k;`, `&A[i]` and `A + i` are checked pointers); shared memory only
+//!   through `SPTIR_SHARED` (no `__shared__`, no dynamic shared memory).
+//! - `KernelArg::ctype` is exactly the `T` of the parameter's `SPTIR_IN(T)`/`SPTIR_OUT(T)`, and
+//!   `KernelArg::readonly` says which of the two it is: the launcher builds the parameter from
+//!   them, so a mismatch fails to compile (`int64_t` and `long long` are different types here).
+//! - Warp collectives take the full mask `0xffffffff`; `__syncthreads_count/_and/_or` and
+//!   cooperative groups are absent; an access inside a `__device__` helper that is not
+//!   `__forceinline__` shares its traffic site across callers.
+//! - Each thread has a 256 KiB stack (a deeper one crashes on its guard page).
 
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;
