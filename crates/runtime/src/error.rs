@@ -1,4 +1,5 @@
-//! Errors of compiling, caching, loading, validating and launching native kernels.
+//! Errors of compiling, caching, loading, validating and launching native kernels (and of
+//! emulating CUDA kernels on the CPU).
 
 use sparsetir_ir::DType;
 
@@ -95,6 +96,74 @@ pub enum RunError {
     /// The kernel returned a non-zero status.
     #[error("kernel `{entry}` failed with status {status} ({})", status_meaning(*.status))]
     Kernel { entry: String, status: i32 },
+    /// CUDA emulation: a global or shared element outside its buffer was accessed.
+    #[error(
+        "kernel `{kernel}`: out-of-bounds access to `{buffer}`[{index}] (length {length}) by \
+         thread {} of block {}",
+        dim3(.thread),
+        dim3(.block)
+    )]
+    EmuOutOfBounds {
+        kernel: String,
+        buffer: String,
+        index: i64,
+        length: i64,
+        block: [u32; 3],
+        thread: [u32; 3],
+    },
+    /// CUDA emulation: two threads of a block accessed one shared element between two
+    /// barriers, at least one writing (not both through `atomicAdd`).
+    #[error(
+        "kernel `{kernel}`: race on shared `{buffer}`[{index}] in block {}: {what} (threads {} \
+         and {}, no __syncthreads between them)",
+        dim3(.block),
+        dim3(.first),
+        dim3(.second)
+    )]
+    EmuRace {
+        kernel: String,
+        buffer: String,
+        index: i64,
+        block: [u32; 3],
+        /// The thread whose access came first.
+        first: [u32; 3],
+        /// The thread whose access completed the race.
+        second: [u32; 3],
+        what: String,
+    },
+    /// CUDA emulation: a barrier or warp collective that can never complete.
+    #[error(
+        "kernel `{kernel}`: deadlock/divergent barrier in block {}: {message}",
+        dim3(.block)
+    )]
+    EmuDeadlock {
+        kernel: String,
+        block: [u32; 3],
+        message: String,
+    },
+    /// CUDA emulation: the kernel used something the emulator does not support.
+    #[error(
+        "kernel `{kernel}`: not supported by the CUDA emulator: {message} (thread {} of block {})",
+        dim3(.thread),
+        dim3(.block)
+    )]
+    EmuUnsupported {
+        kernel: String,
+        block: [u32; 3],
+        thread: [u32; 3],
+        message: String,
+    },
+    /// CUDA emulation: the launch itself is invalid (kernel index, dimensions, arguments).
+    #[error("kernel `{kernel}`: invalid launch: {message}")]
+    EmuInvalidLaunch { kernel: String, message: String },
+    /// CUDA emulation: the emulator itself failed (memory for the fibers' stacks).
+    #[error("kernel `{kernel}`: the CUDA emulator failed: {message}")]
+    EmuInternal { kernel: String, message: String },
+}
+
+/// `(x, y, z)`.
+fn dim3(d: &[u32; 3]) -> String {
+    format!("({}, {}, {})", d[0], d[1], d[2])
 }
 
 fn status_meaning(status: i32) -> &'static str {

@@ -1,0 +1,680 @@
+//! The CUDA emulator on hand-written sources that follow the writer's contract
+//! (`sparsetir_codegen::cuda`): values against Rust computations, the race, bounds and deadlock
+//! checks, traffic counting and atomics. All kernels live in one module, compiled once (through
+//! the cache under the target directory). Skipped, with a note, when no C++ compiler runs.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use sparsetir_codegen::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr};
+use sparsetir_codegen::{CParam, CParamKind};
+use sparsetir_ir::DType;
+use sparsetir_runtime::cuda_emu::emu_compiler;
+use sparsetir_runtime::{EmuArg, EmuModule, KernelCache, RunError};
+
+const SOURCE: &str = r#"#ifndef SPTIR_EMU
+#define SPTIR_IN(T) const T* __restrict__
+#define SPTIR_OUT(T) T* __restrict__
+#define SPTIR_SHARED(T, name, N) __shared__ T name[N]
+typedef int int32_t;
+typedef long long int64_t;
+#endif
+
+extern "C" __global__ void __launch_bounds__(128) saxpy(SPTIR_IN(float) x, SPTIR_OUT(float) y, float a, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    y[i] = a * x[i] + y[i];
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+  return v;
+}
+
+extern "C" __global__ void __launch_bounds__(128) row_sum(SPTIR_IN(int32_t) indptr, SPTIR_IN(float) val, SPTIR_OUT(float) out, int m) {
+  int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= m) return;
+  float acc = 0.0f;
+  for (int k = indptr[row] + lane; k < indptr[row + 1]; k += 32) acc += __ldg(val + k);
+  acc = warp_sum(acc);
+  if (lane == 0) out[row] = acc;
+}
+
+extern "C" __global__ void __launch_bounds__(256) block_sum(SPTIR_IN(float) x, SPTIR_OUT(float) out, int n) {
+  SPTIR_SHARED(float, part, 256);
+  int i = blockIdx.x * 256 + threadIdx.x;
+  part[threadIdx.x] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  for (int s = 128; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(out + blockIdx.x, part[0]);
+}
+
+extern "C" __global__ void __launch_bounds__(256) block_sum_racy(SPTIR_IN(float) x, SPTIR_OUT(float) out, int n) {
+  SPTIR_SHARED(float, part, 256);
+  int i = blockIdx.x * 256 + threadIdx.x;
+  part[threadIdx.x] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  for (int s = 128; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+  }
+  if (threadIdx.x == 0) atomicAdd(out + blockIdx.x, part[0]);
+}
+
+extern "C" __global__ void __launch_bounds__(128) copy(SPTIR_IN(float) A, SPTIR_OUT(float) B, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) B[i] = A[i];
+}
+
+extern "C" __global__ void __launch_bounds__(128) gather32(SPTIR_IN(float) A, SPTIR_OUT(float) sink, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float v = A[i * 32];
+    if (v == -1.0f) sink[0] = v;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128) count(SPTIR_OUT(float) cf, SPTIR_OUT(int32_t) ci, SPTIR_OUT(double) cd) {
+  atomicAdd(cf + 0, 1.0f);
+  atomicAdd(ci + 0, 2);
+  atomicAdd(cd + 0, 0.5);
+}
+
+extern "C" __global__ void __launch_bounds__(64) partial_barrier(SPTIR_OUT(float) out) {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    float v = __shfl_down_sync(0xffffffffu, (float)threadIdx.x, 1);
+    out[threadIdx.x] = v;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(32) shuffles(SPTIR_OUT(int32_t) out, SPTIR_OUT(double) outd) {
+  int lane = threadIdx.x;
+  out[lane * 6 + 0] = __shfl_xor_sync(0xffffffffu, lane, 1);
+  out[lane * 6 + 1] = __shfl_up_sync(0xffffffffu, lane, 1);
+  out[lane * 6 + 2] = __shfl_sync(0xffffffffu, lane * 10, 31 - lane);
+  out[lane * 6 + 3] = (int)__ballot_sync(0xffffffffu, lane % 2);
+  out[lane * 6 + 4] = __any_sync(0xffffffffu, lane == 7) + 2 * __all_sync(0xffffffffu, lane < 31);
+  __syncwarp();
+  long long big = 1LL << 40;
+  out[lane * 6 + 5] = (int)(__shfl_down_sync(0xffffffffu, big + lane, 2) - big);
+  outd[lane] = __shfl_xor_sync(0xffffffffu, 0.5 * lane, 16);
+}
+
+extern "C" __global__ void __launch_bounds__(64) spmm(SPTIR_IN(int32_t) indptr, SPTIR_IN(int32_t) J, SPTIR_IN(float) val, SPTIR_IN(float) Bm, SPTIR_OUT(float) C, int m, int n) {
+  int row = blockIdx.x;
+  int c = threadIdx.x;
+  if (row >= m || c >= n) return;
+  C[row * n + c] = 0.0f;
+  for (int k = indptr[row]; k < indptr[row + 1]; ++k) {
+    C[row * n + c] = C[row * n + c] + val[k] * Bm[J[k] * n + c];
+  }
+  C[row * n + c] += 0.0f;
+  float v = C[row * n + c];
+  if ((float)C[row * n + c] < 0.0f && v < 0.0f) C[row * n + c] = fmaxf(C[row * n + c], val[0]);
+  int w = max(J[indptr[row]], 0);
+  (void)w;
+}
+"#;
+
+fn params_and_args(
+    params: &mut Vec<CParam>,
+    index: &mut HashMap<String, usize>,
+    spec: &[ArgSpec<'_>],
+) -> Vec<KernelArg> {
+    spec.iter()
+        .map(|&(name, dtype, ctype, ptr)| {
+            let param = *index.entry(name.to_string()).or_insert_with(|| {
+                params.push(CParam {
+                    name: name.to_string(),
+                    kind: if ptr.is_some() {
+                        CParamKind::Array { elem: dtype }
+                    } else {
+                        CParamKind::Scalar(dtype)
+                    },
+                });
+                params.len() - 1
+            });
+            KernelArg {
+                param,
+                name: name.to_string(),
+                dtype,
+                ctype: ctype.to_string(),
+                pointer: ptr.is_some(),
+                readonly: ptr == Some(true),
+            }
+        })
+        .collect()
+}
+
+/// One kernel argument: name, dtype, C type, and `Some(readonly)` for a pointer.
+type ArgSpec<'a> = (&'a str, DType, &'a str, Option<bool>);
+
+const IN: Option<bool> = Some(true);
+const OUT: Option<bool> = Some(false);
+const SCALAR: Option<bool> = None;
+
+fn module_of(func: &str, source: &str, kernels: &[(&str, Vec<ArgSpec<'_>>)]) -> CudaModule {
+    let mut params = Vec::new();
+    let mut index = HashMap::new();
+    let kernels = kernels
+        .iter()
+        .map(|(name, spec)| CudaKernel {
+            name: name.to_string(),
+            args: params_and_args(&mut params, &mut index, spec),
+            grid: [
+                LaunchExpr::Const(1),
+                LaunchExpr::Const(1),
+                LaunchExpr::Const(1),
+            ],
+            block: [
+                LaunchExpr::Const(1),
+                LaunchExpr::Const(1),
+                LaunchExpr::Const(1),
+            ],
+            shared_bytes: 0,
+        })
+        .collect();
+    CudaModule {
+        source: source.to_string(),
+        func: func.to_string(),
+        params,
+        kernels,
+    }
+}
+
+fn test_module() -> CudaModule {
+    use DType::*;
+    module_of(
+        "emu_tests",
+        SOURCE,
+        &[
+            (
+                "saxpy",
+                vec![
+                    ("x", F32, "float", IN),
+                    ("y", F32, "float", OUT),
+                    ("a", F32, "float", SCALAR),
+                    ("n", I32, "int", SCALAR),
+                ],
+            ),
+            (
+                "row_sum",
+                vec![
+                    ("indptr", I32, "int32_t", IN),
+                    ("val", F32, "float", IN),
+                    ("out", F32, "float", OUT),
+                    ("m", I32, "int", SCALAR),
+                ],
+            ),
+            (
+                "block_sum",
+                vec![
+                    ("x", F32, "float", IN),
+                    ("out", F32, "float", OUT),
+                    ("n", I32, "int", SCALAR),
+                ],
+            ),
+            (
+                "block_sum_racy",
+                vec![
+                    ("x", F32, "float", IN),
+                    ("out", F32, "float", OUT),
+                    ("n", I32, "int", SCALAR),
+                ],
+            ),
+            (
+                "copy",
+                vec![
+                    ("A", F32, "float", IN),
+                    ("B", F32, "float", OUT),
+                    ("n", I32, "int", SCALAR),
+                ],
+            ),
+            (
+                "gather32",
+                vec![
+                    ("A", F32, "float", IN),
+                    ("sink", F32, "float", OUT),
+                    ("n", I32, "int", SCALAR),
+                ],
+            ),
+            (
+                "count",
+                vec![
+                    ("cf", F32, "float", OUT),
+                    ("ci", I32, "int32_t", OUT),
+                    ("cd", F64, "double", OUT),
+                ],
+            ),
+            ("partial_barrier", vec![("out", F32, "float", OUT)]),
+            (
+                "shuffles",
+                vec![("out", I32, "int32_t", OUT), ("outd", F64, "double", OUT)],
+            ),
+            (
+                "spmm",
+                vec![
+                    ("indptr", I32, "int32_t", IN),
+                    ("J", I32, "int32_t", IN),
+                    ("val", F32, "float", IN),
+                    ("Bm", F32, "float", IN),
+                    ("C", F32, "float", OUT),
+                    ("m", I32, "int", SCALAR),
+                    ("n", I32, "int", SCALAR),
+                ],
+            ),
+        ],
+    )
+}
+
+fn cache() -> KernelCache {
+    KernelCache::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_emu"))
+}
+
+/// The test module, compiled once per process; `None` (with a note) without a C++ compiler.
+fn module() -> Option<&'static EmuModule> {
+    static M: OnceLock<Option<EmuModule>> = OnceLock::new();
+    M.get_or_init(|| {
+        if let Err(e) = emu_compiler(None).version() {
+            eprintln!("note: skipping: no C++ compiler ({e})");
+            return None;
+        }
+        let (m, _) = EmuModule::load(&test_module(), &cache()).unwrap_or_else(|e| panic!("{e}"));
+        Some(m)
+    })
+    .as_ref()
+}
+
+fn kernel(m: &EmuModule, name: &str) -> usize {
+    m.kernels()
+        .iter()
+        .position(|k| k.name == name)
+        .expect("kernel")
+}
+
+/// A 32-byte aligned window of `n` floats inside `storage`.
+fn aligned(storage: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    storage.clear();
+    storage.resize(n + 8, 0.0);
+    let off = storage.as_ptr().align_offset(32);
+    &mut storage[off..off + n]
+}
+
+#[test]
+fn grid_stride_saxpy_with_a_partial_last_block() {
+    let Some(m) = module() else { return };
+    let n: usize = 1000;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let mut y: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| 3.0 * x + y).collect();
+    m.launch(
+        kernel(m, "saxpy"),
+        [3, 1, 1],
+        [128, 1, 1],
+        &mut [
+            EmuArg::input(&x),
+            EmuArg::output(&mut y),
+            EmuArg::F32(3.0),
+            EmuArg::I32(n as i32),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(y, want);
+}
+
+#[test]
+fn warp_per_row_shuffle_reduction() {
+    let Some(m) = module() else { return };
+    let lens = [0usize, 1, 31, 32, 33, 0, 100, 7, 64, 0, 3];
+    let mut indptr = vec![0i32];
+    for l in lens {
+        indptr.push(indptr.last().copied().unwrap_or(0) + l as i32);
+    }
+    let nnz = *indptr.last().unwrap_or(&0) as usize;
+    let val: Vec<f32> = (0..nnz).map(|k| (k % 13) as f32 - 4.0).collect();
+    let rows = lens.len();
+    let mut out = vec![f32::NAN; rows];
+    // 4 warps per block: 3 blocks cover 11 rows, the last block partly.
+    m.launch(
+        kernel(m, "row_sum"),
+        [3, 1, 1],
+        [128, 1, 1],
+        &mut [
+            EmuArg::input(&indptr),
+            EmuArg::input(&val),
+            EmuArg::output(&mut out),
+            EmuArg::I32(rows as i32),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for r in 0..rows {
+        let want: f32 = val[indptr[r] as usize..indptr[r + 1] as usize].iter().sum();
+        assert_eq!(out[r], want, "row {r}");
+    }
+}
+
+fn block_sum_inputs() -> (Vec<f32>, usize) {
+    let n = 1000;
+    ((0..n).map(|i| (i % 10) as f32).collect(), n)
+}
+
+#[test]
+fn block_reduction_through_shared_memory() {
+    let Some(m) = module() else { return };
+    let (x, n) = block_sum_inputs();
+    let blocks = n.div_ceil(256);
+    let mut out = vec![0.0f32; blocks];
+    m.launch(
+        kernel(m, "block_sum"),
+        [blocks as u32, 1, 1],
+        [256, 1, 1],
+        &mut [
+            EmuArg::input(&x),
+            EmuArg::output(&mut out),
+            EmuArg::I32(n as i32),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (b, got) in out.iter().enumerate() {
+        let want: f32 = x[b * 256..((b + 1) * 256).min(n)].iter().sum();
+        assert_eq!(*got, want, "block {b}");
+    }
+}
+
+#[test]
+fn a_missing_barrier_is_a_race_on_the_shared_buffer() {
+    let Some(m) = module() else { return };
+    let (x, n) = block_sum_inputs();
+    let mut out = vec![0.0f32; 4];
+    let err = m
+        .launch(
+            kernel(m, "block_sum_racy"),
+            [4, 1, 1],
+            [256, 1, 1],
+            &mut [
+                EmuArg::input(&x),
+                EmuArg::output(&mut out),
+                EmuArg::I32(n as i32),
+            ],
+        )
+        .expect_err("the planted race is found");
+    match &err {
+        RunError::EmuRace {
+            kernel,
+            buffer,
+            first,
+            second,
+            ..
+        } => {
+            assert_eq!(kernel, "block_sum_racy");
+            assert_eq!(buffer, "part");
+            assert_ne!(first, second);
+        }
+        other => panic!("expected a race, got: {other}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains("race on shared `part`"), "{text}");
+}
+
+#[test]
+fn traffic_of_coalesced_copy_and_strided_gather() {
+    let Some(m) = module() else { return };
+    let n = 4096;
+    let mut a_store = Vec::new();
+    let mut b_store = Vec::new();
+    let a = aligned(&mut a_store, n * 32);
+    for (i, v) in a.iter_mut().enumerate() {
+        *v = i as f32;
+    }
+    let a: &[f32] = a;
+    let b = aligned(&mut b_store, n);
+    let stats = m
+        .launch(
+            kernel(m, "copy"),
+            [(n / 128) as u32, 1, 1],
+            [128, 1, 1],
+            &mut [
+                EmuArg::input(&a[..n]),
+                EmuArg::output(&mut *b),
+                EmuArg::I32(n as i32),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(b, &a[..n]);
+    assert_eq!(stats.requested_bytes, 2 * 4 * n as u64);
+    assert_eq!(stats.efficiency(), 1.0, "{stats:?}");
+
+    let mut sink = [0.0f32];
+    let stats = m
+        .launch(
+            kernel(m, "gather32"),
+            [(n / 128) as u32, 1, 1],
+            [128, 1, 1],
+            &mut [
+                EmuArg::input(a),
+                EmuArg::output(&mut sink),
+                EmuArg::I32(n as i32),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stats.requested_bytes, 4 * n as u64);
+    assert_eq!(stats.sector_bytes, 32 * n as u64);
+    assert_eq!(stats.efficiency(), 0.125);
+}
+
+#[test]
+fn out_of_bounds_read_names_the_buffer() {
+    let Some(m) = module() else { return };
+    let a = vec![1.0f32; 100];
+    let mut b = vec![0.0f32; 200];
+    let err = m
+        .launch(
+            kernel(m, "copy"),
+            [1, 1, 1],
+            [256, 1, 1],
+            &mut [EmuArg::input(&a), EmuArg::output(&mut b), EmuArg::I32(200)],
+        )
+        .expect_err("reads past A");
+    match &err {
+        RunError::EmuOutOfBounds {
+            buffer,
+            index,
+            length,
+            block,
+            thread,
+            ..
+        } => {
+            assert_eq!(buffer, "A");
+            assert_eq!((*index, *length), (100, 100));
+            assert_eq!(*block, [0, 0, 0]);
+            assert_eq!(*thread, [100, 0, 0]);
+        }
+        other => panic!("expected an out-of-bounds error, got: {other}"),
+    }
+    assert!(err.to_string().contains("`A`[100] (length 100)"), "{err}");
+}
+
+#[test]
+fn atomic_adds_from_many_blocks_are_exact() {
+    let Some(m) = module() else { return };
+    let mut cf = [0.0f32];
+    let mut ci = [0i32];
+    let mut cd = [0.0f64];
+    let (blocks, threads) = (64u32, 128u32);
+    m.launch(
+        kernel(m, "count"),
+        [blocks, 1, 1],
+        [threads, 1, 1],
+        &mut [
+            EmuArg::output(&mut cf),
+            EmuArg::output(&mut ci),
+            EmuArg::output(&mut cd),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let total = blocks * threads;
+    assert_eq!(cf[0], total as f32);
+    assert_eq!(ci[0], 2 * total as i32);
+    assert_eq!(cd[0], 0.5 * total as f64);
+}
+
+#[test]
+fn a_barrier_reached_by_part_of_the_block_is_reported() {
+    let Some(m) = module() else { return };
+    let mut out = vec![0.0f32; 64];
+    let err = m
+        .launch(
+            kernel(m, "partial_barrier"),
+            [2, 1, 1],
+            [64, 1, 1],
+            &mut [EmuArg::output(&mut out)],
+        )
+        .expect_err("cannot complete");
+    match &err {
+        RunError::EmuDeadlock { message, .. } => {
+            assert!(
+                message.contains("16 thread(s) wait in __syncthreads"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a deadlock, got: {other}"),
+    }
+    assert!(
+        err.to_string().contains("deadlock/divergent barrier"),
+        "{err}"
+    );
+}
+
+#[test]
+fn shuffle_variants_ballot_and_votes() {
+    let Some(m) = module() else { return };
+    let mut out = vec![0i32; 32 * 6];
+    let mut outd = vec![0.0f64; 32];
+    m.launch(
+        kernel(m, "shuffles"),
+        [1, 1, 1],
+        [32, 1, 1],
+        &mut [EmuArg::output(&mut out), EmuArg::output(&mut outd)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for lane in 0..32i32 {
+        let o = &out[lane as usize * 6..lane as usize * 6 + 6];
+        assert_eq!(o[0], lane ^ 1);
+        assert_eq!(o[1], if lane >= 1 { lane - 1 } else { lane });
+        assert_eq!(o[2], (31 - lane) * 10);
+        assert_eq!(o[3] as u32, 0xaaaa_aaaa);
+        assert_eq!(o[4], 1);
+        assert_eq!(o[5], if lane + 2 < 32 { lane + 2 } else { lane });
+        assert_eq!(outd[lane as usize], 0.5 * f64::from(lane ^ 16));
+    }
+}
+
+#[test]
+fn proxies_in_expression_contexts_compute_spmm() {
+    let Some(m) = module() else { return };
+    let (rows, cols, n) = (5usize, 7usize, 16usize);
+    let indptr = [0i32, 2, 2, 5, 6, 9];
+    let j = [0i32, 6, 1, 2, 3, 6, 0, 4, 5];
+    let val: Vec<f32> = (0..9).map(|k| k as f32 + 1.0).collect();
+    let b: Vec<f32> = (0..cols * n).map(|i| (i % 5) as f32 - 1.0).collect();
+    let mut c = vec![f32::NAN; rows * n];
+    m.launch(
+        kernel(m, "spmm"),
+        [rows as u32, 1, 1],
+        [64, 1, 1],
+        &mut [
+            EmuArg::input(&indptr),
+            EmuArg::input(&j),
+            EmuArg::input(&val),
+            EmuArg::input(&b),
+            EmuArg::output(&mut c),
+            EmuArg::I32(rows as i32),
+            EmuArg::I32(n as i32),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for r in 0..rows {
+        for col in 0..n {
+            let mut want = 0.0f32;
+            for k in indptr[r] as usize..indptr[r + 1] as usize {
+                want += val[k] * b[j[k] as usize * n + col];
+            }
+            let got = c[r * n + col];
+            let want = if want < 0.0 { want.max(val[0]) } else { want };
+            assert_eq!(got, want, "C[{r}, {col}]");
+        }
+    }
+}
+
+#[test]
+fn invalid_launches_and_arguments_are_refused() {
+    let Some(m) = module() else { return };
+    let mut out = vec![0.0f32; 64];
+    let k = kernel(m, "partial_barrier");
+    for (grid, block) in [
+        ([1, 1, 1], [2048, 1, 1]),
+        ([0, 1, 1], [32, 1, 1]),
+        ([1, 1, 1], [64, 32, 1]),
+    ] {
+        let err = m
+            .launch(k, grid, block, &mut [EmuArg::output(&mut out)])
+            .expect_err("invalid dims");
+        assert!(matches!(err, RunError::EmuInvalidLaunch { .. }), "{err}");
+    }
+    let err = m
+        .launch(k, [1, 1, 1], [32, 1, 1], &mut [])
+        .expect_err("no args");
+    assert!(matches!(err, RunError::EmuInvalidLaunch { .. }), "{err}");
+    let ro = vec![0.0f32; 64];
+    let err = m
+        .launch(k, [1, 1, 1], [32, 1, 1], &mut [EmuArg::input(&ro)])
+        .expect_err("read-only buffer for an output");
+    assert!(matches!(err, RunError::ArgKind { .. }), "{err}");
+    let mut ints = vec![0i32; 64];
+    let err = m
+        .launch(k, [1, 1, 1], [32, 1, 1], &mut [EmuArg::output(&mut ints)])
+        .expect_err("wrong dtype");
+    assert!(matches!(err, RunError::DTypeMismatch { .. }), "{err}");
+    let err = m
+        .launch(99, [1, 1, 1], [32, 1, 1], &mut [])
+        .expect_err("no such kernel");
+    assert!(matches!(err, RunError::EmuInvalidLaunch { .. }), "{err}");
+}
+
+#[test]
+fn compile_errors_show_the_offending_line() {
+    if module().is_none() {
+        return;
+    }
+    let src = "extern \"C\" __global__ void broken(SPTIR_OUT(float) y) {\n  y[0] = 1.0f;\n  y[1] = undefined_name;\n}\n";
+    let module = module_of(
+        "broken_fn",
+        src,
+        &[("broken", vec![("y", DType::F32, "float", OUT)])],
+    );
+    let err = EmuModule::load(&module, &cache()).expect_err("does not compile");
+    match &err {
+        RunError::Compile {
+            stderr,
+            numbered_source,
+            ..
+        } => {
+            assert!(stderr.contains("--- offending lines ---"), "{stderr}");
+            assert!(
+                stderr.contains("broken_fn.cu:3:   y[1] = undefined_name;"),
+                "{stderr}"
+            );
+            assert!(
+                numbered_source.contains("3 |   y[1] = undefined_name;"),
+                "{numbered_source}"
+            );
+        }
+        other => panic!("expected a compile error, got: {other}"),
+    }
+}
