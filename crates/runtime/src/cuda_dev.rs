@@ -52,7 +52,7 @@ pub fn compile_cached(
 /// Writes `bytes` to `path` through a temporary file in `dir` and a rename, so a reader never
 /// sees a half-written file.
 fn publish(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), RunError> {
-    let io = |p: &Path, e: std::io::Error| RunError::Io {
+    let io = |p: &Path, e: std::io::Error| RunError::Cache {
         path: p.display().to_string(),
         message: e.to_string(),
     };
@@ -132,12 +132,12 @@ impl DeviceModule {
                         }
                         LaunchArg::Ptr(b)
                     }
-                    (Some(Some(Slot::Int(v, _))), _) => match a.dtype {
+                    (Some(Some(Slot::Int(v))), _) => match a.dtype {
                         DType::I64 => LaunchArg::I64(*v),
                         DType::U32 => LaunchArg::U32(*v as u32),
                         _ => LaunchArg::I32(*v as i32),
                     },
-                    (Some(Some(Slot::Float(v, _))), _) => match a.dtype {
+                    (Some(Some(Slot::Float(v))), _) => match a.dtype {
                         DType::F64 => LaunchArg::F64(*v),
                         _ => LaunchArg::F32(*v as f32),
                     },

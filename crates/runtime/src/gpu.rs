@@ -64,8 +64,8 @@ pub struct GpuKernel {
 /// One argument of a launch, before it is handed to a backend.
 pub(crate) enum Slot<'a> {
     Buffer(&'a mut [u8]),
-    Int(i64, DType),
-    Float(f64, DType),
+    Int(i64),
+    Float(f64),
 }
 
 fn elem_bytes(dt: DType) -> usize {
@@ -208,8 +208,8 @@ impl GpuKernel {
                 (CParamKind::Array { .. }, Some(ArgValue::Array(t))) => {
                     Some(Slot::Buffer(tensor_bytes(&mut t.data)))
                 }
-                (CParamKind::Scalar(dt), Some(ArgValue::Int(v))) => Some(Slot::Int(*v, *dt)),
-                (CParamKind::Scalar(dt), Some(ArgValue::Float(v))) => Some(Slot::Float(*v, *dt)),
+                (CParamKind::Scalar(_), Some(ArgValue::Int(v))) => Some(Slot::Int(*v)),
+                (CParamKind::Scalar(_), Some(ArgValue::Float(v))) => Some(Slot::Float(*v)),
                 (CParamKind::Array { elem }, None) if *elem == DType::Handle => None,
                 (_, None) => {
                     return Err(RunError::InvalidLaunch(format!(
@@ -237,15 +237,26 @@ impl GpuKernel {
                     if grid.contains(&0) {
                         continue;
                     }
+                    // The kernel's arguments are in parameter order, each parameter once.
                     let mut eargs = Vec::with_capacity(k.args.len());
-                    for a in &k.args {
-                        let Some(Some(slot)) = slots.get_mut(a.param) else {
+                    let mut wanted = k.args.iter().peekable();
+                    for (i, slot) in slots.iter_mut().enumerate() {
+                        let Some(a) = wanted.next_if(|a| a.param == i) else {
+                            continue;
+                        };
+                        let Some(slot) = slot.as_mut() else {
                             return Err(RunError::InvalidLaunch(format!(
                                 "kernel `{}`: argument `{}` has no value",
                                 k.name, a.name
                             )));
                         };
                         eargs.push(emu_arg(slot, a.dtype, a.pointer));
+                    }
+                    if let Some(a) = wanted.next() {
+                        return Err(RunError::InvalidLaunch(format!(
+                            "kernel `{}`: argument `{}` has no value",
+                            k.name, a.name
+                        )));
                     }
                     let s: EmuStats = e.launch(ki, grid, block, &mut eargs)?;
                     stats.requested_bytes += s.requested_bytes;
@@ -264,12 +275,12 @@ fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType, _pointer: bool) -> EmuArg<'s> 
             bytes: b,
             dtype: Some(dt),
         },
-        Slot::Int(v, _) => match dt {
+        Slot::Int(v) => match dt {
             DType::I64 => EmuArg::I64(*v),
             DType::U32 => EmuArg::U32(*v as u32),
             _ => EmuArg::I32(*v as i32),
         },
-        Slot::Float(v, _) => match dt {
+        Slot::Float(v) => match dt {
             DType::F64 => EmuArg::F64(*v),
             _ => EmuArg::F32(*v as f32),
         },
