@@ -151,3 +151,21 @@ pub fn cpu_schedule(kernel: &str) -> Option<&'static str> {
         .find(|(k, _)| *k == name)
         .map(|(_, s)| *s)
 }
+
+/// Default GPU schedules (`schedules/gpu/`), by kernel. Kernels without one run with the
+/// automatic GPU schedule (`sparsetir_schedule::auto_gpu`).
+static GPU_SCHEDULES: &[(&str, &str)] = &[
+    ("csrmm", include_str!("../schedules/gpu/csrmm.sched")),
+    ("sddmm", include_str!("../schedules/gpu/sddmm.sched")),
+    ("spmv", include_str!("../schedules/gpu/spmv.sched")),
+];
+
+/// The default GPU schedule of a catalog kernel (aliases share the schedule of the kernel they
+/// equal), if it has one.
+pub fn gpu_schedule(kernel: &str) -> Option<&'static str> {
+    let name = alias_of(kernel).unwrap_or(kernel);
+    GPU_SCHEDULES
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, s)| *s)
+}

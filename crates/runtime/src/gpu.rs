@@ -77,6 +77,13 @@ fn elem_bytes(dt: DType) -> usize {
     }
 }
 
+/// The bytes of a vector of words.
+fn tensor_bytes_u64(v: &mut [u64]) -> &mut [u8] {
+    let n = std::mem::size_of_val(v);
+    // SAFETY: plain integers; the view covers exactly the slice and borrows it.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), n) }
+}
+
 /// The bytes of a host array.
 pub(crate) fn tensor_bytes(data: &mut TensorData) -> &mut [u8] {
     fn b<T>(v: &mut [T]) -> &mut [u8] {
@@ -176,13 +183,16 @@ impl GpuKernel {
             e.eval(&|k| ints.get(&k).copied())
                 .ok_or_else(|| RunError::InvalidLaunch(format!("{what} `{e}` cannot be computed")))
         };
-        let mut temps: Vec<Vec<u8>> = Vec::new();
+        // Intermediate buffers, zeroed, in 8-byte words (aligned for every element type); each
+        // is viewed as its exact size in bytes (one element when empty).
+        let mut temps: Vec<(Vec<u64>, usize)> = Vec::new();
         for t in &m.temps {
             let n = eval(&t.elems, &format!("the size of `{}`", t.name))?;
             let n = usize::try_from(n).map_err(|_| {
                 RunError::InvalidLaunch(format!("buffer `{}` has a negative size {n}", t.name))
             })?;
-            temps.push(vec![0u8; n.saturating_mul(elem_bytes(t.dtype)).max(1)]);
+            let bytes = n.max(1).saturating_mul(elem_bytes(t.dtype));
+            temps.push((vec![0u64; bytes.div_ceil(8)], bytes));
         }
         let mut launches = Vec::new();
         for k in &m.kernels {
@@ -226,8 +236,9 @@ impl GpuKernel {
             };
             slots.push(slot);
         }
-        for t in temps.iter_mut() {
-            slots.push(Some(Slot::Buffer(t.as_mut_slice())));
+        for (words, bytes) in temps.iter_mut() {
+            let view = tensor_bytes_u64(words);
+            slots.push(Some(Slot::Buffer(&mut view[..*bytes])));
         }
         match &self.backend {
             Backend::Emu(e) => {

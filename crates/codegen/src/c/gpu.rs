@@ -731,6 +731,16 @@ impl<'f> Writer<'f> {
         if outer_indices.iter().any(|i| loads_buffer(i, st.buffer)) {
             return None;
         }
+        if !cross {
+            if let Some(p) = &b.predicate {
+                // The element is read before the nest and written after it: only where the
+                // predicate holds for the whole nest.
+                let p = subst(p, &map);
+                if mentions(&p, &loop_vars) {
+                    return None;
+                }
+            }
+        }
         if cross {
             if f.thread.as_deref() != Some("threadIdx.x") {
                 return None;
@@ -770,6 +780,21 @@ impl<'f> Writer<'f> {
         let bname = self.buf_name(buffer)?.to_string();
         self.line("{");
         self.indent += 1;
+        let guarded = match &acc.block.predicate {
+            Some(p) => {
+                let map: HashMap<VarId, Expr> = acc
+                    .block
+                    .iters
+                    .iter()
+                    .map(|it| (it.var, it.binding.clone()))
+                    .collect();
+                let (c, _) = self.expr(&subst(p, &map))?;
+                self.line(&format!("if ({}) {{", strip_parens(&c)));
+                self.indent += 1;
+                true
+            }
+            None => false,
+        };
         let folded = acc
             .block
             .init_folded_into(f.var, &f.min, buffer, &acc.store.indices)
@@ -800,6 +825,10 @@ impl<'f> Writer<'f> {
         self.simd_acc = None;
         r?;
         self.line(&format!("{bname}[{off}] = {name};"));
+        if guarded {
+            self.indent -= 1;
+            self.line("}");
+        }
         self.indent -= 1;
         self.line("}");
         Ok(())
@@ -918,14 +947,8 @@ impl<'f> Writer<'f> {
             for c in parts {
                 let c = subst(c, &spatial_map);
                 if mentions(&c, &moving) {
-                    // A condition on the reduction's steps: they are skipped inside; the total
-                    // needs no guard, unless an init must run only where it holds.
-                    if acc.block.init.is_some() {
-                        return Err(self.unsupported(
-                            &format!("cross-thread reduction over `{name_v}`"),
-                            "the block has an init and a predicate on the reduction",
-                        ));
-                    }
+                    // A condition on the reduction's steps: they are skipped inside, the total
+                    // needs no guard (the init, in the RFC form, runs once per element).
                     continue;
                 }
                 let (t, _) = self.expr(&c)?;

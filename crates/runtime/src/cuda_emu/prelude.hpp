@@ -15,6 +15,8 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cfloat>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
