@@ -20,6 +20,7 @@ use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
 use crate::Failure;
 use sparsetir_ops::composable::Format;
 
+mod device;
 mod formats;
 
 /// Largest relative error (max |out - ref| / max |ref|) a checked output may have.
@@ -326,6 +327,10 @@ pub struct Options {
     pub print_c: bool,
     /// Extra C compiler flags (after the defaults and [`BENCH_CFLAGS`]).
     pub cflags: Vec<String>,
+    /// `cpu`, `cuda` or `cuda-emu`.
+    pub device: String,
+    /// Where to write the CUDA sources (GPU devices).
+    pub emit_cuda: Option<PathBuf>,
 }
 
 /// One measured case.
@@ -578,6 +583,18 @@ fn stem(path: &Path) -> String {
 /// Runs `sparsetir bench`.
 pub fn run(o: &Options) -> Result<(), Failure> {
     let op = Op::parse(&o.op)?;
+    match o.device.as_str() {
+        "cpu" => {}
+        "cuda" | "cuda-emu" => return device::run(op, o),
+        other => {
+            return Err(Failure(format!(
+                "error: --device {other}: expected cpu, cuda or cuda-emu"
+            )))
+        }
+    }
+    if o.emit_cuda.is_some() {
+        return Err(Failure("error: --emit-cuda needs --device cuda or cuda-emu".into()));
+    }
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
     // SpMV has one format (CSR); its `auto` measures CSR under four schedules
     // (`SPMV_AUTO_CANDIDATES`) and runs the faster one.

@@ -203,6 +203,15 @@ enum Command {
         /// An extra C compiler flag (repeatable), e.g. `--cflag=-mprefer-vector-width=512`.
         #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
         cflags: Vec<String>,
+        /// Where the kernel runs: `cpu` (the C backend), `cuda` (an NVIDIA GPU through NVRTC
+        /// and the driver; device time by CUDA events) or `cuda-emu` (the generated CUDA in the
+        /// CPU emulator: correctness and global-memory traffic, not speed).
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// `--device cuda|cuda-emu`: write the CUDA source of every kernel run into this
+        /// directory.
+        #[arg(long = "emit-cuda")]
+        emit_cuda: Option<PathBuf>,
     },
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
@@ -373,6 +382,8 @@ fn main() -> ExitCode {
             schedule,
             print_c,
             cflags,
+            device,
+            emit_cuda,
         } => bench::run(&bench::Options {
             op,
             matrices,
@@ -386,6 +397,8 @@ fn main() -> ExitCode {
             schedule,
             print_c,
             cflags,
+            device,
+            emit_cuda,
         }),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),

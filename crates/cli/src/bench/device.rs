@@ -1,0 +1,145 @@
+//! `sparsetir bench ... --device cuda|cuda-emu`: the catalog kernel with its default GPU
+//! schedule (feature width specialised), run on an NVIDIA GPU (median device time of the
+//! kernels by CUDA events, copies excluded) or in the CPU emulator (global-memory traffic:
+//! requested bytes over 32-byte sector bytes), checked against the f64 reference.
+
+use std::io::Write as _;
+
+use serde_json::json;
+use sparsetir_runtime::cache::KernelCache;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+
+use super::{
+    arguments, kernel_for, load_csr, output_values, parse_feats, random_values, reference,
+    relative_error, stem, Op, Options, TOLERANCE,
+};
+use crate::Failure;
+
+/// Runs the GPU benchmark of `op` (see the module docs).
+pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
+    let device = if o.device == "cuda" {
+        GpuDevice::Cuda
+    } else {
+        GpuDevice::Emulator
+    };
+    if o.format.trim() != "csr" {
+        return Err(Failure(format!(
+            "error: --device {} runs the csr format (got `{}`)",
+            o.device, o.format
+        )));
+    }
+    let feats = if op == Op::Spmv {
+        vec![1]
+    } else {
+        parse_feats(&o.feat)?
+    };
+    if o.matrices.is_empty() {
+        return Err(Failure("error: give at least one --matrix FILE.mtx".into()));
+    }
+    let schedule = match &o.schedule {
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
+            Failure(format!("error: cannot read schedule {}: {e}", p.display()))
+        })?),
+        None => sparsetir_ops::gpu_schedule(op.kernel()).map(str::to_string),
+    };
+    let mut matrices = Vec::new();
+    for p in &o.matrices {
+        matrices.push((stem(p), load_csr(p)?));
+    }
+    let cache = KernelCache::from_env()?;
+    let mut failed = false;
+    let stdout = std::io::stdout();
+    for &feat in &feats {
+        let (f, spec) = kernel_for(op, feat)?;
+        let k = GpuKernel::build(&f, schedule.as_deref(), &spec, device, &cache)?;
+        if let Some(dir) = &o.emit_cuda {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Failure(format!("error: {}: {e}", dir.display())))?;
+            let path = dir.join(format!("{}_feat{feat}.cu", op.kernel()));
+            std::fs::write(&path, &k.module().source)
+                .map_err(|e| Failure(format!("error: {}: {e}", path.display())))?;
+        }
+        for (name, a) in &matrices {
+            let dense_a = random_values(2, a.rows * feat, 0.0);
+            let dense_b_len = if op == Op::Spmv {
+                a.cols
+            } else {
+                a.cols * feat
+            };
+            let dense_b = random_values(3, dense_b_len, 0.0);
+            let mut args = arguments(op, a, feat, &dense_a, &dense_b);
+            let repeats = if device == GpuDevice::Cuda {
+                o.repeat.max(1)
+            } else {
+                0
+            };
+            let stats = if repeats > 0 {
+                k.time(&mut args, repeats)?
+            } else {
+                k.run(&mut args)?
+            };
+            let want = reference(op, a, feat, &dense_a, &dense_b);
+            let relerr = relative_error(output_values(op, &args), &want);
+            let check = relerr <= TOLERANCE;
+            failed |= !check;
+            let feat_out = if op == Op::Spmv { 1 } else { feat };
+            let seconds = stats.device_time.map(|d| d.as_secs_f64());
+            let gflops = seconds
+                .filter(|s| *s > 0.0)
+                .map(|s| op.flops(a.nnz(), feat_out) / s / 1e9);
+            let mut j = json!({
+                "op": op.name(),
+                "matrix": name,
+                "rows": a.rows,
+                "cols": a.cols,
+                "nnz": a.nnz(),
+                "feat": feat_out,
+                "format": "csr",
+                "device": device.name(),
+                "seconds": seconds,
+                "gflops": gflops,
+                "check": check,
+                "relerr": relerr,
+            });
+            if device == GpuDevice::Emulator {
+                j["requested_bytes"] = json!(stats.requested_bytes);
+                j["sector_bytes"] = json!(stats.sector_bytes);
+                j["coalescing"] = json!(if stats.sector_bytes > 0 {
+                    stats.requested_bytes as f64 / stats.sector_bytes as f64
+                } else {
+                    1.0
+                });
+            }
+            let line = if o.json {
+                j.to_string()
+            } else {
+                format!(
+                    "{} {name} feat={feat_out} device={}: {} check={check} relerr={relerr:.2e}{}",
+                    op.name(),
+                    device.name(),
+                    match (seconds, gflops) {
+                        (Some(s), Some(g)) => format!("{:.4} ms, {g:.1} GFLOP/s", s * 1e3),
+                        _ => "not timed".to_string(),
+                    },
+                    if device == GpuDevice::Emulator {
+                        format!(
+                            ", requested/sector bytes {} / {}",
+                            stats.requested_bytes, stats.sector_bytes
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            };
+            let mut lock = stdout.lock();
+            let _ = writeln!(lock, "{line}");
+            let _ = lock.flush();
+        }
+    }
+    if failed {
+        return Err(Failure(
+            "error: some outputs differ from the reference (check: false)".into(),
+        ));
+    }
+    Ok(())
+}
