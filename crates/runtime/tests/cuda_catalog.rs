@@ -163,3 +163,65 @@ fn every_catalog_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
         }
     }
 }
+
+/// Whether a GPU is usable here (driver and at least one device); a note otherwise.
+fn have_gpu() -> bool {
+    match sparsetir_cuda::Context::first_device() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("note: skipping the real-GPU checks: {e}");
+            false
+        }
+    }
+}
+
+/// Check `kernel` on the GPU (same cases as the emulator).
+fn check_gpu(kernel: &str, schedule: Option<&str>, spec: &[(String, i64)], feat: usize) -> usize {
+    let f = sparsetir_ops::load(kernel).expect("catalog kernel");
+    let what = format!("{kernel} on the GPU (schedule: {})", schedule.map_or("auto", |_| "default GPU"));
+    let k = GpuKernel::build(&f, schedule, spec, GpuDevice::Cuda, &cache())
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut compared = 0;
+    for (shape_name, shape) in shapes(feat) {
+        for seed in 0..2 {
+            let Ok(case) = random_args(kernel, &shape, seed) else {
+                continue;
+            };
+            if spec
+                .iter()
+                .any(|(p, v)| case.int(p).is_some_and(|c| c != *v))
+            {
+                continue;
+            }
+            let mut want = case.args.clone();
+            if eval_func(&f, &mut want).is_err() {
+                continue;
+            }
+            let mut got = case.args.clone();
+            k.run(&mut got)
+                .unwrap_or_else(|e| panic!("{what} {shape_name} seed {seed}: {e}"));
+            assert_same(&format!("{what} {shape_name} seed {seed}"), &case.outputs, &got, &want);
+            compared += 1;
+        }
+    }
+    compared
+}
+
+#[test]
+fn every_catalog_kernel_on_a_real_gpu() {
+    if !have_gpu() {
+        return;
+    }
+    for k in sparsetir_ops::catalog() {
+        assert!(check_gpu(k.name, None, &[], 5) > 0, "{}: no case compared", k.name);
+    }
+    for (kernel, feat) in [("csrmm", 32), ("csrmm", 40), ("sddmm", 64), ("sddmm", 24), ("spmv", 0)] {
+        let sched = sparsetir_ops::gpu_schedule(kernel).expect("a GPU schedule");
+        let spec: Vec<(String, i64)> = if feat > 0 {
+            vec![("feat_size".to_string(), feat as i64)]
+        } else {
+            Vec::new()
+        };
+        assert!(check_gpu(kernel, Some(sched), &spec, feat.max(1)) > 0, "{kernel}");
+    }
+}

@@ -184,6 +184,7 @@ fn module_of(func: &str, source: &str, kernels: &[(&str, Vec<ArgSpec<'_>>)]) -> 
         source: source.to_string(),
         func: func.to_string(),
         params,
+        temps: Vec::new(),
         kernels,
     }
 }
