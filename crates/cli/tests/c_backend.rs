@@ -35,7 +35,7 @@ fn unsupported_backend_lists_all() {
     if !have_cc() {
         return;
     }
-    common::backends::unsupported_backend_lists(&["cuda", "eval", "interp", "c —"]);
+    common::backends::unsupported_backend_lists(&["opencl", "eval", "interp", "c —", "cuda —", "cuda-emu —"]);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -102,8 +102,8 @@ fn build_errors_exit_one() {
     let script = d.script("csrmm");
     let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
         (
-            vec!["--target".into(), "cuda".into()],
-            vec!["unsupported target `cuda`", "c"],
+            vec!["--target".into(), "metal".into()],
+            vec!["unsupported target `metal`", "c (C11", "cuda"],
         ),
         (
             vec!["--set".into(), "width=3".into()],

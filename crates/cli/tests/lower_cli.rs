@@ -33,7 +33,7 @@ backend_tests! {
 
 #[test]
 fn unsupported_backend_lists_both() {
-    common::backends::unsupported_backend_lists(&["cuda", "eval", "interp"]);
+    common::backends::unsupported_backend_lists(&["opencl", "eval", "interp", "cuda-emu"]);
 }
 
 // ------------------------------------------------------------------------------------------

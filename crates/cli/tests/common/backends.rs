@@ -355,7 +355,7 @@ pub fn errors_name_the_buffer(backend: &str) {
     );
 }
 
-/// `--backend cuda` fails with exit code 1 and a message holding every needle (the backends).
+/// `--backend opencl` fails with exit code 1 and a message holding every needle (the backends).
 pub fn unsupported_backend_lists(needles: &[&str]) {
     let d = Dir::new();
     let script = csrmm_files(&d, &[4, 3], false);
@@ -364,7 +364,7 @@ pub fn unsupported_backend_lists(needles: &[&str]) {
         "run",
         &script,
         "--backend",
-        "cuda",
+        "opencl",
         "--bind",
         &a,
         "--bind",
