@@ -279,7 +279,10 @@ pub fn emit_cuda(
     let mut lowered = schedule_and_lower(stage1, schedule, specialization)?;
     let (stage3, _) = sparsetir_schedule::auto_gpu::auto_gpu_schedule(lowered.stage3)
         .map_err(|error| BuildError::Lower(format!("automatic GPU schedule: {error}")))?;
-    lowered.stage3 = stage3;
+    // Blocks a stage III schedule marked `atomic` (rows split over threads) update their
+    // outputs with atomic additions.
+    lowered.stage3 = sparsetir_transform::lower_atomic(&stage3)
+        .map_err(|e| BuildError::Lower(format!("lower_atomic: {e}")))?;
     let m = sparsetir_codegen::emit_cuda(&lowered.stage3)
         .map_err(|e| BuildError::CudaCodegen(e.to_string()))?;
     Ok((lowered, m))

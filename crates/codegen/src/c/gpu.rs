@@ -10,6 +10,9 @@ use crate::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr, TempBuffer};
 
 use super::*;
 
+/// Loop annotation (CUDA): unroll the loop by this factor (`#pragma unroll N`).
+pub const UNROLL_FACTOR_ATTR: &str = "unroll_factor";
+
 /// Which language the writer produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -48,10 +51,16 @@ enum RedOp {
 /// A reduction into one element over a loop nest: the single block at the bottom, its store and
 /// the reduced operand.
 struct Accumulation<'a> {
+    /// The block adds atomically (`T.atomic_add`): the register starts at 0 and is added to
+    /// the element atomically after the nest.
+    atomic: bool,
+    /// The innermost loop when it selects the element (its variable and constant extent).
+    lane: Option<(VarId, i64)>,
     /// The loops of the nest below the first one.
     chain: Vec<VarId>,
     block: &'a Block,
-    store: &'a Store,
+    /// The update as a store `Y[idx] = Y[idx] op e` (an atomic add is written so too).
+    store: Store,
     op: RedOp,
     /// The store's indices with the block iterators replaced by their bindings.
     outer_indices: Vec<Expr>,
@@ -569,6 +578,10 @@ impl<'f> Writer<'f> {
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         if f.kind == ForKind::Unrolled {
             self.pragma("unroll");
+        } else if let Some(AttrValue::Int(n)) = f.annotations.get(UNROLL_FACTOR_ATTR) {
+            // A partial unroll of a loop of run-time trip count: loads of several iterations
+            // in flight at once.
+            self.pragma(&format!("unroll {}", (*n).clamp(1, 64)));
         }
         let v = self.bind(f.var)?;
         self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
@@ -670,6 +683,7 @@ impl<'f> Writer<'f> {
     /// move with `f` (the loop reduces across threads) and `f` must be `threadIdx.x`.
     fn accumulation(&self, f: &'f For, cross: bool) -> Option<Accumulation<'f>> {
         let mut loop_vars = vec![f.var];
+        let mut inner: Option<&For> = None;
         let mut s = only(&f.body);
         while let Stmt::For(g) = s {
             if !matches!(
@@ -680,15 +694,41 @@ impl<'f> Writer<'f> {
                 return None;
             }
             loop_vars.push(g.var);
+            inner = Some(g);
             s = only(&g.body);
         }
         let Stmt::Block(b) = s else { return None };
         if !b.alloc_buffers.is_empty() {
             return None;
         }
-        let Stmt::Store(st) = only(&b.body) else {
-            return None;
+        let (st, atomic) = match only(&b.body) {
+            Stmt::Store(st) => (st.clone(), false),
+            // `T.atomic_add(Y[idx], e)`: summed in a register, added atomically once.
+            Stmt::Evaluate(Expr::Call {
+                op: Intrinsic::AtomicAdd,
+                args,
+                ..
+            }) if !cross => {
+                let [Expr::Load { buffer, indices }, e] = args.as_slice() else {
+                    return None;
+                };
+                let y = Expr::Load {
+                    buffer: *buffer,
+                    indices: indices.clone(),
+                };
+                (
+                    Store {
+                        buffer: *buffer,
+                        indices: indices.clone(),
+                        value: Expr::add(y, e.clone()),
+                        span: Span::default(),
+                    },
+                    true,
+                )
+            }
+            _ => return None,
         };
+        let st = &st;
         let y = Expr::Load {
             buffer: st.buffer,
             indices: st.indices.clone(),
@@ -725,7 +765,26 @@ impl<'f> Writer<'f> {
             .map(|it| (it.var, it.binding.clone()))
             .collect();
         let outer_indices: Vec<Expr> = st.indices.iter().map(|i| subst(i, &map)).collect();
-        if outer_indices.iter().any(|i| mentions(i, &loop_vars)) {
+        // The innermost loop may pick the element among a few (a constant extent up to 32,
+        // from 0): one register per element, the loop unrolled over them ("lanes").
+        let mut lane = None;
+        if !cross {
+            if let Some(g) = inner {
+                let n = const_int(&g.extent).filter(|n| (1..=32).contains(n));
+                if n.is_some()
+                    && const_int(&g.min) == Some(0)
+                    && outer_indices.iter().any(|i| mentions(i, &[g.var]))
+                {
+                    lane = n.map(|n| (g.var, n));
+                }
+            }
+        }
+        let moving: Vec<VarId> = loop_vars
+            .iter()
+            .copied()
+            .filter(|v| lane.is_none_or(|(l, _)| l != *v))
+            .collect();
+        if outer_indices.iter().any(|i| mentions(i, &moving)) {
             return None;
         }
         if outer_indices.iter().any(|i| loads_buffer(i, st.buffer)) {
@@ -733,13 +792,20 @@ impl<'f> Writer<'f> {
         }
         if !cross {
             if let Some(p) = &b.predicate {
-                // The element is read before the nest and written after it: only where the
-                // predicate holds for the whole nest.
+                // The element is read before the nest and written after it: the conditions
+                // that do not move with the nest guard that (see `write_register_accumulation`);
+                // the others only skip reduction steps, unless they involve the lane loop,
+                // which selects the element.
                 let p = subst(p, &map);
-                if mentions(&p, &loop_vars) {
-                    return None;
+                if let Some((lv, _)) = lane {
+                    if mentions(&p, &[lv]) {
+                        return None;
+                    }
                 }
             }
+        }
+        if lane.is_some() && b.init.is_some() {
+            return None;
         }
         if cross {
             if f.thread.as_deref() != Some("threadIdx.x") {
@@ -761,9 +827,11 @@ impl<'f> Writer<'f> {
             return None;
         }
         Some(Accumulation {
+            atomic,
+            lane,
             chain: loop_vars[1..].to_vec(),
             block: b,
-            store: st,
+            store: st.clone(),
             op,
             outer_indices,
         })
@@ -776,25 +844,82 @@ impl<'f> Writer<'f> {
         let dt = self.buf_dtype(buffer);
         let ct = self.ctype(dt, "accumulator")?;
         let name = self.namer.fresh(&format!("{}_acc", self.buf_name(buffer)?));
-        let off = self.offset(buffer, &acc.outer_indices)?;
         let bname = self.buf_name(buffer)?.to_string();
         self.line("{");
         self.indent += 1;
-        let guarded = match &acc.block.predicate {
-            Some(p) => {
-                let map: HashMap<VarId, Expr> = acc
-                    .block
-                    .iters
-                    .iter()
-                    .map(|it| (it.var, it.binding.clone()))
-                    .collect();
-                let (c, _) = self.expr(&subst(p, &map))?;
-                self.line(&format!("if ({}) {{", strip_parens(&c)));
-                self.indent += 1;
-                true
+        let mut fixed = Vec::new();
+        if let Some(p) = &acc.block.predicate {
+            let map: HashMap<VarId, Expr> = acc
+                .block
+                .iters
+                .iter()
+                .map(|it| (it.var, it.binding.clone()))
+                .collect();
+            let p = subst(p, &map);
+            let mut parts = Vec::new();
+            conjuncts(&p, &mut parts);
+            let mut moving = vec![f.var];
+            moving.extend(acc.chain.iter().copied());
+            for c in parts {
+                if !mentions(c, &moving) {
+                    fixed.push(c.clone());
+                }
             }
-            None => false,
-        };
+        }
+        let guarded = !fixed.is_empty();
+        if guarded {
+            let mut texts = Vec::new();
+            for c in &fixed {
+                texts.push(self.expr(c)?.0);
+            }
+            self.line(&format!("if ({}) {{", texts.join(" && ")));
+            self.indent += 1;
+        }
+        if let Some((lv, n)) = acc.lane {
+            // One register per element the lane loop selects.
+            let vdt = self.func.vars[lv].dtype;
+            let vct = self.ctype(vdt, "loop variable")?;
+            self.line(&format!("{ct} {name}[{n}];"));
+            let v = self.bind(lv)?;
+            self.pragma("unroll");
+            self.line(&format!("for ({vct} {v} = 0; {v} < {n}; ++{v}) {{"));
+            if acc.atomic {
+                self.line(&format!("    {name}[{v}] = {};", int_literal(0, dt)));
+            } else {
+                let off_l = self.offset(buffer, &acc.outer_indices)?;
+                self.line(&format!("    {name}[{v}] = {bname}[{off_l}];"));
+            }
+            self.line("}");
+            self.unbind(lv);
+            self.simd_acc = Some(SimdAcc {
+                buffer,
+                indices: acc.store.indices.clone(),
+                name: format!("{name}[{v}]"),
+                hoisted: Vec::new(),
+            });
+            let r = self.write_serial_cuda_loop(f);
+            self.simd_acc = None;
+            r?;
+            let v = self.bind(lv)?;
+            self.pragma("unroll");
+            self.line(&format!("for ({vct} {v} = 0; {v} < {n}; ++{v}) {{"));
+            let off_l = self.offset(buffer, &acc.outer_indices)?;
+            if acc.atomic {
+                self.line(&format!("    atomicAdd({bname} + {off_l}, {name}[{v}]);"));
+            } else {
+                self.line(&format!("    {bname}[{off_l}] = {name}[{v}];"));
+            }
+            self.line("}");
+            self.unbind(lv);
+            if guarded {
+                self.indent -= 1;
+                self.line("}");
+            }
+            self.indent -= 1;
+            self.line("}");
+            return Ok(());
+        }
+        let off = self.offset(buffer, &acc.outer_indices)?;
         let folded = acc
             .block
             .init_folded_into(f.var, &f.min, buffer, &acc.store.indices)
@@ -813,6 +938,7 @@ impl<'f> Writer<'f> {
                 self.line(&format!("{ct} {name} = {};", strip_parens(&cast(t, tdt, dt))));
                 strip_init_of(&mut body.body, &acc.block.name);
             }
+            None if acc.atomic => self.line(&format!("{ct} {name} = {};", int_literal(0, dt))),
             None => self.line(&format!("{ct} {name} = {bname}[{off}];")),
         }
         self.simd_acc = Some(SimdAcc {
@@ -824,7 +950,11 @@ impl<'f> Writer<'f> {
         let r = self.write_serial_cuda_loop(&body);
         self.simd_acc = None;
         r?;
-        self.line(&format!("{bname}[{off}] = {name};"));
+        if acc.atomic {
+            self.line(&format!("atomicAdd({bname} + {off}, {name});"));
+        } else {
+            self.line(&format!("{bname}[{off}] = {name};"));
+        }
         if guarded {
             self.indent -= 1;
             self.line("}");
@@ -1006,9 +1136,17 @@ impl<'f> Writer<'f> {
             ));
         }
         let (v, vdt) = self.expr(value)?;
+        let v = cast(v, vdt, bdt);
+        if let Some(acc) = &self.simd_acc {
+            if acc.buffer == buffer && acc.indices == indices {
+                // Summed in the register of a register accumulation.
+                let a = acc.name.clone();
+                self.line(&format!("{a} = {a} + {};", strip_parens(&v)));
+                return Ok(());
+            }
+        }
         let off = self.offset(buffer, indices)?;
         let name = self.buf_name(buffer)?.to_string();
-        let v = cast(v, vdt, bdt);
         self.line(&format!("atomicAdd({name} + {off}, {});", strip_parens(&v)));
         Ok(())
     }
@@ -1103,10 +1241,34 @@ impl<'f> Writer<'f> {
             .is_some_and(|k| k.thread_depth == 0);
         let (mut w, mut r) = (HashSet::new(), HashSet::new());
         accesses(next, &mut w, &mut r);
+        // Global memory another thread of the block may update: atomically updated buffers
+        // (split rows) written by an earlier statement (their init).
+        let mut atomics = HashSet::new();
+        next.visit(&mut |x| {
+            x.for_each_expr(|e| {
+                e.visit(&mut |y| {
+                    if let Expr::Call {
+                        op: Intrinsic::AtomicAdd,
+                        args,
+                        ..
+                    } = y
+                    {
+                        if let Some(Expr::Load { buffer, .. }) = args.first() {
+                            atomics.insert(*buffer);
+                        }
+                    }
+                })
+            })
+        });
+        let global_hazard = atomics
+            .iter()
+            .any(|b| !self.is_shared(*b) && pending_w.contains(b));
+        let all_w = w.clone();
         w.retain(|b| self.is_shared(*b));
         r.retain(|b| self.is_shared(*b));
         if uniform {
-            let hazard = w.iter().any(|b| pending_w.contains(b) || pending_r.contains(b))
+            let hazard = global_hazard
+                || w.iter().any(|b| pending_w.contains(b) || pending_r.contains(b))
                 || r.iter().any(|b| pending_w.contains(b));
             if hazard {
                 self.line("__syncthreads();");
@@ -1114,7 +1276,7 @@ impl<'f> Writer<'f> {
                 pending_r.clear();
             }
         }
-        pending_w.extend(w);
+        pending_w.extend(all_w);
         pending_r.extend(r);
     }
 }
