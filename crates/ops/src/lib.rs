@@ -156,12 +156,16 @@ pub fn cpu_schedule(kernel: &str) -> Option<&'static str> {
 /// automatic GPU schedule (`sparsetir_schedule::auto_gpu`).
 static GPU_SCHEDULES: &[(&str, &str)] = &[
     ("csrmm", include_str!("../schedules/gpu/csrmm.sched")),
+    (
+        "csrmm_split",
+        include_str!("../schedules/gpu/csrmm_split.sched"),
+    ),
     ("sddmm", include_str!("../schedules/gpu/sddmm.sched")),
     ("spmv", include_str!("../schedules/gpu/spmv.sched")),
 ];
 
 /// The default GPU schedule of a catalog kernel (aliases share the schedule of the kernel they
-/// equal), if it has one.
+/// equal), if it has one. `csrmm_split` names csrmm's schedule for power-law rows.
 pub fn gpu_schedule(kernel: &str) -> Option<&'static str> {
     let name = alias_of(kernel).unwrap_or(kernel);
     GPU_SCHEDULES

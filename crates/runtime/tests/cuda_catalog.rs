@@ -99,16 +99,29 @@ fn every_catalog_kernel_in_the_emulator_with_the_automatic_schedule() {
     }
 }
 
+/// (kernel, GPU schedule, feature width or 0) checked with the default GPU schedules: widths
+/// that are and are not multiples of the 32 lanes.
+const GPU_SCHEDULED: &[(&str, &str, usize)] = &[
+    ("csrmm", "csrmm", 32),
+    ("csrmm", "csrmm", 40),
+    ("csrmm", "csrmm", 96),
+    ("csrmm", "csrmm_split", 32),
+    ("csrmm", "csrmm_split", 40),
+    ("sddmm", "sddmm", 64),
+    ("sddmm", "sddmm", 24),
+    ("spmv", "spmv", 0),
+];
+
 #[test]
 fn default_gpu_schedules_in_the_emulator() {
-    for (kernel, feat) in [("csrmm", 32), ("csrmm", 40), ("sddmm", 64), ("sddmm", 24), ("spmv", 0)] {
-        let sched = sparsetir_ops::gpu_schedule(kernel).expect("a GPU schedule");
-        let spec: Vec<(String, i64)> = if feat > 0 {
-            vec![("feat_size".to_string(), feat as i64)]
+    for (kernel, sched, feat) in GPU_SCHEDULED {
+        let sched = sparsetir_ops::gpu_schedule(sched).expect("a GPU schedule");
+        let spec: Vec<(String, i64)> = if *feat > 0 {
+            vec![("feat_size".to_string(), *feat as i64)]
         } else {
             Vec::new()
         };
-        let n = check(kernel, Some(sched), &spec, feat.max(1));
+        let n = check(kernel, Some(sched), &spec, (*feat).max(1));
         assert!(n > 0, "{kernel}: no case compared");
     }
 }
@@ -215,13 +228,13 @@ fn every_catalog_kernel_on_a_real_gpu() {
     for k in sparsetir_ops::catalog() {
         assert!(check_gpu(k.name, None, &[], 5) > 0, "{}: no case compared", k.name);
     }
-    for (kernel, feat) in [("csrmm", 32), ("csrmm", 40), ("sddmm", 64), ("sddmm", 24), ("spmv", 0)] {
-        let sched = sparsetir_ops::gpu_schedule(kernel).expect("a GPU schedule");
-        let spec: Vec<(String, i64)> = if feat > 0 {
-            vec![("feat_size".to_string(), feat as i64)]
+    for (kernel, sched, feat) in GPU_SCHEDULED {
+        let sched = sparsetir_ops::gpu_schedule(sched).expect("a GPU schedule");
+        let spec: Vec<(String, i64)> = if *feat > 0 {
+            vec![("feat_size".to_string(), *feat as i64)]
         } else {
             Vec::new()
         };
-        assert!(check_gpu(kernel, Some(sched), &spec, feat.max(1)) > 0, "{kernel}");
+        assert!(check_gpu(kernel, Some(sched), &spec, (*feat).max(1)) > 0, "{kernel}");
     }
 }

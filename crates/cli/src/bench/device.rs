@@ -47,11 +47,20 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         matrices.push((stem(p), load_csr(p)?));
     }
     let cache = KernelCache::from_env()?;
+    // SpMM's default GPU schedule by matrix: rows split over warps where some rows are much
+    // longer than the mean (power-law graphs) and the feature width is at most 128; one warp
+    // per row otherwise (measured on an H100: bench/gpu/results/session6-variants2).
+    let spmm_split = sparsetir_ops::gpu_schedule("csrmm_split").map(str::to_string);
     let mut failed = false;
     let stdout = std::io::stdout();
     for &feat in &feats {
         let (f, spec) = kernel_for(op, feat)?;
         let k = GpuKernel::build(&f, schedule.as_deref(), &spec, device, &cache)?;
+        let split = if op == Op::Spmm && o.schedule.is_none() && feat <= 128 {
+            Some(GpuKernel::build(&f, spmm_split.as_deref(), &spec, device, &cache)?)
+        } else {
+            None
+        };
         if let Some(dir) = &o.emit_cuda {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Failure(format!("error: {}: {e}", dir.display())))?;
@@ -68,6 +77,14 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             };
             let dense_b = random_values(3, dense_b_len, 0.0);
             let mut args = arguments(op, a, feat, &dense_a, &dense_b);
+            let max_row = a.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64;
+            let mean_row = a.nnz() as f64 / a.rows.max(1) as f64;
+            let (k, sched_name) = match &split {
+                Some(s) if max_row >= 8.0 * mean_row.max(1.0) && max_row >= 64.0 => {
+                    (s, "csrmm_split")
+                }
+                _ => (&k, "default"),
+            };
             let repeats = if device == GpuDevice::Cuda {
                 o.repeat.max(1)
             } else {
@@ -96,6 +113,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 "feat": feat_out,
                 "format": "csr",
                 "device": device.name(),
+                "schedule": if o.schedule.is_some() { "file" } else { sched_name },
                 "seconds": seconds,
                 "gflops": gflops,
                 "check": check,
