@@ -27,8 +27,18 @@ pub fn same_outputs(d: &Dir, backend: &str, script: &str, args: &[String], outs:
             ));
         }
     }
+    if backend == "cuda-emu" {
+        if let Some(sched) = kernel.and_then(sparsetir_ops::gpu_schedule) {
+            let path = d.write("default_gpu.sched", sched);
+            runs.push(("gpusched", vec!["--schedule".into(), path]));
+        }
+    }
     for (name, extra) in &runs {
-        let backend = if *name == "sched" { "c" } else { name };
+        let backend = match *name {
+            "sched" => "c",
+            "gpusched" => "cuda-emu",
+            other => other,
+        };
         let mut all: Vec<String> = vec!["run".into(), script.into(), "--backend".into()];
         all.push(backend.into());
         all.extend(extra.iter().cloned());
