@@ -1339,7 +1339,12 @@ impl<'f> Writer<'f> {
                 early = true;
             }
         }
+        let div = match &b.predicate {
+            Some(p) if early => self.enter_divergence(p),
+            _ => false,
+        };
         let r = self.write_block_bindings(b, bound, early);
+        self.leave_divergence(div);
         if early {
             self.indent -= 1;
             self.line("}");
@@ -1365,6 +1370,7 @@ impl<'f> Writer<'f> {
             let ct = self.ctype(dt, "block iterator")?;
             let v = self.bind(it.var)?;
             bound.push(it.var);
+            self.note_binding(it.var, &it.binding);
             self.line(&format!("const {ct} {v} = {};", strip_parens(&s)));
             if it.kind == IterKind::Reduce {
                 let (m, mdt) = self.expr(&it.min)?;
@@ -1372,7 +1378,9 @@ impl<'f> Writer<'f> {
             }
         }
         let mut opened = false;
+        let mut late_div = false;
         if let Some(p) = b.predicate.as_ref().filter(|_| !early) {
+            late_div = self.enter_divergence(p);
             let (c, _) = self.expr(p)?;
             self.line(&format!("if ({}) {{", strip_parens(&c)));
             self.indent += 1;
@@ -1393,6 +1401,7 @@ impl<'f> Writer<'f> {
             }
             w.write_stmt(&b.body)
         })?;
+        self.leave_divergence(late_div);
         if opened {
             self.indent -= 1;
             self.line("}");
@@ -1416,11 +1425,26 @@ impl<'f> Writer<'f> {
         }
         let off = self.offset(st.buffer, &st.indices)?;
         let name = self.buf_name(st.buffer)?.to_string();
-        self.line(&format!("{name}[{off}] = {};", strip_parens(&v)));
+        let text = format!("{name}[{off}] = {};", strip_parens(&v));
+        // CUDA: a store of a shared or global element that threads along unbound block
+        // dimensions would all repeat is made by one of them.
+        let local = self.is_per_thread(st.buffer);
+        if self.target == Target::Cuda && !local {
+            self.guarded_line(&text, false);
+        } else {
+            self.line(&text);
+        }
         Ok(())
     }
 
     fn write_if(&mut self, i: &IfThenElse, chained: bool) -> Res<()> {
+        let div = self.enter_divergence(&i.cond);
+        let r = self.write_if_inner(i, chained);
+        self.leave_divergence(div);
+        r
+    }
+
+    fn write_if_inner(&mut self, i: &IfThenElse, chained: bool) -> Res<()> {
         let (c, _) = self.expr(&i.cond)?;
         let head = format!("if ({}) {{", strip_parens(&c));
         if chained {
@@ -1489,6 +1513,7 @@ impl<'f> Writer<'f> {
         self.line("{");
         self.indent += 1;
         let v = self.bind(l.var)?;
+        self.note_binding(l.var, &l.value);
         self.line(&format!(
             "const {ct} {v} = {};",
             strip_parens(&cast(s, sdt, dt))

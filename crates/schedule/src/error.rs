@@ -35,6 +35,8 @@ pub enum ErrorKind {
     LoopNotSerial,
     /// An argument is out of range or malformed (factors, thread tags, ...).
     InvalidArgument,
+    /// `bind`: a loop around or inside the loop is already bound to the same thread index.
+    ThreadBindingConflict,
     /// The annotation key is not present.
     NoSuchAnnotation,
     /// A construct the primitive does not handle.

@@ -37,6 +37,16 @@ pub(crate) struct KernelCtx {
     shared_bytes: u64,
     /// Enclosing `threadIdx` loops being written, and how many of them are guarded.
     thread_depth: usize,
+    /// The thread tags of the enclosing bound loops.
+    bound: Vec<String>,
+    /// Variables whose value may differ between the threads of a block (thread indices and
+    /// what is computed from them).
+    dependent: HashSet<VarId>,
+    /// Enclosing conditions and loops whose outcome may differ between the threads of a block:
+    /// a `__syncthreads()` is only written where this is 0.
+    divergent: usize,
+    /// Whether a block may have more than one thread.
+    multi_thread: bool,
     guarded_thread_depth: usize,
 }
 
@@ -143,6 +153,54 @@ fn accesses(s: &Stmt, writes: &mut HashSet<BufferId>, reads: &mut HashSet<Buffer
 }
 
 impl<'f> Writer<'f> {
+    /// Whether `e` may differ between the threads of a block.
+    pub(super) fn thread_dependent(&self, e: &Expr) -> bool {
+        let Some(k) = self.kernel.as_ref() else {
+            return false;
+        };
+        let mut hit = false;
+        e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if k.dependent.contains(v)));
+        hit
+    }
+
+    /// Records that `v` is bound to `e` (thread-dependent when `e` is).
+    pub(super) fn note_binding(&mut self, v: VarId, e: &Expr) {
+        if self.thread_dependent(e) {
+            if let Some(k) = self.kernel.as_mut() {
+                k.dependent.insert(v);
+            }
+        }
+    }
+
+    /// Enters a condition or loop range `e` (returns whether it made the code divergent).
+    pub(super) fn enter_divergence(&mut self, e: &Expr) -> bool {
+        let d = self.thread_dependent(e);
+        if d {
+            if let Some(k) = self.kernel.as_mut() {
+                k.divergent += 1;
+            }
+        }
+        d
+    }
+
+    pub(super) fn leave_divergence(&mut self, entered: bool) {
+        if entered {
+            if let Some(k) = self.kernel.as_mut() {
+                k.divergent -= 1;
+            }
+        }
+    }
+
+    /// A buffer each thread has its own copy of: allocated inside a kernel, not shared.
+    pub(super) fn is_per_thread(&self, b: BufferId) -> bool {
+        self.func.buffers.get(b).is_some_and(|x| {
+            matches!(x.decl, BufferDecl::Alloc)
+                && !self.func.buffer_decls.contains(&b)
+                && x.scope != "shared"
+                && x.scope != "shared.dyn"
+        })
+    }
+
     fn is_shared(&self, b: BufferId) -> bool {
         self.func
             .buffers
@@ -431,6 +489,7 @@ impl<'f> Writer<'f> {
         self.kernel = Some(KernelCtx {
             dims,
             readonly,
+            multi_thread: threads != Some(1),
             ..KernelCtx::default()
         });
         self.indent = 0;
@@ -487,9 +546,29 @@ impl<'f> Writer<'f> {
         inside_other: bool,
         out: &mut BTreeMap<String, Vec<LaunchExpr>>,
     ) -> Res<()> {
+        self.collect_bound_loops_in(s, inside_other, &mut Vec::new(), out)
+    }
+
+    fn collect_bound_loops_in(
+        &self,
+        s: &Stmt,
+        inside_other: bool,
+        enclosing: &mut Vec<String>,
+        out: &mut BTreeMap<String, Vec<LaunchExpr>>,
+    ) -> Res<()> {
         if let Stmt::For(f) = s {
             let tag = f.thread.as_deref().unwrap_or("");
             let bound = f.kind == ForKind::ThreadBinding && !tag.starts_with("vthread");
+            if bound && enclosing.iter().any(|t| t == tag) {
+                return Err(CodegenError::Unsupported {
+                    construct: format!("loop `{}`", self.func.vars[f.var].name),
+                    message: format!(
+                        "it is bound to `{tag}` inside another loop bound to `{tag}`: nested \
+                         loops need different thread indices"
+                    ),
+                    span: f.span,
+                });
+            }
             if bound {
                 let is_grid = GRID_TAGS.contains(&tag);
                 if !is_grid && !BLOCK_TAGS.contains(&tag) {
@@ -532,15 +611,18 @@ impl<'f> Writer<'f> {
                     list.push(e);
                 }
                 let inner_other = inside_other || !is_grid;
-                return self.collect_bound_loops(&f.body, inner_other, out);
+                enclosing.push(tag.to_string());
+                let r = self.collect_bound_loops_in(&f.body, inner_other, enclosing, out);
+                enclosing.pop();
+                return r;
             }
-            return self.collect_bound_loops(&f.body, true, out);
+            return self.collect_bound_loops_in(&f.body, true, enclosing, out);
         }
         let mut r = Ok(());
         let nested = inside_other || matches!(s, Stmt::If(_));
         s.for_each_child(|c| {
             if r.is_ok() {
-                r = self.collect_bound_loops(c, nested, out);
+                r = self.collect_bound_loops_in(c, nested, enclosing, out);
             }
         });
         r
@@ -586,16 +668,23 @@ impl<'f> Writer<'f> {
         let v = self.bind(f.var)?;
         self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
         self.indent += 1;
+        let range = Expr::add(f.min.clone(), f.extent.clone());
+        let div = self.enter_divergence(&range);
+        if div {
+            self.note_binding(f.var, &range);
+        }
         let r = self.write_stmt(&f.body);
-        let uniform = self
-            .kernel
-            .as_ref()
-            .is_some_and(|k| k.thread_depth == 0);
+        self.leave_divergence(div);
+        let uniform = self.kernel.as_ref().is_some_and(|k| k.divergent == 0);
         if r.is_ok() && uniform {
             // The next iteration's writes must not overtake this one's reads of shared memory.
             let (mut w, mut rd) = (HashSet::new(), HashSet::new());
             accesses(&f.body, &mut w, &mut rd);
-            if w.iter().any(|b| self.is_shared(*b) && rd.contains(b)) {
+            let multi = self.kernel.as_ref().is_some_and(|k| k.multi_thread);
+            if w
+                .iter()
+                .any(|b| (self.is_shared(*b) || multi) && (rd.contains(b) || w.len() > 1))
+            {
                 self.line("__syncthreads();");
             }
         }
@@ -649,19 +738,24 @@ impl<'f> Writer<'f> {
             self.indent += 1;
         }
         if let Some(k) = self.kernel.as_mut() {
+            k.bound.push(tag.clone());
             if is_thread {
+                k.dependent.insert(f.var);
                 k.thread_depth += 1;
                 if guard {
                     k.guarded_thread_depth += 1;
+                    k.divergent += 1;
                 }
             }
         }
         let r = self.write_stmt(&f.body);
         if let Some(k) = self.kernel.as_mut() {
+            k.bound.pop();
             if is_thread {
                 k.thread_depth -= 1;
                 if guard {
                     k.guarded_thread_depth -= 1;
+                    k.divergent -= 1;
                 }
             }
         }
@@ -904,11 +998,13 @@ impl<'f> Writer<'f> {
             self.pragma("unroll");
             self.line(&format!("for ({vct} {v} = 0; {v} < {n}; ++{v}) {{"));
             let off_l = self.offset(buffer, &acc.outer_indices)?;
+            self.indent += 1;
             if acc.atomic {
-                self.line(&format!("    atomicAdd({bname} + {off_l}, {name}[{v}]);"));
+                self.guarded_line(&format!("atomicAdd({bname} + {off_l}, {name}[{v}]);"), false);
             } else {
-                self.line(&format!("    {bname}[{off_l}] = {name}[{v}];"));
+                self.guarded_line(&format!("{bname}[{off_l}] = {name}[{v}];"), false);
             }
+            self.indent -= 1;
             self.line("}");
             self.unbind(lv);
             if guarded {
@@ -951,9 +1047,9 @@ impl<'f> Writer<'f> {
         self.simd_acc = None;
         r?;
         if acc.atomic {
-            self.line(&format!("atomicAdd({bname} + {off}, {name});"));
+            self.guarded_line(&format!("atomicAdd({bname} + {off}, {name});"), false);
         } else {
-            self.line(&format!("{bname}[{off}] = {name};"));
+            self.guarded_line(&format!("{bname}[{off}] = {name};"), false);
         }
         if guarded {
             self.indent -= 1;
@@ -1054,7 +1150,10 @@ impl<'f> Writer<'f> {
             off /= 2;
         }
         let lead = format!("(threadIdx.x & {}u) == 0u", lanes - 1);
-        let mut cond = lead;
+        let mut cond = match self.redundant_guard(true) {
+            Some(g) => format!("{lead} && {g}"),
+            None => lead,
+        };
         if let Some(p) = &acc.block.predicate {
             let moving: Vec<VarId> = acc
                 .block
@@ -1147,7 +1246,7 @@ impl<'f> Writer<'f> {
         }
         let off = self.offset(buffer, indices)?;
         let name = self.buf_name(buffer)?.to_string();
-        self.line(&format!("atomicAdd({name} + {off}, {});", strip_parens(&v)));
+        self.guarded_line(&format!("atomicAdd({name} + {off}, {});", strip_parens(&v)), false);
         Ok(())
     }
 
@@ -1235,40 +1334,18 @@ impl<'f> Writer<'f> {
         pending_r: &mut HashSet<BufferId>,
         next: &Stmt,
     ) {
-        let uniform = self
-            .kernel
-            .as_ref()
-            .is_some_and(|k| k.thread_depth == 0);
+        let Some(k) = self.kernel.as_ref() else {
+            return;
+        };
+        let (uniform, multi) = (k.divergent == 0, k.multi_thread);
         let (mut w, mut r) = (HashSet::new(), HashSet::new());
         accesses(next, &mut w, &mut r);
-        // Global memory another thread of the block may update: atomically updated buffers
-        // (split rows) written by an earlier statement (their init).
-        let mut atomics = HashSet::new();
-        next.visit(&mut |x| {
-            x.for_each_expr(|e| {
-                e.visit(&mut |y| {
-                    if let Expr::Call {
-                        op: Intrinsic::AtomicAdd,
-                        args,
-                        ..
-                    } = y
-                    {
-                        if let Some(Expr::Load { buffer, .. }) = args.first() {
-                            atomics.insert(*buffer);
-                        }
-                    }
-                })
-            })
-        });
-        let global_hazard = atomics
-            .iter()
-            .any(|b| !self.is_shared(*b) && pending_w.contains(b));
-        let all_w = w.clone();
-        w.retain(|b| self.is_shared(*b));
-        r.retain(|b| self.is_shared(*b));
+        // Shared memory is always seen by other threads; global memory too when the block has
+        // several threads (statements may map their elements to threads differently).
+        w.retain(|b| self.is_shared(*b) || multi);
+        r.retain(|b| self.is_shared(*b) || multi);
         if uniform {
-            let hazard = global_hazard
-                || w.iter().any(|b| pending_w.contains(b) || pending_r.contains(b))
+            let hazard = w.iter().any(|b| pending_w.contains(b) || pending_r.contains(b))
                 || r.iter().any(|b| pending_w.contains(b));
             if hazard {
                 self.line("__syncthreads();");
@@ -1276,8 +1353,32 @@ impl<'f> Writer<'f> {
                 pending_r.clear();
             }
         }
-        pending_w.extend(all_w);
+        pending_w.extend(w);
         pending_r.extend(r);
+    }
+
+    /// The condition that keeps a store to one thread along the block dimensions no enclosing
+    /// loop is bound to (those threads would all repeat it), or `None`.
+    pub(super) fn redundant_guard(&self, except_x: bool) -> Option<String> {
+        let k = self.kernel.as_ref()?;
+        let conds: Vec<String> = BLOCK_TAGS
+            .iter()
+            .filter(|t| !(except_x && **t == "threadIdx.x"))
+            .filter(|t| {
+                k.dims.get(**t).is_some_and(|d| *d != LaunchExpr::Const(1))
+                    && !k.bound.iter().any(|b| b == **t)
+            })
+            .map(|t| format!("{t} == 0"))
+            .collect();
+        (!conds.is_empty()).then(|| conds.join(" && "))
+    }
+
+    /// Writes `line` under [`Self::redundant_guard`].
+    pub(super) fn guarded_line(&mut self, line: &str, except_x: bool) {
+        match self.redundant_guard(except_x) {
+            Some(g) => self.line(&format!("if ({g}) {{ {line} }}")),
+            None => self.line(line),
+        }
     }
 }
 

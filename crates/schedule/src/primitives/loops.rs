@@ -725,6 +725,31 @@ impl Schedule {
                 focus,
             ));
         }
+        // One thread index cannot number two nested loops: the inner loop would see the
+        // outer loop's value.
+        let v = self.loop_var(l)?;
+        let same = |s: &Stmt| {
+            matches!(s, Stmt::For(f) if f.kind == ForKind::ThreadBinding
+                && f.thread.as_deref() == Some(thread) && f.var != v)
+        };
+        let mut nested = false;
+        if let Some(path) = ir_util::path_to(&self.func().body, &|s| ir_util::is_loop(s, v)) {
+            nested |= path.iter().any(|s| same(s));
+            if let Some(Stmt::For(f)) = path.last() {
+                f.body.visit(&mut |s| nested |= same(s));
+            }
+        }
+        if nested {
+            let focus = self.focus_of(l.into());
+            return Err(self.error(
+                ErrorKind::ThreadBindingConflict,
+                format!(
+                    "a loop around or inside this one is already bound to `{thread}`: nested \
+                     loops need different thread indices"
+                ),
+                focus,
+            ));
+        }
         let spatial = !thread.starts_with("threadIdx");
         self.set_loop_kind(
             "bind",
