@@ -680,6 +680,11 @@ impl<'f> Writer<'f> {
             // The next iteration's writes must not overtake this one's reads of shared memory.
             let (mut w, mut rd) = (HashSet::new(), HashSet::new());
             accesses(&f.body, &mut w, &mut rd);
+            // The element a register accumulation holds is not in memory while the loop runs.
+            if let Some(acc) = &self.simd_acc {
+                w.remove(&acc.buffer);
+                rd.remove(&acc.buffer);
+            }
             let multi = self.kernel.as_ref().is_some_and(|k| k.multi_thread);
             if w
                 .iter()
@@ -1340,6 +1345,10 @@ impl<'f> Writer<'f> {
         let (uniform, multi) = (k.divergent == 0, k.multi_thread);
         let (mut w, mut r) = (HashSet::new(), HashSet::new());
         accesses(next, &mut w, &mut r);
+        if let Some(acc) = &self.simd_acc {
+            w.remove(&acc.buffer);
+            r.remove(&acc.buffer);
+        }
         // Shared memory is always seen by other threads; global memory too when the block has
         // several threads (statements may map their elements to threads differently).
         w.retain(|b| self.is_shared(*b) || multi);
