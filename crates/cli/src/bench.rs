@@ -593,7 +593,9 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         }
     }
     if o.emit_cuda.is_some() {
-        return Err(Failure("error: --emit-cuda needs --device cuda or cuda-emu".into()));
+        return Err(Failure(
+            "error: --emit-cuda needs --device cuda or cuda-emu".into(),
+        ));
     }
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
     // SpMV has one format (CSR); its `auto` measures CSR under four schedules

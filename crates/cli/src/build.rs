@@ -143,7 +143,9 @@ fn compile_cuda(
         }
     };
     let Some(out) = output else {
-        return Err(Failure("error: --emit needs an output file (-o OUT)".into()));
+        return Err(Failure(
+            "error: --emit needs an output file (-o OUT)".into(),
+        ));
     };
     let arch = Arch::parse(arch).map_err(|e| Failure(format!("error: --arch: {e}")))?;
     let nvrtc = Nvrtc::load().map_err(|e| Failure(format!("error: {e}")))?;

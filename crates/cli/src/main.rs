@@ -594,7 +594,9 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
         )));
     }
     if backend != "c" && threads.is_some() {
-        return Err(Failure("error: --threads applies to --backend c only".into()));
+        return Err(Failure(
+            "error: --threads applies to --backend c only".into(),
+        ));
     }
     if backend != "c" && gpu.is_none() && schedule.is_some() {
         return Err(Failure(

@@ -35,7 +35,14 @@ fn unsupported_backend_lists_all() {
     if !have_cc() {
         return;
     }
-    common::backends::unsupported_backend_lists(&["opencl", "eval", "interp", "c —", "cuda —", "cuda-emu —"]);
+    common::backends::unsupported_backend_lists(&[
+        "opencl",
+        "eval",
+        "interp",
+        "c —",
+        "cuda —",
+        "cuda-emu —",
+    ]);
 }
 
 // ------------------------------------------------------------------------------------------

@@ -47,9 +47,14 @@ fn build_target_cuda_prints_kernels() {
     assert!(o.status.success(), "{}", stderr(&o));
     let src = stdout(&o);
     assert!(src.contains("extern \"C\" __global__"), "{src}");
-    assert!(src.contains("blockIdx.x") && src.contains("threadIdx.x"), "{src}");
+    assert!(
+        src.contains("blockIdx.x") && src.contains("threadIdx.x"),
+        "{src}"
+    );
     // --emit needs an output file and a known kind.
-    let o = run(&["build", &script, "--target", "cuda", "--emit", "sass", "-o", "x"]);
+    let o = run(&[
+        "build", &script, "--target", "cuda", "--emit", "sass", "-o", "x",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--emit sass"), "{}", stderr(&o));
     let o = run(&["build", &script, "--target", "c", "--emit", "ptx"]);
@@ -70,9 +75,21 @@ fn backend_cuda_without_a_gpu_says_so() {
     sparsetir_formats::write_mtx(d.path("a.mtx"), &coo).unwrap();
     sparsetir_formats::write_npy(d.path("x.npy"), &xt).unwrap();
     let (a, x) = (d.bind("A", "a.mtx"), d.bind("X", "x.npy"));
-    let o = run(&["run", &script, "--backend", "cuda", "--bind", &a, "--bind", &x]);
+    let o = run(&[
+        "run",
+        &script,
+        "--backend",
+        "cuda",
+        "--bind",
+        &a,
+        "--bind",
+        &x,
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(!e.contains("panicked"), "{e}");
-    assert!(e.contains("NVIDIA driver") || e.contains("no CUDA device") || e.contains("GPU"), "{e}");
+    assert!(
+        e.contains("NVIDIA driver") || e.contains("no CUDA device") || e.contains("GPU"),
+        "{e}"
+    );
 }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sparsetir_codegen::cuda::CudaModule;
-use sparsetir_cuda::{launch, launch_async, Arch, Context, DeviceBuffer, Emit, Function, LaunchArg, Module, Nvrtc};
+use sparsetir_cuda::{
+    launch, launch_async, Arch, Context, DeviceBuffer, Emit, Function, LaunchArg, Module, Nvrtc,
+};
 use sparsetir_ir::DType;
 
 use crate::cache::KernelCache;

@@ -172,8 +172,7 @@ impl GpuKernel {
         // Scalar values by parameter index, for launch dimensions and temporaries.
         let mut ints: HashMap<usize, i64> = HashMap::new();
         for (k, p) in m.params.iter().enumerate() {
-            if let (CParamKind::Scalar(dt), Some(ArgValue::Int(v))) = (&p.kind, args.get(&p.name))
-            {
+            if let (CParamKind::Scalar(dt), Some(ArgValue::Int(v))) = (&p.kind, args.get(&p.name)) {
                 if dt.is_integer() || dt.is_bool() {
                     ints.insert(k, *v);
                 }
@@ -211,7 +210,8 @@ impl GpuKernel {
             launches.push((grid, block));
         }
         // Byte views of every parameter's array.
-        let mut by_name: HashMap<String, &mut ArgValue> = args.iter_mut().map(|(k, v)| (k.clone(), v)).collect();
+        let mut by_name: HashMap<String, &mut ArgValue> =
+            args.iter_mut().map(|(k, v)| (k.clone(), v)).collect();
         let mut slots: Vec<Option<Slot<'_>>> = Vec::new();
         for p in &m.params {
             let slot = match (&p.kind, by_name.remove(&p.name)) {

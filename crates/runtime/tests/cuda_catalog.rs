@@ -57,7 +57,10 @@ fn shapes(feat: usize) -> Vec<(&'static str, Shape)> {
 /// evaluator on every shape; returns the number of cases compared.
 fn check(kernel: &str, schedule: Option<&str>, spec: &[(String, i64)], feat: usize) -> usize {
     let f = sparsetir_ops::load(kernel).expect("catalog kernel");
-    let what = format!("{kernel} (schedule: {})", schedule.map_or("auto", |_| "default GPU"));
+    let what = format!(
+        "{kernel} (schedule: {})",
+        schedule.map_or("auto", |_| "default GPU")
+    );
     let k = GpuKernel::build(&f, schedule, spec, GpuDevice::Emulator, &cache())
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut compared = 0;
@@ -191,7 +194,10 @@ fn have_gpu() -> bool {
 /// Check `kernel` on the GPU (same cases as the emulator).
 fn check_gpu(kernel: &str, schedule: Option<&str>, spec: &[(String, i64)], feat: usize) -> usize {
     let f = sparsetir_ops::load(kernel).expect("catalog kernel");
-    let what = format!("{kernel} on the GPU (schedule: {})", schedule.map_or("auto", |_| "default GPU"));
+    let what = format!(
+        "{kernel} on the GPU (schedule: {})",
+        schedule.map_or("auto", |_| "default GPU")
+    );
     let k = GpuKernel::build(&f, schedule, spec, GpuDevice::Cuda, &cache())
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut compared = 0;
@@ -213,7 +219,12 @@ fn check_gpu(kernel: &str, schedule: Option<&str>, spec: &[(String, i64)], feat:
             let mut got = case.args.clone();
             k.run(&mut got)
                 .unwrap_or_else(|e| panic!("{what} {shape_name} seed {seed}: {e}"));
-            assert_same(&format!("{what} {shape_name} seed {seed}"), &case.outputs, &got, &want);
+            assert_same(
+                &format!("{what} {shape_name} seed {seed}"),
+                &case.outputs,
+                &got,
+                &want,
+            );
             compared += 1;
         }
     }
@@ -226,7 +237,11 @@ fn every_catalog_kernel_on_a_real_gpu() {
         return;
     }
     for k in sparsetir_ops::catalog() {
-        assert!(check_gpu(k.name, None, &[], 5) > 0, "{}: no case compared", k.name);
+        assert!(
+            check_gpu(k.name, None, &[], 5) > 0,
+            "{}: no case compared",
+            k.name
+        );
     }
     for (kernel, sched, feat) in GPU_SCHEDULED {
         let sched = sparsetir_ops::gpu_schedule(sched).expect("a GPU schedule");
@@ -235,6 +250,9 @@ fn every_catalog_kernel_on_a_real_gpu() {
         } else {
             Vec::new()
         };
-        assert!(check_gpu(kernel, Some(sched), &spec, (*feat).max(1)) > 0, "{kernel}");
+        assert!(
+            check_gpu(kernel, Some(sched), &spec, (*feat).max(1)) > 0,
+            "{kernel}"
+        );
     }
 }

@@ -100,9 +100,8 @@ fn check(kernel: &str, ops: &[Op]) -> Result<(), TestCaseError> {
         let mut want = case.args.clone();
         eval_func(&f, &mut want).expect("reference");
         let mut got = case.args.clone();
-        k.run(&mut got).map_err(|e| {
-            TestCaseError::fail(format!("{kernel}: emulation failed: {e}\n{text}"))
-        })?;
+        k.run(&mut got)
+            .map_err(|e| TestCaseError::fail(format!("{kernel}: emulation failed: {e}\n{text}")))?;
         for name in &case.outputs {
             let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) =
                 (got.get(name), want.get(name))

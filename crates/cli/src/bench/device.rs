@@ -36,12 +36,13 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     if o.matrices.is_empty() {
         return Err(Failure("error: give at least one --matrix FILE.mtx".into()));
     }
-    let schedule = match &o.schedule {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
-            Failure(format!("error: cannot read schedule {}: {e}", p.display()))
-        })?),
-        None => sparsetir_ops::gpu_schedule(op.kernel()).map(str::to_string),
-    };
+    let schedule =
+        match &o.schedule {
+            Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
+                Failure(format!("error: cannot read schedule {}: {e}", p.display()))
+            })?),
+            None => sparsetir_ops::gpu_schedule(op.kernel()).map(str::to_string),
+        };
     let mut matrices = Vec::new();
     for p in &o.matrices {
         matrices.push((stem(p), load_csr(p)?));
@@ -57,7 +58,13 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         let (f, spec) = kernel_for(op, feat)?;
         let k = GpuKernel::build(&f, schedule.as_deref(), &spec, device, &cache)?;
         let split = if op == Op::Spmm && o.schedule.is_none() && feat <= 128 {
-            Some(GpuKernel::build(&f, spmm_split.as_deref(), &spec, device, &cache)?)
+            Some(GpuKernel::build(
+                &f,
+                spmm_split.as_deref(),
+                &spec,
+                device,
+                &cache,
+            )?)
         } else {
             None
         };

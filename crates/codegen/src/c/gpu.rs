@@ -221,7 +221,10 @@ impl<'f> Writer<'f> {
             }
             Expr::Cast(dt, a) if dt.is_integer() => self.launch_expr(a)?,
             Expr::Binary(op, a, b) => {
-                let (x, y) = (Box::new(self.launch_expr(a)?), Box::new(self.launch_expr(b)?));
+                let (x, y) = (
+                    Box::new(self.launch_expr(a)?),
+                    Box::new(self.launch_expr(b)?),
+                );
                 match op {
                     BinOp::Add => LaunchExpr::Add(x, y),
                     BinOp::Sub => LaunchExpr::Sub(x, y),
@@ -390,7 +393,11 @@ impl<'f> Writer<'f> {
             dims.insert(tag, d);
         }
         let dim_of = |t: &str| dims.get(t).cloned().unwrap_or(LaunchExpr::Const(1));
-        let grid = [dim_of(GRID_TAGS[0]), dim_of(GRID_TAGS[1]), dim_of(GRID_TAGS[2])];
+        let grid = [
+            dim_of(GRID_TAGS[0]),
+            dim_of(GRID_TAGS[1]),
+            dim_of(GRID_TAGS[2]),
+        ];
         let block = [
             dim_of(BLOCK_TAGS[0]),
             dim_of(BLOCK_TAGS[1]),
@@ -633,9 +640,7 @@ impl<'f> Writer<'f> {
     /// A loop of a CUDA kernel (`write_loop` hands every loop over in the CUDA target).
     pub(super) fn write_cuda_loop(&mut self, f: &For) -> Res<()> {
         match f.kind {
-            ForKind::ThreadBinding
-                if !f.thread.as_deref().unwrap_or("").starts_with("vthread") =>
-            {
+            ForKind::ThreadBinding if !f.thread.as_deref().unwrap_or("").starts_with("vthread") => {
                 self.write_thread_loop(f)
             }
             ForKind::Parallel => Err(self.unsupported(
@@ -686,8 +691,7 @@ impl<'f> Writer<'f> {
                 rd.remove(&acc.buffer);
             }
             let multi = self.kernel.as_ref().is_some_and(|k| k.multi_thread);
-            if w
-                .iter()
+            if w.iter()
                 .any(|b| (self.is_shared(*b) || multi) && (rd.contains(b) || w.len() > 1))
             {
                 self.line("__syncthreads();");
@@ -716,10 +720,7 @@ impl<'f> Writer<'f> {
         } else {
             Expr::add(f.min.clone(), f.extent.clone())
         };
-        let dim = self
-            .kernel
-            .as_ref()
-            .and_then(|k| k.dims.get(&tag).cloned());
+        let dim = self.kernel.as_ref().and_then(|k| k.dims.get(&tag).cloned());
         let guard = dim != self.launch_expr(&end_expr) || const_int(&f.min) != Some(0);
         self.line("{");
         self.indent += 1;
@@ -918,8 +919,7 @@ impl<'f> Writer<'f> {
                 return None;
             }
         } else if b.init.is_some()
-            && b
-                .init_folded_into(f.var, &f.min, st.buffer, &st.indices)
+            && b.init_folded_into(f.var, &f.min, st.buffer, &st.indices)
                 .is_none()
         {
             // The init runs at the reduction's first step, inside the nest; kept as written.
@@ -1005,7 +1005,10 @@ impl<'f> Writer<'f> {
             let off_l = self.offset(buffer, &acc.outer_indices)?;
             self.indent += 1;
             if acc.atomic {
-                self.guarded_line(&format!("atomicAdd({bname} + {off_l}, {name}[{v}]);"), false);
+                self.guarded_line(
+                    &format!("atomicAdd({bname} + {off_l}, {name}[{v}]);"),
+                    false,
+                );
             } else {
                 self.guarded_line(&format!("{bname}[{off_l}] = {name}[{v}];"), false);
             }
@@ -1036,7 +1039,10 @@ impl<'f> Writer<'f> {
                     .map(|it| (it.var, it.binding.clone()))
                     .collect();
                 let (t, tdt) = self.expr(&subst(&v, &map))?;
-                self.line(&format!("{ct} {name} = {};", strip_parens(&cast(t, tdt, dt))));
+                self.line(&format!(
+                    "{ct} {name} = {};",
+                    strip_parens(&cast(t, tdt, dt))
+                ));
                 strip_init_of(&mut body.body, &acc.block.name);
             }
             None if acc.atomic => self.line(&format!("{ct} {name} = {};", int_literal(0, dt))),
@@ -1103,7 +1109,10 @@ impl<'f> Writer<'f> {
         let buffer = acc.store.buffer;
         let dt = self.buf_dtype(buffer);
         let ct = self.ctype(dt, "accumulator")?;
-        if !matches!(dt, DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32) {
+        if !matches!(
+            dt,
+            DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32
+        ) {
             return Err(self.unsupported(
                 &format!("cross-thread reduction over `{name_v}`"),
                 format!("{dt} values cannot be shuffled"),
@@ -1205,7 +1214,10 @@ impl<'f> Writer<'f> {
                 let (s, sdt) = self.expr(&it.binding)?;
                 let v = self.bind(it.var)?;
                 bound.push(it.var);
-                self.line(&format!("const {vct} {v} = {};", strip_parens(&cast(s, sdt, vdt))));
+                self.line(&format!(
+                    "const {vct} {v} = {};",
+                    strip_parens(&cast(s, sdt, vdt))
+                ));
             }
             let r = self.write_stmt(init);
             for v in bound {
@@ -1233,7 +1245,10 @@ impl<'f> Writer<'f> {
         value: &Expr,
     ) -> Res<()> {
         let bdt = self.buf_dtype(buffer);
-        if !matches!(bdt, DType::F32 | DType::F64 | DType::I32 | DType::U32 | DType::U64) {
+        if !matches!(
+            bdt,
+            DType::F32 | DType::F64 | DType::I32 | DType::U32 | DType::U64
+        ) {
             return Err(self.unsupported(
                 "atomic_add",
                 format!("CUDA has no atomicAdd on {bdt} elements"),
@@ -1251,7 +1266,10 @@ impl<'f> Writer<'f> {
         }
         let off = self.offset(buffer, indices)?;
         let name = self.buf_name(buffer)?.to_string();
-        self.guarded_line(&format!("atomicAdd({name} + {off}, {});", strip_parens(&v)), false);
+        self.guarded_line(
+            &format!("atomicAdd({name} + {off}, {});", strip_parens(&v)),
+            false,
+        );
         Ok(())
     }
 
@@ -1354,7 +1372,9 @@ impl<'f> Writer<'f> {
         w.retain(|b| self.is_shared(*b) || multi);
         r.retain(|b| self.is_shared(*b) || multi);
         if uniform {
-            let hazard = w.iter().any(|b| pending_w.contains(b) || pending_r.contains(b))
+            let hazard = w
+                .iter()
+                .any(|b| pending_w.contains(b) || pending_r.contains(b))
                 || r.iter().any(|b| pending_w.contains(b));
             if hazard {
                 self.line("__syncthreads();");
