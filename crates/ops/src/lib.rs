@@ -160,12 +160,17 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         "csrmm_split",
         include_str!("../schedules/gpu/csrmm_split.sched"),
     ),
+    (
+        "csrmm_split4",
+        include_str!("../schedules/gpu/csrmm_split4.sched"),
+    ),
     ("sddmm", include_str!("../schedules/gpu/sddmm.sched")),
     ("spmv", include_str!("../schedules/gpu/spmv.sched")),
 ];
 
 /// The default GPU schedule of a catalog kernel (aliases share the schedule of the kernel they
-/// equal), if it has one. `csrmm_split` names csrmm's schedule for power-law rows.
+/// equal), if it has one. `csrmm_split` and `csrmm_split4` name csrmm's schedules for power-law rows (8 and 4 warps
+/// per row).
 pub fn gpu_schedule(kernel: &str) -> Option<&'static str> {
     let name = alias_of(kernel).unwrap_or(kernel);
     GPU_SCHEDULES

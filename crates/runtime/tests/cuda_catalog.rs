@@ -110,6 +110,7 @@ const GPU_SCHEDULED: &[(&str, &str, usize)] = &[
     ("csrmm", "csrmm", 96),
     ("csrmm", "csrmm_split", 32),
     ("csrmm", "csrmm_split", 40),
+    ("csrmm", "csrmm_split4", 64),
     ("sddmm", "sddmm", 64),
     ("sddmm", "sddmm", 24),
     ("spmv", "spmv", 0),

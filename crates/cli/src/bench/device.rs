@@ -48,23 +48,28 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         matrices.push((stem(p), load_csr(p)?));
     }
     let cache = KernelCache::from_env()?;
-    // SpMM's default GPU schedule by matrix: rows split over warps where some rows are much
-    // longer than the mean (power-law graphs) and the feature width is at most 128; one warp
-    // per row otherwise (measured on an H100: bench/gpu/results/session6-variants2).
-    let spmm_split = sparsetir_ops::gpu_schedule("csrmm_split").map(str::to_string);
+    // SpMM's default GPU schedule by matrix: rows split over warps (8 up to width 128, 4 at
+    // 256) where some rows are much longer than the mean (power-law graphs); one warp per row
+    // otherwise (measured on an H100: bench/gpu/results/session6-variants2 and -variants3).
+    let spmm_split = |feat: usize| {
+        let name = if feat <= 128 {
+            "csrmm_split"
+        } else {
+            "csrmm_split4"
+        };
+        (name, sparsetir_ops::gpu_schedule(name).map(str::to_string))
+    };
     let mut failed = false;
     let stdout = std::io::stdout();
     for &feat in &feats {
         let (f, spec) = kernel_for(op, feat)?;
         let k = GpuKernel::build(&f, schedule.as_deref(), &spec, device, &cache)?;
-        let split = if op == Op::Spmm && o.schedule.is_none() && feat <= 128 {
-            Some(GpuKernel::build(
-                &f,
-                spmm_split.as_deref(),
-                &spec,
-                device,
-                &cache,
-            )?)
+        let split = if op == Op::Spmm && o.schedule.is_none() && feat <= 256 {
+            let (name, text) = spmm_split(feat);
+            Some((
+                name,
+                GpuKernel::build(&f, text.as_deref(), &spec, device, &cache)?,
+            ))
         } else {
             None
         };
@@ -87,8 +92,8 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             let max_row = a.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64;
             let mean_row = a.nnz() as f64 / a.rows.max(1) as f64;
             let (k, sched_name) = match &split {
-                Some(s) if max_row >= 8.0 * mean_row.max(1.0) && max_row >= 64.0 => {
-                    (s, "csrmm_split")
+                Some((name, s)) if max_row >= 8.0 * mean_row.max(1.0) && max_row >= 64.0 => {
+                    (s, *name)
                 }
                 _ => (&k, "default"),
             };
