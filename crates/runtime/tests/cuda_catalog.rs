@@ -257,3 +257,40 @@ fn every_catalog_kernel_on_a_real_gpu() {
         );
     }
 }
+
+#[test]
+fn default_gpu_schedules_of_spmm_sddmm_and_spmv_do_not_spill() {
+    let Some(nvrtc) = nvrtc() else { return };
+    for (kernel, sched, feats) in [
+        ("csrmm", "csrmm", &[32i64, 128, 512][..]),
+        ("csrmm", "csrmm_split", &[32, 128]),
+        ("csrmm", "csrmm_split4", &[256]),
+        ("sddmm", "sddmm", &[32, 128, 512]),
+        ("spmv", "spmv", &[0]),
+    ] {
+        let f = sparsetir_ops::load(kernel).unwrap();
+        for &feat in feats {
+            let spec: Vec<(String, i64)> = if feat > 0 {
+                vec![("feat_size".into(), feat)]
+            } else {
+                Vec::new()
+            };
+            let (_, m) = emit_cuda(&f, sparsetir_ops::gpu_schedule(sched), &spec).unwrap();
+            for arch in ["sm_80", "sm_90"] {
+                let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
+                let c = nvrtc
+                    .compile(&m.source, "k.cu", &arch, sparsetir_cuda::Emit::Cubin, &[])
+                    .unwrap_or_else(|e| panic!("{sched} feat {feat}: {e}"));
+                assert_eq!(c.resources.len(), m.kernels.len(), "{sched}: {}", c.log);
+                for r in &c.resources {
+                    assert!(r.registers > 0, "{sched}: {r:?}");
+                    assert_eq!(
+                        (r.spill_stores, r.spill_loads),
+                        (0, 0),
+                        "{sched} feat {feat} on {arch}: {r:?}"
+                    );
+                }
+            }
+        }
+    }
+}
