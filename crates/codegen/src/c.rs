@@ -1158,10 +1158,10 @@ impl<'f> Writer<'f> {
 
     /// A sequence; an `Allocate` opens a scope holding the rest of the sequence.
     fn write_seq(&mut self, v: &[Stmt]) -> Res<()> {
-        let (mut pend_w, mut pend_r) = (HashSet::new(), HashSet::new());
+        let mut pending = gpu::Pending::default();
         for (k, st) in v.iter().enumerate() {
             if self.kernel.is_some() {
-                self.cuda_barrier_before(&mut pend_w, &mut pend_r, st);
+                self.cuda_barrier_before(&mut pending, st)?;
             }
             if let Stmt::Allocate(b) = st {
                 self.line("{");

@@ -1351,16 +1351,12 @@ impl<'f> Writer<'f> {
     /// Before writing statement `k` of a block-level sequence: a barrier when an earlier
     /// statement since the last barrier touched shared memory that this one touches, one of
     /// the two writing.
-    pub(super) fn cuda_barrier_before(
-        &mut self,
-        pending_w: &mut HashSet<BufferId>,
-        pending_r: &mut HashSet<BufferId>,
-        next: &Stmt,
-    ) {
+    pub(super) fn cuda_barrier_before(&mut self, pending: &mut Pending, next: &Stmt) -> Res<()> {
         let Some(k) = self.kernel.as_ref() else {
-            return;
+            return Ok(());
         };
         let (uniform, multi) = (k.divergent == 0, k.multi_thread);
+        let base = k.bound.clone();
         let (mut w, mut r) = (HashSet::new(), HashSet::new());
         accesses(next, &mut w, &mut r);
         if let Some(acc) = &self.simd_acc {
@@ -1371,19 +1367,94 @@ impl<'f> Writer<'f> {
         // several threads (statements may map their elements to threads differently).
         w.retain(|b| self.is_shared(*b) || multi);
         r.retain(|b| self.is_shared(*b) || multi);
-        if uniform {
-            let hazard = w
-                .iter()
-                .any(|b| pending_w.contains(b) || pending_r.contains(b))
-                || r.iter().any(|b| pending_w.contains(b));
-            if hazard {
+        let mut tags: HashMap<BufferId, HashSet<Vec<String>>> = HashMap::new();
+        self.access_tags(next, &mut base.clone(), &mut tags);
+        let atomics = atomic_targets(next);
+        let hazards: Vec<BufferId> = w
+            .iter()
+            .filter(|b| pending.w.contains(b) || pending.r.contains(b))
+            .chain(r.iter().filter(|b| pending.w.contains(b)))
+            .copied()
+            .collect();
+        if !hazards.is_empty() {
+            if uniform {
                 self.line("__syncthreads();");
-                pending_w.clear();
-                pending_r.clear();
+                *pending = Pending::default();
+            } else {
+                // Where threads diverge no barrier can be written. Global memory that both
+                // statements reach under the same thread bindings is taken to be mapped to the
+                // threads the same way (each thread reads what it wrote: the schedules' init
+                // nests); shared memory, atomically updated elements and elements reached under
+                // other bindings are touched by other threads, so the schedule is refused.
+                let cross = |b: &BufferId| {
+                    if self.is_shared(*b) || atomics.contains(b) || pending.atomics.contains(b) {
+                        return true;
+                    }
+                    let mut all: HashSet<&Vec<String>> = HashSet::new();
+                    all.extend(tags.get(b).into_iter().flatten());
+                    all.extend(pending.tags.get(b).into_iter().flatten());
+                    all.len() > 1
+                };
+                if let Some(b) = hazards.iter().find(|b| cross(b)) {
+                    return Err(self.unsupported(
+                        &format!("buffer `{}`", self.func.buffers[*b].name),
+                        "other threads of the block touch it between two statements, but the \
+                         threads diverge there (a condition or loop range depends on a thread \
+                         index), so no barrier can order them: bind the loops so the block is \
+                         uniform around these statements",
+                    ));
+                }
             }
         }
-        pending_w.extend(w);
-        pending_r.extend(r);
+        pending.w.extend(w);
+        pending.r.extend(r);
+        pending.atomics.extend(atomics);
+        for (b, t) in tags {
+            pending.tags.entry(b).or_default().extend(t);
+        }
+        Ok(())
+    }
+
+    /// Records, for every buffer `s` accesses, the thread tags bound around the access (`bound`
+    /// holds the enclosing ones). A `threadIdx.x` loop carrying a cross-thread reduction binds
+    /// nothing: the reduced element is read and written by the group's first lane alone.
+    fn access_tags(
+        &self,
+        s: &'f Stmt,
+        bound: &mut Vec<String>,
+        out: &mut HashMap<BufferId, HashSet<Vec<String>>>,
+    ) {
+        let mut key = bound.clone();
+        key.sort();
+        let note = |b: BufferId, out: &mut HashMap<BufferId, HashSet<Vec<String>>>| {
+            out.entry(b).or_default().insert(key.clone());
+        };
+        match s {
+            Stmt::For(f) => {
+                let tag = f.thread.as_deref().unwrap_or("");
+                let binds = f.kind == ForKind::ThreadBinding
+                    && !tag.starts_with("vthread")
+                    && !(tag == "threadIdx.x" && self.accumulation(f, true).is_some());
+                if binds {
+                    bound.push(tag.to_string());
+                }
+                self.access_tags(&f.body, bound, out);
+                if binds {
+                    bound.pop();
+                }
+                return;
+            }
+            Stmt::Store(st) => note(st.buffer, out),
+            _ => {}
+        }
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| {
+                if let Expr::Load { buffer, .. } = x {
+                    note(*buffer, out);
+                }
+            })
+        });
+        s.for_each_child(|c| self.access_tags(c, bound, out));
     }
 
     /// The condition that keeps a store to one thread along the block dimensions no enclosing
@@ -1409,6 +1480,38 @@ impl<'f> Writer<'f> {
             None => self.line(line),
         }
     }
+}
+
+/// What the statements of a sequence since its last barrier touched.
+#[derive(Default)]
+pub(crate) struct Pending {
+    w: HashSet<BufferId>,
+    r: HashSet<BufferId>,
+    atomics: HashSet<BufferId>,
+    /// For each buffer, the sets of thread tags bound around its accesses (sorted).
+    tags: HashMap<BufferId, HashSet<Vec<String>>>,
+}
+
+/// The buffers `s` updates with atomic additions.
+fn atomic_targets(s: &Stmt) -> HashSet<BufferId> {
+    let mut out = HashSet::new();
+    s.visit(&mut |x| {
+        x.for_each_expr(|e| {
+            e.visit(&mut |y| {
+                if let Expr::Call {
+                    op: Intrinsic::AtomicAdd,
+                    args,
+                    ..
+                } = y
+                {
+                    if let Some(Expr::Load { buffer, .. }) = args.first() {
+                        out.insert(*buffer);
+                    }
+                }
+            })
+        })
+    });
+    out
 }
 
 /// Removes the init of block `name` under `s`.
