@@ -1,0 +1,75 @@
+//! `horizontal_fuse` (GPU form) feeding one CUDA launch: three kernels of different grids and
+//! block shapes concatenated over `blockIdx.x` become one `__global__` function whose grid is
+//! the sum of the parts and whose block is the widest part (narrower parts guarded), and the
+//! emulation of that one launch computes what the three parts compute.
+
+use sparsetir_codegen::emit_cuda;
+use sparsetir_runtime::cache::KernelCache;
+use sparsetir_runtime::{EmuArg, EmuModule};
+use sparsetir_transform::horizontal_fuse;
+
+const KERNELS: &str = r#"
+@T.prim_func
+def kernels(a: T.handle, b: T.handle, c: T.handle, d: T.handle, f: T.handle, e: T.handle, m: T.int32, p: T.int32) -> None:
+    T.func_attr({"sparse_tir_level": 0, "horizontal_fuse": True})
+    A = T.match_buffer(a, (m, 4), "float32")
+    B = T.match_buffer(b, (p, 2), "float32")
+    C = T.match_buffer(c, (m, 4), "float32")
+    D = T.match_buffer(d, (p, 2), "float32")
+    F = T.match_buffer(f, (3,), "float32")
+    E = T.match_buffer(e, (3,), "float32")
+    for bx in T.thread_binding(m, thread="blockIdx.x"):
+        for tx in T.thread_binding(4, thread="threadIdx.x"):
+            with T.block("k1"):
+                vi = T.axis.spatial(m, bx)
+                vj = T.axis.spatial(4, tx)
+                C[vi, vj] = A[vi, vj] * T.float32(2)
+    for bx2 in T.thread_binding(p, thread="blockIdx.x"):
+        for tx2 in T.thread_binding(2, thread="threadIdx.x"):
+            with T.block("k2"):
+                vi2 = T.axis.spatial(p, bx2)
+                vj2 = T.axis.spatial(2, tx2)
+                D[vi2, vj2] = B[vi2, vj2] + T.float32(1)
+    for bx3 in T.thread_binding(3, thread="blockIdx.x"):
+        with T.block("k3"):
+            vk = T.axis.spatial(3, bx3)
+            E[vk] = F[vk] * T.float32(3)
+"#;
+
+#[test]
+fn horizontally_fused_kernels_run_as_one_launch() {
+    let f = sparsetir_syntax::parse_func(KERNELS).expect("parses");
+    let unfused = emit_cuda(&f).expect("emits");
+    assert_eq!(unfused.kernels.len(), 3);
+    let g = horizontal_fuse(&f).expect("fuses");
+    let m = emit_cuda(&g).expect("emits");
+    assert_eq!(m.kernels.len(), 1, "{}", m.source);
+    let cache = KernelCache::new(
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-fused"),
+    );
+    let (emu, _) = EmuModule::load(&m, &cache).expect("compiles");
+    let (mm, p) = (5usize, 3usize);
+    let a: Vec<f32> = (0..mm * 4).map(|v| v as f32 - 7.5).collect();
+    let b: Vec<f32> = (0..p * 2).map(|v| 0.25 * v as f32).collect();
+    let fv = vec![1.0f32, -2.0, 0.5];
+    let (mut c, mut d, mut e) = (vec![0f32; mm * 4], vec![0f32; p * 2], vec![0f32; 3]);
+    let params = [None, None, None, None, None, None, Some(mm as i64), Some(p as i64)];
+    let (grid, block) = emu.dims(0, &|k| params.get(k).copied().flatten()).expect("dims");
+    assert_eq!(grid, [(mm + p + 3) as u32, 1, 1]);
+    assert_eq!(block, [4, 1, 1]);
+    let mut args = vec![
+        EmuArg::input(&a),
+        EmuArg::input(&b),
+        EmuArg::output(&mut c),
+        EmuArg::output(&mut d),
+        EmuArg::input(&fv),
+        EmuArg::output(&mut e),
+        EmuArg::I32(mm as i32),
+        EmuArg::I32(p as i32),
+    ];
+    emu.launch(0, grid, block, &mut args).expect("runs");
+    drop(args);
+    assert_eq!(c, a.iter().map(|v| 2.0 * v).collect::<Vec<_>>());
+    assert_eq!(d, b.iter().map(|v| v + 1.0).collect::<Vec<_>>());
+    assert_eq!(e, fv.iter().map(|v| 3.0 * v).collect::<Vec<_>>());
+}
