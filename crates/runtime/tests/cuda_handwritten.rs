@@ -1,7 +1,9 @@
-//! `horizontal_fuse` (GPU form) feeding one CUDA launch: three kernels of different grids and
+//! Hand-written stage III kernels through the CUDA writer and the emulator. `horizontal_fuse`
+//! (GPU form) feeding one CUDA launch: three kernels of different grids and
 //! block shapes concatenated over `blockIdx.x` become one `__global__` function whose grid is
 //! the sum of the parts and whose block is the widest part (narrower parts guarded), and the
-//! emulation of that one launch computes what the three parts compute.
+//! emulation of that one launch computes what the three parts compute. Barrier insertion: shared
+//! memory written by some threads and read by others gets exactly one `__syncthreads`.
 
 use sparsetir_codegen::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
@@ -44,17 +46,27 @@ fn horizontally_fused_kernels_run_as_one_launch() {
     let g = horizontal_fuse(&f).expect("fuses");
     let m = emit_cuda(&g).expect("emits");
     assert_eq!(m.kernels.len(), 1, "{}", m.source);
-    let cache = KernelCache::new(
-        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-fused"),
-    );
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-fused"));
     let (emu, _) = EmuModule::load(&m, &cache).expect("compiles");
     let (mm, p) = (5usize, 3usize);
     let a: Vec<f32> = (0..mm * 4).map(|v| v as f32 - 7.5).collect();
     let b: Vec<f32> = (0..p * 2).map(|v| 0.25 * v as f32).collect();
     let fv = vec![1.0f32, -2.0, 0.5];
     let (mut c, mut d, mut e) = (vec![0f32; mm * 4], vec![0f32; p * 2], vec![0f32; 3]);
-    let params = [None, None, None, None, None, None, Some(mm as i64), Some(p as i64)];
-    let (grid, block) = emu.dims(0, &|k| params.get(k).copied().flatten()).expect("dims");
+    let params = [
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        Some(mm as i64),
+        Some(p as i64),
+    ];
+    let (grid, block) = emu
+        .dims(0, &|k| params.get(k).copied().flatten())
+        .expect("dims");
     assert_eq!(grid, [(mm + p + 3) as u32, 1, 1]);
     assert_eq!(block, [4, 1, 1]);
     let mut args = vec![
@@ -72,4 +84,59 @@ fn horizontally_fused_kernels_run_as_one_launch() {
     assert_eq!(c, a.iter().map(|v| 2.0 * v).collect::<Vec<_>>());
     assert_eq!(d, b.iter().map(|v| v + 1.0).collect::<Vec<_>>());
     assert_eq!(e, fv.iter().map(|v| 3.0 * v).collect::<Vec<_>>());
+}
+
+/// Each block loads a row into shared memory, then every thread reads its neighbour's element:
+/// the writer must put a barrier between the two thread loops (the emulator would report the
+/// race otherwise), and no barrier inside either.
+const SHIFT: &str = r#"
+@T.prim_func
+def shift(x: T.handle, y: T.handle) -> None:
+    T.func_attr({"sparse_tir_level": 0})
+    X = T.match_buffer(x, (4, 32), "float32")
+    Y = T.match_buffer(y, (4, 32), "float32")
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        with T.block("row"):
+            vb = T.axis.spatial(4, bx)
+            S = T.alloc_buffer((32,), "float32", scope="shared")
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("load"):
+                    vt = T.axis.spatial(32, tx)
+                    S[vt] = X[vb, vt]
+            for tx2 in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("use"):
+                    vt2 = T.axis.spatial(32, tx2)
+                    Y[vb, vt2] = S[(vt2 + 1) % 32] + S[vt2]
+"#;
+
+#[test]
+fn shared_memory_written_then_read_by_other_threads_gets_one_barrier() {
+    let f = sparsetir_syntax::parse_func(SHIFT).expect("parses");
+    let m = emit_cuda(&f).expect("emits");
+    assert_eq!(
+        m.source.matches("__syncthreads();").count(),
+        1,
+        "{}",
+        m.source
+    );
+    assert!(
+        m.source.contains("SPTIR_SHARED(float, S, 32);"),
+        "{}",
+        m.source
+    );
+    assert_eq!(m.kernels[0].shared_bytes, 128);
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-fused"));
+    let (emu, _) = EmuModule::load(&m, &cache).expect("compiles");
+    let x: Vec<f32> = (0..128).map(|v| (v * v % 17) as f32).collect();
+    let mut y = vec![0f32; 128];
+    let mut args = vec![EmuArg::input(&x), EmuArg::output(&mut y)];
+    emu.launch(0, [4, 1, 1], [32, 1, 1], &mut args)
+        .expect("no race");
+    drop(args);
+    for b in 0..4 {
+        for t in 0..32 {
+            assert_eq!(y[b * 32 + t], x[b * 32 + (t + 1) % 32] + x[b * 32 + t]);
+        }
+    }
 }
