@@ -140,3 +140,47 @@ fn shared_memory_written_then_read_by_other_threads_gets_one_barrier() {
         }
     }
 }
+
+/// A row reduced by 128 threads (four warps): shuffles within each warp, the warps' totals
+/// through shared memory behind barriers; equals the evaluator on rows of every length.
+#[test]
+fn a_cross_thread_reduction_over_four_warps_equals_the_evaluator() {
+    use sparsetir_eval::{eval_func, ArgValue};
+    use sparsetir_ops::data::{random_args, Pattern, Shape};
+    use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+    let sched = "# stage III\nb0 = sch.get_block(\"spmv0\")\nl0, = sch.get_loops(b0)\n\
+                 sch.bind(l0, \"blockIdx.x\")\nb1 = sch.get_block(\"spmv1\")\n\
+                 l1, = sch.get_loops(b1)\nl1o, l1i = sch.split(l1, [None, 128])\n\
+                 sch.reorder(l1i, l1o)\nsch.bind(l1i, \"threadIdx.x\")\n";
+    let f = sparsetir_ops::load("spmv").unwrap();
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(sched), &[]).expect("emits");
+    assert_eq!(
+        m.source.matches("__syncthreads();").count(),
+        2,
+        "{}",
+        m.source
+    );
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-fused"));
+    let k = GpuKernel::build(&f, Some(sched), &[], GpuDevice::Emulator, &cache).expect("builds");
+    for (rows, cols, density) in [(7, 300, 0.9), (40, 200, 0.1), (3, 1000, 0.5)] {
+        let shape =
+            Shape::new(Pattern::Random { empty_rows: true }, rows, cols).with_density(density);
+        let case = random_args("spmv", &shape, 1).expect("data");
+        let mut want = case.args.clone();
+        eval_func(&f, &mut want).expect("reference");
+        let mut got = case.args.clone();
+        k.run(&mut got).expect("runs without races");
+        let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) = (got.get("y"), want.get("y"))
+        else {
+            panic!("no output");
+        };
+        for i in 0..a.len() {
+            let (x, y) = (a.get_f64(i), b.get_f64(i));
+            assert!(
+                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                "y[{i}] = {x}, want {y}"
+            );
+        }
+    }
+}

@@ -1076,11 +1076,14 @@ impl<'f> Writer<'f> {
     /// group runs the block's init (if any) and combines the total into the element.
     fn write_cross_thread_reduction(&mut self, f: &For, acc: Accumulation<'_>) -> Res<()> {
         let name_v = self.func.vars[f.var].name.clone();
-        let Some(lanes) = const_int(&f.extent).filter(|n| *n > 0 && 32 % n == 0) else {
+        let Some(lanes) = const_int(&f.extent)
+            .filter(|n| (*n > 0 && 32 % n == 0) || (*n > 32 && n % 32 == 0 && *n <= 1024))
+        else {
             return Err(self.unsupported(
                 &format!("cross-thread reduction over `{name_v}`"),
-                "the loop bound to threadIdx.x must have a constant extent dividing 32 \
-                 (1, 2, 4, 8, 16 or 32 lanes)",
+                "the loop bound to threadIdx.x must have a constant extent dividing 32 (one \
+                 warp: 1 to 32 lanes) or a multiple of 32 up to 1024 (several warps, combined \
+                 through shared memory)",
             ));
         };
         let ctx = self.kernel.as_ref();
@@ -1093,7 +1096,21 @@ impl<'f> Writer<'f> {
                 "blockDim.x must be a constant multiple of the reduction's lanes",
             ));
         }
-        if ctx.is_some_and(|k| k.guarded_thread_depth > 0) {
+        // Several warps: their totals meet in shared memory, behind barriers, so the whole
+        // block must be there and blockDim.x must be the reduction's extent.
+        let warps = lanes / 32;
+        if warps > 1 {
+            if dim_x != Some(lanes) || ctx.is_some_and(|k| k.divergent > 0) {
+                return Err(self.unsupported(
+                    &format!("cross-thread reduction over `{name_v}`"),
+                    "a reduction over several warps needs blockDim.x equal to its extent and \
+                     the whole block there (no enclosing condition or loop range that depends \
+                     on a thread index)",
+                ));
+            }
+        }
+        let guarded_above = ctx.is_some_and(|k| k.guarded_thread_depth > 0);
+        if guarded_above {
             return Err(self.unsupported(
                 &format!("cross-thread reduction over `{name_v}`"),
                 "it sits under a guarded thread loop (a thread loop whose extent is smaller \
@@ -1156,14 +1173,54 @@ impl<'f> Writer<'f> {
         let r = self.write_thread_loop(&part);
         self.simd_acc = None;
         r?;
-        let mut off = lanes / 2;
+        let mut off = lanes.min(32) / 2;
         while off >= 1 {
             let shf = format!("__shfl_xor_sync(0xffffffffu, {name}, {off})");
             let c = combine(&name, &shf);
             self.line(&format!("{name} = {c};"));
             off /= 2;
         }
-        let lead = format!("(threadIdx.x & {}u) == 0u", lanes - 1);
+        if warps > 1 {
+            // One slot per warp of every reduction group (the other block dimensions).
+            let dims = self
+                .kernel
+                .as_ref()
+                .map(|k| k.dims.clone())
+                .unwrap_or_default();
+            let dim = |t: &str| {
+                dims.get(t)
+                    .and_then(|d| d.eval(&|_| None))
+                    .unwrap_or(1)
+                    .max(1)
+            };
+            let (dy, dz) = (dim("threadIdx.y"), dim("threadIdx.z"));
+            let slots = warps * dy * dz;
+            let buf = self.namer.fresh(&format!("{bname}_warps"));
+            let bytes = slots as u64 * dtype_bytes(dt);
+            if let Some(k) = self.kernel.as_mut() {
+                k.shared_bytes += bytes;
+            }
+            let group = format!("((threadIdx.z * {dy} + threadIdx.y) * {warps})");
+            self.line(&format!("SPTIR_SHARED({ct}, {buf}, {slots});"));
+            self.line(&format!(
+                "if ((threadIdx.x & 31u) == 0u) {{ {buf}[{group} + threadIdx.x / 32u] = {name}; }}"
+            ));
+            self.line("__syncthreads();");
+            self.line(&format!("{name} = {buf}[{group}];"));
+            self.line("#pragma unroll");
+            self.line(&format!("for (int32_t w = 1; w < {warps}; ++w) {{"));
+            let c = combine(&name, &format!("{buf}[{group} + w]"));
+            self.line(&format!("    {name} = {c};"));
+            self.line("}");
+            // The slots may be written again (a loop around): everyone has read them first.
+            self.line("__syncthreads();");
+        }
+        let lead = format!("(threadIdx.x & {}u) == 0u", lanes.min(32) - 1);
+        let lead = if warps > 1 {
+            "threadIdx.x == 0u".to_string()
+        } else {
+            lead
+        };
         let mut cond = match self.redundant_guard(true) {
             Some(g) => format!("{lead} && {g}"),
             None => lead,
@@ -1376,34 +1433,33 @@ impl<'f> Writer<'f> {
             .chain(r.iter().filter(|b| pending.w.contains(b)))
             .copied()
             .collect();
-        if !hazards.is_empty() {
+        // Global memory that both statements reach under the same thread bindings is taken to
+        // be mapped to the threads the same way (each thread reads what it wrote: the
+        // schedules' init nests, a cross-thread reduction's element and its init); shared
+        // memory, atomically updated elements and elements reached under other bindings are
+        // touched by other threads.
+        let cross = |b: &BufferId| {
+            if self.is_shared(*b) || atomics.contains(b) || pending.atomics.contains(b) {
+                return true;
+            }
+            let mut all: HashSet<&Vec<String>> = HashSet::new();
+            all.extend(tags.get(b).into_iter().flatten());
+            all.extend(pending.tags.get(b).into_iter().flatten());
+            all.len() > 1
+        };
+        if let Some(b) = hazards.iter().find(|b| cross(b)) {
             if uniform {
                 self.line("__syncthreads();");
                 *pending = Pending::default();
             } else {
-                // Where threads diverge no barrier can be written. Global memory that both
-                // statements reach under the same thread bindings is taken to be mapped to the
-                // threads the same way (each thread reads what it wrote: the schedules' init
-                // nests); shared memory, atomically updated elements and elements reached under
-                // other bindings are touched by other threads, so the schedule is refused.
-                let cross = |b: &BufferId| {
-                    if self.is_shared(*b) || atomics.contains(b) || pending.atomics.contains(b) {
-                        return true;
-                    }
-                    let mut all: HashSet<&Vec<String>> = HashSet::new();
-                    all.extend(tags.get(b).into_iter().flatten());
-                    all.extend(pending.tags.get(b).into_iter().flatten());
-                    all.len() > 1
-                };
-                if let Some(b) = hazards.iter().find(|b| cross(b)) {
-                    return Err(self.unsupported(
-                        &format!("buffer `{}`", self.func.buffers[*b].name),
-                        "other threads of the block touch it between two statements, but the \
-                         threads diverge there (a condition or loop range depends on a thread \
-                         index), so no barrier can order them: bind the loops so the block is \
-                         uniform around these statements",
-                    ));
-                }
+                // Where threads diverge no barrier can be written: the schedule is refused.
+                return Err(self.unsupported(
+                    &format!("buffer `{}`", self.func.buffers[*b].name),
+                    "other threads of the block touch it between two statements, but the \
+                     threads diverge there (a condition or loop range depends on a thread \
+                     index), so no barrier can order them: bind the loops so the block is \
+                     uniform around these statements",
+                ));
             }
         }
         pending.w.extend(w);
