@@ -1099,8 +1099,8 @@ impl<'f> Writer<'f> {
         // Several warps: their totals meet in shared memory, behind barriers, so the whole
         // block must be there and blockDim.x must be the reduction's extent.
         let warps = lanes / 32;
-        if warps > 1 {
-            if dim_x != Some(lanes) || ctx.is_some_and(|k| k.divergent > 0) {
+        if warps > 1 && (dim_x != Some(lanes) || ctx.is_some_and(|k| k.divergent > 0)) {
+            {
                 return Err(self.unsupported(
                     &format!("cross-thread reduction over `{name_v}`"),
                     "a reduction over several warps needs blockDim.x equal to its extent and \
