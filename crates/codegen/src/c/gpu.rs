@@ -1100,14 +1100,12 @@ impl<'f> Writer<'f> {
         // block must be there and blockDim.x must be the reduction's extent.
         let warps = lanes / 32;
         if warps > 1 && (dim_x != Some(lanes) || ctx.is_some_and(|k| k.divergent > 0)) {
-            {
-                return Err(self.unsupported(
-                    &format!("cross-thread reduction over `{name_v}`"),
-                    "a reduction over several warps needs blockDim.x equal to its extent and \
-                     the whole block there (no enclosing condition or loop range that depends \
-                     on a thread index)",
-                ));
-            }
+            return Err(self.unsupported(
+                &format!("cross-thread reduction over `{name_v}`"),
+                "a reduction over several warps needs blockDim.x equal to its extent and the \
+                 whole block there (no enclosing condition or loop range that depends on a \
+                 thread index)",
+            ));
         }
         let guarded_above = ctx.is_some_and(|k| k.guarded_thread_depth > 0);
         if guarded_above {
