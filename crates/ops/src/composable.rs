@@ -362,6 +362,30 @@ pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
     out
 }
 
+/// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
+/// `schedules/gpu/hyb_bucket.sched` for every (part, bucket) block, part-major); `atomic[i]`
+/// marks block `i` atomic (it holds pieces of split rows).
+pub fn hyb_spmm_gpu_schedule(parts: usize, num_buckets: usize, atomic: &[bool]) -> String {
+    let mut out = String::from(include_str!("../schedules/gpu/hyb_init.sched"));
+    let bucket = include_str!("../schedules/gpu/hyb_bucket.sched");
+    for p in 0..parts {
+        for k in 0..num_buckets {
+            let tag = format!("{p}_{k}");
+            let block = format!("csrmm_{tag}1");
+            out.push_str(
+                &bucket
+                    .replace("{block}", &block)
+                    .replace("{tag}", &tag)
+                    .replace("`{atomic}`", "`sch.annotate(b, \"atomic\", True)`"),
+            );
+            if atomic.get(p * num_buckets + k).copied().unwrap_or(false) {
+                out.push_str(&format!("sch.annotate(b_{tag}, \"atomic\", True)\n"));
+            }
+        }
+    }
+    out
+}
+
 /// The schedule of bsrmm for BSR SpMM (`schedules/bsr_spmm.sched`): the blocks of a block row
 /// outermost (stage I), block rows in parallel, a local accumulator per block row and the
 /// feature loop vectorised. Unlike the catalog's default schedule it does not zero an empty

@@ -9,6 +9,10 @@ use serde_json::json;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
+use sparsetir_formats::builders::hyb::hyb;
+use sparsetir_ops::composable::{default_buckets, hyb_spmm_gpu_schedule, Format};
+use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
+
 use super::{
     arguments, kernel_for, load_csr, output_values, parse_feats, random_values, reference,
     relative_error, stem, Op, Options, TOLERANCE,
@@ -22,11 +26,17 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     } else {
         GpuDevice::Emulator
     };
-    if o.format.trim() != "csr" {
-        return Err(Failure(format!(
-            "error: --device {} runs the csr format (got `{}`)",
-            o.device, o.format
-        )));
+    let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
+    match (&format, op) {
+        (Format::Csr, _) => {}
+        (Format::Hyb { .. } | Format::Auto, Op::Spmm) if o.schedule.is_none() => {}
+        _ => {
+            return Err(Failure(format!(
+                "error: --device {} runs csr, and for spmm hyb and auto (no --schedule) (got \
+                 `{}`)",
+                o.device, o.format
+            )))
+        }
     }
     let feats = if op == Op::Spmv {
         vec![1]
@@ -81,6 +91,33 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 .map_err(|e| Failure(format!("error: {}: {e}", path.display())))?;
         }
         for (name, a) in &matrices {
+            // hyb: csrmm decomposed into degree buckets, every warp the same work.
+            let hyb_kernel = match (&format, op) {
+                (Format::Hyb { .. } | Format::Auto, Op::Spmm) => {
+                    let (parts, buckets) = match &format {
+                        Format::Hyb { parts, buckets } => (parts.unwrap_or(1), buckets.clone()),
+                        _ => (1, None),
+                    };
+                    let buckets = buckets
+                        .unwrap_or_else(|| default_buckets(&a.indptr, &a.indices, a.cols, parts));
+                    let h = hyb(
+                        a.rows, a.cols, &a.indptr, &a.indices, &a.values, parts, &buckets,
+                    )
+                    .map_err(|e| Failure(format!("error: hyb conversion: {e}")))?;
+                    let csrmm = sparsetir_ops::load("csrmm")?;
+                    let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets)?;
+                    let sched =
+                        hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic_blocks(&h, false));
+                    let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
+                    let b: Vec<String> = buckets.iter().map(|x| x.to_string()).collect();
+                    Some((
+                        k,
+                        hyb_arguments(&h),
+                        format!("hyb(parts={parts},buckets={})", b.join(",")),
+                    ))
+                }
+                _ => None,
+            };
             let dense_a = random_values(2, a.rows * feat, 0.0);
             let dense_b_len = if op == Op::Spmv {
                 a.cols
@@ -102,10 +139,44 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             } else {
                 0
             };
-            let stats = if repeats > 0 {
-                k.time(&mut args, repeats)?
-            } else {
-                k.run(&mut args)?
+            let run = |k: &GpuKernel, args: &mut _| -> Result<_, Failure> {
+                Ok(if repeats > 0 {
+                    k.time(args, repeats)?
+                } else {
+                    k.run(args)?
+                })
+            };
+            let mut format_name = "csr".to_string();
+            let mut candidates = Vec::new();
+            let mut sched_name = sched_name.to_string();
+            let stats = match &hyb_kernel {
+                Some((hk, extra, hname)) => {
+                    let mut hargs = args.clone();
+                    hargs.extend(extra.clone());
+                    let hs = run(hk, &mut hargs)?;
+                    if format == Format::Auto {
+                        let cs = run(k, &mut args)?;
+                        let (ct, ht) = (cs.device_time, hs.device_time);
+                        candidates.push(json!({"format": "csr", "schedule": sched_name,
+                            "seconds": ct.map(|d| d.as_secs_f64())}));
+                        candidates.push(json!({"format": hname,
+                            "seconds": ht.map(|d| d.as_secs_f64())}));
+                        if ht.is_some() && (ct.is_none() || ht < ct) {
+                            args = hargs;
+                            format_name = hname.clone();
+                            sched_name = "hyb".into();
+                            hs
+                        } else {
+                            cs
+                        }
+                    } else {
+                        args = hargs;
+                        format_name = hname.clone();
+                        sched_name = "hyb".into();
+                        hs
+                    }
+                }
+                None => run(k, &mut args)?,
             };
             let want = reference(op, a, feat, &dense_a, &dense_b);
             let relerr = relative_error(output_values(op, &args), &want);
@@ -123,9 +194,11 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 "cols": a.cols,
                 "nnz": a.nnz(),
                 "feat": feat_out,
-                "format": "csr",
+                "format": format_name,
+                "requested_format": o.format.trim(),
+                "candidates": candidates,
                 "device": device.name(),
-                "schedule": if o.schedule.is_some() { "file" } else { sched_name },
+                "schedule": if o.schedule.is_some() { "file" } else { sched_name.as_str() },
                 "seconds": seconds,
                 "gflops": gflops,
                 "check": check,

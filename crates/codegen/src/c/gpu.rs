@@ -10,6 +10,9 @@ use crate::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr, TempBuffer};
 
 use super::*;
 
+/// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it.
+pub const GRID_STRIDE_BLOCKS: i64 = 4096;
+
 /// Loop annotation (CUDA): unroll the loop by this factor (`#pragma unroll N`).
 pub const UNROLL_FACTOR_ATTR: &str = "unroll_factor";
 
@@ -602,7 +605,14 @@ impl<'f> Writer<'f> {
                 } else {
                     end
                 };
-                let Some(e) = self.launch_expr(&end) else {
+                let e = match self.launch_expr(&end) {
+                    Some(e) => Some(e),
+                    // A grid loop whose extent is only known inside the kernel (read from an
+                    // array): a fixed grid strides over it.
+                    None if is_grid => Some(LaunchExpr::Const(GRID_STRIDE_BLOCKS)),
+                    None => None,
+                };
+                let Some(e) = e else {
                     return Err(CodegenError::Unsupported {
                         construct: format!("loop `{}`", self.func.vars[f.var].name),
                         message: format!(
@@ -623,7 +633,9 @@ impl<'f> Writer<'f> {
                 enclosing.pop();
                 return r;
             }
-            return self.collect_bound_loops_in(&f.body, true, enclosing, out);
+            // A serial loop of one iteration does not repeat what it holds.
+            let single = const_int(&f.extent) == Some(1);
+            return self.collect_bound_loops_in(&f.body, inside_other || !single, enclosing, out);
         }
         let mut r = Ok(());
         let nested = inside_other || matches!(s, Stmt::If(_));
@@ -681,7 +693,7 @@ impl<'f> Writer<'f> {
         let r = self.write_stmt(&f.body);
         self.leave_divergence(div);
         let uniform = self.kernel.as_ref().is_some_and(|k| k.divergent == 0);
-        if r.is_ok() && uniform {
+        if r.is_ok() && uniform && const_int(&f.extent) != Some(1) {
             // The next iteration's writes must not overtake this one's reads of shared memory.
             let (mut w, mut rd) = (HashSet::new(), HashSet::new());
             accesses(&f.body, &mut w, &mut rd);
@@ -721,6 +733,9 @@ impl<'f> Writer<'f> {
             Expr::add(f.min.clone(), f.extent.clone())
         };
         let dim = self.kernel.as_ref().and_then(|k| k.dims.get(&tag).cloned());
+        if GRID_TAGS.contains(&tag.as_str()) && self.launch_expr(&end_expr).is_none() {
+            return self.write_grid_stride_loop(f, &tag);
+        }
         let guard = dim != self.launch_expr(&end_expr) || const_int(&f.min) != Some(0);
         self.line("{");
         self.indent += 1;
@@ -772,6 +787,32 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A `blockIdx` loop whose extent is only known inside the kernel: the blocks of a fixed
+    /// grid take its iterations in turn (every thread of a block alike, so the block stays
+    /// uniform).
+    fn write_grid_stride_loop(&mut self, f: &For, tag: &str) -> Res<()> {
+        let (vdt, ct, vname) = self.loop_var_type(f)?;
+        let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
+        let v = self.bind(f.var)?;
+        let dim = tag.replace("blockIdx", "gridDim");
+        self.line(&format!(
+            "for ({ct} {v} = {start} + ({ct}){tag}; {v} < {end}; {v} += ({ct}){dim}) {{"
+        ));
+        self.indent += 1;
+        if let Some(k) = self.kernel.as_mut() {
+            k.bound.push(tag.to_string());
+        }
+        let r = self.write_stmt(&f.body);
+        if let Some(k) = self.kernel.as_mut() {
+            k.bound.pop();
+        }
+        self.indent -= 1;
+        self.unbind(f.var);
+        r?;
         self.line("}");
         Ok(())
     }

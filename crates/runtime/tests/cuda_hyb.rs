@@ -1,0 +1,126 @@
+//! hyb SpMM on the GPU path, in the emulator: csrmm decomposed into column parts × degree
+//! buckets (`composable::hyb_spmm_stage1`), the buckets scheduled for the GPU
+//! (`hyb_spmm_gpu_schedule`: bucket rows over blocks × warps, features over lanes, split rows
+//! atomic), equals the stage-I evaluator of the undecomposed csrmm on power-law rows (empty
+//! rows, rows longer than the largest bucket, rows storing every column), for feature widths
+//! that are and are not multiples of 32.
+
+use sparsetir_eval::{eval_func, ArgValue};
+use sparsetir_formats::builders::hyb::hyb;
+use sparsetir_formats::{Tensor, TensorData};
+use sparsetir_ops::composable::hyb_spmm_gpu_schedule;
+use sparsetir_runtime::cache::KernelCache;
+use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// A rows × cols CSR matrix whose row lengths follow a power law (row 0 stores every column).
+fn power_law(rows: usize, cols: usize, seed: u64) -> (Vec<i32>, Vec<i32>, Vec<f32>) {
+    let mut r = Lcg(seed);
+    let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
+    for i in 0..rows {
+        let len = if i == 0 {
+            cols
+        } else {
+            let u = (r.next() % 1000) as f64 / 1000.0;
+            ((1.0 / (1.0 - u * 0.999)).powf(1.3) as usize)
+                .saturating_sub(1)
+                .min(cols)
+        };
+        let mut cs: Vec<i32> = Vec::new();
+        while cs.len() < len {
+            let c = (r.next() % cols as u64) as i32;
+            if !cs.contains(&c) {
+                cs.push(c);
+            }
+        }
+        cs.sort_unstable();
+        for c in cs {
+            indices.push(c);
+            values.push((r.next() % 200) as f32 / 100.0 - 1.0);
+        }
+        indptr.push(indices.len() as i32);
+    }
+    (indptr, indices, values)
+}
+
+fn arr(shape: Vec<usize>, data: TensorData) -> ArgValue {
+    ArgValue::Array(Tensor { shape, data })
+}
+
+#[test]
+fn hyb_spmm_in_the_emulator_equals_the_evaluator() {
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-hyb"));
+    let csrmm = sparsetir_ops::load("csrmm").unwrap();
+    for (rows, cols, parts, buckets, feat) in [
+        (60usize, 40usize, 1usize, vec![1usize, 2, 4, 8], 32usize),
+        (45, 70, 2, vec![1, 2, 4], 40),
+        (30, 16, 1, vec![1, 2, 4, 8, 16], 64),
+    ] {
+        let (indptr, indices, values) = power_law(rows, cols, rows as u64);
+        let nnz = indices.len();
+        let h = hyb(rows, cols, &indptr, &indices, &values, parts, &buckets).expect("hyb");
+        let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets).expect("decomposes");
+        let sched = hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic_blocks(&h, false));
+        let spec = [("feat_size".to_string(), feat as i64)];
+        let k = GpuKernel::build(&stage1, Some(&sched), &spec, GpuDevice::Emulator, &cache)
+            .unwrap_or_else(|e| panic!("{e}\n{sched}"));
+        let mut r = Lcg(7);
+        let b: Vec<f32> = (0..cols * feat)
+            .map(|_| (r.next() % 100) as f32 / 50.0 - 1.0)
+            .collect();
+        let mut args = std::collections::HashMap::new();
+        args.insert(
+            "a".to_string(),
+            arr(vec![nnz], TensorData::F32(values.clone())),
+        );
+        args.insert(
+            "b".into(),
+            arr(vec![cols, feat], TensorData::F32(b.clone())),
+        );
+        args.insert(
+            "c".into(),
+            arr(vec![rows, feat], TensorData::F32(vec![7.0; rows * feat])),
+        );
+        args.insert(
+            "indptr".into(),
+            arr(vec![rows + 1], TensorData::I32(indptr.clone())),
+        );
+        args.insert(
+            "indices".into(),
+            arr(vec![nnz], TensorData::I32(indices.clone())),
+        );
+        args.insert("m".into(), ArgValue::Int(rows as i64));
+        args.insert("n".into(), ArgValue::Int(cols as i64));
+        args.insert("nnz".into(), ArgValue::Int(nnz as i64));
+        args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+        let mut want = args.clone();
+        eval_func(&csrmm, &mut want).expect("reference");
+        args.extend(hyb_arguments(&h));
+        k.run(&mut args).expect("runs in the emulator");
+        let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) = (args.get("c"), want.get("c"))
+        else {
+            panic!("no output");
+        };
+        for i in 0..rows * feat {
+            let (x, y) = (got.get_f64(i), w.get_f64(i));
+            assert!(
+                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                "parts {parts} buckets {buckets:?} feat {feat}: C[{}, {}] = {x}, want {y}",
+                i / feat,
+                i % feat
+            );
+        }
+    }
+}
