@@ -152,8 +152,9 @@ pub fn cpu_schedule(kernel: &str) -> Option<&'static str> {
         .map(|(_, s)| *s)
 }
 
-/// Default GPU schedules (`schedules/gpu/`), by kernel. Kernels without one run with the
-/// automatic GPU schedule (`sparsetir_schedule::auto_gpu`).
+/// Default GPU schedules (`schedules/gpu/`), by kernel: every catalog kernel has one (nests a
+/// schedule leaves off the threads, and scripts outside the catalog, run with the automatic GPU
+/// schedule, `sparsetir_schedule::auto_gpu`).
 static GPU_SCHEDULES: &[(&str, &str)] = &[
     ("csrmm", include_str!("../schedules/gpu/csrmm.sched")),
     (
