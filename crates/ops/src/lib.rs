@@ -152,8 +152,9 @@ pub fn cpu_schedule(kernel: &str) -> Option<&'static str> {
         .map(|(_, s)| *s)
 }
 
-/// Default GPU schedules (`schedules/gpu/`), by kernel. Kernels without one run with the
-/// automatic GPU schedule (`sparsetir_schedule::auto_gpu`).
+/// Default GPU schedules (`schedules/gpu/`), by kernel: every catalog kernel has one (nests a
+/// schedule leaves off the threads, and scripts outside the catalog, run with the automatic GPU
+/// schedule, `sparsetir_schedule::auto_gpu`).
 static GPU_SCHEDULES: &[(&str, &str)] = &[
     ("csrmm", include_str!("../schedules/gpu/csrmm.sched")),
     (
@@ -166,6 +167,58 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
     ),
     ("sddmm", include_str!("../schedules/gpu/sddmm.sched")),
     ("spmv", include_str!("../schedules/gpu/spmv.sched")),
+    (
+        "csrmm_dense_iter",
+        include_str!("../schedules/gpu/csrmm_dense_iter.sched"),
+    ),
+    (
+        "fused_sddmm",
+        include_str!("../schedules/gpu/fused_sddmm.sched"),
+    ),
+    ("bsrmm", include_str!("../schedules/gpu/bsrmm.sched")),
+    ("ellmm", include_str!("../schedules/gpu/ellmm.sched")),
+    (
+        "rgcn_hetero",
+        include_str!("../schedules/gpu/rgcn_hetero.sched"),
+    ),
+    (
+        "rgcn_homo",
+        include_str!("../schedules/gpu/rgcn_homo.sched"),
+    ),
+    (
+        "csf_square_sum",
+        include_str!("../schedules/gpu/csf_square_sum.sched"),
+    ),
+    (
+        "segment_sum",
+        include_str!("../schedules/gpu/segment_sum.sched"),
+    ),
+    (
+        "segment_max",
+        include_str!("../schedules/gpu/segment_max.sched"),
+    ),
+    (
+        "segment_min",
+        include_str!("../schedules/gpu/segment_min.sched"),
+    ),
+    (
+        "segment_mean",
+        include_str!("../schedules/gpu/segment_mean.sched"),
+    ),
+    (
+        "ragged_bmm",
+        include_str!("../schedules/gpu/ragged_bmm.sched"),
+    ),
+    (
+        "sparse_softmax",
+        include_str!("../schedules/gpu/sparse_softmax.sched"),
+    ),
+    ("csr2bsr", include_str!("../schedules/gpu/csr2bsr.sched")),
+    (
+        "hyper_gnn",
+        include_str!("../schedules/gpu/hyper_gnn.sched"),
+    ),
+    ("spmm_24", include_str!("../schedules/gpu/spmm_24.sched")),
 ];
 
 /// The default GPU schedule of a catalog kernel (aliases share the schedule of the kernel they
