@@ -1464,7 +1464,7 @@ impl<'f> Writer<'f> {
         w.retain(|b| self.is_shared(*b) || multi);
         r.retain(|b| self.is_shared(*b) || multi);
         let mut tags: HashMap<BufferId, HashSet<Vec<String>>> = HashMap::new();
-        self.access_tags(next, &mut base.clone(), &mut tags);
+        self.access_tags(next, &mut base.clone(), &mut Vec::new(), &mut tags);
         let atomics = atomic_targets(next);
         let hazards: Vec<BufferId> = w
             .iter()
@@ -1511,29 +1511,43 @@ impl<'f> Writer<'f> {
     }
 
     /// Records, for every buffer `s` accesses, the thread tags bound around the access (`bound`
-    /// holds the enclosing ones). A `threadIdx.x` loop carrying a cross-thread reduction binds
-    /// nothing: the reduced element is read and written by the group's first lane alone.
+    /// holds the enclosing ones). Inside a `threadIdx.x` loop carrying a cross-thread
+    /// reduction, the reduced element is read and written by the group's first lane alone: its
+    /// accesses do not count that tag (`lane_only`); the steps' other accesses do.
     fn access_tags(
         &self,
         s: &'f Stmt,
         bound: &mut Vec<String>,
+        lane_only: &mut Vec<(BufferId, String)>,
         out: &mut HashMap<BufferId, HashSet<Vec<String>>>,
     ) {
-        let mut key = bound.clone();
-        key.sort();
         let note = |b: BufferId, out: &mut HashMap<BufferId, HashSet<Vec<String>>>| {
-            out.entry(b).or_default().insert(key.clone());
+            let mut key: Vec<String> = bound
+                .iter()
+                .filter(|t| !lane_only.iter().any(|(lb, lt)| *lb == b && lt == *t))
+                .cloned()
+                .collect();
+            key.sort();
+            out.entry(b).or_default().insert(key);
         };
         match s {
             Stmt::For(f) => {
                 let tag = f.thread.as_deref().unwrap_or("");
-                let binds = f.kind == ForKind::ThreadBinding
-                    && !tag.starts_with("vthread")
-                    && !(tag == "threadIdx.x" && self.accumulation(f, true).is_some());
+                let binds = f.kind == ForKind::ThreadBinding && !tag.starts_with("vthread");
+                let reduced = (tag == "threadIdx.x")
+                    .then(|| self.accumulation(f, true))
+                    .flatten()
+                    .map(|a| a.store.buffer);
                 if binds {
                     bound.push(tag.to_string());
                 }
-                self.access_tags(&f.body, bound, out);
+                if let Some(b) = reduced {
+                    lane_only.push((b, tag.to_string()));
+                }
+                self.access_tags(&f.body, bound, lane_only, out);
+                if reduced.is_some() {
+                    lane_only.pop();
+                }
                 if binds {
                     bound.pop();
                 }
@@ -1549,7 +1563,7 @@ impl<'f> Writer<'f> {
                 }
             })
         });
-        s.for_each_child(|c| self.access_tags(c, bound, out));
+        s.for_each_child(|c| self.access_tags(c, bound, lane_only, out));
     }
 
     /// The condition that keeps a store to one thread along the block dimensions no enclosing
