@@ -1486,20 +1486,20 @@ impl<'f> Writer<'f> {
             all.extend(pending.tags.get(b).into_iter().flatten());
             all.len() > 1
         };
-        if let Some(b) = hazards.iter().find(|b| cross(b)) {
-            if uniform {
-                self.line("__syncthreads();");
-                *pending = Pending::default();
-            } else {
-                // Where threads diverge no barrier can be written: the schedule is refused.
-                return Err(self.unsupported(
-                    &format!("buffer `{}`", self.func.buffers[*b].name),
-                    "other threads of the block touch it between two statements, but the \
-                     threads diverge there (a condition or loop range depends on a thread \
-                     index), so no barrier can order them: bind the loops so the block is \
-                     uniform around these statements",
-                ));
-            }
+        if uniform && !hazards.is_empty() {
+            // Where the whole block is present a barrier costs little: one is written for
+            // every hazard, whatever the mapping.
+            self.line("__syncthreads();");
+            *pending = Pending::default();
+        } else if let Some(b) = hazards.iter().find(|b| cross(b)) {
+            // Where threads diverge no barrier can be written: the schedule is refused.
+            return Err(self.unsupported(
+                &format!("buffer `{}`", self.func.buffers[*b].name),
+                "other threads of the block touch it between two statements, but the threads \
+                 diverge there (a condition or loop range depends on a thread index), so no \
+                 barrier can order them: bind the loops so the block is uniform around these \
+                 statements",
+            ));
         }
         pending.w.extend(w);
         pending.r.extend(r);
