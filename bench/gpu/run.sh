@@ -33,11 +33,15 @@ fi
 mats=()
 for m in "$DATA"/*.mtx; do mats+=(--matrix "$m"); done
 : > "$OUT/sparsetir.jsonl"
+: > "$OUT/sparsetir_auto.jsonl"
 for m in "$DATA"/*.mtx; do
+    # SpMM choosing per matrix and width between CSR and hyb (degree buckets), by measurement.
+    "$BIN" bench spmm --matrix "$m" --feat 32,64,128,256,512 --device cuda --format auto --repeat 50 --json >> "$OUT/sparsetir_auto.jsonl" 2>> "$OUT/errors.txt"
     "$BIN" bench spmm --matrix "$m" --feat 32,64,128,256,512 --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
     "$BIN" bench sddmm --matrix "$m" --feat 32,128 --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
     "$BIN" bench spmv --matrix "$m" --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
 done
-"$BIN" bench spmm --matrix "$DATA/cora.mtx" --feat 32,128 --device cuda --emit-cuda "$OUT/cuda" --json > /dev/null 2>&1
+"$BIN" bench spmm --matrix "$DATA/cora.mtx" --feat 128 --device cuda --emit-cuda "$OUT/cuda" --json > /dev/null 2>&1
 python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse.jsonl" 2>> "$OUT/errors.txt"
-python3 bench/gpu/summarize.py "$OUT/sparsetir.jsonl" "$OUT/cusparse.jsonl" | tee "$OUT/summary.md"
+{ echo "## CSR (default GPU schedules)"; python3 bench/gpu/summarize.py "$OUT/sparsetir.jsonl" "$OUT/cusparse.jsonl"
+  echo; echo "## SpMM --format auto (CSR or hyb per case)"; python3 bench/gpu/summarize.py "$OUT/sparsetir_auto.jsonl" "$OUT/cusparse.jsonl"; } | tee "$OUT/summary.md"
