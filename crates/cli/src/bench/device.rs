@@ -19,6 +19,9 @@ use super::{
 };
 use crate::Failure;
 
+/// The widest default hyb bucket on the GPU.
+const GPU_MAX_BUCKET: usize = 32;
+
 /// Runs the GPU benchmark of `op` (see the module docs).
 pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     let device = if o.device == "cuda" {
@@ -98,8 +101,15 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                         Format::Hyb { parts, buckets } => (parts.unwrap_or(1), buckets.clone()),
                         _ => (1, None),
                     };
-                    let buckets = buckets
-                        .unwrap_or_else(|| default_buckets(&a.indptr, &a.indices, a.cols, parts));
+                    // On the GPU the widest bucket is 32 (rows past it are cut into pieces of
+                    // 32 added atomically): every warp walks at most 32 slots, whatever the
+                    // row lengths (measured on an H100 against buckets up to 128 and up to the
+                    // longest row: bench/gpu/results/session6-hyb-buckets).
+                    let buckets = buckets.unwrap_or_else(|| {
+                        let mut b = default_buckets(&a.indptr, &a.indices, a.cols, parts);
+                        b.retain(|w| *w <= GPU_MAX_BUCKET);
+                        b
+                    });
                     let h = hyb(
                         a.rows, a.cols, &a.indptr, &a.indices, &a.values, parts, &buckets,
                     )
