@@ -1,0 +1,102 @@
+/* A stand-in for the CUDA driver (libcuda.so.1) used by tests/mock_driver.rs: every entry point
+ * sparsetir-cuda resolves, with "device memory" in host memory and the failure the test asks
+ * for chosen at compile time: MOCK_MODE 1 = no device, 2 = out of device memory,
+ * 3 = the kernel fails while running (CUDA_ERROR_LAUNCH_FAILED at the synchronisation). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+#define OK 0
+#define NO_DEVICE 100
+#define OUT_OF_MEMORY 2
+#define LAUNCH_FAILED 719
+
+static int launched = 0;
+
+CUresult cuInit(unsigned flags) { (void)flags; return MOCK_MODE == 1 ? NO_DEVICE : OK; }
+CUresult cuDriverGetVersion(int* v) { *v = 12080; return OK; }
+CUresult cuGetErrorName(CUresult r, const char** s) {
+    *s = r == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
+       : r == LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED"
+       : r == NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : "CUDA_ERROR_UNKNOWN";
+    return OK;
+}
+CUresult cuGetErrorString(CUresult r, const char** s) {
+    *s = r == OUT_OF_MEMORY ? "out of memory"
+       : r == LAUNCH_FAILED ? "unspecified launch failure"
+       : r == NO_DEVICE ? "no CUDA-capable device is detected" : "unknown error";
+    return OK;
+}
+CUresult cuDeviceGetCount(int* n) { *n = MOCK_MODE == 1 ? 0 : 1; return OK; }
+CUresult cuDeviceGet(int* d, int ordinal) {
+    if (MOCK_MODE == 1 || ordinal != 0) return NO_DEVICE;
+    *d = 0;
+    return OK;
+}
+CUresult cuDeviceGetName(char* name, int len, int d) {
+    (void)d;
+    strncpy(name, "Mock GPU", (size_t)len);
+    return OK;
+}
+CUresult cuDeviceGetAttribute(int* v, int attr, int d) {
+    (void)d;
+    switch (attr) {
+    case 1: *v = 1024; break;          /* max threads per block */
+    case 8: *v = 49152; break;         /* shared memory per block */
+    case 16: *v = 4; break;            /* multiprocessors */
+    case 75: *v = 9; break;            /* compute capability */
+    case 76: *v = 0; break;
+    case 97: *v = 232448; break;
+    default: *v = 0;
+    }
+    return OK;
+}
+CUresult cuDeviceTotalMem_v2(size_t* b, int d) { (void)d; *b = (size_t)1 << 30; return OK; }
+CUresult cuDevicePrimaryCtxRetain(void** c, int d) { (void)d; *c = (void*)0x1000; return OK; }
+CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
+CUresult cuCtxSetCurrent(void* c) { (void)c; return OK; }
+CUresult cuCtxSynchronize(void) {
+    if (MOCK_MODE == 3 && launched) return LAUNCH_FAILED;
+    return OK;
+}
+CUresult cuMemGetInfo_v2(size_t* f, size_t* t) { *f = (size_t)1 << 29; *t = (size_t)1 << 30; return OK; }
+CUresult cuModuleLoadDataEx(void** m, const void* image, unsigned n, int* o, void** v) {
+    (void)image; (void)n; (void)o; (void)v;
+    *m = (void*)0x2000;
+    return OK;
+}
+CUresult cuModuleUnload(void* m) { (void)m; return OK; }
+CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
+    (void)m; (void)name;
+    *f = (void*)0x3000;
+    return OK;
+}
+CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
+    (void)f;
+    *v = attr == 0 ? 1024 : 0;
+    return OK;
+}
+CUresult cuMemAlloc_v2(uint64_t* p, size_t bytes) {
+    if (MOCK_MODE == 2 && bytes > ((size_t)1 << 20)) return OUT_OF_MEMORY;
+    void* h = malloc(bytes ? bytes : 1);
+    if (!h) return OUT_OF_MEMORY;
+    *p = (uint64_t)(uintptr_t)h;
+    return OK;
+}
+CUresult cuMemFree_v2(uint64_t p) { free((void*)(uintptr_t)p); return OK; }
+CUresult cuMemcpyHtoD_v2(uint64_t d, const void* h, size_t n) { memcpy((void*)(uintptr_t)d, h, n); return OK; }
+CUresult cuMemcpyDtoH_v2(void* h, uint64_t d, size_t n) { memcpy(h, (void*)(uintptr_t)d, n); return OK; }
+CUresult cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n) { memset((void*)(uintptr_t)d, v, n); return OK; }
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, void* stream, void** params, void** extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared;
+    (void)stream; (void)params; (void)extra;
+    launched = 1;
+    return OK;
+}
+CUresult cuEventCreate(void** e, unsigned flags) { (void)flags; *e = (void*)0x4000; return OK; }
+CUresult cuEventRecord(void* e, void* s) { (void)e; (void)s; return OK; }
+CUresult cuEventSynchronize(void* e) { (void)e; return OK; }
+CUresult cuEventElapsedTime(float* ms, void* a, void* b) { (void)a; (void)b; *ms = 1.0f; return OK; }
+CUresult cuEventDestroy_v2(void* e) { (void)e; return OK; }

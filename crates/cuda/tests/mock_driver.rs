@@ -1,0 +1,86 @@
+//! The driver errors that need a GPU to happen, provoked through a mocked driver
+//! (`tests/mock/libcuda_mock.c`, compiled here with `$CC` into one library per failure and
+//! loaded with `Driver::load_from`): a machine whose driver sees no device, an allocation larger
+//! than the device's memory, and a kernel that fails while running. Each must be a typed error
+//! with a clear message, never a panic. Skipped, with a note, when no C compiler runs.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use sparsetir_cuda::{launch, Context, CudaError, Device, DeviceBuffer, Driver, LaunchArg, Module};
+
+/// Builds the mock driver for `mode` (see the C file); `None` without a C compiler.
+fn mock(mode: u32) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-mock");
+    std::fs::create_dir_all(&dir).ok()?;
+    let out = dir.join(format!("libcuda_mock{mode}-{}.so", std::process::id()));
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mock/libcuda_mock.c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(cc)
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O1",
+            &format!("-DMOCK_MODE={mode}"),
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&src)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        _ => {
+            eprintln!("note: skipping: no C compiler to build the mock driver");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_driver_without_a_device_says_so() {
+    let Some(path) = mock(1) else { return };
+    let driver = Driver::load_from(&path).expect("the driver loads");
+    assert_eq!(Device::count(&driver).expect("counts"), 0);
+    let e = Device::get(&driver, 0).expect_err("no device");
+    assert!(matches!(e, CudaError::NoDevice { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.to_lowercase().contains("device"), "{msg}");
+}
+
+#[test]
+fn an_allocation_larger_than_the_device_is_out_of_memory() {
+    let Some(path) = mock(2) else { return };
+    let driver = Driver::load_from(&path).expect("the driver loads");
+    let dev = Device::get(&driver, 0).expect("a device");
+    let ctx = Context::new(&dev).expect("a context");
+    let small = DeviceBuffer::from_host(&ctx, &[1, 2, 3, 4]).expect("small buffers fit");
+    assert_eq!(small.to_host().expect("copies back"), vec![1, 2, 3, 4]);
+    let e = DeviceBuffer::alloc(&ctx, 1 << 30).expect_err("too large");
+    assert!(
+        matches!(e, CudaError::OutOfMemory { bytes } if bytes == 1 << 30),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("memory"), "{e}");
+}
+
+#[test]
+fn a_kernel_failing_while_running_is_a_launch_error() {
+    let Some(path) = mock(3) else { return };
+    let driver = Driver::load_from(&path).expect("the driver loads");
+    let dev = Device::get(&driver, 0).expect("a device");
+    let ctx = Context::new(&dev).expect("a context");
+    let module = Module::load(&ctx, b"\x7fELF mock image").expect("loads");
+    let f = module.function("k").expect("a function");
+    let buf = DeviceBuffer::zeroed(&ctx, 64).expect("allocates");
+    let e = launch(
+        &f,
+        [1, 1, 1],
+        [32, 1, 1],
+        0,
+        &[LaunchArg::Ptr(&buf), LaunchArg::I32(3)],
+    )
+    .expect_err("the kernel fails");
+    assert!(matches!(e, CudaError::Launch { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("k") && msg.contains("LAUNCH_FAILED"), "{msg}");
+}
