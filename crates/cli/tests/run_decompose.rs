@@ -1,5 +1,5 @@
 //! End-to-end tests of `sparsetir run --decompose RULE`: csrmm on hyb, bsr, ell(+csr), coo and
-//! a catalog rule script, and sddmm on coo, with every backend (c only with a C compiler), on a
+//! a catalog rule script, and sddmm on coo, with every backend (c and cuda-emu only with a C compiler), on a
 //! matrix with rows storing column 0, empty rows and a full row longer than the largest bucket.
 //! Every output must equal the undecomposed run's and a dense computation written here; the
 //! errors (unknown rule, rule that does not apply, data that cannot be stored, a rule script
@@ -20,6 +20,8 @@ fn backends() -> Vec<&'static str> {
     let mut out = vec!["eval", "interp"];
     if have_cc() {
         out.push("c");
+        // The emulator compiles with the host C++ compiler, which comes with the C one here.
+        out.push("cuda-emu");
     }
     out
 }
