@@ -1,6 +1,7 @@
 //! End-to-end tests of `sparsetir run --decompose RULE`: csrmm on hyb, bsr, ell(+csr), coo and
-//! a catalog rule script, and sddmm on coo, with every backend (c and cuda-emu only with a C compiler), on a
-//! matrix with rows storing column 0, empty rows and a full row longer than the largest bucket.
+//! a catalog rule script, and sddmm on coo, with every backend (c and cuda-emu only with a C
+//! compiler), on a matrix with rows storing column 0, empty rows and a full row longer than the
+//! largest bucket.
 //! Every output must equal the undecomposed run's and a dense computation written here; the
 //! errors (unknown rule, rule that does not apply, data that cannot be stored, a rule script
 //! nothing builds data for) are located messages with exit code 1.
