@@ -1,0 +1,223 @@
+//! Synchronisation analysis of the CUDA writer: which values and conditions differ between the
+//! threads of a block (where a barrier may be written), barriers between the statements of a
+//! sequence, and stores kept to one thread along block dimensions no loop binds.
+
+use super::*;
+
+impl<'f> Writer<'f> {
+    /// Whether `e` may differ between the threads of a block.
+    pub(crate) fn thread_dependent(&self, e: &Expr) -> bool {
+        let Some(k) = self.kernel.as_ref() else {
+            return false;
+        };
+        let mut hit = false;
+        e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if k.dependent.contains(v)));
+        hit
+    }
+
+    /// Records that `v` is bound to `e` (thread-dependent when `e` is).
+    pub(crate) fn note_binding(&mut self, v: VarId, e: &Expr) {
+        if self.thread_dependent(e) {
+            if let Some(k) = self.kernel.as_mut() {
+                k.dependent.insert(v);
+            }
+        }
+    }
+
+    /// Enters a condition or loop range `e` (returns whether it made the code divergent).
+    pub(crate) fn enter_divergence(&mut self, e: &Expr) -> bool {
+        let d = self.thread_dependent(e);
+        if d {
+            if let Some(k) = self.kernel.as_mut() {
+                k.divergent += 1;
+            }
+        }
+        d
+    }
+
+    pub(crate) fn leave_divergence(&mut self, entered: bool) {
+        if entered {
+            if let Some(k) = self.kernel.as_mut() {
+                k.divergent -= 1;
+            }
+        }
+    }
+
+    /// Before writing statement `k` of a block-level sequence: a barrier when an earlier
+    /// statement since the last barrier touched shared memory that this one touches, one of
+    /// the two writing.
+    pub(crate) fn cuda_barrier_before(&mut self, pending: &mut Pending, next: &Stmt) -> Res<()> {
+        let Some(k) = self.kernel.as_ref() else {
+            return Ok(());
+        };
+        let (uniform, multi) = (k.divergent == 0, k.multi_thread);
+        let base = k.bound.clone();
+        let (mut w, mut r) = (HashSet::new(), HashSet::new());
+        accesses(next, &mut w, &mut r);
+        if let Some(acc) = &self.simd_acc {
+            w.remove(&acc.buffer);
+            r.remove(&acc.buffer);
+        }
+        // Shared memory is always seen by other threads; global memory too when the block has
+        // several threads (statements may map their elements to threads differently).
+        w.retain(|b| self.is_shared(*b) || multi);
+        r.retain(|b| self.is_shared(*b) || multi);
+        let mut tags: HashMap<BufferId, HashSet<Vec<String>>> = HashMap::new();
+        self.access_tags(next, &mut base.clone(), &mut Vec::new(), &mut tags);
+        let atomics = atomic_targets(next);
+        let hazards: Vec<BufferId> = w
+            .iter()
+            .filter(|b| pending.w.contains(b) || pending.r.contains(b))
+            .chain(r.iter().filter(|b| pending.w.contains(b)))
+            .copied()
+            .collect();
+        // Global memory that both statements reach under the same thread bindings is taken to
+        // be mapped to the threads the same way (each thread reads what it wrote: the
+        // schedules' init nests, a cross-thread reduction's element and its init); shared
+        // memory, atomically updated elements and elements reached under other bindings are
+        // touched by other threads.
+        let cross = |b: &BufferId| {
+            if self.is_shared(*b) || atomics.contains(b) || pending.atomics.contains(b) {
+                return true;
+            }
+            let mut all: HashSet<&Vec<String>> = HashSet::new();
+            all.extend(tags.get(b).into_iter().flatten());
+            all.extend(pending.tags.get(b).into_iter().flatten());
+            all.len() > 1
+        };
+        if uniform && !hazards.is_empty() {
+            // Where the whole block is present a barrier costs little: one is written for
+            // every hazard, whatever the mapping.
+            self.line("__syncthreads();");
+            *pending = Pending::default();
+        } else if let Some(b) = hazards.iter().find(|b| cross(b)) {
+            // Where threads diverge no barrier can be written: the schedule is refused.
+            return Err(self.unsupported(
+                &format!("buffer `{}`", self.func.buffers[*b].name),
+                "other threads of the block touch it between two statements, but the threads \
+                 diverge there (a condition or loop range depends on a thread index), so no \
+                 barrier can order them: bind the loops so the block is uniform around these \
+                 statements",
+            ));
+        }
+        pending.w.extend(w);
+        pending.r.extend(r);
+        pending.atomics.extend(atomics);
+        for (b, t) in tags {
+            pending.tags.entry(b).or_default().extend(t);
+        }
+        Ok(())
+    }
+
+    /// Records, for every buffer `s` accesses, the thread tags bound around the access (`bound`
+    /// holds the enclosing ones). Inside a `threadIdx.x` loop carrying a cross-thread
+    /// reduction, the reduced element is read and written by the group's first lane alone: its
+    /// accesses do not count that tag (`lane_only`); the steps' other accesses do.
+    pub(crate) fn access_tags(
+        &self,
+        s: &'f Stmt,
+        bound: &mut Vec<String>,
+        lane_only: &mut Vec<(BufferId, String)>,
+        out: &mut HashMap<BufferId, HashSet<Vec<String>>>,
+    ) {
+        let note = |b: BufferId, out: &mut HashMap<BufferId, HashSet<Vec<String>>>| {
+            let mut key: Vec<String> = bound
+                .iter()
+                .filter(|t| !lane_only.iter().any(|(lb, lt)| *lb == b && lt == *t))
+                .cloned()
+                .collect();
+            key.sort();
+            out.entry(b).or_default().insert(key);
+        };
+        match s {
+            Stmt::For(f) => {
+                let tag = f.thread.as_deref().unwrap_or("");
+                let binds = f.kind == ForKind::ThreadBinding && !tag.starts_with("vthread");
+                let reduced = (tag == "threadIdx.x")
+                    .then(|| self.accumulation(f, true))
+                    .flatten()
+                    .map(|a| a.store.buffer);
+                if binds {
+                    bound.push(tag.to_string());
+                }
+                if let Some(b) = reduced {
+                    lane_only.push((b, tag.to_string()));
+                }
+                self.access_tags(&f.body, bound, lane_only, out);
+                if reduced.is_some() {
+                    lane_only.pop();
+                }
+                if binds {
+                    bound.pop();
+                }
+                return;
+            }
+            Stmt::Store(st) => note(st.buffer, out),
+            _ => {}
+        }
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| {
+                if let Expr::Load { buffer, .. } = x {
+                    note(*buffer, out);
+                }
+            })
+        });
+        s.for_each_child(|c| self.access_tags(c, bound, lane_only, out));
+    }
+
+    /// The condition that keeps a store to one thread along the block dimensions no enclosing
+    /// loop is bound to (those threads would all repeat it), or `None`.
+    pub(crate) fn redundant_guard(&self, except_x: bool) -> Option<String> {
+        let k = self.kernel.as_ref()?;
+        let conds: Vec<String> = BLOCK_TAGS
+            .iter()
+            .filter(|t| !(except_x && **t == "threadIdx.x"))
+            .filter(|t| {
+                k.dims.get(**t).is_some_and(|d| *d != LaunchExpr::Const(1))
+                    && !k.bound.iter().any(|b| b == **t)
+            })
+            .map(|t| format!("{t} == 0"))
+            .collect();
+        (!conds.is_empty()).then(|| conds.join(" && "))
+    }
+
+    /// Writes `line` under [`Self::redundant_guard`].
+    pub(crate) fn guarded_line(&mut self, line: &str, except_x: bool) {
+        match self.redundant_guard(except_x) {
+            Some(g) => self.line(&format!("if ({g}) {{ {line} }}")),
+            None => self.line(line),
+        }
+    }
+}
+
+/// What the statements of a sequence since its last barrier touched.
+#[derive(Default)]
+pub(crate) struct Pending {
+    w: HashSet<BufferId>,
+    r: HashSet<BufferId>,
+    atomics: HashSet<BufferId>,
+    /// For each buffer, the sets of thread tags bound around its accesses (sorted).
+    tags: HashMap<BufferId, HashSet<Vec<String>>>,
+}
+
+/// The buffers `s` updates with atomic additions.
+fn atomic_targets(s: &Stmt) -> HashSet<BufferId> {
+    let mut out = HashSet::new();
+    s.visit(&mut |x| {
+        x.for_each_expr(|e| {
+            e.visit(&mut |y| {
+                if let Expr::Call {
+                    op: Intrinsic::AtomicAdd,
+                    args,
+                    ..
+                } = y
+                {
+                    if let Some(Expr::Load { buffer, .. }) = args.first() {
+                        out.insert(*buffer);
+                    }
+                }
+            })
+        })
+    });
+    out
+}
