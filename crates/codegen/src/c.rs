@@ -43,6 +43,13 @@ const DEFAULT_CHUNK: i64 = 64;
 
 /// Emits the C source of a stage III function; see [`crate::emit_c`].
 pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
+    require_stage_iii(func)?;
+    let mut w = Writer::new(func);
+    w.write_module()
+}
+
+/// Both targets take stage III functions only.
+pub(crate) fn require_stage_iii(func: &PrimFunc) -> Res<()> {
     let stage = func.stage();
     if stage != Stage::III {
         return Err(CodegenError::NotStageIII {
@@ -55,8 +62,7 @@ pub fn emit_c(func: &PrimFunc) -> Res<CModule> {
             span: func.span,
         });
     }
-    let mut w = Writer::new(func);
-    w.write_module()
+    Ok(())
 }
 
 /// The loop annotation written by the schedule primitive `vectorize_reduction`.
@@ -325,6 +331,26 @@ pub struct Writer<'f> {
     kernel: Option<gpu::KernelCtx>,
 }
 
+/// A parameter of the function as the writers pass it.
+pub(crate) struct ParamInfo {
+    /// What the module reports for it.
+    pub(crate) param: CParam,
+    pub(crate) kind: ParamLayout,
+}
+
+/// How a parameter reaches the generated code.
+pub(crate) enum ParamLayout {
+    /// A handle no buffer matches (passed, never read).
+    Unmatched,
+    /// A handle: a pointer to the elements of `first`; `others` match the same handle.
+    Buffer {
+        first: BufferId,
+        others: Vec<BufferId>,
+    },
+    /// A scalar passed by value.
+    Scalar(VarId),
+}
+
 /// One copy of a lane reduction (several when jammed): the enclosing loop variable's text in
 /// it, its hoisted loads and the name of its accumulator (`{acc}_part` holds the lanes).
 struct LaneCopy {
@@ -496,14 +522,11 @@ impl<'f> Writer<'f> {
 
     // ------------------------------------------------------------------ module
 
-    /// Writes the whole source: prelude, kernel body function and entry point.
-    pub fn write_module(&mut self) -> Res<CModule> {
+    /// The function's parameters as both targets pass them (checked: declared, value types
+    /// the target has, buffers sharing a handle of one element type); scalar parameters are
+    /// bound.
+    pub(crate) fn param_layout(&mut self) -> Res<Vec<ParamInfo>> {
         let func = self.func;
-        let entry = entry_symbol(&func.name);
-        // Parameters.
-        let mut params = Vec::new();
-        let mut c_params = Vec::new();
-        let mut unpack = Vec::new();
         let mut handle_users: HashMap<VarId, Vec<BufferId>> = HashMap::new();
         for &b in &func.buffer_decls {
             if let Some(buf) = func.buffers.get(b) {
@@ -512,9 +535,8 @@ impl<'f> Writer<'f> {
                 }
             }
         }
-        // Buffers sharing one handle each get a pointer, derived from the first one's parameter.
-        let mut aliases: Vec<(BufferId, BufferId, bool)> = Vec::new();
-        for (k, &p) in func.params.iter().enumerate() {
+        let mut out = Vec::new();
+        for &p in &func.params {
             let Some(var) = func.vars.get(p) else {
                 return Err(self.invalid(format!("parameter {p:?} is not declared")));
             };
@@ -522,20 +544,20 @@ impl<'f> Writer<'f> {
             if var.dtype == DType::Handle {
                 let users = handle_users.get(&p).cloned().unwrap_or_default();
                 let Some(&first) = users.first() else {
-                    let name = self.namer.fresh(&var.name);
-                    params.push(CParam {
-                        name: var.name.clone(),
-                        kind: CParamKind::Array {
-                            elem: DType::Handle,
+                    out.push(ParamInfo {
+                        param: CParam {
+                            name: var.name.clone(),
+                            kind: CParamKind::Array {
+                                elem: DType::Handle,
+                            },
                         },
+                        kind: ParamLayout::Unmatched,
                     });
-                    c_params.push(format!("void* {name}"));
-                    unpack.push(format!("args[{k}].ptr"));
                     continue;
                 };
                 let elem = func.buffers[first].dtype;
                 self.span = func.buffers[first].span;
-                let ct = self.ctype(elem, &format!("buffer `{}`", func.buffers[first].name))?;
+                self.ctype(elem, &format!("buffer `{}`", func.buffers[first].name))?;
                 for &u in &users[1..] {
                     let d = func.buffers[u].dtype;
                     if d != elem {
@@ -548,35 +570,79 @@ impl<'f> Writer<'f> {
                         ));
                     }
                 }
-                let is_const = users.iter().all(|u| !self.stored.contains(u));
-                for &u in &users[1..] {
-                    aliases.push((u, first, is_const));
-                }
-                let restrict = if users.len() == 1 { " restrict" } else { "" };
-                let cst = if is_const { "const " } else { "" };
-                let name = self.buf_name(first)?.to_string();
-                params.push(CParam {
-                    name: var.name.clone(),
-                    kind: CParamKind::Array { elem },
+                out.push(ParamInfo {
+                    param: CParam {
+                        name: var.name.clone(),
+                        kind: CParamKind::Array { elem },
+                    },
+                    kind: ParamLayout::Buffer {
+                        first,
+                        others: users[1..].to_vec(),
+                    },
                 });
-                c_params.push(format!("{cst}{ct}*{restrict} {name}"));
-                unpack.push(format!("({cst}{ct}*)args[{k}].ptr"));
             } else {
                 let dt = var.dtype;
-                let ct = self.ctype(dt, &format!("parameter `{}`", var.name))?;
-                let name = self.bind(p)?;
-                params.push(CParam {
-                    name: var.name.clone(),
-                    kind: CParamKind::Scalar(dt),
+                self.ctype(dt, &format!("parameter `{}`", var.name))?;
+                self.bind(p)?;
+                out.push(ParamInfo {
+                    param: CParam {
+                        name: var.name.clone(),
+                        kind: CParamKind::Scalar(dt),
+                    },
+                    kind: ParamLayout::Scalar(p),
                 });
-                c_params.push(format!("{ct} {name}"));
-                unpack.push(if dt.is_float() {
-                    format!("({ct})args[{k}].f")
-                } else if dt.is_bool() {
-                    format!("(args[{k}].i != 0)")
-                } else {
-                    format!("({ct})args[{k}].i")
-                });
+            }
+        }
+        self.span = func.span;
+        Ok(out)
+    }
+
+    /// Writes the whole source: prelude, kernel body function and entry point.
+    pub fn write_module(&mut self) -> Res<CModule> {
+        let func = self.func;
+        let entry = entry_symbol(&func.name);
+        // Parameters.
+        let mut params = Vec::new();
+        let mut c_params = Vec::new();
+        let mut unpack = Vec::new();
+        // Buffers sharing one handle each get a pointer, derived from the first one's parameter.
+        let mut aliases: Vec<(BufferId, BufferId, bool)> = Vec::new();
+        for (k, info) in self.param_layout()?.into_iter().enumerate() {
+            params.push(info.param.clone());
+            match info.kind {
+                ParamLayout::Unmatched => {
+                    let name = self.namer.fresh(&info.param.name);
+                    c_params.push(format!("void* {name}"));
+                    unpack.push(format!("args[{k}].ptr"));
+                }
+                ParamLayout::Buffer { first, others } => {
+                    let elem = func.buffers[first].dtype;
+                    let ct = c_type(elem).unwrap_or("void");
+                    let is_const = std::iter::once(&first)
+                        .chain(&others)
+                        .all(|u| !self.stored.contains(u));
+                    for &u in &others {
+                        aliases.push((u, first, is_const));
+                    }
+                    let restrict = if others.is_empty() { " restrict" } else { "" };
+                    let cst = if is_const { "const " } else { "" };
+                    let name = self.buf_name(first)?.to_string();
+                    c_params.push(format!("{cst}{ct}*{restrict} {name}"));
+                    unpack.push(format!("({cst}{ct}*)args[{k}].ptr"));
+                }
+                ParamLayout::Scalar(p) => {
+                    let dt = func.vars[p].dtype;
+                    let ct = c_type(dt).unwrap_or("void");
+                    let name = self.var_names[p.index()].clone();
+                    c_params.push(format!("{ct} {name}"));
+                    unpack.push(if dt.is_float() {
+                        format!("({ct})args[{k}].f")
+                    } else if dt.is_bool() {
+                        format!("(args[{k}].i != 0)")
+                    } else {
+                        format!("({ct})args[{k}].i")
+                    });
+                }
             }
         }
 

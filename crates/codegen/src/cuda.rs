@@ -31,25 +31,14 @@
 //! ([`LaunchExpr`]). Dynamic shared memory is not used (`shared_bytes` is static, for reports).
 //! Kernels run in the order of [`CudaModule::kernels`], each after the previous one completed.
 
-use sparsetir_ir::{DType, PrimFunc, Stage};
+use sparsetir_ir::{DType, PrimFunc};
 
 use crate::c::{Target, Writer};
 use crate::{CParam, CodegenError};
 
 /// Emits the CUDA module of a stage III function (see the module docs).
 pub fn emit_cuda(func: &PrimFunc) -> Result<CudaModule, CodegenError> {
-    let stage = func.stage();
-    if stage != Stage::III {
-        return Err(CodegenError::NotStageIII {
-            func: func.name.clone(),
-            stage: match stage {
-                Stage::I => "I",
-                Stage::II => "II",
-                Stage::III => "III",
-            },
-            span: func.span,
-        });
-    }
+    crate::c::require_stage_iii(func)?;
     Writer::for_target(func, Target::Cuda).write_cuda_module()
 }
 

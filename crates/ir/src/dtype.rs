@@ -77,6 +77,10 @@ impl DType {
     pub fn is_bool(self) -> bool {
         self == DType::Bool
     }
+    /// Bytes one element takes in memory (bool: one byte; handles: 8).
+    pub fn bytes(self) -> usize {
+        (self.bits() as usize).div_ceil(8)
+    }
     /// Width in bits (handles count as 64).
     pub fn bits(self) -> u32 {
         match self {

@@ -68,15 +68,6 @@ pub(crate) enum Slot<'a> {
     Float(f64),
 }
 
-fn elem_bytes(dt: DType) -> usize {
-    match dt {
-        DType::Bool | DType::I8 | DType::U8 => 1,
-        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
-        DType::I32 | DType::U32 | DType::F32 => 4,
-        _ => 8,
-    }
-}
-
 /// The bytes of a vector of words.
 fn tensor_bytes_u64(v: &mut [u64]) -> &mut [u8] {
     let n = std::mem::size_of_val(v);
@@ -190,7 +181,7 @@ impl GpuKernel {
             let n = usize::try_from(n).map_err(|_| {
                 RunError::InvalidLaunch(format!("buffer `{}` has a negative size {n}", t.name))
             })?;
-            let bytes = n.max(1).saturating_mul(elem_bytes(t.dtype));
+            let bytes = n.max(1).saturating_mul(t.dtype.bytes());
             temps.push((vec![0u64; bytes.div_ceil(8)], bytes));
         }
         let mut launches = Vec::new();

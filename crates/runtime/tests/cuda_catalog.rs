@@ -56,12 +56,24 @@ fn shapes(feat: usize) -> Vec<(&'static str, Shape)> {
 /// Runs `kernel` (schedule `schedule`, specialization `spec`) in the emulator against the
 /// evaluator on every shape; returns the number of cases compared.
 fn check(kernel: &str, schedule: Option<&str>, spec: &[(String, i64)], feat: usize) -> usize {
+    check_on(GpuDevice::Emulator, kernel, schedule, spec, feat)
+}
+
+/// [`check`] on `device` (the emulator, or a real GPU).
+fn check_on(
+    device: GpuDevice,
+    kernel: &str,
+    schedule: Option<&str>,
+    spec: &[(String, i64)],
+    feat: usize,
+) -> usize {
     let f = sparsetir_ops::load(kernel).expect("catalog kernel");
     let what = format!(
         "{kernel} (schedule: {})",
         schedule.map_or("auto", |_| "default GPU")
     );
-    let k = GpuKernel::build(&f, schedule, spec, GpuDevice::Emulator, &cache())
+    let what = format!("{what} on {}", device.name());
+    let k = GpuKernel::build(&f, schedule, spec, device, &cache())
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut compared = 0;
     for (shape_name, shape) in shapes(feat) {
@@ -245,46 +257,6 @@ fn have_gpu() -> bool {
     }
 }
 
-/// Check `kernel` on the GPU (same cases as the emulator).
-fn check_gpu(kernel: &str, schedule: Option<&str>, spec: &[(String, i64)], feat: usize) -> usize {
-    let f = sparsetir_ops::load(kernel).expect("catalog kernel");
-    let what = format!(
-        "{kernel} on the GPU (schedule: {})",
-        schedule.map_or("auto", |_| "default GPU")
-    );
-    let k = GpuKernel::build(&f, schedule, spec, GpuDevice::Cuda, &cache())
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let mut compared = 0;
-    for (shape_name, shape) in shapes(feat) {
-        for seed in 0..2 {
-            let Ok(case) = random_args(kernel, &shape, seed) else {
-                continue;
-            };
-            if spec
-                .iter()
-                .any(|(p, v)| case.int(p).is_some_and(|c| c != *v))
-            {
-                continue;
-            }
-            let mut want = case.args.clone();
-            if eval_func(&f, &mut want).is_err() {
-                continue;
-            }
-            let mut got = case.args.clone();
-            k.run(&mut got)
-                .unwrap_or_else(|e| panic!("{what} {shape_name} seed {seed}: {e}"));
-            assert_same(
-                &format!("{what} {shape_name} seed {seed}"),
-                &case.outputs,
-                &got,
-                &want,
-            );
-            compared += 1;
-        }
-    }
-    compared
-}
-
 #[test]
 fn every_catalog_kernel_on_a_real_gpu() {
     if !have_gpu() {
@@ -292,7 +264,7 @@ fn every_catalog_kernel_on_a_real_gpu() {
     }
     for k in sparsetir_ops::catalog() {
         assert!(
-            check_gpu(k.name, None, &[], 5) > 0,
+            check_on(GpuDevice::Cuda, k.name, None, &[], 5) > 0,
             "{}: no case compared",
             k.name
         );
@@ -301,7 +273,7 @@ fn every_catalog_kernel_on_a_real_gpu() {
         let sched = sparsetir_ops::gpu_schedule(sched).expect("a GPU schedule");
         let spec = gpu_spec(kernel, *feat);
         assert!(
-            check_gpu(kernel, Some(sched), &spec, (*feat).max(1)) > 0,
+            check_on(GpuDevice::Cuda, kernel, Some(sched), &spec, (*feat).max(1)) > 0,
             "{kernel}"
         );
     }

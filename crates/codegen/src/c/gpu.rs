@@ -58,16 +58,6 @@ pub(crate) struct KernelCtx {
     guarded_thread_depth: usize,
 }
 
-/// The size in bytes of one element of `dt`.
-fn dtype_bytes(dt: DType) -> u64 {
-    match dt {
-        DType::Bool | DType::I8 | DType::U8 => 1,
-        DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
-        DType::I32 | DType::U32 | DType::F32 => 4,
-        _ => 8,
-    }
-}
-
 /// Flattens nested sequences into their statements.
 fn flatten<'a>(s: &'a Stmt, out: &mut Vec<&'a Stmt>) {
     match s {
@@ -190,13 +180,11 @@ impl<'f> Writer<'f> {
     pub(crate) fn write_cuda_module(&mut self) -> Res<CudaModule> {
         let func = self.func;
         // Parameters: buffers by their first matched buffer, scalars by value.
-        let mut handle_users: HashMap<VarId, Vec<BufferId>> = HashMap::new();
         let mut temps_decl = Vec::new();
         for &b in &func.buffer_decls {
             if let Some(buf) = func.buffers.get(b) {
-                match buf.decl {
-                    BufferDecl::Match { data } => handle_users.entry(data).or_default().push(b),
-                    BufferDecl::Alloc => temps_decl.push(b),
+                if let BufferDecl::Alloc = buf.decl {
+                    temps_decl.push(b);
                 }
             }
         }
@@ -204,50 +192,12 @@ impl<'f> Writer<'f> {
         // (param index, first buffer, other users) for handles; (param index, var) for scalars.
         let mut ptrs: Vec<(usize, BufferId, Vec<BufferId>)> = Vec::new();
         let mut scalars: Vec<(usize, VarId)> = Vec::new();
-        for (k, &p) in func.params.iter().enumerate() {
-            let Some(var) = func.vars.get(p) else {
-                return Err(self.invalid(format!("parameter {p:?} is not declared")));
-            };
-            self.span = func.span;
-            if var.dtype == DType::Handle {
-                let users = handle_users.get(&p).cloned().unwrap_or_default();
-                let Some(&first) = users.first() else {
-                    params.push(CParam {
-                        name: var.name.clone(),
-                        kind: CParamKind::Array {
-                            elem: DType::Handle,
-                        },
-                    });
-                    continue;
-                };
-                let elem = func.buffers[first].dtype;
-                self.span = func.buffers[first].span;
-                self.ctype(elem, &format!("buffer `{}`", func.buffers[first].name))?;
-                for &u in &users[1..] {
-                    if func.buffers[u].dtype != elem {
-                        return Err(self.unsupported(
-                            &format!("buffer `{}`", func.buffers[u].name),
-                            format!(
-                                "parameter `{}` is matched as {} and as {}",
-                                var.name, elem, func.buffers[u].dtype
-                            ),
-                        ));
-                    }
-                }
-                params.push(CParam {
-                    name: var.name.clone(),
-                    kind: CParamKind::Array { elem },
-                });
-                ptrs.push((k, first, users[1..].to_vec()));
-            } else {
-                let dt = var.dtype;
-                self.ctype(dt, &format!("parameter `{}`", var.name))?;
-                self.bind(p)?;
-                params.push(CParam {
-                    name: var.name.clone(),
-                    kind: CParamKind::Scalar(dt),
-                });
-                scalars.push((k, p));
+        for (k, info) in self.param_layout()?.into_iter().enumerate() {
+            params.push(info.param);
+            match info.kind {
+                ParamLayout::Unmatched => {}
+                ParamLayout::Buffer { first, others } => ptrs.push((k, first, others)),
+                ParamLayout::Scalar(p) => scalars.push((k, p)),
             }
         }
         // Intermediate buffers of the function live in device memory the runtime allocates.
@@ -828,7 +778,7 @@ impl<'f> Writer<'f> {
         };
         match buf.scope.as_str() {
             "shared" | "shared.dyn" => {
-                let bytes = size as u64 * dtype_bytes(buf.dtype);
+                let bytes = size as u64 * buf.dtype.bytes() as u64;
                 let total = match self.kernel.as_mut() {
                     Some(k) => {
                         k.shared_bytes += bytes;

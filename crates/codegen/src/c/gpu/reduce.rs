@@ -457,7 +457,7 @@ impl<'f> Writer<'f> {
             let (dy, dz) = (dim("threadIdx.y"), dim("threadIdx.z"));
             let slots = warps * dy * dz;
             let buf = self.namer.fresh(&format!("{bname}_warps"));
-            let bytes = slots as u64 * dtype_bytes(dt);
+            let bytes = slots as u64 * dt.bytes() as u64;
             if let Some(k) = self.kernel.as_mut() {
                 k.shared_bytes += bytes;
             }
