@@ -329,6 +329,9 @@ pub struct Writer<'f> {
     target: Target,
     /// CUDA: the kernel being written.
     kernel: Option<gpu::KernelCtx>,
+    /// CUDA, inside one iteration of a loop whose reads were vectorised: those reads, with
+    /// the vector holding them, and the iteration (the component to read).
+    vec_sub: Option<(Vec<(Expr, String)>, usize)>,
 }
 
 /// A parameter of the function as the writers pass it.
@@ -438,6 +441,7 @@ impl<'f> Writer<'f> {
             lane_types: BTreeSet::new(),
             target,
             kernel: None,
+            vec_sub: None,
         }
     }
 

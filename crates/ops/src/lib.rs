@@ -165,6 +165,10 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         "csrmm_split4",
         include_str!("../schedules/gpu/csrmm_split4.sched"),
     ),
+    (
+        "csrmm_vec4",
+        include_str!("../schedules/gpu/csrmm_vec4.sched"),
+    ),
     ("sddmm", include_str!("../schedules/gpu/sddmm.sched")),
     ("spmv", include_str!("../schedules/gpu/spmv.sched")),
     (

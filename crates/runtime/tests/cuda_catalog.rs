@@ -123,6 +123,8 @@ const GPU_SCHEDULED: &[(&str, &str, usize)] = &[
     ("csrmm", "csrmm_split", 32),
     ("csrmm", "csrmm_split", 40),
     ("csrmm", "csrmm_split4", 64),
+    ("csrmm", "csrmm_vec4", 128),
+    ("csrmm", "csrmm_vec4", 256),
     ("sddmm", "sddmm", 64),
     ("sddmm", "sddmm", 24),
     ("spmv", "spmv", 0),

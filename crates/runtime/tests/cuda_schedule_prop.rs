@@ -1,10 +1,10 @@
 //! Property test: random sequences of GPU schedule primitives (split with random factors,
-//! reorder within a nest, `bind` to `blockIdx.x`, `threadIdx.x` or `threadIdx.y`, unroll, a
-//! partial-unroll annotation) applied to SpMM and SDDMM at stage III, recorded as schedule text
-//! and built to CUDA: every result the CUDA writer accepts runs in the emulator (no race, no
-//! out-of-bounds access, no deadlock) and equals the stage-I reference evaluator. Sequences the
-//! schedule rejects are skipped primitive by primitive; a function the writer refuses must be
-//! refused with a typed error, never a panic.
+//! three-way splits by 4, reorder within a nest, `bind` to `blockIdx.x`, `threadIdx.x` or
+//! `threadIdx.y`, unroll, vectorize, a partial-unroll annotation) applied to SpMM and SDDMM at
+//! stage III, recorded as schedule text and built to CUDA: every result the CUDA writer accepts
+//! runs in the emulator (no race, no out-of-bounds access, no deadlock) and equals the stage-I
+//! reference evaluator. Sequences the schedule rejects are skipped primitive by primitive; a
+//! function the writer refuses must be refused with a typed error, never a panic.
 
 use proptest::prelude::*;
 use sparsetir_eval::{eval_func, ArgValue};
@@ -28,7 +28,7 @@ struct Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    (0u8..6, 0usize..8, 0usize..8, 0usize..8, 1i64..9).prop_map(|(kind, block, a, b, factor)| Op {
+    (0u8..8, 0usize..8, 0usize..8, 0usize..8, 1i64..9).prop_map(|(kind, block, a, b, factor)| Op {
         kind,
         block,
         a,
@@ -69,6 +69,11 @@ fn apply(sch: &mut Schedule, op: &Op) -> bool {
         2 | 3 => sch.bind(loops[op.a % n], TAGS[op.b % TAGS.len()]),
         4 => sch.unroll(loops[n - 1]),
         5 => sch.annotate(loops[op.a % n], "unroll_factor", AttrValue::Int(op.factor)),
+        6 => sch.vectorize(loops[n - 1]),
+        // Four consecutive elements per step (vector loads where the writer can prove them).
+        7 => sch
+            .split(loops[op.a % n], &[None, Some(op.factor * 2), Some(4)])
+            .map(|_| ()),
         _ => return false,
     };
     r.is_ok()

@@ -42,6 +42,12 @@ impl<'f> Writer<'f> {
                         return Ok((local.clone(), dt));
                     }
                 }
+                if let Some((subs, u)) = &self.vec_sub {
+                    if let Some((_, name)) = subs.iter().find(|(l, _)| l == e) {
+                        let comp = ["x", "y", "z", "w"].get(*u).copied().unwrap_or("x");
+                        return Ok((format!("{name}.{comp}"), dt));
+                    }
+                }
                 if let Some(v) = self.vector_load(*buffer, indices)? {
                     return Ok((v, dt));
                 }

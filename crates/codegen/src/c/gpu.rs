@@ -45,8 +45,9 @@ pub(crate) struct KernelCtx {
     shared_bytes: u64,
     /// Enclosing `threadIdx` loops being written, and how many of them are guarded.
     thread_depth: usize,
-    /// The thread tags of the enclosing bound loops.
+    /// The thread tags of the enclosing bound loops, and their variables.
     bound: Vec<String>,
+    bound_vars: Vec<VarId>,
     /// Variables whose value may differ between the threads of a block (thread indices and
     /// what is computed from them).
     dependent: HashSet<VarId>,
@@ -562,8 +563,138 @@ impl<'f> Writer<'f> {
         }
     }
 
+    /// A vectorized loop of 2 or 4 iterations over one block (no predicate) whose reads of a
+    /// float buffer the kernel never writes are consecutive in the loop and aligned to the
+    /// width: those reads become one vector load each (`sptir_ld4`/`sptir_ld2`, 16 or 8 bytes
+    /// per thread) before the iterations, which are written out one by one reading the vector's
+    /// components. Returns false (nothing written) when the loop is not of that form.
+    fn write_vector_loads(&mut self, f: &For) -> Res<bool> {
+        let Some(width) = const_int(&f.extent).filter(|n| *n == 2 || *n == 4) else {
+            return Ok(false);
+        };
+        if const_int(&f.min) != Some(0) {
+            return Ok(false);
+        }
+        let Stmt::Block(b) = only(&f.body) else {
+            return Ok(false);
+        };
+        if b.predicate.is_some() || b.init.is_some() || !b.alloc_buffers.is_empty() {
+            return Ok(false);
+        }
+        let map: HashMap<VarId, Expr> = b
+            .iters
+            .iter()
+            .map(|it| (it.var, it.binding.clone()))
+            .collect();
+        let mut loads = Vec::new();
+        b.body.for_each_expr(|e| {
+            e.visit(&mut |x| {
+                if matches!(x, Expr::Load { .. }) && !loads.contains(x) {
+                    loads.push(x.clone());
+                }
+            })
+        });
+        let mut vecs: Vec<(Expr, Vec<Expr>)> = Vec::new();
+        for l in loads {
+            let Expr::Load { buffer, indices } = &l else {
+                continue;
+            };
+            let dt = self.buf_dtype(*buffer);
+            let ok_type = dt == DType::F32 || (dt == DType::F64 && width == 2);
+            let readonly = self
+                .kernel
+                .as_ref()
+                .is_some_and(|k| k.readonly.contains(buffer));
+            if !ok_type || !readonly || self.is_shared(*buffer) || indices.is_empty() {
+                continue;
+            }
+            let Some(info) = self.bufs.get(buffer.index()).cloned().flatten() else {
+                continue;
+            };
+            let n = indices.len();
+            let outer: Vec<Expr> = indices.iter().map(|i| subst(i, &map)).collect();
+            // Consecutive: only the last index moves, by exactly the loop variable.
+            if outer[..n - 1].iter().any(|i| mentions(i, &[f.var])) {
+                continue;
+            }
+            let Some(last) = affine(&outer[n - 1]) else {
+                continue;
+            };
+            let step: i64 = last
+                .terms
+                .iter()
+                .filter(|(t, _)| *t == Expr::Var(f.var))
+                .map(|(_, c)| *c)
+                .sum();
+            let moves_otherwise = last
+                .terms
+                .iter()
+                .any(|(t, _)| *t != Expr::Var(f.var) && mentions(t, &[f.var]));
+            if step != 1 || moves_otherwise {
+                continue;
+            }
+            // Aligned: the offset at the first iteration is a multiple of the width.
+            let aligned_last = last.constant % width == 0
+                && last
+                    .terms
+                    .iter()
+                    .all(|(t, c)| *t == Expr::Var(f.var) || c % width == 0);
+            let aligned_strides = info.strides.iter().enumerate().all(|(d, s)| match s {
+                Stride::Const(c) if d + 1 == n => *c == 1,
+                Stride::Const(c) => c % width == 0,
+                Stride::Local(_) => false,
+            });
+            if !aligned_last || !aligned_strides {
+                continue;
+            }
+            let at_first: Vec<Expr> = outer
+                .iter()
+                .map(|i| subst(i, &HashMap::from([(f.var, Expr::int(0))])))
+                .collect();
+            vecs.push((l.clone(), at_first));
+        }
+        if vecs.is_empty() {
+            return Ok(false);
+        }
+        let mut subs = Vec::new();
+        for (load, at_first) in &vecs {
+            let Expr::Load { buffer, .. } = load else {
+                continue;
+            };
+            let dt = self.buf_dtype(*buffer);
+            let (ty, func) = match (dt, width) {
+                (DType::F64, _) => ("double2", "sptir_ld2"),
+                (_, 4) => ("float4", "sptir_ld4"),
+                _ => ("float2", "sptir_ld2"),
+            };
+            let off = self.offset(*buffer, at_first)?;
+            let bname = self.buf_name(*buffer)?.to_string();
+            let name = self.namer.fresh(&format!("{bname}_v"));
+            self.line(&format!("const {ty} {name} = {func}({bname} + {off});"));
+            subs.push((load.clone(), name));
+        }
+        let (vdt, ct, _) = self.loop_var_type(f)?;
+        for u in 0..width {
+            self.line("{");
+            self.indent += 1;
+            let v = self.bind(f.var)?;
+            self.line(&format!("const {ct} {v} = {};", int_literal(u, vdt)));
+            self.vec_sub = Some((subs.clone(), u as usize));
+            let r = self.write_stmt(&f.body);
+            self.vec_sub = None;
+            self.unbind(f.var);
+            r?;
+            self.indent -= 1;
+            self.line("}");
+        }
+        Ok(true)
+    }
+
     /// A loop each thread runs by itself (serial, unrolled, vectorized: all plain loops here).
     fn write_serial_cuda_loop(&mut self, f: &For) -> Res<()> {
+        if f.kind == ForKind::Vectorized && self.write_vector_loads(f)? {
+            return Ok(());
+        }
         let (vdt, ct, vname) = self.loop_var_type(f)?;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         if f.kind == ForKind::Unrolled {
@@ -651,6 +782,7 @@ impl<'f> Writer<'f> {
         }
         if let Some(k) = self.kernel.as_mut() {
             k.bound.push(tag.clone());
+            k.bound_vars.push(f.var);
             if is_thread {
                 k.dependent.insert(f.var);
                 k.thread_depth += 1;
@@ -663,6 +795,7 @@ impl<'f> Writer<'f> {
         let r = self.write_stmt(&f.body);
         if let Some(k) = self.kernel.as_mut() {
             k.bound.pop();
+            k.bound_vars.pop();
             if is_thread {
                 k.thread_depth -= 1;
                 if guard {
@@ -696,10 +829,12 @@ impl<'f> Writer<'f> {
         self.indent += 1;
         if let Some(k) = self.kernel.as_mut() {
             k.bound.push(tag.to_string());
+            k.bound_vars.push(f.var);
         }
         let r = self.write_stmt(&f.body);
         if let Some(k) = self.kernel.as_mut() {
             k.bound.pop();
+            k.bound_vars.pop();
         }
         self.indent -= 1;
         self.unbind(f.var);
@@ -834,6 +969,15 @@ typedef unsigned long long uint64_t;
 #define SPTIR_IN(T) const T* __restrict__
 #define SPTIR_OUT(T) T* __restrict__
 #define SPTIR_SHARED(T, name, n) __shared__ T name[n]
+static __device__ __forceinline__ float4 sptir_ld4(const float* __restrict__ p) {
+    return __ldg(reinterpret_cast<const float4*>(p));
+}
+static __device__ __forceinline__ float2 sptir_ld2(const float* __restrict__ p) {
+    return __ldg(reinterpret_cast<const float2*>(p));
+}
+static __device__ __forceinline__ double2 sptir_ld2(const double* __restrict__ p) {
+    return __ldg(reinterpret_cast<const double2*>(p));
+}
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
 #define FLT_MAX 3.402823466e+38F

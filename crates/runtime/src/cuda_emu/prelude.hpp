@@ -1118,6 +1118,47 @@ __attribute__((always_inline)) inline T __ldg(const ::sptir_emu::GPtr<T, W>& p) 
   return *p;
 }
 
+// CUDA's vector types and the writer's vector loads (`sptir_ld2`/`sptir_ld4`): N consecutive
+// elements read as one access of N * sizeof(T) bytes, which the GPU requires to be aligned to
+// its size (a misaligned vector access faults there; here an offset that is not a multiple of N
+// is reported).
+struct float2 {
+  float x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
+struct double2 {
+  double x, y;
+};
+
+namespace sptir_emu {
+template <class V, class T, bool W, int N>
+__attribute__((always_inline)) inline V vector_load(const GPtr<T, W>& p) {
+  if (p.off < 0 || p.off + N > p.len) fail_oob(p.name, p.off < 0 ? p.off : p.off + N - 1, p.len);
+  // Device buffers start on 256-byte boundaries (host arrays here may not: not checked).
+  if (p.off % N != 0)
+    fail_unsupported("misaligned vector load (the element offset must be a multiple of the vector width)");
+  gaccess(p.base, p.len / N, p.off / N, unsigned(N * sizeof(T)), p.name);
+  V v;
+  std::memcpy(&v, p.base + p.off, sizeof(V));
+  return v;
+}
+}  // namespace sptir_emu
+
+template <bool W>
+__attribute__((always_inline)) inline float4 sptir_ld4(const ::sptir_emu::GPtr<float, W>& p) {
+  return ::sptir_emu::vector_load<float4, float, W, 4>(p);
+}
+template <bool W>
+__attribute__((always_inline)) inline float2 sptir_ld2(const ::sptir_emu::GPtr<float, W>& p) {
+  return ::sptir_emu::vector_load<float2, float, W, 2>(p);
+}
+template <bool W>
+__attribute__((always_inline)) inline double2 sptir_ld2(const ::sptir_emu::GPtr<double, W>& p) {
+  return ::sptir_emu::vector_load<double2, double, W, 2>(p);
+}
+
 template <class T, bool W, class V>
 __attribute__((always_inline)) inline T atomicAdd(const ::sptir_emu::GPtr<T, W>& p, const V& v) {
   static_assert(W, "atomicAdd through an SPTIR_IN pointer");

@@ -51,7 +51,12 @@ impl<'f> Writer<'f> {
             return Ok(());
         };
         let (uniform, multi) = (k.divergent == 0, k.multi_thread);
-        let base = k.bound.clone();
+        let base: Vec<(String, VarId)> = k
+            .bound
+            .iter()
+            .cloned()
+            .zip(k.bound_vars.iter().copied())
+            .collect();
         let (mut w, mut r) = (HashSet::new(), HashSet::new());
         accesses(next, &mut w, &mut r);
         if let Some(acc) = &self.simd_acc {
@@ -62,8 +67,14 @@ impl<'f> Writer<'f> {
         // several threads (statements may map their elements to threads differently).
         w.retain(|b| self.is_shared(*b) || multi);
         r.retain(|b| self.is_shared(*b) || multi);
-        let mut tags: HashMap<BufferId, HashSet<Vec<String>>> = HashMap::new();
-        self.access_tags(next, &mut base.clone(), &mut Vec::new(), &mut tags);
+        let mut tags: HashMap<BufferId, HashSet<Mapping>> = HashMap::new();
+        self.access_tags(
+            next,
+            &mut base.clone(),
+            &mut Vec::new(),
+            &mut HashMap::new(),
+            &mut tags,
+        );
         let atomics = atomic_targets(next);
         let hazards: Vec<BufferId> = w
             .iter()
@@ -80,7 +91,7 @@ impl<'f> Writer<'f> {
             if self.is_shared(*b) || atomics.contains(b) || pending.atomics.contains(b) {
                 return true;
             }
-            let mut all: HashSet<&Vec<String>> = HashSet::new();
+            let mut all: HashSet<&Mapping> = HashSet::new();
             all.extend(tags.get(b).into_iter().flatten());
             all.extend(pending.tags.get(b).into_iter().flatten());
             all.len() > 1
@@ -109,26 +120,21 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
-    /// Records, for every buffer `s` accesses, the thread tags bound around the access (`bound`
-    /// holds the enclosing ones). Inside a `threadIdx.x` loop carrying a cross-thread
-    /// reduction, the reduced element is read and written by the group's first lane alone: its
-    /// accesses do not count that tag (`lane_only`); the steps' other accesses do.
+    /// Records, for every buffer `s` accesses, how the element it reaches moves with the thread
+    /// indices bound around the access (`bound`: tag and loop variable of the enclosing ones;
+    /// `subst`: the bindings of the enclosing block iterators met inside `s`): for every tag,
+    /// the coefficient of its variable in each index (`None` where the index is not affine in
+    /// it). Inside a `threadIdx.x` loop carrying a cross-thread reduction, the reduced element
+    /// is read and written by the group's first lane alone: its accesses do not count that tag
+    /// (`lane_only`); the steps' other accesses do.
     pub(crate) fn access_tags(
         &self,
         s: &'f Stmt,
-        bound: &mut Vec<String>,
+        bound: &mut Vec<(String, VarId)>,
         lane_only: &mut Vec<(BufferId, String)>,
-        out: &mut HashMap<BufferId, HashSet<Vec<String>>>,
+        subst_map: &mut HashMap<VarId, Expr>,
+        out: &mut HashMap<BufferId, HashSet<Mapping>>,
     ) {
-        let note = |b: BufferId, out: &mut HashMap<BufferId, HashSet<Vec<String>>>| {
-            let mut key: Vec<String> = bound
-                .iter()
-                .filter(|t| !lane_only.iter().any(|(lb, lt)| *lb == b && lt == *t))
-                .cloned()
-                .collect();
-            key.sort();
-            out.entry(b).or_default().insert(key);
-        };
         match s {
             Stmt::For(f) => {
                 let tag = f.thread.as_deref().unwrap_or("");
@@ -138,12 +144,12 @@ impl<'f> Writer<'f> {
                     .flatten()
                     .map(|a| a.store.buffer);
                 if binds {
-                    bound.push(tag.to_string());
+                    bound.push((tag.to_string(), f.var));
                 }
                 if let Some(b) = reduced {
                     lane_only.push((b, tag.to_string()));
                 }
-                self.access_tags(&f.body, bound, lane_only, out);
+                self.access_tags(&f.body, bound, lane_only, subst_map, out);
                 if reduced.is_some() {
                     lane_only.pop();
                 }
@@ -152,17 +158,27 @@ impl<'f> Writer<'f> {
                 }
                 return;
             }
-            Stmt::Store(st) => note(st.buffer, out),
+            Stmt::Block(b) => {
+                for it in &b.iters {
+                    let v = subst(&it.binding, subst_map);
+                    subst_map.insert(it.var, v);
+                }
+            }
+            Stmt::Store(st) => {
+                let m = mapping(bound, lane_only, subst_map, st.buffer, &st.indices);
+                out.entry(st.buffer).or_default().insert(m);
+            }
             _ => {}
         }
         s.for_each_expr(|e| {
             e.visit(&mut |x| {
-                if let Expr::Load { buffer, .. } = x {
-                    note(*buffer, out);
+                if let Expr::Load { buffer, indices } = x {
+                    let m = mapping(bound, lane_only, subst_map, *buffer, indices);
+                    out.entry(*buffer).or_default().insert(m);
                 }
             })
         });
-        s.for_each_child(|c| self.access_tags(c, bound, lane_only, out));
+        s.for_each_child(|c| self.access_tags(c, bound, lane_only, subst_map, out));
     }
 
     /// The condition that keeps a store to one thread along the block dimensions no enclosing
@@ -190,6 +206,49 @@ impl<'f> Writer<'f> {
     }
 }
 
+/// The [`Mapping`] of an access to `b[indices]`.
+fn mapping(
+    bound: &[(String, VarId)],
+    lane_only: &[(BufferId, String)],
+    subst_map: &HashMap<VarId, Expr>,
+    b: BufferId,
+    indices: &[Expr],
+) -> Mapping {
+    let idx: Vec<Expr> = indices.iter().map(|i| subst(i, subst_map)).collect();
+    let mut key: Mapping = bound
+        .iter()
+        .filter(|(t, _)| !lane_only.iter().any(|(lb, lt)| *lb == b && lt == t))
+        .map(|(t, v)| {
+            let coefs = idx
+                .iter()
+                .map(|i| {
+                    let a = affine(i)?;
+                    if a.terms
+                        .iter()
+                        .any(|(e, _)| *e != Expr::Var(*v) && mentions(e, &[*v]))
+                    {
+                        return None;
+                    }
+                    Some(
+                        a.terms
+                            .iter()
+                            .filter(|(e, _)| *e == Expr::Var(*v))
+                            .map(|(_, c)| *c)
+                            .sum(),
+                    )
+                })
+                .collect();
+            (t.clone(), coefs)
+        })
+        .collect();
+    key.sort();
+    key
+}
+
+/// How an access's element moves with the thread indices bound around it: per tag (sorted),
+/// the coefficient of its variable in each index (`None`: not affine in it).
+pub(crate) type Mapping = Vec<(String, Vec<Option<i64>>)>;
+
 /// What the statements of a sequence since its last barrier touched.
 #[derive(Default)]
 pub(crate) struct Pending {
@@ -197,7 +256,7 @@ pub(crate) struct Pending {
     r: HashSet<BufferId>,
     atomics: HashSet<BufferId>,
     /// For each buffer, the sets of thread tags bound around its accesses (sorted).
-    tags: HashMap<BufferId, HashSet<Vec<String>>>,
+    tags: HashMap<BufferId, HashSet<Mapping>>,
 }
 
 /// The buffers `s` updates with atomic additions.
