@@ -991,6 +991,15 @@ impl<'f> Writer<'f> {
     }
 
     fn offset(&mut self, b: BufferId, indices: &[Expr]) -> Res<String> {
+        let off = self.element_offset(b, indices)?;
+        // CUDA `warp` buffers: each warp has its slice of one shared array.
+        if let Some(slice) = self.warp_slice(b) {
+            return Ok(format!("{slice} + {off}"));
+        }
+        Ok(off)
+    }
+
+    fn element_offset(&mut self, b: BufferId, indices: &[Expr]) -> Res<String> {
         let name = self.buf_name(b)?.to_string();
         let Some(info) = self.bufs.get(b.index()).cloned().flatten() else {
             return Err(self.invalid(format!("buffer `{name}` is used outside its scope")));

@@ -185,3 +185,57 @@ fn a_cross_thread_reduction_over_four_warps_equals_the_evaluator() {
         }
     }
 }
+
+/// A `warp` buffer: each warp writes its lanes' values into its own slice, then every lane
+/// reads its neighbour's (one barrier between); two warps per block must not see each other's
+/// slice.
+const WARP_SHIFT: &str = r#"
+@T.prim_func
+def warp_shift(x: T.handle, y: T.handle) -> None:
+    T.func_attr({"sparse_tir_level": 0})
+    X = T.match_buffer(x, (4, 64), "float32")
+    Y = T.match_buffer(y, (4, 64), "float32")
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for ty in T.thread_binding(2, thread="threadIdx.y"):
+            with T.block("row"):
+                vb = T.axis.spatial(4, bx)
+                vw = T.axis.spatial(2, ty)
+                W = T.alloc_buffer((32,), "float32", scope="warp")
+                for tx in T.thread_binding(32, thread="threadIdx.x"):
+                    with T.block("load"):
+                        vt = T.axis.spatial(32, tx)
+                        W[vt] = X[vb, vw * 32 + vt]
+                for tx2 in T.thread_binding(32, thread="threadIdx.x"):
+                    with T.block("use"):
+                        vt2 = T.axis.spatial(32, tx2)
+                        Y[vb, vw * 32 + vt2] = W[(vt2 + 1) % 32] * T.float32(2)
+"#;
+
+#[test]
+fn warp_buffers_are_one_slice_per_warp() {
+    let f = sparsetir_syntax::parse_func(WARP_SHIFT).expect("parses");
+    let m = emit_cuda(&f).expect("emits");
+    assert!(
+        m.source.contains("SPTIR_SHARED(float, W, 64);"),
+        "{}",
+        m.source
+    );
+    assert_eq!(m.kernels[0].shared_bytes, 256);
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-fused"));
+    let (emu, _) = EmuModule::load(&m, &cache).expect("compiles");
+    let x: Vec<f32> = (0..256).map(|v| (v * 7 % 23) as f32).collect();
+    let mut y = vec![0f32; 256];
+    let mut args = vec![EmuArg::input(&x), EmuArg::output(&mut y)];
+    emu.launch(0, [4, 1, 1], [32, 2, 1], &mut args)
+        .expect("no race");
+    drop(args);
+    for b in 0..4 {
+        for w in 0..2 {
+            for t in 0..32 {
+                let want = 2.0 * x[b * 64 + w * 32 + (t + 1) % 32];
+                assert_eq!(y[b * 64 + w * 32 + t], want, "block {b} warp {w} lane {t}");
+            }
+        }
+    }
+}

@@ -43,6 +43,8 @@ pub(crate) struct KernelCtx {
     readonly: HashSet<BufferId>,
     /// Bytes of shared memory declared so far.
     shared_bytes: u64,
+    /// `warp` buffers: elements of each warp's slice.
+    warp_slices: HashMap<BufferId, i64>,
     /// Enclosing `threadIdx` loops being written, and how many of them are guarded.
     thread_depth: usize,
     /// The thread tags of the enclosing bound loops, and their variables.
@@ -131,8 +133,7 @@ impl<'f> Writer<'f> {
         self.func.buffers.get(b).is_some_and(|x| {
             matches!(x.decl, BufferDecl::Alloc)
                 && !self.func.buffer_decls.contains(&b)
-                && x.scope != "shared"
-                && x.scope != "shared.dyn"
+                && !matches!(x.scope.as_str(), "shared" | "shared.dyn" | "warp")
         })
     }
 
@@ -140,7 +141,17 @@ impl<'f> Writer<'f> {
         self.func
             .buffers
             .get(b)
-            .is_some_and(|x| x.scope == "shared" || x.scope == "shared.dyn")
+            .is_some_and(|x| matches!(x.scope.as_str(), "shared" | "shared.dyn" | "warp"))
+    }
+
+    /// For a `warp` buffer of the kernel: the start of the calling warp's slice.
+    pub(super) fn warp_slice(&self, b: BufferId) -> Option<String> {
+        let k = self.kernel.as_ref()?;
+        let size = k.warp_slices.get(&b)?;
+        Some(format!(
+            "(int64_t)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / \
+             32u) * {size}"
+        ))
     }
 
     /// `e` as a launch dimension (an expression of integer scalar parameters).
@@ -933,10 +944,39 @@ impl<'f> Writer<'f> {
                 self.line(&format!("SPTIR_SHARED({ct}, {name}, {size});"));
             }
             "warp" => {
-                return Err(self.unsupported(
-                    &format!("buffer `{}`", buf.name),
-                    "the `warp` scope is not supported by the CUDA target yet",
-                ))
+                // One slice per warp of a shared array: lanes of a warp share it, warps do not.
+                let threads = self.kernel.as_ref().and_then(|k| {
+                    BLOCK_TAGS.iter().try_fold(1i64, |acc, t| {
+                        let d = k.dims.get(*t).map_or(Some(1), |d| d.eval(&|_| None))?;
+                        Some(acc * d)
+                    })
+                });
+                let Some(threads) = threads else {
+                    return Err(self.unsupported(
+                        &format!("warp buffer `{}`", buf.name),
+                        "a `warp` buffer needs a block of constant size",
+                    ));
+                };
+                let warps = (threads + 31) / 32;
+                let bytes = (size * warps) as u64 * buf.dtype.bytes() as u64;
+                let total = match self.kernel.as_mut() {
+                    Some(k) => {
+                        k.shared_bytes += bytes;
+                        k.warp_slices.insert(b, size);
+                        k.shared_bytes
+                    }
+                    None => bytes,
+                };
+                if total > 48 * 1024 {
+                    return Err(self.unsupported(
+                        &format!("warp buffer `{}`", self.func.buffers[b].name),
+                        format!(
+                            "the kernel declares {total} bytes of shared memory; a block may use \
+                             at most 49152 without an opt-in"
+                        ),
+                    ));
+                }
+                self.line(&format!("SPTIR_SHARED({ct}, {name}, {});", size * warps));
             }
             _ => {
                 if size > STACK_LIMIT {
