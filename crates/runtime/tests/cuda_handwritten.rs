@@ -3,7 +3,8 @@
 //! block shapes concatenated over `blockIdx.x` become one `__global__` function whose grid is
 //! the sum of the parts and whose block is the widest part (narrower parts guarded), and the
 //! emulation of that one launch computes what the three parts compute. Barrier insertion: shared
-//! memory written by some threads and read by others gets exactly one `__syncthreads`.
+//! memory written by some threads and read by others gets exactly one `__syncthreads`; `warp`
+//! buffers, a four-warp reduction and a shared-memory cache of the output row (`reverse_cache_write`).
 
 use sparsetir_codegen::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
@@ -237,5 +238,57 @@ fn warp_buffers_are_one_slice_per_warp() {
                 assert_eq!(y[b * 64 + w * 32 + t], want, "block {b} warp {w} lane {t}");
             }
         }
+    }
+}
+
+/// `reverse_cache_write` into shared memory on the GPU: the row of C is gathered in shared
+/// memory, accumulated there by the feature threads and written back; barriers separate the
+/// zeroing, the copy in (by one thread), the accumulation and the copy out.
+#[test]
+fn a_shared_memory_cache_of_the_output_row_equals_the_evaluator() {
+    use sparsetir_eval::{eval_func, ArgValue};
+    use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
+    use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+    let sched = "# stage III\nb0 = sch.get_block(\"csrmm0\")\nl0, = sch.get_loops(b0)\n\
+                 sch.bind(l0, \"blockIdx.x\")\nbi = sch.get_block(\"csrmm1_init\")\n\
+                 k2, = sch.get_loops(bi)\nsch.bind(k2, \"threadIdx.x\")\n\
+                 b1 = sch.get_block(\"csrmm1\")\nc0 = sch.reverse_cache_write(b1, 0, \"shared\")\n\
+                 j, k = sch.get_loops(b1)\nsch.reorder(k, j)\nsch.bind(k, \"threadIdx.x\")\n\
+                 lw, = sch.get_loops(c0)\nsch.bind(lw, \"threadIdx.x\")\n";
+    let f = sparsetir_ops::load("csrmm").unwrap();
+    let spec = [("feat_size".to_string(), 24)];
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(sched), &spec).expect("emits");
+    assert!(
+        m.source.contains("SPTIR_SHARED(float, C_data_shared, 24);"),
+        "{}",
+        m.source
+    );
+    assert_eq!(
+        m.source.matches("__syncthreads();").count(),
+        3,
+        "{}",
+        m.source
+    );
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-fused"));
+    let k = GpuKernel::build(&f, Some(sched), &spec, GpuDevice::Emulator, &cache).expect("builds");
+    let shape = Shape::new(Pattern::Random { empty_rows: true }, 30, 40)
+        .with_density(0.3)
+        .with_feat(24)
+        .with_init(Init::Random);
+    let case = random_args("csrmm", &shape, 3).expect("data");
+    let mut want = case.args.clone();
+    eval_func(&f, &mut want).expect("reference");
+    let mut got = case.args.clone();
+    k.run(&mut got).expect("runs without races");
+    let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) = (got.get("c"), want.get("c")) else {
+        panic!("no output");
+    };
+    for i in 0..a.len() {
+        let (x, y) = (a.get_f64(i), b.get_f64(i));
+        assert!(
+            (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+            "c[{i}] = {x}, want {y}"
+        );
     }
 }
