@@ -1,10 +1,9 @@
-//! Hand-written stage III kernels through the CUDA writer and the emulator. `horizontal_fuse`
-//! (GPU form) feeding one CUDA launch: three kernels of different grids and
-//! block shapes concatenated over `blockIdx.x` become one `__global__` function whose grid is
-//! the sum of the parts and whose block is the widest part (narrower parts guarded), and the
-//! emulation of that one launch computes what the three parts compute. Barrier insertion: shared
-//! memory written by some threads and read by others gets exactly one `__syncthreads`; `warp`
-//! buffers, a four-warp reduction and a shared-memory cache of the output row (`reverse_cache_write`).
+//! Hand-written stage III kernels and schedules through the CUDA writer and the emulator:
+//! `horizontal_fuse` (GPU form) feeding one launch (three kernels of different grids and block
+//! shapes concatenated over `blockIdx.x`: one grid, the widest block, narrower parts guarded);
+//! shared memory written by some threads and read by others gets exactly one `__syncthreads`;
+//! `warp` buffers (a slice per warp); a four-warp reduction; a shared-memory cache of the output
+//! row (`reverse_cache_write`).
 
 use sparsetir_codegen::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
