@@ -60,12 +60,15 @@ enum Command {
         #[arg(long)]
         func: Option<String>,
         /// Execution backend: `eval` (the stage-I reference evaluator), `interp` (lower to
-        /// stage III, then the stage II/III interpreter) or `c` (compile to C + OpenMP through
-        /// the kernel cache; integer `--set` values are specialized into the kernel).
+        /// stage III, then the stage II/III interpreter), `c` (compile to C + OpenMP through
+        /// the kernel cache; integer `--set` values are specialized into the kernel), `cuda`
+        /// (CUDA through NVRTC on an NVIDIA GPU) or `cuda-emu` (the same CUDA in the CPU
+        /// emulator: shared-memory races and out-of-bounds accesses are errors).
         #[arg(long, default_value = "eval")]
         backend: String,
-        /// `--backend c`: a schedule file (trace text; `# stage I` / `# stage II` /
-        /// `# stage III` sections, stage II when none is named).
+        /// `--backend c|cuda|cuda-emu`: a schedule file (trace text; `# stage I` / `# stage II`
+        /// / `# stage III` sections, stage II when none is named). The CUDA backends apply the
+        /// automatic GPU schedule to every loop nest it leaves off the threads.
         #[arg(long)]
         schedule: Option<PathBuf>,
         /// `--backend c`: OpenMP threads (default: the OpenMP default).
