@@ -31,6 +31,24 @@ pub(crate) struct Accumulation<'a> {
 }
 
 impl<'f> Writer<'f> {
+    /// Runs `inner` with the reduced element of `acc` redirected to the register `name`.
+    fn in_register(
+        &mut self,
+        acc: &Accumulation<'_>,
+        name: String,
+        inner: impl FnOnce(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        self.simd_acc = Some(SimdAcc {
+            buffer: acc.store.buffer,
+            indices: acc.store.indices.clone(),
+            name,
+            hoisted: Vec::new(),
+        });
+        let r = inner(self);
+        self.simd_acc = None;
+        r
+    }
+
     /// Recognises a reduction into one element over the nest of `f`: single-statement loops
     /// (serial; `f` itself may be thread-bound when `cross` is set) down to one block with no
     /// allocations whose body is `Y[idx] = Y[idx] op e`, `idx` moving with none of the nest's
@@ -249,15 +267,9 @@ impl<'f> Writer<'f> {
             }
             self.line("}");
             self.unbind(lv);
-            self.simd_acc = Some(SimdAcc {
-                buffer,
-                indices: acc.store.indices.clone(),
-                name: format!("{name}[{v}]"),
-                hoisted: Vec::new(),
-            });
-            let r = self.write_serial_cuda_loop(f);
-            self.simd_acc = None;
-            r?;
+            self.in_register(&acc, format!("{name}[{v}]"), |w| {
+                w.write_serial_cuda_loop(f)
+            })?;
             let v = self.bind(lv)?;
             self.pragma("unroll");
             self.line(&format!("for ({vct} {v} = 0; {v} < {n}; ++{v}) {{"));
@@ -307,15 +319,7 @@ impl<'f> Writer<'f> {
             None if acc.atomic => self.line(&format!("{ct} {name} = {};", int_literal(0, dt))),
             None => self.line(&format!("{ct} {name} = {bname}[{off}];")),
         }
-        self.simd_acc = Some(SimdAcc {
-            buffer,
-            indices: acc.store.indices.clone(),
-            name: name.clone(),
-            hoisted: Vec::new(),
-        });
-        let r = self.write_serial_cuda_loop(&body);
-        self.simd_acc = None;
-        r?;
+        self.in_register(&acc, name.clone(), |w| w.write_serial_cuda_loop(&body))?;
         if acc.atomic {
             self.guarded_line(&format!("atomicAdd({bname} + {off}, {name});"), false);
         } else {
@@ -424,16 +428,8 @@ impl<'f> Writer<'f> {
         // block's init is left to the combining thread.
         let mut part = f.clone();
         strip_init_of(&mut part.body, &acc.block.name);
-        self.simd_acc = Some(SimdAcc {
-            buffer,
-            indices: acc.store.indices.clone(),
-            name: name.clone(),
-            hoisted: Vec::new(),
-        });
         // The redirected store is `acc = acc op e` (the element read inside becomes `acc`).
-        let r = self.write_thread_loop(&part);
-        self.simd_acc = None;
-        r?;
+        self.in_register(&acc, name.clone(), |w| w.write_thread_loop(&part))?;
         let mut off = lanes.min(32) / 2;
         while off >= 1 {
             let shf = format!("__shfl_xor_sync(0xffffffffu, {name}, {off})");
