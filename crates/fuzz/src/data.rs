@@ -14,7 +14,8 @@ use sparsetir_eval::{eval_func, run_func, ArgValue};
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, IRModule, PrimFunc, Stage};
 use sparsetir_ops::data::{random_args, Pattern, Shape};
-use sparsetir_runtime::{validate_args, Binder, CompileOptions, Kernel};
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+use sparsetir_runtime::{validate_args, Binder, CompileOptions, Kernel, RunError};
 use sparsetir_transform::{lower, PipelineOptions};
 
 use crate::mutate::Mutator;
@@ -422,4 +423,65 @@ pub fn asan_control(opts: &CompileOptions) -> Result<(), String> {
     // SAFETY: deliberately unsound (the control run): ASan must report the read past `b`.
     let _ = unsafe { k.compiled().call_unvalidated(&mut args) };
     Err("the unvalidated launch finished without an AddressSanitizer report".into())
+}
+
+/// The emulated CUDA module of `kernel` (default GPU schedule), built once per process.
+fn emulated(kernel: &str, cache: &std::path::Path) -> Option<&'static GpuKernel> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<&'static GpuKernel>>>> = OnceLock::new();
+    let mut map = CACHE.get_or_init(Default::default).lock().ok()?;
+    if let Some(k) = map.get(kernel) {
+        return *k;
+    }
+    let cache = sparsetir_runtime::cache::KernelCache::new(cache.join("cuda-emu"));
+    let k = sparsetir_ops::load(kernel).ok().and_then(|f| {
+        let schedule = sparsetir_ops::gpu_schedule(kernel);
+        match GpuKernel::build(&f, schedule, &[], GpuDevice::Emulator, &cache) {
+            Ok(k) => Some(&*Box::leak(Box::new(k))),
+            Err(e) => {
+                eprintln!("note: cuda-emu target: cannot build `{kernel}`: {e}");
+                None
+            }
+        }
+    });
+    map.insert(kernel.to_string(), k);
+    k
+}
+
+/// Builds every kernel of [`C_KERNELS`] for the emulator (outside the per-execution limit).
+pub fn prepare_cuda_emu(cache: &std::path::Path) {
+    for k in C_KERNELS {
+        emulated(k, cache);
+    }
+}
+
+/// Runs one input through the emulated CUDA of its kernel (validated before launch): an
+/// out-of-bounds access, a race or a deadlock on data that passed validation is a finding.
+pub fn execute_cuda_emu(input: &RunInput, cache: &std::path::Path) -> Result<(), String> {
+    let Some(k) = emulated(&input.kernel, cache) else {
+        return Ok(());
+    };
+    let mut args = input.map();
+    if !runnable(&args) {
+        let _ = validate_args(k.stage1(), &args);
+        return Ok(());
+    }
+    if validate_args(k.stage1(), &args).is_err() {
+        return Ok(());
+    }
+    match k.run(&mut args) {
+        Ok(_) => {
+            crate::deep();
+            Ok(())
+        }
+        Err(
+            e @ (RunError::EmuOutOfBounds { .. }
+            | RunError::EmuRace { .. }
+            | RunError::EmuDeadlock { .. }
+            | RunError::EmuInternal { .. }),
+        ) => Err(format!(
+            "cuda-emu: `{}` on validated data: {e}",
+            input.kernel
+        )),
+        Err(_) => Ok(()),
+    }
 }

@@ -30,10 +30,20 @@ pub enum Target {
     Run,
     Files,
     C,
+    /// The catalog kernels' CUDA (default GPU schedules) in the CPU emulator, whose bounds,
+    /// race and barrier checks turn any out-of-bounds access, race or deadlock of generated
+    /// code on validated data into a finding.
+    CudaEmu,
 }
 
 impl Target {
-    pub const ALL: [Target; 4] = [Target::Script, Target::Run, Target::Files, Target::C];
+    pub const ALL: [Target; 5] = [
+        Target::Script,
+        Target::Run,
+        Target::Files,
+        Target::C,
+        Target::CudaEmu,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,6 +51,7 @@ impl Target {
             Target::Run => "run",
             Target::Files => "files",
             Target::C => "c",
+            Target::CudaEmu => "cuda-emu",
         }
     }
 
@@ -52,7 +63,7 @@ impl Target {
     pub fn extension(self) -> &'static str {
         match self {
             Target::Script => "sp",
-            Target::Run | Target::C => "run",
+            Target::Run | Target::C | Target::CudaEmu => "run",
             Target::Files => "bin",
         }
     }
@@ -152,10 +163,13 @@ pub fn execute(target: Target, bytes: &[u8], opts: &Options) -> Result<(), (Stri
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match target {
         Target::Script => script::execute(bytes),
         Target::Files => files::execute(bytes),
-        Target::Run | Target::C => {
+        Target::Run | Target::C | Target::CudaEmu => {
             let text = String::from_utf8_lossy(bytes);
             match data::RunInput::from_text(&text) {
                 Ok(input) if target == Target::Run => data::execute(&input),
+                Ok(input) if target == Target::CudaEmu => {
+                    data::execute_cuda_emu(&input, &opts.cache_dir)
+                }
                 Ok(input) => data::execute_c(&input, &data::c_options(&opts.cache_dir, opts.asan)),
                 Err(_) => Ok(()),
             }
@@ -196,6 +210,9 @@ impl Fuzzer {
         if opts.target == Target::C {
             data::prepare_c(&data::c_options(&opts.cache_dir, opts.asan));
         }
+        if opts.target == Target::CudaEmu {
+            data::prepare_cuda_emu(&opts.cache_dir);
+        }
         Fuzzer {
             m: Mutator::new(opts.seed),
             opts,
@@ -222,8 +239,8 @@ impl Fuzzer {
                 let s = self.m.pick(&self.files).clone();
                 files::mutate(&mut self.m, &s)
             }
-            Target::Run | Target::C => {
-                let kernels = if self.opts.target == Target::C {
+            Target::Run | Target::C | Target::CudaEmu => {
+                let kernels = if matches!(self.opts.target, Target::C | Target::CudaEmu) {
                     data::C_KERNELS
                 } else {
                     data::RUN_KERNELS

@@ -206,7 +206,16 @@ impl GpuKernel {
         let mut slots: Vec<Option<Slot<'_>>> = Vec::new();
         for p in &m.params {
             let slot = match (&p.kind, by_name.remove(&p.name)) {
-                (CParamKind::Array { .. }, Some(ArgValue::Array(t))) => {
+                (CParamKind::Array { elem }, Some(ArgValue::Array(t))) => {
+                    // The kernel reads elements of the declared type: an array of another
+                    // type would be read past its end.
+                    if t.dtype() != *elem && *elem != DType::Handle {
+                        return Err(RunError::DTypeMismatch {
+                            name: p.name.clone(),
+                            expected: *elem,
+                            found: t.dtype(),
+                        });
+                    }
                     Some(Slot::Buffer(tensor_bytes(&mut t.data)))
                 }
                 (CParamKind::Scalar(_), Some(ArgValue::Int(v))) => Some(Slot::Int(*v)),
