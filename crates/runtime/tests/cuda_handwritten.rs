@@ -291,3 +291,18 @@ fn a_shared_memory_cache_of_the_output_row_equals_the_evaluator() {
         );
     }
 }
+
+/// A shared buffer larger than a block may use (48 KiB without an opt-in) is a located error
+/// of the CUDA writer, not a kernel that fails to launch.
+#[test]
+fn a_shared_buffer_past_48_kib_is_refused() {
+    let src = SHIFT.replace(
+        "(32,), \"float32\", scope=\"shared\"",
+        "(16384,), \"float32\", scope=\"shared\"",
+    );
+    let f = sparsetir_syntax::parse_func(&src).expect("parses");
+    let e = emit_cuda(&f).expect_err("too much shared memory");
+    let msg = e.to_string();
+    assert!(msg.contains("65536") && msg.contains("49152"), "{msg}");
+    assert!(!e.span().is_unknown() || msg.contains("`S`"), "{msg}");
+}
