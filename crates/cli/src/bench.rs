@@ -393,6 +393,25 @@ impl CaseResult {
     }
 }
 
+/// The feature widths to measure (SpMV: one).
+fn feats_of(op: Op, o: &Options) -> Result<Vec<usize>, Failure> {
+    if op == Op::Spmv {
+        Ok(vec![1])
+    } else {
+        parse_feats(&o.feat)
+    }
+}
+
+/// The text of the `--schedule` file, else `default`.
+fn schedule_of(o: &Options, default: Option<&str>) -> Result<Option<String>, Failure> {
+    match &o.schedule {
+        Some(p) => std::fs::read_to_string(p)
+            .map(Some)
+            .map_err(|e| Failure(format!("error: cannot read schedule {}: {e}", p.display()))),
+        None => Ok(default.map(str::to_string)),
+    }
+}
+
 fn parse_feats(s: &str) -> Result<Vec<usize>, Failure> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -624,21 +643,11 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             )))
         }
     }
-    let feats = if op == Op::Spmv {
-        vec![1]
-    } else {
-        parse_feats(&o.feat)?
-    };
+    let feats = feats_of(op, o)?;
     if o.matrices.is_empty() && !o.print_c {
         return Err(Failure("error: give at least one --matrix FILE.mtx".into()));
     }
-    let schedule_text =
-        match &o.schedule {
-            Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
-                Failure(format!("error: cannot read schedule {}: {e}", p.display()))
-            })?),
-            None => sparsetir_ops::cpu_schedule(op.kernel()).map(str::to_string),
-        };
+    let schedule_text = schedule_of(o, sparsetir_ops::cpu_schedule(op.kernel()))?;
     if o.print_c {
         for &k in &feats {
             print!("{}", scheduled_c(op, k, schedule_text.as_deref())?.source);

@@ -347,8 +347,38 @@ pub const SPMV_GATHER_SCHEDULE: &str = include_str!("../schedules/spmv_gather.sc
 /// buckets (block names `csrmm_<p>_<k>1`): the init nest in parallel, then every bucket's rows
 /// in parallel with its feature loop vectorised.
 pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
-    let mut out = String::from(include_str!("../schedules/hyb_init.sched"));
-    let bucket = include_str!("../schedules/hyb_bucket.sched");
+    hyb_schedule(
+        include_str!("../schedules/hyb_init.sched"),
+        include_str!("../schedules/hyb_bucket.sched"),
+        parts,
+        num_buckets,
+        &[],
+    )
+}
+
+/// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
+/// `schedules/gpu/hyb_bucket.sched` for every (part, bucket) block, part-major); `atomic[i]`
+/// marks block `i` atomic (it holds pieces of split rows).
+pub fn hyb_spmm_gpu_schedule(parts: usize, num_buckets: usize, atomic: &[bool]) -> String {
+    hyb_schedule(
+        include_str!("../schedules/gpu/hyb_init.sched"),
+        include_str!("../schedules/gpu/hyb_bucket.sched"),
+        parts,
+        num_buckets,
+        atomic,
+    )
+}
+
+/// `init`, then `bucket` instantiated for every (part, bucket) block (`{block}`: its name,
+/// `{tag}`: `<p>_<k>`), each marked atomic where `atomic` says so.
+fn hyb_schedule(
+    init: &str,
+    bucket: &str,
+    parts: usize,
+    num_buckets: usize,
+    atomic: &[bool],
+) -> String {
+    let mut out = String::from(init);
     for p in 0..parts {
         for k in 0..num_buckets {
             let tag = format!("{p}_{k}");
@@ -356,27 +386,6 @@ pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
                 &bucket
                     .replace("{block}", &format!("csrmm_{tag}1"))
                     .replace("{tag}", &tag),
-            );
-        }
-    }
-    out
-}
-
-/// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
-/// `schedules/gpu/hyb_bucket.sched` for every (part, bucket) block, part-major); `atomic[i]`
-/// marks block `i` atomic (it holds pieces of split rows).
-pub fn hyb_spmm_gpu_schedule(parts: usize, num_buckets: usize, atomic: &[bool]) -> String {
-    let mut out = String::from(include_str!("../schedules/gpu/hyb_init.sched"));
-    let bucket = include_str!("../schedules/gpu/hyb_bucket.sched");
-    for p in 0..parts {
-        for k in 0..num_buckets {
-            let tag = format!("{p}_{k}");
-            let block = format!("csrmm_{tag}1");
-            out.push_str(
-                &bucket
-                    .replace("{block}", &block)
-                    .replace("{tag}", &tag)
-                    .replace("`{atomic}`", "`sch.annotate(b, \"atomic\", True)`"),
             );
             if atomic.get(p * num_buckets + k).copied().unwrap_or(false) {
                 out.push_str(&format!("sch.annotate(b_{tag}, \"atomic\", True)\n"));

@@ -196,15 +196,26 @@ impl KernelCache {
         params: &[KernelParam],
         compiler: &Compiler,
     ) -> Result<(CompiledKernel, LoadReport), RunError> {
+        self.load_with(source, compiler, |path| {
+            CompiledKernel::load(path, entry, params.to_vec())
+        })
+    }
+
+    /// The shared object of `source` opened by `open`, compiling it on a miss and rebuilding an
+    /// entry that does not open.
+    pub fn load_with<T>(
+        &self,
+        source: &str,
+        compiler: &Compiler,
+        open: impl Fn(&Path) -> Result<T, RunError>,
+    ) -> Result<(T, LoadReport), RunError> {
         let start = Instant::now();
         let key = self.key(source, compiler)?;
         let path = self.entry_path(&key);
         let mut outcome = CacheOutcome::Miss;
         if path.exists() {
             // dlopen can crash on a truncated object, so the file's layout is checked first.
-            let loaded = check_object_file(&path)
-                .and_then(|()| CompiledKernel::load(&path, entry, params.to_vec()));
-            match loaded {
+            match check_object_file(&path).and_then(|()| open(&path)) {
                 Ok(k) => {
                     let report = LoadReport {
                         outcome: CacheOutcome::Hit,
@@ -219,7 +230,7 @@ impl KernelCache {
             }
         }
         let compile_time = self.build(source, compiler, &key)?;
-        let kernel = CompiledKernel::load(&path, entry, params.to_vec())?;
+        let loaded = open(&path)?;
         let report = LoadReport {
             outcome,
             key,
@@ -227,7 +238,22 @@ impl KernelCache {
             compile_time,
             total_time: start.elapsed(),
         };
-        Ok((kernel, report))
+        Ok((loaded, report))
+    }
+
+    /// Writes `bytes` as the entry `file_name` of the cache (another compiler's output, e.g. a
+    /// cubin) through a temporary file and a rename, so a reader never sees half of it; returns
+    /// its path.
+    pub fn publish(&self, file_name: &str, bytes: &[u8]) -> Result<PathBuf, RunError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| self.io_err(&self.dir, e))?;
+        let tmp = self.temp_path(file_name, "part");
+        std::fs::write(&tmp, bytes).map_err(|e| self.io_err(&tmp, e))?;
+        let path = self.dir.join(file_name);
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(self.io_err(&path, e));
+        }
+        Ok(path)
     }
 }
 

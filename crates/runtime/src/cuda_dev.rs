@@ -2,7 +2,6 @@
 //! in the kernel cache under a key of source, architecture and NVRTC version), loaded through
 //! the CUDA driver, launched kernel after kernel on device copies of the bound arrays.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sparsetir_codegen::cuda::CudaModule;
@@ -35,8 +34,8 @@ pub fn compile_cached(
     h.update(module.source.as_bytes());
     h.update(format!("\0{}\0{kind}\0nvrtc {maj}.{min}", arch.sm_name()).as_bytes());
     let key = h.finalize().to_hex().to_string();
-    let path = cache.dir().join(format!("{key}.{kind}"));
-    if let Ok(bytes) = std::fs::read(&path) {
+    let file_name = format!("{key}.{kind}");
+    if let Ok(bytes) = std::fs::read(cache.dir().join(&file_name)) {
         let ok = match emit {
             Emit::Cubin => bytes.starts_with(b"\x7fELF"),
             Emit::Ptx => bytes.windows(7).any(|w| w == b".entry "),
@@ -47,29 +46,8 @@ pub fn compile_cached(
     }
     let name = format!("{}.cu", module.func);
     let compiled = nvrtc.compile(&module.source, &name, arch, emit, &[])?;
-    publish(cache.dir(), &path, &compiled.code)?;
+    cache.publish(&file_name, &compiled.code)?;
     Ok((compiled.code, false))
-}
-
-/// Writes `bytes` to `path` through a temporary file in `dir` and a rename, so a reader never
-/// sees a half-written file.
-fn publish(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), RunError> {
-    let io = |p: &Path, e: std::io::Error| RunError::Cache {
-        path: p.display().to_string(),
-        message: e.to_string(),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let tmp: PathBuf = dir.join(format!(".tmp-{}-{nanos}.part", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(path, e));
-    }
-    Ok(())
 }
 
 /// A module loaded on the first GPU.

@@ -36,12 +36,11 @@
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use sparsetir_codegen::cuda::{CudaKernel, CudaModule, KernelArg};
 use sparsetir_ir::DType;
 
-use crate::cache::{check_object_file, CacheOutcome, KernelCache, LoadReport};
+use crate::cache::{KernelCache, LoadReport};
 use crate::compile::Compiler;
 use crate::error::{number_lines, RunError};
 
@@ -442,40 +441,11 @@ impl EmuModule {
         cache: &KernelCache,
         compiler: &Compiler,
     ) -> Result<(EmuModule, LoadReport), RunError> {
-        let start = Instant::now();
         let launch = launchers(module)?;
         let source = emu_source(module)?;
-        let key = cache.key(&source, compiler)?;
-        let path = cache.entry_path(&key);
-        let mut outcome = CacheOutcome::Miss;
-        let mut compile_time = Duration::ZERO;
-        if path.exists() {
-            match check_object_file(&path).and_then(|()| EmuModule::open(&path, module)) {
-                Ok(m) => {
-                    let report = LoadReport {
-                        outcome: CacheOutcome::Hit,
-                        key,
-                        path,
-                        compile_time,
-                        total_time: start.elapsed(),
-                    };
-                    return Ok((m, report));
-                }
-                Err(_) => outcome = CacheOutcome::Rebuilt,
-            }
-        }
-        compile_time = cache
-            .build(&source, compiler, &key)
-            .map_err(|e| compile_error(e, module, &launch))?;
-        let m = EmuModule::open(&path, module)?;
-        let report = LoadReport {
-            outcome,
-            key,
-            path,
-            compile_time,
-            total_time: start.elapsed(),
-        };
-        Ok((m, report))
+        cache
+            .load_with(&source, compiler, |path| EmuModule::open(path, module))
+            .map_err(|e| compile_error(e, module, &launch))
     }
 
     fn open(path: &Path, module: &CudaModule) -> Result<EmuModule, RunError> {
@@ -729,17 +699,7 @@ fn marshal(a: &mut EmuArg<'_>, p: &KernelArg) -> Result<RawArg, RunError> {
         EmuArg::U32(v) => i64::from(*v),
         _ => return Err(kind(&format!("a {} scalar", p.dtype))),
     };
-    let fits = match p.dtype {
-        DType::Bool => (0..=1).contains(&v),
-        DType::I8 => i8::try_from(v).is_ok(),
-        DType::I16 => i16::try_from(v).is_ok(),
-        DType::I32 => i32::try_from(v).is_ok(),
-        DType::U8 => u8::try_from(v).is_ok(),
-        DType::U16 => u16::try_from(v).is_ok(),
-        DType::U32 => u32::try_from(v).is_ok(),
-        DType::U64 => v >= 0,
-        _ => true,
-    };
+    let fits = crate::kernel::int_fits(v, p.dtype);
     if !fits {
         return Err(scalar_err(format!("{v} does not fit {}", p.dtype)));
     }

@@ -9,13 +9,14 @@ use std::time::Duration;
 use sparsetir_codegen::cuda::{CudaModule, LaunchExpr};
 use sparsetir_codegen::CParamKind;
 use sparsetir_eval::ArgValue;
-use sparsetir_formats::TensorData;
+use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc};
 
 use crate::build::{emit_cuda, BuildError, Lowered};
 use crate::cache::KernelCache;
 use crate::cuda_emu::{EmuArg, EmuModule, EmuStats};
 use crate::error::RunError;
+use crate::kernel::data_ptr;
 use crate::validate::validate_args;
 
 /// Where the CUDA module runs.
@@ -76,28 +77,11 @@ fn tensor_bytes_u64(v: &mut [u64]) -> &mut [u8] {
 }
 
 /// The bytes of a host array.
-pub(crate) fn tensor_bytes(data: &mut TensorData) -> &mut [u8] {
-    fn b<T>(v: &mut [T]) -> &mut [u8] {
-        let n = std::mem::size_of_val(v);
-        // SAFETY: every element type here is plain data (integers, floats, bool, f16/bf16);
-        // the byte view covers exactly the vector's initialized elements and borrows it.
-        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), n) }
-    }
-    match data {
-        TensorData::Bool(v) => b(v),
-        TensorData::I8(v) => b(v),
-        TensorData::I16(v) => b(v),
-        TensorData::I32(v) => b(v),
-        TensorData::I64(v) => b(v),
-        TensorData::U8(v) => b(v),
-        TensorData::U16(v) => b(v),
-        TensorData::U32(v) => b(v),
-        TensorData::U64(v) => b(v),
-        TensorData::F16(v) => b(v),
-        TensorData::BF16(v) => b(v),
-        TensorData::F32(v) => b(v),
-        TensorData::F64(v) => b(v),
-    }
+pub(crate) fn tensor_bytes(t: &mut Tensor) -> &mut [u8] {
+    let n = t.len() * t.dtype().bytes();
+    // SAFETY: `data_ptr` points at the tensor's `len` initialized elements of plain data
+    // (integers, floats, bool, f16/bf16), `n` bytes in all; the view borrows the tensor.
+    unsafe { std::slice::from_raw_parts_mut(data_ptr(&mut t.data).cast::<u8>(), n) }
 }
 
 impl GpuKernel {
@@ -216,7 +200,7 @@ impl GpuKernel {
                             found: t.dtype(),
                         });
                     }
-                    Some(Slot::Buffer(tensor_bytes(&mut t.data)))
+                    Some(Slot::Buffer(tensor_bytes(t)))
                 }
                 (CParamKind::Scalar(_), Some(ArgValue::Int(v))) => Some(Slot::Int(*v)),
                 (CParamKind::Scalar(_), Some(ArgValue::Float(v))) => Some(Slot::Float(*v)),
@@ -261,7 +245,7 @@ impl GpuKernel {
                                 k.name, a.name
                             )));
                         };
-                        eargs.push(emu_arg(slot, a.dtype, a.pointer));
+                        eargs.push(emu_arg(slot, a.dtype));
                     }
                     if let Some(a) = wanted.next() {
                         return Err(RunError::InvalidLaunch(format!(
@@ -280,7 +264,7 @@ impl GpuKernel {
     }
 }
 
-fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType, _pointer: bool) -> EmuArg<'s> {
+fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType) -> EmuArg<'s> {
     match slot {
         Slot::Buffer(b) => EmuArg::Out {
             bytes: b,

@@ -279,7 +279,7 @@ pub(crate) fn int_fits(v: i64, dt: DType) -> bool {
 }
 
 /// A mutable pointer to the first element of a tensor's storage.
-fn data_ptr(data: &mut TensorData) -> *mut c_void {
+pub(crate) fn data_ptr(data: &mut TensorData) -> *mut c_void {
     match data {
         TensorData::Bool(v) => v.as_mut_ptr().cast(),
         TensorData::I8(v) => v.as_mut_ptr().cast(),

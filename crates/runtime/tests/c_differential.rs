@@ -4,7 +4,7 @@
 //! row, full rows, nnz 0, 1×1), floats within 1e-5 relative. Also: specialized builds, schedule
 //! sections, and typed build errors. Skipped, with a note, when no C compiler runs.
 
-use sparsetir_eval::{eval_func, ArgValue};
+use sparsetir_eval::eval_func;
 use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
 use sparsetir_runtime::build;
 use sparsetir_runtime::build::{emit, schedule_and_lower, BuildError};
@@ -16,18 +16,7 @@ const CACHE: &str = "c-differential-cache";
 
 /// Every output of `got` equals `want` within 1e-5 relative (NaN equals NaN).
 fn assert_same(what: &str, outputs: &[String], got: &Args, want: &Args) {
-    for name in outputs {
-        let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) = (got.get(name), want.get(name))
-        else {
-            panic!("{what}: output `{name}` missing");
-        };
-        assert_eq!(a.len(), b.len(), "{what}: `{name}` length");
-        for i in 0..a.len() {
-            let (x, y) = (a.get_f64(i), b.get_f64(i));
-            let ok = (x - y).abs() <= 1e-5 * y.abs().max(1.0) || (x.is_nan() && y.is_nan());
-            assert!(ok, "{what}: `{name}`[{i}] = {x}, the evaluator gives {y}");
-        }
-    }
+    common::assert_outputs_close(what, outputs, got, want, 1e-5);
 }
 
 /// The shapes every kernel is checked on.

@@ -4,7 +4,7 @@
 //! on random data (empty rows, a single row, full rows, nnz 0, 1×1). NVRTC missing skips the
 //! compile checks with a note, except under `CI=true` (`scripts/setup-nvrtc.sh` installs it).
 
-use sparsetir_eval::{eval_func, ArgValue};
+use sparsetir_eval::eval_func;
 use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
 use sparsetir_runtime::build::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
@@ -17,19 +17,9 @@ fn cache() -> KernelCache {
     KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-catalog"))
 }
 
+/// Every output of `got` equals `want` within 1e-4 relative (NaN equals NaN).
 fn assert_same(what: &str, outputs: &[String], got: &Args, want: &Args) {
-    for name in outputs {
-        let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) = (got.get(name), want.get(name))
-        else {
-            panic!("{what}: output `{name}` missing");
-        };
-        assert_eq!(a.len(), b.len(), "{what}: `{name}` length");
-        for i in 0..a.len() {
-            let (x, y) = (a.get_f64(i), b.get_f64(i));
-            let ok = (x - y).abs() <= 1e-4 * y.abs().max(1.0) || (x.is_nan() && y.is_nan());
-            assert!(ok, "{what}: `{name}`[{i}] = {x}, the evaluator gives {y}");
-        }
-    }
+    common::assert_outputs_close(what, outputs, got, want, 1e-4);
 }
 
 fn shapes(feat: usize) -> Vec<(&'static str, Shape)> {

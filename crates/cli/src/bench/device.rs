@@ -14,8 +14,8 @@ use sparsetir_ops::composable::{default_buckets, hyb_spmm_gpu_schedule, Format};
 use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
 
 use super::{
-    arguments, kernel_for, load_csr, output_values, parse_feats, random_values, reference,
-    relative_error, stem, Op, Options, TOLERANCE,
+    arguments, feats_of, kernel_for, load_csr, output_values, random_values, reference,
+    relative_error, schedule_of, stem, Op, Options, TOLERANCE,
 };
 use crate::Failure;
 
@@ -41,21 +41,11 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             )))
         }
     }
-    let feats = if op == Op::Spmv {
-        vec![1]
-    } else {
-        parse_feats(&o.feat)?
-    };
+    let feats = feats_of(op, o)?;
     if o.matrices.is_empty() {
         return Err(Failure("error: give at least one --matrix FILE.mtx".into()));
     }
-    let schedule =
-        match &o.schedule {
-            Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
-                Failure(format!("error: cannot read schedule {}: {e}", p.display()))
-            })?),
-            None => sparsetir_ops::gpu_schedule(op.kernel()).map(str::to_string),
-        };
+    let schedule = schedule_of(o, sparsetir_ops::gpu_schedule(op.kernel()))?;
     let mut matrices = Vec::new();
     for p in &o.matrices {
         matrices.push((stem(p), load_csr(p)?));

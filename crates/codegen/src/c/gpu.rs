@@ -89,6 +89,23 @@ fn loads_buffer(e: &Expr, b: BufferId) -> bool {
     hit
 }
 
+/// The end of loop `f` (`min + extent`, or `extent` from 0).
+fn loop_end(f: &For) -> Expr {
+    if const_int(&f.min) == Some(0) {
+        f.extent.clone()
+    } else {
+        Expr::add(f.min.clone(), f.extent.clone())
+    }
+}
+
+/// The bindings of a block's iterators, by iterator.
+fn bindings(b: &Block) -> HashMap<VarId, Expr> {
+    b.iters
+        .iter()
+        .map(|it| (it.var, it.binding.clone()))
+        .collect()
+}
+
 fn subst(e: &Expr, map: &HashMap<VarId, Expr>) -> Expr {
     let mut e = e.clone();
     e.rewrite_post_order(&mut |x| {
@@ -330,7 +347,6 @@ impl<'f> Writer<'f> {
         // Arguments: every parameter, then every intermediate buffer.
         let mut args = Vec::new();
         let mut sig = Vec::new();
-        let mut k_of = Vec::new();
         for (k, first, others) in ptrs {
             let ro = !stored(first, others);
             let elem = func.buffers[*first].dtype;
@@ -352,7 +368,6 @@ impl<'f> Writer<'f> {
                 pointer: true,
                 readonly: ro,
             });
-            k_of.push(*k);
         }
         for (k, v) in scalars {
             let dt = func.vars[*v].dtype;
@@ -441,7 +456,6 @@ impl<'f> Writer<'f> {
         r?;
         self.indent = 0;
         self.line("}");
-        let _ = k_of;
         Ok(CudaKernel {
             name,
             args,
@@ -502,12 +516,7 @@ impl<'f> Writer<'f> {
                         span: f.span,
                     });
                 }
-                let end = Expr::add(f.min.clone(), f.extent.clone());
-                let end = if const_int(&f.min) == Some(0) {
-                    f.extent.clone()
-                } else {
-                    end
-                };
+                let end = loop_end(f);
                 let e = match self.launch_expr(&end) {
                     Some(e) => Some(e),
                     // A grid loop whose extent is only known inside the kernel (read from an
@@ -592,11 +601,7 @@ impl<'f> Writer<'f> {
         if b.predicate.is_some() || b.init.is_some() || !b.alloc_buffers.is_empty() {
             return Ok(false);
         }
-        let map: HashMap<VarId, Expr> = b
-            .iters
-            .iter()
-            .map(|it| (it.var, it.binding.clone()))
-            .collect();
+        let map = bindings(b);
         let mut loads = Vec::new();
         b.body.for_each_expr(|e| {
             e.visit(&mut |x| {
@@ -759,12 +764,8 @@ impl<'f> Writer<'f> {
                 return self.write_cross_thread_reduction(f, acc);
             }
         }
-        let (vdt, ct, vname) = self.loop_var_type(f)?;
-        let end_expr = if const_int(&f.min) == Some(0) {
-            f.extent.clone()
-        } else {
-            Expr::add(f.min.clone(), f.extent.clone())
-        };
+        let (vdt, ct, _) = self.loop_var_type(f)?;
+        let end_expr = loop_end(f);
         let dim = self.kernel.as_ref().and_then(|k| k.dims.get(&tag).cloned());
         if GRID_TAGS.contains(&tag.as_str()) && self.launch_expr(&end_expr).is_none() {
             return self.write_grid_stride_loop(f, &tag);
@@ -783,7 +784,6 @@ impl<'f> Writer<'f> {
         if guard {
             let (e, edt) = self.expr(&f.extent)?;
             let (m, mdt) = self.expr(&f.min)?;
-            let _ = vname;
             self.line(&format!(
                 "if ({v} < {} + {}) {{",
                 cast(m, mdt, vdt),

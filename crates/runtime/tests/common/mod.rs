@@ -87,3 +87,19 @@ pub fn random_dense(rng: &mut ChaCha8Rng, rows: usize, cols: usize, p: f64) -> V
     }
     d
 }
+
+/// Every output of `got` equals `want` within `rel` relative (NaN equals NaN).
+pub fn assert_outputs_close(what: &str, outputs: &[String], got: &Args, want: &Args, rel: f64) {
+    for name in outputs {
+        let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) = (got.get(name), want.get(name))
+        else {
+            panic!("{what}: output `{name}` missing");
+        };
+        assert_eq!(a.len(), b.len(), "{what}: `{name}` length");
+        for i in 0..a.len() {
+            let (x, y) = (a.get_f64(i), b.get_f64(i));
+            let ok = (x - y).abs() <= rel * y.abs().max(1.0) || (x.is_nan() && y.is_nan());
+            assert!(ok, "{what}: `{name}`[{i}] = {x}, the evaluator gives {y}");
+        }
+    }
+}

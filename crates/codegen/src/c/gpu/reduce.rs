@@ -25,6 +25,8 @@ pub(crate) struct Accumulation<'a> {
     block: &'a Block,
     /// The update as a store `Y[idx] = Y[idx] op e` (an atomic add is written so too).
     pub(super) store: Store,
+    /// The block iterators' bindings (in the nest's loop variables).
+    bindings: HashMap<VarId, Expr>,
     op: RedOp,
     /// The store's indices with the block iterators replaced by their bindings.
     outer_indices: Vec<Expr>,
@@ -132,11 +134,7 @@ impl<'f> Writer<'f> {
                 return None;
             }
         }
-        let map: HashMap<VarId, Expr> = b
-            .iters
-            .iter()
-            .map(|it| (it.var, it.binding.clone()))
-            .collect();
+        let map = bindings(b);
         let outer_indices: Vec<Expr> = st.indices.iter().map(|i| subst(i, &map)).collect();
         // The innermost loop may pick the element among a few (a constant extent up to 32,
         // from 0): one register per element, the loop unrolled over them ("lanes").
@@ -204,6 +202,7 @@ impl<'f> Writer<'f> {
             chain: loop_vars[1..].to_vec(),
             block: b,
             store: st.clone(),
+            bindings: map,
             op,
             outer_indices,
         })
@@ -225,13 +224,7 @@ impl<'f> Writer<'f> {
         self.indent += 1;
         let mut fixed = Vec::new();
         if let Some(p) = &acc.block.predicate {
-            let map: HashMap<VarId, Expr> = acc
-                .block
-                .iters
-                .iter()
-                .map(|it| (it.var, it.binding.clone()))
-                .collect();
-            let p = subst(p, &map);
+            let p = subst(p, &acc.bindings);
             let mut parts = Vec::new();
             conjuncts(&p, &mut parts);
             let mut moving = vec![f.var];
@@ -303,13 +296,7 @@ impl<'f> Writer<'f> {
         match folded {
             // The init runs exactly at the loop's first iteration: the register starts at it.
             Some(v) => {
-                let map: HashMap<VarId, Expr> = acc
-                    .block
-                    .iters
-                    .iter()
-                    .map(|it| (it.var, it.binding.clone()))
-                    .collect();
-                let (t, tdt) = self.expr(&subst(&v, &map))?;
+                let (t, tdt) = self.expr(&subst(&v, &acc.bindings))?;
                 self.line(&format!(
                     "{ct} {name} = {};",
                     strip_parens(&cast(t, tdt, dt))
