@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use sparsetir_codegen::{emit_c, CModule};
+use sparsetir_codegen::CModule;
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::PrimFunc;
@@ -251,7 +251,7 @@ pub fn scheduled_c(op: Op, feat: usize, schedule: Option<&str>) -> Result<CModul
 fn front_end(op: Op, feat: usize, schedule: Option<&str>) -> Result<(PrimFunc, CModule), Failure> {
     let (f, spec) = kernel_for(op, feat)?;
     let lowered = schedule_and_lower(&f, schedule, &spec)?;
-    let c = emit_c(&lowered.stage3)?;
+    let c = sparsetir_runtime::build::emit_c_cpu(&lowered.stage3)?;
     Ok((lowered.stage1, c))
 }
 
@@ -524,6 +524,14 @@ pub(crate) fn arguments(
     args
 }
 
+/// The dense operand's buffer name of `op`'s kernels (SDDMM: the second one).
+fn dense_name(op: Op) -> &'static str {
+    match op {
+        Op::Spmm | Op::Sddmm => "b",
+        Op::Spmv => "x",
+    }
+}
+
 fn output_name(op: Op) -> &'static str {
     match op {
         Op::Spmm => "c",
@@ -617,13 +625,13 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         ));
     }
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
-    // SpMV has one format (CSR); its `auto` measures CSR under four schedules
-    // (`SPMV_AUTO_CANDIDATES`) and runs the faster one.
+    // SpMV: CSR or SELL; its `auto` measures CSR under four schedules (`SPMV_AUTO_CANDIDATES`)
+    // and SELL, and runs the fastest.
     match (&format, op) {
         (Format::Csr, _) => {}
         (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm)
         | (Format::Coo | Format::Auto, Op::Sddmm)
-        | (Format::Auto, Op::Spmv) => {
+        | (Format::Sell { .. } | Format::Auto, Op::Spmv) => {
             if o.schedule.is_some() || o.print_c {
                 return Err(Failure(format!(
                     "error: --schedule and --print-c take the csr format (got `{format}`)"
@@ -638,7 +646,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 match op {
                     Op::Spmm => "csr, hyb, bsr:B, ell or auto",
                     Op::Sddmm => "csr, coo or auto",
-                    Op::Spmv => "csr or auto",
+                    Op::Spmv => "csr, sell, sell(sigma=S) or auto",
                 }
             )))
         }

@@ -37,11 +37,11 @@
 //! function: data must fit the constant sizes, whatever is passed for the bound parameters.
 
 use sparsetir_codegen::cuda::CudaModule;
-use sparsetir_codegen::{emit_c, CModule, CParamKind};
+use sparsetir_codegen::{emit_c, CModule, CParamKind, CodegenError};
 use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_schedule::{apply_schedule_text, TraceError};
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
-use sparsetir_transform::{specialize, SpecializeError};
+use sparsetir_transform::{compact_buffer_allocation, specialize, SpecializeError};
 
 use crate::error::RunError;
 use crate::kernel::{KernelParam, ParamKind};
@@ -258,6 +258,13 @@ pub fn schedule_and_lower(
     })
 }
 
+/// The C module of a stage-III function on the CPU path: the CPU-only pass
+/// [`compact_buffer_allocation`] (an intermediate that one block's instances use slice by slice
+/// becomes a stack array of that block), then the C writer.
+pub fn emit_c_cpu(stage3: &PrimFunc) -> Result<CModule, CodegenError> {
+    emit_c(&compact_buffer_allocation(stage3))
+}
+
 /// The C source `build` would compile (no compiler needed).
 pub fn emit(
     stage1: &PrimFunc,
@@ -265,7 +272,7 @@ pub fn emit(
     specialization: &[(String, i64)],
 ) -> Result<CModule, BuildError> {
     let lowered = schedule_and_lower(stage1, schedule, specialization)?;
-    emit_c(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))
+    emit_c_cpu(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))
 }
 
 /// The CUDA module of `stage1` (no GPU or compiler needed): specialized, scheduled and
@@ -297,7 +304,7 @@ pub fn build(
     opts: &CompileOptions,
 ) -> Result<Kernel, BuildError> {
     let lowered = schedule_and_lower(stage1, schedule, specialization)?;
-    let c = emit_c(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
+    let c = emit_c_cpu(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
     let params = kernel_params(&c);
     Ok(Kernel::from_source(
         &lowered.stage1,

@@ -27,7 +27,6 @@ pub mod data;
 
 use std::collections::HashMap;
 
-use sparsetir_codegen::emit_c;
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::builders::ell_csr::EllCsr;
 use sparsetir_formats::builders::hyb::Hyb;
@@ -225,7 +224,7 @@ pub fn build_hyb_spmm(
         ));
     }
     let stage3 = lower_atomic(&stage3).map_err(|e| BuildError::Lower(e.to_string()))?;
-    let c = emit_c(&stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
+    let c = crate::build::emit_c_cpu(&stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
     let params = kernel_params(&c);
     let kernel = Kernel::from_source(&lowered.stage1, &c.source, &c.entry, params, opts)?;
     Ok(HybSpmm {

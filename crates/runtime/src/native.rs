@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use sparsetir_codegen::{emit_c, CParamKind};
+use sparsetir_codegen::CParamKind;
 use sparsetir_eval::ArgValue;
 use sparsetir_ir::{IRModule, PrimFunc, Stage};
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
@@ -75,7 +75,7 @@ pub fn compile_c(stage1: &PrimFunc, opts: &CompileOptions) -> Result<Kernel, Run
     let stage3 = lowered
         .get(&stage1.name)
         .ok_or_else(|| RunError::Lower(format!("function `{}` vanished", stage1.name)))?;
-    let c = emit_c(stage3).map_err(|e| RunError::Codegen(e.to_string()))?;
+    let c = crate::build::emit_c_cpu(stage3).map_err(|e| RunError::Codegen(e.to_string()))?;
     let params = c
         .params
         .iter()

@@ -9,7 +9,8 @@
 //! - [`decompose_format`]: stage I → stage I, composable formats from [`FormatRewriteRule`]s;
 //!   [`preprocess`]: `remove_preprocess` / `extract_preprocess` split off the format conversion.
 //! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`], [`inject_scope`],
-//!   [`horizontal_fuse`], [`specialize_buffer`], [`remove_unused_args`].
+//!   [`horizontal_fuse`], [`specialize_buffer`], [`remove_unused_args`]; for the C writer,
+//!   [`compact_buffer_allocation`] (intermediates used slice by slice move into their block).
 
 mod regions;
 mod search;
@@ -23,12 +24,14 @@ pub mod pipeline;
 pub mod preprocess;
 pub mod specialize;
 
+pub mod compact_buffer_allocation;
 pub mod horizontal_fuse;
 pub mod inject_scope;
 pub mod lower_atomic;
 pub mod remove_unused_args;
 pub mod specialize_buffer;
 
+pub use compact_buffer_allocation::{compact_buffer_allocation, compact_buffer_allocation_module};
 pub use decompose_format::{decompose_format, decompose_format_func, DecomposeError};
 pub use format_rule::{
     bsr_rule, dcsr_rule, ell_csr_rules, ell_rule, hyb_rules, FormatRewriteRule, IndexMap, MapExpr,
