@@ -5,7 +5,8 @@
 //! csrmm (`schedules/ell_csr.sched`), the ELL width chosen from the degree distribution, and the
 //! choice of candidates for `auto` from the matrix's degree distribution, block fill and the
 //! feature width (SpMM; SDDMM's `auto` measures [`SDDMM_AUTO_CANDIDATES`]); the schedule of
-//! SDDMM on COO.
+//! SDDMM on COO; SpMV on SELL-C-σ (`sell`, `sell(sigma=S)`: its script, schedule and default
+//! sorting window).
 
 use std::fmt;
 
@@ -31,6 +32,9 @@ pub enum Format {
     /// Coordinate list: every stored element with its row and column, in CSR's order (SDDMM:
     /// one flat loop over the stored elements).
     Coo,
+    /// SELL-C-σ (SpMV): chunks of [`SELL_LANES`] rows side by side, rows sorted by length
+    /// inside windows of `sigma` rows (`None`: [`sell_sigma`] of the matrix).
+    Sell { sigma: Option<usize> },
     /// Chosen per matrix and feature width.
     Auto,
 }
@@ -58,6 +62,8 @@ impl fmt::Display for Format {
             Format::Ell(None) => f.write_str("ell"),
             Format::Ell(Some(w)) => write!(f, "ell(width={w})"),
             Format::Coo => f.write_str("coo"),
+            Format::Sell { sigma: None } => f.write_str("sell"),
+            Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
             Format::Auto => f.write_str("auto"),
         }
     }
@@ -65,7 +71,7 @@ impl fmt::Display for Format {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -110,6 +116,7 @@ impl Format {
             }
             "ell" => return Ok(Format::Ell(None)),
             "coo" => return Ok(Format::Coo),
+            "sell" => return Ok(Format::Sell { sigma: None }),
             "auto" => return Ok(Format::Auto),
             _ => {}
         }
@@ -122,6 +129,10 @@ impl Format {
                 return Err(err("the block size must be at most 64"));
             }
             return Ok(Format::Bsr(b));
+        }
+        if let Some(sg) = field_call(t, "sell", "sigma") {
+            let sigma = positive(text, "the sorting window", sg)?;
+            return Ok(Format::Sell { sigma: Some(sigma) });
         }
         let ell = t.strip_suffix("+csr").map_or(t, str::trim);
         if ell == "ell" {
@@ -333,6 +344,60 @@ pub const SPMV_AUTO_CANDIDATES: [(&str, &str); 4] = [
     ("csr+masked", SPMV_MASKED_SCHEDULE),
     ("csr+scalar", SPMV_SCALAR_SCHEDULE),
 ];
+
+/// Rows per SELL chunk: one AVX-512 vector of `float`s.
+pub const SELL_LANES: usize = 16;
+
+/// The SELL sorting window [`sell_sigma`] starts from: 4096 rows keep the output writes and
+/// most of the rows' neighbourhoods local while sorting away most of the padding of meshes and
+/// citation graphs.
+pub const SELL_WINDOW: usize = 4096;
+
+/// The largest padding (stored slots per entry) [`sell_sigma`] accepts from a window of
+/// [`SELL_WINDOW`] rows before it sorts the whole matrix instead.
+pub const SELL_MAX_FILL: f64 = 1.25;
+
+/// The default SELL sorting window of a CSR matrix: [`SELL_WINDOW`] rows, unless chunks cut
+/// from windows that size would store more than [`SELL_MAX_FILL`] slots per entry (power-law
+/// graphs: a window still mixes long and short rows) — then one window over all rows, which
+/// pads least.
+pub fn sell_sigma(indptr: &[i32]) -> usize {
+    let d = degrees(indptr);
+    let rows = d.len();
+    let nnz: usize = d.iter().sum();
+    if rows <= SELL_WINDOW || nnz == 0 {
+        return rows.max(1);
+    }
+    let mut slots = 0usize;
+    for window in d.chunks(SELL_WINDOW) {
+        let mut w = window.to_vec();
+        w.sort_unstable_by(|a, b| b.cmp(a));
+        slots += w
+            .chunks(SELL_LANES)
+            .map(|c| c[0] * SELL_LANES)
+            .sum::<usize>();
+    }
+    if slots as f64 <= SELL_MAX_FILL * nnz as f64 {
+        SELL_WINDOW
+    } else {
+        rows
+    }
+}
+
+/// SpMV on SELL-C-σ (`formats/spmv_sell.sp`): the script, with `lanes` to be specialised to
+/// [`SELL_LANES`].
+pub const SPMV_SELL_SCRIPT: &str = include_str!("../formats/spmv_sell.sp");
+
+/// The CPU schedule of [`SPMV_SELL_SCRIPT`] (`schedules/spmv_sell.sched`).
+pub const SPMV_SELL_SCHEDULE: &str = include_str!("../schedules/spmv_sell.sched");
+
+/// The stage-I function of [`SPMV_SELL_SCRIPT`].
+pub fn spmv_sell() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    sparsetir_syntax::parse_func(SPMV_SELL_SCRIPT).map_err(|diags| crate::LoadError::Parse {
+        name: "spmv_sell".to_string(),
+        diags,
+    })
+}
 
 /// SpMV's schedule for graphs of short rows (`schedules/spmv_scalar.sched`).
 pub const SPMV_SCALAR_SCHEDULE: &str = include_str!("../schedules/spmv_scalar.sched");

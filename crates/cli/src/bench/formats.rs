@@ -15,6 +15,10 @@
 //!   parallel loop over the stored elements, four at a time. The conversion is the `rows` array (the row of
 //!   every stored element); values and columns are CSR's.
 //!
+//! - sell (SpMV): SELL-C-σ from `builders::sell` (16 rows per chunk, the sorting window given
+//!   or `sell_sigma`'s), the kernel `formats/spmv_sell.sp` scheduled by
+//!   `schedules/spmv_sell.sched`; the output has a row per lane (the matrix's rows first).
+//!
 //! `auto` measures a few candidates (SpMM: `sparsetir_ops::composable::auto_candidates`; SDDMM:
 //! csr and coo, `SDDMM_AUTO_CANDIDATES`; SpMV: csr under two schedules, `SPMV_AUTO_CANDIDATES`) with short timings and reports the fastest one's full
 //! measurement, with every candidate's time.
@@ -25,11 +29,13 @@ use std::time::Instant;
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::builders::ell_csr::{ell_csr, EllCsr};
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
+use sparsetir_formats::builders::sell::sell;
 use sparsetir_formats::{Bsr, BsrPadding};
 use sparsetir_ir::PrimFunc;
 use sparsetir_ops::composable::{
-    auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule, Format,
-    BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SPMV_AUTO_CANDIDATES,
+    auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule,
+    sell_sigma, spmv_sell, Format, BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE,
+    SELL_LANES, SPMV_AUTO_CANDIDATES, SPMV_SELL_SCHEDULE,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
@@ -37,8 +43,9 @@ use sparsetir_runtime::composable::{
 };
 use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
 
-use super::{arguments, build, output_values, random_values, reference, relative_error};
+use super::{arguments, build, dense_name, output_name, output_values, random_values};
 use super::{f32_tensor, f32_zeros, i32_tensor, CaseResult, Csr, Op, TOLERANCE};
+use super::{reference, relative_error};
 use crate::Failure;
 
 /// How a prepared kernel's arguments are made.
@@ -46,8 +53,9 @@ enum Binding {
     /// The CSR kernel's (csrmm's or sddmm's: the CSR arrays, the dense operands, the output,
     /// sizes) plus these (the format's arrays).
     Csr(HashMap<String, ArgValue>),
-    /// The kernel's own arrays and sizes; `b` is the dense operand zero-padded to `b_shape`,
-    /// `c` is allocated as `c_shape` and its first `rows × feat` values are the result.
+    /// The kernel's own arrays and sizes; the dense operand (`b`, SpMV's `x`) is zero-padded to
+    /// `b_shape`, the output (`c`, SpMV's `y`) is allocated as `c_shape` and its first
+    /// `rows × feat` values are the result.
     Own {
         args: HashMap<String, ArgValue>,
         b_shape: Vec<usize>,
@@ -127,6 +135,7 @@ fn prepare(
             })
         }
         (Op::Spmm, Format::Bsr(block)) => prepare_bsr(a, feat, *block, opts),
+        (Op::Spmv, Format::Sell { sigma }) => prepare_sell(a, *sigma, opts),
         (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts),
         (_, Format::Auto) => Err(Failure(
             "error: internal error: `auto` is not a candidate format".into(),
@@ -358,6 +367,46 @@ fn prepare_ell(
     })
 }
 
+/// SpMV on SELL-C-σ (see the module documentation).
+fn prepare_sell(a: &Csr, sigma: Option<usize>, opts: &CompileOptions) -> Result<Prepared, Failure> {
+    let sigma = sigma.unwrap_or_else(|| sell_sigma(&a.indptr));
+    let start = Instant::now();
+    let s = sell(
+        a.rows, a.cols, &a.indptr, &a.indices, &a.values, SELL_LANES, sigma,
+    )
+    .map_err(|e| Failure(format!("error: sell conversion: {e}")))?;
+    let mut args = HashMap::new();
+    let (nchunk, slots) = (s.nchunk(), s.slots());
+    args.insert("a".into(), f32_tensor(vec![slots * SELL_LANES], &s.values));
+    args.insert("cols".into(), i32_tensor(&s.col_indices));
+    args.insert("rows".into(), i32_tensor(&s.row_ids));
+    args.insert("chunk_ptr".into(), i32_tensor(&s.chunk_ptr));
+    args.insert("nchunk".into(), size(nchunk));
+    args.insert("lanes".into(), size(SELL_LANES));
+    args.insert("max_width".into(), size(s.max_width()));
+    args.insert("nslots".into(), size(slots));
+    args.insert("n".into(), size(a.cols));
+    let convert_seconds = start.elapsed().as_secs_f64();
+    let f = spmv_sell()?;
+    let spec = [("lanes".to_string(), SELL_LANES as i64)];
+    let (kernel, total, frontend, load) = build_own(&f, SPMV_SELL_SCHEDULE, &spec, opts)?;
+    let cache = kernel.report().outcome;
+    Ok(Prepared {
+        name: format!("sell(sigma={sigma})"),
+        kernel,
+        binding: Binding::Own {
+            args,
+            b_shape: vec![a.cols],
+            c_shape: vec![s.padded_rows()],
+        },
+        convert_seconds,
+        compile_seconds: total,
+        frontend_seconds: frontend,
+        load_seconds: load,
+        cache,
+    })
+}
+
 /// Times `p` (a kernel of `op`) on `a` and checks its output: `(median seconds, relative
 /// error)`. The dense operands are the CSR path's (`bench::measure`).
 fn time_checked(
@@ -386,8 +435,8 @@ fn time_checked(
             let mut args = args.clone();
             let mut b = dense_b.clone();
             b.resize(b_shape.iter().product(), 0.0);
-            args.insert("b".into(), f32_tensor(b_shape.clone(), &b));
-            args.insert("c".into(), f32_zeros(c_shape.clone()));
+            args.insert(dense_name(op).into(), f32_tensor(b_shape.clone(), &b));
+            args.insert(output_name(op).into(), f32_zeros(c_shape.clone()));
             args
         }
     };
@@ -398,6 +447,19 @@ fn time_checked(
     let out = &out[..out.len().min(want.len())];
     let relerr = relative_error(out, &want);
     Ok((t.median, relerr))
+}
+
+/// The formats SpMV's `auto` measures beside CSR's schedules: SELL with [`sell_sigma`]'s
+/// window, and with one window over all rows when that is another.
+fn spmv_auto_formats(a: &Csr) -> Vec<Format> {
+    let sigma = sell_sigma(&a.indptr);
+    let mut out = vec![Format::Sell { sigma: Some(sigma) }];
+    if sigma < a.rows {
+        out.push(Format::Sell {
+            sigma: Some(a.rows),
+        });
+    }
+    out
 }
 
 /// Measures `op` (SpMM or SDDMM) of `a` at width `feat` in `format` (not `csr`'s plain path:
@@ -426,7 +488,7 @@ pub(super) fn measure_format(
         let mut best: Option<(f64, Prepared)> = None;
         let formats = match op {
             Op::Sddmm => SDDMM_AUTO_CANDIDATES.to_vec(),
-            Op::Spmv => Vec::new(),
+            Op::Spmv => spmv_auto_formats(a),
             Op::Spmm => auto_candidates(&a.indptr, &a.indices, a.cols, feat),
         };
         let mut prepared = Vec::new();

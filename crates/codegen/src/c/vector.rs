@@ -264,14 +264,72 @@ impl Writer<'_> {
         self.plan_stmt(&mut vl, &f.body).then_some(vl)
     }
 
+    /// The plan for writing `f` 16 `float`s at a time with AVX-512 gathers for its `X[I[v]]`
+    /// loads (`I` an `int32` array contiguous in the loop), where [`Writer::vector_plan`] has
+    /// none because of them: a trip count that is a multiple of 16, stores of `float`s to
+    /// consecutive elements. SpMV on SELL-C (a chunk's 16 rows side by side) is this loop.
+    fn gather_vector_plan(&self, f: &For) -> Option<VecLoop> {
+        if f.kind != ForKind::Vectorized || !f.annotations.is_empty() {
+            return None;
+        }
+        const_int(&f.min)?;
+        let ext = const_int(&f.extent)?;
+        if ext <= 0 || ext % 16 != 0 {
+            return None;
+        }
+        let mut stores_f32 = true;
+        let mut any_store = false;
+        f.body.visit(&mut |s| {
+            if let Stmt::Store(st) = s {
+                any_store = true;
+                stores_f32 &= self.func.buffers.get(st.buffer).map(|b| b.dtype) == Some(DType::F32);
+            }
+        });
+        if !any_store || !stores_f32 {
+            return None;
+        }
+        let mut vl = VecLoop {
+            strides: HashMap::from([(f.var, 1)]),
+            dtype: DType::F32,
+            ty: Some(lane_type(DType::F32, 16)),
+            gathers: true,
+            mask: None,
+        };
+        self.plan_stmt(&mut vl, &f.body).then_some(vl)
+    }
+
     /// Writes `f` one vector at a time when it has a plan; `Ok(false)` (nothing written)
-    /// otherwise.
+    /// otherwise. A loop that needs gathers is written 16 lanes at a time where the machine
+    /// has AVX-512, as the plain `omp simd` loop elsewhere.
     pub(super) fn try_write_vector_loop(&mut self, f: &For) -> Res<bool> {
         if self.vec_loop.is_some() || self.simd_acc.is_some() || self.prefetch_clamp.is_some() {
             return Ok(false);
         }
         let Some(plan) = self.vector_plan(f) else {
-            return Ok(false);
+            let Some(plan) = self.gather_vector_plan(f) else {
+                return Ok(false);
+            };
+            self.lane_types.insert((DType::F32, 16));
+            self.uses_gathers = true;
+            let (vdt, ct, vname) = self.loop_var_type(f)?;
+            self.line("#if defined(__AVX512F__)");
+            let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
+            let v = self.bind(f.var)?;
+            self.line(&format!(
+                "for ({ct} {v} = {start}; {v} < {end}; {v} += 16) {{"
+            ));
+            self.indent += 1;
+            self.vec_loop = Some(plan);
+            let r = self.write_stmt(&f.body);
+            self.vec_loop = None;
+            self.indent -= 1;
+            self.unbind(f.var);
+            r?;
+            self.line("}");
+            self.line("#else");
+            self.write_loop(f, Some("omp simd".to_string()))?;
+            self.line("#endif");
+            return Ok(true);
         };
         let sfx = suffix(plan.dtype).unwrap_or("f32");
         let (vdt, ct, vname) = self.loop_var_type(f)?;
@@ -382,8 +440,19 @@ impl Writer<'_> {
         };
         let sfx = suffix(vl.dtype).unwrap_or("f32");
         let uniform = self.classify(vl, value_expr) == Some(Class::Uniform);
+        let ty = vl.ty.clone();
         let off = self.offset(buffer, indices)?;
         let name = self.buf_name(buffer)?.to_string();
+        if let Some(ty) = ty {
+            // A fixed-width lane vector (the gathering loops'), not the machine vector.
+            let value = if uniform {
+                format!("(({ty}){{0}} + {value})")
+            } else {
+                value.to_string()
+            };
+            self.line(&format!("*({ty}*)&{name}[{off}] = {value};"));
+            return Ok(true);
+        }
         let value = if uniform {
             format!("sptir_vbc_{sfx}({value})")
         } else {

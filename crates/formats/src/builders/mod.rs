@@ -1,5 +1,6 @@
 //! Composable-format builders (SPEC §5.3): column-partitioned degree-bucketed hyb, ELL+CSR
-//! (ELL of a fixed width plus a CSR remainder), TC-GNN condense tiling and CSF → ELL3D bucketing, each built from plain CSR/CSF slices.
+//! (ELL of a fixed width plus a CSR remainder), SELL-C-σ (rows side by side in chunks), TC-GNN
+//! condense tiling and CSF → ELL3D bucketing, each built from plain CSR/CSF slices.
 //!
 //! Every builder validates its input first (typed [`BuildError`] naming the array and index,
 //! never a panic), returns owned structs holding exactly the arrays a kernel binds (index arrays
@@ -13,11 +14,13 @@ pub mod condense;
 pub mod ell3d;
 pub mod ell_csr;
 pub mod hyb;
+pub mod sell;
 
 pub use condense::{condense, Condensed};
 pub use ell3d::{ell3d_from_coo, ell3d_from_csf, Ell3d, Ell3dBucket};
 pub use ell_csr::{ell_csr, EllCsr};
 pub use hyb::{hyb, Hyb, HybBucket};
+pub use sell::{sell, Sell};
 
 /// An integer type accepted for `indptr` / `indices` slices (`i32`, `i64`, `u32`, `usize`).
 pub trait CsrIndex: Copy {
