@@ -116,6 +116,9 @@ fn bad_formats_exit_one() {
         ("spmv", "ell"),
         ("spmv", "coo"),
         ("sddmm", "coo(width=2)"),
+        ("spmm", "sell"),
+        ("spmv", "sell(sigma=0)"),
+        ("spmv", "sell(lanes=8)"),
     ] {
         let o = run(&["bench", op, "--matrix", m, "--format", format, "--json"]);
         assert_eq!(o.status.code(), Some(1), "{op} {format}");
@@ -147,8 +150,9 @@ fn bench_json(op: &str, m: &str, extra: &[&str], format: &str) -> Output {
 
 #[test]
 fn auto_measures_the_spmv_schedules() {
-    // SpMV has one format, CSR, under four schedules: `auto` measures them all, runs the
-    // fastest (checked), and says what it asked for.
+    // SpMV: CSR under four schedules and SELL (one window: the matrix has fewer rows than
+    // the default window); `auto` measures them all, runs the fastest (checked), and says what
+    // it asked for.
     let dir = tempfile::tempdir().expect("temp dir");
     let m = dir.path().join("m.mtx");
     std::fs::write(
@@ -167,12 +171,48 @@ fn auto_measures_the_spmv_schedules() {
         .iter()
         .map(|c| c["format"].as_str().expect("name"))
         .collect();
-    assert_eq!(names, ["csr", "csr+gather", "csr+masked", "csr+scalar"]);
+    assert_eq!(
+        names,
+        [
+            "sell(sigma=4)",
+            "csr",
+            "csr+gather",
+            "csr+masked",
+            "csr+scalar"
+        ]
+    );
     let ran = ls[0]["format"].as_str().expect("format");
     assert!(names.contains(&ran), "{ran}");
     assert_eq!(ls[0]["requested_format"], "auto");
     assert_eq!(ls[0]["check"], true);
     assert_eq!(ls[0]["nnz"], 6);
+}
+
+#[test]
+fn sell_spmv_runs_and_checks() {
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (m, nnz) = write_matrix(dir.path());
+    let m = m.to_str().expect("utf-8 path");
+    for (format, want) in [
+        ("sell", "sell(sigma=12)"),
+        ("sell(sigma=3)", "sell(sigma=3)"),
+    ] {
+        let o = bench_json("spmv", m, &[], format);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let ls = lines(&o);
+        assert_eq!(ls.len(), 1, "{format}");
+        assert_eq!(ls[0]["format"], want);
+        assert_eq!(ls[0]["check"], true, "{format}");
+        assert!(
+            ls[0]["relerr"].as_f64().expect("relerr") <= 1e-5,
+            "{format}"
+        );
+        assert_eq!(ls[0]["nnz"], nnz);
+        assert!(ls[0]["convert_seconds"].as_f64().expect("convert") >= 0.0);
+    }
 }
 
 /// Runs `bench OP --format FORMAT --json` on `m` at widths 3 and 8 and checks every line:
@@ -288,7 +328,7 @@ fn coo_is_refused_where_it_is_not_available() {
         (
             "spmv",
             &[][..],
-            "format `coo` is not available for spmv (spmv takes csr or auto)",
+            "format `coo` is not available for spmv (spmv takes csr, sell, sell(sigma=S) or auto)",
         ),
         (
             "sddmm",
