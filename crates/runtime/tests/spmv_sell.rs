@@ -4,7 +4,8 @@
 //! empty rows, a full row, row counts that are not multiples of the 16 lanes and several sorting
 //! windows; so does the stage-I evaluator on the same SELL arrays. Also checked: the C kernel
 //! really keeps a chunk's partial sums in a block-local array (no per-call allocation) and
-//! gathers where the machine has AVX-512, a second launch gives the same output, and a column
+//! gathers where the machine has AVX-512 (the portable fallback, compiled with `-mno-avx512f`,
+//! is checked too), a second launch gives the same output, and a column
 //! index outside `x` is refused before the kernel runs. Skipped, with a note, when no C compiler
 //! runs.
 
@@ -62,8 +63,12 @@ fn arguments(s: &Sell, x: &[f32]) -> Args {
     args
 }
 
-fn compile() -> Kernel {
+/// The kernel compiled with extra compiler `flags` (`-mno-avx512f`: the portable fallback of
+/// the gathering loop, what a machine without AVX-512 runs).
+fn compile(flags: &[&str]) -> Kernel {
     let f = spmv_sell().expect("spmv_sell parses");
+    let mut o = opts(CACHE);
+    o.flags = flags.iter().map(|s| s.to_string()).collect();
     let lowered = schedule_and_lower(&f, Some(SPMV_SELL_SCHEDULE), &spec()).expect("lower");
     let c = emit(&f, Some(SPMV_SELL_SCHEDULE), &spec()).expect("emit");
     Kernel::from_source(
@@ -71,7 +76,7 @@ fn compile() -> Kernel {
         &c.source,
         &c.entry,
         sparsetir_runtime::build::kernel_params(&c),
-        &opts(CACHE),
+        &o,
     )
     .expect("compile")
 }
@@ -104,7 +109,14 @@ fn sell_spmv_equals_the_dense_product_in_c_and_in_the_evaluator() {
     if !cc {
         eprintln!("note: no C compiler runs here; only the evaluator is checked");
     }
-    let kernel = cc.then(compile);
+    let kernels: Vec<(&str, Kernel)> = if cc {
+        vec![
+            ("AVX-512 where present", compile(&[])),
+            ("-mno-avx512f", compile(&["-mno-avx512f"])),
+        ]
+    } else {
+        Vec::new()
+    };
     let f = spmv_sell().expect("spmv_sell parses");
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     for (rows, cols, p, sigma) in CASES {
@@ -128,17 +140,13 @@ fn sell_spmv_equals_the_dense_product_in_c_and_in_the_evaluator() {
             &want,
             s.padded_rows(),
         );
-        if let Some(k) = &kernel {
+        for (flags, k) in &kernels {
             let mut args = arguments(&s, &x);
             for launch in 0..2 {
                 k.run(&mut args)
                     .unwrap_or_else(|e| panic!("{what}: launch {launch}: {e}"));
-                check(
-                    &format!("{what} (C, launch {launch})"),
-                    &f64s(&args, "y"),
-                    &want,
-                    s.padded_rows(),
-                );
+                let label = format!("{what} (C, {flags}, launch {launch})");
+                check(&label, &f64s(&args, "y"), &want, s.padded_rows());
             }
         }
     }
@@ -169,7 +177,7 @@ fn a_column_outside_x_is_refused_before_the_kernel_runs() {
         eprintln!("note: no C compiler runs here; skipped");
         return;
     }
-    let k = compile();
+    let k = compile(&[]);
     let (indptr, indices, values) = (vec![0, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]);
     let s = sell(2, 3, &indptr, &indices, &values, SELL_LANES, 4).expect("sell");
     let mut bad = s.clone();
