@@ -19,6 +19,7 @@ use crate::{CModule, CParam, CParamKind, CodegenError};
 
 mod expr;
 mod gpu;
+mod half;
 mod names;
 mod parallel;
 mod prefetch;
@@ -251,7 +252,9 @@ fn c_type(dt: DType) -> Option<&'static str> {
         DType::U64 => "uint64_t",
         DType::F32 => "float",
         DType::F64 => "double",
-        DType::F16 | DType::BF16 | DType::Handle => return None,
+        // In memory: the bit patterns (values are `float`s, see `half`).
+        DType::F16 | DType::BF16 => "uint16_t",
+        DType::Handle => return None,
     })
 }
 
@@ -475,8 +478,10 @@ impl<'f> Writer<'f> {
         }
     }
 
+    /// The C type of a *value* of `dt` (16-bit floats are computed in `float`, see [`half`]).
     fn ctype(&self, dt: DType, what: &str) -> Res<&'static str> {
         match dt {
+            DType::F16 | DType::BF16 if self.target == Target::C => Ok("float"),
             DType::F16 | DType::BF16 => Err(CodegenError::UnsupportedDType {
                 dtype: dt,
                 what: what.to_string(),
@@ -485,6 +490,12 @@ impl<'f> Writer<'f> {
             DType::Handle => Err(self.unsupported(what, "a `handle` cannot be used as a value")),
             _ => Ok(c_type(dt).unwrap_or("void")),
         }
+    }
+
+    /// The C type of an *element in memory* of `dt` (16-bit floats as their bit patterns).
+    fn storage_ctype(&self, dt: DType, what: &str) -> Res<&'static str> {
+        self.ctype(dt, what)?;
+        Ok(c_type(dt).unwrap_or("void"))
     }
 
     fn bind(&mut self, v: VarId) -> Res<String> {
@@ -636,8 +647,14 @@ impl<'f> Writer<'f> {
                 }
                 ParamLayout::Scalar(p) => {
                     let dt = func.vars[p].dtype;
-                    let ct = c_type(dt).unwrap_or("void");
                     let name = self.var_names[p.index()].clone();
+                    if half::is_half(dt) {
+                        // A 16-bit float scalar is a float value, rounded on entry.
+                        c_params.push(format!("float {name}"));
+                        unpack.push(half::round_to(dt, &format!("(float)args[{k}].f")));
+                        continue;
+                    }
+                    let ct = c_type(dt).unwrap_or("void");
                     c_params.push(format!("{ct} {name}"));
                     unpack.push(if dt.is_float() {
                         format!("({ct})args[{k}].f")
@@ -728,6 +745,9 @@ impl<'f> Writer<'f> {
         }
         if self.uses_gathers {
             head.insert_str(kernel_at, vector::GATHER_PRELUDE);
+        }
+        if half::uses_half(func) {
+            head.insert_str(kernel_at, &half::c_prelude());
         }
         let source = head + &self.out;
         Ok(CModule {
@@ -931,7 +951,7 @@ impl<'f> Writer<'f> {
             if !buf.span.is_unknown() {
                 self.span = buf.span;
             }
-            let ct = self.ctype(buf.dtype, &format!("buffer `{}`", buf.name))?;
+            let ct = self.storage_ctype(buf.dtype, &format!("buffer `{}`", buf.name))?;
             self.declare_strides(b)?;
             let kind = match self.alloc_size(b)? {
                 Ok(n) if n <= STACK_LIMIT => AllocKind::Stack(n.max(1)),
@@ -1099,6 +1119,16 @@ impl<'f> Writer<'f> {
     fn write_for(&mut self, f: &For) -> Res<()> {
         if self.target == Target::Cuda {
             return self.write_cuda_loop(f);
+        }
+        if !f.annotations.is_empty() && half::loop_touches_half(self.func, f) {
+            // The SIMD forms assume float/double elements: the plain loop (see `half`), with
+            // only the parallel schedule kept.
+            let mut g = f.clone();
+            g.annotations.0.retain(|(k, v)| {
+                (k == SCHEDULE_ATTR && !matches!(v, AttrValue::Str(s) if s == NNZ_BALANCED))
+                    || k == "chunk"
+            });
+            return self.write_loop(&g, None);
         }
         if let Some(ann) = f.annotations.get(SIMD_REDUCTION_ATTR) {
             return self.write_simd_reduction(f, ann, None);
@@ -1337,7 +1367,10 @@ impl<'f> Writer<'f> {
         }
         let off = self.offset(st.buffer, &st.indices)?;
         let name = self.buf_name(st.buffer)?.to_string();
-        let text = format!("{name}[{off}] = {};", strip_parens(&v));
+        let text = format!(
+            "{name}[{off}] = {};",
+            half::store_bits(dt, strip_parens(&v))
+        );
         // CUDA: a store of a shared or global element that threads along unbound block
         // dimensions would all repeat is made by one of them.
         let local = self.is_per_thread(st.buffer);
@@ -1399,6 +1432,12 @@ impl<'f> Writer<'f> {
             let bdt = self.buf_dtype(*buffer);
             if bdt.is_bool() {
                 return Err(self.unsupported("atomic_add", "the target buffer is boolean"));
+            }
+            if half::is_half(bdt) {
+                return Err(self.unsupported(
+                    "atomic_add",
+                    format!("the target buffer is {bdt} (accumulate in float32 instead)"),
+                ));
             }
             let (v, vdt) = self.expr(value)?;
             let off = self.offset(*buffer, indices)?;

@@ -72,12 +72,14 @@ impl<'f> Writer<'f> {
                             sizes.push(size);
                         }
                     }
-                    return Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt));
+                    let text = format!("{}[{off}]", self.buf_name(*buffer)?);
+                    return Ok((half::load_value(dt, text), dt));
                 }
                 if self.target == Target::Cuda {
                     return Ok((self.cuda_load(*buffer, &off)?, dt));
                 }
-                Ok((format!("{}[{off}]", self.buf_name(*buffer)?), dt))
+                let text = format!("{}[{off}]", self.buf_name(*buffer)?);
+                Ok((half::load_value(dt, text), dt))
             }
             Expr::Call { op, args, dtype } => self.call(*op, args, *dtype),
             Expr::Let { var, value, body } => {
@@ -125,6 +127,10 @@ impl<'f> Writer<'f> {
     }
 
     pub(super) fn int_const(&mut self, v: i64, dt: DType) -> Res<(String, DType)> {
+        if half::is_half(dt) {
+            self.ctype(dt, "constant")?;
+            return Ok((half::round_to(dt, &format!("((float)({v}))")), dt));
+        }
         if dt.is_float() {
             self.ctype(dt, "constant")?;
             return Ok((format!("(({})({v}))", c_type(dt).unwrap_or("double")), dt));
@@ -144,6 +150,9 @@ impl<'f> Writer<'f> {
             return self.int_const(x as i64, dt);
         }
         self.ctype(dt, "constant")?;
+        if half::is_half(dt) {
+            return Ok((half::round_to(dt, &float_literal(x, DType::F32)), dt));
+        }
         Ok((float_literal(x, dt), dt))
     }
 
@@ -178,6 +187,8 @@ impl<'f> Writer<'f> {
         let work = match dt {
             DType::U8 | DType::U16 => DType::U32,
             DType::I8 | DType::I16 => DType::I32,
+            // 16-bit floats: computed in float, rounded back (see `half`).
+            DType::F16 | DType::BF16 => DType::F32,
             d => d,
         };
         let (x, y) = (cast(x, xd, work), cast(y, yd, work));
@@ -191,10 +202,10 @@ impl<'f> Writer<'f> {
             BinOp::FloorMod if dt.is_uint() => format!("({x} % {y})"),
             BinOp::FloorDiv => format!("sptir_floordiv_{sfx}({x}, {y})"),
             BinOp::FloorMod => format!("sptir_floormod_{sfx}({x}, {y})"),
-            BinOp::Min if dt == DType::F32 => format!("fminf({x}, {y})"),
-            BinOp::Min if dt == DType::F64 => format!("fmin({x}, {y})"),
-            BinOp::Max if dt == DType::F32 => format!("fmaxf({x}, {y})"),
-            BinOp::Max if dt == DType::F64 => format!("fmax({x}, {y})"),
+            BinOp::Min if work == DType::F32 => format!("fminf({x}, {y})"),
+            BinOp::Min if work == DType::F64 => format!("fmin({x}, {y})"),
+            BinOp::Max if work == DType::F32 => format!("fmaxf({x}, {y})"),
+            BinOp::Max if work == DType::F64 => format!("fmax({x}, {y})"),
             BinOp::Min => format!("sptir_min_{sfx}({x}, {y})"),
             _ => format!("sptir_max_{sfx}({x}, {y})"),
         };
@@ -211,6 +222,7 @@ impl<'f> Writer<'f> {
                 let work = match rdt {
                     DType::U8 | DType::U16 => DType::U32,
                     DType::I8 | DType::I16 => DType::I32,
+                    DType::F16 | DType::BF16 => DType::F32,
                     d => d,
                 };
                 let x = cast(x, dt, work);
@@ -247,6 +259,13 @@ impl<'f> Writer<'f> {
         let mut xs = Vec::with_capacity(args.len());
         for a in args {
             xs.push(self.expr(a)?);
+        }
+        if half::is_half(dt) {
+            let xs: Vec<String> = xs
+                .into_iter()
+                .map(|(s, d)| cast(s, d, DType::F32))
+                .collect();
+            return Ok((half::round_to(dt, &float_call(op, &xs, DType::F32)), dt));
         }
         if dt.is_float() {
             let xs: Vec<String> = xs.into_iter().map(|(s, d)| cast(s, d, dt)).collect();
@@ -309,6 +328,20 @@ pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
 /// tests for nonzero, float → narrow integer goes through `int64_t` (so out-of-range values wrap
 /// like the evaluator's instead of being undefined).
 pub(super) fn cast(s: String, from: DType, to: DType) -> String {
+    if from == to {
+        return s;
+    }
+    // A 16-bit float value is a C `float` (see `half`): converting from one is converting from
+    // float; converting to one rounds.
+    if half::is_half(to) {
+        let f = cast(s, from, DType::F32);
+        return half::round_to(to, &f);
+    }
+    let from = if half::is_half(from) {
+        DType::F32
+    } else {
+        from
+    };
     if from == to {
         return s;
     }
@@ -393,6 +426,10 @@ pub(super) fn limit_literal(dt: DType, max: bool) -> String {
         (DType::F32, true) => "FLT_MAX",
         (DType::F64, false) => "(-DBL_MAX)",
         (DType::F64, true) => "DBL_MAX",
+        (DType::F16, false) => "(-65504.0f)",
+        (DType::F16, true) => "65504.0f",
+        (DType::BF16, false) => "(-3.38953139e38f)",
+        (DType::BF16, true) => "3.38953139e38f",
         (DType::I8, false) => "((int8_t)INT8_MIN)",
         (DType::I8, true) => "((int8_t)INT8_MAX)",
         (DType::I16, false) => "((int16_t)INT16_MIN)",

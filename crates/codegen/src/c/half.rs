@@ -1,0 +1,140 @@
+//! `float16` and `bfloat16` on the C target: such buffers are stored as their 16-bit patterns
+//! (`uint16_t`), and their values are computed in `float` and rounded to the 16-bit type after
+//! every operation, exactly as the reference evaluator rounds (round to nearest, ties to even):
+//! a load converts the bits to `float` (`sptir_h2f`, `sptir_bf2f`), an operation of a 16-bit
+//! type rounds its `float` result (`sptir_rh`, `sptir_rbf`), a store converts to bits
+//! (`sptir_f2h`, `sptir_f2bf`). A `T.Cast("float32", x)` of a half value is exact, so kernels that
+//! accumulate in `float32` (the usual mixed-precision form) round only where they store.
+//!
+//! Why bit patterns and hand-written conversions rather than `_Float16`/`__bf16`: gcc 12 on
+//! x86-64 has `_Float16` but keeps excess precision in expressions unless told otherwise, and
+//! `__bf16` is only a storage type there; conversions written once in portable C give the same
+//! bits on every compiler and machine, which is what the tests compare against.
+//!
+//! Loops that touch a 16-bit buffer are written in their plain form: the SIMD annotations
+//! (`simd_reduction`, `lanes`, `simd_min_trip`, `jam`, ...) are performance hints whose special
+//! forms assume `float`/`double` elements.
+
+use sparsetir_ir::{DType, Expr, For, PrimFunc, Stmt};
+
+/// Whether `dt` is stored as 16-bit patterns.
+pub(super) fn is_half(dt: DType) -> bool {
+    matches!(dt, DType::F16 | DType::BF16)
+}
+
+/// The conversion of a loaded 16-bit pattern (C text) to its `float` value.
+pub(super) fn load_value(dt: DType, bits: String) -> String {
+    match dt {
+        DType::F16 => format!("sptir_h2f({bits})"),
+        DType::BF16 => format!("sptir_bf2f({bits})"),
+        _ => bits,
+    }
+}
+
+/// The 16-bit pattern of a `float` value (C text) to store in a buffer of `dt`.
+pub(super) fn store_bits(dt: DType, value: &str) -> String {
+    match dt {
+        DType::F16 => format!("sptir_f2h({value})"),
+        DType::BF16 => format!("sptir_f2bf({value})"),
+        _ => value.to_string(),
+    }
+}
+
+/// A `float` value (C text) rounded to the nearest value of `dt` (still a `float`).
+pub(super) fn round_to(dt: DType, value: &str) -> String {
+    match dt {
+        DType::F16 => format!("sptir_rh({value})"),
+        DType::BF16 => format!("sptir_rbf({value})"),
+        _ => value.to_string(),
+    }
+}
+
+/// Whether `func` holds a 16-bit float anywhere (a buffer, a variable or an expression's type):
+/// the module then needs [`HALF_PRELUDE`].
+pub(super) fn uses_half(func: &PrimFunc) -> bool {
+    if func.buffers.iter().any(|(_, b)| is_half(b.dtype)) {
+        return true;
+    }
+    if func.vars.iter().any(|(_, v)| is_half(v.dtype)) {
+        return true;
+    }
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| match x {
+                Expr::Cast(dt, _) | Expr::Float(_, dt) | Expr::Int(_, dt) => found |= is_half(*dt),
+                Expr::Call { dtype, .. } => found |= is_half(*dtype),
+                _ => {}
+            })
+        })
+    });
+    found
+}
+
+/// Whether the loop `f` loads or stores a 16-bit float buffer.
+pub(super) fn loop_touches_half(func: &PrimFunc, f: &For) -> bool {
+    let half = |b| func.buffers.get(b).is_some_and(|x| is_half(x.dtype));
+    let mut found = false;
+    f.body.visit(&mut |s| {
+        if let Stmt::Store(st) = s {
+            found |= half(st.buffer);
+        }
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| {
+                if let Expr::Load { buffer, .. } = x {
+                    found |= half(*buffer);
+                }
+            })
+        })
+    });
+    found
+}
+
+/// The conversion helpers (C and CUDA: `SPTIR_HFN` is the function qualifier the including
+/// prelude defines).
+pub(super) const HALF_HELPERS: &str = r#"/* float16 / bfloat16 as 16-bit patterns, values computed in float (round to nearest even). */
+SPTIR_HFN float sptir_u2f(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
+SPTIR_HFN uint32_t sptir_f2u(float f) { union { uint32_t u; float f; } x; x.f = f; return x.u; }
+SPTIR_HFN float sptir_h2f(uint16_t h) {
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t e = ((uint32_t)h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu;
+    if (e == 0u) {
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    if (e == 31u) return sptir_u2f(sign | 0x7f800000u | (m << 13));
+    return sptir_u2f(sign | ((e + 112u) << 23) | (m << 13));
+}
+SPTIR_HFN uint16_t sptir_f2h(float f) {
+    uint32_t x = sptir_f2u(f);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {
+        /* Below the smallest normal: a multiple of 2^-24, rounded to nearest even. */
+        float s = sptir_u2f(ax) * 16777216.0f;
+        uint32_t q = (uint32_t)s;
+        float r = s - (float)q;
+        if (r > 0.5f || (r == 0.5f && (q & 1u))) q += 1u;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax - 0x38000000u;
+    r += 0x0fffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}
+SPTIR_HFN float sptir_bf2f(uint16_t b) { return sptir_u2f((uint32_t)b << 16); }
+SPTIR_HFN uint16_t sptir_f2bf(float f) {
+    uint32_t x = sptir_f2u(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+SPTIR_HFN float sptir_rh(float f) { return sptir_h2f(sptir_f2h(f)); }
+SPTIR_HFN float sptir_rbf(float f) { return sptir_bf2f(sptir_f2bf(f)); }
+
+"#;
+
+/// The C prelude's 16-bit float part.
+pub(super) fn c_prelude() -> String {
+    format!("#define SPTIR_HFN static inline\n{HALF_HELPERS}")
+}
