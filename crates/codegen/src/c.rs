@@ -481,12 +481,7 @@ impl<'f> Writer<'f> {
     /// The C type of a *value* of `dt` (16-bit floats are computed in `float`, see [`half`]).
     fn ctype(&self, dt: DType, what: &str) -> Res<&'static str> {
         match dt {
-            DType::F16 | DType::BF16 if self.target == Target::C => Ok("float"),
-            DType::F16 | DType::BF16 => Err(CodegenError::UnsupportedDType {
-                dtype: dt,
-                what: what.to_string(),
-                span: self.span,
-            }),
+            DType::F16 | DType::BF16 => Ok("float"),
             DType::Handle => Err(self.unsupported(what, "a `handle` cannot be used as a value")),
             _ => Ok(c_type(dt).unwrap_or("void")),
         }

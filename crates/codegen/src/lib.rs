@@ -22,8 +22,8 @@
 //!   when a heap allocation of an intermediate buffer failed (the results are then unspecified).
 //! - Element types: `bool` (C `_Bool`, one byte), `int8_t` … `uint64_t`, `float`, `double`;
 //!   float16/bfloat16 elements are their 16-bit patterns (`uint16_t`), their values computed in
-//!   `float` and rounded after every operation as the evaluator does (`c/half.rs`). The CUDA
-//!   target refuses them for now ([`CodegenError::UnsupportedDType`]).
+//!   `float` and rounded after every operation as the evaluator does (`c/half.rs`; the CUDA
+//!   writer does the same).
 //! - The kernel trusts its inputs: sizes, `indptr` and `indices` must have been validated by the
 //!   caller (the runtime does it before every launch). Signed 32/64-bit overflow is assumed not to
 //!   happen (offsets of multi-dimensional buffers are computed in `int64_t`); integer division by
@@ -110,8 +110,8 @@ pub enum CodegenError {
         thread: String,
         span: Span,
     },
-    /// A value type the target cannot represent (float16/bfloat16 on CUDA, for now).
-    #[error("{what}: {dtype} is not supported by the CUDA target yet")]
+    /// A value type the target cannot represent.
+    #[error("{what}: {dtype} is not supported by this target")]
     UnsupportedDType {
         dtype: DType,
         what: String,

@@ -11,48 +11,14 @@ use std::collections::HashMap;
 
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_formats::Tensor;
-use sparsetir_ir::{BufferDecl, DType, PrimFunc};
+use sparsetir_ir::DType;
 use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
 use sparsetir_runtime::build;
 
 mod common;
-use common::{have_cc, opts, Args};
+use common::{assert_outputs_close_16, convert_args, have_cc, opts, retype_floats, Args};
 
 const CACHE: &str = "c-half-cache";
-
-/// `f` with every `float32` buffer retyped to `dt`; the parameter names of the retyped buffers.
-fn retype(f: &PrimFunc, dt: DType) -> (PrimFunc, Vec<String>) {
-    let mut g = f.clone();
-    let mut params = Vec::new();
-    let handles: Vec<_> = g.buffers.handles().collect();
-    for h in handles {
-        let b = &mut g.buffers[h];
-        if b.dtype == DType::F32 {
-            b.dtype = dt;
-            if let BufferDecl::Match { data } = b.decl {
-                params.push(f.vars[data].name.clone());
-            }
-        }
-    }
-    (g, params)
-}
-
-/// `t` converted to `dt` (same shape; values rounded to nearest even).
-fn convert(t: &Tensor, dt: DType) -> Tensor {
-    let mut out = Tensor::zeros(dt, t.shape.clone()).expect("tensor");
-    for i in 0..t.len() {
-        out.set_f64(i, t.get_f64(i));
-    }
-    out
-}
-
-/// The largest magnitude of `t`'s values (at least 1).
-fn scale(t: &Tensor) -> f64 {
-    (0..t.len())
-        .map(|i| t.get_f64(i).abs())
-        .filter(|x| x.is_finite())
-        .fold(1.0, f64::max)
-}
 
 fn shapes() -> Vec<(&'static str, Shape)> {
     let base = |p| {
@@ -77,7 +43,7 @@ fn shapes() -> Vec<(&'static str, Shape)> {
 /// with the evaluator; returns the number of cases compared.
 fn check(kernel: &str, dt: DType, scheduled: bool) -> usize {
     let f = sparsetir_ops::load(kernel).expect("catalog kernel");
-    let (g, params) = retype(&f, dt);
+    let (g, params) = retype_floats(&f, dt);
     let schedule = if scheduled {
         sparsetir_ops::cpu_schedule(kernel)
     } else {
@@ -95,13 +61,6 @@ fn check(kernel: &str, dt: DType, scheduled: bool) -> usize {
         }
     );
     let k = build::build(&g, schedule, &[], &opts(CACHE)).unwrap_or_else(|e| panic!("{what}: {e}"));
-    // Tolerance: a few units in the last place of the 16-bit type, relative to the output's
-    // magnitude (the evaluator and C may round a sum's terms in different orders).
-    let ulp = if dt == DType::F16 {
-        1.0 / 1024.0
-    } else {
-        1.0 / 128.0
-    };
     let mut compared = 0;
     for (shape_name, shape) in shapes() {
         let case = match random_args(kernel, &shape, 0) {
@@ -111,14 +70,7 @@ fn check(kernel: &str, dt: DType, scheduled: bool) -> usize {
                 continue;
             }
         };
-        let mut args: Args = HashMap::new();
-        for (name, v) in case.args {
-            let v = match v {
-                ArgValue::Array(t) if params.contains(&name) => ArgValue::Array(convert(&t, dt)),
-                other => other,
-            };
-            args.insert(name, v);
-        }
+        let args = convert_args(case.args, &params, dt);
         let mut want = args.clone();
         if let Err(e) = eval_func(&g, &mut want) {
             eprintln!("note: {what} {shape_name}: the evaluator refuses the data: {e}");
@@ -127,23 +79,10 @@ fn check(kernel: &str, dt: DType, scheduled: bool) -> usize {
         let mut got = args.clone();
         k.run(&mut got)
             .unwrap_or_else(|e| panic!("{what} {shape_name}: refused: {e}"));
-        for name in &case.outputs {
-            let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) =
-                (got.get(name), want.get(name))
-            else {
-                panic!("{what}: output `{name}` missing");
-            };
-            assert_eq!(a.dtype(), b.dtype(), "{what}: `{name}` dtype");
-            let tol = 8.0 * ulp * scale(b);
-            for i in 0..a.len() {
-                let (x, y) = (a.get_f64(i), b.get_f64(i));
-                let same = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol;
-                assert!(
-                    same,
-                    "{what} {shape_name}: `{name}`[{i}] = {x}, the evaluator gives {y}"
-                );
-            }
-        }
+        let label = format!("{what} {shape_name}");
+        // A few units in the last place of the 16-bit type, relative to the output's magnitude
+        // (the evaluator and C may round a sum's terms in different orders).
+        assert_outputs_close_16(&label, &case.outputs, &got, &want, dt, 8.0);
         compared += 1;
     }
     compared
@@ -169,7 +108,7 @@ fn every_catalog_kernel_in_float16_and_bfloat16_equals_the_evaluator() {
 #[test]
 fn sixteen_bit_buffers_are_stored_as_bit_patterns() {
     let f = sparsetir_ops::load("spmv").expect("spmv");
-    let (g, _) = retype(&f, DType::F16);
+    let (g, _) = retype_floats(&f, DType::F16);
     let c = build::emit(&g, sparsetir_ops::cpu_schedule("spmv"), &[]).expect("emit");
     assert!(
         c.source.contains("const uint16_t* restrict A_data"),

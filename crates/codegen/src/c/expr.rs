@@ -76,7 +76,7 @@ impl<'f> Writer<'f> {
                     return Ok((half::load_value(dt, text), dt));
                 }
                 if self.target == Target::Cuda {
-                    return Ok((self.cuda_load(*buffer, &off)?, dt));
+                    return Ok((half::load_value(dt, self.cuda_load(*buffer, &off)?), dt));
                 }
                 let text = format!("{}[{off}]", self.buf_name(*buffer)?);
                 Ok((half::load_value(dt, text), dt))

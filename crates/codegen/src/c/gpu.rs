@@ -281,6 +281,9 @@ impl<'f> Writer<'f> {
             comment_safe(&func.name)
         );
         source.push_str(CUDA_PRELUDE);
+        if half::uses_half(func) {
+            source.push_str(&half::cuda_prelude());
+        }
         source.push_str(&body);
         Ok(CudaModule {
             source,

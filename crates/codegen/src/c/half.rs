@@ -1,4 +1,4 @@
-//! `float16` and `bfloat16` on the C target: such buffers are stored as their 16-bit patterns
+//! `float16` and `bfloat16` on the C and CUDA targets: such buffers are stored as their 16-bit patterns
 //! (`uint16_t`), and their values are computed in `float` and rounded to the 16-bit type after
 //! every operation, exactly as the reference evaluator rounds (round to nearest, ties to even):
 //! a load converts the bits to `float` (`sptir_h2f`, `sptir_bf2f`), an operation of a 16-bit
@@ -9,7 +9,9 @@
 //! Why bit patterns and hand-written conversions rather than `_Float16`/`__bf16`: gcc 12 on
 //! x86-64 has `_Float16` but keeps excess precision in expressions unless told otherwise, and
 //! `__bf16` is only a storage type there; conversions written once in portable C give the same
-//! bits on every compiler and machine, which is what the tests compare against.
+//! bits on every compiler and machine, which is what the tests compare against; on CUDA the
+//! same helpers are device functions (tensor-core code will pass the bit patterns to `mma`
+//! directly).
 //!
 //! Loops that touch a 16-bit buffer are written in their plain form: the SIMD annotations
 //! (`simd_reduction`, `lanes`, `simd_min_trip`, `jam`, ...) are performance hints whose special
@@ -133,6 +135,12 @@ SPTIR_HFN float sptir_rh(float f) { return sptir_h2f(sptir_f2h(f)); }
 SPTIR_HFN float sptir_rbf(float f) { return sptir_bf2f(sptir_f2bf(f)); }
 
 "#;
+
+/// The CUDA prelude's 16-bit float part (device functions; the emulator compiles them for the
+/// host).
+pub(super) fn cuda_prelude() -> String {
+    format!("#define SPTIR_HFN static __device__ __forceinline__\n{HALF_HELPERS}")
+}
 
 /// The C prelude's 16-bit float part.
 pub(super) fn c_prelude() -> String {

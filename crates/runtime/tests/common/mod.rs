@@ -103,3 +103,77 @@ pub fn assert_outputs_close(what: &str, outputs: &[String], got: &Args, want: &A
         }
     }
 }
+
+/// `f` with every `float32` buffer retyped to `dt` (float16/bfloat16 storage tests), and the
+/// parameter names of the retyped buffers.
+pub fn retype_floats(
+    f: &sparsetir_ir::PrimFunc,
+    dt: sparsetir_ir::DType,
+) -> (sparsetir_ir::PrimFunc, Vec<String>) {
+    let mut g = f.clone();
+    let mut params = Vec::new();
+    let handles: Vec<_> = g.buffers.handles().collect();
+    for h in handles {
+        let b = &mut g.buffers[h];
+        if b.dtype == sparsetir_ir::DType::F32 {
+            b.dtype = dt;
+            if let sparsetir_ir::BufferDecl::Match { data } = b.decl {
+                params.push(f.vars[data].name.clone());
+            }
+        }
+    }
+    (g, params)
+}
+
+/// `args` with the arrays named in `params` converted (rounded to nearest even) to `dt`.
+pub fn convert_args(args: Args, params: &[String], dt: sparsetir_ir::DType) -> Args {
+    args.into_iter()
+        .map(|(name, v)| {
+            let v = match v {
+                ArgValue::Array(t) if params.contains(&name) => {
+                    let mut out = Tensor::zeros(dt, t.shape.clone()).expect("tensor");
+                    for i in 0..t.len() {
+                        out.set_f64(i, t.get_f64(i));
+                    }
+                    ArgValue::Array(out)
+                }
+                other => other,
+            };
+            (name, v)
+        })
+        .collect()
+}
+
+/// Every output of `got` equals `want` within `ulps` units in the last place of `dt` (a 16-bit
+/// float type) relative to the output's largest magnitude (at least 1); NaN equals NaN.
+pub fn assert_outputs_close_16(
+    what: &str,
+    outputs: &[String],
+    got: &Args,
+    want: &Args,
+    dt: sparsetir_ir::DType,
+    ulps: f64,
+) {
+    let ulp = if dt == sparsetir_ir::DType::F16 {
+        1.0 / 1024.0
+    } else {
+        1.0 / 128.0
+    };
+    for name in outputs {
+        let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) = (got.get(name), want.get(name))
+        else {
+            panic!("{what}: output `{name}` missing");
+        };
+        assert_eq!(a.dtype(), b.dtype(), "{what}: `{name}` dtype");
+        let scale = (0..b.len())
+            .map(|i| b.get_f64(i).abs())
+            .filter(|x| x.is_finite())
+            .fold(1.0, f64::max);
+        let tol = ulps * ulp * scale;
+        for i in 0..a.len() {
+            let (x, y) = (a.get_f64(i), b.get_f64(i));
+            let same = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol;
+            assert!(same, "{what}: `{name}`[{i}] = {x}, the evaluator gives {y}");
+        }
+    }
+}

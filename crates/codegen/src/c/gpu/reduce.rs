@@ -218,6 +218,12 @@ impl<'f> Writer<'f> {
         let buffer = acc.store.buffer;
         let dt = self.buf_dtype(buffer);
         let ct = self.ctype(dt, "accumulator")?;
+        if acc.atomic && half::is_half(dt) {
+            return Err(self.unsupported(
+                "atomic accumulation",
+                format!("CUDA has no atomicAdd on {dt} elements here (accumulate in float32)"),
+            ));
+        }
         let name = self.namer.fresh(&format!("{}_acc", self.buf_name(buffer)?));
         let bname = self.buf_name(buffer)?.to_string();
         self.line("{");
@@ -256,7 +262,8 @@ impl<'f> Writer<'f> {
                 self.line(&format!("    {name}[{v}] = {};", int_literal(0, dt)));
             } else {
                 let off_l = self.offset(buffer, &acc.outer_indices)?;
-                self.line(&format!("    {name}[{v}] = {bname}[{off_l}];"));
+                let cur = half::load_value(dt, format!("{bname}[{off_l}]"));
+                self.line(&format!("    {name}[{v}] = {cur};"));
             }
             self.line("}");
             self.unbind(lv);
@@ -274,7 +281,8 @@ impl<'f> Writer<'f> {
                     false,
                 );
             } else {
-                self.guarded_line(&format!("{bname}[{off_l}] = {name}[{v}];"), false);
+                let bits = half::store_bits(dt, &format!("{name}[{v}]"));
+                self.guarded_line(&format!("{bname}[{off_l}] = {bits};"), false);
             }
             self.indent -= 1;
             self.line("}");
@@ -304,13 +312,17 @@ impl<'f> Writer<'f> {
                 strip_init_of(&mut body.body, &acc.block.name);
             }
             None if acc.atomic => self.line(&format!("{ct} {name} = {};", int_literal(0, dt))),
-            None => self.line(&format!("{ct} {name} = {bname}[{off}];")),
+            None => {
+                let cur = half::load_value(dt, format!("{bname}[{off}]"));
+                self.line(&format!("{ct} {name} = {cur};"))
+            }
         }
         self.in_register(&acc, name.clone(), |w| w.write_serial_cuda_loop(&body))?;
         if acc.atomic {
             self.guarded_line(&format!("atomicAdd({bname} + {off}, {name});"), false);
         } else {
-            self.guarded_line(&format!("{bname}[{off}] = {name};"), false);
+            let bits = half::store_bits(dt, &name);
+            self.guarded_line(&format!("{bname}[{off}] = {bits};"), false);
         }
         if guarded {
             self.indent -= 1;
@@ -378,9 +390,16 @@ impl<'f> Writer<'f> {
         let buffer = acc.store.buffer;
         let dt = self.buf_dtype(buffer);
         let ct = self.ctype(dt, "accumulator")?;
+        // 16-bit floats are float values in registers (see `half`): shuffled as floats.
         if !matches!(
             dt,
-            DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32
+            DType::F32
+                | DType::F64
+                | DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::F16
+                | DType::BF16
         ) {
             return Err(self.unsupported(
                 &format!("cross-thread reduction over `{name_v}`"),
@@ -529,8 +548,9 @@ impl<'f> Writer<'f> {
             self.line("}");
         }
         let off_t = self.offset(buffer, &acc.outer_indices)?;
-        let c = combine(&format!("{bname}[{off_t}]"), &name);
-        self.line(&format!("{bname}[{off_t}] = {c};"));
+        let cur = half::load_value(dt, format!("{bname}[{off_t}]"));
+        let c = combine(&cur, &name);
+        self.line(&format!("{bname}[{off_t}] = {};", half::store_bits(dt, &c)));
         self.indent -= 1;
         self.line("}");
         self.indent -= 1;
