@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use sparsetir_codegen::{emit_c, CodegenError};
-use sparsetir_ir::DType;
 
 #[test]
 fn snapshot_schedules_allocations_atomics() {
