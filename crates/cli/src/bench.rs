@@ -13,7 +13,7 @@ use serde_json::json;
 use sparsetir_codegen::CModule;
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::{Tensor, TensorData};
-use sparsetir_ir::PrimFunc;
+use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_runtime::build::{kernel_params, schedule_and_lower};
 use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
 
@@ -31,6 +31,47 @@ pub const TOLERANCE: f64 = 1e-4;
 /// summation order (unlike `-ffast-math`), and each fused operation rounds once instead of twice.
 pub const BENCH_CFLAGS: &[&str] = &["-ffp-contract=fast"];
 
+/// The element types `--dtype` takes: float32, or 16-bit storage of the operands (the sparse
+/// values and the dense inputs) with float32 arithmetic and output.
+pub fn parse_dtype(s: &str) -> Result<DType, Failure> {
+    match s.trim() {
+        "float32" => Ok(DType::F32),
+        "float16" => Ok(DType::F16),
+        "bfloat16" => Ok(DType::BF16),
+        other => Err(Failure(format!(
+            "error: --dtype {other}: expected float32, float16 or bfloat16"
+        ))),
+    }
+}
+
+/// `values` rounded to `dtype` (what the kernel reads from 16-bit storage).
+pub fn rounded(values: &[f32], dtype: DType) -> Vec<f32> {
+    if dtype == DType::F32 {
+        return values.to_vec();
+    }
+    let mut t = Tensor::zeros(dtype, vec![values.len()]).expect("a float type");
+    for (i, v) in values.iter().enumerate() {
+        t.set_f64(i, *v as f64);
+    }
+    t.to_f64_vec().into_iter().map(|v| v as f32).collect()
+}
+
+/// `args` with the operator's input arrays (see [`Op::inputs`]) stored as `dtype`.
+pub fn store_inputs(op: Op, args: &mut HashMap<String, ArgValue>, dtype: DType) {
+    if dtype == DType::F32 {
+        return;
+    }
+    for name in op.input_params() {
+        if let Some(ArgValue::Array(t)) = args.get_mut(*name) {
+            let mut out = Tensor::zeros(dtype, t.shape.clone()).expect("a float type");
+            for i in 0..t.len() {
+                out.set_f64(i, t.get_f64(i));
+            }
+            *t = out;
+        }
+    }
+}
+
 /// A benchmarked operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -43,6 +84,24 @@ pub enum Op {
 }
 
 impl Op {
+    /// The buffers `--dtype` stores in 16 bits: the sparse values and the dense inputs.
+    pub fn inputs(self) -> &'static [&'static str] {
+        match self {
+            Op::Spmm => &["A", "B"],
+            Op::Sddmm => &["A", "B", "X"],
+            Op::Spmv => &["A", "X"],
+        }
+    }
+
+    /// The kernel parameters of [`Op::inputs`].
+    pub fn input_params(self) -> &'static [&'static str] {
+        match self {
+            Op::Spmm => &["a", "b"],
+            Op::Sddmm => &["a", "b", "x"],
+            Op::Spmv => &["a", "x"],
+        }
+    }
+
     /// The operator named on the command line.
     pub fn parse(s: &str) -> Result<Op, Failure> {
         match s {
@@ -192,15 +251,35 @@ pub fn reference(op: Op, a: &Csr, feat: usize, dense_a: &[f32], dense_b: &[f32])
     }
 }
 
+/// [`reference`] of the operands as a kernel with `dtype` storage reads them (rounded to it).
+pub fn reference_as_read(
+    op: Op,
+    a: &Csr,
+    feat: usize,
+    dense_a: &[f32],
+    dense_b: &[f32],
+    dtype: DType,
+) -> Vec<f64> {
+    if dtype == DType::F32 {
+        return reference(op, a, feat, dense_a, dense_b);
+    }
+    let a_read = Csr {
+        values: rounded(&a.values, dtype),
+        ..a.clone()
+    };
+    let (ra, rb) = (rounded(dense_a, dtype), rounded(dense_b, dtype));
+    reference(op, &a_read, feat, &ra, &rb)
+}
+
 /// max |got - want| / max |want| (0 when both are empty; infinite on a length mismatch).
-pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+pub fn relative_error(got: &[f64], want: &[f64]) -> f64 {
     if got.len() != want.len() {
         return f64::INFINITY;
     }
     let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
     let mut diff = 0.0f64;
     for (g, w) in got.iter().zip(want) {
-        let d = (*g as f64 - w).abs();
+        let d = (g - w).abs();
         // `f64::max` ignores NaN: a NaN output must fail the check.
         if d.is_nan() {
             return f64::INFINITY;
@@ -231,8 +310,15 @@ pub fn sddmm_prefetch(schedule: &str, a: &Csr, feat: usize) -> String {
 }
 
 /// The catalog kernel of `op` (stage I) and the specialization of its sizes for width `feat`.
-pub fn kernel_for(op: Op, feat: usize) -> Result<(PrimFunc, Vec<(String, i64)>), Failure> {
+pub fn kernel_for(
+    op: Op,
+    feat: usize,
+    dtype: DType,
+) -> Result<(PrimFunc, Vec<(String, i64)>), Failure> {
     let f = sparsetir_ops::load(op.kernel())?;
+    // 16-bit storage of the operands, float32 arithmetic and output (`store_as`).
+    let f = sparsetir_transform::store_as(&f, op.inputs(), dtype)
+        .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
     let spec = match op {
         Op::Spmv => Vec::new(),
         Op::Spmm | Op::Sddmm => vec![("feat_size".to_string(), feat as i64)],
@@ -241,15 +327,25 @@ pub fn kernel_for(op: Op, feat: usize) -> Result<(PrimFunc, Vec<(String, i64)>),
 }
 
 /// The C module of `op` at width `feat` under `schedule` (schedule-file text).
-pub fn scheduled_c(op: Op, feat: usize, schedule: Option<&str>) -> Result<CModule, Failure> {
-    let (f, spec) = kernel_for(op, feat)?;
+pub fn scheduled_c(
+    op: Op,
+    feat: usize,
+    schedule: Option<&str>,
+    dtype: DType,
+) -> Result<CModule, Failure> {
+    let (f, spec) = kernel_for(op, feat, dtype)?;
     Ok(sparsetir_runtime::build::emit(&f, schedule, &spec)?)
 }
 
 /// Specializes, schedules and lowers, then emits C: the specialized stage-I function (launches
 /// are validated against it) and the C module.
-fn front_end(op: Op, feat: usize, schedule: Option<&str>) -> Result<(PrimFunc, CModule), Failure> {
-    let (f, spec) = kernel_for(op, feat)?;
+fn front_end(
+    op: Op,
+    feat: usize,
+    schedule: Option<&str>,
+    dtype: DType,
+) -> Result<(PrimFunc, CModule), Failure> {
+    let (f, spec) = kernel_for(op, feat, dtype)?;
     let lowered = schedule_and_lower(&f, schedule, &spec)?;
     let c = sparsetir_runtime::build::emit_c_cpu(&lowered.stage3)?;
     Ok((lowered.stage1, c))
@@ -274,6 +370,7 @@ pub fn build(
     feat: usize,
     schedule: Option<&str>,
     opts: &CompileOptions,
+    dtype: DType,
 ) -> Result<Built, Failure> {
     // Cold: everything from the stage-I function, into an empty cache directory.
     let cold_dir = std::env::temp_dir().join(format!(
@@ -282,7 +379,7 @@ pub fn build(
         COLD_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let start = Instant::now();
-    let (stage1, c) = front_end(op, feat, schedule)?;
+    let (stage1, c) = front_end(op, feat, schedule, dtype)?;
     let cold_opts = CompileOptions {
         cache_dir: Some(cold_dir.clone()),
         ..opts.clone()
@@ -293,7 +390,7 @@ pub fn build(
     cold?;
     // Cached: front end again, then the user's cache.
     let start = Instant::now();
-    let (stage1, c) = front_end(op, feat, schedule)?;
+    let (stage1, c) = front_end(op, feat, schedule, dtype)?;
     let frontend = start.elapsed();
     let kernel = Kernel::from_source(&stage1, &c.source, &c.entry, kernel_params(&c), opts)?;
     let load = kernel.report().total_time;
@@ -331,6 +428,9 @@ pub struct Options {
     pub device: String,
     /// Where to write the CUDA sources (GPU devices).
     pub emit_cuda: Option<PathBuf>,
+    /// `float32`, `float16` or `bfloat16`: how the operands are stored (arithmetic and output
+    /// stay float32).
+    pub dtype: String,
 }
 
 /// One measured case.
@@ -357,6 +457,8 @@ pub struct CaseResult {
     pub convert_seconds: f64,
     /// `--format auto`: the candidates measured while choosing, `(format, median seconds)`.
     pub candidates: Vec<(String, f64)>,
+    /// How the operands were stored (`--dtype`).
+    pub dtype: DType,
 }
 
 impl CaseResult {
@@ -379,6 +481,7 @@ impl CaseResult {
             "load_seconds": self.load_seconds,
             "requested_format": self.requested,
             "convert_seconds": self.convert_seconds,
+            "dtype": self.dtype.to_string(),
             "candidates": self
                 .candidates
                 .iter()
@@ -539,13 +642,10 @@ fn output_name(op: Op) -> &'static str {
     }
 }
 
-fn output_values(op: Op, args: &HashMap<String, ArgValue>) -> &[f32] {
+fn output_values(op: Op, args: &HashMap<String, ArgValue>) -> Vec<f64> {
     match args.get(output_name(op)) {
-        Some(ArgValue::Array(Tensor {
-            data: TensorData::F32(v),
-            ..
-        })) => v,
-        _ => &[],
+        Some(ArgValue::Array(t)) => t.to_f64_vec(),
+        _ => Vec::new(),
     }
 }
 
@@ -560,6 +660,7 @@ fn measure(
     format: &str,
     threads: usize,
     timing: TimingOptions,
+    dtype: DType,
 ) -> Result<CaseResult, Failure> {
     let dense_a = random_values(2, a.rows * feat, 0.0);
     let dense_b_len = if op == Op::Spmv {
@@ -569,9 +670,10 @@ fn measure(
     };
     let dense_b = random_values(3, dense_b_len, 0.0);
     let mut args = arguments(op, a, feat, &dense_a, &dense_b);
+    store_inputs(op, &mut args, dtype);
     let t = built.kernel.time(&mut args, timing)?;
-    let want = reference(op, a, feat, &dense_a, &dense_b);
-    let relerr = relative_error(output_values(op, &args), &want);
+    let want = reference_as_read(op, a, feat, &dense_a, &dense_b, dtype);
+    let relerr = relative_error(&output_values(op, &args), &want);
     let feat_out = if op == Op::Spmv { 1 } else { feat };
     let seconds = t.median;
     Ok(CaseResult {
@@ -598,6 +700,7 @@ fn measure(
         requested: format.to_string(),
         convert_seconds: 0.0,
         candidates: Vec::new(),
+        dtype,
     })
 }
 
@@ -610,6 +713,7 @@ fn stem(path: &Path) -> String {
 /// Runs `sparsetir bench`.
 pub fn run(o: &Options) -> Result<(), Failure> {
     let op = Op::parse(&o.op)?;
+    let dtype = parse_dtype(&o.dtype)?;
     match o.device.as_str() {
         "cpu" => {}
         "cuda" | "cuda-emu" => return device::run(op, o),
@@ -625,6 +729,11 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         ));
     }
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
+    if dtype != DType::F32 && format != Format::Csr {
+        return Err(Failure(format!(
+            "error: --dtype {dtype} takes the csr format (got `{format}`)"
+        )));
+    }
     // SpMV: CSR or SELL; its `auto` measures CSR under four schedules (`SPMV_AUTO_CANDIDATES`)
     // and SELL, and runs the fastest.
     match (&format, op) {
@@ -658,7 +767,10 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let schedule_text = schedule_of(o, sparsetir_ops::cpu_schedule(op.kernel()))?;
     if o.print_c {
         for &k in &feats {
-            print!("{}", scheduled_c(op, k, schedule_text.as_deref())?.source);
+            print!(
+                "{}",
+                scheduled_c(op, k, schedule_text.as_deref(), dtype)?.source
+            );
         }
         return Ok(());
     }
@@ -738,7 +850,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             };
             let key = text.clone().unwrap_or_default();
             if !builds.contains_key(&key) {
-                let built = build(op, feat, text.as_deref(), &compile_opts)?;
+                let built = build(op, feat, text.as_deref(), &compile_opts, dtype)?;
                 let note = format!(
                     "{} feat={feat}: cold compile {:.1} ms, front end {:.1} ms, cache {} load {:.2} ms",
                     op.kernel(),
@@ -760,7 +872,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             }
             let built = &builds[&key];
             bar.set_message(format!("{name} feat {feat}"));
-            let mut r = measure(op, built, a, name, feat, "csr", threads, timing)?;
+            let mut r = measure(op, built, a, name, feat, "csr", threads, timing, dtype)?;
             r.requested = o.format.trim().to_string();
             if o.json {
                 let mut lock = stdout.lock();

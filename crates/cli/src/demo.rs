@@ -63,7 +63,7 @@ pub fn run(dir: Option<PathBuf>, rows: usize, feat: usize, seed: u64) -> Result<
         ..CompileOptions::default()
     };
     let schedule = sparsetir_ops::cpu_schedule("csrmm");
-    let built = bench::build(Op::Spmm, feat, schedule, &opts)?;
+    let built = bench::build(Op::Spmm, feat, schedule, &opts, sparsetir_ir::DType::F32)?;
     println!(
         "  kernel: catalog csrmm + default CPU schedule, feat_size = {feat}; cold compile \
          {:.0} ms; cached load {:.2} ms (cache {}, front end {:.1} ms)",
@@ -103,7 +103,8 @@ pub fn run(dir: Option<PathBuf>, rows: usize, feat: usize, seed: u64) -> Result<
         })) => v,
         _ => return Err(Failure("error: the kernel's output is missing".into())),
     };
-    let err = bench::relative_error(&got, &want);
+    let got64: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+    let err = bench::relative_error(&got64, &want);
     println!("  check against an f64 reference: max relative error {err:.2e}");
     if err > bench::TOLERANCE {
         return Err(Failure(format!(

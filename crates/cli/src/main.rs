@@ -215,6 +215,10 @@ enum Command {
         /// directory.
         #[arg(long = "emit-cuda")]
         emit_cuda: Option<PathBuf>,
+        /// How the operands (sparse values, dense inputs) are stored: `float32`, `float16` or
+        /// `bfloat16`; arithmetic and output stay float32 (the 16-bit types take `--format csr`).
+        #[arg(long, default_value = "float32")]
+        dtype: String,
     },
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
@@ -387,6 +391,7 @@ fn main() -> ExitCode {
             cflags,
             device,
             emit_cuda,
+            dtype,
         } => bench::run(&bench::Options {
             op,
             matrices,
@@ -402,6 +407,7 @@ fn main() -> ExitCode {
             cflags,
             device,
             emit_cuda,
+            dtype,
         }),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),

@@ -1,7 +1,8 @@
 //! End-to-end tests of `sparsetir bench`: for every operator, `--json` on small generated `.mtx`
 //! files prints one valid JSON object per case with `check: true` and the shape and stored-entry
 //! count computed here from the file's entries (duplicates merged, symmetric files expanded);
-//! the table form prints every case; bad paths, operators and options exit with code 1. Tests
+//! `--dtype float16|bfloat16` checks against the reference of the rounded operands; the table
+//! form prints every case; bad paths, operators and options exit with code 1. Tests
 //! that need a C compiler are skipped, with a printed note, when none runs. Kernels are cached
 //! under the target directory (`SPARSETIR_CACHE_DIR`), never in the user's cache.
 
@@ -140,6 +141,55 @@ fn json_lines_check_true_with_the_files_shapes_for_every_operator() {
                 assert!(v["load_seconds"].as_f64().is_some(), "{v}");
             }
         }
+    }
+}
+
+#[test]
+fn sixteen_bit_operands_check_against_the_rounded_reference() {
+    // `--dtype float16|bfloat16`: the operands stored in 16 bits, float32 arithmetic: the
+    // output equals the f64 reference of the rounded operands to float32 accuracy.
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases();
+    let path = cases[0].write(dir.path());
+    for dtype in ["float16", "bfloat16"] {
+        for op in ["spmm", "sddmm", "spmv"] {
+            let o = run(&[
+                "bench",
+                op,
+                "--matrix",
+                path.to_str().unwrap(),
+                "--feat",
+                "8",
+                "--dtype",
+                dtype,
+                "--json",
+                "--repeat",
+                "1",
+                "--warmup",
+                "0",
+                "--warmup-ms",
+                "0",
+            ]);
+            assert!(o.status.success(), "{op} {dtype}: {}", text(&o.stderr));
+            let lines = json_lines(&o);
+            assert_eq!(lines.len(), 1, "{op} {dtype}");
+            assert_eq!(lines[0]["dtype"], dtype);
+            assert_eq!(lines[0]["check"], true, "{}", lines[0]);
+            assert!(lines[0]["relerr"].as_f64().unwrap() < 1e-5, "{}", lines[0]);
+        }
+    }
+    for bad in [
+        &["--dtype", "int8"][..],
+        &["--dtype", "float16", "--format", "hyb"][..],
+    ] {
+        let mut args = vec!["bench", "spmm", "--matrix", path.to_str().unwrap()];
+        args.extend_from_slice(bad);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{bad:?}");
+        assert!(text(&o.stderr).contains("--dtype"), "{}", text(&o.stderr));
     }
 }
 

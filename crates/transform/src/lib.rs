@@ -5,7 +5,8 @@
 //!   position space).
 //! - [`lower_sparse_buffer`]: stage II → stage III (sparse buffers to flat dense buffers).
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
-//! - [`specialize`]: binds scalar parameters to constants (any stage).
+//! - [`specialize`]: binds scalar parameters to constants (any stage); [`store_as`]: named
+//!   float32 buffers stored as float16/bfloat16, arithmetic kept in float32 (any stage).
 //! - [`decompose_format`]: stage I → stage I, composable formats from [`FormatRewriteRule`]s;
 //!   [`preprocess`]: `remove_preprocess` / `extract_preprocess` split off the format conversion.
 //! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`], [`inject_scope`],
@@ -23,6 +24,7 @@ pub mod lower_sparse_iter;
 pub mod pipeline;
 pub mod preprocess;
 pub mod specialize;
+pub mod store_as;
 
 pub mod compact_buffer_allocation;
 pub mod horizontal_fuse;
@@ -46,6 +48,7 @@ pub use preprocess::{
     extract_preprocess, extract_preprocess_module, remove_preprocess, remove_preprocess_module,
 };
 pub use specialize::{specialize, SpecializeError};
+pub use store_as::{store_as, StoreAsError};
 
 pub use horizontal_fuse::{fuse_form, horizontal_fuse, horizontal_fuse_module, FuseForm};
 pub use inject_scope::{inject_scope, inject_scope_module};

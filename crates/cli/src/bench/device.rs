@@ -14,10 +14,11 @@ use sparsetir_ops::composable::{default_buckets, hyb_spmm_gpu_schedule, Format};
 use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
 
 use super::{
-    arguments, feats_of, kernel_for, load_csr, output_values, random_values, reference,
-    relative_error, schedule_of, stem, Op, Options, TOLERANCE,
+    arguments, feats_of, kernel_for, load_csr, output_values, parse_dtype, random_values,
+    reference_as_read, relative_error, schedule_of, stem, store_inputs, Op, Options, TOLERANCE,
 };
 use crate::Failure;
+use sparsetir_ir::DType;
 
 /// The widest default hyb bucket on the GPU.
 const GPU_MAX_BUCKET: usize = 32;
@@ -42,6 +43,12 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         }
     }
     let feats = feats_of(op, o)?;
+    let dtype = parse_dtype(&o.dtype)?;
+    if dtype != DType::F32 && format != Format::Csr {
+        return Err(Failure(format!(
+            "error: --dtype {dtype} takes the csr format (got `{format}`)"
+        )));
+    }
     if o.matrices.is_empty() {
         return Err(Failure("error: give at least one --matrix FILE.mtx".into()));
     }
@@ -65,7 +72,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     let mut failed = false;
     let stdout = std::io::stdout();
     for &feat in &feats {
-        let (f, spec) = kernel_for(op, feat)?;
+        let (f, spec) = kernel_for(op, feat, dtype)?;
         let k = GpuKernel::build(&f, schedule.as_deref(), &spec, device, &cache)?;
         let split = if op == Op::Spmm && o.schedule.is_none() && feat <= 256 {
             let (name, text) = spmm_split(feat);
@@ -126,6 +133,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             };
             let dense_b = random_values(3, dense_b_len, 0.0);
             let mut args = arguments(op, a, feat, &dense_a, &dense_b);
+            store_inputs(op, &mut args, dtype);
             let max_row = a.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64;
             let mean_row = a.nnz() as f64 / a.rows.max(1) as f64;
             let (k, sched_name) = match &split {
@@ -178,8 +186,8 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 }
                 None => run(k, &mut args)?,
             };
-            let want = reference(op, a, feat, &dense_a, &dense_b);
-            let relerr = relative_error(output_values(op, &args), &want);
+            let want = reference_as_read(op, a, feat, &dense_a, &dense_b, dtype);
+            let relerr = relative_error(&output_values(op, &args), &want);
             let check = relerr <= TOLERANCE;
             failed |= !check;
             let feat_out = if op == Op::Spmv { 1 } else { feat };
@@ -203,6 +211,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 "gflops": gflops,
                 "check": check,
                 "relerr": relerr,
+                "dtype": dtype.to_string(),
             });
             if device == GpuDevice::Emulator {
                 j["requested_bytes"] = json!(stats.requested_bytes);

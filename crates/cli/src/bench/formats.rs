@@ -31,7 +31,7 @@ use sparsetir_formats::builders::ell_csr::{ell_csr, EllCsr};
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
 use sparsetir_formats::builders::sell::sell;
 use sparsetir_formats::{Bsr, BsrPadding};
-use sparsetir_ir::PrimFunc;
+use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_ops::composable::{
     auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule,
     sell_sigma, spmv_sell, Format, BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE,
@@ -156,7 +156,7 @@ fn prepare_csr(
     schedule: Option<&str>,
     opts: &CompileOptions,
 ) -> Result<Prepared, Failure> {
-    let built = build(op, feat, schedule, opts)?;
+    let built = build(op, feat, schedule, opts, DType::F32)?;
     Ok(Prepared {
         name: name.into(),
         kernel: built.kernel,
@@ -544,5 +544,6 @@ pub(super) fn measure_format(
         requested: format.to_string(),
         convert_seconds: chosen.convert_seconds,
         candidates,
+        dtype: DType::F32,
     })
 }
