@@ -970,7 +970,7 @@ mod tests {
         assert_eq!(relative_error(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
         assert!((relative_error(&[1.0, 2.5], &[1.0, 2.0]) - 0.25).abs() < 1e-12);
         assert!(relative_error(&[1.0], &[1.0, 2.0]).is_infinite());
-        assert!(relative_error(&[f32::NAN], &[1.0]).is_infinite());
+        assert!(relative_error(&[f64::NAN], &[1.0]).is_infinite());
         assert_eq!(relative_error(&[], &[]), 0.0);
     }
 
