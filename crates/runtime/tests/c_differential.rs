@@ -21,14 +21,7 @@ fn assert_same(what: &str, outputs: &[String], got: &Args, want: &Args) {
 
 /// The shapes every kernel is checked on.
 fn shapes() -> Vec<(&'static str, Shape)> {
-    let base = |p| {
-        Shape::new(p, 7, 9)
-            .with_density(0.4)
-            .with_feat(5)
-            .with_block(2)
-            .with_depth(3)
-            .with_init(Init::Random)
-    };
+    let base = common::catalog_shape;
     vec![
         (
             "random rows, some empty",

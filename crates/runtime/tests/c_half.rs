@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_formats::Tensor;
 use sparsetir_ir::DType;
-use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
+use sparsetir_ops::data::{random_args, Pattern, Shape};
 use sparsetir_runtime::build;
 
 mod common;
@@ -21,14 +21,7 @@ use common::{assert_outputs_close_16, convert_args, have_cc, opts, retype_floats
 const CACHE: &str = "c-half-cache";
 
 fn shapes() -> Vec<(&'static str, Shape)> {
-    let base = |p| {
-        Shape::new(p, 7, 9)
-            .with_density(0.4)
-            .with_feat(5)
-            .with_block(2)
-            .with_depth(3)
-            .with_init(Init::Random)
-    };
+    let base = common::catalog_shape;
     vec![
         (
             "random rows, some empty",

@@ -305,39 +305,32 @@ impl Writer<'_> {
         if self.vec_loop.is_some() || self.simd_acc.is_some() || self.prefetch_clamp.is_some() {
             return Ok(false);
         }
-        let Some(plan) = self.vector_plan(f) else {
-            let Some(plan) = self.gather_vector_plan(f) else {
-                return Ok(false);
-            };
-            self.lane_types.insert((DType::F32, 16));
-            self.uses_gathers = true;
-            let (vdt, ct, vname) = self.loop_var_type(f)?;
-            self.line("#if defined(__AVX512F__)");
-            let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
-            let v = self.bind(f.var)?;
-            self.line(&format!(
-                "for ({ct} {v} = {start}; {v} < {end}; {v} += 16) {{"
-            ));
-            self.indent += 1;
-            self.vec_loop = Some(plan);
-            let r = self.write_stmt(&f.body);
-            self.vec_loop = None;
-            self.indent -= 1;
-            self.unbind(f.var);
-            r?;
-            self.line("}");
-            self.line("#else");
-            self.write_loop(f, Some("omp simd".to_string()))?;
-            self.line("#endif");
+        if let Some(plan) = self.vector_plan(f) {
+            let sfx = suffix(plan.dtype).unwrap_or("f32");
+            self.uses_vectors = true;
+            self.write_vector_steps(f, plan, &format!("SPTIR_VL_{sfx}"))?;
             return Ok(true);
+        }
+        let Some(plan) = self.gather_vector_plan(f) else {
+            return Ok(false);
         };
-        let sfx = suffix(plan.dtype).unwrap_or("f32");
+        self.lane_types.insert((DType::F32, 16));
+        self.uses_gathers = true;
+        self.line("#if defined(__AVX512F__)");
+        self.write_vector_steps(f, plan, "16")?;
+        self.line("#else");
+        self.write_loop(f, Some("omp simd".to_string()))?;
+        self.line("#endif");
+        Ok(true)
+    }
+
+    /// `for (v = start; v < end; v += step) { body }` with the body written under `plan`.
+    fn write_vector_steps(&mut self, f: &For, plan: VecLoop, step: &str) -> Res<()> {
         let (vdt, ct, vname) = self.loop_var_type(f)?;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         let v = self.bind(f.var)?;
-        self.uses_vectors = true;
         self.line(&format!(
-            "for ({ct} {v} = {start}; {v} < {end}; {v} += SPTIR_VL_{sfx}) {{"
+            "for ({ct} {v} = {start}; {v} < {end}; {v} += {step}) {{"
         ));
         self.indent += 1;
         self.vec_loop = Some(plan);
@@ -347,7 +340,7 @@ impl Writer<'_> {
         self.unbind(f.var);
         r?;
         self.line("}");
-        Ok(true)
+        Ok(())
     }
 
     /// A gather `X[I[..]]`: `X` a one-dimensional `float` buffer of the loop's type (unit

@@ -177,3 +177,14 @@ pub fn assert_outputs_close_16(
         }
     }
 }
+
+/// The 7 × 9 shape of the catalog differential tests (feature width 5, blocks of 2, depth 3,
+/// random values) with pattern `p`.
+pub fn catalog_shape(p: sparsetir_ops::data::Pattern) -> sparsetir_ops::data::Shape {
+    sparsetir_ops::data::Shape::new(p, 7, 9)
+        .with_density(0.4)
+        .with_feat(5)
+        .with_block(2)
+        .with_depth(3)
+        .with_init(sparsetir_ops::data::Init::Random)
+}
