@@ -1,5 +1,7 @@
 //! `sparsetir bench ... --device cuda|cuda-emu`: the catalog kernel with its default GPU
-//! schedule (feature width specialised), run on an NVIDIA GPU (median device time of the
+//! schedule (feature width specialised) — or the format asked for: hyb, bsr:B, ell(width=W),
+//! SELL, and for SpMM `auto` measuring CSR, hyb and the CPU's BSR/ELL candidates — run on an
+//! NVIDIA GPU (median device time of the
 //! kernels by CUDA events, copies excluded) or in the CPU emulator (global-memory traffic:
 //! requested bytes over 32-byte sector bytes), checked against the f64 reference.
 
@@ -10,15 +12,20 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 use sparsetir_formats::builders::hyb::hyb;
-use sparsetir_ops::composable::{default_buckets, hyb_spmm_gpu_schedule, Format};
+use sparsetir_ops::composable::{auto_candidates, default_buckets, hyb_spmm_gpu_schedule, Format};
 use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
 
+use super::formats::own_format;
 use super::{
     arguments, feats_of, kernel_for, load_csr, output_values, parse_dtype, random_values,
     reference_as_read, relative_error, schedule_of, stem, store_inputs, Op, Options, TOLERANCE,
 };
 use crate::Failure;
+use sparsetir_eval::ArgValue;
 use sparsetir_ir::DType;
+
+/// A kernel's arguments by name.
+type Args = std::collections::HashMap<String, ArgValue>;
 
 /// The widest default hyb bucket on the GPU.
 const GPU_MAX_BUCKET: usize = 32;
@@ -33,11 +40,13 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
     match (&format, op) {
         (Format::Csr, _) => {}
-        (Format::Hyb { .. } | Format::Auto, Op::Spmm) if o.schedule.is_none() => {}
+        (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm)
+        | (Format::Sell { .. }, Op::Spmv)
+            if o.schedule.is_none() => {}
         _ => {
             return Err(Failure(format!(
-                "error: --device {} runs csr, and for spmm hyb and auto (no --schedule) (got \
-                 `{}`)",
+                "error: --device {} runs csr, for spmm hyb, bsr:B, ell(width=W) and auto, for \
+                 spmv sell (no --schedule) (got `{}`)",
                 o.device, o.format
             )))
         }
@@ -92,7 +101,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         }
         for (name, a) in &matrices {
             // hyb: csrmm decomposed into degree buckets, every warp the same work.
-            let hyb_kernel = match (&format, op) {
+            let hyb = match (&format, op) {
                 (Format::Hyb { .. } | Format::Auto, Op::Spmm) => {
                     let (parts, buckets) = match &format {
                         Format::Hyb { parts, buckets } => (parts.unwrap_or(1), buckets.clone()),
@@ -154,40 +163,79 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     k.run(args)?
                 })
             };
+            // The formats other than CSR that run here (`auto`: the CPU's SpMM candidates that
+            // have a GPU kernel), each a kernel with its arguments.
+            let mut alts: Vec<(GpuKernel, Args, String, String)> = Vec::new();
+            if let Some((hk, extra, hname)) = hyb {
+                let mut hargs = args.clone();
+                hargs.extend(extra);
+                alts.push((hk, hargs, hname, "hyb".into()));
+            }
+            let own_formats = match (&format, op) {
+                (Format::Auto, Op::Spmm) => auto_candidates(&a.indptr, &a.indices, a.cols, feat)
+                    .into_iter()
+                    .filter(|f| matches!(f, Format::Bsr(_) | Format::Ell(_)))
+                    .collect(),
+                (Format::Csr | Format::Hyb { .. } | Format::Auto, _) => Vec::new(),
+                (f, _) => vec![f.clone()],
+            };
+            for f in &own_formats {
+                let Some(own) = own_format(op, a, feat, f)? else {
+                    return Err(Failure(format!(
+                        "error: format `{f}` has no GPU kernel for this matrix (ELL with a CSR \
+                         remainder runs on the CPU only)"
+                    )));
+                };
+                let kernel =
+                    GpuKernel::build(&own.func, own.gpu_schedule, &own.gpu_spec, device, &cache)?;
+                let mut oargs = own.arguments(op, &dense_b);
+                store_inputs(op, &mut oargs, dtype);
+                let sched = if own.gpu_schedule.is_some() {
+                    "default"
+                } else {
+                    "auto"
+                };
+                alts.push((kernel, oargs, own.name.clone(), sched.into()));
+            }
             let mut format_name = "csr".to_string();
             let mut candidates = Vec::new();
             let mut sched_name = sched_name.to_string();
-            let stats = match &hyb_kernel {
-                Some((hk, extra, hname)) => {
-                    let mut hargs = args.clone();
-                    hargs.extend(extra.clone());
-                    let hs = run(hk, &mut hargs)?;
-                    if format == Format::Auto {
-                        let cs = run(k, &mut args)?;
-                        let (ct, ht) = (cs.device_time, hs.device_time);
-                        candidates.push(json!({"format": "csr", "schedule": sched_name,
-                            "seconds": ct.map(|d| d.as_secs_f64())}));
-                        candidates.push(json!({"format": hname,
-                            "seconds": ht.map(|d| d.as_secs_f64())}));
-                        if ht.is_some() && (ct.is_none() || ht < ct) {
-                            args = hargs;
-                            format_name = hname.clone();
-                            sched_name = "hyb".into();
-                            hs
-                        } else {
-                            cs
-                        }
-                    } else {
-                        args = hargs;
-                        format_name = hname.clone();
-                        sched_name = "hyb".into();
-                        hs
+            let stats = if format == Format::Auto {
+                // Every candidate runs; the fastest by device time is reported (the emulator
+                // has none: CSR).
+                let mut best = run(k, &mut args)?;
+                candidates.push(json!({"format": "csr", "schedule": sched_name,
+                    "seconds": best.device_time.map(|d| d.as_secs_f64())}));
+                for (ak, mut aargs, aname, asched) in alts {
+                    let st = run(&ak, &mut aargs)?;
+                    candidates.push(json!({"format": aname,
+                        "seconds": st.device_time.map(|d| d.as_secs_f64())}));
+                    let faster = match (st.device_time, best.device_time) {
+                        (Some(t), Some(b)) => t < b,
+                        (Some(_), None) => true,
+                        _ => false,
+                    };
+                    if faster {
+                        args = aargs;
+                        format_name = aname;
+                        sched_name = asched;
+                        best = st;
                     }
                 }
-                None => run(k, &mut args)?,
+                best
+            } else if let Some((ak, mut aargs, aname, asched)) = alts.into_iter().next() {
+                let st = run(&ak, &mut aargs)?;
+                args = aargs;
+                format_name = aname;
+                sched_name = asched;
+                st
+            } else {
+                run(k, &mut args)?
             };
             let want = reference_as_read(op, a, feat, &dense_a, &dense_b, dtype);
-            let relerr = relative_error(&output_values(op, &args), &want);
+            // Padded formats compute extra rows past the matrix's: the result is the first ones.
+            let out = output_values(op, &args);
+            let relerr = relative_error(&out[..out.len().min(want.len())], &want);
             let check = relerr <= TOLERANCE;
             failed |= !check;
             let feat_out = if op == Op::Spmv { 1 } else { feat };

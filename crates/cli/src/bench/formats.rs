@@ -53,14 +53,9 @@ enum Binding {
     /// The CSR kernel's (csrmm's or sddmm's: the CSR arrays, the dense operands, the output,
     /// sizes) plus these (the format's arrays).
     Csr(HashMap<String, ArgValue>),
-    /// The kernel's own arrays and sizes; the dense operand (`b`, SpMV's `x`) is zero-padded to
-    /// `b_shape`, the output (`c`, SpMV's `y`) is allocated as `c_shape` and its first
-    /// `rows × feat` values are the result.
-    Own {
-        args: HashMap<String, ArgValue>,
-        b_shape: Vec<usize>,
-        c_shape: Vec<usize>,
-    },
+    /// A format with a kernel of its own: its arrays, the dense operand zero-padded, the output
+    /// allocated padded ([`OwnFormat::arguments`]).
+    Own(Box<OwnFormat>),
 }
 
 /// A format resolved for one matrix: what runs, its data and its kernel.
@@ -134,8 +129,8 @@ fn prepare(
                 cache,
             })
         }
-        (Op::Spmm, Format::Bsr(block)) => prepare_bsr(a, feat, *block, opts),
-        (Op::Spmv, Format::Sell { sigma }) => prepare_sell(a, *sigma, opts),
+        (Op::Spmm, Format::Bsr(block)) => prepare_own(own_bsr(a, feat, *block)?, opts),
+        (Op::Spmv, Format::Sell { sigma }) => prepare_own(own_sell(a, *sigma)?, opts),
         (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts),
         (_, Format::Auto) => Err(Failure(
             "error: internal error: `auto` is not a candidate format".into(),
@@ -232,13 +227,76 @@ fn formats_csr(a: &Csr) -> Result<sparsetir_formats::Csr<f32, i32>, Failure> {
     .map_err(|e| Failure(format!("error: the matrix is not a sorted CSR: {e}")))
 }
 
-/// BSR with `block × block` blocks and the catalog's bsrmm (see the module documentation).
-fn prepare_bsr(
+/// A format with a kernel of its own (BSR's bsrmm, ELL's ellmm, SELL's spmv_sell): its arrays,
+/// stage-I function and schedules, for the CPU (`prepare_own`) or a GPU device (`device.rs`).
+pub(super) struct OwnFormat {
+    /// The format that runs, fully named.
+    pub name: String,
+    pub func: PrimFunc,
+    pub cpu_schedule: String,
+    /// The default GPU schedule (`None`: the automatic one).
+    pub gpu_schedule: Option<&'static str>,
+    /// The parameters specialised on the CPU, and on the GPU (the default GPU schedules are
+    /// written for the catalog's own specialisation).
+    pub spec: Vec<(String, i64)>,
+    pub gpu_spec: Vec<(String, i64)>,
+    /// The format's arrays and sizes; the dense operand is zero-padded to `b_shape`, the
+    /// output allocated as `c_shape` (its first values are the result).
+    pub args: HashMap<String, ArgValue>,
+    pub b_shape: Vec<usize>,
+    pub c_shape: Vec<usize>,
+    pub convert_seconds: f64,
+}
+
+impl OwnFormat {
+    /// The kernel's arguments for the dense operand `dense_b` (zero-padded) and a zero output.
+    pub(super) fn arguments(&self, op: Op, dense_b: &[f32]) -> HashMap<String, ArgValue> {
+        let mut args = self.args.clone();
+        let mut b = dense_b.to_vec();
+        b.resize(self.b_shape.iter().product(), 0.0);
+        args.insert(dense_name(op).into(), f32_tensor(self.b_shape.clone(), &b));
+        args.insert(output_name(op).into(), f32_zeros(self.c_shape.clone()));
+        args
+    }
+}
+
+/// The own-kernel form of `format` for `op` on `a` at width `feat`, `None` for formats built by
+/// decomposing the CSR kernel (hyb, ELL with a CSR remainder, COO) or CSR itself.
+pub(super) fn own_format(
+    op: Op,
     a: &Csr,
     feat: usize,
-    block: usize,
-    opts: &CompileOptions,
-) -> Result<Prepared, Failure> {
+    format: &Format,
+) -> Result<Option<OwnFormat>, Failure> {
+    Ok(match (op, format) {
+        (Op::Spmm, Format::Bsr(block)) => Some(own_bsr(a, feat, *block)?),
+        (Op::Spmm, Format::Ell(width)) => {
+            let (width, e, convert) = ell_convert(a, *width)?;
+            (e.rest_nnz() == 0).then(|| own_ell(a, feat, width, &e, convert))
+        }
+        (Op::Spmv, Format::Sell { sigma }) => Some(own_sell(a, *sigma)?),
+        _ => None,
+    })
+}
+
+/// The CPU kernel of an [`OwnFormat`].
+fn prepare_own(o: OwnFormat, opts: &CompileOptions) -> Result<Prepared, Failure> {
+    let (kernel, total, frontend, load) = build_own(&o.func, &o.cpu_schedule, &o.spec, opts)?;
+    let cache = kernel.report().outcome;
+    Ok(Prepared {
+        name: o.name.clone(),
+        kernel,
+        convert_seconds: o.convert_seconds,
+        binding: Binding::Own(Box::new(o)),
+        compile_seconds: total,
+        frontend_seconds: frontend,
+        load_seconds: load,
+        cache,
+    })
+}
+
+/// BSR with `block × block` blocks and the catalog's bsrmm (see the module documentation).
+fn own_bsr(a: &Csr, feat: usize, block: usize) -> Result<OwnFormat, Failure> {
     let start = Instant::now();
     let bsr: Bsr<f32, i32> = Bsr::from_csr(&formats_csr(a)?, (block, block), BsrPadding::Allow)
         .map_err(|e| Failure(format!("error: bsr conversion: {e}")))?;
@@ -255,38 +313,28 @@ fn prepare_bsr(
     args.insert("nnzb".into(), size(bsr.nnz_blocks()));
     args.insert("blk".into(), size(block));
     args.insert("feat_size".into(), size(feat));
-    let convert_seconds = start.elapsed().as_secs_f64();
-    let bsrmm = sparsetir_ops::load("bsrmm")?;
-    let spec = [
-        ("feat_size".to_string(), feat as i64),
-        ("blk".to_string(), block as i64),
-    ];
-    let (kernel, total, frontend, load) = build_own(&bsrmm, BSR_SPMM_SCHEDULE, &spec, opts)?;
-    let cache = kernel.report().outcome;
-    Ok(Prepared {
+    Ok(OwnFormat {
         name: format!("bsr(block={block})"),
-        kernel,
-        binding: Binding::Own {
-            args,
-            b_shape: vec![mb, block, feat],
-            c_shape: vec![nb, block, feat],
-        },
-        convert_seconds,
-        compile_seconds: total,
-        frontend_seconds: frontend,
-        load_seconds: load,
-        cache,
+        func: sparsetir_ops::load("bsrmm")?,
+        cpu_schedule: BSR_SPMM_SCHEDULE.to_string(),
+        gpu_schedule: sparsetir_ops::gpu_schedule("bsrmm"),
+        spec: vec![
+            ("feat_size".to_string(), feat as i64),
+            ("blk".to_string(), block as i64),
+        ],
+        gpu_spec: vec![
+            ("feat_size".to_string(), feat as i64),
+            ("blk".to_string(), block as i64),
+        ],
+        args,
+        b_shape: vec![mb, block, feat],
+        c_shape: vec![nb, block, feat],
+        convert_seconds: start.elapsed().as_secs_f64(),
     })
 }
 
-/// ELL of width `width` (default [`ell_width`]), plus a CSR remainder when some row is longer
-/// (see the module documentation).
-fn prepare_ell(
-    a: &Csr,
-    feat: usize,
-    width: Option<usize>,
-    opts: &CompileOptions,
-) -> Result<Prepared, Failure> {
+/// The ELL width to use (`width`, or [`ell_width`] of the matrix) and the ELL+CSR split.
+fn ell_convert(a: &Csr, width: Option<usize>) -> Result<(usize, EllCsr, f64), Failure> {
     let width = match width {
         Some(w) if w > a.cols => {
             return Err(Failure(format!(
@@ -301,64 +349,77 @@ fn prepare_ell(
     let start = Instant::now();
     let e: EllCsr = ell_csr(a.rows, a.cols, &a.indptr, &a.indices, &a.values, width)
         .map_err(|e| Failure(format!("error: ell conversion: {e}")))?;
-    let rest = e.rest_nnz() > 0;
-    let binding = if rest {
-        Binding::Csr(ell_csr_arguments(&e, true))
-    } else {
-        let mut args = HashMap::new();
-        args.insert(
-            "a".into(),
-            f32_tensor(vec![a.rows, width, 1, 1], &e.ell_values),
-        );
-        args.insert("indices".into(), i32_tensor(&e.ell_indices));
-        args.insert("nb".into(), size(a.rows));
-        args.insert("mb".into(), size(a.cols));
-        args.insert("nnz_cols".into(), size(width));
-        args.insert("blk".into(), size(1));
-        args.insert("feat_size".into(), size(feat));
-        Binding::Own {
-            args,
-            b_shape: vec![a.cols, 1, feat],
-            c_shape: vec![a.rows, 1, feat],
-        }
-    };
-    let convert_seconds = start.elapsed().as_secs_f64();
+    Ok((width, e, start.elapsed().as_secs_f64()))
+}
+
+/// ELL with no remainder on the catalog's ellmm (blocks of 1).
+fn own_ell(a: &Csr, feat: usize, width: usize, e: &EllCsr, convert_seconds: f64) -> OwnFormat {
+    let mut args = HashMap::new();
+    args.insert(
+        "a".into(),
+        f32_tensor(vec![a.rows, width, 1, 1], &e.ell_values),
+    );
+    args.insert("indices".into(), i32_tensor(&e.ell_indices));
+    args.insert("nb".into(), size(a.rows));
+    args.insert("mb".into(), size(a.cols));
+    args.insert("nnz_cols".into(), size(width));
+    args.insert("blk".into(), size(1));
+    args.insert("feat_size".into(), size(feat));
+    OwnFormat {
+        name: format!("ell(width={width})"),
+        func: sparsetir_ops::load("ellmm").expect("a catalog kernel"),
+        cpu_schedule: sparsetir_ops::cpu_schedule("ellmm")
+            .unwrap_or_default()
+            .to_string(),
+        gpu_schedule: sparsetir_ops::gpu_schedule("ellmm"),
+        spec: vec![
+            ("feat_size".to_string(), feat as i64),
+            ("blk".to_string(), 1),
+            ("nnz_cols".to_string(), width as i64),
+        ],
+        // The GPU schedule zeroes the output in its own nest, which lowering only makes where
+        // the row width may be 0 (not specialised).
+        gpu_spec: vec![
+            ("feat_size".to_string(), feat as i64),
+            ("blk".to_string(), 1),
+        ],
+        args,
+        b_shape: vec![a.cols, 1, feat],
+        c_shape: vec![a.rows, 1, feat],
+        convert_seconds,
+    }
+}
+
+/// ELL of width `width` (default [`ell_width`]), plus a CSR remainder when some row is longer
+/// (see the module documentation).
+fn prepare_ell(
+    a: &Csr,
+    feat: usize,
+    width: Option<usize>,
+    opts: &CompileOptions,
+) -> Result<Prepared, Failure> {
+    let (width, e, convert_seconds) = ell_convert(a, width)?;
+    if e.rest_nnz() == 0 {
+        return prepare_own(own_ell(a, feat, width, &e, convert_seconds), opts);
+    }
     let spec = vec![("feat_size".to_string(), feat as i64)];
-    let (kernel, total, frontend, load, name) = if rest {
-        let csrmm = sparsetir_ops::load("csrmm")?;
-        let schedule = ell_csr_spmm_schedule(width, true);
-        let (kernel, total, frontend, load) = timed(|| {
-            Ok(build_ell_csr_spmm(
-                &csrmm,
-                width,
-                true,
-                Some(&schedule),
-                &spec,
-                opts,
-            )?)
-        })?;
-        (
-            kernel,
-            total,
-            frontend,
-            load,
-            format!("ell(width={width})+csr"),
-        )
-    } else {
-        let ellmm = sparsetir_ops::load("ellmm")?;
-        let schedule = sparsetir_ops::cpu_schedule("ellmm")
-            .ok_or_else(|| Failure("error: ellmm has no default schedule".into()))?;
-        let mut spec = spec;
-        spec.push(("blk".to_string(), 1));
-        spec.push(("nnz_cols".to_string(), width as i64));
-        let (kernel, total, frontend, load) = build_own(&ellmm, schedule, &spec, opts)?;
-        (kernel, total, frontend, load, format!("ell(width={width})"))
-    };
+    let csrmm = sparsetir_ops::load("csrmm")?;
+    let schedule = ell_csr_spmm_schedule(width, true);
+    let (kernel, total, frontend, load) = timed(|| {
+        Ok(build_ell_csr_spmm(
+            &csrmm,
+            width,
+            true,
+            Some(&schedule),
+            &spec,
+            opts,
+        )?)
+    })?;
     let cache = kernel.report().outcome;
     Ok(Prepared {
-        name,
+        name: format!("ell(width={width})+csr"),
         kernel,
-        binding,
+        binding: Binding::Csr(ell_csr_arguments(&e, true)),
         convert_seconds,
         compile_seconds: total,
         frontend_seconds: frontend,
@@ -368,7 +429,7 @@ fn prepare_ell(
 }
 
 /// SpMV on SELL-C-σ (see the module documentation).
-fn prepare_sell(a: &Csr, sigma: Option<usize>, opts: &CompileOptions) -> Result<Prepared, Failure> {
+fn own_sell(a: &Csr, sigma: Option<usize>) -> Result<OwnFormat, Failure> {
     let sigma = sigma.unwrap_or_else(|| sell_sigma(&a.indptr));
     let start = Instant::now();
     let s = sell(
@@ -386,24 +447,17 @@ fn prepare_sell(a: &Csr, sigma: Option<usize>, opts: &CompileOptions) -> Result<
     args.insert("max_width".into(), size(s.max_width()));
     args.insert("nslots".into(), size(slots));
     args.insert("n".into(), size(a.cols));
-    let convert_seconds = start.elapsed().as_secs_f64();
-    let f = spmv_sell()?;
-    let spec = [("lanes".to_string(), SELL_LANES as i64)];
-    let (kernel, total, frontend, load) = build_own(&f, SPMV_SELL_SCHEDULE, &spec, opts)?;
-    let cache = kernel.report().outcome;
-    Ok(Prepared {
+    Ok(OwnFormat {
         name: format!("sell(sigma={sigma})"),
-        kernel,
-        binding: Binding::Own {
-            args,
-            b_shape: vec![a.cols],
-            c_shape: vec![s.padded_rows()],
-        },
-        convert_seconds,
-        compile_seconds: total,
-        frontend_seconds: frontend,
-        load_seconds: load,
-        cache,
+        func: spmv_sell()?,
+        cpu_schedule: SPMV_SELL_SCHEDULE.to_string(),
+        gpu_schedule: None,
+        spec: vec![("lanes".to_string(), SELL_LANES as i64)],
+        gpu_spec: vec![("lanes".to_string(), SELL_LANES as i64)],
+        args,
+        b_shape: vec![a.cols],
+        c_shape: vec![s.padded_rows()],
+        convert_seconds: start.elapsed().as_secs_f64(),
     })
 }
 
@@ -427,18 +481,7 @@ fn time_checked(
             args.extend(extra.clone());
             args
         }
-        Binding::Own {
-            args,
-            b_shape,
-            c_shape,
-        } => {
-            let mut args = args.clone();
-            let mut b = dense_b.clone();
-            b.resize(b_shape.iter().product(), 0.0);
-            args.insert(dense_name(op).into(), f32_tensor(b_shape.clone(), &b));
-            args.insert(output_name(op).into(), f32_zeros(c_shape.clone()));
-            args
-        }
+        Binding::Own(o) => o.arguments(op, &dense_b),
     };
     let t = p.kernel.time(&mut args, timing)?;
     let want = reference(op, a, feat, &dense_a, &dense_b);

@@ -1,0 +1,131 @@
+//! `sparsetir bench ... --device cuda-emu`: the generated CUDA of every operator and format the
+//! GPU path runs (csr; for spmm hyb, bsr:B, ell(width=W) and auto; for spmv sell; 16-bit
+//! operands with `--dtype`) runs in the CPU emulator, prints one JSON line per case with
+//! `check: true` against the f64 reference, the format that ran and the emulator's traffic
+//! counts; formats without a GPU kernel and bad combinations exit with code 1. Skipped, with a
+//! note, when no C++ compiler runs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::run;
+
+fn have_cxx() -> bool {
+    let ok = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: skipping: no C++ compiler for the CUDA emulator");
+    }
+    ok
+}
+
+/// A 20 × 18 matrix with rows of 3 entries (uniform: ELL without remainder) and blocks of 2
+/// that are mostly full.
+fn write_matrix(dir: &Path) -> PathBuf {
+    let mut entries = Vec::new();
+    for i in 0..20usize {
+        for k in 0..3usize {
+            entries.push((i + 1, (i / 2 * 2 + k * 5) % 18 + 1));
+        }
+    }
+    entries.sort();
+    entries.dedup();
+    let mut text = format!(
+        "%%MatrixMarket matrix coordinate pattern general\n20 18 {}\n",
+        entries.len()
+    );
+    for (i, j) in &entries {
+        text.push_str(&format!("{i} {j}\n"));
+    }
+    let p = dir.join("u.mtx");
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn bench(op: &str, m: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "bench",
+        op,
+        "--matrix",
+        m.to_str().expect("utf-8"),
+        "--device",
+        "cuda-emu",
+        "--json",
+        "--feat",
+        "8",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn line(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    serde_json::from_str(lines[0]).expect("JSON")
+}
+
+#[test]
+fn every_gpu_format_runs_and_checks_in_the_emulator() {
+    if !have_cxx() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = write_matrix(dir.path());
+    for (op, format, ran) in [
+        ("spmm", "csr", "csr"),
+        ("spmm", "hyb", "hyb(parts=1,buckets=1,2,4)"),
+        ("spmm", "bsr:2", "bsr(block=2)"),
+        ("spmm", "ell(width=3)", "ell(width=3)"),
+        ("sddmm", "csr", "csr"),
+        ("spmv", "csr", "csr"),
+        ("spmv", "sell", "sell(sigma=20)"),
+    ] {
+        let j = line(&bench(op, &m, &["--format", format]));
+        assert_eq!(j["format"], ran, "{op} {format}: {j}");
+        assert_eq!(j["check"], true, "{op} {format}: {j}");
+        assert_eq!(j["device"], "cuda-emu");
+        assert!(j["sector_bytes"].as_u64().unwrap() > 0, "{j}");
+    }
+    // auto: CSR, hyb and the BSR/ELL candidates of the matrix; the emulator has no device
+    // time, so CSR is reported.
+    let j = line(&bench("spmm", &m, &["--format", "auto"]));
+    let names: Vec<&str> = j["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|c| c["format"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names[0], "csr", "{j}");
+    assert!(names.iter().any(|n| n.starts_with("hyb")), "{j}");
+    assert!(names.contains(&"ell(width=3)"), "{j}");
+    assert_eq!(j["check"], true, "{j}");
+    // 16-bit operands.
+    for dtype in ["float16", "bfloat16"] {
+        let j = line(&bench("spmm", &m, &["--dtype", dtype]));
+        assert_eq!(j["dtype"], dtype);
+        assert_eq!(j["check"], true, "{j}");
+    }
+}
+
+#[test]
+fn formats_without_a_gpu_kernel_exit_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = write_matrix(dir.path());
+    for (op, format) in [("sddmm", "coo"), ("spmv", "hyb"), ("spmm", "sell")] {
+        let o = bench(op, &m, &["--format", format]);
+        assert_eq!(o.status.code(), Some(1), "{op} {format}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("--device"));
+    }
+    // ELL narrower than the longest row needs a CSR remainder: CPU only.
+    if have_cxx() {
+        let o = bench("spmm", &m, &["--format", "ell(width=2)"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("CPU only"));
+    }
+}
