@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend on a real GPU, in one command (a machine with an NVIDIA GPU, the driver and
 # PyTorch; no network): checks the CUDA path against the reference on the device, then
-# benchmarks SpMM (feature widths 32-512), SDDMM (32, 128) and SpMV on the matrices against
+# benchmarks SpMM (feature widths 32-512; `auto` also measuring hyb, BSR and ELL), SDDMM (32,
+# 128), SpMV (CSR and SELL) and 16-bit-operand SpMM on the matrices against
 # cuSPARSE through PyTorch, and writes raw JSON lines plus a summary under $OUT.
 #
 # Inputs (prepared by the caller, see bench/gpu/RESULTS.md): BIN (a release `sparsetir`), TESTS
@@ -34,12 +35,19 @@ mats=()
 for m in "$DATA"/*.mtx; do mats+=(--matrix "$m"); done
 : > "$OUT/sparsetir.jsonl"
 : > "$OUT/sparsetir_auto.jsonl"
+: > "$OUT/sparsetir_formats.jsonl"
+: > "$OUT/sparsetir_dtype.jsonl"
 for m in "$DATA"/*.mtx; do
     # SpMM choosing per matrix and width between CSR and hyb (degree buckets), by measurement.
     "$BIN" bench spmm --matrix "$m" --feat 32,64,128,256,512 --device cuda --format auto --repeat 50 --json >> "$OUT/sparsetir_auto.jsonl" 2>> "$OUT/errors.txt"
     "$BIN" bench spmm --matrix "$m" --feat 32,64,128,256,512 --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
     "$BIN" bench sddmm --matrix "$m" --feat 32,128 --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
     "$BIN" bench spmv --matrix "$m" --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
+    # SpMV on SELL-C-sigma (automatic GPU schedule) and 16-bit operands (float32 arithmetic).
+    "$BIN" bench spmv --matrix "$m" --device cuda --format sell --repeat 50 --json >> "$OUT/sparsetir_formats.jsonl" 2>> "$OUT/errors.txt"
+    for dt in float16 bfloat16; do
+        "$BIN" bench spmm --matrix "$m" --feat 32,128 --device cuda --dtype $dt --repeat 50 --json >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
+    done
 done
 "$BIN" bench spmm --matrix "$DATA/cora.mtx" --feat 128 --device cuda --emit-cuda "$OUT/cuda" --json > /dev/null 2>&1
 python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse.jsonl" 2>> "$OUT/errors.txt"
