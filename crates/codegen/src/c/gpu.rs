@@ -867,7 +867,13 @@ impl<'f> Writer<'f> {
         let bdt = self.buf_dtype(buffer);
         if !matches!(
             bdt,
-            DType::F32 | DType::F64 | DType::I32 | DType::U32 | DType::U64
+            DType::F32
+                | DType::F64
+                | DType::I32
+                | DType::U32
+                | DType::U64
+                | DType::F16
+                | DType::BF16
         ) {
             return Err(self.unsupported(
                 "atomic_add",
@@ -886,10 +892,8 @@ impl<'f> Writer<'f> {
         }
         let off = self.offset(buffer, indices)?;
         let name = self.buf_name(buffer)?.to_string();
-        self.guarded_line(
-            &format!("atomicAdd({name} + {off}, {});", strip_parens(&v)),
-            false,
-        );
+        let text = half::atomic_add(bdt, &format!("{name} + {off}"), strip_parens(&v));
+        self.guarded_line(&text, false);
         Ok(())
     }
 

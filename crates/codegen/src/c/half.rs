@@ -51,6 +51,18 @@ pub(super) fn round_to(dt: DType, value: &str) -> String {
     }
 }
 
+/// A CUDA atomic addition of the `float` value `value` to the element at pointer `ptr` (C text)
+/// of a buffer of `dt`: `atomicAdd` for the types CUDA has it for, a compare-and-swap loop on
+/// the 16-bit pattern for float16/bfloat16 (`sptir_atomic_add_f16`/`_bf16`, rounding the sum as
+/// every other operation of the type).
+pub(super) fn atomic_add(dt: DType, ptr: &str, value: &str) -> String {
+    match dt {
+        DType::F16 => format!("sptir_atomic_add_f16({ptr}, {value});"),
+        DType::BF16 => format!("sptir_atomic_add_bf16({ptr}, {value});"),
+        _ => format!("atomicAdd({ptr}, {value});"),
+    }
+}
+
 /// Whether `func` holds a 16-bit float anywhere (a buffer, a variable or an expression's type):
 /// the module then needs [`HALF_PRELUDE`].
 pub(super) fn uses_half(func: &PrimFunc) -> bool {
@@ -139,8 +151,39 @@ SPTIR_HFN float sptir_rbf(float f) { return sptir_bf2f(sptir_f2bf(f)); }
 /// The CUDA prelude's 16-bit float part (device functions; the emulator compiles them for the
 /// host).
 pub(super) fn cuda_prelude() -> String {
-    format!("#define SPTIR_HFN static __device__ __forceinline__\n{HALF_HELPERS}")
+    format!("#define SPTIR_HFN static __device__ __forceinline__\n{HALF_HELPERS}{HALF_ATOMICS}")
 }
+
+/// 16-bit atomic additions for CUDA: a compare-and-swap loop on the element's 16 bits
+/// (`atom.cas.b16`, sm_70 and later; the emulator provides `sptir_cas16` for its pointers). The
+/// first attempt assumes the element holds 0, so no plain read races with other updaters.
+const HALF_ATOMICS: &str = r#"#ifndef SPTIR_EMU
+static __device__ __forceinline__ uint16_t sptir_cas16(uint16_t* p, uint16_t expected, uint16_t desired) {
+    uint16_t old;
+    asm volatile("atom.cas.b16 %0, [%1], %2, %3;" : "=h"(old) : "l"(p), "h"(expected), "h"(desired) : "memory");
+    return old;
+}
+#endif
+template <class P>
+static __device__ __forceinline__ void sptir_atomic_add_f16(P p, float v) {
+    uint16_t assumed = 0;
+    for (;;) {
+        uint16_t old = sptir_cas16(p, assumed, sptir_f2h(sptir_h2f(assumed) + v));
+        if (old == assumed) return;
+        assumed = old;
+    }
+}
+template <class P>
+static __device__ __forceinline__ void sptir_atomic_add_bf16(P p, float v) {
+    uint16_t assumed = 0;
+    for (;;) {
+        uint16_t old = sptir_cas16(p, assumed, sptir_f2bf(sptir_bf2f(assumed) + v));
+        if (old == assumed) return;
+        assumed = old;
+    }
+}
+
+"#;
 
 /// The C prelude's 16-bit float part.
 pub(super) fn c_prelude() -> String {

@@ -1166,6 +1166,26 @@ __attribute__((always_inline)) inline T atomicAdd(const ::sptir_emu::GPtr<T, W>&
   return ::sptir_emu::atomic_add_raw<T>(p.base + p.off, T(::sptir_emu::val_t<V>(v)));
 }
 
+// 16-bit compare-and-swap (the generated code's float16/bfloat16 atomic additions).
+template <bool W>
+inline uint16_t sptir_cas16(const ::sptir_emu::GPtr<uint16_t, W>& p, uint16_t expected,
+                            uint16_t desired) {
+  static_assert(W, "an atomic update through an SPTIR_IN pointer");
+  ::sptir_emu::gaccess(p.base, p.len, p.off, sizeof(uint16_t), p.name);
+  uint16_t e = expected;
+  __atomic_compare_exchange_n(p.base + p.off, &e, desired, false, __ATOMIC_RELAXED,
+                              __ATOMIC_RELAXED);
+  return e;
+}
+
+inline uint16_t sptir_cas16(const ::sptir_emu::SPtr<uint16_t>& p, uint16_t expected,
+                            uint16_t desired) {
+  ::sptir_emu::saccess(p.m, p.off, ::sptir_emu::Acc::Atomic);
+  uint16_t old = p.data[p.off];
+  if (old == expected) p.data[p.off] = desired;
+  return old;
+}
+
 template <class T, class V>
 inline T atomicAdd(const ::sptir_emu::SPtr<T>& p, const V& v) {
   ::sptir_emu::saccess(p.m, p.off, ::sptir_emu::Acc::Atomic);

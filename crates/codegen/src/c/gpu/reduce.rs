@@ -218,12 +218,6 @@ impl<'f> Writer<'f> {
         let buffer = acc.store.buffer;
         let dt = self.buf_dtype(buffer);
         let ct = self.ctype(dt, "accumulator")?;
-        if acc.atomic && half::is_half(dt) {
-            return Err(self.unsupported(
-                "atomic accumulation",
-                format!("CUDA has no atomicAdd on {dt} elements here (accumulate in float32)"),
-            ));
-        }
         let name = self.namer.fresh(&format!("{}_acc", self.buf_name(buffer)?));
         let bname = self.buf_name(buffer)?.to_string();
         self.line("{");
@@ -277,7 +271,7 @@ impl<'f> Writer<'f> {
             self.indent += 1;
             if acc.atomic {
                 self.guarded_line(
-                    &format!("atomicAdd({bname} + {off_l}, {name}[{v}]);"),
+                    &half::atomic_add(dt, &format!("{bname} + {off_l}"), &format!("{name}[{v}]")),
                     false,
                 );
             } else {
@@ -319,7 +313,10 @@ impl<'f> Writer<'f> {
         }
         self.in_register(&acc, name.clone(), |w| w.write_serial_cuda_loop(&body))?;
         if acc.atomic {
-            self.guarded_line(&format!("atomicAdd({bname} + {off}, {name});"), false);
+            self.guarded_line(
+                &half::atomic_add(dt, &format!("{bname} + {off}"), &name),
+                false,
+            );
         } else {
             let bits = half::store_bits(dt, &name);
             self.guarded_line(&format!("{bname}[{off}] = {bits};"), false);
