@@ -1,6 +1,6 @@
 //! `sparsetir bench ... --device cuda-emu`: the generated CUDA of every operator and format the
 //! GPU path runs (csr; for spmm hyb, bsr:B, ell(width=W) and auto; for spmv sell; 16-bit
-//! operands with `--dtype`) runs in the CPU emulator, prints one JSON line per case with
+//! operands with `--dtype`, 16 x 16 BSR blocks on tensor cores) runs in the CPU emulator, prints one JSON line per case with
 //! `check: true` against the f64 reference, the format that ran and the emulator's traffic
 //! counts; formats without a GPU kernel and bad combinations exit with code 1. Skipped, with a
 //! note, when no C++ compiler runs.
@@ -105,10 +105,18 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
     assert!(names.iter().any(|n| n.starts_with("hyb")), "{j}");
     assert!(names.contains(&"ell(width=3)"), "{j}");
     assert_eq!(j["check"], true, "{j}");
-    // 16-bit operands.
+    // 16-bit operands; with 16 x 16 BSR blocks on tensor cores.
     for dtype in ["float16", "bfloat16"] {
         let j = line(&bench("spmm", &m, &["--dtype", dtype]));
         assert_eq!(j["dtype"], dtype);
+        assert_eq!(j["check"], true, "{j}");
+        let j = line(&bench(
+            "spmm",
+            &m,
+            &["--dtype", dtype, "--format", "bsr:16"],
+        ));
+        assert_eq!(j["format"], "bsr(block=16)", "{j}");
+        assert_eq!(j["schedule"], "tensor cores", "{j}");
         assert_eq!(j["check"], true, "{j}");
     }
 }

@@ -180,6 +180,8 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         include_str!("../schedules/gpu/fused_sddmm.sched"),
     ),
     ("bsrmm", include_str!("../schedules/gpu/bsrmm.sched")),
+    // 16 x 16 blocks, 16-bit operands: tensor cores (`mma.sync` m16n8k16).
+    ("bsrmm_tc", include_str!("../schedules/gpu/bsrmm_tc.sched")),
     ("ellmm", include_str!("../schedules/gpu/ellmm.sched")),
     (
         "rgcn_hetero",

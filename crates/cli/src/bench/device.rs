@@ -53,9 +53,9 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     }
     let feats = feats_of(op, o)?;
     let dtype = parse_dtype(&o.dtype)?;
-    if dtype != DType::F32 && format != Format::Csr {
+    if dtype != DType::F32 && !matches!(format, Format::Csr | Format::Bsr(_)) {
         return Err(Failure(format!(
-            "error: --dtype {dtype} takes the csr format (got `{format}`)"
+            "error: --dtype {dtype} takes the csr and bsr:B formats on a GPU (got `{format}`)"
         )));
     }
     if o.matrices.is_empty() {
@@ -186,14 +186,14 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                          remainder runs on the CPU only)"
                     )));
                 };
-                let kernel =
-                    GpuKernel::build(&own.func, own.gpu_schedule, &own.gpu_spec, device, &cache)?;
+                let (func, osched) = own.with_dtype(op, feat, dtype)?;
+                let kernel = GpuKernel::build(&func, osched, &own.gpu_spec, device, &cache)?;
                 let mut oargs = own.arguments(op, &dense_b);
                 store_inputs(op, &mut oargs, dtype);
-                let sched = if own.gpu_schedule.is_some() {
-                    "default"
-                } else {
-                    "auto"
+                let sched = match osched {
+                    Some(s) if Some(s) == sparsetir_ops::gpu_schedule("bsrmm_tc") => "tensor cores",
+                    Some(_) => "default",
+                    None => "auto",
                 };
                 alts.push((kernel, oargs, own.name.clone(), sched.into()));
             }

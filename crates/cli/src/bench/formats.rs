@@ -249,6 +249,29 @@ pub(super) struct OwnFormat {
 }
 
 impl OwnFormat {
+    /// The stage-I function with the operands stored as `dtype` (float32 arithmetic and output,
+    /// `store_as`), and the GPU schedule for it: 16 x 16 BSR blocks with 16-bit operands and a
+    /// feature width that is a multiple of 8 run on tensor cores (`gpu/bsrmm_tc.sched`).
+    pub(super) fn with_dtype(
+        &self,
+        op: Op,
+        feat: usize,
+        dtype: DType,
+    ) -> Result<(PrimFunc, Option<&'static str>), Failure> {
+        if dtype == DType::F32 {
+            return Ok((self.func.clone(), self.gpu_schedule));
+        }
+        let f = sparsetir_transform::store_as(&self.func, op.inputs(), dtype)
+            .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
+        let tc = self.name == "bsr(block=16)" && feat % 8 == 0;
+        let sched = if tc {
+            sparsetir_ops::gpu_schedule("bsrmm_tc")
+        } else {
+            self.gpu_schedule
+        };
+        Ok((f, sched))
+    }
+
     /// The kernel's arguments for the dense operand `dense_b` (zero-padded) and a zero output.
     pub(super) fn arguments(&self, op: Op, dense_b: &[f32]) -> HashMap<String, ArgValue> {
         let mut args = self.args.clone();

@@ -10,6 +10,7 @@ use crate::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr, TempBuffer};
 
 use super::*;
 
+pub(crate) mod mma;
 mod reduce;
 mod sync;
 
@@ -281,8 +282,12 @@ impl<'f> Writer<'f> {
             comment_safe(&func.name)
         );
         source.push_str(CUDA_PRELUDE);
-        if half::uses_half(func) {
+        let tensor_cores = mma::uses_mma(func);
+        if half::uses_half(func) || tensor_cores {
             source.push_str(&half::cuda_prelude());
+        }
+        if tensor_cores {
+            source.push_str(mma::MMA_PRELUDE);
         }
         source.push_str(&body);
         Ok(CudaModule {
@@ -548,6 +553,23 @@ impl<'f> Writer<'f> {
                 enclosing.pop();
                 return r;
             }
+            if mma::Mma::of(f).is_some() {
+                // A tensorized nest runs on the 32 lanes of a warp along threadIdx.x.
+                if enclosing.iter().any(|t| t == "threadIdx.x") {
+                    return Err(CodegenError::Unsupported {
+                        construct: format!("tensorized loop `{}`", self.func.vars[f.var].name),
+                        message: "it sits under a loop bound to threadIdx.x, which the warp's \
+                                  lanes use"
+                            .to_string(),
+                        span: f.span,
+                    });
+                }
+                let list = out.entry("threadIdx.x".to_string()).or_default();
+                if !list.contains(&LaunchExpr::Const(32)) {
+                    list.push(LaunchExpr::Const(32));
+                }
+                return Ok(());
+            }
             // A serial loop of one iteration does not repeat what it holds.
             let single = const_int(&f.extent) == Some(1);
             return self.collect_bound_loops_in(&f.body, inside_other || !single, enclosing, out);
@@ -575,6 +597,10 @@ impl<'f> Writer<'f> {
                 "the CUDA target runs loops on threads: bind the loop to `blockIdx.*` or \
                  `threadIdx.*` instead of `parallel`",
             )),
+            _ if mma::Mma::of(f).is_some() => {
+                let form = mma::Mma::of(f).unwrap_or(mma::Mma::Fill);
+                self.write_mma(f, form)
+            }
             _ => {
                 if self.simd_acc.is_none() {
                     if let Some(acc) = self.accumulation(f, false) {

@@ -1,0 +1,359 @@
+//! Tensor cores on the CUDA target: a loop annotated `{"tensorize": "mma_m16n8k16"}` (or
+//! `"mma_fill_m16n8"`) is written as one warp-wide `mma.sync` (or the matching fill of the
+//! accumulator tile) instead of a loop nest.
+//!
+//! # What is tensorized
+//!
+//! - `mma_m16n8k16`: the annotated loop (extent 16, rows `m`) holds exactly one loop of extent 8
+//!   (columns `n`), which holds exactly one loop of extent 16 (the reduction `k`), which holds
+//!   one block (no init, no predicate, no allocation) whose body is the store
+//!   `C[c(m, n)] = C[c(m, n)] + A[a(m, k)] * B[b(k, n)]` — the loads of `A` and `B` possibly
+//!   cast to float32 — with `A` and `B` both float16 or both bfloat16 and `C` float32. `B` is
+//!   the load that moves with `n`. The 16×16 tile of `A`, the 16×8 tile of `B` and the 16×8
+//!   tile of `C` are read in the per-lane fragment layouts of PTX's
+//!   `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` (lane `l`: group
+//!   `g = l / 4`, `t = l % 4`; `A` rows `g`, `g + 8`, columns `2t`, `2t + 1` and the same
+//!   plus 8; `B` rows `2t`, `2t + 1` (plus 8), column `g`; `C` rows `g`, `g + 8`, columns `2t`,
+//!   `2t + 1`), multiplied and accumulated by the tensor cores, and the `C` tile written back.
+//! - `mma_fill_m16n8`: the annotated loop (16) holds one loop (8) holding one block storing a
+//!   value that moves with neither loop into the tile `C[c(m, n)]`: every lane writes the four
+//!   elements of its accumulator fragment. With the same `c(m, n)` as the `mma` that follows,
+//!   each element is written and later read by the same thread: no barrier is needed between
+//!   the fill and the products.
+//!
+//! The kernel gets 32 threads along `threadIdx.x` (the warp's lanes); no loop of it may bind
+//! `threadIdx.x` otherwise, and the code around the tensorized loops runs in every lane (stores
+//! outside them are guarded to one lane as usual).
+//!
+//! In the emulator the `mma` is a device function that gathers the warp's fragments with
+//! `__shfl_sync` and computes the tile products in float (products of 16-bit values are exact;
+//! the order of the sum is the k order, where the hardware's may differ).
+
+use super::*;
+
+/// The annotation the writer reads.
+pub const TENSORIZE_ATTR: &str = "tensorize";
+
+/// Which tensor-core form a loop asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mma {
+    /// `D = A · B + C`, m16n8k16.
+    M16n8k16,
+    /// The 16×8 accumulator tile set to one value.
+    Fill,
+}
+
+impl Mma {
+    pub(crate) fn of(f: &For) -> Option<Mma> {
+        match f.annotations.get(TENSORIZE_ATTR) {
+            Some(AttrValue::Str(s)) if s == "mma_m16n8k16" => Some(Mma::M16n8k16),
+            Some(AttrValue::Str(s)) if s == "mma_fill_m16n8" => Some(Mma::Fill),
+            _ => None,
+        }
+    }
+}
+
+/// Whether any loop of `func` is tensorized (the CUDA source then needs [`MMA_PRELUDE`]).
+pub(crate) fn uses_mma(func: &PrimFunc) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        if let Stmt::For(f) = s {
+            found |= Mma::of(f).is_some();
+        }
+    });
+    found
+}
+
+/// The single statement of `s` (through one-element sequences).
+fn single(s: &Stmt) -> &Stmt {
+    match s {
+        Stmt::Seq(v) if v.len() == 1 => single(&v[0]),
+        other => other,
+    }
+}
+
+/// A load, possibly under a cast to float32: the load.
+fn strip_cast(e: &Expr) -> &Expr {
+    match e {
+        Expr::Cast(DType::F32, inner) => inner,
+        other => other,
+    }
+}
+
+/// The four `(row, column)` pairs of a lane's accumulator fragment, as C text in the lane's
+/// group `g` and index `t`.
+const C_FRAGMENT: [(&str, &str); 4] = [
+    ("g", "2 * t"),
+    ("g", "2 * t + 1"),
+    ("g + 8", "2 * t"),
+    ("g + 8", "2 * t + 1"),
+];
+
+impl Writer<'_> {
+    /// The nest of a tensorized loop: the loops' variables (outermost first, as many as the
+    /// form has) and the block at the bottom.
+    fn mma_nest<'a>(&self, f: &'a For, form: Mma) -> Res<(Vec<VarId>, &'a Block)> {
+        let what = format!("tensorized loop `{}`", self.func.vars[f.var].name);
+        let extents: &[i64] = match form {
+            Mma::M16n8k16 => &[16, 8, 16],
+            Mma::Fill => &[16, 8],
+        };
+        let mut vars = Vec::new();
+        let mut cur = f;
+        for (d, &ext) in extents.iter().enumerate() {
+            if const_int(&cur.min) != Some(0) || const_int(&cur.extent) != Some(ext) {
+                return Err(self.unsupported(
+                    &what,
+                    format!(
+                        "loop {} of the nest must run 0..{ext} (the tile is 16 x 8 x 16)",
+                        d + 1
+                    ),
+                ));
+            }
+            if cur.kind == ForKind::ThreadBinding {
+                return Err(self.unsupported(&what, "a loop of the tile is bound to threads"));
+            }
+            vars.push(cur.var);
+            if d + 1 < extents.len() {
+                match single(&cur.body) {
+                    Stmt::For(next) => cur = next,
+                    _ => {
+                        return Err(self.unsupported(
+                            &what,
+                            format!("loop {} must hold exactly one loop", d + 1),
+                        ))
+                    }
+                }
+            }
+        }
+        let Stmt::Block(b) = single(&cur.body) else {
+            return Err(self.unsupported(&what, "the innermost loop must hold exactly one block"));
+        };
+        if b.init.is_some() || b.predicate.is_some() || !b.alloc_buffers.is_empty() {
+            return Err(self.unsupported(
+                &what,
+                format!("block `{}` has an init, a predicate or allocations", b.name),
+            ));
+        }
+        Ok((vars, b))
+    }
+
+    /// The C text of `e` with the nest's loop variables replaced by `values` and the block's
+    /// iterators by their bindings.
+    fn text_at(&mut self, e: &Expr, vars: &[VarId], values: &[String], b: &Block) -> Res<String> {
+        for (v, t) in vars.iter().zip(values) {
+            self.let_subst.insert(*v, format!("({t})"));
+        }
+        let mut iters = Vec::new();
+        let mut r = Ok(String::new());
+        for it in &b.iters {
+            match self.expr(&it.binding) {
+                Ok((t, _)) => {
+                    self.let_subst.insert(it.var, t);
+                    iters.push(it.var);
+                }
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        if r.is_ok() {
+            r = match e {
+                Expr::Load { buffer, indices } => self
+                    .offset(*buffer, indices)
+                    .and_then(|off| Ok(format!("{}[{off}]", self.buf_name(*buffer)?))),
+                other => self.expr(other).map(|(t, _)| t),
+            };
+        }
+        for v in vars.iter().chain(&iters) {
+            self.let_subst.remove(v);
+        }
+        r
+    }
+
+    /// Writes a tensorized loop (see the module documentation).
+    pub(crate) fn write_mma(&mut self, f: &For, form: Mma) -> Res<()> {
+        let what = format!("tensorized loop `{}`", self.func.vars[f.var].name);
+        let (vars, b) = self.mma_nest(f, form)?;
+        let Stmt::Store(st) = single(&b.body) else {
+            return Err(self.unsupported(&what, "the block's body must be one store"));
+        };
+        if self.buf_dtype(st.buffer) != DType::F32 {
+            return Err(self.unsupported(&what, "the accumulator tile must be float32"));
+        }
+        let mention = |e: &Expr, v: VarId| {
+            // Through the block's iterator bindings.
+            let mut hit = false;
+            e.visit(&mut |x| {
+                if let Expr::Var(u) = x {
+                    hit |= *u == v
+                        || b.iters.iter().any(|it| {
+                            it.var == *u && {
+                                let mut h = false;
+                                it.binding
+                                    .visit(&mut |y| h |= matches!(y, Expr::Var(w) if *w == v));
+                                h
+                            }
+                        });
+                }
+            });
+            hit
+        };
+        let c_target = Expr::Load {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+        };
+        self.line("{");
+        self.indent += 1;
+        self.line("const int32_t g = (int32_t)(threadIdx.x >> 2), t = (int32_t)(threadIdx.x & 3);");
+        let r = match form {
+            Mma::Fill => {
+                if vars.iter().any(|&v| mention(&st.value, v)) {
+                    Err(self.unsupported(&what, "the filled value must not move with the tile"))
+                } else {
+                    let (val, vdt) = self.expr(&st.value)?;
+                    let val = cast(val, vdt, DType::F32);
+                    for (row, col) in C_FRAGMENT {
+                        let at = [row.to_string(), col.to_string()];
+                        let c = self.text_at(&c_target, &vars, &at, b)?;
+                        self.line(&format!("{c} = {};", strip_parens(&val)));
+                    }
+                    Ok(())
+                }
+            }
+            Mma::M16n8k16 => self.write_mma_product(&what, &vars, b, st, &c_target, &mention),
+        };
+        self.indent -= 1;
+        self.line("}");
+        r
+    }
+
+    fn write_mma_product(
+        &mut self,
+        what: &str,
+        vars: &[VarId],
+        b: &Block,
+        st: &Store,
+        c_target: &Expr,
+        mention: &dyn Fn(&Expr, VarId) -> bool,
+    ) -> Res<()> {
+        let bad = |w: &Self| {
+            w.unsupported(
+                what,
+                "the block must store `C[..] = C[..] + A[..] * B[..]` (A and B float16 or \
+                 bfloat16, possibly cast to float32)",
+            )
+        };
+        let Expr::Binary(BinOp::Add, acc, prod) = &st.value else {
+            return Err(bad(self));
+        };
+        if **acc != *c_target {
+            return Err(bad(self));
+        }
+        let Expr::Binary(BinOp::Mul, x, y) = &**prod else {
+            return Err(bad(self));
+        };
+        let (x, y) = (strip_cast(x), strip_cast(y));
+        let (Expr::Load { buffer: bx, .. }, Expr::Load { buffer: by, .. }) = (x, y) else {
+            return Err(bad(self));
+        };
+        // B moves with the tile's columns (the second loop), A does not.
+        let n_var = vars[1];
+        let (a, bb) = match (mention(x, n_var), mention(y, n_var)) {
+            (false, true) => (x, y),
+            (true, false) => (y, x),
+            _ => return Err(bad(self)),
+        };
+        let (adt, bdt) = (
+            self.buf_dtype(if a == x { *bx } else { *by }),
+            self.buf_dtype(if bb == y { *by } else { *bx }),
+        );
+        let suffix = match (adt, bdt) {
+            (DType::F16, DType::F16) => "f16",
+            (DType::BF16, DType::BF16) => "bf16",
+            _ => return Err(bad(self)),
+        };
+        self.line("uint32_t a[4], b[2];");
+        self.line("float c[4];");
+        // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2).
+        for r in 0..4 {
+            let row = if r % 2 == 1 { "g + 8" } else { "g" };
+            let col = if r >= 2 { "2 * t + 8" } else { "2 * t" };
+            let lo = self.text_at(a, vars, &[row.into(), "0".into(), col.into()], b)?;
+            let col1 = format!("{col} + 1");
+            let hi = self.text_at(a, vars, &[row.into(), "0".into(), col1], b)?;
+            self.line(&format!(
+                "a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
+            ));
+        }
+        // B: register r holds rows 2t, 2t+1 (+8 when r is 1), column g.
+        for r in 0..2 {
+            let k0 = if r == 1 { "2 * t + 8" } else { "2 * t" };
+            let k1 = format!("{k0} + 1");
+            let lo = self.text_at(bb, vars, &["0".into(), "g".into(), k0.into()], b)?;
+            let hi = self.text_at(bb, vars, &["0".into(), "g".into(), k1], b)?;
+            self.line(&format!(
+                "b[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
+            ));
+        }
+        let mut c_texts = Vec::new();
+        for (i, (row, col)) in C_FRAGMENT.iter().enumerate() {
+            let at = [row.to_string(), col.to_string(), "0".to_string()];
+            let c = self.text_at(c_target, vars, &at, b)?;
+            self.line(&format!("c[{i}] = {c};"));
+            c_texts.push(c);
+        }
+        self.line(&format!("sptir_mma_m16n8k16_{suffix}(c, a, b);"));
+        for (i, c) in c_texts.iter().enumerate() {
+            self.line(&format!("{c} = c[{i}];"));
+        }
+        Ok(())
+    }
+}
+
+/// The `mma` device functions: PTX on a GPU, the warp's fragments gathered with shuffles in the
+/// emulator.
+pub(crate) const MMA_PRELUDE: &str = r#"#ifndef SPTIR_EMU
+static __device__ __forceinline__ void sptir_mma_m16n8k16_f16(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+static __device__ __forceinline__ void sptir_mma_m16n8k16_bf16(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#else
+/* The tile product from every lane's fragments (PTX's m16n8k16 layouts). */
+static __device__ void sptir_mma_m16n8k16_emu(float* c, const uint32_t* a, const uint32_t* b, bool bf) {
+    float A[16][16], B[16][8];
+    for (int src = 0; src < 32; ++src) {
+        const int sg = src >> 2, st = src & 3;
+        for (int r = 0; r < 4; ++r) {
+            const uint32_t v = __shfl_sync(0xffffffffu, a[r], src);
+            const int row = sg + ((r & 1) ? 8 : 0), col = 2 * st + ((r & 2) ? 8 : 0);
+            A[row][col] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
+            A[row][col + 1] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
+        }
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t v = __shfl_sync(0xffffffffu, b[r], src);
+            const int row = 2 * st + (r ? 8 : 0);
+            B[row][sg] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
+            B[row + 1][sg] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
+        }
+    }
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; ++i) {
+        const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+        float s = c[i];
+        for (int k = 0; k < 16; ++k) s += A[row][k] * B[k][col];
+        c[i] = s;
+    }
+}
+static __device__ void sptir_mma_m16n8k16_f16(float* c, const uint32_t* a, const uint32_t* b) { sptir_mma_m16n8k16_emu(c, a, b, false); }
+static __device__ void sptir_mma_m16n8k16_bf16(float* c, const uint32_t* a, const uint32_t* b) { sptir_mma_m16n8k16_emu(c, a, b, true); }
+#endif
+
+"#;

@@ -1,0 +1,145 @@
+//! Tensor cores without a GPU: BSR SpMM with 16 x 16 blocks, float16 or bfloat16 operands and a
+//! float32 output, scheduled by `schedules/gpu/bsrmm_tc.sched` (every block times a 16 x 8
+//! slice of B one `mma.sync` m16n8k16), runs in the CPU emulation of its CUDA — the `mma`
+//! computed from the warp's fragments in PTX's layouts — and equals the stage-I reference
+//! evaluator on random block patterns (empty block rows, a single block, feature widths 8 to
+//! 32); the source calls the `mma` and its PTX (NVRTC, sm_80) holds `mma.sync.aligned.m16n8k16`.
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sparsetir_eval::{eval_func, ArgValue};
+use sparsetir_formats::Tensor;
+use sparsetir_ir::DType;
+use sparsetir_runtime::build::emit_cuda;
+use sparsetir_runtime::cache::KernelCache;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+
+mod common;
+use common::{assert_outputs_close_16, Args};
+
+fn schedule() -> &'static str {
+    sparsetir_ops::gpu_schedule("bsrmm_tc").expect("the tensor-core schedule")
+}
+
+fn cache() -> KernelCache {
+    KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-tc"))
+}
+
+fn kernel(dt: DType) -> sparsetir_ir::PrimFunc {
+    let f = sparsetir_ops::load("bsrmm").expect("bsrmm");
+    sparsetir_transform::store_as(&f, &["A", "B"], dt).expect("store_as")
+}
+
+fn spec(feat: usize) -> Vec<(String, i64)> {
+    vec![("blk".into(), 16), ("feat_size".into(), feat as i64)]
+}
+
+/// A random BSR matrix of `nb` x `mb` blocks of 16 (block row 1 empty when there are more than
+/// two), its arguments for a dense operand of `feat` columns.
+fn bsr_args(rng: &mut ChaCha8Rng, nb: usize, mb: usize, feat: usize, dt: DType) -> Args {
+    let (mut indptr, mut indices) = (vec![0i64], Vec::new());
+    for i in 0..nb {
+        for j in 0..mb {
+            if !(i == 1 && nb > 2) && (rng.random_bool(0.4) || (i == 0 && j == 0)) {
+                indices.push(j as i64);
+            }
+        }
+        indptr.push(indices.len() as i64);
+    }
+    let nnzb = indices.len();
+    let vals: Vec<f64> = (0..nnzb * 256)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
+    let b: Vec<f64> = (0..mb * 16 * feat)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
+    let arr = |dt: DType, v: &[f64]| ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"));
+    let int = |v: &[i64]| ArgValue::Array(Tensor::from_i64(DType::I32, v).expect("tensor"));
+    let mut args = HashMap::new();
+    args.insert("a".into(), arr(dt, &vals));
+    args.insert("b".into(), arr(dt, &b));
+    args.insert("c".into(), arr(DType::F32, &vec![7.0; nb * 16 * feat]));
+    args.insert("indptr".into(), int(&indptr));
+    args.insert("indices".into(), int(&indices));
+    args.insert("nb".into(), ArgValue::Int(nb as i64));
+    args.insert("mb".into(), ArgValue::Int(mb as i64));
+    args.insert("nnzb".into(), ArgValue::Int(nnzb as i64));
+    args.insert("blk".into(), ArgValue::Int(16));
+    args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+    args
+}
+
+#[test]
+fn bsr16_on_tensor_cores_equals_the_evaluator_in_the_emulator() {
+    let mut rng = ChaCha8Rng::seed_from_u64(16);
+    for dt in [DType::F16, DType::BF16] {
+        let g = kernel(dt);
+        for (nb, mb, feat) in [(1, 1, 8), (3, 4, 16), (5, 3, 32)] {
+            let what = format!("bsrmm {dt} on tensor cores, {nb}x{mb} blocks, feat {feat}");
+            let k = GpuKernel::build(
+                &g,
+                Some(schedule()),
+                &spec(feat),
+                GpuDevice::Emulator,
+                &cache(),
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(
+                k.module().source.contains(&format!(
+                    "sptir_mma_m16n8k16_{}(c, a, b);",
+                    if dt == DType::F16 { "f16" } else { "bf16" }
+                )),
+                "{what}: no mma call"
+            );
+            let args = bsr_args(&mut rng, nb, mb, feat, dt);
+            let mut want = args.clone();
+            eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            let mut got = args.clone();
+            k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+            // float32 sums of exact products, in another order than the evaluator's.
+            assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
+        }
+    }
+}
+
+#[test]
+fn the_ptx_holds_the_mma_instruction() {
+    let nvrtc = match sparsetir_cuda::Nvrtc::load() {
+        Ok(n) => n,
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "NVRTC is required under CI=true (run scripts/setup-nvrtc.sh): {e}"
+            );
+            eprintln!("note: skipping NVRTC compiles: {e}");
+            return;
+        }
+    };
+    for (dt, ins) in [
+        (
+            DType::F16,
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        ),
+        (
+            DType::BF16,
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        ),
+    ] {
+        let (_, m) = emit_cuda(&kernel(dt), Some(schedule()), &spec(32)).expect("emit");
+        for arch in ["sm_80", "sm_90"] {
+            let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
+            let (ptx, _) = sparsetir_runtime::cuda_dev::compile_cached(
+                &nvrtc,
+                &m,
+                &arch,
+                sparsetir_cuda::Emit::Ptx,
+                &cache(),
+            )
+            .unwrap_or_else(|e| panic!("{dt} for {arch}: {e}\n{}", m.source));
+            let ptx = String::from_utf8_lossy(&ptx);
+            assert!(ptx.contains(ins), "{dt} {arch}: no `{ins}` in the PTX");
+        }
+    }
+}
