@@ -263,7 +263,7 @@ impl OwnFormat {
         }
         let f = sparsetir_transform::store_as(&self.func, op.inputs(), dtype)
             .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
-        let tc = self.name == "bsr(block=16)" && feat % 8 == 0;
+        let tc = self.name == "bsr(block=16)" && feat.is_multiple_of(8);
         let sched = if tc {
             sparsetir_ops::gpu_schedule("bsrmm_tc")
         } else {
