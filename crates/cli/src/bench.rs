@@ -738,7 +738,10 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     // and SELL, and runs the fastest.
     match (&format, op) {
         (Format::Csr, _) => {}
-        (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm)
+        (
+            Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Condense | Format::Auto,
+            Op::Spmm,
+        )
         | (Format::Coo | Format::Auto, Op::Sddmm)
         | (Format::Sell { .. } | Format::Auto, Op::Spmv) => {
             if o.schedule.is_some() || o.print_c {
@@ -753,7 +756,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 op.name(),
                 op.name(),
                 match op {
-                    Op::Spmm => "csr, hyb, bsr:B, ell or auto",
+                    Op::Spmm => "csr, hyb, bsr:B, ell, condense or auto",
                     Op::Sddmm => "csr, coo or auto",
                     Op::Spmv => "csr, sell, sell(sigma=S) or auto",
                 }

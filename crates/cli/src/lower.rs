@@ -294,6 +294,11 @@ fn builtin_rules(t: &str) -> Result<(Vec<FormatRewriteRule>, Vec<RuleKind>), Fai
         Format::Csr | Format::Auto => Err(unknown(format!(
             "`{format}` is not a rewrite rule (csr is the input format)"
         ))),
+        Format::Condense => Err(unknown(
+            "condense is a storage format of `bench spmm --format condense` with its own kernel \
+             (crates/ops/formats/condense_spmm.sp), not a rewrite rule"
+                .into(),
+        )),
         Format::Sell { .. } => Err(unknown(
             "sell is a storage format of `bench spmv --format sell` with its own kernel              (crates/ops/formats/spmv_sell.sp), not a rewrite rule"
                 .into(),

@@ -1,6 +1,7 @@
 //! `sparsetir bench ... --device cuda-emu`: the generated CUDA of every operator and format the
 //! GPU path runs (csr; for spmm hyb, bsr:B, ell(width=W) and auto; for spmv sell; 16-bit
-//! operands with `--dtype`, 16 x 16 BSR blocks on tensor cores) runs in the CPU emulator, prints one JSON line per case with
+//! operands with `--dtype`, 16 x 16 BSR blocks and TC-GNN's condensed tiles on tensor
+//! cores) runs in the CPU emulator, prints one JSON line per case with
 //! `check: true` against the f64 reference, the format that ran and the emulator's traffic
 //! counts; formats without a GPU kernel and bad combinations exit with code 1. Skipped, with a
 //! note, when no C++ compiler runs.
@@ -82,6 +83,7 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
         ("spmm", "hyb", "hyb(parts=1,buckets=1,2,4)"),
         ("spmm", "bsr:2", "bsr(block=2)"),
         ("spmm", "ell(width=3)", "ell(width=3)"),
+        ("spmm", "condense", "condense"),
         ("sddmm", "csr", "csr"),
         ("spmv", "csr", "csr"),
         ("spmv", "sell", "sell(sigma=20)"),
@@ -110,14 +112,12 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
         let j = line(&bench("spmm", &m, &["--dtype", dtype]));
         assert_eq!(j["dtype"], dtype);
         assert_eq!(j["check"], true, "{j}");
-        let j = line(&bench(
-            "spmm",
-            &m,
-            &["--dtype", dtype, "--format", "bsr:16"],
-        ));
-        assert_eq!(j["format"], "bsr(block=16)", "{j}");
-        assert_eq!(j["schedule"], "tensor cores", "{j}");
-        assert_eq!(j["check"], true, "{j}");
+        for (format, ran) in [("bsr:16", "bsr(block=16)"), ("condense", "condense")] {
+            let j = line(&bench("spmm", &m, &["--dtype", dtype, "--format", format]));
+            assert_eq!(j["format"], ran, "{j}");
+            assert_eq!(j["schedule"], "tensor cores", "{j}");
+            assert_eq!(j["check"], true, "{j}");
+        }
     }
 }
 

@@ -35,6 +35,9 @@ pub enum Format {
     /// SELL-C-σ (SpMV): chunks of [`SELL_LANES`] rows side by side, rows sorted by length
     /// inside windows of `sigma` rows (`None`: [`sell_sigma`] of the matrix).
     Sell { sigma: Option<usize> },
+    /// TC-GNN's condensed tiling (SpMM): tiles of [`CONDENSE_TILE`] rows, each tile's columns
+    /// condensed into dense groups of [`CONDENSE_TILE`] (tensor-core shaped).
+    Condense,
     /// Chosen per matrix and feature width.
     Auto,
 }
@@ -64,6 +67,7 @@ impl fmt::Display for Format {
             Format::Coo => f.write_str("coo"),
             Format::Sell { sigma: None } => f.write_str("sell"),
             Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
+            Format::Condense => f.write_str("condense"),
             Format::Auto => f.write_str("auto"),
         }
     }
@@ -71,7 +75,7 @@ impl fmt::Display for Format {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -117,6 +121,7 @@ impl Format {
             "ell" => return Ok(Format::Ell(None)),
             "coo" => return Ok(Format::Coo),
             "sell" => return Ok(Format::Sell { sigma: None }),
+            "condense" => return Ok(Format::Condense),
             "auto" => return Ok(Format::Auto),
             _ => {}
         }
@@ -382,6 +387,24 @@ pub fn sell_sigma(indptr: &[i32]) -> usize {
     } else {
         rows
     }
+}
+
+/// Rows per tile and columns per group of the condensed (TC-GNN) format: one m16n8k16
+/// tensor-core product per group.
+pub const CONDENSE_TILE: usize = 16;
+
+/// SpMM on the condensed tiling (`formats/condense_spmm.sp`).
+pub const CONDENSE_SPMM_SCRIPT: &str = include_str!("../formats/condense_spmm.sp");
+
+/// The CPU schedule of [`CONDENSE_SPMM_SCRIPT`] (`schedules/condense_spmm.sched`).
+pub const CONDENSE_SPMM_SCHEDULE: &str = include_str!("../schedules/condense_spmm.sched");
+
+/// The stage-I function of [`CONDENSE_SPMM_SCRIPT`].
+pub fn condense_spmm() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    sparsetir_syntax::parse_func(CONDENSE_SPMM_SCRIPT).map_err(|diags| crate::LoadError::Parse {
+        name: "condense_spmm".to_string(),
+        diags,
+    })
 }
 
 /// SpMV on SELL-C-σ (`formats/spmv_sell.sp`): the script, with `lanes` to be specialised to

@@ -3,7 +3,9 @@
 //! slice of B one `mma.sync` m16n8k16), runs in the CPU emulation of its CUDA — the `mma`
 //! computed from the warp's fragments in PTX's layouts — and equals the stage-I reference
 //! evaluator on random block patterns (empty block rows, a single block, feature widths 8 to
-//! 32); the source calls the `mma` and its PTX (NVRTC, sm_80) holds `mma.sync.aligned.m16n8k16`.
+//! 32); the source calls the `mma`, and its PTX (NVRTC, sm_80 and sm_90) holds
+//! `mma.sync.aligned.m16n8k16` — also for TC-GNN's condensed tiles (`condense_spmm_tc`, checked
+//! against the reference in `cli/tests/bench_device.rs`).
 
 use std::collections::HashMap;
 
@@ -117,6 +119,11 @@ fn the_ptx_holds_the_mma_instruction() {
             return;
         }
     };
+    let condense = sparsetir_ops::composable::condense_spmm().expect("condense_spmm");
+    let condense_tc = sparsetir_ops::gpu_schedule("condense_spmm_tc").expect("schedule");
+    let condense_spec: Vec<(String, i64)> =
+        vec![("t".into(), 16), ("g".into(), 16), ("feat_size".into(), 32)];
+    let mut builds = Vec::new();
     for (dt, ins) in [
         (
             DType::F16,
@@ -127,7 +134,12 @@ fn the_ptx_holds_the_mma_instruction() {
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         ),
     ] {
-        let (_, m) = emit_cuda(&kernel(dt), Some(schedule()), &spec(32)).expect("emit");
+        builds.push((kernel(dt), schedule(), spec(32), dt, ins));
+        let c = sparsetir_transform::store_as(&condense, &["A", "B"], dt).expect("store_as");
+        builds.push((c, condense_tc, condense_spec.clone(), dt, ins));
+    }
+    for (f, sched, spec, dt, ins) in builds {
+        let (_, m) = emit_cuda(&f, Some(sched), &spec).expect("emit");
         for arch in ["sm_80", "sm_90"] {
             let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
             let (ptx, _) = sparsetir_runtime::cuda_dev::compile_cached(

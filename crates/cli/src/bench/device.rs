@@ -40,22 +40,26 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
     match (&format, op) {
         (Format::Csr, _) => {}
-        (Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Auto, Op::Spmm)
+        (
+            Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Condense | Format::Auto,
+            Op::Spmm,
+        )
         | (Format::Sell { .. }, Op::Spmv)
             if o.schedule.is_none() => {}
         _ => {
             return Err(Failure(format!(
-                "error: --device {} runs csr, for spmm hyb, bsr:B, ell(width=W) and auto, for \
-                 spmv sell (no --schedule) (got `{}`)",
+                "error: --device {} runs csr, for spmm hyb, bsr:B, ell(width=W), condense and \
+                 auto, for spmv sell (no --schedule) (got `{}`)",
                 o.device, o.format
             )))
         }
     }
     let feats = feats_of(op, o)?;
     let dtype = parse_dtype(&o.dtype)?;
-    if dtype != DType::F32 && !matches!(format, Format::Csr | Format::Bsr(_)) {
+    if dtype != DType::F32 && !matches!(format, Format::Csr | Format::Bsr(_) | Format::Condense) {
         return Err(Failure(format!(
-            "error: --dtype {dtype} takes the csr and bsr:B formats on a GPU (got `{format}`)"
+            "error: --dtype {dtype} takes the csr, bsr:B and condense formats on a GPU (got \
+             `{format}`)"
         )));
     }
     if o.matrices.is_empty() {
@@ -190,8 +194,11 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 let kernel = GpuKernel::build(&func, osched, &own.gpu_spec, device, &cache)?;
                 let mut oargs = own.arguments(op, &dense_b);
                 store_inputs(op, &mut oargs, dtype);
+                let tensor_cores = ["bsrmm_tc", "condense_spmm_tc"]
+                    .iter()
+                    .any(|n| osched.is_some() && osched == sparsetir_ops::gpu_schedule(n));
                 let sched = match osched {
-                    Some(s) if Some(s) == sparsetir_ops::gpu_schedule("bsrmm_tc") => "tensor cores",
+                    _ if tensor_cores => "tensor cores",
                     Some(_) => "default",
                     None => "auto",
                 };

@@ -15,6 +15,10 @@
 //!   parallel loop over the stored elements, four at a time. The conversion is the `rows` array (the row of
 //!   every stored element); values and columns are CSR's.
 //!
+//! - condense (SpMM): TC-GNN's tiles of 16 rows with their columns condensed into dense
+//!   groups of 16 (`builders::condense`), the kernel `formats/condense_spmm.sp` (on a GPU with
+//!   16-bit operands: tensor cores, `gpu/condense_spmm_tc.sched`); the output has a row per
+//!   tile row;
 //! - sell (SpMV): SELL-C-σ from `builders::sell` (16 rows per chunk, the sorting window given
 //!   or `sell_sigma`'s), the kernel `formats/spmv_sell.sp` scheduled by
 //!   `schedules/spmv_sell.sched`; the output has a row per lane (the matrix's rows first).
@@ -27,15 +31,17 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use sparsetir_eval::ArgValue;
+use sparsetir_formats::builders::condense::condense;
 use sparsetir_formats::builders::ell_csr::{ell_csr, EllCsr};
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
 use sparsetir_formats::builders::sell::sell;
 use sparsetir_formats::{Bsr, BsrPadding};
 use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_ops::composable::{
-    auto_candidates, default_buckets, ell_csr_spmm_schedule, ell_width, hyb_spmm_schedule,
-    sell_sigma, spmv_sell, Format, BSR_SPMM_SCHEDULE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE,
-    SELL_LANES, SPMV_AUTO_CANDIDATES, SPMV_SELL_SCHEDULE,
+    auto_candidates, condense_spmm, default_buckets, ell_csr_spmm_schedule, ell_width,
+    hyb_spmm_schedule, sell_sigma, spmv_sell, Format, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE,
+    CONDENSE_TILE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES,
+    SPMV_SELL_SCHEDULE,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
@@ -131,6 +137,7 @@ fn prepare(
         }
         (Op::Spmm, Format::Bsr(block)) => prepare_own(own_bsr(a, feat, *block)?, opts),
         (Op::Spmv, Format::Sell { sigma }) => prepare_own(own_sell(a, *sigma)?, opts),
+        (Op::Spmm, Format::Condense) => prepare_own(own_condense(a, feat)?, opts),
         (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts),
         (_, Format::Auto) => Err(Failure(
             "error: internal error: `auto` is not a candidate format".into(),
@@ -263,11 +270,14 @@ impl OwnFormat {
         }
         let f = sparsetir_transform::store_as(&self.func, op.inputs(), dtype)
             .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
-        let tc = self.name == "bsr(block=16)" && feat.is_multiple_of(8);
-        let sched = if tc {
-            sparsetir_ops::gpu_schedule("bsrmm_tc")
-        } else {
-            self.gpu_schedule
+        let tc = match self.name.as_str() {
+            "bsr(block=16)" => Some("bsrmm_tc"),
+            "condense" => Some("condense_spmm_tc"),
+            _ => None,
+        };
+        let sched = match tc {
+            Some(name) if feat.is_multiple_of(8) => sparsetir_ops::gpu_schedule(name),
+            _ => self.gpu_schedule,
         };
         Ok((f, sched))
     }
@@ -298,6 +308,7 @@ pub(super) fn own_format(
             (e.rest_nnz() == 0).then(|| own_ell(a, feat, width, &e, convert))
         }
         (Op::Spmv, Format::Sell { sigma }) => Some(own_sell(a, *sigma)?),
+        (Op::Spmm, Format::Condense) => Some(own_condense(a, feat)?),
         _ => None,
     })
 }
@@ -448,6 +459,50 @@ fn prepare_ell(
         frontend_seconds: frontend,
         load_seconds: load,
         cache,
+    })
+}
+
+/// SpMM on TC-GNN's condensed tiling, tiles and groups of [`CONDENSE_TILE`] (see the module
+/// documentation).
+fn own_condense(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
+    let t = CONDENSE_TILE;
+    let start = Instant::now();
+    let c = condense(a.rows, a.cols, &a.indptr, &a.indices, &a.values, t, t)
+        .map_err(|e| Failure(format!("error: condense conversion: {e}")))?;
+    let (tiles, groups) = (c.num_tiles(), c.num_groups());
+    let max_groups = c
+        .group_indptr
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap_or(0);
+    let mut args = HashMap::new();
+    args.insert("a".into(), f32_tensor(vec![groups * t * t], &c.values));
+    args.insert("tile_indices".into(), i32_tensor(&c.tile_indices));
+    args.insert("group_indptr".into(), i32_tensor(&c.group_indptr));
+    args.insert("num_tiles".into(), size(tiles));
+    args.insert("max_groups".into(), size(max_groups));
+    args.insert("num_groups".into(), size(groups));
+    args.insert("t".into(), size(t));
+    args.insert("g".into(), size(t));
+    args.insert("n".into(), size(a.cols));
+    args.insert("feat_size".into(), size(feat));
+    let spec = vec![
+        ("t".to_string(), t as i64),
+        ("g".to_string(), t as i64),
+        ("feat_size".to_string(), feat as i64),
+    ];
+    Ok(OwnFormat {
+        name: "condense".into(),
+        func: condense_spmm()?,
+        cpu_schedule: CONDENSE_SPMM_SCHEDULE.to_string(),
+        gpu_schedule: None,
+        spec: spec.clone(),
+        gpu_spec: spec,
+        args,
+        b_shape: vec![a.cols, feat],
+        c_shape: vec![tiles * t, feat],
+        convert_seconds: start.elapsed().as_secs_f64(),
     })
 }
 
