@@ -122,6 +122,42 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
 }
 
 #[test]
+fn emit_cuda_writes_every_format_measured() {
+    if !have_cxx() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = write_matrix(dir.path());
+    let out = dir.path().join("cuda");
+    let o = bench(
+        "spmm",
+        &m,
+        &[
+            "--format",
+            "auto",
+            "--emit-cuda",
+            out.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .expect("the directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.contains(&"csrmm_feat8.cu".to_string()), "{names:?}");
+    assert!(names.iter().any(|n| n.contains("_hyb_")), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.contains("_ell_width_3_")),
+        "{names:?}"
+    );
+    for n in &names {
+        let text = std::fs::read_to_string(out.join(n)).expect("read");
+        assert!(text.contains("extern \"C\" __global__"), "{n}");
+    }
+}
+
+#[test]
 fn formats_without_a_gpu_kernel_exit_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let m = write_matrix(dir.path());

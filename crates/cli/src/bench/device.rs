@@ -204,6 +204,18 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 };
                 alts.push((kernel, oargs, own.name.clone(), sched.into()));
             }
+            // `--emit-cuda`: every other format's kernels too, one file per matrix and format.
+            if let Some(dir) = &o.emit_cuda {
+                for (ak, _, aname, _) in &alts {
+                    let safe: String = aname
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                        .collect();
+                    let path = dir.join(format!("{}_{name}_{safe}_feat{feat}.cu", op.kernel()));
+                    std::fs::write(&path, &ak.module().source)
+                        .map_err(|e| Failure(format!("error: {}: {e}", path.display())))?;
+                }
+            }
             let mut format_name = "csr".to_string();
             let mut candidates = Vec::new();
             let mut sched_name = sched_name.to_string();
