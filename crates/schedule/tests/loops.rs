@@ -252,6 +252,19 @@ fn reorder_errors() {
     let main = loops_of(&mut sch, "csrmm0");
     let e = sch.reorder(&[main[0], search[0]]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotConsecutive, "{e}");
+    // A threaded loop may not move inside a vectorized one (C has no parallel loop inside a
+    // SIMD region); the schedule is left as it was.
+    let f = kernel("csrmm", Stage::II);
+    let mut sch = Schedule::new(f).unwrap();
+    let l = loops_of(&mut sch, "csrmm1_init");
+    let k = sch.split(l[0], &[None, Some(1)]).unwrap();
+    sch.vectorize(k[1]).unwrap();
+    sch.parallel(k[0]).unwrap();
+    let before = print(sch.func());
+    let e = sch.reorder(&[k[1], k[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::BadPlacement, "{e}");
+    assert!(e.to_string().contains("inside the vectorized loop"), "{e}");
+    assert_eq!(print(sch.func()), before);
 }
 
 #[test]

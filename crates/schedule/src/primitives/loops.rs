@@ -564,6 +564,39 @@ impl Schedule {
                 ));
             }
         }
+        // A vectorized loop may not end up around a threaded one (see `check_simd_nesting`):
+        // the body below the nest counts too.
+        let threaded = |k: ForKind| matches!(k, ForKind::Parallel | ForKind::ThreadBinding);
+        let body_threaded = {
+            let mut t = false;
+            chain[chain.len() - 1].body.visit(&mut |s| {
+                if let Stmt::For(f) = s {
+                    t |= threaded(f.kind);
+                }
+            });
+            t
+        };
+        for (p, v) in new_vars.iter().enumerate() {
+            if headers[v].kind != ForKind::Vectorized {
+                continue;
+            }
+            let inner = new_vars[p + 1..]
+                .iter()
+                .find(|w| threaded(headers[*w].kind))
+                .map(|w| format!("the threaded loop `{}`", self.var_name(*w)));
+            let inner = inner.or_else(|| body_threaded.then(|| "a threaded loop".to_string()));
+            if let Some(what) = inner {
+                return Err(self.error(
+                    ErrorKind::BadPlacement,
+                    format!(
+                        "`reorder` would put {what} inside the vectorized loop `{}`; a \
+                         vectorized loop may only hold serial, unrolled or vectorized loops",
+                        self.var_name(*v)
+                    ),
+                    Focus::Loop(*v),
+                ));
+            }
+        }
         let body = chain[chain.len() - 1].body.clone();
         let new = nest(new_vars.iter().map(|v| headers[v].clone()).collect(), body);
         self.transact("reorder", |f| {
