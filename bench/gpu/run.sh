@@ -48,7 +48,7 @@ for m in "$DATA"/*.mtx; do
     for dt in float16 bfloat16; do
         "$BIN" bench spmm --matrix "$m" --feat 32,128 --device cuda --dtype $dt --repeat 50 --json >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
         # Tensor cores: 16 x 16 BSR blocks and TC-GNN's condensed tiles (mma.sync m16n8k16).
-        for f in bsr:16 condense; do
+        for f in bsr:16 bsr:32 condense; do
             "$BIN" bench spmm --matrix "$m" --feat 32,128 --device cuda --dtype $dt --format $f --repeat 50 --json >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
         done
     done

@@ -112,7 +112,11 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
         let j = line(&bench("spmm", &m, &["--dtype", dtype]));
         assert_eq!(j["dtype"], dtype);
         assert_eq!(j["check"], true, "{j}");
-        for (format, ran) in [("bsr:16", "bsr(block=16)"), ("condense", "condense")] {
+        for (format, ran) in [
+            ("bsr:16", "bsr(block=16)"),
+            ("bsr:32", "bsr(block=32)"),
+            ("condense", "condense"),
+        ] {
             let j = line(&bench("spmm", &m, &["--dtype", dtype, "--format", format]));
             assert_eq!(j["format"], ran, "{j}");
             assert_eq!(j["schedule"], "tensor cores", "{j}");

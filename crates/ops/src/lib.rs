@@ -182,6 +182,10 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
     ("bsrmm", include_str!("../schedules/gpu/bsrmm.sched")),
     // 16 x 16 blocks, 16-bit operands: tensor cores (`mma.sync` m16n8k16).
     ("bsrmm_tc", include_str!("../schedules/gpu/bsrmm_tc.sched")),
+    (
+        "bsrmm_tc32",
+        include_str!("../schedules/gpu/bsrmm_tc32.sched"),
+    ),
     // TC-GNN's condensed tiles (formats/condense_spmm.sp), 16 x 16, 16-bit operands.
     (
         "condense_spmm_tc",

@@ -1,4 +1,5 @@
-//! Tensor cores without a GPU: BSR SpMM with 16 x 16 blocks, float16 or bfloat16 operands and a
+//! Tensor cores without a GPU: BSR SpMM with 16 x 16 blocks (and 32 x 32 ones, 2 x 2 tiles each,
+//! `bsrmm_tc32.sched`), float16 or bfloat16 operands and a
 //! float32 output, scheduled by `schedules/gpu/bsrmm_tc.sched` (every block times a 16 x 8
 //! slice of B one `mma.sync` m16n8k16), runs in the CPU emulation of its CUDA — the `mma`
 //! computed from the warp's fragments in PTX's layouts — and equals the stage-I reference
@@ -35,12 +36,24 @@ fn kernel(dt: DType) -> sparsetir_ir::PrimFunc {
 }
 
 fn spec(feat: usize) -> Vec<(String, i64)> {
-    vec![("blk".into(), 16), ("feat_size".into(), feat as i64)]
+    spec_blk(16, feat)
+}
+
+fn spec_blk(blk: usize, feat: usize) -> Vec<(String, i64)> {
+    vec![
+        ("blk".into(), blk as i64),
+        ("feat_size".into(), feat as i64),
+    ]
 }
 
 /// A random BSR matrix of `nb` x `mb` blocks of 16 (block row 1 empty when there are more than
 /// two), its arguments for a dense operand of `feat` columns.
-fn bsr_args(rng: &mut ChaCha8Rng, nb: usize, mb: usize, feat: usize, dt: DType) -> Args {
+fn bsr_args(
+    rng: &mut ChaCha8Rng,
+    (nb, mb, blk): (usize, usize, usize),
+    feat: usize,
+    dt: DType,
+) -> Args {
     let (mut indptr, mut indices) = (vec![0i64], Vec::new());
     for i in 0..nb {
         for j in 0..mb {
@@ -51,10 +64,10 @@ fn bsr_args(rng: &mut ChaCha8Rng, nb: usize, mb: usize, feat: usize, dt: DType) 
         indptr.push(indices.len() as i64);
     }
     let nnzb = indices.len();
-    let vals: Vec<f64> = (0..nnzb * 256)
+    let vals: Vec<f64> = (0..nnzb * blk * blk)
         .map(|_| rng.random_range(-1.0..1.0))
         .collect();
-    let b: Vec<f64> = (0..mb * 16 * feat)
+    let b: Vec<f64> = (0..mb * blk * feat)
         .map(|_| rng.random_range(-1.0..1.0))
         .collect();
     let arr = |dt: DType, v: &[f64]| ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"));
@@ -62,28 +75,37 @@ fn bsr_args(rng: &mut ChaCha8Rng, nb: usize, mb: usize, feat: usize, dt: DType) 
     let mut args = HashMap::new();
     args.insert("a".into(), arr(dt, &vals));
     args.insert("b".into(), arr(dt, &b));
-    args.insert("c".into(), arr(DType::F32, &vec![7.0; nb * 16 * feat]));
+    args.insert("c".into(), arr(DType::F32, &vec![7.0; nb * blk * feat]));
     args.insert("indptr".into(), int(&indptr));
     args.insert("indices".into(), int(&indices));
     args.insert("nb".into(), ArgValue::Int(nb as i64));
     args.insert("mb".into(), ArgValue::Int(mb as i64));
     args.insert("nnzb".into(), ArgValue::Int(nnzb as i64));
-    args.insert("blk".into(), ArgValue::Int(16));
+    args.insert("blk".into(), ArgValue::Int(blk as i64));
     args.insert("feat_size".into(), ArgValue::Int(feat as i64));
     args
 }
 
 #[test]
-fn bsr16_on_tensor_cores_equals_the_evaluator_in_the_emulator() {
+fn bsr16_and_bsr32_on_tensor_cores_equal_the_evaluator_in_the_emulator() {
     let mut rng = ChaCha8Rng::seed_from_u64(16);
+    let tc32 = sparsetir_ops::gpu_schedule("bsrmm_tc32").expect("the 32 x 32 schedule");
     for dt in [DType::F16, DType::BF16] {
         let g = kernel(dt);
-        for (nb, mb, feat) in [(1, 1, 8), (3, 4, 16), (5, 3, 32)] {
-            let what = format!("bsrmm {dt} on tensor cores, {nb}x{mb} blocks, feat {feat}");
+        for (nb, mb, blk, feat) in [
+            (1, 1, 16, 8),
+            (3, 4, 16, 16),
+            (5, 3, 16, 32),
+            (1, 1, 32, 8),
+            (3, 2, 32, 16),
+        ] {
+            let what =
+                format!("bsrmm {dt} on tensor cores, {nb}x{mb} blocks of {blk}, feat {feat}");
+            let sched = if blk == 16 { schedule() } else { tc32 };
             let k = GpuKernel::build(
                 &g,
-                Some(schedule()),
-                &spec(feat),
+                Some(sched),
+                &spec_blk(blk, feat),
                 GpuDevice::Emulator,
                 &cache(),
             )
@@ -95,7 +117,7 @@ fn bsr16_on_tensor_cores_equals_the_evaluator_in_the_emulator() {
                 )),
                 "{what}: no mma call"
             );
-            let args = bsr_args(&mut rng, nb, mb, feat, dt);
+            let args = bsr_args(&mut rng, (nb, mb, blk), feat, dt);
             let mut want = args.clone();
             eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
             let mut got = args.clone();

@@ -194,7 +194,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 let kernel = GpuKernel::build(&func, osched, &own.gpu_spec, device, &cache)?;
                 let mut oargs = own.arguments(op, &dense_b);
                 store_inputs(op, &mut oargs, dtype);
-                let tensor_cores = ["bsrmm_tc", "condense_spmm_tc"]
+                let tensor_cores = ["bsrmm_tc", "bsrmm_tc32", "condense_spmm_tc"]
                     .iter()
                     .any(|n| osched.is_some() && osched == sparsetir_ops::gpu_schedule(n));
                 let sched = match osched {

@@ -257,8 +257,9 @@ pub(super) struct OwnFormat {
 
 impl OwnFormat {
     /// The stage-I function with the operands stored as `dtype` (float32 arithmetic and output,
-    /// `store_as`), and the GPU schedule for it: 16 x 16 BSR blocks with 16-bit operands and a
-    /// feature width that is a multiple of 8 run on tensor cores (`gpu/bsrmm_tc.sched`).
+    /// `store_as`), and the GPU schedule for it: 16 x 16 and 32 x 32 BSR blocks and condensed
+    /// tiles with 16-bit operands and a feature width that is a multiple of 8 run on tensor
+    /// cores (`gpu/bsrmm_tc.sched`, `bsrmm_tc32.sched`, `condense_spmm_tc.sched`).
     pub(super) fn with_dtype(
         &self,
         op: Op,
@@ -272,6 +273,7 @@ impl OwnFormat {
             .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
         let tc = match self.name.as_str() {
             "bsr(block=16)" => Some("bsrmm_tc"),
+            "bsr(block=32)" => Some("bsrmm_tc32"),
             "condense" => Some("condense_spmm_tc"),
             _ => None,
         };
