@@ -729,9 +729,9 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         ));
     }
     let format = Format::parse(&o.format).map_err(|e| Failure(format!("error: {e}")))?;
-    if dtype != DType::F32 && format != Format::Csr {
+    if dtype != DType::F32 && matches!(format, Format::Auto) {
         return Err(Failure(format!(
-            "error: --dtype {dtype} takes the csr format (got `{format}`)"
+            "error: --dtype {dtype} takes one format, not `auto`"
         )));
     }
     // SpMV: CSR or SELL; its `auto` measures CSR under four schedules (`SPMV_AUTO_CANDIDATES`)
@@ -826,6 +826,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                     threads,
                     timing,
                     &compile_opts,
+                    dtype,
                 )?;
                 if o.json {
                     let mut lock = stdout.lock();

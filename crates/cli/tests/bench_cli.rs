@@ -181,9 +181,41 @@ fn sixteen_bit_operands_check_against_the_rounded_reference() {
             assert!(lines[0]["relerr"].as_f64().unwrap() < 1e-5, "{}", lines[0]);
         }
     }
+    // Formats with a kernel of their own take 16-bit operands too.
+    for (op, format, ran) in [
+        ("spmm", "bsr:2", "bsr(block=2)"),
+        ("spmm", "condense", "condense"),
+        ("spmv", "sell", "sell(sigma="),
+    ] {
+        let o = run(&[
+            "bench",
+            op,
+            "--matrix",
+            path.to_str().unwrap(),
+            "--feat",
+            "8",
+            "--dtype",
+            "bfloat16",
+            "--format",
+            format,
+            "--json",
+            "--repeat",
+            "1",
+            "--warmup",
+            "0",
+            "--warmup-ms",
+            "0",
+        ]);
+        assert!(o.status.success(), "{op} {format}: {}", text(&o.stderr));
+        let lines = json_lines(&o);
+        assert!(lines[0]["format"].as_str().unwrap().starts_with(ran), "{}", lines[0]);
+        assert_eq!(lines[0]["dtype"], "bfloat16");
+        assert_eq!(lines[0]["check"], true, "{}", lines[0]);
+    }
     for bad in [
         &["--dtype", "int8"][..],
         &["--dtype", "float16", "--format", "hyb"][..],
+        &["--dtype", "float16", "--format", "auto"][..],
     ] {
         let mut args = vec!["bench", "spmm", "--matrix", path.to_str().unwrap()];
         args.extend_from_slice(bad);

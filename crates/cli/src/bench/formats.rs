@@ -51,7 +51,7 @@ use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
 
 use super::{arguments, build, dense_name, output_name, output_values, random_values};
 use super::{f32_tensor, f32_zeros, i32_tensor, CaseResult, Csr, Op, TOLERANCE};
-use super::{reference, relative_error};
+use super::{reference_as_read, relative_error, store_inputs};
 use crate::Failure;
 
 /// How a prepared kernel's arguments are made.
@@ -93,7 +93,19 @@ fn prepare(
     feat: usize,
     format: &Format,
     opts: &CompileOptions,
+    dtype: DType,
 ) -> Result<Prepared, Failure> {
+    if dtype != DType::F32
+        && !matches!(
+            format,
+            Format::Bsr(_) | Format::Ell(_) | Format::Condense | Format::Sell { .. }
+        )
+    {
+        return Err(Failure(format!(
+            "error: --dtype {dtype} takes the csr format or a format with a kernel of its own \
+             (bsr:B, ell(width=W) without remainder, condense, sell) on the CPU (got `{format}`)"
+        )));
+    }
     match (op, format) {
         (op, Format::Csr) => {
             // The catalog default for spmm and spmv, the tuned one for sddmm.
@@ -135,10 +147,14 @@ fn prepare(
                 cache,
             })
         }
-        (Op::Spmm, Format::Bsr(block)) => prepare_own(own_bsr(a, feat, *block)?, opts),
-        (Op::Spmv, Format::Sell { sigma }) => prepare_own(own_sell(a, *sigma)?, opts),
-        (Op::Spmm, Format::Condense) => prepare_own(own_condense(a, feat)?, opts),
-        (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts),
+        (Op::Spmm, Format::Bsr(block)) => {
+            prepare_own(op, feat, own_bsr(a, feat, *block)?, opts, dtype)
+        }
+        (Op::Spmv, Format::Sell { sigma }) => {
+            prepare_own(op, feat, own_sell(a, *sigma)?, opts, dtype)
+        }
+        (Op::Spmm, Format::Condense) => prepare_own(op, feat, own_condense(a, feat)?, opts, dtype),
+        (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts, dtype),
         (_, Format::Auto) => Err(Failure(
             "error: internal error: `auto` is not a candidate format".into(),
         )),
@@ -316,8 +332,15 @@ pub(super) fn own_format(
 }
 
 /// The CPU kernel of an [`OwnFormat`].
-fn prepare_own(o: OwnFormat, opts: &CompileOptions) -> Result<Prepared, Failure> {
-    let (kernel, total, frontend, load) = build_own(&o.func, &o.cpu_schedule, &o.spec, opts)?;
+fn prepare_own(
+    op: Op,
+    feat: usize,
+    o: OwnFormat,
+    opts: &CompileOptions,
+    dtype: DType,
+) -> Result<Prepared, Failure> {
+    let (func, _) = o.with_dtype(op, feat, dtype)?;
+    let (kernel, total, frontend, load) = build_own(&func, &o.cpu_schedule, &o.spec, opts)?;
     let cache = kernel.report().outcome;
     Ok(Prepared {
         name: o.name.clone(),
@@ -433,10 +456,22 @@ fn prepare_ell(
     feat: usize,
     width: Option<usize>,
     opts: &CompileOptions,
+    dtype: DType,
 ) -> Result<Prepared, Failure> {
     let (width, e, convert_seconds) = ell_convert(a, width)?;
+    if e.rest_nnz() > 0 && dtype != DType::F32 {
+        return Err(Failure(format!(
+            "error: --dtype {dtype}: ell(width={width}) has a CSR remainder here (float32 only)"
+        )));
+    }
     if e.rest_nnz() == 0 {
-        return prepare_own(own_ell(a, feat, width, &e, convert_seconds), opts);
+        return prepare_own(
+            Op::Spmm,
+            feat,
+            own_ell(a, feat, width, &e, convert_seconds),
+            opts,
+            dtype,
+        );
     }
     let spec = vec![("feat_size".to_string(), feat as i64)];
     let csrmm = sparsetir_ops::load("csrmm")?;
@@ -549,6 +584,7 @@ fn time_checked(
     a: &Csr,
     feat: usize,
     timing: TimingOptions,
+    dtype: DType,
 ) -> Result<(f64, f64), Failure> {
     let dense_a = match op {
         Op::Sddmm => random_values(2, a.rows * feat, 0.0),
@@ -563,8 +599,9 @@ fn time_checked(
         }
         Binding::Own(o) => o.arguments(op, &dense_b),
     };
+    store_inputs(op, &mut args, dtype);
     let t = p.kernel.time(&mut args, timing)?;
-    let want = reference(op, a, feat, &dense_a, &dense_b);
+    let want = reference_as_read(op, a, feat, &dense_a, &dense_b, dtype);
     // Padded formats compute extra rows past the matrix's: the result is the first ones.
     let out = output_values(op, &args);
     let out = &out[..out.len().min(want.len())];
@@ -597,6 +634,7 @@ pub(super) fn measure_format(
     threads: usize,
     timing: TimingOptions,
     opts: &CompileOptions,
+    dtype: DType,
 ) -> Result<CaseResult, Failure> {
     let mut candidates = Vec::new();
     let chosen = if *format == Format::Auto {
@@ -616,7 +654,7 @@ pub(super) fn measure_format(
         };
         let mut prepared = Vec::new();
         for f in formats {
-            prepared.push(prepare(op, a, feat, &f, opts)?);
+            prepared.push(prepare(op, a, feat, &f, opts, DType::F32)?);
         }
         if op == Op::Spmv {
             for (name, schedule) in SPMV_AUTO_CANDIDATES {
@@ -624,7 +662,7 @@ pub(super) fn measure_format(
             }
         }
         for p in prepared {
-            let (t, err) = time_checked(op, &p, a, feat, quick)?;
+            let (t, err) = time_checked(op, &p, a, feat, quick, DType::F32)?;
             candidates.push((p.name.clone(), t));
             // A candidate that fails the check is never chosen.
             if err <= TOLERANCE && best.as_ref().is_none_or(|(bt, _)| t < *bt) {
@@ -640,9 +678,9 @@ pub(super) fn measure_format(
             }
         }
     } else {
-        prepare(op, a, feat, format, opts)?
+        prepare(op, a, feat, format, opts, dtype)?
     };
-    let (seconds, relerr) = time_checked(op, &chosen, a, feat, timing)?;
+    let (seconds, relerr) = time_checked(op, &chosen, a, feat, timing, dtype)?;
     Ok(CaseResult {
         op,
         matrix: matrix.to_string(),
@@ -667,6 +705,6 @@ pub(super) fn measure_format(
         requested: format.to_string(),
         convert_seconds: chosen.convert_seconds,
         candidates,
-        dtype: DType::F32,
+        dtype,
     })
 }
