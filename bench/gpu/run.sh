@@ -54,6 +54,11 @@ for m in "$DATA"/*.mtx; do
     done
 done
 "$BIN" bench spmm --matrix "$DATA/cora.mtx" --feat 128 --device cuda --emit-cuda "$OUT/cuda" --json > /dev/null 2>&1
+# Masked attention (SDDMM, sparse softmax, SpMM per head) on a Longformer mask of 4096 tokens.
+"$BIN" gen longformer --seq-len 4096 --window 256 --global 16 -o "$OUT/longformer4096.mtx"
+for dt in float32 float16; do
+    "$BIN" bench attention --matrix "$OUT/longformer4096.mtx" --heads 8 --feat 64 --dtype $dt --device cuda --repeat 50 --json >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
+done
 python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse.jsonl" 2>> "$OUT/errors.txt"
 { echo "## CSR (default GPU schedules)"; python3 bench/gpu/summarize.py "$OUT/sparsetir.jsonl" "$OUT/cusparse.jsonl"
   echo; echo "## SpMM --format auto (CSR or hyb per case)"; python3 bench/gpu/summarize.py "$OUT/sparsetir_auto.jsonl" "$OUT/cusparse.jsonl"; } | tee "$OUT/summary.md"

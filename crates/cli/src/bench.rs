@@ -1,4 +1,4 @@
-//! `sparsetir bench spmm|sddmm|spmv`: compiles the catalog kernel of an operator with its default
+//! `sparsetir bench spmm|sddmm|spmv|attention`: compiles the catalog kernel of an operator with its default
 //! CPU schedule (feature width specialised), runs it on Matrix Market files with random dense
 //! operands, times it (warm-up + repeats, median) and checks every measured output against an
 //! independent reference written here (plain f64 loops over the CSR arrays).
@@ -20,6 +20,7 @@ use sparsetir_runtime::{CacheOutcome, CompileOptions, Kernel, TimingOptions};
 use crate::Failure;
 use sparsetir_ops::composable::Format;
 
+mod attention;
 mod device;
 mod formats;
 
@@ -431,6 +432,8 @@ pub struct Options {
     /// `float32`, `float16` or `bfloat16`: how the operands are stored (arithmetic and output
     /// stay float32).
     pub dtype: String,
+    /// `bench attention`: the number of heads.
+    pub heads: usize,
 }
 
 /// One measured case.
@@ -712,6 +715,9 @@ fn stem(path: &Path) -> String {
 
 /// Runs `sparsetir bench`.
 pub fn run(o: &Options) -> Result<(), Failure> {
+    if o.op.trim() == "attention" {
+        return attention::run(o);
+    }
     let op = Op::parse(&o.op)?;
     let dtype = parse_dtype(&o.dtype)?;
     match o.device.as_str() {

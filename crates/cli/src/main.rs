@@ -168,7 +168,8 @@ enum Command {
     /// Benchmark an operator (spmm, sddmm, spmv) compiled with its default CPU schedule on
     /// Matrix Market files: median time, GFLOP/s, and a check against an independent reference.
     Bench {
-        /// The operator: spmm, sddmm or spmv.
+        /// The operator: spmm, sddmm, spmv, or attention (masked attention: SDDMM, sparse
+        /// softmax and SpMM on the mask `--matrix`, per head).
         op: String,
         /// A `.mtx` file (repeatable).
         #[arg(long = "matrix", value_name = "FILE.mtx")]
@@ -219,6 +220,9 @@ enum Command {
         /// `bfloat16`; arithmetic and output stay float32 (the 16-bit types take `--format csr`).
         #[arg(long, default_value = "float32")]
         dtype: String,
+        /// `bench attention`: attention heads (Q, K, V of `heads x n x feat`).
+        #[arg(long, default_value_t = 1)]
+        heads: usize,
     },
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
@@ -392,6 +396,7 @@ fn main() -> ExitCode {
             device,
             emit_cuda,
             dtype,
+            heads,
         } => bench::run(&bench::Options {
             op,
             matrices,
@@ -408,6 +413,7 @@ fn main() -> ExitCode {
             device,
             emit_cuda,
             dtype,
+            heads,
         }),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),

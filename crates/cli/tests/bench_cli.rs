@@ -208,7 +208,11 @@ fn sixteen_bit_operands_check_against_the_rounded_reference() {
         ]);
         assert!(o.status.success(), "{op} {format}: {}", text(&o.stderr));
         let lines = json_lines(&o);
-        assert!(lines[0]["format"].as_str().unwrap().starts_with(ran), "{}", lines[0]);
+        assert!(
+            lines[0]["format"].as_str().unwrap().starts_with(ran),
+            "{}",
+            lines[0]
+        );
         assert_eq!(lines[0]["dtype"], "bfloat16");
         assert_eq!(lines[0]["check"], true, "{}", lines[0]);
     }
@@ -292,4 +296,83 @@ fn bad_inputs_exit_one() {
             text(&o.stderr)
         );
     }
+}
+
+/// A 12 × 12 attention mask: a band of width 1 plus column 0 (a global token), rows 4 and 9
+/// empty.
+fn write_mask(dir: &Path) -> PathBuf {
+    let mut entries = Vec::new();
+    for i in 0..12usize {
+        if i == 4 || i == 9 {
+            continue;
+        }
+        for j in 0..12usize {
+            if j == 0 || i.abs_diff(j) <= 1 {
+                entries.push((i + 1, j + 1));
+            }
+        }
+    }
+    let mut s = format!(
+        "%%MatrixMarket matrix coordinate pattern general\n12 12 {}\n",
+        entries.len()
+    );
+    for (i, j) in &entries {
+        s.push_str(&format!("{i} {j}\n"));
+    }
+    let p = dir.join("mask.mtx");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+#[test]
+fn attention_matches_the_f64_reference() {
+    // Masked attention (SDDMM, sparse softmax, SpMM per head) against the reference computed
+    // in the benchmark from the same (rounded) Q, K, V; empty mask rows give 0.
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mask = write_mask(dir.path());
+    for dtype in ["float32", "float16", "bfloat16"] {
+        let o = run(&[
+            "bench",
+            "attention",
+            "--matrix",
+            mask.to_str().unwrap(),
+            "--heads",
+            "3",
+            "--feat",
+            "8,16",
+            "--dtype",
+            dtype,
+            "--json",
+            "--repeat",
+            "1",
+            "--warmup",
+            "0",
+            "--warmup-ms",
+            "0",
+        ]);
+        assert!(o.status.success(), "{dtype}: {}", text(&o.stderr));
+        let lines = json_lines(&o);
+        assert_eq!(lines.len(), 2, "{dtype}");
+        for l in &lines {
+            assert_eq!(l["op"], "attention");
+            assert_eq!(l["heads"], 3);
+            assert_eq!(l["dtype"], dtype);
+            assert_eq!(l["check"], true, "{l}");
+            assert!(l["relerr"].as_f64().unwrap() < 1e-5, "{l}");
+            assert!(l["seconds"].as_f64().unwrap() > 0.0, "{l}");
+        }
+    }
+    // A mask must be square.
+    let rect = dir.path().join("rect.mtx");
+    std::fs::write(
+        &rect,
+        "%%MatrixMarket matrix coordinate pattern general\n2 3 1\n1 1\n",
+    )
+    .unwrap();
+    let o = run(&["bench", "attention", "--matrix", rect.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("square"), "{}", text(&o.stderr));
 }

@@ -1,6 +1,6 @@
 //! `sparsetir bench ... --device cuda-emu`: the generated CUDA of every operator and format the
 //! GPU path runs (csr; for spmm hyb, bsr:B, ell(width=W) and auto; for spmv sell; 16-bit
-//! operands with `--dtype`, 16 x 16 BSR blocks and TC-GNN's condensed tiles on tensor
+//! operands with `--dtype`; masked attention; 16 x 16 BSR blocks and TC-GNN's condensed tiles on tensor
 //! cores) runs in the CPU emulator, prints one JSON line per case with
 //! `check: true` against the f64 reference, the format that ran and the emulator's traffic
 //! counts; formats without a GPU kernel and bad combinations exit with code 1. Skipped, with a
@@ -158,6 +158,36 @@ fn emit_cuda_writes_every_format_measured() {
     for n in &names {
         let text = std::fs::read_to_string(out.join(n)).expect("read");
         assert!(text.contains("extern \"C\" __global__"), "{n}");
+    }
+}
+
+#[test]
+fn attention_runs_and_checks_in_the_emulator() {
+    if !have_cxx() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = String::from("%%MatrixMarket matrix coordinate pattern general\n10 10 ");
+    let mut entries = Vec::new();
+    for i in 0..10usize {
+        if i == 3 {
+            continue; // an empty row: its output is 0
+        }
+        for j in i.saturating_sub(2)..(i + 3).min(10) {
+            entries.push((i + 1, j + 1));
+        }
+    }
+    text.push_str(&format!("{}\n", entries.len()));
+    for (i, j) in &entries {
+        text.push_str(&format!("{i} {j}\n"));
+    }
+    let m = dir.path().join("mask.mtx");
+    std::fs::write(&m, text).expect("write");
+    for dtype in ["float32", "float16"] {
+        let j = line(&bench("attention", &m, &["--heads", "2", "--dtype", dtype]));
+        assert_eq!(j["check"], true, "{j}");
+        assert_eq!(j["device"], "cuda-emu");
+        assert_eq!(j["heads"], 2);
     }
 }
 
