@@ -14,16 +14,15 @@ Gradients of A reach a sparse tensor built with ``torch.sparse_csr_tensor(..., v
 through ``values``.
 
 Caching: the CSR structure of a matrix (int32 ``indptr``/``indices``, and its transpose once a
-backward pass needs it) is cached per matrix object, so a graph used every epoch is converted
-once. A cached structure is checked against the object's own index arrays on each use, so a
-matrix rebuilt with a new pattern is converted again; do not rewrite a matrix's index arrays in
-place.
+backward pass needs it) is cached by the identity of the matrix's index arrays (see
+``_StructureCache``), so a graph used every epoch is converted once, also when its values change
+(dropout). Do not rewrite a matrix's index arrays in place.
 """
 
 from __future__ import annotations
 
 import hashlib
-import weakref
+from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -82,29 +81,35 @@ class _Csr:
         return self._torch["perm"]
 
 
-class _IdCache:
-    """Per-object cache that forgets an entry when its object is collected."""
+class _StructureCache:
+    """CSR structures by the identity of the index arrays they were built from.
 
-    def __init__(self):
-        self._d: Dict[int, Tuple[Any, Any, Any]] = {}
+    The key is the address, length and matrix shape of the source index arrays, and the entry
+    keeps those arrays alive, so an address cannot be reused by other data while its entry
+    exists. Matrices that share index arrays (``torch.sparse_csr_tensor(crow, col, new_values)``
+    each epoch, after dropout on the values) share one structure and its cached transpose.
+    Bounded: the least recently used entries go first.
+    """
 
-    def get(self, obj: Any, check: Any) -> Any:
-        hit = self._d.get(id(obj))
-        if hit is not None and hit[0]() is obj and hit[1] == check:
-            return hit[2]
-        return None
+    def __init__(self, capacity: int = 64):
+        self._d: "OrderedDict[tuple, Tuple[tuple, _Csr]]" = OrderedDict()
+        self._capacity = capacity
 
-    def put(self, obj: Any, check: Any, value: Any) -> None:
-        key = id(obj)
-        d = self._d
-        try:
-            ref = weakref.ref(obj, lambda _r, key=key: d.pop(key, None))
-        except TypeError:
-            return  # not weak-referenceable: not cached
-        d[key] = (ref, check, value)
+    def get(self, key: tuple) -> Optional[_Csr]:
+        hit = self._d.get(key)
+        if hit is None:
+            return None
+        self._d.move_to_end(key)
+        return hit[1]
+
+    def put(self, key: tuple, keep: tuple, value: _Csr) -> None:
+        self._d[key] = (keep, value)
+        self._d.move_to_end(key)
+        while len(self._d) > self._capacity:
+            self._d.popitem(last=False)
 
 
-_structures = _IdCache()
+_structures = _StructureCache()
 
 
 def _is_torch(x: Any) -> bool:
@@ -112,19 +117,16 @@ def _is_torch(x: Any) -> bool:
 
 
 def _scipy_structure(A: Any) -> Tuple[_Csr, np.ndarray]:
-    check = None
-    if getattr(A, "format", None) == "csr":
-        check = (id(A.indptr), id(A.indices), A.nnz, A.shape)
-        hit = _structures.get(A, check)
-        if hit is not None:
-            return hit, A.data
     csr = A.tocsr()
     if not csr.has_canonical_format:
         csr = csr.copy()
         csr.sum_duplicates()
-    s = _Csr(csr.shape[0], csr.shape[1], csr.indptr, csr.indices)
-    if check is not None and csr is A:
-        _structures.put(A, check, s)
+    key = ("scipy", csr.indptr.ctypes.data, csr.indices.ctypes.data, csr.indptr.dtype.str,
+           csr.indices.dtype.str, csr.nnz, csr.shape)
+    s = _structures.get(key)
+    if s is None:
+        s = _Csr(csr.shape[0], csr.shape[1], csr.indptr, csr.indices)
+        _structures.put(key, (csr.indptr, csr.indices), s)
     return s, csr.data
 
 
@@ -138,29 +140,30 @@ def _torch_structure(A: Any):
         raise ValueError(f"expected a 2-D sparse matrix, got {A.dim()} dimensions")
     if A.layout == torch.sparse_csr:
         crow, col = A.crow_indices(), A.col_indices()
-        check = (crow.data_ptr(), col.data_ptr(), col.numel(), tuple(A.shape))
-        s = _structures.get(A, check)
+        key = ("torch", crow.data_ptr(), col.data_ptr(), str(crow.dtype), str(col.dtype),
+               col.numel(), tuple(A.shape))
+        s = _structures.get(key)
         if s is None:
             crow_np = crow.detach().numpy()
             col_np = col.detach().numpy()
             # Columns must be sorted within rows and unique, as the kernels' axes declare:
             # every launch validates that and refuses other data with a located message.
             s = _Csr(A.shape[0], A.shape[1], crow_np, col_np)
-            _structures.put(A, check, s)
+            _structures.put(key, (crow, col), s)
         return s, A.values()
     if A.layout == torch.sparse_coo:
         if not A.is_coalesced():
             A = A.coalesce()
         idx = A.indices()
-        check = (idx.data_ptr(), idx.shape[1], tuple(A.shape))
-        s = _structures.get(A, check)
+        key = ("torch-coo", idx.data_ptr(), str(idx.dtype), idx.shape[1], tuple(A.shape))
+        s = _structures.get(key)
         if s is None:
             rows = idx[0].numpy()
             counts = np.bincount(rows, minlength=A.shape[0])
             indptr = np.zeros(A.shape[0] + 1, dtype=np.int64)
             np.cumsum(counts, out=indptr[1:])
             s = _Csr(A.shape[0], A.shape[1], indptr, idx[1].numpy())
-            _structures.put(A, check, s)
+            _structures.put(key, (idx,), s)
         return s, A.values()
     raise TypeError(f"sparse matrix layout {A.layout} is not supported (sparse_csr, sparse_coo)")
 
