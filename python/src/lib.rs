@@ -122,6 +122,9 @@ struct NativeKernel {
     func: PrimFunc,
     target: String,
     exec: Exec,
+    /// Parameters baked into the kernel: set on every binder, so data of other sizes is
+    /// refused by name before the launch.
+    specialized: Vec<(String, i64)>,
 }
 
 // SAFETY: a `NativeKernel` is immutable once built (`frozen`), and every launch takes `&self`:
@@ -247,6 +250,9 @@ impl NativeKernel {
     ) -> PyResult<Bound<'py, PyDict>> {
         let f = &self.func;
         let mut binder = Binder::new(f);
+        for (k, v) in &self.specialized {
+            binder.set(k, &v.to_string()).map_err(err)?;
+        }
         for (k, v) in sets.iter() {
             let k: String = k.extract()?;
             let v: String = v.str()?.extract()?;
@@ -328,6 +334,17 @@ impl NativeKernel {
                 )));
             };
             map.insert(name, value);
+        }
+        for (k, v) in &self.specialized {
+            match map.get(k) {
+                Some(ArgValue::Int(x)) if x == v => {}
+                Some(ArgValue::Int(x)) => {
+                    return Err(err(format!(
+                        "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
+                    )))
+                }
+                _ => {}
+            }
         }
         let mut names = Vec::new();
         for o in outputs.iter() {
@@ -466,6 +483,7 @@ fn compile(
         func: f,
         target,
         exec,
+        specialized: spec,
     })
 }
 

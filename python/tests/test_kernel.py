@@ -1,0 +1,138 @@
+"""sparsetir.compile and Kernel(**buffers): scripts from files and text, every CPU target, data
+from scipy, numpy and torch, outputs checked against dense numpy computations, and errors."""
+
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sparsetir
+from conftest import KERNELS, random_csr
+
+CSRMM = os.path.join(KERNELS, "csrmm.sp")
+SDDMM = os.path.join(KERNELS, "sddmm.sp")
+
+
+@pytest.mark.parametrize("target", ["eval", "interp", "c"])
+def test_csrmm_scipy_numpy_every_target(target):
+    A = random_csr(23, 17, 0.2, seed=1, empty_rows=(0, 5))
+    B = np.random.default_rng(2).random((17, 5)).astype(np.float32)
+    out = sparsetir.compile(CSRMM, target=target)(A=A, B=B)
+    assert list(out) == ["C"]
+    C = out["C"]
+    assert isinstance(C, np.ndarray) and C.dtype == np.float32 and C.shape == (23, 5)
+    np.testing.assert_allclose(C, A.toarray().astype(np.float64) @ B, rtol=1e-5, atol=1e-6)
+    assert not C[0].any() and not C[5].any()
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csc", "dok", "lil", "bsr"])
+def test_any_scipy_format_is_converted(fmt):
+    A = random_csr(12, 9, 0.3, seed=3)
+    B = np.arange(9 * 4, dtype=np.float32).reshape(9, 4)
+    out = sparsetir.compile(CSRMM)(A=A.asformat(fmt), B=B)
+    np.testing.assert_allclose(out["C"], A.toarray() @ B, rtol=1e-5)
+
+
+def test_script_text_and_specialization():
+    text = open(CSRMM).read()
+    k = sparsetir.compile(text, target="c", specialize={"feat_size": 4})
+    assert k.name == "csrmm" and k.target == "c" and "feat_size" in k.params()
+    assert "A" in [b[0] for b in k.buffers()]
+    A = random_csr(8, 8, 0.4, seed=4)
+    B = np.ones((8, 4), np.float32)
+    np.testing.assert_allclose(k(A=A, B=B)["C"], A.toarray() @ B, rtol=1e-5)
+    with pytest.raises(sparsetir.SparsetirError, match="feat_size|K"):
+        k(A=A, B=np.ones((8, 5), np.float32))
+
+
+def test_sparse_output_is_scipy_csr():
+    A = random_csr(10, 14, 0.3, seed=5)
+    rng = np.random.default_rng(6)
+    Xd, Yd = rng.random((10, 3)).astype(np.float32), rng.random((14, 3)).astype(np.float32)
+    out = sparsetir.compile(SDDMM, target="c")(X=A, A=Xd, B=Yd)
+    Y = out["Y"]
+    assert sp.issparse(Y) and Y.format == "csr" and Y.dtype == np.float32
+    want = A.toarray() * (Xd @ Yd.T)
+    np.testing.assert_allclose(Y.toarray(), want, rtol=1e-5, atol=1e-6)
+    assert Y.nnz == A.nnz
+
+
+def test_raw_structure_arrays_by_parameter_name():
+    A = random_csr(6, 7, 0.4, seed=7)
+    B = np.random.default_rng(8).random((7, 2)).astype(np.float32)
+    k = sparsetir.compile(CSRMM, target="c")
+    out = k(indptr=A.indptr.astype(np.int32), indices=A.indices.astype(np.int32), a=A.data,
+            B=B, m=6, n=7)
+    np.testing.assert_allclose(out["C"], A.toarray() @ B, rtol=1e-5)
+
+
+def test_torch_inputs_give_torch_outputs():
+    torch = pytest.importorskip("torch")
+    A = random_csr(11, 13, 0.3, seed=9)
+    B = torch.rand(13, 6)
+    k = sparsetir.compile(CSRMM, target="c")
+    for At in (torch.from_numpy(A.toarray()).to_sparse_csr(),
+               torch.from_numpy(A.toarray()).to_sparse()):
+        C = k(A=At, B=B)["C"]
+        assert isinstance(C, torch.Tensor) and C.shape == (11, 6)
+        torch.testing.assert_close(C, torch.from_numpy(A.toarray()) @ B)
+    Xd, Yd = torch.rand(11, 4), torch.rand(13, 4)
+    Y = sparsetir.compile(SDDMM)(X=torch.from_numpy(A.toarray()).to_sparse_csr(), A=Xd, B=Yd)["Y"]
+    assert Y.layout == torch.sparse_csr
+    torch.testing.assert_close(Y.to_dense(), torch.from_numpy(A.toarray()) * (Xd @ Yd.T))
+
+
+def test_float64_script():
+    text = open(CSRMM).read().replace("float32", "float64")
+    A = random_csr(9, 9, 0.3, seed=10, dtype=np.float64)
+    B = np.random.default_rng(11).random((9, 3))
+    C = sparsetir.compile(text)(A=A, B=B)["C"]
+    assert C.dtype == np.float64
+    np.testing.assert_allclose(C, A.toarray() @ B, rtol=1e-12)
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+def test_parse_error_is_located_in_the_file(tmp_path):
+    bad = tmp_path / "bad.sp"
+    bad.write_text(open(CSRMM).read().replace("T.sp.dense_fixed(m)", "T.sp.dense_fixd(m)"))
+    with pytest.raises(sparsetir.SparsetirError) as e:
+        sparsetir.compile(str(bad))
+    msg = str(e.value)
+    assert f"{bad}:15:9" in msg and "dense_fixd" in msg
+
+
+def test_parse_error_in_text():
+    with pytest.raises(sparsetir.SparsetirError, match=r"<string>:1:6: error: unclosed bracket"):
+        sparsetir.compile("def f(:\n  pass\n")
+
+
+def test_bad_target_and_schedule():
+    with pytest.raises(sparsetir.SparsetirError, match="unsupported target `gpu`"):
+        sparsetir.compile(CSRMM, target="gpu")
+    with pytest.raises(sparsetir.SparsetirError, match="schedule"):
+        sparsetir.compile(CSRMM, target="c", schedule="b0 = sch.get_block(\"nope\")\n")
+
+
+def test_data_errors_name_the_buffer():
+    k = sparsetir.compile(CSRMM, target="c")
+    A = random_csr(5, 6, 0.4, seed=12)
+    with pytest.raises(sparsetir.SparsetirError, match="buffer `B`.*J_detach.*6.*7"):
+        k(A=A, B=np.ones((7, 2), np.float32))
+    with pytest.raises(sparsetir.SparsetirError, match="no buffer `Q`"):
+        k(A=A, Q=np.ones(3, np.float32))
+    with pytest.raises(sparsetir.SparsetirError, match="`B` is not bound"):
+        k(A=A)
+    with pytest.raises(sparsetir.SparsetirError, match="buffer `B` has dtype float32"):
+        k(A=A, B=np.ones((6, 2), np.int32))
+    with pytest.raises(TypeError, match="buffer `B`"):
+        k(A=A, B={"not": "an array"})
+
+
+def test_invalid_raw_structure_is_refused():
+    k = sparsetir.compile(CSRMM, target="c")
+    bad_indptr = np.array([0, 2, 1, 3], np.int32)  # not monotone
+    with pytest.raises(sparsetir.SparsetirError, match="indptr|J"):
+        k(indptr=bad_indptr, indices=np.array([0, 1, 2], np.int32),
+          a=np.ones(3, np.float32), B=np.ones((4, 2), np.float32), m=3, n=4)
