@@ -20,7 +20,6 @@
 mod convert;
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use numpy::PyUntypedArray;
 use pyo3::create_exception;
@@ -127,20 +126,6 @@ struct NativeKernel {
     specialized: Vec<(String, i64)>,
 }
 
-// SAFETY: a `NativeKernel` is immutable once built (`frozen`), and every launch takes `&self`:
-// the stage-I function and the lowered IR are plain data; C kernels are function pointers into
-// a library that stays loaded; GPU kernels hold a driver module whose launches the driver
-// serialises per context. Concurrent calls from several Python threads each bind their own
-// argument arrays.
-unsafe impl Send for NativeKernel {}
-unsafe impl Sync for NativeKernel {}
-
-/// A raw pointer to the kernel that may cross into the GIL-free section.
-struct KernelRef(*const NativeKernel);
-// SAFETY: see the `Send`/`Sync` impls of `NativeKernel`; the pointee outlives the section (the
-// caller holds a reference to the Python object throughout).
-unsafe impl Send for KernelRef {}
-
 impl NativeKernel {
     /// Runs the kernel on `args` (by parameter name); outputs are written in place.
     fn execute(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), String> {
@@ -173,13 +158,9 @@ impl NativeKernel {
         py: Python<'_>,
         args: &mut HashMap<String, ArgValue>,
     ) -> PyResult<()> {
-        let me = KernelRef(self as *const NativeKernel);
-        let result = py.allow_threads(move || {
-            let me = me;
-            // SAFETY: `self` is borrowed for the whole call (see `KernelRef`).
-            let k = unsafe { &*me.0 };
-            k.execute(args)
-        });
+        // Kernels are plain data and loaded code (`NativeKernel` is `Sync`): several Python
+        // threads may run them at once, each on its own arguments.
+        let result = py.allow_threads(|| self.execute(args));
         result.map_err(|m| err(m.trim_end().trim_start_matches("error: ")))
     }
 }
@@ -513,12 +494,6 @@ fn cpu_schedule(name: &str, gathered_bytes: usize) -> Option<String> {
     })
 }
 
-/// Whether `path` names an existing file (a `compile` source given as a path).
-#[pyfunction]
-fn is_file(path: &str) -> bool {
-    Path::new(path).is_file()
-}
-
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SparsetirError", m.py().get_type::<SparsetirError>())?;
@@ -526,6 +501,5 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_source, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_schedule, m)?)?;
-    m.add_function(wrap_pyfunction!(is_file, m)?)?;
     Ok(())
 }
