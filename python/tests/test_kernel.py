@@ -14,7 +14,7 @@ CSRMM = os.path.join(KERNELS, "csrmm.sp")
 SDDMM = os.path.join(KERNELS, "sddmm.sp")
 
 
-@pytest.mark.parametrize("target", ["eval", "interp", "c"])
+@pytest.mark.parametrize("target", ["eval", "interp", "c", "cuda-emu"])
 def test_csrmm_scipy_numpy_every_target(target):
     A = random_csr(23, 17, 0.2, seed=1, empty_rows=(0, 5))
     B = np.random.default_rng(2).random((17, 5)).astype(np.float32)
@@ -113,6 +113,16 @@ def test_bad_target_and_schedule():
         sparsetir.compile(CSRMM, target="gpu")
     with pytest.raises(sparsetir.SparsetirError, match="schedule"):
         sparsetir.compile(CSRMM, target="c", schedule="b0 = sch.get_block(\"nope\")\n")
+
+
+def test_cuda_without_a_driver_is_an_exception():
+    import ctypes.util
+
+    if ctypes.util.find_library("cuda"):
+        pytest.skip("an NVIDIA driver is installed")
+    A = random_csr(5, 6, 0.4, seed=13)
+    with pytest.raises(sparsetir.SparsetirError, match="libcuda"):
+        sparsetir.compile(CSRMM, target="cuda")(A=A, B=np.ones((6, 2), np.float32))
 
 
 def test_data_errors_name_the_buffer():
