@@ -195,8 +195,12 @@ def compile(
         schedule: a schedule file's path or its text (``sch.*`` trace lines with optional
             ``# stage I/II/III`` sections; stage II when none is named).
         func: the function to compile when the script defines several.
-        decompose: format decomposition rules, as ``sparsetir run --decompose`` takes them
-            (not available in this version of the package: raises ``NotImplementedError``).
+        decompose: format decomposition rules (SPEC §3.1), one or a list, as
+            ``sparsetir run --decompose`` takes them: ``"hyb(parts=P,buckets=W1,W2,...)"``,
+            ``"bsr:B"``, ``"ell(width=W)"``, ``"ell(width=W)+csr"``, ``"coo"`` or a rule script
+            ``"FILE:param=value,..."``. The function runs decomposed on every target; data is
+            bound to the function as written (the CSR matrix is converted by the format
+            builders) and the outputs are the undecomposed function's.
         specialize: integer parameters baked into the kernel (``{"feat_size": 32}``); they are
             still bound at call time and must match.
         threads: OpenMP threads per launch (target ``c``; default: the OpenMP default).
@@ -208,14 +212,13 @@ def compile(
     if target not in TARGETS:
         raise SparsetirError(
             f"unsupported target `{target}` (available: {', '.join(TARGETS)})")
-    if decompose:
-        raise NotImplementedError("decompose= is not available from Python yet")
+    rules = [decompose] if isinstance(decompose, str) else list(decompose or [])
     text, name = _read_text(source, "source")
     sched = None
     if schedule is not None:
         sched, _ = _read_text(schedule, "schedule")
     spec = [(k, int(v)) for k, v in (specialize or {}).items()]
-    return Kernel(_native.compile(text, name, target, sched, func, spec, threads))
+    return Kernel(_native.compile(text, name, target, sched, func, spec, threads, rules))
 
 
 from . import ops  # noqa: E402  (ops uses compile/Kernel above)

@@ -18,9 +18,7 @@ pub fn parse_dtype(s: &str) -> Result<DType, String> {
 
 /// The elements of `arr` (any layout) as a `Vec<T>`, in C order; a contiguous array is one copy.
 fn elements<T: Element + Copy>(arr: &Bound<'_, PyUntypedArray>) -> Result<Vec<T>, String> {
-    let typed = arr
-        .downcast::<PyArrayDyn<T>>()
-        .map_err(|e| e.to_string())?;
+    let typed = arr.downcast::<PyArrayDyn<T>>().map_err(|e| e.to_string())?;
     let ro = typed.try_readonly().map_err(|e| e.to_string())?;
     match ro.as_slice() {
         Ok(s) => Ok(s.to_vec()),

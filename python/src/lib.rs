@@ -28,6 +28,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use sparsetir_eval::ArgValue;
 use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage};
 use sparsetir_runtime::bind::written_buffers;
+use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 use sparsetir_runtime::{read_output, Binder, CompileOptions, Output};
 use sparsetir_syntax::{parse_module, render, Diagnostic};
@@ -118,7 +119,11 @@ enum Exec {
 #[pyclass(module = "sparsetir._native", frozen)]
 struct NativeKernel {
     script: Script,
+    /// The function data is bound to and read back from (as written, not decomposed).
     func: PrimFunc,
+    /// With `decompose=`: the decomposed function that runs, and what builds its formats'
+    /// arrays from the data bound to `func` (`sparsetir run --decompose`).
+    decomposed: Option<(PrimFunc, Decomposition, String)>,
     target: String,
     exec: Exec,
     /// Parameters baked into the kernel: set on every binder, so data of other sizes is
@@ -145,7 +150,10 @@ impl NativeKernel {
             }
         };
         match &self.exec {
-            Exec::Eval => sparsetir_eval::eval_func(&self.func, args).map_err(located),
+            Exec::Eval => {
+                let g = self.decomposed.as_ref().map_or(&self.func, |(g, _, _)| g);
+                sparsetir_eval::eval_func(g, args).map_err(located)
+            }
             Exec::Interp(g) => sparsetir_eval::run_func(g, args).map_err(located),
             Exec::C(k) => k.run(args).map_err(|e| format!("error: {e}")),
             Exec::Gpu(k) => k.run(args).map(|_| ()).map_err(|e| format!("error: {e}")),
@@ -267,6 +275,12 @@ impl NativeKernel {
             }
         }
         let mut args = binder.finish().map_err(err)?;
+        if let Some((_, d, specs)) = &self.decomposed {
+            let extra = d
+                .arguments(f, &args)
+                .map_err(|e| err(format!("decompose={specs}: {e}")))?;
+            args.extend(extra);
+        }
         self.execute_released(py, &mut args)?;
         let out = PyDict::new(py);
         let written = written_buffers(&f.body);
@@ -381,19 +395,20 @@ fn lower_for_interp(script: &Script, f: &PrimFunc) -> PyResult<PrimFunc> {
             .collect();
         script.fail(&diags)
     })?;
-    lowered
-        .module
-        .funcs
-        .into_iter()
-        .next()
-        .ok_or_else(|| err(format!("internal: lowering `{}` produced no function", f.name)))
+    lowered.module.funcs.into_iter().next().ok_or_else(|| {
+        err(format!(
+            "internal: lowering `{}` produced no function",
+            f.name
+        ))
+    })
 }
 
 /// Compiles `source` (script text; `name` is what diagnostics call it) for `target` (`eval`,
 /// `interp`, `c`, `cuda`, `cuda-emu`), with an optional schedule (trace text with `# stage`
 /// sections), function name, integer specializations and OpenMP thread count.
 #[pyfunction]
-#[pyo3(signature = (source, name, target, schedule=None, func=None, specialize=Vec::new(), threads=None))]
+#[pyo3(signature = (source, name, target, schedule=None, func=None, specialize=Vec::new(), threads=None, decompose=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
 fn compile(
     py: Python<'_>,
     source: String,
@@ -403,6 +418,7 @@ fn compile(
     func: Option<String>,
     specialize: Vec<(String, i64)>,
     threads: Option<usize>,
+    decompose: Vec<String>,
 ) -> PyResult<NativeKernel> {
     let gpu = match target.as_str() {
         "cuda" => Some(GpuDevice::Cuda),
@@ -418,7 +434,9 @@ fn compile(
         }
     };
     if schedule.is_some() && target != "c" && gpu.is_none() {
-        return Err(err("schedule= applies to the c, cuda and cuda-emu targets only"));
+        return Err(err(
+            "schedule= applies to the c, cuda and cuda-emu targets only",
+        ));
     }
     if threads.is_some() && target != "c" {
         return Err(err("threads= applies to the c target only"));
@@ -437,15 +455,29 @@ fn compile(
         .into_iter()
         .filter(|(k, _)| f.param(k).is_some())
         .collect();
+    // Decomposed first (as `run --decompose`): a rule error is reported before any compiling.
+    let decomposed = if decompose.is_empty() {
+        None
+    } else {
+        let rt_script = sparsetir_runtime::decompose::Script {
+            name: script.name.clone(),
+            text: script.text.clone(),
+        };
+        let (g, d) = sparsetir_runtime::decompose::for_run(&rt_script, &f, &decompose)
+            .map_err(|e| err(e.0.trim_end().trim_start_matches("error: ")))?;
+        Some((g, d, decompose.join(", ")))
+    };
+    // The function that runs: decomposed, or as written.
+    let g = decomposed.as_ref().map_or(&f, |(g, _, _)| g);
     let exec = match target.as_str() {
         "eval" => Exec::Eval,
-        "interp" => Exec::Interp(lower_for_interp(&script, &f)?),
+        "interp" => Exec::Interp(lower_for_interp(&script, g)?),
         "c" => {
             let opts = CompileOptions {
                 threads,
                 ..CompileOptions::default()
             };
-            let (fr, sched) = (&f, schedule.as_deref());
+            let (fr, sched) = (g, schedule.as_deref());
             let k = py
                 .allow_threads(|| sparsetir_runtime::build(fr, sched, &spec, &opts))
                 .map_err(err)?;
@@ -454,14 +486,14 @@ fn compile(
         _ => {
             let device = gpu.expect("a GPU target");
             let cache = sparsetir_runtime::cache::KernelCache::from_env().map_err(err)?;
-            let k = GpuKernel::build(&f, schedule.as_deref(), &spec, device, &cache)
-                .map_err(err)?;
+            let k = GpuKernel::build(g, schedule.as_deref(), &spec, device, &cache).map_err(err)?;
             Exec::Gpu(k)
         }
     };
     Ok(NativeKernel {
         script,
         func: f,
+        decomposed,
         target,
         exec,
         specialized: spec,

@@ -146,3 +146,32 @@ def test_invalid_raw_structure_is_refused():
     with pytest.raises(sparsetir.SparsetirError, match="indptr|J"):
         k(indptr=bad_indptr, indices=np.array([0, 1, 2], np.int32),
           a=np.ones(3, np.float32), B=np.ones((4, 2), np.float32), m=3, n=4)
+
+
+# -- decompose ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule,target", [
+    ("hyb(parts=1,buckets=1,2,4)", "c"),
+    ("hyb(parts=2,buckets=2,4)", "interp"),
+    ("ell(width=16)+csr", "eval"),
+    ("coo", "c"),
+    (["bsr:4"], "c"),
+    (os.path.join(os.path.dirname(KERNELS), "rules", "bsr.rule.sp") + ":block_size=4", "eval"),
+])
+def test_decompose_runs_on_composable_formats(rule, target):
+    A = random_csr(64, 48, 0.1, seed=14)
+    B = np.random.default_rng(15).random((48, 8)).astype(np.float32)
+    k = sparsetir.compile(CSRMM, target=target, decompose=rule)
+    np.testing.assert_allclose(k(A=A, B=B)["C"], A.toarray() @ B, rtol=1e-5, atol=1e-6)
+
+
+def test_decompose_errors():
+    with pytest.raises(sparsetir.SparsetirError, match="unknown rule `nope`"):
+        sparsetir.compile(CSRMM, decompose="nope")
+    rule = os.path.join(os.path.dirname(KERNELS), "rules", "bsr.rule.sp")
+    with pytest.raises(sparsetir.SparsetirError, match=r"bsr\.rule\.sp:4:1: error: rule name"):
+        sparsetir.compile(CSRMM, decompose=rule)
+    k = sparsetir.compile(CSRMM, decompose="ell(width=2)")
+    A = random_csr(64, 48, 0.1, seed=14)
+    with pytest.raises(sparsetir.SparsetirError, match="cannot store `A`.*more than the width 2"):
+        k(A=A, B=np.ones((48, 2), np.float32))

@@ -52,3 +52,11 @@ def test_shape_errors():
         ops.spmv(A, np.ones(5))
     with pytest.raises(TypeError, match="scipy.sparse matrix or a torch sparse tensor"):
         ops.spmm(A.toarray(), np.ones((4, 2)))
+
+
+def test_matrices_without_stored_elements():
+    Z = sp.csr_matrix((5, 4), dtype=np.float32)
+    np.testing.assert_array_equal(ops.spmm(Z, np.ones((4, 3), np.float32)), np.zeros((5, 3)))
+    np.testing.assert_array_equal(ops.spmv(Z, np.ones(4, np.float32)), np.zeros(5))
+    assert ops.sddmm(Z, np.ones((5, 2)), np.ones((4, 2))).nnz == 0
+    assert ops.spmm(sp.csr_matrix((0, 4), dtype=np.float32), np.ones((4, 3))).shape == (0, 3)
