@@ -102,7 +102,8 @@ fn pick_func(module: &IRModule, name: Option<&str>) -> PyResult<PrimFunc> {
     }
 }
 
-/// What executes a kernel.
+/// What executes a kernel (one per compiled kernel: the variants' sizes do not matter).
+#[allow(clippy::large_enum_variant)]
 enum Exec {
     /// The stage-I reference evaluator.
     Eval,
@@ -111,7 +112,7 @@ enum Exec {
     /// C + OpenMP through the kernel cache.
     C(sparsetir_runtime::Kernel),
     /// CUDA on a GPU or in the CPU emulator.
-    Gpu(GpuKernel),
+    Gpu(Box<GpuKernel>),
 }
 
 /// A compiled function: `compile` builds it, `call` binds data by buffer name and runs it,
@@ -267,7 +268,7 @@ impl NativeKernel {
                 }
                 "coo" => {
                     binder.check_bindable(&name).map_err(err)?;
-                    let coo = convert::coo_from_parts(&item)
+                    let coo = convert::coo_from_parts(item)
                         .map_err(|m| err(format!("buffer `{name}`: {m}")))?;
                     binder.bind_coo(&name, &coo).map_err(err)?;
                 }
@@ -487,7 +488,7 @@ fn compile(
             let device = gpu.expect("a GPU target");
             let cache = sparsetir_runtime::cache::KernelCache::from_env().map_err(err)?;
             let k = GpuKernel::build(g, schedule.as_deref(), &spec, device, &cache).map_err(err)?;
-            Exec::Gpu(k)
+            Exec::Gpu(Box::new(k))
         }
     };
     Ok(NativeKernel {
