@@ -21,7 +21,6 @@ backward pass needs it) is cached by the identity of the matrix's index arrays (
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
 
@@ -177,15 +176,20 @@ def csr_structure(A: Any) -> _Csr:
 # Kernels
 
 _kernels: Dict[Tuple[str, str, int, str], Any] = {}
+_schedules: Dict[Tuple[str, int], Optional[str]] = {}
 
 
 def _kernel(name: str, dtype: np.dtype, feat: int, gathered_bytes: int = 0):
-    """The catalog kernel `name` for element type `dtype`, `feat_size` specialised to `feat`."""
-    dt = np.dtype(dtype).name
-    schedule = _native.cpu_schedule(name, gathered_bytes)
-    key = (name, dt, feat, hashlib.blake2s((schedule or "").encode()).hexdigest())
+    """The catalog kernel `name` for element type `dtype`, `feat_size` specialised to `feat`,
+    under its default CPU schedule (compiled on first use, then a dictionary lookup)."""
+    sk = (name, gathered_bytes)
+    if sk not in _schedules:
+        _schedules[sk] = _native.cpu_schedule(name, gathered_bytes)
+    schedule = _schedules[sk]
+    key = (name, np.dtype(dtype).name, feat, schedule or "")
     k = _kernels.get(key)
     if k is None:
+        dt = key[1]
         source = _native.catalog_source(name)
         if dt != "float32":
             # The catalog kernels are written for float32; their other instances differ in the

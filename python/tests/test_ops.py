@@ -60,3 +60,16 @@ def test_matrices_without_stored_elements():
     np.testing.assert_array_equal(ops.spmv(Z, np.ones(4, np.float32)), np.zeros(5))
     assert ops.sddmm(Z, np.ones((5, 2)), np.ones((4, 2))).nnz == 0
     assert ops.spmm(sp.csr_matrix((0, 4), dtype=np.float32), np.ones((4, 3))).shape == (0, 3)
+
+
+def test_concurrent_calls_from_threads():
+    # Kernels run without the GIL; each call binds its own arrays.
+    from concurrent.futures import ThreadPoolExecutor
+
+    A = random_csr(300, 200, 0.05, seed=20)
+    rng = np.random.default_rng(21)
+    Bs = [rng.random((200, 16)).astype(np.float32) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda B: ops.spmm(A, B), Bs))
+    for B, C in zip(Bs, got):
+        np.testing.assert_allclose(C, A.toarray() @ B, rtol=1e-5, atol=1e-6)
