@@ -175,3 +175,18 @@ def test_decompose_errors():
     A = random_csr(64, 48, 0.1, seed=14)
     with pytest.raises(sparsetir.SparsetirError, match="cannot store `A`.*more than the width 2"):
         k(A=A, B=np.ones((48, 2), np.float32))
+
+
+def test_schedule_file_and_pathlib_source():
+    import pathlib
+
+    sched = pathlib.Path(KERNELS).parent / "schedules" / "csrmm.sched"
+    k = sparsetir.compile(pathlib.Path(CSRMM), target="c", schedule=sched,
+                          specialize={"feat_size": 16})
+    assert "#pragma omp parallel" in k.c_source or "omp" in k.c_source
+    A = random_csr(40, 30, 0.1, seed=16, empty_rows=(2,))
+    B = np.random.default_rng(17).random((30, 16)).astype(np.float32)
+    np.testing.assert_allclose(k(A=A, B=B)["C"], A.toarray() @ B, rtol=1e-5, atol=1e-6)
+    # The same schedule as text.
+    k2 = sparsetir.compile(CSRMM, schedule=sched.read_text(), specialize={"feat_size": 16})
+    assert k2.c_source == k.c_source
