@@ -109,7 +109,8 @@ class Kernel:
     ``kernel(A=matrix, B=array, feat_size=32)`` binds every keyword as ``sparsetir run`` binds a
     file: a scipy.sparse matrix (any format) or a sparse torch tensor (CSR or COO) is packed into
     the storage the buffer's axes declare, a numpy array or dense torch tensor is bound as is
-    (its shape gives the sizes), ints and floats set scalar parameters, and a keyword naming a
+    (its shape gives the sizes), ints, floats (and their text) set scalar parameters, and a
+    keyword naming a
     handle parameter instead of a buffer binds a ready-made structure or value array. Sizes and
     structure parameters are inferred; everything is validated before the launch.
 
@@ -153,6 +154,8 @@ class Kernel:
                 sets[name] = str(int(value))
             elif isinstance(value, (int, float, np.integer, np.floating)):
                 sets[name] = repr(value.item() if hasattr(value, "item") else value)
+            elif isinstance(value, str):
+                sets[name] = value  # a scalar parameter as text, as `run --set` takes it
             else:
                 as_torch = as_torch or _is_torch(value)
                 binds[name] = _binding(name, value)

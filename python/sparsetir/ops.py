@@ -210,6 +210,14 @@ def _dense(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=dt)
 
 
+def _numeric(x: Any, op: str, what: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{op}: {what} must be a numeric array, not {type(x).__name__} of "
+                        f"dtype {a.dtype}")
+    return a
+
+
 def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
     if B.ndim != 2:
         raise ValueError(f"spmm: B must be 2-D, got shape {B.shape}")
@@ -405,10 +413,10 @@ def spmm(A: Any, B: Any) -> Any:
     """
     s, values, use_torch = _operands(A, (B,))
     if not use_torch:
-        return _spmm_np(s, np.asarray(values), np.asarray(B))
+        return _spmm_np(s, np.asarray(values), _numeric(B, "spmm", "B"))
     import torch
 
-    Bt = B if _is_torch(B) else torch.from_numpy(np.asarray(B))
+    Bt = B if _is_torch(B) else torch.from_numpy(_numeric(B, "spmm", "B"))
     dt = _torch_dtype(values, Bt)
     return _fns()["spmm"].apply(_as_torch_float(values, dt), _as_torch_float(Bt, dt), s)
 
@@ -438,12 +446,13 @@ def sddmm(A: Any, X: Any, Y: Any) -> Any:
     """
     s, values, use_torch = _operands(A, (X, Y))
     if not use_torch:
-        out = _sddmm_np(s, np.asarray(values), np.asarray(X), np.asarray(Y))
+        out = _sddmm_np(s, np.asarray(values), _numeric(X, "sddmm", "X"),
+                        _numeric(Y, "sddmm", "Y"))
         return _pattern_like(A, s, out)
     import torch
 
-    Xt = X if _is_torch(X) else torch.from_numpy(np.asarray(X))
-    Yt = Y if _is_torch(Y) else torch.from_numpy(np.asarray(Y))
+    Xt = X if _is_torch(X) else torch.from_numpy(_numeric(X, "sddmm", "X"))
+    Yt = Y if _is_torch(Y) else torch.from_numpy(_numeric(Y, "sddmm", "Y"))
     dt = _torch_dtype(values, Xt, Yt)
     out = _fns()["sddmm"].apply(_as_torch_float(values, dt), _as_torch_float(Xt, dt),
                                 _as_torch_float(Yt, dt), s)
@@ -458,9 +467,9 @@ def spmv(A: Any, x: Any) -> Any:
     """
     s, values, use_torch = _operands(A, (x,))
     if not use_torch:
-        return _spmv_np(s, np.asarray(values), np.asarray(x))
+        return _spmv_np(s, np.asarray(values), _numeric(x, "spmv", "x"))
     import torch
 
-    xt = x if _is_torch(x) else torch.from_numpy(np.asarray(x))
+    xt = x if _is_torch(x) else torch.from_numpy(_numeric(x, "spmv", "x"))
     dt = _torch_dtype(values, xt)
     return _fns()["spmv"].apply(_as_torch_float(values, dt), _as_torch_float(xt, dt), s)

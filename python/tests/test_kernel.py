@@ -138,6 +138,20 @@ def test_data_errors_name_the_buffer():
         k(A=A, B=np.ones((6, 2), np.int32))
     with pytest.raises(TypeError, match="buffer `B`"):
         k(A=A, B={"not": "an array"})
+    with pytest.raises(sparsetir.SparsetirError, match="parameter `m`: cannot read `x` as int32"):
+        k(A=A, B=np.ones((6, 2), np.float32), m="x")
+    with pytest.raises(sparsetir.SparsetirError, match="complex64 has no sparsetir counterpart"):
+        k(A=A, B=np.ones((6, 2), np.complex64))
+    with pytest.raises(sparsetir.SparsetirError, match="outside 0..5"):
+        k(A=out_of_range_coo(), B=np.ones((6, 2), np.float32))
+
+
+def out_of_range_coo():
+    """A COO matrix whose coordinates lie outside its shape (scipy checks on construction, so
+    the check is bypassed here)."""
+    M = sp.coo_matrix((np.ones(2, np.float32), (np.array([0, 1]), np.array([0, 1]))), shape=(5, 6))
+    M.row = np.array([0, 9], dtype=M.row.dtype)
+    return M
 
 
 def test_invalid_raw_structure_is_refused():

@@ -52,6 +52,8 @@ def test_shape_errors():
         ops.spmv(A, np.ones(5))
     with pytest.raises(TypeError, match="scipy.sparse matrix or a torch sparse tensor"):
         ops.spmm(A.toarray(), np.ones((4, 2)))
+    with pytest.raises(TypeError, match="spmm: B must be a numeric array"):
+        ops.spmm(A, "hello")
 
 
 def test_matrices_without_stored_elements():
