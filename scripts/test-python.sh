@@ -20,7 +20,8 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --quiet)
 "${PIP[@]}" install --upgrade pip
 "${PIP[@]}" install numpy scipy pytest
 if [ "${SPARSETIR_PY_TORCH:-1}" != "0" ]; then
-    "$VENV/bin/python" -c "import torch" 2>/dev/null || "${PIP[@]}" install torch
+    # No pip cache: the wheel (with its CUDA libraries, several GB on Linux) is not kept twice.
+    "$VENV/bin/python" -c "import torch" 2>/dev/null || "${PIP[@]}" install --no-cache-dir torch
 fi
 # --locked: the extension builds against python/Cargo.lock as committed.
 CARGO_TARGET_DIR="$CACHE/py-target" MATURIN_PEP517_ARGS="--locked" \
