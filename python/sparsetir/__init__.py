@@ -61,6 +61,15 @@ def _is_scipy_sparse(x: Any) -> bool:
 
 def _binding(name: str, value: Any) -> tuple:
     """One buffer's data as the native binder takes it."""
+    if _is_scipy_sparse(value) and len(value.shape) == 2:
+        # CSR arrays go to the native side as they are (bound directly where the buffer's
+        # storage is CSR, packed from coordinates otherwise); canonical form first: sorted
+        # columns, duplicates summed, as the packing of coordinates would give.
+        csr = value.tocsr()
+        if not csr.has_canonical_format:
+            csr = csr.copy()
+            csr.sum_duplicates()
+        return ("csr", list(csr.shape), csr.indptr, csr.indices, csr.data)
     if _is_scipy_sparse(value):
         coo = value.tocoo()
         coords = np.vstack([np.asarray(coo.row, np.int64), np.asarray(coo.col, np.int64)])

@@ -18,6 +18,7 @@
 //! `file:line:col` diagnostics, data problems naming the buffer, axis or parameter.
 
 mod convert;
+mod csr;
 
 use std::collections::HashMap;
 
@@ -228,8 +229,9 @@ impl NativeKernel {
     /// Binds data by buffer name exactly as `sparsetir run --bind` does and runs the kernel.
     ///
     /// `buffers` maps a buffer name (or a handle parameter's name, for ready-made structure or
-    /// value arrays) to `("dense", ndarray)` or `("coo", dims, coords, values)` with `coords` an
-    /// int64 array of shape `(rank, nnz)` and `values` a float64 array; `sets` maps scalar
+    /// value arrays) to `("dense", ndarray)`, `("csr", [m, n], indptr, indices, data)` (see
+    /// `csr.rs`) or `("coo", dims, coords, values)` with `coords` an int64 array of shape
+    /// `(rank, nnz)` and `values` a float64 array; `sets` maps scalar
     /// parameters to their value as text. Returns every buffer the function writes, as
     /// `("dense", ndarray)` or `("coo", dims, coords, values, dtype)`.
     fn call<'py>(
@@ -248,6 +250,7 @@ impl NativeKernel {
             let v: String = v.str()?.extract()?;
             binder.set(&k, &v).map_err(err)?;
         }
+        let mut csr_bound = Vec::new();
         for (k, v) in buffers.iter() {
             let name: String = k.extract()?;
             let item = v.downcast::<PyTuple>()?;
@@ -265,6 +268,26 @@ impl NativeKernel {
                         binder.check_bindable(&name).map_err(err)?;
                         binder.bind_tensor(&name, t).map_err(err)?;
                     }
+                }
+                "csr" => {
+                    let dims: Vec<usize> = item.get_item(1)?.extract()?;
+                    let array = |i: usize| -> PyResult<sparsetir_formats::Tensor> {
+                        let a = item.get_item(i)?;
+                        let a = a.downcast::<PyUntypedArray>()?;
+                        convert::tensor_from_numpy(a)
+                            .map_err(|m| err(format!("buffer `{name}`: {m}")))
+                    };
+                    if dims.len() != 2 {
+                        return Err(err(format!("buffer `{name}`: a CSR matrix is 2-D")));
+                    }
+                    let input = csr::CsrInput {
+                        rows: dims[0],
+                        cols: dims[1],
+                        indptr: array(2)?,
+                        indices: array(3)?,
+                        data: array(4)?,
+                    };
+                    csr::bind_csr(&mut binder, f, &name, input, &mut csr_bound).map_err(err)?;
                 }
                 "coo" => {
                     binder.check_bindable(&name).map_err(err)?;

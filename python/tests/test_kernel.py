@@ -142,15 +142,15 @@ def test_data_errors_name_the_buffer():
         k(A=A, B=np.ones((6, 2), np.float32), m="x")
     with pytest.raises(sparsetir.SparsetirError, match="complex64 has no sparsetir counterpart"):
         k(A=A, B=np.ones((6, 2), np.complex64))
-    with pytest.raises(sparsetir.SparsetirError, match="outside 0..5"):
-        k(A=out_of_range_coo(), B=np.ones((6, 2), np.float32))
+    with pytest.raises(sparsetir.SparsetirError, match="axis `J`.*9 is outside 0..6"):
+        k(A=out_of_range_csr(), B=np.ones((6, 2), np.float32))
 
 
-def out_of_range_coo():
-    """A COO matrix whose coordinates lie outside its shape (scipy checks on construction, so
-    the check is bypassed here)."""
-    M = sp.coo_matrix((np.ones(2, np.float32), (np.array([0, 1]), np.array([0, 1]))), shape=(5, 6))
-    M.row = np.array([0, 9], dtype=M.row.dtype)
+def out_of_range_csr():
+    """A CSR matrix with a column index outside its shape (written in place: scipy checks only
+    on construction)."""
+    M = sp.csr_matrix((np.ones(2, np.float32), (np.array([0, 1]), np.array([0, 1]))), shape=(5, 6))
+    M.indices[1] = 9
     return M
 
 
@@ -205,3 +205,83 @@ def test_schedule_file_and_pathlib_source():
     # The same schedule as text.
     k2 = sparsetir.compile(CSRMM, schedule=sched.read_text(), specialize={"feat_size": 16})
     assert k2.c_source == k.c_source
+
+
+# -- CSR matrices bound as arrays, and the coordinate-list fallback ----------------------------
+
+ELLMV = """
+@T.prim_func
+def ellmv(a: T.handle, x: T.handle, y: T.handle, indices: T.handle, m: T.int32, n: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_fixed(I, (n, 2), indices, "int32")
+    J_detach = T.sp.dense_fixed(n)
+    A = T.sp.match_buffer(a, (I, J), "float32")
+    X = T.sp.match_buffer(x, (J_detach,), "float32")
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    with T.sp.iteration([I, J], "SR", "ellmv") as [i, j]:
+        with T.init():
+            Y[i] = T.float32(0)
+        Y[i] = Y[i] + A[i, j] * X[j]
+"""
+
+EWMUL = """
+@T.prim_func
+def ewmul(a: T.handle, b: T.handle, c: T.handle, indptr: T.handle, indices: T.handle,
+          m: T.int32, n: T.int32, nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices), "int32")
+    A = T.sp.match_buffer(a, (I, J), "float32")
+    B = T.sp.match_buffer(b, (I, J), "float32")
+    C = T.sp.match_buffer(c, (I, J), "float32")
+    with T.sp.iteration([I, J], "SS", "ewmul") as [i, j]:
+        C[i, j] = A[i, j] * B[i, j]
+"""
+
+
+@pytest.mark.parametrize("target", ["eval", "c"])
+def test_other_storage_is_packed_from_coordinates(target):
+    rng = np.random.default_rng(18)
+    m, n = 9, 7
+    cols = np.stack([rng.choice(n, 2, replace=False) for _ in range(m)])
+    A = sp.csr_matrix((rng.random(2 * m).astype(np.float32),
+                       (np.repeat(np.arange(m), 2), cols.ravel())), shape=(m, n))
+    x = rng.random(n).astype(np.float32)
+    y = sparsetir.compile(ELLMV, target=target)(A=A, X=x)["Y"]
+    np.testing.assert_allclose(y, A.toarray() @ x, rtol=1e-5)
+
+
+def test_csr_index_and_value_types_are_converted():
+    A = random_csr(12, 10, 0.3, seed=19)
+    wide = A.astype(np.float64)
+    wide.indices = wide.indices.astype(np.int64)  # scipy would pick int32 on construction
+    wide.indptr = wide.indptr.astype(np.int64)
+    B = np.random.default_rng(20).random((10, 3)).astype(np.float32)
+    C = sparsetir.compile(CSRMM)(A=wide, B=B)["C"]
+    np.testing.assert_allclose(C, A.toarray() @ B, rtol=1e-5)
+
+
+def test_second_matrix_over_the_same_axes_must_share_the_pattern():
+    k = sparsetir.compile(EWMUL, target="c")
+    A = random_csr(8, 6, 0.4, seed=21)
+    B = A.copy()
+    B.data = B.data * 3
+    C = k(A=A, B=B)["C"]
+    assert sp.issparse(C)
+    np.testing.assert_allclose(C.toarray(), A.toarray() * B.toarray(), rtol=1e-6)
+    other = random_csr(8, 6, 0.4, seed=22)
+    with pytest.raises(sparsetir.SparsetirError,
+                       match="buffer `B`: its sparsity pattern differs from `A`'s"):
+        k(A=A, B=other)
+    with pytest.raises(sparsetir.SparsetirError, match="buffer `B`: a 8x7 matrix, but `A`"):
+        k(A=A, B=sp.csr_matrix((B.data, B.indices, B.indptr), shape=(8, 7)))
+
+
+def test_csr_size_disagreeing_with_earlier_data():
+    k = sparsetir.compile(CSRMM)
+    A = random_csr(5, 6, 0.4, seed=23)
+    with pytest.raises(sparsetir.SparsetirError,
+                       match="buffer `A`: `n` is 7 from the data bound before, but the matrix "
+                             "gives 6"):
+        k(B=np.ones((7, 2), np.float32), A=A)
