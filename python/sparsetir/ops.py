@@ -33,7 +33,9 @@ __all__ = ["spmm", "sddmm", "spmv", "csr_structure"]
 
 
 class _Csr:
-    """A validated CSR structure: int32 indptr/indices, sorted columns, no duplicates."""
+    """A CSR structure in the catalog kernels' form: int32 ``indptr``/``indices``. The runtime
+    validates it at every launch (monotone, in range, columns sorted and unique within rows);
+    here only the conversion to int32 is checked, so that no index wraps into range."""
 
     __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "__weakref__")
 
@@ -42,6 +44,12 @@ class _Csr:
             raise SparsetirError(
                 f"a {m}x{n} matrix with {len(indices)} stored elements does not fit the "
                 "catalog kernels' int32 indices")
+        for name, a, hi in (("indptr", indptr, len(indices)), ("indices", indices, n - 1)):
+            a = np.asarray(a)
+            if a.size and (a.min() < 0 or a.max() > hi):
+                raise SparsetirError(
+                    f"{name} of a {m}x{n} matrix with {len(indices)} stored elements holds "
+                    f"{a.min() if a.min() < 0 else a.max()}, outside 0..={hi}")
         self.m, self.n = int(m), int(n)
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int32)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)

@@ -102,3 +102,11 @@ def test_unsorted_torch_csr_is_refused():
     M = torch.sparse_csr_tensor(crow, col, torch.ones(3), size=(2, 3))
     with pytest.raises(sparsetir.SparsetirError, match="sorted|increasing"):
         ops.spmm(M, torch.ones(3, 2))
+
+
+def test_out_of_range_torch_indices_are_refused():
+    crow = torch.tensor([0, 1, 2])
+    col = torch.tensor([0, 2**32 + 1])  # would wrap to 1 as int32
+    M = torch.sparse_csr_tensor(crow, col, torch.ones(2), size=(2, 3), check_invariants=False)
+    with pytest.raises(sparsetir.SparsetirError, match="indices of a 2x3 matrix .* outside 0..=2"):
+        ops.spmm(M, torch.ones(3, 2))
