@@ -12,6 +12,7 @@ pub mod compile;
 pub mod composable;
 pub mod cuda_dev;
 pub mod cuda_emu;
+pub mod decompose;
 pub mod error;
 pub mod gpu;
 pub mod kernel;

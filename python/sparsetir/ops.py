@@ -1,0 +1,483 @@
+"""Ready-made sparse operators on the catalog kernels, differentiable with PyTorch.
+
+``spmm(A, B)`` (``A @ B``), ``sddmm(A, X, Y)`` (``A ∘ (X Yᵀ)`` on A's pattern) and
+``spmv(A, x)`` (``A @ x``) take ``A`` as a scipy.sparse matrix (any format) or a torch sparse
+tensor (CSR or COO), and dense numpy arrays or torch tensors. They run the catalog's kernels
+(``crates/ops/kernels/{csrmm,sddmm,spmv}.sp``) under their default CPU schedules, compiled by
+the C backend through the kernel cache, once per (kernel, dtype, feature width) per process.
+
+With torch inputs the result is a torch tensor and the operators are differentiable
+(``torch.autograd.Function``): for ``C = A @ B`` the gradient of B is ``Aᵀ G`` (an SpMM on the
+transpose, whose structure is built once per matrix and cached) and the gradient of A's stored
+values is the SDDMM ``G Bᵀ`` sampled on A's pattern; SDDMM and SpMV differentiate the same way.
+Gradients of A reach a sparse tensor built with ``torch.sparse_csr_tensor(..., values)``
+through ``values``.
+
+Caching: the CSR structure of a matrix (int32 ``indptr``/``indices``, and its transpose once a
+backward pass needs it) is cached by the identity of the matrix's index arrays (see
+``_StructureCache``), so a graph used every epoch is converted once, also when its values change
+(dropout). Do not rewrite a matrix's index arrays in place.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from . import _native
+from ._native import SparsetirError
+
+__all__ = ["spmm", "sddmm", "spmv", "csr_structure"]
+
+
+class _Csr:
+    """A CSR structure in the catalog kernels' form: int32 ``indptr``/``indices``. The runtime
+    validates it at every launch (monotone, in range, columns sorted and unique within rows);
+    here only the conversion to int32 is checked, so that no index wraps into range."""
+
+    __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "__weakref__")
+
+    def __init__(self, m: int, n: int, indptr: np.ndarray, indices: np.ndarray):
+        if m >= 2**31 or n >= 2**31 or len(indices) >= 2**31:
+            raise SparsetirError(
+                f"a {m}x{n} matrix with {len(indices)} stored elements does not fit the "
+                "catalog kernels' int32 indices")
+        for name, a, hi in (("indptr", indptr, len(indices)), ("indices", indices, n - 1)):
+            a = np.asarray(a)
+            if a.size and (a.min() < 0 or a.max() > hi):
+                raise SparsetirError(
+                    f"{name} of a {m}x{n} matrix with {len(indices)} stored elements holds "
+                    f"{a.min() if a.min() < 0 else a.max()}, outside 0..={hi}")
+        self.m, self.n = int(m), int(n)
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int32)
+        self.indices = np.ascontiguousarray(indices, dtype=np.int32)
+        self._t: Optional[Tuple["_Csr", np.ndarray]] = None
+        self._rows: Optional[np.ndarray] = None
+        self._torch: Dict[str, Any] = {}
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    def rows(self) -> np.ndarray:
+        """The row of every stored element."""
+        if self._rows is None:
+            self._rows = np.repeat(np.arange(self.m, dtype=np.int64), np.diff(self.indptr))
+        return self._rows
+
+    def transpose(self) -> Tuple["_Csr", np.ndarray]:
+        """``(Aᵀ's structure, perm)`` with ``values_T = values[perm]``; built once."""
+        if self._t is None:
+            # A stable sort by column keeps rows ascending within each column.
+            perm = np.argsort(self.indices, kind="stable")
+            counts = np.bincount(self.indices, minlength=self.n)
+            indptr_t = np.zeros(self.n + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr_t[1:])
+            t = _Csr(self.n, self.m, indptr_t, self.rows()[perm])
+            self._t = (t, perm)
+        return self._t
+
+    def torch_perm(self):
+        """The transpose permutation as a torch index tensor (cached)."""
+        if "perm" not in self._torch:
+            import torch
+
+            self._torch["perm"] = torch.from_numpy(self.transpose()[1])
+        return self._torch["perm"]
+
+
+class _StructureCache:
+    """CSR structures by the identity of the index arrays they were built from.
+
+    The key is the address, length and matrix shape of the source index arrays, and the entry
+    keeps those arrays alive, so an address cannot be reused by other data while its entry
+    exists. Matrices that share index arrays (``torch.sparse_csr_tensor(crow, col, new_values)``
+    each epoch, after dropout on the values) share one structure and its cached transpose.
+    Bounded: the least recently used entries go first.
+    """
+
+    def __init__(self, capacity: int = 64):
+        self._d: "OrderedDict[tuple, Tuple[tuple, _Csr]]" = OrderedDict()
+        self._capacity = capacity
+
+    def get(self, key: tuple) -> Optional[_Csr]:
+        hit = self._d.get(key)
+        if hit is None:
+            return None
+        self._d.move_to_end(key)
+        return hit[1]
+
+    def put(self, key: tuple, keep: tuple, value: _Csr) -> None:
+        self._d[key] = (keep, value)
+        self._d.move_to_end(key)
+        while len(self._d) > self._capacity:
+            self._d.popitem(last=False)
+
+
+_structures = _StructureCache()
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
+
+
+def _scipy_structure(A: Any) -> Tuple[_Csr, np.ndarray]:
+    csr = A.tocsr()
+    if not csr.has_canonical_format:
+        csr = csr.copy()
+        csr.sum_duplicates()
+    key = ("scipy", csr.indptr.ctypes.data, csr.indices.ctypes.data, csr.indptr.dtype.str,
+           csr.indices.dtype.str, csr.nnz, csr.shape)
+    s = _structures.get(key)
+    if s is None:
+        s = _Csr(csr.shape[0], csr.shape[1], csr.indptr, csr.indices)
+        _structures.put(key, (csr.indptr, csr.indices), s)
+    return s, csr.data
+
+
+def _torch_structure(A: Any):
+    """``(structure, values tensor)`` of a torch sparse matrix; values stay differentiable."""
+    import torch
+
+    if A.device.type != "cpu":
+        raise SparsetirError(f"sparsetir.ops runs on the CPU; the matrix is on {A.device}")
+    if A.dim() != 2:
+        raise ValueError(f"expected a 2-D sparse matrix, got {A.dim()} dimensions")
+    if A.layout == torch.sparse_csr:
+        crow, col = A.crow_indices(), A.col_indices()
+        key = ("torch", crow.data_ptr(), col.data_ptr(), str(crow.dtype), str(col.dtype),
+               col.numel(), tuple(A.shape))
+        s = _structures.get(key)
+        if s is None:
+            crow_np = crow.detach().numpy()
+            col_np = col.detach().numpy()
+            # Columns must be sorted within rows and unique, as the kernels' axes declare:
+            # every launch validates that and refuses other data with a located message.
+            s = _Csr(A.shape[0], A.shape[1], crow_np, col_np)
+            _structures.put(key, (crow, col), s)
+        return s, A.values()
+    if A.layout == torch.sparse_coo:
+        if not A.is_coalesced():
+            A = A.coalesce()
+        idx = A.indices()
+        key = ("torch-coo", idx.data_ptr(), str(idx.dtype), idx.shape[1], tuple(A.shape))
+        s = _structures.get(key)
+        if s is None:
+            rows = idx[0].numpy()
+            counts = np.bincount(rows, minlength=A.shape[0])
+            indptr = np.zeros(A.shape[0] + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr[1:])
+            s = _Csr(A.shape[0], A.shape[1], indptr, idx[1].numpy())
+            _structures.put(key, (idx,), s)
+        return s, A.values()
+    raise TypeError(f"sparse matrix layout {A.layout} is not supported (sparse_csr, sparse_coo)")
+
+
+def csr_structure(A: Any) -> _Csr:
+    """The cached CSR structure sparsetir uses for ``A`` (scipy.sparse or torch sparse)."""
+    return _torch_structure(A)[0] if _is_torch(A) else _scipy_structure(A)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+_kernels: Dict[Tuple[str, str, int, str], Any] = {}
+_schedules: Dict[Tuple[str, int], Optional[str]] = {}
+
+
+def _kernel(name: str, dtype: np.dtype, feat: int, gathered_bytes: int = 0):
+    """The catalog kernel `name` for element type `dtype`, `feat_size` specialised to `feat`,
+    under its default CPU schedule (compiled on first use, then a dictionary lookup)."""
+    sk = (name, gathered_bytes)
+    if sk not in _schedules:
+        _schedules[sk] = _native.cpu_schedule(name, gathered_bytes)
+    schedule = _schedules[sk]
+    key = (name, np.dtype(dtype).name, feat, schedule or "")
+    k = _kernels.get(key)
+    if k is None:
+        dt = key[1]
+        source = _native.catalog_source(name)
+        if dt != "float32":
+            # The catalog kernels are written for float32; their other instances differ in the
+            # element type only.
+            source = source.replace("float32", dt)
+        spec = [("feat_size", feat)] if "feat_size" in source else []
+        k = _native.compile(source, f"<catalog {name}.sp>", "c", schedule, None, spec, None)
+        _kernels[key] = k
+    return k
+
+
+def _dtype_of(*arrays: Any) -> np.dtype:
+    return np.dtype(np.float64) if any(a.dtype == np.float64 for a in arrays) else np.dtype(
+        np.float32)
+
+
+def _dense(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=dt)
+
+
+def _numeric(x: Any, op: str, what: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{op}: {what} must be a numeric array, not {type(x).__name__} of "
+                        f"dtype {a.dtype}")
+    return a
+
+
+def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
+    if B.ndim != 2:
+        raise ValueError(f"spmm: B must be 2-D, got shape {B.shape}")
+    if B.shape[0] != s.n:
+        raise ValueError(f"spmm: A is {s.m}x{s.n} but B has {B.shape[0]} rows")
+    dt = _dtype_of(values, B)
+    feat = B.shape[1]
+    if feat == 0 or s.m == 0:
+        return np.zeros((s.m, feat), dt)
+    k = _kernel("csrmm", dt, feat)
+    (c,) = k.launch(
+        {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "b": _dense(B, dt),
+         "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat},
+        [("c", dt.name, [s.m, feat])])
+    return c
+
+
+_ones: Dict[Tuple[int, str], np.ndarray] = {}
+
+
+def _sddmm_np(s: _Csr, values: Optional[np.ndarray], X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Values of ``A ∘ (X Yᵀ)`` on A's pattern (``values=None``: ``X Yᵀ`` sampled)."""
+    if X.ndim != 2 or Y.ndim != 2:
+        raise ValueError(f"sddmm: X and Y must be 2-D, got shapes {X.shape} and {Y.shape}")
+    if X.shape[0] != s.m or Y.shape[0] != s.n or X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"sddmm: A is {s.m}x{s.n}, so X must be {s.m}xK and Y {s.n}xK; got X {X.shape} "
+            f"and Y {Y.shape}")
+    dt = _dtype_of(X, Y, *(() if values is None else (values,)))
+    if values is None:
+        values = np.ones(s.nnz, dt)
+    feat = X.shape[1]
+    if feat == 0 or s.nnz == 0:
+        return np.zeros(s.nnz, dt)
+    k = _kernel("sddmm", dt, feat, s.n * feat * dt.itemsize)
+    (y,) = k.launch(
+        {"indptr": s.indptr, "indices": s.indices, "x": _dense(values, dt), "a": _dense(X, dt),
+         "b": _dense(Y, dt), "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat},
+        [("y", dt.name, [s.nnz])])
+    return y
+
+
+def _spmv_np(s: _Csr, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if x.ndim != 1 or x.shape[0] != s.n:
+        raise ValueError(f"spmv: A is {s.m}x{s.n} but x has shape {x.shape}")
+    dt = _dtype_of(values, x)
+    if s.m == 0:
+        return np.zeros(0, dt)
+    k = _kernel("spmv", dt, 0)
+    (y,) = k.launch(
+        {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "x": _dense(x, dt),
+         "m": s.m, "n": s.n, "nnz": s.nnz},
+        [("y", dt.name, [s.m])])
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch autograd
+
+_torch_fns: Dict[str, Any] = {}
+
+
+def _np(t: Any) -> np.ndarray:
+    if t.device.type != "cpu":
+        raise SparsetirError(f"sparsetir.ops runs on the CPU; a tensor is on {t.device}")
+    return t.detach().contiguous().numpy()
+
+
+def _fns():
+    """The autograd Functions (defined on first use, so that importing needs no torch)."""
+    if _torch_fns:
+        return _torch_fns
+    import torch
+
+    def T(a):
+        return torch.from_numpy(a)
+
+    class SpMM(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, values, B, s):
+            ctx.s = s
+            ctx.save_for_backward(values, B)
+            return T(_spmm_np(s, _np(values), _np(B)))
+
+        @staticmethod
+        def backward(ctx, G):
+            values, B = ctx.saved_tensors
+            s = ctx.s
+            g_values = g_B = None
+            if ctx.needs_input_grad[0]:
+                # dL/dA[i,j] = sum_k G[i,k] B[j,k] at A's stored (i, j).
+                g_values = T(_sddmm_np(s, None, _np(G), _np(B))).to(values.dtype)
+            if ctx.needs_input_grad[1]:
+                t, _ = s.transpose()
+                vt = _np(values)[s.transpose()[1]]
+                g_B = T(_spmm_np(t, vt, _np(G))).to(B.dtype)
+            return g_values, g_B, None
+
+    class SDDMM(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, values, X, Y, s):
+            ctx.s = s
+            v, x, y = _np(values), _np(X), _np(Y)
+            if ctx.needs_input_grad[0]:
+                # Keep X Yᵀ on the pattern: it is the gradient of the values.
+                sampled = _sddmm_np(s, None, x, y)
+                out = v.astype(sampled.dtype, copy=False) * sampled
+                ctx.save_for_backward(values, X, Y, T(sampled))
+            else:
+                out = _sddmm_np(s, v, x, y)
+                ctx.save_for_backward(values, X, Y)
+            return T(out)
+
+        @staticmethod
+        def backward(ctx, G):
+            s = ctx.s
+            values, X, Y = ctx.saved_tensors[:3]
+            g = _np(G)
+            w = (g * _np(values)).astype(g.dtype, copy=False)
+            g_v = g_X = g_Y = None
+            if ctx.needs_input_grad[0]:
+                g_v = (G * ctx.saved_tensors[3]).to(values.dtype)
+            if ctx.needs_input_grad[1]:
+                g_X = T(_spmm_np(s, w, _np(Y))).to(X.dtype)
+            if ctx.needs_input_grad[2]:
+                t, perm = s.transpose()
+                g_Y = T(_spmm_np(t, w[perm], _np(X))).to(Y.dtype)
+            return g_v, g_X, g_Y, None
+
+    class SpMV(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, values, x, s):
+            ctx.s = s
+            ctx.save_for_backward(values, x)
+            return T(_spmv_np(s, _np(values), _np(x)))
+
+        @staticmethod
+        def backward(ctx, g):
+            values, x = ctx.saved_tensors
+            s = ctx.s
+            g_v = g_x = None
+            if ctx.needs_input_grad[0]:
+                g_v = T(_sddmm_np(s, None, _np(g)[:, None], _np(x)[:, None])).to(values.dtype)
+            if ctx.needs_input_grad[1]:
+                t, perm = s.transpose()
+                g_x = T(_spmv_np(t, _np(values)[perm], _np(g))).to(x.dtype)
+            return g_v, g_x, None
+
+    _torch_fns.update(spmm=SpMM, sddmm=SDDMM, spmv=SpMV)
+    return _torch_fns
+
+
+def _operands(A: Any, dense: Tuple[Any, ...]):
+    """A's structure and values, and whether the torch path applies."""
+    use_torch = _is_torch(A) or any(_is_torch(d) for d in dense)
+    if _is_torch(A):
+        import torch
+
+        if A.layout == torch.strided:
+            raise TypeError("A must be sparse (a torch sparse_csr/sparse_coo tensor or a "
+                            "scipy.sparse matrix); got a dense tensor")
+        s, values = _torch_structure(A)
+    elif type(A).__module__.startswith("scipy.sparse"):
+        s, values = _scipy_structure(A)
+        if use_torch:
+            import torch
+
+            values = torch.from_numpy(np.ascontiguousarray(values))
+    else:
+        raise TypeError(f"A must be a scipy.sparse matrix or a torch sparse tensor, not "
+                        f"{type(A).__name__}")
+    return s, values, use_torch
+
+
+def _as_torch_float(x: Any, dt):
+    import torch
+
+    t = x if _is_torch(x) else torch.from_numpy(np.asarray(x))
+    return t.to(dt) if t.dtype != dt else t
+
+
+def _torch_dtype(*ts):
+    import torch
+
+    return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
+
+
+def spmm(A: Any, B: Any) -> Any:
+    """``A @ B`` for sparse ``A`` (m×n) and dense ``B`` (n×k): dense m×k.
+
+    numpy result for scipy/numpy operands; a differentiable torch tensor (w.r.t. ``B`` and A's
+    stored values) when any operand is a torch tensor.
+    """
+    s, values, use_torch = _operands(A, (B,))
+    if not use_torch:
+        return _spmm_np(s, np.asarray(values), _numeric(B, "spmm", "B"))
+    import torch
+
+    Bt = B if _is_torch(B) else torch.from_numpy(_numeric(B, "spmm", "B"))
+    dt = _torch_dtype(values, Bt)
+    return _fns()["spmm"].apply(_as_torch_float(values, dt), _as_torch_float(Bt, dt), s)
+
+
+def _pattern_like(A: Any, s: _Csr, out_values: Any) -> Any:
+    """A matrix with A's pattern and `out_values`, of A's kind (torch CSR or scipy CSR)."""
+    if _is_torch(out_values):
+        import torch
+
+        if "crow" not in s._torch:
+            s._torch["crow"] = torch.from_numpy(s.indptr.astype(np.int64))
+            s._torch["col"] = torch.from_numpy(s.indices.astype(np.int64))
+        return torch.sparse_csr_tensor(s._torch["crow"], s._torch["col"], out_values,
+                                       size=(s.m, s.n))
+    import scipy.sparse
+
+    return scipy.sparse.csr_matrix((out_values, s.indices, s.indptr), shape=(s.m, s.n))
+
+
+def sddmm(A: Any, X: Any, Y: Any) -> Any:
+    """``A ∘ (X Yᵀ)``, sampled on A's pattern: for sparse ``A`` (m×n), dense ``X`` (m×k) and
+    ``Y`` (n×k), the sparse m×n matrix with ``A[i,j] · Σ_k X[i,k] Y[j,k]`` at A's stored
+    (i, j).
+
+    A scipy CSR matrix for scipy/numpy operands; a torch sparse CSR tensor, differentiable w.r.t.
+    ``X``, ``Y`` and A's stored values, when any operand is a torch tensor.
+    """
+    s, values, use_torch = _operands(A, (X, Y))
+    if not use_torch:
+        out = _sddmm_np(s, np.asarray(values), _numeric(X, "sddmm", "X"),
+                        _numeric(Y, "sddmm", "Y"))
+        return _pattern_like(A, s, out)
+    import torch
+
+    Xt = X if _is_torch(X) else torch.from_numpy(_numeric(X, "sddmm", "X"))
+    Yt = Y if _is_torch(Y) else torch.from_numpy(_numeric(Y, "sddmm", "Y"))
+    dt = _torch_dtype(values, Xt, Yt)
+    out = _fns()["sddmm"].apply(_as_torch_float(values, dt), _as_torch_float(Xt, dt),
+                                _as_torch_float(Yt, dt), s)
+    return _pattern_like(A, s, out)
+
+
+def spmv(A: Any, x: Any) -> Any:
+    """``A @ x`` for sparse ``A`` (m×n) and a dense vector ``x`` (n): a dense vector (m).
+
+    numpy for scipy/numpy operands; a differentiable torch tensor (w.r.t. ``x`` and A's stored
+    values) when any operand is a torch tensor.
+    """
+    s, values, use_torch = _operands(A, (x,))
+    if not use_torch:
+        return _spmv_np(s, np.asarray(values), _numeric(x, "spmv", "x"))
+    import torch
+
+    xt = x if _is_torch(x) else torch.from_numpy(_numeric(x, "spmv", "x"))
+    dt = _torch_dtype(values, xt)
+    return _fns()["spmv"].apply(_as_torch_float(values, dt), _as_torch_float(xt, dt), s)

@@ -1,0 +1,561 @@
+//! The native half of the `sparsetir` Python package (`sparsetir._native`, built by maturin with
+//! PyO3, abi3 so one wheel serves CPython ≥ 3.9).
+//!
+//! Design: everything that knows about sparsetir — parsing and verifying scripts, scheduling,
+//! lowering, the kernel cache, binding data to buffers (size inference, packing into the declared
+//! storage, shared-structure checks), validation of every launch, reading outputs back — is the
+//! Rust crates' code, called here exactly as `sparsetir run` calls it. The Python layer
+//! (`sparsetir/__init__.py`, `sparsetir/ops.py`) only turns scipy/PyTorch objects into plain
+//! numpy arrays and COO triplets on the way in, and back on the way out.
+//!
+//! Data crossing the boundary: input arrays are copied once into the runtime's owned
+//! [`Tensor`]s (a memcpy for contiguous arrays of the declared dtype; the launch validates and
+//! reads those copies, so a caller mutating its array from another thread cannot race the
+//! kernel), and every output array is handed to numpy **without a copy** (the `Vec` becomes the
+//! array's storage). Kernels run with the GIL released.
+//!
+//! Errors are `sparsetir.SparsetirError` with the CLI's messages: script problems rendered as
+//! `file:line:col` diagnostics, data problems naming the buffer, axis or parameter.
+
+mod convert;
+mod csr;
+
+use std::collections::HashMap;
+
+use numpy::PyUntypedArray;
+use pyo3::create_exception;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use sparsetir_eval::ArgValue;
+use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_runtime::bind::written_buffers;
+use sparsetir_runtime::composable::data::Decomposition;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+use sparsetir_runtime::{read_output, Binder, CompileOptions, Output};
+use sparsetir_syntax::{parse_module, render, Diagnostic};
+use sparsetir_transform::pipeline::{lower_traced, PipelineOptions};
+
+create_exception!(
+    _native,
+    SparsetirError,
+    pyo3::exceptions::PyException,
+    "A sparsetir failure: a script that does not parse or verify (located as file:line:col), \
+     a schedule or lowering error, or data that does not fit the function (naming the buffer, \
+     axis or parameter)."
+);
+
+fn err(message: impl std::fmt::Display) -> PyErr {
+    SparsetirError::new_err(message.to_string())
+}
+
+/// The script text and the name diagnostics show for it (a path, or `<string>`).
+struct Script {
+    name: String,
+    text: String,
+}
+
+impl Script {
+    fn fail(&self, diags: &[Diagnostic]) -> PyErr {
+        err(render(diags, &self.name, &self.text).trim_end())
+    }
+}
+
+/// Parses and verifies a script, every problem rendered as the CLI renders it.
+fn parse_verified(script: &Script) -> PyResult<IRModule> {
+    let module = parse_module(&script.text).map_err(|d| script.fail(&d))?;
+    let mut diags = Vec::new();
+    for f in &module.funcs {
+        if let Err(errs) = verify_func(f) {
+            diags.extend(errs.into_iter().map(|e| Diagnostic {
+                span: if e.span.is_unknown() { f.span } else { e.span },
+                message: format!("in function `{}`: {}", f.name, e.message),
+                notes: Vec::new(),
+            }));
+        }
+    }
+    if diags.is_empty() {
+        Ok(module)
+    } else {
+        Err(script.fail(&diags))
+    }
+}
+
+fn pick_func(module: &IRModule, name: Option<&str>) -> PyResult<PrimFunc> {
+    let all = || {
+        module
+            .funcs
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match name {
+        Some(n) => module
+            .get(n)
+            .cloned()
+            .ok_or_else(|| err(format!("no function `{n}` (functions: {})", all()))),
+        None if module.funcs.len() == 1 => Ok(module.funcs[0].clone()),
+        None if module.funcs.is_empty() => Err(err("the script defines no function")),
+        None => Err(err(format!(
+            "the script defines several functions ({}): choose one with func=",
+            all()
+        ))),
+    }
+}
+
+/// What executes a kernel (one per compiled kernel: the variants' sizes do not matter).
+#[allow(clippy::large_enum_variant)]
+enum Exec {
+    /// The stage-I reference evaluator.
+    Eval,
+    /// The stage II/III interpreter on the lowered function.
+    Interp(PrimFunc),
+    /// C + OpenMP through the kernel cache.
+    C(sparsetir_runtime::Kernel),
+    /// CUDA on a GPU or in the CPU emulator.
+    Gpu(Box<GpuKernel>),
+}
+
+/// A compiled function: `compile` builds it, `call` binds data by buffer name and runs it,
+/// `launch` runs it on arguments given by parameter name.
+#[pyclass(module = "sparsetir._native", frozen)]
+struct NativeKernel {
+    script: Script,
+    /// The function data is bound to and read back from (as written, not decomposed).
+    func: PrimFunc,
+    /// With `decompose=`: the decomposed function that runs, and what builds its formats'
+    /// arrays from the data bound to `func` (`sparsetir run --decompose`).
+    decomposed: Option<(PrimFunc, Decomposition, String)>,
+    target: String,
+    exec: Exec,
+    /// Parameters baked into the kernel: set on every binder, so data of other sizes is
+    /// refused by name before the launch.
+    specialized: Vec<(String, i64)>,
+}
+
+impl NativeKernel {
+    /// Runs the kernel on `args` (by parameter name); outputs are written in place.
+    fn execute(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), String> {
+        let located = |e: sparsetir_eval::EvalError| {
+            if e.span.is_unknown() {
+                format!("error: {}", e.message)
+            } else {
+                render(
+                    &[Diagnostic {
+                        span: e.span,
+                        message: e.message,
+                        notes: Vec::new(),
+                    }],
+                    &self.script.name,
+                    &self.script.text,
+                )
+            }
+        };
+        match &self.exec {
+            Exec::Eval => {
+                let g = self.decomposed.as_ref().map_or(&self.func, |(g, _, _)| g);
+                sparsetir_eval::eval_func(g, args).map_err(located)
+            }
+            Exec::Interp(g) => sparsetir_eval::run_func(g, args).map_err(located),
+            Exec::C(k) => k.run(args).map_err(|e| format!("error: {e}")),
+            Exec::Gpu(k) => k.run(args).map(|_| ()).map_err(|e| format!("error: {e}")),
+        }
+    }
+
+    /// Runs without the GIL.
+    fn execute_released(
+        &self,
+        py: Python<'_>,
+        args: &mut HashMap<String, ArgValue>,
+    ) -> PyResult<()> {
+        // Kernels are plain data and loaded code (`NativeKernel` is `Sync`): several Python
+        // threads may run them at once, each on its own arguments.
+        let result = py.allow_threads(|| self.execute(args));
+        result.map_err(|m| err(m.trim_end().trim_start_matches("error: ")))
+    }
+}
+
+#[pymethods]
+impl NativeKernel {
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.func.name.clone()
+    }
+
+    /// The backend this kernel runs on.
+    #[getter]
+    fn target(&self) -> String {
+        self.target.clone()
+    }
+
+    /// The generated C source (C target only).
+    #[getter]
+    fn c_source(&self) -> Option<String> {
+        match &self.exec {
+            Exec::C(k) => Some(k.source().to_string()),
+            _ => None,
+        }
+    }
+
+    /// Buffers taken as parameters: `(name, dtype, is_sparse, is_written)` in declaration order.
+    fn buffers(&self) -> Vec<(String, String, bool, bool)> {
+        let written = written_buffers(&self.func.body);
+        self.func
+            .buffer_decls
+            .iter()
+            .filter(|b| self.func.buffers[**b].data_param().is_some())
+            .map(|&b| {
+                let buf = &self.func.buffers[b];
+                (
+                    buf.name.clone(),
+                    buf.dtype.to_string(),
+                    buf.is_sparse(),
+                    written.contains(&b),
+                )
+            })
+            .collect()
+    }
+
+    /// The parameter names, in order.
+    fn params(&self) -> Vec<String> {
+        self.func
+            .params
+            .iter()
+            .map(|p| self.func.vars[*p].name.clone())
+            .collect()
+    }
+
+    /// Binds data by buffer name exactly as `sparsetir run --bind` does and runs the kernel.
+    ///
+    /// `buffers` maps a buffer name (or a handle parameter's name, for ready-made structure or
+    /// value arrays) to `("dense", ndarray)`, `("csr", [m, n], indptr, indices, data)` (see
+    /// `csr.rs`) or `("coo", dims, coords, values)` with `coords` an int64 array of shape
+    /// `(rank, nnz)` and `values` a float64 array; `sets` maps scalar
+    /// parameters to their value as text. Returns every buffer the function writes, as
+    /// `("dense", ndarray)` or `("coo", dims, coords, values, dtype)`.
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        buffers: &Bound<'py, PyDict>,
+        sets: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let f = &self.func;
+        let mut binder = Binder::new(f);
+        for (k, v) in &self.specialized {
+            binder.set(k, &v.to_string()).map_err(err)?;
+        }
+        for (k, v) in sets.iter() {
+            let k: String = k.extract()?;
+            let v: String = v.str()?.extract()?;
+            binder.set(&k, &v).map_err(err)?;
+        }
+        let mut csr_bound = Vec::new();
+        for (k, v) in buffers.iter() {
+            let name: String = k.extract()?;
+            let item = v.downcast::<PyTuple>()?;
+            let kind: String = item.get_item(0)?.extract()?;
+            let is_buffer = f.buffer_by_name(&name).is_some();
+            match kind.as_str() {
+                "dense" => {
+                    let arr = item.get_item(1)?;
+                    let arr = arr.downcast::<PyUntypedArray>()?;
+                    let t = convert::tensor_from_numpy(arr)
+                        .map_err(|m| err(format!("buffer `{name}`: {m}")))?;
+                    if !is_buffer && f.param(&name).is_some() {
+                        binder.bind_param_array(&name, t).map_err(err)?;
+                    } else {
+                        binder.check_bindable(&name).map_err(err)?;
+                        binder.bind_tensor(&name, t).map_err(err)?;
+                    }
+                }
+                "csr" => {
+                    let dims: Vec<usize> = item.get_item(1)?.extract()?;
+                    let array = |i: usize| -> PyResult<sparsetir_formats::Tensor> {
+                        let a = item.get_item(i)?;
+                        let a = a.downcast::<PyUntypedArray>()?;
+                        convert::tensor_from_numpy(a)
+                            .map_err(|m| err(format!("buffer `{name}`: {m}")))
+                    };
+                    if dims.len() != 2 {
+                        return Err(err(format!("buffer `{name}`: a CSR matrix is 2-D")));
+                    }
+                    let input = csr::CsrInput {
+                        rows: dims[0],
+                        cols: dims[1],
+                        indptr: array(2)?,
+                        indices: array(3)?,
+                        data: array(4)?,
+                    };
+                    csr::bind_csr(&mut binder, f, &name, input, &mut csr_bound).map_err(err)?;
+                }
+                "coo" => {
+                    binder.check_bindable(&name).map_err(err)?;
+                    let coo = convert::coo_from_parts(item)
+                        .map_err(|m| err(format!("buffer `{name}`: {m}")))?;
+                    binder.bind_coo(&name, &coo).map_err(err)?;
+                }
+                other => return Err(err(format!("internal: unknown binding kind `{other}`"))),
+            }
+        }
+        let mut args = binder.finish().map_err(err)?;
+        if let Some((_, d, specs)) = &self.decomposed {
+            let extra = d
+                .arguments(f, &args)
+                .map_err(|e| err(format!("decompose={specs}: {e}")))?;
+            args.extend(extra);
+        }
+        self.execute_released(py, &mut args)?;
+        let out = PyDict::new(py);
+        let written = written_buffers(&f.body);
+        for &b in &f.buffer_decls {
+            let buf = &f.buffers[b];
+            if buf.data_param().is_none() || !written.contains(&b) {
+                continue;
+            }
+            let value = match read_output(f, &args, &buf.name).map_err(err)? {
+                Output::Dense(t) => {
+                    let arr = convert::numpy_from_tensor(py, t)?;
+                    PyTuple::new(py, ["dense".into_pyobject(py)?.into_any(), arr])?.into_any()
+                }
+                Output::Sparse(c) => convert::coo_to_parts(py, &c, &buf.dtype.to_string())?,
+            };
+            out.set_item(&buf.name, value)?;
+        }
+        Ok(out)
+    }
+
+    /// Runs the kernel on arguments given by parameter name (arrays: numpy arrays, shaped as
+    /// the buffers' value arrays; scalars: int or float), validated exactly as `call`'s;
+    /// `outputs` lists `(name, dtype, shape)` of arrays allocated zeroed here, returned in order
+    /// without a copy. The fast path of `sparsetir.ops`.
+    fn launch<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyDict>,
+        outputs: &Bound<'py, PyList>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut map: HashMap<String, ArgValue> = HashMap::with_capacity(args.len() + 2);
+        for (k, v) in args.iter() {
+            let name: String = k.extract()?;
+            let value = if let Ok(arr) = v.downcast::<PyUntypedArray>() {
+                ArgValue::Array(
+                    convert::tensor_from_numpy(arr)
+                        .map_err(|m| err(format!("argument `{name}`: {m}")))?,
+                )
+            } else if let Ok(i) = v.extract::<i64>() {
+                ArgValue::Int(i)
+            } else if let Ok(x) = v.extract::<f64>() {
+                ArgValue::Float(x)
+            } else {
+                return Err(err(format!(
+                    "argument `{name}`: expected a numpy array, an int or a float"
+                )));
+            };
+            map.insert(name, value);
+        }
+        for (k, v) in &self.specialized {
+            match map.get(k) {
+                Some(ArgValue::Int(x)) if x == v => {}
+                Some(ArgValue::Int(x)) => {
+                    return Err(err(format!(
+                        "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
+                    )))
+                }
+                _ => {}
+            }
+        }
+        let mut names = Vec::new();
+        for o in outputs.iter() {
+            let (name, dtype, shape): (String, String, Vec<usize>) = o.extract()?;
+            let dt = convert::parse_dtype(&dtype).map_err(err)?;
+            let t = sparsetir_formats::Tensor::zeros(dt, shape)
+                .map_err(|e| err(format!("output `{name}`: {e}")))?;
+            map.insert(name.clone(), ArgValue::Array(t));
+            names.push(name);
+        }
+        self.execute_released(py, &mut map)?;
+        names
+            .iter()
+            .map(|n| match map.remove(n) {
+                Some(ArgValue::Array(t)) => convert::numpy_from_tensor(py, t),
+                _ => Err(err(format!("internal: output `{n}` vanished"))),
+            })
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<sparsetir.Kernel `{}` ({}) from {}>",
+            self.func.name, self.target, self.script.name
+        )
+    }
+}
+
+/// Lowers `f` to stage III for the interpreter (checked binary searches, verified after every
+/// pass), as `sparsetir run --backend interp` does.
+fn lower_for_interp(script: &Script, f: &PrimFunc) -> PyResult<PrimFunc> {
+    let module = IRModule {
+        funcs: vec![f.clone()],
+    };
+    let opts = PipelineOptions {
+        target_stage: Stage::III,
+        check_invalid_binary_search: true,
+        verify: true,
+        print_after: Vec::new(),
+    };
+    let lowered = lower_traced(&module, &opts).map_err(|e| {
+        let located = e.located();
+        if located.is_empty() {
+            return err(e.to_string());
+        }
+        let diags: Vec<Diagnostic> = located
+            .into_iter()
+            .map(|(span, message)| Diagnostic {
+                span: if span.is_unknown() { f.span } else { span },
+                message,
+                notes: Vec::new(),
+            })
+            .collect();
+        script.fail(&diags)
+    })?;
+    lowered.module.funcs.into_iter().next().ok_or_else(|| {
+        err(format!(
+            "internal: lowering `{}` produced no function",
+            f.name
+        ))
+    })
+}
+
+/// Compiles `source` (script text; `name` is what diagnostics call it) for `target` (`eval`,
+/// `interp`, `c`, `cuda`, `cuda-emu`), with an optional schedule (trace text with `# stage`
+/// sections), function name, integer specializations and OpenMP thread count.
+#[pyfunction]
+#[pyo3(signature = (source, name, target, schedule=None, func=None, specialize=Vec::new(), threads=None, decompose=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
+fn compile(
+    py: Python<'_>,
+    source: String,
+    name: String,
+    target: String,
+    schedule: Option<String>,
+    func: Option<String>,
+    specialize: Vec<(String, i64)>,
+    threads: Option<usize>,
+    decompose: Vec<String>,
+) -> PyResult<NativeKernel> {
+    let gpu = match target.as_str() {
+        "cuda" => Some(GpuDevice::Cuda),
+        "cuda-emu" => Some(GpuDevice::Emulator),
+        "eval" | "interp" | "c" => None,
+        other => {
+            return Err(err(format!(
+                "unsupported target `{other}` (available: eval — the stage-I reference \
+                 evaluator; interp — lowering to stage III and the stage II/III interpreter; c — \
+                 compiled C + OpenMP; cuda — CUDA on an NVIDIA GPU; cuda-emu — the generated \
+                 CUDA in the CPU emulator)"
+            )))
+        }
+    };
+    if schedule.is_some() && target != "c" && gpu.is_none() {
+        return Err(err(
+            "schedule= applies to the c, cuda and cuda-emu targets only",
+        ));
+    }
+    if threads.is_some() && target != "c" {
+        return Err(err("threads= applies to the c target only"));
+    }
+    let script = Script { name, text: source };
+    let module = parse_verified(&script)?;
+    let f = pick_func(&module, func.as_deref())?;
+    if f.stage() != Stage::I {
+        return Err(err(format!(
+            "the {target} target runs stage-I functions; `{}` is at stage {:?}",
+            f.name,
+            f.stage()
+        )));
+    }
+    let spec: Vec<(String, i64)> = specialize
+        .into_iter()
+        .filter(|(k, _)| f.param(k).is_some())
+        .collect();
+    // Decomposed first (as `run --decompose`): a rule error is reported before any compiling.
+    let decomposed = if decompose.is_empty() {
+        None
+    } else {
+        let rt_script = sparsetir_runtime::decompose::Script {
+            name: script.name.clone(),
+            text: script.text.clone(),
+        };
+        let (g, d) = sparsetir_runtime::decompose::for_run(&rt_script, &f, &decompose)
+            .map_err(|e| err(e.0.trim_end().trim_start_matches("error: ")))?;
+        Some((g, d, decompose.join(", ")))
+    };
+    // The function that runs: decomposed, or as written.
+    let g = decomposed.as_ref().map_or(&f, |(g, _, _)| g);
+    let exec = match target.as_str() {
+        "eval" => Exec::Eval,
+        "interp" => Exec::Interp(lower_for_interp(&script, g)?),
+        "c" => {
+            let opts = CompileOptions {
+                threads,
+                ..CompileOptions::default()
+            };
+            let (fr, sched) = (g, schedule.as_deref());
+            let k = py
+                .allow_threads(|| sparsetir_runtime::build(fr, sched, &spec, &opts))
+                .map_err(err)?;
+            Exec::C(k)
+        }
+        _ => {
+            let device = gpu.expect("a GPU target");
+            let cache = sparsetir_runtime::cache::KernelCache::from_env().map_err(err)?;
+            let k = GpuKernel::build(g, schedule.as_deref(), &spec, device, &cache).map_err(err)?;
+            Exec::Gpu(Box::new(k))
+        }
+    };
+    Ok(NativeKernel {
+        script,
+        func: f,
+        decomposed,
+        target,
+        exec,
+        specialized: spec,
+    })
+}
+
+/// The script text of a catalog kernel (`crates/ops/kernels/NAME.sp`).
+#[pyfunction]
+fn catalog_source(name: &str) -> PyResult<String> {
+    sparsetir_ops::get(name)
+        .map(|k| k.source.to_string())
+        .ok_or_else(|| err(format!("no kernel `{name}` in the catalog")))
+}
+
+/// The default CPU schedule of a catalog kernel, tuned to the data as `sparsetir bench` tunes
+/// it: SDDMM drops its gather prefetches where the gathered operand (`cols × feat × elem_bytes`)
+/// fits in L2.
+#[pyfunction]
+#[pyo3(signature = (name, gathered_bytes=0))]
+fn cpu_schedule(name: &str, gathered_bytes: usize) -> Option<String> {
+    let base = sparsetir_ops::cpu_schedule(name)?;
+    Some(if name == "sddmm" {
+        sparsetir_ops::composable::gather_prefetch(
+            base,
+            gathered_bytes,
+            sparsetir_runtime::machine::l2_cache_bytes(),
+        )
+    } else {
+        base.to_string()
+    })
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SparsetirError", m.py().get_type::<SparsetirError>())?;
+    m.add_class::<NativeKernel>()?;
+    m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(catalog_source, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_schedule, m)?)?;
+    Ok(())
+}
