@@ -3,8 +3,8 @@
 # cache directory ($SPARSETIR_CACHE_DIR, else $XDG_CACHE_HOME/sparsetir, else ~/.cache/sparsetir)
 # under py-venv, installs numpy, scipy, pytest and torch (plain `pip install torch`, from PyPI)
 # and ./python (PyO3 + maturin: needs a Rust toolchain and a C compiler), then runs
-# `pytest python/tests -q`. The Rust build goes to py-target in the same directory, so a second
-# run rebuilds only what changed. SPARSETIR_PY_TORCH=0 skips installing torch (its tests skip).
+# `pytest python/tests -q`. The Rust build goes to the repository's target directory (dev
+# profile; SPARSETIR_PY_TARGET and SPARSETIR_PY_PROFILE override), so it reuses `cargo test`'s. SPARSETIR_PY_TORCH=0 skips installing torch (its tests skip).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,8 +23,12 @@ if [ "${SPARSETIR_PY_TORCH:-1}" != "0" ]; then
     # No pip cache: the wheel (with its CUDA libraries, several GB on Linux) is not kept twice.
     "$VENV/bin/python" -c "import torch" 2>/dev/null || "${PIP[@]}" install --no-cache-dir torch
 fi
-# --locked: the extension builds against python/Cargo.lock as committed.
-CARGO_TARGET_DIR="$CACHE/py-target" MATURIN_PEP517_ARGS="--locked" \
+# --locked: the extension builds against python/Cargo.lock as committed. The tests build it with
+# the dev profile into the repository's own target directory, so the crates `cargo test` has
+# just compiled are reused (the kernels themselves are C compiled by $CC with -O3 either way);
+# a user's `pip install ./python` builds the release profile.
+CARGO_TARGET_DIR="${SPARSETIR_PY_TARGET:-$ROOT/target}" \
+    MATURIN_PEP517_ARGS="--locked --profile ${SPARSETIR_PY_PROFILE:-dev}" \
     "${PIP[@]}" install --force-reinstall --no-deps "$ROOT/python"
 cd "$ROOT"
 "$VENV/bin/python" -m pytest python/tests -q
