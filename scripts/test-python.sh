@@ -4,7 +4,8 @@
 # under py-venv, installs numpy, scipy, pytest and torch (plain `pip install torch`, from PyPI)
 # and ./python (PyO3 + maturin: needs a Rust toolchain and a C compiler), then runs
 # `pytest python/tests -q`. The Rust build goes to the repository's target directory (dev
-# profile; SPARSETIR_PY_TARGET and SPARSETIR_PY_PROFILE override), so it reuses `cargo test`'s. SPARSETIR_PY_TORCH=0 skips installing torch (its tests skip).
+# profile; SPARSETIR_PY_TARGET and SPARSETIR_PY_PROFILE override), so it reuses `cargo test`'s.
+# SPARSETIR_PY_TORCH=0 skips installing torch (its tests skip).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
