@@ -713,6 +713,29 @@ fn stem(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
+/// The CPU threads (`--threads`, default all cores), the compile options (`BENCH_CFLAGS` and
+/// `--cflag`s) and the timing (`--warmup`, `--warmup-ms`, `--repeat`) of a bench run.
+fn cpu_setup(o: &Options) -> (usize, CompileOptions, TimingOptions) {
+    let threads = o.threads.filter(|&t| t > 0).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let mut flags: Vec<String> = BENCH_CFLAGS.iter().map(|s| s.to_string()).collect();
+    flags.extend(o.cflags.iter().cloned());
+    let opts = CompileOptions {
+        threads: Some(threads),
+        flags,
+        ..CompileOptions::default()
+    };
+    let timing = TimingOptions {
+        warmup: o.warmup,
+        repeats: o.repeat.max(1),
+        warmup_time: Duration::from_millis(o.warmup_ms),
+    };
+    (threads, opts, timing)
+}
+
 /// Runs `sparsetir bench`.
 pub fn run(o: &Options) -> Result<(), Failure> {
     if o.op.trim() == "attention" {
@@ -783,23 +806,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let threads = o.threads.filter(|&t| t > 0).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    let mut flags: Vec<String> = BENCH_CFLAGS.iter().map(|s| s.to_string()).collect();
-    flags.extend(o.cflags.iter().cloned());
-    let compile_opts = CompileOptions {
-        threads: Some(threads),
-        flags,
-        ..CompileOptions::default()
-    };
-    let timing = TimingOptions {
-        warmup: o.warmup,
-        repeats: o.repeat.max(1),
-        warmup_time: Duration::from_millis(o.warmup_ms),
-    };
+    let (threads, compile_opts, timing) = cpu_setup(o);
     // Load every matrix first: a bad path fails before any compile.
     let mut matrices = Vec::new();
     for p in &o.matrices {

@@ -11,18 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::run;
-
-fn have_cxx() -> bool {
-    let ok = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: skipping: no C++ compiler for the CUDA emulator");
-    }
-    ok
-}
+use common::{have_cxx, run};
 
 /// A 20 × 18 matrix with rows of 3 entries (uniform: ELL without remainder) and blocks of 2
 /// that are mostly full.

@@ -9,18 +9,6 @@ mod common;
 
 use common::*;
 
-/// Whether the host C++ compiler the emulator uses runs.
-fn have_cxx() -> bool {
-    let ok = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: skipping: no C++ compiler for the CUDA emulator");
-    }
-    ok
-}
-
 backend_tests! {
     "cuda-emu", have_cxx();
     emu_csrmm_random_with_empty_and_full_rows => csrmm_random_with_empty_and_full_rows,

@@ -97,16 +97,8 @@ fn every_catalog_kernel_in_float16_and_bfloat16_in_the_emulator() {
 
 #[test]
 fn sixteen_bit_kernels_compile_with_nvrtc() {
-    let nvrtc = match sparsetir_cuda::Nvrtc::load() {
-        Ok(n) => n,
-        Err(e) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "NVRTC is required under CI=true (run scripts/setup-nvrtc.sh): {e}"
-            );
-            eprintln!("note: skipping NVRTC compiles: {e}");
-            return;
-        }
+    let Some(nvrtc) = common::nvrtc() else {
+        return;
     };
     let arch = sparsetir_cuda::Arch::parse("sm_80").unwrap();
     for (kernel, sched, spec) in kernels() {

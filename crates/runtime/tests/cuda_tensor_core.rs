@@ -130,16 +130,8 @@ fn bsr16_and_bsr32_on_tensor_cores_equal_the_evaluator_in_the_emulator() {
 
 #[test]
 fn the_ptx_holds_the_mma_instruction() {
-    let nvrtc = match sparsetir_cuda::Nvrtc::load() {
-        Ok(n) => n,
-        Err(e) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "NVRTC is required under CI=true (run scripts/setup-nvrtc.sh): {e}"
-            );
-            eprintln!("note: skipping NVRTC compiles: {e}");
-            return;
-        }
+    let Some(nvrtc) = common::nvrtc() else {
+        return;
     };
     let condense = sparsetir_ops::composable::condense_spmm().expect("condense_spmm");
     let condense_tc = sparsetir_ops::gpu_schedule("condense_spmm_tc").expect("schedule");

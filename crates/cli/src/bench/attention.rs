@@ -22,7 +22,7 @@ use sparsetir_runtime::{CompileOptions, Kernel, TimingOptions};
 
 use super::{
     f32_tensor, f32_zeros, i32_tensor, load_csr, parse_dtype, random_values, relative_error,
-    rounded, stem, Csr, Options, BENCH_CFLAGS, TOLERANCE,
+    rounded, stem, Csr, Options, TOLERANCE,
 };
 use crate::Failure;
 
@@ -174,23 +174,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     if o.matrices.is_empty() {
         return Err(Failure("error: give at least one --matrix MASK.mtx".into()));
     }
-    let threads = o.threads.filter(|&t| t > 0).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    let mut flags: Vec<String> = BENCH_CFLAGS.iter().map(|s| s.to_string()).collect();
-    flags.extend(o.cflags.iter().cloned());
-    let opts = CompileOptions {
-        threads: Some(threads),
-        flags,
-        ..CompileOptions::default()
-    };
-    let timing = TimingOptions {
-        warmup: o.warmup,
-        repeats: o.repeat.max(1),
-        warmup_time: std::time::Duration::from_millis(o.warmup_ms),
-    };
+    let (threads, opts, timing) = super::cpu_setup(o);
     let mut failed = false;
     for p in &o.matrices {
         let mask = load_csr(p)?;

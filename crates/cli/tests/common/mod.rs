@@ -236,3 +236,15 @@ pub fn raw_csr_files(d: &Dir, indptr: &[i64], indices: &[i64], values: &[f64]) -
         d.bind("B", "b.npy"),
     ]
 }
+
+/// Whether the host C++ compiler the emulator uses runs.
+pub fn have_cxx() -> bool {
+    let ok = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: skipping: no C++ compiler for the CUDA emulator");
+    }
+    ok
+}
