@@ -169,3 +169,35 @@ fn the_ptx_holds_the_mma_instruction() {
         }
     }
 }
+
+#[test]
+fn bad_tensorized_nests_are_typed_errors() {
+    let f = kernel(DType::F16);
+    let tc = schedule();
+    for (change, needle) in [
+        // Tiles of 16 feature columns: the m16n8k16 nest needs 8.
+        (tc.replace("[None, 8]", "[None, 16]"), "must run 0..8"),
+        // Fewer warps for the products than for the fill: the products' warp loop is guarded
+        // (a lane-dependent condition around the `mma`).
+        (
+            tc.replace(
+                "fo, fi = sch.split(f, [None, 8])\nsch.reorder(fo, j, bi, fi, bj)",
+                "fo, fi = sch.split(f, [None, 8])\nfoo, fo = sch.split(fo, [None, 2])\nsch.reorder(foo, fo, j, bi, fi, bj)",
+            ),
+            "every lane of the warp",
+        ),
+        // The warp's lanes are threadIdx.x: no loop around the tile may take it.
+        (
+            tc.replace("sch.bind(fo, \"threadIdx.y\")", "sch.bind(fo, \"threadIdx.x\")"),
+            "threadIdx.x",
+        ),
+    ] {
+        assert_ne!(change, tc, "the schedule text changed");
+        let e = emit_cuda(&f, Some(&change), &spec(32)).expect_err("refused");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+    // float32 operands: the tile product needs 16-bit ones.
+    let f32k = sparsetir_ops::load("bsrmm").expect("bsrmm");
+    let e = emit_cuda(&f32k, Some(tc), &spec(32)).expect_err("float32 refused");
+    assert!(e.to_string().contains("float16 or"), "{e}");
+}

@@ -22,8 +22,9 @@
 //!   the fill and the products.
 //!
 //! The kernel gets 32 threads along `threadIdx.x` (the warp's lanes); no loop of it may bind
-//! `threadIdx.x` otherwise, and the code around the tensorized loops runs in every lane (stores
-//! outside them are guarded to one lane as usual).
+//! `threadIdx.x` otherwise, no thread-dependent condition or loop may enclose a tensorized loop
+//! (the whole warp must reach the `mma`), and the code around the tensorized loops runs in every
+//! lane (stores outside them are guarded to one lane as usual).
 //!
 //! In the emulator the `mma` is a device function that gathers the warp's fragments with
 //! `__shfl_sync` and computes the tile products in float (products of 16-bit values are exact;
@@ -176,6 +177,14 @@ impl Writer<'_> {
     pub(crate) fn write_mma(&mut self, f: &For, form: Mma) -> Res<()> {
         let what = format!("tensorized loop `{}`", self.func.vars[f.var].name);
         let (vars, b) = self.mma_nest(f, form)?;
+        // `mma.sync` needs the whole warp: no thread-dependent condition or loop may enclose it.
+        if self.kernel.as_ref().is_some_and(|k| k.divergent > 0) {
+            return Err(self.unsupported(
+                &what,
+                "it sits under a condition or loop whose outcome may differ between threads; \
+                 every lane of the warp must reach the `mma`",
+            ));
+        }
         let Stmt::Store(st) = single(&b.body) else {
             return Err(self.unsupported(&what, "the block's body must be one store"));
         };
