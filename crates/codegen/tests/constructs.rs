@@ -184,3 +184,39 @@ def k(c: T.handle) -> None:
     }
     assert!(src.contains("C[3] = -FLT_MAX;"), "{src}");
 }
+
+#[test]
+fn fuse_launches_groups_independent_nests() {
+    // With `fuse_launches`, nests that only read a buffer or only accumulate into it share a
+    // launch; a plain store followed by accumulation (an init) and a read of what a launch
+    // writes separate them. Part k sees its own block range as its grid.
+    let src = |fuse: bool| {
+        format!(
+            r#"
+@T.prim_func
+def parts(a: T.handle, y: T.handle, z: T.handle, n: T.int32) -> None:
+    T.func_attr({{"sparse_tir_level": 0, "fuse_launches": {}}})
+    A = T.match_buffer(a, (n,), "float32")
+    Y = T.match_buffer(y, (n,), "float32")
+    Z = T.match_buffer(z, (n,), "float32")
+    for i in T.thread_binding(n, thread="blockIdx.x"):
+        Y[i] = T.float32(0)
+    for i in T.thread_binding(n, thread="blockIdx.x"):
+        Y[i] = Y[i] + A[i]
+    for i in T.thread_binding(n, thread="blockIdx.x"):
+        Y[i] = A[i] * T.float32(2) + Y[i]
+    for i in T.thread_binding(n, thread="blockIdx.x"):
+        Z[i] = Y[i]
+"#,
+            if fuse { "True" } else { "False" }
+        )
+    };
+    let m = sparsetir_codegen::emit_cuda(&parse(&src(false))).expect("unfused");
+    assert_eq!(m.kernels.len(), 4);
+    let m = sparsetir_codegen::emit_cuda(&parse(&src(true))).expect("fused");
+    assert_eq!(m.kernels.len(), 3, "{}", m.source);
+    // The two accumulating nests: one grid of n + n blocks, each part offset by the earlier.
+    let grid = &m.kernels[1].grid[0];
+    assert_eq!(grid.eval(&|_| Some(5)), Some(10), "{grid:?}");
+    assert!(m.source.contains("sptir_bx1"), "{}", m.source);
+}

@@ -3,7 +3,8 @@
 //! (`hyb_spmm_gpu_schedule`: bucket rows over blocks × warps, features over lanes, split rows
 //! atomic), equals the stage-I evaluator of the undecomposed csrmm on power-law rows (empty
 //! rows, rows longer than the largest bucket, rows storing every column), for feature widths
-//! that are and are not multiples of 32.
+//! that are and are not multiples of 32; also with the buckets' nests fused into one launch
+//! (`fuse_launches`: the init's launch, then one for every bucket).
 
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_formats::builders::hyb::hyb;
@@ -74,53 +75,67 @@ fn hyb_spmm_in_the_emulator_equals_the_evaluator() {
         let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets).expect("decomposes");
         let sched = hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic_blocks(&h, false));
         let spec = [("feat_size".to_string(), feat as i64)];
-        let k = GpuKernel::build(&stage1, Some(&sched), &spec, GpuDevice::Emulator, &cache)
-            .unwrap_or_else(|e| panic!("{e}\n{sched}"));
-        let mut r = Lcg(7);
-        let b: Vec<f32> = (0..cols * feat)
-            .map(|_| (r.next() % 100) as f32 / 50.0 - 1.0)
-            .collect();
-        let mut args = std::collections::HashMap::new();
-        args.insert(
-            "a".to_string(),
-            arr(vec![nnz], TensorData::F32(values.clone())),
-        );
-        args.insert(
-            "b".into(),
-            arr(vec![cols, feat], TensorData::F32(b.clone())),
-        );
-        args.insert(
-            "c".into(),
-            arr(vec![rows, feat], TensorData::F32(vec![7.0; rows * feat])),
-        );
-        args.insert(
-            "indptr".into(),
-            arr(vec![rows + 1], TensorData::I32(indptr.clone())),
-        );
-        args.insert(
-            "indices".into(),
-            arr(vec![nnz], TensorData::I32(indices.clone())),
-        );
-        args.insert("m".into(), ArgValue::Int(rows as i64));
-        args.insert("n".into(), ArgValue::Int(cols as i64));
-        args.insert("nnz".into(), ArgValue::Int(nnz as i64));
-        args.insert("feat_size".into(), ArgValue::Int(feat as i64));
-        let mut want = args.clone();
-        eval_func(&csrmm, &mut want).expect("reference");
-        args.extend(hyb_arguments(&h));
-        k.run(&mut args).expect("runs in the emulator");
-        let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) = (args.get("c"), want.get("c"))
-        else {
-            panic!("no output");
-        };
-        for i in 0..rows * feat {
-            let (x, y) = (got.get_f64(i), w.get_f64(i));
-            assert!(
+        for fused in [false, true] {
+            let mut stage1 = stage1.clone();
+            if fused {
+                stage1
+                    .attrs
+                    .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
+            }
+            let k = GpuKernel::build(&stage1, Some(&sched), &spec, GpuDevice::Emulator, &cache)
+                .unwrap_or_else(|e| panic!("{e}\n{sched}"));
+            // One launch per bucket (and the init's), or, fused, the init's and one for the buckets.
+            let launches = k.module().kernels.len();
+            let want_launches = if fused { 2 } else { 1 + parts * buckets.len() };
+            assert_eq!(launches, want_launches, "fused {fused}, parts {parts}");
+            let mut r = Lcg(7);
+            let b: Vec<f32> = (0..cols * feat)
+                .map(|_| (r.next() % 100) as f32 / 50.0 - 1.0)
+                .collect();
+            let mut args = std::collections::HashMap::new();
+            args.insert(
+                "a".to_string(),
+                arr(vec![nnz], TensorData::F32(values.clone())),
+            );
+            args.insert(
+                "b".into(),
+                arr(vec![cols, feat], TensorData::F32(b.clone())),
+            );
+            args.insert(
+                "c".into(),
+                arr(vec![rows, feat], TensorData::F32(vec![7.0; rows * feat])),
+            );
+            args.insert(
+                "indptr".into(),
+                arr(vec![rows + 1], TensorData::I32(indptr.clone())),
+            );
+            args.insert(
+                "indices".into(),
+                arr(vec![nnz], TensorData::I32(indices.clone())),
+            );
+            args.insert("m".into(), ArgValue::Int(rows as i64));
+            args.insert("n".into(), ArgValue::Int(cols as i64));
+            args.insert("nnz".into(), ArgValue::Int(nnz as i64));
+            args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+            let mut want = args.clone();
+            eval_func(&csrmm, &mut want).expect("reference");
+            args.extend(hyb_arguments(&h));
+            k.run(&mut args).expect("runs in the emulator");
+            let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) =
+                (args.get("c"), want.get("c"))
+            else {
+                panic!("no output");
+            };
+            for i in 0..rows * feat {
+                let (x, y) = (got.get_f64(i), w.get_f64(i));
+                assert!(
                 (x - y).abs() <= 1e-4 * y.abs().max(1.0),
-                "parts {parts} buckets {buckets:?} feat {feat}: C[{}, {}] = {x}, want {y}",
+                "fused {fused}, parts {parts} buckets {buckets:?} feat {feat}: C[{}, {}] = {x}, \
+                 want {y}",
                 i / feat,
                 i % feat
             );
+            }
         }
     }
 }

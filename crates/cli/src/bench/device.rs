@@ -125,7 +125,11 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     )
                     .map_err(|e| Failure(format!("error: hyb conversion: {e}")))?;
                     let csrmm = sparsetir_ops::load("csrmm")?;
-                    let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets)?;
+                    let mut stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets)?;
+                    // The buckets' nests in one launch (after the init's).
+                    stage1
+                        .attrs
+                        .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
                     let sched =
                         hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic_blocks(&h, false));
                     let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;

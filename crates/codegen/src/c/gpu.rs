@@ -10,6 +10,7 @@ use crate::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr, TempBuffer};
 
 use super::*;
 
+mod launch_fusion;
 pub(crate) mod mma;
 mod reduce;
 mod sync;
@@ -59,6 +60,9 @@ pub(crate) struct KernelCtx {
     divergent: usize,
     /// Whether a block may have more than one thread.
     multi_thread: bool,
+    /// In a kernel that runs several nests in one launch (see [`launch_fusion`]): the C names of
+    /// the part's own block index and grid width along `blockIdx.x`.
+    block_x: Option<(String, String)>,
     guarded_thread_depth: usize,
 }
 
@@ -265,12 +269,18 @@ impl<'f> Writer<'f> {
         flatten(&func.body, &mut tops);
         let mut kernels = Vec::new();
         let mut body = String::new();
-        for s in tops {
-            if matches!(s, Stmt::AssumeBufferDomain { .. }) || s.is_empty() {
-                continue;
-            }
+        let tops: Vec<&Stmt> = tops
+            .into_iter()
+            .filter(|s| !matches!(s, Stmt::AssumeBufferDomain { .. }) && !s.is_empty())
+            .collect();
+        let groups = if launch_fusion::requested(func) {
+            launch_fusion::groups(func, &tops)
+        } else {
+            tops.iter().map(|s| vec![*s]).collect()
+        };
+        for parts in groups {
             let k = kernels.len();
-            let kernel = self.write_kernel(k, s, &ptrs, &scalars, &temps_decl)?;
+            let kernel = self.write_kernel(k, &parts, &ptrs, &scalars, &temps_decl)?;
             body.push_str(&std::mem::take(&mut self.out));
             body.push('\n');
             kernels.push(kernel);
@@ -299,30 +309,119 @@ impl<'f> Writer<'f> {
         })
     }
 
+    /// The C text of thread index `tag` (`blockIdx.x` is the part's own in a fused launch).
+    fn index_text(&self, tag: &str) -> String {
+        match self.kernel.as_ref().and_then(|k| k.block_x.as_ref()) {
+            Some((bx, _)) if tag == "blockIdx.x" => bx.clone(),
+            _ => tag.to_string(),
+        }
+    }
+
+    /// The C text of the grid width along `tag` (a `blockIdx` tag).
+    fn grid_text(&self, tag: &str) -> String {
+        match self.kernel.as_ref().and_then(|k| k.block_x.as_ref()) {
+            Some((_, g)) if tag == "blockIdx.x" => g.clone(),
+            _ => tag.replace("blockIdx", "gridDim"),
+        }
+    }
+
+    /// Writes the parts of a fused launch (see [`launch_fusion`]): part `k` runs in the blocks
+    /// `[off_k, off_k + g_k)` along `blockIdx.x`, with that range as its own grid.
+    fn write_fused_parts(
+        &mut self,
+        parts: &[&'f Stmt],
+        part_dims: &[HashMap<String, LaunchExpr>],
+    ) -> Res<()> {
+        let mut off = LaunchExpr::Const(0);
+        for (k, (s, dims)) in parts.iter().zip(part_dims).enumerate() {
+            let g = dims
+                .get("blockIdx.x")
+                .cloned()
+                .unwrap_or(LaunchExpr::Const(1));
+            let (off_t, g_t) = (self.launch_text(&off), self.launch_text(&g));
+            let (bx, gx) = (format!("sptir_bx{k}"), format!("sptir_gx{k}"));
+            self.line("{");
+            self.indent += 1;
+            self.line(&format!("const int32_t {gx} = (int32_t)({g_t});"));
+            self.line(&format!(
+                "const int32_t {bx} = (int32_t)blockIdx.x - (int32_t)({off_t});"
+            ));
+            self.line(&format!("if ({bx} >= 0 && {bx} < {gx}) {{"));
+            self.indent += 1;
+            let saved = self.kernel.as_mut().map(|kc| {
+                let old_dim = kc.dims.insert("blockIdx.x".to_string(), g.clone());
+                let old_bx = kc.block_x.replace((bx.clone(), gx.clone()));
+                (old_dim, old_bx)
+            });
+            let r = self.write_stmt(s);
+            if let (Some(kc), Some((old_dim, old_bx))) = (self.kernel.as_mut(), saved) {
+                match old_dim {
+                    Some(d) => kc.dims.insert("blockIdx.x".to_string(), d),
+                    None => kc.dims.remove("blockIdx.x"),
+                };
+                kc.block_x = old_bx;
+            }
+            r?;
+            self.indent -= 1;
+            self.line("}");
+            self.indent -= 1;
+            self.line("}");
+            off = LaunchExpr::Add(Box::new(off), Box::new(g));
+        }
+        Ok(())
+    }
+
+    /// A launch expression as C text over the kernel's scalar parameters (`int64_t`).
+    fn launch_text(&self, e: &LaunchExpr) -> String {
+        use LaunchExpr::*;
+        let bin = |a: &LaunchExpr, b: &LaunchExpr, f: &dyn Fn(String, String) -> String| {
+            f(self.launch_text(a), self.launch_text(b))
+        };
+        match e {
+            Const(c) => format!("INT64_C({c})"),
+            Param(k) => {
+                let v = self.func.params[*k];
+                format!("((int64_t){})", self.var_names[v.index()])
+            }
+            Add(a, b) => bin(a, b, &|x, y| format!("({x} + {y})")),
+            Sub(a, b) => bin(a, b, &|x, y| format!("({x} - {y})")),
+            Mul(a, b) => bin(a, b, &|x, y| format!("({x} * {y})")),
+            FloorDiv(a, b) => bin(a, b, &|x, y| format!("sptir_floordiv_i64({x}, {y})")),
+            Min(a, b) => bin(a, b, &|x, y| format!("sptir_min_i64({x}, {y})")),
+            Max(a, b) => bin(a, b, &|x, y| format!("sptir_max_i64({x}, {y})")),
+        }
+    }
+
     /// Writes the kernel of top-level statement `s`.
     fn write_kernel(
         &mut self,
         index: usize,
-        s: &'f Stmt,
+        parts: &[&'f Stmt],
         ptrs: &[(usize, BufferId, Vec<BufferId>)],
         scalars: &[(usize, VarId)],
         temps: &[BufferId],
     ) -> Res<CudaKernel> {
         let func = self.func;
-        // Launch dimensions: the largest extent bound to each tag.
-        let mut extents: BTreeMap<String, Vec<LaunchExpr>> = BTreeMap::new();
-        self.collect_bound_loops(s, false, &mut extents)?;
-        let mut dims = HashMap::new();
-        for (tag, exts) in extents {
-            let mut it = exts.into_iter();
-            let mut d = it.next().unwrap_or(LaunchExpr::Const(1));
-            for e in it {
-                if e != d {
-                    d = LaunchExpr::Max(Box::new(d), Box::new(e));
+        // Launch dimensions: the largest extent bound to each tag (per part; parts fused into
+        // one launch get blockIdx.x ranges of their own, one after the other).
+        let mut part_dims = Vec::new();
+        for s in parts {
+            let mut extents: BTreeMap<String, Vec<LaunchExpr>> = BTreeMap::new();
+            self.collect_bound_loops(s, false, &mut extents)?;
+            let mut dims = HashMap::new();
+            for (tag, exts) in extents {
+                let mut it = exts.into_iter();
+                let mut d = it.next().unwrap_or(LaunchExpr::Const(1));
+                for e in it {
+                    if e != d {
+                        d = LaunchExpr::Max(Box::new(d), Box::new(e));
+                    }
                 }
+                dims.insert(tag, d);
             }
-            dims.insert(tag, d);
+            part_dims.push(dims);
         }
+        let dims = launch_fusion::merge_dims(&part_dims);
         let dim_of = |t: &str| dims.get(t).cloned().unwrap_or(LaunchExpr::Const(1));
         let grid = [
             dim_of(GRID_TAGS[0]),
@@ -347,7 +446,9 @@ impl<'f> Writer<'f> {
             }
         }
         let (mut writes, mut reads) = (HashSet::new(), HashSet::new());
-        accesses(s, &mut writes, &mut reads);
+        for s in parts {
+            accesses(s, &mut writes, &mut reads);
+        }
         let stored = |b: &BufferId, others: &[BufferId]| {
             writes.contains(b) || others.iter().any(|o| writes.contains(o))
         };
@@ -458,7 +559,11 @@ impl<'f> Writer<'f> {
             scoped.push(b);
         }
         self.span = func.span;
-        let r = self.write_stmt(s);
+        let r = if let [s] = parts {
+            self.write_stmt(s)
+        } else {
+            self.write_fused_parts(parts, &part_dims)
+        };
         self.end_scope(&scoped);
         let ctx = self.kernel.take().unwrap_or_default();
         r?;
@@ -809,7 +914,8 @@ impl<'f> Writer<'f> {
             format!(" + {}", cast(m, mdt, vdt))
         };
         let v = self.bind(f.var)?;
-        self.line(&format!("const {ct} {v} = ({ct}){tag}{min};"));
+        let index = self.index_text(&tag);
+        self.line(&format!("const {ct} {v} = ({ct}){index}{min};"));
         if guard {
             let (e, edt) = self.expr(&f.extent)?;
             let (m, mdt) = self.expr(&f.min)?;
@@ -862,9 +968,9 @@ impl<'f> Writer<'f> {
         let (vdt, ct, vname) = self.loop_var_type(f)?;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         let v = self.bind(f.var)?;
-        let dim = tag.replace("blockIdx", "gridDim");
+        let (index, dim) = (self.index_text(tag), self.grid_text(tag));
         self.line(&format!(
-            "for ({ct} {v} = {start} + ({ct}){tag}; {v} < {end}; {v} += ({ct}){dim}) {{"
+            "for ({ct} {v} = {start} + ({ct}){index}; {v} < {end}; {v} += ({ct}){dim}) {{"
         ));
         self.indent += 1;
         if let Some(k) = self.kernel.as_mut() {
