@@ -407,6 +407,21 @@ pub fn condense_spmm() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
     })
 }
 
+/// Sparse convolution as gather-GEMM-scatter over a rulebook (`formats/sparse_conv.sp`).
+pub const SPARSE_CONV_SCRIPT: &str = include_str!("../formats/sparse_conv.sp");
+
+/// The CPU schedule of [`SPARSE_CONV_SCRIPT`] (`schedules/sparse_conv.sched`; the GPU one is
+/// `gpu_schedule("sparse_conv")`).
+pub const SPARSE_CONV_SCHEDULE: &str = include_str!("../schedules/sparse_conv.sched");
+
+/// The stage-I function of [`SPARSE_CONV_SCRIPT`].
+pub fn sparse_conv() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    sparsetir_syntax::parse_func(SPARSE_CONV_SCRIPT).map_err(|diags| crate::LoadError::Parse {
+        name: "sparse_conv".to_string(),
+        diags,
+    })
+}
+
 /// SpMV on SELL-C-σ (`formats/spmv_sell.sp`): the script, with `lanes` to be specialised to
 /// [`SELL_LANES`].
 pub const SPMV_SELL_SCRIPT: &str = include_str!("../formats/spmv_sell.sp");

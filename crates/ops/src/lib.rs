@@ -182,6 +182,11 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
     ("bsrmm", include_str!("../schedules/gpu/bsrmm.sched")),
     // 16 x 16 blocks, 16-bit operands: tensor cores (`mma.sync` m16n8k16).
     ("bsrmm_tc", include_str!("../schedules/gpu/bsrmm_tc.sched")),
+    // Gather-GEMM-scatter sparse convolution (formats/sparse_conv.sp).
+    (
+        "sparse_conv",
+        include_str!("../schedules/gpu/sparse_conv.sched"),
+    ),
     (
         "bsrmm_tc32",
         include_str!("../schedules/gpu/bsrmm_tc32.sched"),
