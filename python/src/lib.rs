@@ -27,7 +27,7 @@ use pyo3::create_exception;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use sparsetir_eval::ArgValue;
-use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_ir::{IRModule, PrimFunc, Stage};
 use sparsetir_runtime::bind::written_buffers;
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
@@ -63,16 +63,7 @@ impl Script {
 /// Parses and verifies a script, every problem rendered as the CLI renders it.
 fn parse_verified(script: &Script) -> PyResult<IRModule> {
     let module = parse_module(&script.text).map_err(|d| script.fail(&d))?;
-    let mut diags = Vec::new();
-    for f in &module.funcs {
-        if let Err(errs) = verify_func(f) {
-            diags.extend(errs.into_iter().map(|e| Diagnostic {
-                span: if e.span.is_unknown() { f.span } else { e.span },
-                message: format!("in function `{}`: {}", f.name, e.message),
-                notes: Vec::new(),
-            }));
-        }
-    }
+    let diags = sparsetir_syntax::verify_diagnostics(&module);
     if diags.is_empty() {
         Ok(module)
     } else {
@@ -398,12 +389,7 @@ fn lower_for_interp(script: &Script, f: &PrimFunc) -> PyResult<PrimFunc> {
     let module = IRModule {
         funcs: vec![f.clone()],
     };
-    let opts = PipelineOptions {
-        target_stage: Stage::III,
-        check_invalid_binary_search: true,
-        verify: true,
-        print_after: Vec::new(),
-    };
+    let opts = PipelineOptions::for_interpreter();
     let lowered = lower_traced(&module, &opts).map_err(|e| {
         let located = e.located();
         if located.is_empty() {

@@ -124,12 +124,7 @@ pub fn for_interp(src: &Source, f: &PrimFunc) -> Result<PrimFunc, Failure> {
     let module = IRModule {
         funcs: vec![f.clone()],
     };
-    let opts = PipelineOptions {
-        target_stage: Stage::III,
-        check_invalid_binary_search: true,
-        verify: true,
-        print_after: Vec::new(),
-    };
+    let opts = PipelineOptions::for_interpreter();
     let lowered = lower_traced(&module, &opts).map_err(|e| fail(src, &module, &e))?;
     let Some(g) = lowered.module.funcs.into_iter().next() else {
         return Err(Failure(format!(

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sparsetir_eval::ArgValue;
-use sparsetir_ir::{printer, verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_ir::{printer, IRModule, PrimFunc, Stage};
 use sparsetir_runtime::gpu::GpuDevice;
 use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
@@ -488,16 +488,7 @@ fn parse(src: &Source) -> Result<IRModule, Failure> {
 }
 
 fn verify(src: &Source, module: &IRModule) -> Result<(), Failure> {
-    let mut diags = Vec::new();
-    for f in &module.funcs {
-        if let Err(errs) = verify_func(f) {
-            diags.extend(errs.into_iter().map(|e| Diagnostic {
-                span: if e.span.is_unknown() { f.span } else { e.span },
-                message: format!("in function `{}`: {}", f.name, e.message),
-                notes: Vec::new(),
-            }));
-        }
-    }
+    let diags = sparsetir_syntax::verify_diagnostics(module);
     if diags.is_empty() {
         Ok(())
     } else {

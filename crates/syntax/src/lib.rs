@@ -51,6 +51,22 @@ pub fn parse_module(source: &str) -> Result<IRModule, Vec<Diagnostic>> {
     lower::lower_module(source, &funcs).map_err(|d| vec![d])
 }
 
+/// The verifier's findings on every function of `module`, as diagnostics located in the script
+/// (at the function when the finding has no span of its own).
+pub fn verify_diagnostics(module: &IRModule) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    for f in &module.funcs {
+        if let Err(errs) = sparsetir_ir::verify_func(f) {
+            diags.extend(errs.into_iter().map(|e| Diagnostic {
+                span: if e.span.is_unknown() { f.span } else { e.span },
+                message: format!("in function `{}`: {}", f.name, e.message),
+                notes: Vec::new(),
+            }));
+        }
+    }
+    diags
+}
+
 /// Parses a script holding exactly one function.
 pub fn parse_func(source: &str) -> Result<PrimFunc, Vec<Diagnostic>> {
     let mut m = parse_module(source)?;

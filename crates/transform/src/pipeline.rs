@@ -45,6 +45,18 @@ impl Default for PipelineOptions {
 }
 
 impl PipelineOptions {
+    /// Stage III with checked binary searches (an absent coordinate reads the default value, a
+    /// store to it is skipped, as in stage I) and the verifier after every pass: the lowering
+    /// the stage-III interpreter runs (`run --backend interp`, Python's `target="interp"`).
+    pub fn for_interpreter() -> Self {
+        PipelineOptions {
+            target_stage: Stage::III,
+            check_invalid_binary_search: true,
+            verify: true,
+            print_after: Vec::new(),
+        }
+    }
+
     /// Default options lowering to `stage`.
     pub fn to_stage(stage: Stage) -> Self {
         PipelineOptions {
