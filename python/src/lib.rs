@@ -27,7 +27,7 @@ use pyo3::create_exception;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use sparsetir_eval::ArgValue;
-use sparsetir_ir::{IRModule, PrimFunc, Stage};
+use sparsetir_ir::{IRModule, PickError, PrimFunc, Stage};
 use sparsetir_runtime::bind::written_buffers;
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
@@ -72,26 +72,10 @@ fn parse_verified(script: &Script) -> PyResult<IRModule> {
 }
 
 fn pick_func(module: &IRModule, name: Option<&str>) -> PyResult<PrimFunc> {
-    let all = || {
-        module
-            .funcs
-            .iter()
-            .map(|f| f.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match name {
-        Some(n) => module
-            .get(n)
-            .cloned()
-            .ok_or_else(|| err(format!("no function `{n}` (functions: {})", all()))),
-        None if module.funcs.len() == 1 => Ok(module.funcs[0].clone()),
-        None if module.funcs.is_empty() => Err(err("the script defines no function")),
-        None => Err(err(format!(
-            "the script defines several functions ({}): choose one with func=",
-            all()
-        ))),
-    }
+    module.pick(name).cloned().map_err(|e| match e {
+        PickError::Several { .. } => err(format!("{e}: choose one with func=")),
+        e => err(e.to_string()),
+    })
 }
 
 /// What executes a kernel (one per compiled kernel: the variants' sizes do not matter).

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sparsetir_eval::ArgValue;
-use sparsetir_ir::{printer, IRModule, PrimFunc, Stage};
+use sparsetir_ir::{printer, IRModule, PickError, PrimFunc, Stage};
 use sparsetir_runtime::gpu::GpuDevice;
 use sparsetir_runtime::{read_output, Binder, Output};
 use sparsetir_syntax::{parse_bytes, render, Diagnostic};
@@ -531,24 +531,10 @@ fn split_pair<'a>(s: &'a str, flag: &str) -> Result<(&'a str, &'a str), Failure>
 }
 
 fn pick_func<'m>(module: &'m IRModule, name: Option<&str>) -> Result<&'m PrimFunc, Failure> {
-    let all = || {
-        module
-            .funcs
-            .iter()
-            .map(|f| f.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match name {
-        Some(n) => module
-            .get(n)
-            .ok_or_else(|| Failure(format!("error: no function `{n}` (functions: {})", all()))),
-        None if module.funcs.len() == 1 => Ok(&module.funcs[0]),
-        None => Err(Failure(format!(
-            "error: the script defines several functions ({}): choose one with --func",
-            all()
-        ))),
-    }
+    module.pick(name).map_err(|e| match e {
+        PickError::Several { .. } => Failure(format!("error: {e}: choose one with --func")),
+        e => Failure(format!("error: {e}")),
+    })
 }
 
 fn extension(path: &str) -> String {

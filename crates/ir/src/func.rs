@@ -144,4 +144,35 @@ impl IRModule {
     pub fn get_mut(&mut self, name: &str) -> Option<&mut PrimFunc> {
         self.funcs.iter_mut().find(|f| f.name == name)
     }
+
+    /// The function named `name`, or the only one when no name is given.
+    pub fn pick(&self, name: Option<&str>) -> Result<&PrimFunc, PickError> {
+        let all = || {
+            self.funcs
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match name {
+            Some(n) => self.get(n).ok_or_else(|| PickError::NoSuch {
+                name: n.to_string(),
+                functions: all(),
+            }),
+            None if self.funcs.len() == 1 => Ok(&self.funcs[0]),
+            None if self.funcs.is_empty() => Err(PickError::Empty),
+            None => Err(PickError::Several { functions: all() }),
+        }
+    }
+}
+
+/// Why [`IRModule::pick`] found no function (callers add how to name one).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    #[error("no function `{name}` (functions: {functions})")]
+    NoSuch { name: String, functions: String },
+    #[error("the script defines no function")]
+    Empty,
+    #[error("the script defines several functions ({functions})")]
+    Several { functions: String },
 }

@@ -24,7 +24,7 @@ pub use axis::{Axis, AxisId, AxisKind, IterAxis, IterKind};
 pub use buffer::{Buffer, BufferDecl, BufferShape};
 pub use dtype::DType;
 pub use expr::{BinOp, BufferId, Expr, Intrinsic, UnOp, Var, VarId};
-pub use func::{IRModule, PrimFunc, Stage, STAGE_ATTR};
+pub use func::{IRModule, PickError, PrimFunc, Stage, STAGE_ATTR};
 pub use span::Span;
 pub use stmt::{
     Block, BlockIter, BufferRegion, For, ForKind, IfThenElse, LetStmt, SparseIteration, Stmt, Store,
