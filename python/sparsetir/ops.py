@@ -319,9 +319,8 @@ def _fns():
                 # dL/dA[i,j] = sum_k G[i,k] B[j,k] at A's stored (i, j).
                 g_values = T(_sddmm_np(s, None, _np(G), _np(B))).to(values.dtype)
             if ctx.needs_input_grad[1]:
-                t, _ = s.transpose()
-                vt = _np(values)[s.transpose()[1]]
-                g_B = T(_spmm_np(t, vt, _np(G))).to(B.dtype)
+                t, perm = s.transpose()
+                g_B = T(_spmm_np(t, _np(values)[perm], _np(G))).to(B.dtype)
             return g_values, g_B, None
 
     class SDDMM(torch.autograd.Function):
@@ -343,11 +342,13 @@ def _fns():
         def backward(ctx, G):
             s = ctx.s
             values, X, Y = ctx.saved_tensors[:3]
-            g = _np(G)
-            w = (g * _np(values)).astype(g.dtype, copy=False)
             g_v = g_X = g_Y = None
             if ctx.needs_input_grad[0]:
                 g_v = (G * ctx.saved_tensors[3]).to(values.dtype)
+            if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+                # Both dense gradients multiply by G ∘ values on the pattern.
+                g = _np(G)
+                w = (g * _np(values)).astype(g.dtype, copy=False)
             if ctx.needs_input_grad[1]:
                 g_X = T(_spmm_np(s, w, _np(Y))).to(X.dtype)
             if ctx.needs_input_grad[2]:
