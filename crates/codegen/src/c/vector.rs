@@ -231,16 +231,19 @@ impl Writer<'_> {
         }
     }
 
-    /// The plan for writing `f` with vectors, if it has one: a vectorised loop with a constant
-    /// start and a constant trip count that is a multiple of the widest vector, whose stores
-    /// all go to consecutive elements of one float type.
-    fn vector_plan(&self, f: &For) -> Option<VecLoop> {
+    /// The trip count of `f` when it may be written with vectors: a vectorised loop without
+    /// annotations, with a constant start and a positive constant trip count.
+    fn vector_trip_count(f: &For) -> Option<i64> {
         if f.kind != ForKind::Vectorized || !f.annotations.is_empty() {
             return None;
         }
         const_int(&f.min)?;
-        let ext = const_int(&f.extent)?;
-        // The element type: the first store's.
+        const_int(&f.extent).filter(|&ext| ext > 0)
+    }
+
+    /// The element type of the first store in `f`'s body ([`Writer::plan_stmt`] then holds
+    /// every store to it).
+    fn first_store_dtype(&self, f: &For) -> Option<DType> {
         let mut dtype = None;
         f.body.visit(&mut |s| {
             if let Stmt::Store(st) = s {
@@ -249,19 +252,39 @@ impl Writer<'_> {
                 }
             }
         });
-        let dtype = dtype?;
-        suffix(dtype)?;
-        if ext <= 0 || ext % min_multiple(dtype) != 0 {
-            return None;
-        }
+        dtype
+    }
+
+    /// Plans `f`'s body for vectors of `dtype` (`ty`: the lane type, `None` for the machine's
+    /// widest), with or without gathered loads.
+    fn plan_loop(
+        &self,
+        f: &For,
+        dtype: DType,
+        ty: Option<String>,
+        gathers: bool,
+    ) -> Option<VecLoop> {
         let mut vl = VecLoop {
             strides: HashMap::from([(f.var, 1)]),
             dtype,
-            ty: None,
-            gathers: false,
+            ty,
+            gathers,
             mask: None,
         };
         self.plan_stmt(&mut vl, &f.body).then_some(vl)
+    }
+
+    /// The plan for writing `f` with vectors, if it has one: a vectorised loop with a constant
+    /// start and a constant trip count that is a multiple of the widest vector, whose stores
+    /// all go to consecutive elements of one float type.
+    fn vector_plan(&self, f: &For) -> Option<VecLoop> {
+        let ext = Self::vector_trip_count(f)?;
+        let dtype = self.first_store_dtype(f)?;
+        suffix(dtype)?;
+        if ext % min_multiple(dtype) != 0 {
+            return None;
+        }
+        self.plan_loop(f, dtype, None, false)
     }
 
     /// The plan for writing `f` 16 `float`s at a time with AVX-512 gathers for its `X[I[v]]`
@@ -269,33 +292,11 @@ impl Writer<'_> {
     /// none because of them: a trip count that is a multiple of 16, stores of `float`s to
     /// consecutive elements. SpMV on SELL-C (a chunk's 16 rows side by side) is this loop.
     fn gather_vector_plan(&self, f: &For) -> Option<VecLoop> {
-        if f.kind != ForKind::Vectorized || !f.annotations.is_empty() {
+        let ext = Self::vector_trip_count(f)?;
+        if ext % 16 != 0 || self.first_store_dtype(f)? != DType::F32 {
             return None;
         }
-        const_int(&f.min)?;
-        let ext = const_int(&f.extent)?;
-        if ext <= 0 || ext % 16 != 0 {
-            return None;
-        }
-        let mut stores_f32 = true;
-        let mut any_store = false;
-        f.body.visit(&mut |s| {
-            if let Stmt::Store(st) = s {
-                any_store = true;
-                stores_f32 &= self.func.buffers.get(st.buffer).map(|b| b.dtype) == Some(DType::F32);
-            }
-        });
-        if !any_store || !stores_f32 {
-            return None;
-        }
-        let mut vl = VecLoop {
-            strides: HashMap::from([(f.var, 1)]),
-            dtype: DType::F32,
-            ty: Some(lane_type(DType::F32, 16)),
-            gathers: true,
-            mask: None,
-        };
-        self.plan_stmt(&mut vl, &f.body).then_some(vl)
+        self.plan_loop(f, DType::F32, Some(lane_type(DType::F32, 16)), true)
     }
 
     /// Writes `f` one vector at a time when it has a plan; `Ok(false)` (nothing written)
