@@ -13,6 +13,7 @@ use sparsetir_ir::expr::binary_result_dtype;
 use sparsetir_ir::{
     AttrValue, BinOp, Block, BufferDecl, BufferId, BufferShape, DType, Expr, For, ForKind,
     IfThenElse, Intrinsic, IterKind, LetStmt, PrimFunc, Span, Stage, Stmt, Store, UnOp, VarId,
+    While,
 };
 
 use crate::{CModule, CParam, CParamKind, CodegenError};
@@ -1070,6 +1071,7 @@ impl<'f> Writer<'f> {
             Stmt::Block(b) => self.write_block(b),
             Stmt::Store(st) => self.write_store(st),
             Stmt::If(i) => self.write_if(i, false),
+            Stmt::While(w) => self.write_while(w),
             Stmt::Evaluate(e) => self.write_evaluate(e),
             Stmt::Allocate(_) => self.write_seq(std::slice::from_ref(s)),
             Stmt::Let(l) => self.write_let(l),
@@ -1407,6 +1409,23 @@ impl<'f> Writer<'f> {
         }
         self.line("}");
         Ok(())
+    }
+
+    /// `while (cond) { body }`. On the GPU its condition is treated like an `if`'s: threads that
+    /// leave the loop at different times diverge, so no barrier is placed inside it.
+    fn write_while(&mut self, w: &While) -> Res<()> {
+        let div = self.enter_divergence(&w.cond);
+        let r = (|| {
+            let (c, _) = self.expr(&w.cond)?;
+            self.line(&format!("while ({}) {{", strip_parens(&c)));
+            self.indent += 1;
+            self.write_stmt(&w.body)?;
+            self.indent -= 1;
+            self.line("}");
+            Ok(())
+        })();
+        self.leave_divergence(div);
+        r
     }
 
     fn write_evaluate(&mut self, e: &Expr) -> Res<()> {

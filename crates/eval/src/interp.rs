@@ -497,7 +497,7 @@ impl<'f> Machine<'f> {
                 self.span = b.span;
                 Err(self.err(STAGE_II_MESSAGE))
             }
-            Stmt::Allocate(_) => Err(self.err(STAGE_II_MESSAGE)),
+            Stmt::Allocate(_) | Stmt::While(_) => Err(self.err(STAGE_II_MESSAGE)),
         }
     }
 
@@ -567,6 +567,13 @@ impl<'f> Machine<'f> {
         for entry in &it.axes {
             let (axes, attach) = match entry {
                 IterAxis::Axis(a) => (vec![*a], None),
+                IterAxis::CoIter { op, .. } => {
+                    return Err(self.err(format!(
+                        "iteration `{}`: T.sp.{} is not supported by the evaluator yet",
+                        it.name,
+                        op.name()
+                    )))
+                }
                 IterAxis::Fuse(chain) => {
                     for w in chain.windows(2) {
                         let child = self.axis(w[1])?;

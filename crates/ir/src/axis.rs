@@ -65,6 +65,10 @@ pub struct Axis {
     pub idtype: DType,
     /// Indices strictly increase inside each parent (compressed axes).
     pub sorted: bool,
+    /// `assembled=True` (a `compressed_varied` axis of an output): its `indptr`, `indices` and
+    /// `nnz` are computed by the kernel, not given — the stored coordinates are exactly the
+    /// coordinates the function writes (see ARCHITECTURE.md, "Co-iteration and assembly").
+    pub assembled: bool,
     pub span: Span,
 }
 
@@ -82,6 +86,7 @@ impl Axis {
             indices: None,
             idtype: DType::I32,
             sorted: true,
+            assembled: false,
             span: Span::default(),
         }
     }
@@ -97,16 +102,71 @@ pub enum IterAxis {
     Fuse(Vec<AxisId>),
     /// `T.sp.attach(axis, new_parent)`: `axis`'s structure, looked up by `new_parent`'s coordinate.
     Attach { axis: AxisId, parent: AxisId },
+    /// `T.sp.union(X, Y, ...)` / `T.sp.intersect(X, Y, ...)`: co-iteration. One iterator variable
+    /// walks, in increasing order, the coordinates stored in any (union) or every (intersection)
+    /// of the parts' fibers. Each part is an [`IterAxis::Axis`] or an [`IterAxis::Attach`].
+    CoIter { op: CoOp, parts: Vec<IterAxis> },
+}
+
+/// How a co-iteration combines its parts' coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoOp {
+    Union,
+    Intersect,
+}
+
+impl CoOp {
+    /// The constructor name after `T.sp.`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CoOp::Union => "union",
+            CoOp::Intersect => "intersect",
+        }
+    }
 }
 
 impl IterAxis {
-    /// The axes this entry binds iterator variables for, in order.
+    /// The axes this entry binds iterator variables for, in order (one per variable; a
+    /// co-iteration gives its first part's axis — [`IterAxis::all_axes`] lists every part).
     pub fn axes(&self) -> Vec<AxisId> {
         match self {
             IterAxis::Axis(a) => vec![*a],
             IterAxis::Fuse(v) => v.clone(),
             IterAxis::Attach { axis, .. } => vec![*axis],
+            IterAxis::CoIter { parts, .. } => parts
+                .first()
+                .map(|p| p.axes())
+                .unwrap_or_default()
+                .into_iter()
+                .take(1)
+                .collect(),
         }
+    }
+    /// Every axis the entry walks (a co-iteration's parts included), in order.
+    pub fn all_axes(&self) -> Vec<AxisId> {
+        match self {
+            IterAxis::CoIter { parts, .. } => parts.iter().flat_map(|p| p.all_axes()).collect(),
+            _ => self.axes(),
+        }
+    }
+    /// The same entry with every axis replaced by `f(axis)`.
+    pub fn map_axes(&self, f: &impl Fn(AxisId) -> AxisId) -> IterAxis {
+        match self {
+            IterAxis::Axis(a) => IterAxis::Axis(f(*a)),
+            IterAxis::Fuse(v) => IterAxis::Fuse(v.iter().map(|a| f(*a)).collect()),
+            IterAxis::Attach { axis, parent } => IterAxis::Attach {
+                axis: f(*axis),
+                parent: f(*parent),
+            },
+            IterAxis::CoIter { op, parts } => IterAxis::CoIter {
+                op: *op,
+                parts: parts.iter().map(|p| p.map_axes(f)).collect(),
+            },
+        }
+    }
+    /// True for `T.sp.union`/`T.sp.intersect` entries.
+    pub fn is_coiter(&self) -> bool {
+        matches!(self, IterAxis::CoIter { .. })
     }
     /// Number of iterator variables bound.
     pub fn arity(&self) -> usize {

@@ -203,6 +203,7 @@ impl<'a> Canon<'a> {
         self.opt_var(a.indices);
         self.dtype(a.idtype);
         self.tag(if a.sorted { "sorted" } else { "unsorted" });
+        self.tag(if a.assembled { "assembled" } else { "given" });
     }
 
     fn buffer_body(&mut self, b: &'a Buffer) {
@@ -371,6 +372,34 @@ impl<'a> Canon<'a> {
         }
     }
 
+    fn iter_axis(&mut self, entry: &IterAxis) {
+        match entry {
+            IterAxis::Axis(a) => {
+                self.tag("iaxis");
+                self.use_axis(*a)
+            }
+            IterAxis::Fuse(axes) => {
+                self.tag("ifuse");
+                self.len(axes.len());
+                for &a in axes {
+                    self.use_axis(a);
+                }
+            }
+            IterAxis::Attach { axis, parent } => {
+                self.tag("iattach");
+                self.use_axis(*axis);
+                self.use_axis(*parent)
+            }
+            IterAxis::CoIter { op, parts } => {
+                self.tag(op.name());
+                self.len(parts.len());
+                for p in parts {
+                    self.iter_axis(p);
+                }
+            }
+        }
+    }
+
     fn stmt(&mut self, s: &'a Stmt) {
         match s {
             Stmt::Seq(v) => {
@@ -385,24 +414,7 @@ impl<'a> Canon<'a> {
                 self.string(&it.name);
                 self.len(it.axes.len());
                 for entry in &it.axes {
-                    match entry {
-                        IterAxis::Axis(a) => {
-                            self.tag("iaxis");
-                            self.use_axis(*a)
-                        }
-                        IterAxis::Fuse(axes) => {
-                            self.tag("ifuse");
-                            self.len(axes.len());
-                            for &a in axes {
-                                self.use_axis(a);
-                            }
-                        }
-                        IterAxis::Attach { axis, parent } => {
-                            self.tag("iattach");
-                            self.use_axis(*axis);
-                            self.use_axis(*parent)
-                        }
-                    }
+                    self.iter_axis(entry);
                 }
                 self.len(it.kinds.len());
                 for k in &it.kinds {
@@ -444,6 +456,11 @@ impl<'a> Canon<'a> {
                 self.expr(&i.cond);
                 self.stmt(&i.then_case);
                 self.opt_stmt(i.else_case.as_ref())
+            }
+            Stmt::While(w) => {
+                self.tag("while");
+                self.expr(&w.cond);
+                self.stmt(&w.body)
             }
             Stmt::Evaluate(e) => {
                 self.tag("evaluate");

@@ -20,14 +20,15 @@ pub mod stmt;
 
 pub use arena::{Arena, Handle};
 pub use attrs::{AttrValue, Attrs};
-pub use axis::{Axis, AxisId, AxisKind, IterAxis, IterKind};
+pub use axis::{Axis, AxisId, AxisKind, CoOp, IterAxis, IterKind};
 pub use buffer::{Buffer, BufferDecl, BufferShape};
 pub use dtype::DType;
 pub use expr::{BinOp, BufferId, Expr, Intrinsic, UnOp, Var, VarId};
 pub use func::{IRModule, PickError, PrimFunc, Stage, STAGE_ATTR};
 pub use span::Span;
 pub use stmt::{
-    Block, BlockIter, BufferRegion, For, ForKind, IfThenElse, LetStmt, SparseIteration, Stmt, Store,
+    Block, BlockIter, BufferRegion, For, ForKind, IfThenElse, LetStmt, SparseIteration, Stmt,
+    Store, While,
 };
 
 pub mod equal;

@@ -606,7 +606,32 @@ impl<'a> Printer<'a> {
         if !a.sorted {
             args.push(kwarg("sorted", vec![text("False")]));
         }
+        if a.assembled {
+            args.push(kwarg("assembled", vec![text("True")]));
+        }
         call(&format!("T.sp.{}", a.kind.canonical_name()), args)
+    }
+
+    /// One entry of an iteration's axis list.
+    fn iter_axis(&self, a: &IterAxis) -> Vec<Seg> {
+        match a {
+            IterAxis::Axis(x) => vec![text(self.axis_name(*x))],
+            IterAxis::Fuse(v) => call(
+                "T.sp.fuse",
+                v.iter().map(|x| vec![text(self.axis_name(*x))]).collect(),
+            ),
+            IterAxis::Attach { axis, parent } => call(
+                "T.sp.attach",
+                vec![
+                    vec![text(self.axis_name(*axis))],
+                    vec![text(self.axis_name(*parent))],
+                ],
+            ),
+            IterAxis::CoIter { op, parts } => call(
+                &format!("T.sp.{}", op.name()),
+                parts.iter().map(|p| self.iter_axis(p)).collect(),
+            ),
+        }
     }
 
     fn shape(&self, b: &Buffer) -> Seg {
@@ -672,13 +697,7 @@ impl<'a> Printer<'a> {
                             "T.sp.fuse",
                             v.iter().map(|x| vec![text(self.axis_name(*x))]).collect(),
                         ),
-                        IterAxis::Attach { axis, parent } => call(
-                            "T.sp.attach",
-                            vec![
-                                vec![text(self.axis_name(*axis))],
-                                vec![text(self.axis_name(*parent))],
-                            ],
-                        ),
+                        other => self.iter_axis(other),
                     })
                     .collect();
                 let kinds: String = it.kinds.iter().map(|k| k.letter()).collect();
@@ -741,6 +760,13 @@ impl<'a> Printer<'a> {
                         els = None;
                     }
                 }
+            }
+            Stmt::While(w) => {
+                let mut l = vec![text("while ")];
+                l.extend(self.rhs(&w.cond));
+                l.push(text(":"));
+                self.emit(ind, &l);
+                self.body(&w.body, ind + 1);
             }
             Stmt::Evaluate(e) => {
                 let l = call("T.evaluate", vec![self.ex(e)]);

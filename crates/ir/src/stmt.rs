@@ -21,6 +21,8 @@ pub enum Stmt {
     Store(Store),
     /// `if cond: ... else: ...`.
     If(Box<IfThenElse>),
+    /// Stages II/III: `while cond: ...` (the merge loops of co-iteration).
+    While(Box<While>),
     /// `T.evaluate(expr)`: an expression run for its effect (e.g. an atomic).
     Evaluate(Expr),
     /// `X = T.allocate(shape, dtype, scope)`: a dense buffer visible to the statements after it
@@ -70,6 +72,7 @@ impl Stmt {
             Stmt::Block(b) => b.span,
             Stmt::Store(s) => s.span,
             Stmt::If(i) => i.span,
+            Stmt::While(w) => w.span,
             Stmt::Let(l) => l.span,
             Stmt::AssumeBufferDomain { span, .. } => *span,
             Stmt::Evaluate(_) | Stmt::Allocate(_) => Span::default(),
@@ -87,6 +90,7 @@ impl Stmt {
                 f(&s.body)
             }
             Stmt::For(l) => f(&l.body),
+            Stmt::While(w) => f(&w.body),
             Stmt::Block(b) => {
                 if let Some(i) = &b.init {
                     f(i)
@@ -125,6 +129,7 @@ impl Stmt {
                 f(&mut s.body)
             }
             Stmt::For(l) => f(&mut l.body),
+            Stmt::While(w) => f(&mut w.body),
             Stmt::Block(b) => {
                 if let Some(i) = &mut b.init {
                     f(i)
@@ -174,6 +179,7 @@ impl Stmt {
                 f(&s.value)
             }
             Stmt::If(i) => f(&i.cond),
+            Stmt::While(w) => f(&w.cond),
             Stmt::Evaluate(e) => f(e),
             Stmt::Let(l) => f(&l.value),
             Stmt::AssumeBufferDomain { lo, hi, .. } => {
@@ -213,6 +219,7 @@ impl Stmt {
                 f(&mut s.value)
             }
             Stmt::If(i) => f(&mut i.cond),
+            Stmt::While(w) => f(&mut w.cond),
             Stmt::Evaluate(e) => f(e),
             Stmt::Let(l) => f(&mut l.value),
             Stmt::AssumeBufferDomain { lo, hi, .. } => {
@@ -397,6 +404,14 @@ pub struct IfThenElse {
     pub cond: Expr,
     pub then_case: Stmt,
     pub else_case: Option<Stmt>,
+    pub span: Span,
+}
+
+/// `while cond: body`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct While {
+    pub cond: Expr,
+    pub body: Stmt,
     pub span: Span,
 }
 

@@ -281,6 +281,18 @@ impl<'a> Verifier<'a> {
                     ),
                 }
             }
+            if axis.assembled && axis.kind != AxisKind::CompressedVaried {
+                self.err(
+                    span,
+                    format!("{kind} axis `{name}` cannot be assembled (only compressed_varied)"),
+                );
+            }
+            if axis.assembled && axis.nnz.is_none() {
+                self.err(
+                    span,
+                    format!("assembled axis `{name}` needs an nnz parameter (set after assembly)"),
+                );
+            }
             if axis.kind == AxisKind::CompressedFixed && axis.nnz_cols.is_none() {
                 self.err(
                     span,
@@ -633,6 +645,17 @@ impl<'a> Verifier<'a> {
                     self.stmt(e, span);
                 }
             }
+            Stmt::While(w) => {
+                if self.stage == Stage::I {
+                    self.err(
+                        span,
+                        format!("{} does not allow while loops", self.stage_name()),
+                    );
+                }
+                let d = self.expr(&w.cond, span);
+                self.no_handle(&w.cond, d, span);
+                self.stmt(&w.body, span);
+            }
             Stmt::Evaluate(e) => {
                 self.expr(e, span);
             }
@@ -676,7 +699,6 @@ impl<'a> Verifier<'a> {
     }
 
     fn sparse_iteration(&mut self, it: &SparseIteration, span: Span) {
-        let f = self.f;
         let name = it.name.as_str();
         if self.stage != Stage::I {
             self.err(
@@ -708,58 +730,7 @@ impl<'a> Verifier<'a> {
         }
         let outer = self.iterated.len();
         for entry in &it.axes {
-            match entry {
-                IterAxis::Axis(a) => {
-                    if !self.axis_ok(*a, span) {
-                        continue;
-                    }
-                    if let Some(p) = f.axes[*a].parent {
-                        if !self.iterated.contains(&p) {
-                            let (an, pn) = (self.axis_name(*a), self.axis_name(p));
-                            self.err(
-                                span,
-                                format!("sparse iteration `{name}`: axis {an}'s parent {pn} is not iterated"),
-                            );
-                        }
-                    }
-                    self.iterated.push(*a);
-                }
-                IterAxis::Fuse(axes) => {
-                    if axes.is_empty() {
-                        self.err(span, format!("sparse iteration `{name}`: empty T.sp.fuse"));
-                    }
-                    let all_ok = axes.iter().all(|&a| self.axis_ok(a, span));
-                    if all_ok {
-                        for w in axes.windows(2) {
-                            if f.axes[w[1]].parent != Some(w[0]) {
-                                let (x, y) = (self.axis_name(w[0]), self.axis_name(w[1]));
-                                self.err(
-                                    span,
-                                    format!(
-                                        "sparse iteration `{name}`: fused axes {x}, {y} do not form \
-                                         a chain ({y}'s parent is not {x})"
-                                    ),
-                                );
-                            }
-                        }
-                        self.iterated.extend(axes.iter().copied());
-                    }
-                }
-                IterAxis::Attach { axis, parent } => {
-                    let ok = self.axis_ok(*axis, span) & self.axis_ok(*parent, span);
-                    if !ok {
-                        continue;
-                    }
-                    if !self.iterated.contains(parent) {
-                        let (an, pn) = (self.axis_name(*axis), self.axis_name(*parent));
-                        self.err(
-                            span,
-                            format!("sparse iteration `{name}`: attach parent {pn} of axis {an} is not iterated"),
-                        );
-                    }
-                    self.iterated.push(*axis);
-                }
-            }
+            self.iter_entry(entry, name, span);
         }
         let mut prevs = Vec::new();
         for &v in &it.vars {
@@ -774,6 +745,84 @@ impl<'a> Verifier<'a> {
             self.undefine(v, prev);
         }
         self.iterated.truncate(outer);
+    }
+
+    fn iter_entry(&mut self, entry: &IterAxis, name: &str, span: Span) {
+        let f = self.f;
+        match entry {
+            IterAxis::Axis(a) => {
+                if !self.axis_ok(*a, span) {
+                    return;
+                }
+                if let Some(p) = f.axes[*a].parent {
+                    if !self.iterated.contains(&p) {
+                        let (an, pn) = (self.axis_name(*a), self.axis_name(p));
+                        self.err(
+                            span,
+                            format!("sparse iteration `{name}`: axis {an}'s parent {pn} is not iterated"),
+                        );
+                    }
+                }
+                self.iterated.push(*a);
+            }
+            IterAxis::Fuse(axes) => {
+                if axes.is_empty() {
+                    self.err(span, format!("sparse iteration `{name}`: empty T.sp.fuse"));
+                }
+                let all_ok = axes.iter().all(|&a| self.axis_ok(a, span));
+                if all_ok {
+                    for w in axes.windows(2) {
+                        if f.axes[w[1]].parent != Some(w[0]) {
+                            let (x, y) = (self.axis_name(w[0]), self.axis_name(w[1]));
+                            self.err(
+                                span,
+                                format!(
+                                    "sparse iteration `{name}`: fused axes {x}, {y} do not form \
+                                     a chain ({y}'s parent is not {x})"
+                                ),
+                            );
+                        }
+                    }
+                    self.iterated.extend(axes.iter().copied());
+                }
+            }
+            IterAxis::Attach { axis, parent } => {
+                let ok = self.axis_ok(*axis, span) & self.axis_ok(*parent, span);
+                if !ok {
+                    return;
+                }
+                if !self.iterated.contains(parent) {
+                    let (an, pn) = (self.axis_name(*axis), self.axis_name(*parent));
+                    self.err(
+                        span,
+                        format!("sparse iteration `{name}`: attach parent {pn} of axis {an} is not iterated"),
+                    );
+                }
+                self.iterated.push(*axis);
+            }
+            IterAxis::CoIter { op, parts } => {
+                let what = op.name();
+                if parts.len() < 2 {
+                    self.err(
+                        span,
+                        format!("sparse iteration `{name}`: T.sp.{what} needs at least two axes"),
+                    );
+                }
+                for p in parts {
+                    if matches!(p, IterAxis::Axis(_) | IterAxis::Attach { .. }) {
+                        self.iter_entry(p, name, span);
+                    } else {
+                        self.err(
+                            span,
+                            format!(
+                                "sparse iteration `{name}`: the parts of T.sp.{what} are axes or \
+                                 T.sp.attach(...)"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
     }
 
     fn block(&mut self, b: &Block, span: Span) {

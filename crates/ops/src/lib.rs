@@ -44,6 +44,11 @@ static CATALOG: &[Kernel] = kernels![
     "sddmm_alias",
 ];
 
+/// Kernels beyond SPEC §6 (issue 15): co-iteration (`T.sp.union`, `T.sp.intersect`) and outputs
+/// whose structure the kernel assembles. Kept apart from [`catalog`] until every backend (the GPU
+/// included) runs them; [`get`] and [`load`] find them.
+static SPARSE_OUTPUT: &[Kernel] = kernels!["spadd", "spmul", "spgemm", "masked_spgemm"];
+
 /// Scripts written with alias spellings, each with the canonical kernel it equals.
 static ALIASES: &[(&str, &str)] = &[("csrmm_alias", "csrmm"), ("sddmm_alias", "sddmm")];
 
@@ -52,9 +57,15 @@ pub fn catalog() -> &'static [Kernel] {
     CATALOG
 }
 
-/// The kernel with the given name.
+/// The co-iteration and sparse-output kernels (issue 15): `spadd`, `spmul`, `spgemm`,
+/// `masked_spgemm`.
+pub fn sparse_output() -> &'static [Kernel] {
+    SPARSE_OUTPUT
+}
+
+/// The kernel with the given name (the catalog's and the sparse-output ones).
 pub fn get(name: &str) -> Option<&'static Kernel> {
-    CATALOG.iter().find(|k| k.name == name)
+    CATALOG.iter().chain(SPARSE_OUTPUT).find(|k| k.name == name)
 }
 
 /// For an alias-spelled script, the name of the canonical kernel it is equal to.

@@ -73,7 +73,7 @@ fn catalog_lookup() {
 
 #[test]
 fn every_kernel_parses_verifies_and_round_trips() {
-    for k in catalog() {
+    for k in catalog().iter().chain(sparsetir_ops::sparse_output()) {
         let f = parse(k.name, k.source);
         assert_eq!(
             f.attrs.get_int("sparse_tir_level"),
@@ -186,6 +186,7 @@ fn describe_axes(f: &PrimFunc, it: &SparseIteration) -> String {
             IterAxis::Attach { axis, parent } => {
                 format!("attach({},{})", one(*axis), f.axes[*parent].name)
             }
+            IterAxis::CoIter { op, .. } => format!("{}(...)", op.name()),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -257,4 +258,39 @@ fn main_iterations_follow_spec_section_6() {
     );
     let names: Vec<String> = iterations(&f).into_iter().map(|it| it.name).collect();
     assert_eq!(names, ["sparse_softmax", "row_max", "row_sum", "row_div"]);
+}
+
+/// The sparse-output kernels (issue 15): canonical text (the file is its own printed form),
+/// co-iteration entries and assembled output axes where the scripts say.
+#[test]
+fn sparse_output_kernels_are_canonical() {
+    for k in sparsetir_ops::sparse_output() {
+        let f = parse(k.name, k.source);
+        let body: String = k
+            .source
+            .lines()
+            .skip_while(|l| l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(print_func(&f), body, "{}: not in canonical form", k.name);
+        let assembled: Vec<&str> = f
+            .axes
+            .iter()
+            .filter(|(_, a)| a.assembled)
+            .map(|(_, a)| a.name.as_str())
+            .collect();
+        let want: &[&str] = if k.name == "masked_spgemm" {
+            &[]
+        } else {
+            &["JC"]
+        };
+        assert_eq!(assembled, want, "{}: assembled axes", k.name);
+        let coiter = iterations(&f)
+            .iter()
+            .flat_map(|it| it.axes.clone())
+            .filter(|e| matches!(e, IterAxis::CoIter { .. }))
+            .count();
+        let want = usize::from(matches!(k.name, "spadd" | "spmul" | "masked_spgemm"));
+        assert_eq!(coiter, want, "{}: co-iteration entries", k.name);
+    }
 }

@@ -57,6 +57,7 @@ pub fn push_children<'a>(s: &'a Stmt, out: &mut Vec<&'a Stmt>) {
             out.push(&it.body)
         }
         Stmt::For(l) => out.push(&l.body),
+        Stmt::While(w) => out.push(&w.body),
         Stmt::Block(b) => {
             if let Some(i) = &b.init {
                 out.push(i)
@@ -90,6 +91,7 @@ pub fn children_mut(s: &mut Stmt) -> Vec<&mut Stmt> {
             out.push(&mut it.body)
         }
         Stmt::For(l) => out.push(&mut l.body),
+        Stmt::While(w) => out.push(&mut w.body),
         Stmt::Block(b) => {
             let b = &mut **b;
             if let Some(i) = &mut b.init {

@@ -132,6 +132,11 @@ pub enum StmtKind {
         then_body: Vec<Stmt>,
         else_body: Option<Vec<Stmt>>,
     },
+    /// `while cond: body` (stages II/III).
+    While {
+        cond: Expr,
+        body: Vec<Stmt>,
+    },
     Pass,
 }
 

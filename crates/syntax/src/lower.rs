@@ -8,9 +8,9 @@ use crate::ast::{self, AstBinOp, AugOp, ExprKind, Kwarg, StmtKind};
 use crate::Diagnostic;
 use sparsetir_ir::{
     AttrValue, Attrs, Axis, AxisId, AxisKind, BinOp, Block, BlockIter, Buffer, BufferDecl,
-    BufferId, BufferRegion, BufferShape, DType, Expr, For, ForKind, IRModule, IfThenElse,
+    BufferId, BufferRegion, BufferShape, CoOp, DType, Expr, For, ForKind, IRModule, IfThenElse,
     Intrinsic, IterAxis, IterKind, LetStmt, PrimFunc, Span, SparseIteration, Stmt, Store, UnOp,
-    VarId,
+    VarId, While,
 };
 
 type LResult<T> = Result<T, Diagnostic>;
@@ -51,6 +51,8 @@ const KNOWN: &[&str] = &[
     "T.fuse",
     "T.sp.attach",
     "T.attach",
+    "T.sp.union",
+    "T.sp.intersect",
     "T.sp.iteration_attr",
     "T.init",
     "T.serial",
@@ -319,6 +321,7 @@ fn collect_sites(stmts: &[ast::Stmt], out: &mut HashMap<String, Vec<u32>>) {
                 }
                 collect_sites(body, out);
             }
+            StmtKind::While { body, .. } => collect_sites(body, out),
             StmtKind::If {
                 then_body,
                 else_body,
@@ -820,6 +823,15 @@ impl<'a> Lower<'a> {
                     n => Err(unknown_function(n, item.span)),
                 }
             }
+            StmtKind::While { cond, body } => {
+                let cond = self.expr(cond)?;
+                let body = self.scoped(|me| me.seq(body, Level::Inner))?;
+                Ok(Some(Stmt::While(Box::new(While {
+                    cond,
+                    body,
+                    span: s.span,
+                }))))
+            }
             StmtKind::If {
                 cond,
                 then_body,
@@ -1118,9 +1130,21 @@ impl<'a> Lower<'a> {
                 span,
                 args,
                 kwargs,
-                &["parent", "shape", third, "idtype", "sorted"],
+                &["parent", "shape", third, "idtype", "sorted", "assembled"],
                 3,
             )?;
+            if let Some(x) = a[5] {
+                if fname != "T.sp.compressed_varied" {
+                    return Err(err(
+                        x.span,
+                        "only a compressed_varied axis can be assembled",
+                    ));
+                }
+                match x.kind {
+                    ExprKind::Bool(b) => axis.assembled = b,
+                    _ => return Err(err(x.span, "`assembled` must be True or False")),
+                }
+            }
             let (p, shape, st) = (a[0].unwrap_or(call), a[1].unwrap_or(call), a[2]);
             let st = st.unwrap_or(call);
             axis.parent = Some(self.axis(p)?);
@@ -1179,6 +1203,62 @@ impl<'a> Lower<'a> {
             }
         }
         Ok(axis)
+    }
+
+    /// One entry of an iteration's axis list: an axis, `T.sp.fuse(...)`, `T.sp.attach(...)`, or
+    /// (at the top level only) `T.sp.union(...)`/`T.sp.intersect(...)` of axes and attaches.
+    fn iter_entry(&mut self, e: &ast::Expr, top: bool) -> LResult<IterAxis> {
+        let Some((n, cargs, ckw)) = as_call(e) else {
+            return Ok(IterAxis::Axis(self.axis(e)?));
+        };
+        match n.as_str() {
+            "T.sp.fuse" if top => {
+                if let Some(k) = ckw.first() {
+                    return Err(err(
+                        k.name_span,
+                        format!("unknown keyword argument `{}` for `T.sp.fuse`", k.name),
+                    ));
+                }
+                if cargs.len() < 2 {
+                    return Err(err(e.span, "`T.sp.fuse` takes at least 2 axes"));
+                }
+                let v = cargs.iter().map(|x| self.axis(x)).collect::<LResult<_>>()?;
+                Ok(IterAxis::Fuse(v))
+            }
+            "T.sp.attach" => {
+                let b = bind("T.sp.attach", e.span, cargs, ckw, &["axis", "parent"], 2)?;
+                let axis = self.axis(b[0].unwrap_or(e))?;
+                let parent = self.axis(b[1].unwrap_or(e))?;
+                Ok(IterAxis::Attach { axis, parent })
+            }
+            "T.sp.union" | "T.sp.intersect" if top => {
+                if let Some(k) = ckw.first() {
+                    return Err(err(
+                        k.name_span,
+                        format!("unknown keyword argument `{}` for `{n}`", k.name),
+                    ));
+                }
+                if cargs.len() < 2 {
+                    return Err(err(e.span, format!("`{n}` takes at least 2 axes")));
+                }
+                let parts = cargs
+                    .iter()
+                    .map(|x| self.iter_entry(x, false))
+                    .collect::<LResult<Vec<_>>>()?;
+                let op = if n == "T.sp.union" {
+                    CoOp::Union
+                } else {
+                    CoOp::Intersect
+                };
+                Ok(IterAxis::CoIter { op, parts })
+            }
+            "T.sp.fuse" | "T.sp.union" | "T.sp.intersect" => Err(err(
+                e.span,
+                format!("`{n}` cannot be a part of a co-iteration (use axes or `T.sp.attach`)"),
+            )),
+            n if KNOWN.contains(&n) => Err(err(e.span, format!("`{n}` is not an iteration axis"))),
+            n => Err(unknown_function(n, e.span)),
+        }
     }
 
     fn dense_shape(&mut self, e: &ast::Expr) -> LResult<Vec<Expr>> {
@@ -1419,35 +1499,7 @@ impl<'a> Lower<'a> {
         };
         let mut axes = Vec::new();
         for e in entries {
-            if let Some((n, cargs, ckw)) = as_call(e) {
-                match n.as_str() {
-                    "T.sp.fuse" => {
-                        if let Some(k) = ckw.first() {
-                            return Err(err(
-                                k.name_span,
-                                format!("unknown keyword argument `{}` for `T.sp.fuse`", k.name),
-                            ));
-                        }
-                        if cargs.len() < 2 {
-                            return Err(err(e.span, "`T.sp.fuse` takes at least 2 axes"));
-                        }
-                        let v = cargs.iter().map(|x| self.axis(x)).collect::<LResult<_>>()?;
-                        axes.push(IterAxis::Fuse(v));
-                    }
-                    "T.sp.attach" => {
-                        let b = bind("T.sp.attach", e.span, cargs, ckw, &["axis", "parent"], 2)?;
-                        let axis = self.axis(b[0].unwrap_or(e))?;
-                        let parent = self.axis(b[1].unwrap_or(e))?;
-                        axes.push(IterAxis::Attach { axis, parent });
-                    }
-                    n if KNOWN.contains(&n) => {
-                        return Err(err(e.span, format!("`{n}` is not an iteration axis")))
-                    }
-                    n => return Err(unknown_function(n, e.span)),
-                }
-            } else {
-                axes.push(IterAxis::Axis(self.axis(e)?));
-            }
+            axes.push(self.iter_entry(e, true)?);
         }
         let nvars: usize = axes.iter().map(IterAxis::arity).sum();
         let kinds_s = expect_str(kinds_e, "a kinds string such as \"SRS\"")?;

@@ -297,6 +297,16 @@ impl Parser {
                 self.bump();
                 self.if_rest(start)
             }
+            Tok::Name(n) if n == "while" => {
+                self.bump();
+                let cond = self.expr()?;
+                self.expect_op(":")?;
+                let body = self.block()?;
+                Ok(Stmt {
+                    kind: StmtKind::While { cond, body },
+                    span: start,
+                })
+            }
             Tok::Name(n) if n == "elif" || n == "else" => {
                 Err(err(start, format!("`{n}` without a matching `if`")))
             }

@@ -22,6 +22,10 @@ const SCRIPTS: &[(&str, &str)] = &[
         include_str!("scripts/bsrmm_stage_iii.py"),
     ),
     ("gpu_stage_iii", include_str!("scripts/gpu_stage_iii.py")),
+    (
+        "merge_stage_iii",
+        include_str!("scripts/merge_stage_iii.py"),
+    ),
 ];
 
 fn parse_ok(name: &str, src: &str) -> sparsetir_ir::IRModule {

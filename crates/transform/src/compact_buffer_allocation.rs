@@ -138,6 +138,7 @@ fn children(s: &Stmt) -> Vec<&Stmt> {
         Stmt::Seq(v) => v.iter().collect(),
         Stmt::SparseIteration(it) => it.init.iter().chain([&it.body]).collect(),
         Stmt::For(l) => vec![&l.body],
+        Stmt::While(w) => vec![&w.body],
         Stmt::Block(b) => b.init.iter().chain([&b.body]).collect(),
         Stmt::If(i) => [&i.then_case].into_iter().chain(&i.else_case).collect(),
         Stmt::Let(l) => vec![&l.body],
@@ -158,6 +159,7 @@ fn child_mut(s: &mut Stmt, n: usize) -> Option<&mut Stmt> {
             all.push(&mut it.body);
         }
         Stmt::For(l) => all.push(&mut l.body),
+        Stmt::While(w) => all.push(&mut w.body),
         Stmt::Block(b) => {
             all.extend(b.init.as_mut());
             all.push(&mut b.body);

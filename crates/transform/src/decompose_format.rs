@@ -294,6 +294,7 @@ fn import_rule(f: &mut PrimFunc, r: &FormatRewriteRule) -> Result<Imported, Deco
             indices: handle(a.indices)?,
             idtype: a.idtype,
             sorted: a.sorted,
+            assembled: false,
             span: a.span,
         };
         let id = f.axes.append(new);

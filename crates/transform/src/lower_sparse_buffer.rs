@@ -35,7 +35,7 @@ use sparsetir_arith::Analyzer;
 use sparsetir_ir::{
     Arena, AxisId, AxisKind, BinOp, Block, BlockIter, Buffer, BufferDecl, BufferId, BufferRegion,
     BufferShape, Expr, For, IRModule, IfThenElse, LetStmt, PrimFunc, Span, Stage, Stmt, Store,
-    VarId,
+    VarId, While,
 };
 
 use crate::lower_sparse_iter::LowerError;
@@ -471,6 +471,11 @@ impl<'a> Pass<'a> {
                     None => None,
                 },
                 span: i.span,
+            })),
+            Stmt::While(w) => Stmt::While(Box::new(While {
+                cond: self.expr(&w.cond)?,
+                body: self.stmt(&w.body)?,
+                span: w.span,
             })),
             Stmt::Evaluate(e) => Stmt::Evaluate(self.expr(e)?),
             Stmt::Allocate(b) => Stmt::Allocate(*b),

@@ -284,6 +284,7 @@ impl Lowerer {
                         indices: None,
                         idtype: ax.idtype,
                         sorted: true,
+                        assembled: false,
                         span: Span::default(),
                     },
                     _ => {
@@ -603,7 +604,7 @@ impl Lowerer {
                 Stmt::Evaluate(e)
             }
             Stmt::AssumeBufferDomain { .. } => s.clone(),
-            Stmt::For(_) | Stmt::Block(_) | Stmt::Allocate(_) => {
+            Stmt::For(_) | Stmt::While(_) | Stmt::Block(_) | Stmt::Allocate(_) => {
                 return Err(unsupported(
                     span,
                     "loops, blocks and T.allocate inside a stage-I function",
@@ -746,6 +747,12 @@ impl Lowerer {
                     (a, self.axis(a)?.parent)
                 }
                 IterAxis::Attach { axis, parent } => (*axis, Some(*parent)),
+                IterAxis::CoIter { op, .. } => {
+                    return Err(unsupported(
+                        self.span,
+                        format!("T.sp.{} in this position", op.name()),
+                    ))
+                }
             };
             let split = self.axis(first)?.kind.is_varied()
                 && parent.is_some_and(|p| cur.contains(&p))
@@ -820,6 +827,10 @@ impl Lowerer {
                 self.simple_iter(*axis, s, 0, anc, extent, loops, iters)
             }
             IterAxis::Fuse(chain) => self.fused_iter(chain, s, loops, iters),
+            IterAxis::CoIter { op, .. } => Err(unsupported(
+                self.span,
+                format!("T.sp.{} in this position", op.name()),
+            )),
         }
     }
 
@@ -1489,14 +1500,7 @@ fn remap_stmt(s: &mut Stmt, remap: &impl Fn(AxisId) -> AxisId) {
         Stmt::Seq(v) => v.iter_mut().for_each(|x| remap_stmt(x, remap)),
         Stmt::SparseIteration(it) => {
             for e in &mut it.axes {
-                match e {
-                    IterAxis::Axis(a) => *a = remap(*a),
-                    IterAxis::Fuse(v) => v.iter_mut().for_each(|a| *a = remap(*a)),
-                    IterAxis::Attach { axis, parent } => {
-                        *axis = remap(*axis);
-                        *parent = remap(*parent);
-                    }
-                }
+                *e = e.map_axes(remap);
             }
             if let Some(i) = &mut it.init {
                 remap_stmt(i, remap);
@@ -1504,6 +1508,7 @@ fn remap_stmt(s: &mut Stmt, remap: &impl Fn(AxisId) -> AxisId) {
             remap_stmt(&mut it.body, remap);
         }
         Stmt::For(l) => remap_stmt(&mut l.body, remap),
+        Stmt::While(w) => remap_stmt(&mut w.body, remap),
         Stmt::Block(b) => {
             if let Some(i) = &mut b.init {
                 remap_stmt(i, remap);

@@ -138,6 +138,10 @@ impl Collector<'_> {
                 st.indices.iter().for_each(|i| self.expr(i));
                 self.expr(&st.value);
             }
+            Stmt::While(w) => {
+                self.expr(&w.cond);
+                self.stmt(&w.body);
+            }
             Stmt::If(i) => {
                 self.expr(&i.cond);
                 self.stmt(&i.then_case);

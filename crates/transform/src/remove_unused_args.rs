@@ -178,6 +178,7 @@ pub(crate) fn walk_stmts_mut(s: &mut Stmt, f: &mut dyn FnMut(&mut Stmt)) {
             walk_stmts_mut(&mut it.body, f);
         }
         Stmt::For(l) => walk_stmts_mut(&mut l.body, f),
+        Stmt::While(w) => walk_stmts_mut(&mut w.body, f),
         Stmt::Block(b) => {
             if let Some(i) = &mut b.init {
                 walk_stmts_mut(i, f);

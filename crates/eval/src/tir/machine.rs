@@ -430,6 +430,7 @@ impl<'f> Machine<'f> {
             Stmt::Block(b) => b.span,
             Stmt::Store(st) => st.span,
             Stmt::If(i) => i.span,
+            Stmt::While(w) => w.span,
             Stmt::Let(l) => l.span,
             Stmt::SparseIteration(it) => it.span,
             Stmt::AssumeBufferDomain { span, .. } => *span,
@@ -489,6 +490,12 @@ impl<'f> Machine<'f> {
                 } else {
                     Ok(())
                 }
+            }
+            Stmt::While(w) => {
+                while self.eval(&w.cond)?.truthy() {
+                    self.exec(&w.body)?;
+                }
+                Ok(())
             }
             Stmt::Evaluate(e) => self.eval(e).map(|_| ()),
             Stmt::Allocate(b) => {

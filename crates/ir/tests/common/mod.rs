@@ -60,6 +60,7 @@ impl Builder {
             indices,
             idtype: DType::I32,
             sorted: true,
+            assembled: false,
             span,
         })
     }

@@ -536,14 +536,7 @@ fn remap(s: &mut Stmt, axes: &HashMap<AxisId, AxisId>, bufs: &HashMap<BufferId, 
     match s {
         Stmt::SparseIteration(it) => {
             for e in &mut it.axes {
-                *e = match e {
-                    IterAxis::Axis(a) => IterAxis::Axis(axes[a]),
-                    IterAxis::Fuse(v) => IterAxis::Fuse(v.iter().map(|a| axes[a]).collect()),
-                    IterAxis::Attach { axis, parent } => IterAxis::Attach {
-                        axis: axes[axis],
-                        parent: axes[parent],
-                    },
-                };
+                *e = e.map_axes(&|a| axes.get(&a).copied().unwrap_or(a));
             }
         }
         Stmt::Store(st) => st.buffer = bufs[&st.buffer],

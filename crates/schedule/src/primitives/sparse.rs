@@ -136,6 +136,16 @@ impl Schedule {
                     .into_iter()
                     .collect(),
                 IterAxis::Attach { axis, parent } => vec![(*axis, *parent)],
+                IterAxis::CoIter { parts, .. } => parts
+                    .iter()
+                    .flat_map(|p| match p {
+                        IterAxis::Attach { axis, parent } => Some((*axis, *parent)),
+                        _ => p
+                            .axes()
+                            .first()
+                            .and_then(|a| self.func.axes[*a].parent.map(|q| (*a, q))),
+                    })
+                    .collect(),
             };
             for (child, parent) in parents {
                 let (Some(pc), Some(pp)) = (

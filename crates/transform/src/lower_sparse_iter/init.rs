@@ -58,7 +58,9 @@ impl Lowerer {
                         return Ok(true);
                     }
                 }
-                IterAxis::Fuse(_) | IterAxis::Attach { .. } => return Ok(true),
+                IterAxis::Fuse(_) | IterAxis::Attach { .. } | IterAxis::CoIter { .. } => {
+                    return Ok(true)
+                }
             }
         }
         Ok(false)
