@@ -105,6 +105,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         check_invalid_binary_search: o.check_invalid_binary_search,
         verify: true,
         print_after: o.print_after.to_vec(),
+        assembly: None,
     };
     let out = lower_traced(&module, &opts).map_err(|e| fail(&src, &module, &e))?;
     for (pass, text) in &out.dumps {

@@ -69,6 +69,7 @@ fn lower_kernel(name: &str, stage: Stage, check: bool) {
             check_invalid_binary_search: check,
             verify: true,
             print_after: Vec::new(),
+            assembly: None,
         },
     )
     .unwrap();

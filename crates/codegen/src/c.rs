@@ -1461,6 +1461,39 @@ impl<'f> Writer<'f> {
             self.line(&format!("{name}[{off}] += {};", strip_parens(&v)));
             return Ok(());
         }
+        if let Expr::Call {
+            op: Intrinsic::SortRange,
+            args,
+            ..
+        } = e
+        {
+            let [Expr::Load { buffer, indices }, count] = args.as_slice() else {
+                return Err(
+                    self.invalid("`sort_range` takes a buffer element `X[idx]` and a count")
+                );
+            };
+            if self.target == Target::Cuda {
+                return Err(self.unsupported("sort_range", "the CUDA target has no sort yet"));
+            }
+            let suffix = match self.buf_dtype(*buffer) {
+                DType::I32 => "i32",
+                DType::I64 => "i64",
+                d => {
+                    return Err(
+                        self.unsupported("sort_range", format!("sorting {d} (int32/int64 only)"))
+                    )
+                }
+            };
+            let (n, _) = self.expr(count)?;
+            let off = self.offset(*buffer, indices)?;
+            let name = self.buf_name(*buffer)?.to_string();
+            self.line(&format!(
+                "sptir_sort_{suffix}({name} + ({}), (int64_t)({}));",
+                strip_parens(&off),
+                strip_parens(&n)
+            ));
+            return Ok(());
+        }
         let (s, _) = self.expr(e)?;
         self.line(&format!("(void){s};"));
         Ok(())

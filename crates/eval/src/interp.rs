@@ -2,18 +2,24 @@
 //! tree, enumerating the stored element tuples of every sparse iteration in coordinate space.
 //! Deliberately shares no code with the stage II/III interpreter (`tir/machine.rs`) it checks:
 //! the reference stays independent (an architecture invariant), so do not merge the two.
+//!
+//! Co-iteration (`T.sp.union`/`T.sp.intersect`) binds its iterator variable to each coordinate
+//! of the union or intersection of its parts' fibers in turn, in increasing order. A buffer over
+//! an assembled axis starts empty and gains a coordinate at each store to an absent one; after
+//! the run its structure and values are written to the axis's `indptr`, `indices` and `nnz`
+//! parameters and the buffer's data parameter (see [`crate::eval_func`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{
-    AxisId, AxisKind, BinOp, BufferDecl, BufferId, BufferShape, DType, Expr, IterAxis, IterKind,
-    PrimFunc, Span, SparseIteration, Stage, Stmt, VarId,
+    AxisId, AxisKind, BinOp, BufferDecl, BufferId, BufferShape, CoOp, DType, Expr, IterAxis,
+    IterKind, PrimFunc, Span, SparseIteration, Stage, Stmt, VarId,
 };
 
 use crate::storage::{
-    check_indices, check_indptr, dense_size, index_array, load, sparse_layout, store, AxisData,
-    Layout, MAX_ELEMENTS,
+    check_increasing, check_indices, check_indptr, dense_size, index_array, load, sparse_layout,
+    store, AssembledValues, AxisData, Layout, MAX_ELEMENTS,
 };
 use crate::value::{binary, intrinsic, round_float, unary, Value};
 use crate::{ArgValue, EvalError};
@@ -27,18 +33,46 @@ type Res<T> = Result<T, EvalError>;
 struct BufData {
     name: String,
     dtype: DType,
-    /// Index into `Machine::arrays`.
-    slot: usize,
-    layout: Layout,
+    values: Values,
     default: Value,
+}
+
+/// Where a buffer's values live.
+enum Values {
+    /// In `Machine::arrays[slot]`, laid out by `layout`.
+    Array { slot: usize, layout: Layout },
+    /// Over an assembled axis: `Machine::assembled[index]`.
+    Assembled(usize),
+}
+
+/// An assembled axis and the parameters the run writes for it.
+struct AssembledAxis {
+    axis: AxisId,
+    indptr: VarId,
+    indices: VarId,
+    /// The scalar parameter that is the axis's nnz.
+    nnz: VarId,
+    /// The one buffer over the axis, if any: `(buffer, index into Machine::assembled)`; the
+    /// index is set when the buffers are set up.
+    buffer: Option<(BufferId, usize)>,
+}
+
+/// One fiber walked by a step: `axis` under the current element of its parent, or, for
+/// `T.sp.attach(axis, by)`, in the row given by the coordinate of the iterator over `by`.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    axis: AxisId,
+    attach: Option<AxisId>,
 }
 
 /// One flattened entry of an iteration's axis list.
 struct Step {
-    axis: AxisId,
     var: VarId,
-    /// `T.sp.attach(axis, parent)`: the parent whose coordinate selects the fiber.
-    attach: Option<AxisId>,
+    /// One part for a plain axis; the parts of a co-iteration.
+    parts: Vec<Part>,
+    /// `Some` for `T.sp.union`/`T.sp.intersect`: the variable walks coordinates, not the
+    /// elements of one axis.
+    co: Option<CoOp>,
     spatial: bool,
 }
 
@@ -65,6 +99,10 @@ struct Machine<'f> {
     pos: Vec<Option<(i64, i64)>>,
     /// For each variable that is an iterator of an enclosing iteration, the axis it walks.
     iter_axis: Vec<Option<AxisId>>,
+    /// The assembled axes, in declaration order.
+    assembled_axes: Vec<AssembledAxis>,
+    /// The stored elements of the buffers over assembled axes.
+    assembled: Vec<AssembledValues>,
     /// Where errors are reported.
     span: Span,
 }
@@ -90,17 +128,23 @@ pub fn run(func: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Res<()> {
         vars: vec![None; func.vars.len()],
         pos: vec![None; func.axes.len()],
         iter_axis: vec![None; func.vars.len()],
+        assembled_axes: Vec::new(),
+        assembled: Vec::new(),
         span: func.span,
     };
+    m.plan_assembled()?;
     m.bind_scalars(args)?;
     m.setup_axes(args)?;
     m.setup_buffers(args)?;
+    m.check_iterations()?;
     m.exec(&func.body)?;
+    let assembled = m.assembled_outputs()?;
     for (t, p) in m.arrays.into_iter().zip(m.array_params) {
         if let Some(p) = p {
             args.insert(func.vars[p].name.clone(), ArgValue::Array(t));
         }
     }
+    args.extend(assembled);
     Ok(())
 }
 
@@ -120,13 +164,334 @@ impl<'f> Machine<'f> {
             .unwrap_or("?")
     }
 
+    /// The assembled axis whose nnz is the scalar parameter `v`, if any.
+    fn assembled_nnz_of(&self, v: VarId) -> Option<&AssembledAxis> {
+        self.assembled_axes.iter().find(|x| x.nnz == v)
+    }
+
+    /// Finds the assembled axes and the buffers over them, and checks the supported form
+    /// (from the IR alone, before any argument is read): a `compressed_varied` axis whose parent
+    /// is a `dense_fixed` root, whose nnz is a scalar parameter, that no iteration walks and no
+    /// axis has as parent; at most one buffer over it, `(parent, axis)` exactly; and parameters
+    /// the run writes (its `indptr`, `indices`, nnz, the buffer's data) that play no other role.
+    fn plan_assembled(&mut self) -> Res<()> {
+        let func = self.func;
+        let axis_name = |a: AxisId| func.axes.get(a).map(|x| x.name.as_str()).unwrap_or("?");
+        for (h, ax) in func.axes.iter() {
+            self.span = ax.span;
+            let name = &ax.name;
+            if let Some(p) = ax
+                .parent
+                .filter(|p| func.axes.get(*p).is_some_and(|x| x.assembled))
+            {
+                return Err(self.err(format!(
+                    "axis `{name}`: its parent `{}` is assembled; the evaluator assembles only the \
+                     last level of an output",
+                    axis_name(p)
+                )));
+            }
+            if !ax.assembled {
+                continue;
+            }
+            if ax.kind != AxisKind::CompressedVaried {
+                return Err(self.err(format!(
+                    "{} axis `{name}` cannot be assembled (only compressed_varied)",
+                    ax.kind.canonical_name()
+                )));
+            }
+            let root = ax
+                .parent
+                .and_then(|p| func.axes.get(p))
+                .is_some_and(|p| p.kind == AxisKind::DenseFixed);
+            if !root {
+                return Err(self.err(format!(
+                    "assembled axis `{name}`: its parent must be a dense_fixed root (the \
+                     evaluator assembles the rows of a matrix only)"
+                )));
+            }
+            let (Some(indptr), Some(indices)) = (ax.indptr, ax.indices) else {
+                return Err(self.err(format!(
+                    "assembled axis `{name}` needs indptr and indices parameters"
+                )));
+            };
+            let nnz = match &ax.nnz {
+                Some(Expr::Var(v))
+                    if func.params.contains(v)
+                        && func.vars.get(*v).is_some_and(|x| x.dtype.is_integer()) =>
+                {
+                    *v
+                }
+                _ => {
+                    return Err(self.err(format!(
+                        "assembled axis `{name}`: its nnz must be a plain integer scalar \
+                         parameter, which the run sets to the number of stored elements"
+                    )))
+                }
+            };
+            self.assembled_axes.push(AssembledAxis {
+                axis: h,
+                indptr,
+                indices,
+                nnz,
+                buffer: None,
+            });
+        }
+        // The buffers over assembled axes.
+        for &b in &func.buffer_decls {
+            let Some(buf) = func.buffers.get(b) else {
+                continue;
+            };
+            let BufferShape::Sparse(axes) = &buf.shape else {
+                continue;
+            };
+            self.span = buf.span;
+            for (k, a) in axes.iter().enumerate() {
+                let Some(ai) = self.assembled_axes.iter().position(|x| x.axis == *a) else {
+                    continue;
+                };
+                let parent = func.axes.get(*a).and_then(|x| x.parent);
+                if axes.len() != 2 || k != 1 || Some(axes[0]) != parent {
+                    let pn = parent.map(axis_name).unwrap_or("?");
+                    return Err(self.err(format!(
+                        "buffer `{}`: assembled axis `{}` must be the buffer's last axis, right \
+                         after its parent (`({pn}, {})`)",
+                        buf.name,
+                        axis_name(*a),
+                        axis_name(*a)
+                    )));
+                }
+                if let Some((other, _)) = self.assembled_axes[ai].buffer {
+                    return Err(self.err(format!(
+                        "assembled axis `{}` is the axis of two buffers, `{}` and `{}`; the \
+                         evaluator assembles one buffer per axis",
+                        axis_name(*a),
+                        func.buffers
+                            .get(other)
+                            .map(|x| x.name.as_str())
+                            .unwrap_or("?"),
+                        buf.name
+                    )));
+                }
+                if buf.extra_storage.is_some() {
+                    return Err(self.err(format!(
+                        "buffer `{}` over assembled axis `{}` cannot have extra_storage",
+                        buf.name,
+                        axis_name(*a)
+                    )));
+                }
+                self.assembled_axes[ai].buffer = Some((b, usize::MAX));
+            }
+        }
+        // Parameters written by the run play no other role.
+        self.span = func.span;
+        let mut outputs: HashMap<VarId, String> = HashMap::new();
+        for x in &self.assembled_axes {
+            let an = axis_name(x.axis);
+            let mut roles = vec![
+                (x.indptr, format!("the indptr of assembled axis `{an}`")),
+                (x.indices, format!("the indices of assembled axis `{an}`")),
+                (x.nnz, format!("the nnz of assembled axis `{an}`")),
+            ];
+            if let Some((b, _)) = x.buffer {
+                if let Some(BufferDecl::Match { data }) = func.buffers.get(b).map(|x| &x.decl) {
+                    roles.push((*data, format!("the values of assembled axis `{an}`")));
+                }
+            }
+            for (v, role) in roles {
+                if let Some(prev) = outputs.insert(v, role.clone()) {
+                    return Err(self.err(format!(
+                        "parameter `{}` is both {prev} and {role}",
+                        self.var_name(v)
+                    )));
+                }
+            }
+        }
+        for (_, ax) in func.axes.iter().filter(|(_, x)| !x.assembled) {
+            for v in [ax.indptr, ax.indices].into_iter().flatten() {
+                if let Some(role) = outputs.get(&v) {
+                    return Err(self.err(format!(
+                        "parameter `{}` is {role}, written by the run, and cannot also hold the \
+                         structure of axis `{}`",
+                        self.var_name(v),
+                        ax.name
+                    )));
+                }
+            }
+        }
+        for &b in &func.buffer_decls {
+            let Some(buf) = func.buffers.get(b) else {
+                continue;
+            };
+            let over_assembled = self
+                .assembled_axes
+                .iter()
+                .any(|x| x.buffer.map(|y| y.0) == Some(b));
+            if let (BufferDecl::Match { data }, false) = (&buf.decl, over_assembled) {
+                if let Some(role) = outputs.get(data) {
+                    return Err(self.err(format!(
+                        "parameter `{}` is {role}, written by the run, and cannot also hold the \
+                         values of buffer `{}`",
+                        self.var_name(*data),
+                        buf.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the run: the structure and values of every assembled axis as arguments, by
+    /// parameter name (`indptr`, `indices`, the buffer's values, nnz).
+    fn assembled_outputs(&self) -> Res<Vec<(String, ArgValue)>> {
+        let func = self.func;
+        let mut out = Vec::new();
+        for x in &self.assembled_axes {
+            let ax = &func.axes[x.axis];
+            let err = |message: String| EvalError {
+                span: ax.span,
+                message,
+            };
+            let values = x.buffer.map(|(b, i)| (b, &self.assembled[i]));
+            let (indptr, indices) = match values {
+                Some((_, v)) => v.structure(),
+                None => (
+                    vec![0; self.axes[x.axis.index()].parent_count as usize + 1],
+                    vec![],
+                ),
+            };
+            let nnz = indices.len() as i64;
+            let nnz_dtype = func.vars.get(x.nnz).map(|v| v.dtype).unwrap_or(DType::I32);
+            for dt in [ax.idtype, nnz_dtype] {
+                if Value::from_i128(nnz as i128, dt).as_i128() != nnz as i128 {
+                    return Err(err(format!(
+                        "assembled axis `{}`: output has {nnz} stored elements, more than {dt} \
+                         offsets can hold",
+                        ax.name
+                    )));
+                }
+            }
+            let index_tensor = |v: &[i64]| {
+                Tensor::from_i64(ax.idtype, v).map_err(|e| err(format!("axis `{}`: {e}", ax.name)))
+            };
+            out.push((
+                self.var_name(x.indptr).to_string(),
+                ArgValue::Array(index_tensor(&indptr)?),
+            ));
+            out.push((
+                self.var_name(x.indices).to_string(),
+                ArgValue::Array(index_tensor(&indices)?),
+            ));
+            out.push((self.var_name(x.nnz).to_string(), ArgValue::Int(nnz)));
+            if let Some((b, v)) = values {
+                let buf = &func.buffers[b];
+                if let BufferDecl::Match { data } = &buf.decl {
+                    let vals = v.values();
+                    let mut t = Tensor::zeros(buf.dtype, vec![vals.len()])
+                        .map_err(|e| err(format!("buffer `{}`: {e}", buf.name)))?;
+                    for (i, v) in vals.into_iter().enumerate() {
+                        store(&mut t, i, v);
+                    }
+                    out.push((self.var_name(*data).to_string(), ArgValue::Array(t)));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks every iteration's axis list before the run: no assembled axis is iterated, and
+    /// the compressed axes walked by a co-iteration are declared sorted and hold strictly
+    /// increasing coordinates in every fiber.
+    fn check_iterations(&self) -> Res<()> {
+        let mut first: Option<EvalError> = None;
+        let mut checked: HashSet<AxisId> = HashSet::new();
+        self.func.body.visit(&mut |s| {
+            if first.is_some() {
+                return;
+            }
+            if let Stmt::SparseIteration(it) = s {
+                if let Err(e) = self.check_entries(it, &mut checked) {
+                    first = Some(e);
+                }
+            }
+        });
+        first.map_or(Ok(()), Err)
+    }
+
+    fn check_entries(&self, it: &SparseIteration, checked: &mut HashSet<AxisId>) -> Res<()> {
+        let func = self.func;
+        let err = |message: String| EvalError {
+            span: it.span,
+            message,
+        };
+        fn walked(entry: &IterAxis, out: &mut Vec<AxisId>) {
+            match entry {
+                IterAxis::Axis(a) => out.push(*a),
+                IterAxis::Fuse(v) => out.extend(v.iter().copied()),
+                IterAxis::Attach { axis, parent } => out.extend([*axis, *parent]),
+                IterAxis::CoIter { parts, .. } => parts.iter().for_each(|p| walked(p, out)),
+            }
+        }
+        for entry in &it.axes {
+            let mut axes = Vec::new();
+            walked(entry, &mut axes);
+            for a in axes {
+                let ax = func
+                    .axes
+                    .get(a)
+                    .ok_or_else(|| err(format!("unknown axis {a:?}")))?;
+                if ax.assembled {
+                    return Err(err(format!(
+                        "iteration `{}`: assembled axis `{}` cannot be iterated (its structure is \
+                         what the function computes)",
+                        it.name, ax.name
+                    )));
+                }
+            }
+            let IterAxis::CoIter { op, parts } = entry else {
+                continue;
+            };
+            for p in parts {
+                let a = match p {
+                    IterAxis::Axis(a) | IterAxis::Attach { axis: a, .. } => *a,
+                    _ => {
+                        return Err(err(format!(
+                            "iteration `{}`: the parts of T.sp.{} are axes or T.sp.attach(...)",
+                            it.name,
+                            op.name()
+                        )))
+                    }
+                };
+                let ad = self.axis(a)?;
+                if ad.kind.is_dense() || !checked.insert(a) {
+                    continue;
+                }
+                if !func.axes[a].sorted {
+                    return Err(err(format!(
+                        "iteration `{}`: T.sp.{} walks axis `{}`, which is declared \
+                         sorted=False; co-iterated axes must be sorted",
+                        it.name,
+                        op.name(),
+                        ad.name
+                    )));
+                }
+                let array = func.axes[a]
+                    .indices
+                    .map(|v| self.var_name(v))
+                    .unwrap_or("?");
+                check_increasing(ad, array).map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+
     fn bind_scalars(&mut self, args: &HashMap<String, ArgValue>) -> Res<()> {
         for &p in &self.func.params {
             let Some(var) = self.func.vars.get(p) else {
                 return Err(self.err(format!("parameter {p:?} is not declared")));
             };
             let dt = var.dtype;
-            if dt == DType::Handle {
+            if dt == DType::Handle || self.assembled_nnz_of(p).is_some() {
+                // Handles are read where used; an assembled axis's nnz is an output.
                 continue;
             }
             let name = &var.name;
@@ -238,6 +603,14 @@ impl<'f> Machine<'f> {
                 )));
             }
             data.parent_count = self.axes[parent.index()].level_count;
+            if ax.assembled {
+                // No element yet: the arguments behind its indptr, indices and nnz are ignored
+                // (checked to be of the supported form by `plan_assembled`).
+                data.indptr = vec![0; data.parent_count as usize + 1];
+                data.level_count = 0;
+                self.axes.push(data);
+                continue;
+            }
             let nnz = match &ax.nnz {
                 Some(e) => Some(self.eval_size(e, &format!("nnz of axis `{name}`"))?),
                 None => None,
@@ -312,6 +685,28 @@ impl<'f> Machine<'f> {
             if buf.dtype == DType::Handle {
                 return Err(self.err(format!("buffer `{name}` cannot hold values of type handle")));
             }
+            let assembled = self
+                .assembled_axes
+                .iter()
+                .position(|x| x.buffer.map(|y| y.0) == Some(b));
+            if let Some(ai) = assembled {
+                // `(I, JC)` (see `plan_assembled`): starts with no stored element; the argument
+                // behind its data parameter is ignored.
+                let jc = self.assembled_axes[ai].axis;
+                let rows = self.axes[jc.index()].parent_count;
+                let cols = self.axes[jc.index()].length;
+                let default = self.buffer_default(b)?;
+                self.assembled.push(AssembledValues::new(rows, cols));
+                let index = self.assembled.len() - 1;
+                self.assembled_axes[ai].buffer = Some((b, index));
+                self.bufs[b.index()] = Some(BufData {
+                    name: name.clone(),
+                    dtype: buf.dtype,
+                    values: Values::Assembled(index),
+                    default,
+                });
+                continue;
+            }
             let (layout, size) = match &buf.shape {
                 BufferShape::Sparse(axes) => {
                     if let Some(a) = axes.iter().find(|a| a.index() >= self.axes.len()) {
@@ -347,13 +742,7 @@ impl<'f> Machine<'f> {
             if total > MAX_ELEMENTS {
                 return Err(self.err(format!("buffer `{name}`: more than 2^31 values")));
             }
-            let default = match &buf.default_value {
-                Some(e) => {
-                    let v = self.eval(e)?;
-                    v.cast(buf.dtype).map_err(|m| self.err(m))?
-                }
-                None => Value::from_i128(0, buf.dtype),
-            };
+            let default = self.buffer_default(b)?;
             let slot = match buf.decl {
                 BufferDecl::Match { data } => {
                     let t = self.array_arg(args, data, &format!("values of buffer `{name}`"))?;
@@ -393,12 +782,23 @@ impl<'f> Machine<'f> {
             self.bufs[b.index()] = Some(BufData {
                 name: name.clone(),
                 dtype: buf.dtype,
-                slot,
-                layout,
+                values: Values::Array { slot, layout },
                 default,
             });
         }
         Ok(())
+    }
+
+    /// The value a read of an unstored element of buffer `b` gives: its `default_value`, else 0.
+    fn buffer_default(&mut self, b: BufferId) -> Res<Value> {
+        let buf = &self.func.buffers[b];
+        match &buf.default_value {
+            Some(e) => {
+                let v = self.eval(e)?;
+                v.cast(buf.dtype).map_err(|m| self.err(m))
+            }
+            None => Ok(Value::from_i128(0, buf.dtype)),
+        }
     }
 
     // ---------------------------------------------------------------- statements
@@ -419,26 +819,7 @@ impl<'f> Machine<'f> {
                 self.span = st.span;
                 let coords = self.eval_coords(&st.indices)?;
                 let value = self.eval(&st.value)?;
-                let (off, dtype, slot) = {
-                    let buf = self.buf(st.buffer)?;
-                    let off = buf
-                        .layout
-                        .offset(
-                            &buf.name,
-                            &coords,
-                            &self.axes,
-                            &self.hints(buf.layout.axes(), &st.indices),
-                        )
-                        .map_err(|m| self.err(m))?;
-                    (off, buf.dtype, buf.slot)
-                };
-                if let Some(off) = off {
-                    let v = value.cast(dtype).map_err(|m| self.err(m))?;
-                    if !store(&mut self.arrays[slot], off, v) {
-                        return Err(self.err("internal: value offset out of range"));
-                    }
-                }
-                Ok(())
+                self.write(st.buffer, &coords, &st.indices, value)
             }
             Stmt::If(i) => {
                 self.span = i.span;
@@ -470,10 +851,15 @@ impl<'f> Machine<'f> {
                 let lo = self.eval(lo)?;
                 let hi = self.eval(hi)?;
                 let buf = self.buf(*buffer)?;
-                let (name, slot) = (buf.name.clone(), buf.slot);
-                let t = &self.arrays[slot];
-                for i in 0..t.len() {
-                    let Some(v) = load(t, i) else { break };
+                let name = buf.name.clone();
+                let values: Vec<Value> = match &buf.values {
+                    Values::Array { slot, .. } => {
+                        let t = &self.arrays[*slot];
+                        (0..t.len()).map_while(|i| load(t, i)).collect()
+                    }
+                    Values::Assembled(i) => self.assembled[*i].values(),
+                };
+                for (i, v) in values.into_iter().enumerate() {
                     let ge = binary(BinOp::Ge, v, lo).map_err(|m| self.err(m))?.truthy();
                     // The upper bound is inclusive: `indptr` domains are `(0, nnz)` and the
                     // last `indptr` value is `nnz` (SPEC §3.2; see ARCHITECTURE.md).
@@ -516,7 +902,81 @@ impl<'f> Machine<'f> {
         }
     }
 
-    /// Binds `var`, returning the previous binding.
+    /// The value of element `coords` of buffer `b` (its default where not stored); `indices` are
+    /// the access's index expressions (for [`Machine::hints`]).
+    fn read(&self, b: BufferId, coords: &[i64], indices: &[Expr]) -> Res<Value> {
+        let buf = self.buf(b)?;
+        match &buf.values {
+            Values::Array { slot, layout } => {
+                let off = layout
+                    .offset(
+                        &buf.name,
+                        coords,
+                        &self.axes,
+                        &self.hints(layout.axes(), indices),
+                    )
+                    .map_err(|m| self.err(m))?;
+                match off {
+                    None => Ok(buf.default),
+                    Some(o) => load(&self.arrays[*slot], o)
+                        .ok_or_else(|| self.err("internal: value offset out of range")),
+                }
+            }
+            Values::Assembled(i) => {
+                let [row, col] = self.assembled_coords(&buf.name, coords)?;
+                Ok(self.assembled[*i].get(row, col).unwrap_or(buf.default))
+            }
+        }
+    }
+
+    /// Stores `value` (converted to the buffer's dtype) at `coords` of buffer `b`: nothing
+    /// happens where a buffer over given axes does not store the element; a buffer over an
+    /// assembled axis gains the coordinate.
+    fn write(&mut self, b: BufferId, coords: &[i64], indices: &[Expr], value: Value) -> Res<()> {
+        let buf = self.buf(b)?;
+        let dtype = buf.dtype;
+        match &buf.values {
+            Values::Array { slot, layout } => {
+                let off = layout
+                    .offset(
+                        &buf.name,
+                        coords,
+                        &self.axes,
+                        &self.hints(layout.axes(), indices),
+                    )
+                    .map_err(|m| self.err(m))?;
+                let slot = *slot;
+                if let Some(off) = off {
+                    let v = value.cast(dtype).map_err(|m| self.err(m))?;
+                    if !store(&mut self.arrays[slot], off, v) {
+                        return Err(self.err("internal: value offset out of range"));
+                    }
+                }
+                Ok(())
+            }
+            Values::Assembled(i) => {
+                let i = *i;
+                let name = buf.name.clone();
+                let [row, col] = self.assembled_coords(&name, coords)?;
+                let v = value.cast(dtype).map_err(|m| self.err(m))?;
+                self.assembled[i]
+                    .set(&name, row, col, v)
+                    .map_err(|m| self.err(m))
+            }
+        }
+    }
+
+    /// The two coordinates of an access to a buffer `(I, JC)` over an assembled axis.
+    fn assembled_coords(&self, buffer: &str, coords: &[i64]) -> Res<[i64; 2]> {
+        match coords {
+            [row, col] => Ok([*row, *col]),
+            _ => Err(self.err(format!(
+                "buffer `{buffer}` takes 2 indices, got {}",
+                coords.len()
+            ))),
+        }
+    }
+
     /// Per index of an access: the element currently visited, when the index is syntactically
     /// the iterator variable of that very axis (the lowering turns exactly those accesses into
     /// positions; see `Layout::offset`).
@@ -535,6 +995,7 @@ impl<'f> Machine<'f> {
             .collect()
     }
 
+    /// Binds `var`, returning the previous binding.
     fn bind(&mut self, var: VarId, v: Option<Value>) -> Res<Option<Value>> {
         match self.vars.get_mut(var.index()) {
             Some(slot) => Ok(std::mem::replace(slot, v)),
@@ -562,17 +1023,46 @@ impl<'f> Machine<'f> {
                 it.kinds.len()
             )));
         }
-        let mut steps = Vec::with_capacity(arity);
+        let mut steps: Vec<Step> = Vec::with_capacity(arity);
         let mut k = 0;
         for entry in &it.axes {
-            let (axes, attach) = match entry {
-                IterAxis::Axis(a) => (vec![*a], None),
-                IterAxis::CoIter { op, .. } => {
-                    return Err(self.err(format!(
-                        "iteration `{}`: T.sp.{} is not supported by the evaluator yet",
-                        it.name,
-                        op.name()
-                    )))
+            let (parts, co) = match entry {
+                IterAxis::Axis(a) => (
+                    vec![Part {
+                        axis: *a,
+                        attach: None,
+                    }],
+                    None,
+                ),
+                IterAxis::CoIter { op, parts } => {
+                    let mut out = Vec::with_capacity(parts.len());
+                    for p in parts {
+                        out.push(match p {
+                            IterAxis::Axis(a) => Part {
+                                axis: *a,
+                                attach: None,
+                            },
+                            IterAxis::Attach { axis, parent } => {
+                                self.attach_part(it, *axis, *parent)?
+                            }
+                            _ => {
+                                return Err(self.err(format!(
+                                    "iteration `{}`: the parts of T.sp.{} are axes or \
+                                     T.sp.attach(...)",
+                                    it.name,
+                                    op.name()
+                                )))
+                            }
+                        });
+                    }
+                    if out.is_empty() {
+                        return Err(self.err(format!(
+                            "iteration `{}`: T.sp.{} has no part",
+                            it.name,
+                            op.name()
+                        )));
+                    }
+                    (out, Some(*op))
                 }
                 IterAxis::Fuse(chain) => {
                     for w in chain.windows(2) {
@@ -587,37 +1077,90 @@ impl<'f> Machine<'f> {
                             )));
                         }
                     }
-                    (chain.clone(), None)
+                    // One step per fused axis, each under the element of the one before.
+                    for &a in chain {
+                        self.axis(a)?;
+                        self.not_under_coiteration(
+                            it,
+                            &steps,
+                            Part {
+                                axis: a,
+                                attach: None,
+                            },
+                        )?;
+                        steps.push(Step {
+                            var: it.vars[k],
+                            parts: vec![Part {
+                                axis: a,
+                                attach: None,
+                            }],
+                            co: None,
+                            spatial: it.kinds[k] == IterKind::Spatial,
+                        });
+                        k += 1;
+                    }
+                    continue;
                 }
                 IterAxis::Attach { axis, parent } => {
-                    self.axis(*parent)?;
-                    let ad = self.axis(*axis)?;
-                    let own_parent_is_root = ad
-                        .parent
-                        .map(|p| self.axes[p.index()].kind == AxisKind::DenseFixed)
-                        .unwrap_or(false);
-                    if !own_parent_is_root {
-                        return Err(self.err(format!(
-                            "iteration `{}`: attach of `{}` is supported only when its own parent \
-                             is a dense_fixed root",
-                            it.name, ad.name
-                        )));
-                    }
-                    (vec![*axis], Some(*parent))
+                    (vec![self.attach_part(it, *axis, *parent)?], None)
                 }
             };
-            for a in axes {
-                self.axis(a)?;
-                steps.push(Step {
-                    axis: a,
-                    var: it.vars[k],
-                    attach,
-                    spatial: it.kinds[k] == IterKind::Spatial,
-                });
-                k += 1;
+            for &p in &parts {
+                self.axis(p.axis)?;
+                self.not_under_coiteration(it, &steps, p)?;
             }
+            steps.push(Step {
+                var: it.vars[k],
+                parts,
+                co,
+                spatial: it.kinds[k] == IterKind::Spatial,
+            });
+            k += 1;
         }
         Ok(steps)
+    }
+
+    /// `T.sp.attach(axis, parent)`, supported when `axis`'s own parent is a `dense_fixed` root.
+    fn attach_part(&self, it: &SparseIteration, axis: AxisId, parent: AxisId) -> Res<Part> {
+        self.axis(parent)?;
+        let ad = self.axis(axis)?;
+        let own_parent_is_root = ad
+            .parent
+            .map(|p| self.axes[p.index()].kind == AxisKind::DenseFixed)
+            .unwrap_or(false);
+        if !own_parent_is_root {
+            return Err(self.err(format!(
+                "iteration `{}`: attach of `{}` is supported only when its own parent is a \
+                 dense_fixed root",
+                it.name, ad.name
+            )));
+        }
+        Ok(Part {
+            axis,
+            attach: Some(parent),
+        })
+    }
+
+    /// Refuses a part whose fiber depends on an axis walked by an earlier co-iteration step of
+    /// the same iteration: a co-iterated coordinate may be absent from a part's fiber, so that
+    /// axis has no current element to hang a fiber from.
+    fn not_under_coiteration(&self, it: &SparseIteration, steps: &[Step], p: Part) -> Res<()> {
+        let Some(dep) = p.attach.or(self.axes[p.axis.index()].parent) else {
+            return Ok(());
+        };
+        for st in steps.iter().filter(|s| s.co.is_some()) {
+            if st.parts.iter().any(|q| q.axis == dep) {
+                return Err(self.err(format!(
+                    "iteration `{}`: axis `{}` depends on axis `{}`, which is co-iterated by `{}` \
+                     (not supported: a co-iterated axis has no single current element)",
+                    it.name,
+                    self.axes[p.axis.index()].name,
+                    self.axes[dep.index()].name,
+                    self.var_name(st.var)
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn axis(&self, a: AxisId) -> Res<&AxisData> {
@@ -647,11 +1190,11 @@ impl<'f> Machine<'f> {
                 if !st.spatial {
                     continue;
                 }
-                let parent = st.attach.or(self.axes[st.axis.index()].parent);
-                let under_reduction = parent.and_then(|p| {
+                let under_reduction = st.parts.iter().find_map(|part| {
+                    let parent = part.attach.or(self.axes[part.axis.index()].parent)?;
                     steps[at..t]
                         .iter()
-                        .find(|s| !s.spatial && s.axis == p)
+                        .find(|s| !s.spatial && s.parts.iter().any(|q| q.axis == parent))
                         .map(|s| s.var)
                 });
                 if let Some(r) = under_reduction {
@@ -709,51 +1252,60 @@ impl<'f> Machine<'f> {
         self.each_element(it, &steps[t], &mut |m| m.sweep(it, steps, rest, init))
     }
 
+    /// The parent position whose fiber `part` walks: the current element of its parent axis,
+    /// or, for an attach, the coordinate of the iterator over the attach axis (a row of the
+    /// attached axis's `dense_fixed` parent); 0 for a root.
+    fn parent_position(&self, it: &SparseIteration, part: Part) -> Res<i64> {
+        let ad = &self.axes[part.axis.index()];
+        match (part.attach, ad.parent) {
+            (Some(by), _) => match self.pos[by.index()] {
+                Some((_, coord)) => Ok(coord),
+                None => Err(self.err(format!(
+                    "iteration `{}`: attach of `{}` needs `{}` to be iterated before it",
+                    it.name,
+                    ad.name,
+                    self.axes[by.index()].name
+                ))),
+            },
+            (None, None) => Ok(0),
+            (None, Some(p)) => match self.pos[p.index()] {
+                Some((global, _)) => Ok(global),
+                None => Err(self.err(format!(
+                    "iteration `{}`: the parent `{}` of axis `{}` is not iterated by this or an \
+                     enclosing iteration",
+                    it.name,
+                    self.axes[p.index()].name,
+                    ad.name
+                ))),
+            },
+        }
+    }
+
     /// Binds `step` to each element of its fiber in turn (under the current elements of its
-    /// parent or attach axis) and runs `f`; restores the previous binding afterwards.
+    /// parent or attach axis), or, for a co-iteration, to each coordinate it walks, and runs `f`;
+    /// restores the previous binding afterwards.
     fn each_element(
         &mut self,
         it: &SparseIteration,
         step: &Step,
         f: &mut dyn FnMut(&mut Self) -> Res<()>,
     ) -> Res<()> {
-        let ai = step.axis.index();
-        let q =
-            {
-                let ad = &self.axes[ai];
-                match (step.attach, ad.parent) {
-                    (Some(by), _) => match self.pos[by.index()] {
-                        Some((_, coord)) => coord,
-                        None => {
-                            return Err(self.err(format!(
-                            "iteration `{}`: attach of `{}` needs `{}` to be iterated before it",
-                            it.name, ad.name, self.axes[by.index()].name
-                        )))
-                        }
-                    },
-                    (None, None) => 0,
-                    (None, Some(p)) => match self.pos[p.index()] {
-                        Some((global, _)) => global,
-                        None => {
-                            return Err(self.err(format!(
-                            "iteration `{}`: the parent `{}` of axis `{}` is not iterated by this \
-                             or an enclosing iteration",
-                            it.name, self.axes[p.index()].name, ad.name
-                        )))
-                        }
-                    },
-                }
-            };
-        let (start, count) = self.axes[ai].fiber(q).map_err(|m| self.err(m))?;
         let var_dtype = self
             .func
             .vars
             .get(step.var)
             .map(|v| v.dtype)
             .unwrap_or(DType::I32);
+        if let Some(op) = step.co {
+            return self.each_coordinate(it, step, op, var_dtype, f);
+        }
+        let part = step.parts[0];
+        let ai = part.axis.index();
+        let q = self.parent_position(it, part)?;
+        let (start, count) = self.axes[ai].fiber(q).map_err(|m| self.err(m))?;
         let saved_pos = self.pos[ai];
         let saved_var = self.bind(step.var, None)?;
-        let saved_axis = self.iter_axis[step.var.index()].replace(step.axis);
+        let saved_axis = self.iter_axis[step.var.index()].replace(part.axis);
         for g in start..start + count {
             let coord = self.axes[ai].coord_at(start, g);
             self.pos[ai] = Some((g, coord));
@@ -761,6 +1313,47 @@ impl<'f> Machine<'f> {
             f(self)?;
         }
         self.pos[ai] = saved_pos;
+        self.vars[step.var.index()] = saved_var;
+        self.iter_axis[step.var.index()] = saved_axis;
+        Ok(())
+    }
+
+    /// A co-iteration step: binds its variable to each coordinate stored in any (union) or
+    /// every (intersection) part's fiber, in increasing order, each once. The variable walks no
+    /// single axis, so accesses through it resolve by coordinate search.
+    fn each_coordinate(
+        &mut self,
+        it: &SparseIteration,
+        step: &Step,
+        op: CoOp,
+        var_dtype: DType,
+        f: &mut dyn FnMut(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        let mut fibers: Vec<BTreeSet<i64>> = Vec::with_capacity(step.parts.len());
+        for &part in &step.parts {
+            let q = self.parent_position(it, part)?;
+            let ad = &self.axes[part.axis.index()];
+            let (start, count) = ad.fiber(q).map_err(|m| self.err(m))?;
+            fibers.push(
+                (start..start + count)
+                    .map(|g| ad.coord_at(start, g))
+                    .collect(),
+            );
+        }
+        let coords: BTreeSet<i64> = match op {
+            CoOp::Union => fibers.iter().flatten().copied().collect(),
+            CoOp::Intersect => fibers[0]
+                .iter()
+                .copied()
+                .filter(|c| fibers[1..].iter().all(|f| f.contains(c)))
+                .collect(),
+        };
+        let saved_var = self.bind(step.var, None)?;
+        let saved_axis = self.iter_axis[step.var.index()].take();
+        for coord in coords {
+            self.vars[step.var.index()] = Some(Value::from_i128(coord as i128, var_dtype));
+            f(self)?;
+        }
         self.vars[step.var.index()] = saved_var;
         self.iter_axis[step.var.index()] = saved_axis;
         Ok(())
@@ -801,6 +1394,13 @@ impl<'f> Machine<'f> {
             Expr::Var(v) => match self.vars.get(v.index()).copied().flatten() {
                 Some(x) => Ok(x),
                 None => {
+                    if let Some(x) = self.assembled_nnz_of(*v) {
+                        return Err(self.err(format!(
+                            "`{}` is the nnz of assembled axis `{}`, known only after the run",
+                            self.var_name(*v),
+                            self.func.axes[x.axis].name
+                        )));
+                    }
                     let what = match self.func.vars.get(*v) {
                         Some(x) if x.dtype == DType::Handle => "is a handle, not a value",
                         Some(_) => "is not bound here",
@@ -835,21 +1435,7 @@ impl<'f> Machine<'f> {
             }
             Expr::Load { buffer, indices } => {
                 let coords = self.eval_coords(indices)?;
-                let buf = self.buf(*buffer)?;
-                let off = buf
-                    .layout
-                    .offset(
-                        &buf.name,
-                        &coords,
-                        &self.axes,
-                        &self.hints(buf.layout.axes(), indices),
-                    )
-                    .map_err(|m| self.err(m))?;
-                match off {
-                    None => Ok(buf.default),
-                    Some(o) => load(&self.arrays[buf.slot], o)
-                        .ok_or_else(|| self.err("internal: value offset out of range")),
-                }
+                self.read(*buffer, &coords, indices)
             }
             Expr::Call { op, args, dtype } => {
                 if *op == sparsetir_ir::Intrinsic::AtomicAdd {

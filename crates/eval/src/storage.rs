@@ -1,6 +1,8 @@
 //! Runtime storage of the reference evaluator: validated axis structure (indptr/indices),
-//! buffer layouts (value-array groups of the shared storage model) and coordinate lookup by
-//! plain linear scan.
+//! buffer layouts (value-array groups of the shared storage model), coordinate lookup by
+//! plain linear scan, and the growing storage of buffers over assembled axes.
+
+use std::collections::BTreeMap;
 
 use half::{bf16, f16};
 use sparsetir_formats::{Tensor, TensorData};
@@ -141,6 +143,94 @@ pub fn check_indices(axis: &str, indices: &[i64], length: i64) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+/// Checks that the coordinates of every fiber of a compressed axis strictly increase (sorted,
+/// no duplicates), as a co-iterated axis requires; `array` names its `indices` parameter.
+pub fn check_increasing(ad: &AxisData, array: &str) -> Result<(), String> {
+    if ad.kind.is_dense() {
+        return Ok(());
+    }
+    for q in 0..ad.parent_count {
+        let (start, count) = ad.fiber(q)?;
+        for g in start + 1..start + count {
+            let (a, b) = (ad.indices[(g - 1) as usize], ad.indices[g as usize]);
+            if b <= a {
+                return Err(format!(
+                    "axis `{}`: indices `{array}` do not strictly increase under parent position \
+                     {q}: {array}[{}] = {a} then {array}[{g}] = {b} (a co-iterated axis must be \
+                     sorted, without duplicates)",
+                    ad.name,
+                    g - 1
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The stored elements of a buffer `(I, JC)` whose last axis `JC` is assembled (its parent `I` a
+/// `dense_fixed` root): one ordered map per row `i`, from column coordinate to value. It starts
+/// empty; a store inserts the coordinate when absent, so after the run the stored coordinates
+/// are exactly those written, in increasing order within each row.
+#[derive(Clone, Debug)]
+pub struct AssembledValues {
+    pub rows: Vec<BTreeMap<i64, Value>>,
+    /// The length of the assembled axis (columns lie in `0..cols`).
+    pub cols: i64,
+}
+
+impl AssembledValues {
+    pub fn new(rows: i64, cols: i64) -> AssembledValues {
+        AssembledValues {
+            rows: vec![BTreeMap::new(); rows.max(0) as usize],
+            cols,
+        }
+    }
+
+    /// The value stored at `(row, col)`, `None` when absent (also out of range).
+    pub fn get(&self, row: i64, col: i64) -> Option<Value> {
+        let r = usize::try_from(row).ok()?;
+        self.rows.get(r)?.get(&col).copied()
+    }
+
+    /// Stores `v` at `(row, col)`, inserting the coordinate when absent; an error out of range.
+    pub fn set(&mut self, buffer: &str, row: i64, col: i64, v: Value) -> Result<(), String> {
+        let nrows = self.rows.len();
+        let in_range = (0..nrows as i64).contains(&row) && (0..self.cols).contains(&col);
+        if !in_range {
+            return Err(format!(
+                "buffer `{buffer}`: store at [{row}, {col}] is outside its axes (0..{nrows}, \
+                 0..{}), so it cannot be assembled",
+                self.cols
+            ));
+        }
+        self.rows[row as usize].insert(col, v);
+        Ok(())
+    }
+
+    /// Number of stored elements.
+    pub fn nnz(&self) -> usize {
+        self.rows.iter().map(|r| r.len()).sum()
+    }
+
+    /// Every stored value, row-major.
+    pub fn values(&self) -> Vec<Value> {
+        self.rows.iter().flat_map(|r| r.values().copied()).collect()
+    }
+
+    /// The CSR structure of the stored coordinates: `(indptr, indices)`, `indptr` with one entry
+    /// per row + 1.
+    pub fn structure(&self) -> (Vec<i64>, Vec<i64>) {
+        let mut indptr = Vec::with_capacity(self.rows.len() + 1);
+        let mut indices = Vec::with_capacity(self.nnz());
+        indptr.push(0);
+        for r in &self.rows {
+            indices.extend(r.keys().copied());
+            indptr.push(indices.len() as i64);
+        }
+        (indptr, indices)
+    }
 }
 
 /// Where a group's offset comes from.

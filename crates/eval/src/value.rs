@@ -359,7 +359,7 @@ fn float_intrinsic(op: Intrinsic, args: &[f64], dt: DType) -> Result<f64, String
         Intrinsic::Sin => float_op1(dt, a, f32::sin, f64::sin),
         Intrinsic::Cos => float_op1(dt, a, f32::cos, f64::cos),
         Intrinsic::Erf => round_float(erf(a), dt),
-        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd => {
+        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd | Intrinsic::SortRange => {
             return Err(format!("intrinsic `{}` is not a float function", op.name()))
         }
     })
@@ -370,6 +370,9 @@ pub fn intrinsic(op: Intrinsic, args: &[Value], dt: DType) -> Result<Value, Stri
     match op {
         Intrinsic::AtomicAdd => {
             return Err("`atomic_add` is not allowed at stage I (it belongs to stage III)".into())
+        }
+        Intrinsic::SortRange => {
+            return Err("`sort_range` is a statement of stages II/III, not a value".into())
         }
         Intrinsic::MinValue => return dtype_limit(dt, false),
         Intrinsic::MaxValue => return dtype_limit(dt, true),

@@ -265,6 +265,7 @@ fn compiled(kernel: &str) -> Option<&'static Compiled> {
         check_invalid_binary_search: true,
         verify: false,
         print_after: Vec::new(),
+        assembly: None,
     };
     let stage3 = lower(
         &IRModule {

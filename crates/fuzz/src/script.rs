@@ -49,6 +49,7 @@ fn options(stage: Stage) -> PipelineOptions {
         check_invalid_binary_search: true,
         verify: true,
         print_after: Vec::new(),
+        assembly: None,
     }
 }
 

@@ -104,10 +104,13 @@ pub enum Intrinsic {
     MaxValue,
     /// `T.atomic_add(buffer_load_address..., value)` at stage III; see the lowering issue.
     AtomicAdd,
+    /// `T.sort_range(X[idx], n)` as a statement (stage II/III): sorts the `n` integers starting
+    /// at element `X[idx]` in increasing order (the column lists of assembled outputs).
+    SortRange,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 19] = [
+    pub const ALL: [Intrinsic; 20] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -127,6 +130,7 @@ impl Intrinsic {
         Intrinsic::MinValue,
         Intrinsic::MaxValue,
         Intrinsic::AtomicAdd,
+        Intrinsic::SortRange,
     ];
 
     /// The name after `T.`.
@@ -151,6 +155,7 @@ impl Intrinsic {
             Intrinsic::MinValue => "min_value",
             Intrinsic::MaxValue => "max_value",
             Intrinsic::AtomicAdd => "atomic_add",
+            Intrinsic::SortRange => "sort_range",
         }
     }
 
@@ -162,7 +167,7 @@ impl Intrinsic {
     pub fn arity(self) -> usize {
         match self {
             Intrinsic::MinValue | Intrinsic::MaxValue => 0,
-            Intrinsic::Pow | Intrinsic::AtomicAdd => 2,
+            Intrinsic::Pow | Intrinsic::AtomicAdd | Intrinsic::SortRange => 2,
             _ => 1,
         }
     }

@@ -5,6 +5,7 @@
 //! function, and timing launches.
 
 pub mod alloc;
+pub mod assembly;
 pub mod bind;
 pub mod build;
 pub mod cache;

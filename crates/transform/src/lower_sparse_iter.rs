@@ -48,7 +48,10 @@ use crate::regions::{block_regions, Hints};
 use crate::search::{self, SearchState};
 use crate::simplify::Simplifier;
 
+mod coiter;
 mod init;
+use coiter::Asm;
+pub use coiter::Phase;
 use init::InitAt;
 
 /// Options of [`lower_sparse_iter`].
@@ -58,6 +61,9 @@ pub struct LowerOptions {
     /// buffer's default value, stores through it are skipped). Without it the result of a
     /// search for an absent coordinate is undefined.
     pub check_invalid_binary_search: bool,
+    /// For functions storing into an `assembled` axis: which phase to lower (see
+    /// [`Phase`]); lowering such a function without one is an error.
+    pub assembly: Option<Phase>,
 }
 
 /// Why a lowering pass failed. Every variant carries the span of the offending construct
@@ -155,6 +161,10 @@ struct IterInfo {
     entry: IterAxis,
     entry_vars: Vec<VarId>,
     entry_start: bool,
+    /// A co-iteration part: the merged coordinate (instead of this axis's `indices`).
+    coord: Option<Expr>,
+    /// A union part: where this part stores the merged coordinate.
+    valid: Option<Expr>,
 }
 
 /// One loop of a nest: an entry of an iteration's axis list.
@@ -224,6 +234,12 @@ struct Lowerer {
     mids: HashSet<BufferId>,
     simp: Simplifier,
     span: Span,
+    /// The assembly of the iteration being lowered.
+    asm: Option<Asm>,
+    /// Buffers of merge loops, allocated by the nearest enclosing block.
+    pending_allocs: Vec<BufferId>,
+    /// Conditions under which the positions of the access being built are valid (union parts).
+    guards: Vec<Expr>,
 }
 
 impl Lowerer {
@@ -325,6 +341,9 @@ impl Lowerer {
             mids: HashSet::new(),
             simp: Simplifier::new(),
             span: func.span,
+            asm: None,
+            pending_allocs: Vec::new(),
+            guards: Vec::new(),
         };
         // Auxiliary buffers, in axis order.
         let ids: Vec<AxisId> = l.f.axes.handles().collect();
@@ -453,6 +472,9 @@ impl Lowerer {
 
     /// The coordinate of an iterator in scope.
     fn coord(&self, info: &IterInfo) -> Res<Expr> {
+        if let Some(c) = &info.coord {
+            return Ok(c.clone());
+        }
         let ax = self.axis(info.axis)?;
         if ax.kind.is_dense() {
             return Ok(info.pos.clone());
@@ -557,9 +579,33 @@ impl Lowerer {
                 self.span = saved;
                 r?
             }
+            Stmt::Store(st) if self.is_assembled(st.buffer) => self.asm_store(st)?,
+            Stmt::Store(_) if self.opts.assembly == Some(Phase::Symbolic) && self.asm.is_some() => {
+                Stmt::empty()
+            }
             Stmt::Store(st) => {
-                let indices = self.access(st.buffer, &st.indices)?;
+                let saved = std::mem::take(&mut self.guards);
+                let indices = self.access(st.buffer, &st.indices);
+                let guards = std::mem::replace(&mut self.guards, saved);
+                let indices = indices?;
                 let value = self.expr(&st.value)?;
+                if let Some(g) = guards
+                    .into_iter()
+                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
+                {
+                    let st = Store {
+                        buffer: st.buffer,
+                        indices,
+                        value,
+                        span: st.span,
+                    };
+                    return Ok(Stmt::If(Box::new(IfThenElse {
+                        cond: g,
+                        then_case: Stmt::Store(st),
+                        else_case: None,
+                        span: Span::default(),
+                    })));
+                }
                 let st = Store {
                     buffer: st.buffer,
                     indices,
@@ -717,6 +763,23 @@ impl Lowerer {
         for (key, v) in it.annotations.iter() {
             ann.set(key, v.clone());
         }
+        let asm = match self.asm_plan(it) {
+            Ok(a) => a,
+            Err(e) => {
+                for v in added {
+                    self.pending.remove(&v);
+                }
+                return Err(e);
+            }
+        };
+        if asm.is_none() && self.opts.assembly == Some(Phase::Symbolic) {
+            // The symbolic phase computes structure only.
+            for v in added {
+                self.pending.remove(&v);
+            }
+            return Ok(Stmt::empty());
+        }
+        self.asm = asm.clone();
         let r = self.nest(
             &it.name,
             &steps,
@@ -726,10 +789,18 @@ impl Lowerer {
                 body: &it.body,
             },
         );
+        self.asm = None;
         for v in added {
             self.pending.remove(&v);
         }
-        r
+        match asm {
+            Some(a) if a.phase == Phase::Symbolic => {
+                let nest = r?;
+                let sum = self.asm_prefix_sum(&a, &it.name)?;
+                Ok(Stmt::seq(vec![nest, sum]))
+            }
+            _ => r,
+        }
     }
 
     /// Builds the loops and blocks of one iteration (or search) nest.
@@ -737,7 +808,15 @@ impl Lowerer {
         // Partition the steps into blocks.
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut cur: Vec<AxisId> = Vec::new();
+        let mut after_coiter = false;
         for (k, s) in steps.iter().enumerate() {
+            if s.entry.is_coiter() || after_coiter {
+                // A co-iteration is a merge loop of its own; what follows starts a new block.
+                after_coiter = s.entry.is_coiter();
+                groups.push(vec![k]);
+                cur = s.entry.all_axes();
+                continue;
+            }
             let (first, parent) = match &s.entry {
                 IterAxis::Axis(a) => (*a, self.axis(*a)?.parent),
                 IterAxis::Fuse(ch) => {
@@ -747,12 +826,7 @@ impl Lowerer {
                     (a, self.axis(a)?.parent)
                 }
                 IterAxis::Attach { axis, parent } => (*axis, Some(*parent)),
-                IterAxis::CoIter { op, .. } => {
-                    return Err(unsupported(
-                        self.span,
-                        format!("T.sp.{} in this position", op.name()),
-                    ))
-                }
+                IterAxis::CoIter { .. } => continue,
             };
             let split = self.axis(first)?.kind.is_varied()
                 && parent.is_some_and(|p| cur.contains(&p))
@@ -845,19 +919,53 @@ impl Lowerer {
         ann: &Attrs,
         body: &NestBody<'_>,
     ) -> Res<Stmt> {
+        if let [k] = groups[g][..] {
+            if steps[k].entry.is_coiter() {
+                if matches!(init_at, InitAt::InBlock(ig) | InitAt::Before(ig) if ig == g) {
+                    return Err(unsupported(
+                        self.span,
+                        "T.init() whose reduction is a co-iteration",
+                    ));
+                }
+                let mut inner = |me: &mut Lowerer| -> Res<Stmt> {
+                    if g + 1 < groups.len() {
+                        me.group(name, steps, groups, g + 1, init_at, ann, body)
+                    } else {
+                        let (s, allocs) = me.innermost(body)?;
+                        me.pending_allocs.extend(allocs);
+                        Ok(s)
+                    }
+                };
+                return self.coiter_loop(&steps[k], &mut inner);
+            }
+        }
         let mut loops: Vec<(VarId, Expr, Expr)> = Vec::new();
         let mut iters: Vec<BlockIter> = Vec::new();
         let base = self.stack.len();
         for &k in &groups[g] {
             self.entry_iter(&steps[k], &mut loops, &mut iters)?;
         }
-        let (inner, allocs) = if g + 1 < groups.len() {
+        let outer_pending = std::mem::take(&mut self.pending_allocs);
+        let (inner, mut allocs) = if g + 1 < groups.len() {
             (
                 self.group(name, steps, groups, g + 1, init_at, ann, body)?,
                 Vec::new(),
             )
         } else {
             self.innermost(body)?
+        };
+        allocs.append(&mut self.pending_allocs);
+        self.pending_allocs = outer_pending;
+        let inner = match self.asm.clone() {
+            Some(a) if g == 0 => {
+                let (pro, epi, bufs) = self.asm_row_parts(&a)?;
+                allocs.extend(bufs);
+                let mut v = pro;
+                v.push(inner);
+                v.extend(epi);
+                Stmt::seq(v)
+            }
+            _ => inner,
         };
         let init = match (init_at, body) {
             (InitAt::InBlock(ig), NestBody::Iteration { init: Some(i), .. }) if ig == g => {
@@ -941,6 +1049,8 @@ impl Lowerer {
             entry: s.entry.clone(),
             entry_vars: s.vars.clone(),
             entry_start: k == 0,
+            coord: None,
+            valid: None,
         });
     }
 
@@ -1248,10 +1358,32 @@ impl Lowerer {
                 Box::new(self.expr(b)?),
             ),
             Expr::Cast(d, a) => Expr::Cast(*d, Box::new(self.expr(a)?)),
-            Expr::Load { buffer, indices } => Expr::Load {
-                buffer: *buffer,
-                indices: self.access(*buffer, indices)?,
-            },
+            Expr::Load { buffer, indices } => {
+                if self.is_assembled(*buffer) {
+                    return self.asm_load(*buffer, indices);
+                }
+                let saved = std::mem::take(&mut self.guards);
+                let idx = self.access(*buffer, indices);
+                let guards = std::mem::replace(&mut self.guards, saved);
+                let load = Expr::Load {
+                    buffer: *buffer,
+                    indices: idx?,
+                };
+                match guards
+                    .into_iter()
+                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
+                {
+                    None => load,
+                    Some(g) => {
+                        let dt = self.f.buffers[*buffer].dtype;
+                        let default = self.f.buffers[*buffer]
+                            .default_value
+                            .clone()
+                            .unwrap_or_else(|| zero(dt));
+                        Expr::Select(Box::new(g), Box::new(load), Box::new(default))
+                    }
+                }
+            }
             Expr::Call { op, args, dtype } => Expr::Call {
                 op: *op,
                 args: args.iter().map(|a| self.expr(a)).collect::<Res<Vec<_>>>()?,
@@ -1311,11 +1443,16 @@ impl Lowerer {
             };
             let anc = self.anc_positions(axes, &pos, &anc_axes)?;
             if let Expr::Var(v) = e {
-                if let Some(info) = self.find(*v) {
-                    if info.axis == x && info.anc == anc {
-                        pos.push(info.pos.clone());
-                        continue;
-                    }
+                let hit = self
+                    .stack
+                    .iter()
+                    .rev()
+                    .find(|i| i.var == *v && i.axis == x && i.anc == anc)
+                    .map(|i| (i.pos.clone(), i.valid.clone()));
+                if let Some((p, valid)) = hit {
+                    pos.push(p);
+                    self.guards.extend(valid);
+                    continue;
                 }
             }
             if self.axis(x)?.kind.is_dense() {

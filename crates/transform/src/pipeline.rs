@@ -10,7 +10,7 @@
 //! function as far as the target allows; a function already past the target stage is kept as is.
 
 use sparsetir_ir::printer::print_module;
-use sparsetir_ir::{verify_func, IRModule, PrimFunc, Span, Stage, VerifyError};
+use sparsetir_ir::{verify_func, AttrValue, IRModule, PrimFunc, Span, Stage, VerifyError};
 
 use crate::lower_sparse_buffer::lower_sparse_buffer;
 use crate::lower_sparse_iter::{lower_sparse_iter, LowerError, LowerOptions};
@@ -31,6 +31,9 @@ pub struct PipelineOptions {
     /// Names of passes (from [`PASSES`]) after which the printed module is recorded in
     /// [`LowerOutput::dumps`]. A pass that does not run for the target stage records nothing.
     pub print_after: Vec<String>,
+    /// Passed to `lower_sparse_iter`: the phase of a function that assembles an output's
+    /// structure (see [`crate::Phase`]).
+    pub assembly: Option<crate::Phase>,
 }
 
 impl Default for PipelineOptions {
@@ -40,6 +43,7 @@ impl Default for PipelineOptions {
             check_invalid_binary_search: false,
             verify: cfg!(debug_assertions),
             print_after: Vec::new(),
+            assembly: None,
         }
     }
 }
@@ -54,6 +58,7 @@ impl PipelineOptions {
             check_invalid_binary_search: true,
             verify: true,
             print_after: Vec::new(),
+            assembly: None,
         }
     }
 
@@ -165,10 +170,16 @@ impl PipelineError {
 type PassFn = fn(&PrimFunc, &PipelineOptions) -> Result<PrimFunc, LowerError>;
 
 fn run_lower_sparse_iter(f: &PrimFunc, opts: &PipelineOptions) -> Result<PrimFunc, LowerError> {
+    let assembly = opts.assembly.or(match f.attrs.get("assembly") {
+        Some(AttrValue::Str(s)) if s == "symbolic" => Some(crate::Phase::Symbolic),
+        Some(AttrValue::Str(s)) if s == "numeric" => Some(crate::Phase::Numeric),
+        _ => None,
+    });
     lower_sparse_iter(
         f,
         &LowerOptions {
             check_invalid_binary_search: opts.check_invalid_binary_search,
+            assembly,
         },
     )
 }
@@ -192,6 +203,37 @@ fn verify_all(module: &IRModule) -> Result<(), (String, Vec<VerifyError>)> {
     Ok(())
 }
 
+/// True when `f` stores into a buffer over an `assembled` axis (it is lowered once per
+/// [`crate::Phase`]).
+pub fn assembles(f: &PrimFunc) -> bool {
+    f.stage() == Stage::I && f.axes.iter().any(|(_, a)| a.assembled)
+}
+
+/// Without an explicit phase, a stage-I function that assembles an output becomes two:
+/// `<name>_symbolic` and `<name>_numeric`, each lowered for its phase (see [`lower_traced`]).
+fn split_phases(module: &IRModule, opts: &PipelineOptions) -> IRModule {
+    if opts.assembly.is_some() || opts.target_stage == Stage::I {
+        return module.clone();
+    }
+    let mut funcs = Vec::new();
+    for f in &module.funcs {
+        if assembles(f) && f.attrs.get("assembly").is_none() {
+            for (suffix, _) in [
+                ("symbolic", crate::Phase::Symbolic),
+                ("numeric", crate::Phase::Numeric),
+            ] {
+                let mut g = f.clone();
+                g.name = format!("{}_{suffix}", f.name);
+                g.attrs.set("assembly", AttrValue::Str(suffix.to_string()));
+                funcs.push(g);
+            }
+        } else {
+            funcs.push(f.clone());
+        }
+    }
+    IRModule { funcs }
+}
+
 /// Lowers every function of `module` to `opts.target_stage` (see the module documentation).
 pub fn lower(module: &IRModule, opts: &PipelineOptions) -> Result<IRModule, PipelineError> {
     lower_traced(module, opts).map(|out| out.module)
@@ -212,7 +254,7 @@ pub fn lower_traced(
     if opts.verify {
         verify_all(module).map_err(|(func, errors)| PipelineError::Input { func, errors })?;
     }
-    let mut current = module.clone();
+    let mut current = split_phases(module, opts);
     let mut dumps = Vec::new();
     for (name, produces, pass) in passes() {
         if produces > opts.target_stage {

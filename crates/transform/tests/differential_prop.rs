@@ -39,6 +39,7 @@ fn build(name: &str) -> Result<Stages, String> {
     for checked in [false, true] {
         let opts = LowerOptions {
             check_invalid_binary_search: checked,
+            assembly: None,
         };
         let stage2 = lower_sparse_iter(&func, &opts).map_err(|e| format!("stage II: {e}"))?;
         let stage3 = lower_sparse_buffer(&stage2).map_err(|e| format!("stage III: {e}"))?;

@@ -56,6 +56,7 @@ fn check(kernel: &str, checked: bool, seed: u64) {
     let f = sparsetir_ops::load(kernel).expect("kernel parses");
     let opts = LowerOptions {
         check_invalid_binary_search: checked,
+        assembly: None,
     };
     let ii = lower_sparse_iter(&f, &opts).expect("lowers to stage II");
     let iii = lower_sparse_buffer(&ii).expect("lowers to stage III");

@@ -8,6 +8,7 @@ fn lowered(name: &str, check: bool) -> String {
     let f = sparsetir_ops::load(name).expect("catalog kernel parses");
     let opts = LowerOptions {
         check_invalid_binary_search: check,
+        assembly: None,
     };
     let ii = lower_sparse_iter(&f, &opts).expect("lowers to stage II");
     let iii = lower_sparse_buffer(&ii).expect("lowers to stage III");

@@ -74,6 +74,7 @@ fn parse(src: &str) -> PrimFunc {
 fn lower(f: &PrimFunc, check: bool) -> PrimFunc {
     let opts = LowerOptions {
         check_invalid_binary_search: check,
+        assembly: None,
     };
     let out = match lower_sparse_iter(f, &opts) {
         Ok(o) => o,

@@ -40,6 +40,7 @@ fn check(kernel: &str, checked: bool, seed: u64) {
     let f = sparsetir_ops::load(kernel).expect("kernel parses");
     let opts = LowerOptions {
         check_invalid_binary_search: checked,
+        assembly: None,
     };
     let low = lower_sparse_iter(&f, &opts).expect("lowers");
     for (s, (case, shape)) in cases().into_iter().enumerate() {

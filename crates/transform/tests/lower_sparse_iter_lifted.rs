@@ -27,6 +27,7 @@ fn parse(src: &str) -> PrimFunc {
 fn lower(f: &PrimFunc, checked: bool) -> PrimFunc {
     let opts = LowerOptions {
         check_invalid_binary_search: checked,
+        assembly: None,
     };
     let out = lower_sparse_iter(f, &opts).unwrap_or_else(|e| panic!("{}: {e}", f.name));
     if let Err(errs) = verify_func(&out) {

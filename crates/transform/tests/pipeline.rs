@@ -22,6 +22,7 @@ fn opts(stage: Stage, check: bool) -> PipelineOptions {
         check_invalid_binary_search: check,
         verify: true,
         print_after: Vec::new(),
+        assembly: None,
     }
 }
 
@@ -48,6 +49,7 @@ fn catalog_lowers_to_stage_ii() {
                 &m,
                 &LowerOptions {
                     check_invalid_binary_search: check,
+                    assembly: None,
                 },
             )
             .unwrap();

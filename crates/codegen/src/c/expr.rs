@@ -233,6 +233,12 @@ impl<'f> Writer<'f> {
 
     pub(super) fn call(&mut self, op: Intrinsic, args: &[Expr], dt: DType) -> Res<(String, DType)> {
         match op {
+            Intrinsic::SortRange => {
+                return Err(self.unsupported(
+                    "sort_range",
+                    "`sort_range` is a statement (`T.evaluate(T.sort_range(X[i], n))`)",
+                ))
+            }
             Intrinsic::AtomicAdd => {
                 return Err(self.unsupported(
                     "atomic_add",
@@ -320,7 +326,9 @@ pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
         // The evaluator computes erf in double precision and rounds.
         Intrinsic::Erf if dt == DType::F32 => format!("((float)erf((double){a}))"),
         Intrinsic::Erf => format!("erf({a})"),
-        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd => "0".to_string(),
+        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd | Intrinsic::SortRange => {
+            "0".to_string()
+        }
     }
 }
 

@@ -61,6 +61,31 @@ static inline double sptir_floormod_f64(double a, double b) {
     return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
 
+/* T.sort_range: ascending sort of n integers in place (insertion sort below 24 elements,
+   quicksort with a median-of-three pivot above, recursing into the smaller side). */
+#define SPTIR_SORT(S, T) \
+    static void sptir_sort_##S(T* a, int64_t n) { \
+        while (n > 24) { \
+            T x = a[0], y = a[n / 2], z = a[n - 1]; \
+            T p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y)); \
+            int64_t i = 0, j = n - 1; \
+            while (i <= j) { \
+                while (a[i] < p) i++; \
+                while (a[j] > p) j--; \
+                if (i <= j) { T t = a[i]; a[i] = a[j]; a[j] = t; i++; j--; } \
+            } \
+            if (j + 1 < n - i) { sptir_sort_##S(a, j + 1); a += i; n -= i; } \
+            else { sptir_sort_##S(a + i, n - i); n = j + 1; } \
+        } \
+        for (int64_t i = 1; i < n; i++) { \
+            T v = a[i]; int64_t j = i; \
+            while (j > 0 && a[j - 1] > v) { a[j] = a[j - 1]; j--; } \
+            a[j] = v; \
+        } \
+    }
+SPTIR_SORT(i32, int32_t)
+SPTIR_SORT(i64, int64_t)
+
 void sparsetir_set_num_threads(int32_t n) {
 #ifdef _OPENMP
     if (n > 0) {

@@ -765,6 +765,11 @@ impl<'f> Machine<'f> {
                 args,
                 dtype,
             } => self.atomic_add(args, *dtype),
+            Expr::Call {
+                op: Intrinsic::SortRange,
+                args,
+                ..
+            } => self.sort_range(args),
             Expr::Call { op, args, dtype } => {
                 let mut xs = Vec::with_capacity(args.len());
                 for a in args {
@@ -782,6 +787,37 @@ impl<'f> Machine<'f> {
                 r
             }
         }
+    }
+
+    /// `T.sort_range(X[idx], n)`: sorts the `n` elements from `X[idx]` on (integers, in
+    /// increasing order) and yields 0.
+    fn sort_range(&mut self, args: &[Expr]) -> Res<Value> {
+        let [Expr::Load { buffer, indices }, n] = args else {
+            return Err(self.err("`sort_range` takes a buffer element `X[idx]` and a count"));
+        };
+        let n = self.eval(n)?.as_i128();
+        if n <= 0 {
+            return Ok(Value::Int(0, sparsetir_ir::DType::I32));
+        }
+        let (slot, off, _) = self.address(*buffer, indices)?;
+        let mut vals = Vec::new();
+        for k in 0..n.max(0) as usize {
+            let v = read(&self.arrays[slot], off + k)
+                .ok_or_else(|| self.err("`sort_range`: the range runs past its buffer"))?;
+            vals.push(v);
+        }
+        if vals.iter().any(|v| !matches!(v, Value::Int(..))) {
+            return Err(self.err("`sort_range` sorts integers"));
+        }
+        let keys: Vec<i128> = vals.iter().map(|v| v.as_i128()).collect();
+        let mut order: Vec<usize> = (0..vals.len()).collect();
+        order.sort_by_key(|&k| keys[k]);
+        for (k, &o) in order.iter().enumerate() {
+            if !write(&mut self.arrays[slot], off + k, vals[o]) {
+                return Err(self.err("`sort_range`: the range runs past its buffer"));
+            }
+        }
+        Ok(Value::Int(0, sparsetir_ir::DType::I32))
     }
 
     /// `T.atomic_add(A[idx], value)`: adds `value` to the element `A[idx]` (the first argument

@@ -1,0 +1,298 @@
+//! Running functions whose output structure is assembled (issue 15): the symbolic phase fills
+//! the assembled axis's `indptr`, the runtime checks it and allocates `indices` and the values
+//! (`nnz = indptr[rows]`), then the numeric phase fills them. The argument contract is the
+//! evaluator's: the caller may leave the assembled axis's `indptr`, `indices`, `nnz` and its
+//! buffer's values out; after the run they hold the result.
+
+use std::collections::HashMap;
+
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::Tensor;
+use sparsetir_ir::{AttrValue, BufferDecl, DType, Expr, IRModule, PrimFunc, Stage};
+use sparsetir_transform::{lower, Phase, PipelineOptions};
+
+use crate::build::{emit_c_cpu, kernel_params, schedule_and_lower, BuildError};
+use crate::native::{CompileOptions, Kernel};
+use crate::timing::{time_with, Timing, TimingOptions};
+use crate::validate::validate_args;
+use crate::RunError;
+
+/// One assembled axis: the parameters the run fills.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AsmOutput {
+    pub axis: String,
+    pub indptr: String,
+    pub indices: String,
+    pub nnz: String,
+    /// The value arrays of the buffers over the axis, with their dtypes.
+    pub data: Vec<(String, DType)>,
+    /// The number of rows (the parent axis's length).
+    pub rows: Expr,
+    pub idtype: DType,
+}
+
+/// The assembled axes of a stage-I function (empty for ordinary functions).
+pub fn outputs(f: &PrimFunc) -> Vec<AsmOutput> {
+    let name = |v| f.vars[v].name.clone();
+    let mut out = Vec::new();
+    for (id, a) in f.axes.iter() {
+        if !a.assembled {
+            continue;
+        }
+        let (Some(p), Some(x), Some(Expr::Var(n)), Some(parent)) =
+            (a.indptr, a.indices, a.nnz.as_ref(), a.parent)
+        else {
+            continue;
+        };
+        let data = f
+            .buffer_decls
+            .iter()
+            .filter_map(|b| f.buffers.get(*b))
+            .filter(|b| b.axes().contains(&id))
+            .filter_map(|b| match b.decl {
+                BufferDecl::Match { data } => Some((name(data), b.dtype)),
+                BufferDecl::Alloc => None,
+            })
+            .collect();
+        out.push(AsmOutput {
+            axis: a.name.clone(),
+            indptr: name(p),
+            indices: name(x),
+            nnz: name(*n),
+            data,
+            rows: f.axes[parent].length.clone(),
+            idtype: a.idtype,
+        });
+    }
+    out
+}
+
+/// True when `f` assembles an output.
+pub fn assembles(f: &PrimFunc) -> bool {
+    f.stage() == Stage::I && f.axes.iter().any(|(_, a)| a.assembled)
+}
+
+/// `f` marked for one phase (the pipeline lowers it for that phase only).
+pub fn phase_func(f: &PrimFunc, phase: Phase) -> PrimFunc {
+    let mut g = f.clone();
+    let s = match phase {
+        Phase::Symbolic => "symbolic",
+        Phase::Numeric => "numeric",
+    };
+    g.attrs.set("assembly", AttrValue::Str(s.to_string()));
+    g
+}
+
+fn scalar(e: &Expr, args: &HashMap<String, ArgValue>, f: &PrimFunc) -> Result<i64, RunError> {
+    match e {
+        Expr::Int(v, _) => Ok(*v),
+        Expr::Var(v) => match args.get(&f.vars[*v].name) {
+            Some(ArgValue::Int(x)) => Ok(*x),
+            _ => Err(RunError::MissingArg {
+                name: f.vars[*v].name.clone(),
+            }),
+        },
+        _ => Err(RunError::Size {
+            subject: "assembled output".into(),
+            message: "the row count must be a parameter or a constant".into(),
+        }),
+    }
+}
+
+/// Before the symbolic phase: `indptr` zeroed (rows + 1), empty `indices` and values, `nnz = 0`.
+pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+    for o in outputs(f) {
+        let rows = scalar(&o.rows, args, f)?;
+        let rows = usize::try_from(rows).map_err(|_| RunError::Size {
+            subject: o.axis.clone(),
+            message: format!("{rows} rows"),
+        })?;
+        let zeros = Tensor::from_i64(o.idtype, &vec![0; rows + 1]).map_err(size_err(&o))?;
+        let empty = Tensor::from_i64(o.idtype, &[]).map_err(size_err(&o))?;
+        args.insert(o.indptr.clone(), ArgValue::Array(zeros));
+        args.insert(o.indices.clone(), ArgValue::Array(empty));
+        args.insert(o.nnz.clone(), ArgValue::Int(0));
+        for (d, dt) in &o.data {
+            let t = Tensor::from_f64(*dt, &[]).map_err(size_err(&o))?;
+            args.insert(d.clone(), ArgValue::Array(t));
+        }
+    }
+    Ok(())
+}
+
+fn size_err<E: std::fmt::Display>(o: &AsmOutput) -> impl Fn(E) -> RunError + '_ {
+    move |e| RunError::Size {
+        subject: o.axis.clone(),
+        message: e.to_string(),
+    }
+}
+
+/// After the symbolic phase: checks the offsets (start at 0, never decrease, fit the index
+/// type) and allocates `indices` and the values of `nnz = indptr[rows]` elements.
+pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+    for o in outputs(f) {
+        let Some(ArgValue::Array(t)) = args.get(&o.indptr) else {
+            return Err(RunError::MissingArg {
+                name: o.indptr.clone(),
+            });
+        };
+        let offsets = t.to_i64_vec();
+        let bad = offsets.first() != Some(&0) || offsets.windows(2).any(|w| w[1] < w[0]);
+        if bad {
+            return Err(RunError::Indptr {
+                axis: o.axis.clone(),
+                param: o.indptr.clone(),
+                message: "the symbolic phase produced offsets that are not a running sum".into(),
+            });
+        }
+        let nnz = *offsets.last().unwrap_or(&0);
+        let limit = match o.idtype {
+            DType::I32 => i64::from(i32::MAX),
+            _ => i64::MAX,
+        };
+        if nnz > limit {
+            return Err(RunError::Size {
+                subject: o.axis.clone(),
+                message: format!(
+                    "the output has {nnz} stored elements, more than {} offsets can hold \
+                     (declare the axis with idtype=\"int64\")",
+                    o.idtype
+                ),
+            });
+        }
+        let n = nnz as usize;
+        sparsetir_formats::limits::check(n, 8).map_err(|message| RunError::Size {
+            subject: o.axis.clone(),
+            message,
+        })?;
+        let idx = Tensor::from_i64(o.idtype, &vec![0; n]).map_err(size_err(&o))?;
+        args.insert(o.indices.clone(), ArgValue::Array(idx));
+        args.insert(o.nnz.clone(), ArgValue::Int(nnz));
+        for (d, dt) in &o.data {
+            let t = Tensor::from_f64(*dt, &vec![0.0; n]).map_err(size_err(&o))?;
+            args.insert(d.clone(), ArgValue::Array(t));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a stage-I function on the stage II/III interpreter (checked searches); one that
+/// assembles an output runs in two phases.
+pub fn run_interp(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+    let interp = |e: sparsetir_eval::EvalError| RunError::Lower(format!("interpreter: {e}"));
+    let lowered = |phase: Option<Phase>| -> Result<PrimFunc, RunError> {
+        let opts = PipelineOptions {
+            assembly: phase,
+            ..PipelineOptions::for_interpreter()
+        };
+        let module = IRModule {
+            funcs: vec![f.clone()],
+        };
+        let out = lower(&module, &opts).map_err(|e| RunError::Lower(e.to_string()))?;
+        out.funcs
+            .into_iter()
+            .next()
+            .ok_or_else(|| RunError::Lower(format!("function `{}` vanished", f.name)))
+    };
+    if !assembles(f) {
+        validate_args(f, args)?;
+        return sparsetir_eval::run_func(&lowered(None)?, args).map_err(interp);
+    }
+    let sym = lowered(Some(Phase::Symbolic))?;
+    let num = lowered(Some(Phase::Numeric))?;
+    let mut work = args.clone();
+    prepare(f, &mut work)?;
+    validate_args(f, &work)?;
+    sparsetir_eval::run_func(&sym, &mut work).map_err(interp)?;
+    allocate(f, &mut work)?;
+    sparsetir_eval::run_func(&num, &mut work).map_err(interp)?;
+    *args = work;
+    Ok(())
+}
+
+/// The two compiled phases of an assembling function.
+#[derive(Debug)]
+pub struct AssembledKernel {
+    stage1: PrimFunc,
+    symbolic: Kernel,
+    numeric: Kernel,
+    threads: Option<usize>,
+}
+
+impl AssembledKernel {
+    /// Specializes, schedules (the same schedule for both phases: their blocks have the same
+    /// names), lowers, emits and compiles both phases of `stage1`.
+    pub fn build(
+        stage1: &PrimFunc,
+        schedule: Option<&str>,
+        specialization: &[(String, i64)],
+        opts: &CompileOptions,
+    ) -> Result<AssembledKernel, BuildError> {
+        let one = |phase| -> Result<(PrimFunc, Kernel), BuildError> {
+            let f = phase_func(stage1, phase);
+            let lowered = schedule_and_lower(&f, schedule, specialization)?;
+            let c = emit_c_cpu(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
+            let params = kernel_params(&c);
+            let k = Kernel::from_source(&lowered.stage1, &c.source, &c.entry, params, opts)?;
+            Ok((lowered.stage1, k))
+        };
+        let (spec, symbolic) = one(Phase::Symbolic)?;
+        let (_, numeric) = one(Phase::Numeric)?;
+        Ok(AssembledKernel {
+            stage1: spec,
+            symbolic,
+            numeric,
+            threads: opts.threads,
+        })
+    }
+
+    /// The C sources of the symbolic and the numeric phase.
+    pub fn sources(&self) -> (&str, &str) {
+        (self.symbolic.source(), self.numeric.source())
+    }
+
+    /// Validates the inputs, runs the symbolic phase, allocates the output, runs the numeric
+    /// phase; on success `args` holds the assembled output.
+    pub fn run(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+        let mut work = args.clone();
+        prepare(&self.stage1, &mut work)?;
+        validate_args(&self.stage1, &work)?;
+        self.launch(&mut work)?;
+        *args = work;
+        Ok(())
+    }
+
+    fn launch(&self, work: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+        if let Some(n) = self.threads {
+            self.symbolic.compiled().set_num_threads(n);
+        }
+        // SAFETY: `work` passed `validate_args` against the stage-I function (inputs, and the
+        // placeholder output arrays sized for the symbolic phase, which writes only `indptr`).
+        unsafe { self.symbolic.compiled().call_unvalidated(work)? };
+        allocate(&self.stage1, work)?;
+        // SAFETY: the inputs are the validated ones; the output arrays were just allocated from
+        // offsets checked to be a running sum ending at their length.
+        unsafe { self.numeric.compiled().call_unvalidated(work) }
+    }
+
+    /// Times whole runs (both phases and the allocation between them) on validated inputs.
+    pub fn time(
+        &self,
+        args: &mut HashMap<String, ArgValue>,
+        opts: TimingOptions,
+    ) -> Result<Timing, RunError> {
+        let mut work = args.clone();
+        prepare(&self.stage1, &mut work)?;
+        validate_args(&self.stage1, &work)?;
+        let t = time_with(
+            opts,
+            || Ok(()),
+            || {
+                prepare(&self.stage1, &mut work)?;
+                self.launch(&mut work)
+            },
+        )?;
+        *args = work;
+        Ok(t)
+    }
+}

@@ -1,0 +1,683 @@
+//! Co-iteration and assembled outputs in `lower_sparse_iter` (issue 15).
+//!
+//! - **Merge loops.** A `T.sp.union`/`T.sp.intersect` entry becomes a `while` loop holding one
+//!   position per part (block-local `int` buffers `p_<axis>`): each step reads every part's current
+//!   coordinate (the axis length once a part is exhausted), takes their minimum `c`, runs the body
+//!   at `c` (union: always; intersection: only where every part stands at `c`) and advances the
+//!   parts standing at `c`. Reads through a union part that does not store `c` give the buffer's
+//!   default value; stores through it are skipped. No binary search is involved.
+//! - **Assembly.** An iteration storing into a buffer over an `assembled` axis is lowered once
+//!   per [`Phase`]. The symbolic phase counts the distinct coordinates each row writes (in merge
+//!   order, where every write of a row comes in increasing column order; otherwise with a dense
+//!   stamp array `flag[col] = row + 1`), writes the count to `indptr[row + 1]`, and a serial
+//!   prefix sum turns the counts into offsets. The numeric phase, given those offsets, appends
+//!   each new column to the row's `indices` as it comes (merge order), or gathers the row in a
+//!   dense workspace (values and stamps), then sorts the row's columns (`T.sort_range`) and
+//!   copies the values out (Gustavson's algorithm).
+
+use sparsetir_ir::{
+    AttrValue, Attrs, BinOp, Block, BlockIter, Buffer, BufferDecl, BufferId, BufferShape, DType,
+    Expr, For, ForKind, IfThenElse, Intrinsic, IterAxis, IterKind, LetStmt, Span, SparseIteration,
+    Stmt, Store, VarId, While,
+};
+
+use super::{invalid, unsupported, zero, IterInfo, Lowerer, Res, Step};
+use crate::regions::block_regions;
+
+/// Which half of an assembling function to lower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Count each row's stored coordinates into the assembled axis's `indptr` (offsets after a
+    /// prefix sum); values and `indices` are not touched.
+    Symbolic,
+    /// Given `indptr`, fill `indices` and the values.
+    Numeric,
+}
+
+/// The assembly of one iteration.
+#[derive(Clone, Debug)]
+pub(super) struct Asm {
+    pub buffer: BufferId,
+    pub axis: sparsetir_ir::AxisId,
+    pub row_var: VarId,
+    pub col_var: VarId,
+    /// Writes of a row come in increasing column order (a merge or a sorted axis right below
+    /// the row): no workspace.
+    pub sorted: bool,
+    pub phase: Phase,
+    pub idtype: DType,
+    /// Count (symbolic, workspace numeric) or fill position (sorted numeric).
+    pub cnt: BufferId,
+    /// Sorted symbolic: the last column counted.
+    pub last: Option<BufferId>,
+    /// Workspace: stamps and values, one per column.
+    pub flag: Option<BufferId>,
+    pub wval: Option<BufferId>,
+}
+
+fn local(f: &mut sparsetir_ir::PrimFunc, name: &str, extent: Expr, dtype: DType) -> BufferId {
+    f.buffers.append(Buffer {
+        name: name.to_string(),
+        decl: BufferDecl::Alloc,
+        shape: BufferShape::Dense(vec![extent]),
+        dtype,
+        scope: "local".to_string(),
+        strides: Vec::new(),
+        extra_storage: None,
+        default_value: None,
+        span: Span::default(),
+    })
+}
+
+fn at0(b: BufferId) -> Expr {
+    Expr::load(b, vec![Expr::int(0)])
+}
+
+fn set0(b: BufferId, v: Expr) -> Stmt {
+    Stmt::Store(Store {
+        buffer: b,
+        indices: vec![Expr::int(0)],
+        value: v,
+        span: Span::default(),
+    })
+}
+
+fn store(b: BufferId, indices: Vec<Expr>, value: Expr) -> Stmt {
+    Stmt::Store(Store {
+        buffer: b,
+        indices,
+        value,
+        span: Span::default(),
+    })
+}
+
+fn when(cond: Expr, then_case: Stmt) -> Stmt {
+    Stmt::If(Box::new(IfThenElse {
+        cond,
+        then_case,
+        else_case: None,
+        span: Span::default(),
+    }))
+}
+
+fn typed(v: i64, d: DType) -> Expr {
+    Expr::Int(v, d)
+}
+
+impl Lowerer {
+    /// True when buffer `b` is declared over an assembled axis.
+    pub(super) fn is_assembled(&self, b: BufferId) -> bool {
+        self.f
+            .buffers
+            .get(b)
+            .is_some_and(|buf| buf.axes().iter().any(|a| self.f.axes[*a].assembled))
+    }
+
+    /// Plans the assembly of iteration `it` when it stores into an assembled buffer.
+    pub(super) fn asm_plan(&mut self, it: &SparseIteration) -> Res<Option<Asm>> {
+        let mut targets: Vec<(BufferId, Vec<Expr>)> = Vec::new();
+        let mut visit = |s: &Stmt| {
+            s.visit(&mut |x| {
+                if let Stmt::Store(st) = x {
+                    targets.push((st.buffer, st.indices.clone()));
+                }
+            })
+        };
+        visit(&it.body);
+        if let Some(i) = &it.init {
+            visit(i);
+        }
+        let targets: Vec<_> = targets
+            .into_iter()
+            .filter(|(b, _)| self.is_assembled(*b))
+            .collect();
+        let Some((buffer, _)) = targets.first().cloned() else {
+            return Ok(None);
+        };
+        let name = &it.name;
+        let Some(phase) = self.opts.assembly else {
+            return Err(unsupported(
+                it.span,
+                format!(
+                    "iteration `{name}` assembles the structure of `{}`: lower it once per phase \
+                     (symbolic, then numeric)",
+                    self.f.buffers[buffer].name
+                ),
+            ));
+        };
+        if it.init.is_some() {
+            return Err(unsupported(
+                it.span,
+                format!("iteration `{name}`: T.init() with an assembled output (an absent element reads as the default value, so no init is needed)"),
+            ));
+        }
+        let axes = self.f.buffers[buffer].axes().to_vec();
+        let [row_axis, axis] = axes[..] else {
+            return Err(unsupported(
+                it.span,
+                format!(
+                    "assembled buffer `{}`: only two-dimensional (row, assembled column) buffers",
+                    self.f.buffers[buffer].name
+                ),
+            ));
+        };
+        let ax = self.axis(axis)?.clone();
+        let root_ok = self.axis(row_axis)?.parent.is_none() && ax.parent == Some(row_axis);
+        if !ax.assembled || !root_ok {
+            return Err(unsupported(
+                it.span,
+                "an assembled axis must be the last axis of its buffer, under a dense_fixed root",
+            ));
+        }
+        if targets.iter().any(|(b, _)| *b != buffer) {
+            return Err(unsupported(
+                it.span,
+                format!("iteration `{name}` assembles two buffers"),
+            ));
+        }
+        let first_ok = matches!(it.axes.first(), Some(IterAxis::Axis(a)) if *a == row_axis)
+            && it.kinds.first() == Some(&IterKind::Spatial);
+        if !first_ok {
+            return Err(unsupported(
+                it.span,
+                format!(
+                    "iteration `{name}`: an assembling iteration starts with a spatial iterator \
+                     over the rows (`{}`)",
+                    self.axis(row_axis)?.name
+                ),
+            ));
+        }
+        let row_var = it.vars[0];
+        let col_var = *it.vars.last().unwrap_or(&row_var);
+        for (_, idx) in &targets {
+            let ok =
+                matches!(&idx[..], [Expr::Var(r), Expr::Var(c)] if *r == row_var && *c == col_var);
+            if !ok {
+                return Err(unsupported(
+                    it.span,
+                    format!(
+                        "iteration `{name}`: stores into the assembled buffer must be \
+                         `{}[{}, {}]` (the row iterator, then the last iterator)",
+                        self.f.buffers[buffer].name,
+                        self.f.vars[row_var].name,
+                        self.f.vars[col_var].name
+                    ),
+                ));
+            }
+        }
+        let sorted = it.axes.len() == 2
+            && match &it.axes[1] {
+                IterAxis::CoIter { .. } => true,
+                IterAxis::Axis(a) => {
+                    let x = self.axis(*a)?;
+                    x.parent == Some(row_axis) && (x.kind.is_dense() || x.sorted)
+                }
+                _ => false,
+            };
+        let idtype = ax.idtype;
+        let n = ax.length.clone();
+        let cnt = local(&mut self.f, "cnt", Expr::int(1), idtype);
+        let (mut last, mut flag, mut wval) = (None, None, None);
+        if sorted {
+            if phase == Phase::Symbolic {
+                last = Some(local(&mut self.f, "last", Expr::int(1), idtype));
+            }
+        } else {
+            flag = Some(local(&mut self.f, "flag", n.clone(), idtype));
+            if phase == Phase::Numeric {
+                let dt = self.f.buffers[buffer].dtype;
+                wval = Some(local(&mut self.f, "wval", n, dt));
+            }
+        }
+        Ok(Some(Asm {
+            buffer,
+            axis,
+            row_var,
+            col_var,
+            sorted,
+            phase,
+            idtype,
+            cnt,
+            last,
+            flag,
+            wval,
+        }))
+    }
+
+    /// The row position (block iterator) of the assembly's row variable.
+    fn asm_row(&self, a: &Asm) -> Res<Expr> {
+        self.find(a.row_var)
+            .map(|i| i.pos.clone())
+            .ok_or_else(|| invalid(self.span, "assembly: the row iterator is not in scope"))
+    }
+
+    /// Statements run at the start and at the end of every row, and the row block's buffers.
+    pub(super) fn asm_row_parts(&mut self, a: &Asm) -> Res<(Vec<Stmt>, Vec<Stmt>, Vec<BufferId>)> {
+        let vi = self.asm_row(a)?;
+        let d = a.idtype;
+        let mut pro = vec![set0(a.cnt, typed(0, d))];
+        let mut epi = Vec::new();
+        let mut allocs = vec![a.cnt];
+        allocs.extend(a.last);
+        allocs.extend(a.flag);
+        allocs.extend(a.wval);
+        if let Some(l) = a.last {
+            pro.push(set0(l, typed(-1, d)));
+        }
+        if let Some(flag) = a.flag {
+            // The stamps start at 0 (allocations are zeroed); rows stamp `row + 1`.
+            let _ = flag;
+        }
+        match a.phase {
+            Phase::Symbolic => {
+                let indptr = self.indptr_buf(a.axis)?;
+                let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
+                epi.push(store(indptr, vec![next], at0(a.cnt)));
+            }
+            Phase::Numeric if !a.sorted => {
+                let indices = self.indices_buf(a.axis)?;
+                let (Some(wval), true) = (a.wval, a.flag.is_some()) else {
+                    return Err(invalid(self.span, "assembly: workspace buffers missing"));
+                };
+                epi.push(Stmt::Evaluate(Expr::Call {
+                    op: Intrinsic::SortRange,
+                    args: vec![
+                        Expr::load(indices, vec![vi.clone(), typed(0, d)]),
+                        at0(a.cnt),
+                    ],
+                    dtype: DType::I32,
+                }));
+                let p = self.f.add_var("p", d);
+                let col = Expr::load(indices, vec![vi.clone(), Expr::var(p)]);
+                let copy = store(
+                    a.buffer,
+                    vec![vi.clone(), Expr::var(p)],
+                    Expr::load(wval, vec![col]),
+                );
+                epi.push(Stmt::For(Box::new(For {
+                    var: p,
+                    min: typed(0, d),
+                    extent: at0(a.cnt),
+                    kind: ForKind::Serial,
+                    thread: None,
+                    annotations: Attrs::new(),
+                    body: copy,
+                    span: Span::default(),
+                })));
+            }
+            Phase::Numeric => {}
+        }
+        Ok((pro, epi, allocs))
+    }
+
+    /// After the symbolic nest: `indptr[0] = 0`, then the running sum of the row counts.
+    pub(super) fn asm_prefix_sum(&mut self, a: &Asm, name: &str) -> Res<Stmt> {
+        let indptr = self.indptr_buf(a.axis)?;
+        let rows = {
+            let p = self.axis(a.axis)?.parent;
+            let p = p.ok_or_else(|| invalid(self.span, "assembled axis without a parent"))?;
+            self.axis(p)?.length.clone()
+        };
+        let d = a.idtype;
+        let r = self.f.add_var("r", d);
+        let vr = self.f.add_var("vr", d);
+        let next = Expr::add(Expr::var(vr), Expr::int(1));
+        let sum = store(
+            indptr,
+            vec![next.clone()],
+            Expr::add(
+                Expr::load(indptr, vec![next]),
+                Expr::load(indptr, vec![Expr::var(vr)]),
+            ),
+        );
+        let (reads, writes) = block_regions(&self.f, &self.simp, &self.hints, None, &sum, &[]);
+        let mut ann = Attrs::new();
+        ann.set("sparse", AttrValue::Bool(true));
+        let block = Stmt::Block(Box::new(Block {
+            name: format!("{name}_offsets"),
+            iters: vec![BlockIter {
+                var: vr,
+                min: Expr::int(0),
+                extent: rows.clone(),
+                kind: IterKind::Reduce,
+                binding: Expr::var(r),
+            }],
+            predicate: None,
+            reads,
+            writes,
+            init: None,
+            alloc_buffers: Vec::new(),
+            annotations: ann,
+            body: sum,
+            span: Span::default(),
+        }));
+        Ok(Stmt::seq(vec![
+            store(indptr, vec![Expr::int(0)], typed(0, d)),
+            Stmt::For(Box::new(For {
+                var: r,
+                min: Expr::int(0),
+                extent: rows,
+                kind: ForKind::Serial,
+                thread: None,
+                annotations: Attrs::new(),
+                body: block,
+                span: Span::default(),
+            })),
+        ]))
+    }
+
+    /// A store into the assembled buffer, per phase and mode.
+    pub(super) fn asm_store(&mut self, st: &Store) -> Res<Stmt> {
+        let Some(a) = self.asm.clone() else {
+            return Err(unsupported(
+                st.span,
+                format!(
+                    "a store into `{}`, whose structure is assembled, outside its assembling iteration",
+                    self.f.buffers[st.buffer].name
+                ),
+            ));
+        };
+        let vi = self.asm_row(&a)?;
+        let c = self.expr(&Expr::var(a.col_var))?;
+        let d = a.idtype;
+        let stamp = self.simp.add(&self.f, vi.clone(), Expr::int(1));
+        let inc = set0(a.cnt, Expr::add(at0(a.cnt), typed(1, d)));
+        match (a.phase, a.sorted) {
+            (Phase::Symbolic, true) => {
+                let Some(last) = a.last else {
+                    return Err(invalid(self.span, "assembly: `last` missing"));
+                };
+                Ok(when(
+                    Expr::binary(BinOp::Ne, at0(last), c.clone()),
+                    Stmt::seq(vec![set0(last, c), inc]),
+                ))
+            }
+            (Phase::Symbolic, false) => {
+                let Some(flag) = a.flag else {
+                    return Err(invalid(self.span, "assembly: `flag` missing"));
+                };
+                Ok(when(
+                    Expr::binary(BinOp::Ne, Expr::load(flag, vec![c.clone()]), stamp.clone()),
+                    Stmt::seq(vec![store(flag, vec![c], stamp), inc]),
+                ))
+            }
+            (Phase::Numeric, true) => {
+                let value = self.expr(&st.value)?;
+                let indices = self.indices_buf(a.axis)?;
+                let t = self.f.add_var("v", self.f.buffers[a.buffer].dtype);
+                let prev = Expr::sub(at0(a.cnt), typed(1, d));
+                let is_new = Expr::Select(
+                    Box::new(Expr::binary(BinOp::Eq, at0(a.cnt), typed(0, d))),
+                    Box::new(Expr::Bool(true)),
+                    Box::new(Expr::binary(
+                        BinOp::Ne,
+                        Expr::load(indices, vec![vi.clone(), prev.clone()]),
+                        c.clone(),
+                    )),
+                );
+                let insert = when(
+                    is_new,
+                    Stmt::seq(vec![store(indices, vec![vi.clone(), at0(a.cnt)], c), inc]),
+                );
+                let put = store(a.buffer, vec![vi, prev], Expr::var(t));
+                Ok(Stmt::Let(Box::new(LetStmt {
+                    var: t,
+                    value,
+                    body: Stmt::seq(vec![insert, put]),
+                    span: st.span,
+                })))
+            }
+            (Phase::Numeric, false) => {
+                let value = self.expr(&st.value)?;
+                let indices = self.indices_buf(a.axis)?;
+                let (Some(flag), Some(wval)) = (a.flag, a.wval) else {
+                    return Err(invalid(self.span, "assembly: workspace buffers missing"));
+                };
+                let t = self.f.add_var("v", self.f.buffers[a.buffer].dtype);
+                let insert = when(
+                    Expr::binary(BinOp::Ne, Expr::load(flag, vec![c.clone()]), stamp.clone()),
+                    Stmt::seq(vec![
+                        store(flag, vec![c.clone()], stamp),
+                        store(indices, vec![vi, at0(a.cnt)], c.clone()),
+                        inc,
+                    ]),
+                );
+                let put = store(wval, vec![c], Expr::var(t));
+                Ok(Stmt::Let(Box::new(LetStmt {
+                    var: t,
+                    value,
+                    body: Stmt::seq(vec![insert, put]),
+                    span: st.span,
+                })))
+            }
+        }
+    }
+
+    /// A read of the assembled buffer: the value written so far in this row, or the default.
+    pub(super) fn asm_load(&mut self, buffer: BufferId, indices: &[Expr]) -> Res<Expr> {
+        let Some(a) = self.asm.clone() else {
+            return Err(unsupported(
+                self.span,
+                format!(
+                    "a read of `{}`, whose structure is assembled, outside its assembling iteration",
+                    self.f.buffers[buffer].name
+                ),
+            ));
+        };
+        let ok = buffer == a.buffer
+            && matches!(indices, [Expr::Var(r), Expr::Var(c)] if *r == a.row_var && *c == a.col_var);
+        if !ok {
+            return Err(unsupported(
+                self.span,
+                "reads of an assembled buffer must name the element being written",
+            ));
+        }
+        let dt = self.f.buffers[buffer].dtype;
+        let default = self.f.buffers[buffer]
+            .default_value
+            .clone()
+            .unwrap_or_else(|| zero(dt));
+        if a.phase == Phase::Symbolic {
+            return Ok(default);
+        }
+        let vi = self.asm_row(&a)?;
+        let c = self.expr(&Expr::var(a.col_var))?;
+        let d = a.idtype;
+        if a.sorted {
+            let indices_b = self.indices_buf(a.axis)?;
+            let prev = Expr::sub(at0(a.cnt), typed(1, d));
+            let here = Expr::Select(
+                Box::new(Expr::binary(BinOp::Gt, at0(a.cnt), typed(0, d))),
+                Box::new(Expr::binary(
+                    BinOp::Eq,
+                    Expr::load(indices_b, vec![vi.clone(), prev.clone()]),
+                    c,
+                )),
+                Box::new(Expr::Bool(false)),
+            );
+            Ok(Expr::Select(
+                Box::new(here),
+                Box::new(Expr::load(buffer, vec![vi, prev])),
+                Box::new(default),
+            ))
+        } else {
+            let (Some(flag), Some(wval)) = (a.flag, a.wval) else {
+                return Err(invalid(self.span, "assembly: workspace buffers missing"));
+            };
+            let stamp = self.simp.add(&self.f, vi, Expr::int(1));
+            Ok(Expr::Select(
+                Box::new(Expr::binary(
+                    BinOp::Eq,
+                    Expr::load(flag, vec![c.clone()]),
+                    stamp,
+                )),
+                Box::new(Expr::load(wval, vec![c])),
+                Box::new(default),
+            ))
+        }
+    }
+
+    /// The merge loop of a co-iteration entry; `inner` builds what runs at each coordinate.
+    pub(super) fn coiter_loop(
+        &mut self,
+        s: &Step,
+        inner: &mut dyn FnMut(&mut Lowerer) -> Res<Stmt>,
+    ) -> Res<Stmt> {
+        let IterAxis::CoIter { op, parts } = &s.entry else {
+            return Err(invalid(self.span, "coiter_loop on a plain entry"));
+        };
+        let union = *op == sparsetir_ir::CoOp::Union;
+        let var = s.vars[0];
+        let vname = self.f.vars[var].name.clone();
+        let dtype = self.f.vars[var].dtype;
+        struct Part {
+            axis: sparsetir_ir::AxisId,
+            anc: Vec<Expr>,
+            len: Expr,
+            ptr: BufferId,
+            cvar: VarId,
+            length: Expr,
+        }
+        let mut ps = Vec::new();
+        for p in parts {
+            let (axis, anc) = match p {
+                IterAxis::Axis(a) => (*a, self.iter_ancestors(*a)?),
+                IterAxis::Attach { axis, parent } => {
+                    let Some(pi) = self.stack.iter().rev().find(|i| i.axis == *parent).cloned()
+                    else {
+                        return Err(invalid(
+                            self.span,
+                            "T.sp.attach: the new parent is not iterated",
+                        ));
+                    };
+                    (*axis, vec![self.coord(&pi)?])
+                }
+                _ => {
+                    return Err(unsupported(
+                        self.span,
+                        format!("T.sp.{}: parts must be axes or T.sp.attach(...)", op.name()),
+                    ))
+                }
+            };
+            let ax = self.axis(axis)?.clone();
+            if !ax.kind.is_compressed() || !ax.kind.is_varied() || !ax.sorted {
+                return Err(unsupported(
+                    self.span,
+                    format!(
+                        "T.sp.{} over `{}`: merge loops walk sorted compressed_varied axes",
+                        op.name(),
+                        ax.name
+                    ),
+                ));
+            }
+            let len = self.fiber_len(axis, &anc)?;
+            let ptr = local(
+                &mut self.f,
+                &format!("p_{}", ax.name),
+                Expr::int(1),
+                ax.idtype,
+            );
+            let cvar = self.f.add_var(format!("{vname}_{}", ax.name), dtype);
+            ps.push(Part {
+                axis,
+                anc,
+                len,
+                ptr,
+                cvar,
+                length: ax.length.clone(),
+            });
+        }
+        let c = self.f.add_var(vname.clone(), dtype);
+        let mut start = Vec::new();
+        let mut conds = Vec::new();
+        for p in &ps {
+            start.push(set0(p.ptr, typed(0, self.f.buffers[p.ptr].dtype)));
+            conds.push(Expr::binary(BinOp::Lt, at0(p.ptr), p.len.clone()));
+        }
+        let join = if union { BinOp::Or } else { BinOp::And };
+        let cond = conds
+            .iter()
+            .cloned()
+            .reduce(|a, b| Expr::binary(join, a, b))
+            .unwrap_or(Expr::Bool(false));
+        // The body at coordinate `c`.
+        let base = self.stack.len();
+        for (k, p) in ps.iter().enumerate() {
+            self.pending.remove(&var);
+            self.stack.push(IterInfo {
+                axis: p.axis,
+                var,
+                pos: at0(p.ptr),
+                anc: p.anc.clone(),
+                entry: s.entry.clone(),
+                entry_vars: s.vars.clone(),
+                entry_start: k == 0,
+                coord: Some(Expr::var(c)),
+                valid: union.then(|| Expr::binary(BinOp::Eq, Expr::var(p.cvar), Expr::var(c))),
+            });
+        }
+        let body = inner(self);
+        self.stack.truncate(base);
+        let body = body?;
+        let all_here = ps
+            .iter()
+            .map(|p| Expr::binary(BinOp::Eq, Expr::var(p.cvar), Expr::var(c)))
+            .reduce(|a, b| Expr::binary(BinOp::And, a, b))
+            .unwrap_or(Expr::Bool(true));
+        let body = if union { body } else { when(all_here, body) };
+        let mut step = vec![body];
+        for p in &ps {
+            let pd = self.f.buffers[p.ptr].dtype;
+            step.push(set0(
+                p.ptr,
+                Expr::add(
+                    at0(p.ptr),
+                    Expr::Select(
+                        Box::new(Expr::binary(BinOp::Eq, Expr::var(p.cvar), Expr::var(c))),
+                        Box::new(typed(1, pd)),
+                        Box::new(typed(0, pd)),
+                    ),
+                ),
+            ));
+        }
+        let min = ps
+            .iter()
+            .map(|p| Expr::var(p.cvar))
+            .reduce(|a, b| Expr::binary(BinOp::Min, a, b))
+            .unwrap_or(Expr::int(0));
+        let mut body = Stmt::Let(Box::new(LetStmt {
+            var: c,
+            value: min,
+            body: Stmt::seq(step),
+            span: Span::default(),
+        }));
+        for p in ps.iter().rev() {
+            let ind = self.indices_buf(p.axis)?;
+            let mut idx = p.anc.clone();
+            idx.push(at0(p.ptr));
+            let load = Expr::load(ind, idx);
+            let value = if union {
+                Expr::Select(
+                    Box::new(Expr::binary(BinOp::Lt, at0(p.ptr), p.len.clone())),
+                    Box::new(load),
+                    Box::new(p.length.clone()),
+                )
+            } else {
+                load
+            };
+            body = Stmt::Let(Box::new(LetStmt {
+                var: p.cvar,
+                value,
+                body,
+                span: Span::default(),
+            }));
+        }
+        self.pending_allocs.extend(ps.iter().map(|p| p.ptr));
+        start.push(Stmt::While(Box::new(While {
+            cond,
+            body,
+            span: Span::default(),
+        })));
+        Ok(Stmt::seq(start))
+    }
+}
