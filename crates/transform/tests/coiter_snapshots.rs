@@ -1,0 +1,55 @@
+//! Snapshots of the stage II and III forms of the sparse-output kernels (issue 15), both phases:
+//! `spadd` (and `spmul`) co-iterate with a merge loop and assemble `C` in merge order; `spgemm`
+//! gathers each row in a dense workspace and sorts its columns; none of them searches.
+
+use sparsetir_ir::printer::print_module;
+use sparsetir_ir::{IRModule, Stage};
+use sparsetir_transform::{lower, PipelineOptions};
+
+fn lowered(name: &str, stage: Stage) -> String {
+    let f = sparsetir_ops::load(name).expect("kernel parses");
+    let opts = PipelineOptions {
+        verify: true,
+        ..PipelineOptions::to_stage(stage)
+    };
+    let out = lower(&IRModule { funcs: vec![f] }, &opts).expect("lowers");
+    let names: Vec<&str> = out.funcs.iter().map(|f| f.name.as_str()).collect();
+    if name != "masked_spgemm" {
+        assert_eq!(
+            names,
+            [format!("{name}_symbolic"), format!("{name}_numeric")],
+            "{name}: one function per phase"
+        );
+    }
+    let text = print_module(&out);
+    let back = sparsetir_syntax::parse_module(&text).expect("the printed form parses");
+    assert!(
+        sparsetir_ir::equal::module_eq(&out, &back),
+        "{name}: the printed form does not read back equal"
+    );
+    text
+}
+
+#[test]
+fn merge_loops_and_assembly_without_searches() {
+    for name in ["spadd", "spmul", "spgemm", "masked_spgemm"] {
+        for stage in [Stage::II, Stage::III] {
+            let text = lowered(name, stage);
+            assert!(!text.contains("binary_search"), "{name}: a search\n{text}");
+            assert!(!text.contains("mid_"), "{name}: a search result\n{text}");
+            let merges = text.matches("while ").count();
+            let want = match name {
+                "spgemm" => 0,
+                "masked_spgemm" => 1,
+                _ => 2,
+            };
+            assert_eq!(merges, want, "{name}: merge loops\n{text}");
+            if name == "spgemm" {
+                assert!(text.contains("T.sort_range("), "{name}: sorted rows\n{text}");
+                assert!(text.contains("wval"), "{name}: workspace\n{text}");
+            }
+            let tag = if stage == Stage::II { "ii" } else { "iii" };
+            insta::assert_snapshot!(format!("coiter_stage_{tag}_{name}"), text);
+        }
+    }
+}
