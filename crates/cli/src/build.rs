@@ -124,6 +124,29 @@ pub fn for_run(
     Ok(build(f, schedule.as_deref(), &spec, &opts)?)
 }
 
+/// `run --backend c` of a function that assembles its output: both phases compiled.
+pub fn for_run_assembled(
+    src: &Source,
+    f: &PrimFunc,
+    schedule: Option<&Path>,
+    threads: Option<usize>,
+    sets: &[String],
+) -> Result<sparsetir_runtime::assembly::AssembledKernel, Failure> {
+    let f = stage_one(src, f, "the c backend")?;
+    let schedule = read_schedule(schedule)?;
+    let spec = specializations(f, sets, false)?;
+    let opts = CompileOptions {
+        threads,
+        ..CompileOptions::default()
+    };
+    Ok(sparsetir_runtime::assembly::AssembledKernel::build(
+        f,
+        schedule.as_deref(),
+        &spec,
+        &opts,
+    )?)
+}
+
 /// `build --target cuda --emit ptx|cubin --arch A -o OUT`: NVRTC compiles the module (through
 /// the kernel cache); the registers and spills ptxas reports are printed for cubins.
 fn compile_cuda(

@@ -286,7 +286,15 @@ or ell(width=W)+csr (longer rows' remainder in DCSR), coo (the row of every stor
 Outputs are the undecomposed function's, written as without --decompose.
 
   sparsetir run csrmm.sp --decompose 'hyb(parts=1,buckets=1,2,4)' --bind A=g.mtx \
---bind B=feat.npy --out C=out.npy --backend c";
+--bind B=feat.npy --out C=out.npy --backend c
+
+ASSEMBLED OUTPUTS:
+  An output over an axis declared `assembled=True` (spadd, spmul, spgemm) gets its structure \
+from the run: bind only the operands, each from its own file (the sizes follow from their \
+shapes, which must conform), and write the result with --out (.mtx). --backend eval only, for \
+now.
+
+  sparsetir run spgemm.sp --bind A=a.mtx --bind B=b.mtx --out C=c.mtx";
 
 /// Subcommands whose usage errors exit with code 1 (the older ones keep clap's code 2).
 const EXIT_ONE_ON_USAGE: &[&str] = &["info", "gen", "convert", "pack", "lower", "bench", "build"];
@@ -606,6 +614,19 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
             stage_name(f.stage())
         )));
     }
+    // Outputs whose structure the kernel assembles (issue 15): two phases on the interpreter
+    // and in C (`runtime::assembly`); not on the GPU yet.
+    let assembling = sparsetir_runtime::assembly::assembles(f);
+    if let Some((_, a)) = f.axes.iter().find(|(_, a)| a.assembled) {
+        if !matches!(backend, "eval" | "interp" | "c") || !decompose.is_empty() {
+            return Err(Failure(format!(
+                "error: `{}` assembles the structure of its output (axis `{}`, \
+                 assembled=True): assembled outputs run on --backend eval, interp or c, \
+                 without --decompose",
+                f.name, a.name
+            )));
+        }
+    }
     // Decompose and compile first: a lowering failure is reported before any data is read.
     let decomposed = if decompose.is_empty() {
         None
@@ -614,12 +635,17 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
     };
     // The function that runs (`f` decomposed, or `f`); data is bound, and outputs read, for `f`.
     let g = decomposed.as_ref().map_or(f, |(g, _)| g);
-    let lowered = if backend == "interp" {
+    let lowered = if backend == "interp" && !assembling {
         Some(lower::for_interp(&src, g)?)
     } else {
         None
     };
-    let native = if backend == "c" {
+    let assembled = if backend == "c" && assembling {
+        Some(build::for_run_assembled(&src, g, schedule, threads, sets)?)
+    } else {
+        None
+    };
+    let native = if backend == "c" && !assembling {
         Some(build::for_run(&src, g, schedule, threads, sets)?)
     } else {
         None
@@ -648,6 +674,7 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
             continue;
         }
         binder.check_bindable(buf)?;
+        binder.set_source(buf, file);
         match extension(file).as_str() {
             "mtx" => binder.bind_coo(buf, &sparsetir_formats::read_mtx(file)?)?,
             "tns" => binder.bind_coo(buf, &sparsetir_formats::read_tns(file)?)?,
@@ -684,11 +711,18 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
     if let Some(k) = &native {
         k.run(&mut args)?;
     }
+    if let Some(k) = &assembled {
+        k.run(&mut args)?;
+    }
+    if assembling && backend == "interp" {
+        sparsetir_runtime::assembly::run_interp(g, &mut args)?;
+    }
     if let Some(k) = &gpu_kernel {
         k.run(&mut args)?;
     }
     let result = match &lowered {
-        _ if native.is_some() || gpu_kernel.is_some() => Ok(()),
+        _ if native.is_some() || gpu_kernel.is_some() || assembled.is_some() => Ok(()),
+        None if assembling && backend == "interp" => Ok(()),
         Some(g) => sparsetir_eval::run_func(g, &mut args),
         None => sparsetir_eval::eval_func(g, &mut args),
     };

@@ -8,7 +8,7 @@ use sparsetir_eval::ArgValue;
 use sparsetir_formats::pack::{self, LevelSpec, PackedLevel};
 use sparsetir_formats::{Coo, Field, Tensor};
 use sparsetir_ir::{
-    AxisId, AxisKind, BinOp, BufferId, BufferShape, DType, Expr, PrimFunc, Stmt, VarId,
+    AxisId, AxisKind, BinOp, BufferId, BufferShape, DType, Expr, IterAxis, PrimFunc, Stmt, VarId,
 };
 
 /// Why binding failed. Every message names the buffer, axis or parameter concerned.
@@ -91,6 +91,30 @@ pub enum BindError {
     Unsupported(String),
     #[error("buffer `{buffer}`: {message}")]
     Output { buffer: String, message: String },
+    #[error(
+        "shapes do not conform: {first} but {second}: `{param}` would be {first_value} and \
+         {second_value}"
+    )]
+    Nonconforming {
+        param: String,
+        /// The buffer that set the parameter first, its file where known, and its shape:
+        /// `` `A` (a.mtx) is 7×5 ``.
+        first: String,
+        first_value: i64,
+        /// The same for the buffer that conflicts with it.
+        second: String,
+        second_value: i64,
+    },
+    #[error(
+        "buffer `{buffer}` is stored over axis `{axis}`, whose structure the kernel assembles: \
+         its structure and values are outputs of the run, not inputs"
+    )]
+    AssembledBuffer { buffer: String, axis: String },
+    #[error(
+        "parameter `{param}` belongs to axis `{axis}`, whose structure the kernel assembles: it \
+         is an output of the run, not an input"
+    )]
+    AssembledParam { param: String, axis: String },
 }
 
 /// Whether `value` is representable in the integer dtype `dtype` (other dtypes: always).
@@ -104,6 +128,58 @@ fn fits(dtype: DType, value: i64) -> bool {
     }
     let half = 1i64 << (bits - 1);
     (-half..half).contains(&value)
+}
+
+/// What a function's assembled axes (`assembled=True`, issue 15) make outputs: for each such
+/// axis its `indptr`, `indices` and `nnz` parameters, and the data parameter of every buffer
+/// stored over it. Callers omit them; after the run the arguments hold them (`indptr` of parent
+/// count + 1 offsets, `indices` and values of nnz entries, `nnz` as an integer).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Assembled {
+    /// The assembled axes, in declaration order.
+    pub axes: Vec<AxisId>,
+    /// Each parameter the run produces, with the assembled axis it belongs to.
+    pub params: HashMap<VarId, AxisId>,
+    /// Each buffer stored over an assembled axis, with that axis.
+    pub buffers: HashMap<BufferId, AxisId>,
+}
+
+impl Assembled {
+    pub fn of(func: &PrimFunc) -> Assembled {
+        let mut out = Assembled::default();
+        for (a, axis) in func.axes.iter() {
+            if !axis.assembled {
+                continue;
+            }
+            out.axes.push(a);
+            for p in [axis.indptr, axis.indices].into_iter().flatten() {
+                out.params.insert(p, a);
+            }
+            if let Some(Expr::Var(v)) = &axis.nnz {
+                out.params.insert(*v, a);
+            }
+        }
+        if out.axes.is_empty() {
+            return out;
+        }
+        for (b, buf) in func.buffers.iter() {
+            if let Some(&a) = buf.axes().iter().find(|a| out.axes.contains(a)) {
+                out.buffers.insert(b, a);
+                if let Some(d) = buf.data_param() {
+                    out.params.insert(d, a);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `7×5`.
+fn shape_text(dims: &[usize]) -> String {
+    dims.iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("×")
 }
 
 /// A result read back from a buffer.
@@ -126,6 +202,11 @@ pub struct Binder<'f> {
     /// Structure arrays (`indptr`/`indices`) bound directly by parameter name.
     raw: HashMap<VarId, Tensor>,
     bound: HashSet<BufferId>,
+    /// Where a buffer's data came from (a file), by buffer name, for messages.
+    sources: HashMap<String, String>,
+    /// Each size parameter set from a bound array's shape: the buffer and that shape.
+    dim_origin: HashMap<VarId, (String, Vec<usize>)>,
+    assembled: Assembled,
 }
 
 fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
@@ -147,7 +228,55 @@ impl<'f> Binder<'f> {
             arrays: HashMap::new(),
             raw: HashMap::new(),
             bound: HashSet::new(),
+            sources: HashMap::new(),
+            dim_origin: HashMap::new(),
+            assembled: Assembled::of(func),
         }
+    }
+
+    /// Names the file (or other source) of buffer `name`'s data in later messages, e.g. shapes
+    /// that do not conform: `` `A` (a.mtx) is 7×5 but `B` (b.mtx) is 4×9 ``.
+    pub fn set_source(&mut self, name: &str, source: impl Into<String>) {
+        self.sources.insert(name.to_string(), source.into());
+    }
+
+    /// `` `A` (a.mtx) ``, or `` `A` `` when no source was given.
+    fn describe(&self, name: &str) -> String {
+        match self.sources.get(name) {
+            Some(s) => format!("`{name}` ({s})"),
+            None => format!("`{name}`"),
+        }
+    }
+
+    /// Checks that the dimensions of data bound to `name` agree with the ones other bound data
+    /// set for the same size parameters (`lengths[l]` is dimension `l`'s declared length), then
+    /// records which buffer set each. A conflict names both buffers, their files and shapes.
+    fn conform(&mut self, name: &str, lengths: &[Expr], dims: &[usize]) -> Result<(), BindError> {
+        for (e, &d) in lengths.iter().zip(dims) {
+            let Expr::Var(v) = e else { continue };
+            let (Some(&old), Some((by, shape))) = (self.ints.get(v), self.dim_origin.get(v)) else {
+                continue;
+            };
+            if old != d as i64 {
+                return Err(BindError::Nonconforming {
+                    param: self.func.vars[*v].name.clone(),
+                    first: format!("{} is {}", self.describe(by), shape_text(shape)),
+                    first_value: old,
+                    second: format!("{} is {}", self.describe(name), shape_text(dims)),
+                    second_value: d as i64,
+                });
+            }
+        }
+        for e in lengths {
+            if let Expr::Var(v) = e {
+                if !self.ints.contains_key(v) {
+                    self.dim_origin
+                        .entry(*v)
+                        .or_insert_with(|| (name.to_string(), dims.to_vec()));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn scalar_params(&self) -> impl Iterator<Item = VarId> + '_ {
@@ -171,6 +300,7 @@ impl<'f> Binder<'f> {
                         .map(|v| self.func.vars[v].name.as_str()),
                 ),
             })?;
+        self.refuse_assembled_param(var)?;
         let dtype = self.func.vars[var].dtype;
         let bad = || BindError::BadValue {
             name: name.into(),
@@ -261,7 +391,24 @@ impl<'f> Binder<'f> {
         if self.func.buffers[id].data_param().is_none() {
             return Err(BindError::NotAParameter(name.to_string()));
         }
+        if let Some(&a) = self.assembled.buffers.get(&id) {
+            return Err(BindError::AssembledBuffer {
+                buffer: name.to_string(),
+                axis: self.func.axes[a].name.clone(),
+            });
+        }
         Ok(id)
+    }
+
+    /// Parameters of assembled axes are outputs: nothing binds them.
+    fn refuse_assembled_param(&self, var: VarId) -> Result<(), BindError> {
+        match self.assembled.params.get(&var) {
+            Some(&a) => Err(BindError::AssembledParam {
+                param: self.func.vars[var].name.clone(),
+                axis: self.func.axes[a].name.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn level_specs(&self, id: BufferId) -> Result<Vec<LevelSpec>, BindError> {
@@ -335,6 +482,8 @@ impl<'f> Binder<'f> {
                 });
             }
         }
+        let lengths: Vec<Expr> = axes.iter().map(|a| func.axes[*a].length.clone()).collect();
+        self.conform(name, &lengths, &coo.dims)?;
         // The file's dimensions are the axis lengths.
         for (l, &a) in axes.iter().enumerate() {
             let axis = &func.axes[a];
@@ -451,6 +600,9 @@ impl<'f> Binder<'f> {
                         axes: names(axes.iter().map(|a| func.axes[*a].name.as_str())),
                     });
                 }
+                let lengths: Vec<Expr> =
+                    axes.iter().map(|a| func.axes[*a].length.clone()).collect();
+                self.conform(name, &lengths, &tensor.shape)?;
                 for (l, &a) in axes.iter().enumerate() {
                     let axis = &func.axes[a];
                     let what = format!("the length of axis `{}`", axis.name);
@@ -465,6 +617,7 @@ impl<'f> Binder<'f> {
                 }
             }
             BufferShape::Dense(dims) => {
+                self.conform(name, dims, &tensor.shape)?;
                 for (l, d) in dims.iter().enumerate() {
                     self.unify(d, tensor.shape[l], name, &format!("dimension {l}"))?;
                 }
@@ -549,6 +702,7 @@ impl<'f> Binder<'f> {
                 name: param.to_string(),
                 known: names(func.buffers.iter().map(|(_, b)| b.name.as_str())),
             })?;
+        self.refuse_assembled_param(var)?;
         if tensor.shape.len() != 1 {
             return Err(BindError::RankMismatch {
                 buffer: param.into(),
@@ -672,6 +826,26 @@ impl<'f> Binder<'f> {
                 if message.contains("strictly increasing") {
                     message.push_str(" (the axis is declared sorted)");
                 }
+                let arrays: Vec<String> = [axis.indptr, axis.indices]
+                    .into_iter()
+                    .flatten()
+                    .filter(|v| self.raw.contains_key(v))
+                    .map(|v| format!("`{}`", func.vars[v].name))
+                    .collect();
+                let over: Vec<String> = func
+                    .buffers
+                    .iter()
+                    .filter(|(_, b)| b.data_param().is_some() && b.axes().contains(&a))
+                    .map(|(_, b)| format!("`{}`", b.name))
+                    .collect();
+                message.push_str(&format!("; arrays bound: {}", arrays.join(", ")));
+                if !over.is_empty() {
+                    message.push_str(&format!(
+                        "; the structure of buffer{} {}",
+                        if over.len() == 1 { "" } else { "s" },
+                        over.join(", ")
+                    ));
+                }
                 BindError::Structure {
                     axis: axis.name.clone(),
                     message,
@@ -691,17 +865,22 @@ impl<'f> Binder<'f> {
 
     /// Checks every input is bound and every size known, allocates zeroed outputs, and returns
     /// the arguments by parameter name.
+    ///
+    /// Assembled axes (`assembled=True`) are outputs: their `indptr`, `indices` and `nnz`
+    /// parameters and the data of the buffers stored over them are left out of the arguments
+    /// (the run adds them); their length and parent structure must be known from the inputs.
     pub fn finish(mut self) -> Result<HashMap<String, ArgValue>, BindError> {
         let func = self.func;
         self.resolve_raw_structure()?;
         let written = written_buffers(&func.body);
-        // Buffers not bound: outputs get zeros, inputs are an error.
+        // Buffers not bound: outputs get zeros (those over assembled axes nothing: the run
+        // produces them), inputs are an error.
         for &id in &func.buffer_decls {
             let buf = &func.buffers[id];
             let Some(data) = buf.data_param() else {
                 continue;
             };
-            if self.bound.contains(&id) {
+            if self.bound.contains(&id) || self.assembled.buffers.contains_key(&id) {
                 continue;
             }
             if !written.contains(&id) {
@@ -717,6 +896,23 @@ impl<'f> Binder<'f> {
             let t = Tensor::zeros(buf.dtype, vec![n])
                 .map_err(|e| BindError::Unsupported(format!("buffer `{}`: {e}", buf.name)))?;
             self.arrays.insert(data, t);
+        }
+        // Assembled axes: built by the run under their parents, up to their length.
+        for &a in &self.assembled.axes {
+            let axis = &func.axes[a];
+            if self.eval(&axis.length).is_none() {
+                return Err(BindError::MissingParam(param_name(func, &axis.length)));
+            }
+            let mut cur = axis.parent;
+            while let Some(x) = cur {
+                if self.level_of(x).is_none() {
+                    return Err(BindError::MissingStructure {
+                        axis: func.axes[x].name.clone(),
+                        needed_by: format!("the assembled axis `{}`", axis.name),
+                    });
+                }
+                cur = func.axes[x].parent;
+            }
         }
         // Raw value arrays of sparse buffers must match the layout.
         for &id in &func.buffer_decls {
@@ -738,21 +934,24 @@ impl<'f> Binder<'f> {
                 }
             }
         }
-        // Every axis used by an iteration needs its structure.
+        // Every axis used by an iteration needs its structure (but assembled ones: the run
+        // builds theirs).
         let mut iterated = Vec::new();
         func.body.visit(&mut |s| {
             if let Stmt::SparseIteration(it) = s {
+                let mut axes = Vec::new();
                 for e in &it.axes {
-                    iterated.extend(e.axes().into_iter().map(|a| (a, it.name.clone())));
-                    if let sparsetir_ir::IterAxis::Attach { parent, .. } = e {
-                        iterated.push((*parent, it.name.clone()));
-                    }
+                    walked_axes(e, &mut axes);
                 }
+                iterated.extend(axes.into_iter().map(|a| (a, it.name.clone())));
             }
         });
         for (a, by) in iterated {
             let mut cur = Some(a);
             while let Some(x) = cur {
+                if func.axes[x].assembled {
+                    break;
+                }
                 if self.level_of(x).is_none() {
                     return Err(BindError::MissingStructure {
                         axis: func.axes[x].name.clone(),
@@ -769,6 +968,9 @@ impl<'f> Binder<'f> {
                 if let Some(t) = self.arrays.remove(&p) {
                     args.insert(var.name.clone(), ArgValue::Array(t));
                 }
+            } else if self.assembled.params.contains_key(&p) {
+                // An assembled axis's nnz: the run sets it.
+                continue;
             } else if let Some(v) = self.ints.get(&p) {
                 args.insert(var.name.clone(), ArgValue::Int(*v));
             } else if let Some(v) = self.floats.get(&p) {
@@ -778,6 +980,21 @@ impl<'f> Binder<'f> {
             }
         }
         Ok(args)
+    }
+}
+
+/// Every axis an iteration entry walks or looks up: the parts of co-iterations and fusions,
+/// attached axes and the axes they are attached under.
+fn walked_axes(e: &IterAxis, out: &mut Vec<AxisId>) {
+    match e {
+        IterAxis::Axis(a) => out.push(*a),
+        IterAxis::Fuse(chain) => out.extend(chain.iter().copied()),
+        IterAxis::Attach { axis, parent } => out.extend([*axis, *parent]),
+        IterAxis::CoIter { parts, .. } => {
+            for p in parts {
+                walked_axes(p, out);
+            }
+        }
     }
 }
 
@@ -875,6 +1092,7 @@ pub fn read_output(
     let data = buf
         .data_param()
         .ok_or_else(|| err("an allocated buffer has no output".into()))?;
+    check_assembled_output(func, args, buf, data).map_err(err)?;
     let Some(ArgValue::Array(values)) = args.get(&func.vars[data].name) else {
         return Err(err("no array was bound or allocated".into()));
     };
@@ -947,6 +1165,58 @@ pub fn read_output(
     Ok(Output::Sparse(Coo { field, ..coo }))
 }
 
+/// A buffer over assembled axes: the run must have left their `indptr`, `indices` and `nnz`
+/// and the buffer's values in the arguments, `nnz` agreeing with the last `indptr` value.
+fn check_assembled_output(
+    func: &PrimFunc,
+    args: &HashMap<String, ArgValue>,
+    buf: &sparsetir_ir::Buffer,
+    data: VarId,
+) -> Result<(), String> {
+    for &a in buf.axes() {
+        let axis = &func.axes[a];
+        if !axis.assembled {
+            continue;
+        }
+        let missing = |p: VarId| {
+            format!(
+                "axis `{}` is assembled by the kernel, but the run left no `{}` (the backend did \
+                 not assemble the output)",
+                axis.name, func.vars[p].name
+            )
+        };
+        let mut last = None;
+        for (p, is_indptr) in [
+            (axis.indptr, true),
+            (axis.indices, false),
+            (Some(data), false),
+        ] {
+            let Some(p) = p else { continue };
+            match args.get(&func.vars[p].name) {
+                Some(ArgValue::Array(t)) => {
+                    if is_indptr && !t.is_empty() {
+                        last = Some(t.get_f64(t.len() - 1) as i64);
+                    }
+                }
+                _ => return Err(missing(p)),
+            }
+        }
+        if let Some(Expr::Var(v)) = &axis.nnz {
+            match (int_arg(args, &func.vars[*v].name), last) {
+                (None, _) => return Err(missing(*v)),
+                (Some(n), Some(l)) if n != l => {
+                    return Err(format!(
+                        "axis `{}`: the run set `{}` = {n}, but its indptr ends at {l}",
+                        axis.name, func.vars[*v].name
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -980,5 +1250,260 @@ mod tests {
         assert!(b.set("feat_size", "2147483647").is_ok());
         assert!(fits(DType::U8, 255) && !fits(DType::U8, 256) && !fits(DType::U8, -1));
         assert!(fits(DType::I64, i64::MIN) && fits(DType::F32, i64::MAX));
+    }
+
+    fn coo(dims: [usize; 2], entries: &[(i64, i64, f64)]) -> Coo {
+        Coo {
+            dims: dims.to_vec(),
+            coords: entries.iter().map(|&(i, j, _)| vec![i, j]).collect(),
+            values: entries.iter().map(|&(_, _, v)| v).collect(),
+            field: Field::Real,
+        }
+    }
+
+    fn int(args: &HashMap<String, ArgValue>, name: &str) -> i64 {
+        int_arg(args, name).unwrap_or_else(|| panic!("no integer `{name}`"))
+    }
+
+    fn ints(args: &HashMap<String, ArgValue>, name: &str) -> Vec<i64> {
+        match args.get(name) {
+            Some(ArgValue::Array(t)) => t.to_i64_vec(),
+            _ => panic!("no array `{name}`"),
+        }
+    }
+
+    /// spgemm's A (3×4) and B (4×2): different structures, rectangular shapes.
+    fn spgemm_operands() -> (Coo, Coo) {
+        let a = coo(
+            [3, 4],
+            &[(0, 0, 1.0), (0, 2, 2.0), (2, 1, 3.0), (2, 3, 4.0)],
+        );
+        let b = coo([4, 2], &[(0, 0, 1.0), (1, 1, 5.0), (3, 0, 2.0)]);
+        (a, b)
+    }
+
+    #[test]
+    fn spgemm_operands_bind_from_their_own_data_and_leave_the_assembled_output_out() {
+        let f = sparsetir_ops::load("spgemm").expect("spgemm");
+        let (a, b) = spgemm_operands();
+        let mut binder = Binder::new(&f);
+        binder.bind_coo("A", &a).expect("A");
+        binder.bind_coo("B", &b).expect("B");
+        let args = binder.finish().expect("finish");
+        for (name, v) in [("m", 3), ("k", 4), ("n", 2), ("nnz_a", 4), ("nnz_b", 3)] {
+            assert_eq!(int(&args, name), v, "{name}");
+        }
+        assert_eq!(ints(&args, "a_indptr"), [0, 2, 2, 4]);
+        assert_eq!(ints(&args, "a_indices"), [0, 2, 1, 3]);
+        assert_eq!(ints(&args, "b_indptr"), [0, 1, 2, 2, 3]);
+        assert_eq!(ints(&args, "b_indices"), [0, 1, 0]);
+        for name in ["c", "c_indptr", "c_indices", "nnz_c"] {
+            assert!(!args.contains_key(name), "`{name}` is an output: {args:?}");
+        }
+        // Validation (every launch) accepts them as they are.
+        crate::validate::validate_args(&f, &args).expect("valid");
+    }
+
+    #[test]
+    fn nonconforming_operands_name_both_buffers_their_files_and_the_dimension() {
+        let f = sparsetir_ops::load("spgemm").expect("spgemm");
+        let a = coo([7, 5], &[(0, 4, 1.0)]);
+        let b = coo([4, 9], &[(3, 8, 1.0)]);
+        let mut binder = Binder::new(&f);
+        binder.set_source("A", "a.mtx");
+        binder.set_source("B", "b.mtx");
+        binder.bind_coo("A", &a).expect("A");
+        let err = binder.bind_coo("B", &b).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "shapes do not conform: `A` (a.mtx) is 7×5 but `B` (b.mtx) is 4×9: `k` would be 5 and \
+             4"
+        );
+        // Without sources, the buffers alone; spadd's `n` likewise.
+        let f = sparsetir_ops::load("spadd").expect("spadd");
+        let mut binder = Binder::new(&f);
+        binder.bind_coo("A", &coo([3, 4], &[])).expect("A");
+        let err = binder
+            .bind_coo("B", &coo([3, 5], &[(2, 4, 1.0)]))
+            .expect_err("refused");
+        assert!(
+            matches!(&err, BindError::Nonconforming { param, .. } if param == "n"),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("`A` is 3×4 but `B` is 3×5: `n` would be 4 and 5"),
+            "{err}"
+        );
+        // A size set by hand keeps the plain message.
+        let mut binder = Binder::new(&f);
+        binder.set("n", "6").expect("set");
+        let err = binder
+            .bind_coo("A", &coo([3, 4], &[]))
+            .expect_err("refused");
+        assert!(matches!(err, BindError::SizeMismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn assembled_outputs_cannot_be_bound() {
+        let f = sparsetir_ops::load("spgemm").expect("spgemm");
+        let mut b = Binder::new(&f);
+        let err = b.check_bindable("C").expect_err("refused");
+        assert_eq!(
+            err,
+            BindError::AssembledBuffer {
+                buffer: "C".into(),
+                axis: "JC".into()
+            }
+        );
+        assert!(b.bind_coo("C", &coo([3, 2], &[])).is_err());
+        for p in ["c_indptr", "c_indices", "c"] {
+            let t = Tensor::from_i64(DType::I32, &[0]).unwrap();
+            let err = b.bind_param_array(p, t).expect_err("refused");
+            assert!(
+                matches!(&err, BindError::AssembledParam { param, axis } if param == p && axis == "JC"),
+                "{err}"
+            );
+        }
+        let err = b.set("nnz_c", "3").expect_err("refused");
+        assert!(err.to_string().contains("`nnz_c`"), "{err}");
+        // The output's rows and columns come from the operands: without B, `n` is unknown.
+        let mut b = Binder::new(&f);
+        b.bind_coo("A", &coo([3, 4], &[])).expect("A");
+        assert_eq!(b.finish(), Err(BindError::MissingBind("B".into())));
+    }
+
+    /// The arguments as the evaluator leaves them after assembling spgemm's C (the contract of
+    /// issue 15): `c_indptr`, `c_indices`, `c` and `nnz_c`.
+    fn assembled_args() -> (PrimFunc, HashMap<String, ArgValue>) {
+        let f = sparsetir_ops::load("spgemm").expect("spgemm");
+        let (a, b) = spgemm_operands();
+        let mut binder = Binder::new(&f);
+        binder.bind_coo("A", &a).expect("A");
+        binder.bind_coo("B", &b).expect("B");
+        let mut args = binder.finish().expect("finish");
+        // C = A·B: row 0 = 1·B[0] + 2·B[2] = (1, 0); row 2 = 3·B[1] + 4·B[3] = (8, 15).
+        let i32s = |v: &[i64]| ArgValue::Array(Tensor::from_i64(DType::I32, v).unwrap());
+        args.insert("c_indptr".into(), i32s(&[0, 1, 1, 3]));
+        args.insert("c_indices".into(), i32s(&[0, 0, 1]));
+        args.insert(
+            "c".into(),
+            ArgValue::Array(Tensor::from_f64(DType::F32, &[1.0, 8.0, 15.0]).unwrap()),
+        );
+        args.insert("nnz_c".into(), ArgValue::Int(3));
+        (f, args)
+    }
+
+    #[test]
+    fn assembled_outputs_are_read_from_the_arrays_the_run_left() {
+        let (f, args) = assembled_args();
+        let Output::Sparse(c) = read_output(&f, &args, "C").expect("C") else {
+            panic!("sparse output expected");
+        };
+        assert_eq!(c.dims, [3, 2]);
+        assert_eq!(c.coords, [vec![0, 0], vec![2, 0], vec![2, 1]]);
+        assert_eq!(c.values, [1.0, 8.0, 15.0]);
+        assert_eq!(c.field, Field::Real);
+        // Validation of a second launch on the same arguments ignores the outputs.
+        crate::validate::validate_args(&f, &args).expect("valid");
+        // A backend that did not assemble: a clear error, no panic.
+        for missing in ["c_indptr", "c_indices", "c", "nnz_c"] {
+            let mut a = args.clone();
+            a.remove(missing);
+            let err = read_output(&f, &a, "C").expect_err("refused").to_string();
+            assert!(
+                err.contains(&format!("`{missing}`")) && err.contains("assembled"),
+                "{missing}: {err}"
+            );
+        }
+        let mut a = args.clone();
+        a.insert("nnz_c".into(), ArgValue::Int(2));
+        let err = read_output(&f, &a, "C").expect_err("refused").to_string();
+        assert!(err.contains("indptr ends at 3"), "{err}");
+        // Malformed structure from a run is refused by unpacking, not read past.
+        let mut a = args;
+        a.insert(
+            "c_indices".into(),
+            ArgValue::Array(Tensor::from_i64(DType::I32, &[0, 1, 0]).unwrap()),
+        );
+        let err = read_output(&f, &a, "C").expect_err("refused").to_string();
+        assert!(err.contains("strictly increasing"), "{err}");
+    }
+
+    /// spadd's A bound as raw CSR arrays (the only path that can hand the binder unsorted or
+    /// duplicate columns: files are packed sorted), B from a COO.
+    fn spadd_raw(indices: &[i64]) -> Result<HashMap<String, ArgValue>, BindError> {
+        let f = sparsetir_ops::load("spadd").expect("spadd");
+        let mut b = Binder::new(&f);
+        let i32s = |v: &[i64]| Tensor::from_i64(DType::I32, v).unwrap();
+        b.bind_param_array("a_indptr", i32s(&[0, 2, 2, 3]))?;
+        b.bind_param_array("a_indices", i32s(indices))?;
+        b.bind_param_array("a", Tensor::from_f64(DType::F32, &[1.0, 2.0, 3.0]).unwrap())?;
+        b.bind_coo("B", &coo([3, 4], &[(1, 1, 1.0)]))?;
+        b.finish()
+    }
+
+    #[test]
+    fn unsorted_or_duplicate_raw_columns_are_refused_naming_the_operand() {
+        let args = spadd_raw(&[0, 3, 1]).expect("sorted columns bind");
+        assert_eq!(int(&args, "nnz_a"), 3);
+        for bad in [[3, 0, 1], [2, 2, 1]] {
+            let err = spadd_raw(&bad).expect_err("refused").to_string();
+            for needle in [
+                "axis `JA`",
+                "not strictly increasing",
+                "declared sorted",
+                "`a_indices`",
+                "buffer `A`",
+            ] {
+                assert!(err.contains(needle), "{bad:?}: `{needle}` not in: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn duplicate_file_entries_are_summed_as_for_any_operand() {
+        let f = sparsetir_ops::load("spadd").expect("spadd");
+        let mut b = Binder::new(&f);
+        let a = coo([2, 3], &[(1, 2, 1.5), (0, 1, 1.0), (1, 2, 2.0)]);
+        b.bind_coo("A", &a).expect("A");
+        b.bind_coo("B", &coo([2, 3], &[])).expect("B");
+        let args = b.finish().expect("finish");
+        assert_eq!(int(&args, "nnz_a"), 2);
+        assert_eq!(ints(&args, "a_indptr"), [0, 1, 2]);
+        assert_eq!(ints(&args, "a_indices"), [1, 2]);
+        let Some(ArgValue::Array(v)) = args.get("a") else {
+            panic!("no values");
+        };
+        assert_eq!(v.to_f64_vec(), [1.0, 3.5]);
+        assert_eq!(int(&args, "nnz_b"), 0);
+        assert_eq!(ints(&args, "b_indptr"), [0, 0, 0]);
+    }
+
+    #[test]
+    fn masked_spgemm_output_lies_on_the_mask_and_is_allocated() {
+        let f = sparsetir_ops::load("masked_spgemm").expect("masked_spgemm");
+        let mut b = Binder::new(&f);
+        b.bind_coo("M", &coo([2, 3], &[(0, 2, 1.0), (1, 0, 1.0), (1, 1, 1.0)]))
+            .expect("M");
+        b.bind_coo("A", &coo([2, 4], &[(0, 3, 1.0)])).expect("A");
+        let err = b
+            .bind_coo("B", &coo([4, 5], &[]))
+            .expect_err("n conflicts with M");
+        assert!(
+            err.to_string()
+                .contains("`M` is 2×3 but `B` is 4×5: `n` would be 3 and 5"),
+            "{err}"
+        );
+        let mut b = Binder::new(&f);
+        b.bind_coo("M", &coo([2, 3], &[(0, 2, 1.0), (1, 0, 1.0), (1, 1, 1.0)]))
+            .expect("M");
+        b.bind_coo("A", &coo([2, 4], &[(0, 3, 1.0)])).expect("A");
+        b.bind_coo("B", &coo([4, 3], &[(3, 2, 2.0)])).expect("B");
+        let args = b.finish().expect("finish");
+        let Some(ArgValue::Array(c)) = args.get("c") else {
+            panic!("C is allocated over M's pattern");
+        };
+        assert_eq!(c.to_f64_vec(), [0.0; 3]);
     }
 }

@@ -8,6 +8,10 @@
 //! it; `T.sp.attach` parents stay inside the attached axis's `indptr`; and
 //! `T.assume_buffer_domain` holds. Any violation is a [`RunError`] naming the axis, buffer or
 //! parameter and the offending index; native code never runs on data that fails here.
+//!
+//! Assembled axes (`assembled=True`, issue 15) are outputs: their `indptr`, `indices` and `nnz`
+//! and the values of the buffers stored over them are not inputs, so they may be absent and are
+//! not checked (whatever they hold is overwritten); their length must still be known.
 
 use std::collections::HashMap;
 
@@ -19,7 +23,7 @@ use sparsetir_ir::{
     VarId,
 };
 
-use crate::bind::eval_size;
+use crate::bind::{eval_size, Assembled};
 use crate::error::RunError;
 use crate::kernel::int_fits;
 
@@ -99,6 +103,8 @@ struct Checker<'a> {
     layout_axes: Vec<AxisData>,
     /// Values each function-level match buffer needs (layout size, without extra storage).
     buffer_size: HashMap<BufferId, i64>,
+    /// The outputs of assembled axes, never checked as inputs.
+    assembled: Assembled,
 }
 
 /// Checks `args` against the stage-I function `func` before a native launch. See the module
@@ -111,6 +117,7 @@ pub fn validate_args(func: &PrimFunc, args: &HashMap<String, ArgValue>) -> Resul
         axes: Vec::with_capacity(func.axes.len()),
         layout_axes: Vec::with_capacity(func.axes.len()),
         buffer_size: HashMap::new(),
+        assembled: Assembled::of(func),
     };
     c.scalars()?;
     c.check_axes()?;
@@ -143,6 +150,10 @@ impl<'a> Checker<'a> {
             let name = &var.name;
             let dt = var.dtype;
             let given = self.args.get(name);
+            if self.assembled.params.contains_key(&p) {
+                // Produced by the run (an assembled axis's structure or nnz, or values over it).
+                continue;
+            }
             if dt == DType::Handle {
                 // Arrays are checked where they are used (axes, buffers).
                 match given {
@@ -275,17 +286,33 @@ impl<'a> Checker<'a> {
                     .parent
                     .filter(|p| p.index() < h.index())
                     .ok_or_else(|| size_err(&subject, "needs a parent declared before it"))?;
+                if func.axes[parent].assembled {
+                    return Err(size_err(
+                        &subject,
+                        format!(
+                            "its parent `{}` is assembled by the kernel: axes under an \
+                             assembled axis are not supported",
+                            func.axes[parent].name
+                        ),
+                    ));
+                }
                 info.parent_count = self.axes[parent.index()].level_count;
                 let nnz = match &ax.nnz {
+                    Some(_) if ax.assembled => None,
                     Some(e) => Some(self.size(e, &subject, "nnz")?),
                     None => None,
                 };
-                if ax.kind.is_varied() {
+                if ax.assembled {
+                    // An output: no stored elements to check; any coordinate below the
+                    // length may be produced.
+                    info.level_count = 0;
+                } else if ax.kind.is_varied() {
                     let p = ax
                         .indptr
                         .ok_or_else(|| size_err(&subject, "has no indptr parameter"))?;
                     let view = self.index_array(p, &name, true)?;
-                    info.level_count = check_indptr(&name, &self.var_name(p), view, &info, nnz)?;
+                    info.level_count = check_indptr(&name, &self.var_name(p), view, &info, nnz)
+                        .map_err(|e| self.naming_buffers(h, e))?;
                     if ax.kind == AxisKind::DenseVaried {
                         let mut widest = 0;
                         for q in 0..view.len().saturating_sub(1) {
@@ -317,19 +344,14 @@ impl<'a> Checker<'a> {
                         .filter(|n| *n <= MAX_ELEMENTS)
                         .ok_or_else(|| size_err(&subject, "more than 2^31 stored elements"))?;
                 }
-                if ax.kind.is_compressed() {
+                if ax.kind.is_compressed() && !ax.assembled {
                     let p = ax
                         .indices
                         .ok_or_else(|| size_err(&subject, "has no indices parameter"))?;
                     let view = self.index_array(p, &name, false)?;
-                    info.coord_bound = check_indices(
-                        &name,
-                        &self.var_name(p),
-                        view,
-                        &info,
-                        per_parent,
-                        ax.sorted,
-                    )?;
+                    info.coord_bound =
+                        check_indices(&name, &self.var_name(p), view, &info, per_parent, ax.sorted)
+                            .map_err(|e| self.naming_buffers(h, e))?;
                 }
             }
             self.layout_axes.push(AxisData {
@@ -352,6 +374,47 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
+    /// An `indptr`/`indices` error with the buffers stored over the axis named: the operands
+    /// whose data is malformed.
+    fn naming_buffers(&self, a: AxisId, e: RunError) -> RunError {
+        let over: Vec<String> = self
+            .func
+            .buffer_decls
+            .iter()
+            .filter_map(|b| self.func.buffers.get(*b))
+            .filter(|b| b.data_param().is_some() && b.axes().contains(&a))
+            .map(|b| format!("`{}`", b.name))
+            .collect();
+        if over.is_empty() {
+            return e;
+        }
+        let note = |m: String| {
+            let s = if over.len() == 1 { "" } else { "s" };
+            format!("{m}; it is the structure of buffer{s} {}", over.join(", "))
+        };
+        match e {
+            RunError::Indptr {
+                axis,
+                param,
+                message,
+            } => RunError::Indptr {
+                axis,
+                param,
+                message: note(message),
+            },
+            RunError::Indices {
+                axis,
+                param,
+                message,
+            } => RunError::Indices {
+                axis,
+                param,
+                message: note(message),
+            },
+            e => e,
+        }
+    }
+
     fn check_buffers(&mut self) -> Result<(), RunError> {
         let func = self.func;
         for &b in &func.buffer_decls {
@@ -361,6 +424,10 @@ impl<'a> Checker<'a> {
             let BufferDecl::Match { data } = buf.decl else {
                 continue;
             };
+            if self.assembled.buffers.contains_key(&b) {
+                // Its values are produced with its assembled structure.
+                continue;
+            }
             let name = &buf.name;
             let subject = format!("buffer `{name}`");
             let size = match &buf.shape {
@@ -713,4 +780,99 @@ fn check_indices(
         }
     }
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bind::Binder;
+    use sparsetir_formats::{Coo, Field};
+
+    fn coo(dims: [usize; 2], entries: &[(i64, i64)]) -> Coo {
+        Coo {
+            dims: dims.to_vec(),
+            coords: entries.iter().map(|&(i, j)| vec![i, j]).collect(),
+            values: entries.iter().map(|_| 1.0).collect(),
+            field: Field::Real,
+        }
+    }
+
+    /// spadd bound as `run --bind` binds it: A 3×4, B 3×4, C left to the run.
+    fn spadd_args() -> (PrimFunc, HashMap<String, ArgValue>) {
+        let f = sparsetir_ops::load("spadd").expect("spadd");
+        let mut b = Binder::new(&f);
+        b.bind_coo("A", &coo([3, 4], &[(0, 1), (0, 3), (2, 0)]))
+            .expect("A");
+        b.bind_coo("B", &coo([3, 4], &[(0, 3), (1, 2)])).expect("B");
+        let args = b.finish().expect("finish");
+        (f, args)
+    }
+
+    fn set(args: &mut HashMap<String, ArgValue>, name: &str, dtype: DType, v: &[i64]) {
+        args.insert(
+            name.into(),
+            ArgValue::Array(Tensor::from_i64(dtype, v).expect("tensor")),
+        );
+    }
+
+    #[test]
+    fn assembled_outputs_are_not_inputs() {
+        let (f, mut args) = spadd_args();
+        validate_args(&f, &args).expect("no C, no nnz_c: valid");
+        // Whatever a caller leaves there (a previous run's result, placeholders of any size or
+        // type) is an output: not checked.
+        set(&mut args, "c_indptr", DType::I32, &[7]);
+        set(&mut args, "c_indices", DType::I64, &[-1, 99]);
+        set(&mut args, "c", DType::I32, &[]);
+        args.insert("nnz_c".into(), ArgValue::Float(0.5));
+        validate_args(&f, &args).expect("outputs ignored");
+    }
+
+    #[test]
+    fn inputs_stay_strict_beside_assembled_outputs() {
+        let (f, args) = spadd_args();
+        for name in ["a_indices", "b_indptr", "a", "n", "nnz_b"] {
+            let mut a = args.clone();
+            a.remove(name);
+            let err = validate_args(&f, &a).expect_err("refused");
+            assert_eq!(err, RunError::MissingArg { name: name.into() });
+        }
+        let mut a = args.clone();
+        a.insert("nnz_a".into(), ArgValue::Int(2));
+        assert!(matches!(
+            validate_args(&f, &a),
+            Err(RunError::Indptr { .. })
+        ));
+        // The output's length must still be known and valid.
+        let mut a = args.clone();
+        a.insert("n".into(), ArgValue::Int(-1));
+        assert!(validate_args(&f, &a).is_err());
+    }
+
+    #[test]
+    fn unsorted_and_duplicate_columns_name_the_operand() {
+        let (f, args) = spadd_args();
+        // Row 0 of A holds columns 1, 3: swap them, then repeat one.
+        for bad in [[3, 1, 0], [1, 1, 0]] {
+            let mut a = args.clone();
+            set(&mut a, "a_indices", DType::I32, &bad);
+            let err = validate_args(&f, &a).expect_err("refused");
+            let RunError::Indices { axis, param, .. } = &err else {
+                panic!("{err}");
+            };
+            assert_eq!((axis.as_str(), param.as_str()), ("JA", "a_indices"));
+            let text = err.to_string();
+            for needle in ["declared sorted", "structure of buffer `A`"] {
+                assert!(text.contains(needle), "`{needle}` not in: {text}");
+            }
+        }
+        // B's indptr: its own operand named.
+        let mut a = args;
+        set(&mut a, "b_indptr", DType::I32, &[0, 2, 1, 2]);
+        let err = validate_args(&f, &a).expect_err("refused").to_string();
+        assert!(
+            err.contains("`b_indptr`") && err.contains("buffer `B`"),
+            "{err}"
+        );
+    }
 }

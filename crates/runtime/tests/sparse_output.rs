@@ -4,6 +4,8 @@
 //! Gustavson's workspace for SpGEMM; random operands with different structures, empty rows,
 //! empty operands and rectangular shapes; serial and parallel schedules.
 
+#![allow(clippy::needless_range_loop)]
+
 mod common;
 
 use std::collections::HashMap;

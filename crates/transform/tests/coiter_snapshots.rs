@@ -45,7 +45,10 @@ fn merge_loops_and_assembly_without_searches() {
             };
             assert_eq!(merges, want, "{name}: merge loops\n{text}");
             if name == "spgemm" {
-                assert!(text.contains("T.sort_range("), "{name}: sorted rows\n{text}");
+                assert!(
+                    text.contains("T.sort_range("),
+                    "{name}: sorted rows\n{text}"
+                );
                 assert!(text.contains("wval"), "{name}: workspace\n{text}");
             }
             let tag = if stage == Stage::II { "ii" } else { "iii" };
