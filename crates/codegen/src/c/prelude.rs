@@ -64,7 +64,7 @@ static inline double sptir_floormod_f64(double a, double b) {
 /* T.sort_range: ascending sort of n integers in place (insertion sort below 24 elements,
    quicksort with a median-of-three pivot above, recursing into the smaller side). */
 #define SPTIR_SORT(S, T) \
-    static void sptir_sort_##S(T* a, int64_t n) { \
+    static inline void sptir_sort_##S(T* a, int64_t n) { \
         while (n > 24) { \
             T x = a[0], y = a[n / 2], z = a[n - 1]; \
             T p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y)); \
