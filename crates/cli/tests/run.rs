@@ -272,15 +272,6 @@ fn run_sparse_softmax() {
     }
 }
 
-fn assert_user_error(o: &Output, needles: &[&str]) {
-    let e = stderr(o);
-    assert_eq!(o.status.code(), Some(1), "stderr: {e}");
-    for n in needles {
-        assert!(e.contains(n), "expected `{n}` in: {e}");
-    }
-    assert!(!e.contains("panicked"), "{e}");
-}
-
 #[test]
 fn run_errors_name_the_buffer() {
     let d = Dir::new();

@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::process::Output;
 
-use common::{close, run, stderr, Dir};
+use common::{assert_user_error, close, run, stderr, Dir};
 use sparsetir_formats::{read_mtx, write_mtx, write_npy, Coo, Field, Tensor};
 use sparsetir_ir::DType;
 
@@ -313,15 +313,6 @@ fn duplicate_file_entries_are_summed() {
     let got = Sparse::read(&d.path("c.mtx"));
     assert_eq!(got.pattern, BTreeSet::from([(0, 1), (1, 2)]));
     assert!(close(got.at(0, 1), 1.0) && close(got.at(1, 2), 3.75));
-}
-
-fn assert_user_error(o: &Output, needles: &[&str]) {
-    let e = stderr(o);
-    assert_eq!(o.status.code(), Some(1), "stderr: {e}");
-    for n in needles {
-        assert!(e.contains(n), "expected `{n}` in: {e}");
-    }
-    assert!(!e.contains("panicked"), "{e}");
 }
 
 #[test]

@@ -902,21 +902,32 @@ impl<'f> Machine<'f> {
         }
     }
 
+    /// The value offset of element `coords` in a buffer laid out by `layout` (`None` where the
+    /// buffer does not store it).
+    fn offset(
+        &self,
+        buffer: &str,
+        layout: &Layout,
+        coords: &[i64],
+        indices: &[Expr],
+    ) -> Res<Option<usize>> {
+        layout
+            .offset(
+                buffer,
+                coords,
+                &self.axes,
+                &self.hints(layout.axes(), indices),
+            )
+            .map_err(|m| self.err(m))
+    }
+
     /// The value of element `coords` of buffer `b` (its default where not stored); `indices` are
     /// the access's index expressions (for [`Machine::hints`]).
     fn read(&self, b: BufferId, coords: &[i64], indices: &[Expr]) -> Res<Value> {
         let buf = self.buf(b)?;
         match &buf.values {
             Values::Array { slot, layout } => {
-                let off = layout
-                    .offset(
-                        &buf.name,
-                        coords,
-                        &self.axes,
-                        &self.hints(layout.axes(), indices),
-                    )
-                    .map_err(|m| self.err(m))?;
-                match off {
+                match self.offset(&buf.name, layout, coords, indices)? {
                     None => Ok(buf.default),
                     Some(o) => load(&self.arrays[*slot], o)
                         .ok_or_else(|| self.err("internal: value offset out of range")),
@@ -937,14 +948,7 @@ impl<'f> Machine<'f> {
         let dtype = buf.dtype;
         match &buf.values {
             Values::Array { slot, layout } => {
-                let off = layout
-                    .offset(
-                        &buf.name,
-                        coords,
-                        &self.axes,
-                        &self.hints(layout.axes(), indices),
-                    )
-                    .map_err(|m| self.err(m))?;
+                let off = self.offset(&buf.name, layout, coords, indices)?;
                 let slot = *slot;
                 if let Some(off) = off {
                     let v = value.cast(dtype).map_err(|m| self.err(m))?;

@@ -267,26 +267,20 @@ fn elementwise_cases(rng: &mut Lcg) -> Vec<(Csr, Csr)> {
     ]
 }
 
-// ------------------------------------------------------------------------------------ spadd
+// ------------------------------------------------------------------------------ spadd, spmul
 
-#[test]
-fn spadd_matches_dense() {
-    let f = parse(SPADD);
-    let mut rng = Lcg(0x5eed_add0);
+/// Runs an elementwise kernel on every case and compares with `combine` applied entry by entry
+/// to the dense operands (`None`: not stored).
+fn check_elementwise(src: &str, seed: u64, combine: fn(Option<f32>, Option<f32>) -> Option<f32>) {
+    let f = parse(src);
+    let mut rng = Lcg(seed);
     for (a, b) in elementwise_cases(&mut rng) {
         let mut args = elementwise_args(&a, &b);
         eval_func(&f, &mut args).unwrap_or_else(|e| panic!("{}×{}: {e}", a.m, a.n));
         let c = assembled_output(&args, a.m, a.n);
         let (da, db) = (a.dense(), b.dense());
         let want: Vec<Vec<Option<f32>>> = (0..a.m)
-            .map(|i| {
-                (0..a.n)
-                    .map(|j| match (da[i][j], db[i][j]) {
-                        (None, None) => None,
-                        (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
-                    })
-                    .collect()
-            })
+            .map(|i| (0..a.n).map(|j| combine(da[i][j], db[i][j])).collect())
             .collect();
         let want = Csr::from_dense(&want, a.n);
         assert_eq!(pattern(&c), pattern(&want), "{}×{} structure", a.m, a.n);
@@ -294,32 +288,21 @@ fn spadd_matches_dense() {
     }
 }
 
-// ------------------------------------------------------------------------------------ spmul
+#[test]
+fn spadd_matches_dense() {
+    check_elementwise(SPADD, 0x5eed_add0, |x, y| match (x, y) {
+        (None, None) => None,
+        (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+    });
+}
 
 #[test]
 fn spmul_matches_dense() {
-    let f = parse(SPMUL);
-    let mut rng = Lcg(0x5eed_0a11);
-    for (a, b) in elementwise_cases(&mut rng) {
-        let mut args = elementwise_args(&a, &b);
-        eval_func(&f, &mut args).unwrap_or_else(|e| panic!("{}×{}: {e}", a.m, a.n));
-        let c = assembled_output(&args, a.m, a.n);
-        let (da, db) = (a.dense(), b.dense());
-        // Stored exactly where both are stored, products kept even when 0.
-        let want: Vec<Vec<Option<f32>>> = (0..a.m)
-            .map(|i| {
-                (0..a.n)
-                    .map(|j| match (da[i][j], db[i][j]) {
-                        (Some(x), Some(y)) => Some(x * y),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .collect();
-        let want = Csr::from_dense(&want, a.n);
-        assert_eq!(pattern(&c), pattern(&want), "{}×{} structure", a.m, a.n);
-        assert_eq!(c.vals, want.vals, "{}×{} values", a.m, a.n);
-    }
+    // Stored exactly where both are stored, products kept even when 0.
+    check_elementwise(SPMUL, 0x5eed_0a11, |x, y| match (x, y) {
+        (Some(x), Some(y)) => Some(x * y),
+        _ => None,
+    });
 }
 
 /// An explicit zero product is stored (the structure is the intersection, not the nonzeros).

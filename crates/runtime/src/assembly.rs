@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::Tensor;
-use sparsetir_ir::{AttrValue, BufferDecl, DType, Expr, IRModule, PrimFunc, Stage};
+use sparsetir_ir::{AxisId, BufferId, DType, Expr, IRModule, PrimFunc, VarId};
+pub use sparsetir_transform::assembles;
 use sparsetir_transform::{lower, Phase, PipelineOptions};
 
 use crate::build::{emit_c_cpu, kernel_params, schedule_and_lower, BuildError};
@@ -31,28 +32,68 @@ pub struct AsmOutput {
     pub idtype: DType,
 }
 
-/// The assembled axes of a stage-I function (empty for ordinary functions).
-pub fn outputs(f: &PrimFunc) -> Vec<AsmOutput> {
-    let name = |v| f.vars[v].name.clone();
-    let mut out = Vec::new();
-    for (id, a) in f.axes.iter() {
-        if !a.assembled {
-            continue;
+/// What a function's assembled axes (`assembled=True`, issue 15) make outputs: for each such
+/// axis its `indptr`, `indices` and `nnz` parameters, and the data parameter of every buffer
+/// stored over it. Callers omit them; after the run the arguments hold them (`indptr` of parent
+/// count + 1 offsets, `indices` and values of nnz entries, `nnz` as an integer).
+#[derive(Debug, Clone, Default)]
+pub struct Assembled {
+    /// The assembled axes, in declaration order.
+    pub axes: Vec<AxisId>,
+    /// Each parameter the run produces, with the assembled axis it belongs to.
+    pub params: HashMap<VarId, AxisId>,
+    /// Each buffer stored over an assembled axis, with that axis.
+    pub buffers: HashMap<BufferId, AxisId>,
+}
+
+impl Assembled {
+    pub fn of(func: &PrimFunc) -> Assembled {
+        let mut out = Assembled::default();
+        for (a, axis) in func.axes.iter() {
+            if !axis.assembled {
+                continue;
+            }
+            out.axes.push(a);
+            for p in [axis.indptr, axis.indices].into_iter().flatten() {
+                out.params.insert(p, a);
+            }
+            if let Some(Expr::Var(v)) = &axis.nnz {
+                out.params.insert(*v, a);
+            }
         }
+        if out.axes.is_empty() {
+            return out;
+        }
+        for (b, buf) in func.buffers.iter() {
+            if let Some(&a) = buf.axes().iter().find(|a| out.axes.contains(a)) {
+                out.buffers.insert(b, a);
+                if let Some(d) = buf.data_param() {
+                    out.params.insert(d, a);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The assembled axes of a stage-I function by parameter name (empty for ordinary functions).
+pub fn outputs(f: &PrimFunc) -> Vec<AsmOutput> {
+    let asm = Assembled::of(f);
+    let name = |v: VarId| f.vars[v].name.clone();
+    let mut out = Vec::new();
+    for &id in &asm.axes {
+        let a = &f.axes[id];
         let (Some(p), Some(x), Some(Expr::Var(n)), Some(parent)) =
             (a.indptr, a.indices, a.nnz.as_ref(), a.parent)
         else {
             continue;
         };
-        let data = f
-            .buffer_decls
+        let data = asm
+            .buffers
             .iter()
-            .filter_map(|b| f.buffers.get(*b))
-            .filter(|b| b.axes().contains(&id))
-            .filter_map(|b| match b.decl {
-                BufferDecl::Match { data } => Some((name(data), b.dtype)),
-                BufferDecl::Alloc => None,
-            })
+            .filter(|(_, axis)| **axis == id)
+            .filter_map(|(b, _)| f.buffers.get(*b))
+            .filter_map(|b| b.data_param().map(|d| (name(d), b.dtype)))
             .collect();
         out.push(AsmOutput {
             axis: a.name.clone(),
@@ -65,22 +106,6 @@ pub fn outputs(f: &PrimFunc) -> Vec<AsmOutput> {
         });
     }
     out
-}
-
-/// True when `f` assembles an output.
-pub fn assembles(f: &PrimFunc) -> bool {
-    f.stage() == Stage::I && f.axes.iter().any(|(_, a)| a.assembled)
-}
-
-/// `f` marked for one phase (the pipeline lowers it for that phase only).
-pub fn phase_func(f: &PrimFunc, phase: Phase) -> PrimFunc {
-    let mut g = f.clone();
-    let s = match phase {
-        Phase::Symbolic => "symbolic",
-        Phase::Numeric => "numeric",
-    };
-    g.attrs.set("assembly", AttrValue::Str(s.to_string()));
-    g
 }
 
 fn scalar(e: &Expr, args: &HashMap<String, ArgValue>, f: &PrimFunc) -> Result<i64, RunError> {
@@ -228,8 +253,8 @@ impl AssembledKernel {
         specialization: &[(String, i64)],
         opts: &CompileOptions,
     ) -> Result<AssembledKernel, BuildError> {
-        let one = |phase| -> Result<(PrimFunc, Kernel), BuildError> {
-            let f = phase_func(stage1, phase);
+        let one = |phase: Phase| -> Result<(PrimFunc, Kernel), BuildError> {
+            let f = phase.mark(stage1);
             let lowered = schedule_and_lower(&f, schedule, specialization)?;
             let c = emit_c_cpu(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
             let params = kernel_params(&c);

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::assembly::Assembled;
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::pack::{self, LevelSpec, PackedLevel};
 use sparsetir_formats::{Coo, Field, Tensor};
@@ -128,50 +129,6 @@ fn fits(dtype: DType, value: i64) -> bool {
     }
     let half = 1i64 << (bits - 1);
     (-half..half).contains(&value)
-}
-
-/// What a function's assembled axes (`assembled=True`, issue 15) make outputs: for each such
-/// axis its `indptr`, `indices` and `nnz` parameters, and the data parameter of every buffer
-/// stored over it. Callers omit them; after the run the arguments hold them (`indptr` of parent
-/// count + 1 offsets, `indices` and values of nnz entries, `nnz` as an integer).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Assembled {
-    /// The assembled axes, in declaration order.
-    pub axes: Vec<AxisId>,
-    /// Each parameter the run produces, with the assembled axis it belongs to.
-    pub params: HashMap<VarId, AxisId>,
-    /// Each buffer stored over an assembled axis, with that axis.
-    pub buffers: HashMap<BufferId, AxisId>,
-}
-
-impl Assembled {
-    pub fn of(func: &PrimFunc) -> Assembled {
-        let mut out = Assembled::default();
-        for (a, axis) in func.axes.iter() {
-            if !axis.assembled {
-                continue;
-            }
-            out.axes.push(a);
-            for p in [axis.indptr, axis.indices].into_iter().flatten() {
-                out.params.insert(p, a);
-            }
-            if let Some(Expr::Var(v)) = &axis.nnz {
-                out.params.insert(*v, a);
-            }
-        }
-        if out.axes.is_empty() {
-            return out;
-        }
-        for (b, buf) in func.buffers.iter() {
-            if let Some(&a) = buf.axes().iter().find(|a| out.axes.contains(a)) {
-                out.buffers.insert(b, a);
-                if let Some(d) = buf.data_param() {
-                    out.params.insert(d, a);
-                }
-            }
-        }
-        out
-    }
 }
 
 /// `7×5`.

@@ -23,7 +23,8 @@ use sparsetir_ir::{
     VarId,
 };
 
-use crate::bind::{eval_size, Assembled};
+use crate::assembly::Assembled;
+use crate::bind::eval_size;
 use crate::error::RunError;
 use crate::kernel::int_fits;
 

@@ -43,7 +43,9 @@ pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions, Phase,
 };
-pub use pipeline::{lower, lower_traced, LowerOutput, PipelineError, PipelineOptions, PASSES};
+pub use pipeline::{
+    assembles, lower, lower_traced, LowerOutput, PipelineError, PipelineOptions, PASSES,
+};
 pub use preprocess::{
     extract_preprocess, extract_preprocess_module, remove_preprocess, remove_preprocess_module,
 };

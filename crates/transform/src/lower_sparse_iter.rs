@@ -51,7 +51,7 @@ use crate::simplify::Simplifier;
 mod coiter;
 mod init;
 use coiter::Asm;
-pub use coiter::Phase;
+pub use coiter::{Phase, PHASE_ATTR};
 use init::InitAt;
 
 /// Options of [`lower_sparse_iter`].
@@ -752,6 +752,11 @@ impl Lowerer {
             });
             k += n;
         }
+        let asm = self.asm_plan(it)?;
+        if asm.is_none() && self.opts.assembly == Some(Phase::Symbolic) {
+            // The symbolic phase computes structure only.
+            return Ok(Stmt::empty());
+        }
         let added: Vec<VarId> = it
             .vars
             .iter()
@@ -762,22 +767,6 @@ impl Lowerer {
         ann.set("sparse", AttrValue::Bool(true));
         for (key, v) in it.annotations.iter() {
             ann.set(key, v.clone());
-        }
-        let asm = match self.asm_plan(it) {
-            Ok(a) => a,
-            Err(e) => {
-                for v in added {
-                    self.pending.remove(&v);
-                }
-                return Err(e);
-            }
-        };
-        if asm.is_none() && self.opts.assembly == Some(Phase::Symbolic) {
-            // The symbolic phase computes structure only.
-            for v in added {
-                self.pending.remove(&v);
-            }
-            return Ok(Stmt::empty());
         }
         self.asm = asm.clone();
         let r = self.nest(

@@ -10,10 +10,10 @@
 //! function as far as the target allows; a function already past the target stage is kept as is.
 
 use sparsetir_ir::printer::print_module;
-use sparsetir_ir::{verify_func, AttrValue, IRModule, PrimFunc, Span, Stage, VerifyError};
+use sparsetir_ir::{verify_func, IRModule, PrimFunc, Span, Stage, VerifyError};
 
 use crate::lower_sparse_buffer::lower_sparse_buffer;
-use crate::lower_sparse_iter::{lower_sparse_iter, LowerError, LowerOptions};
+use crate::lower_sparse_iter::{lower_sparse_iter, LowerError, LowerOptions, Phase};
 
 /// The pipeline's passes, in the order they run.
 pub const PASSES: &[&str] = &["lower_sparse_iter", "lower_sparse_buffer"];
@@ -32,8 +32,8 @@ pub struct PipelineOptions {
     /// [`LowerOutput::dumps`]. A pass that does not run for the target stage records nothing.
     pub print_after: Vec<String>,
     /// Passed to `lower_sparse_iter`: the phase of a function that assembles an output's
-    /// structure (see [`crate::Phase`]).
-    pub assembly: Option<crate::Phase>,
+    /// structure (see [`Phase`]).
+    pub assembly: Option<Phase>,
 }
 
 impl Default for PipelineOptions {
@@ -170,11 +170,7 @@ impl PipelineError {
 type PassFn = fn(&PrimFunc, &PipelineOptions) -> Result<PrimFunc, LowerError>;
 
 fn run_lower_sparse_iter(f: &PrimFunc, opts: &PipelineOptions) -> Result<PrimFunc, LowerError> {
-    let assembly = opts.assembly.or(match f.attrs.get("assembly") {
-        Some(AttrValue::Str(s)) if s == "symbolic" => Some(crate::Phase::Symbolic),
-        Some(AttrValue::Str(s)) if s == "numeric" => Some(crate::Phase::Numeric),
-        _ => None,
-    });
+    let assembly = opts.assembly.or(Phase::of(f));
     lower_sparse_iter(
         f,
         &LowerOptions {
@@ -204,7 +200,7 @@ fn verify_all(module: &IRModule) -> Result<(), (String, Vec<VerifyError>)> {
 }
 
 /// True when `f` stores into a buffer over an `assembled` axis (it is lowered once per
-/// [`crate::Phase`]).
+/// [`Phase`]).
 pub fn assembles(f: &PrimFunc) -> bool {
     f.stage() == Stage::I && f.axes.iter().any(|(_, a)| a.assembled)
 }
@@ -217,14 +213,10 @@ fn split_phases(module: &IRModule, opts: &PipelineOptions) -> IRModule {
     }
     let mut funcs = Vec::new();
     for f in &module.funcs {
-        if assembles(f) && f.attrs.get("assembly").is_none() {
-            for (suffix, _) in [
-                ("symbolic", crate::Phase::Symbolic),
-                ("numeric", crate::Phase::Numeric),
-            ] {
-                let mut g = f.clone();
-                g.name = format!("{}_{suffix}", f.name);
-                g.attrs.set("assembly", AttrValue::Str(suffix.to_string()));
+        if assembles(f) && Phase::of(f).is_none() {
+            for phase in [Phase::Symbolic, Phase::Numeric] {
+                let mut g = phase.mark(f);
+                g.name = format!("{}_{}", f.name, phase.name());
                 funcs.push(g);
             }
         } else {

@@ -17,23 +17,26 @@ pub(crate) struct SearchState {
     pub dtype: DType,
 }
 
+/// A block-local (`scope="local"`) dense buffer of one dimension, added to `f`'s arena (the
+/// block that allocates it lists it).
+pub(crate) fn local_buffer(f: &mut PrimFunc, name: &str, extent: Expr, dtype: DType) -> BufferId {
+    f.buffers.append(Buffer {
+        name: name.to_string(),
+        decl: BufferDecl::Alloc,
+        shape: BufferShape::Dense(vec![extent]),
+        dtype,
+        scope: "local".to_string(),
+        strides: Vec::new(),
+        extra_storage: None,
+        default_value: None,
+        span: Span::default(),
+    })
+}
+
 impl SearchState {
     pub fn new(f: &mut PrimFunc, dtype: DType) -> SearchState {
-        let mut mk = |name: &str| {
-            f.buffers.append(Buffer {
-                name: name.to_string(),
-                decl: BufferDecl::Alloc,
-                shape: BufferShape::Dense(vec![Expr::int(1)]),
-                dtype,
-                scope: "local".to_string(),
-                strides: Vec::new(),
-                extra_storage: None,
-                default_value: None,
-                span: Span::default(),
-            })
-        };
-        let low = mk("low");
-        let high = mk("high");
+        let low = local_buffer(f, "low", Expr::int(1), dtype);
+        let high = local_buffer(f, "high", Expr::int(1), dtype);
         SearchState { low, high, dtype }
     }
 

@@ -54,6 +54,16 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A user error: exit status 1, every needle in stderr, no panic.
+pub fn assert_user_error(o: &Output, needles: &[&str]) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "stderr: {e}");
+    for n in needles {
+        assert!(e.contains(n), "expected `{n}` in: {e}");
+    }
+    assert!(!e.contains("panicked"), "{e}");
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

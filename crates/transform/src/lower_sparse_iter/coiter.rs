@@ -16,13 +16,13 @@
 //!   copies the values out (Gustavson's algorithm).
 
 use sparsetir_ir::{
-    AttrValue, Attrs, BinOp, Block, BlockIter, Buffer, BufferDecl, BufferId, BufferShape, DType,
-    Expr, For, ForKind, IfThenElse, Intrinsic, IterAxis, IterKind, LetStmt, Span, SparseIteration,
-    Stmt, Store, VarId, While,
+    AttrValue, Attrs, BinOp, Block, BlockIter, BufferId, DType, Expr, For, ForKind, IfThenElse,
+    Intrinsic, IterAxis, IterKind, LetStmt, Span, SparseIteration, Stmt, Store, VarId, While,
 };
 
 use super::{invalid, unsupported, zero, IterInfo, Lowerer, Res, Step};
 use crate::regions::block_regions;
+use crate::search::{local_buffer, store};
 
 /// Which half of an assembling function to lower.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,6 +32,37 @@ pub enum Phase {
     Symbolic,
     /// Given `indptr`, fill `indices` and the values.
     Numeric,
+}
+
+/// The function attribute marking a stage-I function for one phase.
+pub const PHASE_ATTR: &str = "assembly";
+
+impl Phase {
+    /// `"symbolic"` / `"numeric"`: the value of [`PHASE_ATTR`] and the suffix of the split
+    /// functions' names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Symbolic => "symbolic",
+            Phase::Numeric => "numeric",
+        }
+    }
+
+    /// The phase a function is marked for, if any.
+    pub fn of(f: &sparsetir_ir::PrimFunc) -> Option<Phase> {
+        match f.attrs.get(PHASE_ATTR) {
+            Some(AttrValue::Str(s)) if s == "symbolic" => Some(Phase::Symbolic),
+            Some(AttrValue::Str(s)) if s == "numeric" => Some(Phase::Numeric),
+            _ => None,
+        }
+    }
+
+    /// `f` marked for this phase: the pipeline lowers it for this phase only.
+    pub fn mark(self, f: &sparsetir_ir::PrimFunc) -> sparsetir_ir::PrimFunc {
+        let mut g = f.clone();
+        g.attrs
+            .set(PHASE_ATTR, AttrValue::Str(self.name().to_string()));
+        g
+    }
 }
 
 /// The assembly of one iteration.
@@ -55,20 +86,6 @@ pub(super) struct Asm {
     pub wval: Option<BufferId>,
 }
 
-fn local(f: &mut sparsetir_ir::PrimFunc, name: &str, extent: Expr, dtype: DType) -> BufferId {
-    f.buffers.append(Buffer {
-        name: name.to_string(),
-        decl: BufferDecl::Alloc,
-        shape: BufferShape::Dense(vec![extent]),
-        dtype,
-        scope: "local".to_string(),
-        strides: Vec::new(),
-        extra_storage: None,
-        default_value: None,
-        span: Span::default(),
-    })
-}
-
 fn at0(b: BufferId) -> Expr {
     Expr::load(b, vec![Expr::int(0)])
 }
@@ -78,15 +95,6 @@ fn set0(b: BufferId, v: Expr) -> Stmt {
         buffer: b,
         indices: vec![Expr::int(0)],
         value: v,
-        span: Span::default(),
-    })
-}
-
-fn store(b: BufferId, indices: Vec<Expr>, value: Expr) -> Stmt {
-    Stmt::Store(Store {
-        buffer: b,
-        indices,
-        value,
         span: Span::default(),
     })
 }
@@ -216,17 +224,17 @@ impl Lowerer {
             };
         let idtype = ax.idtype;
         let n = ax.length.clone();
-        let cnt = local(&mut self.f, "cnt", Expr::int(1), idtype);
+        let cnt = local_buffer(&mut self.f, "cnt", Expr::int(1), idtype);
         let (mut last, mut flag, mut wval) = (None, None, None);
         if sorted {
             if phase == Phase::Symbolic {
-                last = Some(local(&mut self.f, "last", Expr::int(1), idtype));
+                last = Some(local_buffer(&mut self.f, "last", Expr::int(1), idtype));
             }
         } else {
-            flag = Some(local(&mut self.f, "flag", n.clone(), idtype));
+            flag = Some(local_buffer(&mut self.f, "flag", n.clone(), idtype));
             if phase == Phase::Numeric {
                 let dt = self.f.buffers[buffer].dtype;
-                wval = Some(local(&mut self.f, "wval", n, dt));
+                wval = Some(local_buffer(&mut self.f, "wval", n, dt));
             }
         }
         Ok(Some(Asm {
@@ -264,10 +272,7 @@ impl Lowerer {
         if let Some(l) = a.last {
             pro.push(set0(l, typed(-1, d)));
         }
-        if let Some(flag) = a.flag {
-            // The stamps start at 0 (allocations are zeroed); rows stamp `row + 1`.
-            let _ = flag;
-        }
+        // `flag` needs no start: allocations are zeroed and rows stamp `row + 1`.
         match a.phase {
             Phase::Symbolic => {
                 let indptr = self.indptr_buf(a.axis)?;
@@ -571,7 +576,7 @@ impl Lowerer {
                 ));
             }
             let len = self.fiber_len(axis, &anc)?;
-            let ptr = local(
+            let ptr = local_buffer(
                 &mut self.f,
                 &format!("p_{}", ax.name),
                 Expr::int(1),
