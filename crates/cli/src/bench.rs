@@ -1,4 +1,4 @@
-//! `sparsetir bench spmm|sddmm|spmv|attention`: compiles the catalog kernel of an operator with its default
+//! `sparsetir bench spmm|sddmm|spmv|attention|spgemm|spadd`: compiles the catalog kernel of an operator with its default
 //! CPU schedule (feature width specialised), runs it on Matrix Market files with random dense
 //! operands, times it (warm-up + repeats, median) and checks every measured output against an
 //! independent reference written here (plain f64 loops over the CSR arrays).
@@ -23,6 +23,7 @@ use sparsetir_ops::composable::Format;
 mod attention;
 mod device;
 mod formats;
+pub mod sparse_output;
 
 /// Largest relative error (max |out - ref| / max |ref|) a checked output may have.
 pub const TOLERANCE: f64 = 1e-4;
@@ -110,7 +111,7 @@ impl Op {
             "sddmm" => Ok(Op::Sddmm),
             "spmv" => Ok(Op::Spmv),
             other => Err(Failure(format!(
-                "error: unknown operator `{other}` (expected spmm, sddmm or spmv)"
+                "error: unknown operator `{other}` (expected spmm, sddmm, spmv, attention, spgemm or spadd)"
             ))),
         }
     }
@@ -740,6 +741,9 @@ fn cpu_setup(o: &Options) -> (usize, CompileOptions, TimingOptions) {
 pub fn run(o: &Options) -> Result<(), Failure> {
     if o.op.trim() == "attention" {
         return attention::run(o);
+    }
+    if let Some(sop) = sparse_output::SparseOp::parse(o.op.trim()) {
+        return sparse_output::run(sop, o);
     }
     let op = Op::parse(&o.op)?;
     let dtype = parse_dtype(&o.dtype)?;

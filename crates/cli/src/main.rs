@@ -165,11 +165,13 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Benchmark an operator (spmm, sddmm, spmv) compiled with its default CPU schedule on
-    /// Matrix Market files: median time, GFLOP/s, and a check against an independent reference.
+    /// Benchmark an operator (spmm, sddmm, spmv, attention, spgemm, spadd) compiled with its
+    /// default CPU schedule on Matrix Market files: median time, GFLOP/s, and a check against an
+    /// independent reference.
     Bench {
-        /// The operator: spmm, sddmm, spmv, or attention (masked attention: SDDMM, sparse
-        /// softmax and SpMM on the mask `--matrix`, per head).
+        /// The operator: spmm, sddmm, spmv, attention (masked attention: SDDMM, sparse
+        /// softmax and SpMM on the mask `--matrix`, per head), spgemm (C = A·A, or A·Aᵀ when A
+        /// is not square; sparse output assembled by the kernel) or spadd (C = A + Aᵀ).
         op: String,
         /// A `.mtx` file (repeatable).
         #[arg(long = "matrix", value_name = "FILE.mtx")]

@@ -27,6 +27,7 @@ mod prefetch;
 mod prelude;
 mod reduction;
 mod vector;
+mod workspace;
 
 use expr::{cast, int_literal, limit_literal};
 pub(crate) use gpu::Target;
@@ -336,6 +337,10 @@ pub struct Writer<'f> {
     /// CUDA, inside one iteration of a loop whose reads were vectorised: those reads, with
     /// the vector holding them, and the iteration (the component to read).
     vec_sub: Option<(Vec<(Expr, String)>, usize)>,
+    /// Workspaces allocated around the loop being written (see [`workspace`]).
+    hoisted: Vec<workspace::Hoisted>,
+    /// The workspaces the next parallel region opened allocates, one per thread.
+    region_ws: Vec<BufferId>,
 }
 
 /// A parameter of the function as the writers pass it.
@@ -446,6 +451,8 @@ impl<'f> Writer<'f> {
             target,
             kernel: None,
             vec_sub: None,
+            hoisted: Vec::new(),
+            region_ws: Vec::new(),
         }
     }
 
@@ -760,11 +767,23 @@ impl<'f> Writer<'f> {
         heap: &[String],
         inner: impl FnOnce(&mut Self) -> Res<()>,
     ) -> Res<()> {
-        if heap.is_empty() {
+        self.write_guarded_reusing(heap, &[], inner)
+    }
+
+    /// [`Writer::write_guarded`], also checking the heap pointers `reused` (allocated further
+    /// out, not freed here).
+    fn write_guarded_reusing(
+        &mut self,
+        heap: &[String],
+        reused: &[String],
+        inner: impl FnOnce(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        if heap.is_empty() && reused.is_empty() {
             return inner(self);
         }
         let cond = heap
             .iter()
+            .chain(reused)
             .map(|p| format!("{p} != NULL"))
             .collect::<Vec<_>>()
             .join(" && ");
@@ -978,7 +997,9 @@ impl<'f> Writer<'f> {
 
     fn end_scope(&mut self, bufs: &[BufferId]) {
         for b in bufs {
-            self.bufs[b.index()] = None;
+            if !self.hoisted.iter().any(|h| h.buffer == *b) {
+                self.bufs[b.index()] = None;
+            }
         }
     }
 
@@ -1117,6 +1138,34 @@ impl<'f> Writer<'f> {
         if self.target == Target::Cuda {
             return self.write_cuda_loop(f);
         }
+        let plain = f.annotations.get(SIMD_REDUCTION_ATTR).is_none()
+            && f.annotations.get(JAM_ATTR).is_none();
+        let ws = if plain {
+            self.loop_workspaces(f)?
+        } else {
+            Vec::new()
+        };
+        if ws.is_empty() {
+            return self.write_for_inner(f);
+        }
+        if f.kind == ForKind::Parallel {
+            // Allocated inside the loop's `omp parallel` region, one per thread.
+            self.region_ws = ws;
+            let r = self.write_for_inner(f);
+            self.region_ws.clear();
+            return r;
+        }
+        self.line("{");
+        self.indent += 1;
+        let mark = self.open_workspaces(&ws)?;
+        let r = self.write_for_inner(f);
+        self.close_workspaces(mark);
+        self.indent -= 1;
+        self.line("}");
+        r
+    }
+
+    fn write_for_inner(&mut self, f: &For) -> Res<()> {
         if !f.annotations.is_empty() && half::loop_touches_half(self.func, f) {
             // The SIMD forms assume float/double elements: the plain loop (see `half`), with
             // only the parallel schedule kept.
@@ -1172,8 +1221,9 @@ impl<'f> Writer<'f> {
             return Ok(());
         }
         let (vdt, ct, vname) = self.loop_var_type(f)?;
+        let overridden = pragma_override.is_some();
         let pragma = match f.kind {
-            _ if pragma_override.is_some() => pragma_override,
+            _ if overridden => pragma_override,
             ForKind::Serial => None,
             ForKind::Parallel => Some(self.parallel_pragma(f)?),
             ForKind::Vectorized => Some("omp simd".to_string()),
@@ -1190,8 +1240,24 @@ impl<'f> Writer<'f> {
             }
         };
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
-        if let Some(p) = pragma {
-            self.pragma(&p);
+        let region_ws = if f.kind == ForKind::Parallel && !overridden {
+            std::mem::take(&mut self.region_ws)
+        } else {
+            Vec::new()
+        };
+        let mut region = None;
+        match pragma {
+            Some(p) if !region_ws.is_empty() => {
+                // `omp parallel` + per-thread workspaces + `omp for`.
+                self.pragma("omp parallel");
+                self.line("{");
+                self.indent += 1;
+                region = Some(self.open_workspaces(&region_ws)?);
+                let p = p.strip_prefix("omp parallel for").map_or(p.clone(), |rest| format!("omp for{rest}"));
+                self.pragma(&p);
+            }
+            Some(p) => self.pragma(&p),
+            None => {}
         }
         let v = self.bind(f.var)?;
         self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
@@ -1205,6 +1271,11 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         self.line("}");
+        if let Some(mark) = region {
+            self.close_workspaces(mark);
+            self.indent -= 1;
+            self.line("}");
+        }
         Ok(())
     }
 
@@ -1325,8 +1396,9 @@ impl<'f> Writer<'f> {
             self.indent += 1;
             opened = true;
         }
-        let heap = self.write_allocs(&b.alloc_buffers)?;
-        self.write_guarded(&heap, |w| {
+        let (own, reused) = self.block_allocs(b);
+        let heap = self.write_allocs(&own)?;
+        self.write_guarded_reusing(&heap, &reused, |w| {
             if let Some(init) = &b.init {
                 if at_min.is_empty() {
                     w.write_stmt(init)?;

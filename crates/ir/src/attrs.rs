@@ -1,6 +1,15 @@
 //! Attribute dictionaries (`T.func_attr`, `T.block_attr`, `T.sp.iteration_attr`, loop
 //! annotations): ordered string keys with literal values.
 
+/// Block annotation: a list of names of buffers the block allocates that may be kept across the
+/// block's instances run by one thread. Such a buffer is zero when first allocated, and the
+/// block is correct whatever an earlier instance left in it (SpGEMM's workspace: `flag` holds
+/// row stamps `row + 1`, so a stale entry never equals the current row's stamp, and `wval` is
+/// read only where `flag` holds the current stamp). Allocating it afresh for every instance is
+/// always a valid implementation (the evaluators do); the C writer allocates it once per
+/// thread, outside the loops around the block.
+pub const WORKSPACE_ATTR: &str = "workspace";
+
 /// An attribute value: a Python literal.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttrValue {

@@ -150,6 +150,13 @@ static CPU_SCHEDULES: &[(&str, &str)] = &[
     ("csr2bsr", include_str!("../schedules/csr2bsr.sched")),
     ("hyper_gnn", include_str!("../schedules/hyper_gnn.sched")),
     ("spmm_24", include_str!("../schedules/spmm_24.sched")),
+    ("spadd", include_str!("../schedules/spadd.sched")),
+    ("spmul", include_str!("../schedules/spmul.sched")),
+    ("spgemm", include_str!("../schedules/spgemm.sched")),
+    (
+        "masked_spgemm",
+        include_str!("../schedules/masked_spgemm.sched"),
+    ),
 ];
 
 /// The default CPU schedule of a catalog kernel (schedule-file text: a trace applied at stage II

@@ -132,13 +132,13 @@ pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(),
             subject: o.axis.clone(),
             message: format!("{rows} rows"),
         })?;
-        let zeros = Tensor::from_i64(o.idtype, &vec![0; rows + 1]).map_err(size_err(&o))?;
-        let empty = Tensor::from_i64(o.idtype, &[]).map_err(size_err(&o))?;
+        let zeros = Tensor::zeros(o.idtype, vec![rows + 1]).map_err(size_err(&o))?;
+        let empty = Tensor::zeros(o.idtype, vec![0]).map_err(size_err(&o))?;
         args.insert(o.indptr.clone(), ArgValue::Array(zeros));
         args.insert(o.indices.clone(), ArgValue::Array(empty));
         args.insert(o.nnz.clone(), ArgValue::Int(0));
         for (d, dt) in &o.data {
-            let t = Tensor::from_f64(*dt, &[]).map_err(size_err(&o))?;
+            let t = Tensor::zeros(*dt, vec![0]).map_err(size_err(&o))?;
             args.insert(d.clone(), ArgValue::Array(t));
         }
     }
@@ -161,8 +161,13 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
                 name: o.indptr.clone(),
             });
         };
-        let offsets = t.to_i64_vec();
-        let bad = offsets.first() != Some(&0) || offsets.windows(2).any(|w| w[1] < w[0]);
+        let offsets = (0..t.len()).map(|i| t.get_i64(i));
+        let mut bad = t.is_empty() || t.get_i64(0) != 0;
+        let mut prev = 0;
+        for x in offsets {
+            bad |= x < prev;
+            prev = x;
+        }
         if bad {
             return Err(RunError::Indptr {
                 axis: o.axis.clone(),
@@ -170,7 +175,7 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
                 message: "the symbolic phase produced offsets that are not a running sum".into(),
             });
         }
-        let nnz = *offsets.last().unwrap_or(&0);
+        let nnz = prev;
         let limit = match o.idtype {
             DType::I32 => i64::from(i32::MAX),
             _ => i64::MAX,
@@ -190,11 +195,11 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
             subject: o.axis.clone(),
             message,
         })?;
-        let idx = Tensor::from_i64(o.idtype, &vec![0; n]).map_err(size_err(&o))?;
+        let idx = Tensor::zeros(o.idtype, vec![n]).map_err(size_err(&o))?;
         args.insert(o.indices.clone(), ArgValue::Array(idx));
         args.insert(o.nnz.clone(), ArgValue::Int(nnz));
         for (d, dt) in &o.data {
-            let t = Tensor::from_f64(*dt, &vec![0.0; n]).map_err(size_err(&o))?;
+            let t = Tensor::zeros(*dt, vec![n]).map_err(size_err(&o))?;
             args.insert(d.clone(), ArgValue::Array(t));
         }
     }

@@ -41,7 +41,7 @@ use std::collections::{HashMap, HashSet};
 use sparsetir_ir::{
     AttrValue, Attrs, Axis, AxisId, AxisKind, BinOp, Block, BlockIter, Buffer, BufferDecl,
     BufferId, BufferShape, DType, Expr, For, ForKind, IRModule, IfThenElse, IterAxis, IterKind,
-    LetStmt, PrimFunc, Span, SparseIteration, Stage, Stmt, Store, VarId,
+    LetStmt, PrimFunc, Span, SparseIteration, Stage, Stmt, Store, VarId, WORKSPACE_ATTR,
 };
 
 use crate::regions::{block_regions, Hints};
@@ -945,10 +945,20 @@ impl Lowerer {
         };
         allocs.append(&mut self.pending_allocs);
         self.pending_allocs = outer_pending;
+        let mut block_ann = ann.clone();
         let inner = match self.asm.clone() {
             Some(a) if g == 0 => {
                 let (pro, epi, bufs) = self.asm_row_parts(&a)?;
                 allocs.extend(bufs);
+                let ws: Vec<AttrValue> = a
+                    .flag
+                    .iter()
+                    .chain(&a.wval)
+                    .map(|b| AttrValue::Str(self.f.buffers[*b].name.clone()))
+                    .collect();
+                if !ws.is_empty() {
+                    block_ann.set(WORKSPACE_ATTR, AttrValue::List(ws));
+                }
                 let mut v = pro;
                 v.push(inner);
                 v.extend(epi);
@@ -979,7 +989,7 @@ impl Lowerer {
             writes,
             init,
             alloc_buffers: allocs,
-            annotations: ann.clone(),
+            annotations: block_ann,
             body: inner,
             span: Span::default(),
         }));

@@ -131,6 +131,8 @@ impl<'f> Writer<'f> {
         self.pragma("omp parallel");
         self.line("{");
         self.indent += 1;
+        let region_ws = std::mem::take(&mut self.region_ws);
+        let mark = self.open_workspaces(&region_ws)?;
         self.line(&format!("int64_t {nt} = 1, {tid} = 0;"));
         self.line("#ifdef _OPENMP");
         self.line(&format!("{nt} = (int64_t)omp_get_num_threads();"));
@@ -179,6 +181,7 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         self.line("}");
+        self.close_workspaces(mark);
         self.indent -= 1;
         self.line("}");
         self.indent -= 1;
