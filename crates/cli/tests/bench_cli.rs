@@ -88,6 +88,20 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+impl Case {
+    /// The distinct stored coordinates, as a set of rows of column sets.
+    fn rows_of(&self) -> Vec<BTreeSet<usize>> {
+        let mut rows = vec![BTreeSet::new(); self.rows];
+        for &(i, j) in &self.entries {
+            rows[i].insert(j);
+            if self.symmetric {
+                rows[j].insert(i);
+            }
+        }
+        rows
+    }
+}
+
 fn json_lines(o: &Output) -> Vec<serde_json::Value> {
     text(&o.stdout)
         .lines()
@@ -140,6 +154,74 @@ fn json_lines_check_true_with_the_files_shapes_for_every_operator() {
                 assert!(v["compile_seconds"].as_f64().unwrap() > 0.0, "{v}");
                 assert!(v["load_seconds"].as_f64().is_some(), "{v}");
             }
+        }
+    }
+}
+
+/// `bench spgemm` (A·A, or A·Aᵀ for the rectangular case) and `bench spadd` (A + Aᵀ): the
+/// structure of C and the flop count computed here from the files' coordinates.
+#[test]
+fn sparse_outputs_report_the_products_structure() {
+    if !have_cc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases();
+    for op in ["spgemm", "spadd"] {
+        for c in &cases {
+            if op == "spadd" && c.rows != c.cols {
+                continue;
+            }
+            let path = c.write(dir.path());
+            let mut args = vec!["bench", op, "--json", "--repeat", "2", "--warmup", "1"];
+            args.extend(["--threads", "2", "--matrix", path.to_str().unwrap()]);
+            let o = run(&args);
+            assert!(o.status.success(), "{op}: {}", text(&o.stderr));
+            let lines = json_lines(&o);
+            assert_eq!(lines.len(), 1, "{op}: {lines:?}");
+            let v = &lines[0];
+            let a = c.rows_of();
+            // B = A, Aᵀ (rectangular spgemm), or Aᵀ (spadd), as rows of column sets.
+            let mut at = vec![BTreeSet::new(); c.cols];
+            for (i, r) in a.iter().enumerate() {
+                for &j in r {
+                    at[j].insert(i);
+                }
+            }
+            let b = if op == "spgemm" && c.rows == c.cols {
+                a.clone()
+            } else {
+                at
+            };
+            let (nnz_c, flops) = if op == "spgemm" {
+                let mut nnz = 0;
+                let mut madds = 0;
+                for r in &a {
+                    let mut cols = BTreeSet::new();
+                    for &k in r {
+                        madds += b[k].len();
+                        cols.extend(b[k].iter().copied());
+                    }
+                    nnz += cols.len();
+                }
+                (nnz, 2.0 * madds as f64)
+            } else {
+                let nnz: usize = a.iter().zip(&b).map(|(x, y)| x.union(y).count()).sum();
+                (nnz, nnz as f64)
+            };
+            assert_eq!(v["op"], op);
+            assert_eq!(v["matrix"], c.name);
+            assert_eq!(v["nnz"], c.nnz() as u64, "{v}");
+            assert_eq!(v["nnz_c"], nnz_c as u64, "{op} {}: {v}", c.name);
+            assert_eq!(v["check"], true, "{v}");
+            let secs = v["seconds"].as_f64().unwrap();
+            let gflops = v["gflops"].as_f64().unwrap();
+            assert!(secs > 0.0, "{v}");
+            assert!(
+                (gflops - flops / secs / 1e9).abs() <= 1e-6 * gflops.max(1.0),
+                "{op} {}: {v}",
+                c.name
+            );
         }
     }
 }
@@ -281,7 +363,11 @@ fn bad_inputs_exit_one() {
     let good = cases()[0].write(dir.path());
     let good = good.to_str().unwrap();
     for args in [
-        vec!["bench", "spgemm", "--matrix", good],
+        vec!["bench", "spfoo", "--matrix", good],
+        // A + Aᵀ of a 7 x 9 matrix.
+        vec!["bench", "spadd", "--matrix", good],
+        vec!["bench", "spgemm", "--matrix", good, "--device", "cuda"],
+        vec!["bench", "spgemm", "--matrix", good, "--dtype", "float16"],
         vec!["bench", "spmm", "--matrix", good, "--feat", "0"],
         vec!["bench", "spmm", "--matrix", good, "--feat", "x"],
         vec!["bench", "spmm", "--matrix", good, "--format", "bsr"],

@@ -1253,7 +1253,9 @@ impl<'f> Writer<'f> {
                 self.line("{");
                 self.indent += 1;
                 region = Some(self.open_workspaces(&region_ws)?);
-                let p = p.strip_prefix("omp parallel for").map_or(p.clone(), |rest| format!("omp for{rest}"));
+                let p = p
+                    .strip_prefix("omp parallel for")
+                    .map_or(p.clone(), |rest| format!("omp for{rest}"));
                 self.pragma(&p);
             }
             Some(p) => self.pragma(&p),

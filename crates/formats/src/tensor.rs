@@ -121,6 +121,21 @@ impl Tensor {
         self.len() == 0
     }
 
+    /// Makes this a 1-D tensor of `n` elements on its own storage: the first `min(len, n)`
+    /// elements are kept, new ones are zero. Output arrays rewritten by every run reuse one
+    /// allocation this way (no fresh pages to fault in, nothing cleared that is overwritten).
+    pub fn resize_1d(&mut self, n: usize) {
+        fn fit<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
+            if v.len() > n {
+                v.truncate(n);
+            } else {
+                v.resize(n, T::default());
+            }
+        }
+        each_variant!(&mut self.data, v => fit(v, n));
+        self.shape = vec![n];
+    }
+
     /// Element `i` (flat index) as `f64`. Panics when `i` is out of range, like slice indexing.
     pub fn get_f64(&self, i: usize) -> f64 {
         match &self.data {

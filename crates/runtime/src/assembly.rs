@@ -124,7 +124,28 @@ fn scalar(e: &Expr, args: &HashMap<String, ArgValue>, f: &PrimFunc) -> Result<i6
     }
 }
 
+/// `args[name]` as a tensor of `dtype` with `n` elements: the tensor already there (an earlier
+/// run's output) resized on its own storage, else a new zero one.
+fn sized(
+    args: &mut HashMap<String, ArgValue>,
+    name: &str,
+    dtype: DType,
+    n: usize,
+    o: &AsmOutput,
+) -> Result<(), RunError> {
+    if let Some(ArgValue::Array(t)) = args.get_mut(name) {
+        if t.dtype() == dtype {
+            t.resize_1d(n);
+            return Ok(());
+        }
+    }
+    let t = Tensor::zeros(dtype, vec![n]).map_err(size_err(o))?;
+    args.insert(name.to_string(), ArgValue::Array(t));
+    Ok(())
+}
+
 /// Before the symbolic phase: `indptr` zeroed (rows + 1), empty `indices` and values, `nnz = 0`.
+/// The storage of an earlier run's output is kept for [`allocate`] to reuse.
 pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
     for o in outputs(f) {
         let rows = scalar(&o.rows, args, f)?;
@@ -133,13 +154,12 @@ pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(),
             message: format!("{rows} rows"),
         })?;
         let zeros = Tensor::zeros(o.idtype, vec![rows + 1]).map_err(size_err(&o))?;
-        let empty = Tensor::zeros(o.idtype, vec![0]).map_err(size_err(&o))?;
         args.insert(o.indptr.clone(), ArgValue::Array(zeros));
-        args.insert(o.indices.clone(), ArgValue::Array(empty));
         args.insert(o.nnz.clone(), ArgValue::Int(0));
+        // Zero-length, on the earlier storage (the symbolic phase writes only indptr).
+        sized(args, &o.indices, o.idtype, 0, &o)?;
         for (d, dt) in &o.data {
-            let t = Tensor::zeros(*dt, vec![0]).map_err(size_err(&o))?;
-            args.insert(d.clone(), ArgValue::Array(t));
+            sized(args, d, *dt, 0, &o)?;
         }
     }
     Ok(())
@@ -195,12 +215,10 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
             subject: o.axis.clone(),
             message,
         })?;
-        let idx = Tensor::zeros(o.idtype, vec![n]).map_err(size_err(&o))?;
-        args.insert(o.indices.clone(), ArgValue::Array(idx));
+        sized(args, &o.indices, o.idtype, n, &o)?;
         args.insert(o.nnz.clone(), ArgValue::Int(nnz));
         for (d, dt) in &o.data {
-            let t = Tensor::zeros(*dt, vec![n]).map_err(size_err(&o))?;
-            args.insert(d.clone(), ArgValue::Array(t));
+            sized(args, d, *dt, n, &o)?;
         }
     }
     Ok(())

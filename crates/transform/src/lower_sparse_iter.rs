@@ -588,6 +588,10 @@ impl Lowerer {
                 let indices = self.access(st.buffer, &st.indices);
                 let guards = std::mem::replace(&mut self.guards, saved);
                 let indices = indices?;
+                if guards.contains(&Expr::Bool(false)) {
+                    // Through a part known absent: nothing is stored.
+                    return Ok(Stmt::empty());
+                }
                 let value = self.expr(&st.value)?;
                 if let Some(g) = guards
                     .into_iter()
@@ -1368,6 +1372,7 @@ impl Lowerer {
                     buffer: *buffer,
                     indices: idx?,
                 };
+                let absent = guards.contains(&Expr::Bool(false));
                 match guards
                     .into_iter()
                     .reduce(|a, b| Expr::binary(BinOp::And, a, b))
@@ -1379,7 +1384,12 @@ impl Lowerer {
                             .default_value
                             .clone()
                             .unwrap_or_else(|| zero(dt));
-                        Expr::Select(Box::new(g), Box::new(load), Box::new(default))
+                        if absent {
+                            // Through a part known absent: the default value.
+                            default
+                        } else {
+                            Expr::Select(Box::new(g), Box::new(load), Box::new(default))
+                        }
                     }
                 }
             }
@@ -1450,7 +1460,8 @@ impl Lowerer {
                     .map(|i| (i.pos.clone(), i.valid.clone()));
                 if let Some((p, valid)) = hit {
                     pos.push(p);
-                    self.guards.extend(valid);
+                    // A part known present needs no guard.
+                    self.guards.extend(valid.filter(|g| *g != Expr::Bool(true)));
                     continue;
                 }
             }

@@ -331,7 +331,15 @@ pub fn run(op: SparseOp, o: &Options) -> Result<(), Failure> {
     if !o.json {
         println!(
             "{:<7} {:<28} {:>9} {:>9} {:>10} {:>11} {:>7} {:>12} {:>9} {:>6}",
-            "op", "matrix", "rows", "cols", "nnz", "nnz(C)", "threads", "median ms", "GFLOP/s",
+            "op",
+            "matrix",
+            "rows",
+            "cols",
+            "nnz",
+            "nnz(C)",
+            "threads",
+            "median ms",
+            "GFLOP/s",
             "check"
         );
         for r in &results {

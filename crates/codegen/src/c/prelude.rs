@@ -61,10 +61,15 @@ static inline double sptir_floormod_f64(double a, double b) {
     return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
 
-/* T.sort_range: ascending sort of n integers in place (insertion sort below 24 elements,
-   quicksort with a median-of-three pivot above, recursing into the smaller side). */
+/* T.sort_range: ascending sort of n integers in place. Distinct values whose range spans at most
+   2^18 (the columns of one row of an assembled output) are sorted through a bitmap on the stack
+   with one summary bit per 64-value word: set the bits, then read them back in order, in
+   O(n + range / 4096) time and no comparisons between values; anything else (duplicates
+   found while setting the bits, wider ranges, n <= 32) takes the comparison sort: insertion
+   sort below 24 elements, quicksort with a median-of-three pivot above, recursing into the
+   smaller side. */
 #define SPTIR_SORT(S, T) \
-    static inline void sptir_sort_##S(T* a, int64_t n) { \
+    static inline void sptir_qsort_##S(T* a, int64_t n) { \
         while (n > 24) { \
             T x = a[0], y = a[n / 2], z = a[n - 1]; \
             T p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y)); \
@@ -74,13 +79,46 @@ static inline double sptir_floormod_f64(double a, double b) {
                 while (a[j] > p) j--; \
                 if (i <= j) { T t = a[i]; a[i] = a[j]; a[j] = t; i++; j--; } \
             } \
-            if (j + 1 < n - i) { sptir_sort_##S(a, j + 1); a += i; n -= i; } \
-            else { sptir_sort_##S(a + i, n - i); n = j + 1; } \
+            if (j + 1 < n - i) { sptir_qsort_##S(a, j + 1); a += i; n -= i; } \
+            else { sptir_qsort_##S(a + i, n - i); n = j + 1; } \
         } \
         for (int64_t i = 1; i < n; i++) { \
             T v = a[i]; int64_t j = i; \
             while (j > 0 && a[j - 1] > v) { a[j] = a[j - 1]; j--; } \
             a[j] = v; \
+        } \
+    } \
+    static inline void sptir_sort_##S(T* a, int64_t n) { \
+        if (n <= 32) { sptir_qsort_##S(a, n); return; } \
+        T lo = a[0], hi = a[0]; \
+        for (int64_t i = 1; i < n; i++) { lo = a[i] < lo ? a[i] : lo; hi = a[i] > hi ? a[i] : hi; } \
+        if ((uint64_t)hi - (uint64_t)lo >= ((uint64_t)1 << 18)) { sptir_qsort_##S(a, n); return; } \
+        const int64_t words = (int64_t)(((uint64_t)hi - (uint64_t)lo) >> 6) + 1; \
+        const int64_t tops = (words + 63) >> 6; \
+        uint64_t bits[words], top[tops]; \
+        memset(bits, 0, sizeof(uint64_t) * (size_t)words); \
+        memset(top, 0, sizeof(uint64_t) * (size_t)tops); \
+        uint64_t dup = 0; \
+        for (int64_t i = 0; i < n; i++) { \
+            const uint64_t d = (uint64_t)a[i] - (uint64_t)lo; \
+            const uint64_t bit = (uint64_t)1 << (d & 63); \
+            dup |= bits[d >> 6] & bit; \
+            bits[d >> 6] |= bit; \
+            top[d >> 12] |= (uint64_t)1 << ((d >> 6) & 63); \
+        } \
+        if (dup != 0) { sptir_qsort_##S(a, n); return; } \
+        int64_t k = 0; \
+        for (int64_t u = 0; u < tops; u++) { \
+            uint64_t t = top[u]; \
+            while (t != 0) { \
+                const int64_t w = u * 64 + __builtin_ctzll(t); \
+                t &= t - 1; \
+                uint64_t b = bits[w]; \
+                while (b != 0) { \
+                    a[k++] = (T)((uint64_t)lo + (uint64_t)(w * 64 + __builtin_ctzll(b))); \
+                    b &= b - 1; \
+                } \
+            } \
         } \
     }
 SPTIR_SORT(i32, int32_t)

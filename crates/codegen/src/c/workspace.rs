@@ -86,9 +86,7 @@ impl<'f> Writer<'f> {
             ))
         };
         let AttrValue::List(names) = ann else {
-            return Err(bad(format!(
-                "must be a list of buffer names, got {ann:?}"
-            )));
+            return Err(bad(format!("must be a list of buffer names, got {ann:?}")));
         };
         let mut out = Vec::new();
         for n in names {
