@@ -383,9 +383,9 @@ mod tests {
 
     fn dense(m: &Csr) -> Vec<Vec<f64>> {
         let mut d = vec![vec![0.0; m.cols]; m.rows];
-        for i in 0..m.rows {
+        for (i, row) in d.iter_mut().enumerate() {
             for p in m.indptr[i] as usize..m.indptr[i + 1] as usize {
-                d[i][m.indices[p] as usize] += m.values[p] as f64;
+                row[m.indices[p] as usize] += m.values[p] as f64;
             }
         }
         d
