@@ -840,6 +840,11 @@ impl<'f> Machine<'f> {
                 self.vars[l.var.index()] = saved;
                 r
             }
+            Stmt::Evaluate(Expr::Call {
+                op: sparsetir_ir::Intrinsic::SortRange,
+                args,
+                ..
+            }) => self.sort_range(args),
             Stmt::Evaluate(e) => self.eval(e).map(|_| ()),
             Stmt::AssumeBufferDomain {
                 buffer,
@@ -919,6 +924,34 @@ impl<'f> Machine<'f> {
                 &self.hints(layout.axes(), indices),
             )
             .map_err(|m| self.err(m))
+    }
+
+    /// `T.sort_range(X[i], n)` on a one-dimensional buffer: the elements at coordinates
+    /// `i .. i + n` in increasing order (integers; each must be stored).
+    fn sort_range(&mut self, args: &[Expr]) -> Res<()> {
+        let [Expr::Load { buffer, indices }, n] = args else {
+            return Err(self.err("`sort_range` takes a buffer element `X[idx]` and a count"));
+        };
+        let n = self.eval(n)?.as_i128();
+        let coords = self.eval_coords(indices)?;
+        let [start] = coords[..] else {
+            return Err(self.err("`sort_range` at stage I sorts a one-dimensional buffer"));
+        };
+        let at = |k: i128| i64::try_from(i128::from(start) + k);
+        let mut vals = Vec::new();
+        for k in 0..n.max(0) {
+            let c = at(k).map_err(|_| self.err("`sort_range`: coordinate overflow"))?;
+            match self.read(*buffer, &[c], indices)? {
+                v @ Value::Int(..) => vals.push(v),
+                _ => return Err(self.err("`sort_range` sorts integers")),
+            }
+        }
+        vals.sort_by_key(|v| v.as_i128());
+        for (k, v) in vals.into_iter().enumerate() {
+            let c = at(k as i128).map_err(|_| self.err("`sort_range`: coordinate overflow"))?;
+            self.write(*buffer, &[c], indices, v)?;
+        }
+        Ok(())
     }
 
     /// The value of element `coords` of buffer `b` (its default where not stored); `indices` are

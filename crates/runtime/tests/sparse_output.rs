@@ -281,3 +281,284 @@ fn masked_spgemm_on_every_backend() {
         }
     }
 }
+
+// ---------------------------------------------------------------- property tests
+
+/// Schedules the property tests draw from (stage III, on the row loop of block `{blk}`): serial,
+/// static chunks of one row, dynamic, split rows in parallel chunks (guided), and rows cut by
+/// stored elements of `{indptr}` (`nnz_balanced`).
+const SCHEDULES: &[&str] = &[
+    "",
+    "# stage III\nb0 = sch.get_block(\"{blk}\")\nl0, = sch.get_loops(b0)\nsch.parallel(l0)\nsch.annotate(l0, \"schedule\", \"static\")\nsch.annotate(l0, \"chunk\", 1)\n",
+    "# stage III\nb0 = sch.get_block(\"{blk}\")\nl0, = sch.get_loops(b0)\nsch.parallel(l0)\nsch.annotate(l0, \"schedule\", \"dynamic\")\n",
+    "# stage III\nb0 = sch.get_block(\"{blk}\")\nl0, = sch.get_loops(b0)\nlo, li = sch.split(l0, [None, 3])\nsch.parallel(lo)\nsch.annotate(lo, \"schedule\", \"guided\")\n",
+    "# stage III\nb0 = sch.get_block(\"{blk}\")\nl0, = sch.get_loops(b0)\nsch.parallel(l0)\nsch.annotate(l0, \"schedule\", \"nnz_balanced\")\nsch.annotate(l0, \"indptr\", \"{indptr}\")\n",
+];
+
+/// A compiled kernel of the property tests: two phases, or one (masked SpGEMM stores on M).
+enum Built {
+    Assembled(AssembledKernel),
+    Plain(sparsetir_runtime::Kernel),
+}
+
+thread_local! {
+    /// Kernels built so far, by (kernel, schedule index): each schedule compiles once.
+    static BUILT: std::cell::RefCell<HashMap<(String, usize), std::rc::Rc<Built>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+fn built(kernel: &str, s: usize) -> std::rc::Rc<Built> {
+    let key = (kernel.to_string(), s);
+    if let Some(b) = BUILT.with(|m| m.borrow().get(&key).cloned()) {
+        return b;
+    }
+    let f = sparsetir_ops::load(kernel).expect("kernel");
+    let (blk, indptr) = match kernel {
+        "spadd" | "spmul" => (format!("{kernel}0"), "JA_indptr"),
+        _ => (format!("{kernel}0"), "KA_indptr"),
+    };
+    let text = SCHEDULES[s]
+        .replace("{blk}", &blk)
+        .replace("{indptr}", indptr);
+    let sched = (!text.is_empty()).then_some(text.as_str());
+    let o = opts(&format!("sparse_output_props_{kernel}"));
+    let b = if kernel == "masked_spgemm" {
+        Built::Plain(
+            sparsetir_runtime::build(&f, sched, &[], &o)
+                .unwrap_or_else(|e| panic!("{kernel} schedule {s}: {e}")),
+        )
+    } else {
+        Built::Assembled(
+            AssembledKernel::build(&f, sched, &[], &o)
+                .unwrap_or_else(|e| panic!("{kernel} schedule {s}: {e}")),
+        )
+    };
+    let b = std::rc::Rc::new(b);
+    BUILT.with(|m| m.borrow_mut().insert(key, b.clone()));
+    b
+}
+
+/// The output of `kernel` as a dense matrix of `Some(value)` where stored (masked SpGEMM: on
+/// the mask's pattern).
+fn output_of(
+    kernel: &str,
+    args: &Args,
+    m: usize,
+    n: usize,
+    mask: Option<&Csr>,
+) -> Vec<Vec<Option<f64>>> {
+    match mask {
+        Some(mk) if kernel == "masked_spgemm" => {
+            let v = f64s(args, "c");
+            let mut d = vec![vec![None; mk.n]; mk.m];
+            for i in 0..mk.m {
+                for p in mk.indptr[i] as usize..mk.indptr[i + 1] as usize {
+                    d[i][mk.indices[p] as usize] = Some(v[p]);
+                }
+            }
+            d
+        }
+        _ => result(args, m, n),
+    }
+}
+
+/// One property case: operands of shapes `(m, k, n)` and densities drawn from `seed`, the
+/// stage-I evaluator against the C backend under schedule `s`.
+fn eval_equals_c(
+    kernel: &str,
+    m: usize,
+    k: usize,
+    n: usize,
+    da: f64,
+    db: f64,
+    seed: u64,
+    s: usize,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let elementwise = kernel == "spadd" || kernel == "spmul";
+    let a = Csr::random(&mut rng, m, if elementwise { n } else { k }, da);
+    let b = if elementwise {
+        Csr::random(&mut rng, m, n, db)
+    } else {
+        Csr::random(&mut rng, k, n, db)
+    };
+    let mask = (kernel == "masked_spgemm").then(|| Csr::random(&mut rng, m, n, 0.5));
+    let f = sparsetir_ops::load(kernel).expect("kernel");
+    let what = format!("{kernel} {m}x{k}x{n} densities {da:.2}/{db:.2} seed {seed} schedule {s}");
+    let mut e = args_for(kernel, &a, &b, mask.as_ref());
+    eval_func(&f, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
+    let want = output_of(kernel, &e, a.m, b.n, mask.as_ref());
+    // The evaluator is itself checked against the dense computation.
+    close(
+        &want,
+        &reference(kernel, &a, &b, mask.as_ref()),
+        &format!("{what}, eval"),
+    );
+    let mut c = args_for(kernel, &a, &b, mask.as_ref());
+    match &*built(kernel, s) {
+        Built::Assembled(k) => k.run(&mut c).map(|_| ()),
+        Built::Plain(k) => k.run(&mut c).map(|_| ()),
+    }
+    .unwrap_or_else(|err| panic!("{what}: C: {err}"));
+    close(
+        &output_of(kernel, &c, a.m, b.n, mask.as_ref()),
+        &want,
+        &format!("{what}, C"),
+    );
+}
+
+fn prop_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: 40,
+        failure_persistence: None,
+        ..Default::default()
+    }
+}
+
+/// Sizes: mostly small, sometimes wide enough (n up to 100, dense) that rows of C hold more than
+/// 32 columns and take the bitmap sort.
+fn dim() -> impl proptest::strategy::Strategy<Value = usize> {
+    use proptest::prelude::*;
+    prop_oneof![3 => 1usize..=16, 1 => 40usize..=100]
+}
+
+proptest::proptest! {
+    #![proptest_config(prop_config())]
+
+    #[test]
+    fn spadd_eval_equals_c_under_random_schedules(
+        m in 1usize..=24, n in dim(), da in 0.0f64..0.7, db in 0.0f64..0.7,
+        seed in proptest::prelude::any::<u64>(), s in 0usize..SCHEDULES.len(),
+    ) {
+        if have_cc() {
+            eval_equals_c("spadd", m, 1, n, da, db, seed, s);
+        }
+    }
+
+    #[test]
+    fn spmul_eval_equals_c_under_random_schedules(
+        m in 1usize..=24, n in dim(), da in 0.0f64..0.7, db in 0.0f64..0.7,
+        seed in proptest::prelude::any::<u64>(), s in 0usize..SCHEDULES.len(),
+    ) {
+        if have_cc() {
+            eval_equals_c("spmul", m, 1, n, da, db, seed, s);
+        }
+    }
+
+    #[test]
+    fn spgemm_eval_equals_c_under_random_schedules(
+        m in 1usize..=20, k in 1usize..=16, n in dim(), da in 0.0f64..0.7, db in 0.0f64..0.7,
+        seed in proptest::prelude::any::<u64>(), s in 0usize..SCHEDULES.len(),
+    ) {
+        if have_cc() {
+            eval_equals_c("spgemm", m, k, n, da, db, seed, s);
+        }
+    }
+
+    #[test]
+    fn masked_spgemm_eval_equals_c_under_random_schedules(
+        m in 1usize..=20, k in 1usize..=16, n in dim(), da in 0.0f64..0.7, db in 0.0f64..0.7,
+        seed in proptest::prelude::any::<u64>(), s in 0usize..SCHEDULES.len(),
+    ) {
+        if have_cc() {
+            eval_equals_c("masked_spgemm", m, k, n, da, db, seed, s);
+        }
+    }
+}
+
+/// `T.sort_range` (the C prelude's hybrid sort: bitmap for distinct values of a small range,
+/// comparison sort otherwise) against Rust's sort, the evaluator and the stage II/III interpreter: segments
+/// with duplicates, negative values, ranges wider than the bitmap, 0, 1, 32 and 33 elements,
+/// int32 and int64.
+#[test]
+fn sort_range_sorts_every_kind_of_segment() {
+    for (dt, name) in [("int32", "i32"), ("int64", "i64")] {
+        let src = format!(
+            r#"
+@T.prim_func
+def sort_{name}(x: T.handle, p: T.handle, n: T.int32, s: T.int32) -> None:
+    T.func_attr({{"sparse_tir_level": 2}})
+    R = T.sp.dense_fixed(s)
+    X = T.match_buffer(x, (n,), "{dt}")
+    P = T.match_buffer(p, (s + 1,), "int32")
+    with T.sp.iteration([R], "S", "sort") as [r]:
+        T.evaluate(T.sort_range(X[P[r]], P[r + 1] - P[r]))
+"#
+        );
+        let f = sparsetir_syntax::parse_func(&src).expect("parse");
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut segs: Vec<Vec<i64>> = Vec::new();
+        for &(len, range, distinct) in &[
+            (0usize, 10i64, true),
+            (1, 10, true),
+            (32, 1000, true),
+            (33, 1000, true),
+            (100, 150, true),
+            (100, 50, false),
+            (300, 300_000, true),
+            (300, 1 << 20, true),
+            (64, 64, true),
+            (500, 20_000, false),
+        ] {
+            let mut pool: Vec<i64> = (0..range).map(|v| v - range / 3).collect();
+            let seg: Vec<i64> = if distinct {
+                (0..len)
+                    .map(|_| pool.swap_remove(rng.random_range(0..pool.len())))
+                    .collect()
+            } else {
+                (0..len)
+                    .map(|_| pool[rng.random_range(0..pool.len())])
+                    .collect()
+            };
+            segs.push(seg);
+        }
+        let mut ptr = vec![0i32];
+        let mut flat = Vec::new();
+        for s in &segs {
+            flat.extend(s.iter().copied());
+            ptr.push(flat.len() as i32);
+        }
+        let mut want = Vec::new();
+        for s in &segs {
+            let mut t = s.clone();
+            t.sort();
+            want.extend(t);
+        }
+        // One element past the last segment: the checked interpreter reads `P[s]` as a
+        // position of X too.
+        flat.push(-1);
+        want.push(-1);
+        let dtype = if name == "i32" {
+            sparsetir_ir::DType::I32
+        } else {
+            sparsetir_ir::DType::I64
+        };
+        let args = || -> Args {
+            let mut a = HashMap::new();
+            a.insert(
+                "x".into(),
+                ArgValue::Array(sparsetir_formats::Tensor::from_i64(dtype, &flat).unwrap()),
+            );
+            a.insert("p".into(), i32s(&ptr));
+            a.insert("n".into(), int(flat.len()));
+            a.insert("s".into(), int(segs.len()));
+            a
+        };
+        let as_i64 = |a: &Args| match a.get("x") {
+            Some(ArgValue::Array(t)) => t.to_i64_vec(),
+            _ => panic!("no x"),
+        };
+        let mut e = args();
+        eval_func(&f, &mut e).expect("eval");
+        assert_eq!(as_i64(&e), want, "{dt}: evaluator");
+        let mut i = args();
+        run_interp(&f, &mut i).expect("interp");
+        assert_eq!(as_i64(&i), want, "{dt}: interpreter");
+        if have_cc() {
+            let k = compile_c(&f, &opts("sparse_output_sort")).expect("build");
+            let mut c = args();
+            k.run(&mut c).expect("run");
+            assert_eq!(as_i64(&c), want, "{dt}: C");
+        }
+    }
+}
