@@ -297,7 +297,7 @@ const SCHEDULES: &[&str] = &[
 
 /// A compiled kernel of the property tests: two phases, or one (masked SpGEMM stores on M).
 enum Built {
-    Assembled(AssembledKernel),
+    Assembled(Box<AssembledKernel>),
     Plain(sparsetir_runtime::Kernel),
 }
 
@@ -328,10 +328,10 @@ fn built(kernel: &str, s: usize) -> std::rc::Rc<Built> {
                 .unwrap_or_else(|e| panic!("{kernel} schedule {s}: {e}")),
         )
     } else {
-        Built::Assembled(
+        Built::Assembled(Box::new(
             AssembledKernel::build(&f, sched, &[], &o)
                 .unwrap_or_else(|e| panic!("{kernel} schedule {s}: {e}")),
-        )
+        ))
     };
     let b = std::rc::Rc::new(b);
     BUILT.with(|m| m.borrow_mut().insert(key, b.clone()));
