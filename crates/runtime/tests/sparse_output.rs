@@ -298,7 +298,7 @@ const SCHEDULES: &[&str] = &[
 /// A compiled kernel of the property tests: two phases, or one (masked SpGEMM stores on M).
 enum Built {
     Assembled(Box<AssembledKernel>),
-    Plain(sparsetir_runtime::Kernel),
+    Plain(Box<sparsetir_runtime::Kernel>),
 }
 
 thread_local! {
@@ -323,10 +323,10 @@ fn built(kernel: &str, s: usize) -> std::rc::Rc<Built> {
     let sched = (!text.is_empty()).then_some(text.as_str());
     let o = opts(&format!("sparse_output_props_{kernel}"));
     let b = if kernel == "masked_spgemm" {
-        Built::Plain(
+        Built::Plain(Box::new(
             sparsetir_runtime::build(&f, sched, &[], &o)
                 .unwrap_or_else(|e| panic!("{kernel} schedule {s}: {e}")),
-        )
+        ))
     } else {
         Built::Assembled(Box::new(
             AssembledKernel::build(&f, sched, &[], &o)
