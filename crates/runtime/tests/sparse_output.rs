@@ -364,6 +364,7 @@ fn output_of(
 
 /// One property case: operands of shapes `(m, k, n)` and densities drawn from `seed`, the
 /// stage-I evaluator against the C backend under schedule `s`.
+#[allow(clippy::too_many_arguments)]
 fn eval_equals_c(
     kernel: &str,
     m: usize,
