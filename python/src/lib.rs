@@ -28,6 +28,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use sparsetir_eval::ArgValue;
 use sparsetir_ir::{IRModule, PickError, PrimFunc, Stage};
+use sparsetir_runtime::assembly::AssembledKernel;
 use sparsetir_runtime::bind::written_buffers;
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
@@ -89,6 +90,11 @@ enum Exec {
     C(sparsetir_runtime::Kernel),
     /// CUDA on a GPU or in the CPU emulator.
     Gpu(Box<GpuKernel>),
+    /// An output whose structure the kernel assembles, on the interpreter (two phases, lowered
+    /// at each call from the stage-I function).
+    InterpAssembled,
+    /// An output whose structure the kernel assembles, in C (both phases compiled).
+    CAssembled(Box<AssembledKernel>),
 }
 
 /// A compiled function: `compile` builds it, `call` binds data by buffer name and runs it,
@@ -132,6 +138,9 @@ impl NativeKernel {
                 sparsetir_eval::eval_func(g, args).map_err(located)
             }
             Exec::Interp(g) => sparsetir_eval::run_func(g, args).map_err(located),
+            Exec::InterpAssembled => sparsetir_runtime::assembly::run_interp(&self.func, args)
+                .map_err(|e| format!("error: {e}")),
+            Exec::CAssembled(k) => k.run(args).map_err(|e| format!("error: {e}")),
             Exec::C(k) => k.run(args).map_err(|e| format!("error: {e}")),
             Exec::Gpu(k) => k.run(args).map(|_| ()).map_err(|e| format!("error: {e}")),
         }
@@ -463,8 +472,32 @@ fn compile(
     };
     // The function that runs: decomposed, or as written.
     let g = decomposed.as_ref().map_or(&f, |(g, _, _)| g);
+    // Outputs whose structure the kernel assembles (`assembled=True`): two phases on the
+    // interpreter and in C; the reference evaluator assembles directly.
+    if let Some((_, a)) = f.axes.iter().find(|(_, a)| a.assembled) {
+        if gpu.is_some() || decomposed.is_some() {
+            return Err(err(format!(
+                "`{}` assembles the structure of its output (axis `{}`, assembled=True): \
+                 assembled outputs run on the eval, interp and c targets, without decompose=",
+                f.name, a.name
+            )));
+        }
+    }
+    let assembling = sparsetir_runtime::assembly::assembles(&f);
     let exec = match target.as_str() {
         "eval" => Exec::Eval,
+        "interp" if assembling => Exec::InterpAssembled,
+        "c" if assembling => {
+            let opts = CompileOptions {
+                threads,
+                ..CompileOptions::default()
+            };
+            let (fr, sched) = (&f, schedule.as_deref());
+            let k = py
+                .allow_threads(|| AssembledKernel::build(fr, sched, &spec, &opts))
+                .map_err(err)?;
+            Exec::CAssembled(Box::new(k))
+        }
         "interp" => Exec::Interp(lower_for_interp(&script, g)?),
         "c" => {
             let opts = CompileOptions {
