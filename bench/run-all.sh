@@ -5,6 +5,9 @@
 #
 #   bench/run-all.sh [OUTDIR] [OPS...]     # default: bench/results, ops spmm sddmm spmv
 #
+# The sparse-output operators (spgemm: C = A·A or A·Aᵀ; spadd: C = A + Aᵀ) run on the six shared
+# matrices only (no feature width, no format: CSR operands and output).
+#
 # Environment: SPARSETIR (the binary; default: target/debug/sparsetir, built if missing — the
 # timed kernels are C compiled by $CC either way), SHARED (default ../shared), THREADS (default:
 # all cores), REPEAT (10), WARMUP (2), ROUNDS (3: every case is measured ROUNDS times, peers and
@@ -38,20 +41,25 @@ for m in cora citeseer pubmed 4elt bcsstk13 pushpull; do matrices+=("$shared/dat
 matrices+=("$rmat1" "$rmat2")
 # Warm the kernel cache so the timed runs report cached loads.
 for op in "${ops[@]}"; do
+  case $op in spgemm | spadd) f=() ;; *) f=(--format "$format") ;; esac
   "$bin" bench "$op" --matrix "$shared/data/cora.mtx" --feat 32,128 --repeat 1 --warmup 0 \
-    --format "$format" --json >/dev/null 2>&1 || true
+    "${f[@]}" --json >/dev/null 2>&1 || true
 done
 for op in "${ops[@]}"; do
   : >"$out/$op-peers.jsonl"
   : >"$out/$op-sparsetir.jsonl"
   : >"$out/$op-sparsetir.log"
+  case $op in
+    spgemm | spadd) mats=("${matrices[@]:0:6}"); extra=() ;;
+    *) mats=("${matrices[@]}"); extra=(--format "$format") ;;
+  esac
   for round in $(seq "$rounds"); do
-  for m in "${matrices[@]}"; do
+  for m in "${mats[@]}"; do
     echo "== $op $(basename "$m" .mtx) (round $round/$rounds)" >&2
     bash "$peers" --op "$op" --matrix "$m" --feat 32,128 --threads "$threads" \
       --repeat "$repeat" --warmup "$warmup" >>"$out/$op-peers.jsonl"
     "$bin" bench "$op" --matrix "$m" --feat 32,128 --threads "$threads" \
-      --repeat "$repeat" --warmup "$warmup" --format "$format" --json \
+      --repeat "$repeat" --warmup "$warmup" "${extra[@]}" --json \
       >>"$out/$op-sparsetir.jsonl" 2>>"$out/$op-sparsetir.log"
   done
   done

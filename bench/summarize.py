@@ -62,7 +62,7 @@ def main():
     if os.environ.get("TARGETS") == "issue5":
         targets = {"spmm": 1.0, "sddmm": 2.0, "spmv": 1.0}
     else:
-        targets = {"spmm": 1.5, "sddmm": 3.0, "spmv": 1.2}
+        targets = {"spmm": 1.5, "sddmm": 3.0, "spmv": 1.2, "spgemm": 1.5, "spadd": 1.5}
     for op in ops:
         peers = [r for r in read(os.path.join(out, f"{op}-peers.jsonl")) if "seconds" in r]
         peers = best_of_rounds(peers, lambda r: (r["peer"], r["matrix"], r["feat"]))
