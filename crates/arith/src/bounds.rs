@@ -340,6 +340,23 @@ impl Analyzer {
                         };
                         Interval::new(lo, hi)
                     }
+                    // `x & m` has only bits of `m`: within [0, m] for m >= 0.
+                    BinOp::BitAnd => {
+                        let mask = |i: &Interval| i.lo.filter(|l| *l >= 0).and(i.hi);
+                        match (mask(&ib), mask(&ia)) {
+                            (Some(m), _) | (None, Some(m)) => Interval::new(Some(0), Some(m)),
+                            _ => Interval::UNKNOWN,
+                        }
+                    }
+                    // A non-negative value shifted right by a known in-range amount.
+                    BinOp::Shr => match (ia.lo, ia.hi, ib.lo, ib.hi) {
+                        (Some(lo), Some(hi), Some(s), Some(t))
+                            if lo >= 0 && s == t && (0..64).contains(&s) =>
+                        {
+                            Interval::new(Some(lo >> s), Some(hi >> s))
+                        }
+                        _ => Interval::UNKNOWN,
+                    },
                     _ => Interval::UNKNOWN,
                 };
                 r.with_wrap(w)

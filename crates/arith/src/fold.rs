@@ -208,6 +208,15 @@ pub(crate) fn binary(op: BinOp, a: Const, b: Const) -> Option<Const> {
         };
         return Some(Const::Bool(r));
     }
+    if matches!(op, BinOp::Shl | BinOp::Shr) {
+        // `a`'s type; the amount modulo its width (as the evaluator).
+        let (Const::Int(x, dt), Const::Int(y, _)) = (a, b) else {
+            return None;
+        };
+        let s = y.rem_euclid(i128::from(dt.bits())) as u32;
+        let r = if op == BinOp::Shl { x << s } else { x >> s };
+        return Some(Const::Int(wrap(r, dt), dt));
+    }
     let dt = common_dtype(a.dtype(), b.dtype());
     if dt == DType::Handle {
         return None;
@@ -245,6 +254,9 @@ pub(crate) fn binary(op: BinOp, a: Const, b: Const) -> Option<Const> {
                 BinOp::FloorMod => floor_mod(x, y),
                 BinOp::Min => x.min(y),
                 BinOp::Max => x.max(y),
+                BinOp::BitAnd => x & y,
+                BinOp::BitOr => x | y,
+                BinOp::BitXor => x ^ y,
                 _ => return None,
             };
             Some(Const::Int(wrap(r, dt), dt))

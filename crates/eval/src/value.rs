@@ -175,6 +175,9 @@ pub fn binary(op: BinOp, a: Value, b: Value) -> Result<Value, String> {
         };
         return Ok(Value::Bool(r));
     }
+    if matches!(op, BinOp::Shl | BinOp::Shr) {
+        return shift(op, a, b);
+    }
     let dt = common_dtype(a, b);
     let a = a.cast(dt)?;
     let b = b.cast(dt)?;
@@ -191,6 +194,17 @@ pub fn binary(op: BinOp, a: Value, b: Value) -> Result<Value, String> {
             dt.name()
         )),
     }
+}
+
+/// `a << b` / `a >> b`: the result has `a`'s type; the amount counts modulo its width (every
+/// shift is defined); `>>` is arithmetic on signed types.
+fn shift(op: BinOp, a: Value, b: Value) -> Result<Value, String> {
+    let (Value::Int(x, dt), Value::Int(y, _)) = (a, b) else {
+        return Err(format!("operator {op:?} takes integers"));
+    };
+    let s = y.rem_euclid(i128::from(dt.bits())) as u32;
+    let r = if op == BinOp::Shl { x << s } else { x >> s };
+    Ok(Value::Int(wrap_int(r, dt), dt))
 }
 
 fn compare(op: BinOp, a: Value, b: Value) -> bool {
@@ -251,6 +265,10 @@ fn int_binary(op: BinOp, x: i128, y: i128, dt: DType) -> Result<Value, String> {
         }
         BinOp::Min => x.min(y),
         BinOp::Max => x.max(y),
+        // On the two's-complement values (i128 extends the sign); wrapped to the type below.
+        BinOp::BitAnd => x & y,
+        BinOp::BitOr => x | y,
+        BinOp::BitXor => x ^ y,
         _ => return Err(format!("operator {op:?} is not arithmetic")),
     };
     Ok(Value::Int(wrap_int(r, dt), dt))
@@ -359,7 +377,11 @@ fn float_intrinsic(op: Intrinsic, args: &[f64], dt: DType) -> Result<f64, String
         Intrinsic::Sin => float_op1(dt, a, f32::sin, f64::sin),
         Intrinsic::Cos => float_op1(dt, a, f32::cos, f64::cos),
         Intrinsic::Erf => round_float(erf(a), dt),
-        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd | Intrinsic::SortRange => {
+        Intrinsic::MinValue
+        | Intrinsic::MaxValue
+        | Intrinsic::AtomicAdd
+        | Intrinsic::SortRange
+        | Intrinsic::Ctz => {
             return Err(format!("intrinsic `{}` is not a float function", op.name()))
         }
     })
@@ -376,6 +398,18 @@ pub fn intrinsic(op: Intrinsic, args: &[Value], dt: DType) -> Result<Value, Stri
         }
         Intrinsic::MinValue => return dtype_limit(dt, false),
         Intrinsic::MaxValue => return dtype_limit(dt, true),
+        Intrinsic::Ctz => {
+            let [Value::Int(x, xd)] = args else {
+                return Err("`ctz` takes one integer".into());
+            };
+            if !dt.is_integer() {
+                return Err(format!("`ctz` gives an integer, not {}", dt.name()));
+            }
+            let bits = xd.bits();
+            let v = *x & ((1i128 << bits) - 1);
+            let r = if v == 0 { bits } else { v.trailing_zeros() };
+            return Ok(Value::from_i128(i128::from(r), dt));
+        }
         _ => {}
     }
     if args.len() != op.arity() {

@@ -642,6 +642,11 @@ impl Gen {
                         BinOp::FloorMod,
                         BinOp::Min,
                         BinOp::Max,
+                        BinOp::BitAnd,
+                        BinOp::BitOr,
+                        BinOp::BitXor,
+                        BinOp::Shl,
+                        BinOp::Shr,
                     ]
                 };
                 let op = self.rng.pick(ops);

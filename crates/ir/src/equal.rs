@@ -537,5 +537,10 @@ fn binop_tag(op: crate::expr::BinOp) -> &'static str {
         Ge => "ge",
         And => "and",
         Or => "or",
+        BitAnd => "bitand",
+        BitOr => "bitor",
+        BitXor => "bitxor",
+        Shl => "shl",
+        Shr => "shr",
     }
 }

@@ -19,6 +19,9 @@ pub type VarId = Handle<Var>;
 pub type BufferId = Handle<Buffer>;
 
 /// Binary operators. `Div` truncates for integers; `FloorDiv`/`FloorMod` are Python's `//` and `%`.
+/// The bitwise operators take integers; a shift's result has its left operand's type, and its
+/// amount counts modulo that type's width (`x << 65` is `x << 1` for a 64-bit `x`), so every
+/// shift is defined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
     Add,
@@ -37,6 +40,16 @@ pub enum BinOp {
     Ge,
     And,
     Or,
+    /// `a & b`.
+    BitAnd,
+    /// `a | b`.
+    BitOr,
+    /// `a ^ b`.
+    BitXor,
+    /// `a << b`.
+    Shl,
+    /// `a >> b` (arithmetic for signed types).
+    Shr,
 }
 
 impl BinOp {
@@ -49,6 +62,13 @@ impl BinOp {
     }
     pub fn is_logical(self) -> bool {
         matches!(self, BinOp::And | BinOp::Or)
+    }
+    /// `&`, `|`, `^`, `<<`, `>>`: integers only.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
+        )
     }
     /// The Python-style infix symbol, where the operator has one (`min`/`max` do not).
     pub fn symbol(self) -> Option<&'static str> {
@@ -67,6 +87,11 @@ impl BinOp {
             BinOp::Ge => ">=",
             BinOp::And => "and",
             BinOp::Or => "or",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
             BinOp::Min | BinOp::Max => return None,
         })
     }
@@ -107,10 +132,12 @@ pub enum Intrinsic {
     /// `T.sort_range(X[idx], n)` as a statement (stage II/III): sorts the `n` integers starting
     /// at element `X[idx]` in increasing order (the column lists of assembled outputs).
     SortRange,
+    /// `T.ctz(x)`: the number of trailing zero bits of integer `x` (its width when `x` is 0).
+    Ctz,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 20] = [
+    pub const ALL: [Intrinsic; 21] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -131,6 +158,7 @@ impl Intrinsic {
         Intrinsic::MaxValue,
         Intrinsic::AtomicAdd,
         Intrinsic::SortRange,
+        Intrinsic::Ctz,
     ];
 
     /// The name after `T.`.
@@ -156,6 +184,7 @@ impl Intrinsic {
             Intrinsic::MaxValue => "max_value",
             Intrinsic::AtomicAdd => "atomic_add",
             Intrinsic::SortRange => "sort_range",
+            Intrinsic::Ctz => "ctz",
         }
     }
 
@@ -258,6 +287,8 @@ impl Expr {
             Expr::Binary(op, a, b) => {
                 if op.is_comparison() || op.is_logical() {
                     DType::Bool
+                } else if matches!(op, BinOp::Shl | BinOp::Shr) {
+                    a.dtype(func)
                 } else {
                     binary_result_dtype(a.dtype(func), b.dtype(func))
                 }

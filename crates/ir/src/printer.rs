@@ -193,14 +193,22 @@ fn zero_any(e: &Expr) -> bool {
     matches!(e, Expr::Int(0, d) if d.is_integer())
 }
 
+/// Unary minus binds tighter than every infix operator.
+const NEG_PREC: u8 = 11;
+
 fn binop_prec(op: BinOp) -> u8 {
     match op {
         BinOp::Or => 1,
         BinOp::And => 2,
         BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 4,
-        BinOp::Add | BinOp::Sub => 5,
-        BinOp::Mul | BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod => 6,
-        BinOp::Min | BinOp::Max => 8,
+        // Python's order: `|` below `^` below `&` below shifts below `+`.
+        BinOp::BitOr => 5,
+        BinOp::BitXor => 6,
+        BinOp::BitAnd => 7,
+        BinOp::Shl | BinOp::Shr => 8,
+        BinOp::Add | BinOp::Sub => 9,
+        BinOp::Mul | BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod => 10,
+        BinOp::Min | BinOp::Max => 12,
     }
 }
 
@@ -208,9 +216,9 @@ fn prec(e: &Expr) -> u8 {
     match e {
         Expr::Binary(op, _, _) => binop_prec(*op),
         Expr::Unary(UnOp::Not, _) => 3,
-        Expr::Unary(UnOp::Neg, _) => 7,
-        Expr::Int(v, DType::I32) if *v < 0 => 7,
-        _ => 8,
+        Expr::Unary(UnOp::Neg, _) => NEG_PREC,
+        Expr::Int(v, DType::I32) if *v < 0 => NEG_PREC,
+        _ => 12,
     }
 }
 
@@ -1075,7 +1083,7 @@ impl<'a> Printer<'a> {
                     vec![text(format!("-({v})"))]
                 } else {
                     let mut out = vec![text("-")];
-                    out.extend(self.operand(a, 7));
+                    out.extend(self.operand(a, NEG_PREC));
                     out
                 }
             }

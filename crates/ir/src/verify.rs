@@ -13,7 +13,7 @@ use crate::attrs::AttrValue;
 use crate::axis::{AxisId, AxisKind, IterAxis, IterKind};
 use crate::buffer::{BufferDecl, BufferShape};
 use crate::dtype::DType;
-use crate::expr::{binary_result_dtype, BufferId, Expr, UnOp, VarId};
+use crate::expr::{binary_result_dtype, BinOp, BufferId, Expr, UnOp, VarId};
 use crate::func::{PrimFunc, Stage, STAGE_ATTR};
 use crate::span::Span;
 use crate::stmt::{Block, SparseIteration, Stmt};
@@ -479,6 +479,25 @@ impl<'a> Verifier<'a> {
                 self.no_handle(b, db, span);
                 if op.is_comparison() || op.is_logical() {
                     Some(DType::Bool)
+                } else if op.is_bitwise() {
+                    let (da, db) = (da?, db?);
+                    if !da.is_integer() || !db.is_integer() {
+                        self.err(
+                            span,
+                            format!(
+                                "operator `{}` takes integers, got {} and {}",
+                                op.symbol().unwrap_or("?"),
+                                da.name(),
+                                db.name()
+                            ),
+                        );
+                        return None;
+                    }
+                    Some(if matches!(op, BinOp::Shl | BinOp::Shr) {
+                        da
+                    } else {
+                        binary_result_dtype(da, db)
+                    })
                 } else {
                     Some(binary_result_dtype(da?, db?))
                 }

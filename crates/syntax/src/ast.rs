@@ -20,6 +20,11 @@ pub enum AstBinOp {
     Ge,
     And,
     Or,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
 }
 
 /// An expression node.

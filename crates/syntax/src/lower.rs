@@ -1885,6 +1885,11 @@ impl<'a> Lower<'a> {
                     AstBinOp::Ge => BinOp::Ge,
                     AstBinOp::And => BinOp::And,
                     AstBinOp::Or => BinOp::Or,
+                    AstBinOp::BitAnd => BinOp::BitAnd,
+                    AstBinOp::BitOr => BinOp::BitOr,
+                    AstBinOp::BitXor => BinOp::BitXor,
+                    AstBinOp::Shl => BinOp::Shl,
+                    AstBinOp::Shr => BinOp::Shr,
                 };
                 Expr::binary(op, self.expr(a)?, self.expr(b)?)
             }

@@ -486,12 +486,12 @@ impl Parser {
             ("<", AstBinOp::Lt),
             (">", AstBinOp::Gt),
         ];
-        let lhs = self.arith()?;
+        let lhs = self.bit_or()?;
         let Some(&(_, op)) = CMP.iter().find(|(o, _)| self.is_op(o)) else {
             return Ok(lhs);
         };
         self.bump();
-        let rhs = self.arith()?;
+        let rhs = self.bit_or()?;
         if CMP.iter().any(|(o, _)| self.is_op(o)) {
             return Err(err(self.span(), "chained comparisons are not supported"));
         }
@@ -500,6 +500,23 @@ impl Parser {
             kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
             span,
         })
+    }
+    // Python's order: `|` below `^` below `&` below shifts below `+`/`-`.
+    fn bit_or(&mut self) -> PResult<Expr> {
+        self.chain(|p| p.bit_xor(), &[("|", AstBinOp::BitOr)], false)
+    }
+    fn bit_xor(&mut self) -> PResult<Expr> {
+        self.chain(|p| p.bit_and(), &[("^", AstBinOp::BitXor)], false)
+    }
+    fn bit_and(&mut self) -> PResult<Expr> {
+        self.chain(|p| p.shift(), &[("&", AstBinOp::BitAnd)], false)
+    }
+    fn shift(&mut self) -> PResult<Expr> {
+        self.chain(
+            |p| p.arith(),
+            &[("<<", AstBinOp::Shl), (">>", AstBinOp::Shr)],
+            false,
+        )
     }
     fn arith(&mut self) -> PResult<Expr> {
         self.chain(

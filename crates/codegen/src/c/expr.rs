@@ -163,6 +163,15 @@ impl<'f> Writer<'f> {
             let sym = if op == BinOp::And { "&&" } else { "||" };
             return Ok((format!("({x} {sym} {y})"), DType::Bool));
         }
+        if op.is_bitwise() && !(xd.is_integer() && yd.is_integer()) {
+            return Err(self.invalid(format!(
+                "operator `{}` takes integers, got {xd} and {yd}",
+                op.symbol().unwrap_or("?")
+            )));
+        }
+        if matches!(op, BinOp::Shl | BinOp::Shr) {
+            return self.shift(op, (x, xd), (y, yd));
+        }
         let mut dt = binary_result_dtype(xd, yd);
         if dt.is_bool() {
             dt = DType::I32;
@@ -207,7 +216,33 @@ impl<'f> Writer<'f> {
             BinOp::Max if work == DType::F32 => format!("fmaxf({x}, {y})"),
             BinOp::Max if work == DType::F64 => format!("fmax({x}, {y})"),
             BinOp::Min => format!("sptir_min_{sfx}({x}, {y})"),
+            BinOp::BitAnd => format!("({x} & {y})"),
+            BinOp::BitOr => format!("({x} | {y})"),
+            BinOp::BitXor => format!("({x} ^ {y})"),
             _ => format!("sptir_max_{sfx}({x}, {y})"),
+        };
+        Ok((cast(text, work, dt), dt))
+    }
+
+    /// `x << y` / `x >> y` with the IR's meaning: `x`'s type, the amount modulo its width, `<<`
+    /// of a signed value through its unsigned counterpart (no undefined behaviour in C).
+    fn shift(&mut self, op: BinOp, x: (String, DType), y: (String, DType)) -> Res<(String, DType)> {
+        let (x, xd) = x;
+        let (y, yd) = y;
+        let dt = xd;
+        self.ctype(dt, "operand")?;
+        let work = match dt {
+            DType::U8 | DType::U16 => DType::U32,
+            DType::I8 | DType::I16 => DType::I32,
+            d => d,
+        };
+        let x = cast(x, xd, work);
+        let amount = format!("((int){} & {})", cast(y, yd, DType::I64), dt.bits() - 1);
+        let text = match (op, work) {
+            (BinOp::Shl, DType::I32) => format!("((int32_t)((uint32_t){x} << {amount}))"),
+            (BinOp::Shl, DType::I64) => format!("((int64_t)((uint64_t){x} << {amount}))"),
+            (BinOp::Shl, _) => format!("({x} << {amount})"),
+            _ => format!("({x} >> {amount})"),
         };
         Ok((cast(text, work, dt), dt))
     }
@@ -251,6 +286,7 @@ impl<'f> Writer<'f> {
                 self.ctype(dt, op.name())?;
                 return Ok((limit_literal(dt, max), dt));
             }
+            Intrinsic::Ctz => return self.ctz(args, dt),
             _ => {}
         }
         if args.len() != op.arity() {
@@ -301,6 +337,45 @@ impl<'f> Writer<'f> {
     }
 }
 
+impl<'f> Writer<'f> {
+    /// `T.ctz(x)`: trailing zero bits of integer `x`, its width when `x` is 0.
+    fn ctz(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+        let [a] = args else {
+            return Err(self.invalid("`ctz` takes one argument"));
+        };
+        let (x, xd) = self.expr(a)?;
+        if !xd.is_integer() || !dt.is_integer() {
+            return Err(self.invalid(format!("`ctz` takes and gives integers, got {xd} -> {dt}")));
+        }
+        self.ctype(dt, "ctz")?;
+        let bits = xd.bits();
+        let wide = bits > 32;
+        let u = if wide {
+            "unsigned long long"
+        } else {
+            "unsigned int"
+        };
+        let v = format!(
+            "(({u}){})",
+            cast(x, xd, if wide { DType::U64 } else { DType::U32 })
+        );
+        // Narrow types: only their own bits count.
+        let v = if bits < 32 {
+            format!("({v} & {}u)", (1u64 << bits) - 1)
+        } else {
+            v
+        };
+        let count = match (self.target, wide) {
+            (Target::Cuda, true) => format!("(__ffsll((long long){v}) - 1)"),
+            (Target::Cuda, false) => format!("(__ffs((int){v}) - 1)"),
+            (_, true) => format!("__builtin_ctzll({v})"),
+            (_, false) => format!("__builtin_ctz({v})"),
+        };
+        let text = format!("(({v}) == 0 ? {bits} : {count})");
+        Ok((cast(text, DType::I32, dt), dt))
+    }
+}
+
 /// A float intrinsic applied to already converted arguments, in the precision of `dt`.
 pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
     let f = if dt == DType::F32 { "f" } else { "" };
@@ -326,9 +401,11 @@ pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
         // The evaluator computes erf in double precision and rounds.
         Intrinsic::Erf if dt == DType::F32 => format!("((float)erf((double){a}))"),
         Intrinsic::Erf => format!("erf({a})"),
-        Intrinsic::MinValue | Intrinsic::MaxValue | Intrinsic::AtomicAdd | Intrinsic::SortRange => {
-            "0".to_string()
-        }
+        Intrinsic::MinValue
+        | Intrinsic::MaxValue
+        | Intrinsic::AtomicAdd
+        | Intrinsic::SortRange
+        | Intrinsic::Ctz => "0".to_string(),
     }
 }
 
