@@ -563,3 +563,57 @@ def sort_{name}(x: T.handle, p: T.handle, n: T.int32, s: T.int32) -> None:
         }
     }
 }
+
+/// SpGEMM into `C` with default value 0.5 (every product sums onto 0.5): the numeric phase then
+/// gathers rows with stamps and sorts their columns (`T.sort_range`, the bitmap sort above 32
+/// columns) instead of the zero-kept bitmap workspace. Evaluator, interpreter and C (serial and
+/// parallel) against the dense product plus 0.5 on its structure.
+#[test]
+fn spgemm_with_a_nonzero_default_sorts_its_rows() {
+    let src = sparsetir_ops::get("spgemm")
+        .expect("kernel")
+        .source
+        .replace(
+            "C = T.sp.match_buffer(c, (I, JC), \"float32\")",
+            "C = T.sp.match_buffer(c, (I, JC), \"float32\", default_value=T.float32(0.5))",
+        );
+    let f = sparsetir_syntax::parse_func(&src).expect("parse");
+    let parallel = PARALLEL.replace("{name}", "spgemm");
+    let compiled = have_cc().then(|| {
+        [None, Some(parallel.as_str())].map(|s| {
+            AssembledKernel::build(&f, s, &[], &opts("sparse_output_default"))
+                .unwrap_or_else(|e| panic!("build: {e}"))
+        })
+    });
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    for (t, &(m, k, n, da, db)) in [
+        (9, 9, 9, 0.3, 0.25),
+        (7, 5, 9, 0.4, 0.3),
+        (40, 30, 90, 0.3, 0.5),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let a = Csr::random(&mut rng, m, k, da);
+        let b = Csr::random(&mut rng, k, n, db);
+        let want: Vec<Vec<Option<f64>>> = reference("spgemm", &a, &b, None)
+            .into_iter()
+            .map(|r| r.into_iter().map(|v| v.map(|x| x + 0.5)).collect())
+            .collect();
+        let what = format!("case {t} ({m}x{k}x{n})");
+        let mut e = args_for("spgemm", &a, &b, None);
+        eval_func(&f, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
+        close(&result(&e, m, n), &want, &format!("{what}, eval"));
+        let mut i = args_for("spgemm", &a, &b, None);
+        run_interp(&f, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
+        close(&result(&i, m, n), &want, &format!("{what}, interp"));
+        if let Some(ks) = &compiled {
+            for (s, k) in ks.iter().enumerate() {
+                let mut c = args_for("spgemm", &a, &b, None);
+                k.run(&mut c)
+                    .unwrap_or_else(|err| panic!("{what}: C: {err}"));
+                close(&result(&c, m, n), &want, &format!("{what}, C schedule {s}"));
+            }
+        }
+    }
+}

@@ -958,6 +958,8 @@ impl Lowerer {
                     .flag
                     .iter()
                     .chain(&a.wval)
+                    .chain(&a.bits)
+                    .chain(&a.top)
                     .map(|b| AttrValue::Str(self.f.buffers[*b].name.clone()))
                     .collect();
                 if !ws.is_empty() {

@@ -1,6 +1,7 @@
 //! Snapshots of the stage II and III forms of the sparse-output kernels (issue 15), both phases:
 //! `spadd` (and `spmul`) co-iterate with a merge loop and assemble `C` in merge order; `spgemm`
-//! gathers each row in a dense workspace and sorts its columns; none of them searches.
+//! gathers each row in a dense workspace and reads it back in column order through a two-level
+//! bitmap (a nonzero default value takes stamps and a sort instead); none of them searches.
 
 use sparsetir_ir::printer::print_module;
 use sparsetir_ir::{IRModule, Stage};
@@ -41,21 +42,44 @@ fn merge_loops_and_assembly_without_searches() {
             // Per phase, a union of two parts merges while both have entries, then runs out
             // each part alone (3 loops); an intersection stops when either runs out (1 loop).
             let want = match name {
-                "spgemm" => 0,
+                // The numeric phase reads the bitmaps back: words of `top`, then of `bits`.
+                "spgemm" => 2,
                 "masked_spgemm" => 1,
                 "spadd" => 6,
                 _ => 2,
             };
             assert_eq!(merges, want, "{name}: merge loops\n{text}");
             if name == "spgemm" {
-                assert!(
-                    text.contains("T.sort_range("),
-                    "{name}: sorted rows\n{text}"
-                );
+                assert!(text.contains("T.ctz("), "{name}: bitmap read-out\n{text}");
+                assert!(!text.contains("T.sort_range("), "{name}: no sort\n{text}");
                 assert!(text.contains("wval"), "{name}: workspace\n{text}");
             }
             let tag = if stage == Stage::II { "ii" } else { "iii" };
             insta::assert_snapshot!(format!("coiter_stage_{tag}_{name}"), text);
         }
     }
+}
+
+/// SpGEMM into a buffer whose default value is not 0: the workspace cannot stand for "absent"
+/// with 0, so it holds stamps, and the appended columns are sorted.
+#[test]
+fn a_nonzero_default_gathers_with_stamps_and_sorts() {
+    let src = sparsetir_ops::get("spgemm")
+        .expect("kernel")
+        .source
+        .replace(
+            "C = T.sp.match_buffer(c, (I, JC), \"float32\")",
+            "C = T.sp.match_buffer(c, (I, JC), \"float32\", default_value=T.float32(0.5))",
+        );
+    assert!(src.contains("default_value"), "{src}");
+    let f = sparsetir_syntax::parse_func(&src).expect("parses");
+    let opts = PipelineOptions {
+        verify: true,
+        ..PipelineOptions::to_stage(Stage::III)
+    };
+    let out = lower(&IRModule { funcs: vec![f] }, &opts).expect("lowers");
+    let text = print_module(&out);
+    assert!(text.contains("T.sort_range("), "{text}");
+    assert!(text.contains("flag"), "{text}");
+    assert!(!text.contains("T.ctz("), "{text}");
 }

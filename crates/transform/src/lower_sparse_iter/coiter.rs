@@ -12,8 +12,12 @@
 //!   stamp array `flag[col] = row + 1`), writes the count to `indptr[row + 1]`, and a serial
 //!   prefix sum turns the counts into offsets. The numeric phase, given those offsets, appends
 //!   each new column to the row's `indices` as it comes (merge order), or gathers the row in a
-//!   dense workspace (values and stamps), then sorts the row's columns (`T.sort_range`) and
-//!   copies the values out (Gustavson's algorithm).
+//!   dense workspace (Gustavson's algorithm). Where the buffer's default value is 0 the
+//!   workspace is a value array kept at 0 between rows plus a two-level bitmap of the columns
+//!   written (`bits`: one bit per column; `top`: one bit per word of `bits`): a write is a store
+//!   and two `|=`, and the row is read back in increasing column order by `T.ctz` over the
+//!   bitmaps, clearing what it reads, with no sort. Otherwise the workspace holds stamps
+//!   (`flag[col] = row + 1`) and the appended columns are sorted (`T.sort_range`).
 
 use sparsetir_ir::{
     AttrValue, Attrs, BinOp, Block, BlockIter, BufferId, DType, Expr, For, ForKind, IfThenElse,
@@ -97,7 +101,15 @@ pub(super) struct Asm {
     /// Workspace: stamps and values, one per column.
     pub flag: Option<BufferId>,
     pub wval: Option<BufferId>,
+    /// Numeric workspace over a default of 0: the columns written, one bit each (`uint64`
+    /// words), and one bit per word of `bits` that has any.
+    pub bits: Option<BufferId>,
+    pub top: Option<BufferId>,
 }
+
+/// Columns per `bits` word, and per `top` word (as shifts).
+const WORD_SHIFT: i64 = 6;
+const TOP_SHIFT: i64 = 12;
 
 fn at0(b: BufferId) -> Expr {
     Expr::load(b, vec![Expr::int(0)])
@@ -244,10 +256,40 @@ impl Lowerer {
         let n = ax.length.clone();
         let cnt = local_buffer(&mut self.f, "cnt", Expr::int(1), idtype);
         let (mut last, mut flag, mut wval) = (None, None, None);
+        let (mut bits, mut top) = (None, None);
+        let zero_default = self.f.buffers[buffer]
+            .default_value
+            .as_ref()
+            .is_none_or(|d| {
+                matches!(d, Expr::Int(0, _))
+                    || matches!(d, Expr::Float(z, _) if *z == 0.0 && z.is_sign_positive())
+            });
         if sorted {
             if phase == Phase::Symbolic && !single {
                 last = Some(local_buffer(&mut self.f, "last", Expr::int(1), idtype));
             }
+        } else if phase == Phase::Numeric && zero_default {
+            let dt = self.f.buffers[buffer].dtype;
+            wval = Some(local_buffer(&mut self.f, "wval", n.clone(), dt));
+            let words = |shift: i64| {
+                Expr::binary(
+                    BinOp::FloorDiv,
+                    Expr::add(n.clone(), Expr::Int((1 << shift) - 1, idtype)),
+                    Expr::Int(1 << shift, idtype),
+                )
+            };
+            bits = Some(local_buffer(
+                &mut self.f,
+                "bits",
+                words(WORD_SHIFT),
+                DType::U64,
+            ));
+            top = Some(local_buffer(
+                &mut self.f,
+                "top",
+                words(TOP_SHIFT),
+                DType::U64,
+            ));
         } else {
             flag = Some(local_buffer(&mut self.f, "flag", n.clone(), idtype));
             if phase == Phase::Numeric {
@@ -268,6 +310,8 @@ impl Lowerer {
             last,
             flag,
             wval,
+            bits,
+            top,
         }))
     }
 
@@ -288,6 +332,8 @@ impl Lowerer {
         allocs.extend(a.last);
         allocs.extend(a.flag);
         allocs.extend(a.wval);
+        allocs.extend(a.bits);
+        allocs.extend(a.top);
         if let Some(l) = a.last {
             pro.push(set0(l, typed(-1, d)));
         }
@@ -297,6 +343,11 @@ impl Lowerer {
                 let indptr = self.indptr_buf(a.axis)?;
                 let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
                 epi.push(store(indptr, vec![next], at0(a.cnt)));
+            }
+            Phase::Numeric if !a.sorted && a.bits.is_some() => {
+                let (readout, words) = self.asm_bitmap_readout(a, &vi)?;
+                epi.extend(readout);
+                allocs.extend(words);
             }
             Phase::Numeric if !a.sorted => {
                 let indices = self.indices_buf(a.axis)?;
@@ -332,6 +383,108 @@ impl Lowerer {
             Phase::Numeric => {}
         }
         Ok((pro, epi, allocs))
+    }
+
+    /// The end of a row gathered in the bitmap workspace: for every set bit of `top` (in
+    /// order), every set bit of the `bits` word it names (in order), the column `col` goes to
+    /// the row's `indices` and `wval[col]` to its values; everything read is cleared, so the
+    /// workspace is all zero again for the next row.
+    /// Returns the statements and the two word buffers they use (the row block allocates them).
+    fn asm_bitmap_readout(&mut self, a: &Asm, vi: &Expr) -> Res<(Vec<Stmt>, [BufferId; 2])> {
+        let (Some(wval), Some(bits), Some(top)) = (a.wval, a.bits, a.top) else {
+            return Err(invalid(self.span, "assembly: bitmap workspace missing"));
+        };
+        let d = a.idtype;
+        let indices = self.indices_buf(a.axis)?;
+        let dt = self.f.buffers[a.buffer].dtype;
+        let u64c = |v: i64| Expr::Int(v, DType::U64);
+        let tw = local_buffer(&mut self.f, "top_word", Expr::int(1), DType::U64);
+        let bw = local_buffer(&mut self.f, "bits_word", Expr::int(1), DType::U64);
+        let ctz = |b: BufferId| Expr::Call {
+            op: Intrinsic::Ctz,
+            args: vec![at0(b)],
+            dtype: d,
+        };
+        let clear_low = |b: BufferId| {
+            set0(
+                b,
+                Expr::binary(BinOp::BitAnd, at0(b), Expr::sub(at0(b), u64c(1))),
+            )
+        };
+        let ntop = match &self.f.buffers[top].shape {
+            sparsetir_ir::BufferShape::Dense(dims) => dims.first().cloned(),
+            _ => None,
+        }
+        .ok_or_else(|| invalid(self.span, "assembly: `top` is not one-dimensional"))?;
+        let u = self.f.add_var("u", d);
+        let w = self.f.add_var("w", d);
+        let col = self.f.add_var("col", d);
+        let zero_v = zero(dt);
+        // Innermost: one column of word `w`.
+        let put = Stmt::seq(vec![
+            clear_low(bw),
+            store(indices, vec![vi.clone(), at0(a.cnt)], Expr::var(col)),
+            store(
+                a.buffer,
+                vec![vi.clone(), at0(a.cnt)],
+                Expr::load(wval, vec![Expr::var(col)]),
+            ),
+            store(wval, vec![Expr::var(col)], zero_v),
+            set0(a.cnt, Expr::add(at0(a.cnt), typed(1, d))),
+        ]);
+        let column = Stmt::Let(Box::new(LetStmt {
+            var: col,
+            value: Expr::add(
+                Expr::binary(BinOp::Shl, Expr::var(w), typed(WORD_SHIFT, d)),
+                ctz(bw),
+            ),
+            body: put,
+            span: Span::default(),
+        }));
+        let columns = Stmt::While(Box::new(While {
+            cond: Expr::binary(BinOp::Ne, at0(bw), u64c(0)),
+            body: column,
+            span: Span::default(),
+        }));
+        // Middle: one word of `bits` named by a bit of `top`.
+        let word = Stmt::Let(Box::new(LetStmt {
+            var: w,
+            value: Expr::add(
+                Expr::binary(BinOp::Shl, Expr::var(u), typed(WORD_SHIFT, d)),
+                ctz(tw),
+            ),
+            body: Stmt::seq(vec![
+                clear_low(tw),
+                set0(bw, Expr::load(bits, vec![Expr::var(w)])),
+                store(bits, vec![Expr::var(w)], u64c(0)),
+                columns,
+            ]),
+            span: Span::default(),
+        }));
+        let words = Stmt::While(Box::new(While {
+            cond: Expr::binary(BinOp::Ne, at0(tw), u64c(0)),
+            body: word,
+            span: Span::default(),
+        }));
+        let per_top = Stmt::seq(vec![
+            set0(tw, Expr::load(top, vec![Expr::var(u)])),
+            store(top, vec![Expr::var(u)], u64c(0)),
+            words,
+        ]);
+        let stmts = vec![
+            set0(a.cnt, typed(0, d)),
+            Stmt::For(Box::new(For {
+                var: u,
+                min: typed(0, d),
+                extent: ntop,
+                kind: ForKind::Serial,
+                thread: None,
+                annotations: Attrs::new(),
+                body: per_top,
+                span: Span::default(),
+            })),
+        ];
+        Ok((stmts, [tw, bw]))
     }
 
     /// After the symbolic nest: `indptr[0] = 0`, then the running sum of the row counts.
@@ -471,6 +624,32 @@ impl Lowerer {
                     span: st.span,
                 })))
             }
+            (Phase::Numeric, false) if a.bits.is_some() => {
+                let value = self.expr(&st.value)?;
+                let (Some(wval), Some(bits), Some(top)) = (a.wval, a.bits, a.top) else {
+                    return Err(invalid(self.span, "assembly: bitmap workspace missing"));
+                };
+                // wval[c] = v; bits[c >> 6] |= 1 << (c & 63); top[c >> 12] |= 1 << ((c >> 6) & 63)
+                let one = Expr::Int(1, DType::U64);
+                let set_bit = |buf: BufferId, word: Expr, bit: Expr| {
+                    store(
+                        buf,
+                        vec![word.clone()],
+                        Expr::binary(
+                            BinOp::BitOr,
+                            Expr::load(buf, vec![word]),
+                            Expr::binary(BinOp::Shl, one.clone(), bit),
+                        ),
+                    )
+                };
+                let shr = |x: Expr, k: i64| Expr::binary(BinOp::Shr, x, typed(k, d));
+                let low6 = |x: Expr| Expr::binary(BinOp::BitAnd, x, typed(63, d));
+                Ok(Stmt::seq(vec![
+                    store(wval, vec![c.clone()], value),
+                    set_bit(bits, shr(c.clone(), WORD_SHIFT), low6(c.clone())),
+                    set_bit(top, shr(c.clone(), TOP_SHIFT), low6(shr(c, WORD_SHIFT))),
+                ]))
+            }
             (Phase::Numeric, false) => {
                 let value = self.expr(&st.value)?;
                 let indices = self.indices_buf(a.axis)?;
@@ -544,6 +723,9 @@ impl Lowerer {
                 Box::new(Expr::load(buffer, vec![vi, prev])),
                 Box::new(default),
             ))
+        } else if let (Some(wval), Some(_)) = (a.wval, a.bits) {
+            // The workspace holds 0, the default, wherever this row has not written.
+            Ok(Expr::load(wval, vec![c]))
         } else {
             let (Some(flag), Some(wval)) = (a.flag, a.wval) else {
                 return Err(invalid(self.span, "assembly: workspace buffers missing"));
