@@ -144,8 +144,8 @@ fn sized(
     Ok(())
 }
 
-/// Before the symbolic phase: `indptr` zeroed (rows + 1), empty `indices` and values, `nnz = 0`.
-/// The storage of an earlier run's output is kept for [`allocate`] to reuse.
+/// Before the symbolic phase: `indptr` zeroed (rows + 1), `nnz = 0`, `indices` and values
+/// empty — or, from an earlier run, kept as they are for [`allocate`] to resize in place.
 pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
     for o in outputs(f) {
         let rows = scalar(&o.rows, args, f)?;
@@ -156,10 +156,19 @@ pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(),
         let zeros = Tensor::zeros(o.idtype, vec![rows + 1]).map_err(size_err(&o))?;
         args.insert(o.indptr.clone(), ArgValue::Array(zeros));
         args.insert(o.nnz.clone(), ArgValue::Int(0));
-        // Zero-length, on the earlier storage (the symbolic phase writes only indptr).
-        sized(args, &o.indices, o.idtype, 0, &o)?;
+        // The symbolic phase neither reads nor writes them: an earlier run's arrays stay as
+        // they are (`allocate` resizes them; the numeric phase overwrites every element), others
+        // start empty.
+        let mut empty = |name: &str, dt: DType| -> Result<(), RunError> {
+            let kept = matches!(args.get(name), Some(ArgValue::Array(t)) if t.dtype() == dt);
+            if !kept {
+                sized(args, name, dt, 0, &o)?;
+            }
+            Ok(())
+        };
+        empty(&o.indices, o.idtype)?;
         for (d, dt) in &o.data {
-            sized(args, d, *dt, 0, &o)?;
+            empty(d, *dt)?;
         }
     }
     Ok(())
