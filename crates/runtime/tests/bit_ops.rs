@@ -1,5 +1,6 @@
-//! Bitwise operators (`&`, `|`, `^`, `<<`, `>>`) and `T.ctz` on every CPU path: the stage-I
-//! evaluator, the stage II/III interpreter and C, against the values computed here in Rust —
+//! Bitwise operators (`&`, `|`, `^`, `<<`, `>>`) and `T.ctz` on every path: the stage-I
+//! evaluator, the stage II/III interpreter, C and the generated CUDA in the emulator (NVRTC
+//! compiles the same source where it is installed), against the values computed here in Rust —
 //! signed and unsigned, 8 to 64 bits, negative values, shift amounts past the width (they count
 //! modulo it), and the printed script read back equal.
 
@@ -11,7 +12,9 @@ use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_formats::Tensor;
 use sparsetir_ir::DType;
 use sparsetir_runtime::assembly::run_interp;
+use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::compile_c;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 use common::{have_cc, int, opts, Args};
 
@@ -146,6 +149,44 @@ fn bit_operators_agree_on_every_path() {
             let mut c = args();
             k.run(&mut c).expect("run");
             assert_eq!(got(&c), want, "{dt}: C");
+            {
+                let cache = KernelCache::new(
+                    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bit-ops-cuda"),
+                );
+                let k = GpuKernel::build(&f, None, &[], GpuDevice::Emulator, &cache)
+                    .unwrap_or_else(|e| panic!("{dt}: CUDA build: {e}"));
+                let mut g = args();
+                k.run(&mut g)
+                    .unwrap_or_else(|e| panic!("{dt}: emulator: {e}"));
+                assert_eq!(got(&g), want, "{dt}: CUDA (emulated)");
+            }
+        }
+    }
+}
+
+/// The CUDA of the bit-operator kernel (`__ffs`/`__ffsll` for `ctz`, shifts through unsigned
+/// types) compiles with NVRTC for sm_80 and sm_90.
+#[test]
+fn bit_operators_compile_with_nvrtc() {
+    let Some(nvrtc) = common::nvrtc() else { return };
+    let cache = KernelCache::new(
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bit-ops-cuda"),
+    );
+    for dt in [DType::I32, DType::U64, DType::I8] {
+        let f = sparsetir_syntax::parse_func(&SRC.replace("DT", dt.name())).expect("parse");
+        let (_, m) = sparsetir_runtime::build::emit_cuda(&f, None, &[]).expect("emit");
+        assert!(m.source.contains("__ffs"), "{}", m.source);
+        for arch in ["sm_80", "sm_90"] {
+            let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
+            let (code, _) = sparsetir_runtime::cuda_dev::compile_cached(
+                &nvrtc,
+                &m,
+                &arch,
+                sparsetir_cuda::Emit::Cubin,
+                &cache,
+            )
+            .unwrap_or_else(|e| panic!("{dt} for {arch}: {e}\n{}", m.source));
+            assert!(code.starts_with(b"\x7fELF"), "{dt}: not a cubin");
         }
     }
 }
