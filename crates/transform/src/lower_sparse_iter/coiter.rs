@@ -1,11 +1,14 @@
 //! Co-iteration and assembled outputs in `lower_sparse_iter` (issue 15).
 //!
-//! - **Merge loops.** A `T.sp.union`/`T.sp.intersect` entry becomes a `while` loop holding one
-//!   position per part (block-local `int` buffers `p_<axis>`): each step reads every part's current
-//!   coordinate (the axis length once a part is exhausted), takes their minimum `c`, runs the body
-//!   at `c` (union: always; intersection: only where every part stands at `c`) and advances the
-//!   parts standing at `c`. Reads through a union part that does not store `c` give the buffer's
-//!   default value; stores through it are skipped. No binary search is involved.
+//! - **Merge loops.** A `T.sp.union`/`T.sp.intersect` entry walks one position per part
+//!   (block-local `int` buffers `p_<axis>`). Two parts take TACO's merge lattice: while both
+//!   have entries, one three-way branch on their coordinates runs the body specialised to the
+//!   parts present (reads through an absent part fold to its default, stores through it vanish)
+//!   and advances them; a union then runs each part's remaining entries alone. More parts take
+//!   one `while` loop: each step reads every part's coordinate (the axis length once a part is
+//!   exhausted), takes their minimum `c`, runs the body at `c` (union: always; intersection:
+//!   only where every part stands at `c`, with selects guarding the reads) and advances the
+//!   parts standing at `c`. No binary search is involved.
 //! - **Assembly.** An iteration storing into a buffer over an `assembled` axis is lowered once
 //!   per [`Phase`]. The symbolic phase counts the distinct coordinates each row writes (in merge
 //!   order, where every write of a row comes in increasing column order; otherwise with a dense
@@ -805,7 +808,6 @@ impl Lowerer {
                 length: ax.length.clone(),
             });
         }
-        let c = self.f.add_var(vname.clone(), dtype);
         let mut start = Vec::new();
         let mut conds = Vec::new();
         for p in &ps {
@@ -817,6 +819,7 @@ impl Lowerer {
             start.extend(self.merge_lattice2(s, &ps, union, inner)?);
             return Ok(Stmt::seq(start));
         }
+        let c = self.f.add_var(vname.clone(), dtype);
         let join = if union { BinOp::Or } else { BinOp::And };
         let cond = conds
             .iter()
