@@ -617,3 +617,136 @@ fn spgemm_with_a_nonzero_default_sorts_its_rows() {
         }
     }
 }
+
+/// A union of three parts (`C = A + B + D`, assembled) takes the general merge loop (one select
+/// per part), and a union reduction into a dense vector with an init (`y[i] = -1 + Σ (A + 2B)`
+/// over `A_i ∪ B_i`) takes the two-part lattice without assembly: evaluator, interpreter and C
+/// (parallel rows) against dense computations.
+#[test]
+fn three_part_union_and_union_reduction_on_every_backend() {
+    const ADD3: &str = r#"
+@T.prim_func
+def spadd3(a: T.handle, b: T.handle, d: T.handle, c: T.handle, a_indptr: T.handle, a_indices: T.handle, b_indptr: T.handle, b_indices: T.handle, d_indptr: T.handle, d_indices: T.handle, c_indptr: T.handle, c_indices: T.handle, m: T.int32, n: T.int32, nnz_a: T.int32, nnz_b: T.int32, nnz_d: T.int32, nnz_c: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    JA = T.sp.compressed_varied(I, (n, nnz_a), (a_indptr, a_indices))
+    JB = T.sp.compressed_varied(I, (n, nnz_b), (b_indptr, b_indices))
+    JD = T.sp.compressed_varied(I, (n, nnz_d), (d_indptr, d_indices))
+    JC = T.sp.compressed_varied(I, (n, nnz_c), (c_indptr, c_indices), assembled=True)
+    A = T.sp.match_buffer(a, (I, JA), "float32")
+    B = T.sp.match_buffer(b, (I, JB), "float32")
+    D = T.sp.match_buffer(d, (I, JD), "float32")
+    C = T.sp.match_buffer(c, (I, JC), "float32")
+    with T.sp.iteration([I, T.sp.union(JA, JB, JD)], "SS", "spadd3") as [i, j]:
+        C[i, j] = A[i, j] + B[i, j] + D[i, j]
+"#;
+    const ROWSUM: &str = r#"
+@T.prim_func
+def rowsum(a: T.handle, b: T.handle, y: T.handle, a_indptr: T.handle, a_indices: T.handle, b_indptr: T.handle, b_indices: T.handle, m: T.int32, n: T.int32, nnz_a: T.int32, nnz_b: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    JA = T.sp.compressed_varied(I, (n, nnz_a), (a_indptr, a_indices))
+    JB = T.sp.compressed_varied(I, (n, nnz_b), (b_indptr, b_indices))
+    A = T.sp.match_buffer(a, (I, JA), "float32")
+    B = T.sp.match_buffer(b, (I, JB), "float32")
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    with T.sp.iteration([I, T.sp.union(JA, JB)], "SR", "rowsum") as [i, j]:
+        with T.init():
+            Y[i] = T.float32(-1)
+        Y[i] = Y[i] + A[i, j] + T.float32(2) * B[i, j]
+"#;
+    let add3 = sparsetir_syntax::parse_func(ADD3).expect("parse");
+    let rowsum = sparsetir_syntax::parse_func(ROWSUM).expect("parse");
+    let par = |blk: &str| PARALLEL.replace("{name}0", blk);
+    let k3 = have_cc().then(|| {
+        AssembledKernel::build(
+            &add3,
+            Some(&par("spadd30")),
+            &[],
+            &opts("sparse_output_add3"),
+        )
+        .expect("build")
+    });
+    let kr = have_cc().then(|| {
+        sparsetir_runtime::build(
+            &rowsum,
+            Some(&par("rowsum0")),
+            &[],
+            &opts("sparse_output_rowsum"),
+        )
+        .expect("build")
+    });
+    let mut rng = ChaCha8Rng::seed_from_u64(33);
+    for &(m, n) in &[(9, 9), (1, 1), (12, 40), (6, 3)] {
+        let a = Csr::random(&mut rng, m, n, 0.3);
+        let b = Csr::random(&mut rng, m, n, 0.2);
+        let d = Csr::random(&mut rng, m, n, 0.4);
+        let (da, db, dd) = (a.dense(), b.dense(), d.dense());
+        let what = format!("{m}x{n}");
+        // C = A + B + D on the union of the three structures.
+        let want: Vec<Vec<Option<f64>>> = (0..m)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        let parts = [da[i][j], db[i][j], dd[i][j]];
+                        parts
+                            .iter()
+                            .any(Option::is_some)
+                            .then(|| parts.iter().map(|x| x.unwrap_or(0.0)).sum())
+                    })
+                    .collect()
+            })
+            .collect();
+        let args3 = || {
+            let mut x = args_for("spadd", &a, &b, None);
+            d.bind(&mut x, "d", "d");
+            x
+        };
+        let mut e = args3();
+        eval_func(&add3, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
+        close(&result(&e, m, n), &want, &format!("{what} spadd3, eval"));
+        let mut i = args3();
+        run_interp(&add3, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
+        close(&result(&i, m, n), &want, &format!("{what} spadd3, interp"));
+        if let Some(k) = &k3 {
+            let mut c = args3();
+            k.run(&mut c)
+                .unwrap_or_else(|err| panic!("{what}: C: {err}"));
+            close(&result(&c, m, n), &want, &format!("{what} spadd3, C"));
+        }
+        // y[i] = -1 + Σ_{j ∈ A_i ∪ B_i} (A + 2B).
+        let want_y: Vec<f64> = (0..m)
+            .map(|i| {
+                -1.0 + (0..n)
+                    .map(|j| da[i][j].unwrap_or(0.0) + 2.0 * db[i][j].unwrap_or(0.0))
+                    .sum::<f64>()
+            })
+            .collect();
+        let args_y = || {
+            let mut x = args_for("spadd", &a, &b, None);
+            x.insert("y".into(), f32s(vec![m], vec![55.0; m]));
+            x
+        };
+        let check_y = |x: &Args, how: &str| {
+            let got = f64s(x, "y");
+            for (g, w) in got.iter().zip(&want_y) {
+                assert!(
+                    (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{what} rowsum {how}: {got:?} want {want_y:?}"
+                );
+            }
+        };
+        let mut e = args_y();
+        eval_func(&rowsum, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
+        check_y(&e, "eval");
+        let mut i = args_y();
+        run_interp(&rowsum, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
+        check_y(&i, "interp");
+        if let Some(k) = &kr {
+            let mut c = args_y();
+            k.run(&mut c)
+                .unwrap_or_else(|err| panic!("{what}: C: {err}"));
+            check_y(&c, "C");
+        }
+    }
+}

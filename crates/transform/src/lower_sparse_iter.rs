@@ -914,12 +914,15 @@ impl Lowerer {
     ) -> Res<Stmt> {
         if let [k] = groups[g][..] {
             if steps[k].entry.is_coiter() {
-                if matches!(init_at, InitAt::InBlock(ig) | InitAt::Before(ig) if ig == g) {
-                    return Err(unsupported(
-                        self.span,
-                        "T.init() whose reduction is a co-iteration",
-                    ));
-                }
+                // A reduction over a co-iteration: its init runs once, before the merge loop
+                // (rows whose parts are all empty included).
+                let init = match (init_at, body) {
+                    (
+                        InitAt::InBlock(ig) | InitAt::Before(ig),
+                        NestBody::Iteration { init: Some(i), .. },
+                    ) if ig == g => Some(self.stmt(i)?),
+                    _ => None,
+                };
                 let mut inner = |me: &mut Lowerer| -> Res<Stmt> {
                     if g + 1 < groups.len() {
                         me.group(name, steps, groups, g + 1, init_at, ann, body)
@@ -929,7 +932,11 @@ impl Lowerer {
                         Ok(s)
                     }
                 };
-                return self.coiter_loop(&steps[k], &mut inner);
+                let merge = self.coiter_loop(&steps[k], &mut inner)?;
+                return Ok(match init {
+                    Some(i) => Stmt::seq(vec![i, merge]),
+                    None => merge,
+                });
             }
         }
         let mut loops: Vec<(VarId, Expr, Expr)> = Vec::new();
