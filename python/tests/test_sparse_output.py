@@ -1,7 +1,8 @@
 """Sparse outputs assembled by the kernel (issue 15): the catalog's spadd, spmul, spgemm and
-masked_spgemm through sparsetir.compile on every CPU target, against scipy computing the same
-product directly (structure and values), on operands with different structures, empty rows, an
-empty operand and rectangular shapes."""
+masked_spgemm through sparsetir.compile on every CPU target, and `sparsetir run --backend
+eval|interp|c` on .mtx files, against scipy computing the same product directly (structure and
+values), on operands with different structures, empty rows, an empty operand and rectangular
+shapes."""
 
 import os
 
@@ -10,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 import sparsetir
-from conftest import KERNELS, random_csr
+from conftest import KERNELS, REPO, random_csr
 
 TARGETS = ["eval", "interp", "c"]
 
@@ -86,3 +87,38 @@ def test_nonconforming_shapes_and_gpu_targets_are_refused():
         k(A=random_csr(4, 5, 0.5, seed=1), B=random_csr(6, 3, 0.5, seed=2))
     with pytest.raises(Exception, match="assembles the structure of its output"):
         kernel("spgemm", "cuda-emu")
+
+
+def cli():
+    """The `sparsetir` binary `cargo test` builds (skip where it has not been built)."""
+    for profile in ("debug", "release"):
+        path = os.path.join(REPO, "target", profile, "sparsetir")
+        if os.path.exists(path):
+            return path
+    pytest.skip("target/{debug,release}/sparsetir is not built")
+
+
+@pytest.mark.parametrize("backend", TARGETS)
+@pytest.mark.parametrize("name", ["spgemm", "spadd"])
+def test_cli_run_writes_what_scipy_computes(name, backend, tmp_path):
+    """`sparsetir run KERNEL --backend B --bind A=a.mtx --bind B=b.mtx --out C=c.mtx`, read back
+    with scipy.io.mmread, equals scipy's product of the same files."""
+    import subprocess
+
+    import scipy.io
+
+    m, k, n = (30, 20, 45) if name == "spgemm" else (30, 45, 45)
+    A = random_csr(m, k, 0.2, seed=81, empty_rows=(4,))
+    B = random_csr(k if name == "spgemm" else m, n, 0.15, seed=82)
+    scipy.io.mmwrite(str(tmp_path / "a.mtx"), A)
+    scipy.io.mmwrite(str(tmp_path / "b.mtx"), B)
+    out = tmp_path / "c.mtx"
+    subprocess.run([cli(), "run", os.path.join(KERNELS, f"{name}.sp"), "--backend", backend,
+                    "--bind", f"A={tmp_path / 'a.mtx'}", "--bind", f"B={tmp_path / 'b.mtx'}",
+                    "--out", f"C={out}"], check=True, timeout=300)
+    # The files hold float32 values printed in decimal: compare with the product of what scipy
+    # reads back from them.
+    A2 = sp.csr_matrix(scipy.io.mmread(str(tmp_path / "a.mtx")))
+    B2 = sp.csr_matrix(scipy.io.mmread(str(tmp_path / "b.mtx")))
+    want = A2 @ B2 if name == "spgemm" else A2 + B2
+    same(scipy.io.mmread(str(out)), want, f"{name} --backend {backend}")
