@@ -125,7 +125,9 @@ class Kernel:
 
     Returns a dict with every buffer the function writes: numpy arrays (dense buffers) and
     scipy CSR matrices (sparse ones), or torch tensors (dense, sparse CSR) when any input was a
-    torch tensor.
+    torch tensor. An output over an axis declared ``assembled=True`` (the catalog's ``spadd``,
+    ``spmul``, ``spgemm``) needs no binding: the kernel computes its structure (targets
+    ``eval``, ``interp`` and ``c``), e.g. ``compile("crates/ops/kernels/spgemm.sp")(A=a, B=b)["C"]``.
     """
 
     def __init__(self, native: "_native.NativeKernel"):
