@@ -222,6 +222,8 @@ fn sparse_outputs_report_the_products_structure() {
                 "{op} {}: {v}",
                 c.name
             );
+            assert!(v["compile_seconds"].as_f64().unwrap() > 0.0, "{v}");
+            assert!(v["load_seconds"].as_f64().is_some(), "{v}");
         }
     }
 }
