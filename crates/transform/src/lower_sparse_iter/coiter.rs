@@ -827,24 +827,11 @@ impl Lowerer {
             .reduce(|a, b| Expr::binary(join, a, b))
             .unwrap_or(Expr::Bool(false));
         // The body at coordinate `c`.
-        let base = self.stack.len();
-        for (k, p) in ps.iter().enumerate() {
-            self.pending.remove(&var);
-            self.stack.push(IterInfo {
-                axis: p.axis,
-                var,
-                pos: at0(p.ptr),
-                anc: p.anc.clone(),
-                entry: s.entry.clone(),
-                entry_vars: s.vars.clone(),
-                entry_start: k == 0,
-                coord: Some(Expr::var(c)),
-                valid: union.then(|| Expr::binary(BinOp::Eq, Expr::var(p.cvar), Expr::var(c))),
-            });
-        }
-        let body = inner(self);
-        self.stack.truncate(base);
-        let body = body?;
+        let valid: Vec<Option<Expr>> = ps
+            .iter()
+            .map(|p| union.then(|| Expr::binary(BinOp::Eq, Expr::var(p.cvar), Expr::var(c))))
+            .collect();
+        let body = self.at_coord(s, &ps, &Expr::var(c), &valid, inner)?;
         let all_here = ps
             .iter()
             .map(|p| Expr::binary(BinOp::Eq, Expr::var(p.cvar), Expr::var(c)))
@@ -856,10 +843,9 @@ impl Lowerer {
             // A branch, not a select: which parts advance is predictable on most structures
             // (every part, on a symmetric A + Aᵀ), and a select would chain every step's load
             // of the next coordinate to the previous comparison (measured 2-3x slower merges).
-            let pd = self.f.buffers[p.ptr].dtype;
             step.push(when(
                 Expr::binary(BinOp::Eq, Expr::var(p.cvar), Expr::var(c)),
-                set0(p.ptr, Expr::add(at0(p.ptr), typed(1, pd))),
+                self.advance(p),
             ));
         }
         let min = ps
@@ -874,10 +860,7 @@ impl Lowerer {
             span: Span::default(),
         }));
         for p in ps.iter().rev() {
-            let ind = self.indices_buf(p.axis)?;
-            let mut idx = p.anc.clone();
-            idx.push(at0(p.ptr));
-            let load = Expr::load(ind, idx);
+            let load = self.part_coord(p)?;
             let value = if union {
                 Expr::Select(
                     Box::new(Expr::binary(BinOp::Lt, at0(p.ptr), p.len.clone())),
@@ -918,12 +901,9 @@ impl Lowerer {
         let vname = self.f.vars[s.vars[0]].name.clone();
         let alive = |p: &Part| Expr::binary(BinOp::Lt, at0(p.ptr), p.len.clone());
         let coord = |me: &mut Lowerer, p: &Part| -> Res<(VarId, Expr)> {
-            let ind = me.indices_buf(p.axis)?;
-            let mut idx = p.anc.clone();
-            idx.push(at0(p.ptr));
             let v =
                 me.f.add_var(format!("{vname}_{}", me.f.axes[p.axis].name), dtype);
-            Ok((v, Expr::load(ind, idx)))
+            Ok((v, me.part_coord(p)?))
         };
         let bind = |v: VarId, value: Expr, body: Stmt| {
             Stmt::Let(Box::new(LetStmt {
@@ -974,6 +954,45 @@ impl Lowerer {
         Ok(out)
     }
 
+    /// The coordinate stored at `p`'s current position.
+    fn part_coord(&self, p: &Part) -> Res<Expr> {
+        let ind = self.indices_buf(p.axis)?;
+        let mut idx = p.anc.clone();
+        idx.push(at0(p.ptr));
+        Ok(Expr::load(ind, idx))
+    }
+
+    /// Runs `inner` with every part of co-iteration `s` in scope at coordinate `coord`, part
+    /// `k`'s reads guarded by `valid[k]` (none: always stored there).
+    fn at_coord(
+        &mut self,
+        s: &Step,
+        ps: &[Part],
+        coord: &Expr,
+        valid: &[Option<Expr>],
+        inner: &mut dyn FnMut(&mut Lowerer) -> Res<Stmt>,
+    ) -> Res<Stmt> {
+        let var = s.vars[0];
+        let base = self.stack.len();
+        for (k, p) in ps.iter().enumerate() {
+            self.pending.remove(&var);
+            self.stack.push(IterInfo {
+                axis: p.axis,
+                var,
+                pos: at0(p.ptr),
+                anc: p.anc.clone(),
+                entry: s.entry.clone(),
+                entry_vars: s.vars.clone(),
+                entry_start: k == 0,
+                coord: Some(coord.clone()),
+                valid: valid[k].clone(),
+            });
+        }
+        let body = inner(self);
+        self.stack.truncate(base);
+        body
+    }
+
     /// `p`'s position moves to its next entry.
     fn advance(&self, p: &Part) -> Stmt {
         let pd = self.f.buffers[p.ptr].dtype;
@@ -990,25 +1009,8 @@ impl Lowerer {
         coord: Expr,
         inner: &mut dyn FnMut(&mut Lowerer) -> Res<Stmt>,
     ) -> Res<Stmt> {
-        let var = s.vars[0];
-        let base = self.stack.len();
-        for (k, p) in ps.iter().enumerate() {
-            self.pending.remove(&var);
-            self.stack.push(IterInfo {
-                axis: p.axis,
-                var,
-                pos: at0(p.ptr),
-                anc: p.anc.clone(),
-                entry: s.entry.clone(),
-                entry_vars: s.vars.clone(),
-                entry_start: k == 0,
-                coord: Some(coord.clone()),
-                valid: Some(Expr::Bool(present[k])),
-            });
-        }
-        let body = inner(self);
-        self.stack.truncate(base);
-        let mut v = vec![body?];
+        let valid = present.map(|x| Some(Expr::Bool(x)));
+        let mut v = vec![self.at_coord(s, ps, &coord, &valid, inner)?];
         for (k, p) in ps.iter().enumerate() {
             if present[k] {
                 v.push(self.advance(p));
