@@ -339,6 +339,8 @@ pub struct Writer<'f> {
     vec_sub: Option<(Vec<(Expr, String)>, usize)>,
     /// Workspaces allocated around the loop being written (see [`workspace`]).
     hoisted: Vec<workspace::Hoisted>,
+    /// Whether any block of the function names a workspace (else loops skip looking).
+    has_workspaces: bool,
     /// The workspaces the next parallel region opened allocates, one per thread.
     region_ws: Vec<BufferId>,
 }
@@ -452,6 +454,7 @@ impl<'f> Writer<'f> {
             kernel: None,
             vec_sub: None,
             hoisted: Vec::new(),
+            has_workspaces: workspace::any_in(&func.body),
             region_ws: Vec::new(),
         }
     }
@@ -1140,7 +1143,7 @@ impl<'f> Writer<'f> {
         }
         let plain = f.annotations.get(SIMD_REDUCTION_ATTR).is_none()
             && f.annotations.get(JAM_ATTR).is_none();
-        let ws = if plain {
+        let ws = if plain && self.has_workspaces {
             self.loop_workspaces(f)?
         } else {
             Vec::new()

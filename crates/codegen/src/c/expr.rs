@@ -191,15 +191,7 @@ impl<'f> Writer<'f> {
                 DType::Bool,
             ));
         }
-        // Narrow unsigned types are computed in uint32_t (C would promote them to int, where a
-        // product can overflow); narrow results are wrapped back to their width.
-        let work = match dt {
-            DType::U8 | DType::U16 => DType::U32,
-            DType::I8 | DType::I16 => DType::I32,
-            // 16-bit floats: computed in float, rounded back (see `half`).
-            DType::F16 | DType::BF16 => DType::F32,
-            d => d,
-        };
+        let work = work_dtype(dt);
         let (x, y) = (cast(x, xd, work), cast(y, yd, work));
         let sfx = helper_suffix(dt);
         let text = match op {
@@ -231,11 +223,7 @@ impl<'f> Writer<'f> {
         let (y, yd) = y;
         let dt = xd;
         self.ctype(dt, "operand")?;
-        let work = match dt {
-            DType::U8 | DType::U16 => DType::U32,
-            DType::I8 | DType::I16 => DType::I32,
-            d => d,
-        };
+        let work = work_dtype(dt);
         let x = cast(x, xd, work);
         let amount = format!("((int){} & {})", cast(y, yd, DType::I64), dt.bits() - 1);
         let text = match (op, work) {
@@ -254,12 +242,7 @@ impl<'f> Writer<'f> {
             UnOp::Neg => {
                 let rdt = if dt.is_bool() { DType::I32 } else { dt };
                 self.ctype(rdt, "operand")?;
-                let work = match rdt {
-                    DType::U8 | DType::U16 => DType::U32,
-                    DType::I8 | DType::I16 => DType::I32,
-                    DType::F16 | DType::BF16 => DType::F32,
-                    d => d,
-                };
+                let work = work_dtype(rdt);
                 let x = cast(x, dt, work);
                 Ok((cast(format!("(-{x})"), work, rdt), rdt))
             }
@@ -373,6 +356,18 @@ impl<'f> Writer<'f> {
         };
         let text = format!("(({v}) == 0 ? {bits} : {count})");
         Ok((cast(text, DType::I32, dt), dt))
+    }
+}
+
+/// The type arithmetic on `dt` values is written in: narrow unsigned types in uint32_t (C would
+/// promote them to int, where a product can overflow), narrow signed ones in int32_t, 16-bit
+/// floats in float (rounded back, see `half`); results are converted back to `dt`.
+fn work_dtype(dt: DType) -> DType {
+    match dt {
+        DType::U8 | DType::U16 => DType::U32,
+        DType::I8 | DType::I16 => DType::I32,
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
     }
 }
 

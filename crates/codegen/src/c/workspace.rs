@@ -15,6 +15,15 @@ pub(super) struct Hoisted {
     pub(super) heap: Option<String>,
 }
 
+/// Whether a block under `s` names a workspace.
+pub(super) fn any_in(s: &Stmt) -> bool {
+    let mut found = false;
+    s.visit(&mut |x| {
+        found |= matches!(x, Stmt::Block(b) if b.annotations.get(WORKSPACE_ATTR).is_some())
+    });
+    found
+}
+
 impl<'f> Writer<'f> {
     /// The workspace buffers of the blocks under loop `f` that can be allocated before it: not
     /// already allocated further out, and sized by expressions that read no buffer and no
