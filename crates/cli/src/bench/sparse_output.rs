@@ -54,8 +54,8 @@ impl SparseOp {
     pub fn second(self, a: &Csr) -> Result<Csr, String> {
         match self {
             SparseOp::Spgemm if a.rows == a.cols => Ok(a.clone()),
-            SparseOp::Spgemm => Ok(transpose(a)),
-            SparseOp::Spadd if a.rows == a.cols => Ok(transpose(a)),
+            SparseOp::Spgemm => transpose(a),
+            SparseOp::Spadd if a.rows == a.cols => transpose(a),
             SparseOp::Spadd => Err(format!(
                 "spadd computes A + Aᵀ and needs a square matrix, got {} x {}",
                 a.rows, a.cols
@@ -125,34 +125,26 @@ impl SparseOp {
     }
 }
 
-/// `a` transposed (CSR of `aᵀ`, columns sorted).
-pub fn transpose(a: &Csr) -> Csr {
-    let mut indptr = vec![0i32; a.cols + 1];
-    for &j in &a.indices {
-        indptr[j as usize + 1] += 1;
-    }
-    for j in 0..a.cols {
-        indptr[j + 1] += indptr[j];
-    }
-    let mut next: Vec<i32> = indptr[..a.cols].to_vec();
-    let mut indices = vec![0i32; a.nnz()];
-    let mut values = vec![0f32; a.nnz()];
-    for i in 0..a.rows {
-        for p in a.indptr[i] as usize..a.indptr[i + 1] as usize {
-            let j = a.indices[p] as usize;
-            let at = next[j] as usize;
-            next[j] += 1;
-            indices[at] = i as i32;
-            values[at] = a.values[p];
-        }
-    }
-    Csr {
+/// `a` transposed (CSR of `aᵀ`, columns sorted): the CSC arrays of `a` (`formats`' stable
+/// counting-sort transpose).
+pub fn transpose(a: &Csr) -> Result<Csr, String> {
+    let csr = sparsetir_formats::Csr::<f32, i32>::try_new(
+        a.rows,
+        a.cols,
+        a.indptr.clone(),
+        a.indices.clone(),
+        a.values.clone(),
+        true,
+    )
+    .map_err(|e| e.to_string())?;
+    let (indptr, indices, values) = csr.to_csc().map_err(|e| e.to_string())?.into_parts();
+    Ok(Csr {
         rows: a.cols,
         cols: a.rows,
         indptr,
         indices,
         values,
-    }
+    })
 }
 
 /// The kernel's arguments for operands `a` and `b` (the output is assembled by the run).
@@ -415,7 +407,7 @@ mod tests {
     #[test]
     fn references_equal_dense_products() {
         let a = small();
-        let at = transpose(&a);
+        let at = transpose(&a).unwrap();
         let (da, dat) = (dense(&a), dense(&at));
         for i in 0..3 {
             for j in 0..3 {
