@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::{eval_func, ArgValue};
+use sparsetir_ir::PrimFunc;
 use sparsetir_runtime::assembly::{run_interp, AssembledKernel};
 use sparsetir_runtime::compile_c;
 
@@ -198,37 +199,57 @@ fn operands(kernel: &str, seed: u64) -> Vec<(Csr, Csr, Option<Csr>)> {
         .collect()
 }
 
+/// `f` built in C for every schedule of `schedules` (none without a C compiler).
+fn build_all(f: &PrimFunc, schedules: &[Option<&str>], cache: &str) -> Vec<AssembledKernel> {
+    if !have_cc() {
+        return Vec::new();
+    }
+    schedules
+        .iter()
+        .map(|s| {
+            AssembledKernel::build(f, *s, &[], &opts(cache))
+                .unwrap_or_else(|e| panic!("{cache}: build: {e}"))
+        })
+        .collect()
+}
+
+/// Stage-I function `f` on the evaluator, the interpreter and every kernel of `compiled`, each
+/// on fresh `args()`: the assembled `C` (`m × n`) must be `want`.
+fn same_everywhere(
+    f: &PrimFunc,
+    compiled: &[AssembledKernel],
+    args: impl Fn() -> Args,
+    (m, n): (usize, usize),
+    want: &[Vec<Option<f64>>],
+    what: &str,
+) {
+    let mut e = args();
+    eval_func(f, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
+    close(&result(&e, m, n), want, &format!("{what}, eval"));
+    let mut i = args();
+    run_interp(f, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
+    close(&result(&i, m, n), want, &format!("{what}, interp"));
+    for (s, k) in compiled.iter().enumerate() {
+        let mut c = args();
+        k.run(&mut c)
+            .unwrap_or_else(|err| panic!("{what}: C: {err}"));
+        close(&result(&c, m, n), want, &format!("{what}, C schedule {s}"));
+    }
+}
+
 fn check_assembling(kernel: &str) {
     let f = sparsetir_ops::load(kernel).expect("kernel");
-    let name = kernel;
-    let parallel = PARALLEL.replace("{name}", name);
-    let compiled = have_cc().then(|| {
-        [None, Some(parallel.as_str())].map(|s| {
-            AssembledKernel::build(&f, s, &[], &opts(&format!("sparse_output_{kernel}")))
-                .unwrap_or_else(|e| panic!("{kernel}: build: {e}"))
-        })
-    });
+    let parallel = PARALLEL.replace("{name}", kernel);
+    let compiled = build_all(
+        &f,
+        &[None, Some(parallel.as_str())],
+        &format!("sparse_output_{kernel}"),
+    );
     for (t, (a, b, _)) in operands(kernel, 15).iter().enumerate() {
         let want = reference(kernel, a, b, None);
         let what = format!("{kernel} case {t} ({}x{} and {}x{})", a.m, a.n, b.m, b.n);
-        let mut e = args_for(kernel, a, b, None);
-        eval_func(&f, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
-        close(&result(&e, a.m, b.n), &want, &format!("{what}, eval"));
-        let mut i = args_for(kernel, a, b, None);
-        run_interp(&f, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
-        close(&result(&i, a.m, b.n), &want, &format!("{what}, interp"));
-        if let Some(ks) = &compiled {
-            for (s, k) in ks.iter().enumerate() {
-                let mut c = args_for(kernel, a, b, None);
-                k.run(&mut c)
-                    .unwrap_or_else(|err| panic!("{what}: C: {err}"));
-                close(
-                    &result(&c, a.m, b.n),
-                    &want,
-                    &format!("{what}, C schedule {s}"),
-                );
-            }
-        }
+        let args = || args_for(kernel, a, b, None);
+        same_everywhere(&f, &compiled, args, (a.m, b.n), &want, &what);
     }
 }
 
@@ -579,12 +600,11 @@ fn spgemm_with_a_nonzero_default_sorts_its_rows() {
         );
     let f = sparsetir_syntax::parse_func(&src).expect("parse");
     let parallel = PARALLEL.replace("{name}", "spgemm");
-    let compiled = have_cc().then(|| {
-        [None, Some(parallel.as_str())].map(|s| {
-            AssembledKernel::build(&f, s, &[], &opts("sparse_output_default"))
-                .unwrap_or_else(|e| panic!("build: {e}"))
-        })
-    });
+    let compiled = build_all(
+        &f,
+        &[None, Some(parallel.as_str())],
+        "sparse_output_default",
+    );
     let mut rng = ChaCha8Rng::seed_from_u64(21);
     for (t, &(m, k, n, da, db)) in [
         (9, 9, 9, 0.3, 0.25),
@@ -601,20 +621,8 @@ fn spgemm_with_a_nonzero_default_sorts_its_rows() {
             .map(|r| r.into_iter().map(|v| v.map(|x| x + 0.5)).collect())
             .collect();
         let what = format!("case {t} ({m}x{k}x{n})");
-        let mut e = args_for("spgemm", &a, &b, None);
-        eval_func(&f, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
-        close(&result(&e, m, n), &want, &format!("{what}, eval"));
-        let mut i = args_for("spgemm", &a, &b, None);
-        run_interp(&f, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
-        close(&result(&i, m, n), &want, &format!("{what}, interp"));
-        if let Some(ks) = &compiled {
-            for (s, k) in ks.iter().enumerate() {
-                let mut c = args_for("spgemm", &a, &b, None);
-                k.run(&mut c)
-                    .unwrap_or_else(|err| panic!("{what}: C: {err}"));
-                close(&result(&c, m, n), &want, &format!("{what}, C schedule {s}"));
-            }
-        }
+        let args = || args_for("spgemm", &a, &b, None);
+        same_everywhere(&f, &compiled, args, (m, n), &want, &what);
     }
 }
 
@@ -658,15 +666,11 @@ def rowsum(a: T.handle, b: T.handle, y: T.handle, a_indptr: T.handle, a_indices:
     let add3 = sparsetir_syntax::parse_func(ADD3).expect("parse");
     let rowsum = sparsetir_syntax::parse_func(ROWSUM).expect("parse");
     let par = |blk: &str| PARALLEL.replace("{name}0", blk);
-    let k3 = have_cc().then(|| {
-        AssembledKernel::build(
-            &add3,
-            Some(&par("spadd30")),
-            &[],
-            &opts("sparse_output_add3"),
-        )
-        .expect("build")
-    });
+    let k3 = build_all(
+        &add3,
+        &[Some(par("spadd30").as_str())],
+        "sparse_output_add3",
+    );
     let kr = have_cc().then(|| {
         sparsetir_runtime::build(
             &rowsum,
@@ -702,18 +706,7 @@ def rowsum(a: T.handle, b: T.handle, y: T.handle, a_indptr: T.handle, a_indices:
             d.bind(&mut x, "d", "d");
             x
         };
-        let mut e = args3();
-        eval_func(&add3, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
-        close(&result(&e, m, n), &want, &format!("{what} spadd3, eval"));
-        let mut i = args3();
-        run_interp(&add3, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
-        close(&result(&i, m, n), &want, &format!("{what} spadd3, interp"));
-        if let Some(k) = &k3 {
-            let mut c = args3();
-            k.run(&mut c)
-                .unwrap_or_else(|err| panic!("{what}: C: {err}"));
-            close(&result(&c, m, n), &want, &format!("{what} spadd3, C"));
-        }
+        same_everywhere(&add3, &k3, args3, (m, n), &want, &format!("{what} spadd3"));
         // y[i] = -1 + Σ_{j ∈ A_i ∪ B_i} (A + 2B).
         let want_y: Vec<f64> = (0..m)
             .map(|i| {
@@ -766,26 +759,14 @@ fn spgemm_with_int64_output_indices() {
     assert!(src.contains("int64"), "{src}");
     let f = sparsetir_syntax::parse_func(&src).expect("parse");
     let parallel = PARALLEL.replace("{name}", "spgemm");
-    let k = have_cc().then(|| {
-        AssembledKernel::build(&f, Some(&parallel), &[], &opts("sparse_output_i64")).expect("build")
-    });
+    let compiled = build_all(&f, &[Some(parallel.as_str())], "sparse_output_i64");
     let mut rng = ChaCha8Rng::seed_from_u64(64);
     for &(m, kk, n, da, db) in &[(9, 9, 9, 0.3, 0.25), (20, 15, 90, 0.3, 0.5)] {
         let a = Csr::random(&mut rng, m, kk, da);
         let b = Csr::random(&mut rng, kk, n, db);
         let want = reference("spgemm", &a, &b, None);
         let what = format!("{m}x{kk}x{n}");
-        let mut e = args_for("spgemm", &a, &b, None);
-        eval_func(&f, &mut e).unwrap_or_else(|err| panic!("{what}: eval: {err}"));
-        close(&result(&e, m, n), &want, &format!("{what}, eval"));
-        let mut i = args_for("spgemm", &a, &b, None);
-        run_interp(&f, &mut i).unwrap_or_else(|err| panic!("{what}: interp: {err}"));
-        close(&result(&i, m, n), &want, &format!("{what}, interp"));
-        if let Some(k) = &k {
-            let mut c = args_for("spgemm", &a, &b, None);
-            k.run(&mut c)
-                .unwrap_or_else(|err| panic!("{what}: C: {err}"));
-            close(&result(&c, m, n), &want, &format!("{what}, C"));
-        }
+        let args = || args_for("spgemm", &a, &b, None);
+        same_everywhere(&f, &compiled, args, (m, n), &want, &what);
     }
 }
