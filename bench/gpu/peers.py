@@ -43,14 +43,105 @@ def load(path):
     return m
 
 
+def emit(**kw):
+    print(json.dumps(kw))
+    sys.stdout.flush()
+
+
+def torch_csr(m, dev):
+    return torch.sparse_csr_tensor(
+        torch.from_numpy(m.indptr.astype(np.int32)),
+        torch.from_numpy(m.indices.astype(np.int32)),
+        torch.from_numpy(m.data),
+        size=m.shape,
+    ).to(dev)
+
+
+def relerr(got, want):
+    return float(torch.linalg.norm(got.double() - want.double()) / torch.linalg.norm(want.double()))
+
+
+def bsr_cases(spec, feats, dev, name):
+    """Block-sparse SpMM: cuSPARSE bsrmm (PyTorch's BSR @ dense, float32 — cuSPARSE's BSR SpMM
+    has no 16-bit form) and, where PyTorch has one, its 16-bit BSR path (Triton kernels)."""
+    path, block = spec.rsplit(":", 1)
+    block = int(block)
+    m = load(path)
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    A = torch_csr(m, dev)
+    Ab = A.to_sparse_bsr((block, block))
+    dense = A.to_dense()
+    for f in feats:
+        B = torch.rand(m.shape[1], f, device=dev)
+        want = dense @ B
+        err = relerr(Ab @ B, want)
+        ms = median_ms(lambda: Ab @ B)
+        emit(peer="cusparse bsrmm (torch BSR float32)", op="spmm_bsr", matrix=stem, block=block,
+             feat=f, dtype="float32", nnz=int(m.nnz), ms=ms, relerr=err,
+             gflops=2.0 * m.nnz * f / (ms * 1e-3) / 1e9, device=name)
+        for dt, dname in [(torch.float16, "float16"), (torch.bfloat16, "bfloat16")]:
+            try:
+                Abh = Ab.to(dt)
+                Bh = B.to(dt)
+                err = relerr(Abh @ Bh, want)
+                ms = median_ms(lambda: Abh @ Bh)
+                emit(peer=f"torch BSR {dname}", op="spmm_bsr", matrix=stem, block=block, feat=f,
+                     dtype=dname, nnz=int(m.nnz), ms=ms, relerr=err,
+                     gflops=2.0 * m.nnz * f / (ms * 1e-3) / 1e9, device=name)
+            except Exception as e:  # noqa: BLE001 - a peer PyTorch lacks is reported, not fatal
+                emit(peer=f"torch BSR {dname}", op="spmm_bsr", matrix=stem, block=block, feat=f,
+                     dtype=dname, error=str(e).splitlines()[0][:200], device=name)
+
+
+def attention_cases(path, heads, d, dev, name):
+    """Masked attention: PyTorch's scaled_dot_product_attention with the mask as a dense boolean
+    mask (and, for scale, the same attention with no mask at all)."""
+    import torch.nn.functional as F
+
+    m = load(path)
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    n = m.shape[0]
+    mask = torch.from_numpy(m.toarray() != 0).to(dev)
+    for dt, dname in [(torch.float32, "float32"), (torch.float16, "float16")]:
+        q, k, v = (torch.rand(1, heads, n, d, device=dev, dtype=dt) for _ in range(3))
+        ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        emit(peer="torch sdpa (dense boolean mask)", op="attention", matrix=stem, heads=heads,
+             feat=d, dtype=dname, nnz=int(m.nnz), ms=ms, device=name)
+        ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v))
+        emit(peer="torch sdpa (no mask)", op="attention_nomask", matrix=stem, heads=heads,
+             feat=d, dtype=dname, ms=ms, device=name)
+
+
+def gemm_cases(n, dev, name):
+    """Dense float16 GEMM (cuBLAS through torch.matmul), n x n x n, float32 accumulation."""
+    for dt, dname in [(torch.float16, "float16")]:
+        a = torch.rand(n, n, device=dev, dtype=dt)
+        b = torch.rand(n, n, device=dev, dtype=dt)
+        ms = median_ms(lambda: a @ b)
+        emit(peer="cublas (torch.matmul)", op="gemm", m=n, n=n, k=n, dtype=dname, ms=ms,
+             tflops=2.0 * n**3 / (ms * 1e-3) / 1e12, device=name)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--matrix", action="append", required=True)
+    ap.add_argument("--matrix", action="append", default=[])
+    ap.add_argument("--bsr", action="append", default=[], help="FILE.mtx:BLOCK")
+    ap.add_argument("--bsr-feats", default="64,128,256,512")
+    ap.add_argument("--attention", action="append", default=[], help="mask FILE.mtx")
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--gemm", type=int, action="append", default=[])
     ap.add_argument("--spmm-feats", default="32,64,128,256,512")
     ap.add_argument("--sddmm-feats", default="32,128")
     a = ap.parse_args()
     dev = torch.device("cuda")
     name = torch.cuda.get_device_name(0)
+    for spec in a.bsr:
+        bsr_cases(spec, [int(x) for x in a.bsr_feats.split(",")], dev, name)
+    for path in a.attention:
+        attention_cases(path, a.heads, a.head_dim, dev, name)
+    for n in a.gemm:
+        gemm_cases(n, dev, name)
     for path in a.matrix:
         m = load(path)
         stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # The CUDA backend on a real GPU, in one command (a machine with an NVIDIA GPU, the driver and
 # PyTorch; no network): checks the CUDA path against the reference on the device, then
-# benchmarks SpMM (feature widths 32-512; `auto` also measuring hyb, BSR and ELL), SDDMM (32,
-# 128), SpMV (CSR and SELL) and 16-bit-operand SpMM on the matrices against
-# cuSPARSE through PyTorch, and writes raw JSON lines plus a summary under $OUT.
+# benchmarks, each side by side with its peer through PyTorch on the same device:
+#   1. SpMM (feature widths 32-512; CSR, and `auto` measuring CSR and hyb), SDDMM (32, 128) and
+#      SpMV on every matrix against cuSPARSE (issue 12);
+#   2. BSR SpMM on tensor cores (16-bit operands, blocks of 16 and 32, 10% block density)
+#      against cuSPARSE bsrmm, and masked attention (4096 tokens, 10% block density, 8 heads)
+#      against PyTorch's scaled_dot_product_attention with the mask as a dense boolean mask;
+#      2:4 SpMM (`mma.sp`) against the dense cuBLAS GEMM of the same shape (issue 13);
+#   3. what is left of the time: SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) on
+#      the matrices.
+# Raw JSON lines and a summary go under $OUT. Each phase has a time budget (seconds, `BUDGET_*`)
+# so that one device call always ends with its summary written.
 #
 # Inputs (prepared by the caller, see bench/gpu/RESULTS.md): BIN (a release `sparsetir`), TESTS
 # (directory of prebuilt test binaries, optional), DATA (directory of .mtx files).
@@ -11,6 +19,7 @@ set -uo pipefail
 BIN=${BIN:-target/release/sparsetir}
 DATA=${DATA:-../shared/data}
 OUT=${OUT:-bench/gpu/out}
+PHASES=${PHASES:-tests,csr,formats,extra}
 mkdir -p "$OUT"
 export SPARSETIR_CACHE_DIR=${SPARSETIR_CACHE_DIR:-/tmp/sparsetir-cache}
 # NVRTC: the toolkit's, else a wheel's.
@@ -21,44 +30,71 @@ if [[ -z ${SPARSETIR_NVRTC:-} ]]; then
 fi
 echo "NVRTC: ${SPARSETIR_NVRTC:-search}" | tee "$OUT/env.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/env.txt"
+has() { [[ ,$PHASES, == *,$1,* ]]; }
+# `within SECONDS CMD...`: CMD, stopped when its phase's budget is spent.
+deadline=0
+phase() { deadline=$((SECONDS + $1)); echo "== phase $2 (budget $1 s) at ${SECONDS} s" | tee -a "$OUT/phases.txt"; }
+left() { local l=$((deadline - SECONDS)); ((l > 0)) && echo $l || echo 0; }
+within() { local l; l=$(left); ((l > 0)) || { echo "skipped (budget): $*" >> "$OUT/phases.txt"; return 1; }; timeout "$l" "$@"; }
+B() { within "$BIN" bench "$@" --device "${DEVICE:-cuda}" --repeat 50 --json; }
 
-# 1. The CUDA test binaries on the device (the same differential cases as the emulator).
-if [[ -n ${TESTS:-} ]]; then
+# 1. The test binaries' real-GPU tests (the same differential cases as the emulator's).
+if has tests && [[ -n ${TESTS:-} ]]; then
+    phase "${BUDGET_TESTS:-90}" tests
     for t in "$TESTS"/*; do
         echo "== $t" | tee -a "$OUT/tests.txt"
-        "$t" --test-threads=1 2>&1 | tail -25 | tee -a "$OUT/tests.txt"
+        within "$t" real_gpu --test-threads=1 2>&1 | tail -25 | tee -a "$OUT/tests.txt"
     done
 fi
 
-# 2. Benchmarks.
 mats=()
 for m in "$DATA"/*.mtx; do mats+=(--matrix "$m"); done
-: > "$OUT/sparsetir.jsonl"
-: > "$OUT/sparsetir_auto.jsonl"
-: > "$OUT/sparsetir_formats.jsonl"
-: > "$OUT/sparsetir_dtype.jsonl"
-for m in "$DATA"/*.mtx; do
-    # SpMM choosing per matrix and width between CSR and hyb (degree buckets), by measurement.
-    "$BIN" bench spmm --matrix "$m" --feat 32,64,128,256,512 --device cuda --format auto --repeat 50 --json >> "$OUT/sparsetir_auto.jsonl" 2>> "$OUT/errors.txt"
-    "$BIN" bench spmm --matrix "$m" --feat 32,64,128,256,512 --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
-    "$BIN" bench sddmm --matrix "$m" --feat 32,128 --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
-    "$BIN" bench spmv --matrix "$m" --device cuda --repeat 50 --json >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
-    # SpMV on SELL-C-sigma (automatic GPU schedule) and 16-bit operands (float32 arithmetic).
-    "$BIN" bench spmv --matrix "$m" --device cuda --format sell --repeat 50 --json >> "$OUT/sparsetir_formats.jsonl" 2>> "$OUT/errors.txt"
+if has csr; then
+    phase "${BUDGET_CSR:-200}" csr
+    for m in "$DATA"/*.mtx; do
+        # SpMM choosing per matrix and width between CSR and hyb (degree buckets), by measurement.
+        B spmm --matrix "$m" --feat 32,64,128,256,512 --format auto >> "$OUT/sparsetir_auto.jsonl" 2>> "$OUT/errors.txt"
+        B spmm --matrix "$m" --feat 32,64,128,256,512 >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
+        B sddmm --matrix "$m" --feat 32,128 >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
+        B spmv --matrix "$m" >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
+    done
+    within python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse.jsonl" 2>> "$OUT/errors.txt"
+    within "$BIN" bench spmm --matrix "$DATA/cora.mtx" --feat 128 --device cuda --emit-cuda "$OUT/cuda" --json > /dev/null 2>&1
+fi
+
+if has formats; then
+    phase "${BUDGET_FORMATS:-120}" formats
+    g=$OUT/gen
+    mkdir -p "$g"
+    "$BIN" gen block --rows 4096 --block 16 --density 0.1 -o "$g/block16_4096.mtx" > /dev/null
+    "$BIN" gen block --rows 4096 --block 32 --density 0.1 -o "$g/block32_4096.mtx" > /dev/null
+    "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$g/mask_block64_4096.mtx" > /dev/null
+    "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$g/mask24_4096.mtx" > /dev/null
     for dt in float16 bfloat16; do
-        "$BIN" bench spmm --matrix "$m" --feat 32,128 --device cuda --dtype $dt --repeat 50 --json >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
-        # Tensor cores: 16 x 16 BSR blocks and TC-GNN's condensed tiles (mma.sync m16n8k16).
-        for f in bsr:16 bsr:32 condense; do
-            "$BIN" bench spmm --matrix "$m" --feat 32,128 --device cuda --dtype $dt --format $f --repeat 50 --json >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
+        B spmm --matrix "$g/block16_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:16 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
+        B spmm --matrix "$g/block32_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:32 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
+    done
+    for dt in float32 float16; do
+        B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
+    done
+    # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS.
+    B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format 2:4 >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
+    within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \
+        --attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64 --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
+    within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1
+    rm -f "$g"/*.mtx
+fi
+
+if has extra; then
+    phase "${BUDGET_EXTRA:-90}" extra
+    for m in "$DATA"/*.mtx; do
+        case $m in *rmat*) continue ;; esac
+        B spmv --matrix "$m" --format sell >> "$OUT/sparsetir_formats.jsonl" 2>> "$OUT/errors.txt"
+        for f in csr bsr:16 condense; do
+            B spmm --matrix "$m" --feat 32,128 --dtype float16 --format $f >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
         done
     done
-done
-"$BIN" bench spmm --matrix "$DATA/cora.mtx" --feat 128 --device cuda --emit-cuda "$OUT/cuda" --json > /dev/null 2>&1
-# Masked attention (SDDMM, sparse softmax, SpMM per head) on a Longformer mask of 4096 tokens.
-"$BIN" gen longformer --seq-len 4096 --window 256 --global 16 -o "$OUT/longformer4096.mtx"
-for dt in float32 float16; do
-    "$BIN" bench attention --matrix "$OUT/longformer4096.mtx" --heads 8 --feat 64 --dtype $dt --device cuda --repeat 50 --json >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
-done
-python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse.jsonl" 2>> "$OUT/errors.txt"
-{ echo "## CSR (default GPU schedules)"; python3 bench/gpu/summarize.py "$OUT/sparsetir.jsonl" "$OUT/cusparse.jsonl"
-  echo; echo "## SpMM --format auto (CSR or hyb per case)"; python3 bench/gpu/summarize.py "$OUT/sparsetir_auto.jsonl" "$OUT/cusparse.jsonl"; } | tee "$OUT/summary.md"
+fi
+
+echo "== summary at ${SECONDS} s" | tee -a "$OUT/phases.txt"
+python3 bench/gpu/summarize.py --out "$OUT" | tee "$OUT/summary.md"

@@ -1,12 +1,20 @@
-"""Joins `sparsetir bench --device cuda` and bench/gpu/peers.py JSON lines into a Markdown table
-with the ratio sparsetir / cuSPARSE (by median time) per case and geometric means per operator."""
+"""Joins `sparsetir bench --device cuda` and bench/gpu/peers.py JSON lines into Markdown tables,
+with the ratio peer time / sparsetir time per case (higher is better for sparsetir) and geometric
+means per table.
+
+    python3 summarize.py OURS.jsonl PEERS.jsonl   # one table (CSR operators against cuSPARSE)
+    python3 summarize.py --out DIR                # every table of a `bench/gpu/run.sh` run
+"""
 import json
 import math
+import os
 import sys
 
 
 def read(path):
     out = []
+    if not os.path.exists(path):
+        return out
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -15,19 +23,133 @@ def read(path):
     return out
 
 
-ours = {(r["op"], r["matrix"], r["feat"]): r for r in read(sys.argv[1])}
-peers = {(r["op"], r["matrix"], r["feat"]): r for r in read(sys.argv[2])}
-print("| op | matrix | feat | nnz | sparsetir ms | cuSPARSE ms | ratio | check |")
-print("|---|---|---:|---:|---:|---:|---:|---|")
-ratios = {}
-for key in sorted(ours):
-    o = ours[key]
-    p = peers.get(key)
-    ms = (o["seconds"] or 0) * 1e3
-    if p and ms > 0:
-        r = p["ms"] / ms
-        ratios.setdefault(key[0], []).append(r)
-        print(f"| {key[0]} | {key[1]} | {key[2]} | {o['nnz']} | {ms:.4f} | {p['ms']:.4f} | {r:.2f}x | {o['check']} |")
-for op, rs in sorted(ratios.items()):
-    g = math.exp(sum(math.log(x) for x in rs) / len(rs))
-    print(f"\n{op}: geometric mean {g:.2f}x over {len(rs)} cases (min {min(rs):.2f}x, max {max(rs):.2f}x)")
+def geomean(rs):
+    return math.exp(sum(math.log(x) for x in rs) / len(rs))
+
+
+def means(ratios, label=""):
+    for op, rs in sorted(ratios.items()):
+        print(f"\n{label}{op}: geometric mean {geomean(rs):.2f}x over {len(rs)} cases "
+              f"(min {min(rs):.2f}x, max {max(rs):.2f}x)")
+
+
+def csr_table(ours_rows, peer_rows):
+    ours = {(r["op"], r["matrix"], r["feat"]): r for r in ours_rows}
+    peers = {(r["op"], r["matrix"], r["feat"]): r for r in peer_rows if "ms" in r}
+    print("| op | matrix | feat | nnz | format | sparsetir ms | cuSPARSE ms | ratio | check |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---|")
+    ratios = {}
+    for key in sorted(ours):
+        o = ours[key]
+        p = peers.get(key)
+        ms = (o.get("seconds") or 0) * 1e3
+        if p and ms > 0:
+            r = p["ms"] / ms
+            ratios.setdefault(key[0], []).append(r)
+            print(f"| {key[0]} | {key[1]} | {key[2]} | {o['nnz']} | {o.get('format', 'csr')} | "
+                  f"{ms:.4f} | {p['ms']:.4f} | {r:.2f}x | {o['check']} |")
+    means(ratios)
+
+
+def hyb_table(auto_rows, peer_rows):
+    """hyb alone (the candidate `--format auto` measured), against cuSPARSE CSR SpMM."""
+    peers = {(r["matrix"], r["feat"]): r for r in peer_rows if r.get("op") == "spmm" and "ms" in r}
+    print("| matrix | feat | hyb ms | cuSPARSE ms | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    ratios = {}
+    for o in auto_rows:
+        for c in o.get("candidates", []):
+            p = peers.get((o["matrix"], o["feat"]))
+            if c["format"].startswith("hyb") and p and c.get("seconds"):
+                r = p["ms"] / (c["seconds"] * 1e3)
+                ratios.setdefault("spmm hyb", []).append(r)
+                print(f"| {o['matrix']} | {o['feat']} | {c['seconds'] * 1e3:.4f} | {p['ms']:.4f} | {r:.2f}x |")
+    means(ratios)
+
+
+def bsr_table(ours_rows, peer_rows):
+    peers = {}
+    for r in peer_rows:
+        if r.get("op") == "spmm_bsr" and "ms" in r:
+            peers.setdefault((r["matrix"], r["block"], r["feat"]), []).append(r)
+    print("| matrix | block | feat | dtype | sparsetir ms | check | peer | peer dtype | peer ms | ratio |")
+    print("|---|---:|---:|---|---:|---|---|---|---:|---:|")
+    ratios = {}
+    for o in ours_rows:
+        blk = int(o["format"].split("=")[1].rstrip(")")) if "block=" in o.get("format", "") else 0
+        ms = (o.get("seconds") or 0) * 1e3
+        for p in peers.get((o["matrix"], blk, o["feat"]), []):
+            if ms <= 0:
+                continue
+            r = p["ms"] / ms
+            ratios.setdefault(f"bsr:{blk} {o['dtype']} vs {p['peer']}", []).append(r)
+            print(f"| {o['matrix']} | {blk} | {o['feat']} | {o['dtype']} | {ms:.4f} | {o['check']} | "
+                  f"{p['peer']} | {p['dtype']} | {p['ms']:.4f} | {r:.2f}x |")
+    means(ratios)
+
+
+def attention_table(ours_rows, peer_rows):
+    peers = {(r["op"], r["dtype"]): r for r in peer_rows if r.get("op", "").startswith("attention")}
+    print("| mask | heads | feat | dtype | sparsetir ms | check | sdpa (boolean mask) ms | ratio | sdpa (no mask) ms |")
+    print("|---|---:|---:|---|---:|---|---:|---:|---:|")
+    for o in ours_rows:
+        ms = (o.get("seconds") or 0) * 1e3
+        p = peers.get(("attention", o["dtype"]))
+        q = peers.get(("attention_nomask", o["dtype"]))
+        if ms > 0 and p:
+            print(f"| {o['matrix']} | {o['heads']} | {o['feat']} | {o['dtype']} | {ms:.4f} | {o['check']} | "
+                  f"{p['ms']:.4f} | {p['ms'] / ms:.2f}x | {q['ms'] if q else float('nan'):.4f} |")
+
+
+def gemm_table(ours_rows, peer_rows):
+    gemm = [r for r in peer_rows if r.get("op") == "gemm"]
+    print("| shape | sparsetir 2:4 ms | check | cuBLAS dense ms | ratio |")
+    print("|---|---:|---|---:|---:|")
+    for o in ours_rows:
+        ms = (o.get("seconds") or 0) * 1e3
+        for g in gemm:
+            if ms > 0 and g["m"] == o["rows"] and g["k"] == o["cols"] and g["n"] == o["feat"]:
+                print(f"| {o['rows']}x{o['cols']}x{o['feat']} | {ms:.4f} | {o['check']} | "
+                      f"{g['ms']:.4f} | {g['ms'] / ms:.2f}x |")
+
+
+def listing(rows):
+    print("| op | matrix | feat | dtype | format | schedule | ms | check |")
+    print("|---|---|---:|---|---|---|---:|---|")
+    for o in rows:
+        ms = (o.get("seconds") or 0) * 1e3
+        print(f"| {o['op']} | {o['matrix']} | {o.get('feat', 1)} | {o.get('dtype', 'float32')} | "
+              f"{o.get('format', '')} | {o.get('schedule', '')} | {ms:.4f} | {o.get('check')} |")
+
+
+def main():
+    if sys.argv[1] != "--out":
+        csr_table(read(sys.argv[1]), read(sys.argv[2]))
+        return
+    d = sys.argv[2]
+    peers = read(os.path.join(d, "cusparse.jsonl"))
+    formats = read(os.path.join(d, "peers_formats.jsonl"))
+    sections = [
+        ("CSR (default GPU schedules) against cuSPARSE", csr_table, "sparsetir.jsonl", peers),
+        ("SpMM --format auto (CSR or hyb per case)", csr_table, "sparsetir_auto.jsonl", peers),
+        ("SpMM hyb (the auto candidate) against cuSPARSE CSR", hyb_table, "sparsetir_auto.jsonl", peers),
+        ("BSR SpMM on tensor cores against cuSPARSE bsrmm", bsr_table, "sparsetir_bsr.jsonl", formats),
+        ("Masked attention against scaled_dot_product_attention", attention_table, "attention.jsonl", formats),
+        ("2:4 SpMM (mma.sp) against dense cuBLAS", gemm_table, "sparsetir_24.jsonl", formats),
+    ]
+    for title, fn, ours, p in sections:
+        rows = read(os.path.join(d, ours))
+        if rows:
+            print(f"\n## {title}\n")
+            fn(rows, p)
+    for title, f in [("SpMV SELL and 16-bit SpMM", "sparsetir_formats.jsonl"),
+                     ("", "sparsetir_dtype.jsonl")]:
+        rows = read(os.path.join(d, f))
+        if rows:
+            if title:
+                print(f"\n## {title}\n")
+            listing(rows)
+
+
+if __name__ == "__main__":
+    main()

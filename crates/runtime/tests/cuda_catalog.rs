@@ -223,20 +223,9 @@ fn every_catalog_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
     }
 }
 
-/// Whether a GPU is usable here (driver and at least one device); a note otherwise.
-fn have_gpu() -> bool {
-    match sparsetir_cuda::Context::first_device() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("note: skipping the real-GPU checks: {e}");
-            false
-        }
-    }
-}
-
 #[test]
 fn every_catalog_kernel_on_a_real_gpu() {
-    if !have_gpu() {
+    if !common::have_gpu() {
         return;
     }
     for k in sparsetir_ops::catalog() {

@@ -48,6 +48,18 @@ fn kernels() -> Vec<Scheduled> {
 
 #[test]
 fn every_catalog_kernel_in_float16_and_bfloat16_in_the_emulator() {
+    every_kernel_in_16_bits(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present.
+#[test]
+fn every_catalog_kernel_in_float16_and_bfloat16_on_a_real_gpu() {
+    if common::have_gpu() {
+        every_kernel_in_16_bits(GpuDevice::Cuda);
+    }
+}
+
+fn every_kernel_in_16_bits(device: GpuDevice) {
     let shape = Shape::new(Pattern::Random { empty_rows: true }, 19, 23)
         .with_density(0.3)
         .with_feat(8)
@@ -62,8 +74,8 @@ fn every_catalog_kernel_in_float16_and_bfloat16_in_the_emulator() {
     {
         let f = sparsetir_ops::load(kernel).expect("catalog kernel");
         let (g, params) = retype_floats(&f, dt);
-        let what = format!("{kernel} in {dt} (default GPU schedule, emulator)");
-        let k = GpuKernel::build(&g, Some(sched), &spec, GpuDevice::Emulator, &cache())
+        let what = format!("{kernel} in {dt} (default GPU schedule, {device:?})");
+        let k = GpuKernel::build(&g, Some(sched), &spec, device, &cache())
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         // Two definitions in the prelude; more occurrences are calls.
         if k.module().source.matches("sptir_atomic_add_").count() > 2 {

@@ -61,6 +61,19 @@ fn arr(shape: Vec<usize>, data: TensorData) -> ArgValue {
 
 #[test]
 fn hyb_spmm_in_the_emulator_equals_the_evaluator() {
+    hyb_spmm_on(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present.
+#[test]
+fn hyb_spmm_on_a_real_gpu() {
+    match sparsetir_cuda::Context::first_device() {
+        Ok(_) => hyb_spmm_on(GpuDevice::Cuda),
+        Err(e) => eprintln!("note: skipping the real-GPU check: {e}"),
+    }
+}
+
+fn hyb_spmm_on(device: GpuDevice) {
     let cache =
         KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-hyb"));
     let csrmm = sparsetir_ops::load("csrmm").unwrap();
@@ -82,7 +95,7 @@ fn hyb_spmm_in_the_emulator_equals_the_evaluator() {
                     .attrs
                     .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
             }
-            let k = GpuKernel::build(&stage1, Some(&sched), &spec, GpuDevice::Emulator, &cache)
+            let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)
                 .unwrap_or_else(|e| panic!("{e}\n{sched}"));
             // One launch per bucket (and the init's), or, fused, the init's and one for the buckets.
             let launches = k.module().kernels.len();

@@ -88,6 +88,18 @@ fn bsr_args(
 
 #[test]
 fn bsr16_and_bsr32_on_tensor_cores_equal_the_evaluator_in_the_emulator() {
+    bsr_on_tensor_cores(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present (the hardware's fragment layouts).
+#[test]
+fn bsr16_and_bsr32_on_tensor_cores_on_a_real_gpu() {
+    if common::have_gpu() {
+        bsr_on_tensor_cores(GpuDevice::Cuda);
+    }
+}
+
+fn bsr_on_tensor_cores(device: GpuDevice) {
     let mut rng = ChaCha8Rng::seed_from_u64(16);
     let tc32 = sparsetir_ops::gpu_schedule("bsrmm_tc32").expect("the 32 x 32 schedule");
     for dt in [DType::F16, DType::BF16] {
@@ -106,7 +118,7 @@ fn bsr16_and_bsr32_on_tensor_cores_equal_the_evaluator_in_the_emulator() {
                 &g,
                 Some(sched),
                 &spec_blk(blk, feat),
-                GpuDevice::Emulator,
+                device,
                 &cache(),
             )
             .unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -203,3 +203,15 @@ pub fn nvrtc() -> Option<sparsetir_cuda::Nvrtc> {
         }
     }
 }
+
+/// Whether a real GPU is usable here (driver and a device); a note otherwise. Tests that need
+/// one return early without it (CI has none; `bench/gpu/run.sh` runs them on a device).
+pub fn have_gpu() -> bool {
+    match sparsetir_cuda::Context::first_device() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("note: skipping the real-GPU checks: {e}");
+            false
+        }
+    }
+}
