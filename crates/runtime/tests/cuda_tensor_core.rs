@@ -114,14 +114,8 @@ fn bsr_on_tensor_cores(device: GpuDevice) {
             let what =
                 format!("bsrmm {dt} on tensor cores, {nb}x{mb} blocks of {blk}, feat {feat}");
             let sched = if blk == 16 { schedule() } else { tc32 };
-            let k = GpuKernel::build(
-                &g,
-                Some(sched),
-                &spec_blk(blk, feat),
-                device,
-                &cache(),
-            )
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let k = GpuKernel::build(&g, Some(sched), &spec_blk(blk, feat), device, &cache())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(
                 k.module().source.contains(&format!(
                     "sptir_mma_m16n8k16_{}(c, a, b);",
