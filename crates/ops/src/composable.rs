@@ -459,6 +459,16 @@ pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
     )
 }
 
+/// The sparse tensor-core GPU schedule of spmm_24 (`schedules/gpu/spmm_24_tc.sched`) for an
+/// `m x n` 2:4 matrix (`m` a multiple of 16, `n` of 32) and a feature width that is a multiple
+/// of `8 * warps`, with `m`, `n` and `feat_size` specialised: one `mma.sp` m16n8k32 per run of
+/// 8 groups of a 16-row tile, `warps` warps of 8 feature columns per thread block.
+pub fn spmm_24_tc_gpu_schedule(n: usize, warps: usize) -> String {
+    include_str!("../schedules/gpu/spmm_24_tc.sched")
+        .replace("GROUPS", &(n / 4).to_string())
+        .replace("WARPS", &warps.max(1).to_string())
+}
+
 /// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
 /// `schedules/gpu/hyb_bucket.sched` for every (part, bucket) block, part-major); `atomic[i]`
 /// marks block `i` atomic (it holds pieces of split rows).

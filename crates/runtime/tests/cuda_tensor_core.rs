@@ -154,9 +154,17 @@ fn the_ptx_holds_the_mma_instruction() {
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         ),
     ] {
-        builds.push((kernel(dt), schedule(), spec(32), dt, ins));
+        builds.push((kernel(dt), schedule(), spec(32), dt, ins.to_string()));
         let c = sparsetir_transform::store_as(&condense, &["A", "B"], dt).expect("store_as");
-        builds.push((c, condense_tc, condense_spec.clone(), dt, ins));
+        builds.push((c, condense_tc, condense_spec.clone(), dt, ins.to_string()));
+    }
+    // 2:4 on sparse tensor cores (`mma.sp` m16n8k32).
+    let sp_sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2);
+    let sp_spec: Vec<(String, i64)> =
+        vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 16)];
+    for (dt, ty) in [(DType::F16, "f16"), (DType::BF16, "bf16")] {
+        let ins = format!("mma.sp.sync.aligned.m16n8k32.row.col.f32.{ty}.{ty}.f32");
+        builds.push((spmm24_kernel(dt), &sp_sched, sp_spec.clone(), dt, ins));
     }
     for (f, sched, spec, dt, ins) in builds {
         let (_, m) = emit_cuda(&f, Some(sched), &spec).expect("emit");
@@ -171,7 +179,7 @@ fn the_ptx_holds_the_mma_instruction() {
             )
             .unwrap_or_else(|e| panic!("{dt} for {arch}: {e}\n{}", m.source));
             let ptx = String::from_utf8_lossy(&ptx);
-            assert!(ptx.contains(ins), "{dt} {arch}: no `{ins}` in the PTX");
+            assert!(ptx.contains(&ins), "{dt} {arch}: no `{ins}` in the PTX");
         }
     }
 }
@@ -206,4 +214,83 @@ fn bad_tensorized_nests_are_typed_errors() {
     let f32k = sparsetir_ops::load("bsrmm").expect("bsrmm");
     let e = emit_cuda(&f32k, Some(tc), &spec(32)).expect_err("float32 refused");
     assert!(e.to_string().contains("float16 or"), "{e}");
+}
+
+/// spmm_24 (`m x n`, 2:4) with 16-bit operands, scheduled for sparse tensor cores.
+fn spmm24_kernel(dt: DType) -> sparsetir_ir::PrimFunc {
+    let f = sparsetir_ops::load("spmm_24").expect("spmm_24");
+    sparsetir_transform::store_as(&f, &["A", "B"], dt).expect("store_as")
+}
+
+/// A random 2:4 matrix (`m x n`; every group of four columns stores two values at two random
+/// distinct positions, in increasing order) and its arguments for `feat` dense columns.
+fn spmm24_args(rng: &mut ChaCha8Rng, m: usize, n: usize, feat: usize, dt: DType) -> Args {
+    let groups = m * (n / 4);
+    let mut pos = Vec::with_capacity(groups * 2);
+    for _ in 0..groups {
+        let p0 = rng.random_range(0..3i64);
+        let p1 = rng.random_range(p0 + 1..4i64);
+        pos.extend([p0, p1]);
+    }
+    let vals: Vec<f64> = (0..groups * 2)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
+    let b: Vec<f64> = (0..n * feat).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let arr = |dt: DType, v: &[f64]| ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"));
+    let mut args = HashMap::new();
+    args.insert("a".into(), arr(dt, &vals));
+    args.insert("b".into(), arr(dt, &b));
+    args.insert("c".into(), arr(DType::F32, &vec![7.0; m * feat]));
+    args.insert(
+        "indices".into(),
+        ArgValue::Array(Tensor::from_i64(DType::I32, &pos).expect("tensor")),
+    );
+    args.insert("m".into(), ArgValue::Int(m as i64));
+    args.insert("n".into(), ArgValue::Int(n as i64));
+    args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+    args
+}
+
+#[test]
+fn spmm_24_on_sparse_tensor_cores_equals_the_evaluator_in_the_emulator() {
+    spmm_24_on_sparse_tensor_cores(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present (the hardware's metadata layout).
+#[test]
+fn spmm_24_on_sparse_tensor_cores_on_a_real_gpu() {
+    if common::have_gpu() {
+        spmm_24_on_sparse_tensor_cores(GpuDevice::Cuda);
+    }
+}
+
+fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(24);
+    for dt in [DType::F16, DType::BF16] {
+        let g = spmm24_kernel(dt);
+        for (m, n, feat, warps) in [(16, 32, 8, 1), (32, 64, 16, 2), (48, 96, 16, 1)] {
+            let what = format!("spmm_24 {dt} on sparse tensor cores, {m}x{n}, feat {feat}");
+            let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(n, warps);
+            let spec = vec![
+                ("m".to_string(), m as i64),
+                ("n".to_string(), n as i64),
+                ("feat_size".to_string(), feat as i64),
+            ];
+            let k = GpuKernel::build(&g, Some(&sched), &spec, device, &cache())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let suffix = if dt == DType::F16 { "f16" } else { "bf16" };
+            assert!(
+                k.module()
+                    .source
+                    .contains(&format!("sptir_mma_sp_m16n8k32_{suffix}(c, a, b, e);")),
+                "{what}: no mma.sp call"
+            );
+            let args = spmm24_args(&mut rng, m, n, feat, dt);
+            let mut want = args.clone();
+            eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            let mut got = args.clone();
+            k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
+        }
+    }
 }

@@ -40,6 +40,8 @@ pub const TENSORIZE_ATTR: &str = "tensorize";
 pub(crate) enum Mma {
     /// `D = A · B + C`, m16n8k16.
     M16n8k16,
+    /// `D = A · B + C` with `A` 2:4 structured sparse, m16n8k32 (`mma.sp`).
+    SpM16n8k32,
     /// The 16×8 accumulator tile set to one value.
     Fill,
 }
@@ -48,6 +50,7 @@ impl Mma {
     pub(crate) fn of(f: &For) -> Option<Mma> {
         match f.annotations.get(TENSORIZE_ATTR) {
             Some(AttrValue::Str(s)) if s == "mma_m16n8k16" => Some(Mma::M16n8k16),
+            Some(AttrValue::Str(s)) if s == "mma_sp_m16n8k32" => Some(Mma::SpM16n8k32),
             Some(AttrValue::Str(s)) if s == "mma_fill_m16n8" => Some(Mma::Fill),
             _ => None,
         }
@@ -97,6 +100,7 @@ impl Writer<'_> {
         let what = format!("tensorized loop `{}`", self.func.vars[f.var].name);
         let extents: &[i64] = match form {
             Mma::M16n8k16 => &[16, 8, 16],
+            Mma::SpM16n8k32 => &[16, 8, 8, 2],
             Mma::Fill => &[16, 8],
         };
         let mut vars = Vec::new();
@@ -232,21 +236,26 @@ impl Writer<'_> {
                 }
             }
             Mma::M16n8k16 => self.write_mma_product(&what, &vars, b, st, &c_target, &mention),
+            Mma::SpM16n8k32 => {
+                self.write_mma_sp_product(&what, &vars, b, st, &c_target, &mention)
+            }
         };
         self.indent -= 1;
         self.line("}");
         r
     }
 
-    fn write_mma_product(
-        &mut self,
+    /// The operands of the tile product `C[..] = C[..] + A[..] * B[..]`: the loads of `A` (which
+    /// does not move with the tile's columns, `vars[1]`) and `B` (which does), and the PTX type
+    /// suffix of their 16-bit type.
+    fn mma_operands<'e>(
+        &self,
         what: &str,
         vars: &[VarId],
-        b: &Block,
-        st: &Store,
+        st: &'e Store,
         c_target: &Expr,
         mention: &dyn Fn(&Expr, VarId) -> bool,
-    ) -> Res<()> {
+    ) -> Res<(&'e Expr, &'e Expr, &'static str)> {
         let bad = |w: &Self| {
             w.unsupported(
                 what,
@@ -269,20 +278,29 @@ impl Writer<'_> {
         };
         // B moves with the tile's columns (the second loop), A does not.
         let n_var = vars[1];
-        let (a, bb) = match (mention(x, n_var), mention(y, n_var)) {
-            (false, true) => (x, y),
-            (true, false) => (y, x),
+        let ((a, abuf), (bb, bbuf)) = match (mention(x, n_var), mention(y, n_var)) {
+            (false, true) => ((x, *bx), (y, *by)),
+            (true, false) => ((y, *by), (x, *bx)),
             _ => return Err(bad(self)),
         };
-        let (adt, bdt) = (
-            self.buf_dtype(if a == x { *bx } else { *by }),
-            self.buf_dtype(if bb == y { *by } else { *bx }),
-        );
-        let suffix = match (adt, bdt) {
+        let suffix = match (self.buf_dtype(abuf), self.buf_dtype(bbuf)) {
             (DType::F16, DType::F16) => "f16",
             (DType::BF16, DType::BF16) => "bf16",
             _ => return Err(bad(self)),
         };
+        Ok((a, bb, suffix))
+    }
+
+    fn write_mma_product(
+        &mut self,
+        what: &str,
+        vars: &[VarId],
+        b: &Block,
+        st: &Store,
+        c_target: &Expr,
+        mention: &dyn Fn(&Expr, VarId) -> bool,
+    ) -> Res<()> {
+        let (a, bb, suffix) = self.mma_operands(what, vars, st, c_target, mention)?;
         self.line("uint32_t a[4], b[2];");
         self.line("float c[4];");
         // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2).
@@ -306,14 +324,138 @@ impl Writer<'_> {
                 "b[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
             ));
         }
+        let c_texts = self.load_c_fragment(c_target, vars, b)?;
+        self.line(&format!("sptir_mma_m16n8k16_{suffix}(c, a, b);"));
+        for (i, c) in c_texts.iter().enumerate() {
+            self.line(&format!("{c} = c[{i}];"));
+        }
+        Ok(())
+    }
+
+    /// The accumulator fragment: loads `c[0..4]` from the `C` tile and returns the four
+    /// elements' texts (to store the result back).
+    fn load_c_fragment(&mut self, c_target: &Expr, vars: &[VarId], b: &Block) -> Res<Vec<String>> {
         let mut c_texts = Vec::new();
         for (i, (row, col)) in C_FRAGMENT.iter().enumerate() {
-            let at = [row.to_string(), col.to_string(), "0".to_string()];
+            let mut at = vec![row.to_string(), col.to_string()];
+            at.resize(vars.len(), "0".to_string());
             let c = self.text_at(c_target, vars, &at, b)?;
             self.line(&format!("c[{i}] = {c};"));
             c_texts.push(c);
         }
-        self.line(&format!("sptir_mma_m16n8k16_{suffix}(c, a, b);"));
+        Ok(c_texts)
+    }
+
+    /// `mma_sp_m16n8k32` (see the module documentation): `A` 2:4 structured sparse, its two
+    /// stored values per group of four columns in the slots of the innermost loop, their
+    /// positions in the group read from the integer load (the metadata) through which `B`'s
+    /// row moves with the slot.
+    fn write_mma_sp_product(
+        &mut self,
+        what: &str,
+        vars: &[VarId],
+        b: &Block,
+        st: &Store,
+        c_target: &Expr,
+        mention: &dyn Fn(&Expr, VarId) -> bool,
+    ) -> Res<()> {
+        let (a, bb, suffix) = self.mma_operands(what, vars, st, c_target, mention)?;
+        let slot = vars[3];
+        // The metadata: the integer load inside B's indices that moves with the slot.
+        let mut meta: Option<Expr> = None;
+        if let Expr::Load { indices, .. } = bb {
+            for e in indices {
+                e.visit(&mut |x| {
+                    if let Expr::Load { buffer, .. } = x {
+                        if meta.is_none() && self.buf_dtype(*buffer).is_integer() && mention(x, slot) {
+                            meta = Some(x.clone());
+                        }
+                    }
+                });
+            }
+        }
+        let Some(meta) = meta else {
+            return Err(self.unsupported(
+                what,
+                "B's row must move with the slot loop through one integer load (the position \
+                 of the stored value in its group of four: `B[4 * group + idx[.., slot], ..]`)",
+            ));
+        };
+        // B at a logical row: the metadata load replaced by the position in the group (the
+        // slot loop's variable stands for it; B may not otherwise move with the slot).
+        let mut b_at = bb.clone();
+        b_at.rewrite_post_order(&mut |x| {
+            if *x == meta {
+                *x = Expr::Var(slot);
+            }
+        });
+        let mut b_without = bb.clone();
+        b_without.rewrite_post_order(&mut |x| {
+            if *x == meta {
+                *x = Expr::int(0);
+            }
+        });
+        if mention(&b_without, slot) || mention(a, vars[1]) {
+            return Err(self.unsupported(
+                what,
+                "B may move with the slot only through the metadata load",
+            ));
+        }
+        self.line("uint32_t a[4], b[4], e = 0u;");
+        self.line("float c[4];");
+        // A (the compressed 16 x 16 tile, m16n8k16's A layout): register r holds rows g (+8
+        // when r is odd) and the two slots of group t (+4 when r >= 2).
+        for r in 0..4 {
+            let row = if r % 2 == 1 { "g + 8" } else { "g" };
+            let grp = if r >= 2 { "t + 4" } else { "t" };
+            let mut half = Vec::new();
+            for s in ["0", "1"] {
+                let at = [row.into(), "0".into(), grp.into(), s.into()];
+                half.push(self.text_at(a, vars, &at, b)?);
+            }
+            self.line(&format!(
+                "a[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
+                half[0], half[1]
+            ));
+        }
+        // Metadata (sparsity selector 0: lanes t = 0 and 1 of each quad supply it): lane t
+        // describes groups 4 (t & 1) .. 4 (t & 1) + 3 of row g in its low 16 bits and of row
+        // g + 8 in its high 16 bits, one 4-bit nibble per group (first slot's position in the
+        // low 2 bits).
+        self.line("const int32_t h = t & 1;");
+        for (row, shift) in [("g", 0), ("g + 8", 16)] {
+            for q in 0..4 {
+                let grp = format!("4 * h + {q}");
+                let mut pos = Vec::new();
+                for s in ["0", "1"] {
+                    let at = [row.into(), "0".into(), grp.clone(), s.into()];
+                    pos.push(self.text_at(&meta, vars, &at, b)?);
+                }
+                self.line(&format!(
+                    "e |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
+                    pos[0],
+                    pos[1],
+                    shift + 4 * q
+                ));
+            }
+        }
+        // B (32 x 8): register r holds rows 2t + 8r and 2t + 8r + 1, column g; row k is
+        // position k % 4 of group k / 4.
+        for r in 0..4 {
+            let mut half = Vec::new();
+            for e in 0..2 {
+                let grp = format!("{} + ((2 * t + {e}) >> 2)", 2 * r);
+                let pos = format!("(2 * t + {e}) & 3");
+                let at = ["0".into(), "g".into(), grp, pos];
+                half.push(self.text_at(&b_at, vars, &at, b)?);
+            }
+            self.line(&format!(
+                "b[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
+                half[0], half[1]
+            ));
+        }
+        let c_texts = self.load_c_fragment(c_target, vars, b)?;
+        self.line(&format!("sptir_mma_sp_m16n8k32_{suffix}(c, a, b, e);"));
         for (i, c) in c_texts.iter().enumerate() {
             self.line(&format!("{c} = c[{i}];"));
         }
@@ -333,6 +475,16 @@ static __device__ __forceinline__ void sptir_mma_m16n8k16_bf16(float* c, const u
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+static __device__ __forceinline__ void sptir_mma_sp_m16n8k32_f16(float* c, const uint32_t* a, const uint32_t* b, uint32_t e) {
+    asm volatile("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(e));
+}
+static __device__ __forceinline__ void sptir_mma_sp_m16n8k32_bf16(float* c, const uint32_t* a, const uint32_t* b, uint32_t e) {
+    asm volatile("mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(e));
 }
 #else
 /* The tile product from every lane's fragments (PTX's m16n8k16 layouts). */
@@ -361,6 +513,49 @@ static __device__ void sptir_mma_m16n8k16_emu(float* c, const uint32_t* a, const
         c[i] = s;
     }
 }
+/* The sparse tile product (mma.sp m16n8k32, sparsity selector 0): the compressed 16 x 16 A
+   in m16n8k16's A layout, each value placed at the position its metadata gives in its group of
+   four columns (lane 4q + h, h < 2, holds row q's and row q + 8's positions for the
+   compressed columns 8h .. 8h + 7 in its low and high 16 bits, 2 bits each); B 32 x 8, lane l
+   holding rows 2t + 8r, 2t + 8r + 1 of column g in register r. */
+static __device__ void sptir_mma_sp_m16n8k32_emu(float* c, const uint32_t* a, const uint32_t* b, uint32_t e, bool bf) {
+    float A[16][32], B[32][8], V[16][16];
+    int P[16][16];
+    for (int r = 0; r < 16; ++r) for (int k = 0; k < 32; ++k) A[r][k] = 0.0f;
+    for (int src = 0; src < 32; ++src) {
+        const int sg = src >> 2, st = src & 3;
+        for (int r = 0; r < 4; ++r) {
+            const uint32_t v = __shfl_sync(0xffffffffu, a[r], src);
+            const int row = sg + ((r & 1) ? 8 : 0), col = 2 * st + ((r & 2) ? 8 : 0);
+            V[row][col] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
+            V[row][col + 1] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
+        }
+        for (int r = 0; r < 4; ++r) {
+            const uint32_t v = __shfl_sync(0xffffffffu, b[r], src);
+            const int row = 2 * st + 8 * r;
+            B[row][sg] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
+            B[row + 1][sg] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
+        }
+        const uint32_t ev = __shfl_sync(0xffffffffu, e, src);
+        if (st < 2) {
+            for (int j = 0; j < 8; ++j) {
+                P[sg][8 * st + j] = (int)((ev >> (2 * j)) & 3u);
+                P[sg + 8][8 * st + j] = (int)((ev >> (16 + 2 * j)) & 3u);
+            }
+        }
+    }
+    for (int r = 0; r < 16; ++r)
+        for (int j = 0; j < 16; ++j) A[r][4 * (j >> 1) + P[r][j]] += V[r][j];
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; ++i) {
+        const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+        float s = c[i];
+        for (int k = 0; k < 32; ++k) s += A[row][k] * B[k][col];
+        c[i] = s;
+    }
+}
+static __device__ void sptir_mma_sp_m16n8k32_f16(float* c, const uint32_t* a, const uint32_t* b, uint32_t e) { sptir_mma_sp_m16n8k32_emu(c, a, b, e, false); }
+static __device__ void sptir_mma_sp_m16n8k32_bf16(float* c, const uint32_t* a, const uint32_t* b, uint32_t e) { sptir_mma_sp_m16n8k32_emu(c, a, b, e, true); }
 static __device__ void sptir_mma_m16n8k16_f16(float* c, const uint32_t* a, const uint32_t* b) { sptir_mma_m16n8k16_emu(c, a, b, false); }
 static __device__ void sptir_mma_m16n8k16_bf16(float* c, const uint32_t* a, const uint32_t* b) { sptir_mma_m16n8k16_emu(c, a, b, true); }
 #endif
