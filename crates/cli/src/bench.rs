@@ -772,7 +772,12 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     match (&format, op) {
         (Format::Csr, _) => {}
         (
-            Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Condense | Format::Auto,
+            Format::Hyb { .. }
+            | Format::Bsr(_)
+            | Format::Ell(_)
+            | Format::Condense
+            | Format::TwoFour
+            | Format::Auto,
             Op::Spmm,
         )
         | (Format::Coo | Format::Auto, Op::Sddmm)
@@ -789,7 +794,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 op.name(),
                 op.name(),
                 match op {
-                    Op::Spmm => "csr, hyb, bsr:B, ell, condense or auto",
+                    Op::Spmm => "csr, hyb, bsr:B, ell, condense, 2:4 or auto",
                     Op::Sddmm => "csr, coo or auto",
                     Op::Spmv => "csr, sell, sell(sigma=S) or auto",
                 }

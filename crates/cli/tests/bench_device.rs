@@ -1,7 +1,7 @@
 //! `sparsetir bench ... --device cuda-emu`: the generated CUDA of every operator and format the
 //! GPU path runs (csr; for spmm hyb, bsr:B, ell(width=W) and auto; for spmv sell; 16-bit
 //! operands with `--dtype`; masked attention; 16 x 16 BSR blocks and TC-GNN's condensed tiles on tensor
-//! cores) runs in the CPU emulator, prints one JSON line per case with
+//! cores; 2:4 on sparse tensor cores) runs in the CPU emulator, prints one JSON line per case with
 //! `check: true` against the f64 reference, the format that ran and the emulator's traffic
 //! counts; formats without a GPU kernel and bad combinations exit with code 1. Skipped, with a
 //! note, when no C++ compiler runs.
@@ -45,9 +45,11 @@ fn bench(op: &str, m: &Path, extra: &[&str]) -> Output {
         "--device",
         "cuda-emu",
         "--json",
-        "--feat",
-        "8",
     ];
+    // Width 8 unless the case names its own.
+    if !extra.contains(&"--feat") {
+        args.extend_from_slice(&["--feat", "8"]);
+    }
     args.extend_from_slice(extra);
     run(&args)
 }
@@ -111,6 +113,61 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
             assert_eq!(j["schedule"], "tensor cores", "{j}");
             assert_eq!(j["check"], true, "{j}");
         }
+    }
+}
+
+/// 2:4 SpMM (`--format 2:4`): the catalog's spmm_24 on the exact 2:4 storage; float32 with its
+/// default GPU schedule, 16-bit operands on sparse tensor cores (`mma.sp`); a matrix that is not
+/// 2:4 exits 1 naming the conversion. And tensor-core formats wider than 256 columns (the
+/// feature columns over `blockIdx.y` too).
+#[test]
+fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
+    if !have_cxx() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m24 = dir.path().join("m24.mtx");
+    let o = run(&[
+        "gen",
+        "mask24",
+        "--rows",
+        "32",
+        "--cols",
+        "64",
+        "-o",
+        m24.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (dtype, feat, schedule) in [
+        ("float32", "8", "default"),
+        ("float16", "16", "tensor cores"),
+        ("bfloat16", "8", "tensor cores"),
+    ] {
+        let j = line(&bench(
+            "spmm",
+            &m24,
+            &["--format", "2:4", "--dtype", dtype, "--feat", feat],
+        ));
+        assert_eq!(j["format"], "2:4", "{j}");
+        assert_eq!(j["schedule"], schedule, "{dtype}: {j}");
+        assert_eq!(j["check"], true, "{dtype}: {j}");
+    }
+    let m = write_matrix(dir.path());
+    let o = bench("spmm", &m, &["--format", "2:4"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("2:4 conversion"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for format in ["bsr:16", "condense"] {
+        let j = line(&bench(
+            "spmm",
+            &m,
+            &["--format", format, "--dtype", "float16", "--feat", "512"],
+        ));
+        assert_eq!(j["schedule"], "tensor cores", "{format}: {j}");
+        assert_eq!(j["check"], true, "{format}: {j}");
     }
 }
 

@@ -38,6 +38,10 @@ pub enum Format {
     /// TC-GNN's condensed tiling (SpMM): tiles of [`CONDENSE_TILE`] rows, each tile's columns
     /// condensed into dense groups of [`CONDENSE_TILE`] (tensor-core shaped).
     Condense,
+    /// 2:4 structured sparsity (SpMM): the catalog's `spmm_24` on the n:m container (every group
+    /// of four columns of a row stores two values and their positions); with 16-bit operands on
+    /// a GPU, sparse tensor cores (`mma.sp`).
+    TwoFour,
     /// Chosen per matrix and feature width.
     Auto,
 }
@@ -68,6 +72,7 @@ impl fmt::Display for Format {
             Format::Sell { sigma: None } => f.write_str("sell"),
             Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
             Format::Condense => f.write_str("condense"),
+            Format::TwoFour => f.write_str("2:4"),
             Format::Auto => f.write_str("auto"),
         }
     }
@@ -75,7 +80,7 @@ impl fmt::Display for Format {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4 or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -122,6 +127,7 @@ impl Format {
             "coo" => return Ok(Format::Coo),
             "sell" => return Ok(Format::Sell { sigma: None }),
             "condense" => return Ok(Format::Condense),
+            "2:4" => return Ok(Format::TwoFour),
             "auto" => return Ok(Format::Auto),
             _ => {}
         }
@@ -457,6 +463,27 @@ pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
         num_buckets,
         &[],
     )
+}
+
+/// A tensor-core GPU schedule (`gpu/bsrmm_tc.sched`, `bsrmm_tc32.sched`,
+/// `condense_spmm_tc.sched`: a warp of 8 feature columns each) for `feat` columns: as written up
+/// to 32 warps (256 columns); wider, the columns also spread over `blockIdx.y`, 32 warps
+/// (256 columns) per thread block.
+pub fn tensor_core_gpu_schedule(sched: &str, feat: usize) -> String {
+    if feat <= 256 {
+        return sched.to_string();
+    }
+    sched
+        .replace(
+            "zfo, zfi = sch.split(zf, [None, 8])",
+            "zfy, zfo, zfi = sch.split(zf, [None, 32, 8])\nsch.bind(zfy, \"blockIdx.y\")",
+        )
+        .replace("sch.reorder(zfo, ", "sch.reorder(zfy, zfo, ")
+        .replace(
+            "fo, fi = sch.split(f, [None, 8])",
+            "fy, fo, fi = sch.split(f, [None, 32, 8])\nsch.bind(fy, \"blockIdx.y\")",
+        )
+        .replace("sch.reorder(fo, ", "sch.reorder(fy, fo, ")
 }
 
 /// The sparse tensor-core GPU schedule of spmm_24 (`schedules/gpu/spmm_24_tc.sched`) for an

@@ -187,6 +187,11 @@ fn builtin_rules(t: &str) -> Result<(Vec<FormatRewriteRule>, Vec<RuleKind>), Rul
         Format::Csr | Format::Auto => Err(unknown(format!(
             "`{format}` is not a rewrite rule (csr is the input format)"
         ))),
+        Format::TwoFour => Err(unknown(
+            "2:4 is a storage format of `bench spmm --format 2:4` with the catalog's spmm_24 \
+             kernel, not a rewrite rule"
+                .into(),
+        )),
         Format::Condense => Err(unknown(
             "condense is a storage format of `bench spmm --format condense` with its own kernel \
              (crates/ops/formats/condense_spmm.sp), not a rewrite rule"

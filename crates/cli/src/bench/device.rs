@@ -41,24 +41,34 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     match (&format, op) {
         (Format::Csr, _) => {}
         (
-            Format::Hyb { .. } | Format::Bsr(_) | Format::Ell(_) | Format::Condense | Format::Auto,
+            Format::Hyb { .. }
+            | Format::Bsr(_)
+            | Format::Ell(_)
+            | Format::Condense
+            | Format::TwoFour
+            | Format::Auto,
             Op::Spmm,
         )
         | (Format::Sell { .. }, Op::Spmv)
             if o.schedule.is_none() => {}
         _ => {
             return Err(Failure(format!(
-                "error: --device {} runs csr, for spmm hyb, bsr:B, ell(width=W), condense and \
-                 auto, for spmv sell (no --schedule) (got `{}`)",
+                "error: --device {} runs csr, for spmm hyb, bsr:B, ell(width=W), condense, 2:4 \
+                 and auto, for spmv sell (no --schedule) (got `{}`)",
                 o.device, o.format
             )))
         }
     }
     let feats = feats_of(op, o)?;
     let dtype = parse_dtype(&o.dtype)?;
-    if dtype != DType::F32 && !matches!(format, Format::Csr | Format::Bsr(_) | Format::Condense) {
+    if dtype != DType::F32
+        && !matches!(
+            format,
+            Format::Csr | Format::Bsr(_) | Format::Condense | Format::TwoFour
+        )
+    {
         return Err(Failure(format!(
-            "error: --dtype {dtype} takes the csr, bsr:B and condense formats on a GPU (got \
+            "error: --dtype {dtype} takes the csr, bsr:B, condense and 2:4 formats on a GPU (got \
              `{format}`)"
         )));
     }
@@ -194,13 +204,11 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                          remainder runs on the CPU only)"
                     )));
                 };
-                let (func, osched) = own.with_dtype(op, feat, dtype)?;
-                let kernel = GpuKernel::build(&func, osched, &own.gpu_spec, device, &cache)?;
+                let (func, osched, tensor_cores) = own.with_dtype(op, feat, dtype)?;
+                let kernel =
+                    GpuKernel::build(&func, osched.as_deref(), &own.gpu_spec, device, &cache)?;
                 let mut oargs = own.arguments(op, &dense_b);
                 store_inputs(op, &mut oargs, dtype);
-                let tensor_cores = ["bsrmm_tc", "bsrmm_tc32", "condense_spmm_tc"]
-                    .iter()
-                    .any(|n| osched.is_some() && osched == sparsetir_ops::gpu_schedule(n));
                 let sched = match osched {
                     _ if tensor_cores => "tensor cores",
                     Some(_) => "default",

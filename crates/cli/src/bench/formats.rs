@@ -19,6 +19,11 @@
 //!   groups of 16 (`builders::condense`), the kernel `formats/condense_spmm.sp` (on a GPU with
 //!   16-bit operands: tensor cores, `gpu/condense_spmm_tc.sched`); the output has a row per
 //!   tile row;
+//! - 2:4 (SpMM): the catalog's spmm_24 on the exact 2:4 storage of the matrix
+//!   (`formats::Nm::from_csr`: every group of four columns of a row holds at most two entries),
+//!   the stored positions its `indices`; on a GPU with 16-bit operands, sparse tensor cores
+//!   (`mma.sp` m16n8k32, `composable::spmm_24_tc_gpu_schedule`) where the rows are a multiple
+//!   of 16, the columns of 32 and the width of 8;
 //! - sell (SpMV): SELL-C-σ from `builders::sell` (16 rows per chunk, the sorting window given
 //!   or `sell_sigma`'s), the kernel `formats/spmv_sell.sp` scheduled by
 //!   `schedules/spmv_sell.sched`; the output has a row per lane (the matrix's rows first).
@@ -35,13 +40,13 @@ use sparsetir_formats::builders::condense::condense;
 use sparsetir_formats::builders::ell_csr::{ell_csr, EllCsr};
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
 use sparsetir_formats::builders::sell::sell;
-use sparsetir_formats::{Bsr, BsrPadding};
+use sparsetir_formats::{Bsr, BsrPadding, Nm};
 use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_ops::composable::{
     auto_candidates, condense_spmm, default_buckets, ell_csr_spmm_schedule, ell_width,
-    hyb_spmm_schedule, sell_sigma, spmv_sell, Format, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE,
-    CONDENSE_TILE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES,
-    SPMV_SELL_SCHEDULE,
+    hyb_spmm_schedule, sell_sigma, spmm_24_tc_gpu_schedule, spmv_sell, tensor_core_gpu_schedule,
+    Format, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE, CONDENSE_TILE, SDDMM_AUTO_CANDIDATES,
+    SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES, SPMV_SELL_SCHEDULE,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
@@ -98,7 +103,11 @@ fn prepare(
     if dtype != DType::F32
         && !matches!(
             format,
-            Format::Bsr(_) | Format::Ell(_) | Format::Condense | Format::Sell { .. }
+            Format::Bsr(_)
+                | Format::Ell(_)
+                | Format::Condense
+                | Format::Sell { .. }
+                | Format::TwoFour
         )
     {
         return Err(Failure(format!(
@@ -154,6 +163,7 @@ fn prepare(
             prepare_own(op, feat, own_sell(a, *sigma)?, opts, dtype)
         }
         (Op::Spmm, Format::Condense) => prepare_own(op, feat, own_condense(a, feat)?, opts, dtype),
+        (Op::Spmm, Format::TwoFour) => prepare_own(op, feat, own_24(a, feat)?, opts, dtype),
         (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts, dtype),
         (_, Format::Auto) => Err(Failure(
             "error: internal error: `auto` is not a candidate format".into(),
@@ -273,17 +283,20 @@ pub(super) struct OwnFormat {
 
 impl OwnFormat {
     /// The stage-I function with the operands stored as `dtype` (float32 arithmetic and output,
-    /// `store_as`), and the GPU schedule for it: 16 x 16 and 32 x 32 BSR blocks and condensed
-    /// tiles with 16-bit operands and a feature width that is a multiple of 8 run on tensor
-    /// cores (`gpu/bsrmm_tc.sched`, `bsrmm_tc32.sched`, `condense_spmm_tc.sched`).
+    /// `store_as`), its GPU schedule, and whether that schedule runs on tensor cores: 16 x 16
+    /// and 32 x 32 BSR blocks and condensed tiles with 16-bit operands and a feature width that
+    /// is a multiple of 8 (`gpu/bsrmm_tc.sched`, `bsrmm_tc32.sched`, `condense_spmm_tc.sched`,
+    /// wider than 256 columns spread over `blockIdx.y` too), and 2:4 with 16-bit operands and
+    /// tensor-core shapes (`mma.sp`, `composable::spmm_24_tc_gpu_schedule`).
     pub(super) fn with_dtype(
         &self,
         op: Op,
         feat: usize,
         dtype: DType,
-    ) -> Result<(PrimFunc, Option<&'static str>), Failure> {
+    ) -> Result<(PrimFunc, Option<String>, bool), Failure> {
+        let plain = self.gpu_schedule.map(str::to_string);
         if dtype == DType::F32 {
-            return Ok((self.func.clone(), self.gpu_schedule));
+            return Ok((self.func.clone(), plain, false));
         }
         let f = sparsetir_transform::store_as(&self.func, op.inputs(), dtype)
             .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
@@ -293,11 +306,32 @@ impl OwnFormat {
             "condense" => Some("condense_spmm_tc"),
             _ => None,
         };
-        let sched = match tc {
-            Some(name) if feat.is_multiple_of(8) => sparsetir_ops::gpu_schedule(name),
-            _ => self.gpu_schedule,
-        };
-        Ok((f, sched))
+        if self.name == "2:4" {
+            let int = |k: &str| {
+                self.gpu_spec
+                    .iter()
+                    .find(|(p, _)| p == k)
+                    .map_or(0, |(_, v)| *v as usize)
+            };
+            let (m, n) = (int("m"), int("n"));
+            if m > 0
+                && m.is_multiple_of(16)
+                && n > 0
+                && n.is_multiple_of(32)
+                && feat.is_multiple_of(8)
+            {
+                let warps = [4, 2, 1]
+                    .into_iter()
+                    .find(|w| feat.is_multiple_of(8 * w))
+                    .unwrap_or(1);
+                return Ok((f, Some(spmm_24_tc_gpu_schedule(n, warps)), true));
+            }
+            return Ok((f, plain, false));
+        }
+        Ok(match tc.and_then(sparsetir_ops::gpu_schedule) {
+            Some(s) if feat.is_multiple_of(8) => (f, Some(tensor_core_gpu_schedule(s, feat)), true),
+            _ => (f, plain, false),
+        })
     }
 
     /// The kernel's arguments for the dense operand `dense_b` (zero-padded) and a zero output.
@@ -327,6 +361,7 @@ pub(super) fn own_format(
         }
         (Op::Spmv, Format::Sell { sigma }) => Some(own_sell(a, *sigma)?),
         (Op::Spmm, Format::Condense) => Some(own_condense(a, feat)?),
+        (Op::Spmm, Format::TwoFour) => Some(own_24(a, feat)?),
         _ => None,
     })
 }
@@ -339,7 +374,7 @@ fn prepare_own(
     opts: &CompileOptions,
     dtype: DType,
 ) -> Result<Prepared, Failure> {
-    let (func, _) = o.with_dtype(op, feat, dtype)?;
+    let (func, _, _) = o.with_dtype(op, feat, dtype)?;
     let (kernel, total, frontend, load) = build_own(&func, &o.cpu_schedule, &o.spec, opts)?;
     let cache = kernel.report().outcome;
     Ok(Prepared {
@@ -539,6 +574,39 @@ fn own_condense(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
         args,
         b_shape: vec![a.cols, feat],
         c_shape: vec![tiles * t, feat],
+        convert_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// SpMM on the exact 2:4 storage of the matrix (see the module documentation).
+fn own_24(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
+    let start = Instant::now();
+    let nm = Nm::from_csr(&formats_csr(a)?, 2, 4)
+        .map_err(|e| Failure(format!("error: 2:4 conversion: {e}")))?;
+    let (m, n) = nm.shape();
+    let positions: Vec<i32> = nm.metadata().iter().map(|&p| i32::from(p)).collect();
+    let mut args = HashMap::new();
+    args.insert("a".into(), f32_tensor(vec![positions.len()], nm.values()));
+    args.insert("indices".into(), i32_tensor(&positions));
+    args.insert("m".into(), size(m));
+    args.insert("n".into(), size(n));
+    args.insert("feat_size".into(), size(feat));
+    let spec = vec![("feat_size".to_string(), feat as i64)];
+    Ok(OwnFormat {
+        name: "2:4".into(),
+        func: sparsetir_ops::load("spmm_24")?,
+        cpu_schedule: sparsetir_ops::cpu_schedule("spmm_24")
+            .map_or_else(String::new, str::to_string),
+        gpu_schedule: sparsetir_ops::gpu_schedule("spmm_24"),
+        spec,
+        gpu_spec: vec![
+            ("m".to_string(), m as i64),
+            ("n".to_string(), n as i64),
+            ("feat_size".to_string(), feat as i64),
+        ],
+        args,
+        b_shape: vec![n, feat],
+        c_shape: vec![m, feat],
         convert_seconds: start.elapsed().as_secs_f64(),
     })
 }

@@ -236,9 +236,7 @@ impl Writer<'_> {
                 }
             }
             Mma::M16n8k16 => self.write_mma_product(&what, &vars, b, st, &c_target, &mention),
-            Mma::SpM16n8k32 => {
-                self.write_mma_sp_product(&what, &vars, b, st, &c_target, &mention)
-            }
+            Mma::SpM16n8k32 => self.write_mma_sp_product(&what, &vars, b, st, &c_target, &mention),
         };
         self.indent -= 1;
         self.line("}");
@@ -367,7 +365,10 @@ impl Writer<'_> {
             for e in indices {
                 e.visit(&mut |x| {
                     if let Expr::Load { buffer, .. } = x {
-                        if meta.is_none() && self.buf_dtype(*buffer).is_integer() && mention(x, slot) {
+                        if meta.is_none()
+                            && self.buf_dtype(*buffer).is_integer()
+                            && mention(x, slot)
+                        {
                             meta = Some(x.clone());
                         }
                     }
