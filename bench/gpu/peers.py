@@ -61,9 +61,66 @@ def relerr(got, want):
     return float(torch.linalg.norm(got.double() - want.double()) / torch.linalg.norm(want.double()))
 
 
+class CusparseBsrmm:
+    """cuSPARSE's BSR SpMM (`cusparseSbsrmm`, float32) called directly through ctypes: PyTorch
+    2.11 sends BSR @ dense on CUDA to its own Triton kernel, not to cuSPARSE."""
+
+    def __init__(self):
+        import ctypes
+        import glob
+        import os
+
+        cands = []
+        for root in [os.path.dirname(torch.__file__) + "/..", "/usr/local/cuda/lib64"]:
+            cands += sorted(glob.glob(root + "/nvidia/*/lib/libcusparse.so*"))
+            cands += sorted(glob.glob(root + "/nvidia/cusparse/lib/libcusparse.so*"))
+            cands += sorted(glob.glob(root + "/libcusparse.so*"))
+        if not cands:
+            raise RuntimeError("libcusparse not found")
+        self.ct = ctypes
+        self.lib = ctypes.CDLL(cands[0])
+        self.path = cands[0]
+        self.handle = ctypes.c_void_p()
+        self._ok(self.lib.cusparseCreate(ctypes.byref(self.handle)), "cusparseCreate")
+        self.descr = ctypes.c_void_p()
+        self._ok(self.lib.cusparseCreateMatDescr(ctypes.byref(self.descr)), "cusparseCreateMatDescr")
+        self.alpha = ctypes.c_float(1.0)
+        self.beta = ctypes.c_float(0.0)
+
+    def _ok(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"{what}: cuSPARSE status {status}")
+
+    def prepare(self, Ab, B):
+        """C (column-major m x n) = Ab (BSR, row-major blocks) @ B (row-major k x n, passed
+        as the transpose of a column-major n x k)."""
+        ct = self.ct
+        block = Ab.values().shape[1]
+        m, k = Ab.shape
+        n = B.shape[1]
+        C = torch.empty(n, m, device=B.device, dtype=torch.float32)
+        self._ok(self.lib.cusparseSetStream(self.handle, ct.c_void_p(torch.cuda.current_stream().cuda_stream)),
+                 "cusparseSetStream")
+        crow = Ab.crow_indices().to(torch.int32)
+        col = Ab.col_indices().to(torch.int32)
+        vals = Ab.values().contiguous()
+        keep = (crow, col, vals, B, C)
+        args = (self.handle, 0, 0, 1, m // block, n, k // block, col.numel(),
+                ct.byref(self.alpha), self.descr, ct.c_void_p(vals.data_ptr()),
+                ct.c_void_p(crow.data_ptr()), ct.c_void_p(col.data_ptr()), block,
+                ct.c_void_p(B.data_ptr()), n, ct.byref(self.beta), ct.c_void_p(C.data_ptr()), m)
+        fn = self.lib.cusparseSbsrmm
+
+        def run():
+            self._ok(fn(*args), "cusparseSbsrmm")
+            return keep[4].t()
+
+        return run
+
+
 def bsr_cases(spec, feats, dev, name):
-    """Block-sparse SpMM: cuSPARSE bsrmm (PyTorch's BSR @ dense, float32 — cuSPARSE's BSR SpMM
-    has no 16-bit form) and, where PyTorch has one, its 16-bit BSR path (Triton kernels)."""
+    """Block-sparse SpMM: cuSPARSE's bsrmm (float32: cuSPARSE's BSR SpMM has no 16-bit form),
+    and PyTorch's BSR @ dense (its Triton kernels) in float32, float16 and bfloat16."""
     path, block = spec.rsplit(":", 1)
     block = int(block)
     m = load(path)
@@ -71,12 +128,29 @@ def bsr_cases(spec, feats, dev, name):
     A = torch_csr(m, dev)
     Ab = A.to_sparse_bsr((block, block))
     dense = A.to_dense()
+    try:
+        cus = CusparseBsrmm()
+    except Exception as e:  # noqa: BLE001 - reported, the other peers still run
+        cus = None
+        emit(peer="cusparse bsrmm (cusparseSbsrmm)", op="spmm_bsr", matrix=stem, block=block,
+             error=str(e)[:200], device=name)
     for f in feats:
         B = torch.rand(m.shape[1], f, device=dev)
         want = dense @ B
+        if cus is not None:
+            try:
+                run = cus.prepare(Ab, B)
+                err = relerr(run(), want)
+                ms = median_ms(run)
+                emit(peer="cusparse bsrmm (cusparseSbsrmm)", op="spmm_bsr", matrix=stem,
+                     block=block, feat=f, dtype="float32", nnz=int(m.nnz), ms=ms, relerr=err,
+                     gflops=2.0 * m.nnz * f / (ms * 1e-3) / 1e9, library=cus.path, device=name)
+            except Exception as e:  # noqa: BLE001
+                emit(peer="cusparse bsrmm (cusparseSbsrmm)", op="spmm_bsr", matrix=stem,
+                     block=block, feat=f, error=str(e)[:200], device=name)
         err = relerr(Ab @ B, want)
         ms = median_ms(lambda: Ab @ B)
-        emit(peer="cusparse bsrmm (torch BSR float32)", op="spmm_bsr", matrix=stem, block=block,
+        emit(peer="torch BSR float32 (Triton)", op="spmm_bsr", matrix=stem, block=block,
              feat=f, dtype="float32", nnz=int(m.nnz), ms=ms, relerr=err,
              gflops=2.0 * m.nnz * f / (ms * 1e-3) / 1e9, device=name)
         for dt, dname in [(torch.float16, "float16"), (torch.bfloat16, "bfloat16")]:

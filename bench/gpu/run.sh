@@ -8,7 +8,8 @@
 #      against cuSPARSE bsrmm, and masked attention (4096 tokens, 10% block density, 8 heads)
 #      against PyTorch's scaled_dot_product_attention with the mask as a dense boolean mask;
 #      2:4 SpMM (`mma.sp`) against the dense cuBLAS GEMM of the same shape (issue 13);
-#   3. what is left of the time: SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) on
+#   3. the `mma.sp` layout probe (bench/gpu/probe_mma_sp.cu, built with nvcc);
+#   4. what is left of the time: SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) on
 #      the matrices.
 # Raw JSON lines and a summary go under $OUT. Each phase has a time budget (seconds, `BUDGET_*`)
 # so that one device call always ends with its summary written.
@@ -19,7 +20,7 @@ set -uo pipefail
 BIN=${BIN:-target/release/sparsetir}
 DATA=${DATA:-../shared/data}
 OUT=${OUT:-bench/gpu/out}
-PHASES=${PHASES:-tests,csr,formats,extra}
+PHASES=${PHASES:-tests,probe,csr,formats,extra}
 mkdir -p "$OUT"
 export SPARSETIR_CACHE_DIR=${SPARSETIR_CACHE_DIR:-/tmp/sparsetir-cache}
 # NVRTC: the toolkit's, else a wheel's.
@@ -45,6 +46,13 @@ if has tests && [[ -n ${TESTS:-} ]]; then
         echo "== $t" | tee -a "$OUT/tests.txt"
         within "$t" real_gpu --test-threads=1 2>&1 | tail -25 | tee -a "$OUT/tests.txt"
     done
+fi
+
+# 2. Which register layouts `mma.sp` takes on this GPU (the CUDA writer's 2:4 metadata, B1 E1).
+if has probe; then
+    phase "${BUDGET_PROBE:-60}" probe
+    within nvcc -arch=sm_90 -o /tmp/probe_mma_sp bench/gpu/probe_mma_sp.cu 2>&1 | tee -a "$OUT/probe.txt"
+    within /tmp/probe_mma_sp 2>&1 | tee -a "$OUT/probe.txt"
 fi
 
 mats=()
@@ -74,14 +82,18 @@ if has formats; then
         B spmm --matrix "$g/block16_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:16 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
         B spmm --matrix "$g/block32_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:32 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
     done
+    # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS.
+    for dt in float16 bfloat16; do
+        B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format 2:4 >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
+    done
     for dt in float32 float16; do
         B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
     done
-    # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS.
-    B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format 2:4 >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
     within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \
         --attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64 --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
     within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1
+    mkdir -p "$OUT/cuda_24"
+    within "$BIN" bench spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format 2:4 --device cuda --repeat 1 --warmup 0 --warmup-ms 0 --emit-cuda "$OUT/cuda_24" --json > /dev/null 2>&1
     rm -f "$g"/*.mtx
 fi
 
