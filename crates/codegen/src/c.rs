@@ -334,6 +334,9 @@ pub struct Writer<'f> {
     target: Target,
     /// CUDA: the kernel being written.
     kernel: Option<gpu::KernelCtx>,
+    /// CUDA: the tensorized nest (its outermost loop's variable) whose accumulator fragment an
+    /// enclosing loop keeps in registers (`sptir_acc`) for all its iterations.
+    mma_acc: Option<VarId>,
     /// CUDA, inside one iteration of a loop whose reads were vectorised: those reads, with
     /// the vector holding them, and the iteration (the component to read).
     vec_sub: Option<(Vec<(Expr, String)>, usize)>,
@@ -452,6 +455,7 @@ impl<'f> Writer<'f> {
             lane_types: BTreeSet::new(),
             target,
             kernel: None,
+            mma_acc: None,
             vec_sub: None,
             hoisted: Vec::new(),
             has_workspaces: workspace::any_in(&func.body),

@@ -854,7 +854,26 @@ impl<'f> Writer<'f> {
             // in flight at once.
             self.pragma(&format!("unroll {}", (*n).clamp(1, 64)));
         }
+        // A tensorized product that accumulates into the same tile in every iteration: its
+        // fragment lives in registers across the loop (loaded before, stored after).
+        let hoist = match (self.mma_acc, self.kernel.as_ref()) {
+            (None, Some(k)) if k.divergent == 0 => self.mma_accumulator_plan(f)?,
+            _ => None,
+        };
         let v = self.bind(f.var)?;
+        if let Some((nest, texts)) = &hoist {
+            self.line("{");
+            self.indent += 1;
+            self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
+            self.line(&format!("const bool sptir_acc_live = {start} < {end};"));
+            self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
+            self.line("if (sptir_acc_live) {");
+            for (i, c) in texts.iter().enumerate() {
+                self.line(&format!("    sptir_acc[{i}] = {c};"));
+            }
+            self.line("}");
+            self.mma_acc = Some(*nest);
+        }
         self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
         self.indent += 1;
         let range = Expr::add(f.min.clone(), f.extent.clone());
@@ -874,6 +893,13 @@ impl<'f> Writer<'f> {
                 w.remove(&acc.buffer);
                 rd.remove(&acc.buffer);
             }
+            // An accumulator tile the loop's tensorized nests keep in place stays with its lanes.
+            if !self.mma_tile_moves_with(f) {
+                for b in sync::mma_private(&f.body) {
+                    w.remove(&b);
+                    rd.remove(&b);
+                }
+            }
             let multi = self.kernel.as_ref().is_some_and(|k| k.multi_thread);
             if w.iter()
                 .any(|b| (self.is_shared(*b) || multi) && (rd.contains(b) || w.len() > 1))
@@ -885,6 +911,16 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         self.line("}");
+        if let Some((_, texts)) = &hoist {
+            self.mma_acc = None;
+            self.line("if (sptir_acc_live) {");
+            for (i, c) in texts.iter().enumerate() {
+                self.line(&format!("    {c} = sptir_acc[{i}];"));
+            }
+            self.line("}");
+            self.indent -= 1;
+            self.line("}");
+        }
         Ok(())
     }
 

@@ -87,10 +87,10 @@ fn strip_cast(e: &Expr) -> &Expr {
 /// The four `(row, column)` pairs of a lane's accumulator fragment, as C text in the lane's
 /// group `g` and index `t`.
 const C_FRAGMENT: [(&str, &str); 4] = [
-    ("g", "2 * t"),
-    ("g", "2 * t + 1"),
-    ("g + 8", "2 * t"),
-    ("g + 8", "2 * t + 1"),
+    ("sptir_g", "2 * sptir_t"),
+    ("sptir_g", "2 * sptir_t + 1"),
+    ("sptir_g + 8", "2 * sptir_t"),
+    ("sptir_g + 8", "2 * sptir_t + 1"),
 ];
 
 impl Writer<'_> {
@@ -219,7 +219,7 @@ impl Writer<'_> {
         };
         self.line("{");
         self.indent += 1;
-        self.line("const int32_t g = (int32_t)(threadIdx.x >> 2), t = (int32_t)(threadIdx.x & 3);");
+        self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
         let r = match form {
             Mma::Fill => {
                 if vars.iter().any(|&v| mention(&st.value, v)) {
@@ -299,35 +299,193 @@ impl Writer<'_> {
         mention: &dyn Fn(&Expr, VarId) -> bool,
     ) -> Res<()> {
         let (a, bb, suffix) = self.mma_operands(what, vars, st, c_target, mention)?;
-        self.line("uint32_t a[4], b[2];");
-        self.line("float c[4];");
+        self.line("uint32_t sptir_a[4], sptir_b[2];");
         // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2).
         for r in 0..4 {
-            let row = if r % 2 == 1 { "g + 8" } else { "g" };
-            let col = if r >= 2 { "2 * t + 8" } else { "2 * t" };
+            let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
+            let col = if r >= 2 {
+                "2 * sptir_t + 8"
+            } else {
+                "2 * sptir_t"
+            };
             let lo = self.text_at(a, vars, &[row.into(), "0".into(), col.into()], b)?;
             let col1 = format!("{col} + 1");
             let hi = self.text_at(a, vars, &[row.into(), "0".into(), col1], b)?;
             self.line(&format!(
-                "a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
+                "sptir_a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
             ));
         }
         // B: register r holds rows 2t, 2t+1 (+8 when r is 1), column g.
         for r in 0..2 {
-            let k0 = if r == 1 { "2 * t + 8" } else { "2 * t" };
+            let k0 = if r == 1 {
+                "2 * sptir_t + 8"
+            } else {
+                "2 * sptir_t"
+            };
             let k1 = format!("{k0} + 1");
-            let lo = self.text_at(bb, vars, &["0".into(), "g".into(), k0.into()], b)?;
-            let hi = self.text_at(bb, vars, &["0".into(), "g".into(), k1], b)?;
+            let lo = self.text_at(bb, vars, &["0".into(), "sptir_g".into(), k0.into()], b)?;
+            let hi = self.text_at(bb, vars, &["0".into(), "sptir_g".into(), k1], b)?;
             self.line(&format!(
-                "b[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
+                "sptir_b[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
             ));
         }
+        self.mma_call(
+            &format!("sptir_mma_m16n8k16_{suffix}"),
+            "",
+            c_target,
+            vars,
+            b,
+        )
+    }
+
+    /// The product call: on the accumulator fragment an enclosing loop keeps in registers
+    /// (`sptir_acc`, see [`Self::mma_accumulator_plan`]), else on `c[4]` loaded from the `C`
+    /// tile and stored back.
+    fn mma_call(
+        &mut self,
+        func: &str,
+        extra: &str,
+        c_target: &Expr,
+        vars: &[VarId],
+        b: &Block,
+    ) -> Res<()> {
+        if self.mma_acc == Some(vars[0]) {
+            self.line(&format!("{func}(sptir_acc, sptir_a, sptir_b{extra});"));
+            return Ok(());
+        }
+        self.line("float sptir_c[4];");
         let c_texts = self.load_c_fragment(c_target, vars, b)?;
-        self.line(&format!("sptir_mma_m16n8k16_{suffix}(c, a, b);"));
+        self.line(&format!("{func}(sptir_c, sptir_a, sptir_b{extra});"));
         for (i, c) in c_texts.iter().enumerate() {
-            self.line(&format!("{c} = c[{i}];"));
+            self.line(&format!("{c} = sptir_c[{i}];"));
         }
         Ok(())
+    }
+
+    /// The indices of the accumulator tile of the tensorized nest `nest` inside loop `f`, with
+    /// the block iterators inside `f` replaced by their bindings and simplified against the
+    /// ranges of `f`'s loops (so `(x * 32 + k) // 32` with `k < 32` becomes `x`).
+    pub(crate) fn mma_tile_indices(&self, f: &For, nest: &For) -> Option<Vec<Expr>> {
+        let (_, indices) = sync::mma_tile_store(nest)?;
+        let mut map = HashMap::new();
+        let mut an = sparsetir_arith::Analyzer::new();
+        an.assume_no_overflow(true);
+        an.bind_range(f.var, &f.min, &f.extent);
+        f.body.visit(&mut |s| match s {
+            Stmt::Block(b) => {
+                for it in &b.iters {
+                    map.insert(it.var, it.binding.clone());
+                }
+            }
+            Stmt::For(l) => an.bind_range(l.var, &l.min, &l.extent),
+            _ => {}
+        });
+        Some(
+            indices
+                .iter()
+                .map(|i| {
+                    // Bindings may name outer blocks' iterators: substitute to a fixpoint
+                    // (blocks nest only so deep).
+                    let mut e = i.clone();
+                    for _ in 0..8 {
+                        e = super::subst(&e, &map);
+                    }
+                    an.simplify(self.func, &e)
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether the accumulator tile of a tensorized nest inside loop `f` moves with `f`'s
+    /// variable: the loop then walks several tiles, whose elements different lanes may hold.
+    pub(crate) fn mma_tile_moves_with(&self, f: &For) -> bool {
+        let mut nests = Vec::new();
+        f.body.visit(&mut |s| {
+            if let Stmt::For(n) = s {
+                if Mma::of(n).is_some() {
+                    nests.push(n.clone());
+                }
+            }
+        });
+        nests.iter().any(|n| match self.mma_tile_indices(f, n) {
+            Some(ix) => ix.iter().any(|i| super::mentions(i, &[f.var])),
+            None => true,
+        })
+    }
+
+    /// Whether the serial loop `f` can keep the accumulator fragment of the tensorized product
+    /// inside it in registers: the body holds exactly one tensorized nest, a product
+    /// (`mma_m16n8k16`, `mma_sp_m16n8k32`), whose tile stays in place across the iterations and
+    /// that nothing else in the body touches, addressed by variables bound outside the loop.
+    /// Returns the nest's outermost variable and the texts of the fragment's four elements.
+    pub(crate) fn mma_accumulator_plan(&mut self, f: &For) -> Res<Option<(VarId, Vec<String>)>> {
+        let mut nests = Vec::new();
+        f.body.visit(&mut |s| {
+            if let Stmt::For(n) = s {
+                if let Some(form) = Mma::of(n) {
+                    nests.push((n.clone(), form));
+                }
+            }
+        });
+        let [(nest, form)] = nests.as_slice() else {
+            return Ok(None);
+        };
+        if *form == Mma::Fill || self.mma_tile_moves_with(f) {
+            return Ok(None);
+        }
+        let Ok((vars, b)) = self.mma_nest(nest, *form) else {
+            return Ok(None);
+        };
+        let Stmt::Store(st) = single(&b.body) else {
+            return Ok(None);
+        };
+        if !sync::mma_private(&f.body).contains(&st.buffer) {
+            return Ok(None);
+        }
+        // The tile's place, from variables bound outside the loop only (the nest's own loops
+        // aside).
+        let Some(indices) = self.mma_tile_indices(f, nest) else {
+            return Ok(None);
+        };
+        let mut inner = std::collections::HashSet::new();
+        inner.insert(f.var);
+        f.body.visit(&mut |s| match s {
+            Stmt::For(l) if !vars.contains(&l.var) => {
+                inner.insert(l.var);
+            }
+            Stmt::Let(l) => {
+                inner.insert(l.var);
+            }
+            Stmt::Block(blk) => {
+                inner.extend(blk.iters.iter().map(|it| it.var));
+            }
+            _ => {}
+        });
+        if indices.iter().any(|i| {
+            let mut hit = false;
+            i.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if inner.contains(v)));
+            hit
+        }) {
+            return Ok(None);
+        }
+        let c_target = Expr::Load {
+            buffer: st.buffer,
+            indices,
+        };
+        let shell = Block {
+            iters: Vec::new(),
+            ..(*b).clone()
+        };
+        let mut texts = Vec::new();
+        for (row, col) in C_FRAGMENT {
+            let mut at = vec![row.to_string(), col.to_string()];
+            at.resize(vars.len(), "0".to_string());
+            match self.text_at(&c_target, &vars, &at, &shell) {
+                Ok(t) => texts.push(t),
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(Some((vars[0], texts)))
     }
 
     /// The accumulator fragment: loads `c[0..4]` from the `C` tile and returns the four
@@ -338,7 +496,7 @@ impl Writer<'_> {
             let mut at = vec![row.to_string(), col.to_string()];
             at.resize(vars.len(), "0".to_string());
             let c = self.text_at(c_target, vars, &at, b)?;
-            self.line(&format!("c[{i}] = {c};"));
+            self.line(&format!("sptir_c[{i}] = {c};"));
             c_texts.push(c);
         }
         Ok(c_texts)
@@ -402,20 +560,19 @@ impl Writer<'_> {
                 "B may move with the slot only through the metadata load",
             ));
         }
-        self.line("uint32_t a[4], b[4], e = 0u;");
-        self.line("float c[4];");
+        self.line("uint32_t sptir_a[4], sptir_b[4], sptir_e = 0u;");
         // A (the compressed 16 x 16 tile, m16n8k16's A layout): register r holds rows g (+8
         // when r is odd) and the two slots of group t (+4 when r >= 2).
         for r in 0..4 {
-            let row = if r % 2 == 1 { "g + 8" } else { "g" };
-            let grp = if r >= 2 { "t + 4" } else { "t" };
+            let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
+            let grp = if r >= 2 { "sptir_t + 4" } else { "sptir_t" };
             let mut half = Vec::new();
             for s in ["0", "1"] {
                 let at = [row.into(), "0".into(), grp.into(), s.into()];
                 half.push(self.text_at(a, vars, &at, b)?);
             }
             self.line(&format!(
-                "a[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
+                "sptir_a[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
                 half[0], half[1]
             ));
         }
@@ -423,17 +580,17 @@ impl Writer<'_> {
         // describes groups 4 (t & 1) .. 4 (t & 1) + 3 of row g in its low 16 bits and of row
         // g + 8 in its high 16 bits, one 4-bit nibble per group (first slot's position in the
         // low 2 bits).
-        self.line("const int32_t h = t & 1;");
-        for (row, shift) in [("g", 0), ("g + 8", 16)] {
+        self.line("const int32_t sptir_h = sptir_t & 1;");
+        for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
             for q in 0..4 {
-                let grp = format!("4 * h + {q}");
+                let grp = format!("4 * sptir_h + {q}");
                 let mut pos = Vec::new();
                 for s in ["0", "1"] {
                     let at = [row.into(), "0".into(), grp.clone(), s.into()];
                     pos.push(self.text_at(&meta, vars, &at, b)?);
                 }
                 self.line(&format!(
-                    "e |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
+                    "sptir_e |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
                     pos[0],
                     pos[1],
                     shift + 4 * q
@@ -445,22 +602,23 @@ impl Writer<'_> {
         for r in 0..4 {
             let mut half = Vec::new();
             for e in 0..2 {
-                let grp = format!("{} + ((2 * t + {e}) >> 2)", 2 * r);
-                let pos = format!("(2 * t + {e}) & 3");
-                let at = ["0".into(), "g".into(), grp, pos];
+                let grp = format!("{} + ((2 * sptir_t + {e}) >> 2)", 2 * r);
+                let pos = format!("(2 * sptir_t + {e}) & 3");
+                let at = ["0".into(), "sptir_g".into(), grp, pos];
                 half.push(self.text_at(&b_at, vars, &at, b)?);
             }
             self.line(&format!(
-                "b[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
+                "sptir_b[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
                 half[0], half[1]
             ));
         }
-        let c_texts = self.load_c_fragment(c_target, vars, b)?;
-        self.line(&format!("sptir_mma_sp_m16n8k32_{suffix}(c, a, b, e);"));
-        for (i, c) in c_texts.iter().enumerate() {
-            self.line(&format!("{c} = c[{i}];"));
-        }
-        Ok(())
+        self.mma_call(
+            &format!("sptir_mma_sp_m16n8k32_{suffix}"),
+            ", sptir_e",
+            c_target,
+            vars,
+            b,
+        )
     }
 }
 

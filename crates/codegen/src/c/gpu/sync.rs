@@ -76,10 +76,14 @@ impl<'f> Writer<'f> {
             &mut tags,
         );
         let atomics = atomic_targets(next);
+        // Accumulator tiles of tensorized nests on both sides: each element stays with the lane
+        // whose fragment holds it (see `mma_private`).
+        let private = mma_private(next);
         let hazards: Vec<BufferId> = w
             .iter()
             .filter(|b| pending.w.contains(b) || pending.r.contains(b))
             .chain(r.iter().filter(|b| pending.w.contains(b)))
+            .filter(|b| !(private.contains(b) && pending.mma_only.contains(b)))
             .copied()
             .collect();
         // Global memory that both statements reach under the same thread bindings is taken to
@@ -110,6 +114,14 @@ impl<'f> Writer<'f> {
                  barrier can order them: bind the loops so the block is uniform around these \
                  statements",
             ));
+        }
+        for b in w.iter().chain(&r) {
+            let touched = pending.w.contains(b) || pending.r.contains(b);
+            if private.contains(b) && (!touched || pending.mma_only.contains(b)) {
+                pending.mma_only.insert(*b);
+            } else {
+                pending.mma_only.remove(b);
+            }
         }
         pending.w.extend(w);
         pending.r.extend(r);
@@ -257,6 +269,64 @@ pub(crate) struct Pending {
     atomics: HashSet<BufferId>,
     /// For each buffer, the sets of thread tags bound around its accesses (sorted).
     tags: HashMap<BufferId, HashSet<Mapping>>,
+    /// Buffers touched only as the accumulator tiles of tensorized nests.
+    mma_only: HashSet<BufferId>,
+}
+
+/// The buffers `s` touches only as the accumulator tile of tensorized nests (`mma.rs`): an
+/// element of such a tile is read and written by the one lane whose fragment holds it, the
+/// same lane in every tensorized nest of the tile (its fill and its products take it at the
+/// same place, as `mma.rs` requires), so no barrier orders these accesses among themselves.
+pub(crate) fn mma_private(s: &Stmt) -> HashSet<BufferId> {
+    let (mut acc, mut other) = (HashSet::new(), HashSet::new());
+    mma_walk(s, &mut acc, &mut other);
+    acc.retain(|b| !other.contains(b));
+    acc
+}
+
+fn mma_walk(s: &Stmt, acc: &mut HashSet<BufferId>, other: &mut HashSet<BufferId>) {
+    if let Stmt::For(f) = s {
+        if mma::Mma::of(f).is_some() {
+            let tile = mma_tile_store(f).map(|(b, _)| b);
+            let (mut w, mut r) = (HashSet::new(), HashSet::new());
+            accesses(&f.body, &mut w, &mut r);
+            other.extend(w.union(&r).filter(|b| Some(**b) != tile));
+            acc.extend(tile);
+            return;
+        }
+    }
+    if let Stmt::Store(st) = s {
+        other.insert(st.buffer);
+    }
+    s.for_each_expr(|e| {
+        e.visit(&mut |x| match x {
+            Expr::Load { buffer, .. } => {
+                other.insert(*buffer);
+            }
+            Expr::Call {
+                op: Intrinsic::AtomicAdd,
+                args,
+                ..
+            } => {
+                if let Some(Expr::Load { buffer, .. }) = args.first() {
+                    other.insert(*buffer);
+                }
+            }
+            _ => {}
+        })
+    });
+    s.for_each_child(|c| mma_walk(c, acc, other));
+}
+
+/// The buffer and indices of a tensorized nest's innermost store (the accumulator tile's).
+pub(crate) fn mma_tile_store(f: &For) -> Option<(BufferId, Vec<Expr>)> {
+    let mut found = None;
+    f.body.visit(&mut |x| {
+        if let Stmt::Store(st) = x {
+            found.get_or_insert_with(|| (st.buffer, st.indices.clone()));
+        }
+    });
+    found
 }
 
 /// The buffers `s` updates with atomic additions.
