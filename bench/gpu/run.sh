@@ -11,7 +11,8 @@
 #   3. the `mma.sp` layout probe (bench/gpu/probe_mma_sp.cu, built with nvcc);
 #   4. what is left of the time: SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) on
 #      the matrices.
-# Raw JSON lines and a summary go under $OUT. Each phase has a time budget (seconds, `BUDGET_*`)
+# Raw JSON lines and a summary go under $OUT. PHASES picks phases (tests, probe, csr, formats,
+# extra); DTYPES the 16-bit types of the formats phase; ATTENTION=0 leaves attention out. Each phase has a time budget (seconds, `BUDGET_*`)
 # so that one device call always ends with its summary written.
 #
 # Inputs (prepared by the caller, see bench/gpu/RESULTS.md): BIN (a release `sparsetir`), TESTS
@@ -78,19 +79,22 @@ if has formats; then
     "$BIN" gen block --rows 4096 --block 32 --density 0.1 -o "$g/block32_4096.mtx" > /dev/null
     "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$g/mask_block64_4096.mtx" > /dev/null
     "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$g/mask24_4096.mtx" > /dev/null
-    for dt in float16 bfloat16; do
+    for dt in ${DTYPES:-float16 bfloat16}; do
         B spmm --matrix "$g/block16_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:16 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
         B spmm --matrix "$g/block32_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:32 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
     done
     # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS.
-    for dt in float16 bfloat16; do
+    for dt in ${DTYPES:-float16 bfloat16}; do
         B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format 2:4 >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
     done
-    for dt in float32 float16; do
+    attn=()
+    [[ ${ATTENTION:-1} == 1 ]] && attn=(--attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64)
+    for dt in ${ATTENTION_DTYPES:-float32 float16}; do
+        [[ ${ATTENTION:-1} == 1 ]] || break
         B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
     done
     within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \
-        --attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64 --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
+        "${attn[@]}" --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
     within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1
     mkdir -p "$OUT/cuda_24"
     within "$BIN" bench spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format 2:4 --device cuda --repeat 1 --warmup 0 --warmup-ms 0 --emit-cuda "$OUT/cuda_24" --json > /dev/null 2>&1
