@@ -116,9 +116,10 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
     }
 }
 
-/// 2:4 SpMM (`--format 2:4`): the catalog's spmm_24 on the exact 2:4 storage; float32 with its
-/// default GPU schedule, 16-bit operands on sparse tensor cores (`mma.sp`); a matrix that is not
-/// 2:4 exits 1 naming the conversion. And tensor-core formats wider than 256 columns (the
+/// 2:4 SpMM (`--format 2:4`): the catalog's spmm_24 on the exact 2:4 storage (a 20 x 36 matrix:
+/// rows and columns padded to the tensor cores' tiles); float32 with its default GPU schedule,
+/// 16-bit operands on sparse tensor cores (`mma.sp`), a width that is not a multiple of 8 on
+/// the default schedule; a matrix that is not 2:4 exits 1 naming the conversion. And tensor-core formats wider than 256 columns (the
 /// feature columns over `blockIdx.y` too).
 #[test]
 fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
@@ -131,9 +132,9 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
         "gen",
         "mask24",
         "--rows",
-        "32",
+        "20",
         "--cols",
-        "64",
+        "36",
         "-o",
         m24.to_str().unwrap(),
     ]);
@@ -142,6 +143,7 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
         ("float32", "8", "default"),
         ("float16", "16", "tensor cores"),
         ("bfloat16", "8", "tensor cores"),
+        ("float16", "12", "default"),
     ] {
         let j = line(&bench(
             "spmm",
@@ -152,14 +154,21 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
         assert_eq!(j["schedule"], schedule, "{dtype}: {j}");
         assert_eq!(j["check"], true, "{dtype}: {j}");
     }
-    let m = write_matrix(dir.path());
-    let o = bench("spmm", &m, &["--format", "2:4"]);
+    // Three entries in the group of columns 0..4 of row 0: not 2:4.
+    let dense = dir.path().join("dense.mtx");
+    std::fs::write(
+        &dense,
+        "%%MatrixMarket matrix coordinate real general\n4 8 3\n1 1 1.0\n1 2 2.0\n1 3 3.0\n",
+    )
+    .expect("write");
+    let o = bench("spmm", &dense, &["--format", "2:4"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("2:4 conversion"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    let m = write_matrix(dir.path());
     for format in ["bsr:16", "condense"] {
         let j = line(&bench(
             "spmm",

@@ -21,9 +21,10 @@
 //!   tile row;
 //! - 2:4 (SpMM): the catalog's spmm_24 on the exact 2:4 storage of the matrix
 //!   (`formats::Nm::from_csr`: every group of four columns of a row holds at most two entries),
-//!   the stored positions its `indices`; on a GPU with 16-bit operands, sparse tensor cores
-//!   (`mma.sp` m16n8k32, `composable::spmm_24_tc_gpu_schedule`) where the rows are a multiple
-//!   of 16, the columns of 32 and the width of 8;
+//!   rows padded to a multiple of 16 and columns to one of 32 (the dense operand gets zero
+//!   rows, the output's extra rows are cropped), the stored positions its `indices`; on a GPU
+//!   with 16-bit operands and a width that is a multiple of 8, sparse tensor cores (`mma.sp`
+//!   m16n8k32, `composable::spmm_24_tc_gpu_schedule`);
 //! - sell (SpMV): SELL-C-σ from `builders::sell` (16 rows per chunk, the sorting window given
 //!   or `sell_sigma`'s), the kernel `formats/spmv_sell.sp` scheduled by
 //!   `schedules/spmv_sell.sched`; the output has a row per lane (the matrix's rows first).
@@ -581,7 +582,18 @@ fn own_condense(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
 /// SpMM on the exact 2:4 storage of the matrix (see the module documentation).
 fn own_24(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
     let start = Instant::now();
-    let nm = Nm::from_csr(&formats_csr(a)?, 2, 4)
+    // Rows padded to a multiple of 16 and columns to one of 32 (empty rows, empty groups): the
+    // shapes of the sparse tensor cores' tiles, whatever the matrix's.
+    let (rows, cols) = (a.rows.next_multiple_of(16), a.cols.next_multiple_of(32));
+    let mut indptr = a.indptr.clone();
+    indptr.resize(rows + 1, *a.indptr.last().unwrap_or(&0));
+    let padded = Csr {
+        rows,
+        cols,
+        indptr,
+        ..a.clone()
+    };
+    let nm = Nm::from_csr(&formats_csr(&padded)?, 2, 4)
         .map_err(|e| Failure(format!("error: 2:4 conversion: {e}")))?;
     let (m, n) = nm.shape();
     let positions: Vec<i32> = nm.metadata().iter().map(|&p| i32::from(p)).collect();
