@@ -10,6 +10,7 @@
 //! - [`primitives`]: the primitives by family.
 
 pub mod auto_gpu;
+mod disjoint;
 pub mod error;
 pub mod ir_util;
 pub mod primitives;

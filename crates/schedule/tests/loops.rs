@@ -363,3 +363,33 @@ fn threaded_loops_never_nest_inside_vectorized_loops() {
     // Serial, unrolled and vectorized loops stay allowed inside.
     sch.unroll(inner[0]).unwrap();
 }
+
+/// A reduction loop whose iterations write disjoint elements may still run them apart:
+/// spmm_24's fused group loop (n = 32: 8 groups a row), split into tiles of 2 rows, the rows of
+/// a tile and the groups of a row, binds its tile part to `blockIdx.x` and parallelises its row
+/// part; the groups of a row (every iteration adds into the same row), a split that cuts rows
+/// apart (runs of 3 groups) and csrmm's column loop stay refused.
+#[test]
+fn reduction_loops_that_write_disjoint_rows_run_apart() {
+    let f = kernel_specialized("spmm_24", Stage::III, &[("n", 32)]);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "spmm_240");
+    let parts = sch.split(l[0], &[None, Some(2), Some(8)]).unwrap();
+    let e = sch.parallel(parts[2]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ReductionLoop, "{e}");
+    sch.bind(parts[0], "blockIdx.x").unwrap();
+    sch.parallel(parts[1]).unwrap();
+    assert_replays(&sch, &f);
+
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "spmm_240");
+    let parts = sch.split(l[0], &[None, Some(3)]).unwrap();
+    let e = sch.bind(parts[0], "blockIdx.x").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ReductionLoop, "{e}");
+    assert!(e.message.contains("disjoint"), "{e}");
+
+    let mut sch = Schedule::new(kernel("csrmm", Stage::III)).unwrap();
+    let inner = loops_of(&mut sch, "csrmm1");
+    let e = sch.bind(inner[0], "blockIdx.x").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ReductionLoop, "{e}");
+}

@@ -690,12 +690,21 @@ impl Schedule {
             let mut reduce_block = None;
             let mut loose = false;
             check_body(&lp.body, v, &mut reduce_block, &mut loose);
+            // A reduction loop whose iterations provably write disjoint elements (a fused
+            // iterator split into its output's rows) may still run its iterations apart.
+            if reduce_block.is_some()
+                && matches!(primitive, "parallel" | "bind")
+                && crate::disjoint::iterations_disjoint(self.func(), &self.func().body, v)
+            {
+                reduce_block = None;
+            }
             if let Some(b) = reduce_block {
                 return Err(self.error(
                     ErrorKind::ReductionLoop,
                     format!(
                         "loop `{}` binds a reduction iterator of block `{b}`; `{primitive}` \
-                         needs a loop over spatial iterators only",
+                         needs a loop over spatial iterators only (or one whose iterations \
+                         provably write disjoint elements)",
                         self.var_name(v)
                     ),
                     Focus::Loop(v),
