@@ -110,10 +110,11 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
                 }
                 // An atomic update's target is a load too; calls that take a buffer otherwise
                 // are not analysed.
-                Expr::Call { args, .. } if args.iter().any(|a| mentions_written(a, &written)) => {
-                    if !matches!(args.first(), Some(Expr::Load { .. })) {
-                        opaque = true;
-                    }
+                Expr::Call { args, .. }
+                    if args.iter().any(|a| mentions_written(a, &written))
+                        && !matches!(args.first(), Some(Expr::Load { .. })) =>
+                {
+                    opaque = true;
                 }
                 _ => {}
             })
