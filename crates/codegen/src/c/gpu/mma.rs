@@ -15,11 +15,27 @@
 //!   `g = l / 4`, `t = l % 4`; `A` rows `g`, `g + 8`, columns `2t`, `2t + 1` and the same
 //!   plus 8; `B` rows `2t`, `2t + 1` (plus 8), column `g`; `C` rows `g`, `g + 8`, columns `2t`,
 //!   `2t + 1`), multiplied and accumulated by the tensor cores, and the `C` tile written back.
+//! - `mma_sp_m16n8k32`: `A` 2:4 structured sparse. The annotated loop (16 rows) holds a loop
+//!   of 8 (columns `n`), one of 8 (groups of four columns of `A`: 32 columns), one of 2 (the
+//!   stored slots of a group), and the block storing `C[c(m, n)] = C[c(m, n)] + A[a(m, q, s)] *
+//!   B[b(q, p, n)]`, where `B`'s row moves with the slot only through one integer load `p` —
+//!   the stored value's position in its group (`4 * group + idx[.., s]`, spmm_24's form). It is
+//!   written as one `mma.sp.sync.aligned.m16n8k32.row.col.f32.{f16,bf16}...` with sparsity
+//!   selector 0: `A`'s stored values in m16n8k16's `A` layout (register `r`: rows `g` / `g +
+//!   8`, the two slots of group `t` / `t + 4`); the metadata packed from the positions (lanes
+//!   `4g + h`, `h` = 0, 1: row `g` in the low 16 bits and row `g + 8` in the high ones, for
+//!   groups `4h .. 4h + 3`, two bits a slot); `B` 32 × 8 (register `r`: rows `2t + 8r`, `2t +
+//!   8r + 1` of column `g`). The layout was checked on an H200 (`bench/gpu/probe_mma_sp.cu`).
 //! - `mma_fill_m16n8`: the annotated loop (16) holds one loop (8) holding one block storing a
 //!   value that moves with neither loop into the tile `C[c(m, n)]`: every lane writes the four
 //!   elements of its accumulator fragment. With the same `c(m, n)` as the `mma` that follows,
 //!   each element is written and later read by the same thread: no barrier is needed between
 //!   the fill and the products.
+//!
+//! A serial loop whose body holds one product nest whose tile stays in place (its address,
+//! simplified against the loops' ranges, does not move with the loop) keeps the accumulator
+//! fragment in registers (`sptir_acc`: loaded before the loop, stored after it when the loop
+//! runs at least once); the writer's locals are `sptir_`-prefixed, names scripts cannot take.
 //!
 //! The kernel gets 32 threads along `threadIdx.x` (the warp's lanes); no loop of it may bind
 //! `threadIdx.x` otherwise, no thread-dependent condition or loop may enclose a tensorized loop
