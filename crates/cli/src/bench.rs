@@ -445,6 +445,8 @@ pub struct Options {
     pub dtype: String,
     /// `bench attention`: the number of heads.
     pub heads: usize,
+    /// `bench attention`: the side of the token block each entry of the mask stands for.
+    pub block: usize,
 }
 
 /// One measured case.

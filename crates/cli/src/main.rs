@@ -173,8 +173,8 @@ enum Command {
         /// softmax and SpMM on the mask `--matrix`, per head), spgemm (C = A·A, or A·Aᵀ when A
         /// is not square; sparse output assembled by the kernel) or spadd (C = A + Aᵀ).
         op: String,
-        /// A `.mtx` file (repeatable).
-        #[arg(long = "matrix", value_name = "FILE.mtx")]
+        /// A `.mtx` file (repeatable; `--mask` names the same for `bench attention`).
+        #[arg(long = "matrix", visible_alias = "mask", value_name = "FILE.mtx")]
         matrices: Vec<PathBuf>,
         /// Feature widths, comma-separated (ignored by spmv).
         #[arg(long, default_value = "32,128")]
@@ -225,6 +225,10 @@ enum Command {
         /// `bench attention`: attention heads (Q, K, V of `heads x n x feat`).
         #[arg(long, default_value_t = 1)]
         heads: usize,
+        /// `bench attention`: the mask is given at block level, each stored entry standing for
+        /// a `B x B` block of tokens (1: the mask is the token-level pattern).
+        #[arg(long, default_value_t = 1)]
+        block: usize,
     },
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
@@ -407,6 +411,7 @@ fn main() -> ExitCode {
             emit_cuda,
             dtype,
             heads,
+            block,
         } => bench::run(&bench::Options {
             op,
             matrices,
@@ -424,6 +429,7 @@ fn main() -> ExitCode {
             emit_cuda,
             dtype,
             heads,
+            block,
         }),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),

@@ -1,6 +1,6 @@
 //! `sparsetir bench ... --device cuda-emu`: the generated CUDA of every operator and format the
 //! GPU path runs (csr; for spmm hyb, bsr:B, ell(width=W) and auto; for spmv sell; 16-bit
-//! operands with `--dtype`; masked attention; 16 x 16 BSR blocks and TC-GNN's condensed tiles on tensor
+//! operands with `--dtype`; masked attention (token- and block-level masks); 16 x 16 BSR blocks and TC-GNN's condensed tiles on tensor
 //! cores; 2:4 on sparse tensor cores) runs in the CPU emulator, prints one JSON line per case with
 //! `check: true` against the f64 reference, the format that ran and the emulator's traffic
 //! counts; formats without a GPU kernel and bad combinations exit with code 1. Skipped, with a
@@ -244,6 +244,16 @@ fn attention_runs_and_checks_in_the_emulator() {
         assert_eq!(j["device"], "cuda-emu");
         assert_eq!(j["heads"], 2);
     }
+    // The same pattern as a block-level mask (`--mask`, `--block 4`): every entry a 4 x 4
+    // block of tokens, the empty block row 16 tokens whose outputs are 0.
+    let mut args = vec!["bench", "attention", "--mask", m.to_str().unwrap()];
+    args.extend_from_slice(&[
+        "--block", "4", "--device", "cuda-emu", "--json", "--feat", "8",
+    ]);
+    let j = line(&run(&args));
+    assert_eq!(j["check"], true, "{j}");
+    assert_eq!(j["rows"], 40, "{j}");
+    assert_eq!(j["nnz"], entries.len() * 16, "{j}");
 }
 
 #[test]

@@ -1,4 +1,6 @@
-//! `sparsetir bench attention --matrix MASK.mtx --heads H --feat D [--dtype ...] [--device ...]`:
+//! `sparsetir bench attention --mask MASK.mtx [--block B] --heads H --feat D [--dtype ...]
+//! [--device ...]` (`--mask` is `--matrix`; with `--block B` every entry of the mask stands for a
+//! `B × B` block of tokens):
 //! masked attention per head, `O = softmax((Q Kᵀ) ⊙ M / sqrt(D)) V` with the mask `M` a sparse
 //! pattern (any `.mtx`; `gen longformer|pixelfly` make the usual ones), as three catalog
 //! kernels on the mask's CSR structure — SDDMM (the scores of the stored pairs, scaled by
@@ -149,6 +151,40 @@ fn reference(mask: &Csr, q: &[f32], k: &[f32], v: &[f32], d: usize) -> Vec<f64> 
     out
 }
 
+/// The token-level mask of a block-level one: every stored entry `(i, j)` becomes the `b x b`
+/// block of tokens `(i b .. i b + b, j b .. j b + b)`, rows sorted.
+fn expand_blocks(m: Csr, b: usize) -> Result<Csr, Failure> {
+    if b == 1 {
+        return Ok(m);
+    }
+    let too_big = |x: Option<usize>| x.is_none_or(|x| x > i32::MAX as usize);
+    if too_big(m.cols.checked_mul(b)) || too_big(m.nnz().checked_mul(b * b)) {
+        return Err(Failure(format!(
+            "error: --block {b}: the token-level mask ({} x {} blocks of {b}) does not fit \
+             32-bit indices",
+            m.rows, m.cols
+        )));
+    }
+    let (mut indptr, mut indices) = (vec![0i32], Vec::new());
+    for i in 0..m.rows {
+        let row = &m.indices[m.indptr[i] as usize..m.indptr[i + 1] as usize];
+        for _ in 0..b {
+            for &j in row {
+                indices.extend((0..b).map(|k| j * b as i32 + k as i32));
+            }
+            indptr.push(indices.len() as i32);
+        }
+    }
+    let values = vec![1.0; indices.len()];
+    Ok(Csr {
+        rows: m.rows * b,
+        cols: m.cols * b,
+        indptr,
+        indices,
+        values,
+    })
+}
+
 /// Runs `bench attention` (see the module documentation).
 pub fn run(o: &Options) -> Result<(), Failure> {
     let dtype = parse_dtype(&o.dtype)?;
@@ -177,7 +213,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let (threads, opts, timing) = super::cpu_setup(o);
     let mut failed = false;
     for p in &o.matrices {
-        let mask = load_csr(p)?;
+        let mask = expand_blocks(load_csr(p)?, o.block.max(1))?;
         if mask.rows != mask.cols {
             return Err(Failure(format!(
                 "error: {}: an attention mask is square ({} x {} given)",
