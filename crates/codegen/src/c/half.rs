@@ -109,6 +109,7 @@ pub(super) fn loop_touches_half(func: &PrimFunc, f: &For) -> bool {
 pub(super) const HALF_HELPERS: &str = r#"/* float16 / bfloat16 as 16-bit patterns, values computed in float (round to nearest even). */
 SPTIR_HFN float sptir_u2f(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
 SPTIR_HFN uint32_t sptir_f2u(float f) { union { uint32_t u; float f; } x; x.f = f; return x.u; }
+#ifndef SPTIR_HW_CVT
 SPTIR_HFN float sptir_h2f(uint16_t h) {
     uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
     uint32_t e = ((uint32_t)h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu;
@@ -136,13 +137,16 @@ SPTIR_HFN uint16_t sptir_f2h(float f) {
     r += 0x0fffu + ((r >> 13) & 1u);
     return (uint16_t)(sign | (r >> 13));
 }
+#endif
 SPTIR_HFN float sptir_bf2f(uint16_t b) { return sptir_u2f((uint32_t)b << 16); }
+#ifndef SPTIR_HW_CVT_BF16
 SPTIR_HFN uint16_t sptir_f2bf(float f) {
     uint32_t x = sptir_f2u(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
     x += 0x7fffu + ((x >> 16) & 1u);
     return (uint16_t)(x >> 16);
 }
+#endif
 SPTIR_HFN float sptir_rh(float f) { return sptir_h2f(sptir_f2h(f)); }
 SPTIR_HFN float sptir_rbf(float f) { return sptir_bf2f(sptir_f2bf(f)); }
 
@@ -151,8 +155,24 @@ SPTIR_HFN float sptir_rbf(float f) { return sptir_bf2f(sptir_f2bf(f)); }
 /// The CUDA prelude's 16-bit float part (device functions; the emulator compiles them for the
 /// host).
 pub(super) fn cuda_prelude() -> String {
-    format!("#define SPTIR_HFN static __device__ __forceinline__\n{HALF_HELPERS}{HALF_ATOMICS}")
+    format!(
+        "#define SPTIR_HFN static __device__ __forceinline__\n{HW_CONVERSIONS}{HALF_HELPERS}{HALF_ATOMICS}"
+    )
 }
+
+/// On a GPU the conversions are the hardware's (`cvt`, round to nearest even, subnormals kept:
+/// the same values as the software versions, which the emulator and the C backend use); the
+/// bfloat16 rounding needs sm_80.
+const HW_CONVERSIONS: &str = r#"#ifndef SPTIR_EMU
+#define SPTIR_HW_CVT 1
+SPTIR_HFN float sptir_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+SPTIR_HFN uint16_t sptir_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define SPTIR_HW_CVT_BF16 1
+SPTIR_HFN uint16_t sptir_f2bf(float f) { uint16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#endif
+#endif
+"#;
 
 /// 16-bit atomic additions for CUDA: a compare-and-swap loop on the element's 16 bits
 /// (`atom.cas.b16`, sm_70 and later; the emulator provides `sptir_cas16` for its pointers). The
