@@ -106,6 +106,8 @@ if has extra; then
     for m in "$DATA"/*.mtx; do
         case $m in *rmat*) continue ;; esac
         B spmv --matrix "$m" --format sell >> "$OUT/sparsetir_formats.jsonl" 2>> "$OUT/errors.txt"
+        # float32 CSR beside the 16-bit cases, on the same machine.
+        B spmm --matrix "$m" --feat 32,128 >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
         for f in csr bsr:16 condense; do
             B spmm --matrix "$m" --feat 32,128 --dtype float16 --format $f >> "$OUT/sparsetir_dtype.jsonl" 2>> "$OUT/errors.txt"
         done
