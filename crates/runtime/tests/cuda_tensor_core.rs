@@ -294,3 +294,20 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
         }
     }
 }
+
+/// The kernels' CUDA (the prelude left out), text in, text out: BSR-16 on tensor cores (the
+/// fill, then the products with the accumulator fragment in registers across the block row and
+/// no barrier) and 2:4 on sparse tensor cores (row tiles over `blockIdx.x`, the metadata packed
+/// from the stored positions).
+#[test]
+fn snapshot_tensor_core_kernels() {
+    let kernels =
+        |source: &str| source[source.find("extern \"C\"").expect("a kernel")..].to_string();
+    let (_, bsr) = emit_cuda(&kernel(DType::F16), Some(schedule()), &spec(16)).expect("emit");
+    insta::assert_snapshot!("bsrmm_tc_f16", kernels(&bsr.source));
+    let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2);
+    let spec24: Vec<(String, i64)> =
+        vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 16)];
+    let (_, sp) = emit_cuda(&spmm24_kernel(DType::F16), Some(&sched), &spec24).expect("emit");
+    insta::assert_snapshot!("spmm_24_tc_f16", kernels(&sp.source));
+}
