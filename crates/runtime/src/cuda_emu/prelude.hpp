@@ -1135,6 +1135,9 @@ struct float4 {
 struct double2 {
   double x, y;
 };
+struct int4 {
+  int x, y, z, w;
+};
 
 namespace sptir_emu {
 template <class V, class T, bool W, int N>

@@ -32,6 +32,11 @@
 //!   each element is written and later read by the same thread: no barrier is needed between
 //!   the fill and the products.
 //!
+//! Fragment elements adjacent and aligned in a buffer the kernel only reads (the offset's
+//! affine form proves it) are read together: `A`'s pairs of 16-bit values as one 32-bit load,
+//! a lane's 8 stored positions of a 2:4 tile as two 16-byte loads (`sptir_ld_pair`,
+//! `sptir_ld_quad`; the emulator checks their alignment).
+//!
 //! A serial loop whose body holds one product nest whose tile stays in place (its address,
 //! simplified against the loops' ranges, does not move with the loop) keeps the accumulator
 //! fragment in registers (`sptir_acc`: loaded before the loop, stored after it when the loop
@@ -162,6 +167,22 @@ impl Writer<'_> {
     /// The C text of `e` with the nest's loop variables replaced by `values` and the block's
     /// iterators by their bindings.
     fn text_at(&mut self, e: &Expr, vars: &[VarId], values: &[String], b: &Block) -> Res<String> {
+        self.text_or_ptr_at(e, vars, values, b, false)
+    }
+
+    /// [`Self::text_at`] of a load's address (`name + offset`) instead of its value.
+    fn ptr_at(&mut self, e: &Expr, vars: &[VarId], values: &[String], b: &Block) -> Res<String> {
+        self.text_or_ptr_at(e, vars, values, b, true)
+    }
+
+    fn text_or_ptr_at(
+        &mut self,
+        e: &Expr,
+        vars: &[VarId],
+        values: &[String],
+        b: &Block,
+        ptr: bool,
+    ) -> Res<String> {
         for (v, t) in vars.iter().zip(values) {
             self.let_subst.insert(*v, format!("({t})"));
         }
@@ -181,9 +202,14 @@ impl Writer<'_> {
         }
         if r.is_ok() {
             r = match e {
-                Expr::Load { buffer, indices } => self
-                    .offset(*buffer, indices)
-                    .and_then(|off| Ok(format!("{}[{off}]", self.buf_name(*buffer)?))),
+                Expr::Load { buffer, indices } => self.offset(*buffer, indices).and_then(|off| {
+                    let name = self.buf_name(*buffer)?;
+                    Ok(if ptr {
+                        format!("{name} + {off}")
+                    } else {
+                        format!("{name}[{off}]")
+                    })
+                }),
                 other => self.expr(other).map(|(t, _)| t),
             };
         }
@@ -191,6 +217,62 @@ impl Writer<'_> {
             self.let_subst.remove(v);
         }
         r
+    }
+
+    /// The flat element offset of `load` (a load of a global buffer the kernel only reads) in
+    /// affine form, the block's iterators replaced by their bindings; `None` when the buffer is
+    /// written, shared, or has a stride that is not a constant.
+    fn fragment_offset(&self, load: &Expr, b: &Block) -> Option<Affine> {
+        let Expr::Load { buffer, indices } = load else {
+            return None;
+        };
+        let readonly = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.readonly.contains(buffer));
+        if !readonly || self.is_shared(*buffer) {
+            return None;
+        }
+        let info = self.bufs.get(buffer.index()).cloned().flatten()?;
+        let map: HashMap<VarId, Expr> = b
+            .iters
+            .iter()
+            .map(|it| (it.var, it.binding.clone()))
+            .collect();
+        let mut flat = Affine {
+            terms: Vec::new(),
+            constant: 0,
+        };
+        for (i, st) in indices.iter().zip(&info.strides) {
+            let Stride::Const(c) = st else {
+                return None;
+            };
+            flat = flat.plus(affine(&super::subst(i, &map))?.scaled(*c)?)?;
+        }
+        Some(flat)
+    }
+
+    /// Whether `load`'s elements at consecutive values of the tile variables in `steps` (each
+    /// with the coefficient it must have) are consecutive in memory, the first one (at values
+    /// of those variables that keep their terms multiples of `n`) aligned to `n` elements:
+    /// every other term of the offset a multiple of `n` and free of those variables.
+    fn vector_fragment(&self, load: &Expr, b: &Block, steps: &[(VarId, i64)], n: i64) -> bool {
+        let Some(off) = self.fragment_offset(load, b) else {
+            return false;
+        };
+        let mut seen = 0;
+        for (t, c) in &off.terms {
+            match steps.iter().find(|(v, _)| *t == Expr::Var(*v)) {
+                Some((_, step)) if c == step => seen += 1,
+                Some(_) => return false,
+                None => {
+                    if c % n != 0 || steps.iter().any(|(v, _)| super::mentions(t, &[*v])) {
+                        return false;
+                    }
+                }
+            }
+        }
+        seen == steps.len() && off.constant % n == 0
     }
 
     /// Writes a tensorized loop (see the module documentation).
@@ -316,7 +398,9 @@ impl Writer<'_> {
     ) -> Res<()> {
         let (a, bb, suffix) = self.mma_operands(what, vars, st, c_target, mention)?;
         self.line("uint32_t sptir_a[4], sptir_b[2];");
-        // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2).
+        // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2);
+        // one 32-bit load where the two elements are adjacent and aligned.
+        let pairs = self.vector_fragment(a, b, &[(vars[2], 1)], 2);
         for r in 0..4 {
             let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
             let col = if r >= 2 {
@@ -324,6 +408,11 @@ impl Writer<'_> {
             } else {
                 "2 * sptir_t"
             };
+            if pairs {
+                let p = self.ptr_at(a, vars, &[row.into(), "0".into(), col.into()], b)?;
+                self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
+                continue;
+            }
             let lo = self.text_at(a, vars, &[row.into(), "0".into(), col.into()], b)?;
             let col1 = format!("{col} + 1");
             let hi = self.text_at(a, vars, &[row.into(), "0".into(), col1], b)?;
@@ -579,9 +668,16 @@ impl Writer<'_> {
         self.line("uint32_t sptir_a[4], sptir_b[4], sptir_e = 0u;");
         // A (the compressed 16 x 16 tile, m16n8k16's A layout): register r holds rows g (+8
         // when r is odd) and the two slots of group t (+4 when r >= 2).
+        let pairs = self.vector_fragment(a, b, &[(slot, 1)], 2);
         for r in 0..4 {
             let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
             let grp = if r >= 2 { "sptir_t + 4" } else { "sptir_t" };
+            if pairs {
+                let at = [row.into(), "0".into(), grp.into(), "0".into()];
+                let p = self.ptr_at(a, vars, &at, b)?;
+                self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
+                continue;
+            }
             let mut half = Vec::new();
             for s in ["0", "1"] {
                 let at = [row.into(), "0".into(), grp.into(), s.into()];
@@ -597,7 +693,33 @@ impl Writer<'_> {
         // g + 8 in its high 16 bits, one 4-bit nibble per group (first slot's position in the
         // low 2 bits).
         self.line("const int32_t sptir_h = sptir_t & 1;");
+        // The 8 positions of a lane's row and half are consecutive 32-bit integers where the
+        // positions are stored group by group: two 16-byte loads.
+        let meta_bits = match &meta {
+            Expr::Load { buffer, .. } => self.buf_dtype(*buffer).bits(),
+            _ => 0,
+        };
+        let quads =
+            meta_bits == 32 && self.vector_fragment(&meta, b, &[(vars[2], 2), (slot, 1)], 4);
         for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
+            if quads {
+                for (k, q) in [0, 2].into_iter().enumerate() {
+                    let at = [
+                        row.into(),
+                        "0".into(),
+                        format!("4 * sptir_h + {q}"),
+                        "0".into(),
+                    ];
+                    let p = self.ptr_at(&meta, vars, &at, b)?;
+                    let base = shift + 8 * k;
+                    self.line(&format!("{{ const int4 sptir_m = sptir_ld_quad({p});"));
+                    self.line(&format!(
+                        "  sptir_e |= (((uint32_t)sptir_m.x & 3u) | (((uint32_t)sptir_m.y & 3u) << 2) | \
+                         (((uint32_t)sptir_m.z & 3u) << 4) | (((uint32_t)sptir_m.w & 3u) << 6)) << {base}; }}"
+                    ));
+                }
+                continue;
+            }
             for q in 0..4 {
                 let grp = format!("4 * sptir_h + {q}");
                 let mut pos = Vec::new();
@@ -661,7 +783,23 @@ static __device__ __forceinline__ void sptir_mma_sp_m16n8k32_bf16(float* c, cons
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(e));
 }
+/* Two adjacent 16-bit elements as one 32-bit load; four 32-bit integers as one 16-byte load
+   (the writer checks the alignment). */
+static __device__ __forceinline__ uint32_t sptir_ld_pair(const uint16_t* __restrict__ p) {
+    return __ldg(reinterpret_cast<const unsigned int*>(p));
+}
+static __device__ __forceinline__ int4 sptir_ld_quad(const int32_t* __restrict__ p) {
+    return __ldg(reinterpret_cast<const int4*>(p));
+}
 #else
+template <bool W>
+static uint32_t sptir_ld_pair(const ::sptir_emu::GPtr<uint16_t, W>& p) {
+    return ::sptir_emu::vector_load<uint32_t, uint16_t, W, 2>(p);
+}
+template <bool W>
+static int4 sptir_ld_quad(const ::sptir_emu::GPtr<int32_t, W>& p) {
+    return ::sptir_emu::vector_load<int4, int32_t, W, 4>(p);
+}
 /* The tile product from every lane's fragments (PTX's m16n8k16 layouts). */
 static __device__ void sptir_mma_m16n8k16_emu(float* c, const uint32_t* a, const uint32_t* b, bool bf) {
     float A[16][16], B[16][8];
