@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The CUDA backend on a real GPU, in one command (a machine with an NVIDIA GPU, the driver and
-# PyTorch; no network): checks the CUDA path against the reference on the device, then
-# benchmarks, each side by side with its peer through PyTorch on the same device:
-#   1. SpMM (feature widths 32-512; CSR, and `auto` measuring CSR and hyb), SDDMM (32, 128) and
-#      SpMV on every matrix against cuSPARSE (issue 12);
-#   2. BSR SpMM on tensor cores (16-bit operands, blocks of 16 and 32, 10% block density)
-#      against cuSPARSE bsrmm, and masked attention (4096 tokens, 10% block density, 8 heads)
-#      against PyTorch's scaled_dot_product_attention with the mask as a dense boolean mask;
-#      2:4 SpMM (`mma.sp`) against the dense cuBLAS GEMM of the same shape (issue 13);
-#   3. the `mma.sp` layout probe (bench/gpu/probe_mma_sp.cu, built with nvcc);
-#   4. what is left of the time: SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) on
-#      the matrices.
-# Raw JSON lines and a summary go under $OUT. PHASES picks phases (tests, probe, csr, formats,
-# extra); DTYPES the 16-bit types of the formats phase; ATTENTION=0 leaves attention out. Each phase has a time budget (seconds, `BUDGET_*`)
-# so that one device call always ends with its summary written.
+# The CUDA backend on a real GPU, in one command (a machine with an NVIDIA GPU, the driver,
+# nvcc and PyTorch; no network). Phases, in order (PHASES selects them, comma-separated):
+#   tests   the prebuilt test binaries' real-GPU tests (the emulator's differential cases);
+#   probe   which register layouts `mma.sp` takes on this GPU (bench/gpu/probe_mma_sp.cu);
+#   csr     SpMM (widths 32-512; CSR, and `auto` measuring CSR and hyb), SDDMM (32, 128) and SpMV
+#           on every matrix against cuSPARSE (issue 12);
+#   formats BSR SpMM on tensor cores (16-bit, blocks of 16 and 32, 10% block density) against
+#           cuSPARSE bsrmm, 2:4 SpMM (`mma.sp`) against cuBLAS's dense GEMM of the same shape,
+#           masked attention (4096 tokens, 8 heads) against scaled_dot_product_attention with the
+#           mask as a dense boolean mask (issue 13);
+#   extra   SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) beside float32 CSR.
+# Every peer runs through PyTorch (or cuSPARSE/cuBLAS it loads) on the same device. DTYPES
+# picks the 16-bit types of the formats phase, ATTENTION=0 leaves attention out. Each phase has
+# a time budget (seconds, BUDGET_<PHASE>) so that one device call always ends with its summary
+# written. Raw JSON lines and the summary go under $OUT.
 #
 # Inputs (prepared by the caller, see bench/gpu/RESULTS.md): BIN (a release `sparsetir`), TESTS
 # (directory of prebuilt test binaries, optional), DATA (directory of .mtx files).
@@ -40,7 +40,7 @@ left() { local l=$((deadline - SECONDS)); ((l > 0)) && echo $l || echo 0; }
 within() { local l; l=$(left); ((l > 0)) || { echo "skipped (budget): $*" >> "$OUT/phases.txt"; return 1; }; timeout "$l" "$@"; }
 B() { within "$BIN" bench "$@" --device "${DEVICE:-cuda}" --repeat 50 --json; }
 
-# 1. The test binaries' real-GPU tests (the same differential cases as the emulator's).
+# The test binaries' real-GPU tests (the same differential cases as the emulator's).
 if has tests && [[ -n ${TESTS:-} ]]; then
     phase "${BUDGET_TESTS:-90}" tests
     for t in "$TESTS"/*; do
@@ -49,7 +49,7 @@ if has tests && [[ -n ${TESTS:-} ]]; then
     done
 fi
 
-# 2. Which register layouts `mma.sp` takes on this GPU (the CUDA writer's 2:4 metadata, B1 E1).
+# Which register layouts `mma.sp` takes on this GPU (the CUDA writer's 2:4 metadata is B1 E1).
 if has probe; then
     phase "${BUDGET_PROBE:-60}" probe
     within nvcc -arch=sm_90 -o /tmp/probe_mma_sp bench/gpu/probe_mma_sp.cu 2>&1 | tee -a "$OUT/probe.txt"

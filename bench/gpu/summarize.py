@@ -142,8 +142,8 @@ def main():
         if rows:
             print(f"\n## {title}\n")
             fn(rows, p)
-    for title, f in [("SpMV SELL and 16-bit SpMM", "sparsetir_formats.jsonl"),
-                     ("", "sparsetir_dtype.jsonl")]:
+    for title, f in [("SpMV SELL-C-sigma", "sparsetir_formats.jsonl"),
+                     ("16-bit SpMM beside float32 CSR", "sparsetir_dtype.jsonl")]:
         rows = read(os.path.join(d, f))
         if rows:
             if title:
