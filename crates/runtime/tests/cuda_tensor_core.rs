@@ -20,7 +20,7 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
-use common::{assert_outputs_close_16, Args};
+use common::{assert_outputs_close_16, spmm_24_args, Args};
 
 fn schedule() -> &'static str {
     sparsetir_ops::gpu_schedule("bsrmm_tc").expect("the tensor-core schedule")
@@ -222,35 +222,6 @@ fn spmm24_kernel(dt: DType) -> sparsetir_ir::PrimFunc {
     sparsetir_transform::store_as(&f, &["A", "B"], dt).expect("store_as")
 }
 
-/// A random 2:4 matrix (`m x n`; every group of four columns stores two values at two random
-/// distinct positions, in increasing order) and its arguments for `feat` dense columns.
-fn spmm24_args(rng: &mut ChaCha8Rng, m: usize, n: usize, feat: usize, dt: DType) -> Args {
-    let groups = m * (n / 4);
-    let mut pos = Vec::with_capacity(groups * 2);
-    for _ in 0..groups {
-        let p0 = rng.random_range(0..3i64);
-        let p1 = rng.random_range(p0 + 1..4i64);
-        pos.extend([p0, p1]);
-    }
-    let vals: Vec<f64> = (0..groups * 2)
-        .map(|_| rng.random_range(-1.0..1.0))
-        .collect();
-    let b: Vec<f64> = (0..n * feat).map(|_| rng.random_range(-1.0..1.0)).collect();
-    let arr = |dt: DType, v: &[f64]| ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"));
-    let mut args = HashMap::new();
-    args.insert("a".into(), arr(dt, &vals));
-    args.insert("b".into(), arr(dt, &b));
-    args.insert("c".into(), arr(DType::F32, &vec![7.0; m * feat]));
-    args.insert(
-        "indices".into(),
-        ArgValue::Array(Tensor::from_i64(DType::I32, &pos).expect("tensor")),
-    );
-    args.insert("m".into(), ArgValue::Int(m as i64));
-    args.insert("n".into(), ArgValue::Int(n as i64));
-    args.insert("feat_size".into(), ArgValue::Int(feat as i64));
-    args
-}
-
 #[test]
 fn spmm_24_on_sparse_tensor_cores_equals_the_evaluator_in_the_emulator() {
     spmm_24_on_sparse_tensor_cores(GpuDevice::Emulator);
@@ -285,7 +256,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                     .contains(&format!("sptir_mma_sp_m16n8k32_{suffix}(")),
                 "{what}: no mma.sp call"
             );
-            let args = spmm24_args(&mut rng, m, n, feat, dt);
+            let args = spmm_24_args(&mut rng, m, n, feat, dt);
             let mut want = args.clone();
             eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
             let mut got = args.clone();

@@ -3,43 +3,15 @@
 //! and the groups of a row, its row part `parallel` (C + OpenMP, 2 threads) or over `blockIdx.x`
 //! (CUDA, in the emulator), equals the stage-I reference evaluator on random 2:4 data.
 
-use std::collections::HashMap;
-
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use sparsetir_eval::{eval_func, ArgValue};
-use sparsetir_formats::Tensor;
+use sparsetir_eval::eval_func;
 use sparsetir_ir::DType;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
-use common::{assert_outputs_close, have_cc, opts, Args};
-
-fn args(rng: &mut ChaCha8Rng, m: usize, n: usize, feat: usize) -> Args {
-    let groups = m * (n / 4);
-    let mut pos = Vec::new();
-    for _ in 0..groups {
-        let p0 = rng.random_range(0..3i64);
-        pos.extend([p0, rng.random_range(p0 + 1..4i64)]);
-    }
-    let f = |k: usize, rng: &mut ChaCha8Rng| -> Vec<f64> {
-        (0..k).map(|_| rng.random_range(-1.0..1.0)).collect()
-    };
-    let arr = |v: Vec<f64>| ArgValue::Array(Tensor::from_f64(DType::F32, &v).expect("tensor"));
-    let mut a = HashMap::new();
-    a.insert("a".to_string(), arr(f(groups * 2, rng)));
-    a.insert("b".to_string(), arr(f(n * feat, rng)));
-    a.insert("c".to_string(), arr(vec![3.0; m * feat]));
-    a.insert(
-        "indices".to_string(),
-        ArgValue::Array(Tensor::from_i64(DType::I32, &pos).expect("tensor")),
-    );
-    a.insert("m".to_string(), ArgValue::Int(m as i64));
-    a.insert("n".to_string(), ArgValue::Int(n as i64));
-    a.insert("feat_size".to_string(), ArgValue::Int(feat as i64));
-    a
-}
+use common::{assert_outputs_close, have_cc, opts, spmm_24_args};
 
 const PARALLEL_ROWS: &str = "# stage III
 b0 = sch.get_block(\"spmm_240\")
@@ -74,7 +46,7 @@ fn spmm_24_rows_run_apart_on_c_and_cuda() {
             .expect("rows in parallel")
     });
     for (m, feat) in [(1usize, 3usize), (13, 5), (40, 2)] {
-        let a = args(&mut rng, m, 32, feat);
+        let a = spmm_24_args(&mut rng, m, 32, feat, DType::F32);
         let mut want = a.clone();
         eval_func(&g, &mut want).expect("evaluator");
         let outs = ["c".to_string()];

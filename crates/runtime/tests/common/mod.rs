@@ -215,3 +215,41 @@ pub fn have_gpu() -> bool {
         }
     }
 }
+
+/// Arguments of the catalog's spmm_24 for a random `m x n` 2:4 matrix (every group of four
+/// columns stores two values at two random distinct positions, in increasing order), the values
+/// and the dense operand (`feat` columns) stored as `dt`, the output (float32) pre-filled with 7.
+pub fn spmm_24_args(
+    rng: &mut ChaCha8Rng,
+    m: usize,
+    n: usize,
+    feat: usize,
+    dt: sparsetir_ir::DType,
+) -> Args {
+    let groups = m * (n / 4);
+    let mut pos = Vec::with_capacity(groups * 2);
+    for _ in 0..groups {
+        let p0 = rng.random_range(0..3i64);
+        let p1 = rng.random_range(p0 + 1..4i64);
+        pos.extend([p0, p1]);
+    }
+    let mut random =
+        |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
+    let (vals, b) = (random(groups * 2), random(n * feat));
+    let arr = |dt, v: &[f64]| ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"));
+    let mut args = HashMap::new();
+    args.insert("a".into(), arr(dt, &vals));
+    args.insert("b".into(), arr(dt, &b));
+    args.insert(
+        "c".into(),
+        arr(sparsetir_ir::DType::F32, &vec![7.0; m * feat]),
+    );
+    args.insert(
+        "indices".into(),
+        ArgValue::Array(Tensor::from_i64(sparsetir_ir::DType::I32, &pos).expect("tensor")),
+    );
+    args.insert("m".into(), ArgValue::Int(m as i64));
+    args.insert("n".into(), ArgValue::Int(n as i64));
+    args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+    args
+}

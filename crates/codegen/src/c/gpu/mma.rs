@@ -52,6 +52,7 @@
 //! the order of the sum is the k order, where the hardware's may differ).
 
 use super::*;
+use sparsetir_ir::BlockIter;
 
 /// The annotation the writer reads.
 pub const TENSORIZE_ATTR: &str = "tensorize";
@@ -164,15 +165,27 @@ impl Writer<'_> {
         Ok((vars, b))
     }
 
-    /// The C text of `e` with the nest's loop variables replaced by `values` and the block's
-    /// iterators by their bindings.
-    fn text_at(&mut self, e: &Expr, vars: &[VarId], values: &[String], b: &Block) -> Res<String> {
-        self.text_or_ptr_at(e, vars, values, b, false)
+    /// The C text of `e` with the nest's loop variables replaced by `values` and the block
+    /// iterators `iters` by their bindings.
+    fn text_at(
+        &mut self,
+        e: &Expr,
+        vars: &[VarId],
+        values: &[String],
+        iters: &[BlockIter],
+    ) -> Res<String> {
+        self.text_or_ptr_at(e, vars, values, iters, false)
     }
 
     /// [`Self::text_at`] of a load's address (`name + offset`) instead of its value.
-    fn ptr_at(&mut self, e: &Expr, vars: &[VarId], values: &[String], b: &Block) -> Res<String> {
-        self.text_or_ptr_at(e, vars, values, b, true)
+    fn ptr_at(
+        &mut self,
+        e: &Expr,
+        vars: &[VarId],
+        values: &[String],
+        iters: &[BlockIter],
+    ) -> Res<String> {
+        self.text_or_ptr_at(e, vars, values, iters, true)
     }
 
     fn text_or_ptr_at(
@@ -180,7 +193,7 @@ impl Writer<'_> {
         e: &Expr,
         vars: &[VarId],
         values: &[String],
-        b: &Block,
+        block_iters: &[BlockIter],
         ptr: bool,
     ) -> Res<String> {
         for (v, t) in vars.iter().zip(values) {
@@ -188,7 +201,7 @@ impl Writer<'_> {
         }
         let mut iters = Vec::new();
         let mut r = Ok(String::new());
-        for it in &b.iters {
+        for it in block_iters {
             match self.expr(&it.binding) {
                 Ok((t, _)) => {
                     self.let_subst.insert(it.var, t);
@@ -327,7 +340,7 @@ impl Writer<'_> {
                     let val = cast(val, vdt, DType::F32);
                     for (row, col) in C_FRAGMENT {
                         let at = [row.to_string(), col.to_string()];
-                        let c = self.text_at(&c_target, &vars, &at, b)?;
+                        let c = self.text_at(&c_target, &vars, &at, &b.iters)?;
                         self.line(&format!("{c} = {};", strip_parens(&val)));
                     }
                     Ok(())
@@ -409,13 +422,13 @@ impl Writer<'_> {
                 "2 * sptir_t"
             };
             if pairs {
-                let p = self.ptr_at(a, vars, &[row.into(), "0".into(), col.into()], b)?;
+                let p = self.ptr_at(a, vars, &[row.into(), "0".into(), col.into()], &b.iters)?;
                 self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
                 continue;
             }
-            let lo = self.text_at(a, vars, &[row.into(), "0".into(), col.into()], b)?;
+            let lo = self.text_at(a, vars, &[row.into(), "0".into(), col.into()], &b.iters)?;
             let col1 = format!("{col} + 1");
-            let hi = self.text_at(a, vars, &[row.into(), "0".into(), col1], b)?;
+            let hi = self.text_at(a, vars, &[row.into(), "0".into(), col1], &b.iters)?;
             self.line(&format!(
                 "sptir_a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
             ));
@@ -428,8 +441,13 @@ impl Writer<'_> {
                 "2 * sptir_t"
             };
             let k1 = format!("{k0} + 1");
-            let lo = self.text_at(bb, vars, &["0".into(), "sptir_g".into(), k0.into()], b)?;
-            let hi = self.text_at(bb, vars, &["0".into(), "sptir_g".into(), k1], b)?;
+            let lo = self.text_at(
+                bb,
+                vars,
+                &["0".into(), "sptir_g".into(), k0.into()],
+                &b.iters,
+            )?;
+            let hi = self.text_at(bb, vars, &["0".into(), "sptir_g".into(), k1], &b.iters)?;
             self.line(&format!(
                 "sptir_b[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
             ));
@@ -535,7 +553,7 @@ impl Writer<'_> {
         let [(nest, form)] = nests.as_slice() else {
             return Ok(None);
         };
-        if *form == Mma::Fill || self.mma_tile_moves_with(f) {
+        if *form == Mma::Fill {
             return Ok(None);
         }
         let Ok((vars, b)) = self.mma_nest(nest, *form) else {
@@ -548,7 +566,7 @@ impl Writer<'_> {
             return Ok(None);
         }
         // The tile's place, from variables bound outside the loop only (the nest's own loops
-        // aside).
+        // aside): in particular it does not move with the loop.
         let Some(indices) = self.mma_tile_indices(f, nest) else {
             return Ok(None);
         };
@@ -577,15 +595,11 @@ impl Writer<'_> {
             buffer: st.buffer,
             indices,
         };
-        let shell = Block {
-            iters: Vec::new(),
-            ..(*b).clone()
-        };
         let mut texts = Vec::new();
         for (row, col) in C_FRAGMENT {
             let mut at = vec![row.to_string(), col.to_string()];
             at.resize(vars.len(), "0".to_string());
-            match self.text_at(&c_target, &vars, &at, &shell) {
+            match self.text_at(&c_target, &vars, &at, &[]) {
                 Ok(t) => texts.push(t),
                 Err(_) => return Ok(None),
             }
@@ -600,7 +614,7 @@ impl Writer<'_> {
         for (i, (row, col)) in C_FRAGMENT.iter().enumerate() {
             let mut at = vec![row.to_string(), col.to_string()];
             at.resize(vars.len(), "0".to_string());
-            let c = self.text_at(c_target, vars, &at, b)?;
+            let c = self.text_at(c_target, vars, &at, &b.iters)?;
             self.line(&format!("sptir_c[{i}] = {c};"));
             c_texts.push(c);
         }
@@ -623,22 +637,20 @@ impl Writer<'_> {
         let (a, bb, suffix) = self.mma_operands(what, vars, st, c_target, mention)?;
         let slot = vars[3];
         // The metadata: the integer load inside B's indices that moves with the slot.
-        let mut meta: Option<Expr> = None;
+        let mut meta: Option<(Expr, DType)> = None;
         if let Expr::Load { indices, .. } = bb {
             for e in indices {
                 e.visit(&mut |x| {
                     if let Expr::Load { buffer, .. } = x {
-                        if meta.is_none()
-                            && self.buf_dtype(*buffer).is_integer()
-                            && mention(x, slot)
-                        {
-                            meta = Some(x.clone());
+                        let dt = self.buf_dtype(*buffer);
+                        if meta.is_none() && dt.is_integer() && mention(x, slot) {
+                            meta = Some((x.clone(), dt));
                         }
                     }
                 });
             }
         }
-        let Some(meta) = meta else {
+        let Some((meta, meta_dt)) = meta else {
             return Err(self.unsupported(
                 what,
                 "B's row must move with the slot loop through one integer load (the position \
@@ -674,14 +686,14 @@ impl Writer<'_> {
             let grp = if r >= 2 { "sptir_t + 4" } else { "sptir_t" };
             if pairs {
                 let at = [row.into(), "0".into(), grp.into(), "0".into()];
-                let p = self.ptr_at(a, vars, &at, b)?;
+                let p = self.ptr_at(a, vars, &at, &b.iters)?;
                 self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
                 continue;
             }
             let mut half = Vec::new();
             for s in ["0", "1"] {
                 let at = [row.into(), "0".into(), grp.into(), s.into()];
-                half.push(self.text_at(a, vars, &at, b)?);
+                half.push(self.text_at(a, vars, &at, &b.iters)?);
             }
             self.line(&format!(
                 "sptir_a[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
@@ -695,12 +707,8 @@ impl Writer<'_> {
         self.line("const int32_t sptir_h = sptir_t & 1;");
         // The 8 positions of a lane's row and half are consecutive 32-bit integers where the
         // positions are stored group by group: two 16-byte loads.
-        let meta_bits = match &meta {
-            Expr::Load { buffer, .. } => self.buf_dtype(*buffer).bits(),
-            _ => 0,
-        };
         let quads =
-            meta_bits == 32 && self.vector_fragment(&meta, b, &[(vars[2], 2), (slot, 1)], 4);
+            meta_dt.bits() == 32 && self.vector_fragment(&meta, b, &[(vars[2], 2), (slot, 1)], 4);
         for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
             if quads {
                 for (k, q) in [0, 2].into_iter().enumerate() {
@@ -710,7 +718,7 @@ impl Writer<'_> {
                         format!("4 * sptir_h + {q}"),
                         "0".into(),
                     ];
-                    let p = self.ptr_at(&meta, vars, &at, b)?;
+                    let p = self.ptr_at(&meta, vars, &at, &b.iters)?;
                     let base = shift + 8 * k;
                     self.line(&format!("{{ const int4 sptir_m = sptir_ld_quad({p});"));
                     self.line(&format!(
@@ -725,7 +733,7 @@ impl Writer<'_> {
                 let mut pos = Vec::new();
                 for s in ["0", "1"] {
                     let at = [row.into(), "0".into(), grp.clone(), s.into()];
-                    pos.push(self.text_at(&meta, vars, &at, b)?);
+                    pos.push(self.text_at(&meta, vars, &at, &b.iters)?);
                 }
                 self.line(&format!(
                     "sptir_e |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
@@ -743,7 +751,7 @@ impl Writer<'_> {
                 let grp = format!("{} + ((2 * sptir_t + {e}) >> 2)", 2 * r);
                 let pos = format!("(2 * sptir_t + {e}) & 3");
                 let at = ["0".into(), "sptir_g".into(), grp, pos];
-                half.push(self.text_at(&b_at, vars, &at, b)?);
+                half.push(self.text_at(&b_at, vars, &at, &b.iters)?);
             }
             self.line(&format!(
                 "sptir_b[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
