@@ -7,8 +7,8 @@
 #           on every matrix against cuSPARSE (issue 12);
 #   formats BSR SpMM on tensor cores (16-bit, blocks of 16 and 32, 10% block density) against
 #           cuSPARSE bsrmm, 2:4 SpMM (`mma.sp`) against cuBLAS's dense GEMM of the same shape,
-#           masked attention (4096 tokens, 8 heads) against scaled_dot_product_attention with the
-#           mask as a dense boolean mask (issue 13);
+#           masked attention (4096 tokens, 8 heads; CSR and BSR kernels, ATTENTION_FORMATS)
+#           against scaled_dot_product_attention with the mask as a dense boolean mask (issue 13);
 #   extra   SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) beside float32 CSR.
 # Every peer runs through PyTorch (or cuSPARSE/cuBLAS it loads) on the same device. DTYPES
 # picks the 16-bit types of the formats phase, ATTENTION=0 leaves attention out. Each phase has
@@ -91,8 +91,13 @@ if has formats; then
     [[ ${ATTENTION:-1} == 1 ]] && attn=(--attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64)
     for dt in ${ATTENTION_DTYPES:-float32 float16}; do
         [[ ${ATTENTION:-1} == 1 ]] || break
-        B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
+        # csr: three CSR kernels per head; bsr:16: three BSR kernels for all heads at once, the
+        # scores and the product on tensor cores for 16-bit operands.
+        for af in ${ATTENTION_FORMATS:-csr bsr:16}; do
+            B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt --format $af >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
+        done
     done
+    [[ ${ATTENTION:-1} == 1 ]] && within "$BIN" bench attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype float16 --format bsr:16 --device cuda --repeat 1 --emit-cuda "$OUT/cuda_attention" --json > /dev/null 2>&1
     within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \
         "${attn[@]}" --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
     within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1

@@ -90,14 +90,14 @@ def bsr_table(ours_rows, peer_rows):
 
 def attention_table(ours_rows, peer_rows):
     peers = {(r["op"], r["dtype"]): r for r in peer_rows if r.get("op", "").startswith("attention")}
-    print("| mask | heads | feat | dtype | sparsetir ms | check | sdpa (boolean mask) ms | ratio | sdpa (no mask) ms |")
-    print("|---|---:|---:|---|---:|---|---:|---:|---:|")
+    print("| mask | format | heads | feat | dtype | sparsetir ms | check | sdpa (boolean mask) ms | ratio | sdpa (no mask) ms |")
+    print("|---|---|---:|---:|---|---:|---|---:|---:|---:|")
     for o in ours_rows:
         ms = (o.get("seconds") or 0) * 1e3
         p = peers.get(("attention", o["dtype"]))
         q = peers.get(("attention_nomask", o["dtype"]))
         if ms > 0 and p:
-            print(f"| {o['matrix']} | {o['heads']} | {o['feat']} | {o['dtype']} | {ms:.4f} | {o['check']} | "
+            print(f"| {o['matrix']} | {o.get('format', 'csr')} | {o['heads']} | {o['feat']} | {o['dtype']} | {ms:.4f} | {o['check']} | "
                   f"{p['ms']:.4f} | {p['ms'] / ms:.2f}x | {q['ms'] if q else float('nan'):.4f} |")
 
 

@@ -254,6 +254,59 @@ fn attention_runs_and_checks_in_the_emulator() {
     assert_eq!(j["check"], true, "{j}");
     assert_eq!(j["rows"], 40, "{j}");
     assert_eq!(j["nnz"], entries.len() * 16, "{j}");
+    // Blocks of 16 tokens as BSR (`--format bsr:16`): the scores and the product on tensor
+    // cores for 16-bit operands, every head in one launch, an empty block row giving 0; the
+    // CUDA of the three kernels written with --emit-cuda.
+    let cu = dir.path().join("cu");
+    for dtype in ["float16", "bfloat16", "float32"] {
+        let mut args = vec!["bench", "attention", "--mask", m.to_str().unwrap()];
+        args.extend_from_slice(&[
+            "--block",
+            "16",
+            "--format",
+            "bsr:16",
+            "--heads",
+            "3",
+            "--feat",
+            "32",
+            "--dtype",
+            dtype,
+            "--device",
+            "cuda-emu",
+            "--json",
+            "--emit-cuda",
+            cu.to_str().unwrap(),
+        ]);
+        let j = line(&run(&args));
+        assert_eq!(j["check"], true, "{j}");
+        assert_eq!(j["format"], "bsr:16", "{j}");
+        assert_eq!(j["tensor_cores"], dtype != "float32", "{j}");
+        assert_eq!(j["rows"], 160, "{j}");
+        assert_eq!(j["heads"], 3, "{j}");
+        let scores = std::fs::read_to_string(cu.join("attention_mask_scores_feat32.cu"))
+            .expect("the scores' CUDA");
+        assert_eq!(
+            scores.contains("sptir_mma_m16n8k16_"),
+            dtype != "float32",
+            "{dtype}: tensor cores in the scores"
+        );
+    }
+    // A mask that is not made of whole 16 x 16 blocks is refused with a reason.
+    let out = run(&[
+        "bench",
+        "attention",
+        "--mask",
+        m.to_str().unwrap(),
+        "--block",
+        "4",
+        "--format",
+        "bsr:16",
+        "--device",
+        "cuda-emu",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bsr:16") && err.contains("blocks"), "{err}");
 }
 
 #[test]

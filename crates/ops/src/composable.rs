@@ -428,6 +428,38 @@ pub fn sparse_conv() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
     })
 }
 
+/// Block-sparse attention's scores (`formats/bsr_sddmm.sp`): `C = A Bᵀ` on the stored blocks
+/// of a BSR pattern; with `gpu_schedule("bsr_sddmm_tc")` on tensor cores.
+pub const BSR_SDDMM_SCRIPT: &str = include_str!("../formats/bsr_sddmm.sp");
+
+/// The CPU schedule of [`BSR_SDDMM_SCRIPT`] (`schedules/bsr_sddmm.sched`).
+pub const BSR_SDDMM_SCHEDULE: &str = include_str!("../schedules/bsr_sddmm.sched");
+
+/// The stage-I function of [`BSR_SDDMM_SCRIPT`].
+pub fn bsr_sddmm() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    parse_format("bsr_sddmm", BSR_SDDMM_SCRIPT)
+}
+
+/// Block-sparse attention's softmax (`formats/bsr_softmax.sp`): each row of tokens over its
+/// stored blocks, scaled; the GPU schedule is `gpu_schedule("bsr_softmax")`.
+pub const BSR_SOFTMAX_SCRIPT: &str = include_str!("../formats/bsr_softmax.sp");
+
+/// The CPU schedule of [`BSR_SOFTMAX_SCRIPT`] (`schedules/bsr_softmax.sched`).
+pub const BSR_SOFTMAX_SCHEDULE: &str = include_str!("../schedules/bsr_softmax.sched");
+
+/// The stage-I function of [`BSR_SOFTMAX_SCRIPT`].
+pub fn bsr_softmax() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    parse_format("bsr_softmax", BSR_SOFTMAX_SCRIPT)
+}
+
+/// The function of one of this module's scripts.
+fn parse_format(name: &str, text: &str) -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    sparsetir_syntax::parse_func(text).map_err(|diags| crate::LoadError::Parse {
+        name: name.to_string(),
+        diags,
+    })
+}
+
 /// SpMV on SELL-C-σ (`formats/spmv_sell.sp`): the script, with `lanes` to be specialised to
 /// [`SELL_LANES`].
 pub const SPMV_SELL_SCRIPT: &str = include_str!("../formats/spmv_sell.sp");

@@ -214,6 +214,15 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         "condense_spmm_tc",
         include_str!("../schedules/gpu/condense_spmm_tc.sched"),
     ),
+    // Block-sparse attention (formats/bsr_sddmm.sp on tensor cores, formats/bsr_softmax.sp).
+    (
+        "bsr_sddmm_tc",
+        include_str!("../schedules/gpu/bsr_sddmm_tc.sched"),
+    ),
+    (
+        "bsr_softmax",
+        include_str!("../schedules/gpu/bsr_softmax.sched"),
+    ),
     ("ellmm", include_str!("../schedules/gpu/ellmm.sched")),
     (
         "rgcn_hetero",

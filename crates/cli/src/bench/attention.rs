@@ -12,6 +12,15 @@
 //! Timing: each kernel's median (CPU: wall clock; GPU: CUDA events) on head 0, summed and
 //! multiplied by the heads (every head does the same work); the check runs every head against
 //! an f64 reference computed here from the (rounded) operands.
+//!
+//! `--format bsr:B` (a mask made of whole, aligned `B × B` blocks of tokens, e.g. `--block 64`
+//! with `bsr:16`): block-sparse attention as three BSR kernels — the scores
+//! (`formats/bsr_sddmm.sp`), the row softmax over the stored blocks with the `1/sqrt(D)` scale
+//! (`formats/bsr_softmax.sp`, the probabilities stored as `--dtype`) and bsrmm — with every head
+//! in the same launch: the heads are the diagonal blocks of one BSR matrix (`H` copies of the
+//! mask's block structure; Q, K and V stacked, `H n × D`). With 16-bit operands on a GPU the
+//! scores (blocks of 16) and the product (blocks of 16 or 32) run on tensor cores. Timing: the
+//! three kernels' medians, all heads, summed.
 
 use std::collections::HashMap;
 
@@ -198,11 +207,27 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             )))
         }
     };
-    if o.format.trim() != "csr" || o.schedule.is_some() || o.print_c {
+    let block_format = match o.format.trim() {
+        "csr" => None,
+        f => match f.strip_prefix("bsr:").map(str::parse::<usize>) {
+            Some(Ok(b)) if b > 0 => Some(b),
+            _ => {
+                return Err(Failure(format!(
+                    "error: --format {f}: bench attention takes `csr` or `bsr:B`"
+                )))
+            }
+        },
+    };
+    if o.schedule.is_some() || o.print_c {
         return Err(Failure(
-            "error: bench attention runs the catalog kernels on the mask's CSR structure \
-             (no --format, --schedule or --print-c)"
+            "error: bench attention runs its own kernels with their default schedules \
+             (no --schedule or --print-c)"
                 .into(),
+        ));
+    }
+    if o.emit_cuda.is_some() && device.is_none() {
+        return Err(Failure(
+            "error: --emit-cuda needs --device cuda or cuda-emu".into(),
         ));
     }
     let heads = o.heads.max(1);
@@ -223,6 +248,23 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             )));
         }
         let (n, nnz) = (mask.rows, mask.nnz());
+        if let Some(b) = block_format {
+            for &d in &feats {
+                let case = BsrCase {
+                    mask: &mask,
+                    name: stem(p),
+                    b,
+                    heads,
+                    d,
+                    dtype,
+                    device,
+                    o,
+                    opts: &opts,
+                };
+                failed |= !run_bsr(&case, timing, threads)?;
+            }
+            continue;
+        }
         for &d in &feats {
             let sddmm = step("sddmm", &["A", "B"], dtype, d, device, &opts)?;
             let softmax = step("sparse_softmax", &[], DType::F32, d, device, &opts)?;
@@ -326,4 +368,259 @@ pub fn run(o: &Options) -> Result<(), Failure> {
         ));
     }
     Ok(())
+}
+
+/// One `--format bsr:B` case.
+struct BsrCase<'a> {
+    mask: &'a Csr,
+    name: String,
+    b: usize,
+    heads: usize,
+    d: usize,
+    dtype: DType,
+    device: Option<GpuDevice>,
+    o: &'a Options,
+    opts: &'a CompileOptions,
+}
+
+/// A kernel of the BSR path: the function, its CPU schedule, its GPU schedule (`None`: the
+/// automatic one) and the parameters specialised.
+fn bsr_step(
+    f: &PrimFunc,
+    cpu: &str,
+    gpu: Option<String>,
+    spec: &[(String, i64)],
+    c: &BsrCase,
+    name: &str,
+) -> Result<Step, Failure> {
+    Ok(match c.device {
+        None => Step::Cpu(Box::new(sparsetir_runtime::build(
+            f,
+            Some(cpu),
+            spec,
+            c.opts,
+        )?)),
+        Some(d) => {
+            let cache = KernelCache::from_env()?;
+            let k = GpuKernel::build(f, gpu.as_deref(), spec, d, &cache)?;
+            if let Some(dir) = &c.o.emit_cuda {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| Failure(format!("error: {}: {e}", dir.display())))?;
+                let path = dir.join(format!("attention_{}_{name}_feat{}.cu", c.name, c.d));
+                std::fs::write(&path, &k.module().source)
+                    .map_err(|e| Failure(format!("error: {}: {e}", path.display())))?;
+            }
+            Step::Gpu(Box::new(k))
+        }
+    })
+}
+
+/// `f` with `names` stored as `dtype` (unchanged for float32).
+fn stored(f: PrimFunc, names: &[&str], dtype: DType) -> Result<PrimFunc, Failure> {
+    if dtype == DType::F32 {
+        return Ok(f);
+    }
+    sparsetir_transform::store_as(&f, names, dtype)
+        .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))
+}
+
+/// Runs one `--format bsr:B` case (see the module documentation); whether its check held.
+fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, Failure> {
+    use sparsetir_formats::{Bsr, BsrPadding};
+    use sparsetir_ops::composable;
+    let (mask, b, heads, d, dtype, o) = (c.mask, c.b, c.heads, c.d, c.dtype, c.o);
+    let n = mask.rows;
+    let csr = sparsetir_formats::Csr::try_new(
+        n,
+        n,
+        mask.indptr.clone(),
+        mask.indices.clone(),
+        mask.values.clone(),
+        true,
+    )
+    .map_err(|e| Failure(format!("error: the mask is not a sorted CSR: {e}")))?;
+    let bsr: Bsr<f32, i32> = Bsr::from_csr(&csr, (b, b), BsrPadding::Deny).map_err(|e| {
+        Failure(format!(
+            "error: --format bsr:{b}: the mask ({n} x {n}) is not made of {b} x {b} blocks: {e}"
+        ))
+    })?;
+    let nnzb = bsr.nnz_blocks();
+    if nnzb * b * b != mask.nnz() {
+        return Err(Failure(format!(
+            "error: --format bsr:{b}: the mask is not made of whole {b} x {b} blocks ({} \
+             stored entries in {nnzb} blocks); give a mask of aligned blocks (e.g. `gen block \
+             --block {b}`, or --block with a multiple of {b})",
+            mask.nnz()
+        )));
+    }
+    let (nb, mb) = bsr.block_shape();
+    let too_big = |x: usize| x > i32::MAX as usize;
+    if too_big(heads * nnzb * b * b) || too_big(heads * n * d) {
+        return Err(Failure(format!(
+            "error: {heads} heads of the {n}-token mask do not fit 32-bit offsets"
+        )));
+    }
+    // The heads as the diagonal blocks of one BSR matrix of heads * nb block rows.
+    let (mut indptr, mut indices) = (vec![0i32], Vec::with_capacity(heads * nnzb));
+    for h in 0..heads {
+        let base = (h * nnzb) as i32;
+        indptr.extend(bsr.indptr()[1..].iter().map(|p| p + base));
+        indices.extend(bsr.indices().iter().map(|j| j + (h * mb) as i32));
+    }
+    let structure = |args: &mut HashMap<String, ArgValue>| {
+        args.insert("indptr".into(), i32_tensor(&indptr));
+        args.insert("indices".into(), i32_tensor(&indices));
+        args.insert("nb".into(), ArgValue::Int((heads * nb) as i64));
+        args.insert("mb".into(), ArgValue::Int((heads * mb) as i64));
+        args.insert("nnzb".into(), ArgValue::Int((heads * nnzb) as i64));
+        args.insert("blk".into(), ArgValue::Int(b as i64));
+    };
+    let spec = vec![
+        ("blk".to_string(), b as i64),
+        ("feat_size".to_string(), d as i64),
+    ];
+    let blk_spec = &spec[..1];
+    let gpu = c.device.is_some();
+    let tc = gpu && dtype != DType::F32;
+    let sched = |name: &str| sparsetir_ops::gpu_schedule(name).map(str::to_string);
+    // Scores: tensor cores for blocks of 16 and whole 16-feature steps.
+    let scores = stored(composable::bsr_sddmm()?, &["A", "B"], dtype)?;
+    let scores_gpu = if tc && b == 16 && d.is_multiple_of(16) {
+        sched("bsr_sddmm_tc")
+    } else {
+        None
+    };
+    let sddmm = bsr_step(
+        &scores,
+        composable::BSR_SDDMM_SCHEDULE,
+        scores_gpu,
+        &spec,
+        c,
+        "scores",
+    )?;
+    let probs = stored(composable::bsr_softmax()?, &["B"], dtype)?;
+    let softmax = bsr_step(
+        &probs,
+        composable::BSR_SOFTMAX_SCHEDULE,
+        sched("bsr_softmax"),
+        blk_spec,
+        c,
+        "softmax",
+    )?;
+    let product = stored(sparsetir_ops::load("bsrmm")?, &["A", "B"], dtype)?;
+    let tc_product = match b {
+        16 => sched("bsrmm_tc"),
+        32 => sched("bsrmm_tc32"),
+        _ => None,
+    };
+    let product_gpu = match tc_product {
+        Some(s) if tc && d.is_multiple_of(8) => Some(composable::tensor_core_gpu_schedule(&s, d)),
+        _ => sched("bsrmm"),
+    };
+    let spmm = bsr_step(
+        &product,
+        composable::BSR_SPMM_SCHEDULE,
+        product_gpu,
+        &spec,
+        c,
+        "product",
+    )?;
+    // Q, K and V of every head, stacked.
+    let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for h in 0..heads {
+        q.extend(random_values(10 + 3 * h as u64, n * d, -0.5));
+        k.extend(random_values(11 + 3 * h as u64, n * d, -0.5));
+        v.extend(random_values(12 + 3 * h as u64, n * d, -0.5));
+    }
+    let mut a1 = HashMap::new();
+    structure(&mut a1);
+    a1.insert("feat_size".into(), ArgValue::Int(d as i64));
+    a1.insert("a".into(), tensor(&q, vec![heads * nb, b, d], dtype));
+    a1.insert("b".into(), tensor(&k, vec![heads * mb, b, d], dtype));
+    a1.insert("c".into(), f32_zeros(vec![heads * nnzb, b, b]));
+    sddmm.run(&mut a1)?;
+    let mut a2 = HashMap::new();
+    structure(&mut a2);
+    a2.insert("scale".into(), ArgValue::Float(1.0 / (d as f64).sqrt()));
+    a2.insert("a".into(), output(&a1, "c")?);
+    a2.insert(
+        "b".into(),
+        tensor(
+            &vec![0.0; heads * nnzb * b * b],
+            vec![heads * nnzb, b, b],
+            dtype,
+        ),
+    );
+    softmax.run(&mut a2)?;
+    let mut a3 = HashMap::new();
+    structure(&mut a3);
+    a3.insert("feat_size".into(), ArgValue::Int(d as i64));
+    a3.insert("a".into(), output(&a2, "b")?);
+    a3.insert("b".into(), tensor(&v, vec![heads * mb, b, d], dtype));
+    a3.insert("c".into(), f32_zeros(vec![heads * nb, b, d]));
+    spmm.run(&mut a3)?;
+    let ArgValue::Array(out) = output(&a3, "c")? else {
+        return Err(Failure("error: the output is not an array".into()));
+    };
+    let out = out.to_f64_vec();
+    let mut worst: f64 = 0.0;
+    for h in 0..heads {
+        let head = h * n * d..(h + 1) * n * d;
+        let want = reference(
+            mask,
+            &rounded(&q[head.clone()], dtype),
+            &rounded(&k[head.clone()], dtype),
+            &rounded(&v[head.clone()], dtype),
+            d,
+        );
+        worst = worst.max(relative_error(&out[head], &want));
+    }
+    let mut seconds = Some(0.0);
+    for (s, args) in [(&sddmm, &mut a1), (&softmax, &mut a2), (&spmm, &mut a3)] {
+        match (s.time(args, timing)?, seconds) {
+            (Some(t), Some(total)) => seconds = Some(total + t),
+            _ => seconds = None,
+        }
+    }
+    // The probabilities are rounded to `dtype` before the product: 16-bit cases are checked at
+    // that type's precision.
+    let tolerance = match dtype {
+        DType::F16 => 4e-3,
+        DType::BF16 => 3e-2,
+        _ => TOLERANCE,
+    };
+    let check = worst <= tolerance;
+    let nnz = mask.nnz();
+    let flops = heads as f64 * (4.0 * nnz as f64 * d as f64 + 4.0 * nnz as f64);
+    let j = json!({
+        "op": "attention",
+        "matrix": c.name,
+        "format": format!("bsr:{b}"),
+        "tensor_cores": tc,
+        "rows": n,
+        "nnz": nnz,
+        "heads": heads,
+        "feat": d,
+        "dtype": dtype.to_string(),
+        "device": o.device,
+        "threads": threads,
+        "seconds": seconds,
+        "gflops": seconds.filter(|s| *s > 0.0).map(|s| flops / s / 1e9),
+        "check": check,
+        "relerr": worst,
+    });
+    if o.json {
+        println!("{j}");
+    } else {
+        println!(
+            "attention {} bsr:{b} heads={heads} d={d} {dtype} on {}: {} check={check} relerr={worst:.2e}",
+            c.name,
+            o.device,
+            match seconds {
+                Some(s) => format!("{:.4} ms", s * 1e3),
+                None => "not timed".into(),
+            }
+        );
+    }
+    Ok(check)
 }

@@ -1,0 +1,35 @@
+# Row-wise softmax over the stored blocks of a BSR matrix (nb x mb blocks of blk x blk), scaled:
+# B = exp(scale (A - max)) / sum over the row of exp(scale (A - max)), the maximum and the sum
+# over the row's stored elements only (scale > 0: the maximum of scale A is scale max A).
+@T.prim_func
+def bsr_softmax(
+    a: T.handle,
+    b: T.handle,
+    indptr: T.handle,
+    indices: T.handle,
+    nb: T.int32,
+    mb: T.int32,
+    nnzb: T.int32,
+    blk: T.int32,
+    scale: T.float32,
+) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(nb)
+    J = T.sp.compressed_varied(I, (mb, nnzb), (indptr, indices), "int32")
+    BI = T.sp.dense_fixed(blk)
+    BJ = T.sp.dense_fixed(blk)
+    A = T.sp.match_buffer(a, (I, J, BI, BJ), "float32")
+    B = T.sp.match_buffer(b, (I, J, BI, BJ), "float32")
+    A_max = T.sp.alloc_buffer((I, BI), "float32")
+    A_sum = T.sp.alloc_buffer((I, BI), "float32")
+    with T.sp.iteration([I, BI], "SS", "bsr_softmax") as [i, bi]:
+        with T.sp.iteration([J, BJ], "RR", "row_max") as [j, bj]:
+            with T.init():
+                A_max[i, bi] = T.min_value("float32")
+            A_max[i, bi] = T.max(A_max[i, bi], A[i, j, bi, bj])
+        with T.sp.iteration([J, BJ], "RR", "row_sum") as [j, bj]:
+            with T.init():
+                A_sum[i, bi] = T.float32(0)
+            A_sum[i, bi] = A_sum[i, bi] + T.exp((A[i, j, bi, bj] - A_max[i, bi]) * scale)
+        with T.sp.iteration([J, BJ], "SS", "row_div") as [j, bj]:
+            B[i, j, bi, bj] = T.exp((A[i, j, bi, bj] - A_max[i, bi]) * scale) / A_sum[i, bi]

@@ -1,0 +1,305 @@
+//! Block-sparse attention's kernels without a GPU: the scores (`formats/bsr_sddmm.sp`, on tensor
+//! cores with `gpu/bsr_sddmm_tc.sched`: Q's 16-row tiles times K's 8-row tiles transposed, one
+//! `mma.sync` m16n8k16 per 16 features), the row softmax over the stored blocks
+//! (`formats/bsr_softmax.sp`, `gpu/bsr_softmax.sched`) and the product with V (the catalog's
+//! bsrmm on tensor cores), float16 and bfloat16 operands, run in the CPU emulation of their CUDA
+//! and equal to the stage-I evaluator on random block patterns (an empty block row, a single
+//! block); the three chained equal masked attention computed densely in f64 here; the C backend
+//! runs the two new kernels with their CPU schedules; the PTX holds the `mma`.
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sparsetir_eval::{eval_func, ArgValue};
+use sparsetir_formats::Tensor;
+use sparsetir_ir::{DType, PrimFunc};
+use sparsetir_ops::composable;
+use sparsetir_runtime::cache::KernelCache;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+
+mod common;
+use common::{assert_outputs_close, assert_outputs_close_16, Args};
+
+fn cache() -> KernelCache {
+    KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-attn"))
+}
+
+/// A random pattern of `nb` x `mb` blocks (block row 1 empty when there are more than two, block
+/// (0, 0) always stored).
+fn pattern(rng: &mut ChaCha8Rng, nb: usize, mb: usize) -> (Vec<i64>, Vec<i64>) {
+    let (mut indptr, mut indices) = (vec![0i64], Vec::new());
+    for i in 0..nb {
+        for j in 0..mb {
+            if !(i == 1 && nb > 2) && (rng.random_bool(0.4) || (i == 0 && j == 0)) {
+                indices.push(j as i64);
+            }
+        }
+        indptr.push(indices.len() as i64);
+    }
+    (indptr, indices)
+}
+
+fn arr(dt: DType, v: &[f64]) -> ArgValue {
+    ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"))
+}
+
+fn structure(args: &mut Args, (indptr, indices): &(Vec<i64>, Vec<i64>), nb: usize, mb: usize) {
+    let int = |v: &[i64]| ArgValue::Array(Tensor::from_i64(DType::I32, v).expect("tensor"));
+    args.insert("indptr".into(), int(indptr));
+    args.insert("indices".into(), int(indices));
+    args.insert("nb".into(), ArgValue::Int(nb as i64));
+    args.insert("mb".into(), ArgValue::Int(mb as i64));
+    args.insert("nnzb".into(), ArgValue::Int(indices.len() as i64));
+    args.insert("blk".into(), ArgValue::Int(16));
+}
+
+fn spec(feat: usize) -> Vec<(String, i64)> {
+    vec![("blk".into(), 16), ("feat_size".into(), feat as i64)]
+}
+
+fn sddmm(dt: DType) -> PrimFunc {
+    let f = composable::bsr_sddmm().expect("bsr_sddmm");
+    sparsetir_transform::store_as(&f, &["A", "B"], dt).expect("store_as")
+}
+
+fn softmax(dt: DType) -> PrimFunc {
+    let f = composable::bsr_softmax().expect("bsr_softmax");
+    sparsetir_transform::store_as(&f, &["B"], dt).expect("store_as")
+}
+
+fn spmm(dt: DType) -> PrimFunc {
+    let f = sparsetir_ops::load("bsrmm").expect("bsrmm");
+    sparsetir_transform::store_as(&f, &["A", "B"], dt).expect("store_as")
+}
+
+/// `blk` and, where the kernel has it, `feat_size` specialised.
+fn spec_of(f: &PrimFunc, feat: usize) -> Vec<(String, i64)> {
+    let mut s = spec(feat);
+    s.retain(|(p, _)| f.param(p).is_some());
+    s
+}
+
+fn gpu(f: &PrimFunc, sched: &str, feat: usize, device: GpuDevice, what: &str) -> GpuKernel {
+    let s = sparsetir_ops::gpu_schedule(sched).expect("schedule");
+    GpuKernel::build(f, Some(s), &spec_of(f, feat), device, &cache())
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+fn output(args: &Args, name: &str) -> ArgValue {
+    args.get(name).cloned().expect("output")
+}
+
+const SHAPES: [(usize, usize, usize); 4] = [(1, 1, 16), (3, 4, 16), (4, 3, 32), (2, 5, 64)];
+
+#[test]
+fn attention_kernels_equal_the_evaluator_in_the_emulator() {
+    attention_kernels(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present.
+#[test]
+fn attention_kernels_on_a_real_gpu() {
+    if common::have_gpu() {
+        attention_kernels(GpuDevice::Cuda);
+    }
+}
+
+fn attention_kernels(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(64);
+    for dt in [DType::F16, DType::BF16] {
+        let (s_f, p_f, o_f) = (sddmm(dt), softmax(dt), spmm(dt));
+        for (nb, mb, feat) in SHAPES {
+            let what = format!("attention {dt}, {nb}x{mb} blocks of 16, feat {feat}");
+            let s_k = gpu(&s_f, "bsr_sddmm_tc", feat, device, &what);
+            assert!(
+                s_k.module().source.contains("sptir_mma_m16n8k16_"),
+                "{what}: the scores are not on tensor cores"
+            );
+            let p_k = gpu(&p_f, "bsr_softmax", feat, device, &what);
+            let o_k = gpu(&o_f, "bsrmm_tc", feat, device, &what);
+            let pat = pattern(&mut rng, nb, mb);
+            let nnzb = pat.1.len();
+            let mut random =
+                |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
+            let (q, k, v) = (
+                random(nb * 16 * feat),
+                random(mb * 16 * feat),
+                random(mb * 16 * feat),
+            );
+            // Scores.
+            let mut a1 = HashMap::new();
+            structure(&mut a1, &pat, nb, mb);
+            a1.insert("feat_size".into(), ArgValue::Int(feat as i64));
+            a1.insert("a".into(), arr(dt, &q));
+            a1.insert("b".into(), arr(dt, &k));
+            a1.insert("c".into(), arr(DType::F32, &vec![7.0; nnzb * 256]));
+            let mut want = a1.clone();
+            eval_func(&s_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_outputs_close_16(&what, &["c".into()], &a1, &want, dt, 0.05);
+            // Softmax (scale 1/sqrt(feat)), the probabilities stored in 16 bits.
+            let mut a2 = HashMap::new();
+            structure(&mut a2, &pat, nb, mb);
+            a2.insert("scale".into(), ArgValue::Float(1.0 / (feat as f64).sqrt()));
+            a2.insert("a".into(), output(&a1, "c"));
+            a2.insert("b".into(), arr(dt, &vec![7.0; nnzb * 256]));
+            let mut want = a2.clone();
+            eval_func(&p_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            p_k.run(&mut a2).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_outputs_close_16(&what, &["b".into()], &a2, &want, dt, 1.0);
+            // Output = P V.
+            let mut a3 = HashMap::new();
+            structure(&mut a3, &pat, nb, mb);
+            a3.insert("feat_size".into(), ArgValue::Int(feat as i64));
+            a3.insert("a".into(), output(&a2, "b"));
+            a3.insert("b".into(), arr(dt, &v));
+            a3.insert("c".into(), arr(DType::F32, &vec![0.0; nb * 16 * feat]));
+            let mut want = a3.clone();
+            eval_func(&o_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            o_k.run(&mut a3).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_outputs_close_16(&what, &["c".into()], &a3, &want, dt, 0.05);
+            // The chain against masked attention computed densely from the rounded operands.
+            let round = |x: &[f64]| -> Vec<f64> {
+                let ArgValue::Array(t) = arr(dt, x) else {
+                    unreachable!()
+                };
+                t.to_f64_vec()
+            };
+            let dense = reference(&pat, nb, feat, &round(&q), &round(&k), &round(&v));
+            let ArgValue::Array(got) = output(&a3, "c") else {
+                unreachable!()
+            };
+            let got = got.to_f64_vec();
+            let tol = if dt == DType::F16 { 4e-3 } else { 3e-2 };
+            for (i, (x, y)) in got.iter().zip(&dense).enumerate() {
+                assert!((x - y).abs() <= tol, "{what}: output {i}: {x} vs f64 {y}");
+            }
+        }
+    }
+}
+
+/// f64 masked attention: row `r` of block row `r / 16` attends to the tokens of its stored
+/// blocks; a row that stores nothing gives 0.
+fn reference(
+    (indptr, indices): &(Vec<i64>, Vec<i64>),
+    nb: usize,
+    d: usize,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+) -> Vec<f64> {
+    let mut out = vec![0.0; nb * 16 * d];
+    let scale = 1.0 / (d as f64).sqrt();
+    for r in 0..nb * 16 {
+        let blocks = &indices[indptr[r / 16] as usize..indptr[r / 16 + 1] as usize];
+        let cols: Vec<usize> = blocks
+            .iter()
+            .flat_map(|&j| (0..16).map(move |c| j as usize * 16 + c))
+            .collect();
+        if cols.is_empty() {
+            continue;
+        }
+        let s: Vec<f64> = cols
+            .iter()
+            .map(|&c| (0..d).map(|t| q[r * d + t] * k[c * d + t]).sum::<f64>() * scale)
+            .collect();
+        let max = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = s.iter().map(|x| (x - max).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        for (&c, w) in cols.iter().zip(&e) {
+            for t in 0..d {
+                out[r * d + t] += w / sum * v[c * d + t];
+            }
+        }
+    }
+    out
+}
+
+/// The C backend runs the scores and the softmax with their CPU schedules (float32 and 16-bit
+/// storage) and equals the evaluator.
+#[test]
+fn attention_kernels_on_the_c_backend_equal_the_evaluator() {
+    if !common::have_cc() {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(65);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let (s_f, p_f) = if dt == DType::F32 {
+            (
+                composable::bsr_sddmm().expect("bsr_sddmm"),
+                composable::bsr_softmax().expect("bsr_softmax"),
+            )
+        } else {
+            (sddmm(dt), softmax(dt))
+        };
+        let (nb, mb, feat) = (3, 4, 24);
+        let what = format!("attention kernels {dt} on the C backend");
+        let opts = common::opts("attn-c");
+        let s_k = sparsetir_runtime::build(
+            &s_f,
+            Some(composable::BSR_SDDMM_SCHEDULE),
+            &spec(feat),
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let p_k = sparsetir_runtime::build(
+            &p_f,
+            Some(composable::BSR_SOFTMAX_SCHEDULE),
+            &spec_of(&p_f, feat),
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let pat = pattern(&mut rng, nb, mb);
+        let nnzb = pat.1.len();
+        let mut random =
+            |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
+        let (q, k) = (random(nb * 16 * feat), random(mb * 16 * feat));
+        let mut a1 = HashMap::new();
+        structure(&mut a1, &pat, nb, mb);
+        a1.insert("feat_size".into(), ArgValue::Int(feat as i64));
+        a1.insert("a".into(), arr(dt, &q));
+        a1.insert("b".into(), arr(dt, &k));
+        a1.insert("c".into(), arr(DType::F32, &vec![7.0; nnzb * 256]));
+        let mut want = a1.clone();
+        eval_func(&s_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+        s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_outputs_close(&what, &["c".into()], &a1, &want, 1e-5);
+        let mut a2 = HashMap::new();
+        structure(&mut a2, &pat, nb, mb);
+        a2.insert("scale".into(), ArgValue::Float(0.25));
+        a2.insert("a".into(), output(&a1, "c"));
+        a2.insert("b".into(), arr(dt, &vec![7.0; nnzb * 256]));
+        let mut want = a2.clone();
+        eval_func(&p_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+        p_k.run(&mut a2).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_outputs_close(&what, &["b".into()], &a2, &want, 1e-5);
+    }
+}
+
+/// NVRTC compiles the tensor-core scores for sm_80 and sm_90, and the PTX holds the `mma`.
+#[test]
+fn the_scores_ptx_holds_the_mma_instruction() {
+    let Some(nvrtc) = common::nvrtc() else {
+        return;
+    };
+    let f = sddmm(DType::F16);
+    let s = sparsetir_ops::gpu_schedule("bsr_sddmm_tc").expect("schedule");
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec(64)).expect("cuda");
+    for arch in ["sm_80", "sm_90"] {
+        let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
+        let (ptx, _) = sparsetir_runtime::cuda_dev::compile_cached(
+            &nvrtc,
+            &m,
+            &arch,
+            sparsetir_cuda::Emit::Ptx,
+            &cache(),
+        )
+        .unwrap_or_else(|e| panic!("{arch}: {e}\n{}", m.source));
+        let ptx = String::from_utf8_lossy(&ptx);
+        assert!(
+            ptx.contains("mma.sync.aligned.m16n8k16"),
+            "{arch}: no mma in the PTX"
+        );
+    }
+}
