@@ -576,11 +576,15 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         worst = worst.max(relative_error(&out[head], &want));
     }
     let mut seconds = Some(0.0);
-    for (s, args) in [(&sddmm, &mut a1), (&softmax, &mut a2), (&spmm, &mut a3)] {
-        match (s.time(args, timing)?, seconds) {
-            (Some(t), Some(total)) => seconds = Some(total + t),
-            _ => seconds = None,
-        }
+    let mut each = serde_json::Map::new();
+    for (name, s, args) in [
+        ("scores", &sddmm, &mut a1),
+        ("softmax", &softmax, &mut a2),
+        ("product", &spmm, &mut a3),
+    ] {
+        let t = s.time(args, timing)?;
+        each.insert(name.into(), json!(t));
+        seconds = seconds.zip(t).map(|(total, t)| total + t);
     }
     // The probabilities are rounded to `dtype` before the product: 16-bit cases are checked at
     // that type's precision.
@@ -605,6 +609,7 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         "device": o.device,
         "threads": threads,
         "seconds": seconds,
+        "kernel_seconds": each,
         "gflops": seconds.filter(|s| *s > 0.0).map(|s| flops / s / 1e9),
         "check": check,
         "relerr": worst,
