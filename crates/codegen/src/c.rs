@@ -337,6 +337,9 @@ pub struct Writer<'f> {
     /// CUDA: the tensorized nest (its outermost loop's variable) whose accumulator fragment an
     /// enclosing loop keeps in registers (`sptir_acc`) for all its iterations.
     mma_acc: Option<VarId>,
+    /// The value a tensorized fill absorbed by the next loop's register accumulator starts
+    /// that accumulator with (see `Writer::mma_fill_absorbed`).
+    mma_fill_init: Option<String>,
     /// CUDA, inside one iteration of a loop whose reads were vectorised: those reads, with
     /// the vector holding them, and the iteration (the component to read).
     vec_sub: Option<(Vec<(Expr, String)>, usize)>,
@@ -456,6 +459,7 @@ impl<'f> Writer<'f> {
             target,
             kernel: None,
             mma_acc: None,
+            mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),
             has_workspaces: workspace::any_in(&func.body),
@@ -1135,6 +1139,11 @@ impl<'f> Writer<'f> {
                 self.indent -= 1;
                 self.line("}");
                 return Ok(());
+            }
+            // A tensorized fill whose tile the next loop keeps in registers: the accumulator
+            // starts with the filled value instead (no stores and loads of the tile).
+            if self.kernel.is_some() && self.mma_fill_absorbed(st, v.get(k + 1))? {
+                continue;
             }
             self.write_stmt(st)?;
         }

@@ -303,3 +303,23 @@ fn the_scores_ptx_holds_the_mma_instruction() {
         );
     }
 }
+
+/// The CUDA of the scores and the softmax (kernels only). The scores: the tile's fill absorbed
+/// into its register accumulator (no zero stores and reloads), A's and B's fragment pairs read
+/// as 32-bit loads (B, K's rows, is stored transposed). The softmax: one warp per row of tokens,
+/// barriers between the passes.
+#[test]
+fn snapshot_attention_kernels() {
+    let kernels =
+        |source: &str| source[source.find("extern \"C\"").expect("a kernel")..].to_string();
+    let f = sddmm(DType::F16);
+    let s = sparsetir_ops::gpu_schedule("bsr_sddmm_tc").expect("schedule");
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec(64)).expect("cuda");
+    assert!(m.source.contains("const bool sptir_acc_live = true;"));
+    assert_eq!(m.source.matches("sptir_ld_pair(B_data").count(), 2);
+    insta::assert_snapshot!("bsr_sddmm_tc_f16", kernels(&m.source));
+    let f = softmax(DType::F16);
+    let s = sparsetir_ops::gpu_schedule("bsr_softmax").expect("schedule");
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec_of(&f, 64)).expect("cuda");
+    insta::assert_snapshot!("bsr_softmax_f16", kernels(&m.source));
+}

@@ -861,17 +861,31 @@ impl<'f> Writer<'f> {
             _ => None,
         };
         let v = self.bind(f.var)?;
+        // A fill of the same tile just before the loop: the accumulator starts with its value,
+        // and the tile is stored even when the loop does not run (as the fill would have).
+        let filled = self.mma_fill_init.take();
+        if filled.is_some() && hoist.is_none() {
+            return Err(self.unsupported(
+                "tensorized fill",
+                "internal: the fill was absorbed but the next loop keeps no accumulator",
+            ));
+        }
         if let Some((nest, texts)) = &hoist {
             self.line("{");
             self.indent += 1;
             self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
-            self.line(&format!("const bool sptir_acc_live = {start} < {end};"));
-            self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
-            self.line("if (sptir_acc_live) {");
-            for (i, c) in texts.iter().enumerate() {
-                self.line(&format!("    sptir_acc[{i}] = {c};"));
+            if let Some(v) = &filled {
+                self.line("const bool sptir_acc_live = true;");
+                self.line(&format!("float sptir_acc[4] = {{{v}, {v}, {v}, {v}}};"));
+            } else {
+                self.line(&format!("const bool sptir_acc_live = {start} < {end};"));
+                self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
+                self.line("if (sptir_acc_live) {");
+                for (i, c) in texts.iter().enumerate() {
+                    self.line(&format!("    sptir_acc[{i}] = {c};"));
+                }
+                self.line("}");
             }
-            self.line("}");
             self.mma_acc = Some(*nest);
         }
         self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));

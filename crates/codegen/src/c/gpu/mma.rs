@@ -33,7 +33,8 @@
 //!   the fill and the products.
 //!
 //! Fragment elements adjacent and aligned in a buffer the kernel only reads (the offset's
-//! affine form proves it) are read together: `A`'s pairs of 16-bit values as one 32-bit load,
+//! affine form proves it) are read together: `A`'s pairs of 16-bit values as one 32-bit load
+//! (and `B`'s, where `B` is stored transposed, rows `k` adjacent),
 //! a lane's 8 stored positions of a 2:4 tile as two 16-byte loads (`sptir_ld_pair`,
 //! `sptir_ld_quad`; the emulator checks their alignment).
 //!
@@ -433,13 +434,26 @@ impl Writer<'_> {
                 "sptir_a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
             ));
         }
-        // B: register r holds rows 2t, 2t+1 (+8 when r is 1), column g.
+        // B: register r holds rows 2t, 2t+1 (+8 when r is 1), column g; one 32-bit load where
+        // the two rows are adjacent and aligned (B stored transposed, as SDDMM's second
+        // operand is).
+        let b_pairs = self.vector_fragment(bb, b, &[(vars[2], 1)], 2);
         for r in 0..2 {
             let k0 = if r == 1 {
                 "2 * sptir_t + 8"
             } else {
                 "2 * sptir_t"
             };
+            if b_pairs {
+                let p = self.ptr_at(
+                    bb,
+                    vars,
+                    &["0".into(), "sptir_g".into(), k0.into()],
+                    &b.iters,
+                )?;
+                self.line(&format!("sptir_b[{r}] = sptir_ld_pair({p});"));
+                continue;
+            }
             let k1 = format!("{k0} + 1");
             let lo = self.text_at(
                 bb,
@@ -605,6 +619,63 @@ impl Writer<'_> {
             }
         }
         Ok(Some((vars[0], texts)))
+    }
+
+    /// Whether the tensorized fill `st` is absorbed by `next`, the statement after it: a serial
+    /// loop that keeps the same tile in registers ([`Self::mma_accumulator_plan`], the same
+    /// four element texts), in code every thread of the block runs alike. The fill is then
+    /// not written and the loop's accumulator starts with the filled value
+    /// (`mma_fill_init`).
+    pub(crate) fn mma_fill_absorbed(&mut self, st: &Stmt, next: Option<&Stmt>) -> Res<bool> {
+        let (Stmt::For(fill), Some(Stmt::For(next))) = (st, next) else {
+            return Ok(false);
+        };
+        let uniform = self.kernel.as_ref().is_some_and(|k| k.divergent == 0);
+        if Mma::of(fill) != Some(Mma::Fill)
+            || !uniform
+            || self.mma_acc.is_some()
+            || next.thread.is_some()
+            || next.kind == ForKind::Vectorized
+        {
+            return Ok(false);
+        }
+        let Ok((vars, b)) = self.mma_nest(fill, Mma::Fill) else {
+            return Ok(false);
+        };
+        let Stmt::Store(fs) = single(&b.body) else {
+            return Ok(false);
+        };
+        let moves = vars.iter().any(|&v| {
+            let mut hit = false;
+            fs.value.visit(&mut |x| {
+                hit |= matches!(x, Expr::Var(u) if *u == v || b.iters.iter().any(|it| it.var == *u))
+            });
+            hit
+        });
+        if moves || self.buf_dtype(fs.buffer) != DType::F32 {
+            return Ok(false);
+        }
+        let Some((_, plan)) = self.mma_accumulator_plan(next)? else {
+            return Ok(false);
+        };
+        let c_target = Expr::Load {
+            buffer: fs.buffer,
+            indices: fs.indices.clone(),
+        };
+        let mut texts = Vec::new();
+        for (row, col) in C_FRAGMENT {
+            let at = [row.to_string(), col.to_string()];
+            match self.text_at(&c_target, &vars, &at, &b.iters) {
+                Ok(t) => texts.push(t),
+                Err(_) => return Ok(false),
+            }
+        }
+        if texts != plan {
+            return Ok(false);
+        }
+        let (val, vdt) = self.expr(&fs.value)?;
+        self.mma_fill_init = Some(strip_parens(&cast(val, vdt, DType::F32)).to_string());
+        Ok(true)
     }
 
     /// The accumulator fragment: loads `c[0..4]` from the `C` tile and returns the four
