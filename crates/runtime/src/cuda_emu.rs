@@ -7,9 +7,10 @@
 //! - Every element access through an `SPTIR_IN`/`SPTIR_OUT` pointer or a shared array is
 //!   bounds-checked ([`RunError::EmuOutOfBounds`] names the buffer, index, length, thread and
 //!   block).
-//! - Two threads of a block touching one shared element between two `__syncthreads`, at least one
-//!   writing, not both through `atomicAdd`, is a race ([`RunError::EmuRace`]). `__syncwarp` is
-//!   only a rendezvous: it does not order shared accesses for the race check.
+//! - Two threads of a block touching one shared element, or one element of a writable global
+//!   buffer, between two `__syncthreads`, at least one writing, not both through `atomicAdd`, is
+//!   a race ([`RunError::EmuRace`]; threads of different blocks are not checked against each
+//!   other). `__syncwarp` is only a rendezvous: it does not order accesses for the race check.
 //! - A barrier or warp collective that can never complete is reported
 //!   ([`RunError::EmuDeadlock`]), as is a warp whose lanes wait in different kinds of
 //!   collectives. Threads that returned count as arrived at `__syncthreads`; a shuffle reading a

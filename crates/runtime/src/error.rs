@@ -111,10 +111,11 @@ pub enum RunError {
         block: [u32; 3],
         thread: [u32; 3],
     },
-    /// CUDA emulation: two threads of a block accessed one shared element between two
-    /// barriers, at least one writing (not both through `atomicAdd`).
+    /// CUDA emulation: two threads of a block accessed one element of a shared array or of a
+    /// writable global buffer between two barriers, at least one writing (not both through
+    /// `atomicAdd`).
     #[error(
-        "kernel `{kernel}`: race on shared `{buffer}`[{index}] in block {}: {what} (threads {} \
+        "kernel `{kernel}`: race on `{buffer}`[{index}] in block {}: {what} (threads {} \
          and {}, no __syncthreads between them)",
         dim3(.block),
         dim3(.first),

@@ -65,6 +65,12 @@ extern "C" __global__ void __launch_bounds__(256) block_sum_racy(SPTIR_IN(float)
   if (threadIdx.x == 0) atomicAdd(out + blockIdx.x, part[0]);
 }
 
+// Every thread adds into its block's element of a global buffer without atomics: a race.
+extern "C" __global__ void __launch_bounds__(64) block_sum_global_racy(SPTIR_IN(float) x, SPTIR_OUT(float) out, int n) {
+  int i = blockIdx.x * 64 + threadIdx.x;
+  if (i < n) out[blockIdx.x] += x[i];
+}
+
 extern "C" __global__ void __launch_bounds__(128) copy(SPTIR_IN(float) A, SPTIR_OUT(float) B, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) B[i] = A[i];
@@ -223,6 +229,14 @@ fn test_module() -> CudaModule {
             ),
             (
                 "block_sum_racy",
+                vec![
+                    ("x", F32, "float", IN),
+                    ("out", F32, "float", OUT),
+                    ("n", I32, "int", SCALAR),
+                ],
+            ),
+            (
+                "block_sum_global_racy",
                 vec![
                     ("x", F32, "float", IN),
                     ("out", F32, "float", OUT),
@@ -420,7 +434,44 @@ fn a_missing_barrier_is_a_race_on_the_shared_buffer() {
         other => panic!("expected a race, got: {other}"),
     }
     let text = err.to_string();
-    assert!(text.contains("race on shared `part`"), "{text}");
+    assert!(text.contains("race on `part`"), "{text}");
+}
+
+/// Threads of one block updating one element of a global buffer without atomics race too (the
+/// sequential emulation would otherwise sum them correctly and hide it); the atomic version
+/// (`block_sum`, one atomicAdd per block) runs clean above.
+#[test]
+fn planted_global_race_is_detected() {
+    let Some(m) = module() else { return };
+    let n = 128;
+    let x = vec![1.0f32; n];
+    let mut out = vec![0.0f32; 2];
+    let err = m
+        .launch(
+            kernel(m, "block_sum_global_racy"),
+            [2, 1, 1],
+            [64, 1, 1],
+            &mut [
+                EmuArg::input(&x),
+                EmuArg::output(&mut out),
+                EmuArg::I32(n as i32),
+            ],
+        )
+        .expect_err("the planted race is found");
+    match &err {
+        RunError::EmuRace {
+            buffer,
+            index,
+            first,
+            second,
+            ..
+        } => {
+            assert_eq!(buffer, "out");
+            assert!(*index == 0 || *index == 1, "{err}");
+            assert_ne!(first, second);
+        }
+        other => panic!("expected a race, got: {other}"),
+    }
 }
 
 #[test]

@@ -289,12 +289,22 @@ fn parallel_vectorize_unroll_bind() {
     let inner = loops_of(&mut sch, "csrmm1");
     sch.bind(outer[0], "blockIdx.x").unwrap();
     sch.bind(inner[1], "threadIdx.x").unwrap();
-    sch.bind(inner[0], "threadIdx.y").unwrap();
+    // The reduction over a row's elements on threadIdx.y: no writer combines partial sums
+    // across that axis (every thread would update C[i, k] in place), so it is refused...
+    let e = sch.bind(inner[0], "threadIdx.y").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ReductionLoop, "{}", e.message);
     let text = print(sch.func());
     assert!(
         text.contains("T.thread_binding(m, thread=\"blockIdx.x\")"),
         "{text}"
     );
+    assert_replays(&sch, &f);
+    assert_same_as_reference("csrmm", sch.func());
+    // ... unless the block's updates are atomic.
+    let b = sch.get_block("csrmm1").unwrap();
+    sch.annotate(b, "atomic", sparsetir_ir::AttrValue::Bool(true))
+        .unwrap();
+    sch.bind(inner[0], "threadIdx.y").unwrap();
     assert_replays(&sch, &f);
     assert_same_as_reference("csrmm", sch.func());
 }

@@ -182,6 +182,9 @@ struct Block {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   std::vector<std::unique_ptr<SharedMeta>> shared;
+  // Race-detection state of the elements of writable global buffers this block touched in the
+  // current barrier epoch, by byte address.
+  std::unordered_map<uint64_t, Shadow> gshadow;
 };
 
 static thread_local Fiber* g_cur = nullptr;
@@ -449,6 +452,7 @@ inline void release_barrier(Block* b) {
     if (f.st == St::Barrier) f.st = St::Ready;
   b->bar_arrived = 0;
   ++b->epoch;
+  b->gshadow.clear();
   flush_all(b);
 }
 
@@ -581,27 +585,24 @@ inline SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const
 
 enum class Acc { Read, Write, Atomic };
 
-[[noreturn]] __attribute__((noinline)) inline void fail_race(const SharedMeta* m, int64_t idx,
-                                                             int32_t other, const char* what) {
+[[noreturn]] __attribute__((noinline)) inline void fail_race(const char* name, int64_t idx,
+                                                             int64_t len, int32_t other,
+                                                             const char* what) {
   Fiber* f = cur();
   Block* b = f->blk;
   ErrorOut e = new_error(ERR_RACE, b);
   e.index = idx;
-  e.length = m->len;
+  e.length = len;
   copy_dim(e.thread_a, tid_of(b, unsigned(other)));
   copy_dim(e.thread_b, f->tid);
-  set_str(e.buffer, sizeof e.buffer, m->name);
+  set_str(e.buffer, sizeof e.buffer, name);
   set_str(e.message, sizeof e.message, what);
   fail(e);
 }
 
-inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
-  if (idx < 0 || idx >= m->len) fail_oob(m->name, idx, m->len);
-  Fiber* f = cur();
-  Block* b = f->blk;
-  Shadow& s = m->shadow[idx];
-  if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
-  int32_t t = int32_t(f->lin);
+// One access of `kind` by thread `t` to the element whose state is `s` (already in the current
+// epoch): the message of the race it completes (`o` the other thread), or nullptr.
+inline const char* race_step(Shadow& s, int32_t t, Acc kind, int32_t& o) {
   auto other = [t](int32_t a, int32_t c) -> int32_t {
     if (a != -1 && a != t) return a;
     if (c != -1 && c != t) return c;
@@ -611,30 +612,52 @@ inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
     if (a == -1) a = t;
     else if (a != t && c == -1) c = t;
   };
-  int32_t o;
   switch (kind) {
     case Acc::Read:
-      if (s.w != -1 && s.w != t) fail_race(m, idx, s.w, "a read after another thread's write");
-      if ((o = other(s.a1, s.a2)) != -1)
-        fail_race(m, idx, o, "a read after another thread's atomicAdd");
+      if (s.w != -1 && s.w != t) return o = s.w, "a read after another thread's write";
+      if ((o = other(s.a1, s.a2)) != -1) return "a read after another thread's atomicAdd";
       add(s.r1, s.r2);
       break;
     case Acc::Write:
-      if (s.w != -1 && s.w != t) fail_race(m, idx, s.w, "a write after another thread's write");
-      if ((o = other(s.r1, s.r2)) != -1)
-        fail_race(m, idx, o, "a write after another thread's read");
-      if ((o = other(s.a1, s.a2)) != -1)
-        fail_race(m, idx, o, "a write after another thread's atomicAdd");
+      if (s.w != -1 && s.w != t) return o = s.w, "a write after another thread's write";
+      if ((o = other(s.r1, s.r2)) != -1) return "a write after another thread's read";
+      if ((o = other(s.a1, s.a2)) != -1) return "a write after another thread's atomicAdd";
       s.w = t;
       break;
     case Acc::Atomic:
-      if (s.w != -1 && s.w != t)
-        fail_race(m, idx, s.w, "an atomicAdd after another thread's write");
-      if ((o = other(s.r1, s.r2)) != -1)
-        fail_race(m, idx, o, "an atomicAdd after another thread's read");
+      if (s.w != -1 && s.w != t) return o = s.w, "an atomicAdd after another thread's write";
+      if ((o = other(s.r1, s.r2)) != -1) return "an atomicAdd after another thread's read";
       add(s.a1, s.a2);
       break;
   }
+  return nullptr;
+}
+
+inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
+  if (idx < 0 || idx >= m->len) fail_oob(m->name, idx, m->len);
+  Fiber* f = cur();
+  Block* b = f->blk;
+  Shadow& s = m->shadow[idx];
+  if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
+  int32_t o = -1;
+  if (const char* what = race_step(s, int32_t(f->lin), kind, o))
+    fail_race(m->name, idx, m->len, o, what);
+}
+
+// The same check for an element of a writable global buffer among the threads of one block
+// (blocks are not checked against each other): two threads touching it between barriers, one
+// writing, not both atomically, race — a reduction whose lanes all update one element without
+// a cross-thread combination, for one.
+__attribute__((noinline)) inline void grace(const void* base, int64_t len, int64_t idx,
+                                            unsigned size, const char* name, Acc kind) {
+  if (idx < 0 || idx >= len) return;  // reported by gaccess
+  Fiber* f = cur();
+  Block* b = f->blk;
+  uint64_t a = reinterpret_cast<uint64_t>(base) + uint64_t(idx) * size;
+  Shadow& s = b->gshadow[a];
+  if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
+  int32_t o = -1;
+  if (const char* what = race_step(s, int32_t(f->lin), kind, o)) fail_race(name, idx, len, o, what);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -656,11 +679,13 @@ struct GRef {
 
   __attribute__((always_inline)) T load() const {
     gaccess(base, len, idx, sizeof(T), name);
+    if (W) grace(base, len, idx, sizeof(T), name, Acc::Read);
     return base[idx];
   }
   __attribute__((always_inline)) void store(T v) const {
     static_assert(W, "a store through an SPTIR_IN pointer");
     gaccess(base, len, idx, sizeof(T), name);
+    grace(base, len, idx, sizeof(T), name, Acc::Write);
     base[idx] = v;
   }
   __attribute__((always_inline)) operator T() const { return load(); }
@@ -903,6 +928,7 @@ inline bool run_block(Block* b) {
   b->epoch = 1;
   b->aborted = false;
   b->shared.clear();
+  b->gshadow.clear();
   for (unsigned wi = 0; wi < b->warps.size(); ++wi) {
     Warp& w = b->warps[wi];
     w.live = std::min(32u, b->n - wi * 32);
@@ -1147,6 +1173,8 @@ __attribute__((always_inline)) inline V vector_load(const GPtr<T, W>& p) {
   if (p.off % N != 0)
     fail_unsupported("misaligned vector load (the element offset must be a multiple of the vector width)");
   gaccess(p.base, p.len / N, p.off / N, unsigned(N * sizeof(T)), p.name);
+  if (W)
+    for (int k = 0; k < N; ++k) grace(p.base, p.len, p.off + k, sizeof(T), p.name, Acc::Read);
   V v;
   std::memcpy(&v, p.base + p.off, sizeof(V));
   return v;
@@ -1170,6 +1198,7 @@ template <class T, bool W, class V>
 __attribute__((always_inline)) inline T atomicAdd(const ::sptir_emu::GPtr<T, W>& p, const V& v) {
   static_assert(W, "atomicAdd through an SPTIR_IN pointer");
   ::sptir_emu::gaccess(p.base, p.len, p.off, sizeof(T), p.name);
+  ::sptir_emu::grace(p.base, p.len, p.off, sizeof(T), p.name, ::sptir_emu::Acc::Atomic);
   return ::sptir_emu::atomic_add_raw<T>(p.base + p.off, T(::sptir_emu::val_t<V>(v)));
 }
 
@@ -1179,6 +1208,7 @@ inline uint16_t sptir_cas16(const ::sptir_emu::GPtr<uint16_t, W>& p, uint16_t ex
                             uint16_t desired) {
   static_assert(W, "an atomic update through an SPTIR_IN pointer");
   ::sptir_emu::gaccess(p.base, p.len, p.off, sizeof(uint16_t), p.name);
+  ::sptir_emu::grace(p.base, p.len, p.off, sizeof(uint16_t), p.name, ::sptir_emu::Acc::Atomic);
   uint16_t e = expected;
   __atomic_compare_exchange_n(p.base + p.off, &e, desired, false, __ATOMIC_RELAXED,
                               __ATOMIC_RELAXED);

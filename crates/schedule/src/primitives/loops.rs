@@ -689,7 +689,10 @@ impl Schedule {
         if spatial_only {
             let mut reduce_block = None;
             let mut loose = false;
-            check_body(&lp.body, v, &mut reduce_block, &mut loose);
+            // A block whose updates are atomic (`{"atomic": True}`) may run its reduction's
+            // iterations on different threads.
+            let atomic_ok = primitive == "bind";
+            check_body(&lp.body, v, atomic_ok, &mut reduce_block, &mut loose);
             // A reduction loop whose iterations provably write disjoint elements (a fused
             // iterator split into its output's rows) may still run its iterations apart.
             if reduce_block.is_some()
@@ -753,8 +756,11 @@ impl Schedule {
         self.set_loop_kind("unroll", l, ForKind::Unrolled, None, false)
     }
 
-    /// `sch.bind(l, "threadIdx.x")`: binds the loop to a GPU thread axis. `blockIdx.*` and
-    /// `vthread*` need a spatial loop; `threadIdx.*` may carry a reduction (cross-thread).
+    /// `sch.bind(l, "threadIdx.x")`: binds the loop to a GPU thread axis. `threadIdx.x` may
+    /// carry a reduction (the CUDA writer combines the lanes' parts with warp shuffles); every
+    /// other axis needs a spatial loop, or one whose iterations provably write disjoint
+    /// elements (no writer combines partial results across `threadIdx.y`, say: its threads
+    /// would all update the same element).
     pub fn bind(&mut self, l: LoopRV, thread: &str) -> Res<()> {
         if !THREAD_TAGS.contains(&thread) {
             let focus = self.focus_of(l.into());
@@ -792,7 +798,7 @@ impl Schedule {
                 focus,
             ));
         }
-        let spatial = !thread.starts_with("threadIdx");
+        let spatial = thread != "threadIdx.x";
         self.set_loop_kind(
             "bind",
             l,
@@ -805,10 +811,17 @@ impl Schedule {
 
 /// Finds a block under `s` that binds a reduction iterator to an expression of `v`, and whether
 /// `s` stores outside any block.
-fn check_body(s: &Stmt, v: VarId, reduce_block: &mut Option<String>, loose: &mut bool) {
+fn check_body(
+    s: &Stmt,
+    v: VarId,
+    atomic_ok: bool,
+    reduce_block: &mut Option<String>,
+    loose: &mut bool,
+) {
     match s {
         Stmt::Block(b) => {
             if reduce_block.is_none()
+                && !(atomic_ok && atomic_block(b))
                 && b.iters
                     .iter()
                     .any(|it| it.kind == IterKind::Reduce && ir_util::uses_var(&it.binding, v))
@@ -819,7 +832,7 @@ fn check_body(s: &Stmt, v: VarId, reduce_block: &mut Option<String>, loose: &mut
             let mut ch = Vec::new();
             ir_util::push_children(s, &mut ch);
             for c in ch {
-                check_nested(c, v, reduce_block);
+                check_nested(c, v, atomic_ok, reduce_block);
             }
         }
         Stmt::Store(_) | Stmt::Evaluate(_) => *loose = true,
@@ -827,17 +840,27 @@ fn check_body(s: &Stmt, v: VarId, reduce_block: &mut Option<String>, loose: &mut
             let mut ch = Vec::new();
             ir_util::push_children(s, &mut ch);
             for c in ch {
-                check_body(c, v, reduce_block, loose);
+                check_body(c, v, atomic_ok, reduce_block, loose);
             }
         }
     }
 }
 
+/// Whether block `b` is annotated `{"atomic": True}` (its updates become atomic at stage III).
+fn atomic_block(b: &sparsetir_ir::Block) -> bool {
+    match b.annotations.get("atomic") {
+        Some(sparsetir_ir::AttrValue::Bool(x)) => *x,
+        Some(sparsetir_ir::AttrValue::Int(n)) => *n != 0,
+        _ => false,
+    }
+}
+
 /// Inside a block: only looks for reduction bindings of nested blocks.
-fn check_nested(s: &Stmt, v: VarId, reduce_block: &mut Option<String>) {
+fn check_nested(s: &Stmt, v: VarId, atomic_ok: bool, reduce_block: &mut Option<String>) {
     s.visit(&mut |x| {
         if let Stmt::Block(b) = x {
             if reduce_block.is_none()
+                && !(atomic_ok && atomic_block(b))
                 && b.iters
                     .iter()
                     .any(|it| it.kind == IterKind::Reduce && ir_util::uses_var(&it.binding, v))

@@ -61,10 +61,16 @@ impl<'f> Writer<'f> {
         let mut inner: Option<&For> = None;
         let mut s = only(&f.body);
         while let Stmt::For(g) = s {
+            // A partial unroll only changes how the loop is written.
+            let only_unroll = g
+                .annotations
+                .0
+                .iter()
+                .all(|(k, _)| k == super::UNROLL_FACTOR_ATTR);
             if !matches!(
                 g.kind,
                 ForKind::Serial | ForKind::Unrolled | ForKind::Vectorized
-            ) || !g.annotations.is_empty()
+            ) || !only_unroll
             {
                 return None;
             }
@@ -209,12 +215,34 @@ impl<'f> Writer<'f> {
     }
 
     /// `acc = Y[idx]; loops { acc = acc op e } Y[idx] = acc;` for a reduction into one element
-    /// over a serial nest.
+    /// over a serial nest. Where the store is kept to one thread (block dimensions no enclosing
+    /// loop binds, [`Self::redundant_guard`]), the whole accumulation is: the other threads
+    /// would only read the element while that thread writes it (a race, if a harmless one).
     pub(crate) fn write_register_accumulation(
         &mut self,
         f: &For,
         acc: Accumulation<'_>,
     ) -> Res<()> {
+        let Some(lone) = self.redundant_guard(false) else {
+            return self.write_register_accumulation_here(f, acc);
+        };
+        self.line(&format!("if ({lone}) {{"));
+        self.indent += 1;
+        if let Some(k) = self.kernel.as_mut() {
+            k.divergent += 1;
+            k.lane_divergent += usize::from(lone.contains("threadIdx.x"));
+        }
+        let r = self.write_register_accumulation_here(f, acc);
+        if let Some(k) = self.kernel.as_mut() {
+            k.divergent -= 1;
+            k.lane_divergent -= usize::from(lone.contains("threadIdx.x"));
+        }
+        self.indent -= 1;
+        self.line("}");
+        r
+    }
+
+    fn write_register_accumulation_here(&mut self, f: &For, acc: Accumulation<'_>) -> Res<()> {
         let buffer = acc.store.buffer;
         let dt = self.buf_dtype(buffer);
         let ct = self.ctype(dt, "accumulator")?;
