@@ -1369,7 +1369,7 @@ impl<'f> Writer<'f> {
         }
         let div = match &b.predicate {
             Some(p) if early => self.enter_divergence(p),
-            _ => false,
+            _ => gpu::Divergence::default(),
         };
         let r = self.write_block_bindings(b, bound, early);
         self.leave_divergence(div);
@@ -1406,7 +1406,7 @@ impl<'f> Writer<'f> {
             }
         }
         let mut opened = false;
-        let mut late_div = false;
+        let mut late_div = gpu::Divergence::default();
         if let Some(p) = b.predicate.as_ref().filter(|_| !early) {
             late_div = self.enter_divergence(p);
             let (c, _) = self.expr(p)?;

@@ -306,8 +306,8 @@ fn the_scores_ptx_holds_the_mma_instruction() {
 
 /// The CUDA of the scores and the softmax (kernels only). The scores: the tile's fill absorbed
 /// into its register accumulator (no zero stores and reloads), A's and B's fragment pairs read
-/// as 32-bit loads (B, K's rows, is stored transposed). The softmax: one warp per row of tokens,
-/// barriers between the passes.
+/// as 32-bit loads (B, K's rows, is stored transposed), no barrier between blocks (each tile a
+/// slice of its own). The softmax: 16 lanes per row of tokens, barriers between the passes.
 #[test]
 fn snapshot_attention_kernels() {
     let kernels =
@@ -317,9 +317,47 @@ fn snapshot_attention_kernels() {
     let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec(64)).expect("cuda");
     assert!(m.source.contains("const bool sptir_acc_live = true;"));
     assert_eq!(m.source.matches("sptir_ld_pair(B_data").count(), 2);
+    assert!(!m.source.contains("__syncthreads"));
     insta::assert_snapshot!("bsr_sddmm_tc_f16", kernels(&m.source));
     let f = softmax(DType::F16);
     let s = sparsetir_ops::gpu_schedule("bsr_softmax").expect("schedule");
     let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec_of(&f, 64)).expect("cuda");
     insta::assert_snapshot!("bsr_softmax_f16", kernels(&m.source));
+}
+
+/// A thread-bound reduction the writer does not combine across threads (here: an annotation
+/// the cross-thread form does not take on the loop inside it) makes every lane update the row's
+/// maximum in place: the emulator, running the lanes one after another, would compute the
+/// right value, but reports the race on the global buffer.
+#[test]
+fn lanes_updating_one_element_race_in_the_emulator() {
+    let f = softmax(DType::F16);
+    let s = sparsetir_ops::gpu_schedule("bsr_softmax")
+        .expect("schedule")
+        .replace(
+            "sch.annotate(mj, \"unroll_factor\", 4)",
+            "sch.annotate(mj, \"unroll_factor\", 4)\nsch.annotate(mj, \"note\", 1)",
+        );
+    let k = GpuKernel::build(
+        &f,
+        Some(&s),
+        &spec_of(&f, 64),
+        GpuDevice::Emulator,
+        &cache(),
+    )
+    .expect("built");
+    let mut rng = ChaCha8Rng::seed_from_u64(66);
+    let pat = pattern(&mut rng, 2, 2);
+    let nnzb = pat.1.len();
+    let mut args = HashMap::new();
+    structure(&mut args, &pat, 2, 2);
+    args.insert("scale".into(), ArgValue::Float(0.125));
+    let a: Vec<f64> = (0..nnzb * 256)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
+    args.insert("a".into(), arr(DType::F32, &a));
+    args.insert("b".into(), arr(DType::F16, &vec![0.0; nnzb * 256]));
+    let e = k.run(&mut args).expect_err("the race is reported");
+    let text = e.to_string();
+    assert!(text.contains("race on `A_max_data`"), "{text}");
 }

@@ -15,7 +15,7 @@ pub(crate) mod mma;
 mod reduce;
 mod sync;
 
-pub(crate) use sync::Pending;
+pub(crate) use sync::{Divergence, Pending};
 
 /// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it.
 pub const GRID_STRIDE_BLOCKS: i64 = 4096;
@@ -58,6 +58,11 @@ pub(crate) struct KernelCtx {
     /// Enclosing conditions and loops whose outcome may differ between the threads of a block:
     /// a `__syncthreads()` is only written where this is 0.
     divergent: usize,
+    /// Variables whose value may differ between the lanes of a warp (`threadIdx.x` and what is
+    /// computed from it), and the enclosing conditions and loops that depend on one: where
+    /// this is 0 and `blockDim.x` is 32, every warp runs the code as one (tensor cores).
+    lane_dependent: HashSet<VarId>,
+    lane_divergent: usize,
     /// Whether a block may have more than one thread.
     multi_thread: bool,
     /// In a kernel that runs several nests in one launch (see [`launch_fusion`]): the C names of
@@ -847,17 +852,10 @@ impl<'f> Writer<'f> {
         }
         let (vdt, ct, vname) = self.loop_var_type(f)?;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
-        if f.kind == ForKind::Unrolled {
-            self.pragma("unroll");
-        } else if let Some(AttrValue::Int(n)) = f.annotations.get(UNROLL_FACTOR_ATTR) {
-            // A partial unroll of a loop of run-time trip count: loads of several iterations
-            // in flight at once.
-            self.pragma(&format!("unroll {}", (*n).clamp(1, 64)));
-        }
         // A tensorized product that accumulates into the same tile in every iteration: its
         // fragment lives in registers across the loop (loaded before, stored after).
-        let hoist = match (self.mma_acc, self.kernel.as_ref()) {
-            (None, Some(k)) if k.divergent == 0 => self.mma_accumulator_plan(f)?,
+        let hoist = match self.mma_acc {
+            None if self.warp_uniform() => self.mma_accumulator_plan(f)?,
             _ => None,
         };
         let v = self.bind(f.var)?;
@@ -888,11 +886,19 @@ impl<'f> Writer<'f> {
             }
             self.mma_acc = Some(*nest);
         }
+        // (The pragma right before the `for`, after any accumulator prologue.)
+        if f.kind == ForKind::Unrolled {
+            self.pragma("unroll");
+        } else if let Some(AttrValue::Int(n)) = f.annotations.get(UNROLL_FACTOR_ATTR) {
+            // A partial unroll of a loop of run-time trip count: loads of several iterations
+            // in flight at once.
+            self.pragma(&format!("unroll {}", (*n).clamp(1, 64)));
+        }
         self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
         self.indent += 1;
         let range = Expr::add(f.min.clone(), f.extent.clone());
         let div = self.enter_divergence(&range);
-        if div {
+        if div.any() || div.lane {
             self.note_binding(f.var, &range);
         }
         let r = self.write_stmt(&f.body);
@@ -982,9 +988,13 @@ impl<'f> Writer<'f> {
             if is_thread {
                 k.dependent.insert(f.var);
                 k.thread_depth += 1;
+                if tag == "threadIdx.x" {
+                    k.lane_dependent.insert(f.var);
+                }
                 if guard {
                     k.guarded_thread_depth += 1;
                     k.divergent += 1;
+                    k.lane_divergent += usize::from(tag == "threadIdx.x");
                 }
             }
         }
@@ -997,6 +1007,7 @@ impl<'f> Writer<'f> {
                 if guard {
                     k.guarded_thread_depth -= 1;
                     k.divergent -= 1;
+                    k.lane_divergent -= usize::from(tag == "threadIdx.x");
                 }
             }
         }

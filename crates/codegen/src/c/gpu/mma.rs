@@ -44,9 +44,11 @@
 //! runs at least once); the writer's locals are `sptir_`-prefixed, names scripts cannot take.
 //!
 //! The kernel gets 32 threads along `threadIdx.x` (the warp's lanes); no loop of it may bind
-//! `threadIdx.x` otherwise, no thread-dependent condition or loop may enclose a tensorized loop
-//! (the whole warp must reach the `mma`), and the code around the tensorized loops runs in every
-//! lane (stores outside them are guarded to one lane as usual).
+//! `threadIdx.x` otherwise, no condition or loop that may differ between the lanes of a warp
+//! may enclose a tensorized loop (the whole warp must reach the `mma`; one that depends on
+//! `threadIdx.y`/`threadIdx.z` only is uniform over each warp, since a block row is one warp),
+//! and the code around the tensorized loops runs in every lane (stores outside them are guarded
+//! to one lane as usual).
 //!
 //! In the emulator the `mma` is a device function that gathers the warp's fragments with
 //! `__shfl_sync` and computes the tile products in float (products of 16-bit values are exact;
@@ -293,12 +295,14 @@ impl Writer<'_> {
     pub(crate) fn write_mma(&mut self, f: &For, form: Mma) -> Res<()> {
         let what = format!("tensorized loop `{}`", self.func.vars[f.var].name);
         let (vars, b) = self.mma_nest(f, form)?;
-        // `mma.sync` needs the whole warp: no thread-dependent condition or loop may enclose it.
-        if self.kernel.as_ref().is_some_and(|k| k.divergent > 0) {
+        // `mma.sync` needs the whole warp: no condition or loop whose outcome may differ
+        // between its lanes may enclose it.
+        if !self.warp_uniform() {
             return Err(self.unsupported(
                 &what,
-                "it sits under a condition or loop whose outcome may differ between threads; \
-                 every lane of the warp must reach the `mma`",
+                "it sits under a condition or loop whose outcome may differ between the lanes \
+                 of a warp (one on threadIdx.x, or on another thread index while blockDim.x \
+                 is not 32); every lane of the warp must reach the `mma`",
             ));
         }
         let Stmt::Store(st) = single(&b.body) else {
@@ -534,7 +538,11 @@ impl Writer<'_> {
     }
 
     /// Whether the accumulator tile of a tensorized nest inside loop `f` moves with `f`'s
-    /// variable: the loop then walks several tiles, whose elements different lanes may hold.
+    /// variable so that an element one iteration's lane holds may be another lane's in another
+    /// iteration: some index of the tile moves both with `f` and within the tile (with the
+    /// nest's loops). A tile that only moves from slice to slice (the indices that move with
+    /// `f` do not move within the tile, as BSR's block position does) gives every element it
+    /// reaches again to the same lane.
     pub(crate) fn mma_tile_moves_with(&self, f: &For) -> bool {
         let mut nests = Vec::new();
         f.body.visit(&mut |s| {
@@ -544,9 +552,20 @@ impl Writer<'_> {
                 }
             }
         });
-        nests.iter().any(|n| match self.mma_tile_indices(f, n) {
-            Some(ix) => ix.iter().any(|i| super::mentions(i, &[f.var])),
-            None => true,
+        nests.iter().any(|n| {
+            let mut tile_vars = Vec::new();
+            n.body.visit(&mut |s| {
+                if let Stmt::For(l) = s {
+                    tile_vars.push(l.var);
+                }
+            });
+            tile_vars.push(n.var);
+            match self.mma_tile_indices(f, n) {
+                Some(ix) => ix
+                    .iter()
+                    .any(|i| super::mentions(i, &[f.var]) && super::mentions(i, &tile_vars)),
+                None => true,
+            }
         })
     }
 
@@ -630,9 +649,8 @@ impl Writer<'_> {
         let (Stmt::For(fill), Some(Stmt::For(next))) = (st, next) else {
             return Ok(false);
         };
-        let uniform = self.kernel.as_ref().is_some_and(|k| k.divergent == 0);
         if Mma::of(fill) != Some(Mma::Fill)
-            || !uniform
+            || !self.warp_uniform()
             || self.mma_acc.is_some()
             || next.thread.is_some()
             || next.kind == ForKind::Vectorized

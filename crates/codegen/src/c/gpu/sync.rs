@@ -15,31 +15,58 @@ impl<'f> Writer<'f> {
         hit
     }
 
+    /// Whether `e` may differ between the lanes of a warp (it depends on `threadIdx.x`).
+    pub(crate) fn lane_dependent(&self, e: &Expr) -> bool {
+        let Some(k) = self.kernel.as_ref() else {
+            return false;
+        };
+        let mut hit = false;
+        e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if k.lane_dependent.contains(v)));
+        hit
+    }
+
+    /// Whether every warp runs the current code as one: no enclosing condition or loop range
+    /// depends on `threadIdx.x`, and any that depends on other thread indices is uniform over
+    /// each warp because a block row is exactly one warp (`blockDim.x` = 32).
+    pub(crate) fn warp_uniform(&self) -> bool {
+        let Some(k) = self.kernel.as_ref() else {
+            return false;
+        };
+        k.lane_divergent == 0
+            && (k.divergent == 0 || k.dims.get("threadIdx.x") == Some(&LaunchExpr::Const(32)))
+    }
+
     /// Records that `v` is bound to `e` (thread-dependent when `e` is).
     pub(crate) fn note_binding(&mut self, v: VarId, e: &Expr) {
-        if self.thread_dependent(e) {
-            if let Some(k) = self.kernel.as_mut() {
+        let (thread, lane) = (self.thread_dependent(e), self.lane_dependent(e));
+        if let Some(k) = self.kernel.as_mut() {
+            if thread {
                 k.dependent.insert(v);
+            }
+            if lane {
+                k.lane_dependent.insert(v);
             }
         }
     }
 
-    /// Enters a condition or loop range `e` (returns whether it made the code divergent).
-    pub(crate) fn enter_divergence(&mut self, e: &Expr) -> bool {
-        let d = self.thread_dependent(e);
-        if d {
-            if let Some(k) = self.kernel.as_mut() {
-                k.divergent += 1;
-            }
+    /// Enters a condition or loop range `e`: whether it made the code divergent among the
+    /// block's threads, and among a warp's lanes.
+    pub(crate) fn enter_divergence(&mut self, e: &Expr) -> Divergence {
+        let d = Divergence {
+            block: self.thread_dependent(e),
+            lane: self.lane_dependent(e),
+        };
+        if let Some(k) = self.kernel.as_mut() {
+            k.divergent += usize::from(d.block);
+            k.lane_divergent += usize::from(d.lane);
         }
         d
     }
 
-    pub(crate) fn leave_divergence(&mut self, entered: bool) {
-        if entered {
-            if let Some(k) = self.kernel.as_mut() {
-                k.divergent -= 1;
-            }
+    pub(crate) fn leave_divergence(&mut self, entered: Divergence) {
+        if let Some(k) = self.kernel.as_mut() {
+            k.divergent -= usize::from(entered.block);
+            k.lane_divergent -= usize::from(entered.lane);
         }
     }
 
@@ -349,4 +376,20 @@ fn atomic_targets(s: &Stmt) -> HashSet<BufferId> {
         })
     });
     out
+}
+
+/// What entering a condition or loop range did (see `Writer::enter_divergence`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Divergence {
+    /// The block's threads may take different paths.
+    pub block: bool,
+    /// A warp's lanes may (the condition depends on `threadIdx.x`).
+    pub lane: bool,
+}
+
+impl Divergence {
+    /// Whether the code became divergent among the block's threads.
+    pub(crate) fn any(self) -> bool {
+        self.block
+    }
 }
