@@ -220,6 +220,10 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         include_str!("../schedules/gpu/bsr_sddmm_tc.sched"),
     ),
     (
+        "bsr_sddmm",
+        include_str!("../schedules/gpu/bsr_sddmm.sched"),
+    ),
+    (
         "bsr_softmax",
         include_str!("../schedules/gpu/bsr_softmax.sched"),
     ),

@@ -304,10 +304,11 @@ fn the_scores_ptx_holds_the_mma_instruction() {
     }
 }
 
-/// The CUDA of the scores and the softmax (kernels only). The scores: the tile's fill absorbed
-/// into its register accumulator (no zero stores and reloads), A's and B's fragment pairs read
-/// as 32-bit loads (B, K's rows, is stored transposed), no barrier between blocks (each tile a
-/// slice of its own). The softmax: 16 lanes per row of tokens, barriers between the passes.
+/// The CUDA of the scores and the softmax (kernels only). The scores: the row's blocks dealt to
+/// four pairs of warps under a guard each warp takes as one, the tile's fill absorbed into its
+/// register accumulator (no zero stores and reloads), A's and B's fragment pairs read as 32-bit
+/// loads (B, K's rows, is stored transposed), no barrier between blocks (each tile a slice of
+/// its own). The softmax: 16 lanes per row of tokens, barriers between the passes.
 #[test]
 fn snapshot_attention_kernels() {
     let kernels =
@@ -315,7 +316,15 @@ fn snapshot_attention_kernels() {
     let f = sddmm(DType::F16);
     let s = sparsetir_ops::gpu_schedule("bsr_sddmm_tc").expect("schedule");
     let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec(64)).expect("cuda");
-    assert!(m.source.contains("const bool sptir_acc_live = true;"));
+    // The fill absorbed: the accumulator starts at 0, never loaded from C; the tile's guard
+    // (a pair of warps past the row's last block) covers its store.
+    assert!(m
+        .source
+        .contains("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};"));
+    assert!(!m.source.contains("sptir_acc[0] = C_data"));
+    assert!(m
+        .source
+        .contains("const bool sptir_acc_live = ((j_0 * 4) + j_1_1) <"));
     assert_eq!(m.source.matches("sptir_ld_pair(B_data").count(), 2);
     assert!(!m.source.contains("__syncthreads"));
     insta::assert_snapshot!("bsr_sddmm_tc_f16", kernels(&m.source));

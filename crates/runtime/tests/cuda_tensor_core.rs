@@ -233,6 +233,10 @@ fn bad_tensorized_nests_are_typed_errors() {
         DType::F16,
         0.05,
     );
+    // 20 feature columns: the last tile of 8 is cut by a guard that moves with the tile's
+    // columns, which a warp-wide `mma` cannot honour.
+    let e = emit_cuda(&f, Some(tc), &spec(20)).expect_err("a partial tile refused");
+    assert!(e.to_string().contains("in or out as a whole"), "{e}");
     // float32 operands: the tile product needs 16-bit ones.
     let f32k = sparsetir_ops::load("bsrmm").expect("bsrmm");
     let e = emit_cuda(&f32k, Some(tc), &spec(32)).expect_err("float32 refused");

@@ -487,6 +487,9 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     let scores = stored(composable::bsr_sddmm()?, &["A", "B"], dtype)?;
     let scores_gpu = if tc && b == 16 && d.is_multiple_of(16) {
         sched("bsr_sddmm_tc")
+    } else if b <= 32 {
+        // One thread per element of a block (at most 1024).
+        sched("bsr_sddmm")
     } else {
         None
     };

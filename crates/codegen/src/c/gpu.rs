@@ -15,6 +15,7 @@ pub(crate) mod mma;
 mod reduce;
 mod sync;
 
+pub(crate) use mma::AccumulatorPlan;
 pub(crate) use sync::{Divergence, Pending};
 
 /// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it.
@@ -868,15 +869,24 @@ impl<'f> Writer<'f> {
                 "internal: the fill was absorbed but the next loop keeps no accumulator",
             ));
         }
-        if let Some((nest, texts)) = &hoist {
+        if let Some(plan) = &hoist {
+            let (nest, texts) = (&plan.nest, &plan.texts);
             self.line("{");
             self.indent += 1;
             self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
+            let guard = plan.guard.as_deref();
             if let Some(v) = &filled {
-                self.line("const bool sptir_acc_live = true;");
+                self.line(&format!(
+                    "const bool sptir_acc_live = {};",
+                    guard.unwrap_or("true")
+                ));
                 self.line(&format!("float sptir_acc[4] = {{{v}, {v}, {v}, {v}}};"));
             } else {
-                self.line(&format!("const bool sptir_acc_live = {start} < {end};"));
+                let live = match guard {
+                    Some(g) => format!("{start} < {end} && ({g})"),
+                    None => format!("{start} < {end}"),
+                };
+                self.line(&format!("const bool sptir_acc_live = {live};"));
                 self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
                 self.line("if (sptir_acc_live) {");
                 for (i, c) in texts.iter().enumerate() {
@@ -931,7 +941,7 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         self.line("}");
-        if let Some((_, texts)) = &hoist {
+        if let Some(AccumulatorPlan { texts, .. }) = &hoist {
             self.mma_acc = None;
             self.line("if (sptir_acc_live) {");
             for (i, c) in texts.iter().enumerate() {

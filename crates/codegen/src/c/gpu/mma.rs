@@ -159,13 +159,34 @@ impl Writer<'_> {
         let Stmt::Block(b) = single(&cur.body) else {
             return Err(self.unsupported(&what, "the innermost loop must hold exactly one block"));
         };
-        if b.init.is_some() || b.predicate.is_some() || !b.alloc_buffers.is_empty() {
+        if b.init.is_some() || !b.alloc_buffers.is_empty() {
             return Err(self.unsupported(
                 &what,
-                format!("block `{}` has an init, a predicate or allocations", b.name),
+                format!("block `{}` has an init or allocations", b.name),
             ));
         }
         Ok((vars, b))
+    }
+
+    /// The block's predicate with its iterators replaced by their bindings (a split that does
+    /// not divide its loop's extent guards the tile), `None` without one. It must not move with
+    /// the tile's loops: the whole tile is in or out.
+    fn mma_guard(&self, what: &str, vars: &[VarId], b: &Block) -> Res<Option<Expr>> {
+        let Some(p) = &b.predicate else {
+            return Ok(None);
+        };
+        let p = super::subst(p, &super::bindings(b));
+        if super::mentions(&p, vars) {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "block `{}`'s predicate moves with the tile's loops (a tile must be in or \
+                     out as a whole)",
+                    b.name
+                ),
+            ));
+        }
+        Ok(Some(p))
     }
 
     /// The C text of `e` with the nest's loop variables replaced by `values` and the block
@@ -333,6 +354,25 @@ impl Writer<'_> {
             buffer: st.buffer,
             indices: st.indices.clone(),
         };
+        // A guard that the whole warp takes as one (see `warp_uniform`): the tile is skipped.
+        let guard = self.mma_guard(&what, &vars, b)?;
+        let div = match &guard {
+            Some(g) => {
+                let d = self.enter_divergence(g);
+                if !self.warp_uniform() {
+                    self.leave_divergence(d);
+                    return Err(self.unsupported(
+                        &what,
+                        "its block's predicate may differ between the lanes of a warp",
+                    ));
+                }
+                let (t, _) = self.expr(g)?;
+                self.line(&format!("if ({}) {{", strip_parens(&t)));
+                self.indent += 1;
+                Some(d)
+            }
+            None => None,
+        };
         self.line("{");
         self.indent += 1;
         self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
@@ -356,6 +396,11 @@ impl Writer<'_> {
         };
         self.indent -= 1;
         self.line("}");
+        if let Some(d) = div {
+            self.leave_divergence(d);
+            self.indent -= 1;
+            self.line("}");
+        }
         r
     }
 
@@ -574,7 +619,7 @@ impl Writer<'_> {
     /// (`mma_m16n8k16`, `mma_sp_m16n8k32`), whose tile stays in place across the iterations and
     /// that nothing else in the body touches, addressed by variables bound outside the loop.
     /// Returns the nest's outermost variable and the texts of the fragment's four elements.
-    pub(crate) fn mma_accumulator_plan(&mut self, f: &For) -> Res<Option<(VarId, Vec<String>)>> {
+    pub(crate) fn mma_accumulator_plan(&mut self, f: &For) -> Res<Option<AccumulatorPlan>> {
         let mut nests = Vec::new();
         f.body.visit(&mut |s| {
             if let Stmt::For(n) = s {
@@ -598,6 +643,9 @@ impl Writer<'_> {
         if !sync::mma_private(&f.body).contains(&st.buffer) {
             return Ok(None);
         }
+        let Ok(guard) = self.mma_guard("", &vars, b) else {
+            return Ok(None);
+        };
         // The tile's place, from variables bound outside the loop only (the nest's own loops
         // aside): in particular it does not move with the loop.
         let Some(indices) = self.mma_tile_indices(f, nest) else {
@@ -617,13 +665,20 @@ impl Writer<'_> {
             }
             _ => {}
         });
-        if indices.iter().any(|i| {
+        let moves = |e: &Expr| {
             let mut hit = false;
-            i.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if inner.contains(v)));
+            e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if inner.contains(v)));
             hit
-        }) {
+        };
+        // The guard, too, must hold for the whole loop (it then guards the tile's load and
+        // store around the loop as well as each product).
+        if indices.iter().any(moves) || guard.as_ref().is_some_and(moves) {
             return Ok(None);
         }
+        let guard = match &guard {
+            Some(g) => Some(strip_parens(&self.expr(g)?.0).to_string()),
+            None => None,
+        };
         let c_target = Expr::Load {
             buffer: st.buffer,
             indices,
@@ -637,7 +692,11 @@ impl Writer<'_> {
                 Err(_) => return Ok(None),
             }
         }
-        Ok(Some((vars[0], texts)))
+        Ok(Some(AccumulatorPlan {
+            nest: vars[0],
+            texts,
+            guard,
+        }))
     }
 
     /// Whether the tensorized fill `st` is absorbed by `next`, the statement after it: a serial
@@ -673,9 +732,17 @@ impl Writer<'_> {
         if moves || self.buf_dtype(fs.buffer) != DType::F32 {
             return Ok(false);
         }
-        let Some((_, plan)) = self.mma_accumulator_plan(next)? else {
+        let Some(plan) = self.mma_accumulator_plan(next)? else {
             return Ok(false);
         };
+        let fill_guard = match self.mma_guard("", &vars, b) {
+            Ok(Some(g)) => Some(strip_parens(&self.expr(&g)?.0).to_string()),
+            Ok(None) => None,
+            Err(_) => return Ok(false),
+        };
+        if fill_guard != plan.guard {
+            return Ok(false);
+        }
         let c_target = Expr::Load {
             buffer: fs.buffer,
             indices: fs.indices.clone(),
@@ -688,7 +755,7 @@ impl Writer<'_> {
                 Err(_) => return Ok(false),
             }
         }
-        if texts != plan {
+        if texts != plan.texts {
             return Ok(false);
         }
         let (val, vdt) = self.expr(&fs.value)?;
@@ -855,6 +922,17 @@ impl Writer<'_> {
             b,
         )
     }
+}
+
+/// How a serial loop keeps a tensorized product's accumulator fragment in registers
+/// ([`Writer::mma_accumulator_plan`]).
+pub(crate) struct AccumulatorPlan {
+    /// The nest's outermost loop variable.
+    pub nest: VarId,
+    /// The C texts of the fragment's four elements.
+    pub texts: Vec<String>,
+    /// The tile's guard (its block's predicate), which holds for the whole loop.
+    pub guard: Option<String>,
 }
 
 /// The `mma` device functions: PTX on a GPU, the warp's fragments gathered with shuffles in the
