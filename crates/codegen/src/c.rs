@@ -337,6 +337,9 @@ pub struct Writer<'f> {
     /// CUDA: the tensorized nest (its outermost loop's variable) whose accumulator fragment an
     /// enclosing loop keeps in registers (`sptir_acc`) for all its iterations.
     mma_acc: Option<VarId>,
+    /// CUDA: with `mma_acc`, the unrolled loop inside the accumulating loop that picks one of
+    /// several tiles kept in registers (`sptir_acc[u]`).
+    mma_acc_unit: Option<VarId>,
     /// The value a tensorized fill absorbed by the next loop's register accumulator starts
     /// that accumulator with (see `Writer::mma_fill_absorbed`).
     mma_fill_init: Option<String>,
@@ -459,6 +462,7 @@ impl<'f> Writer<'f> {
             target,
             kernel: None,
             mma_acc: None,
+            mma_acc_unit: None,
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),

@@ -498,9 +498,9 @@ pub fn hyb_spmm_schedule(parts: usize, num_buckets: usize) -> String {
 }
 
 /// A tensor-core GPU schedule (`gpu/bsrmm_tc.sched`, `bsrmm_tc32.sched`,
-/// `condense_spmm_tc.sched`: a warp of 8 feature columns each) for `feat` columns: as written up
-/// to 32 warps (256 columns); wider, the columns also spread over `blockIdx.y`, 32 warps
-/// (256 columns) per thread block.
+/// `condense_spmm_tc.sched`: a warp of 8 feature columns each; `bsrmm_tc2.sched`: 16) for
+/// `feat` columns: as written up to 256 columns (32 or 16 warps); wider, the columns also
+/// spread over `blockIdx.y`, 256 columns per thread block.
 pub fn tensor_core_gpu_schedule(sched: &str, feat: usize) -> String {
     if feat <= 256 {
         return sched.to_string();
@@ -514,6 +514,15 @@ pub fn tensor_core_gpu_schedule(sched: &str, feat: usize) -> String {
         .replace(
             "fo, fi = sch.split(f, [None, 8])",
             "fy, fo, fi = sch.split(f, [None, 32, 8])\nsch.bind(fy, \"blockIdx.y\")",
+        )
+        // Two tiles per warp (`bsrmm_tc2.sched`): 16 warps of 16 columns per thread block.
+        .replace(
+            "zfo, zfu, zfi = sch.split(zf, [None, 2, 8])",
+            "zfy, zfo, zfu, zfi = sch.split(zf, [None, 16, 2, 8])\nsch.bind(zfy, \"blockIdx.y\")",
+        )
+        .replace(
+            "fo, fu, fi = sch.split(f, [None, 2, 8])",
+            "fy, fo, fu, fi = sch.split(f, [None, 16, 2, 8])\nsch.bind(fy, \"blockIdx.y\")",
         )
         .replace("sch.reorder(fo, ", "sch.reorder(fy, fo, ")
 }

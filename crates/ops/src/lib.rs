@@ -200,6 +200,11 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
     ("bsrmm", include_str!("../schedules/gpu/bsrmm.sched")),
     // 16 x 16 blocks, 16-bit operands: tensor cores (`mma.sync` m16n8k16).
     ("bsrmm_tc", include_str!("../schedules/gpu/bsrmm_tc.sched")),
+    // The same with two output tiles per warp (feature widths a multiple of 16).
+    (
+        "bsrmm_tc2",
+        include_str!("../schedules/gpu/bsrmm_tc2.sched"),
+    ),
     // Gather-GEMM-scatter sparse convolution (formats/sparse_conv.sp).
     (
         "sparse_conv",

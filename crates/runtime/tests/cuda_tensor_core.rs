@@ -102,18 +102,28 @@ fn bsr16_and_bsr32_on_tensor_cores_on_a_real_gpu() {
 fn bsr_on_tensor_cores(device: GpuDevice) {
     let mut rng = ChaCha8Rng::seed_from_u64(16);
     let tc32 = sparsetir_ops::gpu_schedule("bsrmm_tc32").expect("the 32 x 32 schedule");
+    let tc2 = sparsetir_ops::gpu_schedule("bsrmm_tc2").expect("two tiles per warp");
     for dt in [DType::F16, DType::BF16] {
         let g = kernel(dt);
-        for (nb, mb, blk, feat) in [
-            (1, 1, 16, 8),
-            (3, 4, 16, 16),
-            (5, 3, 16, 32),
-            (1, 1, 32, 8),
-            (3, 2, 32, 16),
+        for (nb, mb, blk, feat, two) in [
+            (1, 1, 16, 8, false),
+            (3, 4, 16, 16, false),
+            (5, 3, 16, 32, false),
+            (1, 1, 32, 8, false),
+            (3, 2, 32, 16, false),
+            // Two output tiles per warp (both fragments in registers across the block row).
+            (1, 1, 16, 16, true),
+            (4, 3, 16, 48, true),
         ] {
-            let what =
-                format!("bsrmm {dt} on tensor cores, {nb}x{mb} blocks of {blk}, feat {feat}");
-            let sched = if blk == 16 { schedule() } else { tc32 };
+            let what = format!(
+                "bsrmm {dt} on tensor cores, {nb}x{mb} blocks of {blk}, feat {feat}{}",
+                if two { ", two tiles per warp" } else { "" }
+            );
+            let sched = match (blk, two) {
+                (16, true) => tc2,
+                (16, false) => schedule(),
+                _ => tc32,
+            };
             let k = GpuKernel::build(&g, Some(sched), &spec_blk(blk, feat), device, &cache())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(
@@ -303,6 +313,14 @@ fn snapshot_tensor_core_kernels() {
         |source: &str| source[source.find("extern \"C\"").expect("a kernel")..].to_string();
     let (_, bsr) = emit_cuda(&kernel(DType::F16), Some(schedule()), &spec(16)).expect("emit");
     insta::assert_snapshot!("bsrmm_tc_f16", kernels(&bsr.source));
+    // Two tiles per warp: two fragments kept in registers, the unrolled loop picking one.
+    let tc2 = sparsetir_ops::gpu_schedule("bsrmm_tc2").expect("two tiles per warp");
+    let (_, two) = emit_cuda(&kernel(DType::F16), Some(tc2), &spec(32)).expect("emit");
+    assert!(two.source.contains("float sptir_acc[2][4];"));
+    assert!(two
+        .source
+        .contains("sptir_mma_m16n8k16_f16(sptir_acc[f_1_2]"));
+    insta::assert_snapshot!("bsrmm_tc2_f16", kernels(&two.source));
     let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2);
     let spec24: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 16)];

@@ -512,6 +512,7 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     )?;
     let product = stored(sparsetir_ops::load("bsrmm")?, &["A", "B"], dtype)?;
     let tc_product = match b {
+        16 if d.is_multiple_of(16) => sched("bsrmm_tc2"),
         16 => sched("bsrmm_tc"),
         32 => sched("bsrmm_tc32"),
         _ => None,

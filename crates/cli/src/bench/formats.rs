@@ -302,6 +302,8 @@ impl OwnFormat {
         let f = sparsetir_transform::store_as(&self.func, op.inputs(), dtype)
             .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
         let tc = match self.name.as_str() {
+            // Two output tiles per warp where the width allows (they share A's fragment).
+            "bsr(block=16)" if feat.is_multiple_of(16) => Some("bsrmm_tc2"),
             "bsr(block=16)" => Some("bsrmm_tc"),
             "bsr(block=32)" => Some("bsrmm_tc32"),
             "condense" => Some("condense_spmm_tc"),

@@ -15,7 +15,6 @@ pub(crate) mod mma;
 mod reduce;
 mod sync;
 
-pub(crate) use mma::AccumulatorPlan;
 pub(crate) use sync::{Divergence, Pending};
 
 /// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it.
@@ -870,7 +869,6 @@ impl<'f> Writer<'f> {
             ));
         }
         if let Some(plan) = &hoist {
-            let (nest, texts) = (&plan.nest, &plan.texts);
             self.line("{");
             self.indent += 1;
             self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
@@ -887,14 +885,25 @@ impl<'f> Writer<'f> {
                     None => format!("{start} < {end}"),
                 };
                 self.line(&format!("const bool sptir_acc_live = {live};"));
-                self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
+                // One fragment, or one per tile of the unit loop.
+                let slot = |u: usize, i: usize| match plan.unit {
+                    Some(_) => format!("sptir_acc[{u}][{i}]"),
+                    None => format!("sptir_acc[{i}]"),
+                };
+                match plan.unit {
+                    Some(_) => self.line(&format!("float sptir_acc[{}][4];", plan.texts.len())),
+                    None => self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};"),
+                }
                 self.line("if (sptir_acc_live) {");
-                for (i, c) in texts.iter().enumerate() {
-                    self.line(&format!("    sptir_acc[{i}] = {c};"));
+                for (u, texts) in plan.texts.iter().enumerate() {
+                    for (i, c) in texts.iter().enumerate() {
+                        self.line(&format!("    {} = {c};", slot(u, i)));
+                    }
                 }
                 self.line("}");
             }
-            self.mma_acc = Some(*nest);
+            self.mma_acc = Some(plan.nest);
+            self.mma_acc_unit = plan.unit;
         }
         // (The pragma right before the `for`, after any accumulator prologue.)
         if f.kind == ForKind::Unrolled {
@@ -923,8 +932,9 @@ impl<'f> Writer<'f> {
                 w.remove(&acc.buffer);
                 rd.remove(&acc.buffer);
             }
-            // An accumulator tile the loop's tensorized nests keep in place stays with its lanes.
-            if !self.mma_tile_moves_with(f) {
+            // An accumulator tile the loop's tensorized nests keep in place stays with its lanes;
+            // tiles an enclosing loop keeps in registers are not in memory at all.
+            if !self.mma_tile_moves_with(f) || self.mma_acc.is_some() {
                 for b in sync::mma_private(&f.body) {
                     w.remove(&b);
                     rd.remove(&b);
@@ -941,11 +951,17 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         self.line("}");
-        if let Some(AccumulatorPlan { texts, .. }) = &hoist {
+        if let Some(plan) = &hoist {
             self.mma_acc = None;
+            self.mma_acc_unit = None;
             self.line("if (sptir_acc_live) {");
-            for (i, c) in texts.iter().enumerate() {
-                self.line(&format!("    {c} = sptir_acc[{i}];"));
+            for (u, texts) in plan.texts.iter().enumerate() {
+                for (i, c) in texts.iter().enumerate() {
+                    match plan.unit {
+                        Some(_) => self.line(&format!("    {c} = sptir_acc[{u}][{i}];")),
+                        None => self.line(&format!("    {c} = sptir_acc[{i}];")),
+                    }
+                }
             }
             self.line("}");
             self.indent -= 1;

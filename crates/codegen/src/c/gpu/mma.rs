@@ -536,7 +536,11 @@ impl Writer<'_> {
         b: &Block,
     ) -> Res<()> {
         if self.mma_acc == Some(vars[0]) {
-            self.line(&format!("{func}(sptir_acc, sptir_a, sptir_b{extra});"));
+            let acc = match self.mma_acc_unit {
+                Some(u) => format!("sptir_acc[{}]", self.expr(&Expr::Var(u))?.0),
+                None => "sptir_acc".to_string(),
+            };
+            self.line(&format!("{func}({acc}, sptir_a, sptir_b{extra});"));
             return Ok(());
         }
         self.line("float sptir_c[4];");
@@ -617,8 +621,11 @@ impl Writer<'_> {
     /// Whether the serial loop `f` can keep the accumulator fragment of the tensorized product
     /// inside it in registers: the body holds exactly one tensorized nest, a product
     /// (`mma_m16n8k16`, `mma_sp_m16n8k32`), whose tile stays in place across the iterations and
-    /// that nothing else in the body touches, addressed by variables bound outside the loop.
-    /// Returns the nest's outermost variable and the texts of the fragment's four elements.
+    /// that nothing else in the body touches, addressed by variables bound outside the loop —
+    /// or that nest alone inside an unrolled loop of 2 to 8 iterations (the unit loop), each
+    /// iteration its own tile: one fragment per tile (several output tiles per warp, which
+    /// share the `A` fragment's loads). Returns the nest's outermost variable, the unit loop and
+    /// the texts of each fragment's four elements.
     pub(crate) fn mma_accumulator_plan(&mut self, f: &For) -> Res<Option<AccumulatorPlan>> {
         let mut nests = Vec::new();
         f.body.visit(&mut |s| {
@@ -634,6 +641,24 @@ impl Writer<'_> {
         if *form == Mma::Fill {
             return Ok(None);
         }
+        // The unit loop: the body is one unrolled loop of constant extent holding the nest.
+        let unit = match single(&f.body) {
+            Stmt::For(u) if u.var != nest.var => {
+                let units = const_int(&u.extent).filter(|n| (2..=8).contains(n));
+                let holds_nest = matches!(single(&u.body), Stmt::For(n) if n.var == nest.var);
+                match units {
+                    Some(n)
+                        if holds_nest
+                            && u.kind == ForKind::Unrolled
+                            && const_int(&u.min) == Some(0) =>
+                    {
+                        Some((u.var, n))
+                    }
+                    _ => return Ok(None),
+                }
+            }
+            _ => None,
+        };
         let Ok((vars, b)) = self.mma_nest(nest, *form) else {
             return Ok(None);
         };
@@ -653,8 +678,9 @@ impl Writer<'_> {
         };
         let mut inner = std::collections::HashSet::new();
         inner.insert(f.var);
+        let unit_var = unit.map(|(u, _)| u);
         f.body.visit(&mut |s| match s {
-            Stmt::For(l) if !vars.contains(&l.var) => {
+            Stmt::For(l) if !vars.contains(&l.var) && Some(l.var) != unit_var => {
                 inner.insert(l.var);
             }
             Stmt::Let(l) => {
@@ -672,28 +698,45 @@ impl Writer<'_> {
         };
         // The guard, too, must hold for the whole loop (it then guards the tile's load and
         // store around the loop as well as each product).
-        if indices.iter().any(moves) || guard.as_ref().is_some_and(moves) {
+        let mentions_unit = |e: &Expr| unit_var.is_some_and(|u| super::mentions(e, &[u]));
+        if indices.iter().any(moves) || guard.as_ref().is_some_and(|g| moves(g) || mentions_unit(g))
+        {
             return Ok(None);
         }
         let guard = match &guard {
             Some(g) => Some(strip_parens(&self.expr(g)?.0).to_string()),
             None => None,
         };
-        let c_target = Expr::Load {
-            buffer: st.buffer,
-            indices,
-        };
         let mut texts = Vec::new();
-        for (row, col) in C_FRAGMENT {
-            let mut at = vec![row.to_string(), col.to_string()];
-            at.resize(vars.len(), "0".to_string());
-            match self.text_at(&c_target, &vars, &at, &[]) {
-                Ok(t) => texts.push(t),
-                Err(_) => return Ok(None),
+        for k in 0..unit.map_or(1, |(_, n)| n) {
+            // The unit loop's iteration `k`: its tile.
+            let mut idx = indices.clone();
+            if let Some((u, _)) = unit {
+                let map = HashMap::from([(u, Expr::Int(k, self.func.vars[u].dtype))]);
+                idx = idx.iter().map(|i| super::subst(i, &map)).collect();
             }
+            let c_target = Expr::Load {
+                buffer: st.buffer,
+                indices: idx,
+            };
+            let mut tile = Vec::new();
+            for (row, col) in C_FRAGMENT {
+                let mut at = vec![row.to_string(), col.to_string()];
+                at.resize(vars.len(), "0".to_string());
+                match self.text_at(&c_target, &vars, &at, &[]) {
+                    Ok(t) => tile.push(t),
+                    Err(_) => return Ok(None),
+                }
+            }
+            texts.push(tile);
+        }
+        // Distinct tiles: the unit loop must move the tile.
+        if unit.is_some() && texts.windows(2).any(|w| w[0] == w[1]) {
+            return Ok(None);
         }
         Ok(Some(AccumulatorPlan {
             nest: vars[0],
+            unit: unit_var,
             texts,
             guard,
         }))
@@ -755,7 +798,7 @@ impl Writer<'_> {
                 Err(_) => return Ok(false),
             }
         }
-        if texts != plan.texts {
+        if plan.unit.is_some() || plan.texts.first() != Some(&texts) {
             return Ok(false);
         }
         let (val, vdt) = self.expr(&fs.value)?;
@@ -929,8 +972,10 @@ impl Writer<'_> {
 pub(crate) struct AccumulatorPlan {
     /// The nest's outermost loop variable.
     pub nest: VarId,
-    /// The C texts of the fragment's four elements.
-    pub texts: Vec<String>,
+    /// The unit loop (one tile per iteration), if any.
+    pub unit: Option<VarId>,
+    /// The C texts of each fragment's four elements (one fragment per unit iteration).
+    pub texts: Vec<Vec<String>>,
     /// The tile's guard (its block's predicate), which holds for the whole loop.
     pub guard: Option<String>,
 }
