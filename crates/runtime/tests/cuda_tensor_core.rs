@@ -313,6 +313,13 @@ fn snapshot_tensor_core_kernels() {
         |source: &str| source[source.find("extern \"C\"").expect("a kernel")..].to_string();
     let (_, bsr) = emit_cuda(&kernel(DType::F16), Some(schedule()), &spec(16)).expect("emit");
     insta::assert_snapshot!("bsrmm_tc_f16", kernels(&bsr.source));
+    // BSR-32: each 16-row half's fragment stays in registers across the whole block row (the
+    // plain loop over the block's two 16-column steps inside it is no unit loop).
+    let tc32 = sparsetir_ops::gpu_schedule("bsrmm_tc32").expect("the 32 x 32 schedule");
+    let (_, b32) = emit_cuda(&kernel(DType::F16), Some(tc32), &spec_blk(32, 32)).expect("emit");
+    assert!(b32
+        .source
+        .contains("const bool sptir_acc_live = 0 < j_1_ext;"));
     // Two tiles per warp: two fragments kept in registers, the unrolled loop picking one.
     let tc2 = sparsetir_ops::gpu_schedule("bsrmm_tc2").expect("two tiles per warp");
     let (_, two) = emit_cuda(&kernel(DType::F16), Some(tc2), &spec(32)).expect("emit");

@@ -302,8 +302,10 @@ impl OwnFormat {
         let f = sparsetir_transform::store_as(&self.func, op.inputs(), dtype)
             .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
         let tc = match self.name.as_str() {
-            // Two output tiles per warp where the width allows (they share A's fragment).
-            "bsr(block=16)" if feat.is_multiple_of(16) => Some("bsrmm_tc2"),
+            // Two output tiles per warp (they share A's fragment) from 256 columns: on the H200
+            // (session 11, run 7) 0.037 / 0.063 ms against 0.042 / 0.071 at 256 / 512, but
+            // 0.026 / 0.029 against 0.021 / 0.023 at 64 / 128, where half the warps are too few.
+            "bsr(block=16)" if feat >= 256 && feat.is_multiple_of(16) => Some("bsrmm_tc2"),
             "bsr(block=16)" => Some("bsrmm_tc"),
             "bsr(block=32)" => Some("bsrmm_tc32"),
             "condense" => Some("condense_spmm_tc"),

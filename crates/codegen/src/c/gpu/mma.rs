@@ -654,7 +654,8 @@ impl Writer<'_> {
                     {
                         Some((u.var, n))
                     }
-                    _ => return Ok(None),
+                    // An ordinary loop around the nest (the tile must then stay in place).
+                    _ => None,
                 }
             }
             _ => None,
