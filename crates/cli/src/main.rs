@@ -181,8 +181,10 @@ enum Command {
         feat: String,
         /// Storage format of the sparse operand: `csr`; for spmm also `hyb`,
         /// `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`, `ell`, `ell(width=W)`; for sddmm `coo`;
-        /// `auto` measures the operator's candidates (for spmv: CSR under its four schedules)
-        /// and runs the fastest (the conversion is timed separately, `convert_seconds`).
+        /// for attention `bsr:B` (a mask of whole B x B blocks: three BSR kernels for all heads
+        /// at once, on tensor cores for 16-bit operands on a GPU); `auto` measures the
+        /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest
+        /// (the conversion is timed separately, `convert_seconds`).
         #[arg(long, default_value = "csr")]
         format: String,
         /// OpenMP threads (default: all cores).
