@@ -980,6 +980,20 @@ impl<'f> Writer<'f> {
                 return self.write_cross_thread_reduction(f, acc);
             }
         }
+        if is_thread && self.simd_acc.is_none() {
+            if let Some(block) = self.racy_thread_reduction(f) {
+                let name = self.func.vars[f.var].name.clone();
+                return Err(self.unsupported(
+                    &format!("loop `{name}` bound to {tag}"),
+                    format!(
+                        "block `{block}` reduces over it into elements every thread would update \
+                         at once; a reduction over threads must be written as a cross-thread \
+                         reduction (its nest directly under a `threadIdx.x` loop, the element \
+                         not moving with the loops inside) or be atomic"
+                    ),
+                ));
+            }
+        }
         let (vdt, ct, _) = self.loop_var_type(f)?;
         let end_expr = loop_end(f);
         let dim = self.kernel.as_ref().and_then(|k| k.dims.get(&tag).cloned());

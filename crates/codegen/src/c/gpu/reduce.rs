@@ -361,6 +361,42 @@ impl<'f> Writer<'f> {
     /// A reduction whose loop is bound to `threadIdx.x`: each thread reduces its part into a
     /// register, the lanes combine theirs with butterfly shuffles, and the first thread of the
     /// group runs the block's init (if any) and combines the total into the element.
+    /// A block inside the thread loop `f` (not written as a cross-thread reduction) that
+    /// reduces over `f` — a reduction iterator bound to `f`'s variable — into an element its
+    /// store's indices do not tie to `f`: every thread would update that element in place, a
+    /// race. Returns the block's name. (An atomic block stores through `atomicAdd`, which is
+    /// no store here.)
+    pub(crate) fn racy_thread_reduction(&self, f: &For) -> Option<String> {
+        let mut found = None;
+        f.body.visit(&mut |s| {
+            let Stmt::Block(b) = s else { return };
+            if found.is_some() {
+                return;
+            }
+            let reduces = b
+                .iters
+                .iter()
+                .any(|it| it.kind == IterKind::Reduce && mentions(&it.binding, &[f.var]));
+            if !reduces {
+                return;
+            }
+            let map = bindings(b);
+            let mut tied = true;
+            b.body.visit(&mut |x| {
+                if let Stmt::Store(st) = x {
+                    tied &= st
+                        .indices
+                        .iter()
+                        .any(|i| mentions(&subst(i, &map), &[f.var]));
+                }
+            });
+            if !tied {
+                found = Some(b.name.clone());
+            }
+        });
+        found
+    }
+
     pub(crate) fn write_cross_thread_reduction(
         &mut self,
         f: &For,
