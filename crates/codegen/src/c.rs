@@ -341,9 +341,10 @@ pub struct Writer<'f> {
     /// CUDA: with `mma_acc`, the unrolled loop inside the accumulating loop that picks one of
     /// several tiles kept in registers (`sptir_acc[u]`).
     mma_acc_unit: Option<VarId>,
-    /// The value a tensorized fill absorbed by the next loop's register accumulator starts
-    /// that accumulator with (see `Writer::mma_fill_absorbed`).
-    mma_fill_init: Option<String>,
+    /// A tensorized fill absorbed by the next loop's register accumulator: the value that
+    /// accumulator starts with and the loop's plan, computed once (see
+    /// `Writer::mma_fill_absorbed`).
+    mma_fill_init: Option<(String, gpu::mma::AccumulatorPlan)>,
     /// CUDA, inside one iteration of a loop whose reads were vectorised: those reads, with
     /// the vector holding them, and the iteration (the component to read).
     vec_sub: Option<(Vec<(Expr, String)>, usize)>,

@@ -854,20 +854,17 @@ impl<'f> Writer<'f> {
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         // A tensorized product that accumulates into the same tile in every iteration: its
         // fragment lives in registers across the loop (loaded before, stored after).
-        let hoist = match self.mma_acc {
-            None if self.warp_uniform() => self.mma_accumulator_plan(f)?,
-            _ => None,
+        // A fill of the same tile just before the loop (its plan made when the fill was
+        // absorbed): the accumulator starts with its value, and the tile is stored even when
+        // the loop does not run (as the fill would have).
+        let (filled, hoist) = match self.mma_fill_init.take() {
+            Some((value, plan)) => (Some(value), Some(plan)),
+            None => match self.mma_acc {
+                None if self.warp_uniform() => (None, self.mma_accumulator_plan(f)?),
+                _ => (None, None),
+            },
         };
         let v = self.bind(f.var)?;
-        // A fill of the same tile just before the loop: the accumulator starts with its value,
-        // and the tile is stored even when the loop does not run (as the fill would have).
-        let filled = self.mma_fill_init.take();
-        if filled.is_some() && hoist.is_none() {
-            return Err(self.unsupported(
-                "tensorized fill",
-                "internal: the fill was absorbed but the next loop keeps no accumulator",
-            ));
-        }
         if let Some(plan) = &hoist {
             self.line("{");
             self.indent += 1;
@@ -886,10 +883,6 @@ impl<'f> Writer<'f> {
                 };
                 self.line(&format!("const bool sptir_acc_live = {live};"));
                 // One fragment, or one per tile of the unit loop.
-                let slot = |u: usize, i: usize| match plan.unit {
-                    Some(_) => format!("sptir_acc[{u}][{i}]"),
-                    None => format!("sptir_acc[{i}]"),
-                };
                 match plan.unit {
                     Some(_) => self.line(&format!("float sptir_acc[{}][4];", plan.texts.len())),
                     None => self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};"),
@@ -897,7 +890,7 @@ impl<'f> Writer<'f> {
                 self.line("if (sptir_acc_live) {");
                 for (u, texts) in plan.texts.iter().enumerate() {
                     for (i, c) in texts.iter().enumerate() {
-                        self.line(&format!("    {} = {c};", slot(u, i)));
+                        self.line(&format!("    {} = {c};", plan.slot(u, i)));
                     }
                 }
                 self.line("}");
@@ -917,7 +910,7 @@ impl<'f> Writer<'f> {
         self.indent += 1;
         let range = Expr::add(f.min.clone(), f.extent.clone());
         let div = self.enter_divergence(&range);
-        if div.any() || div.lane {
+        if div.block {
             self.note_binding(f.var, &range);
         }
         let r = self.write_stmt(&f.body);
@@ -957,10 +950,7 @@ impl<'f> Writer<'f> {
             self.line("if (sptir_acc_live) {");
             for (u, texts) in plan.texts.iter().enumerate() {
                 for (i, c) in texts.iter().enumerate() {
-                    match plan.unit {
-                        Some(_) => self.line(&format!("    {c} = sptir_acc[{u}][{i}];")),
-                        None => self.line(&format!("    {c} = sptir_acc[{i}];")),
-                    }
+                    self.line(&format!("    {c} = {};", plan.slot(u, i)));
                 }
             }
             self.line("}");
@@ -1033,12 +1023,17 @@ impl<'f> Writer<'f> {
                 }
                 if guard {
                     k.guarded_thread_depth += 1;
-                    k.divergent += 1;
-                    k.lane_divergent += usize::from(tag == "threadIdx.x");
                 }
             }
         }
+        // A guarded thread loop: its threads past the extent skip the body.
+        let div = Divergence {
+            block: is_thread && guard,
+            lane: is_thread && guard && tag == "threadIdx.x",
+        };
+        self.diverge(div);
         let r = self.write_stmt(&f.body);
+        self.leave_divergence(div);
         if let Some(k) = self.kernel.as_mut() {
             k.bound.pop();
             k.bound_vars.pop();
@@ -1046,8 +1041,6 @@ impl<'f> Writer<'f> {
                 k.thread_depth -= 1;
                 if guard {
                     k.guarded_thread_depth -= 1;
-                    k.divergent -= 1;
-                    k.lane_divergent -= usize::from(tag == "threadIdx.x");
                 }
             }
         }

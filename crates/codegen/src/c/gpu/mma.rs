@@ -593,15 +593,7 @@ impl Writer<'_> {
     /// `f` do not move within the tile, as BSR's block position does) gives every element it
     /// reaches again to the same lane.
     pub(crate) fn mma_tile_moves_with(&self, f: &For) -> bool {
-        let mut nests = Vec::new();
-        f.body.visit(&mut |s| {
-            if let Stmt::For(n) = s {
-                if Mma::of(n).is_some() {
-                    nests.push(n.clone());
-                }
-            }
-        });
-        nests.iter().any(|n| {
+        tensorized_nests(&f.body).iter().any(|(n, _)| {
             let mut tile_vars = Vec::new();
             n.body.visit(&mut |s| {
                 if let Stmt::For(l) = s {
@@ -627,14 +619,7 @@ impl Writer<'_> {
     /// share the `A` fragment's loads). Returns the nest's outermost variable, the unit loop and
     /// the texts of each fragment's four elements.
     pub(crate) fn mma_accumulator_plan(&mut self, f: &For) -> Res<Option<AccumulatorPlan>> {
-        let mut nests = Vec::new();
-        f.body.visit(&mut |s| {
-            if let Stmt::For(n) = s {
-                if let Some(form) = Mma::of(n) {
-                    nests.push((n.clone(), form));
-                }
-            }
-        });
+        let nests = tensorized_nests(&f.body);
         let [(nest, form)] = nests.as_slice() else {
             return Ok(None);
         };
@@ -746,8 +731,8 @@ impl Writer<'_> {
     /// Whether the tensorized fill `st` is absorbed by `next`, the statement after it: a serial
     /// loop that keeps the same tile in registers ([`Self::mma_accumulator_plan`], the same
     /// four element texts), in code every thread of the block runs alike. The fill is then
-    /// not written and the loop's accumulator starts with the filled value
-    /// (`mma_fill_init`).
+    /// not written and the loop's accumulator starts with the filled value (`mma_fill_init`,
+    /// which also hands the loop its plan).
     pub(crate) fn mma_fill_absorbed(&mut self, st: &Stmt, next: Option<&Stmt>) -> Res<bool> {
         let (Stmt::For(fill), Some(Stmt::For(next))) = (st, next) else {
             return Ok(false);
@@ -766,13 +751,10 @@ impl Writer<'_> {
         let Stmt::Store(fs) = single(&b.body) else {
             return Ok(false);
         };
-        let moves = vars.iter().any(|&v| {
-            let mut hit = false;
-            fs.value.visit(&mut |x| {
-                hit |= matches!(x, Expr::Var(u) if *u == v || b.iters.iter().any(|it| it.var == *u))
-            });
-            hit
-        });
+        // The filled value must be the same everywhere in the tile (the block's iterators
+        // are the tile's loops here).
+        let iters: Vec<VarId> = b.iters.iter().map(|it| it.var).collect();
+        let moves = super::mentions(&fs.value, &vars) || super::mentions(&fs.value, &iters);
         if moves || self.buf_dtype(fs.buffer) != DType::F32 {
             return Ok(false);
         }
@@ -803,7 +785,7 @@ impl Writer<'_> {
             return Ok(false);
         }
         let (val, vdt) = self.expr(&fs.value)?;
-        self.mma_fill_init = Some(strip_parens(&cast(val, vdt, DType::F32)).to_string());
+        self.mma_fill_init = Some((strip_parens(&cast(val, vdt, DType::F32)).to_string(), plan));
         Ok(true)
     }
 
@@ -979,6 +961,29 @@ pub(crate) struct AccumulatorPlan {
     pub texts: Vec<Vec<String>>,
     /// The tile's guard (its block's predicate), which holds for the whole loop.
     pub guard: Option<String>,
+}
+
+impl AccumulatorPlan {
+    /// The register of element `i` of fragment `u` (`u` is 0 without a unit loop).
+    pub(crate) fn slot(&self, u: usize, i: usize) -> String {
+        match self.unit {
+            Some(_) => format!("sptir_acc[{u}][{i}]"),
+            None => format!("sptir_acc[{i}]"),
+        }
+    }
+}
+
+/// The tensorized nests in `s` (copies), with their forms.
+fn tensorized_nests(s: &Stmt) -> Vec<(For, Mma)> {
+    let mut nests = Vec::new();
+    s.visit(&mut |x| {
+        if let Stmt::For(n) = x {
+            if let Some(form) = Mma::of(n) {
+                nests.push(((**n).clone(), form));
+            }
+        }
+    });
+    nests
 }
 
 /// The `mma` device functions: PTX on a GPU, the warp's fragments gathered with shuffles in the

@@ -228,15 +228,13 @@ impl<'f> Writer<'f> {
         };
         self.line(&format!("if ({lone}) {{"));
         self.indent += 1;
-        if let Some(k) = self.kernel.as_mut() {
-            k.divergent += 1;
-            k.lane_divergent += usize::from(lone.contains("threadIdx.x"));
-        }
+        let div = Divergence {
+            block: true,
+            lane: lone.contains("threadIdx.x"),
+        };
+        self.diverge(div);
         let r = self.write_register_accumulation_here(f, acc);
-        if let Some(k) = self.kernel.as_mut() {
-            k.divergent -= 1;
-            k.lane_divergent -= usize::from(lone.contains("threadIdx.x"));
-        }
+        self.leave_divergence(div);
         self.indent -= 1;
         self.line("}");
         r

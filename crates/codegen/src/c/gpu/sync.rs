@@ -56,11 +56,17 @@ impl<'f> Writer<'f> {
             block: self.thread_dependent(e),
             lane: self.lane_dependent(e),
         };
+        self.diverge(d);
+        d
+    }
+
+    /// Enters code that `d` says is divergent (a thread guard, a condition); undone by
+    /// [`Self::leave_divergence`].
+    pub(crate) fn diverge(&mut self, d: Divergence) {
         if let Some(k) = self.kernel.as_mut() {
             k.divergent += usize::from(d.block);
             k.lane_divergent += usize::from(d.lane);
         }
-        d
     }
 
     pub(crate) fn leave_divergence(&mut self, entered: Divergence) {
@@ -385,11 +391,4 @@ pub(crate) struct Divergence {
     pub block: bool,
     /// A warp's lanes may (the condition depends on `threadIdx.x`).
     pub lane: bool,
-}
-
-impl Divergence {
-    /// Whether the code became divergent among the block's threads.
-    pub(crate) fn any(self) -> bool {
-        self.block
-    }
 }
