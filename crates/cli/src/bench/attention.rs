@@ -23,6 +23,7 @@
 //! three kernels' medians, all heads, summed.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use serde_json::json;
 use sparsetir_eval::ArgValue;
@@ -78,32 +79,44 @@ fn step(
     device: Option<GpuDevice>,
     opts: &CompileOptions,
 ) -> Result<Step, Failure> {
-    let f: PrimFunc = sparsetir_ops::load(name)?;
-    let f = sparsetir_transform::store_as(&f, inputs, dtype)
-        .map_err(|e| Failure(format!("error: --dtype {dtype}: {e}")))?;
+    let f = stored(sparsetir_ops::load(name)?, inputs, dtype)?;
     let spec = if f.param("feat_size").is_some() {
         vec![("feat_size".to_string(), feat as i64)]
     } else {
         Vec::new()
     };
-    Ok(match device {
-        None => Step::Cpu(Box::new(sparsetir_runtime::build(
-            &f,
-            sparsetir_ops::cpu_schedule(name),
-            &spec,
-            opts,
-        )?)),
-        Some(d) => {
-            let cache = KernelCache::from_env()?;
-            Step::Gpu(Box::new(GpuKernel::build(
-                &f,
-                sparsetir_ops::gpu_schedule(name),
-                &spec,
-                d,
-                &cache,
-            )?))
+    let schedules = (
+        sparsetir_ops::cpu_schedule(name),
+        sparsetir_ops::gpu_schedule(name),
+    );
+    build_step(&f, schedules, &spec, device, opts, None)
+}
+
+/// `f` built for the CPU (the first schedule) or a GPU device (the second; `None`: the
+/// automatic one), `spec` specialised; on a GPU with `emit`, its CUDA written to that file.
+fn build_step(
+    f: &PrimFunc,
+    (cpu, gpu): (Option<&str>, Option<&str>),
+    spec: &[(String, i64)],
+    device: Option<GpuDevice>,
+    opts: &CompileOptions,
+    emit: Option<PathBuf>,
+) -> Result<Step, Failure> {
+    let Some(d) = device else {
+        return Ok(Step::Cpu(Box::new(sparsetir_runtime::build(
+            f, cpu, spec, opts,
+        )?)));
+    };
+    let k = GpuKernel::build(f, gpu, spec, d, &KernelCache::from_env()?)?;
+    if let Some(path) = emit {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Failure(format!("error: {}: {e}", dir.display())))?;
         }
-    })
+        std::fs::write(&path, &k.module().source)
+            .map_err(|e| Failure(format!("error: {}: {e}", path.display())))?;
+    }
+    Ok(Step::Gpu(Box::new(k)))
 }
 
 /// `values` as a tensor of `dtype` (rounded).
@@ -330,8 +343,6 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             }
             let check = worst <= TOLERANCE;
             failed |= !check;
-            // SDDMM and SpMM: 2 flops per stored pair and feature; softmax: ~4 per pair.
-            let flops = heads as f64 * (4.0 * nnz as f64 * d as f64 + 4.0 * nnz as f64);
             let j = json!({
                 "op": "attention",
                 "matrix": stem(p),
@@ -343,23 +354,10 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 "device": o.device,
                 "threads": threads,
                 "seconds": seconds,
-                "gflops": seconds.filter(|s| *s > 0.0).map(|s| flops / s / 1e9),
                 "check": check,
                 "relerr": worst,
             });
-            if o.json {
-                println!("{j}");
-            } else {
-                println!(
-                    "attention {} heads={heads} d={d} {dtype} on {}: {} check={check} relerr={worst:.2e}",
-                    stem(p),
-                    o.device,
-                    match seconds {
-                        Some(s) => format!("{:.4} ms", s * 1e3),
-                        None => "not timed".into(),
-                    }
-                );
-            }
+            report(o, j, &stem(p));
         }
     }
     if failed {
@@ -384,7 +382,7 @@ struct BsrCase<'a> {
 }
 
 /// A kernel of the BSR path: the function, its CPU schedule, its GPU schedule (`None`: the
-/// automatic one) and the parameters specialised.
+/// automatic one) and the parameters specialised; `--emit-cuda` writes its CUDA as `name`.
 fn bsr_step(
     f: &PrimFunc,
     cpu: &str,
@@ -393,26 +391,11 @@ fn bsr_step(
     c: &BsrCase,
     name: &str,
 ) -> Result<Step, Failure> {
-    Ok(match c.device {
-        None => Step::Cpu(Box::new(sparsetir_runtime::build(
-            f,
-            Some(cpu),
-            spec,
-            c.opts,
-        )?)),
-        Some(d) => {
-            let cache = KernelCache::from_env()?;
-            let k = GpuKernel::build(f, gpu.as_deref(), spec, d, &cache)?;
-            if let Some(dir) = &c.o.emit_cuda {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| Failure(format!("error: {}: {e}", dir.display())))?;
-                let path = dir.join(format!("attention_{}_{name}_feat{}.cu", c.name, c.d));
-                std::fs::write(&path, &k.module().source)
-                    .map_err(|e| Failure(format!("error: {}: {e}", path.display())))?;
-            }
-            Step::Gpu(Box::new(k))
-        }
-    })
+    let emit =
+        c.o.emit_cuda
+            .as_ref()
+            .map(|dir| dir.join(format!("attention_{}_{name}_feat{}.cu", c.name, c.d)));
+    build_step(f, (Some(cpu), gpu.as_deref()), spec, c.device, c.opts, emit)
 }
 
 /// `f` with `names` stored as `dtype` (unchanged for float32).
@@ -598,15 +581,13 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         _ => TOLERANCE,
     };
     let check = worst <= tolerance;
-    let nnz = mask.nnz();
-    let flops = heads as f64 * (4.0 * nnz as f64 * d as f64 + 4.0 * nnz as f64);
     let j = json!({
         "op": "attention",
         "matrix": c.name,
         "format": format!("bsr:{b}"),
         "tensor_cores": tc,
         "rows": n,
-        "nnz": nnz,
+        "nnz": mask.nnz(),
         "heads": heads,
         "feat": d,
         "dtype": dtype.to_string(),
@@ -614,22 +595,36 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         "threads": threads,
         "seconds": seconds,
         "kernel_seconds": each,
-        "gflops": seconds.filter(|s| *s > 0.0).map(|s| flops / s / 1e9),
         "check": check,
         "relerr": worst,
     });
+    report(o, j, &format!("{} bsr:{b}", c.name));
+    Ok(check)
+}
+
+/// Prints one case — its JSON with `gflops` added (SDDMM and SpMM: 2 flops per stored pair and
+/// feature; softmax: about 4 per pair), or a line of text naming it `label`.
+fn report(o: &Options, mut j: serde_json::Value, label: &str) {
+    let num = |j: &serde_json::Value, k: &str| j[k].as_f64().unwrap_or(0.0);
+    let (heads, nnz, feat) = (num(&j, "heads"), num(&j, "nnz"), num(&j, "feat"));
+    let flops = heads * (4.0 * nnz * feat + 4.0 * nnz);
+    let seconds = j["seconds"].as_f64();
+    j["gflops"] = json!(seconds.filter(|s| *s > 0.0).map(|s| flops / s / 1e9));
     if o.json {
         println!("{j}");
-    } else {
-        println!(
-            "attention {} bsr:{b} heads={heads} d={d} {dtype} on {}: {} check={check} relerr={worst:.2e}",
-            c.name,
-            o.device,
-            match seconds {
-                Some(s) => format!("{:.4} ms", s * 1e3),
-                None => "not timed".into(),
-            }
-        );
+        return;
     }
-    Ok(check)
+    println!(
+        "attention {label} heads={} d={} {} on {}: {} check={} relerr={:.2e}",
+        j["heads"],
+        j["feat"],
+        j["dtype"].as_str().unwrap_or(""),
+        o.device,
+        match seconds {
+            Some(s) => format!("{:.4} ms", s * 1e3),
+            None => "not timed".into(),
+        },
+        j["check"],
+        num(&j, "relerr"),
+    );
 }
