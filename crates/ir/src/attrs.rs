@@ -10,6 +10,10 @@
 /// thread, outside the loops around the block.
 pub const WORKSPACE_ATTR: &str = "workspace";
 
+/// The block annotation `{"atomic": True}`: the block's stores become atomic additions at stage
+/// III (`lower_atomic`), so its reduction iterations may run on different threads.
+pub const ATOMIC_ATTR: &str = "atomic";
+
 /// An attribute value: a Python literal.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttrValue {

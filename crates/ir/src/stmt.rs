@@ -331,6 +331,15 @@ pub struct Block {
 }
 
 impl Block {
+    /// Whether the block is annotated `{"atomic": True}` (or a non-zero integer).
+    pub fn is_atomic(&self) -> bool {
+        match self.annotations.get(crate::ATOMIC_ATTR) {
+            Some(crate::AttrValue::Bool(b)) => *b,
+            Some(crate::AttrValue::Int(v)) => *v != 0,
+            _ => false,
+        }
+    }
+
     /// The value the block's `init` gives the element `buffer[indices]`, when a loop over
     /// `loop_var` starting at `loop_min` runs that init exactly at its first iteration and never
     /// again: every reduction iterator is bound to exactly `loop_var` with `min` equal to

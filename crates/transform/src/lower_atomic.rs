@@ -22,22 +22,16 @@
 use std::collections::HashSet;
 
 use sparsetir_ir::{
-    AttrValue, BinOp, Block, BufferId, Expr, IRModule, Intrinsic, PrimFunc, Span, Stage, Stmt,
-    Store, UnOp,
+    BinOp, Block, BufferId, Expr, IRModule, Intrinsic, PrimFunc, Span, Stage, Stmt, Store, UnOp,
 };
 
 use crate::LowerError;
 
-/// The block annotation that marks atomic blocks.
-pub const ATOMIC_ATTR: &str = "atomic";
+pub use sparsetir_ir::ATOMIC_ATTR;
 
-/// Whether `block` is annotated `{"atomic": True}` (or a non-zero integer).
+/// Whether `block` is annotated `{"atomic": True}` (or a non-zero integer): [`Block::is_atomic`].
 pub fn is_atomic_block(block: &Block) -> bool {
-    match block.annotations.get(ATOMIC_ATTR) {
-        Some(AttrValue::Bool(b)) => *b,
-        Some(AttrValue::Int(v)) => *v != 0,
-        _ => false,
-    }
+    block.is_atomic()
 }
 
 /// Rewrites the stores of atomic blocks into atomic additions (see the module documentation).

@@ -821,7 +821,7 @@ fn check_body(
     match s {
         Stmt::Block(b) => {
             if reduce_block.is_none()
-                && !(atomic_ok && atomic_block(b))
+                && !(atomic_ok && b.is_atomic())
                 && b.iters
                     .iter()
                     .any(|it| it.kind == IterKind::Reduce && ir_util::uses_var(&it.binding, v))
@@ -846,21 +846,12 @@ fn check_body(
     }
 }
 
-/// Whether block `b` is annotated `{"atomic": True}` (its updates become atomic at stage III).
-fn atomic_block(b: &sparsetir_ir::Block) -> bool {
-    match b.annotations.get("atomic") {
-        Some(sparsetir_ir::AttrValue::Bool(x)) => *x,
-        Some(sparsetir_ir::AttrValue::Int(n)) => *n != 0,
-        _ => false,
-    }
-}
-
 /// Inside a block: only looks for reduction bindings of nested blocks.
 fn check_nested(s: &Stmt, v: VarId, atomic_ok: bool, reduce_block: &mut Option<String>) {
     s.visit(&mut |x| {
         if let Stmt::Block(b) = x {
             if reduce_block.is_none()
-                && !(atomic_ok && atomic_block(b))
+                && !(atomic_ok && b.is_atomic())
                 && b.iters
                     .iter()
                     .any(|it| it.kind == IterKind::Reduce && ir_util::uses_var(&it.binding, v))
