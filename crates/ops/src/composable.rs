@@ -407,10 +407,7 @@ pub const CONDENSE_SPMM_SCHEDULE: &str = include_str!("../schedules/condense_spm
 
 /// The stage-I function of [`CONDENSE_SPMM_SCRIPT`].
 pub fn condense_spmm() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
-    sparsetir_syntax::parse_func(CONDENSE_SPMM_SCRIPT).map_err(|diags| crate::LoadError::Parse {
-        name: "condense_spmm".to_string(),
-        diags,
-    })
+    parse_format("condense_spmm", CONDENSE_SPMM_SCRIPT)
 }
 
 /// Sparse convolution as gather-GEMM-scatter over a rulebook (`formats/sparse_conv.sp`).
@@ -422,10 +419,7 @@ pub const SPARSE_CONV_SCHEDULE: &str = include_str!("../schedules/sparse_conv.sc
 
 /// The stage-I function of [`SPARSE_CONV_SCRIPT`].
 pub fn sparse_conv() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
-    sparsetir_syntax::parse_func(SPARSE_CONV_SCRIPT).map_err(|diags| crate::LoadError::Parse {
-        name: "sparse_conv".to_string(),
-        diags,
-    })
+    parse_format("sparse_conv", SPARSE_CONV_SCRIPT)
 }
 
 /// Block-sparse attention's scores (`formats/bsr_sddmm.sp`): `C = A Bᵀ` on the stored blocks
@@ -452,7 +446,7 @@ pub fn bsr_softmax() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
     parse_format("bsr_softmax", BSR_SOFTMAX_SCRIPT)
 }
 
-/// The function of one of this module's scripts.
+/// The function of one of this module's scripts (`name` for its errors).
 fn parse_format(name: &str, text: &str) -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
     sparsetir_syntax::parse_func(text).map_err(|diags| crate::LoadError::Parse {
         name: name.to_string(),
@@ -469,10 +463,7 @@ pub const SPMV_SELL_SCHEDULE: &str = include_str!("../schedules/spmv_sell.sched"
 
 /// The stage-I function of [`SPMV_SELL_SCRIPT`].
 pub fn spmv_sell() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
-    sparsetir_syntax::parse_func(SPMV_SELL_SCRIPT).map_err(|diags| crate::LoadError::Parse {
-        name: "spmv_sell".to_string(),
-        diags,
-    })
+    parse_format("spmv_sell", SPMV_SELL_SCRIPT)
 }
 
 /// SpMV's schedule for graphs of short rows (`schedules/spmv_scalar.sched`).
