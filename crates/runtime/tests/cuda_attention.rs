@@ -25,21 +25,6 @@ fn cache() -> KernelCache {
     KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-attn"))
 }
 
-/// A random pattern of `nb` x `mb` blocks (block row 1 empty when there are more than two, block
-/// (0, 0) always stored).
-fn pattern(rng: &mut ChaCha8Rng, nb: usize, mb: usize) -> (Vec<i64>, Vec<i64>) {
-    let (mut indptr, mut indices) = (vec![0i64], Vec::new());
-    for i in 0..nb {
-        for j in 0..mb {
-            if !(i == 1 && nb > 2) && (rng.random_bool(0.4) || (i == 0 && j == 0)) {
-                indices.push(j as i64);
-            }
-        }
-        indptr.push(indices.len() as i64);
-    }
-    (indptr, indices)
-}
-
 fn arr(dt: DType, v: &[f64]) -> ArgValue {
     ArgValue::Array(Tensor::from_f64(dt, v).expect("tensor"))
 }
@@ -118,7 +103,7 @@ fn attention_kernels(device: GpuDevice) {
             );
             let p_k = gpu(&p_f, "bsr_softmax", feat, device, &what);
             let o_k = gpu(&o_f, "bsrmm_tc", feat, device, &what);
-            let pat = pattern(&mut rng, nb, mb);
+            let pat = common::bsr_pattern(&mut rng, nb, mb);
             let nnzb = pat.1.len();
             let mut random =
                 |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
@@ -250,7 +235,7 @@ fn attention_kernels_on_the_c_backend_equal_the_evaluator() {
             &opts,
         )
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let pat = pattern(&mut rng, nb, mb);
+        let pat = common::bsr_pattern(&mut rng, nb, mb);
         let nnzb = pat.1.len();
         let mut random =
             |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
@@ -388,7 +373,7 @@ fn scores_with_guarded_tiles_equal_the_evaluator() {
     );
     let mut rng = ChaCha8Rng::seed_from_u64(67);
     let (nb, mb) = (4, 5);
-    let pat = pattern(&mut rng, nb, mb);
+    let pat = common::bsr_pattern(&mut rng, nb, mb);
     let nnzb = pat.1.len();
     let mut args = HashMap::new();
     structure(&mut args, &pat, nb, mb);

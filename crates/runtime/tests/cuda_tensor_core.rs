@@ -54,15 +54,7 @@ fn bsr_args(
     feat: usize,
     dt: DType,
 ) -> Args {
-    let (mut indptr, mut indices) = (vec![0i64], Vec::new());
-    for i in 0..nb {
-        for j in 0..mb {
-            if !(i == 1 && nb > 2) && (rng.random_bool(0.4) || (i == 0 && j == 0)) {
-                indices.push(j as i64);
-            }
-        }
-        indptr.push(indices.len() as i64);
-    }
+    let (indptr, indices) = common::bsr_pattern(rng, nb, mb);
     let nnzb = indices.len();
     let vals: Vec<f64> = (0..nnzb * blk * blk)
         .map(|_| rng.random_range(-1.0..1.0))

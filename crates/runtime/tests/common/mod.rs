@@ -253,3 +253,18 @@ pub fn spmm_24_args(
     args.insert("feat_size".into(), ArgValue::Int(feat as i64));
     args
 }
+
+/// A random pattern of `nb` x `mb` blocks, `(indptr, indices)`: block row 1 empty when there are
+/// more than two, block (0, 0) always stored, each other block with probability 0.4.
+pub fn bsr_pattern(rng: &mut ChaCha8Rng, nb: usize, mb: usize) -> (Vec<i64>, Vec<i64>) {
+    let (mut indptr, mut indices) = (vec![0i64], Vec::new());
+    for i in 0..nb {
+        for j in 0..mb {
+            if !(i == 1 && nb > 2) && (rng.random_bool(0.4) || (i == 0 && j == 0)) {
+                indices.push(j as i64);
+            }
+        }
+        indptr.push(indices.len() as i64);
+    }
+    (indptr, indices)
+}
