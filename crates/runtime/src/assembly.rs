@@ -10,7 +10,7 @@ use sparsetir_eval::ArgValue;
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{AxisId, BufferId, DType, Expr, IRModule, PrimFunc, VarId};
 pub use sparsetir_transform::assembles;
-use sparsetir_transform::{lower, Phase, PipelineOptions};
+use sparsetir_transform::{lower, stage_param, Phase, PipelineOptions};
 
 use crate::build::{emit_c_cpu, kernel_params, schedule_and_lower, BuildError};
 use crate::native::{CompileOptions, Kernel};
@@ -233,8 +233,35 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
     Ok(())
 }
 
+/// The phases a function that assembles an output is lowered to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Symbolic (row counts), allocation, numeric (fill).
+    TwoPhase,
+    /// Bound (each row's stores), staging area, staged (one pass over the products), gather
+    /// (the staged rows copied into the output; see [`Phase::Staged`]).
+    Staged,
+}
+
+impl Plan {
+    /// The lowered phases, in run order.
+    pub fn phases(self) -> &'static [Phase] {
+        match self {
+            Plan::TwoPhase => &[Phase::Symbolic, Phase::Numeric],
+            Plan::Staged => &[Phase::Bound, Phase::Staged, Phase::Gather],
+        }
+    }
+}
+
+/// Whether `f`'s outputs can be assembled in one staged pass: each assembled axis carries one
+/// value buffer (the staged lowering then decides whether the iteration suits it).
+fn staged_outputs(f: &PrimFunc) -> bool {
+    let outs = outputs(f);
+    !outs.is_empty() && outs.iter().all(|o| o.data.len() == 1)
+}
+
 /// Runs a stage-I function on the stage II/III interpreter (checked searches); one that
-/// assembles an output runs in two phases.
+/// assembles an output runs in two phases (staged where its iteration suits it).
 pub fn run_interp(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
     let interp = |e: sparsetir_eval::EvalError| RunError::Lower(format!("interpreter: {e}"));
     let lowered = |phase: Option<Phase>| -> Result<PrimFunc, RunError> {
@@ -255,61 +282,251 @@ pub fn run_interp(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<
         validate_args(f, args)?;
         return sparsetir_eval::run_func(&lowered(None)?, args).map_err(interp);
     }
-    let sym = lowered(Some(Phase::Symbolic))?;
-    let num = lowered(Some(Phase::Numeric))?;
+    let staged = if staged_outputs(f) {
+        lowered(Some(Phase::Staged)).ok()
+    } else {
+        None
+    };
     let mut work = args.clone();
     prepare(f, &mut work)?;
     validate_args(f, &work)?;
-    sparsetir_eval::run_func(&sym, &mut work).map_err(interp)?;
-    allocate(f, &mut work)?;
-    sparsetir_eval::run_func(&num, &mut work).map_err(interp)?;
+    match staged {
+        Some(staged) => {
+            let bound = lowered(Some(Phase::Bound))?;
+            let gather = lowered(Some(Phase::Gather))?;
+            run_staged(f, &mut work, 1, None, |phase, work| {
+                let func = match phase {
+                    Phase::Bound => &bound,
+                    Phase::Gather => &gather,
+                    _ => &staged,
+                };
+                sparsetir_eval::run_func(func, work).map_err(interp)
+            })?;
+        }
+        None => {
+            let sym = lowered(Some(Phase::Symbolic))?;
+            let num = lowered(Some(Phase::Numeric))?;
+            sparsetir_eval::run_func(&sym, &mut work).map_err(interp)?;
+            allocate(f, &mut work)?;
+            sparsetir_eval::run_func(&num, &mut work).map_err(interp)?;
+        }
+    }
     *args = work;
     Ok(())
 }
 
-/// The two compiled phases of an assembling function.
+/// The staged protocol on prepared arguments: the bound phase, the staging area sized from it
+/// (kept from an earlier run when large enough), the staged phase (again with the capacity it
+/// asked for, in the rare case its blocks overran the area), the output allocated from the
+/// offsets, and the gather phase copying the staged rows into it. `threads` sizes the slack
+/// of the area (each thread's last block is partly empty).
+fn run_staged(
+    f: &PrimFunc,
+    work: &mut HashMap<String, ArgValue>,
+    threads: usize,
+    first_cap: Option<i64>,
+    mut call: impl FnMut(Phase, &mut HashMap<String, ArgValue>) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    call(Phase::Bound, work)?;
+    let outs = outputs(f);
+    let mut caps = Vec::new();
+    for o in &outs {
+        let Some(ArgValue::Array(t)) = work.get(&o.indptr) else {
+            return Err(RunError::MissingArg {
+                name: o.indptr.clone(),
+            });
+        };
+        // The bound phase leaves each row's bound in `indptr[row + 1]` (no running sum).
+        let total: i64 = (1..t.len()).map(|i| t.get_i64(i).max(0)).sum();
+        let g = grab(total, threads);
+        let slack = g.saturating_mul(threads as i64 + 1);
+        let cap = first_cap.unwrap_or(total.saturating_add(total / 8).saturating_add(slack));
+        caps.push((cap, g));
+    }
+    for attempt in 0.. {
+        let mut over = false;
+        for (o, &(cap, g)) in outs.iter().zip(&caps) {
+            stage_area(o, work, cap, g)?;
+        }
+        call(Phase::Staged, work)?;
+        for (o, (cap, _)) in outs.iter().zip(caps.iter_mut()) {
+            let used = match work.get(&stage_param(&o.axis, "used")) {
+                Some(ArgValue::Array(t)) if !t.is_empty() => t.get_i64(0),
+                _ => 0,
+            };
+            if used > *cap {
+                over = true;
+                *cap = used.saturating_add(used / 8);
+            }
+        }
+        if !over {
+            break;
+        }
+        if attempt >= 3 {
+            return Err(RunError::Size {
+                subject: "staging area".into(),
+                message: "the staged assembly kept outgrowing its staging area".into(),
+            });
+        }
+    }
+    allocate(f, work)?;
+    call(Phase::Gather, work)
+}
+
+/// The staging area of output `o` with room for `cap` elements: `<indices>__stage` and
+/// `<data>__stage` (grown, never shrunk: an earlier run's arrays are kept), `<indptr>__start`
+/// (one per row), `<axis>__used` = 0, `<axis>__cap` and `<axis>__grab`.
+fn stage_area(
+    o: &AsmOutput,
+    work: &mut HashMap<String, ArgValue>,
+    cap: i64,
+    grab: i64,
+) -> Result<(), RunError> {
+    let want = usize::try_from(cap).map_err(|_| RunError::Size {
+        subject: o.axis.clone(),
+        message: format!("a staging area of {cap} elements"),
+    })?;
+    sparsetir_formats::limits::check(want, 8).map_err(|message| RunError::Size {
+        subject: o.axis.clone(),
+        message,
+    })?;
+    let mut area: Vec<(String, DType)> = vec![(stage_param(&o.indices, "stage"), o.idtype)];
+    area.extend(o.data.iter().map(|(d, dt)| (stage_param(d, "stage"), *dt)));
+    let mut have = usize::MAX;
+    for (name, dt) in &area {
+        // A new array rather than a resized one: a fresh zeroed allocation is not touched
+        // until the kernel writes it.
+        let keep = matches!(work.get(name), Some(ArgValue::Array(t)) if t.dtype() == *dt && t.len() >= want);
+        if !keep {
+            let t = Tensor::zeros(*dt, vec![want]).map_err(size_err(o))?;
+            work.insert(name.clone(), ArgValue::Array(t));
+        }
+        if let Some(ArgValue::Array(t)) = work.get(name) {
+            have = have.min(t.len());
+        }
+    }
+    let rows = match work.get(&o.indptr) {
+        Some(ArgValue::Array(t)) => t.len().saturating_sub(1),
+        _ => 0,
+    };
+    let start = stage_param(&o.indptr, "start");
+    let keep = matches!(work.get(&start), Some(ArgValue::Array(t)) if t.dtype() == DType::I64 && t.len() == rows);
+    if !keep {
+        let t = Tensor::zeros(DType::I64, vec![rows]).map_err(size_err(o))?;
+        work.insert(start, ArgValue::Array(t));
+    }
+    let used = Tensor::zeros(DType::I64, vec![1]).map_err(size_err(o))?;
+    work.insert(stage_param(&o.axis, "used"), ArgValue::Array(used));
+    work.insert(stage_param(&o.axis, "cap"), ArgValue::Int(have as i64));
+    work.insert(stage_param(&o.axis, "grab"), ArgValue::Int(grab));
+    Ok(())
+}
+
+/// The least block of the staging area a thread takes at a time: none on one thread (a row
+/// takes its bound: the interpreter allocates a block's workspace afresh for every row),
+/// else about a sixteenth of each thread's share, between 2^10 and 2^16 elements.
+fn grab(total: i64, threads: usize) -> i64 {
+    if threads <= 1 {
+        return 0;
+    }
+    (total / (16 * threads as i64)).clamp(1 << 10, 1 << 16)
+}
+
+/// The compiled phases of an assembling function.
 #[derive(Debug)]
 pub struct AssembledKernel {
     stage1: PrimFunc,
-    symbolic: Kernel,
-    numeric: Kernel,
+    plan: Plan,
+    /// One per phase of the plan, in run order.
+    kernels: Vec<Kernel>,
     threads: Option<usize>,
+    /// Staged plan: the staging area's first capacity instead of the one sized from the
+    /// bound phase (tests of the run that outgrows it).
+    first_cap: Option<i64>,
 }
 
 impl AssembledKernel {
     /// Specializes, schedules (the same schedule for both phases: their blocks have the same
-    /// names), lowers, emits and compiles both phases of `stage1`.
+    /// names), lowers, emits and compiles the phases of `stage1`: bound and staged where the
+    /// staged lowering accepts the iteration (a Gustavson workspace over a default of 0), else
+    /// symbolic and numeric.
     pub fn build(
         stage1: &PrimFunc,
         schedule: Option<&str>,
         specialization: &[(String, i64)],
         opts: &CompileOptions,
     ) -> Result<AssembledKernel, BuildError> {
-        let one = |phase: Phase| -> Result<(PrimFunc, Kernel), BuildError> {
-            let f = phase.mark(stage1);
-            let lowered = schedule_and_lower(&f, schedule, specialization)?;
+        let lower_one =
+            |phase: Phase| schedule_and_lower(&phase.mark(stage1), schedule, specialization);
+        let compile = |lowered: crate::build::Lowered| -> Result<(PrimFunc, Kernel), BuildError> {
             let c = emit_c_cpu(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
             let params = kernel_params(&c);
             let k = Kernel::from_source(&lowered.stage1, &c.source, &c.entry, params, opts)?;
             Ok((lowered.stage1, k))
         };
-        let (spec, symbolic) = one(Phase::Symbolic)?;
-        let (_, numeric) = one(Phase::Numeric)?;
+        let staged = if staged_outputs(stage1) {
+            lower_one(Phase::Staged).ok()
+        } else {
+            None
+        };
+        let (plan, lowered) = match staged {
+            Some(staged) => (
+                Plan::Staged,
+                vec![lower_one(Phase::Bound)?, staged, lower_one(Phase::Gather)?],
+            ),
+            None => (
+                Plan::TwoPhase,
+                vec![lower_one(Phase::Symbolic)?, lower_one(Phase::Numeric)?],
+            ),
+        };
+        let mut spec = None;
+        let mut kernels = Vec::new();
+        for l in lowered {
+            let (s1, k) = compile(l)?;
+            spec.get_or_insert(s1);
+            kernels.push(k);
+        }
+        let stage1 = spec.unwrap_or_else(|| stage1.clone());
         Ok(AssembledKernel {
-            stage1: spec,
-            symbolic,
-            numeric,
+            stage1,
+            plan,
+            kernels,
             threads: opts.threads,
+            first_cap: None,
         })
     }
 
-    /// The C sources of the symbolic and the numeric phase.
-    pub fn sources(&self) -> (&str, &str) {
-        (self.symbolic.source(), self.numeric.source())
+    /// Staged plan: starts every run with a staging area of `cap` elements rather than the
+    /// capacity the bound phase asks for (a run whose blocks outgrow it runs again with what it
+    /// used). For tests of that path.
+    #[doc(hidden)]
+    pub fn with_first_capacity(mut self, cap: i64) -> AssembledKernel {
+        self.first_cap = Some(cap);
+        self
     }
 
-    /// Validates the inputs, runs the symbolic phase, allocates the output, runs the numeric
-    /// phase; on success `args` holds the assembled output.
+    fn kernel(&self, phase: Phase) -> Result<&Kernel, RunError> {
+        let k = self.plan.phases().iter().position(|p| *p == phase);
+        k.and_then(|k| self.kernels.get(k))
+            .ok_or_else(|| RunError::Lower(format!("no {} phase was compiled", phase.name())))
+    }
+
+    /// Which phases were compiled.
+    pub fn plan(&self) -> Plan {
+        self.plan
+    }
+
+    /// The C source of each phase, in run order (see [`Plan::phases`]).
+    pub fn sources(&self) -> Vec<(Phase, &str)> {
+        self.plan
+            .phases()
+            .iter()
+            .copied()
+            .zip(self.kernels.iter().map(|k| k.source()))
+            .collect()
+    }
+
+    /// Validates the inputs, runs the phases; on success `args` holds the assembled output.
     pub fn run(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
         let mut work = args.clone();
         prepare(&self.stage1, &mut work)?;
@@ -320,19 +537,53 @@ impl AssembledKernel {
     }
 
     fn launch(&self, work: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
-        if let Some(n) = self.threads {
-            self.symbolic.compiled().set_num_threads(n);
+        if let (Some(n), Some(k)) = (self.threads, self.kernels.first()) {
+            k.compiled().set_num_threads(n);
         }
-        // SAFETY: `work` passed `validate_args` against the stage-I function (inputs, and the
-        // placeholder output arrays sized for the symbolic phase, which writes only `indptr`).
-        unsafe { self.symbolic.compiled().call_unvalidated(work)? };
-        allocate(&self.stage1, work)?;
-        // SAFETY: the inputs are the validated ones; the output arrays were just allocated from
-        // offsets checked to be a running sum ending at their length.
-        unsafe { self.numeric.compiled().call_unvalidated(work) }
+        match self.plan {
+            Plan::TwoPhase => {
+                // SAFETY: `work` passed `validate_args` against the stage-I function (inputs,
+                // and the placeholder output arrays sized for the symbolic phase, which writes
+                // only `indptr`).
+                unsafe {
+                    self.kernel(Phase::Symbolic)?
+                        .compiled()
+                        .call_unvalidated(work)?
+                };
+                allocate(&self.stage1, work)?;
+                // SAFETY: the inputs are the validated ones; the output arrays were just
+                // allocated from offsets checked to be a running sum ending at their length.
+                unsafe {
+                    self.kernel(Phase::Numeric)?
+                        .compiled()
+                        .call_unvalidated(work)
+                }
+            }
+            Plan::Staged => {
+                let threads = self
+                    .threads
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+                run_staged(
+                    &self.stage1,
+                    work,
+                    threads,
+                    self.first_cap,
+                    |phase, work| {
+                        let k = self.kernel(phase)?;
+                        // SAFETY: the inputs passed `validate_args`. The bound phase writes only
+                        // `indptr` (rows + 1, prepared). The staged phase writes `indptr`, the
+                        // start of each row (one per row, `stage_area`) and the staging area only
+                        // at positions below `<axis>__cap`, which `stage_area` set to the arrays'
+                        // length. The gather phase writes the output arrays that `allocate` sized
+                        // from the offsets, reading staged rows that lie inside the area.
+                        unsafe { k.compiled().call_unvalidated(work) }
+                    },
+                )
+            }
+        }
     }
 
-    /// Times whole runs (both phases and the allocation between them) on validated inputs.
+    /// Times whole runs (every phase and the allocations between them) on validated inputs.
     pub fn time(
         &self,
         args: &mut HashMap<String, ArgValue>,

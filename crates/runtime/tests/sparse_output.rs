@@ -1,7 +1,7 @@
 //! The sparse-output kernels (issue 15) through the stage II/III interpreter and the C backend,
 //! against the stage-I evaluator (the oracle) and a dense computation written here: assembled
-//! outputs in two phases (`runtime::assembly`), merge loops for `T.sp.union`/`T.sp.intersect`,
-//! Gustavson's workspace for SpGEMM; random operands with different structures, empty rows,
+//! outputs in two phases or, for SpGEMM, in one staged pass (`runtime::assembly`), merge loops
+//! for `T.sp.union`/`T.sp.intersect`, Gustavson's workspace for SpGEMM; random operands with different structures, empty rows,
 //! empty operands and rectangular shapes; serial and parallel schedules.
 
 #![allow(clippy::needless_range_loop)]
@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_ir::PrimFunc;
-use sparsetir_runtime::assembly::{run_interp, AssembledKernel};
+use sparsetir_runtime::assembly::{run_interp, AssembledKernel, Plan};
 use sparsetir_runtime::compile_c;
 
 use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
@@ -266,6 +266,64 @@ fn spmul_on_every_backend() {
 #[test]
 fn spgemm_on_every_backend() {
     check_assembling("spgemm");
+}
+
+/// SpGEMM compiles to the one-pass (staged) plan; the merge kernels keep two phases.
+#[test]
+fn spgemm_stages_in_one_pass_and_merges_take_two_phases() {
+    if !have_cc() {
+        return;
+    }
+    for (name, plan) in [("spgemm", Plan::Staged), ("spadd", Plan::TwoPhase)] {
+        let f = sparsetir_ops::load(name).expect("kernel");
+        let k = AssembledKernel::build(&f, None, &[], &opts(&format!("sparse_output_plan_{name}")))
+            .expect("builds");
+        assert_eq!(k.plan(), plan, "{name}");
+        let phases: Vec<_> = k.sources().iter().map(|(p, _)| *p).collect();
+        assert_eq!(phases, plan.phases(), "{name}");
+    }
+}
+
+/// A staging area too small for the staged rows (from a few elements to one short of what
+/// two threads' blocks take): the run finds it out from `used`, runs again with the room it
+/// asked for, and the product is still right, serial and parallel.
+#[test]
+fn spgemm_that_outgrows_its_staging_area_runs_again() {
+    if !have_cc() {
+        return;
+    }
+    let f = sparsetir_ops::load("spgemm").expect("kernel");
+    let parallel = PARALLEL.replace("{name}", "spgemm");
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    let a = Csr::random(&mut rng, 40, 30, 0.2);
+    let b = Csr::random(&mut rng, 30, 50, 0.3);
+    let want = reference("spgemm", &a, &b, None);
+    for (s, schedule) in [None, Some(parallel.as_str())].into_iter().enumerate() {
+        let k = AssembledKernel::build(&f, schedule, &[], &opts("sparse_output_outgrow"))
+            .expect("builds");
+        for cap in [0, 1, 7, 100, 2047] {
+            let k2 = AssembledKernel::build(&f, schedule, &[], &opts("sparse_output_outgrow"))
+                .expect("builds")
+                .with_first_capacity(cap);
+            let mut c = args_for("spgemm", &a, &b, None);
+            k2.run(&mut c)
+                .unwrap_or_else(|e| panic!("schedule {s}, capacity {cap}: {e}"));
+            close(
+                &result(&c, a.m, b.n),
+                &want,
+                &format!("schedule {s}, first capacity {cap}"),
+            );
+        }
+        // And the sized area, run twice on the same arguments (the area is kept).
+        let mut c = args_for("spgemm", &a, &b, None);
+        k.run(&mut c).expect("runs");
+        k.run(&mut c).expect("runs again");
+        close(
+            &result(&c, a.m, b.n),
+            &want,
+            &format!("schedule {s}, kept area"),
+        );
+    }
 }
 
 #[test]

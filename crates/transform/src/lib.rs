@@ -41,7 +41,7 @@ pub use format_rule::{
 };
 pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
-    lower_sparse_iter, lower_sparse_iter_module, LowerError, LowerOptions, Phase,
+    lower_sparse_iter, lower_sparse_iter_module, stage_param, LowerError, LowerOptions, Phase,
 };
 pub use pipeline::{
     assembles, lower, lower_traced, LowerOutput, PipelineError, PipelineOptions, PASSES,

@@ -51,7 +51,7 @@ use crate::simplify::Simplifier;
 mod coiter;
 mod init;
 use coiter::Asm;
-pub use coiter::{Phase, PHASE_ATTR};
+pub use coiter::{stage_param, Phase, PHASE_ATTR};
 use init::InitAt;
 
 /// Options of [`lower_sparse_iter`].
@@ -580,7 +580,9 @@ impl Lowerer {
                 r?
             }
             Stmt::Store(st) if self.is_assembled(st.buffer) => self.asm_store(st)?,
-            Stmt::Store(_) if self.opts.assembly == Some(Phase::Symbolic) && self.asm.is_some() => {
+            Stmt::Store(_)
+                if self.opts.assembly.is_some_and(Phase::structure_only) && self.asm.is_some() =>
+            {
                 Stmt::empty()
             }
             Stmt::Store(st) => {
@@ -757,7 +759,7 @@ impl Lowerer {
             k += n;
         }
         let asm = self.asm_plan(it)?;
-        if asm.is_none() && self.opts.assembly == Some(Phase::Symbolic) {
+        if asm.is_none() && self.opts.assembly.is_some_and(Phase::structure_only) {
             // The symbolic phase computes structure only.
             return Ok(Stmt::empty());
         }
@@ -787,7 +789,7 @@ impl Lowerer {
             self.pending.remove(&v);
         }
         match asm {
-            Some(a) if a.phase == Phase::Symbolic => {
+            Some(a) if matches!(a.phase, Phase::Symbolic | Phase::Staged) => {
                 let nest = r?;
                 let sum = self.asm_prefix_sum(&a, &it.name)?;
                 Ok(Stmt::seq(vec![nest, sum]))
@@ -946,7 +948,11 @@ impl Lowerer {
             self.entry_iter(&steps[k], &mut loops, &mut iters)?;
         }
         let outer_pending = std::mem::take(&mut self.pending_allocs);
-        let (inner, mut allocs) = if g + 1 < groups.len() {
+        let gather_rows = g == 0 && self.asm.as_ref().is_some_and(|a| a.phase == Phase::Gather);
+        let (inner, mut allocs) = if gather_rows {
+            // The copy of the staged rows runs at the row level only.
+            (Stmt::empty(), Vec::new())
+        } else if g + 1 < groups.len() {
             (
                 self.group(name, steps, groups, g + 1, init_at, ann, body)?,
                 Vec::new(),
@@ -967,6 +973,12 @@ impl Lowerer {
                     .chain(&a.wval)
                     .chain(&a.bits)
                     .chain(&a.top)
+                    .chain(
+                        a.stage
+                            .as_ref()
+                            .filter(|_| a.phase == Phase::Staged)
+                            .map(|st| &st.block),
+                    )
                     .map(|b| AttrValue::Str(self.f.buffers[*b].name.clone()))
                     .collect();
                 if !ws.is_empty() {

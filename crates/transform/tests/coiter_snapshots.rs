@@ -83,3 +83,69 @@ fn a_nonzero_default_gathers_with_stamps_and_sorts() {
     assert!(text.contains("flag"), "{text}");
     assert!(!text.contains("T.ctz("), "{text}");
 }
+
+/// SpGEMM's one-pass assembly, as the C backend runs it: the bound phase counts each row's
+/// stores (no workspace), the staged phase gathers the row in the bitmap workspace and reads
+/// it back into a block of the staging area taken with an atomic addition, and the gather
+/// phase copies the staged rows into the output; no sort, no search.
+#[test]
+fn spgemm_staged_phases() {
+    use sparsetir_transform::Phase;
+    let f = sparsetir_ops::load("spgemm").expect("kernel parses");
+    for phase in [Phase::Bound, Phase::Staged, Phase::Gather] {
+        for stage in [Stage::II, Stage::III] {
+            let opts = PipelineOptions {
+                verify: true,
+                assembly: Some(phase),
+                ..PipelineOptions::to_stage(stage)
+            };
+            let out = lower(
+                &IRModule {
+                    funcs: vec![f.clone()],
+                },
+                &opts,
+            )
+            .expect("lowers");
+            let text = print_module(&out);
+            let back = sparsetir_syntax::parse_module(&text).expect("the printed form parses");
+            assert!(
+                sparsetir_ir::equal::module_eq(&out, &back),
+                "{}: the printed form does not read back equal",
+                phase.name()
+            );
+            let what = format!("{} at stage {stage:?}\n{text}", phase.name());
+            assert!(
+                !text.contains("binary_search") && !text.contains("T.sort_range("),
+                "{what}"
+            );
+            match phase {
+                Phase::Bound => {
+                    assert!(!text.contains("wval") && text.contains("nst"), "{what}");
+                    assert!(!text.contains("while "), "{what}");
+                }
+                Phase::Staged => {
+                    assert!(
+                        text.contains("T.atomic_add(") && text.contains("JC__used"),
+                        "{what}"
+                    );
+                    assert!(
+                        text.contains("T.ctz(") && text.contains("c__stage"),
+                        "{what}"
+                    );
+                    // The read-back into the area, and the one that only clears the workspace
+                    // (the row's block lies past the capacity): two `while` loops each.
+                    assert_eq!(text.matches("while ").count(), 4, "{what}");
+                }
+                _ => {
+                    assert!(
+                        text.contains("c_indptr__start") && !text.contains("wval"),
+                        "{what}"
+                    );
+                    assert!(!text.contains("while ") && !text.contains("B["), "{what}");
+                }
+            }
+            let tag = if stage == Stage::II { "ii" } else { "iii" };
+            insta::assert_snapshot!(format!("coiter_stage_{tag}_spgemm_{}", phase.name()), text);
+        }
+    }
+}

@@ -254,8 +254,10 @@ pub fn run(op: SparseOp, o: &Options) -> Result<(), Failure> {
     let (threads, compile_opts, timing) = cpu_setup(o);
     if o.print_c {
         let k = AssembledKernel::build(&f, schedule.as_deref(), &[], &compile_opts)?;
-        let (sym, num) = k.sources();
-        print!("{sym}{num}");
+        for (phase, src) in k.sources() {
+            println!("/* phase: {} */", phase.name());
+            print!("{src}");
+        }
         return Ok(());
     }
     if o.matrices.is_empty() {

@@ -249,6 +249,39 @@ impl<'f> Writer<'f> {
         }
     }
 
+    /// `T.atomic_add(X[i], v)` as a value: adds `v` to the integer element atomically and
+    /// gives the element's value before (the staged assembly takes blocks of its staging area
+    /// this way). Float elements are added by the statement form only.
+    fn atomic_fetch_add(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+        let [Expr::Load { buffer, indices }, value] = args else {
+            return Err(self.invalid("`atomic_add` takes a buffer element `A[idx]` and a value"));
+        };
+        let bdt = self.buf_dtype(*buffer);
+        if self.target == Target::Cuda || !bdt.is_integer() || bdt.is_bool() {
+            return Err(self.unsupported(
+                "atomic_add",
+                format!(
+                    "the value of `atomic_add` (the element before the addition) is supported for \
+                     integer buffers on the C target; here the buffer is {bdt}{}",
+                    if self.target == Target::Cuda {
+                        " on CUDA"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        let (v, vdt) = self.expr(value)?;
+        let off = self.offset(*buffer, indices)?;
+        let name = self.buf_name(*buffer)?.to_string();
+        let v = cast(v, vdt, bdt);
+        let old = format!(
+            "__atomic_fetch_add(&{name}[{off}], {}, __ATOMIC_RELAXED)",
+            strip_parens(&v)
+        );
+        Ok((cast(old, bdt, dt), dt))
+    }
+
     pub(super) fn call(&mut self, op: Intrinsic, args: &[Expr], dt: DType) -> Res<(String, DType)> {
         match op {
             Intrinsic::SortRange => {
@@ -257,13 +290,7 @@ impl<'f> Writer<'f> {
                     "`sort_range` is a statement (`T.evaluate(T.sort_range(X[i], n))`)",
                 ))
             }
-            Intrinsic::AtomicAdd => {
-                return Err(self.unsupported(
-                    "atomic_add",
-                    "the C target supports `atomic_add` only as a statement \
-                     (`T.evaluate(T.atomic_add(A[i], v))`)",
-                ))
-            }
+            Intrinsic::AtomicAdd => return self.atomic_fetch_add(args, dt),
             Intrinsic::MinValue | Intrinsic::MaxValue => {
                 let max = op == Intrinsic::MaxValue;
                 self.ctype(dt, op.name())?;

@@ -22,6 +22,7 @@
 //!   bitmaps, clearing what it reads, with no sort. Otherwise the workspace holds stamps
 //!   (`flag[col] = row + 1`) and the appended columns are sorted (`T.sort_range`).
 
+use sparsetir_ir::AxisId;
 use sparsetir_ir::{
     AttrValue, Attrs, BinOp, Block, BlockIter, BufferId, DType, Expr, For, ForKind, IfThenElse,
     Intrinsic, IterAxis, IterKind, LetStmt, Span, SparseIteration, Stmt, Store, VarId, While,
@@ -39,6 +40,24 @@ pub enum Phase {
     Symbolic,
     /// Given `indptr`, fill `indices` and the values.
     Numeric,
+    /// An upper bound of each row's stored coordinates (the number of stores the row makes,
+    /// at most the axis length) into `indptr[row + 1]`, for sizing the staging area of
+    /// [`Phase::Staged`]; no running sum, values and `indices` are not touched.
+    Bound,
+    /// Structure and values in one pass (Gustavson workspace over a default of 0 only): each
+    /// row is gathered in the workspace and read back into a staging area the runtime provides
+    /// (`<indices>__stage`, `<data>__stage`, of `<axis>__cap` elements), at a position taken
+    /// from a block of the area that the thread holds (blocks of at least `<axis>__grab`
+    /// elements, taken with an atomic addition on `<axis>__used`); the row's start goes to
+    /// `<indptr>__start[row]`, its count
+    /// to `indptr[row + 1]`, then a running sum. The runtime copies the rows into the output
+    /// arrays. A row whose block lies past the capacity is not stored (the workspace is still
+    /// cleared): `<axis>__used` then exceeds the capacity and the runtime runs again with more.
+    Staged,
+    /// After [`Phase::Staged`] and the allocation of the output from the offsets: each row's
+    /// staged columns and values copied into the output (the row loop only, with the schedule
+    /// of the rows: a parallel row loop copies in parallel).
+    Gather,
 }
 
 /// The function attribute marking a stage-I function for one phase.
@@ -51,7 +70,16 @@ impl Phase {
         match self {
             Phase::Symbolic => "symbolic",
             Phase::Numeric => "numeric",
+            Phase::Bound => "bound",
+            Phase::Staged => "staged",
+            Phase::Gather => "gather",
         }
+    }
+
+    /// The phase computes structure only: stores into other buffers and iterations that do not
+    /// assemble are dropped.
+    pub fn structure_only(self) -> bool {
+        matches!(self, Phase::Symbolic | Phase::Bound | Phase::Gather)
     }
 
     /// The phase a function is marked for, if any.
@@ -59,6 +87,9 @@ impl Phase {
         match f.attrs.get(PHASE_ATTR) {
             Some(AttrValue::Str(s)) if s == "symbolic" => Some(Phase::Symbolic),
             Some(AttrValue::Str(s)) if s == "numeric" => Some(Phase::Numeric),
+            Some(AttrValue::Str(s)) if s == "bound" => Some(Phase::Bound),
+            Some(AttrValue::Str(s)) if s == "staged" => Some(Phase::Staged),
+            Some(AttrValue::Str(s)) if s == "gather" => Some(Phase::Gather),
             _ => None,
         }
     }
@@ -108,6 +139,47 @@ pub(super) struct Asm {
     /// words), and one bit per word of `bits` that has any.
     pub bits: Option<BufferId>,
     pub top: Option<BufferId>,
+    /// Bound and staged phases: the stores the row makes (`int64`).
+    pub stores: Option<BufferId>,
+    /// Staged phase: the staging area and the thread's block of it.
+    pub stage: Option<StageBufs>,
+}
+
+/// The buffers of a [`Phase::Staged`] assembly.
+#[derive(Clone, Debug)]
+pub(super) struct StageBufs {
+    /// Staged columns and values (`cap` elements each).
+    pub indices: BufferId,
+    pub values: BufferId,
+    /// Where each row starts in the staging area (`int64`, one per row).
+    pub start: BufferId,
+    /// The elements of the staging area handed out so far (`int64`, one element).
+    pub used: BufferId,
+    /// The capacity of the staging area (scalar parameter, `int64`).
+    pub cap: VarId,
+    /// The least number of elements a thread takes at a time (scalar parameter, `int64`).
+    pub grab: VarId,
+    /// The thread's block: next free position, end (`int64` workspace of two elements).
+    pub block: BufferId,
+}
+
+/// The name of a parameter of a [`Phase::Staged`] function: `<base>__<what>`, where `base` is
+/// the output's `indices` or data parameter (`what` = `"stage"`), its `indptr` parameter
+/// (`"start"`) or the assembled axis (`"used"`, `"cap"`, `"grab"`).
+pub fn stage_param(base: &str, what: &str) -> String {
+    format!("{base}__{what}")
+}
+
+/// Where [`Lowerer::asm_bitmap_readout`] puts each column it reads back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sink {
+    /// The row of the output (numeric phase).
+    Output,
+    /// The staging area, from the row's start in the thread's block (staged phase).
+    Stage,
+    /// Nowhere: the row is only counted and the workspace cleared (its block lies past the
+    /// staging area's capacity).
+    Discard,
 }
 
 /// Columns per `bits` word, and per `top` word (as shifts).
@@ -267,11 +339,34 @@ impl Lowerer {
                 matches!(d, Expr::Int(0, _))
                     || matches!(d, Expr::Float(z, _) if *z == 0.0 && z.is_sign_positive())
             });
-        if sorted {
+        let (mut stores, mut stage) = (None, None);
+        if matches!(phase, Phase::Staged | Phase::Gather) && (sorted || !zero_default) {
+            return Err(unsupported(
+                it.span,
+                format!(
+                    "iteration `{name}`: the one-pass (staged) assembly gathers rows in a \
+                     Gustavson workspace over a default of 0; this one {} (use the symbolic and \
+                     numeric phases)",
+                    if sorted {
+                        "writes each row in increasing column order"
+                    } else {
+                        "stores into a buffer whose default is not 0"
+                    }
+                ),
+            ));
+        }
+        if matches!(phase, Phase::Bound | Phase::Staged) {
+            stores = Some(local_buffer(&mut self.f, "nst", Expr::int(1), DType::I64));
+        }
+        if phase == Phase::Bound {
+            // Only the stores are counted.
+        } else if phase == Phase::Gather {
+            stage = Some(self.stage_bufs(buffer, axis, it.span)?);
+        } else if sorted {
             if phase == Phase::Symbolic && !single {
                 last = Some(local_buffer(&mut self.f, "last", Expr::int(1), idtype));
             }
-        } else if phase == Phase::Numeric && zero_default {
+        } else if matches!(phase, Phase::Numeric | Phase::Staged) && zero_default {
             let dt = self.f.buffers[buffer].dtype;
             wval = Some(local_buffer(&mut self.f, "wval", n.clone(), dt));
             let words = |shift: i64| {
@@ -293,6 +388,9 @@ impl Lowerer {
                 words(TOP_SHIFT),
                 DType::U64,
             ));
+            if phase == Phase::Staged {
+                stage = Some(self.stage_bufs(buffer, axis, it.span)?);
+            }
         } else {
             flag = Some(local_buffer(&mut self.f, "flag", n.clone(), idtype));
             if phase == Phase::Numeric {
@@ -315,7 +413,85 @@ impl Lowerer {
             wval,
             bits,
             top,
+            stores,
+            stage,
         }))
+    }
+
+    /// The staging area of a [`Phase::Staged`] assembly of `buffer` over `axis`: new
+    /// parameters named after the axis's (`<indices>__stage`, `<data>__stage`,
+    /// `<indptr>__start`, `<axis>__used`, `<axis>__cap`), and the thread's block.
+    fn stage_bufs(&mut self, buffer: BufferId, axis: AxisId, span: Span) -> Res<StageBufs> {
+        let ax = self.axis(axis)?.clone();
+        let rows = match ax.parent {
+            Some(p) => self.axis(p)?.length.clone(),
+            None => return Err(invalid(span, "assembled axis without a parent")),
+        };
+        let (Some(indices), Some(indptr), Some(data)) =
+            (ax.indices, ax.indptr, self.f.buffers[buffer].data_param())
+        else {
+            return Err(invalid(
+                span,
+                "staged assembly: the output has no indices, indptr or data parameter",
+            ));
+        };
+        let name = |me: &Self, v: VarId, what: &str| stage_param(&me.f.vars[v].name, what);
+        let names = [
+            name(self, indices, "stage"),
+            name(self, data, "stage"),
+            name(self, indptr, "start"),
+            stage_param(&ax.name, "used"),
+            stage_param(&ax.name, "cap"),
+            stage_param(&ax.name, "grab"),
+        ];
+        for n in &names {
+            if self.f.param(n).is_some() {
+                return Err(unsupported(
+                    span,
+                    format!(
+                        "staged assembly: parameter `{n}` is the name of the staging area's \
+                         parameter (rename it)"
+                    ),
+                ));
+            }
+        }
+        let [idx_n, val_n, start_n, used_n, cap_n, grab_n] = names;
+        let cap = self.f.add_var(cap_n, DType::I64);
+        let grab = self.f.add_var(grab_n, DType::I64);
+        let param_buffer = |me: &mut Self, n: String, extent: Expr, dtype: DType| {
+            let data = me.f.add_var(n.clone(), DType::Handle);
+            me.f.params.push(data);
+            let b = me.f.buffers.append(sparsetir_ir::Buffer {
+                name: n,
+                decl: sparsetir_ir::BufferDecl::Match { data },
+                shape: sparsetir_ir::BufferShape::Dense(vec![extent]),
+                dtype,
+                scope: "global".to_string(),
+                strides: Vec::new(),
+                extra_storage: None,
+                default_value: None,
+                span: Span::default(),
+            });
+            me.f.buffer_decls.push(b);
+            b
+        };
+        let dt = self.f.buffers[buffer].dtype;
+        let indices = param_buffer(self, idx_n, Expr::var(cap), ax.idtype);
+        let values = param_buffer(self, val_n, Expr::var(cap), dt);
+        let start = param_buffer(self, start_n, rows, DType::I64);
+        let used = param_buffer(self, used_n, Expr::int(1), DType::I64);
+        self.f.params.push(cap);
+        self.f.params.push(grab);
+        let block = local_buffer(&mut self.f, "block", Expr::int(2), DType::I64);
+        Ok(StageBufs {
+            indices,
+            values,
+            start,
+            used,
+            cap,
+            grab,
+            block,
+        })
     }
 
     /// The row position (block iterator) of the assembly's row variable.
@@ -337,6 +513,7 @@ impl Lowerer {
         allocs.extend(a.wval);
         allocs.extend(a.bits);
         allocs.extend(a.top);
+        allocs.extend(a.stores);
         if let Some(l) = a.last {
             pro.push(set0(l, typed(-1, d)));
         }
@@ -347,8 +524,52 @@ impl Lowerer {
                 let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
                 epi.push(store(indptr, vec![next], at0(a.cnt)));
             }
+            Phase::Bound => {
+                let Some(nst) = a.stores else {
+                    return Err(invalid(self.span, "assembly: store count missing"));
+                };
+                pro.push(set0(nst, Expr::Int(0, DType::I64)));
+                let indptr = self.indptr_buf(a.axis)?;
+                let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
+                epi.push(store(indptr, vec![next], self.row_bound(a, nst)?));
+            }
+            Phase::Staged => {
+                let (Some(nst), Some(st)) = (a.stores, a.stage.clone()) else {
+                    return Err(invalid(self.span, "assembly: staging area missing"));
+                };
+                pro.push(set0(nst, Expr::Int(0, DType::I64)));
+                allocs.push(st.block);
+                epi.extend(self.stage_row(a, &st, nst, &vi)?);
+                let (write, words) = self.asm_bitmap_readout(a, &vi, Sink::Stage)?;
+                let (discard, words2) = self.asm_bitmap_readout(a, &vi, Sink::Discard)?;
+                allocs.extend(words);
+                allocs.extend(words2);
+                epi.push(Stmt::If(Box::new(IfThenElse {
+                    cond: Expr::binary(
+                        BinOp::Le,
+                        Expr::load(st.block, vec![Expr::int(1)]),
+                        Expr::var(st.cap),
+                    ),
+                    then_case: Stmt::seq(write),
+                    else_case: Some(Stmt::seq(discard)),
+                    span: Span::default(),
+                })));
+                let indptr = self.indptr_buf(a.axis)?;
+                let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
+                epi.push(store(indptr, vec![next], at0(a.cnt)));
+                epi.push(set0(
+                    st.block,
+                    Expr::add(at0(st.block), Expr::Cast(DType::I64, Box::new(at0(a.cnt)))),
+                ));
+            }
+            Phase::Gather => {
+                let Some(st) = a.stage.clone() else {
+                    return Err(invalid(self.span, "assembly: staging area missing"));
+                };
+                epi.push(self.gather_row(a, &st, &vi)?);
+            }
             Phase::Numeric if !a.sorted && a.bits.is_some() => {
-                let (readout, words) = self.asm_bitmap_readout(a, &vi)?;
+                let (readout, words) = self.asm_bitmap_readout(a, &vi, Sink::Output)?;
                 epi.extend(readout);
                 allocs.extend(words);
             }
@@ -393,13 +614,19 @@ impl Lowerer {
     /// the row's `indices` and `wval[col]` to its values; everything read is cleared, so the
     /// workspace is all zero again for the next row.
     /// Returns the statements and the two word buffers they use (the row block allocates them).
-    fn asm_bitmap_readout(&mut self, a: &Asm, vi: &Expr) -> Res<(Vec<Stmt>, [BufferId; 2])> {
+    fn asm_bitmap_readout(
+        &mut self,
+        a: &Asm,
+        vi: &Expr,
+        sink: Sink,
+    ) -> Res<(Vec<Stmt>, [BufferId; 2])> {
         let (Some(wval), Some(bits), Some(top)) = (a.wval, a.bits, a.top) else {
             return Err(invalid(self.span, "assembly: bitmap workspace missing"));
         };
         let d = a.idtype;
         let indices = self.indices_buf(a.axis)?;
         let dt = self.f.buffers[a.buffer].dtype;
+        let stage = a.stage.clone();
         let u64c = |v: i64| Expr::Int(v, DType::U64);
         let tw = local_buffer(&mut self.f, "top_word", Expr::int(1), DType::U64);
         let bw = local_buffer(&mut self.f, "bits_word", Expr::int(1), DType::U64);
@@ -424,17 +651,31 @@ impl Lowerer {
         let col = self.f.add_var("col", d);
         let zero_v = zero(dt);
         // Innermost: one column of word `w`.
-        let put = Stmt::seq(vec![
-            clear_low(bw),
-            store(indices, vec![vi.clone(), at0(a.cnt)], Expr::var(col)),
-            store(
-                a.buffer,
-                vec![vi.clone(), at0(a.cnt)],
-                Expr::load(wval, vec![Expr::var(col)]),
-            ),
+        let mut put = vec![clear_low(bw)];
+        let value = Expr::load(wval, vec![Expr::var(col)]);
+        match (sink, &stage) {
+            (Sink::Output, _) => put.extend([
+                store(indices, vec![vi.clone(), at0(a.cnt)], Expr::var(col)),
+                store(a.buffer, vec![vi.clone(), at0(a.cnt)], value),
+            ]),
+            (Sink::Stage, Some(st)) => {
+                // At the row's start in the thread's block, plus the count so far.
+                let pos = Expr::add(at0(st.block), Expr::Cast(DType::I64, Box::new(at0(a.cnt))));
+                put.extend([
+                    store(st.indices, vec![pos.clone()], Expr::var(col)),
+                    store(st.values, vec![pos], value),
+                ]);
+            }
+            (Sink::Stage, None) => {
+                return Err(invalid(self.span, "assembly: staging area missing"));
+            }
+            (Sink::Discard, _) => {}
+        }
+        put.extend([
             store(wval, vec![Expr::var(col)], zero_v),
             set0(a.cnt, Expr::add(at0(a.cnt), typed(1, d))),
         ]);
+        let put = Stmt::seq(put);
         let column = Stmt::Let(Box::new(LetStmt {
             var: col,
             value: Expr::add(
@@ -488,6 +729,79 @@ impl Lowerer {
             })),
         ];
         Ok((stmts, [tw, bw]))
+    }
+
+    /// The row's bound: its stores (`int64` buffer `nst`), at most the axis length, in the
+    /// index type.
+    fn row_bound(&self, a: &Asm, nst: BufferId) -> Res<Expr> {
+        let n = Expr::Cast(DType::I64, Box::new(self.axis(a.axis)?.length.clone()));
+        Ok(Expr::Cast(
+            a.idtype,
+            Box::new(Expr::binary(BinOp::Min, at0(nst), n)),
+        ))
+    }
+
+    /// The start of a staged row: when the thread's block has less room than the row's bound,
+    /// the thread takes a new block of `max(bound, grab)` elements (an atomic addition on
+    /// `used`, which returns where it starts); the row starts at the block's free position.
+    fn stage_row(&mut self, a: &Asm, st: &StageBufs, nst: BufferId, vi: &Expr) -> Res<Vec<Stmt>> {
+        let bound = Expr::Cast(DType::I64, Box::new(self.row_bound(a, nst)?));
+        let free = at0(st.block);
+        let end = Expr::load(st.block, vec![Expr::int(1)]);
+        let size = Expr::binary(BinOp::Max, bound.clone(), Expr::var(st.grab));
+        let take = Stmt::seq(vec![
+            set0(
+                st.block,
+                Expr::Call {
+                    op: Intrinsic::AtomicAdd,
+                    args: vec![Expr::load(st.used, vec![Expr::int(0)]), size.clone()],
+                    dtype: DType::I64,
+                },
+            ),
+            store(st.block, vec![Expr::int(1)], Expr::add(at0(st.block), size)),
+        ]);
+        Ok(vec![
+            when(
+                Expr::binary(BinOp::Gt, Expr::add(free.clone(), bound), end),
+                take,
+            ),
+            store(st.start, vec![vi.clone()], free),
+        ])
+    }
+
+    /// The copy of a staged row into the output: its `indptr[row + 1] - indptr[row]` columns
+    /// and values from `start[row]` in the staging area.
+    fn gather_row(&mut self, a: &Asm, st: &StageBufs, vi: &Expr) -> Res<Stmt> {
+        let d = a.idtype;
+        let indices = self.indices_buf(a.axis)?;
+        let len = self.fiber_len(a.axis, std::slice::from_ref(vi))?;
+        let p = self.f.add_var("p", d);
+        let from = Expr::add(
+            Expr::load(st.start, vec![vi.clone()]),
+            Expr::Cast(DType::I64, Box::new(Expr::var(p))),
+        );
+        let body = Stmt::seq(vec![
+            store(
+                indices,
+                vec![vi.clone(), Expr::var(p)],
+                Expr::load(st.indices, vec![from.clone()]),
+            ),
+            store(
+                a.buffer,
+                vec![vi.clone(), Expr::var(p)],
+                Expr::load(st.values, vec![from]),
+            ),
+        ]);
+        Ok(Stmt::For(Box::new(For {
+            var: p,
+            min: typed(0, d),
+            extent: len,
+            kind: ForKind::Serial,
+            thread: None,
+            annotations: Attrs::new(),
+            body,
+            span: Span::default(),
+        })))
     }
 
     /// After the symbolic nest: `indptr[0] = 0`, then the running sum of the row counts.
@@ -562,7 +876,13 @@ impl Lowerer {
         let d = a.idtype;
         let stamp = self.simp.add(&self.f, vi.clone(), Expr::int(1));
         let inc = set0(a.cnt, Expr::add(at0(a.cnt), typed(1, d)));
+        let count_store = |nst: Option<BufferId>, span: Span| -> Res<Stmt> {
+            let nst = nst.ok_or_else(|| invalid(span, "assembly: store count missing"))?;
+            Ok(set0(nst, Expr::add(at0(nst), Expr::Int(1, DType::I64))))
+        };
         match (a.phase, a.sorted) {
+            (Phase::Bound, _) => count_store(a.stores, self.span),
+            (Phase::Gather, _) => Ok(Stmt::empty()),
             (Phase::Symbolic, true) if a.single => Ok(inc),
             (Phase::Numeric, true) if a.single => {
                 let value = self.expr(&st.value)?;
@@ -627,7 +947,7 @@ impl Lowerer {
                     span: st.span,
                 })))
             }
-            (Phase::Numeric, false) if a.bits.is_some() => {
+            (Phase::Numeric | Phase::Staged, false) if a.bits.is_some() => {
                 let value = self.expr(&st.value)?;
                 let (Some(wval), Some(bits), Some(top)) = (a.wval, a.bits, a.top) else {
                     return Err(invalid(self.span, "assembly: bitmap workspace missing"));
@@ -647,12 +967,20 @@ impl Lowerer {
                 };
                 let shr = |x: Expr, k: i64| Expr::binary(BinOp::Shr, x, typed(k, d));
                 let low6 = |x: Expr| Expr::binary(BinOp::BitAnd, x, typed(63, d));
-                Ok(Stmt::seq(vec![
+                let mut v = vec![
                     store(wval, vec![c.clone()], value),
                     set_bit(bits, shr(c.clone(), WORD_SHIFT), low6(c.clone())),
                     set_bit(top, shr(c.clone(), TOP_SHIFT), low6(shr(c, WORD_SHIFT))),
-                ]))
+                ];
+                if a.phase == Phase::Staged {
+                    v.push(count_store(a.stores, self.span)?);
+                }
+                Ok(Stmt::seq(v))
             }
+            (Phase::Staged, _) => Err(invalid(
+                self.span,
+                "assembly: a staged assembly without its bitmap workspace",
+            )),
             (Phase::Numeric, false) => {
                 let value = self.expr(&st.value)?;
                 let indices = self.indices_buf(a.axis)?;
@@ -703,7 +1031,7 @@ impl Lowerer {
             .default_value
             .clone()
             .unwrap_or_else(|| zero(dt));
-        if a.phase == Phase::Symbolic {
+        if a.phase.structure_only() {
             return Ok(default);
         }
         let vi = self.asm_row(&a)?;
