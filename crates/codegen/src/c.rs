@@ -329,6 +329,8 @@ pub struct Writer<'f> {
     uses_vectors: bool,
     /// Whether a lane loop gathers with AVX-512 (the module head then declares its types).
     uses_gathers: bool,
+    /// Some expression called `T.mask64` (the head then needs `sptir_mask64`).
+    uses_mask64: bool,
     /// The lane vector types (element type, lanes) the lane reductions use.
     lane_types: BTreeSet<(DType, i64)>,
     /// The language written.
@@ -460,6 +462,7 @@ impl<'f> Writer<'f> {
             vec_loop: None,
             uses_vectors: false,
             uses_gathers: false,
+            uses_mask64: false,
             lane_types: BTreeSet::new(),
             target,
             kernel: None,
@@ -765,6 +768,9 @@ impl<'f> Writer<'f> {
         }
         if self.uses_gathers {
             head.insert_str(kernel_at, vector::GATHER_PRELUDE);
+        }
+        if self.uses_mask64 {
+            head.insert_str(kernel_at, prelude::MASK64_PRELUDE);
         }
         if half::uses_half(func) {
             head.insert_str(kernel_at, &half::c_prelude());

@@ -381,7 +381,8 @@ fn float_intrinsic(op: Intrinsic, args: &[f64], dt: DType) -> Result<f64, String
         | Intrinsic::MaxValue
         | Intrinsic::AtomicAdd
         | Intrinsic::SortRange
-        | Intrinsic::Ctz => {
+        | Intrinsic::Ctz
+        | Intrinsic::Mask64 => {
             return Err(format!("intrinsic `{}` is not a float function", op.name()))
         }
     })
@@ -395,6 +396,9 @@ pub fn intrinsic(op: Intrinsic, args: &[Value], dt: DType) -> Result<Value, Stri
         }
         Intrinsic::SortRange => {
             return Err("`sort_range` is a statement of stages II/III, not a value".into())
+        }
+        Intrinsic::Mask64 => {
+            return Err("`mask64` reads 64 elements of a buffer at stages II/III".into())
         }
         Intrinsic::MinValue => return dtype_limit(dt, false),
         Intrinsic::MaxValue => return dtype_limit(dt, true),

@@ -134,10 +134,14 @@ pub enum Intrinsic {
     SortRange,
     /// `T.ctz(x)`: the number of trailing zero bits of integer `x` (its width when `x` is 0).
     Ctz,
+    /// `T.mask64(X[idx])` (stage II/III, 8-bit integer `X`): a `uint64` whose bit `k` is set
+    /// when element `X[idx + k]` is not 0, for `k` in `0..64` (the byte marks of SpGEMM's dense
+    /// workspace read 64 at a time).
+    Mask64,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 21] = [
+    pub const ALL: [Intrinsic; 22] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -159,6 +163,7 @@ impl Intrinsic {
         Intrinsic::AtomicAdd,
         Intrinsic::SortRange,
         Intrinsic::Ctz,
+        Intrinsic::Mask64,
     ];
 
     /// The name after `T.`.
@@ -185,6 +190,7 @@ impl Intrinsic {
             Intrinsic::AtomicAdd => "atomic_add",
             Intrinsic::SortRange => "sort_range",
             Intrinsic::Ctz => "ctz",
+            Intrinsic::Mask64 => "mask64",
         }
     }
 

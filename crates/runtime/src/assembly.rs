@@ -29,6 +29,8 @@ pub struct AsmOutput {
     pub data: Vec<(String, DType)>,
     /// The number of rows (the parent axis's length).
     pub rows: Expr,
+    /// The number of columns (the assembled axis's length).
+    pub cols: Expr,
     pub idtype: DType,
 }
 
@@ -102,6 +104,7 @@ pub fn outputs(f: &PrimFunc) -> Vec<AsmOutput> {
             nnz: name(*n),
             data,
             rows: f.axes[parent].length.clone(),
+            cols: a.length.clone(),
             idtype: a.idtype,
         });
     }
@@ -238,8 +241,9 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
 pub enum Plan {
     /// Symbolic (row counts), allocation, numeric (fill).
     TwoPhase,
-    /// Bound (each row's stores), staging area, staged (one pass over the products), gather
-    /// (the staged rows copied into the output; see [`Phase::Staged`]).
+    /// Bound (each row's stores), staging area, staged (one pass over the products, with the
+    /// bitmap workspace or, where rows are dense, the byte marks of [`Phase::StagedDense`]),
+    /// gather (the staged rows copied into the output; see [`Phase::Staged`]).
     Staged,
 }
 
@@ -248,7 +252,12 @@ impl Plan {
     pub fn phases(self) -> &'static [Phase] {
         match self {
             Plan::TwoPhase => &[Phase::Symbolic, Phase::Numeric],
-            Plan::Staged => &[Phase::Bound, Phase::Staged, Phase::Gather],
+            Plan::Staged => &[
+                Phase::Bound,
+                Phase::Staged,
+                Phase::StagedDense,
+                Phase::Gather,
+            ],
         }
     }
 }
@@ -263,6 +272,17 @@ fn staged_outputs(f: &PrimFunc) -> bool {
 /// Runs a stage-I function on the stage II/III interpreter (checked searches); one that
 /// assembles an output runs in two phases (staged where its iteration suits it).
 pub fn run_interp(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+    run_interp_with(f, args, None)
+}
+
+/// [`run_interp`] with the staged workspace forced (`Phase::Staged` or `Phase::StagedDense`)
+/// instead of chosen from the bound phase. For tests of both.
+#[doc(hidden)]
+pub fn run_interp_with(
+    f: &PrimFunc,
+    args: &mut HashMap<String, ArgValue>,
+    workspace: Option<Phase>,
+) -> Result<(), RunError> {
     let interp = |e: sparsetir_eval::EvalError| RunError::Lower(format!("interpreter: {e}"));
     let lowered = |phase: Option<Phase>| -> Result<PrimFunc, RunError> {
         let opts = PipelineOptions {
@@ -293,15 +313,23 @@ pub fn run_interp(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<
     match staged {
         Some(staged) => {
             let bound = lowered(Some(Phase::Bound))?;
+            let dense = lowered(Some(Phase::StagedDense))?;
             let gather = lowered(Some(Phase::Gather))?;
-            run_staged(f, &mut work, 1, None, |phase, work| {
+            let opts = StagedOptions {
+                threads: 1,
+                first_cap: None,
+                workspace,
+            };
+            run_staged(f, &mut work, opts, |phase, work| {
                 let func = match phase {
                     Phase::Bound => &bound,
+                    Phase::StagedDense => &dense,
                     Phase::Gather => &gather,
                     _ => &staged,
                 };
                 sparsetir_eval::run_func(func, work).map_err(interp)
             })?;
+            take_stage(f, &mut work);
         }
         None => {
             let sym = lowered(Some(Phase::Symbolic))?;
@@ -320,16 +348,30 @@ pub fn run_interp(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<
 /// asked for, in the rare case its blocks overran the area), the output allocated from the
 /// offsets, and the gather phase copying the staged rows into it. `threads` sizes the slack
 /// of the area (each thread's last block is partly empty).
+/// How [`run_staged`] runs: the threads (for the area's slack), and test overrides of the
+/// first capacity and of the workspace choice.
+#[derive(Clone, Copy, Debug)]
+struct StagedOptions {
+    threads: usize,
+    first_cap: Option<i64>,
+    workspace: Option<Phase>,
+}
+
 fn run_staged(
     f: &PrimFunc,
     work: &mut HashMap<String, ArgValue>,
-    threads: usize,
-    first_cap: Option<i64>,
+    opts: StagedOptions,
     mut call: impl FnMut(Phase, &mut HashMap<String, ArgValue>) -> Result<(), RunError>,
 ) -> Result<(), RunError> {
+    let StagedOptions {
+        threads,
+        first_cap,
+        workspace,
+    } = opts;
     call(Phase::Bound, work)?;
     let outs = outputs(f);
     let mut caps = Vec::new();
+    let mut dense = true;
     for o in &outs {
         let Some(ArgValue::Array(t)) = work.get(&o.indptr) else {
             return Err(RunError::MissingArg {
@@ -338,6 +380,10 @@ fn run_staged(
         };
         // The bound phase leaves each row's bound in `indptr[row + 1]` (no running sum).
         let total: i64 = (1..t.len()).map(|i| t.get_i64(i).max(0)).sum();
+        // Rows that store into a sixteenth of the columns or more, on average: byte marks.
+        let rows = (t.len() as i64 - 1).max(0);
+        let cols = scalar(&o.cols, work, f)?.max(0);
+        dense &= total.saturating_mul(16) >= rows.saturating_mul(cols) && total > 0;
         let g = grab(total, threads);
         let slack = g.saturating_mul(threads as i64 + 1);
         let cap = first_cap.unwrap_or(total.saturating_add(total / 8).saturating_add(slack));
@@ -348,7 +394,12 @@ fn run_staged(
         for (o, &(cap, g)) in outs.iter().zip(&caps) {
             stage_area(o, work, cap, g)?;
         }
-        call(Phase::Staged, work)?;
+        let staged = match workspace {
+            Some(p) if p.is_staged() => p,
+            _ if dense => Phase::StagedDense,
+            _ => Phase::Staged,
+        };
+        call(staged, work)?;
         for (o, (cap, _)) in outs.iter().zip(caps.iter_mut()) {
             let used = match work.get(&stage_param(&o.axis, "used")) {
                 Some(ArgValue::Array(t)) if !t.is_empty() => t.get_i64(0),
@@ -371,6 +422,28 @@ fn run_staged(
     }
     allocate(f, work)?;
     call(Phase::Gather, work)
+}
+
+/// The names of the staging area's arguments of `f`'s outputs (none are outputs of the run).
+fn stage_names(f: &PrimFunc) -> Vec<String> {
+    let mut names = Vec::new();
+    for o in outputs(f) {
+        names.push(stage_param(&o.indices, "stage"));
+        names.extend(o.data.iter().map(|(d, _)| stage_param(d, "stage")));
+        names.push(stage_param(&o.indptr, "start"));
+        for what in ["used", "cap", "grab"] {
+            names.push(stage_param(&o.axis, what));
+        }
+    }
+    names
+}
+
+/// Moves the staging area's arguments out of `work` (into the kernel's keeping, or away).
+fn take_stage(f: &PrimFunc, work: &mut HashMap<String, ArgValue>) -> HashMap<String, ArgValue> {
+    stage_names(f)
+        .into_iter()
+        .filter_map(|n| work.remove(&n).map(|v| (n, v)))
+        .collect()
 }
 
 /// The staging area of output `o` with room for `cap` elements: `<indices>__stage` and
@@ -443,6 +516,11 @@ pub struct AssembledKernel {
     /// Staged plan: the staging area's first capacity instead of the one sized from the
     /// bound phase (tests of the run that outgrows it).
     first_cap: Option<i64>,
+    /// Staged plan: the workspace to use instead of the one the bound phase suggests (tests).
+    workspace: Option<Phase>,
+    /// Staged plan: the staging area of the last run, kept for the next (it is scratch, not
+    /// an output: the caller's arguments never hold it).
+    scratch: std::sync::Mutex<HashMap<String, ArgValue>>,
 }
 
 impl AssembledKernel {
@@ -472,7 +550,12 @@ impl AssembledKernel {
         let (plan, lowered) = match staged {
             Some(staged) => (
                 Plan::Staged,
-                vec![lower_one(Phase::Bound)?, staged, lower_one(Phase::Gather)?],
+                vec![
+                    lower_one(Phase::Bound)?,
+                    staged,
+                    lower_one(Phase::StagedDense)?,
+                    lower_one(Phase::Gather)?,
+                ],
             ),
             None => (
                 Plan::TwoPhase,
@@ -493,7 +576,18 @@ impl AssembledKernel {
             kernels,
             threads: opts.threads,
             first_cap: None,
+            workspace: None,
+            scratch: std::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Staged plan: always uses `workspace` (`Phase::Staged`, the bitmap, or
+    /// `Phase::StagedDense`, the byte marks) instead of choosing from the bound phase. For tests
+    /// of both.
+    #[doc(hidden)]
+    pub fn with_workspace(mut self, workspace: Phase) -> AssembledKernel {
+        self.workspace = Some(workspace);
+        self
     }
 
     /// Staged plan: starts every run with a staging area of `cap` elements rather than the
@@ -563,22 +657,27 @@ impl AssembledKernel {
                 let threads = self
                     .threads
                     .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-                run_staged(
-                    &self.stage1,
-                    work,
+                let opts = StagedOptions {
                     threads,
-                    self.first_cap,
-                    |phase, work| {
-                        let k = self.kernel(phase)?;
-                        // SAFETY: the inputs passed `validate_args`. The bound phase writes only
-                        // `indptr` (rows + 1, prepared). The staged phase writes `indptr`, the
-                        // start of each row (one per row, `stage_area`) and the staging area only
-                        // at positions below `<axis>__cap`, which `stage_area` set to the arrays'
-                        // length. The gather phase writes the output arrays that `allocate` sized
-                        // from the offsets, reading staged rows that lie inside the area.
-                        unsafe { k.compiled().call_unvalidated(work) }
-                    },
-                )
+                    first_cap: self.first_cap,
+                    workspace: self.workspace,
+                };
+                // The last run's area (a poisoned lock only means a run failed midway: the
+                // area is then rebuilt as needed).
+                let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+                work.extend(scratch.drain());
+                let r = run_staged(&self.stage1, work, opts, |phase, work| {
+                    let k = self.kernel(phase)?;
+                    // SAFETY: the inputs passed `validate_args`. The bound phase writes only
+                    // `indptr` (rows + 1, prepared). The staged phase writes `indptr`, the
+                    // start of each row (one per row, `stage_area`) and the staging area only
+                    // at positions below `<axis>__cap`, which `stage_area` set to the arrays'
+                    // length. The gather phase writes the output arrays that `allocate` sized
+                    // from the offsets, reading staged rows that lie inside the area.
+                    unsafe { k.compiled().call_unvalidated(work) }
+                });
+                *scratch = take_stage(&self.stage1, work);
+                r
             }
         }
     }

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_ir::PrimFunc;
-use sparsetir_runtime::assembly::{run_interp, AssembledKernel, Plan};
+use sparsetir_runtime::assembly::{run_interp, run_interp_with, AssembledKernel, Plan};
 use sparsetir_runtime::compile_c;
 
 use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
@@ -284,6 +284,74 @@ fn spgemm_stages_in_one_pass_and_merges_take_two_phases() {
     }
 }
 
+/// Both workspaces of the staged pass — the bitmap and the byte marks read 64 at a time — on
+/// the interpreter and in C (the byte marks also through the AVX2 and the portable
+/// `sptir_mask64`), whatever the bound phase would choose: widths around multiples of 64
+/// (the marks are padded to whole groups), empty rows and operands, sparse and dense rows.
+#[test]
+fn spgemm_both_staged_workspaces_on_every_backend() {
+    use sparsetir_transform::Phase;
+    let f = sparsetir_ops::load("spgemm").expect("kernel");
+    let parallel = PARALLEL.replace("{name}", "spgemm");
+    let mut rng = ChaCha8Rng::seed_from_u64(57);
+    let mut cases: Vec<(Csr, Csr)> = operands("spgemm", 58)
+        .into_iter()
+        .map(|(a, b, _)| (a, b))
+        .collect();
+    for &(m, k, n, da, db) in &[
+        (20, 30, 64, 0.2, 0.3),
+        (17, 40, 65, 0.1, 0.5),
+        (40, 25, 130, 0.15, 0.05),
+        (60, 90, 200, 0.02, 0.02),
+        (5, 8, 63, 0.0, 0.5),
+    ] {
+        cases.push((
+            Csr::random(&mut rng, m, k, da),
+            Csr::random(&mut rng, k, n, db),
+        ));
+    }
+    for ws in [Phase::Staged, Phase::StagedDense] {
+        let mut kernels = Vec::new();
+        if have_cc() {
+            let flag_sets: &[&[&str]] = if ws == Phase::StagedDense {
+                &[&[], &["-mno-avx512bw"], &["-mno-avx512bw", "-mno-avx2"]]
+            } else {
+                &[&[]]
+            };
+            for flags in flag_sets {
+                for schedule in [None, Some(parallel.as_str())] {
+                    let mut o = opts("sparse_output_workspaces");
+                    o.flags = flags.iter().map(|x| x.to_string()).collect();
+                    let k = AssembledKernel::build(&f, schedule, &[], &o)
+                        .expect("builds")
+                        .with_workspace(ws);
+                    kernels.push((format!("{flags:?}, schedule {}", schedule.is_some()), k));
+                }
+            }
+        }
+        for (t, (a, b)) in cases.iter().enumerate() {
+            let want = reference("spgemm", a, b, None);
+            let what = format!(
+                "{} case {t} ({}x{} by {}x{})",
+                ws.name(),
+                a.m,
+                a.n,
+                b.m,
+                b.n
+            );
+            let mut i = args_for("spgemm", a, b, None);
+            run_interp_with(&f, &mut i, Some(ws)).unwrap_or_else(|e| panic!("{what}: interp: {e}"));
+            close(&result(&i, a.m, b.n), &want, &format!("{what}, interp"));
+            for (name, k) in &kernels {
+                let mut c = args_for("spgemm", a, b, None);
+                k.run(&mut c)
+                    .unwrap_or_else(|e| panic!("{what}: C {name}: {e}"));
+                close(&result(&c, a.m, b.n), &want, &format!("{what}, C {name}"));
+            }
+        }
+    }
+}
+
 /// A staging area too small for the staged rows (from a few elements to one short of what
 /// two threads' blocks take): the run finds it out from `used`, runs again with the room it
 /// asked for, and the product is still right, serial and parallel.
@@ -322,6 +390,19 @@ fn spgemm_that_outgrows_its_staging_area_runs_again() {
             &result(&c, a.m, b.n),
             &want,
             &format!("schedule {s}, kept area"),
+        );
+        // The staging area is the kernel's scratch, not an output.
+        let leaked: Vec<&String> = c.keys().filter(|n| n.contains("__")).collect();
+        assert!(
+            leaked.is_empty(),
+            "staging arguments in the results: {leaked:?}"
+        );
+        let mut i = args_for("spgemm", &a, &b, None);
+        run_interp(&f, &mut i).expect("interp");
+        assert!(
+            i.keys().all(|n| !n.contains("__")),
+            "interp results: {:?}",
+            i.keys()
         );
     }
 }

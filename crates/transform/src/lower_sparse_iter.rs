@@ -789,7 +789,7 @@ impl Lowerer {
             self.pending.remove(&v);
         }
         match asm {
-            Some(a) if matches!(a.phase, Phase::Symbolic | Phase::Staged) => {
+            Some(a) if a.phase == Phase::Symbolic || a.phase.is_staged() => {
                 let nest = r?;
                 let sum = self.asm_prefix_sum(&a, &it.name)?;
                 Ok(Stmt::seq(vec![nest, sum]))
@@ -973,10 +973,11 @@ impl Lowerer {
                     .chain(&a.wval)
                     .chain(&a.bits)
                     .chain(&a.top)
+                    .chain(&a.marks)
                     .chain(
                         a.stage
                             .as_ref()
-                            .filter(|_| a.phase == Phase::Staged)
+                            .filter(|_| a.phase.is_staged())
                             .map(|st| &st.block),
                     )
                     .map(|b| AttrValue::Str(self.f.buffers[*b].name.clone()))

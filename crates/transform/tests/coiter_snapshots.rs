@@ -85,14 +85,20 @@ fn a_nonzero_default_gathers_with_stamps_and_sorts() {
 }
 
 /// SpGEMM's one-pass assembly, as the C backend runs it: the bound phase counts each row's
-/// stores (no workspace), the staged phase gathers the row in the bitmap workspace and reads
-/// it back into a block of the staging area taken with an atomic addition, and the gather
-/// phase copies the staged rows into the output; no sort, no search.
+/// stores (no workspace), the staged phase gathers the row in the bitmap workspace (or, for
+/// dense rows, in byte marks read 64 at a time) and reads it back into a block of the staging
+/// area taken with an atomic addition, and the gather phase copies the staged rows into the
+/// output; no sort, no search.
 #[test]
 fn spgemm_staged_phases() {
     use sparsetir_transform::Phase;
     let f = sparsetir_ops::load("spgemm").expect("kernel parses");
-    for phase in [Phase::Bound, Phase::Staged, Phase::Gather] {
+    for phase in [
+        Phase::Bound,
+        Phase::Staged,
+        Phase::StagedDense,
+        Phase::Gather,
+    ] {
         for stage in [Stage::II, Stage::III] {
             let opts = PipelineOptions {
                 verify: true,
@@ -135,6 +141,15 @@ fn spgemm_staged_phases() {
                     // The read-back into the area, and the one that only clears the workspace
                     // (the row's block lies past the capacity): two `while` loops each.
                     assert_eq!(text.matches("while ").count(), 4, "{what}");
+                }
+                Phase::StagedDense => {
+                    assert!(
+                        text.contains("T.atomic_add(") && text.contains("T.mask64("),
+                        "{what}"
+                    );
+                    assert!(text.contains("marks") && !text.contains("bits["), "{what}");
+                    // One `while` per read-back: the set marks of a group of 64.
+                    assert_eq!(text.matches("while ").count(), 2, "{what}");
                 }
                 _ => {
                     assert!(

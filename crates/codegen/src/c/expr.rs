@@ -297,6 +297,7 @@ impl<'f> Writer<'f> {
                 return Ok((limit_literal(dt, max), dt));
             }
             Intrinsic::Ctz => return self.ctz(args, dt),
+            Intrinsic::Mask64 => return self.mask64(args, dt),
             _ => {}
         }
         if args.len() != op.arity() {
@@ -349,6 +350,36 @@ impl<'f> Writer<'f> {
 
 impl<'f> Writer<'f> {
     /// `T.ctz(x)`: trailing zero bits of integer `x`, its width when `x` is 0.
+    /// `T.mask64(X[i])` on the C target: the prelude's `sptir_mask64` over the 64 bytes from
+    /// `X[i]` (8-bit integer buffers).
+    fn mask64(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+        let [Expr::Load { buffer, indices }] = args else {
+            return Err(self.invalid("`mask64` takes one buffer element `X[idx]`"));
+        };
+        let bdt = self.buf_dtype(*buffer);
+        if self.target == Target::Cuda || !(bdt.is_integer() && bdt.bits() == 8) {
+            return Err(self.unsupported(
+                "mask64",
+                format!(
+                    "`mask64` reads 8-bit integer buffers on the C target (here {bdt}{})",
+                    if self.target == Target::Cuda {
+                        ", on CUDA"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        self.ctype(dt, "mask64")?;
+        self.uses_mask64 = true;
+        let off = self.offset(*buffer, indices)?;
+        let name = self.buf_name(*buffer)?.to_string();
+        Ok((
+            cast(format!("sptir_mask64(&{name}[{off}])"), DType::U64, dt),
+            dt,
+        ))
+    }
+
     fn ctz(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
         let [a] = args else {
             return Err(self.invalid("`ctz` takes one argument"));
@@ -427,7 +458,8 @@ pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
         | Intrinsic::MaxValue
         | Intrinsic::AtomicAdd
         | Intrinsic::SortRange
-        | Intrinsic::Ctz => "0".to_string(),
+        | Intrinsic::Ctz
+        | Intrinsic::Mask64 => "0".to_string(),
     }
 }
 

@@ -135,3 +135,34 @@ void sparsetir_set_num_threads(int32_t n) {
 }
 
 "#;
+
+/// `sptir_mask64`, for `T.mask64` (added to the module's head when a kernel reads marks with
+/// it).
+pub(super) const MASK64_PRELUDE: &str = r#"#if defined(__AVX512BW__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+/* T.mask64: bit k set where byte p[k] is not 0, for k in 0..64 (the byte marks of SpGEMM's
+   dense workspace, read 64 at a time): one compare of a 64-byte vector where the target has
+   AVX-512BW, two with AVX2, a loop otherwise. */
+static inline uint64_t sptir_mask64(const void* q) {
+    const uint8_t* p = (const uint8_t*)q;
+#if defined(__AVX512BW__)
+    const __m512i v = _mm512_loadu_si512(q);
+    return (uint64_t)_mm512_test_epi8_mask(v, v);
+#elif defined(__AVX2__)
+    const __m256i z = _mm256_setzero_si256();
+    const uint32_t lo = (uint32_t)_mm256_movemask_epi8(
+        _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i*)p), z));
+    const uint32_t hi = (uint32_t)_mm256_movemask_epi8(
+        _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i*)(p + 32)), z));
+    return ~(((uint64_t)hi << 32) | (uint64_t)lo);
+#else
+    uint64_t r = 0;
+    for (int k = 0; k < 64; k++) {
+        r |= (uint64_t)(p[k] != 0) << k;
+    }
+    return r;
+#endif
+}
+
+"#;

@@ -770,6 +770,11 @@ impl<'f> Machine<'f> {
                 args,
                 ..
             } => self.sort_range(args),
+            Expr::Call {
+                op: Intrinsic::Mask64,
+                args,
+                dtype,
+            } => self.mask64(args, *dtype),
             Expr::Call { op, args, dtype } => {
                 let mut xs = Vec::with_capacity(args.len());
                 for a in args {
@@ -818,6 +823,29 @@ impl<'f> Machine<'f> {
             }
         }
         Ok(Value::Int(0, sparsetir_ir::DType::I32))
+    }
+
+    /// `T.mask64(X[idx])`: bit `k` set where `X[idx + k]` is not 0, `k` in `0..64`, for an
+    /// 8-bit integer buffer `X`; all 64 elements must lie in the buffer.
+    fn mask64(&mut self, args: &[Expr], dtype: DType) -> Res<Value> {
+        let [Expr::Load { buffer, indices }] = args else {
+            return Err(self.err("`mask64` takes one buffer element `X[idx]`"));
+        };
+        let (slot, off, bdt) = self.address(*buffer, indices)?;
+        if !(bdt.is_integer() && bdt.bits() == 8) {
+            return Err(self.err(format!("`mask64` reads 8-bit integers, not {}", bdt.name())));
+        }
+        let mut bits: u64 = 0;
+        for k in 0..64 {
+            let v = read(&self.arrays[slot], off + k)
+                .ok_or_else(|| self.err("`mask64`: the 64 elements run past their buffer"))?;
+            if v.as_i128() != 0 {
+                bits |= 1 << k;
+            }
+        }
+        Value::from_i128(i128::from(bits), DType::U64)
+            .cast(dtype)
+            .map_err(|m| self.err(m))
     }
 
     /// `T.atomic_add(A[idx], value)`: adds `value` to the element `A[idx]` (the first argument

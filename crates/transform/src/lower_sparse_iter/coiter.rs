@@ -21,6 +21,11 @@
 //!   and two `|=`, and the row is read back in increasing column order by `T.ctz` over the
 //!   bitmaps, clearing what it reads, with no sort. Otherwise the workspace holds stamps
 //!   (`flag[col] = row + 1`) and the appended columns are sorted (`T.sort_range`).
+//! - **One pass.** A Gustavson assembly over a default of 0 may instead be lowered as
+//!   [`Phase::Bound`] (each row's stores), [`Phase::Staged`] / [`Phase::StagedDense`] (the row
+//!   gathered once, in the bitmap or in byte marks, and read back into a block of a staging
+//!   area that the thread takes with an atomic addition) and [`Phase::Gather`] (staged rows
+//!   copied into the output the runtime allocated from the offsets); see `runtime::assembly`.
 
 use sparsetir_ir::AxisId;
 use sparsetir_ir::{
@@ -54,6 +59,12 @@ pub enum Phase {
     /// arrays. A row whose block lies past the capacity is not stored (the workspace is still
     /// cleared): `<axis>__used` then exceeds the capacity and the runtime runs again with more.
     Staged,
+    /// [`Phase::Staged`] with a workspace for rows that cover much of the axis: one byte mark
+    /// per column (a plain store per write, where the bitmap's `|=` on one word makes a chain
+    /// of dependent updates when consecutive writes fall in the same word), read back by
+    /// scanning every 64 marks at once (`T.mask64`). The runtime picks it when the bound phase
+    /// says the average row makes at least a sixteenth as many stores as there are columns.
+    StagedDense,
     /// After [`Phase::Staged`] and the allocation of the output from the offsets: each row's
     /// staged columns and values copied into the output (the row loop only, with the schedule
     /// of the rows: a parallel row loop copies in parallel).
@@ -72,6 +83,7 @@ impl Phase {
             Phase::Numeric => "numeric",
             Phase::Bound => "bound",
             Phase::Staged => "staged",
+            Phase::StagedDense => "staged_dense",
             Phase::Gather => "gather",
         }
     }
@@ -82,6 +94,11 @@ impl Phase {
         matches!(self, Phase::Symbolic | Phase::Bound | Phase::Gather)
     }
 
+    /// One of the two staged phases (bitmap or byte-mark workspace).
+    pub fn is_staged(self) -> bool {
+        matches!(self, Phase::Staged | Phase::StagedDense)
+    }
+
     /// The phase a function is marked for, if any.
     pub fn of(f: &sparsetir_ir::PrimFunc) -> Option<Phase> {
         match f.attrs.get(PHASE_ATTR) {
@@ -89,6 +106,7 @@ impl Phase {
             Some(AttrValue::Str(s)) if s == "numeric" => Some(Phase::Numeric),
             Some(AttrValue::Str(s)) if s == "bound" => Some(Phase::Bound),
             Some(AttrValue::Str(s)) if s == "staged" => Some(Phase::Staged),
+            Some(AttrValue::Str(s)) if s == "staged_dense" => Some(Phase::StagedDense),
             Some(AttrValue::Str(s)) if s == "gather" => Some(Phase::Gather),
             _ => None,
         }
@@ -139,6 +157,8 @@ pub(super) struct Asm {
     /// words), and one bit per word of `bits` that has any.
     pub bits: Option<BufferId>,
     pub top: Option<BufferId>,
+    /// Dense staged workspace: one byte per column (`uint8`, padded to whole groups of 64).
+    pub marks: Option<BufferId>,
     /// Bound and staged phases: the stores the row makes (`int64`).
     pub stores: Option<BufferId>,
     /// Staged phase: the staging area and the thread's block of it.
@@ -180,6 +200,15 @@ enum Sink {
     /// Nowhere: the row is only counted and the workspace cleared (its block lies past the
     /// staging area's capacity).
     Discard,
+}
+
+/// `(n + 63) // 64`: the groups of 64 columns (one `mask64` each) of an axis of length `n`.
+fn mark_groups(n: &Expr, d: DType) -> Expr {
+    Expr::binary(
+        BinOp::FloorDiv,
+        Expr::add(n.clone(), Expr::Int(63, d)),
+        Expr::Int(64, d),
+    )
 }
 
 /// Columns per `bits` word, and per `top` word (as shifts).
@@ -340,7 +369,7 @@ impl Lowerer {
                     || matches!(d, Expr::Float(z, _) if *z == 0.0 && z.is_sign_positive())
             });
         let (mut stores, mut stage) = (None, None);
-        if matches!(phase, Phase::Staged | Phase::Gather) && (sorted || !zero_default) {
+        if (phase.is_staged() || phase == Phase::Gather) && (sorted || !zero_default) {
             return Err(unsupported(
                 it.span,
                 format!(
@@ -355,11 +384,18 @@ impl Lowerer {
                 ),
             ));
         }
-        if matches!(phase, Phase::Bound | Phase::Staged) {
+        if phase == Phase::Bound || phase.is_staged() {
             stores = Some(local_buffer(&mut self.f, "nst", Expr::int(1), DType::I64));
         }
+        let mut marks = None;
         if phase == Phase::Bound {
             // Only the stores are counted.
+        } else if phase == Phase::StagedDense {
+            let dt = self.f.buffers[buffer].dtype;
+            wval = Some(local_buffer(&mut self.f, "wval", n.clone(), dt));
+            let padded = Expr::mul(mark_groups(&n, idtype), Expr::Int(64, idtype));
+            marks = Some(local_buffer(&mut self.f, "marks", padded, DType::U8));
+            stage = Some(self.stage_bufs(buffer, axis, it.span)?);
         } else if phase == Phase::Gather {
             stage = Some(self.stage_bufs(buffer, axis, it.span)?);
         } else if sorted {
@@ -413,6 +449,7 @@ impl Lowerer {
             wval,
             bits,
             top,
+            marks,
             stores,
             stage,
         }))
@@ -513,6 +550,7 @@ impl Lowerer {
         allocs.extend(a.wval);
         allocs.extend(a.bits);
         allocs.extend(a.top);
+        allocs.extend(a.marks);
         allocs.extend(a.stores);
         if let Some(l) = a.last {
             pro.push(set0(l, typed(-1, d)));
@@ -533,17 +571,25 @@ impl Lowerer {
                 let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
                 epi.push(store(indptr, vec![next], self.row_bound(a, nst)?));
             }
-            Phase::Staged => {
+            Phase::Staged | Phase::StagedDense => {
                 let (Some(nst), Some(st)) = (a.stores, a.stage.clone()) else {
                     return Err(invalid(self.span, "assembly: staging area missing"));
                 };
                 pro.push(set0(nst, Expr::Int(0, DType::I64)));
                 allocs.push(st.block);
                 epi.extend(self.stage_row(a, &st, nst, &vi)?);
-                let (write, words) = self.asm_bitmap_readout(a, &vi, Sink::Stage)?;
-                let (discard, words2) = self.asm_bitmap_readout(a, &vi, Sink::Discard)?;
-                allocs.extend(words);
-                allocs.extend(words2);
+                let (write, discard) = if a.phase == Phase::StagedDense {
+                    let (write, w1) = self.asm_marks_readout(a, &vi, Sink::Stage)?;
+                    let (discard, w2) = self.asm_marks_readout(a, &vi, Sink::Discard)?;
+                    allocs.extend([w1, w2]);
+                    (write, discard)
+                } else {
+                    let (write, w1) = self.asm_bitmap_readout(a, &vi, Sink::Stage)?;
+                    let (discard, w2) = self.asm_bitmap_readout(a, &vi, Sink::Discard)?;
+                    allocs.extend(w1);
+                    allocs.extend(w2);
+                    (write, discard)
+                };
                 epi.push(Stmt::If(Box::new(IfThenElse {
                     cond: Expr::binary(
                         BinOp::Le,
@@ -609,6 +655,134 @@ impl Lowerer {
         Ok((pro, epi, allocs))
     }
 
+    /// One column `col` read back from the workspace (the lowest set bit of `bw`, which it
+    /// clears): to `sink` at the row's count so far, then `wval[col]` back to 0 and the count
+    /// up by one.
+    fn put_column(
+        &mut self,
+        a: &Asm,
+        vi: &Expr,
+        sink: Sink,
+        col: VarId,
+        bw: BufferId,
+    ) -> Res<Stmt> {
+        let d = a.idtype;
+        let Some(wval) = a.wval else {
+            return Err(invalid(self.span, "assembly: workspace values missing"));
+        };
+        let indices = self.indices_buf(a.axis)?;
+        let dt = self.f.buffers[a.buffer].dtype;
+        let u64c = |v: i64| Expr::Int(v, DType::U64);
+        let mut put = vec![set0(
+            bw,
+            Expr::binary(BinOp::BitAnd, at0(bw), Expr::sub(at0(bw), u64c(1))),
+        )];
+        let value = Expr::load(wval, vec![Expr::var(col)]);
+        match (sink, &a.stage) {
+            (Sink::Output, _) => put.extend([
+                store(indices, vec![vi.clone(), at0(a.cnt)], Expr::var(col)),
+                store(a.buffer, vec![vi.clone(), at0(a.cnt)], value),
+            ]),
+            (Sink::Stage, Some(st)) => {
+                // At the row's start in the thread's block, plus the count so far.
+                let pos = Expr::add(at0(st.block), Expr::Cast(DType::I64, Box::new(at0(a.cnt))));
+                put.extend([
+                    store(st.indices, vec![pos.clone()], Expr::var(col)),
+                    store(st.values, vec![pos], value),
+                ]);
+            }
+            (Sink::Stage, None) => {
+                return Err(invalid(self.span, "assembly: staging area missing"));
+            }
+            (Sink::Discard, _) => {}
+        }
+        put.extend([
+            store(wval, vec![Expr::var(col)], zero(dt)),
+            set0(a.cnt, Expr::add(at0(a.cnt), typed(1, d))),
+        ]);
+        Ok(Stmt::seq(put))
+    }
+
+    /// The end of a row gathered in the byte marks of the dense staged workspace: for every
+    /// group of 64 marks with any set (`T.mask64`), the group cleared, then each set mark's
+    /// column in order, as [`Lowerer::put_column`] puts it. Returns the statements and the
+    /// word buffer they use (the row block allocates it).
+    fn asm_marks_readout(&mut self, a: &Asm, vi: &Expr, sink: Sink) -> Res<(Vec<Stmt>, BufferId)> {
+        let Some(marks) = a.marks else {
+            return Err(invalid(self.span, "assembly: byte marks missing"));
+        };
+        let d = a.idtype;
+        let n = self.axis(a.axis)?.length.clone();
+        let bw = local_buffer(&mut self.f, "mark_word", Expr::int(1), DType::U64);
+        let w = self.f.add_var("w", d);
+        let col = self.f.add_var("col", d);
+        let k = self.f.add_var("k", d);
+        let base = Expr::binary(BinOp::Shl, Expr::var(w), typed(WORD_SHIFT, d));
+        let put = self.put_column(a, vi, sink, col, bw)?;
+        let column = Stmt::Let(Box::new(LetStmt {
+            var: col,
+            value: Expr::add(
+                base.clone(),
+                Expr::Call {
+                    op: Intrinsic::Ctz,
+                    args: vec![at0(bw)],
+                    dtype: d,
+                },
+            ),
+            body: put,
+            span: Span::default(),
+        }));
+        let serial = |var: VarId, extent: Expr, body: Stmt| {
+            Stmt::For(Box::new(For {
+                var,
+                min: typed(0, d),
+                extent,
+                kind: ForKind::Serial,
+                thread: None,
+                annotations: Attrs::new(),
+                body,
+                span: Span::default(),
+            }))
+        };
+        let clear = serial(
+            k,
+            typed(64, d),
+            store(
+                marks,
+                vec![Expr::add(base.clone(), Expr::var(k))],
+                Expr::Int(0, DType::U8),
+            ),
+        );
+        let group = Stmt::seq(vec![
+            set0(
+                bw,
+                Expr::Call {
+                    op: Intrinsic::Mask64,
+                    args: vec![Expr::load(marks, vec![base])],
+                    dtype: DType::U64,
+                },
+            ),
+            when(
+                Expr::binary(BinOp::Ne, at0(bw), Expr::Int(0, DType::U64)),
+                Stmt::seq(vec![
+                    clear,
+                    Stmt::While(Box::new(While {
+                        cond: Expr::binary(BinOp::Ne, at0(bw), Expr::Int(0, DType::U64)),
+                        body: column,
+                        span: Span::default(),
+                    })),
+                ]),
+            ),
+        ]);
+        Ok((
+            vec![
+                set0(a.cnt, typed(0, d)),
+                serial(w, mark_groups(&n, d), group),
+            ],
+            bw,
+        ))
+    }
+
     /// The end of a row gathered in the bitmap workspace: for every set bit of `top` (in
     /// order), every set bit of the `bits` word it names (in order), the column `col` goes to
     /// the row's `indices` and `wval[col]` to its values; everything read is cleared, so the
@@ -620,13 +794,10 @@ impl Lowerer {
         vi: &Expr,
         sink: Sink,
     ) -> Res<(Vec<Stmt>, [BufferId; 2])> {
-        let (Some(wval), Some(bits), Some(top)) = (a.wval, a.bits, a.top) else {
+        let (Some(_), Some(bits), Some(top)) = (a.wval, a.bits, a.top) else {
             return Err(invalid(self.span, "assembly: bitmap workspace missing"));
         };
         let d = a.idtype;
-        let indices = self.indices_buf(a.axis)?;
-        let dt = self.f.buffers[a.buffer].dtype;
-        let stage = a.stage.clone();
         let u64c = |v: i64| Expr::Int(v, DType::U64);
         let tw = local_buffer(&mut self.f, "top_word", Expr::int(1), DType::U64);
         let bw = local_buffer(&mut self.f, "bits_word", Expr::int(1), DType::U64);
@@ -649,33 +820,8 @@ impl Lowerer {
         let u = self.f.add_var("u", d);
         let w = self.f.add_var("w", d);
         let col = self.f.add_var("col", d);
-        let zero_v = zero(dt);
         // Innermost: one column of word `w`.
-        let mut put = vec![clear_low(bw)];
-        let value = Expr::load(wval, vec![Expr::var(col)]);
-        match (sink, &stage) {
-            (Sink::Output, _) => put.extend([
-                store(indices, vec![vi.clone(), at0(a.cnt)], Expr::var(col)),
-                store(a.buffer, vec![vi.clone(), at0(a.cnt)], value),
-            ]),
-            (Sink::Stage, Some(st)) => {
-                // At the row's start in the thread's block, plus the count so far.
-                let pos = Expr::add(at0(st.block), Expr::Cast(DType::I64, Box::new(at0(a.cnt))));
-                put.extend([
-                    store(st.indices, vec![pos.clone()], Expr::var(col)),
-                    store(st.values, vec![pos], value),
-                ]);
-            }
-            (Sink::Stage, None) => {
-                return Err(invalid(self.span, "assembly: staging area missing"));
-            }
-            (Sink::Discard, _) => {}
-        }
-        put.extend([
-            store(wval, vec![Expr::var(col)], zero_v),
-            set0(a.cnt, Expr::add(at0(a.cnt), typed(1, d))),
-        ]);
-        let put = Stmt::seq(put);
+        let put = self.put_column(a, vi, sink, col, bw)?;
         let column = Stmt::Let(Box::new(LetStmt {
             var: col,
             value: Expr::add(
@@ -977,9 +1123,20 @@ impl Lowerer {
                 }
                 Ok(Stmt::seq(v))
             }
-            (Phase::Staged, _) => Err(invalid(
+            (Phase::StagedDense, false) => {
+                let value = self.expr(&st.value)?;
+                let (Some(wval), Some(marks)) = (a.wval, a.marks) else {
+                    return Err(invalid(self.span, "assembly: byte-mark workspace missing"));
+                };
+                Ok(Stmt::seq(vec![
+                    store(wval, vec![c.clone()], value),
+                    store(marks, vec![c], Expr::Int(1, DType::U8)),
+                    count_store(a.stores, self.span)?,
+                ]))
+            }
+            (Phase::Staged | Phase::StagedDense, _) => Err(invalid(
                 self.span,
-                "assembly: a staged assembly without its bitmap workspace",
+                "assembly: a staged assembly without its workspace",
             )),
             (Phase::Numeric, false) => {
                 let value = self.expr(&st.value)?;
@@ -1054,7 +1211,7 @@ impl Lowerer {
                 Box::new(Expr::load(buffer, vec![vi, prev])),
                 Box::new(default),
             ))
-        } else if let (Some(wval), Some(_)) = (a.wval, a.bits) {
+        } else if let (Some(wval), true) = (a.wval, a.bits.is_some() || a.marks.is_some()) {
             // The workspace holds 0, the default, wherever this row has not written.
             Ok(Expr::load(wval, vec![c]))
         } else {
