@@ -386,7 +386,16 @@ fn run_staged(
         dense &= total.saturating_mul(16) >= rows.saturating_mul(cols) && total > 0;
         let g = grab(total, threads);
         let slack = g.saturating_mul(threads as i64 + 1);
-        let cap = first_cap.unwrap_or(total.saturating_add(total / 8).saturating_add(slack));
+        // The bound can exceed the output many times over (columns that many products hit):
+        // no more than an eighth of the allocation limit at first (two arrays); a run that
+        // needs more says so in `used` and runs again with it.
+        let most =
+            i64::try_from(sparsetir_formats::limits::max_alloc_bytes() / 64).unwrap_or(i64::MAX);
+        let sized = total
+            .saturating_add(total / 8)
+            .saturating_add(slack)
+            .min(most.max(slack));
+        let cap = first_cap.unwrap_or(sized);
         caps.push((cap, g));
     }
     for attempt in 0.. {
