@@ -48,10 +48,11 @@ use crate::regions::{block_regions, Hints};
 use crate::search::{self, SearchState};
 use crate::simplify::Simplifier;
 
+mod assembly;
 mod coiter;
 mod init;
-use coiter::Asm;
-pub use coiter::{stage_param, Phase, PHASE_ATTR};
+use assembly::Asm;
+pub use assembly::{stage_param, Phase, PHASE_ATTR};
 use init::InitAt;
 
 /// Options of [`lower_sparse_iter`].
