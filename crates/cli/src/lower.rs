@@ -25,7 +25,7 @@ use sparsetir_ir::{printer, IRModule, PrimFunc, Stage};
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::decompose::{self as rules, RuleFailure, RuleSet, Script};
 use sparsetir_syntax::Diagnostic;
-use sparsetir_transform::{lower_traced, PipelineError, PipelineOptions};
+use sparsetir_transform::{lower_traced, Phase, PipelineError, PipelineOptions};
 
 use crate::{parse, pick_func, read_source, verify, Failure, Source};
 
@@ -41,6 +41,8 @@ pub struct Options<'a> {
     pub decompose: &'a [String],
     /// Drop the format-rewrite (preprocess) iterations the decomposition adds.
     pub no_preprocess: bool,
+    /// `--phase`: lower a function that assembles an output for this phase only.
+    pub phase: Option<&'a str>,
 }
 
 fn stage_of(n: u8) -> Result<Stage, Failure> {
@@ -100,12 +102,22 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             "error: --no-preprocess applies to --decompose (give a rule)".into(),
         ));
     }
+    let assembly = match o.phase {
+        None => None,
+        Some(name) => Some(Phase::from_name(name).ok_or_else(|| {
+            let names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+            Failure(format!(
+                "error: --phase {name}: no such phase (one of: {})",
+                names.join(", ")
+            ))
+        })?),
+    };
     let opts = PipelineOptions {
         target_stage: target,
         check_invalid_binary_search: o.check_invalid_binary_search,
         verify: true,
         print_after: o.print_after.to_vec(),
-        assembly: None,
+        assembly,
     };
     let out = lower_traced(&module, &opts).map_err(|e| fail(&src, &module, &e))?;
     for (pass, text) in &out.dumps {

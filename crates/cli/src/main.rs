@@ -119,6 +119,11 @@ enum Command {
         /// computation on the new formats.
         #[arg(long)]
         no_preprocess: bool,
+        /// A function that assembles a sparse output: lower it for this phase only —
+        /// `symbolic`, `numeric` (the default prints both), or the staged pass the C backend
+        /// runs for SpGEMM: `bound`, `staged`, `staged_dense`, `gather`.
+        #[arg(long, value_name = "PHASE")]
+        phase: Option<String>,
     },
     /// Specialize, schedule and lower a stage-I function and print the generated code.
     Build {
@@ -381,6 +386,7 @@ fn main() -> ExitCode {
             func,
             decompose,
             no_preprocess,
+            phase,
         } => lower::run(&lower::Options {
             file: &file,
             stage,
@@ -389,6 +395,7 @@ fn main() -> ExitCode {
             func: func.as_deref(),
             decompose: &decompose,
             no_preprocess,
+            phase: phase.as_deref(),
         }),
         Command::Demo {
             dir,

@@ -455,3 +455,30 @@ fn unsorted_or_duplicate_raw_columns_name_the_operand() {
         }
     }
 }
+
+/// `sparsetir lower --phase` prints one phase of an assembling function — the staged pass the
+/// C backend runs for SpGEMM included — and names the phases when given another word.
+#[test]
+fn lower_prints_one_assembly_phase() {
+    let d = Dir::new();
+    let script = d.script("spgemm");
+    for (phase, needle) in [
+        ("bound", "nst"),
+        ("staged", "T.atomic_add("),
+        ("staged_dense", "T.mask64("),
+        ("gather", "c_indptr__start"),
+        ("symbolic", "flag"),
+    ] {
+        let o = run(&["lower", &script, "--phase", phase]);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(o.status.success(), "{phase}: {}", stderr(&o));
+        assert!(out.contains(needle), "{phase}: no `{needle}` in\n{out}");
+        assert_eq!(
+            out.matches("def spgemm").count(),
+            1,
+            "{phase}: one function"
+        );
+    }
+    let o = run(&["lower", &script, "--phase", "fused"]);
+    assert_user_error(&o, &["--phase fused", "staged_dense", "gather"]);
+}

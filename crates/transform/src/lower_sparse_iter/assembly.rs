@@ -91,15 +91,25 @@ impl Phase {
         matches!(self, Phase::Staged | Phase::StagedDense)
     }
 
+    /// Every phase, in the order of [`Phase::name`]'s table.
+    pub const ALL: [Phase; 6] = [
+        Phase::Symbolic,
+        Phase::Numeric,
+        Phase::Bound,
+        Phase::Staged,
+        Phase::StagedDense,
+        Phase::Gather,
+    ];
+
+    /// The phase called `name` (see [`Phase::name`]).
+    pub fn from_name(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// The phase a function is marked for, if any.
     pub fn of(f: &sparsetir_ir::PrimFunc) -> Option<Phase> {
         match f.attrs.get(PHASE_ATTR) {
-            Some(AttrValue::Str(s)) if s == "symbolic" => Some(Phase::Symbolic),
-            Some(AttrValue::Str(s)) if s == "numeric" => Some(Phase::Numeric),
-            Some(AttrValue::Str(s)) if s == "bound" => Some(Phase::Bound),
-            Some(AttrValue::Str(s)) if s == "staged" => Some(Phase::Staged),
-            Some(AttrValue::Str(s)) if s == "staged_dense" => Some(Phase::StagedDense),
-            Some(AttrValue::Str(s)) if s == "gather" => Some(Phase::Gather),
+            Some(AttrValue::Str(s)) => Phase::from_name(s),
             _ => None,
         }
     }
