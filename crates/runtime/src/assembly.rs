@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use sparsetir_eval::ArgValue;
-use sparsetir_formats::Tensor;
+use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::{AxisId, BufferId, DType, Expr, IRModule, PrimFunc, VarId};
 pub use sparsetir_transform::assembles;
 use sparsetir_transform::{lower, stage_param, Phase, PipelineOptions};
@@ -147,6 +147,48 @@ fn sized(
     Ok(())
 }
 
+/// Whether the integer array `t` fails to be a running sum from 0 (empty, a first element other
+/// than 0, a decrease), and its last element (0 when empty). On typed slices: it runs on every
+/// product's offsets.
+fn ascending(t: &Tensor) -> (bool, i64) {
+    fn go<T: Copy + Into<i64>>(v: &[T]) -> (bool, i64) {
+        let mut bad = v.first().is_none_or(|x| (*x).into() != 0);
+        let mut prev = 0i64;
+        for x in v {
+            let x: i64 = (*x).into();
+            bad |= x < prev;
+            prev = x;
+        }
+        (bad, prev)
+    }
+    match &t.data {
+        TensorData::I32(v) => go(v),
+        TensorData::I64(v) => go(v),
+        _ => {
+            let v: Vec<i64> = (0..t.len()).map(|i| t.get_i64(i)).collect();
+            go(&v)
+        }
+    }
+}
+
+/// The sum of the integer array `t` past its first element (negative elements count as 0): the
+/// bound phase's total.
+fn sum_from_second(t: &Tensor) -> i64 {
+    fn go<T: Copy + Into<i64>>(v: &[T]) -> i64 {
+        v.iter()
+            .skip(1)
+            .map(|x| (*x).into().max(0))
+            .fold(0i64, i64::saturating_add)
+    }
+    match &t.data {
+        TensorData::I32(v) => go(v),
+        TensorData::I64(v) => go(v),
+        _ => (1..t.len())
+            .map(|i| t.get_i64(i).max(0))
+            .fold(0, i64::saturating_add),
+    }
+}
+
 /// Before the symbolic phase: `indptr` zeroed (rows + 1), `nnz = 0`, `indices` and values
 /// empty — or, from an earlier run, kept as they are for [`allocate`] to resize in place.
 pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
@@ -193,13 +235,7 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
                 name: o.indptr.clone(),
             });
         };
-        let offsets = (0..t.len()).map(|i| t.get_i64(i));
-        let mut bad = t.is_empty() || t.get_i64(0) != 0;
-        let mut prev = 0;
-        for x in offsets {
-            bad |= x < prev;
-            prev = x;
-        }
+        let (bad, prev) = ascending(t);
         if bad {
             return Err(RunError::Indptr {
                 axis: o.axis.clone(),
@@ -379,7 +415,7 @@ fn run_staged(
             });
         };
         // The bound phase leaves each row's bound in `indptr[row + 1]` (no running sum).
-        let total: i64 = (1..t.len()).map(|i| t.get_i64(i).max(0)).sum();
+        let total = sum_from_second(t);
         // Rows that store into a sixteenth of the columns or more, on average: byte marks.
         let rows = (t.len() as i64 - 1).max(0);
         let cols = scalar(&o.cols, work, f)?.max(0);
@@ -710,5 +746,47 @@ impl AssembledKernel {
         )?;
         *args = work;
         Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t32(v: &[i32]) -> Tensor {
+        Tensor {
+            shape: vec![v.len()],
+            data: TensorData::I32(v.to_vec()),
+        }
+    }
+
+    #[test]
+    fn offsets_must_run_up_from_zero() {
+        assert_eq!(ascending(&t32(&[0, 2, 2, 5])), (false, 5));
+        assert_eq!(ascending(&t32(&[0])), (false, 0));
+        assert!(ascending(&t32(&[])).0, "empty");
+        assert!(ascending(&t32(&[1, 2])).0, "does not start at 0");
+        assert!(ascending(&t32(&[0, 3, 2])).0, "decreases");
+        let wide = Tensor {
+            shape: vec![3],
+            data: TensorData::I64(vec![0, 1 << 40, (1 << 40) + 1]),
+        };
+        assert_eq!(ascending(&wide), (false, (1 << 40) + 1));
+        let narrow = Tensor {
+            shape: vec![3],
+            data: TensorData::I16(vec![0, 4, 3]),
+        };
+        assert!(ascending(&narrow).0, "other integer types through get_i64");
+    }
+
+    #[test]
+    fn the_bound_total_skips_indptr_0_and_saturates() {
+        assert_eq!(sum_from_second(&t32(&[7, 1, 2, -3, 4])), 7);
+        assert_eq!(sum_from_second(&t32(&[])), 0);
+        let huge = Tensor {
+            shape: vec![3],
+            data: TensorData::I64(vec![0, i64::MAX, 5]),
+        };
+        assert_eq!(sum_from_second(&huge), i64::MAX);
     }
 }
