@@ -379,11 +379,6 @@ pub fn run_interp_with(
     Ok(())
 }
 
-/// The staged protocol on prepared arguments: the bound phase, the staging area sized from it
-/// (kept from an earlier run when large enough), the staged phase (again with the capacity it
-/// asked for, in the rare case its blocks overran the area), the output allocated from the
-/// offsets, and the gather phase copying the staged rows into it. `threads` sizes the slack
-/// of the area (each thread's last block is partly empty).
 /// How [`run_staged`] runs: the threads (for the area's slack), and test overrides of the
 /// first capacity and of the workspace choice.
 #[derive(Clone, Copy, Debug)]
@@ -393,6 +388,11 @@ struct StagedOptions {
     workspace: Option<Phase>,
 }
 
+/// The staged protocol on prepared arguments: the bound phase, the staging area sized from it
+/// (kept from an earlier run when large enough), the staged phase with the workspace the bound
+/// suggests (again with the capacity it asked for, in the rare case its blocks overran the
+/// area), the output allocated from the offsets, and the gather phase copying the staged rows
+/// into it. `threads` sizes the slack of the area (each thread's last block is partly empty).
 fn run_staged(
     f: &PrimFunc,
     work: &mut HashMap<String, ArgValue>,
@@ -434,16 +434,16 @@ fn run_staged(
         let cap = first_cap.unwrap_or(sized);
         caps.push((cap, g));
     }
+    let staged = match workspace {
+        Some(p) if p.is_staged() => p,
+        _ if dense => Phase::StagedDense,
+        _ => Phase::Staged,
+    };
     for attempt in 0.. {
         let mut over = false;
         for (o, &(cap, g)) in outs.iter().zip(&caps) {
             stage_area(o, work, cap, g)?;
         }
-        let staged = match workspace {
-            Some(p) if p.is_staged() => p,
-            _ if dense => Phase::StagedDense,
-            _ => Phase::Staged,
-        };
         call(staged, work)?;
         for (o, (cap, _)) in outs.iter().zip(caps.iter_mut()) {
             let used = match work.get(&stage_param(&o.axis, "used")) {
@@ -469,12 +469,19 @@ fn run_staged(
     call(Phase::Gather, work)
 }
 
+/// The staged columns and values of output `o`: `<indices>__stage`, `<data>__stage`, with
+/// their dtypes.
+fn stage_arrays(o: &AsmOutput) -> Vec<(String, DType)> {
+    let mut area = vec![(stage_param(&o.indices, "stage"), o.idtype)];
+    area.extend(o.data.iter().map(|(d, dt)| (stage_param(d, "stage"), *dt)));
+    area
+}
+
 /// The names of the staging area's arguments of `f`'s outputs (none are outputs of the run).
 fn stage_names(f: &PrimFunc) -> Vec<String> {
     let mut names = Vec::new();
     for o in outputs(f) {
-        names.push(stage_param(&o.indices, "stage"));
-        names.extend(o.data.iter().map(|(d, _)| stage_param(d, "stage")));
+        names.extend(stage_arrays(&o).into_iter().map(|(n, _)| n));
         names.push(stage_param(&o.indptr, "start"));
         for what in ["used", "cap", "grab"] {
             names.push(stage_param(&o.axis, what));
@@ -508,10 +515,8 @@ fn stage_area(
         subject: o.axis.clone(),
         message,
     })?;
-    let mut area: Vec<(String, DType)> = vec![(stage_param(&o.indices, "stage"), o.idtype)];
-    area.extend(o.data.iter().map(|(d, dt)| (stage_param(d, "stage"), *dt)));
     let mut have = usize::MAX;
-    for (name, dt) in &area {
+    for (name, dt) in &stage_arrays(o) {
         // A new array rather than a resized one: a fresh zeroed allocation is not touched
         // until the kernel writes it.
         let keep = matches!(work.get(name), Some(ArgValue::Array(t)) if t.dtype() == *dt && t.len() >= want);

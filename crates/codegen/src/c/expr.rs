@@ -349,7 +349,6 @@ impl<'f> Writer<'f> {
 }
 
 impl<'f> Writer<'f> {
-    /// `T.ctz(x)`: trailing zero bits of integer `x`, its width when `x` is 0.
     /// `T.mask64(X[i])` on the C target: the prelude's `sptir_mask64` over the 64 bytes from
     /// `X[i]` (8-bit integer buffers).
     fn mask64(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
@@ -380,6 +379,7 @@ impl<'f> Writer<'f> {
         ))
     }
 
+    /// `T.ctz(x)`: trailing zero bits of integer `x`, its width when `x` is 0.
     fn ctz(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
         let [a] = args else {
             return Err(self.invalid("`ctz` takes one argument"));

@@ -20,12 +20,11 @@
 //!   copied into the output the runtime allocated from the offsets); see `runtime::assembly`.
 
 use sparsetir_ir::{
-    AttrValue, Attrs, AxisId, BinOp, Block, BlockIter, BufferId, DType, Expr, For, ForKind,
-    IfThenElse, Intrinsic, IterAxis, IterKind, LetStmt, Span, SparseIteration, Stmt, Store, VarId,
-    While,
+    AttrValue, Attrs, AxisId, BinOp, Block, BlockIter, BufferId, DType, Expr, IfThenElse,
+    Intrinsic, IterAxis, IterKind, LetStmt, Span, SparseIteration, Stmt, Store, VarId, While,
 };
 
-use super::{invalid, unsupported, zero, Lowerer, Res};
+use super::{invalid, unsupported, wrap_loops, zero, Lowerer, Res};
 use crate::regions::block_regions;
 use crate::search::{local_buffer, store};
 
@@ -46,10 +45,10 @@ pub enum Phase {
     /// (`<indices>__stage`, `<data>__stage`, of `<axis>__cap` elements), at a position taken
     /// from a block of the area that the thread holds (blocks of at least `<axis>__grab`
     /// elements, taken with an atomic addition on `<axis>__used`); the row's start goes to
-    /// `<indptr>__start[row]`, its count
-    /// to `indptr[row + 1]`, then a running sum. The runtime copies the rows into the output
-    /// arrays. A row whose block lies past the capacity is not stored (the workspace is still
-    /// cleared): `<axis>__used` then exceeds the capacity and the runtime runs again with more.
+    /// `<indptr>__start[row]`, its count to `indptr[row + 1]`, then a running sum. The runtime
+    /// copies the rows into the output arrays. A row whose block lies past the capacity is not
+    /// stored (the workspace is still cleared): `<axis>__used` then exceeds the capacity and
+    /// the runtime runs again with more.
     Staged,
     /// [`Phase::Staged`] with a workspace for rows that cover much of the axis: one byte mark
     /// per column (a plain store per write, where the bitmap's `|=` on one word makes a chain
@@ -194,12 +193,13 @@ enum Sink {
     Discard,
 }
 
-/// `(n + 63) // 64`: the groups of 64 columns (one `mask64` each) of an axis of length `n`.
-fn mark_groups(n: &Expr, d: DType) -> Expr {
+/// `(n + 2^shift - 1) // 2^shift`: the words of `2^shift` columns covering an axis of length
+/// `n` (`bits` and the groups of 64 byte marks: shift 6; `top`: shift 12).
+fn words(n: &Expr, shift: i64, d: DType) -> Expr {
     Expr::binary(
         BinOp::FloorDiv,
-        Expr::add(n.clone(), Expr::Int(63, d)),
-        Expr::Int(64, d),
+        Expr::add(n.clone(), Expr::Int((1 << shift) - 1, d)),
+        Expr::Int(1 << shift, d),
     )
 }
 
@@ -385,7 +385,7 @@ impl Lowerer {
         } else if phase == Phase::StagedDense {
             let dt = self.f.buffers[buffer].dtype;
             wval = Some(local_buffer(&mut self.f, "wval", n.clone(), dt));
-            let padded = Expr::mul(mark_groups(&n, idtype), Expr::Int(64, idtype));
+            let padded = Expr::mul(words(&n, WORD_SHIFT, idtype), Expr::Int(64, idtype));
             marks = Some(local_buffer(&mut self.f, "marks", padded, DType::U8));
             stage = Some(self.stage_bufs(buffer, axis, it.span)?);
         } else if phase == Phase::Gather {
@@ -397,23 +397,16 @@ impl Lowerer {
         } else if matches!(phase, Phase::Numeric | Phase::Staged) && zero_default {
             let dt = self.f.buffers[buffer].dtype;
             wval = Some(local_buffer(&mut self.f, "wval", n.clone(), dt));
-            let words = |shift: i64| {
-                Expr::binary(
-                    BinOp::FloorDiv,
-                    Expr::add(n.clone(), Expr::Int((1 << shift) - 1, idtype)),
-                    Expr::Int(1 << shift, idtype),
-                )
-            };
             bits = Some(local_buffer(
                 &mut self.f,
                 "bits",
-                words(WORD_SHIFT),
+                words(&n, WORD_SHIFT, idtype),
                 DType::U64,
             ));
             top = Some(local_buffer(
                 &mut self.f,
                 "top",
-                words(TOP_SHIFT),
+                words(&n, TOP_SHIFT, idtype),
                 DType::U64,
             ));
             if phase == Phase::Staged {
@@ -449,7 +442,8 @@ impl Lowerer {
 
     /// The staging area of a [`Phase::Staged`] assembly of `buffer` over `axis`: new
     /// parameters named after the axis's (`<indices>__stage`, `<data>__stage`,
-    /// `<indptr>__start`, `<axis>__used`, `<axis>__cap`), and the thread's block.
+    /// `<indptr>__start`, `<axis>__used`, `<axis>__cap`, `<axis>__grab`), and the thread's
+    /// block.
     fn stage_bufs(&mut self, buffer: BufferId, axis: AxisId, span: Span) -> Res<StageBufs> {
         let ax = self.axis(axis)?.clone();
         let rows = match ax.parent {
@@ -544,6 +538,9 @@ impl Lowerer {
         allocs.extend(a.top);
         allocs.extend(a.marks);
         allocs.extend(a.stores);
+        if let Some(nst) = a.stores {
+            pro.push(set0(nst, Expr::Int(0, DType::I64)));
+        }
         if let Some(l) = a.last {
             pro.push(set0(l, typed(-1, d)));
         }
@@ -558,7 +555,6 @@ impl Lowerer {
                 let Some(nst) = a.stores else {
                     return Err(invalid(self.span, "assembly: store count missing"));
                 };
-                pro.push(set0(nst, Expr::Int(0, DType::I64)));
                 let indptr = self.indptr_buf(a.axis)?;
                 let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
                 epi.push(store(indptr, vec![next], self.row_bound(a, nst)?));
@@ -567,7 +563,6 @@ impl Lowerer {
                 let (Some(nst), Some(st)) = (a.stores, a.stage.clone()) else {
                     return Err(invalid(self.span, "assembly: staging area missing"));
                 };
-                pro.push(set0(nst, Expr::Int(0, DType::I64)));
                 allocs.push(st.block);
                 epi.extend(self.stage_row(a, &st, nst, &vi)?);
                 let (write, discard) = if a.phase == Phase::StagedDense {
@@ -631,16 +626,7 @@ impl Lowerer {
                     vec![vi.clone(), Expr::var(p)],
                     Expr::load(wval, vec![col]),
                 );
-                epi.push(Stmt::For(Box::new(For {
-                    var: p,
-                    min: typed(0, d),
-                    extent: at0(a.cnt),
-                    kind: ForKind::Serial,
-                    thread: None,
-                    annotations: Attrs::new(),
-                    body: copy,
-                    span: Span::default(),
-                })));
+                epi.push(wrap_loops(vec![(p, typed(0, d), at0(a.cnt))], copy));
             }
             Phase::Numeric => {}
         }
@@ -725,16 +711,7 @@ impl Lowerer {
             span: Span::default(),
         }));
         let serial = |var: VarId, extent: Expr, body: Stmt| {
-            Stmt::For(Box::new(For {
-                var,
-                min: typed(0, d),
-                extent,
-                kind: ForKind::Serial,
-                thread: None,
-                annotations: Attrs::new(),
-                body,
-                span: Span::default(),
-            }))
+            wrap_loops(vec![(var, typed(0, d), extent)], body)
         };
         let clear = serial(
             k,
@@ -769,7 +746,7 @@ impl Lowerer {
         Ok((
             vec![
                 set0(a.cnt, typed(0, d)),
-                serial(w, mark_groups(&n, d), group),
+                serial(w, words(&n, WORD_SHIFT, d), group),
             ],
             bw,
         ))
@@ -855,16 +832,7 @@ impl Lowerer {
         ]);
         let stmts = vec![
             set0(a.cnt, typed(0, d)),
-            Stmt::For(Box::new(For {
-                var: u,
-                min: typed(0, d),
-                extent: ntop,
-                kind: ForKind::Serial,
-                thread: None,
-                annotations: Attrs::new(),
-                body: per_top,
-                span: Span::default(),
-            })),
+            wrap_loops(vec![(u, typed(0, d), ntop)], per_top),
         ];
         Ok((stmts, [tw, bw]))
     }
@@ -930,16 +898,7 @@ impl Lowerer {
                 Expr::load(st.values, vec![from]),
             ),
         ]);
-        Ok(Stmt::For(Box::new(For {
-            var: p,
-            min: typed(0, d),
-            extent: len,
-            kind: ForKind::Serial,
-            thread: None,
-            annotations: Attrs::new(),
-            body,
-            span: Span::default(),
-        })))
+        Ok(wrap_loops(vec![(p, typed(0, d), len)], body))
     }
 
     /// After the symbolic nest: `indptr[0] = 0`, then the running sum of the row counts.
@@ -985,16 +944,7 @@ impl Lowerer {
         }));
         Ok(Stmt::seq(vec![
             store(indptr, vec![Expr::int(0)], typed(0, d)),
-            Stmt::For(Box::new(For {
-                var: r,
-                min: Expr::int(0),
-                extent: rows,
-                kind: ForKind::Serial,
-                thread: None,
-                annotations: Attrs::new(),
-                body: block,
-                span: Span::default(),
-            })),
+            wrap_loops(vec![(r, Expr::int(0), rows)], block),
         ]))
     }
 
