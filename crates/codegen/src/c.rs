@@ -331,6 +331,9 @@ pub struct Writer<'f> {
     uses_gathers: bool,
     /// Some expression called `T.mask64` (the head then needs `sptir_mask64`).
     uses_mask64: bool,
+    /// Some statement called `T.compress64` or `T.compress_iota64` (the head then needs the
+    /// `sptir_compress*` helpers).
+    uses_compress64: bool,
     /// The lane vector types (element type, lanes) the lane reductions use.
     lane_types: BTreeSet<(DType, i64)>,
     /// The language written.
@@ -463,6 +466,7 @@ impl<'f> Writer<'f> {
             uses_vectors: false,
             uses_gathers: false,
             uses_mask64: false,
+            uses_compress64: false,
             lane_types: BTreeSet::new(),
             target,
             kernel: None,
@@ -771,6 +775,9 @@ impl<'f> Writer<'f> {
         }
         if self.uses_mask64 {
             head.insert_str(kernel_at, prelude::MASK64_PRELUDE);
+        }
+        if self.uses_compress64 {
+            head.insert_str(kernel_at, prelude::COMPRESS64_PRELUDE);
         }
         if half::uses_half(func) {
             head.insert_str(kernel_at, &half::c_prelude());
@@ -1282,8 +1289,87 @@ impl<'f> Writer<'f> {
             ));
             return Ok(());
         }
+        if let Expr::Call {
+            op: op @ (Intrinsic::Compress64 | Intrinsic::CompressIota64),
+            args,
+            ..
+        } = e
+        {
+            return self.write_compress64(*op, args);
+        }
         let (s, _) = self.expr(e)?;
         self.line(&format!("(void){s};"));
+        Ok(())
+    }
+
+    /// `T.compress64(D[i], S[j], mask)` / `T.compress_iota64(D[i], base, mask)`: the prelude's
+    /// `sptir_compress64_<bits>` (a masked load, a compress and a masked store per 64 bytes
+    /// where the target has AVX-512, a loop over the set bits otherwise) or
+    /// `sptir_compress_iota64_<bits>`.
+    fn write_compress64(&mut self, op: Intrinsic, args: &[Expr]) -> Res<()> {
+        let name = op.name();
+        let [Expr::Load { buffer, indices }, src, mask] = args else {
+            return Err(self.invalid(format!(
+                "`{name}` takes a destination element `D[i]`, a {} and a mask",
+                if op == Intrinsic::Compress64 {
+                    "source element `S[j]`"
+                } else {
+                    "base"
+                }
+            )));
+        };
+        if self.target == Target::Cuda {
+            return Err(self.unsupported(name, format!("`{name}` is written for CPUs only")));
+        }
+        let ddt = self.buf_dtype(*buffer);
+        let (m, mdt) = self.expr(mask)?;
+        if !mdt.is_integer() {
+            return Err(self.invalid(format!("`{name}`: the mask is an integer, not {mdt}")));
+        }
+        let m = cast(m, mdt, DType::U64);
+        let doff = self.offset(*buffer, indices)?;
+        let dname = self.buf_name(*buffer)?.to_string();
+        let dst = format!("{dname} + ({})", strip_parens(&doff));
+        let bits = ddt.bits();
+        let line = if op == Intrinsic::Compress64 {
+            let Expr::Load {
+                buffer: sb,
+                indices: si,
+            } = src
+            else {
+                return Err(self.invalid("`compress64`: the source is a buffer element `S[j]`"));
+            };
+            let sdt = self.buf_dtype(*sb);
+            if sdt != ddt || ddt.is_bool() || !matches!(bits, 8 | 16 | 32 | 64) {
+                return Err(self.unsupported(
+                    name,
+                    format!("`compress64` copies 8/16/32/64-bit elements of one dtype, not {sdt} to {ddt}"),
+                ));
+            }
+            let soff = self.offset(*sb, si)?;
+            let sname = self.buf_name(*sb)?.to_string();
+            format!(
+                "sptir_compress64_{bits}({dst}, {sname} + ({}), {});",
+                strip_parens(&soff),
+                strip_parens(&m)
+            )
+        } else {
+            if !matches!(ddt, DType::I32 | DType::I64) {
+                return Err(self.unsupported(
+                    name,
+                    format!("`compress_iota64` writes int32 or int64, not {ddt}"),
+                ));
+            }
+            let (b, bdt) = self.expr(src)?;
+            let wide = if bits == 64 { DType::I64 } else { DType::I32 };
+            format!(
+                "sptir_compress_iota64_{bits}({dst}, {}, {});",
+                strip_parens(&cast(b, bdt, wide)),
+                strip_parens(&m)
+            )
+        };
+        self.uses_compress64 = true;
+        self.line(&line);
         Ok(())
     }
 

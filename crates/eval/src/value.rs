@@ -382,6 +382,9 @@ fn float_intrinsic(op: Intrinsic, args: &[f64], dt: DType) -> Result<f64, String
         | Intrinsic::AtomicAdd
         | Intrinsic::SortRange
         | Intrinsic::Ctz
+        | Intrinsic::Popcount
+        | Intrinsic::Compress64
+        | Intrinsic::CompressIota64
         | Intrinsic::Mask64 => {
             return Err(format!("intrinsic `{}` is not a float function", op.name()))
         }
@@ -399,6 +402,22 @@ pub fn intrinsic(op: Intrinsic, args: &[Value], dt: DType) -> Result<Value, Stri
         }
         Intrinsic::Mask64 => {
             return Err("`mask64` reads 64 elements of a buffer at stages II/III".into())
+        }
+        Intrinsic::Compress64 | Intrinsic::CompressIota64 => {
+            return Err(format!(
+                "`{}` is a statement of stages II/III, not a value",
+                op.name()
+            ))
+        }
+        Intrinsic::Popcount => {
+            let [Value::Int(x, xd)] = args else {
+                return Err("`popcount` takes one integer".into());
+            };
+            if !dt.is_integer() {
+                return Err(format!("`popcount` gives an integer, not {}", dt.name()));
+            }
+            let v = *x & ((1i128 << xd.bits()) - 1);
+            return Ok(Value::from_i128(i128::from(v.count_ones()), dt));
         }
         Intrinsic::MinValue => return dtype_limit(dt, false),
         Intrinsic::MaxValue => return dtype_limit(dt, true),

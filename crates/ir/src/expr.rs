@@ -138,10 +138,20 @@ pub enum Intrinsic {
     /// when element `X[idx + k]` is not 0, for `k` in `0..64` (the byte marks of SpGEMM's dense
     /// workspace read 64 at a time).
     Mask64,
+    /// `T.popcount(x)`: the number of set bits of integer `x`.
+    Popcount,
+    /// `T.compress64(D[i], S[j], mask)` as a statement (stage II/III, `D` and `S` of one
+    /// dtype): for the `r`-th set bit `k` of the 64-bit `mask`, counted from bit 0,
+    /// `D[i + r] = S[j + k]`. Writes exactly `popcount(mask)` elements.
+    Compress64,
+    /// `T.compress_iota64(D[i], base, mask)` as a statement (stage II/III, integer `D`): for
+    /// the `r`-th set bit `k` of `mask`, `D[i + r] = base + k` (the columns of a group of 64
+    /// marks, in order).
+    CompressIota64,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 22] = [
+    pub const ALL: [Intrinsic; 25] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -164,6 +174,9 @@ impl Intrinsic {
         Intrinsic::SortRange,
         Intrinsic::Ctz,
         Intrinsic::Mask64,
+        Intrinsic::Popcount,
+        Intrinsic::Compress64,
+        Intrinsic::CompressIota64,
     ];
 
     /// The name after `T.`.
@@ -191,6 +204,9 @@ impl Intrinsic {
             Intrinsic::SortRange => "sort_range",
             Intrinsic::Ctz => "ctz",
             Intrinsic::Mask64 => "mask64",
+            Intrinsic::Popcount => "popcount",
+            Intrinsic::Compress64 => "compress64",
+            Intrinsic::CompressIota64 => "compress_iota64",
         }
     }
 
@@ -203,6 +219,7 @@ impl Intrinsic {
         match self {
             Intrinsic::MinValue | Intrinsic::MaxValue => 0,
             Intrinsic::Pow | Intrinsic::AtomicAdd | Intrinsic::SortRange => 2,
+            Intrinsic::Compress64 | Intrinsic::CompressIota64 => 3,
             _ => 1,
         }
     }

@@ -1,4 +1,4 @@
-//! Bitwise operators (`&`, `|`, `^`, `<<`, `>>`) and `T.ctz` on every path: the stage-I
+//! Bitwise operators (`&`, `|`, `^`, `<<`, `>>`), `T.ctz` and `T.popcount` on every path: the stage-I
 //! evaluator, the stage II/III interpreter, C and the generated CUDA in the emulator (NVRTC
 //! compiles the same source where it is installed), against the values computed here in Rust —
 //! signed and unsigned, 8 to 64 bits, negative values, shift amounts past the width (they count
@@ -23,7 +23,7 @@ const SRC: &str = r#"
 def bits(x: T.handle, s: T.handle, y: T.handle, n: T.int32) -> None:
     T.func_attr({"sparse_tir_level": 2})
     I = T.sp.dense_fixed(n)
-    J = T.sp.dense_fixed(6)
+    J = T.sp.dense_fixed(7)
     X = T.sp.match_buffer(x, (I,), "DT")
     S = T.sp.match_buffer(s, (I,), "int32")
     Y = T.sp.match_buffer(y, (I, J), "DT")
@@ -34,6 +34,7 @@ def bits(x: T.handle, s: T.handle, y: T.handle, n: T.int32) -> None:
         Y[i, 3] = T.ctz(X[i])
         Y[i, 4] = (X[i] ^ X[i] >> 1) & (X[i] | T.DT(1))
         Y[i, 5] = X[i] << 2 + 1
+        Y[i, 6] = T.popcount(X[i])
 "#;
 
 /// `v` wrapped to `dt`'s width (two's complement for signed types).
@@ -47,7 +48,7 @@ fn wrap(v: i128, dt: DType) -> i128 {
     }
 }
 
-fn expected(x: i128, s: i128, dt: DType) -> [i128; 6] {
+fn expected(x: i128, s: i128, dt: DType) -> [i128; 7] {
     let bits = dt.bits();
     let amt = |a: i128| a.rem_euclid(i128::from(bits)) as u32;
     let w = |v: i128| wrap(v, dt);
@@ -68,6 +69,7 @@ fn expected(x: i128, s: i128, dt: DType) -> [i128; 6] {
         w((x ^ (x >> 1)) & (x | 1)),
         // `<<` binds looser than `+`: `x << 3`.
         w(x << 3),
+        i128::from((x & ((1i128 << bits) - 1)).count_ones()),
     ]
 }
 
@@ -119,8 +121,8 @@ fn bit_operators_agree_on_every_path() {
                 "s".into(),
                 ArgValue::Array(Tensor::from_i64(DType::I32, &s).unwrap()),
             );
-            let mut y = Tensor::zeros(dt, vec![n * 6]).unwrap();
-            y.shape = vec![n * 6];
+            let mut y = Tensor::zeros(dt, vec![n * 7]).unwrap();
+            y.shape = vec![n * 7];
             a.insert("y".into(), ArgValue::Array(y));
             a.insert("n".into(), int(n));
             a
@@ -164,7 +166,7 @@ fn bit_operators_agree_on_every_path() {
     }
 }
 
-/// The CUDA of the bit-operator kernel (`__ffs`/`__ffsll` for `ctz`, shifts through unsigned
+/// The CUDA of the bit-operator kernel (`__ffs`/`__ffsll` for `ctz`, `__popc`/`__popcll`, shifts through unsigned
 /// types) compiles with NVRTC for sm_80 and sm_90.
 #[test]
 fn bit_operators_compile_with_nvrtc() {

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use sparsetir_ir::{
-    AxisKind, BinOp, BufferId, BufferRegion, BufferShape, Expr, PrimFunc, Stmt, VarId,
+    AxisKind, BinOp, BufferId, BufferRegion, BufferShape, Expr, Intrinsic, PrimFunc, Stmt, VarId,
 };
 
 use crate::simplify::Simplifier;
@@ -154,6 +154,34 @@ impl Collector<'_> {
                 let prev = self.relax.insert(l.var, None);
                 self.stmt(&l.body);
                 self.unbind(l.var, prev);
+            }
+            // The intrinsics that write through their first argument, and read past the element
+            // they name (`compress64`'s source: 64 of them): whole buffers, conservatively.
+            Stmt::Evaluate(Expr::Call {
+                op: op @ (Intrinsic::Compress64 | Intrinsic::CompressIota64 | Intrinsic::SortRange),
+                args,
+                ..
+            }) => {
+                for (k, a) in args.iter().enumerate() {
+                    match a {
+                        Expr::Load { buffer, indices } if k < 2 => {
+                            indices.iter().for_each(|i| self.expr(i));
+                            let r = BufferRegion {
+                                buffer: *buffer,
+                                ranges: (0..indices.len())
+                                    .map(|d| whole(self.f, self.simp, *buffer, d))
+                                    .collect(),
+                            };
+                            if k == 0 {
+                                add(self.f, self.simp, &mut self.writes, r.clone());
+                            }
+                            if k == 1 || *op == Intrinsic::SortRange {
+                                add(self.f, self.simp, &mut self.reads, r);
+                            }
+                        }
+                        _ => self.expr(a),
+                    }
+                }
             }
             Stmt::Evaluate(e) => self.expr(e),
             Stmt::Allocate(b) => {

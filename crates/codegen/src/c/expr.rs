@@ -298,6 +298,17 @@ impl<'f> Writer<'f> {
             }
             Intrinsic::Ctz => return self.ctz(args, dt),
             Intrinsic::Mask64 => return self.mask64(args, dt),
+            Intrinsic::Popcount => return self.popcount(args, dt),
+            Intrinsic::Compress64 | Intrinsic::CompressIota64 => {
+                return Err(self.unsupported(
+                    op.name(),
+                    format!(
+                        "`{}` is a statement (`T.evaluate(T.{}(D[i], ..., mask))`)",
+                        op.name(),
+                        op.name()
+                    ),
+                ))
+            }
             _ => {}
         }
         if args.len() != op.arity() {
@@ -417,6 +428,37 @@ impl<'f> Writer<'f> {
     }
 }
 
+impl<'f> Writer<'f> {
+    /// `T.popcount(x)`: the set bits of integer `x` (of its own width).
+    fn popcount(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+        let [a] = args else {
+            return Err(self.invalid("`popcount` takes one argument"));
+        };
+        let (x, xd) = self.expr(a)?;
+        if !xd.is_integer() || !dt.is_integer() {
+            return Err(self.invalid(format!(
+                "`popcount` takes and gives integers, got {xd} -> {dt}"
+            )));
+        }
+        self.ctype(dt, "popcount")?;
+        let bits = xd.bits();
+        let wide = bits > 32;
+        let v = cast(x, xd, if wide { DType::U64 } else { DType::U32 });
+        let v = if bits < 32 {
+            format!("(({v}) & {}u)", (1u64 << bits) - 1)
+        } else {
+            v
+        };
+        let count = match (self.target, wide) {
+            (Target::Cuda, true) => format!("__popcll((unsigned long long){v})"),
+            (Target::Cuda, false) => format!("__popc((unsigned int){v})"),
+            (_, true) => format!("__builtin_popcountll((unsigned long long){v})"),
+            (_, false) => format!("__builtin_popcount((unsigned int){v})"),
+        };
+        Ok((cast(count, DType::I32, dt), dt))
+    }
+}
+
 /// The type arithmetic on `dt` values is written in: narrow unsigned types in uint32_t (C would
 /// promote them to int, where a product can overflow), narrow signed ones in int32_t, 16-bit
 /// floats in float (rounded back, see `half`); results are converted back to `dt`.
@@ -459,6 +501,9 @@ pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
         | Intrinsic::AtomicAdd
         | Intrinsic::SortRange
         | Intrinsic::Ctz
+        | Intrinsic::Popcount
+        | Intrinsic::Compress64
+        | Intrinsic::CompressIota64
         | Intrinsic::Mask64 => "0".to_string(),
     }
 }

@@ -775,6 +775,11 @@ impl<'f> Machine<'f> {
                 args,
                 dtype,
             } => self.mask64(args, *dtype),
+            Expr::Call {
+                op: op @ (Intrinsic::Compress64 | Intrinsic::CompressIota64),
+                args,
+                dtype,
+            } => self.compress64(*op, args, *dtype),
             Expr::Call { op, args, dtype } => {
                 let mut xs = Vec::with_capacity(args.len());
                 for a in args {
@@ -846,6 +851,69 @@ impl<'f> Machine<'f> {
         Value::from_i128(i128::from(bits), DType::U64)
             .cast(dtype)
             .map_err(|m| self.err(m))
+    }
+
+    /// `T.compress64(D[i], S[j], mask)` / `T.compress_iota64(D[i], base, mask)`: for the
+    /// `r`-th set bit `k` of `mask`, `D[i + r]` becomes `S[j + k]` (`S` of `D`'s dtype) or
+    /// `base + k`; yields 0. Every element written or read must lie in its buffer.
+    fn compress64(&mut self, op: Intrinsic, args: &[Expr], dtype: DType) -> Res<Value> {
+        let name = op.name();
+        let [Expr::Load { buffer, indices }, src, mask] = args else {
+            return Err(self.err(format!(
+                "`{name}` takes a destination element `D[i]`, a {} and a mask",
+                if op == Intrinsic::Compress64 {
+                    "source element `S[j]`"
+                } else {
+                    "base"
+                }
+            )));
+        };
+        let mask = self.eval(mask)?;
+        let Value::Int(m, md) = mask else {
+            return Err(self.err(format!("`{name}`: the mask is an integer")));
+        };
+        let bits = (m & ((1i128 << md.bits().min(64)) - 1)) as u64;
+        let (dslot, doff, ddt) = self.address(*buffer, indices)?;
+        let mut values = Vec::with_capacity(bits.count_ones() as usize);
+        if op == Intrinsic::Compress64 {
+            let Expr::Load {
+                buffer: sb,
+                indices: si,
+            } = src
+            else {
+                return Err(self.err("`compress64`: the source is a buffer element `S[j]`"));
+            };
+            let (sslot, soff, sdt) = self.address(*sb, si)?;
+            if sdt != ddt {
+                return Err(self.err(format!(
+                    "`compress64` copies between buffers of one dtype, not {} to {}",
+                    sdt.name(),
+                    ddt.name()
+                )));
+            }
+            for k in (0..64).filter(|k| bits >> k & 1 == 1) {
+                let v = read(&self.arrays[sslot], soff + k)
+                    .ok_or_else(|| self.err("`compress64`: the source runs past its buffer"))?;
+                values.push(v);
+            }
+        } else {
+            if !ddt.is_integer() {
+                return Err(self.err(format!(
+                    "`compress_iota64` writes integers, not {}",
+                    ddt.name()
+                )));
+            }
+            let base = self.eval(src)?.as_i128();
+            for k in (0..64).filter(|k| bits >> k & 1 == 1) {
+                values.push(Value::from_i128(base + i128::from(k), ddt));
+            }
+        }
+        for (r, v) in values.into_iter().enumerate() {
+            if !write(&mut self.arrays[dslot], doff + r, v) {
+                return Err(self.err(format!("`{name}`: the destination runs past its buffer")));
+            }
+        }
+        Ok(Value::from_i128(0, dtype))
     }
 
     /// `T.atomic_add(A[idx], value)`: adds `value` to the element `A[idx]` (the first argument

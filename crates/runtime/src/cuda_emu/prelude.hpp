@@ -1076,9 +1076,12 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
 
 inline unsigned sptir_emu_lane() { return ::sptir_emu::g_cur->lin % 32; }
 
-// Find-first-set (1-based position of the lowest set bit, 0 for 0), as CUDA's device functions.
+// Find-first-set (1-based position of the lowest set bit, 0 for 0) and population count, as
+// CUDA's device functions.
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 
 template <class T>
 inline ::sptir_emu::val_t<T> __shfl_sync(unsigned mask, const T& var, int src, int width = 32) {

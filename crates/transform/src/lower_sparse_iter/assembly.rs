@@ -383,9 +383,10 @@ impl Lowerer {
         if phase == Phase::Bound {
             // Only the stores are counted.
         } else if phase == Phase::StagedDense {
+            // Both padded to whole groups of 64: the read-back takes a group at a time.
             let dt = self.f.buffers[buffer].dtype;
-            wval = Some(local_buffer(&mut self.f, "wval", n.clone(), dt));
             let padded = Expr::mul(words(&n, WORD_SHIFT, idtype), Expr::Int(64, idtype));
+            wval = Some(local_buffer(&mut self.f, "wval", padded.clone(), dt));
             marks = Some(local_buffer(&mut self.f, "marks", padded, DType::U8));
             stage = Some(self.stage_bufs(buffer, axis, it.span)?);
         } else if phase == Phase::Gather {
@@ -566,8 +567,8 @@ impl Lowerer {
                 allocs.push(st.block);
                 epi.extend(self.stage_row(a, &st, nst, &vi)?);
                 let (write, discard) = if a.phase == Phase::StagedDense {
-                    let (write, w1) = self.asm_marks_readout(a, &vi, Sink::Stage)?;
-                    let (discard, w2) = self.asm_marks_readout(a, &vi, Sink::Discard)?;
+                    let (write, w1) = self.asm_marks_readout(a, Sink::Stage)?;
+                    let (discard, w2) = self.asm_marks_readout(a, Sink::Discard)?;
                     allocs.extend([w1, w2]);
                     (write, discard)
                 } else {
@@ -682,65 +683,91 @@ impl Lowerer {
     }
 
     /// The end of a row gathered in the byte marks of the dense staged workspace: for every
-    /// group of 64 marks with any set (`T.mask64`), the group cleared, then each set mark's
-    /// column in order, as [`Lowerer::put_column`] puts it. Returns the statements and the
-    /// word buffer they use (the row block allocates it).
-    fn asm_marks_readout(&mut self, a: &Asm, vi: &Expr, sink: Sink) -> Res<(Vec<Stmt>, BufferId)> {
-        let Some(marks) = a.marks else {
+    /// group of 64 marks with any set (`T.mask64`), the group cleared, its columns and values
+    /// put to the staging area at the row's count so far, in order (`T.compress_iota64`,
+    /// `T.compress64`: a few vector instructions per group where a column at a time was a
+    /// mispredicted loop exit per group), the count up by the group's marks
+    /// (`T.popcount`) and the group's `wval` back to 0 (`wval` is padded to whole groups).
+    /// [`Sink::Discard`] only counts and clears. Returns the statements and the word buffer
+    /// they use (the row block allocates it).
+    fn asm_marks_readout(&mut self, a: &Asm, sink: Sink) -> Res<(Vec<Stmt>, BufferId)> {
+        let (Some(marks), Some(wval)) = (a.marks, a.wval) else {
             return Err(invalid(self.span, "assembly: byte marks missing"));
         };
         let d = a.idtype;
+        let dt = self.f.buffers[a.buffer].dtype;
         let n = self.axis(a.axis)?.length.clone();
         let bw = local_buffer(&mut self.f, "mark_word", Expr::int(1), DType::U64);
         let w = self.f.add_var("w", d);
-        let col = self.f.add_var("col", d);
         let k = self.f.add_var("k", d);
+        let k2 = self.f.add_var("k", d);
         let base = Expr::binary(BinOp::Shl, Expr::var(w), typed(WORD_SHIFT, d));
-        let put = self.put_column(a, vi, sink, col, bw)?;
-        let column = Stmt::Let(Box::new(LetStmt {
-            var: col,
-            value: Expr::add(
-                base.clone(),
+        let serial = |var: VarId, extent: Expr, body: Stmt| {
+            wrap_loops(vec![(var, typed(0, d), extent)], body)
+        };
+        let clear = |buf: BufferId, k: VarId, value: Expr| {
+            serial(
+                k,
+                typed(64, d),
+                store(buf, vec![Expr::add(base.clone(), Expr::var(k))], value),
+            )
+        };
+        let mut put = vec![clear(marks, k, Expr::Int(0, DType::U8))];
+        match (sink, &a.stage) {
+            (Sink::Stage, Some(st)) => {
+                // At the row's start in the thread's block, plus the count so far.
+                let pos = Expr::add(at0(st.block), Expr::Cast(DType::I64, Box::new(at0(a.cnt))));
+                put.push(Stmt::Evaluate(Expr::Call {
+                    op: Intrinsic::CompressIota64,
+                    args: vec![
+                        Expr::load(st.indices, vec![pos.clone()]),
+                        base.clone(),
+                        at0(bw),
+                    ],
+                    dtype: d,
+                }));
+                put.push(Stmt::Evaluate(Expr::Call {
+                    op: Intrinsic::Compress64,
+                    args: vec![
+                        Expr::load(st.values, vec![pos]),
+                        Expr::load(wval, vec![base.clone()]),
+                        at0(bw),
+                    ],
+                    dtype: dt,
+                }));
+            }
+            (Sink::Discard, _) => {}
+            _ => {
+                return Err(invalid(
+                    self.span,
+                    "assembly: the byte marks are read back into the staging area only",
+                ))
+            }
+        }
+        put.push(set0(
+            a.cnt,
+            Expr::add(
+                at0(a.cnt),
                 Expr::Call {
-                    op: Intrinsic::Ctz,
+                    op: Intrinsic::Popcount,
                     args: vec![at0(bw)],
                     dtype: d,
                 },
             ),
-            body: put,
-            span: Span::default(),
-        }));
-        let serial = |var: VarId, extent: Expr, body: Stmt| {
-            wrap_loops(vec![(var, typed(0, d), extent)], body)
-        };
-        let clear = serial(
-            k,
-            typed(64, d),
-            store(
-                marks,
-                vec![Expr::add(base.clone(), Expr::var(k))],
-                Expr::Int(0, DType::U8),
-            ),
-        );
+        ));
+        put.push(clear(wval, k2, zero(dt)));
         let group = Stmt::seq(vec![
             set0(
                 bw,
                 Expr::Call {
                     op: Intrinsic::Mask64,
-                    args: vec![Expr::load(marks, vec![base])],
+                    args: vec![Expr::load(marks, vec![base.clone()])],
                     dtype: DType::U64,
                 },
             ),
             when(
                 Expr::binary(BinOp::Ne, at0(bw), Expr::Int(0, DType::U64)),
-                Stmt::seq(vec![
-                    clear,
-                    Stmt::While(Box::new(While {
-                        cond: Expr::binary(BinOp::Ne, at0(bw), Expr::Int(0, DType::U64)),
-                        body: column,
-                        span: Span::default(),
-                    })),
-                ]),
+                Stmt::seq(put),
             ),
         ]);
         Ok((

@@ -1,0 +1,185 @@
+//! `T.compress64`, `T.compress_iota64` and `T.popcount` (the group read-back of SpGEMM's dense
+//! workspace) on the stage II/III interpreter and in C — the AVX-512 forms and the portable
+//! loops (`-mno-avx512bw`: 8/16-bit elements by loop; `-mno-avx512f`: all by loop) — against
+//! the values computed here, for every element width, masks from empty to full; and the
+//! printed script read back equal.
+
+mod common;
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sparsetir_eval::ArgValue;
+use sparsetir_formats::Tensor;
+use sparsetir_ir::DType;
+use sparsetir_runtime::assembly::run_interp;
+use sparsetir_runtime::compile_c;
+
+use common::{have_cc, int, opts, Args};
+
+/// Group `w` of 64 source elements is compressed by mask `M[w]` to the count so far; its
+/// columns `64 w + base` likewise; the count goes up by the mask's set bits (`e = 64 g`; both
+/// destinations have a guard element after the `e` the widest masks fill). The groups run in
+/// order: nothing parallelizes the iteration.
+const SRC: &str = r#"
+@T.prim_func
+def comp(s: T.handle, m: T.handle, d: T.handle, di: T.handle, c: T.handle, g: T.int32, e: T.int32, base: T.int32) -> None:
+    T.func_attr({"sparse_tir_level": 2})
+    G = T.sp.dense_fixed(g)
+    G1 = T.sp.dense_fixed(g + 1)
+    E = T.sp.dense_fixed(e)
+    E1 = T.sp.dense_fixed(e + 1)
+    S = T.sp.match_buffer(s, (E,), "DT")
+    M = T.sp.match_buffer(m, (G,), "uint64")
+    D = T.sp.match_buffer(d, (E1,), "DT")
+    DI = T.sp.match_buffer(di, (E1,), "IT")
+    C = T.sp.match_buffer(c, (G1,), "int32")
+    with T.sp.iteration([G], "S", "comp") as [w]:
+        T.evaluate(T.compress64(D[C[w]], S[w * 64], M[w]))
+        T.evaluate(T.compress_iota64(DI[C[w]], T.Cast("IT", w * 64 + base), M[w]))
+        C[w + 1] = C[w] + T.popcount(M[w], dtype="int32")
+"#;
+
+fn masks() -> Vec<u64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(64);
+    let mut v = vec![
+        0,
+        u64::MAX,
+        1,
+        1 << 63,
+        0x5555_5555_5555_5555,
+        0xffff_0000_ffff_0000,
+        0x0000_0000_ffff_ffff,
+        0x8000_0001_0000_8000,
+    ];
+    v.extend((0..8).map(|_| rng.random::<u64>()));
+    v.extend((0..4).map(|_| rng.random::<u64>() & rng.random::<u64>() & rng.random::<u64>()));
+    v
+}
+
+#[test]
+fn compress_and_popcount_agree_on_every_path() {
+    let ms = masks();
+    let g = ms.len();
+    let base = 1000i64;
+    for (dt, it) in [
+        (DType::I8, DType::I32),
+        (DType::U8, DType::I64),
+        (DType::I16, DType::I32),
+        (DType::F16, DType::I32),
+        (DType::BF16, DType::I64),
+        (DType::I32, DType::I32),
+        (DType::F32, DType::I32),
+        (DType::F32, DType::I64),
+        (DType::I64, DType::I64),
+        (DType::F64, DType::I32),
+    ] {
+        let what = format!("{dt} / {it}");
+        let src = SRC.replace("DT", dt.name()).replace("IT", it.name());
+        let f = sparsetir_syntax::parse_func(&src).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+        let printed = sparsetir_ir::printer::print_func(&f);
+        let back = sparsetir_syntax::parse_func(&printed).expect("printed form parses");
+        assert!(sparsetir_ir::equal::func_eq(&f, &back), "{printed}");
+        // Source values exact in every dtype (0..97), no two alike within a run of 97.
+        let s: Vec<i64> = (0..g * 64).map(|i| ((i * 37) % 97) as i64).collect();
+        let guard = 77i64;
+        let args = || -> Args {
+            let mut a = HashMap::new();
+            let t = |d: DType, v: &[i64]| ArgValue::Array(Tensor::from_i64(d, v).unwrap());
+            a.insert("s".into(), t(dt, &s));
+            let mv: Vec<i64> = ms.iter().map(|&m| m as i64).collect();
+            a.insert("m".into(), t(DType::U64, &mv));
+            a.insert("d".into(), t(dt, &vec![guard; g * 64 + 1]));
+            a.insert("di".into(), t(it, &vec![guard; g * 64 + 1]));
+            a.insert("c".into(), t(DType::I32, &vec![0; g + 1]));
+            a.insert("g".into(), int(g));
+            a.insert("e".into(), int(g * 64));
+            a.insert("base".into(), ArgValue::Int(base));
+            a
+        };
+        let (mut want_d, mut want_i, mut want_c) = (Vec::new(), Vec::new(), vec![0i64]);
+        for (w, &m) in ms.iter().enumerate() {
+            for k in (0..64).filter(|k| m >> k & 1 == 1) {
+                want_d.push(s[w * 64 + k]);
+                want_i.push((w * 64 + k) as i64 + base);
+            }
+            want_c.push(want_d.len() as i64);
+        }
+        let total = want_d.len();
+        want_d.resize(g * 64 + 1, guard);
+        want_i.resize(g * 64 + 1, guard);
+        let get = |a: &Args, name: &str| -> Vec<i64> {
+            match a.get(name) {
+                Some(ArgValue::Array(t)) => (0..t.len()).map(|i| t.get_i64(i)).collect(),
+                _ => panic!("no {name}"),
+            }
+        };
+        let check = |a: &Args, path: &str| {
+            assert_eq!(get(a, "c"), want_c, "{what}, {path}: counts");
+            assert_eq!(
+                get(a, "d"),
+                want_d,
+                "{what}, {path}: values ({total} written)"
+            );
+            assert_eq!(get(a, "di"), want_i, "{what}, {path}: columns");
+        };
+        let mut i = args();
+        run_interp(&f, &mut i).unwrap_or_else(|e| panic!("{what}: interp: {e}"));
+        check(&i, "interpreter");
+        if have_cc() {
+            for flags in [&[][..], &["-mno-avx512bw"], &["-mno-avx512f"]] {
+                let mut o = opts("compress_ops");
+                o.flags = flags.iter().map(|x| x.to_string()).collect();
+                let k = compile_c(&f, &o).unwrap_or_else(|e| panic!("{what}: build: {e}"));
+                assert!(k.source().contains("sptir_compress64_"), "{what}");
+                let mut c = args();
+                k.run(&mut c)
+                    .unwrap_or_else(|e| panic!("{what}: C {flags:?}: {e}"));
+                check(&c, &format!("C {flags:?}"));
+            }
+        }
+    }
+}
+
+/// The statements are refused where they have no meaning: as values, on the CUDA target, and
+/// between buffers of different dtypes.
+#[test]
+fn compress_misuse_is_an_error() {
+    let mixed = SRC
+        .replace("\"DT\")\n    M", "\"float32\")\n    M")
+        .replace("DT", "int32")
+        .replace("IT", "int32");
+    let f = sparsetir_syntax::parse_func(&mixed).expect("parse");
+    let mut a: Args = HashMap::new();
+    let t = |d: DType, n: usize| ArgValue::Array(Tensor::zeros(d, vec![n]).unwrap());
+    a.insert("s".into(), t(DType::F32, 64));
+    a.insert(
+        "m".into(),
+        ArgValue::Array(Tensor::from_i64(DType::U64, &[3]).unwrap()),
+    );
+    a.insert("d".into(), t(DType::I32, 65));
+    a.insert("di".into(), t(DType::I32, 65));
+    a.insert("c".into(), t(DType::I32, 2));
+    a.insert("g".into(), int(1));
+    a.insert("e".into(), int(64));
+    a.insert("base".into(), ArgValue::Int(0));
+    let e = run_interp(&f, &mut a).expect_err("dtypes differ");
+    assert!(e.to_string().contains("one dtype"), "{e}");
+    if have_cc() {
+        let Err(e) = compile_c(&f, &opts("compress_ops")) else {
+            panic!("dtypes differ")
+        };
+        assert!(e.to_string().contains("compress64"), "{e}");
+    }
+    let cuda = sparsetir_runtime::build::emit_cuda(
+        &sparsetir_syntax::parse_func(&SRC.replace("DT", "float32").replace("IT", "int32"))
+            .expect("parse"),
+        None,
+        &[],
+    );
+    let Err(e) = cuda else {
+        panic!("no compress on CUDA")
+    };
+    assert!(e.to_string().contains("CPUs only"), "{e}");
+}
