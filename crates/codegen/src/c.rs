@@ -778,7 +778,7 @@ impl<'f> Writer<'f> {
             head.insert_str(kernel_at, prelude::MASK64_PRELUDE);
         }
         if self.uses_compress64 {
-            head.insert_str(kernel_at, prelude::COMPRESS64_PRELUDE);
+            head.insert_str(kernel_at, &prelude::compress64_prelude());
         }
         if half::uses_half(func) {
             head.insert_str(kernel_at, &half::c_prelude());

@@ -390,16 +390,20 @@ impl<'f> Writer<'f> {
         ))
     }
 
-    /// `T.ctz(x)`: trailing zero bits of integer `x`, its width when `x` is 0.
-    fn ctz(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+    /// The operand of a bit-counting intrinsic (`ctz`, `popcount`) as an unsigned C value of
+    /// 32 or 64 bits holding only the operand's own bits, with the operand's width and whether
+    /// it takes 64 bits.
+    fn bit_operand(&mut self, name: &str, args: &[Expr], dt: DType) -> Res<(String, u32, bool)> {
         let [a] = args else {
-            return Err(self.invalid("`ctz` takes one argument"));
+            return Err(self.invalid(format!("`{name}` takes one argument")));
         };
         let (x, xd) = self.expr(a)?;
         if !xd.is_integer() || !dt.is_integer() {
-            return Err(self.invalid(format!("`ctz` takes and gives integers, got {xd} -> {dt}")));
+            return Err(self.invalid(format!(
+                "`{name}` takes and gives integers, got {xd} -> {dt}"
+            )));
         }
-        self.ctype(dt, "ctz")?;
+        self.ctype(dt, name)?;
         let bits = xd.bits();
         let wide = bits > 32;
         let u = if wide {
@@ -417,6 +421,12 @@ impl<'f> Writer<'f> {
         } else {
             v
         };
+        Ok((v, bits, wide))
+    }
+
+    /// `T.ctz(x)`: trailing zero bits of integer `x`, its width when `x` is 0.
+    fn ctz(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
+        let (v, bits, wide) = self.bit_operand("ctz", args, dt)?;
         let count = match (self.target, wide) {
             (Target::Cuda, true) => format!("(__ffsll((long long){v}) - 1)"),
             (Target::Cuda, false) => format!("(__ffs((int){v}) - 1)"),
@@ -426,34 +436,15 @@ impl<'f> Writer<'f> {
         let text = format!("(({v}) == 0 ? {bits} : {count})");
         Ok((cast(text, DType::I32, dt), dt))
     }
-}
 
-impl<'f> Writer<'f> {
     /// `T.popcount(x)`: the set bits of integer `x` (of its own width).
     fn popcount(&mut self, args: &[Expr], dt: DType) -> Res<(String, DType)> {
-        let [a] = args else {
-            return Err(self.invalid("`popcount` takes one argument"));
-        };
-        let (x, xd) = self.expr(a)?;
-        if !xd.is_integer() || !dt.is_integer() {
-            return Err(self.invalid(format!(
-                "`popcount` takes and gives integers, got {xd} -> {dt}"
-            )));
-        }
-        self.ctype(dt, "popcount")?;
-        let bits = xd.bits();
-        let wide = bits > 32;
-        let v = cast(x, xd, if wide { DType::U64 } else { DType::U32 });
-        let v = if bits < 32 {
-            format!("(({v}) & {}u)", (1u64 << bits) - 1)
-        } else {
-            v
-        };
+        let (v, _, wide) = self.bit_operand("popcount", args, dt)?;
         let count = match (self.target, wide) {
-            (Target::Cuda, true) => format!("__popcll((unsigned long long){v})"),
-            (Target::Cuda, false) => format!("__popc((unsigned int){v})"),
-            (_, true) => format!("__builtin_popcountll((unsigned long long){v})"),
-            (_, false) => format!("__builtin_popcount((unsigned int){v})"),
+            (Target::Cuda, true) => format!("__popcll({v})"),
+            (Target::Cuda, false) => format!("__popc({v})"),
+            (_, true) => format!("__builtin_popcountll({v})"),
+            (_, false) => format!("__builtin_popcount({v})"),
         };
         Ok((cast(count, DType::I32, dt), dt))
     }

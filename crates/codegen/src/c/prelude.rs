@@ -167,113 +167,82 @@ static inline uint64_t sptir_mask64(const void* q) {
 
 "#;
 
-/// `sptir_compress64_<bits>` and `sptir_compress_iota64_<bits>`, for `T.compress64` and
-/// `T.compress_iota64` (added to the module's head when a kernel writes with them).
-pub(super) const COMPRESS64_PRELUDE: &str = r#"#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-/* T.compress64: d[r] = s[k] for the r-th set bit k of m (bit 0 first); exactly popcount(m)
-   elements are written and only the selected ones read. With AVX-512 each 64 bytes of the
-   source are one masked load, one compress and one masked store (16-bit and 8-bit elements
-   need AVX512-VBMI2); a loop over the set bits otherwise. */
-#define SPTIR_COMPRESS_LOOP(T)                                                     \
-    {                                                                              \
-        T* dp = (T*)d;                                                             \
-        const T* sp = (const T*)s;                                                 \
-        while (m) {                                                                \
-            *dp++ = sp[__builtin_ctzll(m)];                                        \
-            m &= m - 1;                                                            \
-        }                                                                          \
+/// `sptir_compress64_<bits>` (8, 16, 32, 64) and `sptir_compress_iota64_<bits>` (32, 64), for
+/// `T.compress64` and `T.compress_iota64` (added to the module's head when a kernel writes with
+/// them): one template per helper, instantiated for each element width.
+pub(super) fn compress64_prelude() -> String {
+    let mut out = String::from(
+        "#if defined(__AVX512F__)\n#include <immintrin.h>\n#endif\n\
+         /* T.compress64: d[r] = s[k] for the r-th set bit k of m (bit 0 first); exactly\n   \
+         popcount(m) elements are written and only the selected ones read. With AVX-512 each 64\n   \
+         bytes of the source are one masked load, one compress and one masked store (16-bit and\n   \
+         8-bit elements need AVX512-VBMI2); a loop over the set bits otherwise.\n   \
+         T.compress_iota64: d[r] = base + k likewise (the columns of a group of 64 marks). */\n",
+    );
+    // (element bits, AVX-512 lanes per vector, suffix of the intrinsics, target test)
+    let widths = [
+        (
+            8,
+            64,
+            "epi8",
+            "defined(__AVX512VBMI2__) && defined(__AVX512BW__)",
+        ),
+        (
+            16,
+            32,
+            "epi16",
+            "defined(__AVX512VBMI2__) && defined(__AVX512BW__)",
+        ),
+        (32, 16, "epi32", "defined(__AVX512F__)"),
+        (64, 8, "epi64", "defined(__AVX512F__)"),
+    ];
+    for (bits, lanes, sfx, test) in widths {
+        let groups = 64 / lanes;
+        out.push_str(&format!(
+            "static inline void sptir_compress64_{bits}(void* d, const void* s, uint64_t m) {{\n\
+             \x20   uint{bits}_t* dp = (uint{bits}_t*)d;\n\
+             \x20   const uint{bits}_t* sp = (const uint{bits}_t*)s;\n\
+             #if {test}\n\
+             \x20   for (int q = 0; q < {groups}; q++) {{\n\
+             \x20       const __mmask{lanes} k = (__mmask{lanes})(m >> ({lanes} * q));\n\
+             \x20       const int c = __builtin_popcountll((uint64_t)k);\n\
+             \x20       const __m512i v = _mm512_maskz_compress_{sfx}(k, _mm512_maskz_loadu_{sfx}(k, sp + {lanes} * q));\n\
+             \x20       _mm512_mask_storeu_{sfx}(dp, (__mmask{lanes})(c >= 64 ? ~0ull : (1ull << c) - 1), v);\n\
+             \x20       dp += c;\n\
+             \x20   }}\n\
+             #else\n\
+             \x20   while (m) {{\n\
+             \x20       *dp++ = sp[__builtin_ctzll(m)];\n\
+             \x20       m &= m - 1;\n\
+             \x20   }}\n\
+             #endif\n\
+             }}\n"
+        ));
     }
-static inline void sptir_compress64_8(void* d, const void* s, uint64_t m) {
-#if defined(__AVX512VBMI2__) && defined(__AVX512BW__)
-    const __m512i v = _mm512_maskz_compress_epi8((__mmask64)m, _mm512_maskz_loadu_epi8((__mmask64)m, s));
-    const int c = __builtin_popcountll(m);
-    _mm512_mask_storeu_epi8(d, c == 64 ? ~(__mmask64)0 : (((__mmask64)1 << c) - 1), v);
-#else
-    SPTIR_COMPRESS_LOOP(uint8_t)
-#endif
+    for (bits, lanes) in [(32, 16), (64, 8)] {
+        let groups = 64 / lanes;
+        let iota: Vec<String> = (0..lanes).map(|k| k.to_string()).collect();
+        out.push_str(&format!(
+            "static inline void sptir_compress_iota64_{bits}(int{bits}_t* d, int{bits}_t base, uint64_t m) {{\n\
+             #if defined(__AVX512F__)\n\
+             \x20   const __m512i iota = _mm512_setr_epi{bits}({iota});\n\
+             \x20   for (int q = 0; q < {groups}; q++) {{\n\
+             \x20       const __mmask{lanes} k = (__mmask{lanes})(m >> ({lanes} * q));\n\
+             \x20       const int c = __builtin_popcount((unsigned)k);\n\
+             \x20       const __m512i v = _mm512_add_epi{bits}(iota, _mm512_set1_epi{bits}(base + {lanes} * q));\n\
+             \x20       _mm512_mask_storeu_epi{bits}(d, (__mmask{lanes})((1u << c) - 1), _mm512_maskz_compress_epi{bits}(k, v));\n\
+             \x20       d += c;\n\
+             \x20   }}\n\
+             #else\n\
+             \x20   while (m) {{\n\
+             \x20       *d++ = base + (int{bits}_t)__builtin_ctzll(m);\n\
+             \x20       m &= m - 1;\n\
+             \x20   }}\n\
+             #endif\n\
+             }}\n",
+            iota = iota.join(", ")
+        ));
+    }
+    out.push('\n');
+    out
 }
-static inline void sptir_compress64_16(void* d, const void* s, uint64_t m) {
-#if defined(__AVX512VBMI2__) && defined(__AVX512BW__)
-    uint16_t* dp = (uint16_t*)d;
-    const uint16_t* sp = (const uint16_t*)s;
-    for (int q = 0; q < 2; q++) {
-        const __mmask32 k = (__mmask32)(m >> (32 * q));
-        const int c = __builtin_popcount((unsigned)k);
-        const __m512i v = _mm512_maskz_compress_epi16(k, _mm512_maskz_loadu_epi16(k, sp + 32 * q));
-        _mm512_mask_storeu_epi16(dp, c == 32 ? ~(__mmask32)0 : (((__mmask32)1 << c) - 1), v);
-        dp += c;
-    }
-#else
-    SPTIR_COMPRESS_LOOP(uint16_t)
-#endif
-}
-static inline void sptir_compress64_32(void* d, const void* s, uint64_t m) {
-#if defined(__AVX512F__)
-    uint32_t* dp = (uint32_t*)d;
-    const uint32_t* sp = (const uint32_t*)s;
-    for (int q = 0; q < 4; q++) {
-        const __mmask16 k = (__mmask16)(m >> (16 * q));
-        const int c = __builtin_popcount((unsigned)k);
-        const __m512i v = _mm512_maskz_compress_epi32(k, _mm512_maskz_loadu_epi32(k, sp + 16 * q));
-        _mm512_mask_storeu_epi32(dp, (__mmask16)((1u << c) - 1), v);
-        dp += c;
-    }
-#else
-    SPTIR_COMPRESS_LOOP(uint32_t)
-#endif
-}
-static inline void sptir_compress64_64(void* d, const void* s, uint64_t m) {
-#if defined(__AVX512F__)
-    uint64_t* dp = (uint64_t*)d;
-    const uint64_t* sp = (const uint64_t*)s;
-    for (int q = 0; q < 8; q++) {
-        const __mmask8 k = (__mmask8)(m >> (8 * q));
-        const int c = __builtin_popcount((unsigned)k);
-        const __m512i v = _mm512_maskz_compress_epi64(k, _mm512_maskz_loadu_epi64(k, sp + 8 * q));
-        _mm512_mask_storeu_epi64(dp, (__mmask8)((1u << c) - 1), v);
-        dp += c;
-    }
-#else
-    SPTIR_COMPRESS_LOOP(uint64_t)
-#endif
-}
-/* T.compress_iota64: d[r] = base + k for the r-th set bit k of m (the columns of a group of
-   64 marks, in order). */
-static inline void sptir_compress_iota64_32(int32_t* d, int32_t base, uint64_t m) {
-#if defined(__AVX512F__)
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int q = 0; q < 4; q++) {
-        const __mmask16 k = (__mmask16)(m >> (16 * q));
-        const int c = __builtin_popcount((unsigned)k);
-        const __m512i v = _mm512_add_epi32(iota, _mm512_set1_epi32(base + 16 * q));
-        _mm512_mask_storeu_epi32(d, (__mmask16)((1u << c) - 1), _mm512_maskz_compress_epi32(k, v));
-        d += c;
-    }
-#else
-    while (m) {
-        *d++ = base + (int32_t)__builtin_ctzll(m);
-        m &= m - 1;
-    }
-#endif
-}
-static inline void sptir_compress_iota64_64(int64_t* d, int64_t base, uint64_t m) {
-#if defined(__AVX512F__)
-    const __m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int q = 0; q < 8; q++) {
-        const __mmask8 k = (__mmask8)(m >> (8 * q));
-        const int c = __builtin_popcount((unsigned)k);
-        const __m512i v = _mm512_add_epi64(iota, _mm512_set1_epi64(base + 8 * q));
-        _mm512_mask_storeu_epi64(d, (__mmask8)((1u << c) - 1), _mm512_maskz_compress_epi64(k, v));
-        d += c;
-    }
-#else
-    while (m) {
-        *d++ = base + (int64_t)__builtin_ctzll(m);
-        m &= m - 1;
-    }
-#endif
-}
-
-"#;
