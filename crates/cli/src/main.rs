@@ -121,7 +121,7 @@ enum Command {
         no_preprocess: bool,
         /// A function that assembles a sparse output: lower it for this phase only —
         /// `symbolic`, `numeric` (the default prints both), or the staged pass the C backend
-        /// runs for SpGEMM: `bound`, `staged`, `staged_dense`, `gather`.
+        /// runs for SpGEMM: `bound`, `staged`, `staged_dense`, `staged_groups`, `gather`.
         #[arg(long, value_name = "PHASE")]
         phase: Option<String>,
     },

@@ -417,13 +417,10 @@ impl<'f> Writer<'f> {
             }
             s.for_each_expr(|e| {
                 e.visit(&mut |x| {
-                    if let Expr::Call {
-                        op: Intrinsic::AtomicAdd,
-                        args,
-                        ..
-                    } = x
-                    {
-                        if let Some(Expr::Load { buffer, .. }) = args.first() {
+                    if let Expr::Call { op, args, .. } = x {
+                        if let (true, Some(Expr::Load { buffer, .. })) =
+                            (op.writes_first_arg(), args.first())
+                        {
                             stored.insert(*buffer);
                         }
                     }

@@ -214,6 +214,19 @@ impl Intrinsic {
         Intrinsic::ALL.iter().copied().find(|i| i.name() == name)
     }
 
+    /// The intrinsics that write the buffer element their first argument names (and, for the
+    /// statements, the elements after it): `atomic_add`, `sort_range`, `compress64`,
+    /// `compress_iota64`.
+    pub fn writes_first_arg(self) -> bool {
+        matches!(
+            self,
+            Intrinsic::AtomicAdd
+                | Intrinsic::SortRange
+                | Intrinsic::Compress64
+                | Intrinsic::CompressIota64
+        )
+    }
+
     /// Number of expression arguments (`min_value`/`max_value` take only a dtype string).
     pub fn arity(self) -> usize {
         match self {

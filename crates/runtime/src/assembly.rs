@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::{Tensor, TensorData};
-use sparsetir_ir::{AxisId, BufferId, DType, Expr, IRModule, PrimFunc, VarId};
+use sparsetir_ir::{AxisId, BufferId, DType, Expr, IRModule, IterAxis, PrimFunc, Stmt, VarId};
 pub use sparsetir_transform::assembles;
 use sparsetir_transform::{lower, stage_param, Phase, PipelineOptions};
 
@@ -278,8 +278,9 @@ pub enum Plan {
     /// Symbolic (row counts), allocation, numeric (fill).
     TwoPhase,
     /// Bound (each row's stores), staging area, staged (one pass over the products, with the
-    /// bitmap workspace or, where rows are dense, the byte marks of [`Phase::StagedDense`]),
-    /// gather (the staged rows copied into the output; see [`Phase::Staged`]).
+    /// bitmap workspace or, where rows are dense, the byte marks of [`Phase::StagedDense`], or
+    /// where their columns cluster, the grouped byte marks of [`Phase::StagedGroups`]), gather
+    /// (the staged rows copied into the output; see [`Phase::Staged`]).
     Staged,
 }
 
@@ -292,11 +293,79 @@ impl Plan {
                 Phase::Bound,
                 Phase::Staged,
                 Phase::StagedDense,
+                Phase::StagedGroups,
                 Phase::Gather,
             ],
         }
     }
 }
+
+/// The operand whose fibers give an assembled output its columns: the compressed axis an
+/// iteration that stores into an assembled buffer walks last (the rows of `B` in
+/// `C[i, j] += A[i, k] * B[k, j]`), as the names of its `indptr` and `indices` parameters.
+fn column_operand(f: &PrimFunc) -> Option<(String, String)> {
+    let asm = Assembled::of(f);
+    let name = |v: VarId| f.vars[v].name.clone();
+    let mut found = None;
+    f.body.visit(&mut |s| {
+        let Stmt::SparseIteration(it) = s else { return };
+        let mut assembles = false;
+        it.body.visit(&mut |x| {
+            assembles |= matches!(x, Stmt::Store(st) if asm.buffers.contains_key(&st.buffer))
+        });
+        let (Some(IterAxis::Axis(a)) | Some(IterAxis::Attach { axis: a, .. })) = it.axes.last()
+        else {
+            return;
+        };
+        let Some(ax) = f.axes.get(*a) else { return };
+        if let (true, false, true, Some(p), Some(x)) = (
+            assembles,
+            ax.assembled,
+            ax.kind.is_compressed(),
+            ax.indptr,
+            ax.indices,
+        ) {
+            found.get_or_insert((name(p), name(x)));
+        }
+    });
+    found
+}
+
+/// Columns per group of 64 columns touched, on average over the fibers of a compressed axis
+/// (`indptr`, `indices`): about 1 where a fiber's columns spread over the axis (graphs), more
+/// where they cluster (meshes in a good order). Read from at most 1,024 fibers spread over the
+/// axis, so that it costs a few microseconds whatever the operand's size; unsorted fibers
+/// count more groups (a lower figure, the bitmap workspace), which is safe.
+fn columns_per_group(indptr: &Tensor, indices: &Tensor) -> Option<f64> {
+    fn go<P: Copy + Into<i64>, X: Copy + Into<i64>>(ip: &[P], ix: &[X]) -> Option<f64> {
+        let fibers = ip.len().checked_sub(1)?;
+        let step = fibers.div_ceil(1024).max(1);
+        let (mut entries, mut groups) = (0u64, 0u64);
+        for r in (0..fibers).step_by(step) {
+            let lo = usize::try_from(ip[r].into()).ok()?;
+            let hi = usize::try_from(ip[r + 1].into()).ok()?;
+            let mut prev = -1i64;
+            for &c in ix.get(lo..hi)? {
+                let g = c.into() >> 6;
+                groups += u64::from(g != prev);
+                prev = g;
+            }
+            entries += (hi - lo) as u64;
+        }
+        (groups > 0).then(|| entries as f64 / groups as f64)
+    }
+    match (&indptr.data, &indices.data) {
+        (TensorData::I32(p), TensorData::I32(x)) => go(p, x),
+        (TensorData::I64(p), TensorData::I64(x)) => go(p, x),
+        (TensorData::I32(p), TensorData::I64(x)) => go(p, x),
+        (TensorData::I64(p), TensorData::I32(x)) => go(p, x),
+        _ => None,
+    }
+}
+
+/// The grouped byte marks ([`Phase::StagedGroups`]) are taken where the column operand holds
+/// at least this many columns per group of 64 it touches.
+const GROUPED_COLUMNS: f64 = 1.5;
 
 /// Whether `f`'s outputs can be assembled in one staged pass: each assembled axis carries one
 /// value buffer (the staged lowering then decides whether the iteration suits it).
@@ -311,8 +380,8 @@ pub fn run_interp(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<
     run_interp_with(f, args, None)
 }
 
-/// [`run_interp`] with the staged workspace forced (`Phase::Staged` or `Phase::StagedDense`)
-/// instead of chosen from the bound phase. For tests of both.
+/// [`run_interp`] with the staged workspace forced (`Phase::Staged`, `Phase::StagedDense` or
+/// `Phase::StagedGroups`) instead of chosen from the bound phase. For tests of each.
 #[doc(hidden)]
 pub fn run_interp_with(
     f: &PrimFunc,
@@ -350,6 +419,7 @@ pub fn run_interp_with(
         Some(staged) => {
             let bound = lowered(Some(Phase::Bound))?;
             let dense = lowered(Some(Phase::StagedDense))?;
+            let groups = lowered(Some(Phase::StagedGroups))?;
             let gather = lowered(Some(Phase::Gather))?;
             let opts = StagedOptions {
                 threads: 1,
@@ -360,6 +430,7 @@ pub fn run_interp_with(
                 let func = match phase {
                     Phase::Bound => &bound,
                     Phase::StagedDense => &dense,
+                    Phase::StagedGroups => &groups,
                     Phase::Gather => &gather,
                     _ => &staged,
                 };
@@ -434,9 +505,17 @@ fn run_staged(
         let cap = first_cap.unwrap_or(sized);
         caps.push((cap, g));
     }
+    let clustered = || {
+        let (ip, ix) = column_operand(f)?;
+        match (work.get(&ip), work.get(&ix)) {
+            (Some(ArgValue::Array(p)), Some(ArgValue::Array(x))) => columns_per_group(p, x),
+            _ => None,
+        }
+    };
     let staged = match workspace {
         Some(p) if p.is_staged() => p,
         _ if dense => Phase::StagedDense,
+        _ if clustered().is_some_and(|c| c >= GROUPED_COLUMNS) => Phase::StagedGroups,
         _ => Phase::Staged,
     };
     for attempt in 0.. {
@@ -604,6 +683,7 @@ impl AssembledKernel {
                     lower_one(Phase::Bound)?,
                     staged,
                     lower_one(Phase::StagedDense)?,
+                    lower_one(Phase::StagedGroups)?,
                     lower_one(Phase::Gather)?,
                 ],
             ),
@@ -631,9 +711,9 @@ impl AssembledKernel {
         })
     }
 
-    /// Staged plan: always uses `workspace` (`Phase::Staged`, the bitmap, or
-    /// `Phase::StagedDense`, the byte marks) instead of choosing from the bound phase. For tests
-    /// of both.
+    /// Staged plan: always uses `workspace` (`Phase::Staged`, the bitmap, `Phase::StagedDense`,
+    /// the byte marks, or `Phase::StagedGroups`, the grouped byte marks) instead of choosing
+    /// from the bound phase and the operands. For tests of each.
     #[doc(hidden)]
     pub fn with_workspace(mut self, workspace: Phase) -> AssembledKernel {
         self.workspace = Some(workspace);
@@ -793,5 +873,47 @@ mod tests {
             data: TensorData::I64(vec![0, i64::MAX, 5]),
         };
         assert_eq!(sum_from_second(&huge), i64::MAX);
+    }
+
+    #[test]
+    fn columns_per_group_counts_groups_of_64_within_each_fiber() {
+        // Fiber 0: columns 0..4 (one group); fiber 1: 0, 64, 128 (three); fiber 2 empty;
+        // fiber 3: 63, 64 (two groups).
+        let ip = t32(&[0, 4, 7, 7, 9]);
+        let ix = t32(&[0, 1, 2, 3, 0, 64, 128, 63, 64]);
+        assert_eq!(columns_per_group(&ip, &ix), Some(9.0 / 6.0));
+        let ix64 = Tensor {
+            shape: vec![9],
+            data: TensorData::I64(vec![0, 1, 2, 3, 0, 64, 128, 63, 64]),
+        };
+        assert_eq!(columns_per_group(&ip, &ix64), Some(1.5));
+        // Unsorted: 0, 64, 1 counts three groups.
+        assert_eq!(
+            columns_per_group(&t32(&[0, 3]), &t32(&[0, 64, 1])),
+            Some(1.0)
+        );
+        // Nothing stored, no fibers, or positions past the indices: no figure.
+        assert_eq!(columns_per_group(&t32(&[0, 0]), &t32(&[])), None);
+        assert_eq!(columns_per_group(&t32(&[]), &t32(&[])), None);
+        assert_eq!(columns_per_group(&t32(&[0, 5]), &t32(&[1, 2])), None);
+        // Many fibers: sampled (1,024 of 10,000), the figure unchanged for a uniform operand.
+        let n = 10_000;
+        let ip: Vec<i32> = (0..=n).map(|r| r * 4).collect();
+        let ix: Vec<i32> = (0..n).flat_map(|r| [r, r + 1, r + 2, r + 3]).collect();
+        let c = columns_per_group(&t32(&ip), &t32(&ix)).expect("a figure");
+        assert!((2.0..=4.0).contains(&c), "{c}");
+    }
+
+    #[test]
+    fn the_column_operand_is_the_axis_the_assembly_walks_last() {
+        let f = |name: &str| sparsetir_ops::load(name).expect("kernel");
+        assert_eq!(
+            column_operand(&f("spgemm")),
+            Some(("b_indptr".to_string(), "b_indices".to_string()))
+        );
+        // Merge assemblies walk a co-iteration last: no single operand.
+        assert_eq!(column_operand(&f("spadd")), None);
+        // Nothing assembled.
+        assert_eq!(column_operand(&f("csrmm")), None);
     }
 }

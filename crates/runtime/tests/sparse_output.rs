@@ -284,12 +284,13 @@ fn spgemm_stages_in_one_pass_and_merges_take_two_phases() {
     }
 }
 
-/// Both workspaces of the staged pass — the bitmap and the byte marks read 64 at a time — on
-/// the interpreter and in C (the byte marks also through the AVX2 and the portable
-/// `sptir_mask64`), whatever the bound phase would choose: widths around multiples of 64
-/// (the marks are padded to whole groups), empty rows and operands, sparse and dense rows.
+/// The three workspaces of the staged pass — the bitmap, the byte marks read 64 at a time, and
+/// the byte marks found through a byte per group — on the interpreter and in C (the byte marks
+/// also through the AVX2 and the portable `sptir_mask64` and compress loops), whatever the
+/// bound phase would choose: widths around multiples of 64 and of 4,096 (the marks and the
+/// group bytes are padded to whole groups), empty rows and operands, sparse and dense rows.
 #[test]
-fn spgemm_both_staged_workspaces_on_every_backend() {
+fn spgemm_every_staged_workspace_on_every_backend() {
     use sparsetir_transform::Phase;
     let f = sparsetir_ops::load("spgemm").expect("kernel");
     let parallel = PARALLEL.replace("{name}", "spgemm");
@@ -304,16 +305,18 @@ fn spgemm_both_staged_workspaces_on_every_backend() {
         (40, 25, 130, 0.15, 0.05),
         (60, 90, 200, 0.02, 0.02),
         (5, 8, 63, 0.0, 0.5),
+        // Past one group of 64 group bytes (4,096 columns): two words of `groups`.
+        (12, 30, 4160, 0.2, 0.01),
     ] {
         cases.push((
             Csr::random(&mut rng, m, k, da),
             Csr::random(&mut rng, k, n, db),
         ));
     }
-    for ws in [Phase::Staged, Phase::StagedDense] {
+    for ws in [Phase::Staged, Phase::StagedDense, Phase::StagedGroups] {
         let mut kernels = Vec::new();
         if have_cc() {
-            let flag_sets: &[&[&str]] = if ws == Phase::StagedDense {
+            let flag_sets: &[&[&str]] = if ws.has_marks() {
                 &[&[], &["-mno-avx512bw"], &["-mno-avx512bw", "-mno-avx2"]]
             } else {
                 &[&[]]

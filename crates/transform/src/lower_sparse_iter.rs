@@ -976,6 +976,7 @@ impl Lowerer {
                     .chain(&a.bits)
                     .chain(&a.top)
                     .chain(&a.marks)
+                    .chain(&a.groups)
                     .chain(
                         a.stage
                             .as_ref()

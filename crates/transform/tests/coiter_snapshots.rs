@@ -97,6 +97,7 @@ fn spgemm_staged_phases() {
         Phase::Bound,
         Phase::Staged,
         Phase::StagedDense,
+        Phase::StagedGroups,
         Phase::Gather,
     ] {
         for stage in [Stage::II, Stage::III] {
@@ -155,6 +156,17 @@ fn spgemm_staged_phases() {
                     assert_eq!(text.matches("T.compress_iota64(").count(), 1, "{what}");
                     assert_eq!(text.matches("T.compress64(").count(), 1, "{what}");
                     assert_eq!(text.matches("T.popcount(").count(), 2, "{what}");
+                    assert!(!text.contains("groups["), "{what}");
+                }
+                Phase::StagedGroups => {
+                    // The groups marked in a second level of bytes, 64 at a time: a `while`
+                    // over each word of group marks in both read-backs, and the same group
+                    // writes as the dense workspace.
+                    assert!(text.contains("marks") && text.contains("groups["), "{what}");
+                    assert!(!text.contains("bits["), "{what}");
+                    assert_eq!(text.matches("while ").count(), 2, "{what}");
+                    assert_eq!(text.matches("T.mask64(").count(), 4, "{what}");
+                    assert_eq!(text.matches("T.compress64(").count(), 1, "{what}");
                 }
                 _ => {
                     assert!(

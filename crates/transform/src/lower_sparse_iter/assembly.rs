@@ -14,8 +14,10 @@
 //!   bitmaps, clearing what it reads, with no sort. Otherwise the workspace holds stamps
 //!   (`flag[col] = row + 1`) and the appended columns are sorted (`T.sort_range`).
 //! - **One pass.** A Gustavson assembly over a default of 0 may instead be lowered as
-//!   [`Phase::Bound`] (each row's stores), [`Phase::Staged`] / [`Phase::StagedDense`] (the row
-//!   gathered once, in the bitmap or in byte marks, and read back into a block of a staging
+//!   [`Phase::Bound`] (each row's stores), [`Phase::Staged`] / [`Phase::StagedDense`] /
+//!   [`Phase::StagedGroups`] (the row gathered once, in the bitmap or in byte marks — every
+//!   group of 64 scanned, or the groups marked in a second level of bytes — and read back into
+//!   a block of a staging
 //!   area that the thread takes with an atomic addition) and [`Phase::Gather`] (staged rows
 //!   copied into the output the runtime allocated from the offsets); see `runtime::assembly`.
 
@@ -56,6 +58,13 @@ pub enum Phase {
     /// scanning every 64 marks at once (`T.mask64`). The runtime picks it when the bound phase
     /// says the average row makes at least a sixteenth as many stores as there are columns.
     StagedDense,
+    /// [`Phase::StagedDense`] for rows whose columns cluster (meshes in a good order): besides
+    /// the byte marks, one byte per group of 64 marks (`groups[c >> 6] = 1`, again a plain
+    /// store); the row is read back from the groups marked, found 64 at a time
+    /// (`T.mask64` over `groups`), instead of from every group. The runtime picks it when the
+    /// rows of the operand that gives the output its columns hold, on average, at least 1.5
+    /// columns per group of 64 they touch (where that operand is known).
+    StagedGroups,
     /// After [`Phase::Staged`] and the allocation of the output from the offsets: each row's
     /// staged columns and values copied into the output (the row loop only, with the schedule
     /// of the rows: a parallel row loop copies in parallel).
@@ -75,6 +84,7 @@ impl Phase {
             Phase::Bound => "bound",
             Phase::Staged => "staged",
             Phase::StagedDense => "staged_dense",
+            Phase::StagedGroups => "staged_groups",
             Phase::Gather => "gather",
         }
     }
@@ -85,18 +95,28 @@ impl Phase {
         matches!(self, Phase::Symbolic | Phase::Bound | Phase::Gather)
     }
 
-    /// One of the two staged phases (bitmap or byte-mark workspace).
+    /// One of the staged phases (bitmap, byte-mark or grouped byte-mark workspace).
     pub fn is_staged(self) -> bool {
-        matches!(self, Phase::Staged | Phase::StagedDense)
+        matches!(
+            self,
+            Phase::Staged | Phase::StagedDense | Phase::StagedGroups
+        )
+    }
+
+    /// A staged phase with the byte-mark workspace ([`Phase::StagedDense`] or
+    /// [`Phase::StagedGroups`]).
+    pub fn has_marks(self) -> bool {
+        matches!(self, Phase::StagedDense | Phase::StagedGroups)
     }
 
     /// Every phase, in the order of [`Phase::name`]'s table.
-    pub const ALL: [Phase; 6] = [
+    pub const ALL: [Phase; 7] = [
         Phase::Symbolic,
         Phase::Numeric,
         Phase::Bound,
         Phase::Staged,
         Phase::StagedDense,
+        Phase::StagedGroups,
         Phase::Gather,
     ];
 
@@ -150,6 +170,8 @@ pub(super) struct Asm {
     pub top: Option<BufferId>,
     /// Dense staged workspace: one byte per column (`uint8`, padded to whole groups of 64).
     pub marks: Option<BufferId>,
+    /// Grouped staged workspace: one byte per group of 64 marks (`uint8`, padded likewise).
+    pub groups: Option<BufferId>,
     /// Bound and staged phases: the stores the row makes (`int64`).
     pub stores: Option<BufferId>,
     /// Staged phase: the staging area and the thread's block of it.
@@ -379,15 +401,20 @@ impl Lowerer {
         if phase == Phase::Bound || phase.is_staged() {
             stores = Some(local_buffer(&mut self.f, "nst", Expr::int(1), DType::I64));
         }
-        let mut marks = None;
+        let (mut marks, mut groups) = (None, None);
         if phase == Phase::Bound {
             // Only the stores are counted.
-        } else if phase == Phase::StagedDense {
-            // Both padded to whole groups of 64: the read-back takes a group at a time.
+        } else if phase.has_marks() {
+            // Padded to whole groups of 64: the read-back takes a group at a time.
             let dt = self.f.buffers[buffer].dtype;
-            let padded = Expr::mul(words(&n, WORD_SHIFT, idtype), Expr::Int(64, idtype));
+            let nw = words(&n, WORD_SHIFT, idtype);
+            let padded = Expr::mul(nw.clone(), Expr::Int(64, idtype));
             wval = Some(local_buffer(&mut self.f, "wval", padded.clone(), dt));
             marks = Some(local_buffer(&mut self.f, "marks", padded, DType::U8));
+            if phase == Phase::StagedGroups {
+                let padded = Expr::mul(words(&nw, WORD_SHIFT, idtype), Expr::Int(64, idtype));
+                groups = Some(local_buffer(&mut self.f, "groups", padded, DType::U8));
+            }
             stage = Some(self.stage_bufs(buffer, axis, it.span)?);
         } else if phase == Phase::Gather {
             stage = Some(self.stage_bufs(buffer, axis, it.span)?);
@@ -436,6 +463,7 @@ impl Lowerer {
             bits,
             top,
             marks,
+            groups,
             stores,
             stage,
         }))
@@ -538,6 +566,7 @@ impl Lowerer {
         allocs.extend(a.bits);
         allocs.extend(a.top);
         allocs.extend(a.marks);
+        allocs.extend(a.groups);
         allocs.extend(a.stores);
         if let Some(nst) = a.stores {
             pro.push(set0(nst, Expr::Int(0, DType::I64)));
@@ -560,16 +589,17 @@ impl Lowerer {
                 let next = self.simp.add(&self.f, vi.clone(), Expr::int(1));
                 epi.push(store(indptr, vec![next], self.row_bound(a, nst)?));
             }
-            Phase::Staged | Phase::StagedDense => {
+            Phase::Staged | Phase::StagedDense | Phase::StagedGroups => {
                 let (Some(nst), Some(st)) = (a.stores, a.stage.clone()) else {
                     return Err(invalid(self.span, "assembly: staging area missing"));
                 };
                 allocs.push(st.block);
                 epi.extend(self.stage_row(a, &st, nst, &vi)?);
-                let (write, discard) = if a.phase == Phase::StagedDense {
+                let (write, discard) = if a.phase.has_marks() {
                     let (write, w1) = self.asm_marks_readout(a, Sink::Stage)?;
                     let (discard, w2) = self.asm_marks_readout(a, Sink::Discard)?;
-                    allocs.extend([w1, w2]);
+                    allocs.extend(w1);
+                    allocs.extend(w2);
                     (write, discard)
                 } else {
                     let (write, w1) = self.asm_bitmap_readout(a, &vi, Sink::Stage)?;
@@ -688,9 +718,10 @@ impl Lowerer {
     /// `T.compress64`: a few vector instructions per group where a column at a time was a
     /// mispredicted loop exit per group), the count up by the group's marks
     /// (`T.popcount`) and the group's `wval` back to 0 (`wval` is padded to whole groups).
-    /// [`Sink::Discard`] only counts and clears. Returns the statements and the word buffer
-    /// they use (the row block allocates it).
-    fn asm_marks_readout(&mut self, a: &Asm, sink: Sink) -> Res<(Vec<Stmt>, BufferId)> {
+    /// [`Sink::Discard`] only counts and clears. With [`Asm::groups`] (the grouped workspace)
+    /// only the groups marked there are visited, found 64 at a time, and cleared in turn.
+    /// Returns the statements and the word buffers they use (the row block allocates them).
+    fn asm_marks_readout(&mut self, a: &Asm, sink: Sink) -> Res<(Vec<Stmt>, Vec<BufferId>)> {
         let (Some(marks), Some(wval)) = (a.marks, a.wval) else {
             return Err(invalid(self.span, "assembly: byte marks missing"));
         };
@@ -756,26 +787,80 @@ impl Lowerer {
             ),
         ));
         put.push(clear(wval, k2, zero(dt)));
-        let group = Stmt::seq(vec![
+        let mask64 = |buf: BufferId, at: Expr| Expr::Call {
+            op: Intrinsic::Mask64,
+            args: vec![Expr::load(buf, vec![at])],
+            dtype: DType::U64,
+        };
+        let nonzero = |b: BufferId| Expr::binary(BinOp::Ne, at0(b), Expr::Int(0, DType::U64));
+        let nw = words(&n, WORD_SHIFT, d);
+        let Some(groups) = a.groups else {
+            // Every group, the empty ones skipped.
+            let group = Stmt::seq(vec![
+                set0(bw, mask64(marks, base.clone())),
+                when(nonzero(bw), Stmt::seq(put)),
+            ]);
+            return Ok((
+                vec![set0(a.cnt, typed(0, d)), serial(w, nw, group)],
+                vec![bw],
+            ));
+        };
+        // The groups marked in `groups`, 64 at a time: each marked group has marks.
+        let gw = local_buffer(&mut self.f, "group_word", Expr::int(1), DType::U64);
+        let u = self.f.add_var("u", d);
+        let k3 = self.f.add_var("k", d);
+        let ubase = Expr::binary(BinOp::Shl, Expr::var(u), typed(WORD_SHIFT, d));
+        let u64c = |v: i64| Expr::Int(v, DType::U64);
+        let mut body = vec![
             set0(
-                bw,
+                gw,
+                Expr::binary(BinOp::BitAnd, at0(gw), Expr::sub(at0(gw), u64c(1))),
+            ),
+            set0(bw, mask64(marks, base)),
+        ];
+        body.extend(put);
+        let each = Stmt::Let(Box::new(LetStmt {
+            var: w,
+            value: Expr::add(
+                ubase.clone(),
                 Expr::Call {
-                    op: Intrinsic::Mask64,
-                    args: vec![Expr::load(marks, vec![base.clone()])],
-                    dtype: DType::U64,
+                    op: Intrinsic::Ctz,
+                    args: vec![at0(gw)],
+                    dtype: d,
                 },
             ),
+            body: Stmt::seq(body),
+            span: Span::default(),
+        }));
+        let clear_groups = serial(
+            k3,
+            typed(64, d),
+            store(
+                groups,
+                vec![Expr::add(ubase.clone(), Expr::var(k3))],
+                Expr::Int(0, DType::U8),
+            ),
+        );
+        let top = Stmt::seq(vec![
+            set0(gw, mask64(groups, ubase)),
             when(
-                Expr::binary(BinOp::Ne, at0(bw), Expr::Int(0, DType::U64)),
-                Stmt::seq(put),
+                nonzero(gw),
+                Stmt::seq(vec![
+                    clear_groups,
+                    Stmt::While(Box::new(While {
+                        cond: nonzero(gw),
+                        body: each,
+                        span: Span::default(),
+                    })),
+                ]),
             ),
         ]);
         Ok((
             vec![
                 set0(a.cnt, typed(0, d)),
-                serial(w, words(&n, WORD_SHIFT, d), group),
+                serial(u, words(&nw, WORD_SHIFT, d), top),
             ],
-            bw,
+            vec![bw, gw],
         ))
     }
 
@@ -1092,18 +1177,23 @@ impl Lowerer {
                 }
                 Ok(Stmt::seq(v))
             }
-            (Phase::StagedDense, false) => {
+            (Phase::StagedDense | Phase::StagedGroups, false) => {
                 let value = self.expr(&st.value)?;
                 let (Some(wval), Some(marks)) = (a.wval, a.marks) else {
                     return Err(invalid(self.span, "assembly: byte-mark workspace missing"));
                 };
-                Ok(Stmt::seq(vec![
+                let mut v = vec![
                     store(wval, vec![c.clone()], value),
-                    store(marks, vec![c], Expr::Int(1, DType::U8)),
-                    count_store(a.stores, self.span)?,
-                ]))
+                    store(marks, vec![c.clone()], Expr::Int(1, DType::U8)),
+                ];
+                if let Some(g) = a.groups {
+                    let group = Expr::binary(BinOp::Shr, c, typed(WORD_SHIFT, d));
+                    v.push(store(g, vec![group], Expr::Int(1, DType::U8)));
+                }
+                v.push(count_store(a.stores, self.span)?);
+                Ok(Stmt::seq(v))
             }
-            (Phase::Staged | Phase::StagedDense, _) => Err(invalid(
+            (Phase::Staged | Phase::StagedDense | Phase::StagedGroups, _) => Err(invalid(
                 self.span,
                 "assembly: a staged assembly without its workspace",
             )),
