@@ -385,6 +385,7 @@ fn float_intrinsic(op: Intrinsic, args: &[f64], dt: DType) -> Result<f64, String
         | Intrinsic::Popcount
         | Intrinsic::Compress64
         | Intrinsic::CompressIota64
+        | Intrinsic::CopyRange
         | Intrinsic::Mask64 => {
             return Err(format!("intrinsic `{}` is not a float function", op.name()))
         }
@@ -403,7 +404,7 @@ pub fn intrinsic(op: Intrinsic, args: &[Value], dt: DType) -> Result<Value, Stri
         Intrinsic::Mask64 => {
             return Err("`mask64` reads 64 elements of a buffer at stages II/III".into())
         }
-        Intrinsic::Compress64 | Intrinsic::CompressIota64 => {
+        Intrinsic::Compress64 | Intrinsic::CompressIota64 | Intrinsic::CopyRange => {
             return Err(format!(
                 "`{}` is a statement of stages II/III, not a value",
                 op.name()

@@ -148,10 +148,14 @@ pub enum Intrinsic {
     /// the `r`-th set bit `k` of `mask`, `D[i + r] = base + k` (the columns of a group of 64
     /// marks, in order).
     CompressIota64,
+    /// `T.copy_range(D[i], S[j], n)` as a statement (stage II/III, `D` and `S` of one dtype):
+    /// `D[i + k] = S[j + k]` for `k` in `0..n` (nothing when `n <= 0`); the elements may run
+    /// past the fiber `D[i]` names, into the next ones of the same storage (a run of rows).
+    CopyRange,
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 25] = [
+    pub const ALL: [Intrinsic; 26] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -177,6 +181,7 @@ impl Intrinsic {
         Intrinsic::Popcount,
         Intrinsic::Compress64,
         Intrinsic::CompressIota64,
+        Intrinsic::CopyRange,
     ];
 
     /// The name after `T.`.
@@ -207,6 +212,7 @@ impl Intrinsic {
             Intrinsic::Popcount => "popcount",
             Intrinsic::Compress64 => "compress64",
             Intrinsic::CompressIota64 => "compress_iota64",
+            Intrinsic::CopyRange => "copy_range",
         }
     }
 
@@ -216,7 +222,7 @@ impl Intrinsic {
 
     /// The intrinsics that write the buffer element their first argument names (and, for the
     /// statements, the elements after it): `atomic_add`, `sort_range`, `compress64`,
-    /// `compress_iota64`.
+    /// `compress_iota64`, `copy_range`.
     pub fn writes_first_arg(self) -> bool {
         matches!(
             self,
@@ -224,6 +230,7 @@ impl Intrinsic {
                 | Intrinsic::SortRange
                 | Intrinsic::Compress64
                 | Intrinsic::CompressIota64
+                | Intrinsic::CopyRange
         )
     }
 
@@ -232,7 +239,7 @@ impl Intrinsic {
         match self {
             Intrinsic::MinValue | Intrinsic::MaxValue => 0,
             Intrinsic::Pow | Intrinsic::AtomicAdd | Intrinsic::SortRange => 2,
-            Intrinsic::Compress64 | Intrinsic::CompressIota64 => 3,
+            Intrinsic::Compress64 | Intrinsic::CompressIota64 | Intrinsic::CopyRange => 3,
             _ => 1,
         }
     }

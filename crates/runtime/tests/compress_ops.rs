@@ -186,3 +186,81 @@ fn compress_misuse_is_an_error() {
     };
     assert!(e.to_string().contains("CPUs only"), "{e}");
 }
+
+/// `T.copy_range(D[i], S[j], n)` — the gather of staged runs of rows — copies `n` elements in
+/// order, nothing for `n <= 0`, on the interpreter and in C (`memcpy`), every element width.
+#[test]
+fn copy_range_agrees_on_every_path() {
+    const COPY: &str = r#"
+@T.prim_func
+def cp(s: T.handle, d: T.handle, c: T.handle, l: T.handle, r: T.int32, e: T.int32) -> None:
+    T.func_attr({"sparse_tir_level": 2})
+    R = T.sp.dense_fixed(r)
+    E = T.sp.dense_fixed(e)
+    K = T.sp.dense_fixed(2)
+    S = T.sp.match_buffer(s, (E,), "DT")
+    D = T.sp.match_buffer(d, (E,), "DT")
+    C = T.sp.match_buffer(c, (R, K), "int32")
+    L = T.sp.match_buffer(l, (R,), "int32")
+    with T.sp.iteration([R], "S", "cp") as [q]:
+        T.evaluate(T.copy_range(D[C[q, 0]], S[C[q, 1]], L[q]))
+"#;
+    // (destination, source, count): empty, negative, short, long, up to the last element.
+    let copies: [(i64, i64, i64); 5] = [
+        (0, 0, 0),
+        (5, 70, -3),
+        (3, 10, 5),
+        (20, 30, 40),
+        (90, 1, 10),
+    ];
+    let e = 100usize;
+    for dt in [
+        DType::I8,
+        DType::F16,
+        DType::I32,
+        DType::F32,
+        DType::I64,
+        DType::F64,
+    ] {
+        let f = sparsetir_syntax::parse_func(&COPY.replace("DT", dt.name()))
+            .unwrap_or_else(|x| panic!("{dt}: {x:?}"));
+        let s: Vec<i64> = (0..e).map(|i| ((i * 13) % 101) as i64 - 7).collect();
+        let mut want = vec![-1i64; e];
+        for &(to, from, n) in &copies {
+            for k in 0..n.max(0) as usize {
+                want[to as usize + k] = s[from as usize + k];
+            }
+        }
+        let args = || -> Args {
+            let mut a = HashMap::new();
+            let t = |d: DType, v: &[i64]| ArgValue::Array(Tensor::from_i64(d, v).unwrap());
+            a.insert("s".into(), t(dt, &s));
+            a.insert("d".into(), t(dt, &vec![-1; e]));
+            let c: Vec<i64> = copies.iter().flat_map(|&(a, b, _)| [a, b]).collect();
+            a.insert("c".into(), t(DType::I32, &c));
+            let l: Vec<i64> = copies.iter().map(|c| c.2).collect();
+            a.insert("l".into(), t(DType::I32, &l));
+            a.insert("r".into(), int(copies.len()));
+            a.insert("e".into(), int(e));
+            a
+        };
+        let got = |a: &Args| -> Vec<i64> {
+            match a.get("d") {
+                Some(ArgValue::Array(t)) => (0..t.len()).map(|i| t.get_i64(i)).collect(),
+                _ => panic!("no d"),
+            }
+        };
+        let mut i = args();
+        run_interp(&f, &mut i).unwrap_or_else(|x| panic!("{dt}: interp: {x}"));
+        assert_eq!(got(&i), want, "{dt}: interpreter");
+        if have_cc() {
+            let mut o = opts("compress_ops");
+            o.flags.push("-Werror".into());
+            let k = compile_c(&f, &o).unwrap_or_else(|x| panic!("{dt}: build: {x}"));
+            assert!(k.source().contains("memcpy("), "{dt}");
+            let mut c = args();
+            k.run(&mut c).unwrap_or_else(|x| panic!("{dt}: C: {x}"));
+            assert_eq!(got(&c), want, "{dt}: C");
+        }
+    }
+}

@@ -156,9 +156,14 @@ impl Collector<'_> {
                 self.unbind(l.var, prev);
             }
             // The intrinsics that write through their first argument, and read past the element
-            // they name (`compress64`'s source: 64 of them): whole buffers, conservatively.
+            // they name (`compress64`'s source: 64 of them; `copy_range`'s: `n`): whole
+            // buffers, conservatively.
             Stmt::Evaluate(Expr::Call {
-                op: op @ (Intrinsic::Compress64 | Intrinsic::CompressIota64 | Intrinsic::SortRange),
+                op:
+                    op @ (Intrinsic::Compress64
+                    | Intrinsic::CompressIota64
+                    | Intrinsic::CopyRange
+                    | Intrinsic::SortRange),
                 args,
                 ..
             }) => {

@@ -79,6 +79,14 @@ impl<'f> Writer<'f> {
         {
             return self.write_compress64(*op, args);
         }
+        if let Expr::Call {
+            op: Intrinsic::CopyRange,
+            args,
+            ..
+        } = e
+        {
+            return self.write_copy_range(args);
+        }
         let (s, _) = self.expr(e)?;
         self.line(&format!("(void){s};"));
         Ok(())
@@ -152,6 +160,47 @@ impl<'f> Writer<'f> {
         };
         self.uses_compress64 = true;
         self.line(&line);
+        Ok(())
+    }
+
+    /// `T.copy_range(D[i], S[j], n)`: a `memcpy` of `n` elements when `n > 0`.
+    pub(super) fn write_copy_range(&mut self, args: &[Expr]) -> Res<()> {
+        let [Expr::Load { buffer, indices }, Expr::Load {
+            buffer: sb,
+            indices: si,
+        }, n] = args
+        else {
+            return Err(self.invalid(
+                "`copy_range` takes a destination element `D[i]`, a source element `S[j]` and a \
+                 count",
+            ));
+        };
+        if self.target == Target::Cuda {
+            return Err(self.unsupported("copy_range", "`copy_range` is written for CPUs only"));
+        }
+        let (ddt, sdt) = (self.buf_dtype(*buffer), self.buf_dtype(*sb));
+        if ddt != sdt {
+            return Err(self.unsupported(
+                "copy_range",
+                format!("`copy_range` copies between buffers of one dtype, not {sdt} to {ddt}"),
+            ));
+        }
+        let ct = self.storage_ctype(ddt, "copy_range")?;
+        let (n, ndt) = self.expr(n)?;
+        let n = cast(n, ndt, DType::I64);
+        let doff = self.offset(*buffer, indices)?;
+        let soff = self.offset(*sb, si)?;
+        let dname = self.buf_name(*buffer)?.to_string();
+        let sname = self.buf_name(*sb)?.to_string();
+        self.line(&format!("if ({n} > 0) {{"));
+        self.indent += 1;
+        self.line(&format!(
+            "memcpy({dname} + ({}), {sname} + ({}), (size_t)({n}) * sizeof({ct}));",
+            strip_parens(&doff),
+            strip_parens(&soff),
+        ));
+        self.indent -= 1;
+        self.line("}");
         Ok(())
     }
 }

@@ -299,7 +299,7 @@ impl<'f> Writer<'f> {
             Intrinsic::Ctz => return self.ctz(args, dt),
             Intrinsic::Mask64 => return self.mask64(args, dt),
             Intrinsic::Popcount => return self.popcount(args, dt),
-            Intrinsic::Compress64 | Intrinsic::CompressIota64 => {
+            Intrinsic::Compress64 | Intrinsic::CompressIota64 | Intrinsic::CopyRange => {
                 return Err(self.unsupported(
                     op.name(),
                     format!(
@@ -495,6 +495,7 @@ pub(super) fn float_call(op: Intrinsic, xs: &[String], dt: DType) -> String {
         | Intrinsic::Popcount
         | Intrinsic::Compress64
         | Intrinsic::CompressIota64
+        | Intrinsic::CopyRange
         | Intrinsic::Mask64 => "0".to_string(),
     }
 }

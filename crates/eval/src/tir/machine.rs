@@ -780,6 +780,11 @@ impl<'f> Machine<'f> {
                 args,
                 dtype,
             } => self.compress64(*op, args, *dtype),
+            Expr::Call {
+                op: Intrinsic::CopyRange,
+                args,
+                dtype,
+            } => self.copy_range(args, *dtype),
             Expr::Call { op, args, dtype } => {
                 let mut xs = Vec::with_capacity(args.len());
                 for a in args {
@@ -911,6 +916,42 @@ impl<'f> Machine<'f> {
         for (r, v) in values.into_iter().enumerate() {
             if !write(&mut self.arrays[dslot], doff + r, v) {
                 return Err(self.err(format!("`{name}`: the destination runs past its buffer")));
+            }
+        }
+        Ok(Value::from_i128(0, dtype))
+    }
+
+    /// `T.copy_range(D[i], S[j], n)`: `D[i + k] = S[j + k]` for `k` in `0..n` (`S` of `D`'s
+    /// dtype); yields 0. The elements may run past the fiber `D[i]` names, not past the
+    /// buffers' storage.
+    fn copy_range(&mut self, args: &[Expr], dtype: DType) -> Res<Value> {
+        let [Expr::Load { buffer, indices }, Expr::Load {
+            buffer: sb,
+            indices: si,
+        }, n] = args
+        else {
+            return Err(self.err(
+                "`copy_range` takes a destination element `D[i]`, a source element `S[j]` and a count",
+            ));
+        };
+        let n = self.eval_int(n, "`copy_range` count")?;
+        if n <= 0 {
+            return Ok(Value::from_i128(0, dtype));
+        }
+        let (dslot, doff, ddt) = self.address(*buffer, indices)?;
+        let (sslot, soff, sdt) = self.address(*sb, si)?;
+        if sdt != ddt {
+            return Err(self.err(format!(
+                "`copy_range` copies between buffers of one dtype, not {} to {}",
+                sdt.name(),
+                ddt.name()
+            )));
+        }
+        for k in 0..n as usize {
+            let v = read(&self.arrays[sslot], soff + k)
+                .ok_or_else(|| self.err("`copy_range`: the source runs past its buffer"))?;
+            if !write(&mut self.arrays[dslot], doff + k, v) {
+                return Err(self.err("`copy_range`: the destination runs past its buffer"));
             }
         }
         Ok(Value::from_i128(0, dtype))

@@ -630,7 +630,9 @@ impl Lowerer {
                 let Some(st) = a.stage.clone() else {
                     return Err(invalid(self.span, "assembly: staging area missing"));
                 };
-                epi.push(self.gather_row(a, &st, &vi)?);
+                let (copy, bufs) = self.gather_row(a, &st, &vi)?;
+                epi.push(copy);
+                allocs.extend(bufs);
             }
             Phase::Numeric if !a.sorted && a.bits.is_some() => {
                 let (readout, words) = self.asm_bitmap_readout(a, &vi, Sink::Output)?;
@@ -987,30 +989,111 @@ impl Lowerer {
         ])
     }
 
-    /// The copy of a staged row into the output: its `indptr[row + 1] - indptr[row]` columns
-    /// and values from `start[row]` in the staging area.
-    fn gather_row(&mut self, a: &Asm, st: &StageBufs, vi: &Expr) -> Res<Stmt> {
+    /// The gather of row `vi`: rows staged one after another in one block of the staging area
+    /// (a run: each row starts where the one before it ends) are copied together, by the row
+    /// that starts the run — two `T.copy_range` from the run's first row with elements, where
+    /// the copy of each row alone would make a short loop per row — and the other rows do
+    /// nothing. Returns the statement and the row block's local buffers (`run`: the run's end
+    /// and its first row with elements; `more`: the scans' flag).
+    fn gather_row(&mut self, a: &Asm, st: &StageBufs, vi: &Expr) -> Res<(Stmt, Vec<BufferId>)> {
         let d = a.idtype;
         let indices = self.indices_buf(a.axis)?;
-        let len = self.fiber_len(a.axis, std::slice::from_ref(vi))?;
-        let p = self.f.add_var("p", d);
-        let from = Expr::add(
-            Expr::load(st.start, vec![vi.clone()]),
-            Expr::Cast(DType::I64, Box::new(Expr::var(p))),
+        let indptr = self.indptr_buf(a.axis)?;
+        let rows = {
+            let p = self.axis(a.axis)?.parent;
+            let p = p.ok_or_else(|| invalid(self.span, "assembled axis without a parent"))?;
+            self.axis(p)?.length.clone()
+        };
+        let run = local_buffer(&mut self.f, "run", Expr::int(2), d);
+        let more = local_buffer(&mut self.f, "more", Expr::int(1), d);
+        let at = |b: BufferId, k: i64| Expr::load(b, vec![Expr::int(k)]);
+        let set = |b: BufferId, k: i64, v: Expr| store(b, vec![Expr::int(k)], v);
+        let one = |x: Expr| Expr::add(x, typed(1, d));
+        let ptr = |r: Expr| Expr::load(indptr, vec![r]);
+        let len = |r: Expr| Expr::sub(ptr(one(r.clone())), ptr(r));
+        let start = |r: Expr| Expr::load(st.start, vec![r]);
+        // Row `r` (> 0) starts where row `r - 1` ends in the staging area (`Eq`), or not (`Ne`).
+        let follows = |r: Expr, op: BinOp| {
+            let prev = Expr::sub(r.clone(), typed(1, d));
+            let prev_len = Expr::sub(ptr(r.clone()), ptr(prev.clone()));
+            Expr::binary(
+                op,
+                start(r),
+                Expr::add(start(prev), Expr::Cast(DType::I64, Box::new(prev_len))),
+            )
+        };
+        let scan = |cond_outer: Expr, cond_inner: Expr, step: Stmt| {
+            Stmt::seq(vec![
+                set(more, 0, typed(1, d)),
+                Stmt::While(Box::new(While {
+                    cond: Expr::binary(BinOp::Ne, at(more, 0), typed(0, d)),
+                    body: Stmt::seq(vec![
+                        set(more, 0, typed(0, d)),
+                        when(
+                            cond_outer,
+                            when(cond_inner, Stmt::seq(vec![step, set(more, 0, typed(1, d))])),
+                        ),
+                    ]),
+                    span: Span::default(),
+                })),
+            ])
+        };
+        // run[0]: the end of the run row `vi` starts (0 where `vi` does not start one).
+        let head = Stmt::seq(vec![
+            set(run, 0, typed(0, d)),
+            Stmt::If(Box::new(IfThenElse {
+                cond: Expr::binary(BinOp::Eq, vi.clone(), typed(0, d)),
+                then_case: set(run, 0, one(vi.clone())),
+                else_case: Some(when(
+                    follows(vi.clone(), BinOp::Ne),
+                    set(run, 0, one(vi.clone())),
+                )),
+                span: Span::default(),
+            })),
+        ]);
+        let extend = scan(
+            Expr::binary(BinOp::Lt, at(run, 0), rows),
+            follows(at(run, 0), BinOp::Eq),
+            set(run, 0, one(at(run, 0))),
         );
+        // run[1]: the run's first row with elements (its last row if none has any).
+        let first = scan(
+            Expr::binary(BinOp::Lt, at(run, 1), Expr::sub(at(run, 0), typed(1, d))),
+            Expr::binary(BinOp::Eq, len(at(run, 1)), typed(0, d)),
+            set(run, 1, one(at(run, 1))),
+        );
+        let n = Expr::sub(ptr(at(run, 0)), ptr(at(run, 1)));
+        let dt = self.f.buffers[a.buffer].dtype;
+        let copy = |dst: BufferId, src: BufferId, dtype: DType| {
+            Stmt::Evaluate(Expr::Call {
+                op: Intrinsic::CopyRange,
+                args: vec![
+                    Expr::load(dst, vec![at(run, 1), typed(0, d)]),
+                    Expr::load(src, vec![start(at(run, 1))]),
+                    n.clone(),
+                ],
+                dtype,
+            })
+        };
         let body = Stmt::seq(vec![
-            store(
-                indices,
-                vec![vi.clone(), Expr::var(p)],
-                Expr::load(st.indices, vec![from.clone()]),
-            ),
-            store(
-                a.buffer,
-                vec![vi.clone(), Expr::var(p)],
-                Expr::load(st.values, vec![from]),
+            head,
+            when(
+                Expr::binary(BinOp::Ne, at(run, 0), typed(0, d)),
+                Stmt::seq(vec![
+                    extend,
+                    set(run, 1, vi.clone()),
+                    first,
+                    when(
+                        Expr::binary(BinOp::Gt, n.clone(), typed(0, d)),
+                        Stmt::seq(vec![
+                            copy(indices, st.indices, d),
+                            copy(a.buffer, st.values, dt),
+                        ]),
+                    ),
+                ]),
             ),
         ]);
-        Ok(wrap_loops(vec![(p, typed(0, d), len)], body))
+        Ok((body, vec![run, more]))
     }
 
     /// After the symbolic nest: `indptr[0] = 0`, then the running sum of the row counts.
