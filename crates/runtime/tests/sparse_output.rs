@@ -891,6 +891,7 @@ def rowsum(a: T.handle, b: T.handle, y: T.handle, a_indptr: T.handle, a_indices:
 /// evaluator, interpreter and C (parallel) against the dense product.
 #[test]
 fn spgemm_with_int64_output_indices() {
+    use sparsetir_transform::Phase;
     let src = sparsetir_ops::get("spgemm")
         .expect("kernel")
         .source
@@ -910,5 +911,31 @@ fn spgemm_with_int64_output_indices() {
         let what = format!("{m}x{kk}x{n}");
         let args = || args_for("spgemm", &a, &b, None);
         same_everywhere(&f, &compiled, args, (m, n), &want, &what);
+        // Each staged workspace with 64-bit columns (`compress_iota64` of int64 for the byte
+        // marks), on the interpreter and in C.
+        for ws in [Phase::Staged, Phase::StagedDense, Phase::StagedGroups] {
+            let mut i = args();
+            run_interp_with(&f, &mut i, Some(ws))
+                .unwrap_or_else(|e| panic!("{what}: interp {}: {e}", ws.name()));
+            close(
+                &result(&i, m, n),
+                &want,
+                &format!("{what}, interp {}", ws.name()),
+            );
+            if have_cc() {
+                let o = opts("sparse_output_i64");
+                let k = AssembledKernel::build(&f, Some(parallel.as_str()), &[], &o)
+                    .expect("builds")
+                    .with_workspace(ws);
+                let mut c = args();
+                k.run(&mut c)
+                    .unwrap_or_else(|e| panic!("{what}: C {}: {e}", ws.name()));
+                close(
+                    &result(&c, m, n),
+                    &want,
+                    &format!("{what}, C {}", ws.name()),
+                );
+            }
+        }
     }
 }
