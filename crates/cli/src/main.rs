@@ -176,7 +176,10 @@ enum Command {
     Bench {
         /// The operator: spmm, sddmm, spmv, attention (masked attention: SDDMM, sparse
         /// softmax and SpMM on the mask `--matrix`, per head), spgemm (C = A·A, or A·Aᵀ when A
-        /// is not square; sparse output assembled by the kernel) or spadd (C = A + Aᵀ).
+        /// is not square; sparse output assembled by the kernel) or spadd (C = A + Aᵀ). For
+        /// spgemm and spadd the last column (JSON: `assembly`) says how the output was
+        /// assembled: the staged workspace the runs took (`staged`: bitmap; `staged_dense`,
+        /// `staged_groups`: byte marks) or `two_phase` (symbolic, then numeric).
         op: String,
         /// A `.mtx` file (repeatable; `--mask` names the same for `bench attention`).
         #[arg(long = "matrix", visible_alias = "mask", value_name = "FILE.mtx")]

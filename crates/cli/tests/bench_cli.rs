@@ -166,7 +166,26 @@ fn sparse_outputs_report_the_products_structure() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let cases = cases();
+    let mut cases = cases();
+    // Two larger square patterns that take the other staged workspaces: a band (7 columns
+    // in one or two groups of 64 per row: grouped byte marks) and columns spread over the
+    // axis (one per group: the bitmap).
+    let band: Vec<(usize, usize)> = (0..1000usize)
+        .flat_map(|i| (i.saturating_sub(3)..(i + 4).min(1000)).map(move |j| (i, j)))
+        .collect();
+    let spread: Vec<(usize, usize)> = (0..1000usize)
+        .flat_map(|i| (0..5).map(move |k| (i, (i * 37 + k * 197 + 11) % 1000)))
+        .collect();
+    for (name, entries) in [("band", band), ("spread", spread)] {
+        cases.push(Case {
+            name,
+            rows: 1000,
+            cols: 1000,
+            symmetric: false,
+            entries,
+        });
+    }
+    let mut seen = BTreeSet::new();
     for op in ["spgemm", "spadd"] {
         for c in &cases {
             if op == "spadd" && c.rows != c.cols {
@@ -224,8 +243,47 @@ fn sparse_outputs_report_the_products_structure() {
             );
             assert!(v["compile_seconds"].as_f64().unwrap() > 0.0, "{v}");
             assert!(v["load_seconds"].as_f64().is_some(), "{v}");
+            // The assembly: two phases for the merge (spadd); for SpGEMM the staged workspace
+            // the runtime's rule picks — byte marks where the rows' stores (at most n each)
+            // average a sixteenth of the columns, grouped byte marks where B's rows hold at
+            // least 1.5 columns per group of 64 they touch (every row of B read: the runtime
+            // samples past 1,024 rows), the bitmap otherwise.
+            let want = if op == "spadd" {
+                "two_phase"
+            } else {
+                let n = if c.rows == c.cols { c.cols } else { c.rows };
+                let bound: usize = a
+                    .iter()
+                    .map(|r| r.iter().map(|&k| b[k].len()).sum::<usize>().min(n))
+                    .sum();
+                let groups: usize = b
+                    .iter()
+                    .map(|r| r.iter().map(|&j| j >> 6).collect::<BTreeSet<_>>().len())
+                    .sum();
+                let entries: usize = b.iter().map(BTreeSet::len).sum();
+                if bound > 0 && bound * 16 >= a.len() * n {
+                    "staged_dense"
+                } else if b.len() <= 1024 && groups > 0 && entries as f64 >= 1.5 * groups as f64 {
+                    "staged_groups"
+                } else {
+                    "staged"
+                }
+            };
+            if op == "spadd" || b.len() <= 1024 {
+                assert_eq!(v["assembly"], want, "{op} {}: {v}", c.name);
+            } else {
+                let got = v["assembly"].as_str().unwrap_or("");
+                assert!(got.starts_with("staged"), "{op} {}: {v}", c.name);
+            }
+            seen.insert(v["assembly"].as_str().unwrap_or("").to_string());
         }
     }
+    let all = ["staged", "staged_dense", "staged_groups", "two_phase"];
+    assert_eq!(
+        seen,
+        all.iter().map(|x| x.to_string()).collect(),
+        "every assembly once"
+    );
 }
 
 #[test]

@@ -464,12 +464,13 @@ struct StagedOptions {
 /// suggests (again with the capacity it asked for, in the rare case its blocks overran the
 /// area), the output allocated from the offsets, and the gather phase copying the staged rows
 /// into it. `threads` sizes the slack of the area (each thread's last block is partly empty).
+/// Returns the staged phase (workspace) it ran.
 fn run_staged(
     f: &PrimFunc,
     work: &mut HashMap<String, ArgValue>,
     opts: StagedOptions,
     mut call: impl FnMut(Phase, &mut HashMap<String, ArgValue>) -> Result<(), RunError>,
-) -> Result<(), RunError> {
+) -> Result<Phase, RunError> {
     let StagedOptions {
         threads,
         first_cap,
@@ -545,7 +546,8 @@ fn run_staged(
         }
     }
     allocate(f, work)?;
-    call(Phase::Gather, work)
+    call(Phase::Gather, work)?;
+    Ok(staged)
 }
 
 /// The staged columns and values of output `o`: `<indices>__stage`, `<data>__stage`, with
@@ -650,6 +652,8 @@ pub struct AssembledKernel {
     /// Staged plan: the staging area of the last run, kept for the next (it is scratch, not
     /// an output: the caller's arguments never hold it).
     scratch: std::sync::Mutex<HashMap<String, ArgValue>>,
+    /// Staged plan: the workspace the last run used.
+    last_workspace: std::sync::Mutex<Option<Phase>>,
 }
 
 impl AssembledKernel {
@@ -708,6 +712,7 @@ impl AssembledKernel {
             first_cap: None,
             workspace: None,
             scratch: std::sync::Mutex::new(HashMap::new()),
+            last_workspace: std::sync::Mutex::new(None),
         })
     }
 
@@ -738,6 +743,16 @@ impl AssembledKernel {
     /// Which phases were compiled.
     pub fn plan(&self) -> Plan {
         self.plan
+    }
+
+    /// Staged plan: the staged phase — the workspace: [`Phase::Staged`] (bitmap),
+    /// [`Phase::StagedDense`] or [`Phase::StagedGroups`] (byte marks) — the last successful run
+    /// used; `None` before a run and for the two-phase plan.
+    pub fn last_workspace(&self) -> Option<Phase> {
+        *self
+            .last_workspace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The C source of each phase, in run order (see [`Plan::phases`]).
@@ -807,7 +822,12 @@ impl AssembledKernel {
                     unsafe { k.compiled().call_unvalidated(work) }
                 });
                 *scratch = take_stage(&self.stage1, work);
-                r
+                let ws = r?;
+                *self
+                    .last_workspace
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(ws);
+                Ok(())
             }
         }
     }

@@ -201,6 +201,9 @@ pub struct SparseCase {
     pub compile_seconds: f64,
     /// Both phases again through the user's cache (front end and load).
     pub load_seconds: f64,
+    /// How the output was assembled: the staged workspace the runs used (`staged`: bitmap,
+    /// `staged_dense` / `staged_groups`: byte marks) or `two_phase` (symbolic + numeric).
+    pub assembly: String,
 }
 
 impl SparseCase {
@@ -222,6 +225,7 @@ impl SparseCase {
             "compile_seconds": self.compile_seconds,
             "load_seconds": self.load_seconds,
             "dtype": "float32",
+            "assembly": self.assembly,
         })
     }
 }
@@ -317,6 +321,10 @@ pub fn run(op: SparseOp, o: &Options) -> Result<(), Failure> {
             values: Vec::new(),
         };
         let seconds = t.median;
+        let assembly = match kernel.last_workspace() {
+            Some(ws) => ws.name().to_string(),
+            None => "two_phase".to_string(),
+        };
         let r = SparseCase {
             op,
             matrix: name.clone(),
@@ -335,6 +343,7 @@ pub fn run(op: SparseOp, o: &Options) -> Result<(), Failure> {
             relerr,
             compile_seconds,
             load_seconds,
+            assembly,
         };
         if o.json {
             let mut lock = stdout.lock();
@@ -345,7 +354,7 @@ pub fn run(op: SparseOp, o: &Options) -> Result<(), Failure> {
     }
     if !o.json {
         println!(
-            "{:<7} {:<28} {:>9} {:>9} {:>10} {:>11} {:>7} {:>12} {:>9} {:>6}",
+            "{:<7} {:<28} {:>9} {:>9} {:>10} {:>11} {:>7} {:>12} {:>9} {:>6}  assembly",
             "op",
             "matrix",
             "rows",
@@ -359,7 +368,7 @@ pub fn run(op: SparseOp, o: &Options) -> Result<(), Failure> {
         );
         for r in &results {
             println!(
-                "{:<7} {:<28} {:>9} {:>9} {:>10} {:>11} {:>7} {:>12.4} {:>9.3} {:>6}",
+                "{:<7} {:<28} {:>9} {:>9} {:>10} {:>11} {:>7} {:>12.4} {:>9.3} {:>6}  {}",
                 r.op.name(),
                 r.matrix,
                 r.rows,
@@ -369,7 +378,8 @@ pub fn run(op: SparseOp, o: &Options) -> Result<(), Failure> {
                 r.threads,
                 r.seconds * 1e3,
                 r.gflops,
-                r.check
+                r.check,
+                r.assembly
             );
         }
     }
