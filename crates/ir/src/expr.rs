@@ -220,18 +220,23 @@ impl Intrinsic {
         Intrinsic::ALL.iter().copied().find(|i| i.name() == name)
     }
 
-    /// The intrinsics that write the buffer element their first argument names (and, for the
-    /// statements, the elements after it): `atomic_add`, `sort_range`, `compress64`,
-    /// `compress_iota64`, `copy_range`.
-    pub fn writes_first_arg(self) -> bool {
+    /// The statements (`T.evaluate(T.<name>(D[i], ...))`, stages II/III): `sort_range`,
+    /// `compress64`, `compress_iota64`, `copy_range`. Each writes elements from the one its
+    /// first argument names.
+    pub fn is_statement(self) -> bool {
         matches!(
             self,
-            Intrinsic::AtomicAdd
-                | Intrinsic::SortRange
+            Intrinsic::SortRange
                 | Intrinsic::Compress64
                 | Intrinsic::CompressIota64
                 | Intrinsic::CopyRange
         )
+    }
+
+    /// The intrinsics that write the buffer element their first argument names (and, for the
+    /// statements, the elements after it): `atomic_add` and the statements.
+    pub fn writes_first_arg(self) -> bool {
+        self == Intrinsic::AtomicAdd || self.is_statement()
     }
 
     /// Number of expression arguments (`min_value`/`max_value` take only a dtype string).

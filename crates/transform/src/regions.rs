@@ -158,15 +158,7 @@ impl Collector<'_> {
             // The intrinsics that write through their first argument, and read past the element
             // they name (`compress64`'s source: 64 of them; `copy_range`'s: `n`): whole
             // buffers, conservatively.
-            Stmt::Evaluate(Expr::Call {
-                op:
-                    op @ (Intrinsic::Compress64
-                    | Intrinsic::CompressIota64
-                    | Intrinsic::CopyRange
-                    | Intrinsic::SortRange),
-                args,
-                ..
-            }) => {
+            Stmt::Evaluate(Expr::Call { op, args, .. }) if op.is_statement() => {
                 for (k, a) in args.iter().enumerate() {
                     match a {
                         Expr::Load { buffer, indices } if k < 2 => {

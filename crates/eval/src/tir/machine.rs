@@ -889,13 +889,7 @@ impl<'f> Machine<'f> {
                 return Err(self.err("`compress64`: the source is a buffer element `S[j]`"));
             };
             let (sslot, soff, sdt) = self.address(*sb, si)?;
-            if sdt != ddt {
-                return Err(self.err(format!(
-                    "`compress64` copies between buffers of one dtype, not {} to {}",
-                    sdt.name(),
-                    ddt.name()
-                )));
-            }
+            self.one_dtype("compress64", sdt, ddt)?;
             for k in (0..64).filter(|k| bits >> k & 1 == 1) {
                 let v = read(&self.arrays[sslot], soff + k)
                     .ok_or_else(|| self.err("`compress64`: the source runs past its buffer"))?;
@@ -921,6 +915,18 @@ impl<'f> Machine<'f> {
         Ok(Value::from_i128(0, dtype))
     }
 
+    /// The copying statements move elements between buffers of one dtype.
+    fn one_dtype(&self, name: &str, src: DType, dst: DType) -> Res<()> {
+        if src == dst {
+            return Ok(());
+        }
+        Err(self.err(format!(
+            "`{name}` copies between buffers of one dtype, not {} to {}",
+            src.name(),
+            dst.name()
+        )))
+    }
+
     /// `T.copy_range(D[i], S[j], n)`: `D[i + k] = S[j + k]` for `k` in `0..n` (`S` of `D`'s
     /// dtype); yields 0. The elements may run past the fiber `D[i]` names, not past the
     /// buffers' storage.
@@ -940,13 +946,7 @@ impl<'f> Machine<'f> {
         }
         let (dslot, doff, ddt) = self.address(*buffer, indices)?;
         let (sslot, soff, sdt) = self.address(*sb, si)?;
-        if sdt != ddt {
-            return Err(self.err(format!(
-                "`copy_range` copies between buffers of one dtype, not {} to {}",
-                sdt.name(),
-                ddt.name()
-            )));
-        }
+        self.one_dtype("copy_range", sdt, ddt)?;
         for k in 0..n as usize {
             let v = read(&self.arrays[sslot], soff + k)
                 .ok_or_else(|| self.err("`copy_range`: the source runs past its buffer"))?;

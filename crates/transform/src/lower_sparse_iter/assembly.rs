@@ -255,6 +255,34 @@ pub(super) fn typed(v: i64, d: DType) -> Expr {
     Expr::Int(v, d)
 }
 
+/// Each set bit of the one-element `uint64` buffer `word`, lowest first: while `word` is not 0,
+/// `var = (base << 6) + ctz(word)` (`d`), the bit cleared, then `body`.
+fn each_set_bit(word: BufferId, base: Expr, var: VarId, d: DType, body: Vec<Stmt>) -> Stmt {
+    let u64c = |v: i64| Expr::Int(v, DType::U64);
+    let mut stmts = vec![set0(
+        word,
+        Expr::binary(BinOp::BitAnd, at0(word), Expr::sub(at0(word), u64c(1))),
+    )];
+    stmts.extend(body);
+    Stmt::While(Box::new(While {
+        cond: Expr::binary(BinOp::Ne, at0(word), u64c(0)),
+        body: Stmt::Let(Box::new(LetStmt {
+            var,
+            value: Expr::add(
+                Expr::binary(BinOp::Shl, base, typed(WORD_SHIFT, d)),
+                Expr::Call {
+                    op: Intrinsic::Ctz,
+                    args: vec![at0(word)],
+                    dtype: d,
+                },
+            ),
+            body: Stmt::seq(stmts),
+            span: Span::default(),
+        })),
+        span: Span::default(),
+    }))
+}
+
 impl Lowerer {
     /// True when buffer `b` is declared over an assembled axis.
     pub(super) fn is_assembled(&self, b: BufferId) -> bool {
@@ -475,10 +503,7 @@ impl Lowerer {
     /// block.
     fn stage_bufs(&mut self, buffer: BufferId, axis: AxisId, span: Span) -> Res<StageBufs> {
         let ax = self.axis(axis)?.clone();
-        let rows = match ax.parent {
-            Some(p) => self.axis(p)?.length.clone(),
-            None => return Err(invalid(span, "assembled axis without a parent")),
-        };
+        let rows = self.asm_rows(axis, span)?;
         let (Some(indices), Some(indptr), Some(data)) =
             (ax.indices, ax.indptr, self.f.buffers[buffer].data_param())
         else {
@@ -666,28 +691,16 @@ impl Lowerer {
         Ok((pro, epi, allocs))
     }
 
-    /// One column `col` read back from the workspace (the lowest set bit of `bw`, which it
-    /// clears): to `sink` at the row's count so far, then `wval[col]` back to 0 and the count
-    /// up by one.
-    fn put_column(
-        &mut self,
-        a: &Asm,
-        vi: &Expr,
-        sink: Sink,
-        col: VarId,
-        bw: BufferId,
-    ) -> Res<Stmt> {
+    /// One column `col` read back from the workspace: to `sink` at the row's count so far,
+    /// then `wval[col]` back to 0 and the count up by one.
+    fn put_column(&mut self, a: &Asm, vi: &Expr, sink: Sink, col: VarId) -> Res<Vec<Stmt>> {
         let d = a.idtype;
         let Some(wval) = a.wval else {
             return Err(invalid(self.span, "assembly: workspace values missing"));
         };
         let indices = self.indices_buf(a.axis)?;
         let dt = self.f.buffers[a.buffer].dtype;
-        let u64c = |v: i64| Expr::Int(v, DType::U64);
-        let mut put = vec![set0(
-            bw,
-            Expr::binary(BinOp::BitAnd, at0(bw), Expr::sub(at0(bw), u64c(1))),
-        )];
+        let mut put = Vec::new();
         let value = Expr::load(wval, vec![Expr::var(col)]);
         match (sink, &a.stage) {
             (Sink::Output, _) => put.extend([
@@ -711,7 +724,7 @@ impl Lowerer {
             store(wval, vec![Expr::var(col)], zero(dt)),
             set0(a.cnt, Expr::add(at0(a.cnt), typed(1, d))),
         ]);
-        Ok(Stmt::seq(put))
+        Ok(put)
     }
 
     /// The end of a row gathered in the byte marks of the dense staged workspace: for every
@@ -738,14 +751,15 @@ impl Lowerer {
         let serial = |var: VarId, extent: Expr, body: Stmt| {
             wrap_loops(vec![(var, typed(0, d), extent)], body)
         };
-        let clear = |buf: BufferId, k: VarId, value: Expr| {
+        // The 64 elements of `buf` from `at` set to `value`.
+        let clear = |buf: BufferId, at: &Expr, k: VarId, value: Expr| {
             serial(
                 k,
                 typed(64, d),
-                store(buf, vec![Expr::add(base.clone(), Expr::var(k))], value),
+                store(buf, vec![Expr::add(at.clone(), Expr::var(k))], value),
             )
         };
-        let mut put = vec![clear(marks, k, Expr::Int(0, DType::U8))];
+        let mut put = vec![clear(marks, &base, k, Expr::Int(0, DType::U8))];
         match (sink, &a.stage) {
             (Sink::Stage, Some(st)) => {
                 // At the row's start in the thread's block, plus the count so far.
@@ -788,7 +802,7 @@ impl Lowerer {
                 },
             ),
         ));
-        put.push(clear(wval, k2, zero(dt)));
+        put.push(clear(wval, &base, k2, zero(dt)));
         let mask64 = |buf: BufferId, at: Expr| Expr::Call {
             op: Intrinsic::Mask64,
             args: vec![Expr::load(buf, vec![at])],
@@ -812,48 +826,15 @@ impl Lowerer {
         let u = self.f.add_var("u", d);
         let k3 = self.f.add_var("k", d);
         let ubase = Expr::binary(BinOp::Shl, Expr::var(u), typed(WORD_SHIFT, d));
-        let u64c = |v: i64| Expr::Int(v, DType::U64);
-        let mut body = vec![
-            set0(
-                gw,
-                Expr::binary(BinOp::BitAnd, at0(gw), Expr::sub(at0(gw), u64c(1))),
-            ),
-            set0(bw, mask64(marks, base)),
-        ];
+        let mut body = vec![set0(bw, mask64(marks, base.clone()))];
         body.extend(put);
-        let each = Stmt::Let(Box::new(LetStmt {
-            var: w,
-            value: Expr::add(
-                ubase.clone(),
-                Expr::Call {
-                    op: Intrinsic::Ctz,
-                    args: vec![at0(gw)],
-                    dtype: d,
-                },
-            ),
-            body: Stmt::seq(body),
-            span: Span::default(),
-        }));
-        let clear_groups = serial(
-            k3,
-            typed(64, d),
-            store(
-                groups,
-                vec![Expr::add(ubase.clone(), Expr::var(k3))],
-                Expr::Int(0, DType::U8),
-            ),
-        );
         let top = Stmt::seq(vec![
-            set0(gw, mask64(groups, ubase)),
+            set0(gw, mask64(groups, ubase.clone())),
             when(
                 nonzero(gw),
                 Stmt::seq(vec![
-                    clear_groups,
-                    Stmt::While(Box::new(While {
-                        cond: nonzero(gw),
-                        body: each,
-                        span: Span::default(),
-                    })),
+                    clear(groups, &ubase, k3, Expr::Int(0, DType::U8)),
+                    each_set_bit(gw, Expr::var(u), w, d, body),
                 ]),
             ),
         ]);
@@ -884,17 +865,6 @@ impl Lowerer {
         let u64c = |v: i64| Expr::Int(v, DType::U64);
         let tw = local_buffer(&mut self.f, "top_word", Expr::int(1), DType::U64);
         let bw = local_buffer(&mut self.f, "bits_word", Expr::int(1), DType::U64);
-        let ctz = |b: BufferId| Expr::Call {
-            op: Intrinsic::Ctz,
-            args: vec![at0(b)],
-            dtype: d,
-        };
-        let clear_low = |b: BufferId| {
-            set0(
-                b,
-                Expr::binary(BinOp::BitAnd, at0(b), Expr::sub(at0(b), u64c(1))),
-            )
-        };
         let ntop = match &self.f.buffers[top].shape {
             sparsetir_ir::BufferShape::Dense(dims) => dims.first().cloned(),
             _ => None,
@@ -903,42 +873,21 @@ impl Lowerer {
         let u = self.f.add_var("u", d);
         let w = self.f.add_var("w", d);
         let col = self.f.add_var("col", d);
-        // Innermost: one column of word `w`.
-        let put = self.put_column(a, vi, sink, col, bw)?;
-        let column = Stmt::Let(Box::new(LetStmt {
-            var: col,
-            value: Expr::add(
-                Expr::binary(BinOp::Shl, Expr::var(w), typed(WORD_SHIFT, d)),
-                ctz(bw),
-            ),
-            body: put,
-            span: Span::default(),
-        }));
-        let columns = Stmt::While(Box::new(While {
-            cond: Expr::binary(BinOp::Ne, at0(bw), u64c(0)),
-            body: column,
-            span: Span::default(),
-        }));
-        // Middle: one word of `bits` named by a bit of `top`.
-        let word = Stmt::Let(Box::new(LetStmt {
-            var: w,
-            value: Expr::add(
-                Expr::binary(BinOp::Shl, Expr::var(u), typed(WORD_SHIFT, d)),
-                ctz(tw),
-            ),
-            body: Stmt::seq(vec![
-                clear_low(tw),
+        // Innermost: each column of word `w`; around it, each word of `bits` named by a bit of
+        // `top`.
+        let put = self.put_column(a, vi, sink, col)?;
+        let columns = each_set_bit(bw, Expr::var(w), col, d, put);
+        let words = each_set_bit(
+            tw,
+            Expr::var(u),
+            w,
+            d,
+            vec![
                 set0(bw, Expr::load(bits, vec![Expr::var(w)])),
                 store(bits, vec![Expr::var(w)], u64c(0)),
                 columns,
-            ]),
-            span: Span::default(),
-        }));
-        let words = Stmt::While(Box::new(While {
-            cond: Expr::binary(BinOp::Ne, at0(tw), u64c(0)),
-            body: word,
-            span: Span::default(),
-        }));
+            ],
+        );
         let per_top = Stmt::seq(vec![
             set0(tw, Expr::load(top, vec![Expr::var(u)])),
             store(top, vec![Expr::var(u)], u64c(0)),
@@ -999,11 +948,7 @@ impl Lowerer {
         let d = a.idtype;
         let indices = self.indices_buf(a.axis)?;
         let indptr = self.indptr_buf(a.axis)?;
-        let rows = {
-            let p = self.axis(a.axis)?.parent;
-            let p = p.ok_or_else(|| invalid(self.span, "assembled axis without a parent"))?;
-            self.axis(p)?.length.clone()
-        };
+        let rows = self.asm_rows(a.axis, self.span)?;
         let run = local_buffer(&mut self.f, "run", Expr::int(2), d);
         let more = local_buffer(&mut self.f, "more", Expr::int(1), d);
         let at = |b: BufferId, k: i64| Expr::load(b, vec![Expr::int(k)]);
@@ -1096,14 +1041,17 @@ impl Lowerer {
         Ok((body, vec![run, more]))
     }
 
+    /// The number of rows over assembled `axis` (its parent axis's length).
+    fn asm_rows(&self, axis: AxisId, span: Span) -> Res<Expr> {
+        let p = self.axis(axis)?.parent;
+        let p = p.ok_or_else(|| invalid(span, "assembled axis without a parent"))?;
+        Ok(self.axis(p)?.length.clone())
+    }
+
     /// After the symbolic nest: `indptr[0] = 0`, then the running sum of the row counts.
     pub(super) fn asm_prefix_sum(&mut self, a: &Asm, name: &str) -> Res<Stmt> {
         let indptr = self.indptr_buf(a.axis)?;
-        let rows = {
-            let p = self.axis(a.axis)?.parent;
-            let p = p.ok_or_else(|| invalid(self.span, "assembled axis without a parent"))?;
-            self.axis(p)?.length.clone()
-        };
+        let rows = self.asm_rows(a.axis, self.span)?;
         let d = a.idtype;
         let r = self.f.add_var("r", d);
         let vr = self.f.add_var("vr", d);
