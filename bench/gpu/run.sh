@@ -83,19 +83,25 @@ if has formats; then
         B spmm --matrix "$g/block16_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:16 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
         B spmm --matrix "$g/block32_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:32 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
     done
-    # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS.
+    # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS:
+    # one output tile per warp (the session-11 kernel) beside the default (4 warps of 4 tiles,
+    # sharing each run's A fragment and metadata) and 8 tiles.
     for dt in ${DTYPES:-float16 bfloat16}; do
-        B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format 2:4 >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
+        for f24 in ${FORMATS_24:-"2:4(tiles=1)" 2:4 "2:4(tiles=8)"}; do
+            B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format "$f24" >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
+        done
     done
     attn=()
     [[ ${ATTENTION:-1} == 1 ]] && attn=(--attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64)
     for dt in ${ATTENTION_DTYPES:-float32 float16}; do
         [[ ${ATTENTION:-1} == 1 ]] || break
         # csr: three CSR kernels per head; bsr:16: three BSR kernels for all heads at once, the
-        # scores and the product on tensor cores for 16-bit operands.
+        # scores and the product on tensor cores for 16-bit operands, the softmax fused into
+        # the product (the default there) and apart.
         for af in ${ATTENTION_FORMATS:-csr bsr:16}; do
             B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt --format $af >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
         done
+        [[ $dt == float32 ]] || B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt --format bsr:16 --softmax separate >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
     done
     [[ ${ATTENTION:-1} == 1 ]] && within "$BIN" bench attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype float16 --format bsr:16 --device cuda --repeat 1 --emit-cuda "$OUT/cuda_attention" --json > /dev/null 2>&1
     within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \

@@ -90,26 +90,27 @@ def bsr_table(ours_rows, peer_rows):
 
 def attention_table(ours_rows, peer_rows):
     peers = {(r["op"], r["dtype"]): r for r in peer_rows if r.get("op", "").startswith("attention")}
-    print("| mask | format | heads | feat | dtype | sparsetir ms | check | sdpa (boolean mask) ms | ratio | sdpa (no mask) ms |")
-    print("|---|---|---:|---:|---|---:|---|---:|---:|---:|")
+    print("| mask | format | softmax | heads | feat | dtype | sparsetir ms | kernels ms | check | sdpa (boolean mask) ms | ratio | sdpa (no mask) ms |")
+    print("|---|---|---|---:|---:|---|---:|---|---|---:|---:|---:|")
     for o in ours_rows:
         ms = (o.get("seconds") or 0) * 1e3
         p = peers.get(("attention", o["dtype"]))
         q = peers.get(("attention_nomask", o["dtype"]))
         if ms > 0 and p:
-            print(f"| {o['matrix']} | {o.get('format', 'csr')} | {o['heads']} | {o['feat']} | {o['dtype']} | {ms:.4f} | {o['check']} | "
+            each = " / ".join(f"{k} {v * 1e3:.4f}" for k, v in (o.get("kernel_seconds") or {}).items() if v)
+            print(f"| {o['matrix']} | {o.get('format', 'csr')} | {o.get('softmax', '')} | {o['heads']} | {o['feat']} | {o['dtype']} | {ms:.4f} | {each} | {o['check']} | "
                   f"{p['ms']:.4f} | {p['ms'] / ms:.2f}x | {q['ms'] if q else float('nan'):.4f} |")
 
 
 def gemm_table(ours_rows, peer_rows):
     gemm = [r for r in peer_rows if r.get("op") == "gemm"]
-    print("| shape | sparsetir 2:4 ms | check | cuBLAS dense ms | ratio |")
-    print("|---|---:|---|---:|---:|")
+    print("| shape | format | dtype | sparsetir 2:4 ms | check | cuBLAS dense ms | ratio |")
+    print("|---|---|---|---:|---|---:|---:|")
     for o in ours_rows:
         ms = (o.get("seconds") or 0) * 1e3
         for g in gemm:
             if ms > 0 and g["m"] == o["rows"] and g["k"] == o["cols"] and g["n"] == o["feat"]:
-                print(f"| {o['rows']}x{o['cols']}x{o['feat']} | {ms:.4f} | {o['check']} | "
+                print(f"| {o['rows']}x{o['cols']}x{o['feat']} | {o.get('requested_format', '2:4')} | {o.get('dtype', '')} | {ms:.4f} | {o['check']} | "
                       f"{g['ms']:.4f} | {g['ms'] / ms:.2f}x |")
 
 

@@ -447,6 +447,9 @@ pub struct Options {
     pub heads: usize,
     /// `bench attention`: the side of the token block each entry of the mask stands for.
     pub block: usize,
+    /// `bench attention --format bsr:B`: `fused` (the product makes the probabilities),
+    /// `separate` (a softmax kernel stores them) or `auto` (fused on tensor cores).
+    pub softmax: String,
 }
 
 /// One measured case.
@@ -788,7 +791,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             | Format::Bsr(_)
             | Format::Ell(_)
             | Format::Condense
-            | Format::TwoFour
+            | Format::TwoFour { .. }
             | Format::Auto,
             Op::Spmm,
         )
@@ -806,7 +809,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 op.name(),
                 op.name(),
                 match op {
-                    Op::Spmm => "csr, hyb, bsr:B, ell, condense, 2:4 or auto",
+                    Op::Spmm => "csr, hyb, bsr:B, ell, condense, 2:4, 2:4(tiles=U) or auto",
                     Op::Sddmm => "csr, coo or auto",
                     Op::Spmv => "csr, sell, sell(sigma=S) or auto",
                 }

@@ -188,9 +188,11 @@ enum Command {
         #[arg(long, default_value = "32,128")]
         feat: String,
         /// Storage format of the sparse operand: `csr`; for spmm also `hyb`,
-        /// `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`, `ell`, `ell(width=W)`; for sddmm `coo`;
-        /// for attention `bsr:B` (a mask of whole B x B blocks: three BSR kernels for all heads
-        /// at once, on tensor cores for 16-bit operands on a GPU); `auto` measures the
+        /// `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`, `ell`, `ell(width=W)`, `condense`, `2:4`
+        /// (2:4 structured sparsity; on a GPU with 16-bit operands sparse tensor cores,
+        /// `2:4(tiles=U)`: U output tiles of 8 columns per warp); for sddmm `coo`; for attention
+        /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
+        /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
         /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest
         /// (the conversion is timed separately, `convert_seconds`).
         #[arg(long, default_value = "csr")]
@@ -239,6 +241,14 @@ enum Command {
         /// a `B x B` block of tokens (1: the mask is the token-level pattern).
         #[arg(long, default_value_t = 1)]
         block: usize,
+        /// `bench attention --format bsr:B`: `fused` makes the probabilities inside the
+        /// product (a kernel computes each row's `scale max + log sum`, the product
+        /// `exp(scale S - L)` per stored score: the probabilities are never stored);
+        /// `separate` writes them with a softmax kernel first; `auto`: fused where the product
+        /// runs on tensor cores (16-bit operands on a GPU), separate elsewhere (on a CPU the
+        /// product would compute each exponential once per feature).
+        #[arg(long, default_value = "auto")]
+        softmax: String,
     },
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
@@ -424,6 +434,7 @@ fn main() -> ExitCode {
             dtype,
             heads,
             block,
+            softmax,
         } => bench::run(&bench::Options {
             op,
             matrices,
@@ -442,6 +453,7 @@ fn main() -> ExitCode {
             dtype,
             heads,
             block,
+            softmax,
         }),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),

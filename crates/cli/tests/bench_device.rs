@@ -154,6 +154,35 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
         assert_eq!(j["schedule"], schedule, "{dtype}: {j}");
         assert_eq!(j["check"], true, "{dtype}: {j}");
     }
+    // Several output tiles per warp: by the rule (width 64: 4 warps of 2 tiles) or asked for;
+    // a width the tiles do not divide is refused with the reason.
+    for format in ["2:4", "2:4(tiles=1)", "2:4(tiles=4)"] {
+        let j = line(&bench(
+            "spmm",
+            &m24,
+            &["--format", format, "--dtype", "float16", "--feat", "64"],
+        ));
+        assert_eq!(j["schedule"], "tensor cores", "{format}: {j}");
+        assert_eq!(j["check"], true, "{format}: {j}");
+    }
+    let o = bench(
+        "spmm",
+        &m24,
+        &[
+            "--format",
+            "2:4(tiles=8)",
+            "--dtype",
+            "float16",
+            "--feat",
+            "40",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a multiple of 8 x 8 tiles"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Three entries in the group of columns 0..4 of row 0: not 2:4.
     let dense = dir.path().join("dense.mtx");
     std::fs::write(
@@ -290,7 +319,47 @@ fn attention_runs_and_checks_in_the_emulator() {
             dtype != "float32",
             "{dtype}: tensor cores in the scores"
         );
+        // `--softmax auto`: the probabilities made inside the product on tensor cores.
+        let fused = dtype != "float32";
+        assert_eq!(
+            j["softmax"],
+            if fused { "fused" } else { "separate" },
+            "{j}"
+        );
+        if fused {
+            let product =
+                std::fs::read_to_string(cu.join("attention_mask_softmax_product_feat32.cu"))
+                    .expect("the product's CUDA");
+            assert!(product.contains("sptir_mma_m16n8k16_") && product.contains("expf("));
+        }
     }
+    // Either softmax asked for, on either operand type: the same check.
+    for (softmax, dtype) in [("fused", "float32"), ("separate", "float16")] {
+        let mut args = vec!["bench", "attention", "--mask", m.to_str().unwrap()];
+        args.extend_from_slice(&[
+            "--block",
+            "16",
+            "--format",
+            "bsr:16",
+            "--feat",
+            "16",
+            "--dtype",
+            dtype,
+            "--softmax",
+            softmax,
+            "--device",
+            "cuda-emu",
+            "--json",
+        ]);
+        let j = line(&run(&args));
+        assert_eq!(j["check"], true, "{j}");
+        assert_eq!(j["softmax"], softmax, "{j}");
+    }
+    let mut args = vec!["bench", "attention", "--mask", m.to_str().unwrap()];
+    args.extend_from_slice(&["--format", "bsr:16", "--block", "16", "--softmax", "online"]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--softmax online"));
     // A mask that is not made of whole 16 x 16 blocks is refused with a reason.
     let out = run(&[
         "bench",

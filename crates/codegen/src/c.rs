@@ -347,6 +347,9 @@ pub struct Writer<'f> {
     /// CUDA: with `mma_acc`, the unrolled loop inside the accumulating loop that picks one of
     /// several tiles kept in registers (`sptir_acc[u]`).
     mma_acc_unit: Option<VarId>,
+    /// CUDA: the tensorized nest (its outermost loop's variable) whose `A` fragment was written
+    /// once before the unit loop (`mma_acc_unit`), for every tile of it.
+    mma_a_shared: Option<VarId>,
     /// A tensorized fill absorbed by the next loop's register accumulator: the value that
     /// accumulator starts with and the loop's plan, computed once (see
     /// `Writer::mma_fill_absorbed`).
@@ -470,6 +473,7 @@ impl<'f> Writer<'f> {
             kernel: None,
             mma_acc: None,
             mma_acc_unit: None,
+            mma_a_shared: None,
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),

@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use sparsetir_ir::DType;
+
 /// Bucket widths are powers of two up to at most this.
 pub const MAX_BUCKET: usize = 4096;
 
@@ -40,8 +42,9 @@ pub enum Format {
     Condense,
     /// 2:4 structured sparsity (SpMM): the catalog's `spmm_24` on the n:m container (every group
     /// of four columns of a row stores two values and their positions); with 16-bit operands on
-    /// a GPU, sparse tensor cores (`mma.sp`).
-    TwoFour,
+    /// a GPU, sparse tensor cores (`mma.sp`), each warp computing `tiles` output tiles of 8
+    /// columns (`2:4(tiles=U)`, 1 to 8; `None`: chosen by the feature width).
+    TwoFour { tiles: Option<usize> },
     /// Chosen per matrix and feature width.
     Auto,
 }
@@ -72,7 +75,8 @@ impl fmt::Display for Format {
             Format::Sell { sigma: None } => f.write_str("sell"),
             Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
             Format::Condense => f.write_str("condense"),
-            Format::TwoFour => f.write_str("2:4"),
+            Format::TwoFour { tiles: None } => f.write_str("2:4"),
+            Format::TwoFour { tiles: Some(t) } => write!(f, "2:4(tiles={t})"),
             Format::Auto => f.write_str("auto"),
         }
     }
@@ -80,7 +84,7 @@ impl fmt::Display for Format {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4 or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -127,7 +131,7 @@ impl Format {
             "coo" => return Ok(Format::Coo),
             "sell" => return Ok(Format::Sell { sigma: None }),
             "condense" => return Ok(Format::Condense),
-            "2:4" => return Ok(Format::TwoFour),
+            "2:4" => return Ok(Format::TwoFour { tiles: None }),
             "auto" => return Ok(Format::Auto),
             _ => {}
         }
@@ -140,6 +144,13 @@ impl Format {
                 return Err(err("the block size must be at most 64"));
             }
             return Ok(Format::Bsr(b));
+        }
+        if let Some(u) = field_call(t, "2:4", "tiles") {
+            let tiles = positive(text, "the tiles per warp", u)?;
+            if tiles > 8 {
+                return Err(err("the tiles per warp must be at most 8"));
+            }
+            return Ok(Format::TwoFour { tiles: Some(tiles) });
         }
         if let Some(sg) = field_call(t, "sell", "sigma") {
             let sigma = positive(text, "the sorting window", sg)?;
@@ -446,6 +457,34 @@ pub fn bsr_softmax() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
     parse_format("bsr_softmax", BSR_SOFTMAX_SCRIPT)
 }
 
+/// Block-sparse attention's softmax statistic (`formats/bsr_softmax_lse.sp`): per row of
+/// tokens, `scale max + log(sum of exp(scale (A - max)))` over the stored blocks, for
+/// [`bsr_softmax_mm`]; the CPU schedule is [`BSR_SOFTMAX_SCHEDULE`], the GPU one
+/// `gpu_schedule("bsr_softmax_lse")`.
+pub const BSR_SOFTMAX_LSE_SCRIPT: &str = include_str!("../formats/bsr_softmax_lse.sp");
+
+/// The stage-I function of [`BSR_SOFTMAX_LSE_SCRIPT`].
+pub fn bsr_softmax_lse() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    parse_format("bsr_softmax_lse", BSR_SOFTMAX_LSE_SCRIPT)
+}
+
+/// Block-sparse attention's product with the softmax made on the fly
+/// (`formats/bsr_softmax_mm.sp`): `O = P V` with `P = exp(scale S - L)` from the scores `S`
+/// and [`bsr_softmax_lse`]'s `L`, each probability rounded to `prob` (the 16-bit type of the
+/// tensor cores' operands, as a stored probability would be; `F32`: not rounded). Its
+/// iteration is bsrmm's, so bsrmm's schedules (CPU, GPU, tensor cores) apply unchanged.
+pub fn bsr_softmax_mm(prob: DType) -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
+    let p = "T.exp(S[i, j, bi, bj] * scale - L[i, bi])";
+    let p = match prob {
+        DType::F32 => p.to_string(),
+        dt => format!("T.float32(T.{dt}({p}))"),
+    };
+    parse_format(
+        "bsr_softmax_mm",
+        &include_str!("../formats/bsr_softmax_mm.sp").replace("PROB", &p),
+    )
+}
+
 /// The function of one of this module's scripts (`name` for its errors).
 fn parse_format(name: &str, text: &str) -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
     sparsetir_syntax::parse_func(text).map_err(|diags| crate::LoadError::Parse {
@@ -520,12 +559,30 @@ pub fn tensor_core_gpu_schedule(sched: &str, feat: usize) -> String {
 
 /// The sparse tensor-core GPU schedule of spmm_24 (`schedules/gpu/spmm_24_tc.sched`) for an
 /// `m x n` 2:4 matrix (`m` a multiple of 16, `n` of 32) and a feature width that is a multiple
-/// of `8 * warps`, with `m`, `n` and `feat_size` specialised: one `mma.sp` m16n8k32 per run of
-/// 8 groups of a 16-row tile, `warps` warps of 8 feature columns per thread block.
-pub fn spmm_24_tc_gpu_schedule(n: usize, warps: usize) -> String {
-    include_str!("../schedules/gpu/spmm_24_tc.sched")
-        .replace("GROUPS", &(n / 4).to_string())
+/// of `8 * warps * units`, with `m`, `n` and `feat_size` specialised: one `mma.sp` m16n8k32 per
+/// run of 8 groups of a 16-row tile and 8 feature columns, `warps` warps per thread block, each
+/// with `units` (1 to 8) tiles of 8 columns side by side — their accumulators in registers,
+/// the run's `A` fragment and metadata read once for all of them.
+pub fn spmm_24_tc_gpu_schedule(n: usize, warps: usize, units: usize) -> String {
+    let text = include_str!("../schedules/gpu/spmm_24_tc.sched");
+    // One tile per warp: no unit loop (a loop of one iteration would be an ordinary loop
+    // around the product, whose tile moves with it: the accumulator would leave registers).
+    let text = if units <= 1 {
+        text.replace(
+            "fb, fw, fu, fi = sch.split(f, [None, WARPS, UNITS, 8])",
+            "fb, fw, fi = sch.split(f, [None, WARPS, 8])",
+        )
+        .replace(
+            "sch.reorder(gt, fb, fw, gko, fu, gm, fi, gki, j)",
+            "sch.reorder(gt, fb, fw, gko, gm, fi, gki, j)",
+        )
+        .replace("sch.unroll(fu)\n", "")
+    } else {
+        text.to_string()
+    };
+    text.replace("GROUPS", &(n / 4).to_string())
         .replace("WARPS", &warps.max(1).to_string())
+        .replace("UNITS", &units.to_string())
 }
 
 /// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
@@ -651,6 +708,8 @@ mod tests {
             "hyb(buckets=2,8)",
             "ell(width=16)",
             "coo",
+            "2:4",
+            "2:4(tiles=4)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -689,6 +748,9 @@ mod tests {
             "hyb(3)",
             "hyb(parts=2",
             "hyb(buckets=8192)",
+            "2:4(tiles=0)",
+            "2:4(tiles=9)",
+            "2:4(warps=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");
         }

@@ -232,6 +232,10 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         "bsr_softmax",
         include_str!("../schedules/gpu/bsr_softmax.sched"),
     ),
+    (
+        "bsr_softmax_lse",
+        include_str!("../schedules/gpu/bsr_softmax_lse.sched"),
+    ),
     ("ellmm", include_str!("../schedules/gpu/ellmm.sched")),
     (
         "rgcn_hetero",

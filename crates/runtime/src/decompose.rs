@@ -187,7 +187,7 @@ fn builtin_rules(t: &str) -> Result<(Vec<FormatRewriteRule>, Vec<RuleKind>), Rul
         Format::Csr | Format::Auto => Err(unknown(format!(
             "`{format}` is not a rewrite rule (csr is the input format)"
         ))),
-        Format::TwoFour => Err(unknown(
+        Format::TwoFour { .. } => Err(unknown(
             "2:4 is a storage format of `bench spmm --format 2:4` with the catalog's spmm_24 \
              kernel, not a rewrite rule"
                 .into(),

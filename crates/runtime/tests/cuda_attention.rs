@@ -399,3 +399,172 @@ fn scores_with_guarded_tiles_equal_the_evaluator() {
         0.05,
     );
 }
+
+fn softmax_lse() -> PrimFunc {
+    composable::bsr_softmax_lse().expect("bsr_softmax_lse")
+}
+
+fn softmax_mm(dt: DType) -> PrimFunc {
+    let f = composable::bsr_softmax_mm(dt).expect("bsr_softmax_mm");
+    if dt == DType::F32 {
+        return f;
+    }
+    sparsetir_transform::store_as(&f, &["V"], dt).expect("store_as")
+}
+
+#[test]
+fn fused_softmax_kernels_equal_the_evaluator_in_the_emulator() {
+    fused_softmax_kernels(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present.
+#[test]
+fn fused_softmax_kernels_on_a_real_gpu() {
+    if common::have_gpu() {
+        fused_softmax_kernels(GpuDevice::Cuda);
+    }
+}
+
+/// Attention with the softmax made inside the product: the scores, then each row's statistic
+/// `L = scale max + log(sum)` (`formats/bsr_softmax_lse.sp`, `gpu/bsr_softmax_lse.sched`), then
+/// `O = exp(scale S - L) V` on tensor cores (`formats/bsr_softmax_mm.sp` under bsrmm's
+/// tensor-core schedules, one and two output tiles per warp: the probabilities computed in
+/// the `A` fragment's registers and rounded to the 16-bit type). Each kernel equals the
+/// evaluator, the chain equals masked attention computed densely in f64.
+fn fused_softmax_kernels(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(68);
+    let lse_f = softmax_lse();
+    for dt in [DType::F16, DType::BF16] {
+        let (s_f, o_f) = (sddmm(dt), softmax_mm(dt));
+        for (nb, mb, feat) in SHAPES {
+            let what = format!("fused softmax {dt}, {nb}x{mb} blocks of 16, feat {feat}");
+            let s_k = gpu(&s_f, "bsr_sddmm_tc", feat, device, &what);
+            let l_k = gpu(&lse_f, "bsr_softmax_lse", feat, device, &what);
+            let mut products = vec![gpu(&o_f, "bsrmm_tc", feat, device, &what)];
+            if feat % 16 == 0 {
+                products.push(gpu(&o_f, "bsrmm_tc2", feat, device, &what));
+            }
+            for o_k in &products {
+                let src = &o_k.module().source;
+                assert!(
+                    src.contains("sptir_mma_m16n8k16_") && src.contains("exp"),
+                    "{what}: the product does not make the probabilities on tensor cores"
+                );
+            }
+            let pat = common::bsr_pattern(&mut rng, nb, mb);
+            let nnzb = pat.1.len();
+            let mut random =
+                |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
+            let (q, k, v) = (
+                random(nb * 16 * feat),
+                random(mb * 16 * feat),
+                random(mb * 16 * feat),
+            );
+            let scale = ArgValue::Float(1.0 / (feat as f64).sqrt());
+            let mut a1 = HashMap::new();
+            structure(&mut a1, &pat, nb, mb);
+            a1.insert("feat_size".into(), ArgValue::Int(feat as i64));
+            a1.insert("a".into(), arr(dt, &q));
+            a1.insert("b".into(), arr(dt, &k));
+            a1.insert("c".into(), arr(DType::F32, &vec![7.0; nnzb * 256]));
+            s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
+            // The row statistic.
+            let mut a2 = HashMap::new();
+            structure(&mut a2, &pat, nb, mb);
+            a2.insert("scale".into(), scale.clone());
+            a2.insert("a".into(), output(&a1, "c"));
+            a2.insert("l".into(), arr(DType::F32, &vec![7.0; nb * 16]));
+            let mut want = a2.clone();
+            eval_func(&lse_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            l_k.run(&mut a2).unwrap_or_else(|e| panic!("{what}: {e}"));
+            // Rows that store nothing hold -inf in both.
+            assert_outputs_close(&what, &["l".into()], &a2, &want, 1e-5);
+            for o_k in &products {
+                let mut a3 = HashMap::new();
+                structure(&mut a3, &pat, nb, mb);
+                a3.insert("feat_size".into(), ArgValue::Int(feat as i64));
+                a3.insert("scale".into(), scale.clone());
+                a3.insert("s".into(), output(&a1, "c"));
+                a3.insert("l".into(), output(&a2, "l"));
+                a3.insert("v".into(), arr(dt, &v));
+                a3.insert("o".into(), arr(DType::F32, &vec![0.0; nb * 16 * feat]));
+                let mut want = a3.clone();
+                eval_func(&o_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+                o_k.run(&mut a3).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_outputs_close_16(&what, &["o".into()], &a3, &want, dt, 0.05);
+                let round = |x: &[f64]| -> Vec<f64> {
+                    let ArgValue::Array(t) = arr(dt, x) else {
+                        unreachable!()
+                    };
+                    t.to_f64_vec()
+                };
+                let dense = reference(&pat, nb, feat, &round(&q), &round(&k), &round(&v));
+                let ArgValue::Array(got) = output(&a3, "o") else {
+                    unreachable!()
+                };
+                let tol = if dt == DType::F16 { 4e-3 } else { 3e-2 };
+                for (i, (x, y)) in got.to_f64_vec().iter().zip(&dense).enumerate() {
+                    assert!((x - y).abs() <= tol, "{what}: output {i}: {x} vs f64 {y}");
+                }
+            }
+        }
+    }
+}
+
+/// The C backend runs the row statistic and the product that makes the probabilities with
+/// their CPU schedules (bsr_softmax's and BSR SpMM's; float32, float16 and bfloat16 `V`) and
+/// equals the evaluator.
+#[test]
+fn fused_softmax_kernels_on_the_c_backend_equal_the_evaluator() {
+    if !common::have_cc() {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(69);
+    let lse_f = softmax_lse();
+    let opts = common::opts("attn-fused-c");
+    let (nb, mb, feat) = (3, 4, 24);
+    let l_k = sparsetir_runtime::build(
+        &lse_f,
+        Some(composable::BSR_SOFTMAX_SCHEDULE),
+        &spec_of(&lse_f, feat),
+        &opts,
+    )
+    .expect("bsr_softmax_lse on the C backend");
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let what = format!("fused softmax {dt} on the C backend");
+        let o_f = softmax_mm(dt);
+        let o_k = sparsetir_runtime::build(
+            &o_f,
+            Some(composable::BSR_SPMM_SCHEDULE),
+            &spec(feat),
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let pat = common::bsr_pattern(&mut rng, nb, mb);
+        let nnzb = pat.1.len();
+        let mut random =
+            |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-2.0..2.0)).collect() };
+        let (s, v) = (random(nnzb * 256), random(mb * 16 * feat));
+        let mut a2 = HashMap::new();
+        structure(&mut a2, &pat, nb, mb);
+        a2.insert("scale".into(), ArgValue::Float(0.25));
+        a2.insert("a".into(), arr(DType::F32, &s));
+        a2.insert("l".into(), arr(DType::F32, &vec![7.0; nb * 16]));
+        let mut want = a2.clone();
+        eval_func(&lse_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+        l_k.run(&mut a2).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_outputs_close(&what, &["l".into()], &a2, &want, 1e-5);
+        let mut a3 = HashMap::new();
+        structure(&mut a3, &pat, nb, mb);
+        a3.insert("feat_size".into(), ArgValue::Int(feat as i64));
+        a3.insert("scale".into(), ArgValue::Float(0.25));
+        a3.insert("s".into(), arr(DType::F32, &s));
+        a3.insert("l".into(), output(&a2, "l"));
+        a3.insert("v".into(), arr(dt, &v));
+        a3.insert("o".into(), arr(DType::F32, &vec![7.0; nb * 16 * feat]));
+        let mut want = a3.clone();
+        eval_func(&o_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+        o_k.run(&mut a3).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_outputs_close(&what, &["o".into()], &a3, &want, 1e-5);
+    }
+}

@@ -161,7 +161,7 @@ fn the_ptx_holds_the_mma_instruction() {
         builds.push((c, condense_tc, condense_spec.clone(), dt, ins.to_string()));
     }
     // 2:4 on sparse tensor cores (`mma.sp` m16n8k32).
-    let sp_sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2);
+    let sp_sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2, 1);
     let sp_spec: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 16)];
     for (dt, ty) in [(DType::F16, "f16"), (DType::BF16, "bf16")] {
@@ -268,9 +268,19 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
     let mut rng = ChaCha8Rng::seed_from_u64(24);
     for dt in [DType::F16, DType::BF16] {
         let g = spmm24_kernel(dt);
-        for (m, n, feat, warps) in [(16, 32, 8, 1), (32, 64, 16, 2), (48, 96, 16, 1)] {
-            let what = format!("spmm_24 {dt} on sparse tensor cores, {m}x{n}, feat {feat}");
-            let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(n, warps);
+        // (m, n, feat, warps per block, tiles per warp)
+        for (m, n, feat, warps, units) in [
+            (16, 32, 8, 1, 1),
+            (32, 64, 16, 2, 1),
+            (48, 96, 16, 1, 1),
+            (32, 64, 32, 2, 2),
+            (16, 96, 64, 2, 4),
+        ] {
+            let what = format!(
+                "spmm_24 {dt} on sparse tensor cores, {m}x{n}, feat {feat}, {warps} warps of \
+                 {units} tiles"
+            );
+            let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(n, warps, units);
             let spec = vec![
                 ("m".to_string(), m as i64),
                 ("n".to_string(), n as i64),
@@ -285,6 +295,16 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                     .contains(&format!("sptir_mma_sp_m16n8k32_{suffix}(")),
                 "{what}: no mma.sp call"
             );
+            if units > 1 {
+                // The tiles' accumulators in registers, one A fragment and metadata for all.
+                let src = &k.module().source;
+                assert!(
+                    src.contains(&format!("float sptir_acc[{units}][4];")),
+                    "{what}"
+                );
+                assert_eq!(src.matches("uint32_t sptir_a[4], sptir_e = 0u;").count(), 1);
+                assert!(!src.contains("sptir_b[4], sptir_e"), "{what}");
+            }
             let args = spmm_24_args(&mut rng, m, n, feat, dt);
             let mut want = args.clone();
             eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
@@ -320,7 +340,7 @@ fn snapshot_tensor_core_kernels() {
         .source
         .contains("sptir_mma_m16n8k16_f16(sptir_acc[f_1_2]"));
     insta::assert_snapshot!("bsrmm_tc2_f16", kernels(&two.source));
-    let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2);
+    let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2, 1);
     let spec24: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 16)];
     let (_, sp) = emit_cuda(&spmm24_kernel(DType::F16), Some(&sched), &spec24).expect("emit");

@@ -15,12 +15,17 @@
 //!
 //! `--format bsr:B` (a mask made of whole, aligned `B × B` blocks of tokens, e.g. `--block 64`
 //! with `bsr:16`): block-sparse attention as three BSR kernels — the scores
-//! (`formats/bsr_sddmm.sp`), the row softmax over the stored blocks with the `1/sqrt(D)` scale
-//! (`formats/bsr_softmax.sp`, the probabilities stored as `--dtype`) and bsrmm — with every head
-//! in the same launch: the heads are the diagonal blocks of one BSR matrix (`H` copies of the
-//! mask's block structure; Q, K and V stacked, `H n × D`). With 16-bit operands on a GPU the
-//! scores (blocks of 16) and the product (blocks of 16 or 32) run on tensor cores. Timing: the
-//! three kernels' medians, all heads, summed.
+//! (`formats/bsr_sddmm.sp`), the softmax and the product — with every head in the same launch:
+//! the heads are the diagonal blocks of one BSR matrix (`H` copies of the mask's block
+//! structure; Q, K and V stacked, `H n × D`). `--softmax separate`: the row softmax over the
+//! stored blocks with the `1/sqrt(D)` scale (`formats/bsr_softmax.sp`, the probabilities stored
+//! as `--dtype`), then bsrmm; `--softmax fused`: each row's `scale max + log sum`
+//! (`formats/bsr_softmax_lse.sp`), then a product that makes every probability from its score
+//! in registers (`formats/bsr_softmax_mm.sp`, rounded to `--dtype` as a stored one would be):
+//! the probabilities are never stored; `auto` (the default) is fused where the product runs on
+//! tensor cores. With 16-bit operands on a GPU the scores (blocks of 16) and the product
+//! (blocks of 16 or 32) run on tensor cores. Timing: the three kernels' medians, all heads,
+//! summed (`kernel_seconds`: `scores`, `softmax` — the statistic when fused — and `product`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -243,6 +248,17 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             "error: --emit-cuda needs --device cuda or cuda-emu".into(),
         ));
     }
+    // `None`: fused where the product runs on tensor cores.
+    let fused = match o.softmax.as_str() {
+        "fused" => Some(true),
+        "separate" => Some(false),
+        "auto" => None,
+        other => {
+            return Err(Failure(format!(
+                "error: --softmax {other}: expected auto, fused or separate"
+            )))
+        }
+    };
     let heads = o.heads.max(1);
     let feats = super::parse_feats(&o.feat)?;
     if o.matrices.is_empty() {
@@ -271,6 +287,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                     d,
                     dtype,
                     device,
+                    fused,
                     o,
                     opts: &opts,
                 };
@@ -377,6 +394,8 @@ struct BsrCase<'a> {
     d: usize,
     dtype: DType,
     device: Option<GpuDevice>,
+    /// `--softmax fused`: the product makes the probabilities (`None`: `auto`).
+    fused: Option<bool>,
     o: &'a Options,
     opts: &'a CompileOptions,
 }
@@ -484,16 +503,35 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         c,
         "scores",
     )?;
-    let probs = stored(composable::bsr_softmax()?, &["B"], dtype)?;
-    let softmax = bsr_step(
-        &probs,
-        composable::BSR_SOFTMAX_SCHEDULE,
-        sched("bsr_softmax"),
-        blk_spec,
-        c,
-        "softmax",
-    )?;
-    let product = stored(sparsetir_ops::load("bsrmm")?, &["A", "B"], dtype)?;
+    // The softmax: a kernel that stores the probabilities (`separate`), or one that stores
+    // each row's statistic for a product that makes them (`fused`).
+    let fused = c.fused.unwrap_or(tc && b == 16 && d.is_multiple_of(8));
+    let softmax = if fused {
+        bsr_step(
+            &composable::bsr_softmax_lse()?,
+            composable::BSR_SOFTMAX_SCHEDULE,
+            sched("bsr_softmax_lse"),
+            blk_spec,
+            c,
+            "softmax_lse",
+        )?
+    } else {
+        bsr_step(
+            &stored(composable::bsr_softmax()?, &["B"], dtype)?,
+            composable::BSR_SOFTMAX_SCHEDULE,
+            sched("bsr_softmax"),
+            blk_spec,
+            c,
+            "softmax",
+        )?
+    };
+    // The product: bsrmm, or with `fused` the product that makes the probabilities (rounded
+    // to `dtype`, as stored ones would be; bsrmm's iteration, so bsrmm's schedules).
+    let product = if fused {
+        stored(composable::bsr_softmax_mm(dtype)?, &["V"], dtype)?
+    } else {
+        stored(sparsetir_ops::load("bsrmm")?, &["A", "B"], dtype)?
+    };
     let tc_product = match b {
         16 if d.is_multiple_of(16) => sched("bsrmm_tc2"),
         16 => sched("bsrmm_tc"),
@@ -510,7 +548,7 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         product_gpu,
         &spec,
         c,
-        "product",
+        if fused { "softmax_product" } else { "product" },
     )?;
     // Q, K and V of every head, stacked.
     let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
@@ -526,27 +564,42 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     a1.insert("b".into(), tensor(&k, vec![heads * mb, b, d], dtype));
     a1.insert("c".into(), f32_zeros(vec![heads * nnzb, b, b]));
     sddmm.run(&mut a1)?;
+    let scale = ArgValue::Float(1.0 / (d as f64).sqrt());
     let mut a2 = HashMap::new();
     structure(&mut a2);
-    a2.insert("scale".into(), ArgValue::Float(1.0 / (d as f64).sqrt()));
+    a2.insert("scale".into(), scale.clone());
     a2.insert("a".into(), output(&a1, "c")?);
-    a2.insert(
-        "b".into(),
-        tensor(
-            &vec![0.0; heads * nnzb * b * b],
-            vec![heads * nnzb, b, b],
-            dtype,
-        ),
-    );
+    if fused {
+        a2.insert("l".into(), f32_zeros(vec![heads * nb, b]));
+    } else {
+        a2.insert(
+            "b".into(),
+            tensor(
+                &vec![0.0; heads * nnzb * b * b],
+                vec![heads * nnzb, b, b],
+                dtype,
+            ),
+        );
+    }
     softmax.run(&mut a2)?;
     let mut a3 = HashMap::new();
     structure(&mut a3);
     a3.insert("feat_size".into(), ArgValue::Int(d as i64));
-    a3.insert("a".into(), output(&a2, "b")?);
-    a3.insert("b".into(), tensor(&v, vec![heads * mb, b, d], dtype));
-    a3.insert("c".into(), f32_zeros(vec![heads * nb, b, d]));
+    let out_name = if fused {
+        a3.insert("scale".into(), scale);
+        a3.insert("s".into(), output(&a1, "c")?);
+        a3.insert("l".into(), output(&a2, "l")?);
+        a3.insert("v".into(), tensor(&v, vec![heads * mb, b, d], dtype));
+        a3.insert("o".into(), f32_zeros(vec![heads * nb, b, d]));
+        "o"
+    } else {
+        a3.insert("a".into(), output(&a2, "b")?);
+        a3.insert("b".into(), tensor(&v, vec![heads * mb, b, d], dtype));
+        a3.insert("c".into(), f32_zeros(vec![heads * nb, b, d]));
+        "c"
+    };
     spmm.run(&mut a3)?;
-    let ArgValue::Array(out) = output(&a3, "c")? else {
+    let ArgValue::Array(out) = output(&a3, out_name)? else {
         return Err(Failure("error: the output is not an array".into()));
     };
     let out = out.to_f64_vec();
@@ -586,6 +639,7 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         "matrix": c.name,
         "format": format!("bsr:{b}"),
         "tensor_cores": tc,
+        "softmax": if fused { "fused" } else { "separate" },
         "rows": n,
         "nnz": mask.nnz(),
         "heads": heads,

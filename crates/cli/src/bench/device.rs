@@ -45,7 +45,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             | Format::Bsr(_)
             | Format::Ell(_)
             | Format::Condense
-            | Format::TwoFour
+            | Format::TwoFour { .. }
             | Format::Auto,
             Op::Spmm,
         )
@@ -64,7 +64,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
     if dtype != DType::F32
         && !matches!(
             format,
-            Format::Csr | Format::Bsr(_) | Format::Condense | Format::TwoFour
+            Format::Csr | Format::Bsr(_) | Format::Condense | Format::TwoFour { .. }
         )
     {
         return Err(Failure(format!(

@@ -108,7 +108,7 @@ fn prepare(
                 | Format::Ell(_)
                 | Format::Condense
                 | Format::Sell { .. }
-                | Format::TwoFour
+                | Format::TwoFour { .. }
         )
     {
         return Err(Failure(format!(
@@ -164,7 +164,9 @@ fn prepare(
             prepare_own(op, feat, own_sell(a, *sigma)?, opts, dtype)
         }
         (Op::Spmm, Format::Condense) => prepare_own(op, feat, own_condense(a, feat)?, opts, dtype),
-        (Op::Spmm, Format::TwoFour) => prepare_own(op, feat, own_24(a, feat)?, opts, dtype),
+        (Op::Spmm, Format::TwoFour { tiles }) => {
+            prepare_own(op, feat, own_24(a, feat, *tiles)?, opts, dtype)
+        }
         (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts, dtype),
         (_, Format::Auto) => Err(Failure(
             "error: internal error: `auto` is not a candidate format".into(),
@@ -280,6 +282,9 @@ pub(super) struct OwnFormat {
     pub b_shape: Vec<usize>,
     pub c_shape: Vec<usize>,
     pub convert_seconds: f64,
+    /// 2:4 on sparse tensor cores: output tiles per warp (`2:4(tiles=U)`; `None`: the rule of
+    /// [`OwnFormat::with_dtype`]).
+    pub tiles: Option<usize>,
 }
 
 impl OwnFormat {
@@ -319,17 +324,30 @@ impl OwnFormat {
                     .map_or(0, |(_, v)| *v as usize)
             };
             let (m, n) = (int("m"), int("n"));
+            // Up to 4 warps per block, then up to 4 tiles of 8 columns per warp (they share
+            // the A fragment and metadata of each run); `2:4(tiles=U)`: U tiles, the warps
+            // that fit.
+            let fits = |w: usize, t: usize| feat.is_multiple_of(8 * w * t);
+            let (warps, tiles) = match self.tiles {
+                Some(t) => ([4, 2, 1].into_iter().find(|&w| fits(w, t)).unwrap_or(1), t),
+                None => {
+                    let w = [4, 2, 1].into_iter().find(|&w| fits(w, 1)).unwrap_or(1);
+                    (w, [4, 2, 1].into_iter().find(|&t| fits(w, t)).unwrap_or(1))
+                }
+            };
             if m > 0
                 && m.is_multiple_of(16)
                 && n > 0
                 && n.is_multiple_of(32)
-                && feat.is_multiple_of(8)
+                && feat.is_multiple_of(8 * warps * tiles)
             {
-                let warps = [4, 2, 1]
-                    .into_iter()
-                    .find(|w| feat.is_multiple_of(8 * w))
-                    .unwrap_or(1);
-                return Ok((f, Some(spmm_24_tc_gpu_schedule(n, warps)), true));
+                return Ok((f, Some(spmm_24_tc_gpu_schedule(n, warps, tiles)), true));
+            }
+            if self.tiles.is_some() {
+                return Err(Failure(format!(
+                    "error: --format 2:4(tiles={tiles}): the feature width {feat} is not a \
+                     multiple of 8 x {tiles} tiles"
+                )));
             }
             return Ok((f, plain, false));
         }
@@ -366,7 +384,7 @@ pub(super) fn own_format(
         }
         (Op::Spmv, Format::Sell { sigma }) => Some(own_sell(a, *sigma)?),
         (Op::Spmm, Format::Condense) => Some(own_condense(a, feat)?),
-        (Op::Spmm, Format::TwoFour) => Some(own_24(a, feat)?),
+        (Op::Spmm, Format::TwoFour { tiles }) => Some(own_24(a, feat, *tiles)?),
         _ => None,
     })
 }
@@ -429,6 +447,7 @@ fn own_bsr(a: &Csr, feat: usize, block: usize) -> Result<OwnFormat, Failure> {
         b_shape: vec![mb, block, feat],
         c_shape: vec![nb, block, feat],
         convert_seconds: start.elapsed().as_secs_f64(),
+        tiles: None,
     })
 }
 
@@ -486,6 +505,7 @@ fn own_ell(a: &Csr, feat: usize, width: usize, e: &EllCsr, convert_seconds: f64)
         b_shape: vec![a.cols, 1, feat],
         c_shape: vec![a.rows, 1, feat],
         convert_seconds,
+        tiles: None,
     }
 }
 
@@ -580,11 +600,12 @@ fn own_condense(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
         b_shape: vec![a.cols, feat],
         c_shape: vec![tiles * t, feat],
         convert_seconds: start.elapsed().as_secs_f64(),
+        tiles: None,
     })
 }
 
 /// SpMM on the exact 2:4 storage of the matrix (see the module documentation).
-fn own_24(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
+fn own_24(a: &Csr, feat: usize, tiles: Option<usize>) -> Result<OwnFormat, Failure> {
     let start = Instant::now();
     // Rows padded to a multiple of 16 and columns to one of 32 (empty rows, empty groups): the
     // shapes of the sparse tensor cores' tiles, whatever the matrix's.
@@ -624,6 +645,7 @@ fn own_24(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
         b_shape: vec![n, feat],
         c_shape: vec![m, feat],
         convert_seconds: start.elapsed().as_secs_f64(),
+        tiles,
     })
 }
 
@@ -657,6 +679,7 @@ fn own_sell(a: &Csr, sigma: Option<usize>) -> Result<OwnFormat, Failure> {
         b_shape: vec![a.cols],
         c_shape: vec![s.padded_rows()],
         convert_seconds: start.elapsed().as_secs_f64(),
+        tiles: None,
     })
 }
 

@@ -850,6 +850,15 @@ impl<'f> Writer<'f> {
         if f.kind == ForKind::Vectorized && self.write_vector_loads(f)? {
             return Ok(());
         }
+        // The unit loop of several tiles kept in registers: their common `A` fragment first.
+        // (`mma_share_a` opens a scope for it; the loop itself is written inside.)
+        if self.mma_acc_unit == Some(f.var) && self.mma_a_shared.is_none() && self.mma_share_a(f)? {
+            let r = self.write_serial_cuda_loop(f);
+            self.mma_a_shared = None;
+            self.indent -= 1;
+            self.line("}");
+            return r;
+        }
         let (vdt, ct, vname) = self.loop_var_type(f)?;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
         // A tensorized product that accumulates into the same tile in every iteration: its

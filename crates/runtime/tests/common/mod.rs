@@ -88,7 +88,8 @@ pub fn random_dense(rng: &mut ChaCha8Rng, rows: usize, cols: usize, p: f64) -> V
     d
 }
 
-/// Every output of `got` equals `want` within `rel` relative (NaN equals NaN).
+/// Every output of `got` equals `want` within `rel` relative (NaN equals NaN, an infinity
+/// itself).
 pub fn assert_outputs_close(what: &str, outputs: &[String], got: &Args, want: &Args, rel: f64) {
     for name in outputs {
         let (Some(ArgValue::Array(a)), Some(ArgValue::Array(b))) = (got.get(name), want.get(name))
@@ -98,7 +99,9 @@ pub fn assert_outputs_close(what: &str, outputs: &[String], got: &Args, want: &A
         assert_eq!(a.len(), b.len(), "{what}: `{name}` length");
         for i in 0..a.len() {
             let (x, y) = (a.get_f64(i), b.get_f64(i));
-            let ok = (x - y).abs() <= rel * y.abs().max(1.0) || (x.is_nan() && y.is_nan());
+            let ok = (x - y).abs() <= rel * y.abs().max(1.0)
+                || (x.is_nan() && y.is_nan())
+                || (x.is_infinite() && x == y);
             assert!(ok, "{what}: `{name}`[{i}] = {x}, the evaluator gives {y}");
         }
     }

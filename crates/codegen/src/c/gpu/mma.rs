@@ -9,7 +9,10 @@
 //!   one block (no init, no predicate, no allocation) whose body is the store
 //!   `C[c(m, n)] = C[c(m, n)] + A[a(m, k)] * B[b(k, n)]` — the loads of `A` and `B` possibly
 //!   cast to float32 — with `A` and `B` both float16 or both bfloat16 and `C` float32. `B` is
-//!   the load that moves with `n`. The 16×16 tile of `A`, the 16×8 tile of `B` and the 16×8
+//!   the load that moves with `n`. `A` may also be a value computed per element and rounded to
+//!   `B`'s type, `T.float16(e)` / `T.bfloat16(e)` (block-sparse attention's probabilities made
+//!   from the scores, `formats/bsr_softmax_mm.sp`): each lane computes its fragment's elements
+//!   and packs their 16-bit patterns. The 16×16 tile of `A`, the 16×8 tile of `B` and the 16×8
 //!   tile of `C` are read in the per-lane fragment layouts of PTX's
 //!   `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` (lane `l`: group
 //!   `g = l / 4`, `t = l % 4`; `A` rows `g`, `g + 8`, columns `2t`, `2t + 1` and the same
@@ -42,6 +45,9 @@
 //! simplified against the loops' ranges, does not move with the loop) keeps the accumulator
 //! fragment in registers (`sptir_acc`: loaded before the loop, stored after it when the loop
 //! runs at least once); the writer's locals are `sptir_`-prefixed, names scripts cannot take.
+//! With an unrolled unit loop of several tiles inside it (`sptir_acc[u]`), an `A` fragment (and
+//! a 2:4 product's metadata) that does not move with the unit loop is written once before it
+//! and read by every tile's product (`Writer::mma_share_a`).
 //!
 //! The kernel gets 32 threads along `threadIdx.x` (the warp's lanes); no loop of it may bind
 //! `threadIdx.x` otherwise, no condition or loop that may differ between the lanes of a warp
@@ -332,24 +338,7 @@ impl Writer<'_> {
         if self.buf_dtype(st.buffer) != DType::F32 {
             return Err(self.unsupported(&what, "the accumulator tile must be float32"));
         }
-        let mention = |e: &Expr, v: VarId| {
-            // Through the block's iterator bindings.
-            let mut hit = false;
-            e.visit(&mut |x| {
-                if let Expr::Var(u) = x {
-                    hit |= *u == v
-                        || b.iters.iter().any(|it| {
-                            it.var == *u && {
-                                let mut h = false;
-                                it.binding
-                                    .visit(&mut |y| h |= matches!(y, Expr::Var(w) if *w == v));
-                                h
-                            }
-                        });
-                }
-            });
-            hit
-        };
+        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
         let c_target = Expr::Load {
             buffer: st.buffer,
             indices: st.indices.clone(),
@@ -404,9 +393,11 @@ impl Writer<'_> {
         r
     }
 
-    /// The operands of the tile product `C[..] = C[..] + A[..] * B[..]`: the loads of `A` (which
-    /// does not move with the tile's columns, `vars[1]`) and `B` (which does), and the PTX type
-    /// suffix of their 16-bit type.
+    /// The operands of the tile product `C[..] = C[..] + A[..] * B[..]`: `A` (which does not
+    /// move with the tile's columns, `vars[1]`) — a load, or a value computed per element and
+    /// rounded to the 16-bit type (`T.float16(e)`, `T.bfloat16(e)`: softmax probabilities
+    /// made on the fly) — and the load of `B` (which does), and the PTX type suffix of their
+    /// 16-bit type.
     fn mma_operands<'e>(
         &self,
         what: &str,
@@ -418,8 +409,9 @@ impl Writer<'_> {
         let bad = |w: &Self| {
             w.unsupported(
                 what,
-                "the block must store `C[..] = C[..] + A[..] * B[..]` (A and B float16 or \
-                 bfloat16, possibly cast to float32)",
+                "the block must store `C[..] = C[..] + A[..] * B[..]` (B a load of float16 or \
+                 bfloat16, A a load of the same type or a value rounded to it, either possibly \
+                 cast to float32)",
             )
         };
         let Expr::Binary(BinOp::Add, acc, prod) = &st.value else {
@@ -432,22 +424,80 @@ impl Writer<'_> {
             return Err(bad(self));
         };
         let (x, y) = (strip_cast(x), strip_cast(y));
-        let (Expr::Load { buffer: bx, .. }, Expr::Load { buffer: by, .. }) = (x, y) else {
-            return Err(bad(self));
-        };
         // B moves with the tile's columns (the second loop), A does not.
         let n_var = vars[1];
-        let ((a, abuf), (bb, bbuf)) = match (mention(x, n_var), mention(y, n_var)) {
-            (false, true) => ((x, *bx), (y, *by)),
-            (true, false) => ((y, *by), (x, *bx)),
+        let (a, bb) = match (mention(x, n_var), mention(y, n_var)) {
+            (false, true) => (x, y),
+            (true, false) => (y, x),
             _ => return Err(bad(self)),
         };
-        let suffix = match (self.buf_dtype(abuf), self.buf_dtype(bbuf)) {
+        let Expr::Load { buffer: bbuf, .. } = bb else {
+            return Err(bad(self));
+        };
+        let a_dt = match a {
+            Expr::Load { buffer, .. } => self.buf_dtype(*buffer),
+            Expr::Cast(dt, _) if half::is_half(*dt) => *dt,
+            _ => return Err(bad(self)),
+        };
+        let suffix = match (a_dt, self.buf_dtype(*bbuf)) {
             (DType::F16, DType::F16) => "f16",
             (DType::BF16, DType::BF16) => "bf16",
             _ => return Err(bad(self)),
         };
         Ok((a, bb, suffix))
+    }
+
+    /// The 16-bit pattern of `A`'s element at the tile coordinates `at`, as C text: the
+    /// loaded bits, or a computed value (`T.float16(e)`) rounded once to its type.
+    fn a_element_bits(
+        &mut self,
+        a: &Expr,
+        vars: &[VarId],
+        at: &[String],
+        iters: &[BlockIter],
+    ) -> Res<String> {
+        match a {
+            Expr::Cast(dt, inner) if half::is_half(*dt) => {
+                let as_float = Expr::Cast(DType::F32, inner.clone());
+                let t = self.text_at(&as_float, vars, at, iters)?;
+                Ok(half::store_bits(*dt, &t))
+            }
+            _ => self.text_at(a, vars, at, iters),
+        }
+    }
+
+    /// `A`'s fragment of an m16n8k16 product into `sptir_a[4]` (declared by the caller), the
+    /// block iterators `iters` bound.
+    fn write_a_fragment(
+        &mut self,
+        a: &Expr,
+        vars: &[VarId],
+        b: &Block,
+        iters: &[BlockIter],
+    ) -> Res<()> {
+        // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2);
+        // one 32-bit load where the two elements are adjacent and aligned.
+        let pairs = self.vector_fragment(a, b, &[(vars[2], 1)], 2);
+        for r in 0..4 {
+            let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
+            let col = if r >= 2 {
+                "2 * sptir_t + 8"
+            } else {
+                "2 * sptir_t"
+            };
+            if pairs {
+                let p = self.ptr_at(a, vars, &[row.into(), "0".into(), col.into()], iters)?;
+                self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
+                continue;
+            }
+            let lo = self.a_element_bits(a, vars, &[row.into(), "0".into(), col.into()], iters)?;
+            let col1 = format!("{col} + 1");
+            let hi = self.a_element_bits(a, vars, &[row.into(), "0".into(), col1], iters)?;
+            self.line(&format!(
+                "sptir_a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
+            ));
+        }
+        Ok(())
     }
 
     fn write_mma_product(
@@ -460,28 +510,11 @@ impl Writer<'_> {
         mention: &dyn Fn(&Expr, VarId) -> bool,
     ) -> Res<()> {
         let (a, bb, suffix) = self.mma_operands(what, vars, st, c_target, mention)?;
-        self.line("uint32_t sptir_a[4], sptir_b[2];");
-        // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2);
-        // one 32-bit load where the two elements are adjacent and aligned.
-        let pairs = self.vector_fragment(a, b, &[(vars[2], 1)], 2);
-        for r in 0..4 {
-            let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
-            let col = if r >= 2 {
-                "2 * sptir_t + 8"
-            } else {
-                "2 * sptir_t"
-            };
-            if pairs {
-                let p = self.ptr_at(a, vars, &[row.into(), "0".into(), col.into()], &b.iters)?;
-                self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
-                continue;
-            }
-            let lo = self.text_at(a, vars, &[row.into(), "0".into(), col.into()], &b.iters)?;
-            let col1 = format!("{col} + 1");
-            let hi = self.text_at(a, vars, &[row.into(), "0".into(), col1], &b.iters)?;
-            self.line(&format!(
-                "sptir_a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
-            ));
+        if self.mma_a_shared == Some(vars[0]) {
+            self.line("uint32_t sptir_b[2];");
+        } else {
+            self.line("uint32_t sptir_a[4], sptir_b[2];");
+            self.write_a_fragment(a, vars, b, &b.iters)?;
         }
         // B: register r holds rows 2t, 2t+1 (+8 when r is 1), column g; one 32-bit load where
         // the two rows are adjacent and aligned (B stored transposed, as SDDMM's second
@@ -728,6 +761,69 @@ impl Writer<'_> {
         }))
     }
 
+    /// Writes, before the unit loop `unit` (several output tiles kept in registers, see
+    /// [`Self::mma_accumulator_plan`]), the `A` fragment (and a 2:4 product's metadata) of the
+    /// product nest inside it when it is the same for every tile — it does not move with the
+    /// unit loop, and the nest's block has no predicate (the loads are then unguarded) — and
+    /// marks it shared (`mma_a_shared`): the tiles' products read it instead of each loading
+    /// the same fragment. Returns whether it did; if so, it opened a scope (`{`) the caller
+    /// closes after the loop.
+    pub(crate) fn mma_share_a(&mut self, unit: &For) -> Res<bool> {
+        let nests = tensorized_nests(&unit.body);
+        let [(nest, form)] = nests.as_slice() else {
+            return Ok(false);
+        };
+        let Ok((vars, b)) = self.mma_nest(nest, *form) else {
+            return Ok(false);
+        };
+        let Stmt::Store(st) = single(&b.body) else {
+            return Ok(false);
+        };
+        if b.predicate.is_some() || *form == Mma::Fill {
+            return Ok(false);
+        }
+        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
+        let c_target = Expr::Load {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+        };
+        let Ok((a, bb, _)) = self.mma_operands("", &vars, st, &c_target, &mention) else {
+            return Ok(false);
+        };
+        if mention(a, unit.var) {
+            return Ok(false);
+        }
+        // The iterators the fragment may read: those not bound through the unit loop.
+        let iters: Vec<BlockIter> = b
+            .iters
+            .iter()
+            .filter(|it| !super::mentions(&it.binding, &[unit.var]))
+            .cloned()
+            .collect();
+        let meta = match form {
+            Mma::SpM16n8k32 => match self.sp_metadata("", bb, vars[3], &mention) {
+                Ok(m) if !mention(&m.0, unit.var) => Some(m),
+                _ => return Ok(false),
+            },
+            _ => None,
+        };
+        self.line("{");
+        self.indent += 1;
+        match (form, meta) {
+            (Mma::M16n8k16, _) => {
+                self.line("uint32_t sptir_a[4];");
+                self.write_a_fragment(a, &vars, b, &iters)?;
+            }
+            (_, Some((meta, meta_dt))) => {
+                self.line("uint32_t sptir_a[4], sptir_e = 0u;");
+                self.write_sp_a_fragment(a, &meta, meta_dt, &vars, b, &iters)?;
+            }
+            _ => unreachable!("a product nest: m16n8k16, or 2:4 with its metadata"),
+        }
+        self.mma_a_shared = Some(vars[0]);
+        Ok(true)
+    }
+
     /// Whether the tensorized fill `st` is absorbed by `next`, the statement after it: a serial
     /// loop that keeps the same tile in registers ([`Self::mma_accumulator_plan`], the same
     /// four element texts), in code every thread of the block runs alike. The fill is then
@@ -803,6 +899,118 @@ impl Writer<'_> {
         Ok(c_texts)
     }
 
+    /// The metadata of a 2:4 product: the integer load inside `B`'s indices that moves with
+    /// the slot loop `slot`, and its type.
+    fn sp_metadata(
+        &self,
+        what: &str,
+        bb: &Expr,
+        slot: VarId,
+        mention: &dyn Fn(&Expr, VarId) -> bool,
+    ) -> Res<(Expr, DType)> {
+        // The metadata: the integer load inside B's indices that moves with the slot.
+        let mut meta: Option<(Expr, DType)> = None;
+        if let Expr::Load { indices, .. } = bb {
+            for e in indices {
+                e.visit(&mut |x| {
+                    if let Expr::Load { buffer, .. } = x {
+                        let dt = self.buf_dtype(*buffer);
+                        if meta.is_none() && dt.is_integer() && mention(x, slot) {
+                            meta = Some((x.clone(), dt));
+                        }
+                    }
+                });
+            }
+        }
+        meta.ok_or_else(|| {
+            self.unsupported(
+                what,
+                "B's row must move with the slot loop through one integer load (the position \
+                 of the stored value in its group of four: `B[4 * group + idx[.., slot], ..]`)",
+            )
+        })
+    }
+
+    /// `A`'s fragment of a 2:4 product into `sptir_a[4]` and its metadata into `sptir_e`
+    /// (declared by the caller, `sptir_e` zero), the block iterators `iters` bound.
+    fn write_sp_a_fragment(
+        &mut self,
+        a: &Expr,
+        meta: &Expr,
+        meta_dt: DType,
+        vars: &[VarId],
+        b: &Block,
+        iters: &[BlockIter],
+    ) -> Res<()> {
+        let slot = vars[3];
+        // A (the compressed 16 x 16 tile, m16n8k16's A layout): register r holds rows g (+8
+        // when r is odd) and the two slots of group t (+4 when r >= 2).
+        let pairs = self.vector_fragment(a, b, &[(slot, 1)], 2);
+        for r in 0..4 {
+            let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
+            let grp = if r >= 2 { "sptir_t + 4" } else { "sptir_t" };
+            if pairs {
+                let at = [row.into(), "0".into(), grp.into(), "0".into()];
+                let p = self.ptr_at(a, vars, &at, iters)?;
+                self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
+                continue;
+            }
+            let mut half = Vec::new();
+            for s in ["0", "1"] {
+                let at = [row.into(), "0".into(), grp.into(), s.into()];
+                half.push(self.a_element_bits(a, vars, &at, iters)?);
+            }
+            self.line(&format!(
+                "sptir_a[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
+                half[0], half[1]
+            ));
+        }
+        // Metadata (sparsity selector 0: lanes t = 0 and 1 of each quad supply it): lane t
+        // describes groups 4 (t & 1) .. 4 (t & 1) + 3 of row g in its low 16 bits and of row
+        // g + 8 in its high 16 bits, one 4-bit nibble per group (first slot's position in the
+        // low 2 bits).
+        self.line("const int32_t sptir_h = sptir_t & 1;");
+        // The 8 positions of a lane's row and half are consecutive 32-bit integers where the
+        // positions are stored group by group: two 16-byte loads.
+        let quads =
+            meta_dt.bits() == 32 && self.vector_fragment(meta, b, &[(vars[2], 2), (slot, 1)], 4);
+        for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
+            if quads {
+                for (k, q) in [0, 2].into_iter().enumerate() {
+                    let at = [
+                        row.into(),
+                        "0".into(),
+                        format!("4 * sptir_h + {q}"),
+                        "0".into(),
+                    ];
+                    let p = self.ptr_at(meta, vars, &at, iters)?;
+                    let base = shift + 8 * k;
+                    self.line(&format!("{{ const int4 sptir_m = sptir_ld_quad({p});"));
+                    self.line(&format!(
+                        "  sptir_e |= (((uint32_t)sptir_m.x & 3u) | (((uint32_t)sptir_m.y & 3u) << 2) | \
+                         (((uint32_t)sptir_m.z & 3u) << 4) | (((uint32_t)sptir_m.w & 3u) << 6)) << {base}; }}"
+                    ));
+                }
+                continue;
+            }
+            for q in 0..4 {
+                let grp = format!("4 * sptir_h + {q}");
+                let mut pos = Vec::new();
+                for s in ["0", "1"] {
+                    let at = [row.into(), "0".into(), grp.clone(), s.into()];
+                    pos.push(self.text_at(meta, vars, &at, iters)?);
+                }
+                self.line(&format!(
+                    "sptir_e |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
+                    pos[0],
+                    pos[1],
+                    shift + 4 * q
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `mma_sp_m16n8k32` (see the module documentation): `A` 2:4 structured sparse, its two
     /// stored values per group of four columns in the slots of the innermost loop, their
     /// positions in the group read from the integer load (the metadata) through which `B`'s
@@ -818,27 +1026,7 @@ impl Writer<'_> {
     ) -> Res<()> {
         let (a, bb, suffix) = self.mma_operands(what, vars, st, c_target, mention)?;
         let slot = vars[3];
-        // The metadata: the integer load inside B's indices that moves with the slot.
-        let mut meta: Option<(Expr, DType)> = None;
-        if let Expr::Load { indices, .. } = bb {
-            for e in indices {
-                e.visit(&mut |x| {
-                    if let Expr::Load { buffer, .. } = x {
-                        let dt = self.buf_dtype(*buffer);
-                        if meta.is_none() && dt.is_integer() && mention(x, slot) {
-                            meta = Some((x.clone(), dt));
-                        }
-                    }
-                });
-            }
-        }
-        let Some((meta, meta_dt)) = meta else {
-            return Err(self.unsupported(
-                what,
-                "B's row must move with the slot loop through one integer load (the position \
-                 of the stored value in its group of four: `B[4 * group + idx[.., slot], ..]`)",
-            ));
-        };
+        let (meta, meta_dt) = self.sp_metadata(what, bb, slot, mention)?;
         // B at a logical row: the metadata load replaced by the position in the group (the
         // slot loop's variable stands for it; B may not otherwise move with the slot).
         let mut b_at = bb.clone();
@@ -859,71 +1047,11 @@ impl Writer<'_> {
                 "B may move with the slot only through the metadata load",
             ));
         }
-        self.line("uint32_t sptir_a[4], sptir_b[4], sptir_e = 0u;");
-        // A (the compressed 16 x 16 tile, m16n8k16's A layout): register r holds rows g (+8
-        // when r is odd) and the two slots of group t (+4 when r >= 2).
-        let pairs = self.vector_fragment(a, b, &[(slot, 1)], 2);
-        for r in 0..4 {
-            let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
-            let grp = if r >= 2 { "sptir_t + 4" } else { "sptir_t" };
-            if pairs {
-                let at = [row.into(), "0".into(), grp.into(), "0".into()];
-                let p = self.ptr_at(a, vars, &at, &b.iters)?;
-                self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
-                continue;
-            }
-            let mut half = Vec::new();
-            for s in ["0", "1"] {
-                let at = [row.into(), "0".into(), grp.into(), s.into()];
-                half.push(self.text_at(a, vars, &at, &b.iters)?);
-            }
-            self.line(&format!(
-                "sptir_a[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
-                half[0], half[1]
-            ));
-        }
-        // Metadata (sparsity selector 0: lanes t = 0 and 1 of each quad supply it): lane t
-        // describes groups 4 (t & 1) .. 4 (t & 1) + 3 of row g in its low 16 bits and of row
-        // g + 8 in its high 16 bits, one 4-bit nibble per group (first slot's position in the
-        // low 2 bits).
-        self.line("const int32_t sptir_h = sptir_t & 1;");
-        // The 8 positions of a lane's row and half are consecutive 32-bit integers where the
-        // positions are stored group by group: two 16-byte loads.
-        let quads =
-            meta_dt.bits() == 32 && self.vector_fragment(&meta, b, &[(vars[2], 2), (slot, 1)], 4);
-        for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
-            if quads {
-                for (k, q) in [0, 2].into_iter().enumerate() {
-                    let at = [
-                        row.into(),
-                        "0".into(),
-                        format!("4 * sptir_h + {q}"),
-                        "0".into(),
-                    ];
-                    let p = self.ptr_at(&meta, vars, &at, &b.iters)?;
-                    let base = shift + 8 * k;
-                    self.line(&format!("{{ const int4 sptir_m = sptir_ld_quad({p});"));
-                    self.line(&format!(
-                        "  sptir_e |= (((uint32_t)sptir_m.x & 3u) | (((uint32_t)sptir_m.y & 3u) << 2) | \
-                         (((uint32_t)sptir_m.z & 3u) << 4) | (((uint32_t)sptir_m.w & 3u) << 6)) << {base}; }}"
-                    ));
-                }
-                continue;
-            }
-            for q in 0..4 {
-                let grp = format!("4 * sptir_h + {q}");
-                let mut pos = Vec::new();
-                for s in ["0", "1"] {
-                    let at = [row.into(), "0".into(), grp.clone(), s.into()];
-                    pos.push(self.text_at(&meta, vars, &at, &b.iters)?);
-                }
-                self.line(&format!(
-                    "sptir_e |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
-                    pos[0],
-                    pos[1],
-                    shift + 4 * q
-                ));
-            }
+        if self.mma_a_shared == Some(vars[0]) {
+            self.line("uint32_t sptir_b[4];");
+        } else {
+            self.line("uint32_t sptir_a[4], sptir_b[4], sptir_e = 0u;");
+            self.write_sp_a_fragment(a, &meta, meta_dt, vars, b, &b.iters)?;
         }
         // B (32 x 8): register r holds rows 2t + 8r and 2t + 8r + 1, column g; row k is
         // position k % 4 of group k / 4.
@@ -971,6 +1099,20 @@ impl AccumulatorPlan {
             None => format!("sptir_acc[{i}]"),
         }
     }
+}
+
+/// Whether `e` mentions `v`, directly or through the iterator bindings of block `b`.
+fn mentions_via(b: &Block, e: &Expr, v: VarId) -> bool {
+    let mut hit = false;
+    e.visit(&mut |x| {
+        if let Expr::Var(u) = x {
+            hit |= *u == v
+                || b.iters
+                    .iter()
+                    .any(|it| it.var == *u && super::mentions(&it.binding, &[v]));
+        }
+    });
+    hit
 }
 
 /// The tensorized nests in `s` (copies), with their forms.
