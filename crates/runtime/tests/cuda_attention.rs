@@ -262,30 +262,42 @@ fn attention_kernels_on_the_c_backend_equal_the_evaluator() {
     }
 }
 
-/// NVRTC compiles the tensor-core scores for sm_80 and sm_90, and the PTX holds the `mma`.
+/// NVRTC compiles the tensor-core scores and both products of the fused softmax (one and two
+/// tiles per warp, float16 and bfloat16) for sm_80 and sm_90, and their PTX holds the `mma`;
+/// the row statistic compiles too.
 #[test]
 fn the_scores_ptx_holds_the_mma_instruction() {
     let Some(nvrtc) = common::nvrtc() else {
         return;
     };
-    let f = sddmm(DType::F16);
-    let s = sparsetir_ops::gpu_schedule("bsr_sddmm_tc").expect("schedule");
-    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec(64)).expect("cuda");
-    for arch in ["sm_80", "sm_90"] {
-        let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
-        let (ptx, _) = sparsetir_runtime::cuda_dev::compile_cached(
-            &nvrtc,
-            &m,
-            &arch,
-            sparsetir_cuda::Emit::Ptx,
-            &cache(),
-        )
-        .unwrap_or_else(|e| panic!("{arch}: {e}\n{}", m.source));
-        let ptx = String::from_utf8_lossy(&ptx);
-        assert!(
-            ptx.contains("mma.sync.aligned.m16n8k16"),
-            "{arch}: no mma in the PTX"
-        );
+    let mut builds = vec![(sddmm(DType::F16), "bsr_sddmm_tc", true)];
+    for dt in [DType::F16, DType::BF16] {
+        builds.push((softmax_mm(dt), "bsrmm_tc", true));
+        builds.push((softmax_mm(dt), "bsrmm_tc2", true));
+    }
+    builds.push((softmax_lse(), "bsr_softmax_lse", false));
+    for (f, sched, mma) in builds {
+        let s = sparsetir_ops::gpu_schedule(sched).expect("schedule");
+        let (_, m) =
+            sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec_of(&f, 64)).expect("cuda");
+        for arch in ["sm_80", "sm_90"] {
+            let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
+            let (ptx, _) = sparsetir_runtime::cuda_dev::compile_cached(
+                &nvrtc,
+                &m,
+                &arch,
+                sparsetir_cuda::Emit::Ptx,
+                &cache(),
+            )
+            .unwrap_or_else(|e| panic!("{} {sched} {arch}: {e}\n{}", f.name, m.source));
+            let ptx = String::from_utf8_lossy(&ptx);
+            assert_eq!(
+                ptx.contains("mma.sync.aligned.m16n8k16"),
+                mma,
+                "{} {sched} {arch}: mma in the PTX",
+                f.name
+            );
+        }
     }
 }
 

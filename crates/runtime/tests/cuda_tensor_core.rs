@@ -164,9 +164,14 @@ fn the_ptx_holds_the_mma_instruction() {
     let sp_sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2, 1);
     let sp_spec: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 16)];
+    // Four tiles per warp sharing each run's A fragment and metadata.
+    let sp_tiles = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2, 4);
+    let tiles_spec: Vec<(String, i64)> =
+        vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 64)];
     for (dt, ty) in [(DType::F16, "f16"), (DType::BF16, "bf16")] {
         let ins = format!("mma.sp.sync.aligned.m16n8k32.row.col.f32.{ty}.{ty}.f32");
-        builds.push((spmm24_kernel(dt), &sp_sched, sp_spec.clone(), dt, ins));
+        builds.push((spmm24_kernel(dt), &sp_sched, sp_spec.clone(), dt, ins.clone()));
+        builds.push((spmm24_kernel(dt), &sp_tiles, tiles_spec.clone(), dt, ins));
     }
     for (f, sched, spec, dt, ins) in builds {
         let (_, m) = emit_cuda(&f, Some(sched), &spec).expect("emit");
