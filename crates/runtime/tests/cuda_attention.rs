@@ -301,7 +301,7 @@ fn the_scores_ptx_holds_the_mma_instruction() {
     }
 }
 
-/// The CUDA of the scores and the softmax (kernels only). The scores: the tile's fill absorbed
+/// The CUDA of the scores, the softmax and the fused product (kernels only). The scores: the tile's fill absorbed
 /// into its register accumulator (no zero stores and reloads), A's and B's fragment pairs read
 /// as 32-bit loads (B, K's rows, is stored transposed), no barrier between blocks (each tile a
 /// slice of its own). The softmax: 16 lanes per row of tokens, barriers between the passes.
@@ -322,6 +322,16 @@ fn snapshot_attention_kernels() {
     let s = sparsetir_ops::gpu_schedule("bsr_softmax").expect("schedule");
     let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec_of(&f, 64)).expect("cuda");
     insta::assert_snapshot!("bsr_softmax_f16", kernels(&m.source));
+    // The product making the probabilities, two tiles per warp: the A fragment — each pair of
+    // scores one 8-byte load, its probabilities computed and rounded in registers — written
+    // once before the loop over the two tiles, which both read it.
+    let f = softmax_mm(DType::F16);
+    let s = sparsetir_ops::gpu_schedule("bsrmm_tc2").expect("schedule");
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec(64)).expect("cuda");
+    assert_eq!(m.source.matches("= sptir_ld2(S_data").count(), 4);
+    assert_eq!(m.source.matches("uint32_t sptir_a[4];").count(), 1);
+    assert!(m.source.contains("sptir_f2h(expf("));
+    insta::assert_snapshot!("bsr_softmax_mm_tc2_f16", kernels(&m.source));
 }
 
 /// A thread-bound reduction the writer does not combine across threads (here: an annotation

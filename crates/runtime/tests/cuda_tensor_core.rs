@@ -170,7 +170,13 @@ fn the_ptx_holds_the_mma_instruction() {
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 64)];
     for (dt, ty) in [(DType::F16, "f16"), (DType::BF16, "bf16")] {
         let ins = format!("mma.sp.sync.aligned.m16n8k32.row.col.f32.{ty}.{ty}.f32");
-        builds.push((spmm24_kernel(dt), &sp_sched, sp_spec.clone(), dt, ins.clone()));
+        builds.push((
+            spmm24_kernel(dt),
+            &sp_sched,
+            sp_spec.clone(),
+            dt,
+            ins.clone(),
+        ));
         builds.push((spmm24_kernel(dt), &sp_tiles, tiles_spec.clone(), dt, ins));
     }
     for (f, sched, spec, dt, ins) in builds {

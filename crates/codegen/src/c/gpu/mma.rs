@@ -447,6 +447,33 @@ impl Writer<'_> {
         Ok((a, bb, suffix))
     }
 
+    /// For `A` computed per element (`T.float16(e)`): the one load in `e` that moves with the
+    /// tile's column `k`, when it is a float32 buffer the kernel only reads whose two elements
+    /// of a fragment register are adjacent and 8-byte aligned; `None` otherwise (every other
+    /// load of `e` must not move with `k`).
+    fn computed_pair_operand(&self, a: &Expr, b: &Block, k: VarId) -> Option<Expr> {
+        let Expr::Cast(dt, inner) = a else {
+            return None;
+        };
+        if !half::is_half(*dt) {
+            return None;
+        }
+        let mut moving = Vec::new();
+        inner.visit(&mut |x| {
+            if matches!(x, Expr::Load { .. }) && mentions_via(b, x, k) && !moving.contains(x) {
+                moving.push(x.clone());
+            }
+        });
+        let [ld] = moving.as_slice() else {
+            return None;
+        };
+        let Expr::Load { buffer, .. } = ld else {
+            return None;
+        };
+        (self.buf_dtype(*buffer) == DType::F32 && self.vector_fragment(ld, b, &[(k, 1)], 2))
+            .then(|| ld.clone())
+    }
+
     /// The 16-bit pattern of `A`'s element at the tile coordinates `at`, as C text: the
     /// loaded bits, or a computed value (`T.float16(e)`) rounded once to its type.
     fn a_element_bits(
@@ -476,8 +503,12 @@ impl Writer<'_> {
         iters: &[BlockIter],
     ) -> Res<()> {
         // A: register r holds rows g (+8 when r is odd), columns 2t, 2t+1 (+8 when r >= 2);
-        // one 32-bit load where the two elements are adjacent and aligned.
+        // one 32-bit load where the two elements are adjacent and aligned. A value computed
+        // from one float32 load that moves with the columns (the fused softmax's score) reads
+        // the two elements' operands as one 8-byte load where they are adjacent and aligned.
         let pairs = self.vector_fragment(a, b, &[(vars[2], 1)], 2);
+        let pair_load = self.computed_pair_operand(a, b, vars[2]);
+        let pair_load = pair_load.as_ref();
         for r in 0..4 {
             let row = if r % 2 == 1 { "sptir_g + 8" } else { "sptir_g" };
             let col = if r >= 2 {
@@ -490,9 +521,26 @@ impl Writer<'_> {
                 self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
                 continue;
             }
-            let lo = self.a_element_bits(a, vars, &[row.into(), "0".into(), col.into()], iters)?;
             let col1 = format!("{col} + 1");
-            let hi = self.a_element_bits(a, vars, &[row.into(), "0".into(), col1], iters)?;
+            let (lo, hi) = match pair_load {
+                // The computed value's two elements from one 8-byte load of their operand.
+                Some(ld) => {
+                    let p = self.ptr_at(ld, vars, &[row.into(), "0".into(), col.into()], iters)?;
+                    self.line(&format!("const float2 sptir_p{r} = sptir_ld2({p});"));
+                    let mut halves = Vec::new();
+                    for (u, c) in [col.to_string(), col1].into_iter().enumerate() {
+                        self.vec_sub = Some((vec![(ld.clone(), format!("sptir_p{r}"))], u));
+                        let t = self.a_element_bits(a, vars, &[row.into(), "0".into(), c], iters);
+                        self.vec_sub = None;
+                        halves.push(t?);
+                    }
+                    (halves.remove(0), halves.remove(0))
+                }
+                None => (
+                    self.a_element_bits(a, vars, &[row.into(), "0".into(), col.into()], iters)?,
+                    self.a_element_bits(a, vars, &[row.into(), "0".into(), col1], iters)?,
+                ),
+            };
             self.line(&format!(
                 "sptir_a[{r}] = (uint32_t)(uint16_t)({lo}) | ((uint32_t)(uint16_t)({hi}) << 16);"
             ));
