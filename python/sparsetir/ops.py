@@ -1,10 +1,13 @@
 """Ready-made sparse operators on the catalog kernels, differentiable with PyTorch.
 
-``spmm(A, B)`` (``A @ B``), ``sddmm(A, X, Y)`` (``A ∘ (X Yᵀ)`` on A's pattern) and
-``spmv(A, x)`` (``A @ x``) take ``A`` as a scipy.sparse matrix (any format) or a torch sparse
-tensor (CSR or COO), and dense numpy arrays or torch tensors. They run the catalog's kernels
-(``crates/ops/kernels/{csrmm,sddmm,spmv}.sp``) under their default CPU schedules, compiled by
-the C backend through the kernel cache, once per (kernel, dtype, feature width) per process.
+``spmm(A, B)`` (``A @ B``), ``sddmm(A, X, Y)`` (``A ∘ (X Yᵀ)`` on A's pattern),
+``spmv(A, x)`` (``A @ x``) and ``sparse_softmax(A)`` (each row's softmax over its stored
+values) take ``A`` as a scipy.sparse matrix (any format) or a torch sparse tensor (CSR or COO),
+and dense numpy arrays or torch tensors; ``masked_attention(M, Q, K, V)`` composes them
+(``softmax(scale · Q Kᵀ on M's pattern) V``, as in graph attention or sparse transformers).
+They run the catalog's kernels (``crates/ops/kernels/{csrmm,sddmm,spmv,sparse_softmax}.sp``)
+under their default CPU schedules, compiled by the C backend through the kernel cache, once per
+(kernel, dtype, feature width) per process.
 
 With torch inputs the result is a torch tensor and the operators are differentiable
 (``torch.autograd.Function``): for ``C = A @ B`` the gradient of B is ``Aᵀ G`` (an SpMM on the
@@ -17,6 +20,10 @@ Caching: the CSR structure of a matrix (int32 ``indptr``/``indices``, and its tr
 backward pass needs it) is cached by the identity of the matrix's index arrays (see
 ``_StructureCache``), so a graph used every epoch is converted once, also when its values change
 (dropout). Do not rewrite a matrix's index arrays in place.
+
+``sparse_softmax`` differentiates as a softmax does: for ``P = softmax(A)`` row by row and an
+incoming gradient ``G`` on P's stored values, A's gradient is ``P ∘ (G - rowsum(P ∘ G))`` (the
+row sums an SpMV over the pattern).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import numpy as np
 from . import _native
 from ._native import SparsetirError
 
-__all__ = ["spmm", "sddmm", "spmv", "csr_structure"]
+__all__ = ["spmm", "sddmm", "spmv", "sparse_softmax", "masked_attention", "csr_structure"]
 
 
 class _Csr:
@@ -282,6 +289,28 @@ def _spmv_np(s: _Csr, values: np.ndarray, x: np.ndarray) -> np.ndarray:
     return y
 
 
+def _softmax_np(s: _Csr, values: np.ndarray) -> np.ndarray:
+    """Each row's softmax over its stored values (a row that stores nothing has none)."""
+    dt = _dtype_of(values)
+    if s.nnz == 0:
+        return np.zeros(0, dt)
+    k = _kernel("sparse_softmax", dt, 0)
+    (b,) = k.launch(
+        {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "m": s.m, "n": s.n,
+         "nnz": s.nnz},
+        [("b", dt.name, [s.nnz])])
+    return b
+
+
+def _softmax_grad_np(s: _Csr, p: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``P ∘ (G - rowsum(P ∘ G))`` on the stored values: the softmax's backward."""
+    pg = (p * g).astype(p.dtype, copy=False)
+    if s.nnz == 0:
+        return pg
+    rowsum = _spmv_np(s, pg, np.ones(s.n, p.dtype))
+    return (p * (g - rowsum[s.rows()])).astype(p.dtype, copy=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # PyTorch autograd
 
@@ -375,7 +404,21 @@ def _fns():
                 g_x = T(_spmv_np(t, _np(values)[perm], _np(g))).to(x.dtype)
             return g_v, g_x, None
 
-    _torch_fns.update(spmm=SpMM, sddmm=SDDMM, spmv=SpMV)
+    class SparseSoftmax(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, values, s):
+            ctx.s = s
+            p = T(_softmax_np(s, _np(values)))
+            ctx.save_for_backward(p)
+            return p
+
+        @staticmethod
+        def backward(ctx, G):
+            (p,) = ctx.saved_tensors
+            g = T(_softmax_grad_np(ctx.s, _np(p), _np(G).astype(_np(p).dtype, copy=False)))
+            return g, None
+
+    _torch_fns.update(spmm=SpMM, sddmm=SDDMM, spmv=SpMV, softmax=SparseSoftmax)
     return _torch_fns
 
 
@@ -482,3 +525,49 @@ def spmv(A: Any, x: Any) -> Any:
     xt = x if _is_torch(x) else torch.from_numpy(_numeric(x, "spmv", "x"))
     dt = _torch_dtype(values, xt)
     return _fns()["spmv"].apply(_as_torch_float(values, dt), _as_torch_float(xt, dt), s)
+
+
+def sparse_softmax(A: Any) -> Any:
+    """Row-wise softmax of sparse ``A`` over its stored values: the matrix with A's pattern and
+    ``exp(A[i,j] - max_i) / Σ_j' exp(A[i,j'] - max_i)`` at each stored (i, j), the maximum and
+    the sum over row i's stored values only (missing entries are left out, not taken as 0).
+
+    A scipy CSR matrix for a scipy operand; a torch sparse CSR tensor, differentiable w.r.t. A's
+    stored values, for a torch one.
+    """
+    s, values, use_torch = _operands(A, ())
+    if not use_torch:
+        return _pattern_like(A, s, _softmax_np(s, np.asarray(values)))
+    dt = _torch_dtype(values)
+    return _pattern_like(A, s, _fns()["softmax"].apply(_as_torch_float(values, dt), s))
+
+
+def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = None) -> Any:
+    """Attention restricted to the pattern of the sparse ``M`` (n_q×n_k):
+    ``O = softmax(scale · Q Kᵀ on M's stored positions) V``, the softmax over each row's stored
+    positions only (M's values are ignored; a row of M that stores nothing gives a row of 0).
+    ``Q`` is n_q×d, ``K`` n_k×d, ``V`` n_k×d_v; ``scale`` defaults to ``1/sqrt(d)``.
+
+    Three kernels: the scores (SDDMM), the row softmax, the product (SpMM). numpy for
+    scipy/numpy operands; a torch tensor differentiable w.r.t. ``Q``, ``K`` and ``V`` when any
+    operand is a torch tensor (graph attention, sparse transformers).
+    """
+    s, _, use_torch = _operands(M, (Q, K, V))
+    d = np.shape(Q)[1] if len(np.shape(Q)) == 2 else 0
+    if scale is None:
+        scale = 1.0 / np.sqrt(d) if d > 0 else 1.0
+    if not use_torch:
+        q, k, v = (_numeric(x, "masked_attention", n) for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
+        dt = _dtype_of(q, k, v)
+        scores = _sddmm_np(s, np.full(s.nnz, scale, dt), q, k)
+        return _spmm_np(s, _softmax_np(s, scores), v)
+    import torch
+
+    q, k, v = (x if _is_torch(x) else torch.from_numpy(_numeric(x, "masked_attention", n))
+               for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
+    dt = _torch_dtype(q, k, v)
+    f = _fns()
+    weights = torch.full((s.nnz,), float(scale), dtype=dt)
+    scores = f["sddmm"].apply(weights, _as_torch_float(q, dt), _as_torch_float(k, dt), s)
+    probs = f["softmax"].apply(scores, s)
+    return f["spmm"].apply(probs, _as_torch_float(v, dt), s)
