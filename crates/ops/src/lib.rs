@@ -225,6 +225,10 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         include_str!("../schedules/gpu/bsr_sddmm_tc.sched"),
     ),
     (
+        "bsr_sddmm_tc4",
+        include_str!("../schedules/gpu/bsr_sddmm_tc4.sched"),
+    ),
+    (
         "bsr_sddmm",
         include_str!("../schedules/gpu/bsr_sddmm.sched"),
     ),

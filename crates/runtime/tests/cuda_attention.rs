@@ -101,6 +101,8 @@ fn attention_kernels(device: GpuDevice) {
                 s_k.module().source.contains("sptir_mma_m16n8k16_"),
                 "{what}: the scores are not on tensor cores"
             );
+            // Four blocks at a time (the bench's scores): the same scores.
+            let s4_k = gpu(&s_f, "bsr_sddmm_tc4", feat, device, &what);
             let p_k = gpu(&p_f, "bsr_softmax", feat, device, &what);
             let o_k = gpu(&o_f, "bsrmm_tc", feat, device, &what);
             let pat = common::bsr_pattern(&mut rng, nb, mb);
@@ -121,8 +123,12 @@ fn attention_kernels(device: GpuDevice) {
             a1.insert("c".into(), arr(DType::F32, &vec![7.0; nnzb * 256]));
             let mut want = a1.clone();
             eval_func(&s_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            let mut a4 = a1.clone();
             s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_outputs_close_16(&what, &["c".into()], &a1, &want, dt, 0.05);
+            s4_k.run(&mut a4)
+                .unwrap_or_else(|e| panic!("{what}: four blocks: {e}"));
+            assert_outputs_close_16(&what, &["c".into()], &a4, &want, dt, 0.05);
             // Softmax (scale 1/sqrt(feat)), the probabilities stored in 16 bits.
             let mut a2 = HashMap::new();
             structure(&mut a2, &pat, nb, mb);
@@ -270,7 +276,10 @@ fn the_scores_ptx_holds_the_mma_instruction() {
     let Some(nvrtc) = common::nvrtc() else {
         return;
     };
-    let mut builds = vec![(sddmm(DType::F16), "bsr_sddmm_tc", true)];
+    let mut builds = vec![
+        (sddmm(DType::F16), "bsr_sddmm_tc", true),
+        (sddmm(DType::BF16), "bsr_sddmm_tc4", true),
+    ];
     for dt in [DType::F16, DType::BF16] {
         builds.push((softmax_mm(dt), "bsrmm_tc", true));
         builds.push((softmax_mm(dt), "bsrmm_tc2", true));
@@ -318,6 +327,27 @@ fn snapshot_attention_kernels() {
     assert_eq!(m.source.matches("sptir_ld_pair(B_data").count(), 2);
     assert!(!m.source.contains("__syncthreads"));
     insta::assert_snapshot!("bsr_sddmm_tc_f16", kernels(&m.source));
+    // Four blocks at a time: four register accumulators started at 0 (the fill absorbed unit by
+    // unit), Q's fragment read once per feature step for the four, each tile stored under its
+    // own guard.
+    let s = sparsetir_ops::gpu_schedule("bsr_sddmm_tc4").expect("schedule");
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec(64)).expect("cuda");
+    assert!(m
+        .source
+        .contains("float sptir_acc[4][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, "));
+    assert!(
+        !m.source.contains("= C_data["),
+        "no accumulator loaded from C"
+    );
+    assert_eq!(
+        m.source
+            .matches("uint32_t sptir_a[4] = {0u, 0u, 0u, 0u};")
+            .count(),
+        1
+    );
+    assert_eq!(m.source.matches("sptir_ld_pair(A_data").count(), 4);
+    assert!(!m.source.contains("__syncthreads"));
+    insta::assert_snapshot!("bsr_sddmm_tc4_f16", kernels(&m.source));
     let f = softmax(DType::F16);
     let s = sparsetir_ops::gpu_schedule("bsr_softmax").expect("schedule");
     let (_, m) = sparsetir_runtime::build::emit_cuda(&f, Some(s), &spec_of(&f, 64)).expect("cuda");
@@ -460,7 +490,7 @@ fn fused_softmax_kernels(device: GpuDevice) {
         let (s_f, o_f) = (sddmm(dt), softmax_mm(dt));
         for (nb, mb, feat) in SHAPES {
             let what = format!("fused softmax {dt}, {nb}x{mb} blocks of 16, feat {feat}");
-            let s_k = gpu(&s_f, "bsr_sddmm_tc", feat, device, &what);
+            let s_k = gpu(&s_f, "bsr_sddmm_tc4", feat, device, &what);
             let l_k = gpu(&lse_f, "bsr_softmax_lse", feat, device, &what);
             let mut products = vec![gpu(&o_f, "bsrmm_tc", feat, device, &what)];
             if feat % 16 == 0 {

@@ -488,7 +488,8 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     // Scores: tensor cores for blocks of 16 and whole 16-feature steps.
     let scores = stored(composable::bsr_sddmm()?, &["A", "B"], dtype)?;
     let scores_gpu = if tc && b == 16 && d.is_multiple_of(16) {
-        sched("bsr_sddmm_tc")
+        // Four blocks of a row at a time, sharing Q's fragments.
+        sched("bsr_sddmm_tc4")
     } else if b <= 32 {
         // One thread per element of a block (at most 1024).
         sched("bsr_sddmm")

@@ -884,7 +884,18 @@ impl<'f> Writer<'f> {
                     "const bool sptir_acc_live = {};",
                     guard.unwrap_or("true")
                 ));
-                self.line(&format!("float sptir_acc[4] = {{{v}, {v}, {v}, {v}}};"));
+                match plan.unit {
+                    // One fragment per unit tile, every element the filled value.
+                    Some(_) => {
+                        let tile = format!("{{{v}, {v}, {v}, {v}}}");
+                        let all = vec![tile; plan.texts.len()].join(", ");
+                        self.line(&format!(
+                            "float sptir_acc[{}][4] = {{{all}}};",
+                            plan.texts.len()
+                        ));
+                    }
+                    None => self.line(&format!("float sptir_acc[4] = {{{v}, {v}, {v}, {v}}};")),
+                }
             } else {
                 let live = match guard {
                     Some(g) => format!("{start} < {end} && ({g})"),
@@ -897,11 +908,16 @@ impl<'f> Writer<'f> {
                     None => self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};"),
                 }
                 self.line("if (sptir_acc_live) {");
+                self.indent += 1;
                 for (u, texts) in plan.texts.iter().enumerate() {
-                    for (i, c) in texts.iter().enumerate() {
-                        self.line(&format!("    {} = {c};", plan.slot(u, i)));
-                    }
+                    let lines = texts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| format!("{} = {c};", plan.slot(u, i)))
+                        .collect();
+                    self.unit_lines(plan, u, lines);
                 }
+                self.indent -= 1;
                 self.line("}");
             }
             self.mma_acc = Some(plan.nest);
@@ -957,11 +973,16 @@ impl<'f> Writer<'f> {
             self.mma_acc = None;
             self.mma_acc_unit = None;
             self.line("if (sptir_acc_live) {");
+            self.indent += 1;
             for (u, texts) in plan.texts.iter().enumerate() {
-                for (i, c) in texts.iter().enumerate() {
-                    self.line(&format!("    {c} = {};", plan.slot(u, i)));
-                }
+                let lines = texts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{c} = {};", plan.slot(u, i)))
+                    .collect();
+                self.unit_lines(plan, u, lines);
             }
+            self.indent -= 1;
             self.line("}");
             self.indent -= 1;
             self.line("}");

@@ -47,7 +47,11 @@
 //! runs at least once); the writer's locals are `sptir_`-prefixed, names scripts cannot take.
 //! With an unrolled unit loop of several tiles inside it (`sptir_acc[u]`), an `A` fragment (and
 //! a 2:4 product's metadata) that does not move with the unit loop is written once before it
-//! and read by every tile's product (`Writer::mma_share_a`).
+//! and read by every tile's product (`Writer::mma_share_a`). Where the tile's guard moves with
+//! the unit loop (a loop of run-time extent split into units: the last step may hold fewer
+//! tiles), each unit tile is loaded, computed and stored under its own guard, and the shared
+//! fragment is read where some unit is live; a fill of the unit tiles just before the loop (an
+//! unrolled loop of fill nests) is absorbed unit by unit.
 //!
 //! The kernel gets 32 threads along `threadIdx.x` (the warp's lanes); no loop of it may bind
 //! `threadIdx.x` otherwise, no condition or loop that may differ between the lanes of a warp
@@ -764,15 +768,29 @@ impl Writer<'_> {
             hit
         };
         // The guard, too, must hold for the whole loop (it then guards the tile's load and
-        // store around the loop as well as each product).
+        // store around the loop as well as each product) — or, where it moves with the unit
+        // loop only (a split of a loop of run-time extent into units), each unit's tile has its
+        // own, which guards its load and store.
         let mentions_unit = |e: &Expr| unit_var.is_some_and(|u| super::mentions(e, &[u]));
-        if indices.iter().any(moves) || guard.as_ref().is_some_and(|g| moves(g) || mentions_unit(g))
-        {
+        if indices.iter().any(moves) || guard.as_ref().is_some_and(moves) {
             return Ok(None);
         }
-        let guard = match &guard {
-            Some(g) => Some(strip_parens(&self.expr(g)?.0).to_string()),
-            None => None,
+        let units = unit.map_or(1, |(_, n)| n);
+        let (guard, unit_guards) = match (&guard, unit) {
+            (Some(g), Some((u, _))) if mentions_unit(g) => {
+                let mut each = Vec::new();
+                for k in 0..units {
+                    let map = HashMap::from([(u, Expr::Int(k, self.func.vars[u].dtype))]);
+                    let t = self.expr(&super::subst(g, &map))?.0;
+                    each.push(Some(strip_parens(&t).to_string()));
+                }
+                (None, each)
+            }
+            (Some(g), _) => (
+                Some(strip_parens(&self.expr(g)?.0).to_string()),
+                vec![None; units as usize],
+            ),
+            (None, _) => (None, vec![None; units as usize]),
         };
         let mut texts = Vec::new();
         for k in 0..unit.map_or(1, |(_, n)| n) {
@@ -806,13 +824,14 @@ impl Writer<'_> {
             unit: unit_var,
             texts,
             guard,
+            unit_guards,
         }))
     }
 
     /// Writes, before the unit loop `unit` (several output tiles kept in registers, see
     /// [`Self::mma_accumulator_plan`]), the `A` fragment (and a 2:4 product's metadata) of the
     /// product nest inside it when it is the same for every tile — it does not move with the
-    /// unit loop, and the nest's block has no predicate (the loads are then unguarded) — and
+    /// unit loop; under a predicate, it is read where some unit's tile is live — and
     /// marks it shared (`mma_a_shared`): the tiles' products read it instead of each loading
     /// the same fragment. Returns whether it did; if so, it opened a scope (`{`) the caller
     /// closes after the loop.
@@ -827,9 +846,28 @@ impl Writer<'_> {
         let Stmt::Store(st) = single(&b.body) else {
             return Ok(false);
         };
-        if b.predicate.is_some() || *form == Mma::Fill {
+        if *form == Mma::Fill {
             return Ok(false);
         }
+        // A guarded tile (a unit loop split off a loop of run-time extent): the fragment is
+        // read where some unit's tile is live — its loads are then those that tile would do.
+        let live = match self.mma_guard("", &vars, b) {
+            Ok(None) => None,
+            Ok(Some(g)) => {
+                let units = const_int(&unit.extent).unwrap_or(1);
+                let mut any = Vec::new();
+                for k in 0..units {
+                    let dt = self.func.vars[unit.var].dtype;
+                    let map = HashMap::from([(unit.var, Expr::Int(k, dt))]);
+                    let t = self.expr(&super::subst(&g, &map))?.0;
+                    if !any.contains(&t) {
+                        any.push(t);
+                    }
+                }
+                Some(any.join(" || "))
+            }
+            Err(_) => return Ok(false),
+        };
         let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
         let c_target = Expr::Load {
             buffer: st.buffer,
@@ -857,19 +895,48 @@ impl Writer<'_> {
         };
         self.line("{");
         self.indent += 1;
-        match (form, meta) {
-            (Mma::M16n8k16, _) => {
-                self.line("uint32_t sptir_a[4];");
-                self.write_a_fragment(a, &vars, b, &iters)?;
+        let init = if live.is_some() {
+            " = {0u, 0u, 0u, 0u}"
+        } else {
+            ""
+        };
+        match &meta {
+            None => self.line(&format!("uint32_t sptir_a[4]{init};")),
+            Some(_) => self.line(&format!("uint32_t sptir_a[4]{init}, sptir_e = 0u;")),
+        }
+        if let Some(g) = &live {
+            self.line(&format!("if ({g}) {{"));
+            self.indent += 1;
+        }
+        match meta {
+            None => self.write_a_fragment(a, &vars, b, &iters)?,
+            Some((meta, meta_dt)) => {
+                self.write_sp_a_fragment(a, &meta, meta_dt, &vars, b, &iters)?
             }
-            (_, Some((meta, meta_dt))) => {
-                self.line("uint32_t sptir_a[4], sptir_e = 0u;");
-                self.write_sp_a_fragment(a, &meta, meta_dt, &vars, b, &iters)?;
-            }
-            _ => unreachable!("a product nest: m16n8k16, or 2:4 with its metadata"),
+        }
+        if live.is_some() {
+            self.indent -= 1;
+            self.line("}");
         }
         self.mma_a_shared = Some(vars[0]);
         Ok(true)
+    }
+
+    /// Writes `lines` (the loads or stores of unit `u`'s accumulator fragment) under the unit's
+    /// own guard, if it has one.
+    pub(crate) fn unit_lines(&mut self, plan: &AccumulatorPlan, u: usize, lines: Vec<String>) {
+        let guard = plan.unit_guard(u);
+        if let Some(g) = guard {
+            self.line(&format!("if ({g}) {{"));
+            self.indent += 1;
+        }
+        for l in lines {
+            self.line(&l);
+        }
+        if guard.is_some() {
+            self.indent -= 1;
+            self.line("}");
+        }
     }
 
     /// Whether the tensorized fill `st` is absorbed by `next`, the statement after it: a serial
@@ -878,8 +945,24 @@ impl Writer<'_> {
     /// not written and the loop's accumulator starts with the filled value (`mma_fill_init`,
     /// which also hands the loop its plan).
     pub(crate) fn mma_fill_absorbed(&mut self, st: &Stmt, next: Option<&Stmt>) -> Res<bool> {
-        let (Stmt::For(fill), Some(Stmt::For(next))) = (st, next) else {
+        let (Stmt::For(outer), Some(Stmt::For(next))) = (st, next) else {
             return Ok(false);
+        };
+        // The fill nest, possibly inside an unrolled loop over the unit tiles (the fill of a
+        // loop keeping several tiles in registers).
+        let (fill, fill_unit) = match single(&outer.body) {
+            Stmt::For(inner)
+                if Mma::of(outer).is_none()
+                    && outer.kind == ForKind::Unrolled
+                    && const_int(&outer.min) == Some(0)
+                    && Mma::of(inner) == Some(Mma::Fill) =>
+            {
+                (
+                    &**inner,
+                    Some((outer.var, const_int(&outer.extent).unwrap_or(0))),
+                )
+            }
+            _ => (&**outer, None),
         };
         if Mma::of(fill) != Some(Mma::Fill)
             || !self.warp_uniform()
@@ -896,8 +979,9 @@ impl Writer<'_> {
             return Ok(false);
         };
         // The filled value must be the same everywhere in the tile (the block's iterators
-        // are the tile's loops here).
-        let iters: Vec<VarId> = b.iters.iter().map(|it| it.var).collect();
+        // are the tile's loops here) and in every unit.
+        let mut iters: Vec<VarId> = b.iters.iter().map(|it| it.var).collect();
+        iters.extend(fill_unit.map(|(u, _)| u));
         let moves = super::mentions(&fs.value, &vars) || super::mentions(&fs.value, &iters);
         if moves || self.buf_dtype(fs.buffer) != DType::F32 {
             return Ok(false);
@@ -905,32 +989,70 @@ impl Writer<'_> {
         let Some(plan) = self.mma_accumulator_plan(next)? else {
             return Ok(false);
         };
-        let fill_guard = match self.mma_guard("", &vars, b) {
-            Ok(Some(g)) => Some(strip_parens(&self.expr(&g)?.0).to_string()),
-            Ok(None) => None,
-            Err(_) => return Ok(false),
-        };
-        if fill_guard != plan.guard {
+        let units = fill_unit.map_or(1, |(_, n)| n);
+        if plan.unit.is_some() != fill_unit.is_some() || plan.texts.len() as i64 != units {
             return Ok(false);
         }
+        let guard = match self.mma_guard("", &vars, b) {
+            Ok(g) => g,
+            Err(_) => return Ok(false),
+        };
         let c_target = Expr::Load {
             buffer: fs.buffer,
             indices: fs.indices.clone(),
         };
-        let mut texts = Vec::new();
-        for (row, col) in C_FRAGMENT {
-            let at = [row.to_string(), col.to_string()];
-            match self.text_at(&c_target, &vars, &at, &b.iters) {
-                Ok(t) => texts.push(t),
-                Err(_) => return Ok(false),
+        // Unit by unit: the same tile and the same guard as the loop's plan.
+        for k in 0..units {
+            if let Some((u, _)) = fill_unit {
+                self.let_subst.insert(u, k.to_string());
             }
-        }
-        if plan.unit.is_some() || plan.texts.first() != Some(&texts) {
-            return Ok(false);
+            let r = self.fill_unit_matches(&plan, k as usize, &guard, &c_target, &vars, b);
+            if let Some((u, _)) = fill_unit {
+                self.let_subst.remove(&u);
+            }
+            if !r? {
+                return Ok(false);
+            }
         }
         let (val, vdt) = self.expr(&fs.value)?;
         self.mma_fill_init = Some((strip_parens(&cast(val, vdt, DType::F32)).to_string(), plan));
         Ok(true)
+    }
+
+    /// Whether unit `k` of a fill (its unit loop's variable already substituted) writes the
+    /// tile `plan` keeps for unit `k`, under the same guard.
+    fn fill_unit_matches(
+        &mut self,
+        plan: &AccumulatorPlan,
+        k: usize,
+        guard: &Option<Expr>,
+        c_target: &Expr,
+        vars: &[VarId],
+        b: &Block,
+    ) -> Res<bool> {
+        let fill_guard = match guard {
+            Some(g) => Some(strip_parens(&self.expr(g)?.0).to_string()),
+            None => None,
+        };
+        let want_guard = match plan.unit {
+            Some(_) => plan
+                .unit_guard(k)
+                .map(str::to_string)
+                .or(plan.guard.clone()),
+            None => plan.guard.clone(),
+        };
+        if fill_guard != want_guard {
+            return Ok(false);
+        }
+        let mut texts = Vec::new();
+        for (row, col) in C_FRAGMENT {
+            let at = [row.to_string(), col.to_string()];
+            match self.text_at(c_target, vars, &at, &b.iters) {
+                Ok(t) => texts.push(t),
+                Err(_) => return Ok(false),
+            }
+        }
+        Ok(plan.texts.get(k) == Some(&texts))
     }
 
     /// The accumulator fragment: loads `c[0..4]` from the `C` tile and returns the four
@@ -1137,9 +1259,17 @@ pub(crate) struct AccumulatorPlan {
     pub texts: Vec<Vec<String>>,
     /// The tile's guard (its block's predicate), which holds for the whole loop.
     pub guard: Option<String>,
+    /// Each unit tile's own guard, where the block's predicate moves with the unit loop (the
+    /// tile is loaded, computed and stored only where it holds); `None`s otherwise.
+    pub unit_guards: Vec<Option<String>>,
 }
 
 impl AccumulatorPlan {
+    /// Unit `u`'s own guard, if it has one.
+    pub(crate) fn unit_guard(&self, u: usize) -> Option<&str> {
+        self.unit_guards.get(u).and_then(|g| g.as_deref())
+    }
+
     /// The register of element `i` of fragment `u` (`u` is 0 without a unit loop).
     pub(crate) fn slot(&self, u: usize, i: usize) -> String {
         match self.unit {
