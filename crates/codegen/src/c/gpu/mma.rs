@@ -570,9 +570,21 @@ impl Writer<'_> {
         }
         // B: register r holds rows 2t, 2t+1 (+8 when r is 1), column g; one 32-bit load where
         // the two rows are adjacent and aligned (B stored transposed, as SDDMM's second
-        // operand is).
+        // operand is). Where B's columns are adjacent instead (row-major B, SpMM's dense
+        // operand), each 8 x 8 half is read as pairs along its rows — lane 4g + t: row g,
+        // columns 2t, 2t + 1 — and transposed across the warp (`movmatrix`).
         let b_pairs = self.vector_fragment(bb, b, &[(vars[2], 1)], 2);
+        let b_rows = !b_pairs && self.vector_fragment(bb, b, &[(vars[1], 1)], 2);
         for r in 0..2 {
+            if b_rows {
+                let k = if r == 1 { "sptir_g + 8" } else { "sptir_g" };
+                let at = ["0".into(), "2 * sptir_t".into(), k.into()];
+                let p = self.ptr_at(bb, vars, &at, &b.iters)?;
+                self.line(&format!(
+                    "sptir_b[{r}] = sptir_movmatrix_trans(sptir_ld_pair({p}));"
+                ));
+                continue;
+            }
             let k0 = if r == 1 {
                 "2 * sptir_t + 8"
             } else {
@@ -1337,6 +1349,14 @@ static __device__ __forceinline__ uint32_t sptir_ld_pair(const uint16_t* __restr
 static __device__ __forceinline__ int4 sptir_ld_quad(const int32_t* __restrict__ p) {
     return __ldg(reinterpret_cast<const int4*>(p));
 }
+/* The warp's 8 x 8 matrix of 16-bit values transposed (lane 4r + c held row r, columns 2c and
+   2c + 1; it gets the same of the transpose): a row-major B read as pairs along its rows
+   becomes mma's column fragment. */
+static __device__ __forceinline__ uint32_t sptir_movmatrix_trans(uint32_t x) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(x));
+    return d;
+}
 #else
 template <bool W>
 static uint32_t sptir_ld_pair(const ::sptir_emu::GPtr<uint16_t, W>& p) {
@@ -1345,6 +1365,15 @@ static uint32_t sptir_ld_pair(const ::sptir_emu::GPtr<uint16_t, W>& p) {
 template <bool W>
 static int4 sptir_ld_quad(const ::sptir_emu::GPtr<int32_t, W>& p) {
     return ::sptir_emu::vector_load<int4, int32_t, W, 4>(p);
+}
+/* movmatrix.m8n8.trans.b16: lane 4g + t receives M[2t][g] and M[2t + 1][g], element M[r][c]
+   being held by lane 4r + c / 2 (low half for even c). */
+static __device__ uint32_t sptir_movmatrix_trans(uint32_t x) {
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    const uint32_t lo = __shfl_sync(0xffffffffu, x, 8 * t + (g >> 1));
+    const uint32_t hi = __shfl_sync(0xffffffffu, x, 8 * t + 4 + (g >> 1));
+    const int sh = (g & 1) * 16;
+    return ((lo >> sh) & 0xffffu) | (((hi >> sh) & 0xffffu) << 16);
 }
 /* The tile product from every lane's fragments (PTX's m16n8k16 layouts). */
 static __device__ void sptir_mma_m16n8k16_emu(float* c, const uint32_t* a, const uint32_t* b, bool bf) {
