@@ -1236,8 +1236,24 @@ impl Writer<'_> {
             self.write_sp_a_fragment(a, &meta, meta_dt, vars, b, &b.iters)?;
         }
         // B (32 x 8): register r holds rows 2t + 8r and 2t + 8r + 1, column g; row k is
-        // position k % 4 of group k / 4.
+        // position k % 4 of group k / 4. Where B's columns are adjacent (row-major B), each
+        // 8 x 8 block r is read as pairs along its rows (lane 4g + t: row 8r + g, columns 2t,
+        // 2t + 1) and transposed across the warp (`movmatrix`).
+        let b_rows = self.vector_fragment(&b_at, b, &[(vars[1], 1)], 2);
         for r in 0..4 {
+            if b_rows {
+                let at = [
+                    "0".into(),
+                    "2 * sptir_t".into(),
+                    format!("{} + (sptir_g >> 2)", 2 * r),
+                    "sptir_g & 3".into(),
+                ];
+                let p = self.ptr_at(&b_at, vars, &at, &b.iters)?;
+                self.line(&format!(
+                    "sptir_b[{r}] = sptir_movmatrix_trans(sptir_ld_pair({p}));"
+                ));
+                continue;
+            }
             let mut half = Vec::new();
             for e in 0..2 {
                 let grp = format!("{} + ((2 * sptir_t + {e}) >> 2)", 2 * r);
