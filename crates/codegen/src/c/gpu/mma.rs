@@ -37,7 +37,9 @@
 //!
 //! Fragment elements adjacent and aligned in a buffer the kernel only reads (the offset's
 //! affine form proves it) are read together: `A`'s pairs of 16-bit values as one 32-bit load
-//! (and `B`'s, where `B` is stored transposed, rows `k` adjacent),
+//! (and `B`'s, where `B` is stored transposed, rows `k` adjacent; where `B` is row-major,
+//! columns adjacent, each 8 × 8 block is read as pairs along its rows and transposed across
+//! the warp with `movmatrix`, which the emulator does with shuffles),
 //! a lane's 8 stored positions of a 2:4 tile as two 16-byte loads (`sptir_ld_pair`,
 //! `sptir_ld_quad`; the emulator checks their alignment).
 //!
