@@ -422,6 +422,16 @@ fn parse_array<'a>(
             },
         ));
     }
+    // No elements (a dimension of 0): nothing to place — and no loop over the other
+    // dimension, which the size line may make arbitrarily long.
+    if n == 0 {
+        return Ok(Coo {
+            dims: vec![rows, cols],
+            coords: Vec::new(),
+            values: Vec::new(),
+            field: header.field,
+        });
+    }
     let mut dense = vec![0.0f64; n];
     let mut k = 0usize;
     for j in 0..cols {

@@ -75,6 +75,12 @@ fn mtx_array_formats() {
     let c = parse_mtx(z).unwrap();
     assert_eq!(c.coords, vec![vec![0, 0], vec![0, 1]]);
     assert_eq!(c.values, vec![0.0, 7.0]);
+    // No rows and 4e10 columns: an empty matrix of that shape (a fuzz finding: the column loop
+    // ran 4e10 empty iterations; `crates/fuzz/regressions/files` replays it under the fuzzer's
+    // time limit).
+    let wide = "%%MatrixMarket matrix array real general\n0 39999999999\n";
+    let c = parse_mtx(wide).unwrap();
+    assert_eq!((c.dims.clone(), c.nnz()), (vec![0, 39_999_999_999], 0));
 }
 
 fn mtx_err(text: &str) -> (usize, MtxErrorKind) {
