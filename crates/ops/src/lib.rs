@@ -205,6 +205,10 @@ static GPU_SCHEDULES: &[(&str, &str)] = &[
         "bsrmm_tc2",
         include_str!("../schedules/gpu/bsrmm_tc2.sched"),
     ),
+    (
+        "bsrmm_tc4",
+        include_str!("../schedules/gpu/bsrmm_tc4.sched"),
+    ),
     // Gather-GEMM-scatter sparse convolution (formats/sparse_conv.sp).
     (
         "sparse_conv",

@@ -283,6 +283,7 @@ fn the_scores_ptx_holds_the_mma_instruction() {
     for dt in [DType::F16, DType::BF16] {
         builds.push((softmax_mm(dt), "bsrmm_tc", true));
         builds.push((softmax_mm(dt), "bsrmm_tc2", true));
+        builds.push((softmax_mm(dt), "bsrmm_tc4", true));
     }
     builds.push((softmax_lse(), "bsr_softmax_lse", false));
     for (f, sched, mma) in builds {
@@ -480,7 +481,7 @@ fn fused_softmax_kernels_on_a_real_gpu() {
 /// Attention with the softmax made inside the product: the scores, then each row's statistic
 /// `L = scale max + log(sum)` (`formats/bsr_softmax_lse.sp`, `gpu/bsr_softmax_lse.sched`), then
 /// `O = exp(scale S - L) V` on tensor cores (`formats/bsr_softmax_mm.sp` under bsrmm's
-/// tensor-core schedules, one and two output tiles per warp: the probabilities computed in
+/// tensor-core schedules, one, two and four output tiles per warp: the probabilities computed in
 /// the `A` fragment's registers and rounded to the 16-bit type). Each kernel equals the
 /// evaluator, the chain equals masked attention computed densely in f64.
 fn fused_softmax_kernels(device: GpuDevice) {
@@ -495,6 +496,9 @@ fn fused_softmax_kernels(device: GpuDevice) {
             let mut products = vec![gpu(&o_f, "bsrmm_tc", feat, device, &what)];
             if feat % 16 == 0 {
                 products.push(gpu(&o_f, "bsrmm_tc2", feat, device, &what));
+            }
+            if feat % 32 == 0 {
+                products.push(gpu(&o_f, "bsrmm_tc4", feat, device, &what));
             }
             for o_k in &products {
                 let src = &o_k.module().source;
