@@ -598,6 +598,18 @@ pub fn hyb_spmm_gpu_schedule(parts: usize, num_buckets: usize, atomic: &[bool]) 
     )
 }
 
+/// [`hyb_spmm_gpu_schedule`] with 16-byte loads of B (`schedules/gpu/hyb_bucket_vec4.sched`:
+/// four consecutive features per lane), for feature widths that are a multiple of 128.
+pub fn hyb_spmm_gpu_schedule_vec4(parts: usize, num_buckets: usize, atomic: &[bool]) -> String {
+    hyb_schedule(
+        include_str!("../schedules/gpu/hyb_init.sched"),
+        include_str!("../schedules/gpu/hyb_bucket_vec4.sched"),
+        parts,
+        num_buckets,
+        atomic,
+    )
+}
+
 /// `init`, then `bucket` instantiated for every (part, bucket) block (`{block}`: its name,
 /// `{tag}`: `<p>_<k>`), each marked atomic where `atomic` says so.
 fn hyb_schedule(

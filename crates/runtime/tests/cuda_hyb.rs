@@ -4,12 +4,14 @@
 //! atomic), equals the stage-I evaluator of the undecomposed csrmm on power-law rows (empty
 //! rows, rows longer than the largest bucket, rows storing every column), for feature widths
 //! that are and are not multiples of 32; also with the buckets' nests fused into one launch
-//! (`fuse_launches`: the init's launch, then one for every bucket).
+//! (`fuse_launches`: the init's launch, then one for every bucket), and at widths that are a
+//! multiple of 128 with four consecutive features per lane read as one float4
+//! (`hyb_spmm_gpu_schedule_vec4`).
 
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_formats::builders::hyb::hyb;
 use sparsetir_formats::{Tensor, TensorData};
-use sparsetir_ops::composable::hyb_spmm_gpu_schedule;
+use sparsetir_ops::composable::{hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4};
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
@@ -82,21 +84,29 @@ fn hyb_spmm_on(device: GpuDevice) {
         (60usize, 40usize, 1usize, vec![1usize, 2, 4, 8], 32usize),
         (45, 70, 2, vec![1, 2, 4], 40),
         (30, 16, 1, vec![1, 2, 4, 8, 16], 64),
+        (50, 90, 2, vec![1, 2, 4, 8], 128),
+        (40, 33, 1, vec![1, 4, 32], 256),
     ] {
         let (indptr, indices, values) = power_law(rows, cols, rows as u64);
         let nnz = indices.len();
         let h = hyb(rows, cols, &indptr, &indices, &values, parts, &buckets).expect("hyb");
         let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets).expect("decomposes");
-        let sched = hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic_blocks(&h, false));
+        let atomic = atomic_blocks(&h, false);
+        let mut scheds = vec![hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic)];
+        if feat % 128 == 0 {
+            // Four consecutive features per lane, one 16-byte load of B each.
+            scheds.push(hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic));
+        }
         let spec = [("feat_size".to_string(), feat as i64)];
-        for fused in [false, true] {
+        for (sched, fused) in scheds.iter().flat_map(|s| [(s, false), (s, true)]) {
+            let vec4 = sched.contains("kv_");
             let mut stage1 = stage1.clone();
             if fused {
                 stage1
                     .attrs
                     .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
             }
-            let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)
+            let k = GpuKernel::build(&stage1, Some(sched), &spec, device, &cache)
                 .unwrap_or_else(|e| panic!("{e}\n{sched}"));
             // One launch per bucket (and the init's), or, fused, the init's and one for the buckets.
             let launches = k.module().kernels.len();
@@ -134,6 +144,12 @@ fn hyb_spmm_on(device: GpuDevice) {
             let mut want = args.clone();
             eval_func(&csrmm, &mut want).expect("reference");
             args.extend(hyb_arguments(&h));
+            if vec4 {
+                assert!(
+                    k.module().source.contains("sptir_ld4(B_data"),
+                    "no float4 load of B"
+                );
+            }
             k.run(&mut args).expect("runs in the emulator");
             let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) =
                 (args.get("c"), want.get("c"))
@@ -144,8 +160,8 @@ fn hyb_spmm_on(device: GpuDevice) {
                 let (x, y) = (got.get_f64(i), w.get_f64(i));
                 assert!(
                 (x - y).abs() <= 1e-4 * y.abs().max(1.0),
-                "fused {fused}, parts {parts} buckets {buckets:?} feat {feat}: C[{}, {}] = {x}, \
-                 want {y}",
+                "fused {fused}, vec4 {vec4}, parts {parts} buckets {buckets:?} feat {feat}: C[{}, \
+                 {}] = {x}, want {y}",
                 i / feat,
                 i % feat
             );

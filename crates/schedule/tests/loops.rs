@@ -152,6 +152,15 @@ fn fuse_errors() {
     let e = sch.fuse(&l).unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotAnAffineLoop);
     assert!(e.ir.contains("--> "), "{e}");
+    // A row's stored elements (an extent read through the row block's iterator) under the
+    // feature loop: fusing would bind the element through that iterator (found by
+    // `c_schedule_prop`: the scheduled function failed to verify).
+    let mut sch = Schedule::new(kernel("sddmm", Stage::II)).unwrap();
+    let l = loops_of(&mut sch, "sddmm1");
+    sch.reorder(&[l[1], l[0]]).unwrap();
+    let e = sch.fuse(&[l[1], l[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotAnAffineLoop, "{e}");
+    assert!(e.message.contains("enclosing block's iterator"), "{e}");
 }
 
 #[test]

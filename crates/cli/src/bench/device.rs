@@ -12,7 +12,9 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 use sparsetir_formats::builders::hyb::hyb;
-use sparsetir_ops::composable::{auto_candidates, default_buckets, hyb_spmm_gpu_schedule, Format};
+use sparsetir_ops::composable::{
+    auto_candidates, default_buckets, hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4, Format,
+};
 use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
 
 use super::formats::own_format;
@@ -140,17 +142,22 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     stage1
                         .attrs
                         .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
-                    let sched =
-                        hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic_blocks(&h, false));
+                    let atomic = atomic_blocks(&h, false);
+                    let sched = hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic);
                     let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
                     let b: Vec<String> = buckets.iter().map(|x| x.to_string()).collect();
-                    Some((
-                        k,
-                        hyb_arguments(&h),
-                        format!("hyb(parts={parts},buckets={})", b.join(",")),
-                    ))
+                    let hname = format!("hyb(parts={parts},buckets={})", b.join(","));
+                    let mut kernels = vec![(k, hyb_arguments(&h), hname.clone(), "hyb")];
+                    // `auto` at widths that are a multiple of 128: the same buckets with
+                    // 16-byte loads of B too, measured like any candidate.
+                    if format == Format::Auto && feat.is_multiple_of(128) {
+                        let sched = hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic);
+                        let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
+                        kernels.push((k, hyb_arguments(&h), hname, "hyb vec4"));
+                    }
+                    kernels
                 }
-                _ => None,
+                _ => Vec::new(),
             };
             let dense_a = random_values(2, a.rows * feat, 0.0);
             let dense_b_len = if op == Op::Spmv {
@@ -184,10 +191,10 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             // The formats other than CSR that run here (`auto`: the CPU's SpMM candidates that
             // have a GPU kernel), each a kernel with its arguments.
             let mut alts: Vec<(GpuKernel, Args, String, String)> = Vec::new();
-            if let Some((hk, extra, hname)) = hyb {
+            for (hk, extra, hname, hsched) in hyb {
                 let mut hargs = args.clone();
                 hargs.extend(extra);
-                alts.push((hk, hargs, hname, "hyb".into()));
+                alts.push((hk, hargs, hname, hsched.into()));
             }
             let own_formats = match (&format, op) {
                 (Format::Auto, Op::Spmm) => auto_candidates(&a.indptr, &a.indices, a.cols, feat)
@@ -218,8 +225,13 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             }
             // `--emit-cuda`: every other format's kernels too, one file per matrix and format.
             if let Some(dir) = &o.emit_cuda {
-                for (ak, _, aname, _) in &alts {
-                    let safe: String = aname
+                for (ak, _, aname, asched) in &alts {
+                    // (hyb's two schedules share the format's name.)
+                    let label = match asched.as_str() {
+                        "hyb vec4" => format!("{aname}_vec4"),
+                        _ => aname.clone(),
+                    };
+                    let safe: String = label
                         .chars()
                         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
                         .collect();
@@ -239,7 +251,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     "seconds": best.device_time.map(|d| d.as_secs_f64())}));
                 for (ak, mut aargs, aname, asched) in alts {
                     let st = run(&ak, &mut aargs)?;
-                    candidates.push(json!({"format": aname,
+                    candidates.push(json!({"format": aname, "schedule": asched,
                         "seconds": st.device_time.map(|d| d.as_secs_f64())}));
                     let faster = match (st.device_time, best.device_time) {
                         (Some(t), Some(b)) => t < b,

@@ -722,11 +722,12 @@ impl<'f> Writer<'f> {
         }
     }
 
-    /// A vectorized loop of 2 or 4 iterations over one block (no predicate) whose reads of a
-    /// float buffer the kernel never writes are consecutive in the loop and aligned to the
-    /// width: those reads become one vector load each (`sptir_ld4`/`sptir_ld2`, 16 or 8 bytes
-    /// per thread) before the iterations, which are written out one by one reading the vector's
-    /// components. Returns false (nothing written) when the loop is not of that form.
+    /// A vectorized loop of 2 or 4 iterations over one block (whose predicate, if any, the loop
+    /// does not move: it then guards the whole) whose reads of a float buffer the kernel never
+    /// writes are consecutive in the loop and aligned to the width: those reads become one
+    /// vector load each (`sptir_ld4`/`sptir_ld2`, 16 or 8 bytes per thread) before the
+    /// iterations, which are written out one by one reading the vector's components. Returns
+    /// false (nothing written) when the loop is not of that form.
     fn write_vector_loads(&mut self, f: &For) -> Res<bool> {
         let Some(width) = const_int(&f.extent).filter(|n| *n == 2 || *n == 4) else {
             return Ok(false);
@@ -737,10 +738,22 @@ impl<'f> Writer<'f> {
         let Stmt::Block(b) = only(&f.body) else {
             return Ok(false);
         };
-        if b.predicate.is_some() || b.init.is_some() || !b.alloc_buffers.is_empty() {
+        if b.init.is_some() || !b.alloc_buffers.is_empty() {
             return Ok(false);
         }
         let map = bindings(b);
+        // A predicate the vector loop does not move (a row guard): the vector loads and the
+        // iterations run under it.
+        let guard = match &b.predicate {
+            Some(p) => {
+                let p = subst(p, &map);
+                if mentions(&p, &[f.var]) {
+                    return Ok(false);
+                }
+                Some(p)
+            }
+            None => None,
+        };
         let mut loads = Vec::new();
         b.body.for_each_expr(|e| {
             e.visit(&mut |x| {
@@ -811,6 +824,15 @@ impl<'f> Writer<'f> {
         if vecs.is_empty() {
             return Ok(false);
         }
+        let div = match &guard {
+            Some(p) => {
+                let (t, _) = self.expr(p)?;
+                self.line(&format!("if ({}) {{", strip_parens(&t)));
+                self.indent += 1;
+                Some(self.enter_divergence(p))
+            }
+            None => None,
+        };
         let mut subs = Vec::new();
         for (load, at_first) in &vecs {
             let Expr::Load { buffer, .. } = load else {
@@ -839,6 +861,11 @@ impl<'f> Writer<'f> {
             self.vec_sub = None;
             self.unbind(f.var);
             r?;
+            self.indent -= 1;
+            self.line("}");
+        }
+        if let Some(d) = div {
+            self.leave_divergence(d);
             self.indent -= 1;
             self.line("}");
         }

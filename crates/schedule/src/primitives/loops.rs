@@ -396,6 +396,30 @@ impl Schedule {
                 ));
             }
         }
+        // The fused loops' variables become divisions and remainders by the inner loops'
+        // extents, in the bindings of the blocks below: an extent read through an enclosing
+        // block's iterator (a sparse row's length, `indptr[vi + 1] - indptr[vi]`) would put that
+        // iterator into a binding, which only loop variables and parameters may use.
+        let mut block_iters = Vec::new();
+        self.func.body.visit(&mut |s| {
+            if let Stmt::Block(b) = s {
+                block_iters.extend(b.iters.iter().map(|it| it.var));
+            }
+        });
+        for l in &chain[1..] {
+            if ir_util::uses_any(&l.extent, &block_iters) || ir_util::uses_any(&l.min, &block_iters)
+            {
+                return Err(self.error(
+                    ErrorKind::NotAnAffineLoop,
+                    format!(
+                        "the range of loop `{}` is read through an enclosing block's iterator \
+                         (a sparse row's length): it cannot be fused under another loop",
+                        self.var_name(l.var)
+                    ),
+                    Focus::Loop(l.var),
+                ));
+            }
+        }
         let dt = self.func.vars[vars[0]].dtype;
         let name = vars
             .iter()
