@@ -263,7 +263,7 @@ pub fn reference(op: Op, a: &Csr, feat: usize, dense_a: &[f32], dense_b: &[f32])
     }
 }
 
-/// [`reference`] of the operands as a kernel with `dtype` storage reads them (rounded to it).
+/// [`reference()`] of the operands as a kernel with `dtype` storage reads them (rounded to it).
 pub fn reference_as_read(
     op: Op,
     a: &Csr,

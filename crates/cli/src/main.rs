@@ -283,7 +283,7 @@ enum Command {
     Convert {
         /// Input `.mtx` or `.tns` file.
         input: PathBuf,
-        /// Target format: mtx, general, tns, csr, csc, bsr:RxC, ell[:W], dense.
+        /// Target format: mtx, general, tns, csr, csc, bsr:RxC, `ell[:W]`, dense.
         #[arg(long)]
         to: String,
         /// Output file (mtx, tns, dense) or directory (csr, csc, bsr, ell).

@@ -842,7 +842,7 @@ fn nm_from_csr<V: Value, I: Index>(
 
 impl<V: Value, I: Index> Csf<V, I> {
     /// A CSF of a COO of any rank >= 1 (entries sorted lexicographically; `Keep` adds repeats
-    /// up). O(nnz log nnz + dims[0]).
+    /// up). O(nnz log nnz + dims\[0\]).
     pub fn from_coo(coo: &Coo, dup: Duplicates) -> Result<Self, FormatError> {
         coo.validate()?;
         let rank = coo.rank();

@@ -1,7 +1,7 @@
 //! The compilation driver: a stage-I function, an optional schedule file and scalar
 //! specializations in, a loaded native [`Kernel`] (or its C source) out.
 //!
-//! Steps: [`specialize`](sparsetir_transform::specialize) the function → apply the schedule's
+//! Steps: [`specialize`](sparsetir_transform::specialize()) the function → apply the schedule's
 //! stage-I section → lower to stage II (binary searches checked, so absent coordinates keep
 //! their stage-I meaning) → apply the stage-II section → lower to stage III → apply the
 //! stage-III section → verify → emit C → compile through the kernel cache → load.
@@ -32,7 +32,7 @@
 //! # Specialization and the ABI
 //!
 //! Specialized parameters stay in the kernel's parameter list (see
-//! [`sparsetir_transform::specialize`]), so the kernel takes the same arguments as the
+//! [`sparsetir_transform::specialize()`]), so the kernel takes the same arguments as the
 //! unspecialized one. The returned kernel validates launches against the *specialized* stage-I
 //! function: data must fit the constant sizes, whatever is passed for the bound parameters.
 
@@ -259,7 +259,7 @@ pub fn schedule_and_lower(
 }
 
 /// The C module of a stage-III function on the CPU path: the CPU-only pass
-/// [`compact_buffer_allocation`] (an intermediate that one block's instances use slice by slice
+/// [`compact_buffer_allocation`](sparsetir_transform::compact_buffer_allocation()) (an intermediate that one block's instances use slice by slice
 /// becomes a stack array of that block), then the C writer.
 pub fn emit_c_cpu(stage3: &PrimFunc) -> Result<CModule, CodegenError> {
     emit_c(&compact_buffer_allocation(stage3))

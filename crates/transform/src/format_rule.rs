@@ -1,4 +1,4 @@
-//! Format rewrite rules for [`crate::decompose_format`] (SPEC §3.1): a new format described as a
+//! Format rewrite rules for [`crate::decompose_format()`] (SPEC §3.1): a new format described as a
 //! small stage-I function, the buffers it replaces, the correspondence between old and new axes,
 //! and the index maps between old and new coordinates — built from Rust or read from a rule
 //! script (a `@T.prim_func` whose `T.func_attr` carries the rule's fields).

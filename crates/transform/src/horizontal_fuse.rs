@@ -23,7 +23,7 @@
 //! loop reads (parts run concurrently once fused); buffers allocated inside a part and the
 //! element a store reads back (`C[i] = C[i] + v`, `atomic_add(C[i], v)`) do not count as reads.
 //! Several parts may write the same buffer: like SparseTIR, the pass assumes the parts write
-//! disjoint elements or update shared ones atomically (see [`crate::lower_atomic`]).
+//! disjoint elements or update shared ones atomically (see [`crate::lower_atomic()`]).
 //!
 //! A run of parts `for v_k in [m_k, m_k + e_k)` becomes one loop over `[0, e_0 + ... + e_{n-1})`
 //! whose body is an `if`/`elif` chain on the fused index `f`: part `k` runs when

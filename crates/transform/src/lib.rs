@@ -1,17 +1,17 @@
 //! IR passes of sparsetir (SPEC §3): each pass in its own module, all `PrimFunc -> PrimFunc`
 //! (plus a module-level wrapper) and a no-op on functions of another stage.
 //!
-//! - [`lower_sparse_iter`]: stage I → stage II (sparse iterations to loops and blocks in
+//! - [`lower_sparse_iter`](lower_sparse_iter()): stage I → stage II (sparse iterations to loops and blocks in
 //!   position space).
-//! - [`lower_sparse_buffer`]: stage II → stage III (sparse buffers to flat dense buffers).
+//! - [`lower_sparse_buffer`](lower_sparse_buffer()): stage II → stage III (sparse buffers to flat dense buffers).
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
-//! - [`specialize`]: binds scalar parameters to constants (any stage); [`store_as`]: named
+//! - [`specialize`](specialize()): binds scalar parameters to constants (any stage); [`store_as`](store_as()): named
 //!   float32 buffers stored as float16/bfloat16, arithmetic kept in float32 (any stage).
-//! - [`decompose_format`]: stage I → stage I, composable formats from [`FormatRewriteRule`]s;
+//! - [`decompose_format`](decompose_format()): stage I → stage I, composable formats from [`FormatRewriteRule`]s;
 //!   [`preprocess`]: `remove_preprocess` / `extract_preprocess` split off the format conversion.
-//! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`], [`inject_scope`],
-//!   [`horizontal_fuse`], [`specialize_buffer`], [`remove_unused_args`]; for the C writer,
-//!   [`compact_buffer_allocation`] (intermediates used slice by slice move into their block).
+//! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`](lower_atomic()), [`inject_scope`](inject_scope()),
+//!   [`horizontal_fuse`](horizontal_fuse()), [`specialize_buffer`](specialize_buffer()), [`remove_unused_args`](remove_unused_args()); for the C writer,
+//!   [`compact_buffer_allocation`](compact_buffer_allocation()) (intermediates used slice by slice move into their block).
 
 mod regions;
 mod search;

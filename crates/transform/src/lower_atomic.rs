@@ -17,7 +17,7 @@
 //!   writers update), a boolean target, or a `T.init()` inside the atomic block (each writer
 //!   would reset the shared output; initialize it beforehand instead, e.g. with
 //!   `decompose_reduction`).
-//! - The `atomic` annotation stays on the block: [`crate::inject_scope`] reads it.
+//! - The `atomic` annotation stays on the block: [`crate::inject_scope()`] reads it.
 
 use std::collections::HashSet;
 

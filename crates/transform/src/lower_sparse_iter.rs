@@ -13,7 +13,7 @@
 //!   iterator's axis is varied and its (or, for `T.sp.attach`, the new) parent is iterated in the
 //!   current block. Block `<name>k` holds the iteration's annotations plus `sparse: True`.
 //! - **Searches.** A search is a fixed-trip bisection over block-local `low`/`high` buffers (see
-//!   [`crate::search`]) writing `mid_k`, a sparse buffer over the iterated axes the search depends
+//!   `crate::search`) writing `mid_k`, a sparse buffer over the iterated axes the search depends
 //!   on. Without `check_invalid_binary_search` the result for an absent coordinate is
 //!   **undefined** (it is the insertion point, which addresses some other element or lies past
 //!   the fiber); with it, `mid_k = -1`, each store whose value reads through `mid_k` is split by

@@ -1,11 +1,11 @@
 //! Schedule primitives, grouped by family; each family module adds methods to
-//! [`Schedule`](crate::Schedule) and a `replay` function that re-runs its instructions from a
-//! parsed trace. [`replay`] tries every family in turn.
+//! [`Schedule`] and a `replay` function that re-runs its instructions from a
+//! parsed trace. `replay` tries every family in turn.
 //!
 //! To add a family: write `primitives/<family>.rs` with
 //! `pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV>>, ReplayError>`
 //! (returning `Ok(None)` for instruction names it does not own), declare it below and add it to
-//! the list in [`replay`].
+//! the list in `replay`.
 
 use crate::state::{AnyRV, Schedule};
 use crate::trace::{Call, ReplayError};
