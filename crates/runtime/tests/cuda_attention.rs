@@ -39,6 +39,25 @@ fn structure(args: &mut Args, (indptr, indices): &(Vec<i64>, Vec<i64>), nb: usiz
     args.insert("blk".into(), ArgValue::Int(16));
 }
 
+/// The scores' arguments: Q (`q`) and K (`k`) stored as `dt`, the output filled with 7.
+fn scores_args(
+    pat: &(Vec<i64>, Vec<i64>),
+    nb: usize,
+    mb: usize,
+    feat: usize,
+    dt: DType,
+    q: &[f64],
+    k: &[f64],
+) -> Args {
+    let mut a = HashMap::new();
+    structure(&mut a, pat, nb, mb);
+    a.insert("feat_size".into(), ArgValue::Int(feat as i64));
+    a.insert("a".into(), arr(dt, q));
+    a.insert("b".into(), arr(dt, k));
+    a.insert("c".into(), arr(DType::F32, &vec![7.0; pat.1.len() * 256]));
+    a
+}
+
 fn spec(feat: usize) -> Vec<(String, i64)> {
     vec![("blk".into(), 16), ("feat_size".into(), feat as i64)]
 }
@@ -115,12 +134,7 @@ fn attention_kernels(device: GpuDevice) {
                 random(mb * 16 * feat),
             );
             // Scores.
-            let mut a1 = HashMap::new();
-            structure(&mut a1, &pat, nb, mb);
-            a1.insert("feat_size".into(), ArgValue::Int(feat as i64));
-            a1.insert("a".into(), arr(dt, &q));
-            a1.insert("b".into(), arr(dt, &k));
-            a1.insert("c".into(), arr(DType::F32, &vec![7.0; nnzb * 256]));
+            let mut a1 = scores_args(&pat, nb, mb, feat, dt, &q, &k);
             let mut want = a1.clone();
             eval_func(&s_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
             let mut a4 = a1.clone();
@@ -246,12 +260,7 @@ fn attention_kernels_on_the_c_backend_equal_the_evaluator() {
         let mut random =
             |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
         let (q, k) = (random(nb * 16 * feat), random(mb * 16 * feat));
-        let mut a1 = HashMap::new();
-        structure(&mut a1, &pat, nb, mb);
-        a1.insert("feat_size".into(), ArgValue::Int(feat as i64));
-        a1.insert("a".into(), arr(dt, &q));
-        a1.insert("b".into(), arr(dt, &k));
-        a1.insert("c".into(), arr(DType::F32, &vec![7.0; nnzb * 256]));
+        let mut a1 = scores_args(&pat, nb, mb, feat, dt, &q, &k);
         let mut want = a1.clone();
         eval_func(&s_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
         s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -508,7 +517,6 @@ fn fused_softmax_kernels(device: GpuDevice) {
                 );
             }
             let pat = common::bsr_pattern(&mut rng, nb, mb);
-            let nnzb = pat.1.len();
             let mut random =
                 |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
             let (q, k, v) = (
@@ -517,12 +525,7 @@ fn fused_softmax_kernels(device: GpuDevice) {
                 random(mb * 16 * feat),
             );
             let scale = ArgValue::Float(1.0 / (feat as f64).sqrt());
-            let mut a1 = HashMap::new();
-            structure(&mut a1, &pat, nb, mb);
-            a1.insert("feat_size".into(), ArgValue::Int(feat as i64));
-            a1.insert("a".into(), arr(dt, &q));
-            a1.insert("b".into(), arr(dt, &k));
-            a1.insert("c".into(), arr(DType::F32, &vec![7.0; nnzb * 256]));
+            let mut a1 = scores_args(&pat, nb, mb, feat, dt, &q, &k);
             s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
             // The row statistic.
             let mut a2 = HashMap::new();

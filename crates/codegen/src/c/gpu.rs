@@ -934,18 +934,7 @@ impl<'f> Writer<'f> {
                     Some(_) => self.line(&format!("float sptir_acc[{}][4];", plan.texts.len())),
                     None => self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};"),
                 }
-                self.line("if (sptir_acc_live) {");
-                self.indent += 1;
-                for (u, texts) in plan.texts.iter().enumerate() {
-                    let lines = texts
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| format!("{} = {c};", plan.slot(u, i)))
-                        .collect();
-                    self.unit_lines(plan, u, lines);
-                }
-                self.indent -= 1;
-                self.line("}");
+                self.acc_transfer(plan, true);
             }
             self.mma_acc = Some(plan.nest);
             self.mma_acc_unit = plan.unit;
@@ -999,18 +988,7 @@ impl<'f> Writer<'f> {
         if let Some(plan) = &hoist {
             self.mma_acc = None;
             self.mma_acc_unit = None;
-            self.line("if (sptir_acc_live) {");
-            self.indent += 1;
-            for (u, texts) in plan.texts.iter().enumerate() {
-                let lines = texts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| format!("{c} = {};", plan.slot(u, i)))
-                    .collect();
-                self.unit_lines(plan, u, lines);
-            }
-            self.indent -= 1;
-            self.line("}");
+            self.acc_transfer(plan, false);
             self.indent -= 1;
             self.line("}");
         }

@@ -936,9 +936,29 @@ impl Writer<'_> {
         Ok(true)
     }
 
+    /// The register accumulators of `plan` loaded from their tiles (`into_registers`) or stored
+    /// back, where the loop runs (`sptir_acc_live`), each unit's under its own guard.
+    pub(crate) fn acc_transfer(&mut self, plan: &AccumulatorPlan, into_registers: bool) {
+        self.line("if (sptir_acc_live) {");
+        self.indent += 1;
+        for (u, texts) in plan.texts.iter().enumerate() {
+            let lines = texts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| match into_registers {
+                    true => format!("{} = {c};", plan.slot(u, i)),
+                    false => format!("{c} = {};", plan.slot(u, i)),
+                })
+                .collect();
+            self.unit_lines(plan, u, lines);
+        }
+        self.indent -= 1;
+        self.line("}");
+    }
+
     /// Writes `lines` (the loads or stores of unit `u`'s accumulator fragment) under the unit's
     /// own guard, if it has one.
-    pub(crate) fn unit_lines(&mut self, plan: &AccumulatorPlan, u: usize, lines: Vec<String>) {
+    fn unit_lines(&mut self, plan: &AccumulatorPlan, u: usize, lines: Vec<String>) {
         let guard = plan.unit_guard(u);
         if let Some(g) = guard {
             self.line(&format!("if ({g}) {{"));
