@@ -360,6 +360,12 @@ fn attention_runs_and_checks_in_the_emulator() {
     let out = run(&args);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--softmax online"));
+    // The fused softmax is a BSR product's: the CSR path refuses it.
+    let mut args = vec!["bench", "attention", "--mask", m.to_str().unwrap()];
+    args.extend_from_slice(&["--softmax", "fused"]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("takes --format bsr:B"));
     // A mask that is not made of whole 16 x 16 blocks is refused with a reason.
     let out = run(&[
         "bench",

@@ -259,6 +259,13 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             )))
         }
     };
+    if fused == Some(true) && block_format.is_none() {
+        return Err(Failure(
+            "error: --softmax fused makes the probabilities inside the BSR product: it takes \
+             --format bsr:B"
+                .into(),
+        ));
+    }
     let heads = o.heads.max(1);
     let feats = super::parse_feats(&o.feat)?;
     if o.matrices.is_empty() {
