@@ -564,25 +564,10 @@ pub fn tensor_core_gpu_schedule(sched: &str, feat: usize) -> String {
 /// with `units` (1 to 8) tiles of 8 columns side by side — their accumulators in registers,
 /// the run's `A` fragment and metadata read once for all of them.
 pub fn spmm_24_tc_gpu_schedule(n: usize, warps: usize, units: usize) -> String {
-    let text = include_str!("../schedules/gpu/spmm_24_tc.sched");
-    // One tile per warp: no unit loop (a loop of one iteration would be an ordinary loop
-    // around the product, whose tile moves with it: the accumulator would leave registers).
-    let text = if units <= 1 {
-        text.replace(
-            "fb, fw, fu, fi = sch.split(f, [None, WARPS, UNITS, 8])",
-            "fb, fw, fi = sch.split(f, [None, WARPS, 8])",
-        )
-        .replace(
-            "sch.reorder(gt, fb, fw, gko, fu, gm, fi, gki, j)",
-            "sch.reorder(gt, fb, fw, gko, gm, fi, gki, j)",
-        )
-        .replace("sch.unroll(fu)\n", "")
-    } else {
-        text.to_string()
-    };
-    text.replace("GROUPS", &(n / 4).to_string())
+    include_str!("../schedules/gpu/spmm_24_tc.sched")
+        .replace("GROUPS", &(n / 4).to_string())
         .replace("WARPS", &warps.max(1).to_string())
-        .replace("UNITS", &units.to_string())
+        .replace("UNITS", &units.max(1).to_string())
 }
 
 /// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then

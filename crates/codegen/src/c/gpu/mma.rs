@@ -713,7 +713,7 @@ impl Writer<'_> {
     /// inside it in registers: the body holds exactly one tensorized nest, a product
     /// (`mma_m16n8k16`, `mma_sp_m16n8k32`), whose tile stays in place across the iterations and
     /// that nothing else in the body touches, addressed by variables bound outside the loop —
-    /// or that nest alone inside an unrolled loop of 2 to 8 iterations (the unit loop), each
+    /// or that nest alone inside an unrolled loop of 1 to 8 iterations (the unit loop), each
     /// iteration its own tile: one fragment per tile (several output tiles per warp, which
     /// share the `A` fragment's loads). Returns the nest's outermost variable, the unit loop and
     /// the texts of each fragment's four elements.
@@ -728,7 +728,7 @@ impl Writer<'_> {
         // The unit loop: the body is one unrolled loop of constant extent holding the nest.
         let unit = match single(&f.body) {
             Stmt::For(u) if u.var != nest.var => {
-                let units = const_int(&u.extent).filter(|n| (2..=8).contains(n));
+                let units = const_int(&u.extent).filter(|n| (1..=8).contains(n));
                 let holds_nest = matches!(single(&u.body), Stmt::For(n) if n.var == nest.var);
                 match units {
                     Some(n)
