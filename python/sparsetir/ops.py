@@ -415,8 +415,8 @@ def _fns():
         @staticmethod
         def backward(ctx, G):
             (p,) = ctx.saved_tensors
-            g = T(_softmax_grad_np(ctx.s, _np(p), _np(G).astype(_np(p).dtype, copy=False)))
-            return g, None
+            pn = _np(p)
+            return T(_softmax_grad_np(ctx.s, pn, _np(G).astype(pn.dtype, copy=False))), None
 
     _torch_fns.update(spmm=SpMM, sddmm=SDDMM, spmv=SpMV, softmax=SparseSoftmax)
     return _torch_fns

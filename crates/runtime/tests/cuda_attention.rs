@@ -165,22 +165,39 @@ fn attention_kernels(device: GpuDevice) {
             o_k.run(&mut a3).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_outputs_close_16(&what, &["c".into()], &a3, &want, dt, 0.05);
             // The chain against masked attention computed densely from the rounded operands.
-            let round = |x: &[f64]| -> Vec<f64> {
-                let ArgValue::Array(t) = arr(dt, x) else {
-                    unreachable!()
-                };
-                t.to_f64_vec()
-            };
-            let dense = reference(&pat, nb, feat, &round(&q), &round(&k), &round(&v));
-            let ArgValue::Array(got) = output(&a3, "c") else {
-                unreachable!()
-            };
-            let got = got.to_f64_vec();
-            let tol = if dt == DType::F16 { 4e-3 } else { 3e-2 };
-            for (i, (x, y)) in got.iter().zip(&dense).enumerate() {
-                assert!((x - y).abs() <= tol, "{what}: output {i}: {x} vs f64 {y}");
-            }
+            let dense = dense_attention(&pat, nb, feat, dt, &q, &k, &v);
+            assert_close_to_dense(&what, dt, &output(&a3, "c"), &dense);
         }
+    }
+}
+
+/// [`reference`] of Q, K and V as rounded to `dt` (what the kernels read).
+fn dense_attention(
+    pat: &(Vec<i64>, Vec<i64>),
+    nb: usize,
+    feat: usize,
+    dt: DType,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+) -> Vec<f64> {
+    let round = |x: &[f64]| -> Vec<f64> {
+        let ArgValue::Array(t) = arr(dt, x) else {
+            unreachable!()
+        };
+        t.to_f64_vec()
+    };
+    reference(pat, nb, feat, &round(q), &round(k), &round(v))
+}
+
+/// The attention output `got` within `dt`'s rounding of the f64 `dense` one.
+fn assert_close_to_dense(what: &str, dt: DType, got: &ArgValue, dense: &[f64]) {
+    let ArgValue::Array(got) = got else {
+        panic!("{what}: the output is not an array")
+    };
+    let tol = if dt == DType::F16 { 4e-3 } else { 3e-2 };
+    for (i, (x, y)) in got.to_f64_vec().iter().zip(dense).enumerate() {
+        assert!((x - y).abs() <= tol, "{what}: output {i}: {x} vs f64 {y}");
     }
 }
 
@@ -525,6 +542,7 @@ fn fused_softmax_kernels(device: GpuDevice) {
                 random(mb * 16 * feat),
             );
             let scale = ArgValue::Float(1.0 / (feat as f64).sqrt());
+            let dense = dense_attention(&pat, nb, feat, dt, &q, &k, &v);
             let mut a1 = scores_args(&pat, nb, mb, feat, dt, &q, &k);
             s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
             // The row statistic.
@@ -551,20 +569,7 @@ fn fused_softmax_kernels(device: GpuDevice) {
                 eval_func(&o_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
                 o_k.run(&mut a3).unwrap_or_else(|e| panic!("{what}: {e}"));
                 assert_outputs_close_16(&what, &["o".into()], &a3, &want, dt, 0.05);
-                let round = |x: &[f64]| -> Vec<f64> {
-                    let ArgValue::Array(t) = arr(dt, x) else {
-                        unreachable!()
-                    };
-                    t.to_f64_vec()
-                };
-                let dense = reference(&pat, nb, feat, &round(&q), &round(&k), &round(&v));
-                let ArgValue::Array(got) = output(&a3, "o") else {
-                    unreachable!()
-                };
-                let tol = if dt == DType::F16 { 4e-3 } else { 3e-2 };
-                for (i, (x, y)) in got.to_f64_vec().iter().zip(&dense).enumerate() {
-                    assert!((x - y).abs() <= tol, "{what}: output {i}: {x} vs f64 {y}");
-                }
+                assert_close_to_dense(&what, dt, &output(&a3, "o"), &dense);
             }
         }
     }

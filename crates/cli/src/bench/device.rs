@@ -147,15 +147,19 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
                     let b: Vec<String> = buckets.iter().map(|x| x.to_string()).collect();
                     let hname = format!("hyb(parts={parts},buckets={})", b.join(","));
-                    let mut kernels = vec![(k, hyb_arguments(&h), hname.clone(), "hyb")];
+                    let extra = hyb_arguments(&h);
                     // `auto` at widths that are a multiple of 128: the same buckets with
                     // 16-byte loads of B too, measured like any candidate.
-                    if format == Format::Auto && feat.is_multiple_of(128) {
+                    let vec4 = if format == Format::Auto && feat.is_multiple_of(128) {
                         let sched = hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic);
                         let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
-                        kernels.push((k, hyb_arguments(&h), hname, "hyb vec4"));
-                    }
-                    kernels
+                        Some((k, extra.clone(), hname.clone(), "hyb vec4"))
+                    } else {
+                        None
+                    };
+                    std::iter::once((k, extra, hname, "hyb"))
+                        .chain(vec4)
+                        .collect()
                 }
                 _ => Vec::new(),
             };

@@ -335,19 +335,15 @@ impl OwnFormat {
                     (w, [4, 2, 1].into_iter().find(|&t| fits(w, t)).unwrap_or(1))
                 }
             };
-            if m > 0
-                && m.is_multiple_of(16)
-                && n > 0
-                && n.is_multiple_of(32)
-                && feat.is_multiple_of(8 * warps * tiles)
-            {
-                return Ok((f, Some(spmm_24_tc_gpu_schedule(n, warps, tiles)), true));
-            }
-            if self.tiles.is_some() {
+            if self.tiles.is_some() && !fits(warps, tiles) {
                 return Err(Failure(format!(
                     "error: --format 2:4(tiles={tiles}): the feature width {feat} is not a \
                      multiple of 8 x {tiles} tiles"
                 )));
+            }
+            if m > 0 && m.is_multiple_of(16) && n > 0 && n.is_multiple_of(32) && fits(warps, tiles)
+            {
+                return Ok((f, Some(spmm_24_tc_gpu_schedule(n, warps, tiles)), true));
             }
             return Ok((f, plain, false));
         }
