@@ -350,6 +350,9 @@ pub struct Writer<'f> {
     /// CUDA: the tensorized nest (its outermost loop's variable) whose `A` fragment was written
     /// once before the unit loop (`mma_acc_unit`), for every tile of it.
     mma_a_shared: Option<VarId>,
+    /// CUDA: with `mma_acc_unit`, where some unit tile is live (the accumulator plan's guards,
+    /// joined; `None`: every tile always is): the shared `A` fragment is read under it.
+    mma_unit_live: Option<String>,
     /// A tensorized fill absorbed by the next loop's register accumulator: the value that
     /// accumulator starts with and the loop's plan, computed once (see
     /// `Writer::mma_fill_absorbed`).
@@ -474,6 +477,7 @@ impl<'f> Writer<'f> {
             mma_acc: None,
             mma_acc_unit: None,
             mma_a_shared: None,
+            mma_unit_live: None,
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),

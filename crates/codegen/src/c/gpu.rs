@@ -938,6 +938,7 @@ impl<'f> Writer<'f> {
             }
             self.mma_acc = Some(plan.nest);
             self.mma_acc_unit = plan.unit;
+            self.mma_unit_live = plan.live();
         }
         // (The pragma right before the `for`, after any accumulator prologue.)
         if f.kind == ForKind::Unrolled {
@@ -988,6 +989,7 @@ impl<'f> Writer<'f> {
         if let Some(plan) = &hoist {
             self.mma_acc = None;
             self.mma_acc_unit = None;
+            self.mma_unit_live = None;
             self.acc_transfer(plan, false);
             self.indent -= 1;
             self.line("}");

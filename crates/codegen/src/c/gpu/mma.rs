@@ -865,23 +865,7 @@ impl Writer<'_> {
         }
         // A guarded tile (a unit loop split off a loop of run-time extent): the fragment is
         // read where some unit's tile is live — its loads are then those that tile would do.
-        let live = match self.mma_guard("", &vars, b) {
-            Ok(None) => None,
-            Ok(Some(g)) => {
-                let units = const_int(&unit.extent).unwrap_or(1);
-                let mut any = Vec::new();
-                for k in 0..units {
-                    let dt = self.func.vars[unit.var].dtype;
-                    let map = HashMap::from([(unit.var, Expr::Int(k, dt))]);
-                    let t = self.expr(&super::subst(&g, &map))?.0;
-                    if !any.contains(&t) {
-                        any.push(t);
-                    }
-                }
-                Some(any.join(" || "))
-            }
-            Err(_) => return Ok(false),
-        };
+        let live = self.mma_unit_live.clone();
         let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
         let c_target = Expr::Load {
             buffer: st.buffer,
@@ -1315,6 +1299,26 @@ pub(crate) struct AccumulatorPlan {
 }
 
 impl AccumulatorPlan {
+    /// Where some tile of the plan is live: the units' own guards joined, or the loop's guard
+    /// (`None`: always).
+    pub(crate) fn live(&self) -> Option<String> {
+        let mut any: Vec<&str> = Vec::new();
+        for g in self.unit_guards.iter().flatten() {
+            if !any.contains(&g.as_str()) {
+                any.push(g);
+            }
+        }
+        match any.is_empty() {
+            true => self.guard.clone(),
+            false => Some(
+                any.iter()
+                    .map(|g| format!("({g})"))
+                    .collect::<Vec<_>>()
+                    .join(" || "),
+            ),
+        }
+    }
+
     /// Unit `u`'s own guard, if it has one.
     pub(crate) fn unit_guard(&self, u: usize) -> Option<&str> {
         self.unit_guards.get(u).and_then(|g| g.as_deref())
