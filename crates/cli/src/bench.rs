@@ -809,7 +809,8 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 op.name(),
                 op.name(),
                 match op {
-                    Op::Spmm => "csr, hyb, bsr:B, ell, condense, 2:4, 2:4(tiles=U) or auto",
+                    Op::Spmm =>
+                        "csr, hyb, bsr:B, ell, condense, 2:4, 2:4(tiles=U), 2:4(smem=R) or auto",
                     Op::Sddmm => "csr, coo or auto",
                     Op::Spmv => "csr, sell, sell(sigma=S) or auto",
                 }

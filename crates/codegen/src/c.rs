@@ -289,6 +289,9 @@ enum Stride {
 #[derive(Clone, Debug)]
 struct BufInfo {
     strides: Vec<Stride>,
+    /// Where the part of the buffer the code holds starts, per dimension (a function-level
+    /// shared buffer's window, `gpu/shared_window.rs`); empty: the whole buffer.
+    window: Vec<Expr>,
 }
 
 /// How an allocation is made.
@@ -341,6 +344,10 @@ pub struct Writer<'f> {
     target: Target,
     /// CUDA: the kernel being written.
     kernel: Option<gpu::KernelCtx>,
+    /// CUDA: the function-level `shared` buffers (per thread block, declared in a kernel), and
+    /// those a kernel has declared already (one kernel may use each).
+    shared_temps: Vec<BufferId>,
+    shared_users: HashSet<BufferId>,
     /// CUDA: the tensorized nest (its outermost loop's variable) whose accumulator fragment an
     /// enclosing loop keeps in registers (`sptir_acc`) for all its iterations.
     mma_acc: Option<VarId>,
@@ -481,6 +488,8 @@ impl<'f> Writer<'f> {
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),
+            shared_temps: Vec::new(),
+            shared_users: HashSet::new(),
             has_workspaces: workspace::any_in(&func.body),
             region_ws: Vec::new(),
         }

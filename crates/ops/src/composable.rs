@@ -43,8 +43,14 @@ pub enum Format {
     /// 2:4 structured sparsity (SpMM): the catalog's `spmm_24` on the n:m container (every group
     /// of four columns of a row stores two values and their positions); with 16-bit operands on
     /// a GPU, sparse tensor cores (`mma.sp`), each warp computing `tiles` output tiles of 8
-    /// columns (`2:4(tiles=U)`, 1 to 8; `None`: chosen by the feature width).
-    TwoFour { tiles: Option<usize> },
+    /// columns (`2:4(tiles=U)`, 1 to 8; `None`: chosen by the feature width); `smem`: `R` warps
+    /// per block over consecutive row tiles, sharing each 32-row slice of the dense operand
+    /// through shared memory (`2:4(smem=R)`, R = 1, 2, 4 or 8;
+    /// [`spmm_24_tc_smem_gpu_schedule`]).
+    TwoFour {
+        tiles: Option<usize>,
+        smem: Option<usize>,
+    },
     /// Chosen per matrix and feature width.
     Auto,
 }
@@ -75,8 +81,9 @@ impl fmt::Display for Format {
             Format::Sell { sigma: None } => f.write_str("sell"),
             Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
             Format::Condense => f.write_str("condense"),
-            Format::TwoFour { tiles: None } => f.write_str("2:4"),
-            Format::TwoFour { tiles: Some(t) } => write!(f, "2:4(tiles={t})"),
+            Format::TwoFour { smem: Some(r), .. } => write!(f, "2:4(smem={r})"),
+            Format::TwoFour { tiles: None, .. } => f.write_str("2:4"),
+            Format::TwoFour { tiles: Some(t), .. } => write!(f, "2:4(tiles={t})"),
             Format::Auto => f.write_str("auto"),
         }
     }
@@ -131,7 +138,12 @@ impl Format {
             "coo" => return Ok(Format::Coo),
             "sell" => return Ok(Format::Sell { sigma: None }),
             "condense" => return Ok(Format::Condense),
-            "2:4" => return Ok(Format::TwoFour { tiles: None }),
+            "2:4" => {
+                return Ok(Format::TwoFour {
+                    tiles: None,
+                    smem: None,
+                })
+            }
             "auto" => return Ok(Format::Auto),
             _ => {}
         }
@@ -150,7 +162,20 @@ impl Format {
             if tiles > 8 {
                 return Err(err("the tiles per warp must be at most 8"));
             }
-            return Ok(Format::TwoFour { tiles: Some(tiles) });
+            return Ok(Format::TwoFour {
+                tiles: Some(tiles),
+                smem: None,
+            });
+        }
+        if let Some(r) = field_call(t, "2:4", "smem") {
+            let rows = positive(text, "the row-tile warps per block", r)?;
+            if ![1, 2, 4, 8].contains(&rows) {
+                return Err(err("the row-tile warps per block must be 1, 2, 4 or 8"));
+            }
+            return Ok(Format::TwoFour {
+                tiles: None,
+                smem: Some(rows),
+            });
         }
         if let Some(sg) = field_call(t, "sell", "sigma") {
             let sigma = positive(text, "the sorting window", sg)?;
@@ -567,6 +592,21 @@ pub fn spmm_24_tc_gpu_schedule(n: usize, warps: usize, units: usize) -> String {
     include_str!("../schedules/gpu/spmm_24_tc.sched")
         .replace("GROUPS", &(n / 4).to_string())
         .replace("WARPS", &warps.max(1).to_string())
+        .replace("UNITS", &units.max(1).to_string())
+}
+
+/// The sparse tensor-core GPU schedule of spmm_24 with the dense operand staged in shared memory
+/// (`schedules/gpu/spmm_24_tc_smem.sched`) for an `m x n` 2:4 matrix (`m` a multiple of `16 *
+/// row_warps`, `n` of 32) and a feature width that is a multiple of `8 * units`: a block of
+/// `row_warps` warps covers that many consecutive 16-row tiles and `8 * units` feature columns;
+/// for every run of 8 groups (32 columns of `A`) its threads copy the 32 x `8 * units` slice of
+/// `B` into shared memory together (`cache_read`, `compute_at`), and each warp multiplies its
+/// tile's `A` fragment by the slice's `units` tiles (`mma.sp`), accumulators in registers. `B`
+/// then comes from global memory once per block instead of once per warp.
+pub fn spmm_24_tc_smem_gpu_schedule(n: usize, row_warps: usize, units: usize) -> String {
+    include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
+        .replace("GROUPS", &(n / 4).to_string())
+        .replace("ROWW", &row_warps.max(1).to_string())
         .replace("UNITS", &units.max(1).to_string())
 }
 

@@ -168,6 +168,13 @@ fn the_ptx_holds_the_mma_instruction() {
     let sp_tiles = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(64, 2, 4);
     let tiles_spec: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 64)];
+    // B staged in shared memory, 4 row-tile warps of 8 tiles per block.
+    let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(64, 4, 8);
+    let smem_spec: Vec<(String, i64)> = vec![
+        ("m".into(), 64),
+        ("n".into(), 64),
+        ("feat_size".into(), 128),
+    ];
     for (dt, ty) in [(DType::F16, "f16"), (DType::BF16, "bf16")] {
         let ins = format!("mma.sp.sync.aligned.m16n8k32.row.col.f32.{ty}.{ty}.f32");
         builds.push((
@@ -177,7 +184,14 @@ fn the_ptx_holds_the_mma_instruction() {
             dt,
             ins.clone(),
         ));
-        builds.push((spmm24_kernel(dt), &sp_tiles, tiles_spec.clone(), dt, ins));
+        builds.push((
+            spmm24_kernel(dt),
+            &sp_tiles,
+            tiles_spec.clone(),
+            dt,
+            ins.clone(),
+        ));
+        builds.push((spmm24_kernel(dt), &sp_smem, smem_spec.clone(), dt, ins));
     }
     for (f, sched, spec, dt, ins) in builds {
         let (_, m) = emit_cuda(&f, Some(sched), &spec).expect("emit");
@@ -316,6 +330,51 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 assert_eq!(src.matches("uint32_t sptir_a[4], sptir_e = 0u;").count(), 1);
                 assert!(!src.contains("sptir_b[4], sptir_e"), "{what}");
             }
+            let args = spmm_24_args(&mut rng, m, n, feat, dt);
+            let mut want = args.clone();
+            eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            let mut got = args.clone();
+            k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
+        }
+        // B staged in shared memory: (m, n, feat, row-tile warps per block, tiles per warp) —
+        // one and several runs of 32 columns, blocks of 1 to 4 row tiles, 1 to 8 tiles.
+        for (m, n, feat, rows, units) in [
+            (16, 32, 8, 1, 1),
+            (64, 64, 32, 2, 2),
+            (64, 96, 64, 4, 8),
+            (128, 64, 64, 8, 4),
+        ] {
+            let what = format!(
+                "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} row warps of \
+                 {units} tiles"
+            );
+            let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, rows, units);
+            let spec = vec![
+                ("m".to_string(), m as i64),
+                ("n".to_string(), n as i64),
+                ("feat_size".to_string(), feat as i64),
+            ];
+            let k = GpuKernel::build(&g, Some(&sched), &spec, device, &cache())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let src = &k.module().source;
+            // The block's 32-row slice of B in shared memory, the tiles' accumulators in
+            // registers across the runs, one A fragment per run for all the tiles.
+            assert!(
+                src.contains(&format!(
+                    "SPTIR_SHARED(uint16_t, B_data_shared, {});",
+                    32 * 8 * units
+                )),
+                "{what}"
+            );
+            assert!(
+                src.contains(&format!("float sptir_acc[{units}][4];")) || units == 1,
+                "{what}"
+            );
+            assert!(
+                src.contains("B_data_shared[") && src.contains("__syncthreads();"),
+                "{what}"
+            );
             let args = spmm_24_args(&mut rng, m, n, feat, dt);
             let mut want = args.clone();
             eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));

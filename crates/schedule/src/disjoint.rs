@@ -11,7 +11,7 @@
 //! iterations then reach that index at values at least `|c|` apart in their `v` part and never
 //! at the same element. The span is bounded by comparing each `r` with a copy whose inner loop
 //! variables are renamed: what the loops around contribute cancels out, what is left is bounded
-//! by the inner loops' ranges (an `r` that does not separate so is not proven).
+//! by the loops' ranges (an `r` that does not separate so is not proven).
 
 use std::collections::HashMap;
 
@@ -28,17 +28,24 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
     let Some(Stmt::For(lp)) = path.last().copied() else {
         return false;
     };
-    // Only the loops inside are bounded: the loops around are fixed while the loop runs.
+    // Only the loops inside get renamed copies: the loops around are fixed while the loop runs.
     let mut func = func.clone();
     let mut an = Analyzer::new();
     an.assume_no_overflow(true);
     let mut map: HashMap<VarId, Expr> = HashMap::new();
     let mut copies: HashMap<VarId, Expr> = HashMap::new();
     for s in &path {
-        if let Stmt::Block(b) = s {
-            for it in &b.iters {
-                map.insert(it.var, it.binding.clone());
+        match s {
+            Stmt::Block(b) => {
+                for it in &b.iters {
+                    map.insert(it.var, it.binding.clone());
+                }
             }
+            // The loops around keep one value while the loop runs (the same in both copies),
+            // but that value lies in their range: it bounds terms that mix them with inner
+            // loops (`(8 * outer + inner) // 16`).
+            Stmt::For(f) if f.var != v => an.bind_range(f.var, &f.min, &f.extent),
+            _ => {}
         }
     }
     lp.body.visit(&mut |s| match s {

@@ -161,8 +161,27 @@ fn compute_inline_reversed_index() {
 }
 
 #[test]
-fn compute_at_unbounded_index_is_refused() {
+fn compute_at_index_with_constant_span_is_bounded() {
+    // `7 - vj` over `vj` in 0..8 reads the whole row: B is recomputed for 8 columns per row.
     let f = pipeline("", "7 - vj");
+    let mut sch = Schedule::new(f).unwrap();
+    let b = sch.get_block("B").unwrap();
+    let c = sch.get_block("C").unwrap();
+    let loops = sch.get_loops(c).unwrap();
+    sch.compute_at(b, loops[0]).unwrap();
+    let inner = sch.get_loops(b).unwrap();
+    assert_eq!(inner.len(), 2);
+    let text = print(sch.func());
+    assert!(
+        text.contains("T.serial(8)") || text.contains("T.grid(8"),
+        "{text}"
+    );
+}
+
+#[test]
+fn compute_at_region_past_the_producer_is_refused() {
+    // `2 * vj` spans 15 columns, more than the 8 block B computes.
+    let f = pipeline("", "2 * vj");
     let mut sch = Schedule::new(f).unwrap();
     let b = sch.get_block("B").unwrap();
     let c = sch.get_block("C").unwrap();

@@ -73,9 +73,56 @@ pub fn lower_sparse_buffer(func: &PrimFunc) -> Res<PrimFunc> {
     let mut p = Pass::new(func)?;
     let body = p.stmt(&func.body)?;
     let mut out = p.out;
-    out.body = body;
+    out.body = with_coordinate_domains(func, &out, body);
     out.set_stage(Stage::III);
     Ok(out)
+}
+
+/// `body` after `T.assume_buffer_domain(X_indices_data, (0, length - 1))` for every compressed
+/// axis of constant length whose coordinates the body reads: the stage-III buffer no longer says
+/// it holds an axis's coordinates, and the bound (inclusive, as the passes read the statement)
+/// lets stage-III schedules bound a gather through it by a constant (`compute_at` of a cache of
+/// `B[4 * q + J_indices[..]]`, 2:4's groups of four).
+fn with_coordinate_domains(src: &PrimFunc, out: &PrimFunc, body: Stmt) -> Stmt {
+    let mut used: HashSet<BufferId> = HashSet::new();
+    body.visit(&mut |s| {
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| {
+                if let Expr::Load { buffer, .. } = x {
+                    used.insert(*buffer);
+                }
+            })
+        })
+    });
+    let mut assumes = Vec::new();
+    for (_, ax) in src.axes.iter() {
+        // Only a constant number of coordinates bounds a window of constant size.
+        let Some(data) = ax
+            .indices
+            .filter(|_| ax.kind.is_compressed() && ax.length.as_int().is_some())
+        else {
+            continue;
+        };
+        for (b, buf) in out.buffers.iter() {
+            let holds = matches!(buf.decl, BufferDecl::Match { data: d } if d == data);
+            if holds && used.contains(&b) && buf.dtype.is_integer() {
+                assumes.push(Stmt::AssumeBufferDomain {
+                    buffer: b,
+                    lo: Expr::Int(0, buf.dtype),
+                    hi: sparsetir_arith::simplify(src, &Expr::sub(ax.length.clone(), Expr::int(1))),
+                    span: Span::default(),
+                });
+            }
+        }
+    }
+    if assumes.is_empty() {
+        return body;
+    }
+    match body {
+        Stmt::Seq(v) => assumes.extend(v),
+        other => assumes.push(other),
+    }
+    Stmt::Seq(assumes)
 }
 
 // ------------------------------------------------------------------------------------------

@@ -164,8 +164,8 @@ fn prepare(
             prepare_own(op, feat, own_sell(a, *sigma)?, opts, dtype)
         }
         (Op::Spmm, Format::Condense) => prepare_own(op, feat, own_condense(a, feat)?, opts, dtype),
-        (Op::Spmm, Format::TwoFour { tiles }) => {
-            prepare_own(op, feat, own_24(a, feat, *tiles)?, opts, dtype)
+        (Op::Spmm, Format::TwoFour { tiles, smem }) => {
+            prepare_own(op, feat, own_24(a, feat, *tiles, *smem)?, opts, dtype)
         }
         (Op::Spmm, Format::Ell(width)) => prepare_ell(a, feat, *width, opts, dtype),
         (_, Format::Auto) => Err(Failure(
@@ -285,6 +285,9 @@ pub(super) struct OwnFormat {
     /// 2:4 on sparse tensor cores: output tiles per warp (`2:4(tiles=U)`; `None`: the rule of
     /// [`OwnFormat::with_dtype`]).
     pub tiles: Option<usize>,
+    /// 2:4 on sparse tensor cores with B staged in shared memory: row-tile warps per block
+    /// (`2:4(smem=R)`).
+    pub smem: Option<usize>,
 }
 
 impl OwnFormat {
@@ -324,6 +327,29 @@ impl OwnFormat {
                     .map_or(0, |(_, v)| *v as usize)
             };
             let (m, n) = (int("m"), int("n"));
+            if let Some(r) = self.smem {
+                // R warps over row tiles, each with the widest of 8, 4, 2, 1 tiles of 8
+                // columns the width takes: the block's slice of B is 32 x 8 U.
+                let units = [8, 4, 2, 1]
+                    .into_iter()
+                    .find(|&u| feat.is_multiple_of(8 * u))
+                    .unwrap_or(1);
+                let shapes = m > 0
+                    && m.is_multiple_of(16 * r)
+                    && n > 0
+                    && n.is_multiple_of(32)
+                    && feat.is_multiple_of(8 * units);
+                if !shapes {
+                    return Err(Failure(format!(
+                        "error: --format 2:4(smem={r}): takes a matrix of rows a multiple of {} and \
+                         columns a multiple of 32 (got {m} x {n}) and a feature width that is a \
+                         multiple of 8 (got {feat})",
+                        16 * r
+                    )));
+                }
+                let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, r, units);
+                return Ok((f, Some(s), true));
+            }
             // Up to 4 warps per block, then up to 4 tiles of 8 columns per warp (they share
             // the A fragment and metadata of each run); `2:4(tiles=U)`: U tiles, the warps
             // that fit.
@@ -380,7 +406,7 @@ pub(super) fn own_format(
         }
         (Op::Spmv, Format::Sell { sigma }) => Some(own_sell(a, *sigma)?),
         (Op::Spmm, Format::Condense) => Some(own_condense(a, feat)?),
-        (Op::Spmm, Format::TwoFour { tiles }) => Some(own_24(a, feat, *tiles)?),
+        (Op::Spmm, Format::TwoFour { tiles, smem }) => Some(own_24(a, feat, *tiles, *smem)?),
         _ => None,
     })
 }
@@ -444,6 +470,7 @@ fn own_bsr(a: &Csr, feat: usize, block: usize) -> Result<OwnFormat, Failure> {
         c_shape: vec![nb, block, feat],
         convert_seconds: start.elapsed().as_secs_f64(),
         tiles: None,
+        smem: None,
     })
 }
 
@@ -502,6 +529,7 @@ fn own_ell(a: &Csr, feat: usize, width: usize, e: &EllCsr, convert_seconds: f64)
         c_shape: vec![a.rows, 1, feat],
         convert_seconds,
         tiles: None,
+        smem: None,
     }
 }
 
@@ -597,15 +625,26 @@ fn own_condense(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
         c_shape: vec![tiles * t, feat],
         convert_seconds: start.elapsed().as_secs_f64(),
         tiles: None,
+        smem: None,
     })
 }
 
 /// SpMM on the exact 2:4 storage of the matrix (see the module documentation).
-fn own_24(a: &Csr, feat: usize, tiles: Option<usize>) -> Result<OwnFormat, Failure> {
+fn own_24(
+    a: &Csr,
+    feat: usize,
+    tiles: Option<usize>,
+    smem: Option<usize>,
+) -> Result<OwnFormat, Failure> {
     let start = Instant::now();
     // Rows padded to a multiple of 16 and columns to one of 32 (empty rows, empty groups): the
     // shapes of the sparse tensor cores' tiles, whatever the matrix's.
-    let (rows, cols) = (a.rows.next_multiple_of(16), a.cols.next_multiple_of(32));
+    // (`2:4(smem=R)`: rows a multiple of R tiles of 16, the block's.)
+    let row_tile = 16 * smem.unwrap_or(1);
+    let (rows, cols) = (
+        a.rows.next_multiple_of(row_tile),
+        a.cols.next_multiple_of(32),
+    );
     let mut indptr = a.indptr.clone();
     indptr.resize(rows + 1, *a.indptr.last().unwrap_or(&0));
     let padded = Csr {
@@ -642,6 +681,7 @@ fn own_24(a: &Csr, feat: usize, tiles: Option<usize>) -> Result<OwnFormat, Failu
         c_shape: vec![m, feat],
         convert_seconds: start.elapsed().as_secs_f64(),
         tiles,
+        smem,
     })
 }
 
@@ -676,6 +716,7 @@ fn own_sell(a: &Csr, sigma: Option<usize>) -> Result<OwnFormat, Failure> {
         c_shape: vec![s.padded_rows()],
         convert_seconds: start.elapsed().as_secs_f64(),
         tiles: None,
+        smem: None,
     })
 }
 

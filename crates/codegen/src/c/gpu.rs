@@ -13,6 +13,7 @@ use super::*;
 mod launch_fusion;
 pub(crate) mod mma;
 mod reduce;
+mod shared_window;
 mod sync;
 
 pub(crate) use sync::{Divergence, Pending};
@@ -222,8 +223,14 @@ impl<'f> Writer<'f> {
         let mut temps_decl = Vec::new();
         for &b in &func.buffer_decls {
             if let Some(buf) = func.buffers.get(b) {
+                // A function-level `shared` buffer is per thread block: declared in the one
+                // kernel that uses it, as the window a block touches (`shared_window`).
                 if let BufferDecl::Alloc = buf.decl {
-                    temps_decl.push(b);
+                    if self.is_shared(b) {
+                        self.shared_temps.push(b);
+                    } else {
+                        temps_decl.push(b);
+                    }
                 }
             }
         }
@@ -561,6 +568,13 @@ impl<'f> Writer<'f> {
         }
         for &b in temps {
             self.declare_strides(b)?;
+            scoped.push(b);
+        }
+        for b in self.shared_temps.clone() {
+            if !(writes.contains(&b) || reads.contains(&b)) {
+                continue;
+            }
+            self.declare_shared_window(b, parts)?;
             scoped.push(b);
         }
         self.span = func.span;
@@ -905,6 +919,9 @@ impl<'f> Writer<'f> {
             self.line("{");
             self.indent += 1;
             self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
+            if let Some(d) = &plan.warp_decl {
+                self.line(d);
+            }
             let guard = plan.guard.as_deref();
             if let Some(v) = &filled {
                 self.line(&format!(
@@ -1178,6 +1195,61 @@ impl<'f> Writer<'f> {
             return Ok(format!("__ldg({name} + {})", strip_parens(off)));
         }
         Ok(format!("{name}[{off}]"))
+    }
+
+    /// Declares the window of the function-level `shared` buffer `b` that the kernel `parts`
+    /// uses (see `shared_window`): one kernel only, its accesses offset by the window's start.
+    fn declare_shared_window(&mut self, b: BufferId, parts: &[&Stmt]) -> Res<()> {
+        let buf = &self.func.buffers[b];
+        let what = format!("shared buffer `{}`", buf.name);
+        self.span = buf.span;
+        if !self.shared_users.insert(b) {
+            return Err(self.unsupported(
+                &what,
+                "a function-level shared buffer is per thread block: one kernel may use it",
+            ));
+        }
+        let [part] = parts else {
+            return Err(self.unsupported(&what, "a launch of fused parts cannot use it"));
+        };
+        let (base, ext) = shared_window::window(self.func, part, b)
+            .map_err(|why| self.unsupported(&what, why))?;
+        let size = ext.iter().try_fold(1i64, |a, e| a.checked_mul(*e));
+        let Some(size) = size.filter(|n| *n > 0) else {
+            return Err(self.unsupported(&what, "its window has no size"));
+        };
+        let ct = c_type(buf.dtype).unwrap_or("float");
+        let name = self.buf_name(b)?.to_string();
+        let bytes = size as u64 * buf.dtype.bytes() as u64;
+        let total = match self.kernel.as_mut() {
+            Some(k) => {
+                k.shared_bytes += bytes;
+                k.shared_bytes
+            }
+            None => bytes,
+        };
+        if total > 48 * 1024 {
+            return Err(self.unsupported(
+                &what,
+                format!(
+                    "the kernel declares {total} bytes of shared memory; a block may use at \
+                     most 49152 without an opt-in"
+                ),
+            ));
+        }
+        self.line(&format!("SPTIR_SHARED({ct}, {name}, {size});"));
+        let mut strides = vec![Stride::Const(1); ext.len()];
+        for d in (0..ext.len().saturating_sub(1)).rev() {
+            let Stride::Const(inner) = strides[d + 1] else {
+                unreachable!("constant strides")
+            };
+            strides[d] = Stride::Const(inner * ext[d + 1]);
+        }
+        self.bufs[b.index()] = Some(BufInfo {
+            strides,
+            window: base,
+        });
+        Ok(())
     }
 
     /// Declares an allocation inside a CUDA kernel: shared arrays, per-thread arrays.

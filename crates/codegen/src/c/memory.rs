@@ -122,7 +122,10 @@ impl<'f> Writer<'f> {
                 }
             });
         }
-        self.bufs[b.index()] = Some(BufInfo { strides });
+        self.bufs[b.index()] = Some(BufInfo {
+            strides,
+            window: Vec::new(),
+        });
         Ok(())
     }
 
@@ -293,7 +296,15 @@ impl<'f> Writer<'f> {
             )));
         }
         let mut idx = Vec::with_capacity(indices.len());
-        for e in indices {
+        for (d, e) in indices.iter().enumerate() {
+            let shifted;
+            let e = match info.window.get(d) {
+                Some(base) => {
+                    shifted = Expr::sub(e.clone(), base.clone());
+                    &shifted
+                }
+                None => e,
+            };
             let (s, dt) = self.expr(e)?;
             if !(dt.is_integer() || dt.is_bool()) {
                 return Err(self.invalid(format!("an index of `{name}` has type {dt}")));

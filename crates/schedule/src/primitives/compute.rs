@@ -5,19 +5,23 @@
 //! only what the consumers under `loop` read; `reverse_compute_at(block, loop)` moves a
 //! consumer block under the loop that holds its producers, after them, covering what they
 //! write. The moved block's iterators must index the buffer that links it to its partners
-//! directly (`P[v0, v1]`, as cache stages do), and the partners' accesses must be points or a
-//! loop variable plus an offset once their bindings are substituted; the new range of every
-//! iterator must be provably inside its old range (same loop bounds), so data-dependent sparse
-//! extents like `J_indptr[vi + 1] - J_indptr[vi]` carry over exactly. Anything else fails with
-//! a typed error rather than guessing a region.
+//! directly (`P[v0, v1]`, as cache stages do), and the partners' accesses must be points, a
+//! loop variable plus an offset, or an index whose part that moves with the loops under the
+//! target has constant bounds (`32 * ko + 4 * ki + J_indices[..]`, with the loops' ranges and
+//! the buffers' `T.assume_buffer_domain` facts: a window of 32 rows per `ko`) once their
+//! bindings are substituted; the new range of every iterator must be provably inside its old
+//! range (the same loop bounds, or inside them for every value of the loops around), so
+//! data-dependent sparse extents like `J_indptr[vi + 1] - J_indptr[vi]` carry over exactly.
+//! Anything else fails with a typed error rather than guessing a region.
 //!
 //! `compute_inline(block)` replaces every read of the block's output (an intermediate buffer
 //! with this block as only writer) by the block's value expression and removes the block.
 
 use std::collections::HashMap;
 
+use sparsetir_arith::Analyzer;
 use sparsetir_ir::{
-    BufferDecl, BufferId, BufferRegion, Expr, IterKind, PrimFunc, Stage, Stmt, VarId,
+    BinOp, BufferDecl, BufferId, BufferRegion, Expr, IterKind, PrimFunc, Stage, Stmt, VarId,
 };
 
 use crate::error::{ErrorKind, Focus, ScheduleError};
@@ -309,11 +313,13 @@ fn move_block(f: &mut PrimFunc, name: &str, lv: VarId, reverse: bool) -> Res<()>
             .iter()
             .map(|it| (it.var, it.binding.clone()))
             .collect();
+        let an = facts(f, &psite.loops);
         for idx in acc {
             let mut dims = Vec::new();
             for e in &idx {
                 let e = subst(e, &bind);
-                dims.push(classify(f, &e, &inner).ok_or_else(|| {
+                let need = classify(f, &e, &inner).or_else(|| bounded(f, &an, &e, &inner));
+                dims.push(need.ok_or_else(|| {
                     err(
                         f,
                         ErrorKind::RegionNotCovered,
@@ -467,13 +473,26 @@ fn move_block(f: &mut PrimFunc, name: &str, lv: VarId, reverse: bool) -> Res<()>
         old.push((l.min.clone(), l.extent.clone()));
     }
     let outer_loops: Vec<VarId> = lsite.loops.iter().copied().chain([lv]).collect();
+    let outer_facts = facts(f, &outer_loops);
     let mut nest = Vec::new();
     let mut nb = b.clone();
     for (k, it) in nb.iters.iter_mut().enumerate() {
         let Some(d) = dim_of[k] else { continue };
         let (omin, oext) = &old[k];
         let inside = match &need[d] {
-            Need::Range(lo, ext) => same(lo, omin) && same(ext, oext),
+            Need::Range(lo, ext) => {
+                (same(lo, omin) && same(ext, oext)) || {
+                    // A part of the old range, for every value of the loops around.
+                    let ge = Expr::binary(BinOp::Ge, lo.clone(), omin.clone());
+                    let le = Expr::binary(
+                        BinOp::Le,
+                        Expr::add(lo.clone(), ext.clone()),
+                        Expr::add(omin.clone(), oext.clone()),
+                    );
+                    outer_facts.prove(f, &ge) == Some(true)
+                        && outer_facts.prove(f, &le) == Some(true)
+                }
+            }
             Need::Point(e) => match e.as_var() {
                 Some(v) if outer_loops.contains(&v) => ir_util::find_loop(&f.body, v)
                     .is_some_and(|l| same(&l.min, omin) && same(&l.extent, oext)),
@@ -564,6 +583,44 @@ fn classify(f: &PrimFunc, e: &Expr, inner: &[VarId]) -> Option<Need> {
         None => lp.min.clone(),
     };
     Some(Need::Range(lo, lp.extent.clone()))
+}
+
+/// What holds wherever the loops `loops` run: their ranges, the value domains the lowering
+/// assumed (`T.assume_buffer_domain`, inclusive as the passes read it: `indptr` reaches `nnz`)
+/// and, tighter, `[0, length)` for the coordinates of a compressed axis.
+fn facts(f: &PrimFunc, loops: &[VarId]) -> Analyzer {
+    let mut an = Analyzer::new();
+    an.assume_no_overflow(true);
+    for v in loops {
+        if let Some(l) = ir_util::find_loop(&f.body, *v) {
+            an.bind_range(*v, &l.min, &l.extent);
+        }
+    }
+    f.body.visit(&mut |s| {
+        if let Stmt::AssumeBufferDomain { buffer, lo, hi, .. } = s {
+            an.bind_buffer_domain(*buffer, lo, hi);
+        }
+    });
+    for (_, ax) in f.axes.iter() {
+        let Some(data) = ax.indices.filter(|_| ax.kind.is_compressed()) else {
+            continue;
+        };
+        for (b, buf) in f.buffers.iter() {
+            if matches!(buf.decl, BufferDecl::Match { data: d } if d == data) {
+                let max = Expr::sub(ax.length.clone(), Expr::int(1));
+                an.bind_buffer_domain(b, &Expr::int(0), &max);
+            }
+        }
+    }
+    an
+}
+
+/// `e` over the loops `inner` as a range of constant extent ([`Analyzer::range_over`]): a
+/// gather through a bounded index (`4 * (g % c) + J_indices[g, j]` under the loop of `g`'s
+/// runs), or an affine index over several inner loops.
+fn bounded(f: &PrimFunc, an: &Analyzer, e: &Expr, inner: &[VarId]) -> Option<Need> {
+    let (lo, ext) = an.range_over(f, e, inner)?;
+    Some(Need::Range(lo, Expr::Int(ext, e.dtype(f))))
 }
 
 // ----- compute_inline ------------------------------------------------------------------------

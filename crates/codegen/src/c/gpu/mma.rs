@@ -725,8 +725,11 @@ impl Writer<'_> {
         if *form == Mma::Fill {
             return Ok(None);
         }
-        // The unit loop: the body is one unrolled loop of constant extent holding the nest.
-        let unit = match single(&f.body) {
+        let Some((prod, warp)) = self.product_item(f) else {
+            return Ok(None);
+        };
+        // The unit loop: the product is one unrolled loop of constant extent holding the nest.
+        let unit = match single(prod) {
             Stmt::For(u) if u.var != nest.var => {
                 let units = const_int(&u.extent).filter(|n| (1..=8).contains(n));
                 let holds_nest = matches!(single(&u.body), Stmt::For(n) if n.var == nest.var);
@@ -764,8 +767,11 @@ impl Writer<'_> {
         let mut inner = std::collections::HashSet::new();
         inner.insert(f.var);
         let unit_var = unit.map(|(u, _)| u);
+        let warp_var = warp.map(|w| w.var);
         f.body.visit(&mut |s| match s {
-            Stmt::For(l) if !vars.contains(&l.var) && Some(l.var) != unit_var => {
+            Stmt::For(l)
+                if !vars.contains(&l.var) && Some(l.var) != unit_var && Some(l.var) != warp_var =>
+            {
                 inner.insert(l.var);
             }
             Stmt::Let(l) => {
@@ -789,8 +795,79 @@ impl Writer<'_> {
         if indices.iter().any(moves) || guard.as_ref().is_some_and(moves) {
             return Ok(None);
         }
+        // The warp loop's variable is declared before the loop too (the tile's load and store
+        // around it name it): bound while the texts are made.
+        let warp_decl = match warp {
+            Some(w) => {
+                let (_, ct, _) = self.loop_var_type(w)?;
+                let name = self.bind(w.var)?;
+                let tag = w.thread.clone().unwrap_or_default();
+                Some(format!(
+                    "const {ct} {name} = ({ct}){};",
+                    self.index_text(&tag)
+                ))
+            }
+            None => None,
+        };
+        let texts = self.plan_texts(st.buffer, &indices, &vars, unit, &guard, mentions_unit);
+        if let Some(w) = warp {
+            self.unbind(w.var);
+        }
+        let Some((texts, guard, unit_guards)) = texts? else {
+            return Ok(None);
+        };
+        Ok(Some(AccumulatorPlan {
+            nest: vars[0],
+            unit: unit_var,
+            texts,
+            guard,
+            unit_guards,
+            warp_decl,
+        }))
+    }
+
+    /// The product of the accumulating loop `f`: its body, or the one item of its body's
+    /// sequence that holds tensorized nests (the others — a cooperative copy into shared memory
+    /// — hold none), and the loop over the block's warps around it, if any: one bound to
+    /// `threadIdx.y` / `threadIdx.z` from 0 over the whole launch dimension (each warp one
+    /// value, fixed while `f` runs, so the tile may depend on it).
+    fn product_item<'s>(&self, f: &'s For) -> Option<(&'s Stmt, Option<&'s For>)> {
+        let body = single(&f.body);
+        let items: Vec<&Stmt> = match body {
+            Stmt::Seq(v) => v.iter().collect(),
+            other => vec![other],
+        };
+        let mut with = items.iter().filter(|s| !tensorized_nests(s).is_empty());
+        let (Some(item), None) = (with.next(), with.next()) else {
+            return None;
+        };
+        let item = single(item);
+        if let Stmt::For(w) = item {
+            let tag = w.thread.as_deref().unwrap_or_default();
+            if w.kind == ForKind::ThreadBinding && matches!(tag, "threadIdx.y" | "threadIdx.z") {
+                let dim = self.kernel.as_ref().and_then(|k| k.dims.get(tag));
+                let whole = const_int(&w.min) == Some(0)
+                    && dim.is_some_and(|d| Some(d.clone()) == self.launch_expr(&w.extent));
+                return whole.then_some((&w.body, Some(w)));
+            }
+        }
+        Some((item, None))
+    }
+
+    /// The texts of the plan's tiles (one per unit) and guards: `None` where a tile's place
+    /// cannot be written or the unit loop does not move it.
+    #[allow(clippy::type_complexity)]
+    fn plan_texts(
+        &mut self,
+        buffer: BufferId,
+        indices: &[Expr],
+        vars: &[VarId],
+        unit: Option<(VarId, i64)>,
+        guard: &Option<Expr>,
+        mentions_unit: impl Fn(&Expr) -> bool,
+    ) -> Res<Option<(Vec<Vec<String>>, Option<String>, Vec<Option<String>>)>> {
         let units = unit.map_or(1, |(_, n)| n);
-        let (guard, unit_guards) = match (&guard, unit) {
+        let (guard, unit_guards) = match (guard, unit) {
             (Some(g), Some((u, _))) if mentions_unit(g) => {
                 let mut each = Vec::new();
                 for k in 0..units {
@@ -807,22 +884,22 @@ impl Writer<'_> {
             (None, _) => (None, vec![None; units as usize]),
         };
         let mut texts = Vec::new();
-        for k in 0..unit.map_or(1, |(_, n)| n) {
+        for k in 0..units {
             // The unit loop's iteration `k`: its tile.
-            let mut idx = indices.clone();
+            let mut idx = indices.to_vec();
             if let Some((u, _)) = unit {
                 let map = HashMap::from([(u, Expr::Int(k, self.func.vars[u].dtype))]);
                 idx = idx.iter().map(|i| super::subst(i, &map)).collect();
             }
             let c_target = Expr::Load {
-                buffer: st.buffer,
+                buffer,
                 indices: idx,
             };
             let mut tile = Vec::new();
             for (row, col) in C_FRAGMENT {
                 let mut at = vec![row.to_string(), col.to_string()];
                 at.resize(vars.len(), "0".to_string());
-                match self.text_at(&c_target, &vars, &at, &[]) {
+                match self.text_at(&c_target, vars, &at, &[]) {
                     Ok(t) => tile.push(t),
                     Err(_) => return Ok(None),
                 }
@@ -833,13 +910,7 @@ impl Writer<'_> {
         if unit.is_some() && texts.windows(2).any(|w| w[0] == w[1]) {
             return Ok(None);
         }
-        Ok(Some(AccumulatorPlan {
-            nest: vars[0],
-            unit: unit_var,
-            texts,
-            guard,
-            unit_guards,
-        }))
+        Ok(Some((texts, guard, unit_guards)))
     }
 
     /// Writes, before the unit loop `unit` (several output tiles kept in registers, see
@@ -1296,6 +1367,9 @@ pub(crate) struct AccumulatorPlan {
     /// Each unit tile's own guard, where the block's predicate moves with the unit loop (the
     /// tile is loaded, computed and stored only where it holds); `None`s otherwise.
     pub unit_guards: Vec<Option<String>>,
+    /// The declaration of the warp loop's variable (the product sits in a loop over the
+    /// block's warps, see `Writer::product_item`), written before the tile's load.
+    pub warp_decl: Option<String>,
 }
 
 impl AccumulatorPlan {

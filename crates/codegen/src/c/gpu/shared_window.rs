@@ -1,0 +1,192 @@
+//! The window of a function-level `shared` buffer that one thread block uses: such a buffer
+//! (a `cache_read(..., "shared")` moved under a loop by `compute_at`) is per thread block on the
+//! GPU, and each iteration of the loop that holds all its accesses only touches a window of
+//! constant size, which is what the kernel declares in shared memory.
+//!
+//! # Rules
+//!
+//! - Every load and store of the buffer in the kernel lies under one loop `L` (the deepest loop
+//!   holding them all); the loops between `L` and an access (thread-bound ones included: the
+//!   window is the whole block's) are the access's inner loops.
+//! - Along each dimension, every access's index is `base + r` with `base` free of the inner
+//!   loops and `r` of constant bounds ([`sparsetir_arith::Analyzer::range_over`], with the
+//!   loops' ranges and the function's `T.assume_buffer_domain` facts); all accesses share one
+//!   `base` (provably equal), the window's extent is the widest.
+//! - `base` uses no `threadIdx` variable: all threads of a block see one window.
+//!
+//! The access `x[i, j]` is then written `x[(i - base_0) * ext_1 + (j - base_1)]`. The stage-III
+//! meaning (one function-level buffer) and the kernel's (one window per block) agree because
+//! every block reads only what it wrote in the same iteration of `L` — what `compute_at`
+//! guarantees for the cache it moves (the interpreter and the C backend run the function-level
+//! buffer as written).
+
+use std::collections::HashMap;
+
+use sparsetir_arith::Analyzer;
+use sparsetir_ir::{BufferId, Expr, ForKind, PrimFunc, Stmt, VarId};
+
+/// One access: its indices (block iterators and lets resolved to loop variables) and the loops
+/// around it, outermost first.
+struct Access {
+    indices: Vec<Expr>,
+    loops: Vec<VarId>,
+}
+
+/// The window of `b` in the kernel `part`: per dimension its base and extent, or why not.
+pub(super) fn window(
+    func: &PrimFunc,
+    part: &Stmt,
+    b: BufferId,
+) -> Result<(Vec<Expr>, Vec<i64>), String> {
+    let mut acc = Vec::new();
+    let mut an = Analyzer::new();
+    an.assume_no_overflow(true);
+    let mut threads = Vec::new();
+    collect(
+        part,
+        b,
+        &mut Vec::new(),
+        &mut HashMap::new(),
+        &mut an,
+        &mut threads,
+        &mut acc,
+    );
+    func.body.visit(&mut |s| {
+        if let Stmt::AssumeBufferDomain { buffer, lo, hi, .. } = s {
+            an.bind_buffer_domain(*buffer, lo, hi);
+        }
+    });
+    let Some(first) = acc.first() else {
+        return Err("the kernel does not access it".into());
+    };
+    // The deepest loop around every access.
+    let mut common = first.loops.len();
+    for a in &acc {
+        common = common.min(
+            a.loops
+                .iter()
+                .zip(&first.loops)
+                .take_while(|(x, y)| x == y)
+                .count(),
+        );
+    }
+    let dims = first.indices.len();
+    let mut base: Vec<Option<Expr>> = vec![None; dims];
+    let mut ext = vec![0i64; dims];
+    for a in &acc {
+        let inner = &a.loops[common..];
+        for (d, e) in a.indices.iter().enumerate() {
+            let Some((lo, n)) = an.range_over(func, e, inner) else {
+                return Err(format!(
+                    "index `{}` has no constant span over the loops inside the one that holds \
+                     every access",
+                    sparsetir_ir::printer::print_expr(func, e)
+                ));
+            };
+            match &base[d] {
+                None => base[d] = Some(lo),
+                Some(old) if an.can_prove_equal(func, old, &lo) => {}
+                Some(_) => {
+                    return Err(format!(
+                        "its accesses start at different places along dimension {d}"
+                    ))
+                }
+            }
+            ext[d] = ext[d].max(n);
+        }
+    }
+    let base: Vec<Expr> = base
+        .into_iter()
+        .map(|e| e.unwrap_or(Expr::int(0)))
+        .collect();
+    for e in &base {
+        let mut per_thread = false;
+        e.visit(&mut |x| per_thread |= matches!(x, Expr::Var(v) if threads.contains(v)));
+        if per_thread {
+            return Err(format!(
+                "its window starts at `{}`, which differs between the threads of a block",
+                sparsetir_ir::printer::print_expr(func, e)
+            ));
+        }
+    }
+    Ok((base, ext))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn collect(
+    s: &Stmt,
+    b: BufferId,
+    loops: &mut Vec<VarId>,
+    map: &mut HashMap<VarId, Expr>,
+    an: &mut Analyzer,
+    threads: &mut Vec<VarId>,
+    out: &mut Vec<Access>,
+) {
+    let here = |e: &Expr, map: &HashMap<VarId, Expr>, loops: &[VarId], out: &mut Vec<Access>| {
+        e.visit(&mut |x| {
+            if let Expr::Load { buffer, indices } = x {
+                if *buffer == b {
+                    out.push(Access {
+                        indices: indices.iter().map(|i| resolve(i, map)).collect(),
+                        loops: loops.to_vec(),
+                    });
+                }
+            }
+        })
+    };
+    match s {
+        Stmt::For(f) => {
+            an.bind_range(f.var, &f.min, &f.extent);
+            if f.kind == ForKind::ThreadBinding
+                && f.thread
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("threadIdx"))
+            {
+                threads.push(f.var);
+            }
+            loops.push(f.var);
+            collect(&f.body, b, loops, map, an, threads, out);
+            loops.pop();
+            return;
+        }
+        Stmt::Block(blk) => {
+            for it in &blk.iters {
+                let r = resolve(&it.binding, map);
+                map.insert(it.var, r);
+            }
+            if let Some(p) = &blk.predicate {
+                here(p, map, loops, out);
+            }
+        }
+        Stmt::Let(l) => {
+            here(&l.value, map, loops, out);
+            let r = resolve(&l.value, map);
+            map.insert(l.var, r);
+        }
+        Stmt::Store(st) => {
+            if st.buffer == b {
+                out.push(Access {
+                    indices: st.indices.iter().map(|i| resolve(i, map)).collect(),
+                    loops: loops.clone(),
+                });
+            }
+            st.indices.iter().for_each(|e| here(e, map, loops, out));
+            here(&st.value, map, loops, out);
+        }
+        _ => s.for_each_expr(|e| here(e, map, loops, out)),
+    }
+    s.for_each_child(|c| collect(c, b, loops, map, an, threads, out));
+}
+
+/// `e` with block iterators and lets replaced by what they are bound to.
+fn resolve(e: &Expr, map: &HashMap<VarId, Expr>) -> Expr {
+    let mut e = e.clone();
+    e.rewrite_post_order(&mut |x: &mut Expr| {
+        if let Expr::Var(v) = x {
+            if let Some(r) = map.get(v) {
+                *x = r.clone();
+            }
+        }
+    });
+    e
+}
