@@ -179,6 +179,13 @@ fn the_ptx_holds_the_mma_instruction() {
         let ins = format!("mma.sp.sync.aligned.m16n8k32.row.col.f32.{ty}.{ty}.f32");
         builds.push((
             spmm24_kernel(dt),
+            &sp_smem,
+            smem_spec.clone(),
+            dt,
+            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16".to_string(),
+        ));
+        builds.push((
+            spmm24_kernel(dt),
             &sp_sched,
             sp_spec.clone(),
             dt,
@@ -358,13 +365,19 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             let k = GpuKernel::build(&g, Some(&sched), &spec, device, &cache())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let src = &k.module().source;
-            // The block's 32-row slice of B in shared memory, the tiles' accumulators in
+            // The block's 32-row slice of B in shared memory (rows of 128 bytes padded by 16:
+            // no bank holds a column), read by `ldmatrix`; the tiles' accumulators in
             // registers across the runs, one A fragment per run for all the tiles.
+            let row = 8 * units + if units % 8 == 0 { 8 } else { 0 };
             assert!(
                 src.contains(&format!(
                     "SPTIR_SHARED(uint16_t, B_data_shared, {});",
-                    32 * 8 * units
+                    32 * row
                 )),
+                "{what}"
+            );
+            assert!(
+                src.contains("sptir_ldmatrix_x4_trans(sptir_b, B_data_shared + "),
                 "{what}"
             );
             assert!(

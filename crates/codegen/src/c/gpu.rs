@@ -1214,10 +1214,26 @@ impl<'f> Writer<'f> {
         };
         let (base, ext) = shared_window::window(self.func, part, b)
             .map_err(|why| self.unsupported(&what, why))?;
-        let size = ext.iter().try_fold(1i64, |a, e| a.checked_mul(*e));
-        let Some(size) = size.filter(|n| *n > 0) else {
+        if ext.iter().any(|e| *e <= 0) {
             return Err(self.unsupported(&what, "its window has no size"));
-        };
+        }
+        // Rows a multiple of 128 bytes apart would put a column of the window in one bank:
+        // each row is padded by 16 bytes, so that the 8 rows one `ldmatrix` phase reads (or a
+        // column of threads) fall in distinct banks; rows stay 16-byte aligned.
+        let elem = buf.dtype.bytes() as i64;
+        let mut strides = vec![Stride::Const(1); ext.len()];
+        let mut size = 1i64;
+        for d in (0..ext.len()).rev() {
+            strides[d] = Stride::Const(size);
+            let mut span = ext[d];
+            if d + 1 == ext.len() && ext.len() >= 2 && (span * elem) % 128 == 0 {
+                span += (16 / elem).max(1);
+            }
+            size = match size.checked_mul(span) {
+                Some(n) if n <= i64::from(i32::MAX) => n,
+                _ => return Err(self.unsupported(&what, "its window is too large")),
+            };
+        }
         let ct = c_type(buf.dtype).unwrap_or("float");
         let name = self.buf_name(b)?.to_string();
         let bytes = size as u64 * buf.dtype.bytes() as u64;
@@ -1238,13 +1254,6 @@ impl<'f> Writer<'f> {
             ));
         }
         self.line(&format!("SPTIR_SHARED({ct}, {name}, {size});"));
-        let mut strides = vec![Stride::Const(1); ext.len()];
-        for d in (0..ext.len().saturating_sub(1)).rev() {
-            let Stride::Const(inner) = strides[d + 1] else {
-                unreachable!("constant strides")
-            };
-            strides[d] = Stride::Const(inner * ext[d + 1]);
-        }
         self.bufs[b.index()] = Some(BufInfo {
             strides,
             window: base,

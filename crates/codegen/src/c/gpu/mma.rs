@@ -41,7 +41,12 @@
 //! columns adjacent, each 8 × 8 block is read as pairs along its rows and transposed across
 //! the warp with `movmatrix`, which the emulator does with shuffles),
 //! a lane's 8 stored positions of a 2:4 tile as two 16-byte loads (`sptir_ld_pair`,
-//! `sptir_ld_quad`; the emulator checks their alignment).
+//! `sptir_ld_quad`; the emulator checks their alignment). A `B` tile in a shared buffer's
+//! window (`shared_window.rs`) whose rows hold the tile's 8 columns adjacent and 16-byte
+//! aligned is read by one `ldmatrix...trans` (x2 for m16n8k16, x4 for `mma.sp`'s 32 rows:
+//! lane `l` gives row `l`'s address, register `i` gets rows `2t + 8i`, `2t + 8i + 1` of column
+//! `g`, the fragment's layout); the emulator gathers the row addresses with shuffles and reads
+//! the shared array (race-checked, alignment checked).
 //!
 //! A serial loop whose body holds one product nest whose tile stays in place (its address,
 //! simplified against the loops' ranges, does not move with the loop) keeps the accumulator
@@ -299,6 +304,59 @@ impl Writer<'_> {
             flat = flat.plus(affine(&super::subst(i, &map))?.scaled(*c)?)?;
         }
         Some(flat)
+    }
+
+    /// Whether `load` reads a shared buffer's window (`shared_window`) in which the tile's
+    /// columns (`n`, coefficient 1) are adjacent and every row of 8 starts 16-byte aligned:
+    /// every other term of the offset (the window's start taken off) a multiple of 8 and free
+    /// of `n` — what `ldmatrix` needs.
+    fn shared_rows(&self, load: &Expr, b: &Block, n: VarId) -> bool {
+        let Expr::Load { buffer, indices } = load else {
+            return false;
+        };
+        if !self.is_shared(*buffer) || self.func.buffers[*buffer].dtype.bytes() != 2 {
+            return false;
+        }
+        let Some(info) = self.bufs.get(buffer.index()).cloned().flatten() else {
+            return false;
+        };
+        let map: HashMap<VarId, Expr> = b
+            .iters
+            .iter()
+            .map(|it| (it.var, it.binding.clone()))
+            .collect();
+        let mut flat = Affine {
+            terms: Vec::new(),
+            constant: 0,
+        };
+        for (d, (i, st)) in indices.iter().zip(&info.strides).enumerate() {
+            let Stride::Const(c) = st else {
+                return false;
+            };
+            let mut i = super::subst(i, &map);
+            if let Some(base) = info.window.get(d) {
+                i = Expr::sub(i, base.clone());
+            }
+            let Some(term) = affine(&i).and_then(|a| a.scaled(*c)) else {
+                return false;
+            };
+            let Some(sum) = flat.plus(term) else {
+                return false;
+            };
+            flat = sum;
+        }
+        let mut seen = false;
+        for (t, c) in &flat.terms {
+            if *t == Expr::Var(n) {
+                seen |= *c == 1;
+                if *c != 1 {
+                    return false;
+                }
+            } else if c % 8 != 0 || super::mentions(t, &[n]) {
+                return false;
+            }
+        }
+        seen && flat.constant % 8 == 0
     }
 
     /// Whether `load`'s elements at consecutive values of the tile variables in `steps` (each
@@ -575,6 +633,20 @@ impl Writer<'_> {
         // operand is). Where B's columns are adjacent instead (row-major B, SpMM's dense
         // operand), each 8 x 8 half is read as pairs along its rows — lane 4g + t: row g,
         // columns 2t, 2t + 1 — and transposed across the warp (`movmatrix`).
+        // In shared memory with each row's 8 columns adjacent and aligned: one `ldmatrix`
+        // (.x2.trans) reads both registers, lane l giving the address of row l % 16.
+        if self.shared_rows(bb, b, vars[1]) {
+            let at = ["0".into(), "0".into(), "(int32_t)(threadIdx.x & 15)".into()];
+            let p = self.ptr_at(bb, vars, &at, &b.iters)?;
+            self.line(&format!("sptir_ldmatrix_x2_trans(sptir_b, {p});"));
+            return self.mma_call(
+                &format!("sptir_mma_m16n8k16_{suffix}"),
+                "",
+                c_target,
+                vars,
+                b,
+            );
+        }
         let b_pairs = self.vector_fragment(bb, b, &[(vars[2], 1)], 2);
         let b_rows = !b_pairs && self.vector_fragment(bb, b, &[(vars[1], 1)], 2);
         for r in 0..2 {
@@ -1316,8 +1388,17 @@ impl Writer<'_> {
         // position k % 4 of group k / 4. Where B's columns are adjacent (row-major B), each
         // 8 x 8 block r is read as pairs along its rows (lane 4g + t: row 8r + g, columns 2t,
         // 2t + 1) and transposed across the warp (`movmatrix`).
-        let b_rows = self.vector_fragment(&b_at, b, &[(vars[1], 1)], 2);
-        for r in 0..4 {
+        // In shared memory with each row's 8 columns adjacent and aligned: one `ldmatrix`
+        // (.x4.trans) reads the four registers, lane l giving the address of row l (group
+        // l / 4, position l % 4).
+        let b_shared = self.shared_rows(&b_at, b, vars[1]);
+        if b_shared {
+            let at = ["0".into(), "0".into(), "sptir_g".into(), "sptir_t".into()];
+            let p = self.ptr_at(&b_at, vars, &at, &b.iters)?;
+            self.line(&format!("sptir_ldmatrix_x4_trans(sptir_b, {p});"));
+        }
+        let b_rows = !b_shared && self.vector_fragment(&b_at, b, &[(vars[1], 1)], 2);
+        for r in (0..4).filter(|_| !b_shared) {
             if b_rows {
                 let at = [
                     "0".into(),
@@ -1473,7 +1554,43 @@ static __device__ __forceinline__ uint32_t sptir_movmatrix_trans(uint32_t x) {
     asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(x));
     return d;
 }
+/* N (2 or 4) 8 x 8 matrices of 16-bit values from shared memory, transposed: lane 8i + j gives
+   the address of row j of matrix i (8 consecutive elements, 16-byte aligned); register i of
+   lane 4g + t receives rows 2t and 2t + 1 of matrix i at column g — a row-major B tile in
+   shared memory read straight into mma's column fragment. */
+static __device__ __forceinline__ void sptir_ldmatrix_x4_trans(uint32_t* r, const uint16_t* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+static __device__ __forceinline__ void sptir_ldmatrix_x2_trans(uint32_t* r, const uint16_t* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
+}
 #else
+/* ldmatrix .trans: every lane's row address gathered with shuffles, the elements read from the
+   shared array (race-checked) — the layout of the GPU's instruction; row addresses must be
+   16-byte aligned there, and are checked here. */
+template <int N>
+static void sptir_ldmatrix_trans(uint32_t* r, const ::sptir_emu::SPtr<uint16_t>& p) {
+    if (p.off % 8 != 0)
+        ::sptir_emu::fail_unsupported("ldmatrix: a row address is not 16-byte aligned");
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < N; ++i) {
+        const int64_t r0 = __shfl_sync(0xffffffffu, p.off, 8 * i + 2 * t);
+        const int64_t r1 = __shfl_sync(0xffffffffu, p.off, 8 * i + 2 * t + 1);
+        const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, r0 + g).load();
+        const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, r1 + g).load();
+        r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
+    }
+}
+static void sptir_ldmatrix_x4_trans(uint32_t* r, const ::sptir_emu::SPtr<uint16_t>& p) {
+    sptir_ldmatrix_trans<4>(r, p);
+}
+static void sptir_ldmatrix_x2_trans(uint32_t* r, const ::sptir_emu::SPtr<uint16_t>& p) {
+    sptir_ldmatrix_trans<2>(r, p);
+}
 template <bool W>
 static uint32_t sptir_ld_pair(const ::sptir_emu::GPtr<uint16_t, W>& p) {
     return ::sptir_emu::vector_load<uint32_t, uint16_t, W, 2>(p);
