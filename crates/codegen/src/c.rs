@@ -1282,6 +1282,10 @@ fn const_int(e: &Expr) -> Option<i64> {
             };
             (w == *v).then_some(*v)
         }
+        // `T.Cast("int8", 2)`: a loop over a narrow coordinate type.
+        Expr::Cast(dt, inner) if dt.is_integer() => {
+            const_int(inner).and_then(|v| const_int(&Expr::Int(v, *dt)))
+        }
         _ => None,
     }
 }

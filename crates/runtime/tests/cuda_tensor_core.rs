@@ -283,6 +283,21 @@ fn spmm24_kernel(dt: DType) -> sparsetir_ir::PrimFunc {
     sparsetir_transform::store_as(&f, &["A", "B"], dt).expect("store_as")
 }
 
+/// spmm_24 with its positions stored as int8 (`index_dtype`, as `bench --format 2:4` runs it).
+fn spmm24_kernel_i8(dt: DType) -> sparsetir_ir::PrimFunc {
+    sparsetir_transform::index_dtype(&spmm24_kernel(dt), "J", DType::I8).expect("index_dtype")
+}
+
+/// `args` with the positions as int8.
+fn positions_i8(mut args: Args) -> Args {
+    if let Some(sparsetir_eval::ArgValue::Array(t)) = args.get("indices") {
+        let v: Vec<i64> = (0..t.len()).map(|i| t.get_f64(i) as i64).collect();
+        let t = Tensor::from_i64(DType::I8, &v).expect("int8 positions");
+        args.insert("indices".into(), sparsetir_eval::ArgValue::Array(t));
+    }
+    args
+}
+
 #[test]
 fn spmm_24_on_sparse_tensor_cores_equals_the_evaluator_in_the_emulator() {
     spmm_24_on_sparse_tensor_cores(GpuDevice::Emulator);
@@ -345,16 +360,23 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
         }
         // B staged in shared memory: (m, n, feat, row-tile warps per block, tiles per warp) —
-        // one and several runs of 32 columns, blocks of 1 to 4 row tiles, 1 to 8 tiles.
-        for (m, n, feat, rows, units) in [
+        // one and several runs of 32 columns, blocks of 1 to 8 row tiles, 1 to 8 tiles; the
+        // positions int32 and int8 (one 8-byte load per lane and row for its 8 positions).
+        let g8 = spmm24_kernel_i8(dt);
+        for (case, (m, n, feat, rows, units)) in [
             (16, 32, 8, 1, 1),
             (64, 64, 32, 2, 2),
             (64, 96, 64, 4, 8),
             (128, 64, 64, 8, 4),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let int8 = case % 2 == 1;
+            let g = if int8 { &g8 } else { &g };
             let what = format!(
                 "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} row warps of \
-                 {units} tiles"
+                 {units} tiles, int8 positions: {int8}"
             );
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, rows, units);
             let spec = vec![
@@ -362,7 +384,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 ("n".to_string(), n as i64),
                 ("feat_size".to_string(), feat as i64),
             ];
-            let k = GpuKernel::build(&g, Some(&sched), &spec, device, &cache())
+            let k = GpuKernel::build(g, Some(&sched), &spec, device, &cache())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let src = &k.module().source;
             // The block's 32-row slice of B in shared memory (rows of 128 bytes padded by 16:
@@ -388,9 +410,13 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 src.contains("B_data_shared[") && src.contains("__syncthreads();"),
                 "{what}"
             );
-            let args = spmm_24_args(&mut rng, m, n, feat, dt);
+            assert_eq!(src.contains("sptir_ld_oct(J_indices_data"), int8, "{what}");
+            let mut args = spmm_24_args(&mut rng, m, n, feat, dt);
+            if int8 {
+                args = positions_i8(args);
+            }
             let mut want = args.clone();
-            eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            eval_func(g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
             let mut got = args.clone();
             k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);

@@ -6,7 +6,8 @@
 //! - [`lower_sparse_buffer`](lower_sparse_buffer()): stage II → stage III (sparse buffers to flat dense buffers).
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
 //! - [`specialize`](specialize()): binds scalar parameters to constants (any stage); [`store_as`](store_as()): named
-//!   float32 buffers stored as float16/bfloat16, arithmetic kept in float32 (any stage).
+//!   float32 buffers stored as float16/bfloat16, arithmetic kept in float32 (any stage);
+//!   [`index_dtype`](index_dtype()): a compressed axis's coordinates in a narrower integer type (stage I).
 //! - [`decompose_format`](decompose_format()): stage I → stage I, composable formats from [`FormatRewriteRule`]s;
 //!   [`preprocess`]: `remove_preprocess` / `extract_preprocess` split off the format conversion.
 //! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`](lower_atomic()), [`inject_scope`](inject_scope()),
@@ -19,6 +20,7 @@ mod simplify;
 
 pub mod decompose_format;
 pub mod format_rule;
+pub mod index_dtype;
 pub mod lower_sparse_buffer;
 pub mod lower_sparse_iter;
 pub mod pipeline;
@@ -39,6 +41,7 @@ pub use format_rule::{
     bsr_rule, dcsr_rule, ell_csr_rules, ell_rule, hyb_rules, FormatRewriteRule, IndexMap, MapExpr,
     RuleError,
 };
+pub use index_dtype::{index_dtype, IndexDtypeError};
 pub use lower_sparse_buffer::{lower_sparse_buffer, lower_sparse_buffer_module};
 pub use lower_sparse_iter::{
     lower_sparse_iter, lower_sparse_iter_module, stage_param, LowerError, LowerOptions, Phase,

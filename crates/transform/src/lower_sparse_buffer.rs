@@ -97,10 +97,10 @@ fn with_coordinate_domains(src: &PrimFunc, out: &PrimFunc, body: Stmt) -> Stmt {
     let mut assumes = Vec::new();
     for (_, ax) in src.axes.iter() {
         // Only a constant number of coordinates bounds a window of constant size.
-        let Some(data) = ax
-            .indices
-            .filter(|_| ax.kind.is_compressed() && ax.length.as_int().is_some())
-        else {
+        let (Some(data), Some(len)) = (
+            ax.indices.filter(|_| ax.kind.is_compressed()),
+            ax.length.as_int(),
+        ) else {
             continue;
         };
         for (b, buf) in out.buffers.iter() {
@@ -109,7 +109,7 @@ fn with_coordinate_domains(src: &PrimFunc, out: &PrimFunc, body: Stmt) -> Stmt {
                 assumes.push(Stmt::AssumeBufferDomain {
                     buffer: b,
                     lo: Expr::Int(0, buf.dtype),
-                    hi: sparsetir_arith::simplify(src, &Expr::sub(ax.length.clone(), Expr::int(1))),
+                    hi: Expr::Int(len - 1, buf.dtype),
                     span: Span::default(),
                 });
             }

@@ -41,7 +41,7 @@ use sparsetir_formats::builders::condense::condense;
 use sparsetir_formats::builders::ell_csr::{ell_csr, EllCsr};
 use sparsetir_formats::builders::hyb::{hyb, Hyb};
 use sparsetir_formats::builders::sell::sell;
-use sparsetir_formats::{Bsr, BsrPadding, Nm};
+use sparsetir_formats::{Bsr, BsrPadding, Nm, Tensor, TensorData};
 use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_ops::composable::{
     auto_candidates, condense_spmm, default_buckets, ell_csr_spmm_schedule, ell_width,
@@ -656,17 +656,25 @@ fn own_24(
     let nm = Nm::from_csr(&formats_csr(&padded)?, 2, 4)
         .map_err(|e| Failure(format!("error: 2:4 conversion: {e}")))?;
     let (m, n) = nm.shape();
-    let positions: Vec<i32> = nm.metadata().iter().map(|&p| i32::from(p)).collect();
+    // The positions (0 to 3) as int8, a quarter of the bytes of int32 (`index_dtype`).
+    let positions: Vec<i8> = nm.metadata().iter().map(|&p| p as i8).collect();
     let mut args = HashMap::new();
     args.insert("a".into(), f32_tensor(vec![positions.len()], nm.values()));
-    args.insert("indices".into(), i32_tensor(&positions));
+    args.insert(
+        "indices".into(),
+        ArgValue::Array(Tensor {
+            shape: vec![positions.len()],
+            data: TensorData::I8(positions),
+        }),
+    );
     args.insert("m".into(), size(m));
     args.insert("n".into(), size(n));
     args.insert("feat_size".into(), size(feat));
     let spec = vec![("feat_size".to_string(), feat as i64)];
     Ok(OwnFormat {
         name: "2:4".into(),
-        func: sparsetir_ops::load("spmm_24")?,
+        func: sparsetir_transform::index_dtype(&sparsetir_ops::load("spmm_24")?, "J", DType::I8)
+            .map_err(|e| Failure(format!("error: internal error: spmm_24: {e}")))?,
         cpu_schedule: sparsetir_ops::cpu_schedule("spmm_24")
             .map_or_else(String::new, str::to_string),
         gpu_schedule: sparsetir_ops::gpu_schedule("spmm_24"),

@@ -40,8 +40,9 @@
 //! (and `B`'s, where `B` is stored transposed, rows `k` adjacent; where `B` is row-major,
 //! columns adjacent, each 8 × 8 block is read as pairs along its rows and transposed across
 //! the warp with `movmatrix`, which the emulator does with shuffles),
-//! a lane's 8 stored positions of a 2:4 tile as two 16-byte loads (`sptir_ld_pair`,
-//! `sptir_ld_quad`; the emulator checks their alignment). A `B` tile in a shared buffer's
+//! a lane's 8 stored positions of a 2:4 tile as two 16-byte loads, or one 8-byte load where the
+//! positions are 8-bit (`sptir_ld_pair`, `sptir_ld_quad`, `sptir_ld_oct`; the emulator checks
+//! their alignment). A `B` tile in a shared buffer's
 //! window (`shared_window.rs`) whose rows hold the tile's 8 columns adjacent and 16-byte
 //! aligned is read by one `ldmatrix...trans` (x2 for m16n8k16, x4 for `mma.sp`'s 32 rows:
 //! lane `l` gives row `l`'s address, register `i` gets rows `2t + 8i`, `2t + 8i + 1` of column
@@ -1305,7 +1306,24 @@ impl Writer<'_> {
         // positions are stored group by group: two 16-byte loads.
         let quads =
             meta_dt.bits() == 32 && self.vector_fragment(meta, b, &[(vars[2], 2), (slot, 1)], 4);
+        // 8-bit positions (`T.sp.compressed_fixed(G, (4, 2), indices, "int8")`): the 8 of a
+        // lane's row and half as one 8-byte load.
+        let octs =
+            meta_dt.bits() == 8 && self.vector_fragment(meta, b, &[(vars[2], 2), (slot, 1)], 8);
         for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
+            if octs {
+                let at = [row.into(), "0".into(), "4 * sptir_h".into(), "0".into()];
+                let p = self.ptr_at(meta, vars, &at, iters)?;
+                let fields: Vec<String> = (0..8)
+                    .map(|j| format!("(((uint32_t)(sptir_m >> {}) & 3u) << {})", 8 * j, 2 * j))
+                    .collect();
+                self.line(&format!("{{ const uint64_t sptir_m = sptir_ld_oct({p});"));
+                self.line(&format!(
+                    "  sptir_e |= ({}) << {shift}; }}",
+                    fields.join(" | ")
+                ));
+                continue;
+            }
             if quads {
                 for (k, q) in [0, 2].into_iter().enumerate() {
                     let at = [
@@ -1546,6 +1564,13 @@ static __device__ __forceinline__ uint32_t sptir_ld_pair(const uint16_t* __restr
 static __device__ __forceinline__ int4 sptir_ld_quad(const int32_t* __restrict__ p) {
     return __ldg(reinterpret_cast<const int4*>(p));
 }
+/* Eight 8-bit positions as one 8-byte load (the writer checks the alignment). */
+static __device__ __forceinline__ uint64_t sptir_ld_oct(const int8_t* __restrict__ p) {
+    return __ldg(reinterpret_cast<const unsigned long long*>(p));
+}
+static __device__ __forceinline__ uint64_t sptir_ld_oct(const uint8_t* __restrict__ p) {
+    return __ldg(reinterpret_cast<const unsigned long long*>(p));
+}
 /* The warp's 8 x 8 matrix of 16-bit values transposed (lane 4r + c held row r, columns 2c and
    2c + 1; it gets the same of the transpose): a row-major B read as pairs along its rows
    becomes mma's column fragment. */
@@ -1598,6 +1623,14 @@ static uint32_t sptir_ld_pair(const ::sptir_emu::GPtr<uint16_t, W>& p) {
 template <bool W>
 static int4 sptir_ld_quad(const ::sptir_emu::GPtr<int32_t, W>& p) {
     return ::sptir_emu::vector_load<int4, int32_t, W, 4>(p);
+}
+template <bool W>
+static uint64_t sptir_ld_oct(const ::sptir_emu::GPtr<int8_t, W>& p) {
+    return ::sptir_emu::vector_load<uint64_t, int8_t, W, 8>(p);
+}
+template <bool W>
+static uint64_t sptir_ld_oct(const ::sptir_emu::GPtr<uint8_t, W>& p) {
+    return ::sptir_emu::vector_load<uint64_t, uint8_t, W, 8>(p);
 }
 /* movmatrix.m8n8.trans.b16: lane 4g + t receives M[2t][g] and M[2t + 1][g], element M[r][c]
    being held by lane 4r + c / 2 (low half for even c). */
