@@ -595,6 +595,13 @@ pub fn spmm_24_tc_gpu_schedule(n: usize, warps: usize, units: usize) -> String {
         .replace("UNITS", &units.max(1).to_string())
 }
 
+/// The CPU schedule of spmm_24 (`schedules/spmm_24_rows.sched`) for an `m x n` 2:4 matrix with
+/// `n` and `feat_size` specialised: rows in parallel, each walking its `n / 4` groups, the
+/// feature loop vectorised (the catalog's default walks every group once per feature).
+pub fn spmm_24_cpu_schedule(n: usize) -> String {
+    include_str!("../schedules/spmm_24_rows.sched").replace("GROUPS", &(n / 4).max(1).to_string())
+}
+
 /// The sparse tensor-core GPU schedule of spmm_24 with the dense operand staged in shared memory
 /// (`schedules/gpu/spmm_24_tc_smem.sched`) for an `m x n` 2:4 matrix (`m` a multiple of `16 *
 /// row_warps`, `n` of 32) and a feature width that is a multiple of `8 * units`: a block of

@@ -45,9 +45,10 @@ use sparsetir_formats::{Bsr, BsrPadding, Nm, Tensor, TensorData};
 use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_ops::composable::{
     auto_candidates, condense_spmm, default_buckets, ell_csr_spmm_schedule, ell_width,
-    hyb_spmm_schedule, sell_sigma, spmm_24_tc_gpu_schedule, spmv_sell, tensor_core_gpu_schedule,
-    Format, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE, CONDENSE_TILE, SDDMM_AUTO_CANDIDATES,
-    SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES, SPMV_SELL_SCHEDULE,
+    hyb_spmm_schedule, sell_sigma, spmm_24_cpu_schedule, spmm_24_tc_gpu_schedule, spmv_sell,
+    tensor_core_gpu_schedule, Format, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE, CONDENSE_TILE,
+    SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES,
+    SPMV_SELL_SCHEDULE,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
@@ -670,13 +671,15 @@ fn own_24(
     args.insert("m".into(), size(m));
     args.insert("n".into(), size(n));
     args.insert("feat_size".into(), size(feat));
-    let spec = vec![("feat_size".to_string(), feat as i64)];
+    let spec = vec![
+        ("n".to_string(), n as i64),
+        ("feat_size".to_string(), feat as i64),
+    ];
     Ok(OwnFormat {
         name: "2:4".into(),
         func: sparsetir_transform::index_dtype(&sparsetir_ops::load("spmm_24")?, "J", DType::I8)
             .map_err(|e| Failure(format!("error: internal error: spmm_24: {e}")))?,
-        cpu_schedule: sparsetir_ops::cpu_schedule("spmm_24")
-            .map_or_else(String::new, str::to_string),
+        cpu_schedule: spmm_24_cpu_schedule(n),
         gpu_schedule: sparsetir_ops::gpu_schedule("spmm_24"),
         spec,
         gpu_spec: vec![
