@@ -611,10 +611,12 @@ pub fn spmm_24_cpu_schedule(n: usize) -> String {
 /// tile's `A` fragment by the slice's `units` tiles (`mma.sp`), accumulators in registers. `B`
 /// then comes from global memory once per block instead of once per warp.
 pub fn spmm_24_tc_smem_gpu_schedule(n: usize, row_warps: usize, units: usize) -> String {
+    let (rows, units) = (row_warps.max(1), units.max(1));
     include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
         .replace("GROUPS", &(n / 4).to_string())
-        .replace("ROWW", &row_warps.max(1).to_string())
-        .replace("UNITS", &units.max(1).to_string())
+        .replace("ROWW", &rows.to_string())
+        .replace("UNITS", &units.to_string())
+        .replace("COPYW", &rows.min(units).to_string())
 }
 
 /// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then

@@ -406,8 +406,11 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 src.contains(&format!("float sptir_acc[{units}][4];")) || units == 1,
                 "{what}"
             );
+            // The copy: 16 bytes per thread and step, loaded and stored as one vector each.
             assert!(
-                src.contains("B_data_shared[") && src.contains("__syncthreads();"),
+                src.contains("sptir_st8h(B_data_shared + ")
+                    && src.contains("= sptir_ld8h(B_data + ")
+                    && src.contains("__syncthreads();"),
                 "{what}"
             );
             assert_eq!(src.contains("sptir_ld_oct(J_indices_data"), int8, "{what}");

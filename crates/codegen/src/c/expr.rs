@@ -44,6 +44,12 @@ impl<'f> Writer<'f> {
                 }
                 if let Some((subs, u)) = &self.vec_sub {
                     if let Some((_, name)) = subs.iter().find(|(l, _)| l == e) {
+                        if dt.bytes() == 2 {
+                            // Eight 16-bit elements in four 32-bit words.
+                            let word = ["x", "y", "z", "w"].get(*u / 2).copied().unwrap_or("x");
+                            let bits = format!("(uint16_t)({name}.{word} >> {})", 16 * (*u % 2));
+                            return Ok((half::load_value(dt, bits), dt));
+                        }
                         let comp = ["x", "y", "z", "w"].get(*u).copied().unwrap_or("x");
                         return Ok((format!("{name}.{comp}"), dt));
                     }

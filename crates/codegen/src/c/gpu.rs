@@ -736,14 +736,15 @@ impl<'f> Writer<'f> {
         }
     }
 
-    /// A vectorized loop of 2 or 4 iterations over one block (whose predicate, if any, the loop
-    /// does not move: it then guards the whole) whose reads of a float buffer the kernel never
-    /// writes are consecutive in the loop and aligned to the width: those reads become one
-    /// vector load each (`sptir_ld4`/`sptir_ld2`, 16 or 8 bytes per thread) before the
-    /// iterations, which are written out one by one reading the vector's components. Returns
-    /// false (nothing written) when the loop is not of that form.
+    /// A vectorized loop of 2 or 4 iterations (8 over a 16-bit float buffer) over one block
+    /// (whose predicate, if any, the loop does not move: it then guards the whole) whose reads
+    /// of a float buffer the kernel never writes are consecutive in the loop and aligned to the
+    /// width: those reads become one vector load each (`sptir_ld4`/`sptir_ld2`/`sptir_ld8h`, 16
+    /// or 8 bytes per thread) before the iterations, which are written out one by one reading
+    /// the vector's components. Returns false (nothing written) when the loop is not of that
+    /// form.
     fn write_vector_loads(&mut self, f: &For) -> Res<bool> {
-        let Some(width) = const_int(&f.extent).filter(|n| *n == 2 || *n == 4) else {
+        let Some(width) = const_int(&f.extent).filter(|n| [2, 4, 8].contains(n)) else {
             return Ok(false);
         };
         if const_int(&f.min) != Some(0) {
@@ -782,7 +783,11 @@ impl<'f> Writer<'f> {
                 continue;
             };
             let dt = self.buf_dtype(*buffer);
-            let ok_type = dt == DType::F32 || (dt == DType::F64 && width == 2);
+            let ok_type = match width {
+                8 => dt.bytes() == 2 && dt.is_float(),
+                4 => dt == DType::F32,
+                _ => dt == DType::F32 || dt == DType::F64,
+            };
             let readonly = self
                 .kernel
                 .as_ref()
@@ -855,6 +860,7 @@ impl<'f> Writer<'f> {
             let dt = self.buf_dtype(*buffer);
             let (ty, func) = match (dt, width) {
                 (DType::F64, _) => ("double2", "sptir_ld2"),
+                (_, 8) => ("sptir_h8", "sptir_ld8h"),
                 (_, 4) => ("float4", "sptir_ld4"),
                 _ => ("float2", "sptir_ld2"),
             };
@@ -863,6 +869,29 @@ impl<'f> Writer<'f> {
             let name = self.namer.fresh(&format!("{bname}_v"));
             self.line(&format!("const {ty} {name} = {func}({bname} + {off});"));
             subs.push((load.clone(), name));
+        }
+        // A copy of the loaded run into a run of a shared window (the body one store of the
+        // load, same 16-bit type): one 16-byte store.
+        if let ([(load, name)], Stmt::Store(st)) = (subs.as_slice(), only(&b.body)) {
+            let at: Vec<Expr> = st.indices.iter().map(|i| subst(i, &map)).collect();
+            let same = matches!(load, Expr::Load { buffer, .. }
+                if self.buf_dtype(*buffer) == self.buf_dtype(st.buffer));
+            if width == 8 && same && st.value == *load && self.shared_run(st.buffer, &at, f.var, 8)
+            {
+                let first: Vec<Expr> = at
+                    .iter()
+                    .map(|i| subst(i, &HashMap::from([(f.var, Expr::int(0))])))
+                    .collect();
+                let off = self.offset(st.buffer, &first)?;
+                let dst = self.buf_name(st.buffer)?.to_string();
+                self.line(&format!("sptir_st8h({dst} + {off}, {name});"));
+                if let Some(d) = div {
+                    self.leave_divergence(d);
+                    self.indent -= 1;
+                    self.line("}");
+                }
+                return Ok(true);
+            }
         }
         let (vdt, ct, _) = self.loop_var_type(f)?;
         for u in 0..width {

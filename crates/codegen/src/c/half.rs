@@ -156,9 +156,39 @@ SPTIR_HFN float sptir_rbf(float f) { return sptir_bf2f(sptir_f2bf(f)); }
 /// host).
 pub(super) fn cuda_prelude() -> String {
     format!(
-        "#define SPTIR_HFN static __device__ __forceinline__\n{HW_CONVERSIONS}{HALF_HELPERS}{HALF_ATOMICS}"
+        "#define SPTIR_HFN static __device__ __forceinline__\n{HW_CONVERSIONS}{HALF_HELPERS}{HALF_ATOMICS}{HALF_VECTORS}"
     )
 }
+
+/// Eight consecutive 16-bit elements as one 16-byte load (`sptir_ld8h`, a `vectorize`d loop of 8
+/// over a float16/bfloat16 buffer the kernel only reads, from an aligned start); element `u` is
+/// bits `16 (u % 2)` of word `u / 2`.
+const HALF_VECTORS: &str = r#"#ifndef SPTIR_EMU
+typedef uint4 sptir_h8;
+static __device__ __forceinline__ sptir_h8 sptir_ld8h(const uint16_t* __restrict__ p) {
+    return __ldg(reinterpret_cast<const uint4*>(p));
+}
+static __device__ __forceinline__ void sptir_st8h(uint16_t* p, sptir_h8 v) {
+    *reinterpret_cast<uint4*>(p) = v;
+}
+#else
+struct sptir_h8 {
+    uint32_t x, y, z, w;
+};
+template <bool W>
+static sptir_h8 sptir_ld8h(const ::sptir_emu::GPtr<uint16_t, W>& p) {
+    return ::sptir_emu::vector_load<sptir_h8, uint16_t, W, 8>(p);
+}
+/* Eight 16-bit elements into a shared array as one 16-byte store (alignment and races checked
+   element by element). */
+static void sptir_st8h(const ::sptir_emu::SPtr<uint16_t>& p, sptir_h8 v) {
+    if (p.off % 8 != 0)
+        ::sptir_emu::fail_unsupported("misaligned 16-byte shared store");
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 8; ++k) p[k] = (uint16_t)(w[k / 2] >> (16 * (k % 2)));
+}
+#endif
+"#;
 
 /// On a GPU the conversions are the hardware's (`cvt`, round to nearest even, subnormals kept:
 /// the same values as the software versions, which the emulator and the C backend use); the

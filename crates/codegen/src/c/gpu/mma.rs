@@ -315,17 +315,32 @@ impl Writer<'_> {
         let Expr::Load { buffer, indices } = load else {
             return false;
         };
-        if !self.is_shared(*buffer) || self.func.buffers[*buffer].dtype.bytes() != 2 {
-            return false;
-        }
-        let Some(info) = self.bufs.get(buffer.index()).cloned().flatten() else {
-            return false;
-        };
         let map: HashMap<VarId, Expr> = b
             .iters
             .iter()
             .map(|it| (it.var, it.binding.clone()))
             .collect();
+        let resolved: Vec<Expr> = indices.iter().map(|i| super::subst(i, &map)).collect();
+        self.shared_run(*buffer, &resolved, n, 8)
+    }
+
+    /// Whether the 16-bit shared buffer `buffer`, at `indices` (block iterators resolved), holds
+    /// `width` consecutive elements as `n` steps by one from a start aligned to `width`
+    /// elements: in its window's flat offset (the window's start taken off), `n` has
+    /// coefficient 1 and every other term is a multiple of `width` free of `n`.
+    pub(crate) fn shared_run(
+        &self,
+        buffer: BufferId,
+        indices: &[Expr],
+        n: VarId,
+        width: i64,
+    ) -> bool {
+        if !self.is_shared(buffer) || self.func.buffers[buffer].dtype.bytes() != 2 {
+            return false;
+        }
+        let Some(info) = self.bufs.get(buffer.index()).cloned().flatten() else {
+            return false;
+        };
         let mut flat = Affine {
             terms: Vec::new(),
             constant: 0,
@@ -334,7 +349,7 @@ impl Writer<'_> {
             let Stride::Const(c) = st else {
                 return false;
             };
-            let mut i = super::subst(i, &map);
+            let mut i = i.clone();
             if let Some(base) = info.window.get(d) {
                 i = Expr::sub(i, base.clone());
             }
@@ -353,11 +368,11 @@ impl Writer<'_> {
                 if *c != 1 {
                     return false;
                 }
-            } else if c % 8 != 0 || super::mentions(t, &[n]) {
+            } else if c % width != 0 || super::mentions(t, &[n]) {
                 return false;
             }
         }
-        seen && flat.constant % 8 == 0
+        seen && flat.constant % width == 0
     }
 
     /// Whether `load`'s elements at consecutive values of the tile variables in `steps` (each
@@ -919,8 +934,13 @@ impl Writer<'_> {
             let tag = w.thread.as_deref().unwrap_or_default();
             if w.kind == ForKind::ThreadBinding && matches!(tag, "threadIdx.y" | "threadIdx.z") {
                 let dim = self.kernel.as_ref().and_then(|k| k.dims.get(tag));
-                let whole = const_int(&w.min) == Some(0)
-                    && dim.is_some_and(|d| Some(d.clone()) == self.launch_expr(&w.extent));
+                let ext = self.launch_expr(&w.extent);
+                // (The launch dimension may be the larger of several loops' constant extents.)
+                let same = |d: &LaunchExpr| match (d.eval(&|_| None), ext.as_ref()) {
+                    (Some(n), Some(e)) => e.eval(&|_| None) == Some(n),
+                    _ => Some(d) == ext.as_ref(),
+                };
+                let whole = const_int(&w.min) == Some(0) && dim.is_some_and(same);
                 return whole.then_some((&w.body, Some(w)));
             }
         }
