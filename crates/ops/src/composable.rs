@@ -44,12 +44,12 @@ pub enum Format {
     /// of four columns of a row stores two values and their positions); with 16-bit operands on
     /// a GPU, sparse tensor cores (`mma.sp`), each warp computing `tiles` output tiles of 8
     /// columns (`2:4(tiles=U)`, 1 to 8; `None`: chosen by the feature width); `smem`: `R` warps
-    /// per block over consecutive row tiles, sharing each 32-row slice of the dense operand
-    /// through shared memory (`2:4(smem=R)`, R = 1, 2, 4 or 8;
-    /// [`spmm_24_tc_smem_gpu_schedule`]).
+    /// per block over consecutive row tiles (times `Z` over columns), sharing each 32-row slice
+    /// of the dense operand through shared memory (`2:4(smem=R)` or `2:4(smem=RxZ)`, R and Z 1,
+    /// 2, 4 or 8, at most 16 warps; [`spmm_24_tc_smem_gpu_schedule`]).
     TwoFour {
         tiles: Option<usize>,
-        smem: Option<usize>,
+        smem: Option<(usize, usize)>,
     },
     /// Chosen per matrix and feature width.
     Auto,
@@ -81,7 +81,12 @@ impl fmt::Display for Format {
             Format::Sell { sigma: None } => f.write_str("sell"),
             Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
             Format::Condense => f.write_str("condense"),
-            Format::TwoFour { smem: Some(r), .. } => write!(f, "2:4(smem={r})"),
+            Format::TwoFour {
+                smem: Some((r, 1)), ..
+            } => write!(f, "2:4(smem={r})"),
+            Format::TwoFour {
+                smem: Some((r, z)), ..
+            } => write!(f, "2:4(smem={r}x{z})"),
             Format::TwoFour { tiles: None, .. } => f.write_str("2:4"),
             Format::TwoFour { tiles: Some(t), .. } => write!(f, "2:4(tiles={t})"),
             Format::Auto => f.write_str("auto"),
@@ -167,14 +172,18 @@ impl Format {
                 smem: None,
             });
         }
-        if let Some(r) = field_call(t, "2:4", "smem") {
+        if let Some(v) = field_call(t, "2:4", "smem") {
+            let (r, z) = v.split_once('x').unwrap_or((v, "1"));
             let rows = positive(text, "the row-tile warps per block", r)?;
-            if ![1, 2, 4, 8].contains(&rows) {
-                return Err(err("the row-tile warps per block must be 1, 2, 4 or 8"));
+            let cols = positive(text, "the column warps per block", z)?;
+            if ![1, 2, 4, 8].contains(&rows) || ![1, 2, 4, 8].contains(&cols) || rows * cols > 16 {
+                return Err(err(
+                    "the warps per block (smem=R or RxZ) must be 1, 2, 4 or 8 each, at most 16",
+                ));
             }
             return Ok(Format::TwoFour {
                 tiles: None,
-                smem: Some(rows),
+                smem: Some((rows, cols)),
             });
         }
         if let Some(sg) = field_call(t, "sell", "sigma") {
@@ -604,17 +613,24 @@ pub fn spmm_24_cpu_schedule(n: usize) -> String {
 
 /// The sparse tensor-core GPU schedule of spmm_24 with the dense operand staged in shared memory
 /// (`schedules/gpu/spmm_24_tc_smem.sched`) for an `m x n` 2:4 matrix (`m` a multiple of `16 *
-/// row_warps`, `n` of 32) and a feature width that is a multiple of `8 * units`: a block of
-/// `row_warps` warps covers that many consecutive 16-row tiles and `8 * units` feature columns;
-/// for every run of 8 groups (32 columns of `A`) its threads copy the 32 x `8 * units` slice of
-/// `B` into shared memory together (`cache_read`, `compute_at`), and each warp multiplies its
-/// tile's `A` fragment by the slice's `units` tiles (`mma.sp`), accumulators in registers. `B`
-/// then comes from global memory once per block instead of once per warp.
-pub fn spmm_24_tc_smem_gpu_schedule(n: usize, row_warps: usize, units: usize) -> String {
-    let (rows, units) = (row_warps.max(1), units.max(1));
+/// row_warps`, `n` of 32) and a feature width that is a multiple of `8 * units * col_warps`: a
+/// block of `row_warps x col_warps` warps covers `row_warps` consecutive 16-row tiles and `8 *
+/// units * col_warps` feature columns; for every run of 8 groups (32 columns of `A`) its
+/// threads copy that slice of `B` (32 rows) into shared memory together (`cache_read`,
+/// `compute_at`), and each warp multiplies its tile's `A` fragment by its `units` tiles of the
+/// slice (`mma.sp`), accumulators in registers. `B` then comes from global memory once per
+/// block instead of once per warp.
+pub fn spmm_24_tc_smem_gpu_schedule(
+    n: usize,
+    row_warps: usize,
+    col_warps: usize,
+    units: usize,
+) -> String {
+    let (rows, cols, units) = (row_warps.max(1), col_warps.max(1), units.max(1));
     include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
         .replace("GROUPS", &(n / 4).to_string())
         .replace("ROWW", &rows.to_string())
+        .replace("COLW", &cols.to_string())
         .replace("UNITS", &units.to_string())
         .replace("COPYW", &rows.min(units).to_string())
 }

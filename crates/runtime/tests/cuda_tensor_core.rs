@@ -169,7 +169,7 @@ fn the_ptx_holds_the_mma_instruction() {
     let tiles_spec: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 64)];
     // B staged in shared memory, 4 row-tile warps of 8 tiles per block.
-    let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(64, 4, 8);
+    let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(64, 4, 1, 8);
     let smem_spec: Vec<(String, i64)> = vec![
         ("m".into(), 64),
         ("n".into(), 64),
@@ -359,15 +359,18 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
         }
-        // B staged in shared memory: (m, n, feat, row-tile warps per block, tiles per warp) —
-        // one and several runs of 32 columns, blocks of 1 to 8 row tiles, 1 to 8 tiles; the
-        // positions int32 and int8 (one 8-byte load per lane and row for its 8 positions).
+        // B staged in shared memory: (m, n, feat, row-tile warps, column warps, tiles per
+        // warp) — one and several runs of 32 columns, blocks of 1 to 8 row tiles and 1 or 2
+        // column warps, 1 to 8 tiles; the positions int32 and int8 (one 8-byte load per lane
+        // and row for its 8 positions).
         let g8 = spmm24_kernel_i8(dt);
-        for (case, (m, n, feat, rows, units)) in [
-            (16, 32, 8, 1, 1),
-            (64, 64, 32, 2, 2),
-            (64, 96, 64, 4, 8),
-            (128, 64, 64, 8, 4),
+        for (case, (m, n, feat, rows, cols, units)) in [
+            (16, 32, 8, 1, 1, 1),
+            (64, 64, 32, 2, 1, 2),
+            (64, 96, 64, 4, 1, 8),
+            (128, 64, 64, 8, 1, 4),
+            (32, 64, 64, 2, 2, 4),
+            (64, 64, 128, 4, 2, 8),
         ]
         .into_iter()
         .enumerate()
@@ -375,10 +378,11 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             let int8 = case % 2 == 1;
             let g = if int8 { &g8 } else { &g };
             let what = format!(
-                "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} row warps of \
-                 {units} tiles, int8 positions: {int8}"
+                "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} x {cols} warps \
+                 of {units} tiles, int8 positions: {int8}"
             );
-            let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, rows, units);
+            let sched =
+                sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, rows, cols, units);
             let spec = vec![
                 ("m".to_string(), m as i64),
                 ("n".to_string(), n as i64),
@@ -390,7 +394,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             // The block's 32-row slice of B in shared memory (rows of 128 bytes padded by 16:
             // no bank holds a column), read by `ldmatrix`; the tiles' accumulators in
             // registers across the runs, one A fragment per run for all the tiles.
-            let row = 8 * units + if units % 8 == 0 { 8 } else { 0 };
+            let row = 8 * units * cols + if (units * cols) % 8 == 0 { 8 } else { 0 };
             assert!(
                 src.contains(&format!(
                     "SPTIR_SHARED(uint16_t, B_data_shared, {});",

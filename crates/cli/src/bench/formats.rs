@@ -286,9 +286,9 @@ pub(super) struct OwnFormat {
     /// 2:4 on sparse tensor cores: output tiles per warp (`2:4(tiles=U)`; `None`: the rule of
     /// [`OwnFormat::with_dtype`]).
     pub tiles: Option<usize>,
-    /// 2:4 on sparse tensor cores with B staged in shared memory: row-tile warps per block
-    /// (`2:4(smem=R)`).
-    pub smem: Option<usize>,
+    /// 2:4 on sparse tensor cores with B staged in shared memory: row-tile and column warps
+    /// per block (`2:4(smem=R)`, `2:4(smem=RxZ)`).
+    pub smem: Option<(usize, usize)>,
 }
 
 impl OwnFormat {
@@ -328,27 +328,28 @@ impl OwnFormat {
                     .map_or(0, |(_, v)| *v as usize)
             };
             let (m, n) = (int("m"), int("n"));
-            if let Some(r) = self.smem {
-                // R warps over row tiles, each with the widest of 8, 4, 2, 1 tiles of 8
-                // columns the width takes: the block's slice of B is 32 x 8 U.
+            if let Some((r, z)) = self.smem {
+                // R x Z warps, each with the widest of 8, 4, 2, 1 tiles of 8 columns the width
+                // takes: the block's slice of B is 32 x 8 U Z.
                 let units = [8, 4, 2, 1]
                     .into_iter()
-                    .find(|&u| feat.is_multiple_of(8 * u))
+                    .find(|&u| feat.is_multiple_of(8 * u * z))
                     .unwrap_or(1);
                 let shapes = m > 0
                     && m.is_multiple_of(16 * r)
                     && n > 0
                     && n.is_multiple_of(32)
-                    && feat.is_multiple_of(8 * units);
+                    && feat.is_multiple_of(8 * units * z);
                 if !shapes {
                     return Err(Failure(format!(
-                        "error: --format 2:4(smem={r}): takes a matrix of rows a multiple of {} and \
-                         columns a multiple of 32 (got {m} x {n}) and a feature width that is a \
-                         multiple of 8 (got {feat})",
-                        16 * r
+                        "error: --format 2:4(smem={r}x{z}): takes a matrix of rows a multiple of \
+                         {} and columns a multiple of 32 (got {m} x {n}) and a feature width \
+                         that is a multiple of {} (got {feat})",
+                        16 * r,
+                        8 * z
                     )));
                 }
-                let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, r, units);
+                let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, r, z, units);
                 return Ok((f, Some(s), true));
             }
             // Up to 4 warps per block, then up to 4 tiles of 8 columns per warp (they share
@@ -635,13 +636,13 @@ fn own_24(
     a: &Csr,
     feat: usize,
     tiles: Option<usize>,
-    smem: Option<usize>,
+    smem: Option<(usize, usize)>,
 ) -> Result<OwnFormat, Failure> {
     let start = Instant::now();
     // Rows padded to a multiple of 16 and columns to one of 32 (empty rows, empty groups): the
     // shapes of the sparse tensor cores' tiles, whatever the matrix's.
     // (`2:4(smem=R)`: rows a multiple of R tiles of 16, the block's.)
-    let row_tile = 16 * smem.unwrap_or(1);
+    let row_tile = 16 * smem.map_or(1, |(r, _)| r);
     let (rows, cols) = (
         a.rows.next_multiple_of(row_tile),
         a.cols.next_multiple_of(32),

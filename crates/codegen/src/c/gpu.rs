@@ -948,7 +948,7 @@ impl<'f> Writer<'f> {
             self.line("{");
             self.indent += 1;
             self.line("const int32_t sptir_g = (int32_t)(threadIdx.x >> 2), sptir_t = (int32_t)(threadIdx.x & 3);");
-            if let Some(d) = &plan.warp_decl {
+            for d in &plan.warp_decl {
                 self.line(d);
             }
             let guard = plan.guard.as_deref();

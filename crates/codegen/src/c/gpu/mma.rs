@@ -855,10 +855,12 @@ impl Writer<'_> {
         let mut inner = std::collections::HashSet::new();
         inner.insert(f.var);
         let unit_var = unit.map(|(u, _)| u);
-        let warp_var = warp.map(|w| w.var);
+        let warp_vars: Vec<VarId> = warp.iter().map(|w| w.var).collect();
         f.body.visit(&mut |s| match s {
             Stmt::For(l)
-                if !vars.contains(&l.var) && Some(l.var) != unit_var && Some(l.var) != warp_var =>
+                if !vars.contains(&l.var)
+                    && Some(l.var) != unit_var
+                    && !warp_vars.contains(&l.var) =>
             {
                 inner.insert(l.var);
             }
@@ -883,22 +885,20 @@ impl Writer<'_> {
         if indices.iter().any(moves) || guard.as_ref().is_some_and(moves) {
             return Ok(None);
         }
-        // The warp loop's variable is declared before the loop too (the tile's load and store
-        // around it name it): bound while the texts are made.
-        let warp_decl = match warp {
-            Some(w) => {
-                let (_, ct, _) = self.loop_var_type(w)?;
-                let name = self.bind(w.var)?;
-                let tag = w.thread.clone().unwrap_or_default();
-                Some(format!(
-                    "const {ct} {name} = ({ct}){};",
-                    self.index_text(&tag)
-                ))
-            }
-            None => None,
-        };
+        // The warp loops' variables are declared before the loop too (the tile's load and store
+        // around it name them): bound while the texts are made.
+        let mut warp_decl = Vec::new();
+        for w in &warp {
+            let (_, ct, _) = self.loop_var_type(w)?;
+            let name = self.bind(w.var)?;
+            let tag = w.thread.clone().unwrap_or_default();
+            warp_decl.push(format!(
+                "const {ct} {name} = ({ct}){};",
+                self.index_text(&tag)
+            ));
+        }
         let texts = self.plan_texts(st.buffer, &indices, &vars, unit, &guard, mentions_unit);
-        if let Some(w) = warp {
+        for w in &warp {
             self.unbind(w.var);
         }
         let Some((texts, guard, unit_guards)) = texts? else {
@@ -916,10 +916,11 @@ impl Writer<'_> {
 
     /// The product of the accumulating loop `f`: its body, or the one item of its body's
     /// sequence that holds tensorized nests (the others — a cooperative copy into shared memory
-    /// — hold none), and the loop over the block's warps around it, if any: one bound to
-    /// `threadIdx.y` / `threadIdx.z` from 0 over the whole launch dimension (each warp one
-    /// value, fixed while `f` runs, so the tile may depend on it).
-    fn product_item<'s>(&self, f: &'s For) -> Option<(&'s Stmt, Option<&'s For>)> {
+    /// — hold none), and the loops over the block's warps around it, if any: nested loops
+    /// bound to `threadIdx.y` and `threadIdx.z` (one each), from 0 over their whole launch
+    /// dimension (each warp one value of each, fixed while `f` runs, so the tile may depend on
+    /// them).
+    fn product_item<'s>(&self, f: &'s For) -> Option<(&'s Stmt, Vec<&'s For>)> {
         let body = single(&f.body);
         let items: Vec<&Stmt> = match body {
             Stmt::Seq(v) => v.iter().collect(),
@@ -929,22 +930,31 @@ impl Writer<'_> {
         let (Some(item), None) = (with.next(), with.next()) else {
             return None;
         };
-        let item = single(item);
-        if let Stmt::For(w) = item {
+        let mut item = single(item);
+        let mut warps: Vec<&For> = Vec::new();
+        while let Stmt::For(w) = item {
             let tag = w.thread.as_deref().unwrap_or_default();
-            if w.kind == ForKind::ThreadBinding && matches!(tag, "threadIdx.y" | "threadIdx.z") {
-                let dim = self.kernel.as_ref().and_then(|k| k.dims.get(tag));
-                let ext = self.launch_expr(&w.extent);
-                // (The launch dimension may be the larger of several loops' constant extents.)
-                let same = |d: &LaunchExpr| match (d.eval(&|_| None), ext.as_ref()) {
-                    (Some(n), Some(e)) => e.eval(&|_| None) == Some(n),
-                    _ => Some(d) == ext.as_ref(),
-                };
-                let whole = const_int(&w.min) == Some(0) && dim.is_some_and(same);
-                return whole.then_some((&w.body, Some(w)));
+            let fresh = !warps.iter().any(|o| o.thread.as_deref() == Some(tag));
+            if w.kind != ForKind::ThreadBinding
+                || !matches!(tag, "threadIdx.y" | "threadIdx.z")
+                || !fresh
+            {
+                break;
             }
+            let dim = self.kernel.as_ref().and_then(|k| k.dims.get(tag));
+            let ext = self.launch_expr(&w.extent);
+            // (The launch dimension may be the larger of several loops' constant extents.)
+            let same = |d: &LaunchExpr| match (d.eval(&|_| None), ext.as_ref()) {
+                (Some(n), Some(e)) => e.eval(&|_| None) == Some(n),
+                _ => Some(d) == ext.as_ref(),
+            };
+            if const_int(&w.min) != Some(0) || !dim.is_some_and(same) {
+                return None;
+            }
+            warps.push(w);
+            item = single(&w.body);
         }
-        Some((item, None))
+        Some((item, warps))
     }
 
     /// The texts of the plan's tiles (one per unit) and guards: `None` where a tile's place
@@ -1486,9 +1496,9 @@ pub(crate) struct AccumulatorPlan {
     /// Each unit tile's own guard, where the block's predicate moves with the unit loop (the
     /// tile is loaded, computed and stored only where it holds); `None`s otherwise.
     pub unit_guards: Vec<Option<String>>,
-    /// The declaration of the warp loop's variable (the product sits in a loop over the
+    /// The declarations of the warp loops' variables (the product sits in loops over the
     /// block's warps, see `Writer::product_item`), written before the tile's load.
-    pub warp_decl: Option<String>,
+    pub warp_decl: Vec<String>,
 }
 
 impl AccumulatorPlan {
