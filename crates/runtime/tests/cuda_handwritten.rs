@@ -3,7 +3,8 @@
 //! shapes concatenated over `blockIdx.x`: one grid, the widest block, narrower parts guarded);
 //! shared memory written by some threads and read by others gets exactly one `__syncthreads`;
 //! `warp` buffers (a slice per warp); a four-warp reduction; a shared-memory cache of the output
-//! row (`reverse_cache_write`).
+//! row (`reverse_cache_write`); a function-level shared buffer declared as the window one block
+//! uses (and refused where it has none: two kernels, an index read from data).
 
 use sparsetir_codegen::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
@@ -305,4 +306,82 @@ fn a_shared_buffer_past_48_kib_is_refused() {
     let msg = e.to_string();
     assert!(msg.contains("65536") && msg.contains("49152"), "{msg}");
     assert!(!e.span().is_unknown() || msg.contains("`S`"), "{msg}");
+}
+
+/// A function-level shared buffer: each thread block uses only its row of it, so the kernel
+/// declares that row (its window: 32 elements, offset by the block's row), fills it and reads
+/// it shifted — the result equals the computation's, with one barrier and no race.
+const WINDOW: &str = r#"
+@T.prim_func
+def window(x: T.handle, y: T.handle) -> None:
+    T.func_attr({"sparse_tir_level": 0})
+    X = T.match_buffer(x, (4, 32), "float32")
+    Y = T.match_buffer(y, (4, 32), "float32")
+    S = T.alloc_buffer((4, 32), "float32", scope="shared")
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("load"):
+                vb, vt = T.axis.remap("SS", [bx, tx])
+                S[vb, vt] = X[vb, vt]
+        for tx2 in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("use"):
+                vb2, vt2 = T.axis.remap("SS", [bx, tx2])
+                Y[vb2, vt2] = S[vb2, (vt2 + 1) % 32] + S[vb2, vt2]
+"#;
+
+#[test]
+fn a_function_level_shared_buffer_is_declared_as_its_window() {
+    let f = sparsetir_syntax::parse_func(WINDOW).expect("parses");
+    let m = emit_cuda(&f).expect("emits");
+    assert!(
+        m.source.contains("SPTIR_SHARED(float, S, 32);"),
+        "{}",
+        m.source
+    );
+    assert!(m.temps.is_empty(), "no device buffer for S: {}", m.source);
+    assert_eq!(
+        m.source.matches("__syncthreads();").count(),
+        1,
+        "{}",
+        m.source
+    );
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-window"));
+    let (emu, _) = EmuModule::load(&m, &cache).expect("compiles");
+    let x: Vec<f32> = (0..128).map(|v| (v * 7 % 23) as f32).collect();
+    let mut y = vec![0f32; 128];
+    let mut args = vec![EmuArg::input(&x), EmuArg::output(&mut y)];
+    emu.launch(0, [4, 1, 1], [32, 1, 1], &mut args)
+        .expect("no race");
+    drop(args);
+    for b in 0..4 {
+        for t in 0..32 {
+            assert_eq!(y[b * 32 + t], x[b * 32 + (t + 1) % 32] + x[b * 32 + t]);
+        }
+    }
+}
+
+#[test]
+fn function_level_shared_buffers_the_writer_cannot_window_are_refused() {
+    // Used by two kernels: a shared array lives as long as one thread block.
+    let two = WINDOW.replace(
+        "        for tx2 in T.thread_binding(32, thread=\"threadIdx.x\"):",
+        "    for bx2 in T.thread_binding(4, thread=\"blockIdx.x\"):\n        for tx2 in T.thread_binding(32, thread=\"threadIdx.x\"):",
+    )
+    .replace("[bx, tx2]", "[bx2, tx2]");
+    let f = sparsetir_syntax::parse_func(&two).expect("parses");
+    let e = emit_cuda(&f).expect_err("two kernels");
+    assert!(e.to_string().contains("one kernel may use it"), "{e}");
+    // An index read from data: no window of constant size.
+    let gather = WINDOW.replace(
+        "S[vb2, (vt2 + 1) % 32] + S[vb2, vt2]",
+        "S[vb2, T.Cast(\"int32\", X[vb2, vt2])]",
+    );
+    let f = sparsetir_syntax::parse_func(&gather).expect("parses");
+    let e = emit_cuda(&f).expect_err("an unbounded index");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("`S`") && msg.contains("no constant span"),
+        "{msg}"
+    );
 }

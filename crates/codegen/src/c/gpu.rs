@@ -1250,12 +1250,13 @@ impl<'f> Writer<'f> {
         // each row is padded by 16 bytes, so that the 8 rows one `ldmatrix` phase reads (or a
         // column of threads) fall in distinct banks; rows stay 16-byte aligned.
         let elem = buf.dtype.bytes() as i64;
+        let rows: i64 = ext[..ext.len().saturating_sub(1)].iter().product();
         let mut strides = vec![Stride::Const(1); ext.len()];
         let mut size = 1i64;
         for d in (0..ext.len()).rev() {
             strides[d] = Stride::Const(size);
             let mut span = ext[d];
-            if d + 1 == ext.len() && ext.len() >= 2 && (span * elem) % 128 == 0 {
+            if d + 1 == ext.len() && rows > 1 && (span * elem) % 128 == 0 {
                 span += (16 / elem).max(1);
             }
             size = match size.checked_mul(span) {

@@ -6,8 +6,8 @@
 //! # Rules
 //!
 //! - Every load and store of the buffer in the kernel lies under one loop `L` (the deepest loop
-//!   holding them all); the loops between `L` and an access (thread-bound ones included: the
-//!   window is the whole block's) are the access's inner loops.
+//!   holding them all outside the first `threadIdx` loop); the loops between `L` and an access
+//!   (thread-bound ones included: the window is the whole block's) are its inner loops.
 //! - Along each dimension, every access's index is `base + r` with `base` free of the inner
 //!   loops and `r` of constant bounds ([`sparsetir_arith::Analyzer::range_over`], with the
 //!   loops' ranges and the function's `T.assume_buffer_domain` facts); all accesses share one
@@ -59,8 +59,13 @@ pub(super) fn window(
     let Some(first) = acc.first() else {
         return Err("the kernel does not access it".into());
     };
-    // The deepest loop around every access.
-    let mut common = first.loops.len();
+    // The deepest loop around every access, outside the block's threads (their loops are
+    // inner: the window is the whole block's).
+    let mut common = first
+        .loops
+        .iter()
+        .position(|v| threads.contains(v))
+        .unwrap_or(first.loops.len());
     for a in &acc {
         common = common.min(
             a.loops
