@@ -292,6 +292,8 @@ struct BufInfo {
     /// Where the part of the buffer the code holds starts, per dimension (a function-level
     /// shared buffer's window, `gpu/shared_window.rs`); empty: the whole buffer.
     window: Vec<Expr>,
+    /// A double-buffered window's offset to the current half (`gpu/pipeline.rs`).
+    stage: Option<Expr>,
 }
 
 /// How an allocation is made.
@@ -348,6 +350,8 @@ pub struct Writer<'f> {
     /// those a kernel has declared already (one kernel may use each).
     shared_temps: Vec<BufferId>,
     shared_users: HashSet<BufferId>,
+    /// CUDA: writing a double-buffered copy (16-byte copies become `cp.async`).
+    cp_async: bool,
     /// CUDA: the tensorized nest (its outermost loop's variable) whose accumulator fragment an
     /// enclosing loop keeps in registers (`sptir_acc`) for all its iterations.
     mma_acc: Option<VarId>,
@@ -490,6 +494,7 @@ impl<'f> Writer<'f> {
             hoisted: Vec::new(),
             shared_temps: Vec::new(),
             shared_users: HashSet::new(),
+            cp_async: false,
             has_workspaces: workspace::any_in(&func.body),
             region_ws: Vec::new(),
         }

@@ -46,10 +46,12 @@ pub enum Format {
     /// columns (`2:4(tiles=U)`, 1 to 8; `None`: chosen by the feature width); `smem`: `R` warps
     /// per block over consecutive row tiles (times `Z` over columns), sharing each 32-row slice
     /// of the dense operand through shared memory (`2:4(smem=R)` or `2:4(smem=RxZ)`, R and Z 1,
-    /// 2, 4 or 8, at most 16 warps; [`spmm_24_tc_smem_gpu_schedule`]).
+    /// 2, 4 or 8, at most 16 warps; `2:4(dbuf=R)` / `2:4(dbuf=RxZ)`: the slices
+    /// double-buffered, the next copied with `cp.async` during the current products;
+    /// [`spmm_24_tc_smem_gpu_schedule`]).
     TwoFour {
         tiles: Option<usize>,
-        smem: Option<(usize, usize)>,
+        smem: Option<SharedTiles>,
     },
     /// Chosen per matrix and feature width.
     Auto,
@@ -81,12 +83,13 @@ impl fmt::Display for Format {
             Format::Sell { sigma: None } => f.write_str("sell"),
             Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
             Format::Condense => f.write_str("condense"),
-            Format::TwoFour {
-                smem: Some((r, 1)), ..
-            } => write!(f, "2:4(smem={r})"),
-            Format::TwoFour {
-                smem: Some((r, z)), ..
-            } => write!(f, "2:4(smem={r}x{z})"),
+            Format::TwoFour { smem: Some(t), .. } => {
+                let key = if t.double_buffer { "dbuf" } else { "smem" };
+                match t.cols {
+                    1 => write!(f, "2:4({key}={})", t.rows),
+                    z => write!(f, "2:4({key}={}x{z})", t.rows),
+                }
+            }
             Format::TwoFour { tiles: None, .. } => f.write_str("2:4"),
             Format::TwoFour { tiles: Some(t), .. } => write!(f, "2:4(tiles={t})"),
             Format::Auto => f.write_str("auto"),
@@ -94,9 +97,21 @@ impl fmt::Display for Format {
     }
 }
 
+/// How 2:4 on sparse tensor cores stages B in shared memory (`2:4(smem=RxZ)`,
+/// `2:4(dbuf=RxZ)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedTiles {
+    /// Warps per block over row tiles of 16 rows.
+    pub rows: usize,
+    /// Warps per block over columns.
+    pub cols: usize,
+    /// Two slices, the next copied (`cp.async`) while the current one is used.
+    pub double_buffer: bool,
+}
+
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -172,7 +187,10 @@ impl Format {
                 smem: None,
             });
         }
-        if let Some(v) = field_call(t, "2:4", "smem") {
+        let staged = field_call(t, "2:4", "smem")
+            .map(|v| (v, false))
+            .or_else(|| field_call(t, "2:4", "dbuf").map(|v| (v, true)));
+        if let Some((v, double_buffer)) = staged {
             let (r, z) = v.split_once('x').unwrap_or((v, "1"));
             let rows = positive(text, "the row-tile warps per block", r)?;
             let cols = positive(text, "the column warps per block", z)?;
@@ -183,7 +201,11 @@ impl Format {
             }
             return Ok(Format::TwoFour {
                 tiles: None,
-                smem: Some((rows, cols)),
+                smem: Some(SharedTiles {
+                    rows,
+                    cols,
+                    double_buffer,
+                }),
             });
         }
         if let Some(sg) = field_call(t, "sell", "sigma") {
@@ -620,19 +642,29 @@ pub fn spmm_24_cpu_schedule(n: usize) -> String {
 /// `compute_at`), and each warp multiplies its tile's `A` fragment by its `units` tiles of the
 /// slice (`mma.sp`), accumulators in registers. `B` then comes from global memory once per
 /// block instead of once per warp.
+///
+/// With `double_buffer`, the run loop keeps two slices (`{"double_buffer": 1}`): the next
+/// run's slice is copied with `cp.async` while the current one is multiplied.
 pub fn spmm_24_tc_smem_gpu_schedule(
     n: usize,
     row_warps: usize,
     col_warps: usize,
     units: usize,
+    double_buffer: bool,
 ) -> String {
     let (rows, cols, units) = (row_warps.max(1), col_warps.max(1), units.max(1));
+    let double = if double_buffer {
+        "sch.annotate(gko, \"double_buffer\", 1)"
+    } else {
+        ""
+    };
     include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
         .replace("GROUPS", &(n / 4).to_string())
         .replace("ROWW", &rows.to_string())
         .replace("COLW", &cols.to_string())
         .replace("UNITS", &units.to_string())
         .replace("COPYW", &rows.min(units).to_string())
+        .replace("DOUBLE", double)
 }
 
 /// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
@@ -772,6 +804,10 @@ mod tests {
             "coo",
             "2:4",
             "2:4(tiles=4)",
+            "2:4(smem=4)",
+            "2:4(smem=8x2)",
+            "2:4(dbuf=2)",
+            "2:4(dbuf=4x4)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -813,6 +849,10 @@ mod tests {
             "2:4(tiles=0)",
             "2:4(tiles=9)",
             "2:4(warps=2)",
+            "2:4(smem=3)",
+            "2:4(smem=8x4)",
+            "2:4(dbuf=0)",
+            "2:4(dbuf=4x)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");
         }

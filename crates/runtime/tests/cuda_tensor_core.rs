@@ -169,7 +169,7 @@ fn the_ptx_holds_the_mma_instruction() {
     let tiles_spec: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 64)];
     // B staged in shared memory, 4 row-tile warps of 8 tiles per block.
-    let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(64, 4, 1, 8);
+    let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(64, 4, 1, 8, true);
     let smem_spec: Vec<(String, i64)> = vec![
         ("m".into(), 64),
         ("n".into(), 64),
@@ -183,6 +183,13 @@ fn the_ptx_holds_the_mma_instruction() {
             smem_spec.clone(),
             dt,
             "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16".to_string(),
+        ));
+        builds.push((
+            spmm24_kernel(dt),
+            &sp_smem,
+            smem_spec.clone(),
+            dt,
+            "cp.async.cg.shared.global".to_string(),
         ));
         builds.push((
             spmm24_kernel(dt),
@@ -364,13 +371,17 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
         // column warps, 1 to 8 tiles; the positions int32 and int8 (one 8-byte load per lane
         // and row for its 8 positions).
         let g8 = spmm24_kernel_i8(dt);
-        for (case, (m, n, feat, rows, cols, units)) in [
-            (16, 32, 8, 1, 1, 1),
-            (64, 64, 32, 2, 1, 2),
-            (64, 96, 64, 4, 1, 8),
-            (128, 64, 64, 8, 1, 4),
-            (32, 64, 64, 2, 2, 4),
-            (64, 64, 128, 4, 2, 8),
+        for (case, (m, n, feat, rows, cols, units, db)) in [
+            (16, 32, 8, 1, 1, 1, false),
+            (64, 64, 32, 2, 1, 2, false),
+            (64, 96, 64, 4, 1, 8, false),
+            (128, 64, 64, 8, 1, 4, false),
+            (32, 64, 64, 2, 2, 4, false),
+            (64, 64, 128, 4, 2, 8, false),
+            (16, 32, 8, 1, 1, 1, true),
+            (64, 96, 64, 4, 1, 8, true),
+            (32, 128, 64, 2, 2, 4, true),
+            (64, 64, 128, 4, 2, 8, true),
         ]
         .into_iter()
         .enumerate()
@@ -379,10 +390,10 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             let g = if int8 { &g8 } else { &g };
             let what = format!(
                 "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} x {cols} warps \
-                 of {units} tiles, int8 positions: {int8}"
+                 of {units} tiles, int8 positions: {int8}, double-buffered: {db}"
             );
             let sched =
-                sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, rows, cols, units);
+                sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, rows, cols, units, db);
             let spec = vec![
                 ("m".to_string(), m as i64),
                 ("n".to_string(), n as i64),
@@ -395,10 +406,11 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             // no bank holds a column), read by `ldmatrix`; the tiles' accumulators in
             // registers across the runs, one A fragment per run for all the tiles.
             let row = 8 * units * cols + if (units * cols) % 8 == 0 { 8 } else { 0 };
+            let halves = if db { 2 } else { 1 };
             assert!(
                 src.contains(&format!(
                     "SPTIR_SHARED(uint16_t, B_data_shared, {});",
-                    32 * row
+                    32 * row * halves
                 )),
                 "{what}"
             );
@@ -410,11 +422,15 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 src.contains(&format!("float sptir_acc[{units}][4];")) || units == 1,
                 "{what}"
             );
-            // The copy: 16 bytes per thread and step, loaded and stored as one vector each.
+            // The copy: 16 bytes per thread and step, loaded and stored as one vector each —
+            // or, double-buffered, one `cp.async` (the next run's, during this one's products).
+            let copy = if db {
+                "sptir_cp_async16(B_data_shared + "
+            } else {
+                "sptir_st8h(B_data_shared + "
+            };
             assert!(
-                src.contains("sptir_st8h(B_data_shared + ")
-                    && src.contains("= sptir_ld8h(B_data + ")
-                    && src.contains("__syncthreads();"),
+                src.contains(copy) && src.contains("__syncthreads();"),
                 "{what}"
             );
             assert_eq!(src.contains("sptir_ld_oct(J_indices_data"), int8, "{what}");

@@ -46,8 +46,8 @@ use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_ops::composable::{
     auto_candidates, condense_spmm, default_buckets, ell_csr_spmm_schedule, ell_width,
     hyb_spmm_schedule, sell_sigma, spmm_24_cpu_schedule, spmm_24_tc_gpu_schedule, spmv_sell,
-    tensor_core_gpu_schedule, Format, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE, CONDENSE_TILE,
-    SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES,
+    tensor_core_gpu_schedule, Format, SharedTiles, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE,
+    CONDENSE_TILE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES,
     SPMV_SELL_SCHEDULE,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
@@ -286,9 +286,9 @@ pub(super) struct OwnFormat {
     /// 2:4 on sparse tensor cores: output tiles per warp (`2:4(tiles=U)`; `None`: the rule of
     /// [`OwnFormat::with_dtype`]).
     pub tiles: Option<usize>,
-    /// 2:4 on sparse tensor cores with B staged in shared memory: row-tile and column warps
-    /// per block (`2:4(smem=R)`, `2:4(smem=RxZ)`).
-    pub smem: Option<(usize, usize)>,
+    /// 2:4 on sparse tensor cores with B staged in shared memory (`2:4(smem=RxZ)`,
+    /// `2:4(dbuf=RxZ)`).
+    pub smem: Option<SharedTiles>,
 }
 
 impl OwnFormat {
@@ -328,7 +328,12 @@ impl OwnFormat {
                     .map_or(0, |(_, v)| *v as usize)
             };
             let (m, n) = (int("m"), int("n"));
-            if let Some((r, z)) = self.smem {
+            if let Some(SharedTiles {
+                rows: r,
+                cols: z,
+                double_buffer,
+            }) = self.smem
+            {
                 // R x Z warps, each with the widest of 8, 4, 2, 1 tiles of 8 columns the width
                 // takes: the block's slice of B is 32 x 8 U Z.
                 let units = [8, 4, 2, 1]
@@ -342,14 +347,20 @@ impl OwnFormat {
                     && feat.is_multiple_of(8 * units * z);
                 if !shapes {
                     return Err(Failure(format!(
-                        "error: --format 2:4(smem={r}x{z}): takes a matrix of rows a multiple of \
+                        "error: --format 2:4 with B in shared memory ({r} x {z} warps): takes a matrix of rows a multiple of \
                          {} and columns a multiple of 32 (got {m} x {n}) and a feature width \
                          that is a multiple of {} (got {feat})",
                         16 * r,
                         8 * z
                     )));
                 }
-                let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, r, z, units);
+                let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(
+                    n,
+                    r,
+                    z,
+                    units,
+                    double_buffer,
+                );
                 return Ok((f, Some(s), true));
             }
             // Up to 4 warps per block, then up to 4 tiles of 8 columns per warp (they share
@@ -636,13 +647,13 @@ fn own_24(
     a: &Csr,
     feat: usize,
     tiles: Option<usize>,
-    smem: Option<(usize, usize)>,
+    smem: Option<SharedTiles>,
 ) -> Result<OwnFormat, Failure> {
     let start = Instant::now();
     // Rows padded to a multiple of 16 and columns to one of 32 (empty rows, empty groups): the
     // shapes of the sparse tensor cores' tiles, whatever the matrix's.
     // (`2:4(smem=R)`: rows a multiple of R tiles of 16, the block's.)
-    let row_tile = 16 * smem.map_or(1, |(r, _)| r);
+    let row_tile = 16 * smem.map_or(1, |t| t.rows);
     let (rows, cols) = (
         a.rows.next_multiple_of(row_tile),
         a.cols.next_multiple_of(32),

@@ -12,6 +12,7 @@ use super::*;
 
 mod launch_fusion;
 pub(crate) mod mma;
+mod pipeline;
 mod reduce;
 mod shared_window;
 mod sync;
@@ -101,6 +102,29 @@ fn loads_buffer(e: &Expr, b: BufferId) -> bool {
 }
 
 /// The end of loop `f` (`min + extent`, or `extent` from 0).
+/// The loop over `v` in `s`.
+fn find_loop(s: &Stmt, v: VarId) -> Option<&For> {
+    if let Stmt::For(f) = s {
+        if f.var == v {
+            return Some(f);
+        }
+    }
+    match s {
+        Stmt::Seq(items) => items.iter().find_map(|c| find_loop(c, v)),
+        Stmt::For(f) => find_loop(&f.body, v),
+        Stmt::While(w) => find_loop(&w.body, v),
+        Stmt::Let(l) => find_loop(&l.body, v),
+        Stmt::Block(b) => b
+            .init
+            .as_ref()
+            .and_then(|i| find_loop(i, v))
+            .or_else(|| find_loop(&b.body, v)),
+        Stmt::If(i) => find_loop(&i.then_case, v)
+            .or_else(|| i.else_case.as_ref().and_then(|e| find_loop(e, v))),
+        _ => None,
+    }
+}
+
 fn loop_end(f: &For) -> Expr {
     if const_int(&f.min) == Some(0) {
         f.extent.clone()
@@ -310,6 +334,12 @@ impl<'f> Writer<'f> {
         }
         if tensor_cores {
             source.push_str(mma::MMA_PRELUDE);
+        }
+        if pipeline::uses_double_buffer(func) {
+            if !(half::uses_half(func) || tensor_cores) {
+                source.push_str(&half::cuda_prelude());
+            }
+            source.push_str(pipeline::CP_ASYNC_PRELUDE);
         }
         source.push_str(&body);
         Ok(CudaModule {
@@ -852,6 +882,36 @@ impl<'f> Writer<'f> {
             }
             None => None,
         };
+        // Copying into a double-buffered window: `cp.async`, global to shared directly.
+        if self.cp_async && width == 8 {
+            if let ([(load, src_first)], Stmt::Store(st)) = (vecs.as_slice(), only(&b.body)) {
+                let at: Vec<Expr> = st.indices.iter().map(|i| subst(i, &map)).collect();
+                let same = matches!(load, Expr::Load { buffer, .. }
+                    if self.buf_dtype(*buffer) == self.buf_dtype(st.buffer));
+                if same && st.value == *load && self.shared_run(st.buffer, &at, f.var, 8) {
+                    let Expr::Load { buffer: src, .. } = load else {
+                        unreachable!("a load")
+                    };
+                    let first: Vec<Expr> = at
+                        .iter()
+                        .map(|i| subst(i, &HashMap::from([(f.var, Expr::int(0))])))
+                        .collect();
+                    let off = self.offset(st.buffer, &first)?;
+                    let dst = self.buf_name(st.buffer)?.to_string();
+                    let soff = self.offset(*src, src_first)?;
+                    let sname = self.buf_name(*src)?.to_string();
+                    self.line(&format!(
+                        "sptir_cp_async16({dst} + {off}, {sname} + {soff});"
+                    ));
+                    if let Some(d) = div {
+                        self.leave_divergence(d);
+                        self.indent -= 1;
+                        self.line("}");
+                    }
+                    return Ok(true);
+                }
+            }
+        }
         let mut subs = Vec::new();
         for (load, at_first) in &vecs {
             let Expr::Load { buffer, .. } = load else {
@@ -986,6 +1046,16 @@ impl<'f> Writer<'f> {
             self.mma_acc_unit = plan.unit;
             self.mma_unit_live = plan.live();
         }
+        // A double-buffered copy: the first iteration's before the loop.
+        let pipelined = self.pipeline_items(f)?;
+        if let Some(items) = &pipelined {
+            let first = self.expr(&f.min)?.0;
+            self.line(&format!("if ({start} < {end}) {{"));
+            self.indent += 1;
+            self.write_pipelined_copy(f, items[0], &first)?;
+            self.indent -= 1;
+            self.line("}");
+        }
         // (The pragma right before the `for`, after any accumulator prologue.)
         if f.kind == ForKind::Unrolled {
             self.pragma("unroll");
@@ -1001,10 +1071,29 @@ impl<'f> Writer<'f> {
         if div.block {
             self.note_binding(f.var, &range);
         }
-        let r = self.write_stmt(&f.body);
+        let r = match &pipelined {
+            // The next iteration's copy into the other half, this one's awaited, the rest
+            // between two barriers (see `pipeline.rs`).
+            Some(items) => (|| {
+                self.line(&format!("if ({v} + 1 < {end}) {{"));
+                self.indent += 1;
+                self.write_pipelined_copy(f, items[0], &format!("{v} + 1"))?;
+                self.indent -= 1;
+                self.line("} else {");
+                self.line("    sptir_cp_async_commit();");
+                self.line("}");
+                self.line("sptir_cp_async_wait1();");
+                self.line("__syncthreads();");
+                let rest: Vec<Stmt> = items[1..].iter().map(|s| (*s).clone()).collect();
+                self.write_stmt(&Stmt::Seq(rest))?;
+                self.line("__syncthreads();");
+                Ok(())
+            })(),
+            None => self.write_stmt(&f.body),
+        };
         self.leave_divergence(div);
         let uniform = self.kernel.as_ref().is_some_and(|k| k.divergent == 0);
-        if r.is_ok() && uniform && const_int(&f.extent) != Some(1) {
+        if r.is_ok() && uniform && const_int(&f.extent) != Some(1) && pipelined.is_none() {
             // The next iteration's writes must not overtake this one's reads of shared memory.
             let (mut w, mut rd) = (HashSet::new(), HashSet::new());
             accesses(&f.body, &mut w, &mut rd);
@@ -1241,8 +1330,11 @@ impl<'f> Writer<'f> {
         let [part] = parts else {
             return Err(self.unsupported(&what, "a launch of fused parts cannot use it"));
         };
-        let (base, ext) = shared_window::window(self.func, part, b)
+        let shared_window::Window { base, ext, lp: l } = shared_window::window(self.func, part, b)
             .map_err(|why| self.unsupported(&what, why))?;
+        let double = l
+            .and_then(|v| find_loop(part, v))
+            .filter(|lp| Self::double_buffered(lp));
         if ext.iter().any(|e| *e <= 0) {
             return Err(self.unsupported(&what, "its window has no size"));
         }
@@ -1263,6 +1355,18 @@ impl<'f> Writer<'f> {
                 Some(n) if n <= i64::from(i32::MAX) => n,
                 _ => return Err(self.unsupported(&what, "its window is too large")),
             };
+        }
+        // Double-buffered: two windows, the loop's iteration picking one.
+        let stage = double.map(|lp| {
+            let dt = self.func.vars[lp.var].dtype;
+            let k = Expr::sub(Expr::Var(lp.var), lp.min.clone());
+            Expr::mul(
+                Expr::binary(sparsetir_ir::BinOp::FloorMod, k, Expr::Int(2, dt)),
+                Expr::Int(size, dt),
+            )
+        });
+        if stage.is_some() {
+            size *= 2;
         }
         let ct = c_type(buf.dtype).unwrap_or("float");
         let name = self.buf_name(b)?.to_string();
@@ -1287,6 +1391,7 @@ impl<'f> Writer<'f> {
         self.bufs[b.index()] = Some(BufInfo {
             strides,
             window: base,
+            stage,
         });
         Ok(())
     }

@@ -125,6 +125,7 @@ impl<'f> Writer<'f> {
         self.bufs[b.index()] = Some(BufInfo {
             strides,
             window: Vec::new(),
+            stage: None,
         });
         Ok(())
     }
@@ -311,11 +312,22 @@ impl<'f> Writer<'f> {
             }
             idx.push(s);
         }
-        if idx.len() == 1 && matches!(info.strides[0], Stride::Const(1)) {
+        // A double-buffered window: the current half.
+        if let Some(st) = &info.stage {
+            let (t, _) = self.expr(st)?;
+            idx.push(t);
+        }
+        let strides: Vec<Stride> = info
+            .strides
+            .iter()
+            .cloned()
+            .chain(info.stage.as_ref().map(|_| Stride::Const(1)))
+            .collect();
+        if idx.len() == 1 && matches!(strides[0], Stride::Const(1)) {
             return Ok(strip_parens(&idx[0]).to_string());
         }
         let mut terms = Vec::new();
-        for (i, s) in idx.iter().zip(&info.strides) {
+        for (i, s) in idx.iter().zip(&strides) {
             match s {
                 Stride::Const(0) => {}
                 Stride::Const(1) => terms.push(format!("(int64_t){i}")),

@@ -32,12 +32,18 @@ struct Access {
     loops: Vec<VarId>,
 }
 
-/// The window of `b` in the kernel `part`: per dimension its base and extent, or why not.
-pub(super) fn window(
-    func: &PrimFunc,
-    part: &Stmt,
-    b: BufferId,
-) -> Result<(Vec<Expr>, Vec<i64>), String> {
+/// The window of a shared buffer in a kernel.
+pub(super) struct Window {
+    /// Where it starts, per dimension.
+    pub base: Vec<Expr>,
+    /// Its extent, per dimension.
+    pub ext: Vec<i64>,
+    /// The loop holding every access (the window's loop), if any.
+    pub lp: Option<VarId>,
+}
+
+/// The window of `b` in the kernel `part`, or why not.
+pub(super) fn window(func: &PrimFunc, part: &Stmt, b: BufferId) -> Result<Window, String> {
     let mut acc = Vec::new();
     let mut an = Analyzer::new();
     an.assume_no_overflow(true);
@@ -114,7 +120,8 @@ pub(super) fn window(
             ));
         }
     }
-    Ok((base, ext))
+    let lp = common.checked_sub(1).map(|k| first.loops[k]);
+    Ok(Window { base, ext, lp })
 }
 
 #[allow(clippy::too_many_arguments)]

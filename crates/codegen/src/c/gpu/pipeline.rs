@@ -1,0 +1,128 @@
+//! Double-buffered shared-memory copies on the CUDA target: a serial loop annotated
+//! `{"double_buffer": 1}` whose body starts with the copy of a function-level shared window
+//! (`shared_window.rs`; the copy `compute_at` placed there) keeps two windows, and copies the
+//! next iteration's slice while the current one is used.
+//!
+//! # What is written
+//!
+//! The window is declared twice its size, iteration `k` using half `(k - min) % 2`. Before the
+//! loop, the first iteration's copy; in iteration `k`, first the copy of iteration `k + 1`
+//! (where there is one) into the other half, then `cp.async.wait_group 1` (every copy but the
+//! newest is complete: iteration `k`'s), a barrier, the rest of the body, and a barrier (the
+//! next iteration's copy writes the half this one read). A copy of 16 bytes per thread from a
+//! buffer the kernel only reads (`sptir_ld8h` / `sptir_st8h`) becomes one `cp.async` (sm_80+:
+//! global to shared without registers, `cp.async.cg...16`), so the loads of iteration `k + 1`
+//! are in flight during iteration `k`'s products; other copies are written as plain code.
+//!
+//! The emulator runs `cp.async` as the copy it stands for, at once, and the wait as nothing:
+//! the barriers above order every thread's copy before any read, so a race it reports is one
+//! the GPU could have.
+
+use super::*;
+
+/// The loop annotation that asks for a double-buffered copy.
+pub const DOUBLE_BUFFER_ATTR: &str = "double_buffer";
+
+impl<'f> Writer<'f> {
+    /// Whether a function-level shared buffer whose window's loop is `l` gets two windows.
+    pub(super) fn double_buffered(l: &For) -> bool {
+        matches!(l.annotations.get(DOUBLE_BUFFER_ATTR), Some(AttrValue::Int(n)) if *n != 0)
+    }
+
+    /// For a loop annotated `double_buffer`: its body's items, the first being a copy into a
+    /// double-buffered shared window (its only writer) that the others do not write. `None`
+    /// for other loops; an annotated loop not of that form is an error.
+    pub(super) fn pipeline_items<'s>(&self, f: &'s For) -> Res<Option<Vec<&'s Stmt>>> {
+        if !Self::double_buffered(f) {
+            return Ok(None);
+        }
+        let items: Vec<&Stmt> = match &f.body {
+            Stmt::Seq(v) => v.iter().collect(),
+            other => vec![other],
+        };
+        let name = self.func.vars[f.var].name.clone();
+        let what = format!("loop `{name}` annotated `double_buffer`");
+        let Some((copy, rest)) = items.split_first() else {
+            return Err(self.unsupported(&what, "its body is empty"));
+        };
+        let (mut w, mut r) = (HashSet::new(), HashSet::new());
+        accesses(copy, &mut w, &mut r);
+        let staged: Vec<BufferId> = w
+            .iter()
+            .copied()
+            .filter(|b| self.window_stage(*b).is_some())
+            .collect();
+        let [buf] = staged.as_slice() else {
+            return Err(self.unsupported(
+                &what,
+                "its body must start with the copy into one shared buffer's window (a \
+                 `cache_read(.., \"shared\")` moved under it by `compute_at`)",
+            ));
+        };
+        for s in rest {
+            let (mut w2, mut r2) = (HashSet::new(), HashSet::new());
+            accesses(s, &mut w2, &mut r2);
+            if w2.contains(buf) {
+                return Err(
+                    self.unsupported(&what, "only its first statement may write the window")
+                );
+            }
+        }
+        Ok(Some(items))
+    }
+
+    /// The stage offset of a double-buffered window (`(L - min) % 2 * size`), if `b` has one.
+    pub(super) fn window_stage(&self, b: BufferId) -> Option<Expr> {
+        self.bufs
+            .get(b.index())
+            .cloned()
+            .flatten()
+            .and_then(|i| i.stage)
+    }
+
+    /// Writes `copy` as iteration `at` (C text) of loop `f` would: the loop's variable stands
+    /// for `at`, 16-byte copies into the window as `cp.async`, then the group committed.
+    pub(super) fn write_pipelined_copy(&mut self, f: &For, copy: &Stmt, at: &str) -> Res<()> {
+        self.let_subst.insert(f.var, format!("({at})"));
+        self.cp_async = true;
+        let r = self.write_stmt(copy);
+        self.cp_async = false;
+        self.let_subst.remove(&f.var);
+        r?;
+        self.line("sptir_cp_async_commit();");
+        Ok(())
+    }
+}
+
+/// Whether some loop of `func` asks for a double-buffered copy.
+pub(super) fn uses_double_buffer(func: &PrimFunc) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        if let Stmt::For(f) = s {
+            found |= Writer::double_buffered(f);
+        }
+    });
+    found
+}
+
+/// `cp.async` and its groups: PTX on a GPU (sm_80+), the plain copy in the emulator.
+pub(crate) const CP_ASYNC_PRELUDE: &str = r#"#ifndef SPTIR_EMU
+static __device__ __forceinline__ void sptir_cp_async16(uint16_t* dst, const uint16_t* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void sptir_cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+static __device__ __forceinline__ void sptir_cp_async_wait1() {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+}
+#else
+template <bool W>
+static void sptir_cp_async16(const ::sptir_emu::SPtr<uint16_t>& dst, const ::sptir_emu::GPtr<uint16_t, W>& src) {
+    sptir_st8h(dst, sptir_ld8h(src));
+}
+static void sptir_cp_async_commit() {}
+static void sptir_cp_async_wait1() {}
+#endif
+"#;
