@@ -1370,7 +1370,25 @@ impl<'f> Writer<'f> {
         }
         let ct = c_type(buf.dtype).unwrap_or("float");
         let name = self.buf_name(b)?.to_string();
-        let bytes = size as u64 * buf.dtype.bytes() as u64;
+        self.declare_shared(&what, buf.dtype, ct, &name, size)?;
+        self.bufs[b.index()] = Some(BufInfo {
+            strides,
+            window: base,
+            stage,
+        });
+        Ok(())
+    }
+
+    /// `SPTIR_SHARED(ct, name, size)`, counted against the block's 48 KiB of shared memory.
+    fn declare_shared(
+        &mut self,
+        what: &str,
+        dtype: DType,
+        ct: &str,
+        name: &str,
+        size: i64,
+    ) -> Res<()> {
+        let bytes = size as u64 * dtype.bytes() as u64;
         let total = match self.kernel.as_mut() {
             Some(k) => {
                 k.shared_bytes += bytes;
@@ -1380,7 +1398,7 @@ impl<'f> Writer<'f> {
         };
         if total > 48 * 1024 {
             return Err(self.unsupported(
-                &what,
+                what,
                 format!(
                     "the kernel declares {total} bytes of shared memory; a block may use at \
                      most 49152 without an opt-in"
@@ -1388,11 +1406,6 @@ impl<'f> Writer<'f> {
             ));
         }
         self.line(&format!("SPTIR_SHARED({ct}, {name}, {size});"));
-        self.bufs[b.index()] = Some(BufInfo {
-            strides,
-            window: base,
-            stage,
-        });
         Ok(())
     }
 
@@ -1410,24 +1423,8 @@ impl<'f> Writer<'f> {
         };
         match buf.scope.as_str() {
             "shared" | "shared.dyn" => {
-                let bytes = size as u64 * buf.dtype.bytes() as u64;
-                let total = match self.kernel.as_mut() {
-                    Some(k) => {
-                        k.shared_bytes += bytes;
-                        k.shared_bytes
-                    }
-                    None => bytes,
-                };
-                if total > 48 * 1024 {
-                    return Err(self.unsupported(
-                        &format!("shared buffer `{}`", buf.name),
-                        format!(
-                            "the kernel declares {total} bytes of shared memory; a block may use \
-                             at most 49152 without an opt-in"
-                        ),
-                    ));
-                }
-                self.line(&format!("SPTIR_SHARED({ct}, {name}, {size});"));
+                let what = format!("shared buffer `{}`", buf.name);
+                self.declare_shared(&what, buf.dtype, ct, name, size)?;
             }
             "warp" => {
                 // One slice per warp of a shared array: lanes of a warp share it, warps do not.
