@@ -11,7 +11,8 @@
 #           against scaled_dot_product_attention with the mask as a dense boolean mask (issue 13);
 #   extra   SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) beside float32 CSR.
 # Every peer runs through PyTorch (or cuSPARSE/cuBLAS it loads) on the same device. DTYPES
-# picks the 16-bit types of the formats phase, ATTENTION=0 leaves attention out. Each phase has
+# picks the 16-bit types of the formats phase, FORMATS_24 / FORMATS_24_BF16 the 2:4 kernels
+# (space-separated `--format` values), ATTENTION=0 leaves attention out. Each phase has
 # a time budget (seconds, BUDGET_<PHASE>) so that one device call always ends with its summary
 # written. Raw JSON lines and the summary go under $OUT.
 #
@@ -87,9 +88,15 @@ if has formats; then
     # one output tile per warp (the session-11 kernel) beside the default (4 warps of 4 tiles,
     # sharing each run's A fragment and metadata), 8 tiles, and B staged in shared memory for
     # blocks of 4 and 8 row-tile warps (8 tiles per warp), with 1 or 2 column warps, one slice
-    # or two (dbuf: the next copied with cp.async during the current products).
+    # or two (dbuf: the next copied with cp.async during the current products); bfloat16 (the
+    # same instructions) for session 14's default and one staged kernel only.
     for dt in ${DTYPES:-float16 bfloat16}; do
-        for f24 in ${FORMATS_24:-"2:4(tiles=1)" 2:4 "2:4(tiles=8)" "2:4(smem=4)" "2:4(smem=8)" "2:4(smem=8x2)" "2:4(dbuf=4)" "2:4(dbuf=8)" "2:4(dbuf=4x2)" "2:4(dbuf=8x2)"}; do
+        if [[ $dt == float16 ]]; then
+            f24s=${FORMATS_24:-"2:4(tiles=1) 2:4 2:4(tiles=8) 2:4(smem=4) 2:4(smem=8) 2:4(smem=8x2) 2:4(dbuf=4) 2:4(dbuf=8) 2:4(dbuf=4x2) 2:4(dbuf=8x2)"}
+        else
+            f24s=${FORMATS_24_BF16:-"2:4 2:4(dbuf=8)"}
+        fi
+        for f24 in $f24s; do
             B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format "$f24" >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
         done
     done
