@@ -86,15 +86,15 @@ if has formats; then
     done
     # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS:
     # one output tile per warp (the session-11 kernel) beside the default (4 warps of 4 tiles,
-    # sharing each run's A fragment and metadata), 8 tiles, and B staged in shared memory for
-    # blocks of 4 and 8 row-tile warps (8 tiles per warp), with 1 or 2 column warps, one slice
-    # or two (dbuf: the next copied with cp.async during the current products); bfloat16 (the
-    # same instructions) for session 14's default and one staged kernel only.
+    # sharing each run's A fragment and metadata), 8 tiles, and B staged in shared memory by
+    # blocks of R x Z warps (smem=RxZxH: H row tiles of 16 per warp, 8 column tiles each), one
+    # slice or two (dbuf: the next copied with cp.async during the current products); bfloat16
+    # (the same instructions) for session 14's default and one staged kernel only.
     for dt in ${DTYPES:-float16 bfloat16}; do
         if [[ $dt == float16 ]]; then
-            f24s=${FORMATS_24:-"2:4(tiles=1) 2:4 2:4(tiles=8) 2:4(smem=4) 2:4(smem=8) 2:4(smem=8x2) 2:4(dbuf=4) 2:4(dbuf=8) 2:4(dbuf=4x2) 2:4(dbuf=8x2)"}
+            f24s=${FORMATS_24:-"2:4(tiles=1) 2:4 2:4(tiles=8) 2:4(smem=4) 2:4(smem=8) 2:4(dbuf=8) 2:4(dbuf=8x2) 2:4(dbuf=4x1x2) 2:4(dbuf=4x2x2) 2:4(dbuf=2x2x4)"}
         else
-            f24s=${FORMATS_24_BF16:-"2:4 2:4(dbuf=8)"}
+            f24s=${FORMATS_24_BF16:-"2:4 2:4(dbuf=4x2x2)"}
         fi
         for f24 in $f24s; do
             B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format "$f24" >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"

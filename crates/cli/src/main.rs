@@ -190,10 +190,10 @@ enum Command {
         /// Storage format of the sparse operand: `csr`; for spmm also `hyb`,
         /// `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`, `ell`, `ell(width=W)`, `condense`, `2:4`
         /// (2:4 structured sparsity; on a GPU with 16-bit operands sparse tensor cores,
-        /// `2:4(tiles=U)`: U output tiles of 8 columns per warp, `2:4(smem=R)` / `2:4(smem=RxZ)`:
-        /// R x Z warps per block (row tiles x columns) sharing B's slices through shared memory,
-        /// `2:4(dbuf=RxZ)`: the same with two slices, the next copied during the current
-        /// products); for sddmm `coo`; for attention
+        /// `2:4(tiles=U)`: U output tiles of 8 columns per warp, `2:4(smem=R)`, `2:4(smem=RxZ)`,
+        /// `2:4(smem=RxZxH)`: R x Z warps per block (over rows x columns), H row tiles of 16 per
+        /// warp, sharing B's slices through shared memory, `2:4(dbuf=...)`: the same with two
+        /// slices, the next copied during the current products); for sddmm `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
         /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest

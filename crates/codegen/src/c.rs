@@ -361,6 +361,11 @@ pub struct Writer<'f> {
     /// CUDA: the tensorized nest (its outermost loop's variable) whose `A` fragment was written
     /// once before the unit loop (`mma_acc_unit`), for every tile of it.
     mma_a_shared: Option<VarId>,
+    /// CUDA: with `mma_acc_unit`, the row unit loop around it and the unit loop's extent.
+    mma_acc_rows: Option<(VarId, i64)>,
+    /// CUDA: the tensorized nest whose `B` fragments (one per unit) were written once before
+    /// the row unit loop (`sptir_bs[u]`), for every row unit.
+    mma_b_shared: Option<VarId>,
     /// CUDA: with `mma_acc_unit`, where some unit tile is live (the accumulator plan's guards,
     /// joined; `None`: every tile always is): the shared `A` fragment is read under it.
     mma_unit_live: Option<String>,
@@ -488,6 +493,8 @@ impl<'f> Writer<'f> {
             mma_acc: None,
             mma_acc_unit: None,
             mma_a_shared: None,
+            mma_acc_rows: None,
+            mma_b_shared: None,
             mma_unit_live: None,
             mma_fill_init: None,
             vec_sub: None,

@@ -85,9 +85,10 @@ impl fmt::Display for Format {
             Format::Condense => f.write_str("condense"),
             Format::TwoFour { smem: Some(t), .. } => {
                 let key = if t.double_buffer { "dbuf" } else { "smem" };
-                match t.cols {
-                    1 => write!(f, "2:4({key}={})", t.rows),
-                    z => write!(f, "2:4({key}={}x{z})", t.rows),
+                match (t.cols, t.row_tiles) {
+                    (1, 1) => write!(f, "2:4({key}={})", t.rows),
+                    (z, 1) => write!(f, "2:4({key}={}x{z})", t.rows),
+                    (z, h) => write!(f, "2:4({key}={}x{z}x{h})", t.rows),
                 }
             }
             Format::TwoFour { tiles: None, .. } => f.write_str("2:4"),
@@ -107,6 +108,8 @@ pub struct SharedTiles {
     pub cols: usize,
     /// Two slices, the next copied (`cp.async`) while the current one is used.
     pub double_buffer: bool,
+    /// Row tiles of 16 rows per warp (1, 2 or 4).
+    pub row_tiles: usize,
 }
 
 /// Why a format name was refused.
@@ -191,9 +194,19 @@ impl Format {
             .map(|v| (v, false))
             .or_else(|| field_call(t, "2:4", "dbuf").map(|v| (v, true)));
         if let Some((v, double_buffer)) = staged {
-            let (r, z) = v.split_once('x').unwrap_or((v, "1"));
+            let mut parts = v.split('x');
+            let r = parts.next().unwrap_or("");
+            let z = parts.next().unwrap_or("1");
+            let h = parts.next().unwrap_or("1");
+            if parts.next().is_some() {
+                return Err(err("expected R, RxZ or RxZxH warps and row tiles"));
+            }
             let rows = positive(text, "the row-tile warps per block", r)?;
             let cols = positive(text, "the column warps per block", z)?;
+            let row_tiles = positive(text, "the row tiles per warp", h)?;
+            if ![1, 2, 4].contains(&row_tiles) {
+                return Err(err("the row tiles per warp (RxZxH) must be 1, 2 or 4"));
+            }
             if ![1, 2, 4, 8].contains(&rows) || ![1, 2, 4, 8].contains(&cols) || rows * cols > 16 {
                 return Err(err(
                     "the warps per block (smem=R or RxZ) must be 1, 2, 4 or 8 each, at most 16",
@@ -205,6 +218,7 @@ impl Format {
                     rows,
                     cols,
                     double_buffer,
+                    row_tiles,
                 }),
             });
         }
@@ -635,24 +649,20 @@ pub fn spmm_24_cpu_schedule(n: usize) -> String {
 
 /// The sparse tensor-core GPU schedule of spmm_24 with the dense operand staged in shared memory
 /// (`schedules/gpu/spmm_24_tc_smem.sched`) for an `m x n` 2:4 matrix (`m` a multiple of `16 *
-/// row_warps`, `n` of 32) and a feature width that is a multiple of `8 * units * col_warps`: a
-/// block of `row_warps x col_warps` warps covers `row_warps` consecutive 16-row tiles and `8 *
-/// units * col_warps` feature columns; for every run of 8 groups (32 columns of `A`) its
-/// threads copy that slice of `B` (32 rows) into shared memory together (`cache_read`,
-/// `compute_at`), and each warp multiplies its tile's `A` fragment by its `units` tiles of the
-/// slice (`mma.sp`), accumulators in registers. `B` then comes from global memory once per
-/// block instead of once per warp.
+/// rows * row_tiles`, `n` of 32) and a feature width that is a multiple of `8 * units * cols`
+/// (`tiles`: [`SharedTiles`]): a block of `rows x cols` warps covers `rows * row_tiles`
+/// consecutive 16-row tiles and `8 * units * cols` feature columns; for every run of 8 groups
+/// (32 columns of `A`) its threads copy that slice of `B` (32 rows) into shared memory together
+/// (`cache_read`, `compute_at`), and each warp multiplies its `row_tiles` tiles' `A` fragments
+/// by its `units` tiles of the slice (`mma.sp`; each `B` fragment read once for all its row
+/// tiles), accumulators in registers. `B` then comes from global memory once per block instead
+/// of once per row tile.
 ///
 /// With `double_buffer`, the run loop keeps two slices (`{"double_buffer": 1}`): the next
 /// run's slice is copied with `cp.async` while the current one is multiplied.
-pub fn spmm_24_tc_smem_gpu_schedule(
-    n: usize,
-    row_warps: usize,
-    col_warps: usize,
-    units: usize,
-    double_buffer: bool,
-) -> String {
-    let (rows, cols, units) = (row_warps.max(1), col_warps.max(1), units.max(1));
+pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) -> String {
+    let (rows, cols, units) = (tiles.rows.max(1), tiles.cols.max(1), units.max(1));
+    let double_buffer = tiles.double_buffer;
     let double = if double_buffer {
         "sch.annotate(gko, \"double_buffer\", 1)"
     } else {
@@ -661,6 +671,7 @@ pub fn spmm_24_tc_smem_gpu_schedule(
     include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
         .replace("GROUPS", &(n / 4).to_string())
         .replace("ROWW", &rows.to_string())
+        .replace("ROWU", &tiles.row_tiles.max(1).to_string())
         .replace("COLW", &cols.to_string())
         .replace("UNITS", &units.to_string())
         .replace("COPYW", &rows.min(units).to_string())
@@ -808,6 +819,8 @@ mod tests {
             "2:4(smem=8x2)",
             "2:4(dbuf=2)",
             "2:4(dbuf=4x4)",
+            "2:4(dbuf=4x2x2)",
+            "2:4(smem=2x1x4)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -853,6 +866,8 @@ mod tests {
             "2:4(smem=8x4)",
             "2:4(dbuf=0)",
             "2:4(dbuf=4x)",
+            "2:4(dbuf=4x2x3)",
+            "2:4(dbuf=4x2x2x1)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");
         }

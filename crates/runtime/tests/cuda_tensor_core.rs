@@ -169,7 +169,16 @@ fn the_ptx_holds_the_mma_instruction() {
     let tiles_spec: Vec<(String, i64)> =
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 64)];
     // B staged in shared memory, 4 row-tile warps of 8 tiles per block.
-    let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(64, 4, 1, 8, true);
+    let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(
+        64,
+        sparsetir_ops::composable::SharedTiles {
+            rows: 2,
+            cols: 1,
+            double_buffer: true,
+            row_tiles: 2,
+        },
+        8,
+    );
     let smem_spec: Vec<(String, i64)> = vec![
         ("m".into(), 64),
         ("n".into(), 64),
@@ -371,17 +380,20 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
         // column warps, 1 to 8 tiles; the positions int32 and int8 (one 8-byte load per lane
         // and row for its 8 positions).
         let g8 = spmm24_kernel_i8(dt);
-        for (case, (m, n, feat, rows, cols, units, db)) in [
-            (16, 32, 8, 1, 1, 1, false),
-            (64, 64, 32, 2, 1, 2, false),
-            (64, 96, 64, 4, 1, 8, false),
-            (128, 64, 64, 8, 1, 4, false),
-            (32, 64, 64, 2, 2, 4, false),
-            (64, 64, 128, 4, 2, 8, false),
-            (16, 32, 8, 1, 1, 1, true),
-            (64, 96, 64, 4, 1, 8, true),
-            (32, 128, 64, 2, 2, 4, true),
-            (64, 64, 128, 4, 2, 8, true),
+        for (case, (m, n, feat, rows, cols, units, db, h)) in [
+            (16, 32, 8, 1, 1, 1, false, 1),
+            (64, 64, 32, 2, 1, 2, false, 1),
+            (64, 96, 64, 4, 1, 8, false, 1),
+            (128, 64, 64, 8, 1, 4, false, 1),
+            (32, 64, 64, 2, 2, 4, false, 1),
+            (64, 64, 128, 4, 2, 8, false, 1),
+            (16, 32, 8, 1, 1, 1, true, 1),
+            (64, 96, 64, 4, 1, 8, true, 1),
+            (32, 128, 64, 2, 2, 4, true, 1),
+            (64, 64, 128, 4, 2, 8, true, 1),
+            (64, 64, 64, 2, 1, 8, false, 2),
+            (128, 96, 128, 2, 2, 4, true, 4),
+            (64, 64, 64, 1, 2, 4, true, 2),
         ]
         .into_iter()
         .enumerate()
@@ -390,10 +402,15 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             let g = if int8 { &g8 } else { &g };
             let what = format!(
                 "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} x {cols} warps \
-                 of {units} tiles, int8 positions: {int8}, double-buffered: {db}"
+                 of {h} x {units} tiles, int8 positions: {int8}, double-buffered: {db}"
             );
-            let sched =
-                sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, rows, cols, units, db);
+            let tiles = sparsetir_ops::composable::SharedTiles {
+                rows,
+                cols,
+                double_buffer: db,
+                row_tiles: h,
+            };
+            let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
                 ("m".to_string(), m as i64),
                 ("n".to_string(), n as i64),
@@ -415,13 +432,22 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 "{what}"
             );
             assert!(
-                src.contains("sptir_ldmatrix_x4_trans(sptir_b, B_data_shared + "),
+                src.contains("sptir_ldmatrix_x4_trans(sptir_b, B_data_shared + ")
+                    || src.contains("sptir_ldmatrix_x4_trans(sptir_bs[0], B_data_shared + "),
                 "{what}"
             );
             assert!(
-                src.contains(&format!("float sptir_acc[{units}][4];")) || units == 1,
+                src.contains(&format!("float sptir_acc[{}][4];", h * units)) || h * units == 1,
                 "{what}"
             );
+            // Several row tiles per warp: each unit's B fragment read once for all of them.
+            if h > 1 {
+                assert!(
+                    src.contains(&format!("uint32_t sptir_bs[{units}][4];"))
+                        && src.contains("const uint32_t* sptir_b = sptir_bs["),
+                    "{what}"
+                );
+            }
             // The copy: 16 bytes per thread and step, loaded and stored as one vector each —
             // or, double-buffered, one `cp.async` (the next run's, during this one's products).
             let copy = if db {

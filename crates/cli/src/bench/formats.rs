@@ -328,39 +328,33 @@ impl OwnFormat {
                     .map_or(0, |(_, v)| *v as usize)
             };
             let (m, n) = (int("m"), int("n"));
-            if let Some(SharedTiles {
-                rows: r,
-                cols: z,
-                double_buffer,
-            }) = self.smem
-            {
+            if let Some(t) = self.smem {
                 // R x Z warps, each with the widest of 8, 4, 2, 1 tiles of 8 columns the width
                 // takes: the block's slice of B is 32 x 8 U Z.
+                let (r, z, h) = (t.rows, t.cols, t.row_tiles);
                 let units = [8, 4, 2, 1]
                     .into_iter()
                     .find(|&u| feat.is_multiple_of(8 * u * z))
                     .unwrap_or(1);
                 let shapes = m > 0
-                    && m.is_multiple_of(16 * r)
+                    && m.is_multiple_of(16 * r * h)
                     && n > 0
                     && n.is_multiple_of(32)
                     && feat.is_multiple_of(8 * units * z);
                 if !shapes {
+                    let format = Format::TwoFour {
+                        tiles: None,
+                        smem: Some(t),
+                    };
                     return Err(Failure(format!(
-                        "error: --format 2:4 with B in shared memory ({r} x {z} warps): takes a matrix of rows a multiple of \
-                         {} and columns a multiple of 32 (got {m} x {n}) and a feature width \
-                         that is a multiple of {} (got {feat})",
-                        16 * r,
+                        "error: --format {format}: takes a matrix of rows a multiple of {} and \
+                         columns a multiple of 32 (got {m} x {n}) and a feature width that is a \
+                         multiple of {} (got {feat})",
+                        16 * r * h,
                         8 * z
                     )));
                 }
-                let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(
-                    n,
-                    r,
-                    z,
-                    units,
-                    double_buffer,
-                );
+                let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, t, units);
                 return Ok((f, Some(s), true));
             }
             // Up to 4 warps per block, then up to 4 tiles of 8 columns per warp (they share
@@ -653,7 +647,7 @@ fn own_24(
     // Rows padded to a multiple of 16 and columns to one of 32 (empty rows, empty groups): the
     // shapes of the sparse tensor cores' tiles, whatever the matrix's.
     // (`2:4(smem=R)`: rows a multiple of R tiles of 16, the block's.)
-    let row_tile = 16 * smem.map_or(1, |t| t.rows);
+    let row_tile = 16 * smem.map_or(1, |t| t.rows * t.row_tiles);
     let (rows, cols) = (
         a.rows.next_multiple_of(row_tile),
         a.cols.next_multiple_of(32),

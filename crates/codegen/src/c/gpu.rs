@@ -980,6 +980,18 @@ impl<'f> Writer<'f> {
         if f.kind == ForKind::Vectorized && self.write_vector_loads(f)? {
             return Ok(());
         }
+        // The row unit loop around the unit loop: the units' `B` fragments first, for every
+        // row unit (`mma_share_b` opens a scope; the loop is written inside).
+        if self.mma_acc_rows.map(|(r, _)| r) == Some(f.var)
+            && self.mma_b_shared.is_none()
+            && self.mma_share_b(f)?
+        {
+            let r = self.write_serial_cuda_loop(f);
+            self.mma_b_shared = None;
+            self.indent -= 1;
+            self.line("}");
+            return r;
+        }
         // The unit loop of several tiles kept in registers: their common `A` fragment first.
         // (`mma_share_a` opens a scope for it; the loop itself is written inside.)
         if self.mma_acc_unit == Some(f.var) && self.mma_a_shared.is_none() && self.mma_share_a(f)? {
@@ -1044,6 +1056,7 @@ impl<'f> Writer<'f> {
             }
             self.mma_acc = Some(plan.nest);
             self.mma_acc_unit = plan.unit;
+            self.mma_acc_rows = plan.rows;
             self.mma_unit_live = plan.live();
         }
         // A double-buffered copy: the first iteration's before the loop.
@@ -1124,6 +1137,7 @@ impl<'f> Writer<'f> {
         if let Some(plan) = &hoist {
             self.mma_acc = None;
             self.mma_acc_unit = None;
+            self.mma_acc_rows = None;
             self.mma_unit_live = None;
             self.acc_transfer(plan, false);
             self.indent -= 1;

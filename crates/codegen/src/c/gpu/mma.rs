@@ -55,7 +55,10 @@
 //! runs at least once); the writer's locals are `sptir_`-prefixed, names scripts cannot take.
 //! With an unrolled unit loop of several tiles inside it (`sptir_acc[u]`), an `A` fragment (and
 //! a 2:4 product's metadata) that does not move with the unit loop is written once before it
-//! and read by every tile's product (`Writer::mma_share_a`). Where the tile's guard moves with
+//! and read by every tile's product (`Writer::mma_share_a`); with an unrolled row unit loop of
+//! 1 to 4 around the unit loop (several row tiles per warp, `sptir_acc[r * units + u]`), a 2:4
+//! product's `B` fragments, read from a shared window and provably the same for every row
+//! unit, are written once before it, one per unit (`sptir_bs[u]`, `Writer::mma_share_b`). Where the tile's guard moves with
 //! the unit loop (a loop of run-time extent split into units: the last step may hold fewer
 //! tiles), each unit tile is loaded, computed and stored under its own guard, and the shared
 //! fragment is read where some unit is live; a fill of the unit tiles just before the loop (an
@@ -723,9 +726,14 @@ impl Writer<'_> {
         b: &Block,
     ) -> Res<()> {
         if self.mma_acc == Some(vars[0]) {
-            let acc = match self.mma_acc_unit {
-                Some(u) => format!("sptir_acc[{}]", self.expr(&Expr::Var(u))?.0),
-                None => "sptir_acc".to_string(),
+            let acc = match (self.mma_acc_unit, self.mma_acc_rows) {
+                (Some(u), Some((r, units))) => format!(
+                    "sptir_acc[{} * {units} + {}]",
+                    self.expr(&Expr::Var(r))?.0,
+                    self.expr(&Expr::Var(u))?.0
+                ),
+                (Some(u), None) => format!("sptir_acc[{}]", self.expr(&Expr::Var(u))?.0),
+                _ => "sptir_acc".to_string(),
             };
             self.line(&format!("{func}({acc}, sptir_a, sptir_b{extra});"));
             return Ok(());
@@ -813,9 +821,25 @@ impl Writer<'_> {
         if *form == Mma::Fill {
             return Ok(None);
         }
-        let Some((prod, warp)) = self.product_item(f) else {
+        let Some((mut prod, warp)) = self.product_item(f) else {
             return Ok(None);
         };
+        // Row units: an unrolled loop of 1 to 4 around the unit loop, each iteration other
+        // rows (several row tiles per warp: each `B` fragment read once for all of them).
+        let mut rows: Option<(VarId, i64)> = None;
+        if let Stmt::For(r) = single(prod) {
+            let inner_unit = matches!(single(&r.body), Stmt::For(u)
+                if u.kind == ForKind::Unrolled
+                    && matches!(single(&u.body), Stmt::For(n) if n.var == nest.var));
+            let n = const_int(&r.extent).filter(|n| (1..=4).contains(n));
+            if let (Some(n), true) = (n, inner_unit) {
+                if r.kind == ForKind::Unrolled && const_int(&r.min) == Some(0) && r.var != nest.var
+                {
+                    rows = Some((r.var, n));
+                    prod = &r.body;
+                }
+            }
+        }
         // The unit loop: the product is one unrolled loop of constant extent holding the nest.
         let unit = match single(prod) {
             Stmt::For(u) if u.var != nest.var => {
@@ -855,7 +879,9 @@ impl Writer<'_> {
         let mut inner = std::collections::HashSet::new();
         inner.insert(f.var);
         let unit_var = unit.map(|(u, _)| u);
-        let warp_vars: Vec<VarId> = warp.iter().map(|w| w.var).collect();
+        let mut warp_vars: Vec<VarId> = warp.iter().map(|w| w.var).collect();
+        // (The row unit loop's variable, like the warps', picks a tile fixed across the loop.)
+        warp_vars.extend(rows.map(|(r, _)| r));
         f.body.visit(&mut |s| match s {
             Stmt::For(l)
                 if !vars.contains(&l.var)
@@ -897,13 +923,39 @@ impl Writer<'_> {
                 self.index_text(&tag)
             ));
         }
-        let texts = self.plan_texts(st.buffer, &indices, &vars, unit, &guard, mentions_unit);
+        // With row units, the tiles row unit by row unit (unit `r * units + u`).
+        let mut texts = Ok(Some((Vec::new(), None, Vec::new())));
+        let row_count = rows.map_or(1, |(_, n)| n);
+        let rows_move_guard =
+            rows.is_some_and(|(r, _)| guard.as_ref().is_some_and(|g| super::mentions(g, &[r])));
+        for kr in 0..row_count {
+            let idx: Vec<Expr> = match rows {
+                Some((r, _)) => {
+                    let map = HashMap::from([(r, Expr::Int(kr, self.func.vars[r].dtype))]);
+                    indices.iter().map(|i| super::subst(i, &map)).collect()
+                }
+                None => indices.clone(),
+            };
+            let part = self.plan_texts(st.buffer, &idx, &vars, unit, &guard, &mentions_unit);
+            texts = match (texts, part) {
+                (Ok(Some((mut t, _, mut ug))), Ok(Some((t2, g2, ug2)))) => {
+                    t.extend(t2);
+                    ug.extend(ug2);
+                    Ok(Some((t, g2, ug)))
+                }
+                (Err(e), _) | (_, Err(e)) => Err(e),
+                _ => Ok(None),
+            };
+        }
         for w in &warp {
             self.unbind(w.var);
         }
         let Some((texts, guard, unit_guards)) = texts? else {
             return Ok(None);
         };
+        if rows.is_some() && (rows_move_guard || unit_guards.iter().any(Option::is_some)) {
+            return Ok(None);
+        }
         Ok(Some(AccumulatorPlan {
             nest: vars[0],
             unit: unit_var,
@@ -911,6 +963,7 @@ impl Writer<'_> {
             guard,
             unit_guards,
             warp_decl,
+            rows: rows.map(|(r, _)| (r, unit.map_or(1, |(_, n)| n))),
         }))
     }
 
@@ -967,7 +1020,7 @@ impl Writer<'_> {
         vars: &[VarId],
         unit: Option<(VarId, i64)>,
         guard: &Option<Expr>,
-        mentions_unit: impl Fn(&Expr) -> bool,
+        mentions_unit: &impl Fn(&Expr) -> bool,
     ) -> Res<Option<(Vec<Vec<String>>, Option<String>, Vec<Option<String>>)>> {
         let units = unit.map_or(1, |(_, n)| n);
         let (guard, unit_guards) = match (guard, unit) {
@@ -1092,6 +1145,100 @@ impl Writer<'_> {
         }
         self.mma_a_shared = Some(vars[0]);
         Ok(true)
+    }
+
+    /// Writes, before the row unit loop `rows` (several row tiles per warp, see
+    /// [`Self::mma_accumulator_plan`]), the `B` fragment of each unit of the 2:4 product inside
+    /// it into `sptir_bs[u]` when `B` is read from a shared window (`ldmatrix`) and does not
+    /// move with the row unit loop — proven by simplifying its row against the loops' ranges —
+    /// and marks them shared (`mma_b_shared`). Returns whether it did; if so, it opened a scope
+    /// the caller closes after the loop.
+    pub(crate) fn mma_share_b(&mut self, rows: &For) -> Res<bool> {
+        let Some((_, units)) = self.mma_acc_rows else {
+            return Ok(false);
+        };
+        let Some(u) = self.mma_acc_unit else {
+            return Ok(false);
+        };
+        let nests = tensorized_nests(&rows.body);
+        let [(nest, Mma::SpM16n8k32)] = nests.as_slice() else {
+            return Ok(false);
+        };
+        let Ok((vars, b)) = self.mma_nest(nest, Mma::SpM16n8k32) else {
+            return Ok(false);
+        };
+        let Stmt::Store(st) = single(&b.body) else {
+            return Ok(false);
+        };
+        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
+        let c_target = Expr::Load {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+        };
+        let Ok((_, bb, _)) = self.mma_operands("", &vars, st, &c_target, &mention) else {
+            return Ok(false);
+        };
+        let Ok((meta, _)) = self.sp_metadata("", bb, vars[3], &mention) else {
+            return Ok(false);
+        };
+        let mut b_at = bb.clone();
+        b_at.rewrite_post_order(&mut |x| {
+            if *x == meta {
+                *x = Expr::Var(vars[3]);
+            }
+        });
+        if !self.shared_rows(&b_at, b, vars[1]) || !self.independent_of(&b_at, b, rows.var) {
+            return Ok(false);
+        }
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("uint32_t sptir_bs[{units}][4];"));
+        let at = [
+            "0".to_string(),
+            "0".to_string(),
+            "sptir_g".to_string(),
+            "sptir_t".to_string(),
+        ];
+        let (rdt, udt) = (self.func.vars[rows.var].dtype, self.func.vars[u].dtype);
+        for k in 0..units {
+            self.let_subst.insert(rows.var, int_literal(0, rdt));
+            self.let_subst
+                .insert(u, format!("({})", int_literal(k, udt)));
+            let p = self.ptr_at(&b_at, &vars, &at, &b.iters);
+            self.let_subst.remove(&rows.var);
+            self.let_subst.remove(&u);
+            self.line(&format!("sptir_ldmatrix_x4_trans(sptir_bs[{k}], {});", p?));
+        }
+        self.mma_b_shared = Some(vars[0]);
+        Ok(true)
+    }
+
+    /// Whether the load `e` of block `b` (its iterators' bindings substituted) provably reads
+    /// the same element for every value of the loop over `v`, simplified against the ranges of
+    /// the loops of the function.
+    fn independent_of(&self, e: &Expr, b: &Block, v: VarId) -> bool {
+        let Expr::Load { indices, .. } = e else {
+            return false;
+        };
+        let map: HashMap<VarId, Expr> = b
+            .iters
+            .iter()
+            .map(|it| (it.var, it.binding.clone()))
+            .collect();
+        let mut an = sparsetir_arith::Analyzer::new();
+        an.assume_no_overflow(true);
+        self.func.body.visit(&mut |s| {
+            if let Stmt::For(l) = s {
+                an.bind_range(l.var, &l.min, &l.extent);
+            }
+        });
+        let zero = HashMap::from([(v, Expr::Int(0, self.func.vars[v].dtype))]);
+        indices.iter().all(|i| {
+            let i = super::subst(i, &map);
+            let at0 = super::subst(&i, &zero);
+            let d = an.simplify(self.func, &Expr::sub(i, at0));
+            matches!(d, Expr::Int(0, _))
+        })
     }
 
     /// The register accumulators of `plan` loaded from their tiles (`into_registers`) or stored
@@ -1426,6 +1573,26 @@ impl Writer<'_> {
                 "B may move with the slot only through the metadata load",
             ));
         }
+        // B's fragments written before the row unit loop: this unit's.
+        if self.mma_b_shared == Some(vars[0]) {
+            let u = self
+                .mma_acc_unit
+                .map(|u| self.expr(&Expr::Var(u)))
+                .transpose()?;
+            let u = u.map_or("0".to_string(), |(t, _)| t);
+            if self.mma_a_shared != Some(vars[0]) {
+                self.line("uint32_t sptir_a[4], sptir_e = 0u;");
+                self.write_sp_a_fragment(a, &meta, meta_dt, vars, b, &b.iters)?;
+            }
+            self.line(&format!("const uint32_t* sptir_b = sptir_bs[{u}];"));
+            return self.mma_call(
+                &format!("sptir_mma_sp_m16n8k32_{suffix}"),
+                ", sptir_e",
+                c_target,
+                vars,
+                b,
+            );
+        }
         if self.mma_a_shared == Some(vars[0]) {
             self.line("uint32_t sptir_b[4];");
         } else {
@@ -1499,6 +1666,9 @@ pub(crate) struct AccumulatorPlan {
     /// The declarations of the warp loops' variables (the product sits in loops over the
     /// block's warps, see `Writer::product_item`), written before the tile's load.
     pub warp_decl: Vec<String>,
+    /// The row unit loop around the unit loop, if any, and the unit loop's extent: the tile of
+    /// row unit `r` and unit `u` is fragment `r * units + u`.
+    pub rows: Option<(VarId, i64)>,
 }
 
 impl AccumulatorPlan {
