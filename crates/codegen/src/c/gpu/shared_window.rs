@@ -23,7 +23,8 @@
 use std::collections::HashMap;
 
 use sparsetir_arith::Analyzer;
-use sparsetir_ir::{BufferId, Expr, ForKind, PrimFunc, Stmt, VarId};
+
+use super::*;
 
 /// One access: its indices (block iterators and lets resolved to loop variables) and the loops
 /// around it, outermost first.
@@ -201,4 +202,100 @@ fn resolve(e: &Expr, map: &HashMap<VarId, Expr>) -> Expr {
         }
     });
     e
+}
+
+impl Writer<'_> {
+    /// Declares the window of the function-level `shared` buffer `b` that the kernel `parts`
+    /// uses (see `shared_window`): one kernel only, its accesses offset by the window's start.
+    pub(super) fn declare_shared_window(&mut self, b: BufferId, parts: &[&Stmt]) -> Res<()> {
+        let buf = &self.func.buffers[b];
+        let what = format!("shared buffer `{}`", buf.name);
+        self.span = buf.span;
+        if !self.shared_users.insert(b) {
+            return Err(self.unsupported(
+                &what,
+                "a function-level shared buffer is per thread block: one kernel may use it",
+            ));
+        }
+        let [part] = parts else {
+            return Err(self.unsupported(&what, "a launch of fused parts cannot use it"));
+        };
+        let Window { base, ext, lp: l } =
+            window(self.func, part, b).map_err(|why| self.unsupported(&what, why))?;
+        let double = l
+            .and_then(|v| find_loop(part, v))
+            .filter(|lp| Self::double_buffered(lp));
+        if ext.iter().any(|e| *e <= 0) {
+            return Err(self.unsupported(&what, "its window has no size"));
+        }
+        // Rows a multiple of 128 bytes apart would put a column of the window in one bank:
+        // each row is padded by 16 bytes, so that the 8 rows one `ldmatrix` phase reads (or a
+        // column of threads) fall in distinct banks; rows stay 16-byte aligned.
+        let elem = buf.dtype.bytes() as i64;
+        let rows: i64 = ext[..ext.len().saturating_sub(1)].iter().product();
+        let mut strides = vec![Stride::Const(1); ext.len()];
+        let mut size = 1i64;
+        for d in (0..ext.len()).rev() {
+            strides[d] = Stride::Const(size);
+            let mut span = ext[d];
+            if d + 1 == ext.len() && rows > 1 && (span * elem) % 128 == 0 {
+                span += (16 / elem).max(1);
+            }
+            size = match size.checked_mul(span) {
+                Some(n) if n <= i64::from(i32::MAX) => n,
+                _ => return Err(self.unsupported(&what, "its window is too large")),
+            };
+        }
+        // Double-buffered: two windows, the loop's iteration picking one.
+        let stage = double.map(|lp| {
+            let dt = self.func.vars[lp.var].dtype;
+            let k = Expr::sub(Expr::Var(lp.var), lp.min.clone());
+            Expr::mul(
+                Expr::binary(sparsetir_ir::BinOp::FloorMod, k, Expr::Int(2, dt)),
+                Expr::Int(size, dt),
+            )
+        });
+        if stage.is_some() {
+            size *= 2;
+        }
+        let ct = c_type(buf.dtype).unwrap_or("float");
+        let name = self.buf_name(b)?.to_string();
+        self.declare_shared(&what, buf.dtype, ct, &name, size)?;
+        self.bufs[b.index()] = Some(BufInfo {
+            strides,
+            window: base,
+            stage,
+        });
+        Ok(())
+    }
+
+    /// `SPTIR_SHARED(ct, name, size)`, counted against the block's 48 KiB of shared memory.
+    pub(super) fn declare_shared(
+        &mut self,
+        what: &str,
+        dtype: DType,
+        ct: &str,
+        name: &str,
+        size: i64,
+    ) -> Res<()> {
+        let bytes = size as u64 * dtype.bytes() as u64;
+        let total = match self.kernel.as_mut() {
+            Some(k) => {
+                k.shared_bytes += bytes;
+                k.shared_bytes
+            }
+            None => bytes,
+        };
+        if total > 48 * 1024 {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "the kernel declares {total} bytes of shared memory; a block may use at \
+                     most 49152 without an opt-in"
+                ),
+            ));
+        }
+        self.line(&format!("SPTIR_SHARED({ct}, {name}, {size});"));
+        Ok(())
+    }
 }
