@@ -503,4 +503,21 @@ fn snapshot_tensor_core_kernels() {
         vec![("m".into(), 32), ("n".into(), 64), ("feat_size".into(), 16)];
     let (_, sp) = emit_cuda(&spmm24_kernel(DType::F16), Some(&sched), &spec24).expect("emit");
     insta::assert_snapshot!("spmm_24_tc_f16", kernels(&sp.source));
+    // B staged in shared memory, double-buffered (`cp.async` of the next run's slice before
+    // this run's products), two row tiles per warp (each unit's B fragment read once by
+    // `ldmatrix` for both), int8 positions (one 8-byte load per lane and row).
+    let staged = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(
+        64,
+        sparsetir_ops::composable::SharedTiles {
+            rows: 2,
+            cols: 1,
+            double_buffer: true,
+            row_tiles: 2,
+        },
+        2,
+    );
+    let spec64: Vec<(String, i64)> =
+        vec![("m".into(), 64), ("n".into(), 64), ("feat_size".into(), 16)];
+    let (_, st) = emit_cuda(&spmm24_kernel_i8(DType::F16), Some(&staged), &spec64).expect("emit");
+    insta::assert_snapshot!("spmm_24_tc_dbuf_f16", kernels(&st.source));
 }
