@@ -98,28 +98,35 @@ impl Analyzer {
 
     /// The values the integer expression `e` takes while the variables `inner` run and the
     /// others stay fixed, as `(base, extent)`: `e` lies in `[base, base + extent)`, `base` free
-    /// of `inner`. `base` is the sum of the terms of the simplified `e` that use no `inner`
-    /// variable (plus the rest's lower bound), `extent` the constant span of the rest — so a
-    /// gather through a bounded index (`32 * q + 4 * r + J_indices[...]`, the load's domain
-    /// `[0, 3]`, `r` in `[0, 8)`) gives `(32 * q, 32)`. `None` where the rest has no constant
-    /// bounds.
+    /// of `inner`. `base` is the sum of the terms of the simplified `e`'s linear form that use
+    /// no `inner` variable (plus the rest's lower bound), `extent` the constant span of the
+    /// rest — so a gather through a bounded index (`32 * q + 4 * r + J_indices[...]`, the
+    /// load's domain `[0, 3]`, `r` in `[0, 8)`) gives `(32 * q, 32)`. `None` where the rest
+    /// has no constant bounds.
     pub fn range_over(&self, func: &PrimFunc, e: &Expr, inner: &[VarId]) -> Option<(Expr, i64)> {
         let dt = e.dtype(func);
         if !dt.is_integer() {
             return None;
         }
         let s = self.simplify(func, e);
-        let mut terms = Vec::new();
-        sum_terms(&s, false, &mut terms);
         let uses = |x: &Expr| {
             let mut hit = false;
             x.visit(&mut |y| hit |= matches!(y, Expr::Var(v) if inner.contains(v)));
             hit
         };
-        let (moving, fixed): (Vec<Expr>, Vec<Expr>) = terms.into_iter().partition(|t| uses(t));
-        let sum = |ts: Vec<Expr>| ts.into_iter().reduce(Expr::add).unwrap_or(Expr::Int(0, dt));
-        let (lo, hi) = self.const_bounds(func, &sum(moving))?;
-        let base = self.simplify(func, &Expr::add(sum(fixed), Expr::Int(lo, dt)));
+        // The linear form's terms, those that move with `inner` apart.
+        let form = linear::linear(func, &s, dt, linear::Mode::Wrap)?;
+        let mut moving = linear::Linear::constant(dt, linear::Mode::Wrap, 0);
+        let mut fixed = linear::Linear::constant(dt, linear::Mode::Wrap, form.konst);
+        for (t, c) in form.terms {
+            let part = if uses(&t) { &mut moving } else { &mut fixed };
+            part.add_term(t, c)?;
+        }
+        let (lo, hi) = self.const_bounds(func, &linear::to_expr(func, &moving))?;
+        let base = self.simplify(
+            func,
+            &Expr::add(linear::to_expr(func, &fixed), Expr::Int(lo, dt)),
+        );
         (!uses(&base)).then_some((base, hi - lo + 1))
     }
 
@@ -153,23 +160,6 @@ impl Analyzer {
             cur = next;
         }
         cur
-    }
-}
-
-/// The terms of a sum (`a + b - c`: `a`, `b`, `-c`), `negate`d.
-fn sum_terms(e: &Expr, negate: bool, out: &mut Vec<Expr>) {
-    use sparsetir_ir::{BinOp, UnOp};
-    match e {
-        Expr::Binary(BinOp::Add, a, b) => {
-            sum_terms(a, negate, out);
-            sum_terms(b, negate, out);
-        }
-        Expr::Binary(BinOp::Sub, a, b) => {
-            sum_terms(a, negate, out);
-            sum_terms(b, !negate, out);
-        }
-        _ if negate => out.push(Expr::Unary(UnOp::Neg, Box::new(e.clone()))),
-        _ => out.push(e.clone()),
     }
 }
 
