@@ -854,12 +854,7 @@ impl<'f> Writer<'f> {
         // A double-buffered copy: the first iteration's before the loop.
         let pipelined = self.pipeline_items(f)?;
         if let Some(items) = &pipelined {
-            let first = self.expr(&f.min)?.0;
-            self.line(&format!("if ({start} < {end}) {{"));
-            self.indent += 1;
-            self.write_pipelined_copy(f, items[0], &first)?;
-            self.indent -= 1;
-            self.line("}");
+            self.write_pipeline_prologue(f, items[0], &start, &end)?;
         }
         // (The pragma right before the `for`, after any accumulator prologue.)
         if f.kind == ForKind::Unrolled {
@@ -879,21 +874,7 @@ impl<'f> Writer<'f> {
         let r = match &pipelined {
             // The next iteration's copy into the other half, this one's awaited, the rest
             // between two barriers (see `pipeline.rs`).
-            Some(items) => (|| {
-                self.line(&format!("if ({v} + 1 < {end}) {{"));
-                self.indent += 1;
-                self.write_pipelined_copy(f, items[0], &format!("{v} + 1"))?;
-                self.indent -= 1;
-                self.line("} else {");
-                self.line("    sptir_cp_async_commit();");
-                self.line("}");
-                self.line("sptir_cp_async_wait1();");
-                self.line("__syncthreads();");
-                let rest: Vec<Stmt> = items[1..].iter().map(|s| (*s).clone()).collect();
-                self.write_stmt(&Stmt::Seq(rest))?;
-                self.line("__syncthreads();");
-                Ok(())
-            })(),
+            Some(items) => self.write_pipeline_iteration(f, items, &v, &end),
             None => self.write_stmt(&f.body),
         };
         self.leave_divergence(div);

@@ -298,21 +298,26 @@ impl Writer<'_> {
         if !readonly || self.is_shared(*buffer) {
             return None;
         }
-        let info = self.bufs.get(buffer.index()).cloned().flatten()?;
-        let map: HashMap<VarId, Expr> = b
-            .iters
-            .iter()
-            .map(|it| (it.var, it.binding.clone()))
-            .collect();
+        self.flat_offset(*buffer, &resolved(indices, b))
+    }
+
+    /// The flat element offset of `buffer` at `indices` (loop variables only) in affine form,
+    /// a shared window's start taken off; `None` for a stride that is not a constant.
+    fn flat_offset(&self, buffer: BufferId, indices: &[Expr]) -> Option<Affine> {
+        let info = self.bufs.get(buffer.index())?.as_ref()?;
         let mut flat = Affine {
             terms: Vec::new(),
             constant: 0,
         };
-        for (i, st) in indices.iter().zip(&info.strides) {
+        for (d, (i, st)) in indices.iter().zip(&info.strides).enumerate() {
             let Stride::Const(c) = st else {
                 return None;
             };
-            flat = flat.plus(affine(&super::subst(i, &map))?.scaled(*c)?)?;
+            let i = match info.window.get(d) {
+                Some(base) => Expr::sub(i.clone(), base.clone()),
+                None => i.clone(),
+            };
+            flat = flat.plus(affine(&i)?.scaled(*c)?)?;
         }
         Some(flat)
     }
@@ -325,13 +330,7 @@ impl Writer<'_> {
         let Expr::Load { buffer, indices } = load else {
             return false;
         };
-        let map: HashMap<VarId, Expr> = b
-            .iters
-            .iter()
-            .map(|it| (it.var, it.binding.clone()))
-            .collect();
-        let resolved: Vec<Expr> = indices.iter().map(|i| super::subst(i, &map)).collect();
-        self.shared_run(*buffer, &resolved, n, 8)
+        self.shared_run(*buffer, &resolved(indices, b), n, 8)
     }
 
     /// Whether the 16-bit shared buffer `buffer`, at `indices` (block iterators resolved), holds
@@ -348,41 +347,8 @@ impl Writer<'_> {
         if !self.is_shared(buffer) || self.func.buffers[buffer].dtype.bytes() != 2 {
             return false;
         }
-        let Some(info) = self.bufs.get(buffer.index()).cloned().flatten() else {
-            return false;
-        };
-        let mut flat = Affine {
-            terms: Vec::new(),
-            constant: 0,
-        };
-        for (d, (i, st)) in indices.iter().zip(&info.strides).enumerate() {
-            let Stride::Const(c) = st else {
-                return false;
-            };
-            let mut i = i.clone();
-            if let Some(base) = info.window.get(d) {
-                i = Expr::sub(i, base.clone());
-            }
-            let Some(term) = affine(&i).and_then(|a| a.scaled(*c)) else {
-                return false;
-            };
-            let Some(sum) = flat.plus(term) else {
-                return false;
-            };
-            flat = sum;
-        }
-        let mut seen = false;
-        for (t, c) in &flat.terms {
-            if *t == Expr::Var(n) {
-                seen |= *c == 1;
-                if *c != 1 {
-                    return false;
-                }
-            } else if c % width != 0 || super::mentions(t, &[n]) {
-                return false;
-            }
-        }
-        seen && flat.constant % width == 0
+        self.flat_offset(buffer, indices)
+            .is_some_and(|off| aligned_steps(&off, &[(n, 1)], width))
     }
 
     /// Whether `load`'s elements at consecutive values of the tile variables in `steps` (each
@@ -390,22 +356,8 @@ impl Writer<'_> {
     /// of those variables that keep their terms multiples of `n`) aligned to `n` elements:
     /// every other term of the offset a multiple of `n` and free of those variables.
     fn vector_fragment(&self, load: &Expr, b: &Block, steps: &[(VarId, i64)], n: i64) -> bool {
-        let Some(off) = self.fragment_offset(load, b) else {
-            return false;
-        };
-        let mut seen = 0;
-        for (t, c) in &off.terms {
-            match steps.iter().find(|(v, _)| *t == Expr::Var(*v)) {
-                Some((_, step)) if c == step => seen += 1,
-                Some(_) => return false,
-                None => {
-                    if c % n != 0 || steps.iter().any(|(v, _)| super::mentions(t, &[*v])) {
-                        return false;
-                    }
-                }
-            }
-        }
-        seen == steps.len() && off.constant % n == 0
+        self.fragment_offset(load, b)
+            .is_some_and(|off| aligned_steps(&off, steps, n))
     }
 
     /// Writes a tensorized loop (see the module documentation).
@@ -767,6 +719,35 @@ impl Writer<'_> {
         }
         Ok(c_texts)
     }
+}
+
+/// `indices` with block `b`'s iterators replaced by their bindings.
+fn resolved(indices: &[Expr], b: &Block) -> Vec<Expr> {
+    let map: HashMap<VarId, Expr> = b
+        .iters
+        .iter()
+        .map(|it| (it.var, it.binding.clone()))
+        .collect();
+    indices.iter().map(|i| super::subst(i, &map)).collect()
+}
+
+/// Whether the offset `off` moves by exactly each step's coefficient with its variable, every
+/// other term a multiple of `n` free of those variables and the constant a multiple of `n`
+/// (the first element aligned to `n`).
+fn aligned_steps(off: &Affine, steps: &[(VarId, i64)], n: i64) -> bool {
+    let mut seen = 0;
+    for (t, c) in &off.terms {
+        match steps.iter().find(|(v, _)| *t == Expr::Var(*v)) {
+            Some((_, step)) if c == step => seen += 1,
+            Some(_) => return false,
+            None => {
+                if c % n != 0 || steps.iter().any(|(v, _)| super::mentions(t, &[*v])) {
+                    return false;
+                }
+            }
+        }
+    }
+    seen == steps.len() && off.constant % n == 0
 }
 
 /// Whether `e` mentions `v`, directly or through the iterator bindings of block `b`.

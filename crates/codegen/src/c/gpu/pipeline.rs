@@ -50,7 +50,7 @@ impl<'f> Writer<'f> {
         let staged: Vec<BufferId> = w
             .iter()
             .copied()
-            .filter(|b| self.window_stage(*b).is_some())
+            .filter(|b| self.double_window(*b))
             .collect();
         let [buf] = staged.as_slice() else {
             return Err(self.unsupported(
@@ -71,18 +71,60 @@ impl<'f> Writer<'f> {
         Ok(Some(items))
     }
 
-    /// The stage offset of a double-buffered window (`(L - min) % 2 * size`), if `b` has one.
-    pub(super) fn window_stage(&self, b: BufferId) -> Option<Expr> {
+    /// Whether `b` is declared as a double-buffered window (its offset to the current half,
+    /// `(L - min) % 2 * size`, in its `BufInfo`).
+    fn double_window(&self, b: BufferId) -> bool {
         self.bufs
             .get(b.index())
-            .cloned()
-            .flatten()
-            .and_then(|i| i.stage)
+            .and_then(Option::as_ref)
+            .is_some_and(|i| i.stage.is_some())
+    }
+
+    /// Before loop `f` (`start`, `end`: its range as C text): the first iteration's copy.
+    pub(super) fn write_pipeline_prologue(
+        &mut self,
+        f: &For,
+        copy: &Stmt,
+        start: &str,
+        end: &str,
+    ) -> Res<()> {
+        let first = self.expr(&f.min)?.0;
+        self.line(&format!("if ({start} < {end}) {{"));
+        self.indent += 1;
+        self.write_pipelined_copy(f, copy, &first)?;
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// The body of iteration `v` (C text) of loop `f` ending at `end`: the next iteration's
+    /// copy into the other half (an empty group in the last), this one's awaited, the rest of
+    /// `items` between two barriers.
+    pub(super) fn write_pipeline_iteration(
+        &mut self,
+        f: &For,
+        items: &[&Stmt],
+        v: &str,
+        end: &str,
+    ) -> Res<()> {
+        self.line(&format!("if ({v} + 1 < {end}) {{"));
+        self.indent += 1;
+        self.write_pipelined_copy(f, items[0], &format!("{v} + 1"))?;
+        self.indent -= 1;
+        self.line("} else {");
+        self.line("    sptir_cp_async_commit();");
+        self.line("}");
+        self.line("sptir_cp_async_wait1();");
+        self.line("__syncthreads();");
+        let rest: Vec<Stmt> = items[1..].iter().map(|s| (*s).clone()).collect();
+        self.write_stmt(&Stmt::Seq(rest))?;
+        self.line("__syncthreads();");
+        Ok(())
     }
 
     /// Writes `copy` as iteration `at` (C text) of loop `f` would: the loop's variable stands
     /// for `at`, 16-byte copies into the window as `cp.async`, then the group committed.
-    pub(super) fn write_pipelined_copy(&mut self, f: &For, copy: &Stmt, at: &str) -> Res<()> {
+    fn write_pipelined_copy(&mut self, f: &For, copy: &Stmt, at: &str) -> Res<()> {
         self.let_subst.insert(f.var, format!("({at})"));
         self.cp_async = true;
         let r = self.write_stmt(copy);

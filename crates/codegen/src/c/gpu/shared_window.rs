@@ -140,7 +140,7 @@ fn collect(
             if let Expr::Load { buffer, indices } = x {
                 if *buffer == b {
                     out.push(Access {
-                        indices: indices.iter().map(|i| resolve(i, map)).collect(),
+                        indices: indices.iter().map(|i| subst(i, map)).collect(),
                         loops: loops.to_vec(),
                     });
                 }
@@ -164,7 +164,7 @@ fn collect(
         }
         Stmt::Block(blk) => {
             for it in &blk.iters {
-                let r = resolve(&it.binding, map);
+                let r = subst(&it.binding, map);
                 map.insert(it.var, r);
             }
             if let Some(p) = &blk.predicate {
@@ -173,13 +173,13 @@ fn collect(
         }
         Stmt::Let(l) => {
             here(&l.value, map, loops, out);
-            let r = resolve(&l.value, map);
+            let r = subst(&l.value, map);
             map.insert(l.var, r);
         }
         Stmt::Store(st) => {
             if st.buffer == b {
                 out.push(Access {
-                    indices: st.indices.iter().map(|i| resolve(i, map)).collect(),
+                    indices: st.indices.iter().map(|i| subst(i, map)).collect(),
                     loops: loops.clone(),
                 });
             }
@@ -189,19 +189,6 @@ fn collect(
         _ => s.for_each_expr(|e| here(e, map, loops, out)),
     }
     s.for_each_child(|c| collect(c, b, loops, map, an, threads, out));
-}
-
-/// `e` with block iterators and lets replaced by what they are bound to.
-fn resolve(e: &Expr, map: &HashMap<VarId, Expr>) -> Expr {
-    let mut e = e.clone();
-    e.rewrite_post_order(&mut |x: &mut Expr| {
-        if let Expr::Var(v) = x {
-            if let Some(r) = map.get(v) {
-                *x = r.clone();
-            }
-        }
-    });
-    e
 }
 
 impl Writer<'_> {

@@ -122,35 +122,30 @@ impl Writer<'_> {
             }
             None => None,
         };
-        // Copying into a double-buffered window: `cp.async`, global to shared directly.
-        if self.cp_async && width == 8 {
-            if let ([(load, src_first)], Stmt::Store(st)) = (vecs.as_slice(), only(&b.body)) {
-                let at: Vec<Expr> = st.indices.iter().map(|i| subst(i, &map)).collect();
-                let same = matches!(load, Expr::Load { buffer, .. }
-                    if self.buf_dtype(*buffer) == self.buf_dtype(st.buffer));
-                if same && st.value == *load && self.shared_run(st.buffer, &at, f.var, 8) {
-                    let Expr::Load { buffer: src, .. } = load else {
-                        unreachable!("a load")
-                    };
-                    let first: Vec<Expr> = at
-                        .iter()
-                        .map(|i| subst(i, &HashMap::from([(f.var, Expr::int(0))])))
-                        .collect();
-                    let off = self.offset(st.buffer, &first)?;
-                    let dst = self.buf_name(st.buffer)?.to_string();
-                    let soff = self.offset(*src, src_first)?;
-                    let sname = self.buf_name(*src)?.to_string();
-                    self.line(&format!(
-                        "sptir_cp_async16({dst} + {off}, {sname} + {soff});"
-                    ));
-                    if let Some(d) = div {
-                        self.leave_divergence(d);
-                        self.indent -= 1;
-                        self.line("}");
-                    }
-                    return Ok(true);
-                }
+        // A copy of the loaded run into a run of a shared window (the body one store of the
+        // load, same 16-bit type): one 16-byte load and store — or, copying into a
+        // double-buffered window, one `cp.async`, global to shared directly.
+        if let Some(dst) = self.window_copy(f, b, &map, &vecs, width)? {
+            let [(Expr::Load { buffer: src, .. }, src_first)] = vecs.as_slice() else {
+                unreachable!("`window_copy` takes one load")
+            };
+            let soff = self.offset(*src, src_first)?;
+            let sname = self.buf_name(*src)?.to_string();
+            if self.cp_async {
+                self.line(&format!("sptir_cp_async16({dst}, {sname} + {soff});"));
+            } else {
+                let name = self.namer.fresh(&format!("{sname}_v"));
+                self.line(&format!(
+                    "const sptir_h8 {name} = sptir_ld8h({sname} + {soff});"
+                ));
+                self.line(&format!("sptir_st8h({dst}, {name});"));
             }
+            if let Some(d) = div {
+                self.leave_divergence(d);
+                self.indent -= 1;
+                self.line("}");
+            }
+            return Ok(true);
         }
         let mut subs = Vec::new();
         for (load, at_first) in &vecs {
@@ -169,29 +164,6 @@ impl Writer<'_> {
             let name = self.namer.fresh(&format!("{bname}_v"));
             self.line(&format!("const {ty} {name} = {func}({bname} + {off});"));
             subs.push((load.clone(), name));
-        }
-        // A copy of the loaded run into a run of a shared window (the body one store of the
-        // load, same 16-bit type): one 16-byte store.
-        if let ([(load, name)], Stmt::Store(st)) = (subs.as_slice(), only(&b.body)) {
-            let at: Vec<Expr> = st.indices.iter().map(|i| subst(i, &map)).collect();
-            let same = matches!(load, Expr::Load { buffer, .. }
-                if self.buf_dtype(*buffer) == self.buf_dtype(st.buffer));
-            if width == 8 && same && st.value == *load && self.shared_run(st.buffer, &at, f.var, 8)
-            {
-                let first: Vec<Expr> = at
-                    .iter()
-                    .map(|i| subst(i, &HashMap::from([(f.var, Expr::int(0))])))
-                    .collect();
-                let off = self.offset(st.buffer, &first)?;
-                let dst = self.buf_name(st.buffer)?.to_string();
-                self.line(&format!("sptir_st8h({dst} + {off}, {name});"));
-                if let Some(d) = div {
-                    self.leave_divergence(d);
-                    self.indent -= 1;
-                    self.line("}");
-                }
-                return Ok(true);
-            }
         }
         let (vdt, ct, _) = self.loop_var_type(f)?;
         for u in 0..width {
@@ -213,5 +185,34 @@ impl Writer<'_> {
             self.line("}");
         }
         Ok(true)
+    }
+
+    /// Where a vectorized loop `f` of 8 over block `b` (iterators `map`) copies its one
+    /// vector-loaded run (`vecs`): the address (C text) of the run of a shared window that its
+    /// body's only statement stores that load into, same 16-bit type, consecutive and aligned;
+    /// `None` for any other loop.
+    fn window_copy(
+        &mut self,
+        f: &For,
+        b: &Block,
+        map: &HashMap<VarId, Expr>,
+        vecs: &[(Expr, Vec<Expr>)],
+        width: i64,
+    ) -> Res<Option<String>> {
+        let ([(load, _)], Stmt::Store(st)) = (vecs, only(&b.body)) else {
+            return Ok(None);
+        };
+        let at: Vec<Expr> = st.indices.iter().map(|i| subst(i, map)).collect();
+        let same = matches!(load, Expr::Load { buffer, .. }
+            if self.buf_dtype(*buffer) == self.buf_dtype(st.buffer));
+        if width != 8 || !same || st.value != *load || !self.shared_run(st.buffer, &at, f.var, 8) {
+            return Ok(None);
+        }
+        let first: Vec<Expr> = at
+            .iter()
+            .map(|i| subst(i, &HashMap::from([(f.var, Expr::int(0))])))
+            .collect();
+        let off = self.offset(st.buffer, &first)?;
+        Ok(Some(format!("{} + {off}", self.buf_name(st.buffer)?)))
     }
 }

@@ -182,39 +182,20 @@ impl Writer<'_> {
                 self.index_text(&tag)
             ));
         }
-        // With row units, the tiles row unit by row unit (unit `r * units + u`).
-        let mut texts = Ok(Some((Vec::new(), None, Vec::new())));
-        let row_count = rows.map_or(1, |(_, n)| n);
-        let rows_move_guard =
-            rows.is_some_and(|(r, _)| guard.as_ref().is_some_and(|g| super::mentions(g, &[r])));
-        for kr in 0..row_count {
-            let idx: Vec<Expr> = match rows {
-                Some((r, _)) => {
-                    let map = HashMap::from([(r, Expr::Int(kr, self.func.vars[r].dtype))]);
-                    indices.iter().map(|i| super::subst(i, &map)).collect()
-                }
-                None => indices.clone(),
-            };
-            let part = self.plan_texts(st.buffer, &idx, &vars, unit, &guard, &mentions_unit);
-            texts = match (texts, part) {
-                (Ok(Some((mut t, _, mut ug))), Ok(Some((t2, g2, ug2)))) => {
-                    t.extend(t2);
-                    ug.extend(ug2);
-                    Ok(Some((t, g2, ug)))
-                }
-                (Err(e), _) | (_, Err(e)) => Err(e),
-                _ => Ok(None),
-            };
-        }
+        let texts = self.plan_texts(
+            st.buffer,
+            &indices,
+            &vars,
+            (rows, unit),
+            &guard,
+            &mentions_unit,
+        );
         for w in &warp {
             self.unbind(w.var);
         }
         let Some((texts, guard, unit_guards)) = texts? else {
             return Ok(None);
         };
-        if rows.is_some() && (rows_move_guard || unit_guards.iter().any(Option::is_some)) {
-            return Ok(None);
-        }
         Ok(Some(AccumulatorPlan {
             nest: vars[0],
             unit: unit_var,
@@ -269,18 +250,24 @@ impl Writer<'_> {
         Some((item, warps))
     }
 
-    /// The texts of the plan's tiles (one per unit) and guards: `None` where a tile's place
-    /// cannot be written or the unit loop does not move it.
+    /// The texts of the plan's tiles (one per unit; with row units, row unit by row unit: tile
+    /// `r * units + u`) and guards: `None` where a tile's place cannot be written, the unit loop
+    /// does not move it, or a guard moves with the row units or needs one per unit beside them.
     #[allow(clippy::type_complexity)]
     pub(super) fn plan_texts(
         &mut self,
         buffer: BufferId,
         indices: &[Expr],
         vars: &[VarId],
-        unit: Option<(VarId, i64)>,
+        (rows, unit): (Option<(VarId, i64)>, Option<(VarId, i64)>),
         guard: &Option<Expr>,
         mentions_unit: &impl Fn(&Expr) -> bool,
     ) -> Res<Option<(Vec<Vec<String>>, Option<String>, Vec<Option<String>>)>> {
+        if let (Some((r, _)), Some(g)) = (rows, guard) {
+            if super::mentions(g, &[r]) || mentions_unit(g) {
+                return Ok(None);
+            }
+        }
         let units = unit.map_or(1, |(_, n)| n);
         let (guard, unit_guards) = match (guard, unit) {
             (Some(g), Some((u, _))) if mentions_unit(g) => {
@@ -299,16 +286,19 @@ impl Writer<'_> {
             (None, _) => (None, vec![None; units as usize]),
         };
         let mut texts = Vec::new();
-        for k in 0..units {
-            // The unit loop's iteration `k`: its tile.
-            let mut idx = indices.to_vec();
-            if let Some((u, _)) = unit {
-                let map = HashMap::from([(u, Expr::Int(k, self.func.vars[u].dtype))]);
-                idx = idx.iter().map(|i| super::subst(i, &map)).collect();
+        for (kr, k) in
+            (0..rows.map_or(1, |(_, n)| n)).flat_map(|kr| (0..units).map(move |k| (kr, k)))
+        {
+            // Row unit `kr`'s unit loop iteration `k`: its tile.
+            let mut map = HashMap::new();
+            for (l, v) in [(rows, kr), (unit, k)] {
+                if let Some((l, _)) = l {
+                    map.insert(l, Expr::Int(v, self.func.vars[l].dtype));
+                }
             }
             let c_target = Expr::Load {
                 buffer,
-                indices: idx,
+                indices: indices.iter().map(|i| super::subst(i, &map)).collect(),
             };
             let mut tile = Vec::new();
             for (row, col) in C_FRAGMENT {
@@ -321,6 +311,9 @@ impl Writer<'_> {
             }
             texts.push(tile);
         }
+        let unit_guards: Vec<Option<String>> = (0..rows.map_or(1, |(_, n)| n))
+            .flat_map(|_| unit_guards.iter().cloned())
+            .collect();
         // Distinct tiles: the unit loop must move the tile.
         if unit.is_some() && texts.windows(2).any(|w| w[0] == w[1]) {
             return Ok(None);
