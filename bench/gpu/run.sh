@@ -2,7 +2,8 @@
 # The CUDA backend on a real GPU, in one command (a machine with an NVIDIA GPU, the driver,
 # nvcc and PyTorch; no network). Phases, in order (PHASES selects them, comma-separated):
 #   tests   the prebuilt test binaries' real-GPU tests (the emulator's differential cases);
-#   probe   which register layouts `mma.sp` takes on this GPU (bench/gpu/probe_mma_sp.cu);
+#   probe   which register layouts `mma.sp` takes on this GPU (bench/gpu/probe_mma_sp.cu), and
+#           `wgmma.mma_async.sp`'s descriptor and layouts (bench/gpu/probe_wgmma_sp.cu, sm_90a);
 #   csr     SpMM (widths 32-512; CSR, and `auto` measuring CSR and hyb), SDDMM (32, 128) and SpMV
 #           on every matrix against cuSPARSE (issue 12);
 #   formats BSR SpMM on tensor cores (16-bit, blocks of 16 and 32, 10% block density) against
@@ -55,6 +56,10 @@ if has probe; then
     phase "${BUDGET_PROBE:-60}" probe
     within nvcc -arch=sm_90 -o /tmp/probe_mma_sp bench/gpu/probe_mma_sp.cu 2>&1 | tee -a "$OUT/probe.txt"
     within /tmp/probe_mma_sp 2>&1 | tee -a "$OUT/probe.txt"
+    # Hopper's warpgroup form (`wgmma.mma_async.sp`, sm_90a): the shared-memory descriptor and
+    # register layouts the CUDA writer's `2:4(wgmma=...)` kernels assume (D1).
+    within nvcc -gencode=arch=compute_90a,code=sm_90a -o /tmp/probe_wgmma_sp bench/gpu/probe_wgmma_sp.cu 2>&1 | tee -a "$OUT/probe.txt"
+    within /tmp/probe_wgmma_sp 2>&1 | tee -a "$OUT/probe.txt"
 fi
 
 mats=()
