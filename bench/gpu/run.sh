@@ -78,7 +78,7 @@ if has csr; then
 fi
 
 if has formats; then
-    phase "${BUDGET_FORMATS:-120}" formats
+    phase "${BUDGET_FORMATS:-200}" formats
     g=$OUT/gen
     mkdir -p "$g"
     "$BIN" gen block --rows 4096 --block 16 --density 0.1 -o "$g/block16_4096.mtx" > /dev/null
@@ -89,17 +89,19 @@ if has formats; then
         B spmm --matrix "$g/block16_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:16 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
         B spmm --matrix "$g/block32_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:32 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
     done
-    # 2:4 SpMM on sparse tensor cores (`mma.sp`), 4096 x 4096 x 4096, against dense cuBLAS:
-    # one output tile per warp (the session-11 kernel) beside the default (4 warps of 4 tiles,
-    # sharing each run's A fragment and metadata), 8 tiles, and B staged in shared memory by
-    # blocks of R x Z warps (smem=RxZxH: H row tiles of 16 per warp, 8 column tiles each), one
-    # slice or two (dbuf: the next copied with cp.async during the current products); bfloat16
-    # (the same instructions) for session 14's default and one staged kernel only.
+    # 2:4 SpMM on sparse tensor cores, 4096 x 4096 x 4096, against dense cuBLAS. First Hopper's
+    # warpgroup form (`wgmma.mma_async.sp`, sm_90a; wgmma=R or wgdbuf=R: R/4 warpgroups per
+    # block, each m64n256k32 per run; x1x2: two row tiles per warp, m64n128k32), then `mma.sp`
+    # per warp: one output tile per warp (the session-11 kernel), the default (4 warps of 4
+    # tiles), and B staged in shared memory by blocks of R x Z warps (smem=RxZxH: H row tiles
+    # of 16 per warp, 8 column tiles each), one slice or two (dbuf: the next copied with
+    # cp.async during the current products); bfloat16 (the same instructions) for the default
+    # and one warpgroup kernel only.
     for dt in ${DTYPES:-float16 bfloat16}; do
         if [[ $dt == float16 ]]; then
-            f24s=${FORMATS_24:-"2:4(tiles=1) 2:4 2:4(tiles=8) 2:4(smem=4) 2:4(smem=8) 2:4(dbuf=8) 2:4(dbuf=8x2) 2:4(dbuf=4x1x2) 2:4(dbuf=4x2x2) 2:4(dbuf=2x2x4)"}
+            f24s=${FORMATS_24:-"2:4(wgdbuf=8) 2:4(wgmma=8) 2:4(wgdbuf=4) 2:4(wgdbuf=8x1x2) 2:4(tiles=1) 2:4 2:4(dbuf=8) 2:4(dbuf=4x2x2) 2:4(smem=8) 2:4(wgmma=4) 2:4(dbuf=2x2x4)"}
         else
-            f24s=${FORMATS_24_BF16:-"2:4 2:4(dbuf=4x2x2)"}
+            f24s=${FORMATS_24_BF16:-"2:4 2:4(wgdbuf=8)"}
         fi
         for f24 in $f24s; do
             B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format "$f24" >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
@@ -123,6 +125,13 @@ if has formats; then
     within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1
     mkdir -p "$OUT/cuda_24"
     within "$BIN" bench spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format 2:4 --device cuda --repeat 1 --warmup 0 --warmup-ms 0 --emit-cuda "$OUT/cuda_24" --json > /dev/null 2>&1
+    mkdir -p "$OUT/cuda_24_wgmma"
+    within "$BIN" bench spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format '2:4(wgdbuf=8)' --device cuda --repeat 1 --warmup 0 --warmup-ms 0 --emit-cuda "$OUT/cuda_24_wgmma" --json > /dev/null 2>&1
+    # Which tensor-core instructions the cached cubins hold (HGMMA: warpgroup; HMMA: per warp).
+    for c in "$SPARSETIR_CACHE_DIR"/*.cubin; do
+        [[ -e $c ]] || continue
+        echo "$(basename "$c") HGMMA=$(cuobjdump -sass "$c" 2>/dev/null | grep -c HGMMA) HMMA=$(cuobjdump -sass "$c" 2>/dev/null | grep -c HMMA)" >> "$OUT/sass.txt"
+    done
     rm -f "$g"/*.mtx
 fi
 

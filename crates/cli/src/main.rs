@@ -193,7 +193,10 @@ enum Command {
         /// `2:4(tiles=U)`: U output tiles of 8 columns per warp, `2:4(smem=R)`, `2:4(smem=RxZ)`,
         /// `2:4(smem=RxZxH)`: R x Z warps per block (over rows x columns), H row tiles of 16 per
         /// warp, sharing B's slices through shared memory, `2:4(dbuf=...)`: the same with two
-        /// slices, the next copied during the current products); for sddmm `coo`; for attention
+        /// slices, the next copied during the current products, `2:4(wgmma=...)`,
+        /// `2:4(wgdbuf=...)`: the same with each 4 row warps (R 4 or 8) issuing their products
+        /// as one Hopper warpgroup instruction, `wgmma.mma_async.sp`, sm_90a GPUs only); for
+        /// sddmm `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
         /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest

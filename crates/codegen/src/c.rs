@@ -294,6 +294,10 @@ struct BufInfo {
     window: Vec<Expr>,
     /// A double-buffered window's offset to the current half (`gpu/pipeline.rs`).
     stage: Option<Expr>,
+    /// A two-dimensional shared window laid out as the 8 x 8 core matrices a warpgroup's
+    /// tensor cores read through a descriptor (`gpu/mma/warpgroup.rs`): its number of rows
+    /// `R`; element `(k, n)` (the window's start taken off) at `(n / 8) * 8 R + 8 k + n % 8`.
+    core: Option<i64>,
 }
 
 /// How an allocation is made.
@@ -366,6 +370,14 @@ pub struct Writer<'f> {
     /// CUDA: the tensorized nest whose `B` fragments (one per unit) were written once before
     /// the row unit loop (`sptir_bs[u]`), for every row unit.
     mma_b_shared: Option<VarId>,
+    /// CUDA: the accumulating loop being written keeps a warpgroup's products
+    /// (`gpu/mma/warpgroup.rs`): its unit loop is one `wgmma` of all the units. The annotated
+    /// warp loop's variable.
+    mma_warpgroup: Option<VarId>,
+    /// CUDA: the `wgmma` forms the module calls (units of 8 columns, operand type suffix).
+    wgmma_forms: BTreeSet<(i64, &'static str)>,
+    /// CUDA: enclosing thread loops annotated `warpgroup` being written.
+    warpgroup_depth: usize,
     /// CUDA: with `mma_acc_unit`, where some unit tile is live (the accumulator plan's guards,
     /// joined; `None`: every tile always is): the shared `A` fragment is read under it.
     mma_unit_live: Option<String>,
@@ -496,6 +508,9 @@ impl<'f> Writer<'f> {
             mma_acc_rows: None,
             mma_b_shared: None,
             mma_unit_live: None,
+            mma_warpgroup: None,
+            wgmma_forms: BTreeSet::new(),
+            warpgroup_depth: 0,
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),

@@ -56,6 +56,9 @@ pub struct CudaModule {
     pub temps: Vec<TempBuffer>,
     /// The kernels, in launch order.
     pub kernels: Vec<CudaKernel>,
+    /// Whether the source uses instructions of an architecture-specific target (`wgmma`:
+    /// `sm_90a`): it compiles only for such a target, and runs only on its GPUs.
+    pub arch_specific: bool,
 }
 
 /// An intermediate buffer of the function (`T.alloc_buffer` at function level).

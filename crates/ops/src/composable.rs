@@ -84,7 +84,7 @@ impl fmt::Display for Format {
             Format::Sell { sigma: Some(s) } => write!(f, "sell(sigma={s})"),
             Format::Condense => f.write_str("condense"),
             Format::TwoFour { smem: Some(t), .. } => {
-                let key = if t.double_buffer { "dbuf" } else { "smem" };
+                let key = t.key();
                 match (t.cols, t.row_tiles) {
                     (1, 1) => write!(f, "2:4({key}={})", t.rows),
                     (z, 1) => write!(f, "2:4({key}={}x{z})", t.rows),
@@ -110,11 +110,26 @@ pub struct SharedTiles {
     pub double_buffer: bool,
     /// Row tiles of 16 rows per warp (1, 2 or 4).
     pub row_tiles: usize,
+    /// Each 4 row warps issue their products as one warpgroup instruction (Hopper's
+    /// `wgmma.mma_async.sp`, sm_90a; `2:4(wgmma=RxZ)`, `2:4(wgdbuf=RxZ)`; R 4 or 8).
+    pub warpgroup: bool,
+}
+
+impl SharedTiles {
+    /// The format's key: `smem`, `dbuf`, `wgmma` or `wgdbuf`.
+    pub fn key(&self) -> &'static str {
+        match (self.warpgroup, self.double_buffer) {
+            (false, false) => "smem",
+            (false, true) => "dbuf",
+            (true, false) => "wgmma",
+            (true, true) => "wgdbuf",
+        }
+    }
 }
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -190,10 +205,15 @@ impl Format {
                 smem: None,
             });
         }
-        let staged = field_call(t, "2:4", "smem")
-            .map(|v| (v, false))
-            .or_else(|| field_call(t, "2:4", "dbuf").map(|v| (v, true)));
-        if let Some((v, double_buffer)) = staged {
+        let staged = [
+            ("smem", false, false),
+            ("dbuf", true, false),
+            ("wgmma", false, true),
+            ("wgdbuf", true, true),
+        ]
+        .into_iter()
+        .find_map(|(key, d, w)| field_call(t, "2:4", key).map(|v| (v, d, w)));
+        if let Some((v, double_buffer, warpgroup)) = staged {
             let mut parts = v.split('x');
             let r = parts.next().unwrap_or("");
             let z = parts.next().unwrap_or("1");
@@ -212,6 +232,11 @@ impl Format {
                     "the warps per block (smem=R or RxZ) must be 1, 2, 4 or 8 each, at most 16",
                 ));
             }
+            if warpgroup && rows % 4 != 0 {
+                return Err(err(
+                    "a warpgroup is 4 row warps: the row warps (wgmma=R) must be 4 or 8",
+                ));
+            }
             return Ok(Format::TwoFour {
                 tiles: None,
                 smem: Some(SharedTiles {
@@ -219,6 +244,7 @@ impl Format {
                     cols,
                     double_buffer,
                     row_tiles,
+                    warpgroup,
                 }),
             });
         }
@@ -659,7 +685,9 @@ pub fn spmm_24_cpu_schedule(n: usize) -> String {
 /// of once per row tile.
 ///
 /// With `double_buffer`, the run loop keeps two slices (`{"double_buffer": 1}`): the next
-/// run's slice is copied with `cp.async` while the current one is multiplied.
+/// run's slice is copied with `cp.async` while the current one is multiplied. With `warpgroup`
+/// (`schedules/gpu/spmm_24_tc_wgmma.sched`), each 4 row warps issue their products of a run as
+/// one `wgmma.mma_async.sp` (sm_90a) reading the slice through a descriptor.
 pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) -> String {
     let (rows, cols, units) = (tiles.rows.max(1), tiles.cols.max(1), units.max(1));
     let double_buffer = tiles.double_buffer;
@@ -668,8 +696,12 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     } else {
         ""
     };
-    include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
-        .replace("GROUPS", &(n / 4).to_string())
+    let text = if tiles.warpgroup {
+        include_str!("../schedules/gpu/spmm_24_tc_wgmma.sched")
+    } else {
+        include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
+    };
+    text.replace("GROUPS", &(n / 4).to_string())
         .replace("ROWW", &rows.to_string())
         .replace("ROWU", &tiles.row_tiles.max(1).to_string())
         .replace("COLW", &cols.to_string())

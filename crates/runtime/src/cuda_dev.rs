@@ -62,7 +62,20 @@ impl DeviceModule {
     /// Compiles (through the cache) and loads `m` on the first GPU.
     pub fn load(m: &CudaModule, cache: &KernelCache) -> Result<DeviceModule, RunError> {
         let ctx = Context::first_device()?;
-        let arch = ctx.arch()?;
+        let mut arch = ctx.arch()?;
+        // Architecture-specific instructions (`wgmma`): sm_90a, on a GPU of compute
+        // capability 9.0 only.
+        if m.arch_specific {
+            if arch.compute_capability() != (9, 0) {
+                return Err(RunError::Cuda(format!(
+                    "`{}` uses Hopper's warpgroup tensor-core instructions (wgmma, sm_90a); \
+                     this GPU is {}",
+                    m.func,
+                    arch.sm_name()
+                )));
+            }
+            arch = arch.with_arch_specific();
+        }
         let nvrtc = Nvrtc::load()?;
         let (cubin, _) = compile_cached(&nvrtc, m, &arch, Emit::Cubin, cache)?;
         let module = Module::load(&ctx, &cubin)?;

@@ -192,6 +192,7 @@ fn module_of(func: &str, source: &str, kernels: &[(&str, Vec<ArgSpec<'_>>)]) -> 
         params,
         temps: Vec::new(),
         kernels,
+        arch_specific: false,
     }
 }
 

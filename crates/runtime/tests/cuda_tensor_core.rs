@@ -176,6 +176,7 @@ fn the_ptx_holds_the_mma_instruction() {
             cols: 1,
             double_buffer: true,
             row_tiles: 2,
+            warpgroup: false,
         },
         8,
     );
@@ -409,6 +410,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 cols,
                 double_buffer: db,
                 row_tiles: h,
+                warpgroup: false,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
@@ -513,6 +515,7 @@ fn snapshot_tensor_core_kernels() {
             cols: 1,
             double_buffer: true,
             row_tiles: 2,
+            warpgroup: false,
         },
         2,
     );

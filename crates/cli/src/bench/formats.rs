@@ -330,10 +330,18 @@ impl OwnFormat {
             let (m, n) = (int("m"), int("n"));
             if let Some(t) = self.smem {
                 // R x Z warps, each with the widest of 8, 4, 2, 1 tiles of 8 columns the width
-                // takes: the block's slice of B is 32 x 8 U Z.
+                // takes: the block's slice of B is 32 x 8 U Z. A warpgroup's product covers up
+                // to 32 tiles (m64n256k32: 128 accumulators per thread), 16 in blocks of more
+                // than 8 warps (the register file holds 64 Ki registers).
                 let (r, z, h) = (t.rows, t.cols, t.row_tiles);
-                let units = [8, 4, 2, 1]
+                let widest = match (t.warpgroup, r * z > 8) {
+                    (true, false) => 32,
+                    (true, true) => 16,
+                    (false, _) => 8,
+                };
+                let units = [32, 16, 8, 4, 2, 1]
                     .into_iter()
+                    .filter(|&u| u <= widest && u * h <= 32)
                     .find(|&u| feat.is_multiple_of(8 * u * z))
                     .unwrap_or(1);
                 let shapes = m > 0

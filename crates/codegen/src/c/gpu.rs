@@ -72,6 +72,9 @@ pub(crate) struct KernelCtx {
     /// the part's own block index and grid width along `blockIdx.x`.
     block_x: Option<(String, String)>,
     guarded_thread_depth: usize,
+    /// Whether the kernel's tensor cores read a shared window through a descriptor (the async
+    /// proxy): the threads that write it fence before every barrier.
+    async_shared: bool,
 }
 
 /// Flattens nested sequences into their statements.
@@ -336,6 +339,9 @@ impl<'f> Writer<'f> {
         if tensor_cores {
             source.push_str(mma::MMA_PRELUDE);
         }
+        if !self.wgmma_forms.is_empty() {
+            source.push_str(&mma::wgmma_prelude(&self.wgmma_forms));
+        }
         if pipeline::uses_double_buffer(func) {
             if !(half::uses_half(func) || tensor_cores) {
                 source.push_str(&half::cuda_prelude());
@@ -349,6 +355,7 @@ impl<'f> Writer<'f> {
             params,
             temps,
             kernels,
+            arch_specific: !self.wgmma_forms.is_empty(),
         })
     }
 
@@ -784,6 +791,20 @@ impl<'f> Writer<'f> {
             self.line("}");
             return r;
         }
+        // A warpgroup's unit loop: its `A` fragment, then one `wgmma` of all the units.
+        if let (true, Some(w)) = (self.mma_acc_unit == Some(f.var), self.mma_warpgroup) {
+            if !self.mma_share_a(f)? {
+                return Err(self.unsupported(
+                    &format!("warpgroup product of loop `{}`", self.func.vars[f.var].name),
+                    "its A fragment must not move with the unit loop",
+                ));
+            }
+            let r = self.write_warpgroup_product(f, w);
+            self.mma_a_shared = None;
+            self.indent -= 1;
+            self.line("}");
+            return r;
+        }
         // The unit loop of several tiles kept in registers: their common `A` fragment first.
         // (`mma_share_a` opens a scope for it; the loop itself is written inside.)
         if self.mma_acc_unit == Some(f.var) && self.mma_a_shared.is_none() && self.mma_share_a(f)? {
@@ -850,6 +871,7 @@ impl<'f> Writer<'f> {
             self.mma_acc_unit = plan.unit;
             self.mma_acc_rows = plan.rows;
             self.mma_unit_live = plan.live();
+            self.mma_warpgroup = plan.warpgroup;
         }
         // A double-buffered copy: the first iteration's before the loop.
         let pipelined = self.pipeline_items(f)?;
@@ -900,7 +922,7 @@ impl<'f> Writer<'f> {
             if w.iter()
                 .any(|b| (self.is_shared(*b) || multi) && (rd.contains(b) || w.len() > 1))
             {
-                self.line("__syncthreads();");
+                self.write_barrier();
             }
         }
         self.indent -= 1;
@@ -912,11 +934,22 @@ impl<'f> Writer<'f> {
             self.mma_acc_unit = None;
             self.mma_acc_rows = None;
             self.mma_unit_live = None;
+            self.mma_warpgroup = None;
             self.acc_transfer(plan, false);
             self.indent -= 1;
             self.line("}");
         }
         Ok(())
+    }
+
+    /// A barrier of the block; in a kernel whose tensor cores read a shared window through a
+    /// descriptor, each thread first orders its own writes of shared memory before those
+    /// reads (`fence.proxy.async.shared::cta`: the tensor cores read through the async proxy).
+    pub(super) fn write_barrier(&mut self) {
+        if self.kernel.as_ref().is_some_and(|k| k.async_shared) {
+            self.line("sptir_fence_proxy_async();");
+        }
+        self.line("__syncthreads();");
     }
 
     /// A loop bound to a thread index: its variable is the index (plus the loop's start),
@@ -991,7 +1024,10 @@ impl<'f> Writer<'f> {
             lane: is_thread && guard && tag == "threadIdx.x",
         };
         self.diverge(div);
+        let wg = usize::from(f.annotations.get(mma::WARPGROUP_ATTR).is_some());
+        self.warpgroup_depth += wg;
         let r = self.write_stmt(&f.body);
+        self.warpgroup_depth -= wg;
         self.leave_divergence(div);
         if let Some(k) = self.kernel.as_mut() {
             k.bound.pop();
@@ -1184,7 +1220,7 @@ typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 #define SPTIR_IN(T) const T* __restrict__
 #define SPTIR_OUT(T) T* __restrict__
-#define SPTIR_SHARED(T, name, n) __shared__ T name[n]
+#define SPTIR_SHARED(T, name, n) __shared__ __align__(128) T name[n]
 static __device__ __forceinline__ float4 sptir_ld4(const float* __restrict__ p) {
     return __ldg(reinterpret_cast<const float4*>(p));
 }

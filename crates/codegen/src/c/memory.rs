@@ -126,6 +126,7 @@ impl<'f> Writer<'f> {
             strides,
             window: Vec::new(),
             stage: None,
+            core: None,
         });
         Ok(())
     }
@@ -297,15 +298,22 @@ impl<'f> Writer<'f> {
             )));
         }
         let mut idx = Vec::with_capacity(indices.len());
-        for (d, e) in indices.iter().enumerate() {
-            let shifted;
-            let e = match info.window.get(d) {
-                Some(base) => {
-                    shifted = Expr::sub(e.clone(), base.clone());
-                    &shifted
-                }
-                None => e,
-            };
+        let mut shifted: Vec<Expr> = indices
+            .iter()
+            .enumerate()
+            .map(|(d, e)| match info.window.get(d) {
+                Some(base) => Expr::sub(e.clone(), base.clone()),
+                None => e.clone(),
+            })
+            .collect();
+        // A core-matrix window: (k, n) as (n / 8, k, n % 8) over strides (8 R, 8, 1).
+        let mut strides: Vec<Stride> = info.strides.clone();
+        if let (Some(rows), [k, n]) = (info.core, shifted.as_slice()) {
+            let (hi, lo) = self.core_split(n);
+            shifted = vec![hi, k.clone(), lo];
+            strides = vec![Stride::Const(8 * rows), Stride::Const(8), Stride::Const(1)];
+        }
+        for e in &shifted {
             let (s, dt) = self.expr(e)?;
             if !(dt.is_integer() || dt.is_bool()) {
                 return Err(self.invalid(format!("an index of `{name}` has type {dt}")));
@@ -317,10 +325,8 @@ impl<'f> Writer<'f> {
             let (t, _) = self.expr(st)?;
             idx.push(t);
         }
-        let strides: Vec<Stride> = info
-            .strides
-            .iter()
-            .cloned()
+        let strides: Vec<Stride> = strides
+            .into_iter()
             .chain(info.stage.as_ref().map(|_| Stride::Const(1)))
             .collect();
         if idx.len() == 1 && matches!(strides[0], Stride::Const(1)) {

@@ -81,9 +81,11 @@ use sparsetir_ir::BlockIter;
 mod accumulate;
 mod prelude;
 mod sparse;
+mod warpgroup;
 
 pub(crate) use accumulate::AccumulatorPlan;
 pub(crate) use prelude::MMA_PRELUDE;
+pub(crate) use warpgroup::{read_by_warpgroup, wgmma_prelude, WARPGROUP_ATTR};
 
 /// The annotation the writer reads.
 pub const TENSORIZE_ATTR: &str = "tensorize";
@@ -309,6 +311,18 @@ impl Writer<'_> {
             terms: Vec::new(),
             constant: 0,
         };
+        // A core-matrix window: `(n / 8) * 8 R + 8 k + n % 8`, `n / 8` and `n % 8` simplified.
+        if let (Some(rows), [k, n]) = (info.core, indices) {
+            let at = |d: usize, i: &Expr| match info.window.get(d) {
+                Some(base) => Expr::sub(i.clone(), base.clone()),
+                None => i.clone(),
+            };
+            let (hi, lo) = self.core_split(&at(1, n));
+            for (e, c) in [(hi, 8 * rows), (at(0, k), 8), (lo, 1)] {
+                flat = flat.plus(affine(&e)?.scaled(c)?)?;
+            }
+            return Some(flat);
+        }
         for (d, (i, st)) in indices.iter().zip(&info.strides).enumerate() {
             let Stride::Const(c) = st else {
                 return None;
@@ -377,6 +391,14 @@ impl Writer<'_> {
         let Stmt::Store(st) = single(&b.body) else {
             return Err(self.unsupported(&what, "the block's body must be one store"));
         };
+        if self.warpgroup_depth > 0 && form != Mma::Fill {
+            return Err(self.unsupported(
+                &what,
+                "under a loop annotated `warpgroup` a product must be kept in registers by a \
+                 serial loop around it, with a unit loop of 1 to 32 tiles (the warpgroup's \
+                 products are then one `wgmma`), and no guard on its tile",
+            ));
+        }
         if self.buf_dtype(st.buffer) != DType::F32 {
             return Err(self.unsupported(&what, "the accumulator tile must be float32"));
         }

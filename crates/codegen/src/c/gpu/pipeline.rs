@@ -115,10 +115,10 @@ impl<'f> Writer<'f> {
         self.line("    sptir_cp_async_commit();");
         self.line("}");
         self.line("sptir_cp_async_wait1();");
-        self.line("__syncthreads();");
+        self.write_barrier();
         let rest: Vec<Stmt> = items[1..].iter().map(|s| (*s).clone()).collect();
         self.write_stmt(&Stmt::Seq(rest))?;
-        self.line("__syncthreads();");
+        self.write_barrier();
         Ok(())
     }
 

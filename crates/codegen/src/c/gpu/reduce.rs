@@ -527,7 +527,7 @@ impl<'f> Writer<'f> {
             self.line(&format!(
                 "if ((threadIdx.x & 31u) == 0u) {{ {buf}[{group} + threadIdx.x / 32u] = {name}; }}"
             ));
-            self.line("__syncthreads();");
+            self.write_barrier();
             self.line(&format!("{name} = {buf}[{group}];"));
             self.line("#pragma unroll");
             self.line(&format!("for (int32_t w = 1; w < {warps}; ++w) {{"));
@@ -535,7 +535,7 @@ impl<'f> Writer<'f> {
             self.line(&format!("    {name} = {c};"));
             self.line("}");
             // The slots may be written again (a loop around): everyone has read them first.
-            self.line("__syncthreads();");
+            self.write_barrier();
         }
         let lead = format!("(threadIdx.x & {}u) == 0u", lanes.min(32) - 1);
         let lead = if warps > 1 {

@@ -14,7 +14,9 @@
 //!   `base` (provably equal), the window's extent is the widest.
 //! - `base` uses no `threadIdx` variable: all threads of a block see one window.
 //!
-//! The access `x[i, j]` is then written `x[(i - base_0) * ext_1 + (j - base_1)]`. The stage-III
+//! The access `x[i, j]` is then written `x[(i - base_0) * ext_1 + (j - base_1)]` (rows of 128
+//! bytes padded by 16), or, for a window a warpgroup's tensor cores read through a descriptor,
+//! in 8 x 8 core matrices (`mma/warpgroup.rs`). The stage-III
 //! meaning (one function-level buffer) and the kernel's (one window per block) agree because
 //! every block reads only what it wrote in the same iteration of `L` — what `compute_at`
 //! guarantees for the cache it moves (the interpreter and the C backend run the function-level
@@ -215,6 +217,26 @@ impl Writer<'_> {
         if ext.iter().any(|e| *e <= 0) {
             return Err(self.unsupported(&what, "its window has no size"));
         }
+        // Read by a warpgroup's tensor cores through a descriptor: 8 x 8 core matrices.
+        let core = super::mma::read_by_warpgroup(part, b);
+        if core {
+            let [rows, cols] = ext.as_slice() else {
+                return Err(self.unsupported(
+                    &what,
+                    "a window a warpgroup's tensor cores read must have two dimensions",
+                ));
+            };
+            if rows % 8 != 0 || cols % 8 != 0 || buf.dtype.bytes() != 2 {
+                return Err(self.unsupported(
+                    &what,
+                    format!(
+                        "a window a warpgroup's tensor cores read holds 16-bit values in whole \
+                         8 x 8 core matrices; this one is {rows} x {cols} of {}",
+                        buf.dtype
+                    ),
+                ));
+            }
+        }
         // Rows a multiple of 128 bytes apart would put a column of the window in one bank:
         // each row is padded by 16 bytes, so that the 8 rows one `ldmatrix` phase reads (or a
         // column of threads) fall in distinct banks; rows stay 16-byte aligned.
@@ -225,7 +247,7 @@ impl Writer<'_> {
         for d in (0..ext.len()).rev() {
             strides[d] = Stride::Const(size);
             let mut span = ext[d];
-            if d + 1 == ext.len() && rows > 1 && (span * elem) % 128 == 0 {
+            if !core && d + 1 == ext.len() && rows > 1 && (span * elem) % 128 == 0 {
                 span += (16 / elem).max(1);
             }
             size = match size.checked_mul(span) {
@@ -248,10 +270,14 @@ impl Writer<'_> {
         let ct = c_type(buf.dtype).unwrap_or("float");
         let name = self.buf_name(b)?.to_string();
         self.declare_shared(&what, buf.dtype, ct, &name, size)?;
+        if let (true, Some(k)) = (core, self.kernel.as_mut()) {
+            k.async_shared = true;
+        }
         self.bufs[b.index()] = Some(BufInfo {
             strides,
             window: base,
             stage,
+            core: core.then(|| ext[0]),
         });
         Ok(())
     }

@@ -136,7 +136,7 @@ impl<'f> Writer<'f> {
         if uniform && !hazards.is_empty() {
             // Where the whole block is present a barrier costs little: one is written for
             // every hazard, whatever the mapping.
-            self.line("__syncthreads();");
+            self.write_barrier();
             *pending = Pending::default();
         } else if let Some(b) = hazards.iter().find(|b| cross(b)) {
             // Where threads diverge no barrier can be written: the schedule is refused.

@@ -15,13 +15,23 @@ impl Writer<'_> {
         let mut an = sparsetir_arith::Analyzer::new();
         an.assume_no_overflow(true);
         an.bind_range(f.var, &f.min, &f.extent);
+        // A loop of one iteration (the loop itself included: a single run) holds its start.
+        let mut single = HashMap::new();
+        if const_int(&f.extent) == Some(1) {
+            single.insert(f.var, f.min.clone());
+        }
         f.body.visit(&mut |s| match s {
             Stmt::Block(b) => {
                 for it in &b.iters {
                     map.insert(it.var, it.binding.clone());
                 }
             }
-            Stmt::For(l) => an.bind_range(l.var, &l.min, &l.extent),
+            Stmt::For(l) => {
+                an.bind_range(l.var, &l.min, &l.extent);
+                if const_int(&l.extent) == Some(1) {
+                    single.insert(l.var, l.min.clone());
+                }
+            }
             _ => {}
         });
         Some(
@@ -34,7 +44,7 @@ impl Writer<'_> {
                     for _ in 0..8 {
                         e = super::subst(&e, &map);
                     }
-                    an.simplify(self.func, &e)
+                    an.simplify(self.func, &super::subst(&e, &single))
                 })
                 .collect(),
         )
@@ -83,6 +93,13 @@ impl Writer<'_> {
         let Some((mut prod, warp)) = self.product_item(f) else {
             return Ok(None);
         };
+        // The warps' products as warpgroup instructions (`warpgroup.rs`): up to 32 units.
+        let warpgroup = self.warpgroup_requested(&warp, *form)?;
+        let max_units = if warpgroup {
+            warpgroup::MAX_WARPGROUP_UNITS
+        } else {
+            8
+        };
         // Row units: an unrolled loop of 1 to 4 around the unit loop, each iteration other
         // rows (several row tiles per warp: each `B` fragment read once for all of them).
         let mut rows: Option<(VarId, i64)> = None;
@@ -102,7 +119,7 @@ impl Writer<'_> {
         // The unit loop: the product is one unrolled loop of constant extent holding the nest.
         let unit = match single(prod) {
             Stmt::For(u) if u.var != nest.var => {
-                let units = const_int(&u.extent).filter(|n| (1..=8).contains(n));
+                let units = const_int(&u.extent).filter(|n| (1..=max_units).contains(n));
                 let holds_nest = matches!(single(&u.body), Stmt::For(n) if n.var == nest.var);
                 match units {
                     Some(n)
@@ -196,7 +213,22 @@ impl Writer<'_> {
         let Some((texts, guard, unit_guards)) = texts? else {
             return Ok(None);
         };
+        // A warpgroup's four warps all issue the product: no guard, and units.
+        let warpgroup = match warpgroup {
+            true if unit.is_none()
+                || guard.is_some()
+                || unit_guards.iter().any(Option::is_some) =>
+            {
+                return Ok(None)
+            }
+            true => warp
+                .iter()
+                .find(|w| w.annotations.get(WARPGROUP_ATTR).is_some())
+                .map(|w| w.var),
+            false => None,
+        };
         Ok(Some(AccumulatorPlan {
+            warpgroup,
             nest: vars[0],
             unit: unit_var,
             texts,
@@ -406,6 +438,9 @@ impl Writer<'_> {
     /// and marks them shared (`mma_b_shared`). Returns whether it did; if so, it opened a scope
     /// the caller closes after the loop.
     pub(crate) fn mma_share_b(&mut self, rows: &For) -> Res<bool> {
+        if self.mma_warpgroup.is_some() {
+            return Ok(false);
+        }
         let Some((_, units)) = self.mma_acc_rows else {
             return Ok(false);
         };
@@ -667,6 +702,9 @@ pub(crate) struct AccumulatorPlan {
     /// The row unit loop around the unit loop, if any, and the unit loop's extent: the tile of
     /// row unit `r` and unit `u` is fragment `r * units + u`.
     pub rows: Option<(VarId, i64)>,
+    /// The warp loop (`threadIdx.y`) annotated `warpgroup`, where the warps' products are
+    /// one `wgmma` per row unit (`warpgroup.rs`).
+    pub warpgroup: Option<VarId>,
 }
 
 impl AccumulatorPlan {

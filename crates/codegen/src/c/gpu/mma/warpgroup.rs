@@ -1,0 +1,372 @@
+//! Warpgroup tensor-core products (Hopper's `wgmma`, sm_90a): the four warps of a warpgroup
+//! issue their 2:4 products as one `wgmma.mma_async.sp` that reads `B` from shared memory
+//! through a descriptor.
+//!
+//! # When
+//!
+//! A `threadIdx.y` loop over the block's warps annotated `warpgroup` (the schedule's
+//! `sch.annotate(loop, "warpgroup", 1)`) around a `mma_sp_m16n8k32` product that a serial loop
+//! keeps in registers with a unit loop of 1 to 32 tiles of 8 columns (`accumulate.rs`). The
+//! warps of a warpgroup (4 consecutive `threadIdx.y` values: `blockDim.x` is 32 and the loop's
+//! extent a multiple of 4) then each hold their own `A` fragment and metadata and all read the
+//! same `B`: the 32 rows × 8 U columns of a shared window (`shared_window.rs`) that does not
+//! move with the warp loop (nor with a row unit loop). The instruction is
+//! `wgmma.mma_async.sp.sync.aligned.m64n{8U}k32.f32.{f16,bf16}` with `A` in registers: warp
+//! `w`'s registers are rows `16 w .. 16 w + 15` of the 64-row `A` in `mma.sp` m16n8k32's
+//! layouts (fragment and metadata alike, sparsity selector 0), and its accumulators are its
+//! units' m16n8 fragments one after another — the registers the per-warp form keeps
+//! (`sptir_acc[u]`), so nothing around the product changes. A guard on the tile is refused:
+//! the four warps must all issue the instruction.
+//!
+//! # The window
+//!
+//! A shared window read this way holds 8 × 8 core matrices (8 rows `k` of 16 bytes: 8
+//! consecutive columns): element `(k, n)` at `(n / 8) * 8 R + 8 k + n % 8` (`R` the window's
+//! rows), the layout PTX calls MN-major without swizzling (transposed `B`). The descriptor
+//! gives its start (the tile's first row and column: a multiple of 8 each, 128-byte aligned),
+//! the byte distance between core matrices along `k` (LBO, 128) and along `n` (SBO, `16 R`).
+//! Every thread fences its writes of shared memory before the async proxy reads them
+//! (`fence.proxy.async.shared::cta` before each barrier of the kernel). The product waits for
+//! its own completion (`wgmma.wait_group 0`), so the window may be overwritten after the next
+//! barrier as before.
+//!
+//! The layouts are those of CUTLASS's `SM90::GMMA` traits for the sparse register-`A` form
+//! (checked on the hardware by `bench/gpu/probe_wgmma_sp.cu`). The emulator computes each
+//! warp's units as `mma.sp` products whose `B` fragments it reads from the window at the
+//! addresses the descriptor names (race-checked).
+
+use super::*;
+
+/// The loop annotation asking for a warpgroup's products as one `wgmma` (see the module
+/// documentation).
+pub const WARPGROUP_ATTR: &str = "warpgroup";
+
+/// The most units (tiles of 8 columns) one warpgroup product covers: `m64n256k32`.
+pub(crate) const MAX_WARPGROUP_UNITS: i64 = 32;
+
+/// Whether the shared buffer `b` is read by a tensorized product under a loop annotated
+/// `warpgroup` in `part`.
+pub(crate) fn read_by_warpgroup(part: &Stmt, b: BufferId) -> bool {
+    let mut found = false;
+    part.visit(&mut |s| {
+        let Stmt::For(w) = s else {
+            return;
+        };
+        if w.annotations.get(WARPGROUP_ATTR).is_none() {
+            return;
+        }
+        for (n, form) in tensorized_nests(&w.body) {
+            if form == Mma::Fill {
+                continue;
+            }
+            n.body.visit(&mut |t| {
+                t.for_each_expr(|e| {
+                    e.visit(&mut |x| {
+                        found |= matches!(x, Expr::Load { buffer, .. } if *buffer == b)
+                    })
+                })
+            });
+        }
+    });
+    found
+}
+
+impl Writer<'_> {
+    /// Whether the warp loops `warps` around a product (see `Writer::product_item`) ask for
+    /// warpgroup products, checked: the annotated loop binds `threadIdx.y` over a multiple of
+    /// 4 warps of 32 lanes and the product is a 2:4 one.
+    pub(super) fn warpgroup_requested(&self, warps: &[&For], form: Mma) -> Res<bool> {
+        let Some(w) = warps
+            .iter()
+            .find(|w| w.annotations.get(WARPGROUP_ATTR).is_some())
+        else {
+            return Ok(false);
+        };
+        let what = format!("warpgroup loop `{}`", self.func.vars[w.var].name);
+        let lanes = self
+            .kernel
+            .as_ref()
+            .and_then(|k| k.dims.get("threadIdx.x"))
+            .and_then(|d| d.eval(&|_| None));
+        let warps_y = const_int(&w.extent);
+        if w.thread.as_deref() != Some("threadIdx.y")
+            || lanes != Some(32)
+            || !warps_y.is_some_and(|n| n > 0 && n % 4 == 0)
+        {
+            return Err(self.unsupported(
+                &what,
+                "a warpgroup is 4 consecutive warps: the annotated loop must bind threadIdx.y \
+                 over a multiple of 4, with blockDim.x 32",
+            ));
+        }
+        if form != Mma::SpM16n8k32 {
+            return Err(self.unsupported(
+                &what,
+                "warpgroup products are written for `mma_sp_m16n8k32` (2:4 sparse A) only",
+            ));
+        }
+        Ok(true)
+    }
+
+    /// `(n / 8, n % 8)` of a core-matrix window's column `n` (its start taken off), simplified
+    /// against the ranges of the function's loops and block iterators (see
+    /// `simplify_in_loops`).
+    pub(crate) fn core_split(&self, n: &Expr) -> (Expr, Expr) {
+        let dt = n.dtype(self.func);
+        let eight = Expr::Int(8, dt);
+        let hi = Expr::binary(sparsetir_ir::BinOp::FloorDiv, n.clone(), eight.clone());
+        let lo = Expr::binary(sparsetir_ir::BinOp::FloorMod, n.clone(), eight);
+        (self.simplify_in_loops(&hi), self.simplify_in_loops(&lo))
+    }
+
+    /// Writes the unit loop `unit` of a warpgroup's accumulating loop (its `A` fragment and
+    /// metadata already written, `mma_share_a`) as one `wgmma` of all its units.
+    pub(crate) fn write_warpgroup_product(&mut self, unit: &For, warp_y: VarId) -> Res<()> {
+        let what = format!(
+            "warpgroup product of loop `{}`",
+            self.func.vars[unit.var].name
+        );
+        let units = const_int(&unit.extent).unwrap_or(0);
+        let nests = tensorized_nests(&unit.body);
+        let [(nest, Mma::SpM16n8k32)] = nests.as_slice() else {
+            return Err(self.unsupported(&what, "the unit loop must hold one 2:4 product"));
+        };
+        let (vars, b) = self.mma_nest(nest, Mma::SpM16n8k32)?;
+        let Stmt::Store(st) = single(&b.body) else {
+            return Err(self.unsupported(&what, "the block's body must be one store"));
+        };
+        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
+        let c_target = Expr::Load {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+        };
+        let (_, bb, suffix) = self.mma_operands(&what, &vars, st, &c_target, &mention)?;
+        let (meta, _) = self.sp_metadata(&what, bb, vars[3], &mention)?;
+        let mut b_at = bb.clone();
+        b_at.rewrite_post_order(&mut |x| {
+            if *x == meta {
+                *x = Expr::Var(vars[3]);
+            }
+        });
+        let Expr::Load { buffer, indices } = &b_at else {
+            return Err(self.unsupported(&what, "B must be a load"));
+        };
+        let rows = self
+            .bufs
+            .get(buffer.index())
+            .and_then(|i| i.as_ref())
+            .and_then(|i| i.core);
+        let Some(rows) = rows else {
+            return Err(self.unsupported(
+                &what,
+                "B must be read from a shared window (`cache_read(..., \"shared\")` moved into \
+                 the accumulating loop by `compute_at`)",
+            ));
+        };
+        // B's tile: rows 4 q + p and columns n + 8 u from one start, the same for the warps of
+        // a warpgroup and every row unit.
+        let idx = resolved(indices, b);
+        let ty = |v: VarId| self.func.vars[v].dtype;
+        let var = |v: VarId| Expr::Var(v);
+        let k_rel = Expr::add(
+            Expr::mul(var(vars[2]), Expr::Int(4, ty(vars[2]))),
+            var(vars[3]),
+        );
+        let n_rel = Expr::add(
+            var(vars[1]),
+            Expr::mul(var(unit.var), Expr::Int(8, ty(unit.var))),
+        );
+        let zero = |vs: &[VarId]| -> HashMap<VarId, Expr> {
+            vs.iter().map(|&v| (v, Expr::Int(0, ty(v)))).collect()
+        };
+        let geometry = idx.len() == 2
+            && self.provably_zero(&Expr::sub(
+                Expr::sub(
+                    idx[0].clone(),
+                    super::subst(&idx[0], &zero(&[vars[2], vars[3]])),
+                ),
+                k_rel,
+            ))
+            && self.provably_zero(&Expr::sub(
+                Expr::sub(
+                    idx[1].clone(),
+                    super::subst(&idx[1], &zero(&[vars[1], unit.var])),
+                ),
+                n_rel,
+            ));
+        if !geometry {
+            return Err(self.unsupported(
+                &what,
+                "B's tile must be 32 consecutive rows (4 group + position) by the units' 8 U \
+                 consecutive columns of its window",
+            ));
+        }
+        let mut fixed = vec![warp_y];
+        fixed.extend(self.mma_acc_rows.map(|(r, _)| r));
+        if fixed.iter().any(|&v| !self.independent_of(&b_at, b, v)) {
+            return Err(self.unsupported(
+                &what,
+                "the warps of a warpgroup (and its row units) must read the same B tile",
+            ));
+        }
+        let start: Vec<Expr> = idx
+            .iter()
+            .map(|i| {
+                let at = super::subst(i, &zero(&[vars[1], vars[2], vars[3], unit.var]));
+                self.simplify_in_loops(&at)
+            })
+            .collect();
+        let off = self.flat_offset(*buffer, &start);
+        let aligned = off.is_some_and(|off| aligned_steps(&off, &[], 64));
+        if !aligned {
+            return Err(self.unsupported(
+                &what,
+                "B's tile must start at a core matrix of its window (row and column multiples \
+                 of 8)",
+            ));
+        }
+        let at = [
+            "0".to_string(),
+            "0".to_string(),
+            "0".to_string(),
+            "0".to_string(),
+        ];
+        self.let_subst
+            .insert(unit.var, int_literal(0, ty(unit.var)));
+        let p = self.ptr_at(&b_at, &vars, &at, &b.iters);
+        self.let_subst.remove(&unit.var);
+        let p = p?;
+        let acc = match self.mma_acc_rows {
+            Some((r, n)) => format!("sptir_acc + {} * {n}", self.expr(&Expr::Var(r))?.0),
+            None => "sptir_acc".to_string(),
+        };
+        let sbo = 16 * rows;
+        self.line(&format!(
+            "sptir_wgmma_sp_m64n{}k32_{suffix}({acc}, sptir_a, sptir_e, {p}, {sbo});",
+            8 * units
+        ));
+        self.wgmma_forms.insert((units, suffix));
+        Ok(())
+    }
+
+    /// Whether `e` simplifies to 0 against the ranges of the function's loops.
+    fn provably_zero(&self, e: &Expr) -> bool {
+        matches!(self.simplify_in_loops(e), Expr::Int(0, _))
+    }
+
+    /// `e` simplified against the ranges of the function's loops and block iterators, those of
+    /// one iteration replaced by their start.
+    fn simplify_in_loops(&self, e: &Expr) -> Expr {
+        let mut single = HashMap::new();
+        self.func.body.visit(&mut |s| match s {
+            Stmt::For(l) if const_int(&l.extent) == Some(1) => {
+                single.insert(l.var, l.min.clone());
+            }
+            Stmt::Block(b) => {
+                for it in b.iters.iter().filter(|it| const_int(&it.extent) == Some(1)) {
+                    single.insert(it.var, it.min.clone());
+                }
+            }
+            _ => {}
+        });
+        self.loop_analyzer()
+            .simplify(self.func, &super::subst(e, &single))
+    }
+
+    /// An analyzer that knows the ranges of the function's loops and block iterators.
+    fn loop_analyzer(&self) -> sparsetir_arith::Analyzer {
+        let mut an = sparsetir_arith::Analyzer::new();
+        an.assume_no_overflow(true);
+        self.func.body.visit(&mut |s| match s {
+            Stmt::For(l) => an.bind_range(l.var, &l.min, &l.extent),
+            Stmt::Block(b) => {
+                for it in &b.iters {
+                    an.bind_range(it.var, &it.min, &it.extent);
+                }
+            }
+            _ => {}
+        });
+        an
+    }
+}
+
+/// The device functions of the `wgmma` forms `forms` (units, operand type suffix): PTX for
+/// sm_90a, each warp's units as `mma.sp` products in the emulator; and the async-proxy fence.
+pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
+    let mut s = String::from(
+        "#ifndef SPTIR_EMU\n\
+         #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n\
+         #error \"sparsetir: this module uses wgmma (Hopper's warpgroup tensor cores): compile it for sm_90a\"\n\
+         #endif\n\
+         static __device__ __forceinline__ void sptir_fence_proxy_async() {\n    \
+         asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n}\n",
+    );
+    for &(units, ty) in forms {
+        let n = 8 * units;
+        let regs = 4 * units as usize;
+        let d: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+        let outs: Vec<String> = (0..regs)
+            .map(|i| format!("\"+f\"(c[{}][{}])", i / 4, i % 4))
+            .collect();
+        let _ = write!(
+            s,
+            "static __device__ __forceinline__ void sptir_wgmma_sp_m64n{n}k32_{ty}(float (*c)[4], \
+             const uint32_t* a, uint32_t e, const uint16_t* b, uint32_t sbo) {{\n    \
+             const uint32_t s = (uint32_t)__cvta_generic_to_shared(b);\n    \
+             const uint64_t d = (uint64_t)((s & 0x3ffffu) >> 4) | ((uint64_t)(128u >> 4) << 16) | \
+             ((uint64_t)(sbo >> 4) << 32);\n    \
+             asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n    \
+             asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, 1, 0;\\n\"\n                 \
+             \"wgmma.mma_async.sp.sync.aligned.m64n{n}k32.f32.{ty}.{ty} {{{}}}, {{%{},%{},%{},%{}}}, %{}, %{}, 0, p, 1, 1, 1; }}\"\n                 \
+             : {}\n                 \
+             : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(d), \"r\"(e) : \"memory\");\n    \
+             asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n    \
+             asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n}}\n",
+            d.join(","),
+            regs,
+            regs + 1,
+            regs + 2,
+            regs + 3,
+            regs + 4,
+            regs + 5,
+            outs.join(", ")
+        );
+    }
+    s.push_str(
+        "#else\n\
+         static inline void sptir_fence_proxy_async() {}\n\
+         /* A warp's share of a warpgroup's sparse product: its units as mma.sp m16n8k32 products,\n   \
+         B's fragments read from the window's core matrices where the descriptor names them\n   \
+         (element (k, n) at n / 8 core matrices of sbo bytes, k / 8 of 128 bytes, k % 8 rows of 16). */\n\
+         template <int U>\n\
+         static void sptir_wgmma_sp_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
+         const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, bool bf) {\n    \
+         if (p.off % 8 != 0)\n        \
+         ::sptir_emu::fail_unsupported(\"wgmma: the descriptor's start is not 16-byte aligned\");\n    \
+         if ((blockDim.x * blockDim.y * blockDim.z) % 128 != 0)\n        \
+         ::sptir_emu::fail_unsupported(\"wgmma: the block is not made of whole warpgroups\");\n    \
+         const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;\n    \
+         for (int u = 0; u < U; ++u) {\n        \
+         uint32_t b[4];\n        \
+         for (int r = 0; r < 4; ++r) {\n            \
+         const int64_t o = p.off + (int64_t)u * (sbo / 2) + 64 * r + 8 * (2 * t) + g;\n            \
+         const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o).load();\n            \
+         const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o + 8).load();\n            \
+         b[r] = (uint32_t)lo | ((uint32_t)hi << 16);\n        \
+         }\n        \
+         sptir_mma_sp_m16n8k32_emu(c[u], a, b, e, bf);\n    \
+         }\n\
+         }\n",
+    );
+    for &(units, ty) in forms {
+        let _ = writeln!(
+            s,
+            "static void sptir_wgmma_sp_m64n{}k32_{ty}(float (*c)[4], const uint32_t* a, uint32_t e, \
+             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo) {{ sptir_wgmma_sp_emu<{units}>(c, a, e, p, sbo, {}); }}",
+            8 * units,
+            ty == "bf16"
+        );
+    }
+    s.push_str("#endif\n");
+    s
+}

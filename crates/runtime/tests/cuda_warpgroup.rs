@@ -1,0 +1,216 @@
+//! Hopper's warpgroup sparse tensor cores without a GPU: spmm_24 scheduled by
+//! `schedules/gpu/spmm_24_tc_wgmma.sched` (each 4 row warps issue their products of a run as one
+//! `wgmma.mma_async.sp` m64nNk32 reading B's slice from shared memory through a descriptor)
+//! runs in the CPU emulation of its CUDA and equals the stage-I reference evaluator, for
+//! float16 and bfloat16, one or two warpgroups, several column warps and row tiles, single and
+//! double buffers, N from 8 to 256; the source lays the window out in core matrices and fences
+//! before its barriers; NVRTC compiles it for sm_90a (the PTX holds the instruction, without
+//! spills at m64n256k32) and refuses it elsewhere with the reason; schedules that cannot be
+//! written as warpgroup products are typed errors.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use sparsetir_eval::eval_func;
+use sparsetir_ir::DType;
+use sparsetir_ops::composable::{spmm_24_tc_smem_gpu_schedule, SharedTiles};
+use sparsetir_runtime::build::emit_cuda;
+use sparsetir_runtime::cache::KernelCache;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+
+mod common;
+use common::{assert_outputs_close_16, spmm_24_args};
+
+fn cache() -> KernelCache {
+    KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-wg"))
+}
+
+/// spmm_24 with 16-bit operands and int8 positions (as `bench --format 2:4(wgmma=...)` runs it).
+fn kernel(dt: DType) -> sparsetir_ir::PrimFunc {
+    let f = sparsetir_ops::load("spmm_24").expect("spmm_24");
+    let f = sparsetir_transform::store_as(&f, &["A", "B"], dt).expect("store_as");
+    sparsetir_transform::index_dtype(&f, "J", DType::I8).expect("index_dtype")
+}
+
+fn tiles(rows: usize, cols: usize, row_tiles: usize, double_buffer: bool) -> SharedTiles {
+    SharedTiles {
+        rows,
+        cols,
+        double_buffer,
+        row_tiles,
+        warpgroup: true,
+    }
+}
+
+fn spec(m: usize, n: usize, feat: usize) -> Vec<(String, i64)> {
+    vec![
+        ("m".into(), m as i64),
+        ("n".into(), n as i64),
+        ("feat_size".into(), feat as i64),
+    ]
+}
+
+/// `args` with the positions as int8.
+fn positions_i8(mut args: common::Args) -> common::Args {
+    if let Some(sparsetir_eval::ArgValue::Array(t)) = args.get("indices") {
+        let v: Vec<i64> = (0..t.len()).map(|i| t.get_f64(i) as i64).collect();
+        let t = sparsetir_formats::Tensor::from_i64(DType::I8, &v).expect("int8 positions");
+        args.insert("indices".into(), sparsetir_eval::ArgValue::Array(t));
+    }
+    args
+}
+
+#[test]
+fn spmm_24_warpgroup_products_equal_the_evaluator_in_the_emulator() {
+    spmm_24_warpgroup(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn spmm_24_warpgroup_products_on_a_real_gpu() {
+    if !common::have_gpu() {
+        return;
+    }
+    let ctx = sparsetir_cuda::Context::first_device().expect("a device");
+    if ctx.arch().expect("its architecture").compute_capability() != (9, 0) {
+        eprintln!("note: skipping the warpgroup kernels: not a Hopper GPU");
+        return;
+    }
+    spmm_24_warpgroup(GpuDevice::Cuda);
+}
+
+fn spmm_24_warpgroup(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(90);
+    // (dtype, m, n, feat, row warps, column warps, row tiles, units, double-buffered)
+    for (dt, m, n, feat, rows, cols, h, units, db) in [
+        (DType::F16, 64, 64, 64, 4, 1, 1, 8, false),
+        (DType::F16, 128, 96, 16, 4, 2, 2, 1, true),
+        (DType::BF16, 128, 64, 128, 8, 1, 1, 16, true),
+        (DType::F16, 64, 32, 256, 4, 1, 1, 32, false),
+        (DType::BF16, 128, 128, 64, 4, 2, 1, 4, false),
+        (DType::F16, 256, 64, 128, 8, 1, 2, 8, true),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} x {cols} warps of {h} x {units} tiles, \
+             double-buffered: {db}"
+        );
+        let g = kernel(dt);
+        let sched = spmm_24_tc_smem_gpu_schedule(n, tiles(rows, cols, h, db), units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &k.module().source;
+        let ty = if dt == DType::BF16 { "bf16" } else { "f16" };
+        // One warpgroup instruction per row tile and run, N = 8 units; the slice's window in
+        // core matrices (no padding), fenced for the async proxy before each barrier.
+        let ins = format!(
+            "wgmma.mma_async.sp.sync.aligned.m64n{}k32.f32.{ty}.{ty}",
+            8 * units
+        );
+        assert!(src.contains(&ins), "{what}");
+        assert!(
+            src.contains(&format!(
+                "sptir_wgmma_sp_m64n{}k32_{ty}(sptir_acc",
+                8 * units
+            )),
+            "{what}"
+        );
+        let halves = if db { 2 } else { 1 };
+        let window = 32 * 8 * units * cols * halves;
+        assert!(
+            src.contains(&format!("SPTIR_SHARED(uint16_t, B_data_shared, {window});")),
+            "{what}"
+        );
+        assert!(
+            src.contains("sptir_fence_proxy_async();\n")
+                && !src.contains("sptir_ldmatrix_x4_trans(sptir_b"),
+            "{what}"
+        );
+        assert!(k.module().arch_specific, "{what}");
+        let args = positions_i8(spmm_24_args(&mut rng, m, n, feat, dt));
+        let mut want = args.clone();
+        eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+        let mut got = args.clone();
+        k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_outputs_close_16(&what, &["c".to_string()], &got, &want, dt, 0.05);
+    }
+}
+
+#[test]
+fn warpgroup_kernels_compile_for_sm_90a_only() {
+    let Some(nvrtc) = common::nvrtc() else {
+        return;
+    };
+    for (dt, ty, units) in [(DType::F16, "f16", 32), (DType::BF16, "bf16", 8)] {
+        let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(8, 1, 1, true), units);
+        let (_, m) = emit_cuda(&kernel(dt), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
+        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
+        let c = nvrtc
+            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
+            .unwrap_or_else(|e| panic!("{dt}: {e}\n{}", m.source));
+        // 128 accumulators per thread at m64n256k32, all in registers.
+        for r in &c.resources {
+            assert_eq!(
+                (r.spill_stores, r.spill_loads, r.stack_bytes),
+                (0, 0, 0),
+                "{dt}: {r:?}"
+            );
+        }
+        let ptx = nvrtc
+            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
+            .expect("PTX");
+        let ptx = String::from_utf8_lossy(&ptx.code);
+        let ins = format!(
+            "wgmma.mma_async.sp.sync.aligned.m64n{}k32.f32.{ty}.{ty}",
+            8 * units
+        );
+        assert!(ptx.contains(&ins), "{dt}: no `{ins}` in the PTX");
+        assert!(ptx.contains("fence.proxy.async.shared::cta"), "{dt}");
+        // Without the architecture-specific target: the module says why.
+        let a90 = sparsetir_cuda::Arch::parse("sm_90").unwrap();
+        let e = nvrtc
+            .compile(&m.source, "wg.cu", &a90, sparsetir_cuda::Emit::Ptx, &[])
+            .expect_err("sm_90 refused");
+        assert!(e.to_string().contains("compile it for sm_90a"), "{e}");
+    }
+}
+
+#[test]
+fn schedules_that_are_not_warpgroup_products_are_typed_errors() {
+    let g = kernel(DType::F16);
+    let wg = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, false), 8);
+    let s = spec(64, 64, 64);
+    emit_cuda(&g, Some(&wg), &s).expect("the schedule itself is written");
+    for (change, needle) in [
+        // Two row warps: not a warpgroup.
+        (
+            wg.replace("[None, 4, 1, 16, 16]", "[None, 2, 1, 16, 16]")
+                .replace("[None, 1, 4, 32]", "[None, 1, 2, 32]"),
+            "4 consecutive warps",
+        ),
+        // The slice read straight from global memory: no window for a descriptor.
+        (
+            wg.replace("bs = sch.cache_read(b0, 1, \"shared\")", "")
+                .replace("sch.compute_at(bs, gko)", "")
+                .lines()
+                .take_while(|l| !l.starts_with("sbx,"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "shared window",
+        ),
+    ] {
+        assert_ne!(change, wg, "the schedule text changed");
+        let e = emit_cuda(&g, Some(&change), &s).expect_err("refused");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+}
+
+/// The warpgroup kernel's CUDA (the prelude left out), text in, text out.
+#[test]
+fn snapshot_warpgroup_kernel() {
+    let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, true), 2);
+    let (_, m) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(64, 64, 16)).expect("emit");
+    let src = &m.source;
+    insta::assert_snapshot!(
+        "spmm_24_wgmma_dbuf_f16",
+        &src[src.find("extern \"C\"").expect("a kernel")..]
+    );
+}
