@@ -99,7 +99,7 @@ if has formats; then
     # and one warpgroup kernel only.
     for dt in ${DTYPES:-float16 bfloat16}; do
         if [[ $dt == float16 ]]; then
-            f24s=${FORMATS_24:-"2:4(wgdbuf=8) 2:4(wgmma=8) 2:4(wgdbuf=4) 2:4(wgdbuf=8x1x2) 2:4(tiles=1) 2:4 2:4(dbuf=8) 2:4(dbuf=4x2x2) 2:4(smem=8) 2:4(wgmma=4) 2:4(dbuf=2x2x4)"}
+            f24s=${FORMATS_24:-"2:4(wgdbuf=8) 2:4(wgmma=8) 2:4(wgdbuf=4) 2:4(wgdbuf=8x1x2) 2:4(wgdbuf=8x2) 2:4(tiles=1) 2:4 2:4(dbuf=8) 2:4(dbuf=4x2x2) 2:4(smem=8) 2:4(wgmma=4) 2:4(dbuf=2x2x4)"}
         else
             f24s=${FORMATS_24_BF16:-"2:4 2:4(wgdbuf=8)"}
         fi
