@@ -378,6 +378,9 @@ pub struct Writer<'f> {
     wgmma_forms: BTreeSet<(i64, &'static str)>,
     /// CUDA: enclosing thread loops annotated `warpgroup` being written.
     warpgroup_depth: usize,
+    /// CUDA: the double-buffered run loop of a warpgroup's plan reads `A` one run ahead
+    /// (`gpu/mma/warpgroup.rs`): its variable, the next run's C text and the loop's end.
+    a_prefetch: Option<(VarId, String, String)>,
     /// CUDA: with `mma_acc_unit`, where some unit tile is live (the accumulator plan's guards,
     /// joined; `None`: every tile always is): the shared `A` fragment is read under it.
     mma_unit_live: Option<String>,
@@ -511,6 +514,7 @@ impl<'f> Writer<'f> {
             mma_warpgroup: None,
             wgmma_forms: BTreeSet::new(),
             warpgroup_depth: 0,
+            a_prefetch: None,
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),

@@ -3,8 +3,8 @@
 //! `wgmma.mma_async.sp` m64nNk32 reading B's slice from shared memory through a descriptor)
 //! runs in the CPU emulation of its CUDA and equals the stage-I reference evaluator, for
 //! float16 and bfloat16, one or two warpgroups, several column warps and row tiles, single and
-//! double buffers, N from 8 to 256; the source lays the window out in core matrices and fences
-//! before its barriers; NVRTC compiles it for sm_90a (the PTX holds the instruction, without
+//! double buffers (A's fragments then read one run ahead), N from 8 to 256; the source lays the
+//! window out in core matrices and fences before its barriers; NVRTC compiles it for sm_90a (the PTX holds the instruction, without
 //! spills at m64n256k32) and refuses it elsewhere with the reason; schedules that cannot be
 //! written as warpgroup products are typed errors.
 
@@ -125,6 +125,12 @@ fn spmm_24_warpgroup(device: GpuDevice) {
             "{what}"
         );
         assert!(k.module().arch_specific, "{what}");
+        // Double-buffered: A's fragments and metadata read one run ahead into registers.
+        assert_eq!(
+            src.contains(&format!("uint32_t sptir_an[{h}][4], sptir_en[{h}];")),
+            db,
+            "{what}"
+        );
         let args = positions_i8(spmm_24_args(&mut rng, m, n, feat, dt));
         let mut want = args.clone();
         eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));

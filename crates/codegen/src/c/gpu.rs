@@ -793,7 +793,9 @@ impl<'f> Writer<'f> {
         }
         // A warpgroup's unit loop: its `A` fragment, then one `wgmma` of all the units.
         if let (true, Some(w)) = (self.mma_acc_unit == Some(f.var), self.mma_warpgroup) {
-            if !self.mma_share_a(f)? {
+            if self.a_prefetch.is_some() {
+                self.write_prefetched_a(f)?;
+            } else if !self.mma_share_a(f)? {
                 return Err(self.unsupported(
                     &format!("warpgroup product of loop `{}`", self.func.vars[f.var].name),
                     "its A fragment must not move with the unit loop",
@@ -878,6 +880,15 @@ impl<'f> Writer<'f> {
         if let Some(items) = &pipelined {
             self.write_pipeline_prologue(f, items[0], &start, &end)?;
         }
+        // A warpgroup's double-buffered run loop: each run's A fragments and metadata read
+        // one run ahead, into registers (`warpgroup.rs`).
+        let prefetch = match (&hoist, &pipelined) {
+            (Some(plan), Some(_)) if plan.warpgroup.is_some() => {
+                self.write_a_prefetch_prologue(f, plan, &start)?;
+                true
+            }
+            _ => false,
+        };
         // (The pragma right before the `for`, after any accumulator prologue.)
         if f.kind == ForKind::Unrolled {
             self.pragma("unroll");
@@ -893,12 +904,18 @@ impl<'f> Writer<'f> {
         if div.block {
             self.note_binding(f.var, &range);
         }
+        if prefetch {
+            self.a_prefetch = Some((f.var, format!("{v} + 1"), end.clone()));
+        }
         let r = match &pipelined {
             // The next iteration's copy into the other half, this one's awaited, the rest
             // between two barriers (see `pipeline.rs`).
             Some(items) => self.write_pipeline_iteration(f, items, &v, &end),
             None => self.write_stmt(&f.body),
         };
+        if prefetch {
+            self.a_prefetch = None;
+        }
         self.leave_divergence(div);
         let uniform = self.kernel.as_ref().is_some_and(|k| k.divergent == 0);
         if r.is_ok() && uniform && const_int(&f.extent) != Some(1) && pipelined.is_none() {

@@ -420,7 +420,7 @@ impl Writer<'_> {
         match meta {
             None => self.write_a_fragment(a, &vars, b, &iters)?,
             Some((meta, meta_dt)) => {
-                self.write_sp_a_fragment(a, &meta, meta_dt, &vars, b, &iters)?
+                self.write_sp_a_fragment(a, &meta, meta_dt, &vars, b, &iters, None)?
             }
         }
         if live.is_some() {

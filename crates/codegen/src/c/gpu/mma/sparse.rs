@@ -38,7 +38,9 @@ impl Writer<'_> {
     }
 
     /// `A`'s fragment of a 2:4 product into `sptir_a[4]` and its metadata into `sptir_e`
-    /// (declared by the caller, `sptir_e` zero), the block iterators `iters` bound.
+    /// (declared by the caller, `sptir_e` zero; `dst`: other names for the two), the block
+    /// iterators `iters` bound.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn write_sp_a_fragment(
         &mut self,
         a: &Expr,
@@ -47,7 +49,9 @@ impl Writer<'_> {
         vars: &[VarId],
         b: &Block,
         iters: &[BlockIter],
+        dst: Option<(&str, &str)>,
     ) -> Res<()> {
+        let (fa, fe) = dst.unwrap_or(("sptir_a", "sptir_e"));
         let slot = vars[3];
         // A (the compressed 16 x 16 tile, m16n8k16's A layout): register r holds rows g (+8
         // when r is odd) and the two slots of group t (+4 when r >= 2).
@@ -58,7 +62,7 @@ impl Writer<'_> {
             if pairs {
                 let at = [row.into(), "0".into(), grp.into(), "0".into()];
                 let p = self.ptr_at(a, vars, &at, iters)?;
-                self.line(&format!("sptir_a[{r}] = sptir_ld_pair({p});"));
+                self.line(&format!("{fa}[{r}] = sptir_ld_pair({p});"));
                 continue;
             }
             let mut half = Vec::new();
@@ -67,7 +71,7 @@ impl Writer<'_> {
                 half.push(self.a_element_bits(a, vars, &at, iters)?);
             }
             self.line(&format!(
-                "sptir_a[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
+                "{fa}[{r}] = (uint32_t)(uint16_t)({}) | ((uint32_t)(uint16_t)({}) << 16);",
                 half[0], half[1]
             ));
         }
@@ -93,7 +97,7 @@ impl Writer<'_> {
                     .collect();
                 self.line(&format!("{{ const uint64_t sptir_m = sptir_ld_oct({p});"));
                 self.line(&format!(
-                    "  sptir_e |= ({}) << {shift}; }}",
+                    "  {fe} |= ({}) << {shift}; }}",
                     fields.join(" | ")
                 ));
                 continue;
@@ -110,7 +114,7 @@ impl Writer<'_> {
                     let base = shift + 8 * k;
                     self.line(&format!("{{ const int4 sptir_m = sptir_ld_quad({p});"));
                     self.line(&format!(
-                        "  sptir_e |= (((uint32_t)sptir_m.x & 3u) | (((uint32_t)sptir_m.y & 3u) << 2) | \
+                        "  {fe} |= (((uint32_t)sptir_m.x & 3u) | (((uint32_t)sptir_m.y & 3u) << 2) | \
                          (((uint32_t)sptir_m.z & 3u) << 4) | (((uint32_t)sptir_m.w & 3u) << 6)) << {base}; }}"
                     ));
                 }
@@ -124,7 +128,7 @@ impl Writer<'_> {
                     pos.push(self.text_at(meta, vars, &at, iters)?);
                 }
                 self.line(&format!(
-                    "sptir_e |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
+                    "{fe} |= (((uint32_t)({}) & 3u) | (((uint32_t)({}) & 3u) << 2)) << {};",
                     pos[0],
                     pos[1],
                     shift + 4 * q
@@ -179,7 +183,7 @@ impl Writer<'_> {
             let u = u.map_or("0".to_string(), |(t, _)| t);
             if self.mma_a_shared != Some(vars[0]) {
                 self.line("uint32_t sptir_a[4], sptir_e = 0u;");
-                self.write_sp_a_fragment(a, &meta, meta_dt, vars, b, &b.iters)?;
+                self.write_sp_a_fragment(a, &meta, meta_dt, vars, b, &b.iters, None)?;
             }
             self.line(&format!("const uint32_t* sptir_b = sptir_bs[{u}];"));
             return self.mma_call(
@@ -194,7 +198,7 @@ impl Writer<'_> {
             self.line("uint32_t sptir_b[4];");
         } else {
             self.line("uint32_t sptir_a[4], sptir_b[4], sptir_e = 0u;");
-            self.write_sp_a_fragment(a, &meta, meta_dt, vars, b, &b.iters)?;
+            self.write_sp_a_fragment(a, &meta, meta_dt, vars, b, &b.iters, None)?;
         }
         // B (32 x 8): register r holds rows 2t + 8r and 2t + 8r + 1, column g; row k is
         // position k % 4 of group k / 4. Where B's columns are adjacent (row-major B), each

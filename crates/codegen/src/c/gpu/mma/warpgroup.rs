@@ -30,6 +30,11 @@
 //! its own completion (`wgmma.wait_group 0`), so the window may be overwritten after the next
 //! barrier as before.
 //!
+//! In a double-buffered run loop (`pipeline.rs`) each warp reads its row units' `A` fragments
+//! and metadata one run ahead into registers (`sptir_an`, `sptir_en`: the first run's before the
+//! loop, run `k + 1`'s before run `k`'s product), so their loads are in flight during the
+//! product instead of before it.
+//!
 //! The layouts are those of CUTLASS's `SM90::GMMA` traits for the sparse register-`A` form
 //! (checked on the hardware by `bench/gpu/probe_wgmma_sp.cu`). The emulator computes each
 //! warp's units as `mma.sp` products whose `B` fragments it reads from the window at the
@@ -247,6 +252,133 @@ impl Writer<'_> {
         ));
         self.wgmma_forms.insert((units, suffix));
         Ok(())
+    }
+
+    /// Writes, before the double-buffered run loop `f` of a warpgroup's plan, the registers that
+    /// hold each row unit's `A` fragment and metadata one run ahead (`sptir_an[r]`,
+    /// `sptir_en[r]`) and fills them with the first run's. Returns the C text of the next run
+    /// (`v + 1`, `v` the loop variable's text) and the end the products then read ahead to.
+    pub(crate) fn write_a_prefetch_prologue(
+        &mut self,
+        f: &For,
+        plan: &AccumulatorPlan,
+        start: &str,
+    ) -> Res<()> {
+        let Some(unit) = plan.unit.and_then(|u| find_loop(&f.body, u)) else {
+            return Err(self.invalid("a warpgroup's plan without its unit loop"));
+        };
+        let rows = plan.rows.map(|(r, _)| r);
+        let n = match rows.and_then(|r| find_loop(&f.body, r)) {
+            Some(r) => const_int(&r.extent).unwrap_or(1),
+            None => 1,
+        };
+        self.line(&format!("uint32_t sptir_an[{n}][4], sptir_en[{n}];"));
+        self.line("if (sptir_acc_live) {");
+        self.indent += 1;
+        // The warp loops' variables, declared before the loop (the plan's `warp_decl`).
+        let warps: Vec<VarId> = self
+            .product_item(f)
+            .map(|(_, w)| w.iter().map(|w| w.var).collect())
+            .unwrap_or_default();
+        for &w in &warps {
+            self.bind(w)?;
+        }
+        self.let_subst.insert(f.var, format!("({start})"));
+        let mut r = Ok(());
+        for k in 0..n {
+            if let Some(rv) = rows {
+                self.let_subst
+                    .insert(rv, int_literal(k, self.func.vars[rv].dtype));
+            }
+            r = self.write_unit_fragment(
+                unit,
+                &format!("sptir_an[{k}]"),
+                &format!("sptir_en[{k}]"),
+            );
+            if r.is_err() {
+                break;
+            }
+        }
+        if let Some(rv) = rows {
+            self.let_subst.remove(&rv);
+        }
+        self.let_subst.remove(&f.var);
+        for &w in &warps {
+            self.unbind(w);
+        }
+        self.indent -= 1;
+        self.line("}");
+        r
+    }
+
+    /// At a warpgroup's unit loop inside a run loop that reads `A` one run ahead
+    /// (`a_prefetch`: the run loop's variable, the next run's text, the loop's end): this run's
+    /// fragment and metadata taken from the prefetch registers into `sptir_a`, `sptir_e`, and
+    /// the next run's read into them (its loads in flight during this run's product). Opens a
+    /// scope the caller closes.
+    pub(crate) fn write_prefetched_a(&mut self, unit: &For) -> Res<()> {
+        let Some((run, next, end)) = self.a_prefetch.clone() else {
+            return Err(self.invalid("no prefetch of A in progress"));
+        };
+        let r = match self.mma_acc_rows {
+            Some((rv, _)) => self.expr(&Expr::Var(rv))?.0,
+            None => "0".to_string(),
+        };
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!(
+            "uint32_t sptir_a[4] = {{sptir_an[{r}][0], sptir_an[{r}][1], sptir_an[{r}][2], \
+             sptir_an[{r}][3]}}, sptir_e = sptir_en[{r}];"
+        ));
+        self.line(&format!("if ({next} < {end}) {{"));
+        self.indent += 1;
+        self.let_subst.insert(run, format!("({next})"));
+        let res =
+            self.write_unit_fragment(unit, &format!("sptir_an[{r}]"), &format!("sptir_en[{r}]"));
+        self.let_subst.remove(&run);
+        self.indent -= 1;
+        self.line("}");
+        res
+    }
+
+    /// The `A` fragment and metadata of the 2:4 product in `unit` (a unit loop they do not move
+    /// with) into `dst_a[4]` and `dst_e`, in a scope of their own.
+    fn write_unit_fragment(&mut self, unit: &For, dst_a: &str, dst_e: &str) -> Res<()> {
+        let what = format!(
+            "warpgroup product of loop `{}`",
+            self.func.vars[unit.var].name
+        );
+        let nests = tensorized_nests(&unit.body);
+        let [(nest, Mma::SpM16n8k32)] = nests.as_slice() else {
+            return Err(self.unsupported(&what, "the unit loop must hold one 2:4 product"));
+        };
+        let (vars, b) = self.mma_nest(nest, Mma::SpM16n8k32)?;
+        let Stmt::Store(st) = single(&b.body) else {
+            return Err(self.unsupported(&what, "the block's body must be one store"));
+        };
+        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
+        let c_target = Expr::Load {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+        };
+        let (a, bb, _) = self.mma_operands(&what, &vars, st, &c_target, &mention)?;
+        let (meta, meta_dt) = self.sp_metadata(&what, bb, vars[3], &mention)?;
+        if mention(a, unit.var) || mention(&meta, unit.var) {
+            return Err(self.unsupported(&what, "its A fragment must not move with the unit loop"));
+        }
+        let iters: Vec<BlockIter> = b
+            .iters
+            .iter()
+            .filter(|it| !super::mentions(&it.binding, &[unit.var]))
+            .cloned()
+            .collect();
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("{dst_e} = 0u;"));
+        let r = self.write_sp_a_fragment(a, &meta, meta_dt, &vars, b, &iters, Some((dst_a, dst_e)));
+        self.indent -= 1;
+        self.line("}");
+        r
     }
 
     /// Whether `e` simplifies to 0 against the ranges of the function's loops.
