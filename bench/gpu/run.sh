@@ -39,7 +39,8 @@ has() { [[ ,$PHASES, == *,$1,* ]]; }
 deadline=0
 phase() { deadline=$((SECONDS + $1)); echo "== phase $2 (budget $1 s) at ${SECONDS} s" | tee -a "$OUT/phases.txt"; }
 left() { local l=$((deadline - SECONDS)); ((l > 0)) && echo $l || echo 0; }
-within() { local l; l=$(left); ((l > 0)) || { echo "skipped (budget): $*" >> "$OUT/phases.txt"; return 1; }; timeout "$l" "$@"; }
+# (At most CAP seconds per command, 120 by default: a hung kernel costs that, not the phase.)
+within() { local l; l=$(left); ((l > 0)) || { echo "skipped (budget): $*" >> "$OUT/phases.txt"; return 1; }; ((l > ${CAP:-120})) && l=${CAP:-120}; timeout "$l" "$@"; }
 B() { within "$BIN" bench "$@" --device "${DEVICE:-cuda}" --repeat 50 --json; }
 
 # The test binaries' real-GPU tests (the same differential cases as the emulator's).
