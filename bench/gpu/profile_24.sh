@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# 2:4 SpMM on sparse tensor cores at 4096 x 4096 x 4096, float16, timed and profiled: for each
+# of FORMATS (default: the warpgroup kernels `2:4(wgdbuf=4)` and `2:4(wgdbuf=8)`), the
+# `bench spmm` case of run.sh with its CUDA source, then Nsight Compute (`ncu`, clocks left
+# alone) on one launch of the product kernel: speed of light, compute workload (the tensor
+# pipes), memory workload, occupancy, warp stall reasons; and the SASS instruction mix of its
+# cubin (HGMMA: warpgroup, HMMA: per warp). Inputs as for run.sh (BIN); raw output under $OUT.
+set -uo pipefail
+BIN=${BIN:-target/release/sparsetir}
+OUT=${OUT:-bench/gpu/out}
+mkdir -p "$OUT"
+export SPARSETIR_CACHE_DIR=${SPARSETIR_CACHE_DIR:-/tmp/sparsetir-cache}
+if [[ -z ${SPARSETIR_NVRTC:-} ]]; then
+    for c in /usr/local/cuda/lib64/libnvrtc.so*; do [[ -e $c ]] && { export SPARSETIR_NVRTC=$c; break; }; done
+fi
+m=$OUT/mask24_4096.mtx
+"$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
+i=0
+for f in ${FORMATS:-"2:4(wgdbuf=4) 2:4(wgdbuf=8)"}; do
+    i=$((i + 1))
+    d=$OUT/profile24_$i
+    mkdir -p "$d/cuda"
+    echo "$f" > "$d/format.txt"
+    args=(bench spmm --matrix "$m" --feat 4096 --dtype float16 --format "$f" --device cuda)
+    timeout 120 "$BIN" "${args[@]}" --repeat 20 --json --emit-cuda "$d/cuda" | tee "$d/bench.jsonl"
+    timeout 180 ncu --clock-control none --kernel-name regex:'kernel1' --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section Occupancy --section WarpStateStats --section LaunchStats --section SchedulerStats \
+        "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json > "$d/ncu.txt" 2>&1
+    echo "$f: ncu rc=$?"
+done
+for c in "$SPARSETIR_CACHE_DIR"/*.cubin; do
+    [[ -e $c ]] || continue
+    cuobjdump -sass "$c" 2>/dev/null | grep -oE '\b(HGMMA|HMMA|LDGSTS|LDSM|BAR)[A-Z0-9._]*' | sort | uniq -c | sed "s|^|$(basename "$c") |" >> "$OUT/profile24_sass.txt"
+done
+rm -f "$m"
