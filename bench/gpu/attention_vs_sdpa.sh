@@ -5,14 +5,7 @@
 # ratio rests on several paired medians rather than one; the softmax fused into the product and
 # apart (SOFTMAX). Inputs as for run.sh (BIN); raw JSON
 # lines under $OUT (attention.jsonl: sparsetir, sdpa.jsonl: the peer).
-set -uo pipefail
-BIN=${BIN:-target/release/sparsetir}
-OUT=${OUT:-bench/gpu/out}
-mkdir -p "$OUT"
-export SPARSETIR_CACHE_DIR=${SPARSETIR_CACHE_DIR:-/tmp/sparsetir-cache}
-if [[ -z ${SPARSETIR_NVRTC:-} ]]; then
-    for c in /usr/local/cuda/lib64/libnvrtc.so*; do [[ -e $c ]] && { export SPARSETIR_NVRTC=$c; break; }; done
-fi
+source "$(dirname "$0")/setup.sh"
 mask=$OUT/mask_block64_4096.mtx
 "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$mask" > /dev/null
 for r in $(seq "${ROUNDS:-3}"); do

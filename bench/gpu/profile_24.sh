@@ -5,14 +5,7 @@
 # alone) on one launch of the product kernel: speed of light, compute workload (the tensor
 # pipes), memory workload, occupancy, warp stall reasons; and the SASS instruction mix of its
 # cubin (HGMMA: warpgroup, HMMA: per warp). Inputs as for run.sh (BIN); raw output under $OUT.
-set -uo pipefail
-BIN=${BIN:-target/release/sparsetir}
-OUT=${OUT:-bench/gpu/out}
-mkdir -p "$OUT"
-export SPARSETIR_CACHE_DIR=${SPARSETIR_CACHE_DIR:-/tmp/sparsetir-cache}
-if [[ -z ${SPARSETIR_NVRTC:-} ]]; then
-    for c in /usr/local/cuda/lib64/libnvrtc.so*; do [[ -e $c ]] && { export SPARSETIR_NVRTC=$c; break; }; done
-fi
+source "$(dirname "$0")/setup.sh"
 m=$OUT/mask24_4096.mtx
 "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
 i=0

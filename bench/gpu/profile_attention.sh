@@ -4,14 +4,7 @@
 # 64, float16), its CUDA sources, then Nsight Compute (`ncu`, clocks left alone) on one launch
 # of each kernel: speed of light, memory workload, occupancy and warp stall reasons. Inputs as
 # for run.sh (BIN); raw output under $OUT.
-set -uo pipefail
-BIN=${BIN:-target/release/sparsetir}
-OUT=${OUT:-bench/gpu/out}
-mkdir -p "$OUT"
-export SPARSETIR_CACHE_DIR=${SPARSETIR_CACHE_DIR:-/tmp/sparsetir-cache}
-if [[ -z ${SPARSETIR_NVRTC:-} ]]; then
-    for c in /usr/local/cuda/lib64/libnvrtc.so*; do [[ -e $c ]] && { export SPARSETIR_NVRTC=$c; break; }; done
-fi
+source "$(dirname "$0")/setup.sh"
 mask=$OUT/mask_block64_4096.mtx
 "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$mask" > /dev/null
 args=(bench attention --matrix "$mask" --heads 8 --feat 64 --dtype float16 --format bsr:16 --device cuda)

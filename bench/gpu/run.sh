@@ -19,19 +19,9 @@
 #
 # Inputs (prepared by the caller, see bench/gpu/RESULTS.md): BIN (a release `sparsetir`), TESTS
 # (directory of prebuilt test binaries, optional), DATA (directory of .mtx files).
-set -uo pipefail
-BIN=${BIN:-target/release/sparsetir}
+source "$(dirname "$0")/setup.sh"
 DATA=${DATA:-../shared/data}
-OUT=${OUT:-bench/gpu/out}
 PHASES=${PHASES:-tests,probe,csr,formats,extra}
-mkdir -p "$OUT"
-export SPARSETIR_CACHE_DIR=${SPARSETIR_CACHE_DIR:-/tmp/sparsetir-cache}
-# NVRTC: the toolkit's, else a wheel's.
-if [[ -z ${SPARSETIR_NVRTC:-} ]]; then
-    for c in /usr/local/cuda/lib64/libnvrtc.so* $(python3 -c 'import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cu13/lib/libnvrtc.so*; do
-        [[ -e $c ]] && { export SPARSETIR_NVRTC=$c; break; }
-    done
-fi
 echo "NVRTC: ${SPARSETIR_NVRTC:-search}" | tee "$OUT/env.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/env.txt"
 has() { [[ ,$PHASES, == *,$1,* ]]; }

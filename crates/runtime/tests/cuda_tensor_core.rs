@@ -20,7 +20,7 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
-use common::{assert_outputs_close_16, spmm_24_args, Args};
+use common::{assert_outputs_close_16, positions_i8, spmm_24_args, Args};
 
 fn schedule() -> &'static str {
     sparsetir_ops::gpu_schedule("bsrmm_tc").expect("the tensor-core schedule")
@@ -303,16 +303,6 @@ fn spmm24_kernel(dt: DType) -> sparsetir_ir::PrimFunc {
 /// spmm_24 with its positions stored as int8 (`index_dtype`, as `bench --format 2:4` runs it).
 fn spmm24_kernel_i8(dt: DType) -> sparsetir_ir::PrimFunc {
     sparsetir_transform::index_dtype(&spmm24_kernel(dt), "J", DType::I8).expect("index_dtype")
-}
-
-/// `args` with the positions as int8.
-fn positions_i8(mut args: Args) -> Args {
-    if let Some(sparsetir_eval::ArgValue::Array(t)) = args.get("indices") {
-        let v: Vec<i64> = (0..t.len()).map(|i| t.get_f64(i) as i64).collect();
-        let t = Tensor::from_i64(DType::I8, &v).expect("int8 positions");
-        args.insert("indices".into(), sparsetir_eval::ArgValue::Array(t));
-    }
-    args
 }
 
 #[test]

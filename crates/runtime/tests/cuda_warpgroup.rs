@@ -18,7 +18,7 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
-use common::{assert_outputs_close_16, spmm_24_args};
+use common::{assert_outputs_close_16, positions_i8, spmm_24_args};
 
 fn cache() -> KernelCache {
     KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-wg"))
@@ -47,16 +47,6 @@ fn spec(m: usize, n: usize, feat: usize) -> Vec<(String, i64)> {
         ("n".into(), n as i64),
         ("feat_size".into(), feat as i64),
     ]
-}
-
-/// `args` with the positions as int8.
-fn positions_i8(mut args: common::Args) -> common::Args {
-    if let Some(sparsetir_eval::ArgValue::Array(t)) = args.get("indices") {
-        let v: Vec<i64> = (0..t.len()).map(|i| t.get_f64(i) as i64).collect();
-        let t = sparsetir_formats::Tensor::from_i64(DType::I8, &v).expect("int8 positions");
-        args.insert("indices".into(), sparsetir_eval::ArgValue::Array(t));
-    }
-    args
 }
 
 #[test]

@@ -271,3 +271,13 @@ pub fn bsr_pattern(rng: &mut ChaCha8Rng, nb: usize, mb: usize) -> (Vec<i64>, Vec
     }
     (indptr, indices)
 }
+
+/// `args` with the positions (`indices`) as int8, as `bench --format 2:4` passes them.
+pub fn positions_i8(mut args: Args) -> Args {
+    if let Some(ArgValue::Array(t)) = args.get("indices") {
+        let v: Vec<i64> = (0..t.len()).map(|i| t.get_f64(i) as i64).collect();
+        let t = Tensor::from_i64(sparsetir_ir::DType::I8, &v).expect("int8 positions");
+        args.insert("indices".into(), ArgValue::Array(t));
+    }
+    args
+}

@@ -743,6 +743,15 @@ impl Writer<'_> {
     }
 }
 
+/// Block `b`'s iterators whose bindings do not move with the loop over `v`.
+fn iters_fixed_by(b: &Block, v: VarId) -> Vec<BlockIter> {
+    b.iters
+        .iter()
+        .filter(|it| !super::mentions(&it.binding, &[v]))
+        .cloned()
+        .collect()
+}
+
 /// `indices` with block `b`'s iterators replaced by their bindings.
 fn resolved(indices: &[Expr], b: &Block) -> Vec<Expr> {
     let map: HashMap<VarId, Expr> = b

@@ -389,12 +389,7 @@ impl Writer<'_> {
             return Ok(false);
         }
         // The iterators the fragment may read: those not bound through the unit loop.
-        let iters: Vec<BlockIter> = b
-            .iters
-            .iter()
-            .filter(|it| !super::mentions(&it.binding, &[unit.var]))
-            .cloned()
-            .collect();
+        let iters = iters_fixed_by(b, unit.var);
         let meta = match form {
             Mma::SpM16n8k32 => match self.sp_metadata("", bb, vars[3], &mention) {
                 Ok(m) if !mention(&m.0, unit.var) => Some(m),

@@ -133,20 +133,14 @@ impl Writer<'_> {
         );
         let units = const_int(&unit.extent).unwrap_or(0);
         let nests = tensorized_nests(&unit.body);
-        let [(nest, Mma::SpM16n8k32)] = nests.as_slice() else {
-            return Err(self.unsupported(&what, "the unit loop must hold one 2:4 product"));
-        };
-        let (vars, b) = self.mma_nest(nest, Mma::SpM16n8k32)?;
-        let Stmt::Store(st) = single(&b.body) else {
-            return Err(self.unsupported(&what, "the block's body must be one store"));
-        };
-        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
-        let c_target = Expr::Load {
-            buffer: st.buffer,
-            indices: st.indices.clone(),
-        };
-        let (_, bb, suffix) = self.mma_operands(&what, &vars, st, &c_target, &mention)?;
-        let (meta, _) = self.sp_metadata(&what, bb, vars[3], &mention)?;
+        let SpProduct {
+            vars,
+            b,
+            bb,
+            meta,
+            suffix,
+            ..
+        } = self.sp_product(&nests, &what)?;
         let mut b_at = bb.clone();
         b_at.rewrite_post_order(&mut |x| {
             if *x == meta {
@@ -349,29 +343,18 @@ impl Writer<'_> {
             self.func.vars[unit.var].name
         );
         let nests = tensorized_nests(&unit.body);
-        let [(nest, Mma::SpM16n8k32)] = nests.as_slice() else {
-            return Err(self.unsupported(&what, "the unit loop must hold one 2:4 product"));
-        };
-        let (vars, b) = self.mma_nest(nest, Mma::SpM16n8k32)?;
-        let Stmt::Store(st) = single(&b.body) else {
-            return Err(self.unsupported(&what, "the block's body must be one store"));
-        };
-        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
-        let c_target = Expr::Load {
-            buffer: st.buffer,
-            indices: st.indices.clone(),
-        };
-        let (a, bb, _) = self.mma_operands(&what, &vars, st, &c_target, &mention)?;
-        let (meta, meta_dt) = self.sp_metadata(&what, bb, vars[3], &mention)?;
-        if mention(a, unit.var) || mention(&meta, unit.var) {
+        let SpProduct {
+            vars,
+            b,
+            a,
+            meta,
+            meta_dt,
+            ..
+        } = self.sp_product(&nests, &what)?;
+        if mentions_via(b, a, unit.var) || mentions_via(b, &meta, unit.var) {
             return Err(self.unsupported(&what, "its A fragment must not move with the unit loop"));
         }
-        let iters: Vec<BlockIter> = b
-            .iters
-            .iter()
-            .filter(|it| !super::mentions(&it.binding, &[unit.var]))
-            .cloned()
-            .collect();
+        let iters = iters_fixed_by(b, unit.var);
         self.line("{");
         self.indent += 1;
         self.line(&format!("{dst_e} = 0u;"));
@@ -379,6 +362,34 @@ impl Writer<'_> {
         self.indent -= 1;
         self.line("}");
         r
+    }
+
+    /// The 2:4 product that `nests` (a unit loop's tensorized nests) must be alone: its nest's
+    /// variables and block, its operands and metadata.
+    fn sp_product<'n>(&self, nests: &'n [(For, Mma)], what: &str) -> Res<SpProduct<'n>> {
+        let [(nest, Mma::SpM16n8k32)] = nests else {
+            return Err(self.unsupported(what, "the unit loop must hold one 2:4 product"));
+        };
+        let (vars, b) = self.mma_nest(nest, Mma::SpM16n8k32)?;
+        let Stmt::Store(st) = single(&b.body) else {
+            return Err(self.unsupported(what, "the block's body must be one store"));
+        };
+        let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
+        let c_target = Expr::Load {
+            buffer: st.buffer,
+            indices: st.indices.clone(),
+        };
+        let (a, bb, suffix) = self.mma_operands(what, &vars, st, &c_target, &mention)?;
+        let (meta, meta_dt) = self.sp_metadata(what, bb, vars[3], &mention)?;
+        Ok(SpProduct {
+            vars,
+            b,
+            a,
+            bb,
+            meta,
+            meta_dt,
+            suffix,
+        })
     }
 
     /// Whether `e` simplifies to 0 against the ranges of the function's loops.
@@ -420,6 +431,17 @@ impl Writer<'_> {
         });
         an
     }
+}
+
+/// A 2:4 product nest's parts (`Writer::sp_product`).
+struct SpProduct<'n> {
+    vars: Vec<VarId>,
+    b: &'n Block,
+    a: &'n Expr,
+    bb: &'n Expr,
+    meta: Expr,
+    meta_dt: DType,
+    suffix: &'static str,
 }
 
 /// The device functions of the `wgmma` forms `forms` (units, operand type suffix): PTX for
