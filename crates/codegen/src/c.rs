@@ -378,6 +378,11 @@ pub struct Writer<'f> {
     wgmma_forms: BTreeSet<(i64, &'static str)>,
     /// CUDA: enclosing thread loops annotated `warpgroup` being written.
     warpgroup_depth: usize,
+    /// CUDA: buffers the kernel being written may take as all zeros where its accumulator plans
+    /// load their tiles (`gpu/zero_start.rs`).
+    zero_tiles: HashSet<BufferId>,
+    /// CUDA: serial loops being written around the current statement.
+    serial_depth: usize,
     /// CUDA: the double-buffered run loop of a warpgroup's plan reads `A` one run ahead
     /// (`gpu/mma/warpgroup.rs`): its variable, the next run's C text and the loop's end.
     a_prefetch: Option<(VarId, String, String)>,
@@ -515,6 +520,8 @@ impl<'f> Writer<'f> {
             wgmma_forms: BTreeSet::new(),
             warpgroup_depth: 0,
             a_prefetch: None,
+            zero_tiles: HashSet::new(),
+            serial_depth: 0,
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),

@@ -350,10 +350,13 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 "{what}: no mma.sp call"
             );
             if units > 1 {
-                // The tiles' accumulators in registers, one A fragment and metadata for all.
+                // The tiles' accumulators in registers, one A fragment and metadata for all;
+                // they start at zero (C was zeroed by the kernel before, and only the products
+                // store into it), C read by no kernel but the check.
                 let src = &k.module().source;
                 assert!(
-                    src.contains(&format!("float sptir_acc[{units}][4];")),
+                    src.contains(&format!("float sptir_acc[{units}][4] = {{}};"))
+                        && !src.contains("sptir_acc[0][0] = C_data["),
                     "{what}"
                 );
                 assert_eq!(src.matches("uint32_t sptir_a[4], sptir_e = 0u;").count(), 1);
@@ -429,7 +432,8 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 "{what}"
             );
             assert!(
-                src.contains(&format!("float sptir_acc[{}][4];", h * units)) || h * units == 1,
+                src.contains(&format!("float sptir_acc[{}][4] = {{}};", h * units))
+                    || h * units == 1,
                 "{what}"
             );
             // Several row tiles per warp: each unit's B fragment read once for all of them.

@@ -17,6 +17,7 @@ mod reduce;
 mod shared_window;
 mod sync;
 mod vector_loads;
+mod zero_start;
 
 pub(crate) use sync::{Divergence, Pending};
 
@@ -318,9 +319,17 @@ impl<'f> Writer<'f> {
         } else {
             tops.iter().map(|s| vec![*s]).collect()
         };
-        for parts in groups {
+        let zeros = zero_start::zeros_at_start(self, &groups);
+        for (parts, zeros) in groups.into_iter().zip(zeros) {
             let k = kernels.len();
+            // Buffers all zeros at the kernel's start that only its products store into: their
+            // accumulator plans start at zero (`zero_start.rs`).
+            self.zero_tiles = zeros
+                .into_iter()
+                .filter(|b| zero_start::stored_only_by_products(&parts, *b))
+                .collect();
             let kernel = self.write_kernel(k, &parts, &ptrs, &scalars, &temps_decl)?;
+            self.zero_tiles.clear();
             body.push_str(&std::mem::take(&mut self.out));
             body.push('\n');
             kernels.push(kernel);
@@ -862,12 +871,22 @@ impl<'f> Writer<'f> {
                     None => format!("{start} < {end}"),
                 };
                 self.line(&format!("const bool sptir_acc_live = {live};"));
+                // Tiles still all zeros (a zero fill's buffer, loaded once per thread): the
+                // registers start at zero instead of loading them (`zero_start.rs`).
+                let zero = self.zero_tiles.contains(&plan.buffer) && self.serial_depth == 0;
                 // One fragment, or one per tile of the unit loop.
-                match plan.unit {
-                    Some(_) => self.line(&format!("float sptir_acc[{}][4];", plan.texts.len())),
-                    None => self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};"),
+                match (plan.unit, zero) {
+                    (Some(_), false) => {
+                        self.line(&format!("float sptir_acc[{}][4];", plan.texts.len()))
+                    }
+                    (Some(_), true) => {
+                        self.line(&format!("float sptir_acc[{}][4] = {{}};", plan.texts.len()))
+                    }
+                    (None, _) => self.line("float sptir_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};"),
                 }
-                self.acc_transfer(plan, true);
+                if !zero {
+                    self.acc_transfer(plan, true);
+                }
             }
             self.mma_acc = Some(plan.nest);
             self.mma_acc_unit = plan.unit;
@@ -907,12 +926,14 @@ impl<'f> Writer<'f> {
         if prefetch {
             self.a_prefetch = Some((f.var, format!("{v} + 1"), end.clone()));
         }
+        self.serial_depth += 1;
         let r = match &pipelined {
             // The next iteration's copy into the other half, this one's awaited, the rest
             // between two barriers (see `pipeline.rs`).
             Some(items) => self.write_pipeline_iteration(f, items, &v, &end),
             None => self.write_stmt(&f.body),
         };
+        self.serial_depth -= 1;
         if prefetch {
             self.a_prefetch = None;
         }

@@ -228,6 +228,7 @@ impl Writer<'_> {
             false => None,
         };
         Ok(Some(AccumulatorPlan {
+            buffer: st.buffer,
             warpgroup,
             nest: vars[0],
             unit: unit_var,
@@ -682,6 +683,8 @@ impl Writer<'_> {
 pub(crate) struct AccumulatorPlan {
     /// The nest's outermost loop variable.
     pub nest: VarId,
+    /// The accumulator tiles' buffer.
+    pub buffer: BufferId,
     /// The unit loop (one tile per iteration), if any.
     pub unit: Option<VarId>,
     /// The C texts of each fragment's four elements (one fragment per unit iteration).
