@@ -6,7 +6,8 @@
 //! double buffers (A's fragments then read one run ahead), N from 8 to 256; the source lays the
 //! window out in core matrices and fences before its barriers; NVRTC compiles it for sm_90a (the PTX holds the instruction, without
 //! spills at m64n256k32) and refuses it elsewhere with the reason; schedules that cannot be
-//! written as warpgroup products are typed errors.
+//! written as warpgroup products are typed errors; the accumulators start at zero after
+//! spmm_24's zero fill, and are loaded after a fill of ones.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -209,4 +210,44 @@ fn snapshot_warpgroup_kernel() {
         "spmm_24_wgmma_dbuf_f16",
         &src[src.find("extern \"C\"").expect("a kernel")..]
     );
+}
+
+/// Accumulators start at zero only where the tiles are a zero fill's: spmm_24 whose first
+/// iteration stores 1 instead of 0 loads its tiles (and adds the product to the ones), and both
+/// equal the evaluator.
+#[test]
+fn accumulators_start_at_zero_only_after_a_zero_fill() {
+    let src = sparsetir_ops::get("spmm_24").expect("spmm_24").source;
+    let ones = src.replace("C[i, f] = T.float32(0)", "C[i, f] = T.float32(1)");
+    assert_ne!(ones, src, "the fill changed");
+    let load = |text: &str| {
+        let f = sparsetir_syntax::parse_module(text)
+            .expect("parse")
+            .funcs
+            .remove(0);
+        let f = sparsetir_transform::store_as(&f, &["A", "B"], DType::F16).expect("store_as");
+        sparsetir_transform::index_dtype(&f, "J", DType::I8).expect("index_dtype")
+    };
+    let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, true), 4);
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for (text, zero) in [(src, true), (ones.as_str(), false)] {
+        let g = load(text);
+        let k = GpuKernel::build(
+            &g,
+            Some(&sched),
+            &spec(64, 64, 32),
+            GpuDevice::Emulator,
+            &cache(),
+        )
+        .expect("build");
+        let source = &k.module().source;
+        assert_eq!(source.contains("float sptir_acc[4][4] = {};"), zero);
+        assert_eq!(source.contains("sptir_acc[0][0] = C_data["), !zero);
+        let args = positions_i8(spmm_24_args(&mut rng, 64, 64, 32, DType::F16));
+        let mut want = args.clone();
+        eval_func(&g, &mut want).expect("evaluator");
+        let mut got = args.clone();
+        k.run(&mut got).expect("emulator");
+        assert_outputs_close_16("fill", &["c".to_string()], &got, &want, DType::F16, 0.05);
+    }
 }
