@@ -383,6 +383,12 @@ pub struct Writer<'f> {
     zero_tiles: HashSet<BufferId>,
     /// CUDA: serial loops being written around the current statement.
     serial_depth: usize,
+    /// Conditions of the function (`if`, `while`, block predicates) around the current
+    /// statement.
+    ir_conds: usize,
+    /// CUDA: buffers whose every element the kernel being written stores from registers that
+    /// started at zero (`gpu/zero_start.rs`).
+    zero_covered: HashSet<BufferId>,
     /// CUDA: the double-buffered run loop of a warpgroup's plan reads `A` one run ahead
     /// (`gpu/mma/warpgroup.rs`): its variable, the next run's C text and the loop's end.
     a_prefetch: Option<(VarId, String, String)>,
@@ -522,6 +528,8 @@ impl<'f> Writer<'f> {
             a_prefetch: None,
             zero_tiles: HashSet::new(),
             serial_depth: 0,
+            ir_conds: 0,
+            zero_covered: HashSet::new(),
             mma_fill_init: None,
             vec_sub: None,
             hoisted: Vec::new(),
@@ -850,6 +858,10 @@ impl<'f> Writer<'f> {
         if !s.span().is_unknown() {
             self.span = s.span();
         }
+        // Conditions of the function around what is written (`gpu/zero_start.rs`).
+        let cond = matches!(s, Stmt::If(_) | Stmt::While(_))
+            || matches!(s, Stmt::Block(b) if b.predicate.is_some());
+        self.ir_conds += usize::from(cond);
         let r = match s {
             Stmt::Seq(v) => self.write_seq(v),
             Stmt::SparseIteration(it) => Err(CodegenError::NotStageIII {
@@ -871,6 +883,7 @@ impl<'f> Writer<'f> {
                 Ok(())
             }
         };
+        self.ir_conds -= usize::from(cond);
         self.span = outer;
         r
     }

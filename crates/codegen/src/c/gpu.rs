@@ -320,8 +320,9 @@ impl<'f> Writer<'f> {
             tops.iter().map(|s| vec![*s]).collect()
         };
         let zeros = zero_start::zeros_at_start(self, &groups);
-        for (parts, zeros) in groups.into_iter().zip(zeros) {
-            let k = kernels.len();
+        let mut bodies: Vec<String> = Vec::new();
+        let mut prev: Option<Vec<&Stmt>> = None;
+        for (k, (parts, zeros)) in groups.into_iter().zip(zeros).enumerate() {
             // Buffers all zeros at the kernel's start that only its products store into: their
             // accumulator plans start at zero (`zero_start.rs`).
             self.zero_tiles = zeros
@@ -330,9 +331,25 @@ impl<'f> Writer<'f> {
                 .collect();
             let kernel = self.write_kernel(k, &parts, &ptrs, &scalars, &temps_decl)?;
             self.zero_tiles.clear();
-            body.push_str(&std::mem::take(&mut self.out));
-            body.push('\n');
+            // The zero fill just before, dead where this kernel overwrites its buffer whole
+            // without reading it.
+            let covered = std::mem::take(&mut self.zero_covered);
+            let dead = prev
+                .as_deref()
+                .and_then(|p| zero_start::only_zero_fill(self, p))
+                .filter(|b| covered.contains(b))
+                .filter(|b| zero_start::read_only_by_one_product(&parts, *b));
+            if dead.is_some() {
+                bodies.pop();
+                kernels.pop();
+            }
+            bodies.push(std::mem::take(&mut self.out));
             kernels.push(kernel);
+            prev = Some(parts);
+        }
+        for b in bodies {
+            body.push_str(&b);
+            body.push('\n');
         }
         let mut source = String::new();
         let _ = writeln!(
@@ -886,6 +903,18 @@ impl<'f> Writer<'f> {
                 }
                 if !zero {
                     self.acc_transfer(plan, true);
+                }
+                // Every element of the buffer stored from here (the loop runs, nothing of the
+                // function's conditions around, the tiles cover it): the zero fill before the
+                // kernel is dead (`zero_start.rs`).
+                let runs =
+                    const_int(&f.min).is_some() && const_int(&f.extent).is_some_and(|n| n > 0);
+                if zero && runs && self.ir_conds == 0 && plan.guard.is_none() {
+                    let extents = self.dense_extents(plan.buffer)?;
+                    let ranges = zero_start::loop_ranges(&self.func.body);
+                    if zero_start::covers(&plan.tile, extents, &ranges) {
+                        self.zero_covered.insert(plan.buffer);
+                    }
                 }
             }
             self.mma_acc = Some(plan.nest);

@@ -6,6 +6,12 @@
 //! them first: every store of the buffer in the kernel is in a tensorized product, and the
 //! plan's loop sits under no serial loop (each thread loads each of its tiles once).
 //!
+//! The zero fill itself is left out where the kernel after it overwrites its buffer whole
+//! without reading it: its only product nest's plan started at zero and stores tiles that
+//! cover every element (`covers`: the tile's indices are mixed-radix numbers over loops from 0
+//! of constant extents, the plan's loop runs, no condition of the function encloses it), and no
+//! other load of the buffer is in the kernel.
+//!
 //! A zero fill here is one block under loops only (no condition around it; a predicate only of
 //! the `binding < extent` an imperfect split adds) storing a constant 0 at `B[v_0, .., v_k]`, its
 //! iterators in order, each ranging over exactly the buffer's extent along its dimension: a
@@ -90,6 +96,15 @@ pub(super) fn stored_only_by_products(parts: &[&Stmt], b: BufferId) -> bool {
     parts.iter().all(|p| walk(p, b, false))
 }
 
+/// The buffer `parts` fills with zeros whole, storing into nothing else.
+pub(super) fn only_zero_fill(w: &Writer<'_>, parts: &[&Stmt]) -> Option<BufferId> {
+    let (mut writes, mut reads) = (HashSet::new(), HashSet::new());
+    for p in parts {
+        accesses(p, &mut writes, &mut reads);
+    }
+    zero_fill(w, parts).filter(|_| writes.len() == 1)
+}
+
 /// The buffers each kernel of `groups` (in launch order) may assume all zeros at its start: a
 /// zero fill's buffer, from the kernel after the fill until a kernel stores into it again.
 pub(super) fn zeros_at_start(w: &Writer<'_>, groups: &[Vec<&Stmt>]) -> Vec<HashSet<BufferId>> {
@@ -102,11 +117,157 @@ pub(super) fn zeros_at_start(w: &Writer<'_>, groups: &[Vec<&Stmt>]) -> Vec<HashS
             accesses(p, &mut writes, &mut reads);
         }
         zero.retain(|b| !writes.contains(b));
-        if let Some(b) = zero_fill(w, parts) {
-            if writes.len() == 1 {
-                zero.insert(b);
+        zero.extend(only_zero_fill(w, parts));
+    }
+    out
+}
+
+/// Whether the tiles of a plan (`tile`: its indices, in loop variables, the nest's own loops
+/// giving each element of a tile) cover every element of a buffer of `extents`: along each
+/// dimension the index is a sum of distinct loop variables (from 0, constant extents `ranges`)
+/// times coefficients that make it a mixed-radix number — sorted by coefficient, the first 1 and
+/// each the previous times its variable's extent — spanning exactly the extent, and no variable
+/// serves two dimensions.
+pub(super) fn covers(tile: &[Expr], extents: &[Expr], ranges: &HashMap<VarId, i64>) -> bool {
+    if tile.len() != extents.len() {
+        return false;
+    }
+    let mut used: HashSet<VarId> = HashSet::new();
+    for (i, ext) in tile.iter().zip(extents) {
+        let (Some(a), Some(total)) = (affine(i), const_int(ext)) else {
+            return false;
+        };
+        if a.constant != 0 {
+            return false;
+        }
+        let mut digits = Vec::new();
+        for (t, c) in &a.terms {
+            let Expr::Var(v) = t else {
+                return false;
+            };
+            let Some(&n) = ranges.get(v) else {
+                return false;
+            };
+            if !used.insert(*v) || *c <= 0 {
+                return false;
+            }
+            digits.push((*c, n));
+        }
+        digits.sort_unstable();
+        let mut next = 1i64;
+        for (c, n) in digits {
+            if c != next {
+                return false;
+            }
+            next = match c.checked_mul(n) {
+                Some(x) => x,
+                None => return false,
+            };
+        }
+        if next != total {
+            return false;
+        }
+    }
+    true
+}
+
+/// The loops of `s` that start at 0 and have a constant extent, with it.
+pub(super) fn loop_ranges(s: &Stmt) -> HashMap<VarId, i64> {
+    let mut out = HashMap::new();
+    s.visit(&mut |x| {
+        if let Stmt::For(f) = x {
+            if let (Some(0), Some(n)) = (const_int(&f.min), const_int(&f.extent)) {
+                out.insert(f.var, n);
+            }
+        }
+    });
+    out
+}
+
+/// Whether every load of `b` in `parts` lies inside a tensorized product nest, and there is
+/// exactly one such nest storing into `b`.
+pub(super) fn read_only_by_one_product(parts: &[&Stmt], b: BufferId) -> bool {
+    fn walk(s: &Stmt, b: BufferId, in_product: bool, nests: &mut usize) -> bool {
+        match s {
+            Stmt::For(f) => {
+                let product = matches!(mma::Mma::of(f), Some(m) if m != mma::Mma::Fill);
+                let mut bounds_ok = true;
+                for e in [&f.min, &f.extent] {
+                    e.visit(&mut |x| {
+                        bounds_ok &= !matches!(x, Expr::Load { buffer, .. } if *buffer == b)
+                    });
+                }
+                if !bounds_ok {
+                    return false;
+                }
+                if product && !in_product {
+                    let mut stores = false;
+                    f.body
+                        .visit(&mut |x| stores |= matches!(x, Stmt::Store(st) if st.buffer == b));
+                    *nests += usize::from(stores);
+                }
+                walk(&f.body, b, in_product || product, nests)
+            }
+            _ => {
+                let mut ok = true;
+                if !in_product {
+                    s.for_each_expr(|e| {
+                        e.visit(&mut |x| {
+                            ok &= !matches!(x, Expr::Load { buffer, .. } if *buffer == b)
+                        })
+                    });
+                }
+                s.for_each_child(|c| ok &= walk(c, b, in_product, nests));
+                ok
             }
         }
     }
-    out
+    let mut nests = 0;
+    let ok = parts.iter().all(|p| walk(p, b, false, &mut nests));
+    ok && nests == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(i: usize) -> Expr {
+        Expr::Var(VarId::from_index(i))
+    }
+
+    fn c(n: i64) -> Expr {
+        Expr::Int(n, DType::I32)
+    }
+
+    /// Rows `16 b + m` (b < 4, m < 16) by columns `8 u + n` (u < 2, n < 8): a 64 x 16 buffer
+    /// covered; other extents, overlapping or gapped digits, a variable in two dimensions, an
+    /// offset, a variable of unknown range are not.
+    #[test]
+    fn mixed_radix_tiles_cover_exactly() {
+        let ranges: HashMap<VarId, i64> = [(0, 4), (1, 16), (2, 2), (3, 8)]
+            .into_iter()
+            .map(|(i, n)| (VarId::from_index(i), n))
+            .collect();
+        let row = Expr::add(Expr::mul(v(0), c(16)), v(1));
+        let col = Expr::add(Expr::mul(v(2), c(8)), v(3));
+        let tile = [row.clone(), col.clone()];
+        assert!(covers(&tile, &[c(64), c(16)], &ranges));
+        assert!(!covers(&tile, &[c(64), c(32)], &ranges));
+        assert!(!covers(&tile, &[c(128), c(16)], &ranges));
+        // Digits of stride 8 over a 16-wide one overlap; of stride 32 leave gaps.
+        for stride in [8, 32] {
+            let bad = Expr::add(Expr::mul(v(0), c(stride)), v(1));
+            assert!(!covers(
+                &[bad, col.clone()],
+                &[c(4 * stride), c(16)],
+                &ranges
+            ));
+        }
+        let twice = [row.clone(), Expr::add(Expr::mul(v(0), c(8)), v(3))];
+        assert!(!covers(&twice, &[c(64), c(32)], &ranges));
+        let offset = [Expr::add(row.clone(), c(1)), col.clone()];
+        assert!(!covers(&offset, &[c(65), c(16)], &ranges));
+        let unknown = [Expr::add(Expr::mul(v(9), c(16)), v(1)), col];
+        assert!(!covers(&unknown, &[c(64), c(16)], &ranges));
+    }
 }

@@ -229,6 +229,7 @@ impl Writer<'_> {
         };
         Ok(Some(AccumulatorPlan {
             buffer: st.buffer,
+            tile: indices,
             warpgroup,
             nest: vars[0],
             unit: unit_var,
@@ -685,6 +686,8 @@ pub(crate) struct AccumulatorPlan {
     pub nest: VarId,
     /// The accumulator tiles' buffer.
     pub buffer: BufferId,
+    /// The tile's indices, in loop variables (the nest's own loops giving its elements).
+    pub tile: Vec<Expr>,
     /// The unit loop (one tile per iteration), if any.
     pub unit: Option<VarId>,
     /// The C texts of each fragment's four elements (one fragment per unit iteration).
