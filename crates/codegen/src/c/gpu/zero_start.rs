@@ -77,7 +77,20 @@ pub(super) fn zero_fill(w: &Writer<'_>, parts: &[&Stmt]) -> Option<BufferId> {
     whole.then_some(st.buffer)
 }
 
-/// Whether every store of `b` in `parts` lies inside a tensorized product nest.
+/// Whether an intrinsic call statement (`atomic_add`, `sort_range`, ...) names `b`: taken as
+/// a write of it.
+fn evaluates_on(s: &Stmt, b: BufferId) -> bool {
+    let mut hit = false;
+    if let Stmt::Evaluate(_) = s {
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| hit |= matches!(x, Expr::Load { buffer, .. } if *buffer == b))
+        });
+    }
+    hit
+}
+
+/// Whether every store of `b` in `parts` lies inside a tensorized product nest (and no
+/// intrinsic call names it).
 pub(super) fn stored_only_by_products(parts: &[&Stmt], b: BufferId) -> bool {
     fn walk(s: &Stmt, b: BufferId, in_product: bool) -> bool {
         match s {
@@ -86,6 +99,7 @@ pub(super) fn stored_only_by_products(parts: &[&Stmt], b: BufferId) -> bool {
                 walk(&f.body, b, in_product || product)
             }
             Stmt::Store(st) if st.buffer == b => in_product,
+            s if evaluates_on(s, b) => false,
             _ => {
                 let mut ok = true;
                 s.for_each_child(|c| ok &= walk(c, b, in_product));
@@ -116,7 +130,14 @@ pub(super) fn zeros_at_start(w: &Writer<'_>, groups: &[Vec<&Stmt>]) -> Vec<HashS
         for p in parts {
             accesses(p, &mut writes, &mut reads);
         }
-        zero.retain(|b| !writes.contains(b));
+        zero.retain(|b| {
+            !writes.contains(b)
+                && !parts.iter().any(|p| {
+                    let mut hit = false;
+                    p.visit(&mut |x| hit |= evaluates_on(x, *b));
+                    hit
+                })
+        });
         zero.extend(only_zero_fill(w, parts));
     }
     out
