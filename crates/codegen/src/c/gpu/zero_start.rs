@@ -3,8 +3,8 @@
 //! `spmm_24_zero`) leaves it all zeros for the next launch, until a kernel writes it otherwise.
 //! A tensorized product's accumulator plan (`mma/accumulate.rs`) in such a kernel starts its
 //! registers at zero instead of loading its tiles, where nothing in the kernel can have written
-//! them first: every store of the buffer in the kernel is in a tensorized product, and the
-//! plan's loop sits under no serial loop (each thread loads each of its tiles once).
+//! them first: every store of the buffer in the kernel is in one tensorized product nest, and
+//! the plan's loop sits under no serial loop (each thread loads each of its tiles once).
 //!
 //! The zero fill itself is left out where the kernel after it overwrites its buffer whole
 //! without reading it: its only product nest's plan started at zero and stores tiles that
@@ -89,25 +89,34 @@ fn evaluates_on(s: &Stmt, b: BufferId) -> bool {
     hit
 }
 
-/// Whether every store of `b` in `parts` lies inside a tensorized product nest (and no
-/// intrinsic call names it).
+/// Whether every store of `b` in `parts` lies inside one tensorized product nest (and no
+/// intrinsic call names it): two nests could accumulate into one tile one after the other,
+/// and the second must then start from the first's sums.
 pub(super) fn stored_only_by_products(parts: &[&Stmt], b: BufferId) -> bool {
-    fn walk(s: &Stmt, b: BufferId, in_product: bool) -> bool {
+    fn walk(s: &Stmt, b: BufferId, in_product: bool, nests: &mut usize) -> bool {
         match s {
             Stmt::For(f) => {
                 let product = matches!(mma::Mma::of(f), Some(m) if m != mma::Mma::Fill);
-                walk(&f.body, b, in_product || product)
+                if product && !in_product {
+                    let mut stores = false;
+                    f.body.visit(&mut |x| {
+                        stores |= matches!(x, Stmt::Store(st) if st.buffer == b)
+                    });
+                    *nests += usize::from(stores);
+                }
+                walk(&f.body, b, in_product || product, nests)
             }
             Stmt::Store(st) if st.buffer == b => in_product,
             s if evaluates_on(s, b) => false,
             _ => {
                 let mut ok = true;
-                s.for_each_child(|c| ok &= walk(c, b, in_product));
+                s.for_each_child(|c| ok &= walk(c, b, in_product, nests));
                 ok
             }
         }
     }
-    parts.iter().all(|p| walk(p, b, false))
+    let mut nests = 0;
+    parts.iter().all(|p| walk(p, b, false, &mut nests)) && nests == 1
 }
 
 /// The buffer `parts` fills with zeros whole, storing into nothing else.
