@@ -76,10 +76,27 @@ if has formats; then
     "$BIN" gen block --rows 4096 --block 32 --density 0.1 -o "$g/block32_4096.mtx" > /dev/null
     "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$g/mask_block64_4096.mtx" > /dev/null
     "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$g/mask24_4096.mtx" > /dev/null
+    attn=()
+    [[ ${ATTENTION:-1} == 1 ]] && attn=(--attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64)
+    # The peers first (every ratio needs them), then BSR, attention, and the 2:4 kernels last
+    # (the warpgroup ones first): what the budget leaves out is the least needed.
+    within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \
+        "${attn[@]}" --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
     for dt in ${DTYPES:-float16 bfloat16}; do
         B spmm --matrix "$g/block16_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:16 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
         B spmm --matrix "$g/block32_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:32 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
     done
+    for dt in ${ATTENTION_DTYPES:-float32 float16}; do
+        [[ ${ATTENTION:-1} == 1 ]] || break
+        # csr: three CSR kernels per head; bsr:16: three BSR kernels for all heads at once, the
+        # scores and the product on tensor cores for 16-bit operands, the softmax fused into
+        # the product (the default there) and apart.
+        for af in ${ATTENTION_FORMATS:-csr bsr:16}; do
+            B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt --format $af >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
+        done
+        [[ $dt == float32 ]] || B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt --format bsr:16 --softmax separate >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
+    done
+    [[ ${ATTENTION:-1} == 1 ]] && within "$BIN" bench attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype float16 --format bsr:16 --device cuda --repeat 1 --emit-cuda "$OUT/cuda_attention" --json > /dev/null 2>&1
     # 2:4 SpMM on sparse tensor cores, 4096 x 4096 x 4096, against dense cuBLAS. First Hopper's
     # warpgroup form (`wgmma.mma_async.sp`, sm_90a; wgmma=R or wgdbuf=R: R/4 warpgroups per
     # block, each m64n256k32 per run; x1x2: two row tiles per warp, m64n128k32), then `mma.sp`
@@ -98,21 +115,6 @@ if has formats; then
             B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format "$f24" >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
         done
     done
-    attn=()
-    [[ ${ATTENTION:-1} == 1 ]] && attn=(--attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64)
-    for dt in ${ATTENTION_DTYPES:-float32 float16}; do
-        [[ ${ATTENTION:-1} == 1 ]] || break
-        # csr: three CSR kernels per head; bsr:16: three BSR kernels for all heads at once, the
-        # scores and the product on tensor cores for 16-bit operands, the softmax fused into
-        # the product (the default there) and apart.
-        for af in ${ATTENTION_FORMATS:-csr bsr:16}; do
-            B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt --format $af >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
-        done
-        [[ $dt == float32 ]] || B attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype $dt --format bsr:16 --softmax separate >> "$OUT/attention.jsonl" 2>> "$OUT/errors.txt"
-    done
-    [[ ${ATTENTION:-1} == 1 ]] && within "$BIN" bench attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype float16 --format bsr:16 --device cuda --repeat 1 --emit-cuda "$OUT/cuda_attention" --json > /dev/null 2>&1
-    within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \
-        "${attn[@]}" --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
     within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1
     mkdir -p "$OUT/cuda_24"
     within "$BIN" bench spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format 2:4 --device cuda --repeat 1 --warmup 0 --warmup-ms 0 --emit-cuda "$OUT/cuda_24" --json > /dev/null 2>&1
