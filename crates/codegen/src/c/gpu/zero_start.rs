@@ -99,9 +99,8 @@ pub(super) fn stored_only_by_products(parts: &[&Stmt], b: BufferId) -> bool {
                 let product = matches!(mma::Mma::of(f), Some(m) if m != mma::Mma::Fill);
                 if product && !in_product {
                     let mut stores = false;
-                    f.body.visit(&mut |x| {
-                        stores |= matches!(x, Stmt::Store(st) if st.buffer == b)
-                    });
+                    f.body
+                        .visit(&mut |x| stores |= matches!(x, Stmt::Store(st) if st.buffer == b));
                     *nests += usize::from(stores);
                 }
                 walk(&f.body, b, in_product || product, nests)
