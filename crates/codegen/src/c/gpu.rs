@@ -106,7 +106,6 @@ fn loads_buffer(e: &Expr, b: BufferId) -> bool {
     hit
 }
 
-/// The end of loop `f` (`min + extent`, or `extent` from 0).
 /// The loop over `v` in `s`.
 fn find_loop(s: &Stmt, v: VarId) -> Option<&For> {
     if let Stmt::For(f) = s {
@@ -130,6 +129,7 @@ fn find_loop(s: &Stmt, v: VarId) -> Option<&For> {
     }
 }
 
+/// The end of loop `f` (`min + extent`, or `extent` from 0).
 fn loop_end(f: &For) -> Expr {
     if const_int(&f.min) == Some(0) {
         f.extent.clone()
@@ -321,31 +321,34 @@ impl<'f> Writer<'f> {
         };
         let zeros = zero_start::zeros_at_start(self, &groups);
         let mut bodies: Vec<String> = Vec::new();
-        let mut prev: Option<Vec<&Stmt>> = None;
-        for (k, (parts, zeros)) in groups.into_iter().zip(zeros).enumerate() {
-            // Buffers all zeros at the kernel's start that only its products store into: their
-            // accumulator plans start at zero (`zero_start.rs`).
-            self.zero_tiles = zeros
+        let mut fill_before: Option<BufferId> = None;
+        for (k, (parts, (zeros, fill))) in groups.into_iter().zip(zeros).enumerate() {
+            // Buffers all zeros at the kernel's start that one product nest alone stores into:
+            // their accumulator plans start at zero (`zero_start.rs`).
+            let uses: HashMap<BufferId, zero_start::ProductUse> = zeros
                 .into_iter()
-                .filter(|b| zero_start::stored_only_by_products(&parts, *b))
+                .map(|b| (b, zero_start::product_use(&parts, b)))
+                .collect();
+            self.zero_tiles = uses
+                .iter()
+                .filter(|(_, u)| u.sole_writer())
+                .map(|(b, _)| *b)
                 .collect();
             let kernel = self.write_kernel(k, &parts, &ptrs, &scalars, &temps_decl)?;
             self.zero_tiles.clear();
             // The zero fill just before, dead where this kernel overwrites its buffer whole
             // without reading it.
             let covered = std::mem::take(&mut self.zero_covered);
-            let dead = prev
-                .as_deref()
-                .and_then(|p| zero_start::only_zero_fill(self, p))
+            let dead = fill_before
                 .filter(|b| covered.contains(b))
-                .filter(|b| zero_start::read_only_by_one_product(&parts, *b));
+                .filter(|b| uses.get(b).is_some_and(|u| u.sole_user()));
             if dead.is_some() {
                 bodies.pop();
                 kernels.pop();
             }
             bodies.push(std::mem::take(&mut self.out));
             kernels.push(kernel);
-            prev = Some(parts);
+            fill_before = fill;
         }
         for b in bodies {
             body.push_str(&b);
@@ -888,9 +891,8 @@ impl<'f> Writer<'f> {
                     None => format!("{start} < {end}"),
                 };
                 self.line(&format!("const bool sptir_acc_live = {live};"));
-                // Tiles still all zeros (a zero fill's buffer, loaded once per thread): the
-                // registers start at zero instead of loading them (`zero_start.rs`).
-                let zero = self.zero_tiles.contains(&plan.buffer) && self.serial_depth == 0;
+                // Tiles still all zeros: the registers start at zero instead of loading them.
+                let zero = self.plan_starts_at_zero(f, plan)?;
                 // One fragment, or one per tile of the unit loop.
                 match (plan.unit, zero) {
                     (Some(_), false) => {
@@ -903,18 +905,6 @@ impl<'f> Writer<'f> {
                 }
                 if !zero {
                     self.acc_transfer(plan, true);
-                }
-                // Every element of the buffer stored from here (the loop runs, nothing of the
-                // function's conditions around, the tiles cover it): the zero fill before the
-                // kernel is dead (`zero_start.rs`).
-                let runs =
-                    const_int(&f.min).is_some() && const_int(&f.extent).is_some_and(|n| n > 0);
-                if zero && runs && self.ir_conds == 0 && plan.guard.is_none() {
-                    let extents = self.dense_extents(plan.buffer)?;
-                    let ranges = zero_start::loop_ranges(&self.func.body);
-                    if zero_start::covers(&plan.tile, extents, &ranges) {
-                        self.zero_covered.insert(plan.buffer);
-                    }
                 }
             }
             self.mma_acc = Some(plan.nest);

@@ -89,37 +89,8 @@ fn evaluates_on(s: &Stmt, b: BufferId) -> bool {
     hit
 }
 
-/// Whether every store of `b` in `parts` lies inside one tensorized product nest (and no
-/// intrinsic call names it): two nests could accumulate into one tile one after the other,
-/// and the second must then start from the first's sums.
-pub(super) fn stored_only_by_products(parts: &[&Stmt], b: BufferId) -> bool {
-    fn walk(s: &Stmt, b: BufferId, in_product: bool, nests: &mut usize) -> bool {
-        match s {
-            Stmt::For(f) => {
-                let product = matches!(mma::Mma::of(f), Some(m) if m != mma::Mma::Fill);
-                if product && !in_product {
-                    let mut stores = false;
-                    f.body
-                        .visit(&mut |x| stores |= matches!(x, Stmt::Store(st) if st.buffer == b));
-                    *nests += usize::from(stores);
-                }
-                walk(&f.body, b, in_product || product, nests)
-            }
-            Stmt::Store(st) if st.buffer == b => in_product,
-            s if evaluates_on(s, b) => false,
-            _ => {
-                let mut ok = true;
-                s.for_each_child(|c| ok &= walk(c, b, in_product, nests));
-                ok
-            }
-        }
-    }
-    let mut nests = 0;
-    parts.iter().all(|p| walk(p, b, false, &mut nests)) && nests == 1
-}
-
 /// The buffer `parts` fills with zeros whole, storing into nothing else.
-pub(super) fn only_zero_fill(w: &Writer<'_>, parts: &[&Stmt]) -> Option<BufferId> {
+fn only_zero_fill(w: &Writer<'_>, parts: &[&Stmt]) -> Option<BufferId> {
     let (mut writes, mut reads) = (HashSet::new(), HashSet::new());
     for p in parts {
         accesses(p, &mut writes, &mut reads);
@@ -127,13 +98,18 @@ pub(super) fn only_zero_fill(w: &Writer<'_>, parts: &[&Stmt]) -> Option<BufferId
     zero_fill(w, parts).filter(|_| writes.len() == 1)
 }
 
-/// The buffers each kernel of `groups` (in launch order) may assume all zeros at its start: a
-/// zero fill's buffer, from the kernel after the fill until a kernel stores into it again.
-pub(super) fn zeros_at_start(w: &Writer<'_>, groups: &[Vec<&Stmt>]) -> Vec<HashSet<BufferId>> {
+/// For each kernel of `groups` (in launch order): the buffers it may assume all zeros at its
+/// start — a zero fill's buffer, from the kernel after the fill until a kernel stores into it
+/// again — and the buffer it zero-fills itself, if that is all it does.
+pub(super) fn zeros_at_start(
+    w: &Writer<'_>,
+    groups: &[Vec<&Stmt>],
+) -> Vec<(HashSet<BufferId>, Option<BufferId>)> {
     let mut zero: HashSet<BufferId> = HashSet::new();
     let mut out = Vec::new();
     for parts in groups {
-        out.push(zero.clone());
+        let fill = only_zero_fill(w, parts);
+        out.push((zero.clone(), fill));
         let (mut writes, mut reads) = (HashSet::new(), HashSet::new());
         for p in parts {
             accesses(p, &mut writes, &mut reads);
@@ -146,9 +122,34 @@ pub(super) fn zeros_at_start(w: &Writer<'_>, groups: &[Vec<&Stmt>]) -> Vec<HashS
                     hit
                 })
         });
-        zero.extend(only_zero_fill(w, parts));
+        zero.extend(fill);
     }
     out
+}
+
+impl Writer<'_> {
+    /// Whether the accumulator plan `plan` of loop `f` starts its registers at zero: its tiles
+    /// are a zero fill's still (the buffer is in `zero_tiles`, and the loop sits under no serial
+    /// loop: each thread loads each of its tiles once). Where, besides, every element of the
+    /// buffer is stored from them (the loop runs, no condition of the function around it, the
+    /// tiles cover the buffer), the buffer is noted in `zero_covered`: the fill is dead.
+    pub(super) fn plan_starts_at_zero(
+        &mut self,
+        f: &For,
+        plan: &mma::AccumulatorPlan,
+    ) -> Res<bool> {
+        if !self.zero_tiles.contains(&plan.buffer) || self.serial_depth > 0 {
+            return Ok(false);
+        }
+        let runs = const_int(&f.min).is_some() && const_int(&f.extent).is_some_and(|n| n > 0);
+        if runs && self.ir_conds == 0 && plan.guard.is_none() {
+            let extents = self.dense_extents(plan.buffer)?;
+            if covers(&plan.tile, extents, &loop_ranges(&self.func.body)) {
+                self.zero_covered.insert(plan.buffer);
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// Whether the tiles of a plan (`tile`: its indices, in loop variables, the nest's own loops
@@ -157,7 +158,7 @@ pub(super) fn zeros_at_start(w: &Writer<'_>, groups: &[Vec<&Stmt>]) -> Vec<HashS
 /// times coefficients that make it a mixed-radix number — sorted by coefficient, the first 1 and
 /// each the previous times its variable's extent — spanning exactly the extent, and no variable
 /// serves two dimensions.
-pub(super) fn covers(tile: &[Expr], extents: &[Expr], ranges: &HashMap<VarId, i64>) -> bool {
+fn covers(tile: &[Expr], extents: &[Expr], ranges: &HashMap<VarId, i64>) -> bool {
     if tile.len() != extents.len() {
         return false;
     }
@@ -201,7 +202,7 @@ pub(super) fn covers(tile: &[Expr], extents: &[Expr], ranges: &HashMap<VarId, i6
 }
 
 /// The loops of `s` that start at 0 and have a constant extent, with it.
-pub(super) fn loop_ranges(s: &Stmt) -> HashMap<VarId, i64> {
+fn loop_ranges(s: &Stmt) -> HashMap<VarId, i64> {
     let mut out = HashMap::new();
     s.visit(&mut |x| {
         if let Stmt::For(f) = x {
@@ -213,47 +214,65 @@ pub(super) fn loop_ranges(s: &Stmt) -> HashMap<VarId, i64> {
     out
 }
 
-/// Whether every load of `b` in `parts` lies inside a tensorized product nest, and there is
-/// exactly one such nest storing into `b`.
-pub(super) fn read_only_by_one_product(parts: &[&Stmt], b: BufferId) -> bool {
-    fn walk(s: &Stmt, b: BufferId, in_product: bool, nests: &mut usize) -> bool {
-        match s {
-            Stmt::For(f) => {
-                let product = matches!(mma::Mma::of(f), Some(m) if m != mma::Mma::Fill);
-                let mut bounds_ok = true;
-                for e in [&f.min, &f.extent] {
-                    e.visit(&mut |x| {
-                        bounds_ok &= !matches!(x, Expr::Load { buffer, .. } if *buffer == b)
-                    });
-                }
-                if !bounds_ok {
-                    return false;
-                }
-                if product && !in_product {
-                    let mut stores = false;
-                    f.body
-                        .visit(&mut |x| stores |= matches!(x, Stmt::Store(st) if st.buffer == b));
-                    *nests += usize::from(stores);
-                }
-                walk(&f.body, b, in_product || product, nests)
-            }
-            _ => {
-                let mut ok = true;
-                if !in_product {
-                    s.for_each_expr(|e| {
-                        e.visit(&mut |x| {
-                            ok &= !matches!(x, Expr::Load { buffer, .. } if *buffer == b)
-                        })
-                    });
-                }
-                s.for_each_child(|c| ok &= walk(c, b, in_product, nests));
-                ok
-            }
-        }
+/// How one kernel touches a buffer outside its tensorized product nests, and how many of those
+/// nests store into it.
+pub(super) struct ProductUse {
+    /// A store outside the nests, or an intrinsic call naming the buffer anywhere.
+    other_writes: bool,
+    /// A load outside the nests (loop bounds included).
+    other_reads: bool,
+    /// Product nests storing into it.
+    nests: usize,
+}
+
+impl ProductUse {
+    /// One product nest alone stores into the buffer: two could accumulate into one tile one
+    /// after the other, and the second must then start from the first's sums.
+    pub(super) fn sole_writer(&self) -> bool {
+        !self.other_writes && self.nests == 1
     }
-    let mut nests = 0;
-    let ok = parts.iter().all(|p| walk(p, b, false, &mut nests));
-    ok && nests == 1
+
+    /// That nest alone reads it, too.
+    pub(super) fn sole_user(&self) -> bool {
+        self.sole_writer() && !self.other_reads
+    }
+}
+
+/// How `parts` (one kernel's top-level statements) touch `b` (see [`ProductUse`]).
+pub(super) fn product_use(parts: &[&Stmt], b: BufferId) -> ProductUse {
+    fn loads(e: &Expr, b: BufferId) -> bool {
+        let mut hit = false;
+        e.visit(&mut |x| hit |= matches!(x, Expr::Load { buffer, .. } if *buffer == b));
+        hit
+    }
+    fn walk(s: &Stmt, b: BufferId, in_product: bool, u: &mut ProductUse) {
+        u.other_writes |= evaluates_on(s, b);
+        if let Stmt::For(f) = s {
+            let product = matches!(mma::Mma::of(f), Some(m) if m != mma::Mma::Fill);
+            if product && !in_product {
+                let mut stores = false;
+                f.body
+                    .visit(&mut |x| stores |= matches!(x, Stmt::Store(st) if st.buffer == b));
+                u.nests += usize::from(stores);
+            }
+            u.other_reads |= !in_product && (loads(&f.min, b) || loads(&f.extent, b));
+            return walk(&f.body, b, in_product || product, u);
+        }
+        if !in_product {
+            u.other_writes |= matches!(s, Stmt::Store(st) if st.buffer == b);
+            s.for_each_expr(|e| u.other_reads |= loads(e, b));
+        }
+        s.for_each_child(|c| walk(c, b, in_product, u));
+    }
+    let mut u = ProductUse {
+        other_writes: false,
+        other_reads: false,
+        nests: 0,
+    };
+    for p in parts {
+        walk(p, b, false, &mut u);
+    }
+    u
 }
 
 #[cfg(test)]
