@@ -381,6 +381,9 @@ pub struct Writer<'f> {
     /// CUDA: buffers the kernel being written may take as all zeros where its accumulator plans
     /// load their tiles (`gpu/zero_start.rs`).
     zero_tiles: HashSet<BufferId>,
+    /// The function's loop and block-iterator ranges (`gpu/mma/warpgroup.rs`), made on first
+    /// use.
+    loop_facts: std::cell::OnceCell<(sparsetir_arith::Analyzer, HashMap<VarId, Expr>)>,
     /// CUDA: serial loops being written around the current statement.
     serial_depth: usize,
     /// Conditions of the function (`if`, `while`, block predicates) around the current
@@ -527,6 +530,7 @@ impl<'f> Writer<'f> {
             warpgroup_depth: 0,
             a_prefetch: None,
             zero_tiles: HashSet::new(),
+            loop_facts: std::cell::OnceCell::new(),
             serial_depth: 0,
             ir_conds: 0,
             zero_covered: HashSet::new(),

@@ -400,37 +400,34 @@ impl Writer<'_> {
     /// `e` simplified against the ranges of the function's loops and block iterators, those of
     /// one iteration replaced by their start.
     fn simplify_in_loops(&self, e: &Expr) -> Expr {
-        let mut single = HashMap::new();
-        self.func.body.visit(&mut |s| match s {
-            Stmt::For(l) if const_int(&l.extent) == Some(1) => {
-                single.insert(l.var, l.min.clone());
-            }
-            Stmt::Block(b) => {
-                for it in b.iters.iter().filter(|it| const_int(&it.extent) == Some(1)) {
-                    single.insert(it.var, it.min.clone());
-                }
-            }
-            _ => {}
-        });
-        self.loop_analyzer()
-            .simplify(self.func, &super::subst(e, &single))
+        let (an, single) = self.loop_facts.get_or_init(|| loop_facts(self.func));
+        an.simplify(self.func, &super::subst(e, single))
     }
+}
 
-    /// An analyzer that knows the ranges of the function's loops and block iterators.
-    fn loop_analyzer(&self) -> sparsetir_arith::Analyzer {
-        let mut an = sparsetir_arith::Analyzer::new();
-        an.assume_no_overflow(true);
-        self.func.body.visit(&mut |s| match s {
-            Stmt::For(l) => an.bind_range(l.var, &l.min, &l.extent),
-            Stmt::Block(b) => {
-                for it in &b.iters {
-                    an.bind_range(it.var, &it.min, &it.extent);
-                }
+/// What the function's loops and block iterators say of their variables, for
+/// `Writer::simplify_in_loops` (made once per function): an analyzer knowing their ranges, and
+/// the start of each one of a single iteration.
+fn loop_facts(func: &PrimFunc) -> (sparsetir_arith::Analyzer, HashMap<VarId, Expr>) {
+    let mut an = sparsetir_arith::Analyzer::new();
+    an.assume_no_overflow(true);
+    let mut single = HashMap::new();
+    let mut bind = |v: VarId, min: &Expr, extent: &Expr| {
+        an.bind_range(v, min, extent);
+        if const_int(extent) == Some(1) {
+            single.insert(v, min.clone());
+        }
+    };
+    func.body.visit(&mut |s| match s {
+        Stmt::For(l) => bind(l.var, &l.min, &l.extent),
+        Stmt::Block(b) => {
+            for it in &b.iters {
+                bind(it.var, &it.min, &it.extent);
             }
-            _ => {}
-        });
-        an
-    }
+        }
+        _ => {}
+    });
+    (an, single)
 }
 
 /// A 2:4 product nest's parts (`Writer::sp_product`).
