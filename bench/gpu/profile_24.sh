@@ -9,14 +9,15 @@ source "$(dirname "$0")/setup.sh"
 m=$OUT/mask24_4096.mtx
 "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
 i=0
-for f in ${FORMATS:-"2:4(wgdbuf=4) 2:4(wgdbuf=8)"}; do
+formats=${FORMATS:-"2:4(wgdbuf=4) 2:4(wgdbuf=8)"}
+for f in $formats; do
     i=$((i + 1))
     d=$OUT/profile24_$i
     mkdir -p "$d/cuda"
     echo "$f" > "$d/format.txt"
     args=(bench spmm --matrix "$m" --feat 4096 --dtype float16 --format "$f" --device cuda)
     timeout 120 "$BIN" "${args[@]}" --repeat 20 --json --emit-cuda "$d/cuda" | tee "$d/bench.jsonl"
-    timeout 180 ncu --clock-control none --kernel-name regex:'kernel1' --launch-count 1 \
+    timeout 180 ncu --clock-control none --kernel-name regex:'spmm_24' --launch-count 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --section Occupancy --section WarpStateStats --section LaunchStats --section SchedulerStats \
         "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json > "$d/ncu.txt" 2>&1

@@ -735,6 +735,26 @@ pub fn hyb_spmm_gpu_schedule_vec4(parts: usize, num_buckets: usize, atomic: &[bo
     )
 }
 
+/// [`hyb_spmm_gpu_schedule_vec4`] with the features in chunks of 128 over `threadIdx.z`
+/// (`schedules/gpu/hyb_bucket_wide.sched`): each warp one bucket row and one chunk, so that a
+/// row's slots are walked by `feat / 128` warps at once; `2048 / feat` bucket rows per block
+/// (at least one), 512 threads in all up to width 2048. For widths that are a multiple of 128.
+pub fn hyb_spmm_gpu_schedule_wide(
+    parts: usize,
+    num_buckets: usize,
+    atomic: &[bool],
+    feat: usize,
+) -> String {
+    let rows = (2048 / feat.max(1)).max(1);
+    hyb_schedule(
+        include_str!("../schedules/gpu/hyb_init.sched"),
+        &include_str!("../schedules/gpu/hyb_bucket_wide.sched").replace("ROWS", &rows.to_string()),
+        parts,
+        num_buckets,
+        atomic,
+    )
+}
+
 /// `init`, then `bucket` instantiated for every (part, bucket) block (`{block}`: its name,
 /// `{tag}`: `<p>_<k>`), each marked atomic where `atomic` says so.
 fn hyb_schedule(

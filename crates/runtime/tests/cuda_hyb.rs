@@ -6,12 +6,15 @@
 //! that are and are not multiples of 32; also with the buckets' nests fused into one launch
 //! (`fuse_launches`: the init's launch, then one for every bucket), and at widths that are a
 //! multiple of 128 with four consecutive features per lane read as one float4
-//! (`hyb_spmm_gpu_schedule_vec4`).
+//! (`hyb_spmm_gpu_schedule_vec4`), and so with the 128-feature chunks over `threadIdx.z`
+//! (`hyb_spmm_gpu_schedule_wide`).
 
 use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_formats::builders::hyb::hyb;
 use sparsetir_formats::{Tensor, TensorData};
-use sparsetir_ops::composable::{hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4};
+use sparsetir_ops::composable::{
+    hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4, hyb_spmm_gpu_schedule_wide,
+};
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
@@ -86,6 +89,7 @@ fn hyb_spmm_on(device: GpuDevice) {
         (30, 16, 1, vec![1, 2, 4, 8, 16], 64),
         (50, 90, 2, vec![1, 2, 4, 8], 128),
         (40, 33, 1, vec![1, 4, 32], 256),
+        (20, 50, 2, vec![1, 2, 4, 8], 512),
     ] {
         let (indptr, indices, values) = power_law(rows, cols, rows as u64);
         let nnz = indices.len();
@@ -96,6 +100,13 @@ fn hyb_spmm_on(device: GpuDevice) {
         if feat % 128 == 0 {
             // Four consecutive features per lane, one 16-byte load of B each.
             scheds.push(hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic));
+            // And the 128-feature chunks over threadIdx.z, one warp per row and chunk.
+            scheds.push(hyb_spmm_gpu_schedule_wide(
+                parts,
+                buckets.len(),
+                &atomic,
+                feat,
+            ));
         }
         let spec = [("feat_size".to_string(), feat as i64)];
         for (sched, fused) in scheds.iter().flat_map(|s| [(s, false), (s, true)]) {

@@ -13,7 +13,8 @@ use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 use sparsetir_formats::builders::hyb::hyb;
 use sparsetir_ops::composable::{
-    auto_candidates, default_buckets, hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4, Format,
+    auto_candidates, default_buckets, hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4,
+    hyb_spmm_gpu_schedule_wide, Format,
 };
 use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
 
@@ -157,8 +158,21 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     } else {
                         None
                     };
+                    // From width 256 (to 4096, 1024 threads a block at most): the 128-feature
+                    // chunks over threadIdx.z, one warp per bucket row and chunk.
+                    let wide = if format == Format::Auto
+                        && feat.is_multiple_of(128)
+                        && (256..=4096).contains(&feat)
+                    {
+                        let sched = hyb_spmm_gpu_schedule_wide(parts, buckets.len(), &atomic, feat);
+                        let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
+                        Some((k, extra.clone(), hname.clone(), "hyb wide"))
+                    } else {
+                        None
+                    };
                     std::iter::once((k, extra, hname, "hyb"))
                         .chain(vec4)
+                        .chain(wide)
                         .collect()
                 }
                 _ => Vec::new(),
@@ -233,6 +247,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     // (hyb's two schedules share the format's name.)
                     let label = match asched.as_str() {
                         "hyb vec4" => format!("{aname}_vec4"),
+                        "hyb wide" => format!("{aname}_wide"),
                         _ => aname.clone(),
                     };
                     let safe: String = label
