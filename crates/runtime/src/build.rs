@@ -290,6 +290,9 @@ pub fn emit_cuda(
     // outputs with atomic additions.
     lowered.stage3 = sparsetir_transform::lower_atomic(&stage3)
         .map_err(|e| BuildError::Lower(format!("lower_atomic: {e}")))?;
+    // What the inputs' `indptr` arrays hold (checked at every launch): grids of loops over a
+    // bucket's rows are sized by it.
+    lowered.stage3 = sparsetir_transform::indptr_domains(&lowered.stage1, &lowered.stage3);
     let m = sparsetir_codegen::emit_cuda(&lowered.stage3)
         .map_err(|e| BuildError::CudaCodegen(e.to_string()))?;
     Ok((lowered, m))

@@ -166,6 +166,40 @@ pub fn atomic_blocks(h: &Hyb, fuse: bool) -> Vec<bool> {
     out
 }
 
+/// The atomic flag of every (part, bucket) block, part-major, for blocks that run in **one
+/// launch** (the CUDA target's `fuse_launches`): a block is atomic when one of its output rows
+/// is also written by another bucket row anywhere (a split row, a row storing every column cut
+/// over several buckets, a row with entries in several parts). The other blocks' rows are
+/// written by them alone, so their plain read-modify-write updates cannot race. (Per-bucket
+/// flags, [`atomic_blocks`] with `fuse` false, are enough only when the buckets run one after
+/// another.)
+pub fn atomic_blocks_one_launch(h: &Hyb) -> Vec<bool> {
+    let mut writers = vec![0u32; h.rows];
+    for b in h.blocks() {
+        for &r in &b.row_indices {
+            if let Some(w) = usize::try_from(r).ok().and_then(|r| writers.get_mut(r)) {
+                *w = w.saturating_add(1);
+            }
+        }
+    }
+    let shared = |r: i32| {
+        usize::try_from(r)
+            .ok()
+            .and_then(|r| writers.get(r))
+            .is_some_and(|&w| w > 1)
+    };
+    let mut out = Vec::new();
+    for p in 0..h.num_col_parts {
+        for k in 0..h.buckets.len() {
+            out.push(
+                h.get(p, k)
+                    .is_some_and(|b| b.row_indices.iter().any(|&r| shared(r))),
+            );
+        }
+    }
+    out
+}
+
 /// How to build a hyb SpMM kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HybOptions {

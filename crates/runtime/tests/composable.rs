@@ -11,7 +11,9 @@ use sparsetir_eval::{eval_func, run_func, ArgValue};
 use sparsetir_formats::builders::hyb::hyb;
 use sparsetir_ir::{IRModule, Stage};
 use sparsetir_ops::composable::hyb_spmm_schedule;
-use sparsetir_runtime::composable::{atomic_blocks, build_hyb_spmm, hyb_arguments, HybOptions};
+use sparsetir_runtime::composable::{
+    atomic_blocks, atomic_blocks_one_launch, build_hyb_spmm, hyb_arguments, HybOptions,
+};
 use sparsetir_transform::{
     decompose_format, extract_preprocess, hyb_rules, lower, PipelineOptions,
 };
@@ -319,4 +321,23 @@ fn extracted_preprocess_fills_the_buckets_like_the_builder() {
         padded_column_zero_rows > 0,
         "some padded row stores column 0"
     );
+}
+
+/// Buckets that share one launch are atomic where another bucket row writes one of their rows:
+/// a row storing every column is cut over buckets 2 and 1 (once in each, so per-bucket flags see
+/// no split), and a row with entries in two column parts is written by both parts.
+#[test]
+fn atomic_flags_for_buckets_in_one_launch() {
+    // Row 0 stores all 3 columns (pieces of 2 and 1), row 1 one entry, row 2 two.
+    let (indptr, indices) = (vec![0, 3, 4, 6], vec![0, 1, 2, 0, 0, 1]);
+    let values = vec![1.0f32; 6];
+    let h = hyb(3, 3, &indptr, &indices, &values, 1, &[1, 2, 4]).unwrap();
+    assert_eq!(atomic_blocks(&h, false), vec![false, false, false]);
+    assert_eq!(atomic_blocks_one_launch(&h), vec![true, true, false]);
+    // Two parts (columns 0-1 and 2): row 0 is in both, rows 1 and 2 in part 0 only.
+    let h = hyb(3, 3, &indptr, &indices, &values, 2, &[1, 2]).unwrap();
+    let rows = |p: usize, k: usize| h.get(p, k).unwrap().row_indices.clone();
+    assert_eq!((rows(0, 0), rows(0, 1)), (vec![1], vec![0, 2]));
+    assert_eq!((rows(1, 0), rows(1, 1)), (vec![0], vec![]));
+    assert_eq!(atomic_blocks_one_launch(&h), vec![false, true, true, false]);
 }

@@ -16,7 +16,9 @@ use sparsetir_ops::composable::{
     hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4, hyb_spmm_gpu_schedule_wide,
 };
 use sparsetir_runtime::cache::KernelCache;
-use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
+use sparsetir_runtime::composable::{
+    atomic_blocks, atomic_blocks_one_launch, hyb_arguments, hyb_spmm_stage1,
+};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
@@ -95,21 +97,27 @@ fn hyb_spmm_on(device: GpuDevice) {
         let nnz = indices.len();
         let h = hyb(rows, cols, &indptr, &indices, &values, parts, &buckets).expect("hyb");
         let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets).expect("decomposes");
-        let atomic = atomic_blocks(&h, false);
-        let mut scheds = vec![hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic)];
-        if feat % 128 == 0 {
-            // Four consecutive features per lane, one 16-byte load of B each.
-            scheds.push(hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic));
-            // And the 128-feature chunks over threadIdx.z, one warp per row and chunk.
-            scheds.push(hyb_spmm_gpu_schedule_wide(
-                parts,
-                buckets.len(),
-                &atomic,
-                feat,
-            ));
-        }
+        // Four consecutive features per lane (one 16-byte load of B each), and so with the
+        // 128-feature chunks over threadIdx.z, at widths that are a multiple of 128.
+        let kinds: &[&str] = if feat % 128 == 0 {
+            &["scalar", "vec4", "wide"]
+        } else {
+            &["scalar"]
+        };
         let spec = [("feat_size".to_string(), feat as i64)];
-        for (sched, fused) in scheds.iter().flat_map(|s| [(s, false), (s, true)]) {
+        for (&kind, fused) in kinds.iter().flat_map(|k| [(k, false), (k, true)]) {
+            // Buckets in one launch are atomic where another bucket writes a row of theirs.
+            let atomic = if fused {
+                atomic_blocks_one_launch(&h)
+            } else {
+                atomic_blocks(&h, false)
+            };
+            let sched = match kind {
+                "vec4" => hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic),
+                "wide" => hyb_spmm_gpu_schedule_wide(parts, buckets.len(), &atomic, feat),
+                _ => hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic),
+            };
+            let sched = &sched;
             let vec4 = sched.contains("kv_");
             let mut stage1 = stage1.clone();
             if fused {
@@ -160,6 +168,21 @@ fn hyb_spmm_on(device: GpuDevice) {
                     k.module().source.contains("sptir_ld4(B_data"),
                     "no float4 load of B"
                 );
+            }
+            if fused && kind == "scalar" {
+                // The buckets' grid is sized by their rows (read from their `indptr`, whose
+                // values the launch checks): ceil(rows / 8) blocks each, at least one.
+                let m = k.module();
+                let int = |i: usize| match args.get(&m.params[i].name) {
+                    Some(ArgValue::Int(v)) => Some(*v),
+                    _ => None,
+                };
+                let grid = m.kernels[1].grid[0].eval(&int).expect("a grid");
+                let want_grid: i64 = h
+                    .blocks()
+                    .map(|b| (b.num_rows().div_ceil(8) as i64).clamp(1, 4096))
+                    .sum();
+                assert_eq!(grid, want_grid, "parts {parts} buckets {buckets:?}");
             }
             k.run(&mut args).expect("runs in the emulator");
             let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) =

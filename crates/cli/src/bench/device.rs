@@ -16,7 +16,7 @@ use sparsetir_ops::composable::{
     auto_candidates, default_buckets, hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4,
     hyb_spmm_gpu_schedule_wide, Format,
 };
-use sparsetir_runtime::composable::{atomic_blocks, hyb_arguments, hyb_spmm_stage1};
+use sparsetir_runtime::composable::{atomic_blocks_one_launch, hyb_arguments, hyb_spmm_stage1};
 
 use super::formats::own_format;
 use super::{
@@ -143,7 +143,9 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     stage1
                         .attrs
                         .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
-                    let atomic = atomic_blocks(&h, false);
+                    // The buckets share one launch: a bucket is atomic where another writes
+                    // one of its rows too.
+                    let atomic = atomic_blocks_one_launch(&h);
                     let sched = hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic);
                     let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
                     let b: Vec<String> = buckets.iter().map(|x| x.to_string()).collect();

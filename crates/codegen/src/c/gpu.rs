@@ -21,7 +21,8 @@ mod zero_start;
 
 pub(crate) use sync::{Divergence, Pending};
 
-/// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it.
+/// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it
+/// (fewer where the extent's bound, from the buffers' `T.assume_buffer_domain`, is smaller).
 pub const GRID_STRIDE_BLOCKS: i64 = 4096;
 
 /// Loop annotation (CUDA): unroll the loop by this factor (`#pragma unroll N`).
@@ -209,6 +210,79 @@ impl<'f> Writer<'f> {
             "(int64_t)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / \
              32u) * {size}"
         ))
+    }
+
+    /// The grid of a `blockIdx` loop ending at `end`, an expression read from memory: at most
+    /// [`GRID_STRIDE_BLOCKS`], at least 1, and no more than the bound of `end` where the
+    /// buffers it loads have a declared domain (`T.assume_buffer_domain`: a bucket's rows, read
+    /// from its `indptr`, are at most the axis's nnz). The loop strides over whatever is left.
+    fn grid_stride_blocks(&self, end: &Expr) -> LaunchExpr {
+        let cap = LaunchExpr::Const(GRID_STRIDE_BLOCKS);
+        let mut domains: HashMap<BufferId, (Expr, Expr)> = HashMap::new();
+        self.func.body.visit(&mut |s| {
+            if let Stmt::AssumeBufferDomain { buffer, lo, hi, .. } = s {
+                domains.insert(*buffer, (lo.clone(), hi.clone()));
+            }
+        });
+        match self.launch_bound(end, true, &domains) {
+            Some(ub) => LaunchExpr::Max(
+                Box::new(LaunchExpr::Min(Box::new(ub), Box::new(cap))),
+                Box::new(LaunchExpr::Const(1)),
+            ),
+            None => cap,
+        }
+    }
+
+    /// An upper (`upper`) or lower bound of the integer `e` as a launch expression, loads of a
+    /// buffer with a domain `[lo, hi)` taken as `hi - 1` or `lo`; `None` where `e` has a form
+    /// this does not bound (a product of two unknowns, a division by a non-constant, ...).
+    fn launch_bound(
+        &self,
+        e: &Expr,
+        upper: bool,
+        domains: &HashMap<BufferId, (Expr, Expr)>,
+    ) -> Option<LaunchExpr> {
+        let b = |x: &Expr, up: bool| self.launch_bound(x, up, domains).map(Box::new);
+        Some(match e {
+            Expr::Int(..) | Expr::Var(_) => self.launch_expr(e)?,
+            Expr::Cast(dt, a) if dt.is_integer() => self.launch_bound(a, upper, domains)?,
+            Expr::Load { buffer, .. } => {
+                let (lo, hi) = domains.get(buffer)?;
+                if upper {
+                    LaunchExpr::Sub(
+                        Box::new(self.launch_expr(hi)?),
+                        Box::new(LaunchExpr::Const(1)),
+                    )
+                } else {
+                    self.launch_expr(lo)?
+                }
+            }
+            Expr::Binary(op, x, y) => match op {
+                BinOp::Add => LaunchExpr::Add(b(x, upper)?, b(y, upper)?),
+                BinOp::Sub => LaunchExpr::Sub(b(x, upper)?, b(y, !upper)?),
+                BinOp::Min => LaunchExpr::Min(b(x, upper)?, b(y, upper)?),
+                BinOp::Max => LaunchExpr::Max(b(x, upper)?, b(y, upper)?),
+                BinOp::Mul | BinOp::FloorDiv | BinOp::Div => {
+                    // Only by a non-negative constant (positive for a division), whose sign
+                    // keeps the direction of the bound.
+                    let c = match &**y {
+                        Expr::Int(c, dt) if dt.is_integer() => *c,
+                        _ => return None,
+                    };
+                    match op {
+                        BinOp::Mul if c >= 0 => {
+                            LaunchExpr::Mul(b(x, upper)?, Box::new(LaunchExpr::Const(c)))
+                        }
+                        BinOp::FloorDiv | BinOp::Div if c > 0 => {
+                            LaunchExpr::FloorDiv(b(x, upper)?, Box::new(LaunchExpr::Const(c)))
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            },
+            _ => return None,
+        })
     }
 
     /// `e` as a launch dimension (an expression of integer scalar parameters).
@@ -720,7 +794,7 @@ impl<'f> Writer<'f> {
                     Some(e) => Some(e),
                     // A grid loop whose extent is only known inside the kernel (read from an
                     // array): a fixed grid strides over it.
-                    None if is_grid => Some(LaunchExpr::Const(GRID_STRIDE_BLOCKS)),
+                    None if is_grid => Some(self.grid_stride_blocks(&end)),
                     None => None,
                 };
                 let Some(e) = e else {
