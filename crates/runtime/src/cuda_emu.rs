@@ -9,8 +9,12 @@
 //!   block).
 //! - Two threads of a block touching one shared element, or one element of a writable global
 //!   buffer, between two `__syncthreads`, at least one writing, not both through `atomicAdd`, is
-//!   a race ([`RunError::EmuRace`]; threads of different blocks are not checked against each
-//!   other). `__syncwarp` is only a rendezvous: it does not order accesses for the race check.
+//!   a race ([`RunError::EmuRace`]). `__syncwarp` is only a rendezvous: it does not order
+//!   accesses for the race check.
+//! - Blocks of one launch run in no defined order: an element of a writable global buffer that
+//!   one block writes plainly and another reads, writes or updates with `atomicAdd`, or that one
+//!   block reads and another updates with `atomicAdd`, is a race between blocks
+//!   ([`RunError::EmuBlockRace`], checked as each block finishes).
 //! - A barrier or warp collective that can never complete is reported
 //!   ([`RunError::EmuDeadlock`]), as is a warp whose lanes wait in different kinds of
 //!   collectives. Threads that returned count as arrived at `__syncthreads`; a shuffle reading a
@@ -74,6 +78,7 @@ const ERR_OOB: i32 = 1;
 const ERR_RACE: i32 = 2;
 const ERR_DEADLOCK: i32 = 3;
 const ERR_UNSUPPORTED: i32 = 4;
+const ERR_BLOCK_RACE: i32 = 6;
 
 /// `sptir_emu::LaunchArg`.
 #[repr(C)]
@@ -732,6 +737,15 @@ fn launch_error(kernel: &str, e: &ErrorOut) -> RunError {
             block: e.block,
             first: e.thread_a,
             second: e.thread_b,
+            what: message,
+        },
+        // (`block`: the block that finished second; `thread_a`: the other block.)
+        ERR_BLOCK_RACE => RunError::EmuBlockRace {
+            kernel,
+            buffer: c_text(&e.buffer),
+            index: e.index,
+            first: e.thread_a,
+            second: e.block,
             what: message,
         },
         ERR_DEADLOCK => RunError::EmuDeadlock {

@@ -132,6 +132,25 @@ pub enum RunError {
         second: [u32; 3],
         what: String,
     },
+    /// CUDA emulation: two blocks of one launch touched one element of a writable global
+    /// buffer, one writing it plainly (or one reading it and the other updating it with
+    /// `atomicAdd`): blocks of a launch run in no defined order.
+    #[error(
+        "kernel `{kernel}`: race on `{buffer}`[{index}] between blocks {} and {}: {what} \
+         (blocks of one launch are not ordered)",
+        dim3(.first),
+        dim3(.second)
+    )]
+    EmuBlockRace {
+        kernel: String,
+        buffer: String,
+        index: i64,
+        /// A block that finished first.
+        first: [u32; 3],
+        /// The block whose access completed the race.
+        second: [u32; 3],
+        what: String,
+    },
     /// CUDA emulation: a barrier or warp collective that can never complete.
     #[error(
         "kernel `{kernel}`: deadlock/divergent barrier in block {}: {message}",

@@ -71,6 +71,26 @@ extern "C" __global__ void __launch_bounds__(64) block_sum_global_racy(SPTIR_IN(
   if (i < n) out[blockIdx.x] += x[i];
 }
 
+// One thread per block. Mode 0: every block writes out[0]; 1: block 0 writes out[0], the others
+// read it; 2: block 0 adds into out[0] atomically, the others write it; 3: every block adds into
+// out[0] atomically and writes its own out[1 + block] (no race).
+extern "C" __global__ void __launch_bounds__(1) blocks(SPTIR_OUT(float) out, int mode) {
+  int b = blockIdx.x;
+  if (mode == 0) out[0] = (float)b;
+  if (mode == 1) {
+    if (b == 0) out[0] = 1.0f;
+    else out[1 + b] = out[0];
+  }
+  if (mode == 2) {
+    if (b == 0) atomicAdd(&out[0], 1.0f);
+    else out[0] = 2.0f;
+  }
+  if (mode == 3) {
+    atomicAdd(&out[0], 1.0f);
+    out[1 + b] = (float)b;
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(128) copy(SPTIR_IN(float) A, SPTIR_OUT(float) B, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) B[i] = A[i];
@@ -243,6 +263,10 @@ fn test_module() -> CudaModule {
                     ("out", F32, "float", OUT),
                     ("n", I32, "int", SCALAR),
                 ],
+            ),
+            (
+                "blocks",
+                vec![("out", F32, "float", OUT), ("mode", I32, "int", SCALAR)],
             ),
             (
                 "copy",
@@ -473,6 +497,57 @@ fn planted_global_race_is_detected() {
         }
         other => panic!("expected a race, got: {other}"),
     }
+}
+
+/// Blocks of one launch are not ordered: an element written by one block and written, read or
+/// updated atomically by another is a race between blocks; atomic updates from every block and
+/// each block's own elements are not.
+#[test]
+fn accesses_of_different_blocks_to_one_global_element_race() {
+    let Some(m) = module() else { return };
+    for (mode, what) in [
+        (0, "written by two blocks"),
+        (1, "read by"),
+        (2, "atomicAdd"),
+    ] {
+        let mut out = vec![0.0f32; 6];
+        let err = m
+            .launch(
+                kernel(m, "blocks"),
+                [4, 1, 1],
+                [1, 1, 1],
+                &mut [EmuArg::output(&mut out), EmuArg::I32(mode)],
+            )
+            .expect_err("the planted race between blocks is found");
+        match &err {
+            RunError::EmuBlockRace {
+                kernel,
+                buffer,
+                index,
+                first,
+                second,
+                what: w,
+            } => {
+                assert_eq!(
+                    (kernel.as_str(), buffer.as_str(), *index),
+                    ("blocks", "out", 0)
+                );
+                assert_ne!(first, second, "mode {mode}");
+                assert!(w.contains(what), "mode {mode}: {err}");
+            }
+            other => panic!("mode {mode}: expected a race between blocks, got: {other}"),
+        }
+        assert!(err.to_string().contains("between blocks"), "{err}");
+    }
+    let mut out = vec![0.0f32; 6];
+    m.launch(
+        kernel(m, "blocks"),
+        [4, 1, 1],
+        [1, 1, 1],
+        &mut [EmuArg::output(&mut out), EmuArg::I32(3)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out, vec![4.0, 0.0, 1.0, 2.0, 3.0, 0.0]);
 }
 
 #[test]

@@ -46,6 +46,7 @@ enum : int32_t {
   ERR_DEADLOCK = 3,
   ERR_UNSUPPORTED = 4,
   ERR_INTERNAL = 5,
+  ERR_BLOCK_RACE = 6,
 };
 
 struct ErrorOut {
@@ -143,6 +144,23 @@ struct Shadow {
   int32_t w, r1, r2, a1, a2;
 };
 
+// One element of a writable global buffer as one block touched it: its race state in the
+// current barrier epoch, and which kinds of access (bits of `Acc`) the block made over its whole
+// run, for the check between the blocks of a launch.
+struct GShadow {
+  Shadow s;
+  uint8_t kinds;
+  const char* name;
+  int64_t idx, len;
+};
+
+// One element of a writable global buffer as the blocks of a launch that finished touched it:
+// the linear id of the block that wrote it plainly, up to two distinct blocks that read it and
+// two that updated it atomically (-1 for none).
+struct Cross {
+  int64_t w = -1, r1 = -1, r2 = -1, a1 = -1, a2 = -1;
+};
+
 struct SharedMeta {
   const void* tag;
   const char* name;
@@ -160,6 +178,9 @@ struct Launch {
   std::atomic<uint64_t> next_block{0};
   std::atomic<uint64_t> requested{0};
   std::atomic<uint64_t> sectors{0};
+  // The global elements finished blocks touched (by byte address), under `cross_mu`.
+  std::mutex cross_mu;
+  std::unordered_map<uint64_t, Cross> cross;
 };
 
 using Body = void (*)(const LaunchArg*);
@@ -173,6 +194,7 @@ struct Block {
   unsigned bar_arrived;
   uint32_t epoch;
   bool aborted;
+  uint64_t lin_id;
   uint64_t requested, sectors;
 #if defined(__x86_64__)
   void* sched_sp;
@@ -182,9 +204,9 @@ struct Block {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   std::vector<std::unique_ptr<SharedMeta>> shared;
-  // Race-detection state of the elements of writable global buffers this block touched in the
-  // current barrier epoch, by byte address.
-  std::unordered_map<uint64_t, Shadow> gshadow;
+  // The elements of writable global buffers this block touched, by byte address: their race
+  // state in the current barrier epoch (reset lazily) and the kinds of access over the run.
+  std::unordered_map<uint64_t, GShadow> gshadow;
 };
 
 static thread_local Fiber* g_cur = nullptr;
@@ -452,7 +474,6 @@ inline void release_barrier(Block* b) {
     if (f.st == St::Barrier) f.st = St::Ready;
   b->bar_arrived = 0;
   ++b->epoch;
-  b->gshadow.clear();
   flush_all(b);
 }
 
@@ -645,7 +666,8 @@ inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
 }
 
 // The same check for an element of a writable global buffer among the threads of one block
-// (blocks are not checked against each other): two threads touching it between barriers, one
+// (the blocks are checked against each other as each finishes, `merge_block`; the kinds of
+// access are recorded here for that): two threads touching it between barriers, one
 // writing, not both atomically, race — a reduction whose lanes all update one element without
 // a cross-thread combination, for one.
 __attribute__((noinline)) inline void grace(const void* base, int64_t len, int64_t idx,
@@ -654,10 +676,72 @@ __attribute__((noinline)) inline void grace(const void* base, int64_t len, int64
   Fiber* f = cur();
   Block* b = f->blk;
   uint64_t a = reinterpret_cast<uint64_t>(base) + uint64_t(idx) * size;
-  Shadow& s = b->gshadow[a];
+  GShadow& g = b->gshadow[a];
+  g.kinds |= uint8_t(1u << unsigned(kind));
+  g.name = name;
+  g.idx = idx;
+  g.len = len;
+  Shadow& s = g.s;
   if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
   int32_t o = -1;
   if (const char* what = race_step(s, int32_t(f->lin), kind, o)) fail_race(name, idx, len, o, what);
+}
+
+// The block id (x, y, z) of linear id `id` in a grid of `g`.
+inline uint3 block_of(uint64_t id, uint3 g) {
+  return uint3{unsigned(id % g.x), unsigned((id / g.x) % g.y), unsigned(id / (uint64_t(g.x) * g.y))};
+}
+
+// Adds what finished block `b` touched to its launch's record. Blocks of one launch run in no
+// order CUDA defines: an element one block wrote plainly and another block read, wrote or
+// updated atomically, or one block read and another updated atomically, is a race. False (the
+// error recorded) when `b` completes one.
+inline bool merge_block(Block* b) {
+  Launch* L = b->L;
+  const int64_t x = int64_t(b->lin_id);
+  auto other = [x](int64_t p, int64_t q) -> int64_t {
+    if (p != -1 && p != x) return p;
+    if (q != -1 && q != x) return q;
+    return -1;
+  };
+  auto add = [x](int64_t& p, int64_t& q) {
+    if (p == -1) p = x;
+    else if (p != x && q == -1) q = x;
+  };
+  const char* what = nullptr;
+  int64_t o = -1;
+  const GShadow* at = nullptr;
+  {
+    std::lock_guard<std::mutex> g(L->cross_mu);
+    for (const auto& [addr, t] : b->gshadow) {
+      Cross& c = L->cross[addr];
+      const bool r = t.kinds & (1u << unsigned(Acc::Read)), w = t.kinds & (1u << unsigned(Acc::Write)),
+                 a = t.kinds & (1u << unsigned(Acc::Atomic));
+      const int64_t ow = c.w != -1 && c.w != x ? c.w : -1;
+      if (w && ow != -1) what = "written by two blocks of one launch", o = ow;
+      else if (w && (o = other(c.r1, c.r2)) != -1) what = "written by one block, read by another of the same launch";
+      else if (w && (o = other(c.a1, c.a2)) != -1) what = "written by one block, updated with atomicAdd by another of the same launch";
+      else if ((r || a) && ow != -1) what = r ? "read by one block, written by another of the same launch" : "updated with atomicAdd by one block, written by another of the same launch", o = ow;
+      else if (r && (o = other(c.a1, c.a2)) != -1) what = "read by one block, updated with atomicAdd by another of the same launch";
+      else if (a && (o = other(c.r1, c.r2)) != -1) what = "updated with atomicAdd by one block, read by another of the same launch";
+      if (what) {
+        at = &t;
+        break;
+      }
+      if (w) c.w = x;
+      if (r) add(c.r1, c.r2);
+      if (a) add(c.a1, c.a2);
+    }
+  }
+  if (!what) return true;
+  ErrorOut e = new_error(ERR_BLOCK_RACE, b);
+  e.index = at->idx;
+  e.length = at->len;
+  copy_dim(e.thread_a, block_of(uint64_t(o), b->gdim));
+  set_str(e.buffer, sizeof e.buffer, at->name);
+  set_str(e.message, sizeof e.message, what);
+  record_error(L, e);
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -959,7 +1043,7 @@ inline bool run_block(Block* b) {
     }
   }
   flush_all(b);
-  return true;
+  return merge_block(b);
 }
 
 inline void run_worker(Launch* L, Body body) {
@@ -1001,8 +1085,8 @@ inline void run_worker(Launch* L, Body body) {
     if (L->abort.load(std::memory_order_relaxed)) break;
     uint64_t id = L->next_block.fetch_add(1, std::memory_order_relaxed);
     if (id >= nblocks) break;
-    b.bid = uint3{unsigned(id % d->grid[0]), unsigned((id / d->grid[0]) % d->grid[1]),
-                  unsigned(id / (uint64_t(d->grid[0]) * d->grid[1]))};
+    b.bid = block_of(id, b.gdim);
+    b.lin_id = id;
     if (!run_block(&b)) break;
   }
   L->requested.fetch_add(b.requested, std::memory_order_relaxed);
