@@ -99,7 +99,8 @@ if has formats; then
     [[ ${ATTENTION:-1} == 1 ]] && within "$BIN" bench attention --matrix "$g/mask_block64_4096.mtx" --heads 8 --feat 64 --dtype float16 --format bsr:16 --device cuda --repeat 1 --emit-cuda "$OUT/cuda_attention" --json > /dev/null 2>&1
     # 2:4 SpMM on sparse tensor cores, 4096 x 4096 x 4096, against dense cuBLAS. First Hopper's
     # warpgroup form (`wgmma.mma_async.sp`, sm_90a; wgmma=R or wgdbuf=R: R/4 warpgroups per
-    # block, each m64n256k32 per run; x1x2: two row tiles per warp, m64n128k32), then `mma.sp`
+    # block, each m64n256k32 per run; x1x2: two row tiles per warp, m64n128k32; ahead=A: A
+    # slices copied ahead instead of one, session 17's profile being copy-latency-bound), then `mma.sp`
     # per warp: one output tile per warp (the session-11 kernel), the default (4 warps of 4
     # tiles), and B staged in shared memory by blocks of R x Z warps (smem=RxZxH: H row tiles
     # of 16 per warp, 8 column tiles each), one slice or two (dbuf: the next copied with
@@ -107,7 +108,7 @@ if has formats; then
     # and one warpgroup kernel only.
     for dt in ${DTYPES:-float16 bfloat16}; do
         if [[ $dt == float16 ]]; then
-            f24s=${FORMATS_24:-"2:4(wgdbuf=8) 2:4(wgmma=8) 2:4(wgdbuf=4) 2:4(wgdbuf=8x1x2) 2:4(wgdbuf=8x2) 2:4(tiles=1) 2:4 2:4(dbuf=8) 2:4(dbuf=4x2x2) 2:4(smem=8) 2:4(wgmma=4) 2:4(dbuf=2x2x4)"}
+            f24s=${FORMATS_24:-"2:4(wgdbuf=8,ahead=2) 2:4(dbuf=4x2x2,ahead=2) 2:4(dbuf=4x2x2,ahead=3) 2:4(dbuf=2x2x4,ahead=3) 2:4(wgdbuf=8x1x2,ahead=2) 2:4(wgdbuf=8) 2:4(dbuf=4x2x2) 2:4(dbuf=2x2x4) 2:4(wgdbuf=8x1x2) 2:4 2:4(tiles=1)"}
         else
             f24s=${FORMATS_24_BF16:-"2:4 2:4(wgdbuf=8)"}
         fi

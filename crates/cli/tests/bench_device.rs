@@ -156,7 +156,7 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
     }
     // Several output tiles per warp: by the rule (width 64: 4 warps of 2 tiles) or asked for;
     // a width the tiles do not divide is refused with the reason.
-    // B staged in shared memory (one or two slices): blocks of 2 row-tile warps (the matrix's
+    // B staged in shared memory (one, two or three slices): blocks of 2 row-tile warps (the matrix's
     // rows padded to 32), one or two column warps, or one warp of two row tiles.
     for format in [
         "2:4",
@@ -165,6 +165,7 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
         "2:4(smem=2)",
         "2:4(dbuf=2x2)",
         "2:4(dbuf=1x1x2)",
+        "2:4(dbuf=2,ahead=2)",
     ] {
         let j = line(&bench(
             "spmm",

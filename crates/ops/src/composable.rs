@@ -85,10 +85,15 @@ impl fmt::Display for Format {
             Format::Condense => f.write_str("condense"),
             Format::TwoFour { smem: Some(t), .. } => {
                 let key = t.key();
+                let ahead = if t.prefetch > 1 {
+                    format!(",ahead={}", t.prefetch)
+                } else {
+                    String::new()
+                };
                 match (t.cols, t.row_tiles) {
-                    (1, 1) => write!(f, "2:4({key}={})", t.rows),
-                    (z, 1) => write!(f, "2:4({key}={}x{z})", t.rows),
-                    (z, h) => write!(f, "2:4({key}={}x{z}x{h})", t.rows),
+                    (1, 1) => write!(f, "2:4({key}={}{ahead})", t.rows),
+                    (z, 1) => write!(f, "2:4({key}={}x{z}{ahead})", t.rows),
+                    (z, h) => write!(f, "2:4({key}={}x{z}x{h}{ahead})", t.rows),
                 }
             }
             Format::TwoFour { tiles: None, .. } => f.write_str("2:4"),
@@ -106,8 +111,9 @@ pub struct SharedTiles {
     pub rows: usize,
     /// Warps per block over columns.
     pub cols: usize,
-    /// Two slices, the next copied (`cp.async`) while the current one is used.
-    pub double_buffer: bool,
+    /// Slices copied ahead (`cp.async`) while the current one is used: 0 (one slice), 1
+    /// (double buffering: `dbuf`, `wgdbuf`), 2 or 3 (`,ahead=A` after the warps).
+    pub prefetch: usize,
     /// Row tiles of 16 rows per warp (1, 2 or 4).
     pub row_tiles: usize,
     /// Each 4 row warps issue their products as one warpgroup instruction (Hopper's
@@ -118,7 +124,7 @@ pub struct SharedTiles {
 impl SharedTiles {
     /// The format's key: `smem`, `dbuf`, `wgmma` or `wgdbuf`.
     pub fn key(&self) -> &'static str {
-        match (self.warpgroup, self.double_buffer) {
+        match (self.warpgroup, self.prefetch > 0) {
             (false, false) => "smem",
             (false, true) => "dbuf",
             (true, false) => "wgmma",
@@ -129,7 +135,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -214,6 +220,24 @@ impl Format {
         .into_iter()
         .find_map(|(key, d, w)| field_call(t, "2:4", key).map(|v| (v, d, w)));
         if let Some((v, double_buffer, warpgroup)) = staged {
+            // `dbuf=RxZ,ahead=A`: the slices copied ahead (2 or 3; 1 is `dbuf` itself).
+            let (v, prefetch) = match v.split_once(',') {
+                None => (v, usize::from(double_buffer)),
+                Some((w, rest)) => {
+                    let a = rest
+                        .trim()
+                        .strip_prefix("ahead")
+                        .and_then(|r| r.trim_start().strip_prefix('='))
+                        .ok_or_else(|| err("expected `ahead=A` after the warps"))?;
+                    let a = positive(text, "the slices copied ahead", a)?;
+                    if !double_buffer || !(1..=3).contains(&a) {
+                        return Err(err(
+                            "`ahead=A` (1 to 3 slices copied ahead) goes with dbuf or wgdbuf",
+                        ));
+                    }
+                    (w, a)
+                }
+            };
             let mut parts = v.split('x');
             let r = parts.next().unwrap_or("");
             let z = parts.next().unwrap_or("1");
@@ -242,7 +266,7 @@ impl Format {
                 smem: Some(SharedTiles {
                     rows,
                     cols,
-                    double_buffer,
+                    prefetch,
                     row_tiles,
                     warpgroup,
                 }),
@@ -684,17 +708,16 @@ pub fn spmm_24_cpu_schedule(n: usize) -> String {
 /// tiles), accumulators in registers. `B` then comes from global memory once per block instead
 /// of once per row tile.
 ///
-/// With `double_buffer`, the run loop keeps two slices (`{"double_buffer": 1}`): the next
-/// run's slice is copied with `cp.async` while the current one is multiplied. With `warpgroup`
+/// With `prefetch` A > 0, the run loop keeps A + 1 slices (`{"double_buffer": A}`): the slice
+/// of the run A ahead is copied with `cp.async` while the current one is multiplied. With `warpgroup`
 /// (`schedules/gpu/spmm_24_tc_wgmma.sched`), each 4 row warps issue their products of a run as
 /// one `wgmma.mma_async.sp` (sm_90a) reading the slice through a descriptor.
 pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) -> String {
     let (rows, cols, units) = (tiles.rows.max(1), tiles.cols.max(1), units.max(1));
-    let double_buffer = tiles.double_buffer;
-    let double = if double_buffer {
-        "sch.annotate(gko, \"double_buffer\", 1)"
+    let double = if tiles.prefetch > 0 {
+        format!("sch.annotate(gko, \"double_buffer\", {})", tiles.prefetch)
     } else {
-        ""
+        String::new()
     };
     let text = if tiles.warpgroup {
         include_str!("../schedules/gpu/spmm_24_tc_wgmma.sched")
@@ -707,7 +730,7 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
         .replace("COLW", &cols.to_string())
         .replace("UNITS", &units.to_string())
         .replace("COPYW", &rows.min(units).to_string())
-        .replace("DOUBLE", double)
+        .replace("DOUBLE", &double)
 }
 
 /// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
@@ -873,6 +896,9 @@ mod tests {
             "2:4(dbuf=4x4)",
             "2:4(dbuf=4x2x2)",
             "2:4(smem=2x1x4)",
+            "2:4(dbuf=4x2x2,ahead=2)",
+            "2:4(wgdbuf=8,ahead=3)",
+            "2:4(wgdbuf=8x1x2,ahead=2)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -883,6 +909,11 @@ mod tests {
                 parts: Some(2),
                 buckets: Some(vec![1, 4])
             }
+        );
+        // `ahead=1` is `dbuf` itself.
+        assert_eq!(
+            Format::parse("2:4(dbuf=4, ahead = 1)").unwrap().to_string(),
+            "2:4(dbuf=4)"
         );
         assert_eq!(Format::parse("bsr(block=4)").unwrap(), Format::Bsr(4));
         assert_eq!(Format::parse("bsr( block = 8 )").unwrap(), Format::Bsr(8));
@@ -920,6 +951,11 @@ mod tests {
             "2:4(dbuf=4x)",
             "2:4(dbuf=4x2x3)",
             "2:4(dbuf=4x2x2x1)",
+            "2:4(smem=4,ahead=2)",
+            "2:4(wgmma=8,ahead=2)",
+            "2:4(dbuf=4,ahead=4)",
+            "2:4(dbuf=4,ahead=0)",
+            "2:4(dbuf=4,behind=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");
         }

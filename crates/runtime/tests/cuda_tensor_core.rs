@@ -174,7 +174,7 @@ fn the_ptx_holds_the_mma_instruction() {
         sparsetir_ops::composable::SharedTiles {
             rows: 2,
             cols: 1,
-            double_buffer: true,
+            prefetch: 1,
             row_tiles: 2,
             warpgroup: false,
         },
@@ -374,34 +374,37 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
         // column warps, 1 to 8 tiles; the positions int32 and int8 (one 8-byte load per lane
         // and row for its 8 positions).
         let g8 = spmm24_kernel_i8(dt);
-        for (case, (m, n, feat, rows, cols, units, db, h)) in [
-            (16, 32, 8, 1, 1, 1, false, 1),
-            (64, 64, 32, 2, 1, 2, false, 1),
-            (64, 96, 64, 4, 1, 8, false, 1),
-            (128, 64, 64, 8, 1, 4, false, 1),
-            (32, 64, 64, 2, 2, 4, false, 1),
-            (64, 64, 128, 4, 2, 8, false, 1),
-            (16, 32, 8, 1, 1, 1, true, 1),
-            (64, 96, 64, 4, 1, 8, true, 1),
-            (32, 128, 64, 2, 2, 4, true, 1),
-            (64, 64, 128, 4, 2, 8, true, 1),
-            (64, 64, 64, 2, 1, 8, false, 2),
-            (128, 96, 128, 2, 2, 4, true, 4),
-            (64, 64, 64, 1, 2, 4, true, 2),
+        for (case, (m, n, feat, rows, cols, units, ahead, h)) in [
+            (16, 32, 8, 1, 1, 1, 0, 1),
+            (64, 64, 32, 2, 1, 2, 0, 1),
+            (64, 96, 64, 4, 1, 8, 0, 1),
+            (128, 64, 64, 8, 1, 4, 0, 1),
+            (32, 64, 64, 2, 2, 4, 0, 1),
+            (64, 64, 128, 4, 2, 8, 0, 1),
+            (16, 32, 8, 1, 1, 1, 1, 1),
+            (64, 96, 64, 4, 1, 8, 1, 1),
+            (32, 128, 64, 2, 2, 4, 1, 1),
+            (64, 64, 128, 4, 2, 8, 1, 1),
+            (64, 64, 64, 2, 1, 8, 0, 2),
+            (128, 96, 128, 2, 2, 4, 1, 4),
+            (64, 64, 64, 1, 2, 4, 1, 2),
+            (64, 160, 64, 4, 1, 8, 2, 1),
+            (32, 128, 64, 2, 2, 4, 3, 1),
         ]
         .into_iter()
         .enumerate()
         {
             let int8 = case % 2 == 1;
+            let db = ahead > 0;
             let g = if int8 { &g8 } else { &g };
             let what = format!(
                 "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} x {cols} warps \
-                 of {h} x {units} tiles, int8 positions: {int8}, double-buffered: {db}"
+                 of {h} x {units} tiles, int8 positions: {int8}, slices copied ahead: {ahead}"
             );
             let tiles = sparsetir_ops::composable::SharedTiles {
                 rows,
                 cols,
-                double_buffer: db,
+                prefetch: ahead,
                 row_tiles: h,
                 warpgroup: false,
             };
@@ -418,11 +421,10 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             // no bank holds a column), read by `ldmatrix`; the tiles' accumulators in
             // registers across the runs, one A fragment per run for all the tiles.
             let row = 8 * units * cols + if (units * cols) % 8 == 0 { 8 } else { 0 };
-            let halves = if db { 2 } else { 1 };
             assert!(
                 src.contains(&format!(
                     "SPTIR_SHARED(uint16_t, B_data_shared, {});",
-                    32 * row * halves
+                    32 * row * (ahead + 1)
                 )),
                 "{what}"
             );
@@ -507,7 +509,7 @@ fn snapshot_tensor_core_kernels() {
         sparsetir_ops::composable::SharedTiles {
             rows: 2,
             cols: 1,
-            double_buffer: true,
+            prefetch: 1,
             row_tiles: 2,
             warpgroup: false,
         },

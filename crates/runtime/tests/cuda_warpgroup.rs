@@ -32,11 +32,12 @@ fn kernel(dt: DType) -> sparsetir_ir::PrimFunc {
     sparsetir_transform::index_dtype(&f, "J", DType::I8).expect("index_dtype")
 }
 
-fn tiles(rows: usize, cols: usize, row_tiles: usize, double_buffer: bool) -> SharedTiles {
+/// `ahead`: slices copied ahead (0: one slice, 1: double-buffered, 2 or 3).
+fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTiles {
     SharedTiles {
         rows,
         cols,
-        double_buffer,
+        prefetch: ahead,
         row_tiles,
         warpgroup: true,
     }
@@ -71,21 +72,24 @@ fn spmm_24_warpgroup_products_on_a_real_gpu() {
 
 fn spmm_24_warpgroup(device: GpuDevice) {
     let mut rng = ChaCha8Rng::seed_from_u64(90);
-    // (dtype, m, n, feat, row warps, column warps, row tiles, units, double-buffered)
-    for (dt, m, n, feat, rows, cols, h, units, db) in [
-        (DType::F16, 64, 64, 64, 4, 1, 1, 8, false),
-        (DType::F16, 128, 96, 16, 4, 2, 2, 1, true),
-        (DType::BF16, 128, 64, 128, 8, 1, 1, 16, true),
-        (DType::F16, 64, 32, 256, 4, 1, 1, 32, false),
-        (DType::BF16, 128, 128, 64, 4, 2, 1, 4, false),
-        (DType::F16, 256, 64, 128, 8, 1, 2, 8, true),
+    // (dtype, m, n, feat, row warps, column warps, row tiles, units, slices copied ahead)
+    for (dt, m, n, feat, rows, cols, h, units, ahead) in [
+        (DType::F16, 64, 64, 64, 4, 1, 1, 8, 0),
+        (DType::F16, 128, 96, 16, 4, 2, 2, 1, 1),
+        (DType::BF16, 128, 64, 128, 8, 1, 1, 16, 1),
+        (DType::F16, 64, 32, 256, 4, 1, 1, 32, 0),
+        (DType::BF16, 128, 128, 64, 4, 2, 1, 4, 0),
+        (DType::F16, 256, 64, 128, 8, 1, 2, 8, 1),
+        (DType::F16, 128, 160, 64, 8, 1, 1, 8, 2),
+        (DType::BF16, 128, 96, 32, 4, 1, 2, 4, 3),
     ] {
         let what = format!(
             "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} x {cols} warps of {h} x {units} tiles, \
-             double-buffered: {db}"
+             slices copied ahead: {ahead}"
         );
+        let db = ahead > 0;
         let g = kernel(dt);
-        let sched = spmm_24_tc_smem_gpu_schedule(n, tiles(rows, cols, h, db), units);
+        let sched = spmm_24_tc_smem_gpu_schedule(n, tiles(rows, cols, h, ahead), units);
         let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let src = &k.module().source;
@@ -104,8 +108,8 @@ fn spmm_24_warpgroup(device: GpuDevice) {
             )),
             "{what}"
         );
-        let halves = if db { 2 } else { 1 };
-        let window = 32 * 8 * units * cols * halves;
+        // One slice per run in flight and the current one; each run waits for its own copy.
+        let window = 32 * 8 * units * cols * (ahead + 1);
         assert!(
             src.contains(&format!("SPTIR_SHARED(uint16_t, B_data_shared, {window});")),
             "{what}"
@@ -116,6 +120,11 @@ fn spmm_24_warpgroup(device: GpuDevice) {
             "{what}"
         );
         assert!(k.module().arch_specific, "{what}");
+        assert_eq!(
+            src.contains(&format!("sptir_cp_async_wait<{ahead}>();")),
+            db,
+            "{what}"
+        );
         // Double-buffered: A's fragments and metadata read one run ahead into registers.
         assert_eq!(
             src.contains(&format!("uint32_t sptir_an[{h}][4], sptir_en[{h}];")),
@@ -136,8 +145,13 @@ fn warpgroup_kernels_compile_for_sm_90a_only() {
     let Some(nvrtc) = common::nvrtc() else {
         return;
     };
-    for (dt, ty, units) in [(DType::F16, "f16", 32), (DType::BF16, "bf16", 8)] {
-        let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(8, 1, 1, true), units);
+    // (16 KiB slices at 32 units: three of them, 48 KiB, with two copied ahead.)
+    for (dt, ty, units, ahead) in [
+        (DType::F16, "f16", 32, 1),
+        (DType::BF16, "bf16", 8, 1),
+        (DType::F16, "f16", 32, 2),
+    ] {
+        let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(8, 1, 1, ahead), units);
         let (_, m) = emit_cuda(&kernel(dt), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
         let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
         let c = nvrtc
@@ -173,7 +187,7 @@ fn warpgroup_kernels_compile_for_sm_90a_only() {
 #[test]
 fn schedules_that_are_not_warpgroup_products_are_typed_errors() {
     let g = kernel(DType::F16);
-    let wg = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, false), 8);
+    let wg = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 0), 8);
     let s = spec(64, 64, 64);
     emit_cuda(&g, Some(&wg), &s).expect("the schedule itself is written");
     for (change, needle) in [
@@ -203,7 +217,7 @@ fn schedules_that_are_not_warpgroup_products_are_typed_errors() {
 /// The warpgroup kernel's CUDA (the prelude left out), text in, text out.
 #[test]
 fn snapshot_warpgroup_kernel() {
-    let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, true), 2);
+    let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 1), 2);
     let (_, m) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(64, 64, 16)).expect("emit");
     let src = &m.source;
     insta::assert_snapshot!(
@@ -228,7 +242,7 @@ fn accumulators_start_at_zero_only_after_a_zero_fill() {
         let f = sparsetir_transform::store_as(&f, &["A", "B"], DType::F16).expect("store_as");
         sparsetir_transform::index_dtype(&f, "J", DType::I8).expect("index_dtype")
     };
-    let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, true), 4);
+    let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 1), 4);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     for (text, zero) in [(src, true), (ones.as_str(), false)] {
         let g = load(text);

@@ -1,15 +1,19 @@
-//! Double-buffered shared-memory copies on the CUDA target: a serial loop annotated
-//! `{"double_buffer": 1}` whose body starts with the copy of a function-level shared window
-//! (`shared_window.rs`; the copy `compute_at` placed there) keeps two windows, and copies the
-//! next iteration's slice while the current one is used.
+//! Multi-buffered shared-memory copies on the CUDA target: a serial loop annotated
+//! `{"double_buffer": d}` (d = 1, 2 or 3) whose body starts with the copy of a function-level
+//! shared window (`shared_window.rs`; the copy `compute_at` placed there) keeps `d + 1` windows,
+//! and copies the slice of iteration `k + d` while iteration `k`'s is used: `d = 1` is double
+//! buffering, `d = 2` and `3` keep more copies in flight where one iteration's work is shorter
+//! than a copy's latency.
 //!
 //! # What is written
 //!
-//! The window is declared twice its size, iteration `k` using half `(k - min) % 2`. Before the
-//! loop, the first iteration's copy; in iteration `k`, first the copy of iteration `k + 1`
-//! (where there is one) into the other half, then `cp.async.wait_group 1` (every copy but the
-//! newest is complete: iteration `k`'s), a barrier, the rest of the body, and a barrier (the
-//! next iteration's copy writes the half this one read). A copy of 16 bytes per thread from a
+//! The window is declared `d + 1` times its size, iteration `k` using window `(k - min) %
+//! (d + 1)`. Before the loop, the copies of the first `d` iterations (each its own group, empty
+//! past the end); in iteration `k`, first the copy of iteration `k + d` (where there is one; an
+//! empty group otherwise) into the window iteration `k - 1` used, then `cp.async.wait_group d`
+//! (every copy but the `d` newest is complete: iteration `k`'s), a barrier, the rest of the
+//! body, and a barrier (the next iteration's copy writes the window this one read). A copy of
+//! 16 bytes per thread from a
 //! buffer the kernel only reads (`sptir_ld8h` / `sptir_st8h`) becomes one `cp.async` (sm_80+:
 //! global to shared without registers, `cp.async.cg...16`), so the loads of iteration `k + 1`
 //! are in flight during iteration `k`'s products; other copies are written as plain code.
@@ -20,13 +24,27 @@
 
 use super::*;
 
-/// The loop annotation that asks for a double-buffered copy.
+/// The loop annotation that asks for a multi-buffered copy; its value is how many iterations
+/// ahead the copy runs (1: double buffering).
 pub const DOUBLE_BUFFER_ATTR: &str = "double_buffer";
 
+/// The farthest a copy may run ahead (four windows).
+pub const MAX_PREFETCH: i64 = 3;
+
 impl<'f> Writer<'f> {
-    /// Whether a function-level shared buffer whose window's loop is `l` gets two windows.
+    /// Whether a function-level shared buffer whose window's loop is `l` gets several windows.
     pub(super) fn double_buffered(l: &For) -> bool {
-        matches!(l.annotations.get(DOUBLE_BUFFER_ATTR), Some(AttrValue::Int(n)) if *n != 0)
+        Self::prefetch_distance(l) > 0
+    }
+
+    /// How many iterations ahead loop `l`'s copy runs: its `double_buffer` annotation (0 for
+    /// none; values past [`MAX_PREFETCH`] are refused where the window is declared).
+    pub(super) fn prefetch_distance(l: &For) -> i64 {
+        match l.annotations.get(DOUBLE_BUFFER_ATTR) {
+            Some(AttrValue::Int(n)) if *n > 0 => *n,
+            Some(AttrValue::Bool(true)) => 1,
+            _ => 0,
+        }
     }
 
     /// For a loop annotated `double_buffer`: its body's items, the first being a copy into a
@@ -80,7 +98,8 @@ impl<'f> Writer<'f> {
             .is_some_and(|i| i.stage.is_some())
     }
 
-    /// Before loop `f` (`start`, `end`: its range as C text): the first iteration's copy.
+    /// Before loop `f` (`start`, `end`: its range as C text): the first `d` iterations' copies
+    /// (one group each; with `d` = 1 the copy alone, as the group count then does not matter).
     pub(super) fn write_pipeline_prologue(
         &mut self,
         f: &For,
@@ -89,17 +108,34 @@ impl<'f> Writer<'f> {
         end: &str,
     ) -> Res<()> {
         let first = self.expr(&f.min)?.0;
-        self.line(&format!("if ({start} < {end}) {{"));
-        self.indent += 1;
-        self.write_pipelined_copy(f, copy, &first)?;
-        self.indent -= 1;
-        self.line("}");
+        let d = Self::prefetch_distance(f);
+        for j in 0..d {
+            let at = if j == 0 {
+                first.clone()
+            } else {
+                format!("{first} + {j}")
+            };
+            let cond = if j == 0 {
+                format!("{start} < {end}")
+            } else {
+                format!("{start} + {j} < {end}")
+            };
+            self.line(&format!("if ({cond}) {{"));
+            self.indent += 1;
+            self.write_pipelined_copy(f, copy, &at)?;
+            self.indent -= 1;
+            if d > 1 {
+                self.line("} else {");
+                self.line("    sptir_cp_async_commit();");
+            }
+            self.line("}");
+        }
         Ok(())
     }
 
-    /// The body of iteration `v` (C text) of loop `f` ending at `end`: the next iteration's
-    /// copy into the other half (an empty group in the last), this one's awaited, the rest of
-    /// `items` between two barriers.
+    /// The body of iteration `v` (C text) of loop `f` ending at `end`: iteration `v + d`'s copy
+    /// into the window iteration `v - 1` used (an empty group past the end), this one's awaited,
+    /// the rest of `items` between two barriers.
     pub(super) fn write_pipeline_iteration(
         &mut self,
         f: &For,
@@ -107,14 +143,15 @@ impl<'f> Writer<'f> {
         v: &str,
         end: &str,
     ) -> Res<()> {
-        self.line(&format!("if ({v} + 1 < {end}) {{"));
+        let d = Self::prefetch_distance(f);
+        self.line(&format!("if ({v} + {d} < {end}) {{"));
         self.indent += 1;
-        self.write_pipelined_copy(f, items[0], &format!("{v} + 1"))?;
+        self.write_pipelined_copy(f, items[0], &format!("{v} + {d}"))?;
         self.indent -= 1;
         self.line("} else {");
         self.line("    sptir_cp_async_commit();");
         self.line("}");
-        self.line("sptir_cp_async_wait1();");
+        self.line(&format!("sptir_cp_async_wait<{d}>();"));
         self.write_barrier();
         let rest: Vec<Stmt> = items[1..].iter().map(|s| (*s).clone()).collect();
         self.write_stmt(&Stmt::Seq(rest))?;
@@ -156,8 +193,9 @@ static __device__ __forceinline__ void sptir_cp_async16(uint16_t* dst, const uin
 static __device__ __forceinline__ void sptir_cp_async_commit() {
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
-static __device__ __forceinline__ void sptir_cp_async_wait1() {
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
+template <int N>
+static __device__ __forceinline__ void sptir_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 #else
 template <bool W>
@@ -165,6 +203,7 @@ static void sptir_cp_async16(const ::sptir_emu::SPtr<uint16_t>& dst, const ::spt
     sptir_st8h(dst, sptir_ld8h(src));
 }
 static void sptir_cp_async_commit() {}
-static void sptir_cp_async_wait1() {}
+template <int N>
+static void sptir_cp_async_wait() {}
 #endif
 "#;

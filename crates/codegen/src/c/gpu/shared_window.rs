@@ -255,18 +255,34 @@ impl Writer<'_> {
                 _ => return Err(self.unsupported(&what, "its window is too large")),
             };
         }
-        // Double-buffered: two windows, the loop's iteration picking one.
+        // Multi-buffered: `d + 1` windows (the copy `d` iterations ahead), the loop's iteration
+        // picking one.
+        let windows = match double.map(Self::prefetch_distance) {
+            Some(d) if d > super::pipeline::MAX_PREFETCH => {
+                return Err(self.unsupported(
+                    &what,
+                    format!(
+                        "its loop's `double_buffer` is {d}: copies run at most {} iterations \
+                         ahead",
+                        super::pipeline::MAX_PREFETCH
+                    ),
+                ))
+            }
+            Some(d) => d + 1,
+            None => 1,
+        };
         let stage = double.map(|lp| {
             let dt = self.func.vars[lp.var].dtype;
             let k = Expr::sub(Expr::Var(lp.var), lp.min.clone());
             Expr::mul(
-                Expr::binary(sparsetir_ir::BinOp::FloorMod, k, Expr::Int(2, dt)),
+                Expr::binary(sparsetir_ir::BinOp::FloorMod, k, Expr::Int(windows, dt)),
                 Expr::Int(size, dt),
             )
         });
-        if stage.is_some() {
-            size *= 2;
-        }
+        size = match size.checked_mul(windows) {
+            Some(n) if n <= i64::from(i32::MAX) => n,
+            _ => return Err(self.unsupported(&what, "its window is too large")),
+        };
         let ct = c_type(buf.dtype).unwrap_or("float");
         let name = self.buf_name(b)?.to_string();
         self.declare_shared(&what, buf.dtype, ct, &name, size)?;
