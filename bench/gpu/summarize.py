@@ -62,8 +62,8 @@ def hyb_table(auto_rows, peer_rows):
         hyb = [c for c in o.get("candidates", []) if c["format"].startswith("hyb") and c.get("seconds")]
         if not (p and hyb):
             continue
-        # hyb's schedules (scalar loads, and float4 loads at widths that are multiples of 128):
-        # the faster one, as `auto` would pick it.
+        # hyb's schedules (scalar loads; at widths that are multiples of 128 float4 loads, and
+        # from 256 also 128-feature chunks over threadIdx.z): the fastest, as `auto` picks it.
         best = min(hyb, key=lambda c: c["seconds"])
         plain = [c for c in hyb if c.get("schedule", "hyb") == "hyb"]
         r = p["ms"] / (best["seconds"] * 1e3)
