@@ -4,7 +4,8 @@
 //! shared memory written by some threads and read by others gets exactly one `__syncthreads`;
 //! `warp` buffers (a slice per warp); a four-warp reduction; a shared-memory cache of the output
 //! row (`reverse_cache_write`); a function-level shared buffer declared as the window one block
-//! uses (and refused where it has none: two kernels, an index read from data).
+//! uses (and refused where it has none: two kernels, an index read from data); the grid of a
+//! `blockIdx` loop whose extent is read from memory, bounded by the array's declared domain.
 
 use sparsetir_codegen::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
@@ -376,4 +377,70 @@ fn function_level_shared_buffers_the_writer_cannot_window_are_refused() {
         msg.contains("`S`") && msg.contains("no constant span"),
         "{msg}"
     );
+}
+
+/// A `blockIdx` loop whose extent is read from an array: a fixed grid of 4096 blocks strides
+/// over it, unless the array has a declared domain (`T.assume_buffer_domain`, as the runtime
+/// states for every input `indptr`): then the grid is the extent's bound, at least one block,
+/// and the loop still strides over whatever the data holds.
+const ROWS_FROM_MEMORY: &str = r#"
+@T.prim_func
+def rows(p: T.handle, c: T.handle, nnz: T.int32) -> None:
+    T.func_attr({"sparse_tir_level": 0})
+    P = T.match_buffer(p, (2,), "int32")
+    C = T.match_buffer(c, (nnz,), "float32")
+    DOMAIN
+    for bx in T.thread_binding((P[1] - P[0] + 7) // 8, thread="blockIdx.x"):
+        for tx in T.thread_binding(8, thread="threadIdx.x"):
+            with T.block("row"):
+                vb = T.axis.spatial(nnz, bx * 8 + tx)
+                T.where(bx * 8 + tx < P[1] - P[0])
+                C[P[0] + vb] = C[P[0] + vb] + T.float32(1)
+"#;
+
+#[test]
+fn grids_of_loops_read_from_memory_are_bounded_by_the_arrays_domain() {
+    let cache =
+        KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-rows"));
+    for (domain, want) in [
+        ("", None),
+        ("T.assume_buffer_domain(P, (0, nnz + 1))", Some(())),
+    ] {
+        let text = ROWS_FROM_MEMORY.replace("DOMAIN", domain);
+        let f = sparsetir_syntax::parse_func(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        let m = emit_cuda(&f).unwrap_or_else(|e| panic!("{e}"));
+        let (emu, _) = EmuModule::load(&m, &cache).expect("compiles");
+        for (nnz, p) in [
+            (0usize, [0i32, 0]),
+            (5, [1, 4]),
+            (70, [3, 70]),
+            (100_000, [0, 99_999]),
+        ] {
+            let params = [None, None, Some(nnz as i64)];
+            let (grid, _) = emu
+                .dims(0, &|k| params.get(k).copied().flatten())
+                .expect("dims");
+            let bound = ((nnz as u32) + 7) / 8;
+            match want {
+                None => assert_eq!(grid[0], 4096),
+                Some(()) => assert_eq!(grid[0], bound.clamp(1, 4096), "nnz {nnz}"),
+            }
+            // Every row of the data's range counted once, whatever the grid.
+            let mut c = vec![0f32; nnz.max(1)];
+            if nnz > 0 {
+                let mut args = vec![
+                    EmuArg::input(&p),
+                    EmuArg::output(&mut c),
+                    EmuArg::I32(nnz as i32),
+                ];
+                emu.launch(0, grid, [8, 1, 1], &mut args)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                drop(args);
+                for (i, v) in c.iter().enumerate() {
+                    let inside = i >= p[0] as usize && i < p[1] as usize;
+                    assert_eq!(*v, f32::from(u8::from(inside)), "nnz {nnz}, C[{i}]");
+                }
+            }
+        }
+    }
 }
