@@ -420,7 +420,7 @@ fn grids_of_loops_read_from_memory_are_bounded_by_the_arrays_domain() {
             let (grid, _) = emu
                 .dims(0, &|k| params.get(k).copied().flatten())
                 .expect("dims");
-            let bound = ((nnz as u32) + 7) / 8;
+            let bound = (nnz as u32).div_ceil(8);
             match want {
                 None => assert_eq!(grid[0], 4096),
                 Some(()) => assert_eq!(grid[0], bound.clamp(1, 4096), "nnz {nnz}"),
