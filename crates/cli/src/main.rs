@@ -193,7 +193,8 @@ enum Command {
         /// `2:4(tiles=U)`: U output tiles of 8 columns per warp, `2:4(smem=R)`, `2:4(smem=RxZ)`,
         /// `2:4(smem=RxZxH)`: R x Z warps per block (over rows x columns), H row tiles of 16 per
         /// warp, sharing B's slices through shared memory, `2:4(dbuf=...)`: the same with two
-        /// slices, the next copied during the current products, `2:4(wgmma=...)`,
+        /// slices, the next copied during the current products (`2:4(dbuf=...,ahead=A)`: A + 1
+        /// slices, the one A runs ahead copied, A up to 3), `2:4(wgmma=...)`,
         /// `2:4(wgdbuf=...)`: the same with each 4 row warps (R 4 or 8) issuing their products
         /// as one Hopper warpgroup instruction, `wgmma.mma_async.sp`, sm_90a GPUs only); for
         /// sddmm `coo`; for attention
