@@ -249,10 +249,16 @@ impl<'f> Writer<'f> {
             Expr::Load { buffer, .. } => {
                 let (lo, hi) = domains.get(buffer)?;
                 if upper {
-                    LaunchExpr::Sub(
-                        Box::new(self.launch_expr(hi)?),
-                        Box::new(LaunchExpr::Const(1)),
-                    )
+                    // `hi - 1`; an `indptr`'s `nnz + 1` gives `nnz` itself.
+                    match hi {
+                        Expr::Binary(BinOp::Add, x, one) if matches!(**one, Expr::Int(1, _)) => {
+                            self.launch_expr(x)?
+                        }
+                        _ => LaunchExpr::Sub(
+                            Box::new(self.launch_expr(hi)?),
+                            Box::new(LaunchExpr::Const(1)),
+                        ),
+                    }
                 } else {
                     self.launch_expr(lo)?
                 }
