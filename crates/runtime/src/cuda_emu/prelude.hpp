@@ -621,33 +621,58 @@ enum class Acc { Read, Write, Atomic };
   fail(e);
 }
 
-// One access of `kind` by thread `t` to the element whose state is `s` (already in the current
-// epoch): the message of the race it completes (`o` the other thread), or nullptr.
-inline const char* race_step(Shadow& s, int32_t t, Acc kind, int32_t& o) {
-  auto other = [t](int32_t a, int32_t c) -> int32_t {
+// The messages of the races `race_step` finds: the access, then the other party's.
+struct RaceText {
+  const char *read_write, *read_atomic, *write_write, *write_read, *write_atomic, *atomic_write,
+      *atomic_read;
+};
+
+// Between the threads of a block, within one barrier epoch.
+constexpr RaceText THREAD_RACES = {
+    "a read after another thread's write",     "a read after another thread's atomicAdd",
+    "a write after another thread's write",    "a write after another thread's read",
+    "a write after another thread's atomicAdd", "an atomicAdd after another thread's write",
+    "an atomicAdd after another thread's read"};
+
+// Between the blocks of a launch, over their whole runs.
+constexpr RaceText BLOCK_RACES = {
+    "read by one block, written by another of the same launch",
+    "read by one block, updated with atomicAdd by another of the same launch",
+    "written by two blocks of one launch",
+    "written by one block, read by another of the same launch",
+    "written by one block, updated with atomicAdd by another of the same launch",
+    "updated with atomicAdd by one block, written by another of the same launch",
+    "updated with atomicAdd by one block, read by another of the same launch"};
+
+// One access of `kind` by party `t` (a thread, or a block) to the element whose state is `s`
+// (the last plain writer, two distinct readers, two distinct atomic updaters; -1 for none): the
+// message of the race it completes (`o` the other party), or nullptr; otherwise `t` recorded.
+template <class S, class Id>
+inline const char* race_step(S& s, Id t, Acc kind, Id& o, const RaceText& text) {
+  auto other = [t](Id a, Id c) -> Id {
     if (a != -1 && a != t) return a;
     if (c != -1 && c != t) return c;
     return -1;
   };
-  auto add = [t](int32_t& a, int32_t& c) {
+  auto add = [t](Id& a, Id& c) {
     if (a == -1) a = t;
     else if (a != t && c == -1) c = t;
   };
   switch (kind) {
     case Acc::Read:
-      if (s.w != -1 && s.w != t) return o = s.w, "a read after another thread's write";
-      if ((o = other(s.a1, s.a2)) != -1) return "a read after another thread's atomicAdd";
+      if (s.w != -1 && s.w != t) return o = s.w, text.read_write;
+      if ((o = other(s.a1, s.a2)) != -1) return text.read_atomic;
       add(s.r1, s.r2);
       break;
     case Acc::Write:
-      if (s.w != -1 && s.w != t) return o = s.w, "a write after another thread's write";
-      if ((o = other(s.r1, s.r2)) != -1) return "a write after another thread's read";
-      if ((o = other(s.a1, s.a2)) != -1) return "a write after another thread's atomicAdd";
+      if (s.w != -1 && s.w != t) return o = s.w, text.write_write;
+      if ((o = other(s.r1, s.r2)) != -1) return text.write_read;
+      if ((o = other(s.a1, s.a2)) != -1) return text.write_atomic;
       s.w = t;
       break;
     case Acc::Atomic:
-      if (s.w != -1 && s.w != t) return o = s.w, "an atomicAdd after another thread's write";
-      if ((o = other(s.r1, s.r2)) != -1) return "an atomicAdd after another thread's read";
+      if (s.w != -1 && s.w != t) return o = s.w, text.atomic_write;
+      if ((o = other(s.r1, s.r2)) != -1) return text.atomic_read;
       add(s.a1, s.a2);
       break;
   }
@@ -661,7 +686,7 @@ inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
   Shadow& s = m->shadow[idx];
   if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
   int32_t o = -1;
-  if (const char* what = race_step(s, int32_t(f->lin), kind, o))
+  if (const char* what = race_step(s, int32_t(f->lin), kind, o, THREAD_RACES))
     fail_race(m->name, idx, m->len, o, what);
 }
 
@@ -684,7 +709,8 @@ __attribute__((noinline)) inline void grace(const void* base, int64_t len, int64
   Shadow& s = g.s;
   if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
   int32_t o = -1;
-  if (const char* what = race_step(s, int32_t(f->lin), kind, o)) fail_race(name, idx, len, o, what);
+  if (const char* what = race_step(s, int32_t(f->lin), kind, o, THREAD_RACES))
+    fail_race(name, idx, len, o, what);
 }
 
 // The block id (x, y, z) of linear id `id` in a grid of `g`.
@@ -699,15 +725,6 @@ inline uint3 block_of(uint64_t id, uint3 g) {
 inline bool merge_block(Block* b) {
   Launch* L = b->L;
   const int64_t x = int64_t(b->lin_id);
-  auto other = [x](int64_t p, int64_t q) -> int64_t {
-    if (p != -1 && p != x) return p;
-    if (q != -1 && q != x) return q;
-    return -1;
-  };
-  auto add = [x](int64_t& p, int64_t& q) {
-    if (p == -1) p = x;
-    else if (p != x && q == -1) q = x;
-  };
   const char* what = nullptr;
   int64_t o = -1;
   const GShadow* at = nullptr;
@@ -715,22 +732,15 @@ inline bool merge_block(Block* b) {
     std::lock_guard<std::mutex> g(L->cross_mu);
     for (const auto& [addr, t] : b->gshadow) {
       Cross& c = L->cross[addr];
-      const bool r = t.kinds & (1u << unsigned(Acc::Read)), w = t.kinds & (1u << unsigned(Acc::Write)),
-                 a = t.kinds & (1u << unsigned(Acc::Atomic));
-      const int64_t ow = c.w != -1 && c.w != x ? c.w : -1;
-      if (w && ow != -1) what = "written by two blocks of one launch", o = ow;
-      else if (w && (o = other(c.r1, c.r2)) != -1) what = "written by one block, read by another of the same launch";
-      else if (w && (o = other(c.a1, c.a2)) != -1) what = "written by one block, updated with atomicAdd by another of the same launch";
-      else if ((r || a) && ow != -1) what = r ? "read by one block, written by another of the same launch" : "updated with atomicAdd by one block, written by another of the same launch", o = ow;
-      else if (r && (o = other(c.a1, c.a2)) != -1) what = "read by one block, updated with atomicAdd by another of the same launch";
-      else if (a && (o = other(c.r1, c.r2)) != -1) what = "updated with atomicAdd by one block, read by another of the same launch";
+      // The block's kinds of access in turn, as one party (its own accesses never race).
+      for (Acc kind : {Acc::Read, Acc::Atomic, Acc::Write}) {
+        if (!(t.kinds & (1u << unsigned(kind)))) continue;
+        if ((what = race_step(c, x, kind, o, BLOCK_RACES))) break;
+      }
       if (what) {
         at = &t;
         break;
       }
-      if (w) c.w = x;
-      if (r) add(c.r1, c.r2);
-      if (a) add(c.a1, c.a2);
     }
   }
   if (!what) return true;
