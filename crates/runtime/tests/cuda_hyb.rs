@@ -118,7 +118,7 @@ fn hyb_spmm_on(device: GpuDevice) {
                 _ => hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic),
             };
             let sched = &sched;
-            let vec4 = sched.contains("kv_");
+            let vec4 = kind != "scalar";
             let mut stage1 = stage1.clone();
             if fused {
                 stage1

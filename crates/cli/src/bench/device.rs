@@ -146,36 +146,29 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     // The buckets share one launch: a bucket is atomic where another writes
                     // one of its rows too.
                     let atomic = atomic_blocks_one_launch(&h);
-                    let sched = hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic);
-                    let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
                     let b: Vec<String> = buckets.iter().map(|x| x.to_string()).collect();
                     let hname = format!("hyb(parts={parts},buckets={})", b.join(","));
                     let extra = hyb_arguments(&h);
+                    let nb = buckets.len();
+                    let mut scheds = vec![(hyb_spmm_gpu_schedule(parts, nb, &atomic), "hyb")];
                     // `auto` at widths that are a multiple of 128: the same buckets with
-                    // 16-byte loads of B too, measured like any candidate.
-                    let vec4 = if format == Format::Auto && feat.is_multiple_of(128) {
-                        let sched = hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic);
-                        let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
-                        Some((k, extra.clone(), hname.clone(), "hyb vec4"))
-                    } else {
-                        None
-                    };
-                    // From width 256 (to 4096, 1024 threads a block at most): the 128-feature
-                    // chunks over threadIdx.z, one warp per bucket row and chunk.
-                    let wide = if format == Format::Auto
-                        && feat.is_multiple_of(128)
-                        && (256..=4096).contains(&feat)
-                    {
-                        let sched = hyb_spmm_gpu_schedule_wide(parts, buckets.len(), &atomic, feat);
-                        let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
-                        Some((k, extra.clone(), hname.clone(), "hyb wide"))
-                    } else {
-                        None
-                    };
-                    std::iter::once((k, extra, hname, "hyb"))
-                        .chain(vec4)
-                        .chain(wide)
-                        .collect()
+                    // 16-byte loads of B too, and from width 256 (to 4096, 1024 threads a
+                    // block at most) with the 128-feature chunks over threadIdx.z, one warp per
+                    // bucket row and chunk; measured like any candidate.
+                    if format == Format::Auto && feat.is_multiple_of(128) {
+                        scheds.push((hyb_spmm_gpu_schedule_vec4(parts, nb, &atomic), "hyb vec4"));
+                        if (256..=4096).contains(&feat) {
+                            let wide = hyb_spmm_gpu_schedule_wide(parts, nb, &atomic, feat);
+                            scheds.push((wide, "hyb wide"));
+                        }
+                    }
+                    scheds
+                        .into_iter()
+                        .map(|(sched, label)| {
+                            let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
+                            Ok((k, extra.clone(), hname.clone(), label))
+                        })
+                        .collect::<Result<Vec<_>, Failure>>()?
                 }
                 _ => Vec::new(),
             };
