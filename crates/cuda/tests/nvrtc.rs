@@ -225,7 +225,11 @@ fn unloadable_files_are_skipped_and_reported() {
             assert_eq!(rejected[0].0, fake);
             let shown = CudaError::NvrtcNotFound { searched, rejected }.to_string();
             assert!(
-                shown.contains("not a shared library") || shown.contains("ELF"),
+                // The loader's reason, in its words (glibc says "file too short" for this
+                // one where no toolkit is installed).
+                ["not a shared library", "ELF", "too short"]
+                    .iter()
+                    .any(|w| shown.contains(w)),
                 "{shown}"
             );
         }
