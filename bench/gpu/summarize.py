@@ -59,18 +59,21 @@ def hyb_table(auto_rows, peer_rows):
     ratios = {}
     for o in auto_rows:
         p = peers.get((o["matrix"], o["feat"]))
-        hyb = [c for c in o.get("candidates", []) if c["format"].startswith("hyb") and c.get("seconds")]
+        hyb = [c for c in o.get("candidates", []) if c["format"].startswith("hyb") and c.get("seconds") and c.get("check", True)]
         if not (p and hyb):
             continue
         # hyb's schedules (scalar loads; at widths that are multiples of 128 float4 loads, and
-        # from 256 also 128-feature chunks over threadIdx.z): the fastest, as `auto` picks it.
+        # from 256 also 128-feature chunks over threadIdx.z), with the long rows split over
+        # buckets or (format `...+csr`) kept whole, a thread block each: the fastest, as `auto`
+        # picks it. The last column: SparseTIR's form (split rows, scalar loads).
         best = min(hyb, key=lambda c: c["seconds"])
-        plain = [c for c in hyb if c.get("schedule", "hyb") == "hyb"]
+        plain = [c for c in hyb if c.get("schedule", "hyb") == "hyb" and not c["format"].endswith("+csr")]
+        label = best.get("schedule", "hyb") + (" +csr" if best["format"].endswith("+csr") else "")
         r = p["ms"] / (best["seconds"] * 1e3)
         ratios.setdefault("spmm hyb", []).append(r)
         ratios.setdefault(f"spmm hyb, width {o['feat']}", []).append(r)
         plain_ms = f"{plain[0]['seconds'] * 1e3:.4f}" if plain else ""
-        print(f"| {o['matrix']} | {o['feat']} | {best['seconds'] * 1e3:.4f} | {best.get('schedule', 'hyb')} | "
+        print(f"| {o['matrix']} | {o['feat']} | {best['seconds'] * 1e3:.4f} | {label} | "
               f"{p['ms']:.4f} | {r:.2f}x | {plain_ms} |")
     means(ratios)
 

@@ -23,6 +23,7 @@ use sparsetir_ops::composable::Format;
 mod attention;
 mod device;
 mod formats;
+mod gpu_hyb;
 pub mod sparse_output;
 
 /// Largest relative error (max |out - ref| / max |ref|) a checked output may have.

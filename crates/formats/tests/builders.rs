@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use sparsetir_formats::builders::{condense, ell3d_from_coo, ell3d_from_csf, hyb, BuildError};
+use sparsetir_formats::builders::{
+    condense, ell3d_from_coo, ell3d_from_csf, hyb, hyb_every_row, BuildError,
+};
 use sparsetir_formats::{Coo, Field};
 
 // ---------------------------------------------------------------------------------------------
@@ -324,6 +326,41 @@ fn hyb_hand_checked_split_and_padding() {
     assert_eq!(b.values, vec![7.0, 0.0, 0.0, 0.0, 8.0, 9.0, 0.0, 0.0]);
     assert_eq!(b.mask, vec![1, 0, 0, 0, 1, 1, 0, 0]);
     assert!(!h.needs_atomic);
+}
+
+#[test]
+fn hyb_every_row_places_empty_rows_as_padding() {
+    // Rows 0 and 2 store nothing; row 1 two entries, row 3 five (split past the bucket of 4).
+    let (indptr, indices) = ([0i32, 0, 2, 2, 7], [1i32, 3, 0, 1, 2, 3, 4]);
+    let values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
+    let plain = hyb(4, 5, &indptr, &indices, &values, 1, &[1, 2, 4]).unwrap();
+    let every = hyb_every_row(4, 5, &indptr, &indices, &values, 1, &[1, 2, 4]).unwrap();
+    // The empty rows are one bucket row each of the first bucket, all padding, in row order
+    // (row 3 stores every column: its last piece, one entry, fills that bucket exactly).
+    assert_eq!(plain.get(0, 0).unwrap().row_indices, vec![3]);
+    let b = every.get(0, 0).unwrap();
+    assert_eq!(b.row_indices, vec![0, 2, 3]);
+    assert_eq!(b.values, vec![0.0, 0.0, 7.0]);
+    assert_eq!(b.mask, vec![0, 0, 1]);
+    assert_eq!(b.col_indices, vec![0, 0, 4]);
+    // The other buckets as without them; the same matrix.
+    assert_eq!(every.get(0, 1), plain.get(0, 1));
+    assert_eq!(every.get(0, 2), plain.get(0, 2));
+    assert_eq!(coo_map2(&every.reassemble()), coo_map2(&plain.reassemble()));
+    // Row 3 is split (bucket rows in buckets 4 and 1): not every row once.
+    assert!(!every.rows_once() && !plain.rows_once());
+    // Without the long row, every row is held once only when the empty ones are placed.
+    let (ip, ix, v) = (&indptr[..4], &indices[..2], &values[..2]);
+    assert!(hyb_every_row(3, 5, ip, ix, v, 1, &[1, 2, 4])
+        .unwrap()
+        .rows_once());
+    assert!(!hyb(3, 5, ip, ix, v, 1, &[1, 2, 4]).unwrap().rows_once());
+    // A row in two column parts is held twice.
+    let two = hyb_every_row(3, 5, ip, ix, v, 2, &[1, 2, 4]).unwrap();
+    assert!(!two.rows_once());
+    // No column, no padding column: the empty rows stay out.
+    let none = hyb_every_row(2, 0, &[0i32, 0, 0], &[], &[], 1, &[1]).unwrap();
+    assert!(none.get(0, 0).unwrap().row_indices.is_empty() && !none.rows_once());
 }
 
 #[test]

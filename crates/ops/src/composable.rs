@@ -733,49 +733,65 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
         .replace("DOUBLE", &double)
 }
 
-/// The GPU schedule of hyb SpMM (`schedules/gpu/hyb_init.sched`, then
-/// `schedules/gpu/hyb_bucket.sched` for every (part, bucket) block, part-major); `atomic[i]`
-/// marks block `i` atomic (it holds pieces of split rows).
-pub fn hyb_spmm_gpu_schedule(parts: usize, num_buckets: usize, atomic: &[bool]) -> String {
-    hyb_schedule(
-        include_str!("../schedules/gpu/hyb_init.sched"),
-        include_str!("../schedules/gpu/hyb_bucket.sched"),
-        parts,
-        num_buckets,
-        atomic,
-    )
+/// The GPU schedules of hyb SpMM: `schedules/gpu/hyb_init.sched` for the zero fill of C (when
+/// there is one), then a bucket schedule for every (part, bucket) block, part-major, each
+/// marked atomic where [`atomic`](Self::atomic) says so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HybGpuSchedule<'a> {
+    /// Column parts.
+    pub parts: usize,
+    /// Buckets per part.
+    pub num_buckets: usize,
+    /// The atomic flag of every (part, bucket) block, part-major (it holds rows another
+    /// bucket row writes too).
+    pub atomic: &'a [bool],
+    /// Whether the function zeroes C first (block `csrmm_init0`); not where
+    /// `fold_zero_fill` moved the fill into the buckets' inits (every row in one bucket row).
+    pub zero_fill: bool,
+    /// Whether the function has the DCSR rest of the long rows kept whole
+    /// (`hyb_rest_spmm_stage1`), scheduled by `schedules/gpu/hyb_rest.sched`: one row per
+    /// thread block, its elements over 8 warps.
+    pub rest: bool,
 }
 
-/// [`hyb_spmm_gpu_schedule`] with 16-byte loads of B (`schedules/gpu/hyb_bucket_vec4.sched`:
-/// four consecutive features per lane), for feature widths that are a multiple of 128.
-pub fn hyb_spmm_gpu_schedule_vec4(parts: usize, num_buckets: usize, atomic: &[bool]) -> String {
-    hyb_schedule(
-        include_str!("../schedules/gpu/hyb_init.sched"),
-        include_str!("../schedules/gpu/hyb_bucket_vec4.sched"),
-        parts,
-        num_buckets,
-        atomic,
-    )
-}
+impl HybGpuSchedule<'_> {
+    /// `schedules/gpu/hyb_bucket.sched`: eight bucket rows per block, the features over the
+    /// lanes, each thread's `feat / 32` features in registers.
+    pub fn scalar(&self) -> String {
+        self.with_buckets(include_str!("../schedules/gpu/hyb_bucket.sched"))
+    }
 
-/// [`hyb_spmm_gpu_schedule_vec4`] with the features in chunks of 128 over `threadIdx.z`
-/// (`schedules/gpu/hyb_bucket_wide.sched`): each warp one bucket row and one chunk, so that a
-/// row's slots are walked by `feat / 128` warps at once; `2048 / feat` bucket rows per block
-/// (at least one), 512 threads in all up to width 2048. For widths that are a multiple of 128.
-pub fn hyb_spmm_gpu_schedule_wide(
-    parts: usize,
-    num_buckets: usize,
-    atomic: &[bool],
-    feat: usize,
-) -> String {
-    let rows = (2048 / feat.max(1)).max(1);
-    hyb_schedule(
-        include_str!("../schedules/gpu/hyb_init.sched"),
-        &include_str!("../schedules/gpu/hyb_bucket_wide.sched").replace("ROWS", &rows.to_string()),
-        parts,
-        num_buckets,
-        atomic,
-    )
+    /// With 16-byte loads of B (`schedules/gpu/hyb_bucket_vec4.sched`: four consecutive
+    /// features per lane), for feature widths that are a multiple of 128.
+    pub fn vec4(&self) -> String {
+        self.with_buckets(include_str!("../schedules/gpu/hyb_bucket_vec4.sched"))
+    }
+
+    /// [`vec4`](Self::vec4) with the features in chunks of 128 over `threadIdx.z`
+    /// (`schedules/gpu/hyb_bucket_wide.sched`): each warp one bucket row and one chunk, so that
+    /// a row's slots are walked by `feat / 128` warps at once; `2048 / feat` bucket rows per
+    /// block (at least one), 512 threads in all up to width 2048. For widths that are a
+    /// multiple of 128.
+    pub fn wide(&self, feat: usize) -> String {
+        let rows = (2048 / feat.max(1)).max(1);
+        self.with_buckets(
+            &include_str!("../schedules/gpu/hyb_bucket_wide.sched")
+                .replace("ROWS", &rows.to_string()),
+        )
+    }
+
+    fn with_buckets(&self, bucket: &str) -> String {
+        let init = if self.zero_fill {
+            include_str!("../schedules/gpu/hyb_init.sched")
+        } else {
+            "# stage III\n"
+        };
+        let mut out = hyb_schedule(init, bucket, self.parts, self.num_buckets, self.atomic);
+        if self.rest {
+            out.push_str(include_str!("../schedules/gpu/hyb_rest.sched"));
+        }
+        out
+    }
 }
 
 /// `init`, then `bucket` instantiated for every (part, bucket) block (`{block}`: its name,

@@ -29,12 +29,13 @@ use std::collections::HashMap;
 
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::builders::ell_csr::EllCsr;
-use sparsetir_formats::builders::hyb::Hyb;
+use sparsetir_formats::builders::hyb::{Hyb, HybRest};
 use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::attrs::AttrValue;
 use sparsetir_ir::{IRModule, PrimFunc, Stmt};
 use sparsetir_transform::{
-    decompose_format, ell_csr_rules, hyb_rules, lower_atomic, remove_preprocess, FormatRewriteRule,
+    dcsr_rule, decompose_format, ell_csr_rules, fold_zero_fill, hyb_rules, lower_atomic,
+    remove_preprocess, FormatRewriteRule,
 };
 
 use crate::build::{kernel_params, schedule_and_lower, BuildError};
@@ -55,6 +56,54 @@ pub fn hyb_spmm_stage1(
 ) -> Result<PrimFunc, BuildError> {
     let rules = hyb_rules(parts, buckets).map_err(|e| BuildError::Lower(e.to_string()))?;
     decomposed_stage1(csrmm, &rules)
+}
+
+/// [`hyb_spmm_stage1`] without the zero fill of C, for a hyb whose bucket rows hold every
+/// matrix row exactly once ([`Hyb::rows_once`], built by `hyb_every_row`): each bucket's
+/// iteration starts its rows at 0 (`with T.init()`) and so stores them (`fold_zero_fill`).
+/// With other data, rows no bucket row holds keep what C held.
+pub fn hyb_spmm_stage1_rows_once(
+    csrmm: &PrimFunc,
+    parts: usize,
+    buckets: &[usize],
+) -> Result<PrimFunc, BuildError> {
+    let f = hyb_spmm_stage1(csrmm, parts, buckets)?;
+    fold_zero_fill(&f, "C").map_err(|e| BuildError::Lower(e.to_string()))
+}
+
+/// The csrmm of a hyb whose longer rows are kept whole apart (`hyb_with_rest`): the buckets
+/// of one part (rules `0_<k>`, blocks [`hyb_block`]`(0, k)` at stage III) and the DCSR rest
+/// (rule `dcsr`, blocks `csrmm_dcsr1` over its rows and `csrmm_dcsr2` over their entries ×
+/// features), each starting its rows at 0 (`fold_zero_fill`: every row is in exactly one bucket
+/// row or rest row), so C is never zeroed first.
+pub fn hyb_rest_spmm_stage1(csrmm: &PrimFunc, buckets: &[usize]) -> Result<PrimFunc, BuildError> {
+    let mut rules = hyb_rules(1, buckets).map_err(|e| BuildError::Lower(e.to_string()))?;
+    rules.push(dcsr_rule().map_err(|e| BuildError::Lower(e.to_string()))?);
+    let f = decomposed_stage1(csrmm, &rules)?;
+    fold_zero_fill(&f, "C").map_err(|e| BuildError::Lower(e.to_string()))
+}
+
+/// The arguments of [`hyb_rest_spmm_stage1`] that describe `h` and `rest` (by parameter name;
+/// the CSR arguments, `b`, `c` and `feat_size` are the caller's, as for csrmm).
+pub fn hyb_rest_arguments(h: &Hyb, rest: &HybRest) -> HashMap<String, ArgValue> {
+    let mut args = hyb_arguments(h);
+    let r = rest.rows.len();
+    args.insert(
+        "a_dcsr".into(),
+        ArgValue::Array(Tensor {
+            shape: vec![rest.nnz()],
+            data: TensorData::F32(rest.values.clone()),
+        }),
+    );
+    args.insert("indptr_i_dcsr".into(), i32_arg(vec![0, r as i32]));
+    args.insert("indices_i_dcsr".into(), i32_arg(rest.rows.clone()));
+    args.insert("indptr_j_dcsr".into(), i32_arg(rest.indptr.clone()));
+    args.insert("indices_j_dcsr".into(), i32_arg(rest.indices.clone()));
+    args.insert("m_dcsr".into(), ArgValue::Int(h.rows as i64));
+    args.insert("n_dcsr".into(), ArgValue::Int(h.cols as i64));
+    args.insert("num_rows_dcsr".into(), ArgValue::Int(r as i64));
+    args.insert("nnz_dcsr".into(), ArgValue::Int(rest.nnz() as i64));
+    args
 }
 
 /// The ELL+CSR-decomposed csrmm (stage I, without the preprocess iterations): ELL of width

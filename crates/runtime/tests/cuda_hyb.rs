@@ -1,23 +1,24 @@
 //! hyb SpMM on the GPU path, in the emulator: csrmm decomposed into column parts × degree
 //! buckets (`composable::hyb_spmm_stage1`), the buckets scheduled for the GPU
-//! (`hyb_spmm_gpu_schedule`: bucket rows over blocks × warps, features over lanes, split rows
+//! (`HybGpuSchedule::scalar`: bucket rows over blocks × warps, features over lanes, split rows
 //! atomic), equals the stage-I evaluator of the undecomposed csrmm on power-law rows (empty
 //! rows, rows longer than the largest bucket, rows storing every column), for feature widths
 //! that are and are not multiples of 32; also with the buckets' nests fused into one launch
 //! (`fuse_launches`: the init's launch, then one for every bucket), and at widths that are a
 //! multiple of 128 with four consecutive features per lane read as one float4
-//! (`hyb_spmm_gpu_schedule_vec4`), and so with the 128-feature chunks over `threadIdx.z`
-//! (`hyb_spmm_gpu_schedule_wide`).
+//! (`HybGpuSchedule::vec4`), and so with the 128-feature chunks over `threadIdx.z`
+//! (`HybGpuSchedule::wide`). Where the bucket rows hold every row once (`hyb_every_row`, rows no
+//! longer than the largest bucket), C is not zeroed first: the buckets store their rows
+//! (`hyb_spmm_stage1_rows_once`), one launch in all when fused.
 
 use sparsetir_eval::{eval_func, ArgValue};
-use sparsetir_formats::builders::hyb::hyb;
+use sparsetir_formats::builders::hyb::{hyb, hyb_every_row, hyb_with_rest, Hyb};
 use sparsetir_formats::{Tensor, TensorData};
-use sparsetir_ops::composable::{
-    hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4, hyb_spmm_gpu_schedule_wide,
-};
+use sparsetir_ops::composable::HybGpuSchedule;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::composable::{
-    atomic_blocks, atomic_blocks_one_launch, hyb_arguments, hyb_spmm_stage1,
+    atomic_blocks, atomic_blocks_one_launch, hyb_arguments, hyb_rest_arguments,
+    hyb_rest_spmm_stage1, hyb_spmm_stage1, hyb_spmm_stage1_rows_once,
 };
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
@@ -112,11 +113,14 @@ fn hyb_spmm_on(device: GpuDevice) {
             } else {
                 atomic_blocks(&h, false)
             };
-            let sched = match kind {
-                "vec4" => hyb_spmm_gpu_schedule_vec4(parts, buckets.len(), &atomic),
-                "wide" => hyb_spmm_gpu_schedule_wide(parts, buckets.len(), &atomic, feat),
-                _ => hyb_spmm_gpu_schedule(parts, buckets.len(), &atomic),
+            let plan = HybGpuSchedule {
+                parts,
+                num_buckets: buckets.len(),
+                atomic: &atomic,
+                zero_fill: true,
+                rest: false,
             };
+            let sched = schedule_of(&plan, kind, feat);
             let sched = &sched;
             let vec4 = kind != "scalar";
             let mut stage1 = stage1.clone();
@@ -200,6 +204,263 @@ fn hyb_spmm_on(device: GpuDevice) {
                 i % feat
             );
             }
+        }
+    }
+}
+
+fn schedule_of(plan: &HybGpuSchedule<'_>, kind: &str, feat: usize) -> String {
+    match kind {
+        "vec4" => plan.vec4(),
+        "wide" => plan.wide(feat),
+        _ => plan.scalar(),
+    }
+}
+
+/// Rows of 0 to `max` entries (about a fifth empty), distinct sorted columns.
+fn short_rows(rows: usize, cols: usize, max: usize, seed: u64) -> (Vec<i32>, Vec<i32>, Vec<f32>) {
+    let mut r = Lcg(seed);
+    let (mut indptr, mut indices, mut values) = (vec![0i32], Vec::new(), Vec::new());
+    for _ in 0..rows {
+        let len = if r.next().is_multiple_of(5) {
+            0
+        } else {
+            1 + (r.next() as usize) % max.min(cols)
+        };
+        let mut cs: Vec<i32> = Vec::new();
+        while cs.len() < len {
+            let c = (r.next() % cols as u64) as i32;
+            if !cs.contains(&c) {
+                cs.push(c);
+            }
+        }
+        cs.sort_unstable();
+        for c in cs {
+            indices.push(c);
+            values.push((r.next() % 200) as f32 / 100.0 - 1.0);
+        }
+        indptr.push(indices.len() as i32);
+    }
+    (indptr, indices, values)
+}
+
+#[test]
+fn hyb_rows_once_stores_without_a_zero_fill_in_the_emulator() {
+    hyb_rows_once_on(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present.
+#[test]
+fn hyb_rows_once_on_a_real_gpu() {
+    if common::have_gpu() {
+        hyb_rows_once_on(GpuDevice::Cuda);
+    }
+}
+
+fn hyb_rows_once_on(device: GpuDevice) {
+    let cache = KernelCache::new(
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-hyb-once"),
+    );
+    let csrmm = sparsetir_ops::load("csrmm").unwrap();
+    for (rows, cols, buckets, feat) in [
+        (70usize, 40usize, vec![1usize, 2, 4, 8], 32usize),
+        (33, 20, vec![1, 2, 4, 8, 16], 40),
+        (50, 90, vec![1, 2, 4, 8, 16, 32], 128),
+    ] {
+        let max = *buckets.last().unwrap();
+        let csr = short_rows(rows, cols, max, rows as u64 + 1);
+        assert!(
+            csr.0.windows(2).any(|w| w[0] == w[1]),
+            "the case has empty rows"
+        );
+        let h: Hyb = hyb_every_row(rows, cols, &csr.0, &csr.1, &csr.2, 1, &buckets).unwrap();
+        assert!(h.rows_once());
+        let atomic = atomic_blocks_one_launch(&h);
+        assert!(atomic.iter().all(|a| !a), "no row is shared");
+        let stage1 = hyb_spmm_stage1_rows_once(&csrmm, 1, &buckets).expect("folds");
+        let plan = HybGpuSchedule {
+            parts: 1,
+            num_buckets: buckets.len(),
+            atomic: &atomic,
+            zero_fill: false,
+            rest: false,
+        };
+        let case = Case {
+            rows,
+            cols,
+            feat,
+            csr: &csr,
+            extra: hyb_arguments(&h),
+        };
+        // No zero fill: one launch per bucket, or one in all.
+        check_stored(&csrmm, &stage1, &plan, &case, buckets.len(), device, &cache);
+    }
+}
+
+#[test]
+fn hyb_with_long_rows_whole_in_the_emulator() {
+    hyb_with_rest_on(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU, where one is present.
+#[test]
+fn hyb_with_long_rows_whole_on_a_real_gpu() {
+    if common::have_gpu() {
+        hyb_with_rest_on(GpuDevice::Cuda);
+    }
+}
+
+/// The long rows kept whole apart (`hyb_with_rest`: a DCSR rest, one thread block per row),
+/// the others in buckets storing their rows: no zero fill, no atomics between blocks.
+fn hyb_with_rest_on(device: GpuDevice) {
+    let cache = KernelCache::new(
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-hyb-rest"),
+    );
+    let csrmm = sparsetir_ops::load("csrmm").unwrap();
+    for (rows, cols, buckets, feat) in [
+        (60usize, 40usize, vec![1usize, 2, 4, 8], 32usize),
+        (45, 70, vec![1, 2, 4], 40),
+        (50, 90, vec![1, 2, 4, 8], 128),
+    ] {
+        let csr = power_law(rows, cols, rows as u64);
+        let (h, rest) =
+            hyb_with_rest(rows, cols, &csr.0, &csr.1, &csr.2, &buckets).expect("builds");
+        assert!(
+            !rest.rows.is_empty() && rest.rows[0] == 0,
+            "row 0 stores every column"
+        );
+        assert!(!h.needs_atomic);
+        let atomic = atomic_blocks_one_launch(&h);
+        assert!(atomic.iter().all(|a| !a), "no row is shared");
+        let stage1 = hyb_rest_spmm_stage1(&csrmm, &buckets).expect("decomposes");
+        let plan = HybGpuSchedule {
+            parts: 1,
+            num_buckets: buckets.len(),
+            atomic: &atomic,
+            zero_fill: false,
+            rest: true,
+        };
+        let case = Case {
+            rows,
+            cols,
+            feat,
+            csr: &csr,
+            extra: hyb_rest_arguments(&h, &rest),
+        };
+        check_stored(
+            &csrmm,
+            &stage1,
+            &plan,
+            &case,
+            buckets.len() + 1,
+            device,
+            &cache,
+        );
+    }
+}
+
+type Csr = (Vec<i32>, Vec<i32>, Vec<f32>);
+
+/// A matrix, a feature width and the format's arguments.
+struct Case<'a> {
+    rows: usize,
+    cols: usize,
+    feat: usize,
+    csr: &'a Csr,
+    extra: std::collections::HashMap<String, ArgValue>,
+}
+
+/// Builds `stage1` with `plan` (each kind the width allows, as separate launches — `unfused` of
+/// them — and fused into one) and checks that C is only stored and equals the evaluator's csrmm
+/// from garbage.
+fn check_stored(
+    csrmm: &sparsetir_ir::PrimFunc,
+    stage1: &sparsetir_ir::PrimFunc,
+    plan: &HybGpuSchedule<'_>,
+    case: &Case<'_>,
+    unfused: usize,
+    device: GpuDevice,
+    cache: &KernelCache,
+) {
+    let Case {
+        rows,
+        cols,
+        feat,
+        csr: (indptr, indices, values),
+        ..
+    } = *case;
+    let kinds: &[&str] = if feat % 128 == 0 {
+        &["scalar", "vec4", "wide"]
+    } else {
+        &["scalar"]
+    };
+    let spec = [("feat_size".to_string(), feat as i64)];
+    for (&kind, fused) in kinds.iter().flat_map(|k| [(k, false), (k, true)]) {
+        let sched = schedule_of(plan, kind, feat);
+        let mut stage1 = stage1.clone();
+        if fused {
+            stage1
+                .attrs
+                .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
+        }
+        let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, cache)
+            .unwrap_or_else(|e| panic!("{e}\n{sched}"));
+        let want_launches = if fused { 1 } else { unfused };
+        assert_eq!(
+            k.module().kernels.len(),
+            want_launches,
+            "{kind} fused {fused}"
+        );
+        // The bucket registers start at 0: C is only stored, never read (at widths that are a
+        // multiple of 32: otherwise the lanes past the width are guarded per element, and the
+        // sums are written in place).
+        let src = &k.module().source;
+        assert!(
+            feat % 32 != 0 || !src.contains("= C_data[") && !src.contains("sptir_ld4(C_data"),
+            "{kind}: C read\n{src}"
+        );
+        let mut r = Lcg(11);
+        let b: Vec<f32> = (0..cols * feat)
+            .map(|_| (r.next() % 100) as f32 / 50.0 - 1.0)
+            .collect();
+        let mut args = std::collections::HashMap::new();
+        args.insert(
+            "a".to_string(),
+            arr(vec![indices.len()], TensorData::F32(values.clone())),
+        );
+        args.insert("b".into(), arr(vec![cols, feat], TensorData::F32(b)));
+        // C starts as garbage: every element must be written.
+        args.insert(
+            "c".into(),
+            arr(vec![rows, feat], TensorData::F32(vec![7.0; rows * feat])),
+        );
+        args.insert(
+            "indptr".into(),
+            arr(vec![rows + 1], TensorData::I32(indptr.clone())),
+        );
+        args.insert(
+            "indices".into(),
+            arr(vec![indices.len()], TensorData::I32(indices.clone())),
+        );
+        args.insert("m".into(), ArgValue::Int(rows as i64));
+        args.insert("n".into(), ArgValue::Int(cols as i64));
+        args.insert("nnz".into(), ArgValue::Int(indices.len() as i64));
+        args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+        let mut want = args.clone();
+        eval_func(csrmm, &mut want).expect("reference");
+        args.extend(case.extra.clone());
+        k.run(&mut args).expect("runs");
+        let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) = (args.get("c"), want.get("c"))
+        else {
+            panic!("no output");
+        };
+        for i in 0..rows * feat {
+            let (x, y) = (got.get_f64(i), w.get_f64(i));
+            assert!(
+                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                "{kind} fused {fused}, feat {feat}: C[{}, {}] = {x}, want {y}",
+                i / feat,
+                i % feat
+            );
         }
     }
 }

@@ -7,7 +7,9 @@
 //! - [`pipeline`]: [`lower`] runs the passes up to a target stage, verifying between them.
 //! - [`specialize`](specialize()): binds scalar parameters to constants (any stage); [`store_as`](store_as()): named
 //!   float32 buffers stored as float16/bfloat16, arithmetic kept in float32 (any stage);
-//!   [`index_dtype`](index_dtype()): a compressed axis's coordinates in a narrower integer type (stage I).
+//!   [`index_dtype`](index_dtype()): a compressed axis's coordinates in a narrower integer type (stage I);
+//!   [`fold_zero_fill`](fold_zero_fill()): an output's constant fill moved into the inits of the
+//!   reductions after it, where the caller vouches they write every element once (stage I).
 //! - [`decompose_format`](decompose_format()): stage I → stage I, composable formats from [`FormatRewriteRule`]s;
 //!   [`preprocess`]: `remove_preprocess` / `extract_preprocess` split off the format conversion.
 //! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`](lower_atomic()), [`inject_scope`](inject_scope()),
@@ -20,6 +22,7 @@ mod search;
 mod simplify;
 
 pub mod decompose_format;
+pub mod fold_zero_fill;
 pub mod format_rule;
 pub mod index_dtype;
 pub mod lower_sparse_buffer;
@@ -39,6 +42,7 @@ pub mod specialize_buffer;
 
 pub use compact_buffer_allocation::{compact_buffer_allocation, compact_buffer_allocation_module};
 pub use decompose_format::{decompose_format, decompose_format_func, DecomposeError};
+pub use fold_zero_fill::{fold_zero_fill, FoldZeroFillError};
 pub use format_rule::{
     bsr_rule, dcsr_rule, ell_csr_rules, ell_rule, hyb_rules, FormatRewriteRule, IndexMap, MapExpr,
     RuleError,

@@ -11,14 +11,10 @@ use serde_json::json;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-use sparsetir_formats::builders::hyb::hyb;
-use sparsetir_ops::composable::{
-    auto_candidates, default_buckets, hyb_spmm_gpu_schedule, hyb_spmm_gpu_schedule_vec4,
-    hyb_spmm_gpu_schedule_wide, Format,
-};
-use sparsetir_runtime::composable::{atomic_blocks_one_launch, hyb_arguments, hyb_spmm_stage1};
+use sparsetir_ops::composable::{auto_candidates, Format};
 
 use super::formats::own_format;
+use super::gpu_hyb::hyb_candidates;
 use super::{
     arguments, feats_of, kernel_for, load_csr, output_values, parse_dtype, random_values,
     reference_as_read, relative_error, schedule_of, stem, store_inputs, Op, Options, TOLERANCE,
@@ -29,9 +25,6 @@ use sparsetir_ir::DType;
 
 /// A kernel's arguments by name.
 type Args = std::collections::HashMap<String, ArgValue>;
-
-/// The widest default hyb bucket on the GPU.
-const GPU_MAX_BUCKET: usize = 32;
 
 /// Runs the GPU benchmark of `op` (see the module docs).
 pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
@@ -120,55 +113,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             // hyb: csrmm decomposed into degree buckets, every warp the same work.
             let hyb = match (&format, op) {
                 (Format::Hyb { .. } | Format::Auto, Op::Spmm) => {
-                    let (parts, buckets) = match &format {
-                        Format::Hyb { parts, buckets } => (parts.unwrap_or(1), buckets.clone()),
-                        _ => (1, None),
-                    };
-                    // On the GPU the widest bucket is 32 (rows past it are cut into pieces of
-                    // 32 added atomically): every warp walks at most 32 slots, whatever the
-                    // row lengths (measured on an H100 against buckets up to 128 and up to the
-                    // longest row: bench/gpu/results/session6-hyb-buckets).
-                    let buckets = buckets.unwrap_or_else(|| {
-                        let mut b = default_buckets(&a.indptr, &a.indices, a.cols, parts);
-                        b.retain(|w| *w <= GPU_MAX_BUCKET);
-                        b
-                    });
-                    let h = hyb(
-                        a.rows, a.cols, &a.indptr, &a.indices, &a.values, parts, &buckets,
-                    )
-                    .map_err(|e| Failure(format!("error: hyb conversion: {e}")))?;
-                    let csrmm = sparsetir_ops::load("csrmm")?;
-                    let mut stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets)?;
-                    // The buckets' nests in one launch (after the init's).
-                    stage1
-                        .attrs
-                        .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
-                    // The buckets share one launch: a bucket is atomic where another writes
-                    // one of its rows too.
-                    let atomic = atomic_blocks_one_launch(&h);
-                    let b: Vec<String> = buckets.iter().map(|x| x.to_string()).collect();
-                    let hname = format!("hyb(parts={parts},buckets={})", b.join(","));
-                    let extra = hyb_arguments(&h);
-                    let nb = buckets.len();
-                    let mut scheds = vec![(hyb_spmm_gpu_schedule(parts, nb, &atomic), "hyb")];
-                    // `auto` at widths that are a multiple of 128: the same buckets with
-                    // 16-byte loads of B too, and from width 256 (to 4096, 1024 threads a
-                    // block at most) with the 128-feature chunks over threadIdx.z, one warp per
-                    // bucket row and chunk; measured like any candidate.
-                    if format == Format::Auto && feat.is_multiple_of(128) {
-                        scheds.push((hyb_spmm_gpu_schedule_vec4(parts, nb, &atomic), "hyb vec4"));
-                        if (256..=4096).contains(&feat) {
-                            let wide = hyb_spmm_gpu_schedule_wide(parts, nb, &atomic, feat);
-                            scheds.push((wide, "hyb wide"));
-                        }
-                    }
-                    scheds
-                        .into_iter()
-                        .map(|(sched, label)| {
-                            let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)?;
-                            Ok((k, extra.clone(), hname.clone(), label))
-                        })
-                        .collect::<Result<Vec<_>, Failure>>()?
+                    hyb_candidates(&format, a, feat, &spec, device, &cache)?
                 }
                 _ => Vec::new(),
             };
@@ -257,16 +202,26 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             let mut format_name = "csr".to_string();
             let mut candidates = Vec::new();
             let mut sched_name = sched_name.to_string();
+            let want = reference_as_read(op, a, feat, &dense_a, &dense_b, dtype);
+            // Whether a candidate's output (in its arguments) equals the reference.
+            let agrees = |args: &Args| {
+                let out = output_values(op, args);
+                relative_error(&out[..out.len().min(want.len())], &want) <= TOLERANCE
+            };
             let stats = if format == Format::Auto {
-                // Every candidate runs; the fastest by device time is reported (the emulator
-                // has none: CSR).
+                // Every candidate runs and is checked (a wrong one fails the run, fastest or
+                // not); the fastest by device time is reported (the emulator has none: CSR).
                 let mut best = run(k, &mut args)?;
+                let ok = agrees(&args);
+                failed |= !ok;
                 candidates.push(json!({"format": "csr", "schedule": sched_name,
-                    "seconds": best.device_time.map(|d| d.as_secs_f64())}));
+                    "seconds": best.device_time.map(|d| d.as_secs_f64()), "check": ok}));
                 for (ak, mut aargs, aname, asched) in alts {
                     let st = run(&ak, &mut aargs)?;
+                    let ok = agrees(&aargs);
+                    failed |= !ok;
                     candidates.push(json!({"format": aname, "schedule": asched,
-                        "seconds": st.device_time.map(|d| d.as_secs_f64())}));
+                        "seconds": st.device_time.map(|d| d.as_secs_f64()), "check": ok}));
                     let faster = match (st.device_time, best.device_time) {
                         (Some(t), Some(b)) => t < b,
                         (Some(_), None) => true,
@@ -289,7 +244,6 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             } else {
                 run(k, &mut args)?
             };
-            let want = reference_as_read(op, a, feat, &dense_a, &dense_b, dtype);
             // Padded formats compute extra rows past the matrix's: the result is the first ones.
             let out = output_values(op, &args);
             let relerr = relative_error(&out[..out.len().min(want.len())], &want);

@@ -26,6 +26,10 @@
 //!   (column 0).
 //! - `needs_atomic` is true when some row is split or has entries in more than one part, i.e.
 //!   when two bucket rows write the same output row.
+//! - [`hyb_every_row`] builds the same and also places every row that stores nothing (when the
+//!   matrix has a column) as one bucket row of part 0's first bucket, all padding (value 0,
+//!   mask 0, column 0): a kernel whose bucket rows then hold every matrix row exactly once
+//!   ([`Hyb::rows_once`]) may *store* each output row instead of adding into a zeroed one.
 
 use super::{
     check_buckets, check_csr, coo_from_entries, filled, mul, place, to_i32, BuildError, CsrIndex,
@@ -84,6 +88,22 @@ impl Hyb {
     /// The block of part `part`, bucket `bucket`.
     pub fn get(&self, part: usize, bucket: usize) -> Option<&HybBucket> {
         self.parts.get(part)?.get(bucket)
+    }
+
+    /// Whether the bucket rows hold every matrix row exactly once (one part, no row split,
+    /// every empty row placed: [`hyb_every_row`]): then every output row is written by one
+    /// bucket row alone.
+    pub fn rows_once(&self) -> bool {
+        let mut seen = vec![0u8; self.rows];
+        for b in self.blocks() {
+            for &r in &b.row_indices {
+                match usize::try_from(r).ok().and_then(|r| seen.get_mut(r)) {
+                    Some(x) if *x == 0 => *x = 1,
+                    _ => return false,
+                }
+            }
+        }
+        seen.iter().all(|&x| x == 1)
     }
 
     /// Iterates over all blocks, part-major.
@@ -237,6 +257,119 @@ pub fn hyb<I: CsrIndex>(
     num_col_parts: usize,
     buckets: &[usize],
 ) -> Result<Hyb, BuildError> {
+    build(
+        rows,
+        cols,
+        indptr,
+        indices,
+        values,
+        num_col_parts,
+        buckets,
+        &|_| false,
+    )
+}
+
+/// [`hyb`] with every row that stores nothing placed too, as one bucket row of padding in part
+/// 0's first bucket (none where the matrix has no column: no padding column exists).
+pub fn hyb_every_row<I: CsrIndex>(
+    rows: usize,
+    cols: usize,
+    indptr: &[I],
+    indices: &[I],
+    values: &[f32],
+    num_col_parts: usize,
+    buckets: &[usize],
+) -> Result<Hyb, BuildError> {
+    build(
+        rows,
+        cols,
+        indptr,
+        indices,
+        values,
+        num_col_parts,
+        buckets,
+        &|_| true,
+    )
+}
+
+/// The rows of [`hyb_with_rest`] longer than its largest bucket, whole, as DCSR: `rows` (row
+/// indices, increasing), `indptr` (`rows.len() + 1` offsets) into `indices` / `values`, every
+/// row's entries by increasing column (duplicates kept, in input order).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HybRest {
+    pub rows: Vec<i32>,
+    pub indptr: Vec<i32>,
+    pub indices: Vec<i32>,
+    pub values: Vec<f32>,
+}
+
+impl HybRest {
+    /// Stored entries.
+    pub fn nnz(&self) -> usize {
+        self.indices.len()
+    }
+}
+
+/// One column part, rows never split: a row of at most the largest bucket's entries is one
+/// bucket row (as [`hyb`]; an empty row one bucket row of padding, as [`hyb_every_row`]), a
+/// longer row goes whole to the [`HybRest`]. Every row is then written by exactly one bucket
+/// row or one rest row (`needs_atomic` is false): a kernel may store each output row, a long
+/// one summed by one thread block, with no zero fill of the output first.
+pub fn hyb_with_rest<I: CsrIndex>(
+    rows: usize,
+    cols: usize,
+    indptr: &[I],
+    indices: &[I],
+    values: &[f32],
+    buckets: &[usize],
+) -> Result<(Hyb, HybRest), BuildError> {
+    let csr = check_csr(rows, cols, indptr, indices, Some(values))?;
+    check_buckets(buckets)?;
+    let widest = buckets.last().copied().unwrap_or(0);
+    let long: Vec<bool> = (0..rows)
+        .map(|i| csr.indptr[i + 1] - csr.indptr[i] > widest)
+        .collect();
+    // The short rows' CSR (the long ones emptied) for the buckets.
+    let (mut s_indptr, mut s_indices, mut s_values) = (vec![0usize], Vec::new(), Vec::new());
+    let mut rest = HybRest {
+        indptr: vec![0],
+        ..HybRest::default()
+    };
+    for (i, &is_long) in long.iter().enumerate() {
+        let (lo, hi) = (csr.indptr[i], csr.indptr[i + 1]);
+        if is_long {
+            let mut e: Vec<(usize, f32)> = (lo..hi).map(|j| (csr.indices[j], values[j])).collect();
+            e.sort_by_key(|&(c, _)| c);
+            rest.rows.push(to_i32(i, "row index")?);
+            for (c, v) in e {
+                rest.indices.push(to_i32(c, "column index")?);
+                rest.values.push(v);
+            }
+            rest.indptr.push(to_i32(rest.indices.len(), "rest nnz")?);
+        } else {
+            s_indices.extend_from_slice(&csr.indices[lo..hi]);
+            s_values.extend_from_slice(&values[lo..hi]);
+        }
+        s_indptr.push(s_indices.len());
+    }
+    let short = |i: usize| !long[i];
+    let h = build(
+        rows, cols, &s_indptr, &s_indices, &s_values, 1, buckets, &short,
+    )?;
+    Ok((h, rest))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build<I: CsrIndex>(
+    rows: usize,
+    cols: usize,
+    indptr: &[I],
+    indices: &[I],
+    values: &[f32],
+    num_col_parts: usize,
+    buckets: &[usize],
+    pad_empty: &dyn Fn(usize) -> bool,
+) -> Result<Hyb, BuildError> {
     let csr = check_csr(rows, cols, indptr, indices, Some(values))?;
     check_buckets(buckets)?;
     if num_col_parts == 0 || num_col_parts > cols.max(1) {
@@ -253,6 +386,8 @@ pub fn hyb<I: CsrIndex>(
     }
     let part_width = cols.div_ceil(num_col_parts);
     let nb = buckets.len();
+    // Empty rows are placed (where asked) only where a padding column exists.
+    let place_empty = |i: usize| cols > 0 && pad_empty(i);
 
     // The entries of row `i`, as (part, position) sorted by part, CSR order kept inside a part.
     let row_entries = |i: usize| -> Vec<(usize, usize)> {
@@ -282,6 +417,9 @@ pub fn hyb<I: CsrIndex>(
     for i in 0..rows {
         let e = row_entries(i);
         let full = stores_every_column(&csr.indices[csr.indptr[i]..csr.indptr[i + 1]], cols);
+        if e.is_empty() && place_empty(i) {
+            counts[0][0] += 1;
+        }
         let mut parts_hit = 0;
         runs(&e, |p, run| {
             let ps = pieces(run.len(), buckets, full);
@@ -330,6 +468,11 @@ pub fn hyb<I: CsrIndex>(
         // The row's padding column, found once the row needs padding.
         let mut pad: Option<i32> = None;
         let full = stores_every_column(&csr.indices[lo..hi], cols);
+        if e.is_empty() && place_empty(i) {
+            // One bucket row of padding (value 0, mask 0, column 0: the row stores none).
+            let b = &mut parts[0][0];
+            b.row_indices.push(row);
+        }
         runs(&e, |p, run| {
             let mut at = 0;
             for (k, len) in pieces(run.len(), buckets, full) {

@@ -8,8 +8,15 @@
 //!   except a buffer both only *accumulate* into (every store `B[i] = B[i] + e`, `e + B[i]` or
 //!   `atomic_add(B[i], e)`, and no other load of `B`): their updates commute (atomically where
 //!   the schedule marked the block `atomic`, or on disjoint elements, as `horizontal_fuse`
-//!   assumes of the parts of a composable format). A plain store followed by accumulation (an
-//!   init, then the sums) always separates the launches.
+//!   assumes of the parts of a composable format). A block's own init of the element it then
+//!   accumulates into (`with T.init(): B[idx] = c` over `B[idx] = B[idx] + e`: a hyb bucket
+//!   that stores its rows, `fold_zero_fill`) counts as accumulation too: on disjoint elements
+//!   the order of the nests does not matter either. A nest that stores elements and then
+//!   accumulates into them itself (a zeroed row summed by the warps of one block: the long
+//!   rows of a hyb kept whole, `hyb_with_rest`) *owns* them: it shares a launch with nests
+//!   that accumulate into or own the same buffer on the same assumption of disjoint elements
+//!   (which atomics do not relax here: an owner's store is no addition). A nest that only
+//!   stores (an init nest) and one that accumulates after it always take separate launches.
 //! - A nest that binds `blockIdx.y` or `blockIdx.z` stays alone.
 //! - In the fused kernel, part `k` owns the blocks `[off_k, off_k + g_k)` along `blockIdx.x`
 //!   (`g_k` its own grid width, `off_k` the sum of the earlier ones) and sees them as its grid
@@ -20,7 +27,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sparsetir_ir::{AttrValue, BinOp, BufferId, Expr, Intrinsic, PrimFunc, Stmt};
+use sparsetir_ir::{AttrValue, BinOp, BufferId, Expr, Intrinsic, PrimFunc, Stmt, Store};
 
 use crate::cuda::LaunchExpr;
 
@@ -40,6 +47,8 @@ pub(crate) fn requested(func: &PrimFunc) -> bool {
 enum Use {
     Read,
     Accumulate,
+    /// Stores elements and accumulates into them, reading them no other way.
+    Own,
     Write,
 }
 
@@ -61,15 +70,36 @@ fn uses(s: &Stmt) -> HashMap<BufferId, Use> {
         let e = out.entry(b).or_insert(u);
         *e = match (*e, u) {
             (a, c) if a == c => a,
-            (Use::Read, Use::Read) => Use::Read,
+            // Plain stores and accumulation, so far with no other read.
+            (Use::Accumulate | Use::Own, Use::Write) | (Use::Write | Use::Own, Use::Accumulate) => {
+                Use::Own
+            }
             _ => Use::Write,
         };
     };
+    // A buffer only stored stays `Write`; a read other than an accumulation's read-back makes
+    // any writer `Write` (below, once the read-backs are known).
     // Loads that are the read-back of an accumulation do not count as reads.
     let mut readbacks: HashSet<*const Expr> = HashSet::new();
+    // A block's init of the element its body accumulates into (visited before the init).
+    let mut reduction_inits: HashSet<*const Store> = HashSet::new();
     s.visit(&mut |st| match st {
+        Stmt::Block(b) => {
+            if let (Some(Stmt::Store(init)), Some(Stmt::Store(sum))) =
+                (b.init.as_ref().map(single), Some(single(&b.body)))
+            {
+                if init.buffer == sum.buffer
+                    && init.indices == sum.indices
+                    && accumulates(sum.buffer, &sum.indices, &sum.value)
+                {
+                    reduction_inits.insert(init as *const Store);
+                }
+            }
+        }
         Stmt::Store(x) => {
-            let u = if accumulates(x.buffer, &x.indices, &x.value) {
+            let u = if reduction_inits.contains(&(x as *const Store))
+                || accumulates(x.buffer, &x.indices, &x.value)
+            {
                 if let Expr::Binary(_, a, c) = &x.value {
                     for side in [a, c] {
                         if matches!(&**side, Expr::Load { buffer, .. } if *buffer == x.buffer) {
@@ -109,6 +139,17 @@ fn uses(s: &Stmt) -> HashMap<BufferId, Use> {
     out
 }
 
+/// The statement `s` is, through one-element sequences.
+fn single(mut s: &Stmt) -> &Stmt {
+    while let Stmt::Seq(v) = s {
+        match v.as_slice() {
+            [one] => s = one,
+            _ => break,
+        }
+    }
+    s
+}
+
 /// Whether `s` binds `blockIdx.y` or `blockIdx.z`.
 fn uses_other_grid_dims(s: &Stmt) -> bool {
     let mut found = false;
@@ -125,8 +166,8 @@ fn independent(a: &HashMap<BufferId, Use>, b: &HashMap<BufferId, Use>) -> bool {
     a.iter().all(|(buf, ua)| match b.get(buf) {
         None => true,
         Some(ub) => {
-            (*ua == Use::Read && *ub == Use::Read)
-                || (*ua == Use::Accumulate && *ub == Use::Accumulate)
+            let sums = |u: &Use| matches!(u, Use::Accumulate | Use::Own);
+            (*ua == Use::Read && *ub == Use::Read) || (sums(ua) && sums(ub))
         }
     })
 }

@@ -181,9 +181,6 @@ impl<'f> Writer<'f> {
                 }
             }
         }
-        if lane.is_some() && b.init.is_some() {
-            return None;
-        }
         if cross {
             if f.thread.as_deref() != Some("threadIdx.x") {
                 return None;
@@ -270,6 +267,11 @@ impl<'f> Writer<'f> {
             self.line(&format!("if ({}) {{", texts.join(" && ")));
             self.indent += 1;
         }
+        // The init runs exactly at the loop's first iteration: the registers start at it.
+        let folded = acc
+            .block
+            .init_folded_into(f.var, &f.min, buffer, &acc.store.indices)
+            .cloned();
         if let Some((lv, n)) = acc.lane {
             // One register per element the lane loop selects.
             let vdt = self.func.vars[lv].dtype;
@@ -278,7 +280,13 @@ impl<'f> Writer<'f> {
             let v = self.bind(lv)?;
             self.pragma("unroll");
             self.line(&format!("for ({vct} {v} = 0; {v} < {n}; ++{v}) {{"));
-            if acc.atomic {
+            if let Some(init) = &folded {
+                let (t, tdt) = self.expr(&subst(init, &acc.bindings))?;
+                self.line(&format!(
+                    "    {name}[{v}] = {};",
+                    strip_parens(&cast(t, tdt, dt))
+                ));
+            } else if acc.atomic {
                 self.line(&format!("    {name}[{v}] = {};", int_literal(0, dt)));
             } else {
                 let off_l = self.offset(buffer, &acc.outer_indices)?;
@@ -287,8 +295,12 @@ impl<'f> Writer<'f> {
             }
             self.line("}");
             self.unbind(lv);
+            let mut body = f.clone();
+            if folded.is_some() {
+                strip_init_of(&mut body.body, &acc.block.name);
+            }
             self.in_register(&acc, format!("{name}[{v}]"), |w| {
-                w.write_serial_cuda_loop(f)
+                w.write_serial_cuda_loop(&body)
             })?;
             let v = self.bind(lv)?;
             self.pragma("unroll");
@@ -316,10 +328,6 @@ impl<'f> Writer<'f> {
             return Ok(());
         }
         let off = self.offset(buffer, &acc.outer_indices)?;
-        let folded = acc
-            .block
-            .init_folded_into(f.var, &f.min, buffer, &acc.store.indices)
-            .cloned();
         let mut body = f.clone();
         match folded {
             // The init runs exactly at the loop's first iteration: the register starts at it.
