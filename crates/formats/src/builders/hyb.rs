@@ -30,6 +30,9 @@
 //!   matrix has a column) as one bucket row of part 0's first bucket, all padding (value 0,
 //!   mask 0, column 0): a kernel whose bucket rows then hold every matrix row exactly once
 //!   ([`Hyb::rows_once`]) may *store* each output row instead of adding into a zeroed one.
+//! - [`hyb_with_rest`] (one part) never splits a row: the rows longer than the largest bucket go
+//!   whole to a DCSR [`HybRest`], the others (empty ones included) as above, so again every row
+//!   is written by one bucket row or one rest row.
 
 use super::{
     check_buckets, check_csr, coo_from_entries, filled, mul, place, to_i32, BuildError, CsrIndex,

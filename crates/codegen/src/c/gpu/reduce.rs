@@ -171,11 +171,17 @@ impl<'f> Writer<'f> {
             if let Some(p) = &b.predicate {
                 // The element is read before the nest and written after it: the conditions
                 // that do not move with the nest guard that (see `write_register_accumulation`);
-                // the others only skip reduction steps, unless they involve the lane loop,
-                // which selects the element.
+                // those of the lane loop alone (the width's tail: `32 ko + lane < 40`) guard
+                // each lane element's read and write; the others only skip reduction steps. A
+                // condition of the lane loop and of a reduction loop together is refused.
                 let p = subst(p, &map);
                 if let Some((lv, _)) = lane {
-                    if mentions(&p, &[lv]) {
+                    let mut parts = Vec::new();
+                    conjuncts(&p, &mut parts);
+                    if parts
+                        .iter()
+                        .any(|c| mentions(c, &[lv]) && mentions(c, &moving))
+                    {
                         return None;
                     }
                 }
@@ -258,6 +264,14 @@ impl<'f> Writer<'f> {
                 }
             }
         }
+        // The lane loop's own conditions, guarding each lane element's read and write.
+        let mut lane_conds = Vec::new();
+        if let (Some(p), Some((lv, _))) = (&acc.block.predicate, acc.lane) {
+            let p = subst(p, &acc.bindings);
+            let mut parts = Vec::new();
+            conjuncts(&p, &mut parts);
+            lane_conds.extend(parts.into_iter().filter(|c| mentions(c, &[lv])).cloned());
+        }
         let guarded = !fixed.is_empty();
         if guarded {
             let mut texts = Vec::new();
@@ -291,7 +305,14 @@ impl<'f> Writer<'f> {
             } else {
                 let off_l = self.offset(buffer, &acc.outer_indices)?;
                 let cur = half::load_value(dt, format!("{bname}[{off_l}]"));
-                self.line(&format!("    {name}[{v}] = {cur};"));
+                match self.lane_guard(&lane_conds)? {
+                    // Past the guard the register is never stored: 0 keeps it defined.
+                    Some(g) => self.line(&format!(
+                        "    {name}[{v}] = ({g}) ? {cur} : {};",
+                        int_literal(0, dt)
+                    )),
+                    None => self.line(&format!("    {name}[{v}] = {cur};")),
+                }
             }
             self.line("}");
             self.unbind(lv);
@@ -307,6 +328,11 @@ impl<'f> Writer<'f> {
             self.line(&format!("for ({vct} {v} = 0; {v} < {n}; ++{v}) {{"));
             let off_l = self.offset(buffer, &acc.outer_indices)?;
             self.indent += 1;
+            let lane_guard = self.lane_guard(&lane_conds)?;
+            if let Some(g) = &lane_guard {
+                self.line(&format!("if ({g}) {{"));
+                self.indent += 1;
+            }
             if acc.atomic {
                 self.guarded_line(
                     &half::atomic_add(dt, &format!("{bname} + {off_l}"), &format!("{name}[{v}]")),
@@ -315,6 +341,10 @@ impl<'f> Writer<'f> {
             } else {
                 let bits = half::store_bits(dt, &format!("{name}[{v}]"));
                 self.guarded_line(&format!("{bname}[{off_l}] = {bits};"), false);
+            }
+            if lane_guard.is_some() {
+                self.indent -= 1;
+                self.line("}");
             }
             self.indent -= 1;
             self.line("}");
@@ -362,6 +392,18 @@ impl<'f> Writer<'f> {
         self.indent -= 1;
         self.line("}");
         Ok(())
+    }
+
+    /// The conjunction of `conds` as C text (with the lane variable bound), if any.
+    fn lane_guard(&mut self, conds: &[Expr]) -> Res<Option<String>> {
+        if conds.is_empty() {
+            return Ok(None);
+        }
+        let mut texts = Vec::new();
+        for c in conds {
+            texts.push(self.expr(c)?.0);
+        }
+        Ok(Some(texts.join(" && ")))
     }
 
     /// A reduction whose loop is bound to `threadIdx.x`: each thread reduces its part into a
