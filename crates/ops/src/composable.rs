@@ -749,8 +749,9 @@ pub struct HybGpuSchedule<'a> {
     /// `fold_zero_fill` moved the fill into the buckets' inits (every row in one bucket row).
     pub zero_fill: bool,
     /// Whether the function has the DCSR rest of the long rows kept whole
-    /// (`hyb_rest_spmm_stage1`), scheduled by `schedules/gpu/hyb_rest.sched`: one row per
-    /// thread block, its elements over 8 warps.
+    /// (`hyb_rest_spmm_stage1`), scheduled by `schedules/gpu/hyb_rest.sched` (with
+    /// [`vec4`](Self::vec4) and [`wide`](Self::wide): `hyb_rest_vec4.sched`, float4 loads of
+    /// B): one row per thread block, its elements over 8 warps.
     pub rest: bool,
 }
 
@@ -758,13 +759,19 @@ impl HybGpuSchedule<'_> {
     /// `schedules/gpu/hyb_bucket.sched`: eight bucket rows per block, the features over the
     /// lanes, each thread's `feat / 32` features in registers.
     pub fn scalar(&self) -> String {
-        self.with_buckets(include_str!("../schedules/gpu/hyb_bucket.sched"))
+        self.with_buckets(
+            include_str!("../schedules/gpu/hyb_bucket.sched"),
+            include_str!("../schedules/gpu/hyb_rest.sched"),
+        )
     }
 
     /// With 16-byte loads of B (`schedules/gpu/hyb_bucket_vec4.sched`: four consecutive
     /// features per lane), for feature widths that are a multiple of 128.
     pub fn vec4(&self) -> String {
-        self.with_buckets(include_str!("../schedules/gpu/hyb_bucket_vec4.sched"))
+        self.with_buckets(
+            include_str!("../schedules/gpu/hyb_bucket_vec4.sched"),
+            include_str!("../schedules/gpu/hyb_rest_vec4.sched"),
+        )
     }
 
     /// [`vec4`](Self::vec4) with the features in chunks of 128 over `threadIdx.z`
@@ -777,10 +784,12 @@ impl HybGpuSchedule<'_> {
         self.with_buckets(
             &include_str!("../schedules/gpu/hyb_bucket_wide.sched")
                 .replace("ROWS", &rows.to_string()),
+            include_str!("../schedules/gpu/hyb_rest_vec4.sched"),
         )
     }
 
-    fn with_buckets(&self, bucket: &str) -> String {
+    /// The schedule with `bucket` for every bucket and `rest` for the long rows (if any).
+    fn with_buckets(&self, bucket: &str, rest: &str) -> String {
         let init = if self.zero_fill {
             include_str!("../schedules/gpu/hyb_init.sched")
         } else {
@@ -788,7 +797,7 @@ impl HybGpuSchedule<'_> {
         };
         let mut out = hyb_schedule(init, bucket, self.parts, self.num_buckets, self.atomic);
         if self.rest {
-            out.push_str(include_str!("../schedules/gpu/hyb_rest.sched"));
+            out.push_str(rest);
         }
         out
     }

@@ -466,3 +466,77 @@ fn check_stored(
         }
     }
 }
+
+/// Every hyb form `bench` builds (split rows over a zero fill, every row once, the long rows
+/// whole; each kind of bucket schedule; fused into one launch) compiles with NVRTC for sm_80
+/// and sm_90, with at most a few bytes spilled (none for the one-launch forms on sm_90).
+#[test]
+fn every_hyb_form_compiles_with_nvrtc() {
+    let Some(nvrtc) = common::nvrtc() else { return };
+    let cache = KernelCache::new(
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-hyb-nvrtc"),
+    );
+    let csrmm = sparsetir_ops::load("csrmm").unwrap();
+    let buckets = [1usize, 2, 4, 8, 16, 32];
+    let nb = buckets.len();
+    let atomic = vec![true; nb];
+    let none = vec![false; nb];
+    let forms = [
+        (
+            hyb_spmm_stage1(&csrmm, 1, &buckets).unwrap(),
+            &atomic,
+            true,
+            false,
+        ),
+        (
+            hyb_spmm_stage1_rows_once(&csrmm, 1, &buckets).unwrap(),
+            &none,
+            false,
+            false,
+        ),
+        (
+            hyb_rest_spmm_stage1(&csrmm, &buckets).unwrap(),
+            &none,
+            false,
+            true,
+        ),
+    ];
+    for (stage1, atomic, zero_fill, rest) in &forms {
+        let mut stage1 = stage1.clone();
+        stage1
+            .attrs
+            .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
+        let plan = HybGpuSchedule {
+            parts: 1,
+            num_buckets: nb,
+            atomic,
+            zero_fill: *zero_fill,
+            rest: *rest,
+        };
+        for (kind, feat) in [("scalar", 64usize), ("vec4", 128), ("wide", 512)] {
+            let sched = schedule_of(&plan, kind, feat);
+            let spec = [("feat_size".to_string(), feat as i64)];
+            let k = GpuKernel::build(&stage1, Some(&sched), &spec, GpuDevice::Emulator, &cache)
+                .unwrap_or_else(|e| panic!("{e}\n{sched}"));
+            let m = k.module();
+            for arch in ["sm_80", "sm_90"] {
+                let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
+                let c = nvrtc
+                    .compile(&m.source, "k.cu", &arch, sparsetir_cuda::Emit::Cubin, &[])
+                    .unwrap_or_else(|e| panic!("{kind} rest {rest} on {arch}: {e}"));
+                assert_eq!(c.resources.len(), m.kernels.len(), "{}", c.log);
+                for r in &c.resources {
+                    // ptxas spills a few bytes of these fused kernels in places (sm_80, and
+                    // SparseTIR's split form on sm_90: 4 to 12 bytes, the cause not traced);
+                    // never more, and none in the one-launch forms on sm_90.
+                    let one_launch_sm90 = !zero_fill && arch.to_string().contains("90");
+                    let most = if one_launch_sm90 { 0 } else { 16 };
+                    assert!(
+                        r.spill_stores <= most && r.spill_loads <= most,
+                        "{kind} rest {rest} feat {feat} on {arch}: {r:?}"
+                    );
+                }
+            }
+        }
+    }
+}
