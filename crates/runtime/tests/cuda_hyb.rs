@@ -94,9 +94,8 @@ fn hyb_spmm_on(device: GpuDevice) {
         (40, 33, 1, vec![1, 4, 32], 256),
         (20, 50, 2, vec![1, 2, 4, 8], 512),
     ] {
-        let (indptr, indices, values) = power_law(rows, cols, rows as u64);
-        let nnz = indices.len();
-        let h = hyb(rows, cols, &indptr, &indices, &values, parts, &buckets).expect("hyb");
+        let csr = power_law(rows, cols, rows as u64);
+        let h = hyb(rows, cols, &csr.0, &csr.1, &csr.2, parts, &buckets).expect("hyb");
         let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets).expect("decomposes");
         // Four consecutive features per lane (one 16-byte load of B each), and so with the
         // 128-feature chunks over threadIdx.z, at widths that are a multiple of 128.
@@ -135,35 +134,7 @@ fn hyb_spmm_on(device: GpuDevice) {
             let launches = k.module().kernels.len();
             let want_launches = if fused { 2 } else { 1 + parts * buckets.len() };
             assert_eq!(launches, want_launches, "fused {fused}, parts {parts}");
-            let mut r = Lcg(7);
-            let b: Vec<f32> = (0..cols * feat)
-                .map(|_| (r.next() % 100) as f32 / 50.0 - 1.0)
-                .collect();
-            let mut args = std::collections::HashMap::new();
-            args.insert(
-                "a".to_string(),
-                arr(vec![nnz], TensorData::F32(values.clone())),
-            );
-            args.insert(
-                "b".into(),
-                arr(vec![cols, feat], TensorData::F32(b.clone())),
-            );
-            args.insert(
-                "c".into(),
-                arr(vec![rows, feat], TensorData::F32(vec![7.0; rows * feat])),
-            );
-            args.insert(
-                "indptr".into(),
-                arr(vec![rows + 1], TensorData::I32(indptr.clone())),
-            );
-            args.insert(
-                "indices".into(),
-                arr(vec![nnz], TensorData::I32(indices.clone())),
-            );
-            args.insert("m".into(), ArgValue::Int(rows as i64));
-            args.insert("n".into(), ArgValue::Int(cols as i64));
-            args.insert("nnz".into(), ArgValue::Int(nnz as i64));
-            args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+            let mut args = csrmm_args(rows, cols, feat, &csr, 7);
             let mut want = args.clone();
             eval_func(&csrmm, &mut want).expect("reference");
             args.extend(hyb_arguments(&h));
@@ -189,21 +160,11 @@ fn hyb_spmm_on(device: GpuDevice) {
                 assert_eq!(grid, want_grid, "parts {parts} buckets {buckets:?}");
             }
             k.run(&mut args).expect("runs in the emulator");
-            let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) =
-                (args.get("c"), want.get("c"))
-            else {
-                panic!("no output");
-            };
-            for i in 0..rows * feat {
-                let (x, y) = (got.get_f64(i), w.get_f64(i));
-                assert!(
-                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
-                "fused {fused}, vec4 {vec4}, parts {parts} buckets {buckets:?} feat {feat}: C[{}, \
-                 {}] = {x}, want {y}",
-                i / feat,
-                i % feat
+            assert_equal(
+                &args,
+                &want,
+                &format!("fused {fused}, {kind}, parts {parts} buckets {buckets:?} feat {feat}"),
             );
-            }
         }
     }
 }
@@ -382,11 +343,7 @@ fn check_stored(
     cache: &KernelCache,
 ) {
     let Case {
-        rows,
-        cols,
-        feat,
-        csr: (indptr, indices, values),
-        ..
+        rows, cols, feat, ..
     } = *case;
     let kinds: &[&str] = if feat % 128 == 0 {
         &["scalar", "vec4", "wide"]
@@ -420,50 +377,75 @@ fn check_stored(
         );
         let barriers = src.matches("__syncthreads()").count();
         assert_eq!(barriers, usize::from(plan.rest), "{kind}: barriers\n{src}");
-        let mut r = Lcg(11);
-        let b: Vec<f32> = (0..cols * feat)
-            .map(|_| (r.next() % 100) as f32 / 50.0 - 1.0)
-            .collect();
-        let mut args = std::collections::HashMap::new();
-        args.insert(
-            "a".to_string(),
-            arr(vec![indices.len()], TensorData::F32(values.clone())),
-        );
-        args.insert("b".into(), arr(vec![cols, feat], TensorData::F32(b)));
         // C starts as garbage: every element must be written.
-        args.insert(
-            "c".into(),
-            arr(vec![rows, feat], TensorData::F32(vec![7.0; rows * feat])),
-        );
-        args.insert(
-            "indptr".into(),
-            arr(vec![rows + 1], TensorData::I32(indptr.clone())),
-        );
-        args.insert(
-            "indices".into(),
-            arr(vec![indices.len()], TensorData::I32(indices.clone())),
-        );
-        args.insert("m".into(), ArgValue::Int(rows as i64));
-        args.insert("n".into(), ArgValue::Int(cols as i64));
-        args.insert("nnz".into(), ArgValue::Int(indices.len() as i64));
-        args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+        let mut args = csrmm_args(rows, cols, feat, case.csr, 11);
         let mut want = args.clone();
         eval_func(csrmm, &mut want).expect("reference");
         args.extend(case.extra.clone());
         k.run(&mut args).expect("runs");
-        let (Some(ArgValue::Array(got)), Some(ArgValue::Array(w))) = (args.get("c"), want.get("c"))
-        else {
-            panic!("no output");
-        };
-        for i in 0..rows * feat {
-            let (x, y) = (got.get_f64(i), w.get_f64(i));
-            assert!(
-                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
-                "{kind} fused {fused}, feat {feat}: C[{}, {}] = {x}, want {y}",
-                i / feat,
-                i % feat
-            );
-        }
+        assert_equal(&args, &want, &format!("{kind} fused {fused}, feat {feat}"));
+    }
+}
+
+/// csrmm's arguments for the CSR matrix `csr` (`rows` × `cols`), a random `B` of width `feat`
+/// (from `seed`) and a `C` of sevens (garbage every kernel must overwrite).
+fn csrmm_args(
+    rows: usize,
+    cols: usize,
+    feat: usize,
+    csr: &Csr,
+    seed: u64,
+) -> std::collections::HashMap<String, ArgValue> {
+    let (indptr, indices, values) = csr;
+    let nnz = indices.len();
+    let mut r = Lcg(seed);
+    let b: Vec<f32> = (0..cols * feat)
+        .map(|_| (r.next() % 100) as f32 / 50.0 - 1.0)
+        .collect();
+    let mut args = std::collections::HashMap::new();
+    args.insert(
+        "a".to_string(),
+        arr(vec![nnz], TensorData::F32(values.clone())),
+    );
+    args.insert("b".into(), arr(vec![cols, feat], TensorData::F32(b)));
+    args.insert(
+        "c".into(),
+        arr(vec![rows, feat], TensorData::F32(vec![7.0; rows * feat])),
+    );
+    args.insert(
+        "indptr".into(),
+        arr(vec![rows + 1], TensorData::I32(indptr.clone())),
+    );
+    args.insert(
+        "indices".into(),
+        arr(vec![nnz], TensorData::I32(indices.clone())),
+    );
+    args.insert("m".into(), ArgValue::Int(rows as i64));
+    args.insert("n".into(), ArgValue::Int(cols as i64));
+    args.insert("nnz".into(), ArgValue::Int(nnz as i64));
+    args.insert("feat_size".into(), ArgValue::Int(feat as i64));
+    args
+}
+
+/// Every element of `got`'s `c` equals `want`'s within float32 rounding.
+fn assert_equal(
+    got: &std::collections::HashMap<String, ArgValue>,
+    want: &std::collections::HashMap<String, ArgValue>,
+    what: &str,
+) {
+    let (Some(ArgValue::Array(g)), Some(ArgValue::Array(w))) = (got.get("c"), want.get("c")) else {
+        panic!("{what}: no output");
+    };
+    let feat = g.shape[1];
+    assert_eq!(g.shape, w.shape, "{what}");
+    for i in 0..g.shape.iter().product::<usize>() {
+        let (x, y) = (g.get_f64(i), w.get_f64(i));
+        assert!(
+            (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+            "{what}: C[{}, {}] = {x}, want {y}",
+            i / feat,
+            i % feat
+        );
     }
 }
 
