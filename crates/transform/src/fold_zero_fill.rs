@@ -56,14 +56,9 @@ pub fn fold_zero_fill(func: &PrimFunc, buffer: &str) -> Result<PrimFunc, FoldZer
         return Err(FoldZeroFillError::NoBuffer(buffer.to_string()));
     };
     let mut out = func.clone();
-    let top: &mut Vec<Stmt> = match &mut out.body {
+    let mut top = match std::mem::replace(&mut out.body, Stmt::empty()) {
         Stmt::Seq(v) => v,
-        other => {
-            let one = std::mem::replace(other, Stmt::Seq(Vec::new()));
-            let Stmt::Seq(v) = other else { unreachable!() };
-            v.push(one);
-            v
-        }
+        one => vec![one],
     };
     let axes: Vec<IterAxis> = buf.axes().iter().map(|&a| IterAxis::Axis(a)).collect();
     let mut fill: Option<(usize, Expr)> = None;
@@ -87,12 +82,13 @@ pub fn fold_zero_fill(func: &PrimFunc, buffer: &str) -> Result<PrimFunc, FoldZer
                 }
             },
             Some(_) => {
-                update_of(s, x).map_err(|why| FoldZeroFillError::NotAnUpdate {
+                let st = update_of(s, x).map_err(|why| FoldZeroFillError::NotAnUpdate {
                     iteration: name,
                     buffer: buffer.to_string(),
                     why,
                 })?;
-                updates.push(at);
+                // The init stores at the update's indices.
+                updates.push((at, st.indices.clone(), st.span));
             }
         }
     }
@@ -102,20 +98,18 @@ pub fn fold_zero_fill(func: &PrimFunc, buffer: &str) -> Result<PrimFunc, FoldZer
     if updates.is_empty() {
         return Err(FoldZeroFillError::NoUpdates(buffer.to_string()));
     }
-    for &at in &updates {
+    for (at, indices, span) in updates {
         if let Stmt::SparseIteration(it) = &mut top[at] {
-            if let Some(Stmt::Store(st)) = only(&it.body) {
-                let init = Stmt::Store(Store {
-                    buffer: x,
-                    indices: st.indices.clone(),
-                    value: value.clone(),
-                    span: st.span,
-                });
-                it.init = Some(init);
-            }
+            it.init = Some(Stmt::Store(Store {
+                buffer: x,
+                indices,
+                value: value.clone(),
+                span,
+            }));
         }
     }
     top.remove(fill_at);
+    out.body = Stmt::Seq(top);
     Ok(out)
 }
 
@@ -133,14 +127,11 @@ fn touches(s: &Stmt, x: BufferId) -> bool {
     hit
 }
 
-/// The single statement `s` is, through one-element sequences.
-fn only(mut s: &Stmt) -> Option<&Stmt> {
-    loop {
-        match s {
-            Stmt::Seq(v) if v.len() == 1 => s = &v[0],
-            Stmt::Seq(_) => return None,
-            other => return Some(other),
-        }
+/// The single statement `s` is, through one-element sequences (`s` itself otherwise).
+fn only(s: &Stmt) -> &Stmt {
+    match s {
+        Stmt::Seq(v) if v.len() == 1 => only(&v[0]),
+        other => other,
     }
 }
 
@@ -156,7 +147,7 @@ fn fill_value(s: &Stmt, x: BufferId, axes: &[IterAxis]) -> Option<Expr> {
     {
         return None;
     }
-    let Some(Stmt::Store(st)) = only(&it.body) else {
+    let Stmt::Store(st) = only(&it.body) else {
         return None;
     };
     let at_iterators = st.buffer == x
@@ -170,8 +161,8 @@ fn fill_value(s: &Stmt, x: BufferId, axes: &[IterAxis]) -> Option<Expr> {
     (at_iterators && constant).then(|| st.value.clone())
 }
 
-/// Checks that `s` is a reduction into `x` of the module documentation.
-fn update_of(s: &Stmt, x: BufferId) -> Result<(), &'static str> {
+/// The store of `s` if `s` is a reduction into `x` of the module documentation.
+fn update_of(s: &Stmt, x: BufferId) -> Result<&Store, &'static str> {
     let Stmt::SparseIteration(it) = s else {
         return Err("it is not an iteration");
     };
@@ -181,7 +172,7 @@ fn update_of(s: &Stmt, x: BufferId) -> Result<(), &'static str> {
     if !it.kinds.contains(&IterKind::Reduce) {
         return Err("it has no reduction axis");
     }
-    let Some(Stmt::Store(st)) = only(&it.body) else {
+    let Stmt::Store(st) = only(&it.body) else {
         return Err("its body is not one store");
     };
     if st.buffer != x {
@@ -199,7 +190,7 @@ fn update_of(s: &Stmt, x: BufferId) -> Result<(), &'static str> {
     if other_read {
         return Err("it reads the buffer at other indices than it stores");
     }
-    Ok(())
+    Ok(st)
 }
 
 #[cfg(test)]

@@ -85,8 +85,8 @@ fn uses(s: &Stmt) -> HashMap<BufferId, Use> {
     let mut reduction_inits: HashSet<*const Store> = HashSet::new();
     s.visit(&mut |st| match st {
         Stmt::Block(b) => {
-            if let (Some(Stmt::Store(init)), Some(Stmt::Store(sum))) =
-                (b.init.as_ref().map(single), Some(single(&b.body)))
+            if let (Some(Stmt::Store(init)), Stmt::Store(sum)) =
+                (b.init.as_ref().map(super::only), super::only(&b.body))
             {
                 if init.buffer == sum.buffer
                     && init.indices == sum.indices
@@ -137,17 +137,6 @@ fn uses(s: &Stmt) -> HashMap<BufferId, Use> {
         })
     });
     out
-}
-
-/// The statement `s` is, through one-element sequences.
-fn single(mut s: &Stmt) -> &Stmt {
-    while let Stmt::Seq(v) = s {
-        match v.as_slice() {
-            [one] => s = one,
-            _ => break,
-        }
-    }
-    s
 }
 
 /// Whether `s` binds `blockIdx.y` or `blockIdx.z`.

@@ -251,7 +251,9 @@ impl<'f> Writer<'f> {
         let bname = self.buf_name(buffer)?.to_string();
         self.line("{");
         self.indent += 1;
-        let mut fixed = Vec::new();
+        // The block's conditions that do not move with the nest guard it whole; those of the
+        // lane loop alone guard each lane element's read and write.
+        let (mut fixed, mut lane_conds) = (Vec::new(), Vec::new());
         if let Some(p) = &acc.block.predicate {
             let p = subst(p, &acc.bindings);
             let mut parts = Vec::new();
@@ -261,24 +263,14 @@ impl<'f> Writer<'f> {
             for c in parts {
                 if !mentions(c, &moving) {
                     fixed.push(c.clone());
+                } else if acc.lane.is_some_and(|(lv, _)| mentions(c, &[lv])) {
+                    lane_conds.push(c.clone());
                 }
             }
         }
-        // The lane loop's own conditions, guarding each lane element's read and write.
-        let mut lane_conds = Vec::new();
-        if let (Some(p), Some((lv, _))) = (&acc.block.predicate, acc.lane) {
-            let p = subst(p, &acc.bindings);
-            let mut parts = Vec::new();
-            conjuncts(&p, &mut parts);
-            lane_conds.extend(parts.into_iter().filter(|c| mentions(c, &[lv])).cloned());
-        }
         let guarded = !fixed.is_empty();
-        if guarded {
-            let mut texts = Vec::new();
-            for c in &fixed {
-                texts.push(self.expr(c)?.0);
-            }
-            self.line(&format!("if ({}) {{", texts.join(" && ")));
+        if let Some(g) = self.conjunction(&fixed)? {
+            self.line(&format!("if ({g}) {{"));
             self.indent += 1;
         }
         // The init runs exactly at the loop's first iteration: the registers start at it.
@@ -305,7 +297,7 @@ impl<'f> Writer<'f> {
             } else {
                 let off_l = self.offset(buffer, &acc.outer_indices)?;
                 let cur = half::load_value(dt, format!("{bname}[{off_l}]"));
-                match self.lane_guard(&lane_conds)? {
+                match self.conjunction(&lane_conds)? {
                     // Past the guard the register is never stored: 0 keeps it defined.
                     Some(g) => self.line(&format!(
                         "    {name}[{v}] = ({g}) ? {cur} : {};",
@@ -328,7 +320,7 @@ impl<'f> Writer<'f> {
             self.line(&format!("for ({vct} {v} = 0; {v} < {n}; ++{v}) {{"));
             let off_l = self.offset(buffer, &acc.outer_indices)?;
             self.indent += 1;
-            let lane_guard = self.lane_guard(&lane_conds)?;
+            let lane_guard = self.conjunction(&lane_conds)?;
             if let Some(g) = &lane_guard {
                 self.line(&format!("if ({g}) {{"));
                 self.indent += 1;
@@ -394,8 +386,8 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
-    /// The conjunction of `conds` as C text (with the lane variable bound), if any.
-    fn lane_guard(&mut self, conds: &[Expr]) -> Res<Option<String>> {
+    /// The conjunction of `conds` as C text, if any.
+    fn conjunction(&mut self, conds: &[Expr]) -> Res<Option<String>> {
         if conds.is_empty() {
             return Ok(None);
         }
