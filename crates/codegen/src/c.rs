@@ -395,6 +395,9 @@ pub struct Writer<'f> {
     /// CUDA: the double-buffered run loop of a warpgroup's plan reads `A` one run ahead
     /// (`gpu/mma/warpgroup.rs`): its variable, the next run's C text and the loop's end.
     a_prefetch: Option<(VarId, String, String)>,
+    /// CUDA: the run loop being written stages its warpgroup products' `A` in shared memory
+    /// (`gpu/mma/stage_a.rs`).
+    a_stage: Option<gpu::AStage>,
     /// CUDA: with `mma_acc_unit`, where some unit tile is live (the accumulator plan's guards,
     /// joined; `None`: every tile always is): the shared `A` fragment is read under it.
     mma_unit_live: Option<String>,
@@ -529,6 +532,7 @@ impl<'f> Writer<'f> {
             wgmma_forms: BTreeSet::new(),
             warpgroup_depth: 0,
             a_prefetch: None,
+            a_stage: None,
             zero_tiles: HashSet::new(),
             loop_facts: std::cell::OnceCell::new(),
             serial_depth: 0,

@@ -85,11 +85,14 @@ impl fmt::Display for Format {
             Format::Condense => f.write_str("condense"),
             Format::TwoFour { smem: Some(t), .. } => {
                 let key = t.key();
-                let ahead = if t.prefetch > 1 {
+                let mut ahead = if t.prefetch > 1 {
                     format!(",ahead={}", t.prefetch)
                 } else {
                     String::new()
                 };
+                if t.stage_a {
+                    ahead.push_str(",a=smem");
+                }
                 match (t.cols, t.row_tiles) {
                     (1, 1) => write!(f, "2:4({key}={}{ahead})", t.rows),
                     (z, 1) => write!(f, "2:4({key}={}x{z}{ahead})", t.rows),
@@ -119,6 +122,9 @@ pub struct SharedTiles {
     /// Each 4 row warps issue their products as one warpgroup instruction (Hopper's
     /// `wgmma.mma_async.sp`, sm_90a; `2:4(wgmma=RxZ)`, `2:4(wgdbuf=RxZ)`; R 4 or 8).
     pub warpgroup: bool,
+    /// With `warpgroup` and `prefetch`: A's values and positions staged in shared memory by
+    /// the slices' copies (`,a=smem`), instead of read into registers one run ahead.
+    pub stage_a: bool,
 }
 
 impl SharedTiles {
@@ -135,7 +141,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -220,24 +226,37 @@ impl Format {
         .into_iter()
         .find_map(|(key, d, w)| field_call(t, "2:4", key).map(|v| (v, d, w)));
         if let Some((v, double_buffer, warpgroup)) = staged {
-            // `dbuf=RxZ,ahead=A`: the slices copied ahead (2 or 3; 1 is `dbuf` itself).
-            let (v, prefetch) = match v.split_once(',') {
-                None => (v, usize::from(double_buffer)),
-                Some((w, rest)) => {
-                    let a = rest
-                        .trim()
-                        .strip_prefix("ahead")
-                        .and_then(|r| r.trim_start().strip_prefix('='))
-                        .ok_or_else(|| err("expected `ahead=A` after the warps"))?;
-                    let a = positive(text, "the slices copied ahead", a)?;
-                    if !double_buffer || !(1..=3).contains(&a) {
-                        return Err(err(
-                            "`ahead=A` (1 to 3 slices copied ahead) goes with dbuf or wgdbuf",
-                        ));
+            // After the warps: `ahead=A` (the slices copied ahead: 2 or 3; 1 is `dbuf` itself)
+            // and `a=smem` (A staged in shared memory with the slices, `wgdbuf` only).
+            let mut options = v.split(',');
+            let v = options.next().unwrap_or("");
+            let (mut prefetch, mut stage_a) = (usize::from(double_buffer), false);
+            for o in options {
+                let (key, value) = o
+                    .split_once('=')
+                    .map(|(k, x)| (k.trim(), x.trim()))
+                    .ok_or_else(|| err("expected `ahead=A` or `a=smem` after the warps"))?;
+                match key {
+                    "ahead" => {
+                        let a = positive(text, "the slices copied ahead", value)?;
+                        if !double_buffer || !(1..=3).contains(&a) {
+                            return Err(err(
+                                "`ahead=A` (1 to 3 slices copied ahead) goes with dbuf or wgdbuf",
+                            ));
+                        }
+                        prefetch = a;
                     }
-                    (w, a)
+                    "a" if value == "smem" => {
+                        if !(double_buffer && warpgroup) {
+                            return Err(err(
+                                "`a=smem` (A staged in shared memory) goes with wgdbuf",
+                            ));
+                        }
+                        stage_a = true;
+                    }
+                    _ => return Err(err("expected `ahead=A` or `a=smem` after the warps")),
                 }
-            };
+            }
             let mut parts = v.split('x');
             let r = parts.next().unwrap_or("");
             let z = parts.next().unwrap_or("1");
@@ -269,6 +288,7 @@ impl Format {
                     prefetch,
                     row_tiles,
                     warpgroup,
+                    stage_a,
                 }),
             });
         }
@@ -724,13 +744,20 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     } else {
         include_str!("../schedules/gpu/spmm_24_tc_smem.sched")
     };
-    text.replace("GROUPS", &(n / 4).to_string())
+    let mut text = text
+        .replace("GROUPS", &(n / 4).to_string())
         .replace("ROWW", &rows.to_string())
         .replace("ROWU", &tiles.row_tiles.max(1).to_string())
         .replace("COLW", &cols.to_string())
         .replace("UNITS", &units.to_string())
         .replace("COPYW", &rows.min(units).to_string())
-        .replace("DOUBLE", &double)
+        .replace("DOUBLE", &double);
+    // A's values and positions staged in shared memory with the slices (the CUDA writer's
+    // `stage_a`).
+    if tiles.stage_a {
+        text.push_str("sch.annotate(gko, \"stage_a\", 1)\n");
+    }
+    text
 }
 
 /// The GPU schedules of hyb SpMM: `schedules/gpu/hyb_init.sched` for the zero fill of C (when
@@ -924,6 +951,8 @@ mod tests {
             "2:4(dbuf=4x2x2,ahead=2)",
             "2:4(wgdbuf=8,ahead=3)",
             "2:4(wgdbuf=8x1x2,ahead=2)",
+            "2:4(wgdbuf=8,a=smem)",
+            "2:4(wgdbuf=8x2x2,ahead=3,a=smem)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -978,6 +1007,10 @@ mod tests {
             "2:4(dbuf=4x2x2x1)",
             "2:4(smem=4,ahead=2)",
             "2:4(wgmma=8,ahead=2)",
+            "2:4(dbuf=4,a=smem)",
+            "2:4(wgmma=8,a=smem)",
+            "2:4(wgdbuf=8,a=global)",
+            "2:4(wgdbuf=8,smem)",
             "2:4(dbuf=4,ahead=4)",
             "2:4(dbuf=4,ahead=0)",
             "2:4(dbuf=4,behind=2)",

@@ -177,6 +177,7 @@ fn the_ptx_holds_the_mma_instruction() {
             prefetch: 1,
             row_tiles: 2,
             warpgroup: false,
+            stage_a: false,
         },
         8,
     );
@@ -407,6 +408,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 prefetch: ahead,
                 row_tiles: h,
                 warpgroup: false,
+                stage_a: false,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
@@ -512,6 +514,7 @@ fn snapshot_tensor_core_kernels() {
             prefetch: 1,
             row_tiles: 2,
             warpgroup: false,
+            stage_a: false,
         },
         2,
     );

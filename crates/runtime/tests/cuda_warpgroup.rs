@@ -3,7 +3,8 @@
 //! `wgmma.mma_async.sp` m64nNk32 reading B's slice from shared memory through a descriptor)
 //! runs in the CPU emulation of its CUDA and equals the stage-I reference evaluator, for
 //! float16 and bfloat16, one or two warpgroups, several column warps and row tiles, single and
-//! double buffers (A's fragments then read one run ahead), N from 8 to 256; the source lays the
+//! double buffers (A's fragments then read one run ahead, or staged in shared memory with the
+//! slices: `stage_a`), N from 8 to 256; the source lays the
 //! window out in core matrices and fences before its barriers; NVRTC compiles it for sm_90a (the PTX holds the instruction, without
 //! spills at m64n256k32) and refuses it elsewhere with the reason; schedules that cannot be
 //! written as warpgroup products are typed errors; the accumulators start at zero after
@@ -40,6 +41,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         prefetch: ahead,
         row_tiles,
         warpgroup: true,
+        stage_a: false,
     }
 }
 
@@ -140,18 +142,110 @@ fn spmm_24_warpgroup(device: GpuDevice) {
     }
 }
 
+/// `2:4(wgdbuf=...,a=smem)`: A's values and positions copied into shared memory with B's
+/// slices (`cp.async`, A runs ahead) and read from there (`ldmatrix`), in the emulator.
+#[test]
+fn spmm_24_with_a_staged_equals_the_evaluator_in_the_emulator() {
+    spmm_24_staged(GpuDevice::Emulator);
+}
+
+/// The same on a real Hopper GPU, where one is present.
+#[test]
+fn spmm_24_with_a_staged_on_a_real_gpu() {
+    if !common::have_gpu() {
+        return;
+    }
+    let ctx = sparsetir_cuda::Context::first_device().expect("a device");
+    if ctx.arch().expect("its architecture").compute_capability() != (9, 0) {
+        eprintln!("note: skipping the warpgroup kernels: not a Hopper GPU");
+        return;
+    }
+    spmm_24_staged(GpuDevice::Cuda);
+}
+
+fn spmm_24_staged(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(91);
+    // (dtype, m, n, feat, row warps, column warps, row tiles, units, slices copied ahead):
+    // one and two warpgroups, column warps reading the tiles their first warp copied, two
+    // row tiles per warp, one to three slices ahead.
+    for (dt, m, n, feat, rows, cols, h, units, ahead) in [
+        (DType::F16, 128, 64, 256, 8, 1, 1, 32, 1),
+        (DType::BF16, 128, 96, 64, 4, 2, 2, 4, 1),
+        (DType::F16, 64, 160, 64, 4, 1, 1, 8, 2),
+        (DType::F16, 256, 64, 32, 4, 1, 2, 4, 3),
+        (DType::BF16, 256, 128, 128, 8, 2, 2, 8, 1),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} x {cols} warps of {h} x {units} tiles, \
+             A staged, slices copied ahead: {ahead}"
+        );
+        let g = kernel(dt);
+        let mut t = tiles(rows, cols, h, ahead);
+        t.stage_a = true;
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &k.module().source;
+        // One tile of 256 values and 256 positions per row-tile warp, row tile and stage.
+        let stage = (ahead + 1) * rows * h * 256;
+        for needle in [
+            format!("SPTIR_SHARED(uint16_t, sptir_as, {stage});"),
+            format!("SPTIR_SHARED(int8_t, sptir_es, {stage});"),
+            "sptir_cp_async16(sptir_as + ".to_string(),
+            "sptir_ldmatrix_x4(sptir_a, sptir_as + ".to_string(),
+            "sptir_lds_oct(sptir_es + ".to_string(),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`");
+        }
+        // Not read from global memory into registers any more, and the column warps copy
+        // nothing of A.
+        assert!(
+            !src.contains("sptir_ld_pair(A_data") && !src.contains("sptir_an["),
+            "{what}"
+        );
+        assert_eq!(src.contains("if (f_1_2 == 0) {"), cols > 1, "{what}");
+        let args = positions_i8(spmm_24_args(&mut rng, m, n, feat, dt));
+        let mut want = args.clone();
+        eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+        let mut got = args.clone();
+        k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_outputs_close_16(&what, &["c".to_string()], &got, &want, dt, 0.05);
+    }
+}
+
+/// `stage_a` where the run loop is not a warpgroup's double-buffered one: typed errors.
+#[test]
+fn staging_a_needs_a_warpgroups_pipelined_run_loop() {
+    let g = kernel(DType::F16);
+    let s = spec(64, 64, 64);
+    let stage = "sch.annotate(gko, \"stage_a\", 1)\n";
+    // One slice (no pipeline), and per-warp products (no warpgroup).
+    let single = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 0), 8) + stage;
+    let mut per_warp = tiles(4, 1, 1, 1);
+    per_warp.warpgroup = false;
+    let per_warp = spmm_24_tc_smem_gpu_schedule(64, per_warp, 8) + stage;
+    for sched in [single, per_warp] {
+        let e = emit_cuda(&g, Some(&sched), &s).expect_err("refused");
+        assert!(e.to_string().contains("double-buffered run loop"), "{e}");
+    }
+}
+
 #[test]
 fn warpgroup_kernels_compile_for_sm_90a_only() {
     let Some(nvrtc) = common::nvrtc() else {
         return;
     };
     // (16 KiB slices at 32 units: three of them, 48 KiB, with two copied ahead.)
-    for (dt, ty, units, ahead) in [
-        (DType::F16, "f16", 32, 1),
-        (DType::BF16, "bf16", 8, 1),
-        (DType::F16, "f16", 32, 2),
+    // (The last with A staged in shared memory: 44 KiB with the two slices.)
+    for (dt, ty, units, ahead, staged) in [
+        (DType::F16, "f16", 32, 1, false),
+        (DType::BF16, "bf16", 8, 1, false),
+        (DType::F16, "f16", 32, 2, false),
+        (DType::F16, "f16", 32, 1, true),
     ] {
-        let sched = spmm_24_tc_smem_gpu_schedule(64, tiles(8, 1, 1, ahead), units);
+        let mut t = tiles(8, 1, 1, ahead);
+        t.stage_a = staged;
+        let sched = spmm_24_tc_smem_gpu_schedule(64, t, units);
         let (_, m) = emit_cuda(&kernel(dt), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
         let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
         let c = nvrtc
@@ -174,6 +268,12 @@ fn warpgroup_kernels_compile_for_sm_90a_only() {
             8 * units
         );
         assert!(ptx.contains(&ins), "{dt}: no `{ins}` in the PTX");
+        // A staged: copied without registers, read as four 8 x 8 matrices.
+        assert_eq!(
+            ptx.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+            staged,
+            "{dt}"
+        );
         assert!(ptx.contains("fence.proxy.async.shared::cta"), "{dt}");
         // Without the architecture-specific target: the module says why.
         let a90 = sparsetir_cuda::Arch::parse("sm_90").unwrap();

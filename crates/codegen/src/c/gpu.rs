@@ -19,6 +19,7 @@ mod sync;
 mod vector_loads;
 mod zero_start;
 
+pub(crate) use mma::AStage;
 pub(crate) use sync::{Divergence, Pending};
 
 /// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it
@@ -450,6 +451,9 @@ impl<'f> Writer<'f> {
         }
         if !self.wgmma_forms.is_empty() {
             source.push_str(&mma::wgmma_prelude(&self.wgmma_forms));
+        }
+        if mma::uses_stage_a(func) {
+            source.push_str(mma::A_STAGE_PRELUDE);
         }
         if pipeline::uses_double_buffer(func) {
             if !(half::uses_half(func) || tensor_cores) {
@@ -902,7 +906,9 @@ impl<'f> Writer<'f> {
         }
         // A warpgroup's unit loop: its `A` fragment, then one `wgmma` of all the units.
         if let (true, Some(w)) = (self.mma_acc_unit == Some(f.var), self.mma_warpgroup) {
-            if self.a_prefetch.is_some() {
+            if self.a_stage.is_some() {
+                self.write_staged_a()?;
+            } else if self.a_prefetch.is_some() {
                 self.write_prefetched_a(f)?;
             } else if !self.mma_share_a(f)? {
                 return Err(self.unsupported(
@@ -993,15 +999,21 @@ impl<'f> Writer<'f> {
             self.mma_unit_live = plan.live();
             self.mma_warpgroup = plan.warpgroup;
         }
-        // A double-buffered copy: the first iteration's before the loop.
+        // A double-buffered copy: the first iteration's before the loop. A warpgroup's run
+        // loop may stage its products' A with it (`mma/stage_a.rs`).
         let pipelined = self.pipeline_items(f)?;
+        let staged = self.a_stage_plan(f, hoist.as_ref(), pipelined.is_some(), &start)?;
+        let staging = staged.is_some();
+        if staging {
+            self.a_stage = staged;
+        }
         if let Some(items) = &pipelined {
             self.write_pipeline_prologue(f, items[0], &start, &end)?;
         }
         // A warpgroup's double-buffered run loop: each run's A fragments and metadata read
-        // one run ahead, into registers (`warpgroup.rs`).
+        // one run ahead, into registers (`warpgroup.rs`), unless staged.
         let prefetch = match (&hoist, &pipelined) {
-            (Some(plan), Some(_)) if plan.warpgroup.is_some() => {
+            (Some(plan), Some(_)) if plan.warpgroup.is_some() && !staging => {
                 self.write_a_prefetch_prologue(f, plan, &start)?;
                 true
             }
@@ -1035,6 +1047,9 @@ impl<'f> Writer<'f> {
         self.serial_depth -= 1;
         if prefetch {
             self.a_prefetch = None;
+        }
+        if staging {
+            self.a_stage = None;
         }
         self.leave_divergence(div);
         let uniform = self.kernel.as_ref().is_some_and(|k| k.divergent == 0);

@@ -81,10 +81,12 @@ use sparsetir_ir::BlockIter;
 mod accumulate;
 mod prelude;
 mod sparse;
+mod stage_a;
 mod warpgroup;
 
 pub(crate) use accumulate::AccumulatorPlan;
 pub(crate) use prelude::MMA_PRELUDE;
+pub(crate) use stage_a::{uses_stage_a, AStage, A_STAGE_PRELUDE};
 pub(crate) use warpgroup::{read_by_warpgroup, wgmma_prelude, WARPGROUP_ATTR};
 
 /// The annotation the writer reads.

@@ -166,6 +166,8 @@ impl<'f> Writer<'f> {
         self.cp_async = true;
         let r = self.write_stmt(copy);
         self.cp_async = false;
+        // A staged `A` (`mma/stage_a.rs`): its tiles of the same run, in the same group.
+        let r = r.and_then(|_| self.write_a_stage_copy(at));
         self.let_subst.remove(&f.var);
         r?;
         self.line("sptir_cp_async_commit();");

@@ -92,13 +92,10 @@ impl Writer<'_> {
             if octs {
                 let at = [row.into(), "0".into(), "4 * sptir_h".into(), "0".into()];
                 let p = self.ptr_at(meta, vars, &at, iters)?;
-                let fields: Vec<String> = (0..8)
-                    .map(|j| format!("(((uint32_t)(sptir_m >> {}) & 3u) << {})", 8 * j, 2 * j))
-                    .collect();
                 self.line(&format!("{{ const uint64_t sptir_m = sptir_ld_oct({p});"));
                 self.line(&format!(
                     "  {fe} |= ({}) << {shift}; }}",
-                    fields.join(" | ")
+                    pack_positions8("sptir_m")
                 ));
                 continue;
             }
@@ -248,4 +245,13 @@ impl Writer<'_> {
             b,
         )
     }
+}
+
+/// The C text packing the eight 8-bit positions of the 64-bit `word` (C text), two bits each,
+/// into the low 16 bits of `mma.sp`'s metadata (the first position lowest).
+pub(super) fn pack_positions8(word: &str) -> String {
+    let fields: Vec<String> = (0..8)
+        .map(|j| format!("(((uint32_t)({word} >> {}) & 3u) << {})", 8 * j, 2 * j))
+        .collect();
+    fields.join(" | ")
 }

@@ -33,7 +33,8 @@
 //! In a double-buffered run loop (`pipeline.rs`) each warp reads its row units' `A` fragments
 //! and metadata one run ahead into registers (`sptir_an`, `sptir_en`: the first run's before the
 //! loop, run `k + 1`'s before run `k`'s product), so their loads are in flight during the
-//! product instead of before it.
+//! product instead of before it; with the run loop annotated `stage_a`, they are copied into
+//! shared memory with `B`'s slices instead (`stage_a.rs`).
 //!
 //! The layouts are those of CUTLASS's `SM90::GMMA` traits for the sparse register-`A` form
 //! (checked on the hardware by `bench/gpu/probe_wgmma_sp.cu`). The emulator computes each
@@ -366,7 +367,7 @@ impl Writer<'_> {
 
     /// The 2:4 product that `nests` (a unit loop's tensorized nests) must be alone: its nest's
     /// variables and block, its operands and metadata.
-    fn sp_product<'n>(&self, nests: &'n [(For, Mma)], what: &str) -> Res<SpProduct<'n>> {
+    pub(super) fn sp_product<'n>(&self, nests: &'n [(For, Mma)], what: &str) -> Res<SpProduct<'n>> {
         let [(nest, Mma::SpM16n8k32)] = nests else {
             return Err(self.unsupported(what, "the unit loop must hold one 2:4 product"));
         };
@@ -431,14 +432,14 @@ fn loop_facts(func: &PrimFunc) -> (sparsetir_arith::Analyzer, HashMap<VarId, Exp
 }
 
 /// A 2:4 product nest's parts (`Writer::sp_product`).
-struct SpProduct<'n> {
-    vars: Vec<VarId>,
-    b: &'n Block,
-    a: &'n Expr,
-    bb: &'n Expr,
-    meta: Expr,
-    meta_dt: DType,
-    suffix: &'static str,
+pub(super) struct SpProduct<'n> {
+    pub vars: Vec<VarId>,
+    pub b: &'n Block,
+    pub a: &'n Expr,
+    pub bb: &'n Expr,
+    pub meta: Expr,
+    pub meta_dt: DType,
+    pub suffix: &'static str,
 }
 
 /// The device functions of the `wgmma` forms `forms` (units, operand type suffix): PTX for

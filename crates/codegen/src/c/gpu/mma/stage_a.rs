@@ -1,0 +1,331 @@
+//! A warpgroup's 2:4 operand `A` (its compressed values and 8-bit positions) staged in shared
+//! memory by the run loop's own pipelined copies, instead of read from global memory into
+//! registers one run ahead.
+//!
+//! # When
+//!
+//! The double-buffered run loop (`pipeline.rs`) of a warpgroup's accumulator plan
+//! (`warpgroup.rs`) annotated `{"stage_a": 1}` (the schedule's `sch.annotate(run, "stage_a",
+//! 1)`). Each row tile of 16 rows of a run is 16 × 16 compressed values (32 bytes a row) and
+//! 16 × 16 positions (one byte each); both must be stored row by row there (the 16 of a row and
+//! run adjacent and 16-element aligned: the affine offset proves it), the positions 8-bit, the
+//! tile unguarded.
+//!
+//! # What is written
+//!
+//! Two shared arrays of `d + 1` stages (the run loop's windows) of one tile per row-tile warp
+//! and row unit: `sptir_as` (256 16-bit values a tile) and `sptir_es` (256 bytes). With the
+//! copy of run `k + d` into the loop's window, in the same `cp.async` group, each warp copies
+//! its tiles of run `k + d`: lane `l` the 16 bytes of row `l / 2` holding groups `4 (l % 2) ..`
+//! (one `cp.async` of 16 bytes; the two halves of a row swapped in rows 4-7 and 12-15 so that
+//! the eight rows an `ldmatrix` phase reads fall in distinct banks), lanes 0-15 the 16
+//! positions of their row. Column warps (a warp loop `A` does not move with) read the tiles
+//! their index-0 warp copied. At the product, after the pipeline's wait and barrier, a lane
+//! reads its fragment with one `ldmatrix.x4` (lane `l` naming row `l % 16`, half `l / 16`: the
+//! four 8 × 8 matrices are `mma.sp`'s four `A` registers) and its positions with two 8-byte
+//! loads. The loads of `A` thus run `d` runs ahead without registers held across the product,
+//! and as 16-byte copies instead of 4-byte loads.
+//!
+//! The emulator runs `cp.async` as the copy, `ldmatrix` by gathering the lanes' row addresses
+//! with shuffles, race-checked like every shared array.
+
+use super::sparse::pack_positions8;
+use super::warpgroup::SpProduct;
+use super::*;
+
+/// The run-loop annotation asking for `A` staged in shared memory (see the module
+/// documentation).
+pub const STAGE_A_ATTR: &str = "stage_a";
+
+/// A run loop's staging of `A` (see the module documentation).
+#[derive(Clone)]
+pub(crate) struct AStage {
+    /// The run loop's variable.
+    run: VarId,
+    /// The run loop's start (C text).
+    min: String,
+    /// Stages: the run loop's windows.
+    depth: i64,
+    /// The plan's unit loop (holding the one 2:4 product).
+    unit: For,
+    /// The row unit loop and its extent, if any.
+    rows: Option<(VarId, i64)>,
+    /// The warp loops around the product: variable, extent, and whether `A` moves with it.
+    warps: Vec<(VarId, i64, bool)>,
+}
+
+impl AStage {
+    /// Tiles per stage.
+    fn tiles(&self) -> i64 {
+        let w: i64 = self.warps.iter().filter(|w| w.2).map(|w| w.1).product();
+        w * self.rows.map_or(1, |(_, n)| n)
+    }
+}
+
+/// Whether `f` asks for `A` staged in shared memory.
+pub(crate) fn stages_a(f: &For) -> bool {
+    f.annotations.get(STAGE_A_ATTR).is_some()
+}
+
+impl Writer<'_> {
+    /// For the run loop `f` (`plan`: its accumulator plan, if any; `pipelined`: whether it is
+    /// double-buffered): the staging of `A` it asks for, its shared arrays declared. `None`
+    /// where it asks for none; an error where it asks but cannot have it.
+    pub(crate) fn a_stage_plan(
+        &mut self,
+        f: &For,
+        plan: Option<&AccumulatorPlan>,
+        pipelined: bool,
+        start: &str,
+    ) -> Res<Option<AStage>> {
+        if !stages_a(f) {
+            return Ok(None);
+        }
+        let what = format!(
+            "loop `{}` annotated `{STAGE_A_ATTR}`",
+            self.func.vars[f.var].name
+        );
+        let Some(plan) = plan.filter(|p| p.warpgroup.is_some() && pipelined) else {
+            return Err(self.unsupported(
+                &what,
+                "it must be the double-buffered run loop (`double_buffer`) of a warpgroup's \
+                 2:4 products kept in registers",
+            ));
+        };
+        if plan.guard.is_some() || plan.unit_guards.iter().any(Option::is_some) {
+            return Err(self.unsupported(&what, "the products' tiles must not be guarded"));
+        }
+        let Some(unit) = plan.unit.and_then(|u| find_loop(&f.body, u)) else {
+            return Err(self.invalid("a warpgroup's plan without its unit loop"));
+        };
+        let nests = tensorized_nests(&unit.body);
+        let SpProduct {
+            vars,
+            b,
+            a,
+            meta,
+            meta_dt,
+            ..
+        } = self.sp_product(&nests, &what)?;
+        let rows16 = self.vector_fragment(a, b, &[(vars[2], 2), (vars[3], 1)], 16);
+        let pos16 = meta_dt.bits() == 8
+            && self.vector_fragment(&meta, b, &[(vars[2], 2), (vars[3], 1)], 16);
+        if !rows16 || !pos16 {
+            return Err(self.unsupported(
+                &what,
+                "A's 16 values of a row and run, and their 16 8-bit positions, must be \
+                 adjacent and 16-element aligned",
+            ));
+        }
+        let warps = match self.product_item(f) {
+            Some((_, w)) => w
+                .iter()
+                .map(|w| {
+                    let moves = mentions_via(b, a, w.var) || mentions_via(b, &meta, w.var);
+                    (w.var, const_int(&w.extent).unwrap_or(1), moves)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let stage = AStage {
+            run: f.var,
+            min: start.to_string(),
+            depth: Self::prefetch_distance(f) + 1,
+            unit: unit.clone(),
+            rows: plan.rows.map(|(r, _)| {
+                let n = find_loop(&f.body, r).and_then(|l| const_int(&l.extent));
+                (r, n.unwrap_or(1))
+            }),
+            warps,
+        };
+        let size = stage.depth * stage.tiles() * 256;
+        self.declare_shared(&what, DType::F16, "uint16_t", "sptir_as", size)?;
+        self.declare_shared(&what, DType::I8, "int8_t", "sptir_es", size)?;
+        Ok(Some(stage))
+    }
+
+    /// The tile of row unit `r` (C text) in the stage of run `run` (C text), the warp loops'
+    /// variables bound.
+    fn a_stage_tile(&mut self, st: &AStage, run: &str, r: &str) -> Res<String> {
+        let mut widx = String::from("0");
+        for &(w, n, moves) in &st.warps {
+            if moves {
+                let (t, _) = self.expr(&Expr::Var(w))?;
+                widx = format!("({widx}) * {n} + {t}");
+            }
+        }
+        let (depth, tiles) = (st.depth, st.tiles());
+        let h = st.rows.map_or(1, |(_, n)| n);
+        Ok(format!(
+            "(int64_t)((((({run}) - ({})) % {depth}) * {} + {widx}) * {h} + {r}) * 256",
+            st.min,
+            tiles / h
+        ))
+    }
+
+    /// In a pipelined copy of the run loop (its variable standing for the run being copied):
+    /// each warp's `A` tiles and positions of that run into their stage.
+    pub(crate) fn write_a_stage_copy(&mut self, run: &str) -> Res<()> {
+        let Some(st) = self.a_stage.clone() else {
+            return Ok(());
+        };
+        let what = format!("`{STAGE_A_ATTR}` copy");
+        let nests = tensorized_nests(&st.unit.body);
+        let SpProduct {
+            vars, b, a, meta, ..
+        } = self.sp_product(&nests, &what)?;
+        let iters = iters_fixed_by(b, st.unit.var);
+        for &(w, _, _) in &st.warps {
+            self.bind(w)?;
+        }
+        let r = (|| {
+            self.line("{");
+            self.indent += 1;
+            self.line("const int32_t sptir_sl = (int32_t)(threadIdx.x & 31u);");
+            // Warps that do not move `A` (column warps) read what their first one copied.
+            let mut first = Vec::new();
+            for &(w, n, moves) in &st.warps {
+                if !moves && n > 1 {
+                    first.push(format!("{} == 0", self.expr(&Expr::Var(w))?.0));
+                }
+            }
+            if !first.is_empty() {
+                self.line(&format!("if ({}) {{", first.join(" && ")));
+                self.indent += 1;
+            }
+            let h = st.rows.map_or(1, |(_, n)| n);
+            for k in 0..h {
+                if let Some((rv, _)) = st.rows {
+                    self.let_subst
+                        .insert(rv, int_literal(k, self.func.vars[rv].dtype));
+                }
+                let tile = self.a_stage_tile(&st, run, &k.to_string())?;
+                let row = "sptir_sl >> 1".to_string();
+                let at = [row, "0".into(), "4 * (sptir_sl & 1)".into(), "0".into()];
+                let src = self.ptr_at(a, &vars, &at, &iters)?;
+                self.line(&format!(
+                    "sptir_cp_async16(sptir_as + {tile} + (sptir_sl >> 1) * 16 + \
+                     (((sptir_sl & 1) ^ ((sptir_sl >> 3) & 1)) * 8), {src});"
+                ));
+                let at = ["sptir_sl".into(), "0".into(), "0".into(), "0".into()];
+                let src = self.ptr_at(&meta, &vars, &at, &iters)?;
+                self.line(&format!(
+                    "if (sptir_sl < 16) sptir_cp_async16(sptir_es + {tile} + sptir_sl * 16, {src});"
+                ));
+            }
+            if let Some((rv, _)) = st.rows {
+                self.let_subst.remove(&rv);
+            }
+            if !first.is_empty() {
+                self.indent -= 1;
+                self.line("}");
+            }
+            self.indent -= 1;
+            self.line("}");
+            Ok(())
+        })();
+        for &(w, _, _) in &st.warps {
+            self.unbind(w);
+        }
+        r
+    }
+
+    /// At a warpgroup's unit loop in a run loop staging `A`: this run's fragment and metadata
+    /// read from the stage into `sptir_a`, `sptir_e`. Opens a scope the caller closes.
+    pub(crate) fn write_staged_a(&mut self) -> Res<()> {
+        let Some(st) = self.a_stage.clone() else {
+            return Err(self.invalid("no staging of A in progress"));
+        };
+        let run = self.expr(&Expr::Var(st.run))?.0;
+        let r = match self.mma_acc_rows {
+            Some((rv, _)) => self.expr(&Expr::Var(rv))?.0,
+            None => "0".to_string(),
+        };
+        let tile = self.a_stage_tile(&st, &run, &r)?;
+        self.line("{");
+        self.indent += 1;
+        self.line("uint32_t sptir_a[4], sptir_e = 0u;");
+        self.line("{");
+        self.indent += 1;
+        self.line(
+            "const int32_t sptir_sl = (int32_t)(threadIdx.x & 31u), sptir_sr = sptir_sl & 15;",
+        );
+        self.line(&format!(
+            "sptir_ldmatrix_x4(sptir_a, sptir_as + {tile} + sptir_sr * 16 + \
+             ((((sptir_sl >> 4) ^ (sptir_sr >> 2)) & 1) * 8));"
+        ));
+        self.line("const int32_t sptir_h = sptir_t & 1;");
+        for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
+            self.line(&format!(
+                "{{ const uint64_t sptir_m = sptir_lds_oct(sptir_es + {tile} + ({row}) * 16 + \
+                 8 * sptir_h);"
+            ));
+            self.line(&format!(
+                "  sptir_e |= ({}) << {shift}; }}",
+                pack_positions8("sptir_m")
+            ));
+        }
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+}
+
+/// Whether some loop of `func` stages `A` (the source then needs [`A_STAGE_PRELUDE`]).
+pub(crate) fn uses_stage_a(func: &PrimFunc) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        if let Stmt::For(f) = s {
+            found |= stages_a(f);
+        }
+    });
+    found
+}
+
+/// The copies and loads of a staged `A`: PTX on a GPU, the emulator's checked accesses.
+pub(crate) const A_STAGE_PRELUDE: &str = r#"#ifndef SPTIR_EMU
+static __device__ __forceinline__ void sptir_cp_async16(int8_t* dst, const int8_t* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
+}
+/* Four 8 x 8 matrices of 16-bit values from shared memory: lane 8i + j gives the address of
+   row j of matrix i (8 consecutive elements, 16-byte aligned); register i of lane 4g + t
+   receives row g, columns 2t and 2t + 1 of matrix i. */
+static __device__ __forceinline__ void sptir_ldmatrix_x4(uint32_t* r, const uint16_t* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+static __device__ __forceinline__ uint64_t sptir_lds_oct(const int8_t* p) {
+    return *reinterpret_cast<const unsigned long long*>(p);
+}
+#else
+template <bool W>
+static void sptir_cp_async16(const ::sptir_emu::SPtr<int8_t>& dst, const ::sptir_emu::GPtr<int8_t, W>& src) {
+    if (dst.off % 16 != 0)
+        ::sptir_emu::fail_unsupported("misaligned 16-byte shared store");
+    const int4 v = ::sptir_emu::vector_load<int4, int8_t, W, 16>(src);
+    int8_t b[16];
+    std::memcpy(b, &v, 16);
+    for (int k = 0; k < 16; ++k) dst[k] = b[k];
+}
+static void sptir_ldmatrix_x4(uint32_t* r, const ::sptir_emu::SPtr<uint16_t>& p) {
+    if (p.off % 8 != 0)
+        ::sptir_emu::fail_unsupported("ldmatrix: a row address is not 16-byte aligned");
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; ++i) {
+        const int64_t row = __shfl_sync(0xffffffffu, p.off, 8 * i + g);
+        const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, row + 2 * t).load();
+        const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, row + 2 * t + 1).load();
+        r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
+    }
+}
+static uint64_t sptir_lds_oct(const ::sptir_emu::SPtr<int8_t>& p) {
+    if (p.off % 8 != 0)
+        ::sptir_emu::fail_unsupported("misaligned 8-byte shared load");
+    uint64_t v = 0;
+    for (int k = 0; k < 8; ++k) v |= (uint64_t)(uint8_t)p[k].load() << (8 * k);
+    return v;
+}
+#endif
+"#;
