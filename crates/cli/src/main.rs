@@ -197,8 +197,9 @@ enum Command {
         /// slices, the one A runs ahead copied, A up to 3), `2:4(wgmma=...)`,
         /// `2:4(wgdbuf=...)`: the same with each 4 row warps (R 4 or 8) issuing their products
         /// as one Hopper warpgroup instruction, `wgmma.mma_async.sp`, sm_90a GPUs only;
-        /// `2:4(wgdbuf=...,a=smem)`: A's values and positions copied into shared memory with
-        /// the slices, A runs ahead, instead of read into registers one run ahead); for
+        /// `2:4(dbuf=...,a=smem)`, `2:4(wgdbuf=...,a=smem)`: A's values and positions copied
+        /// into shared memory with the slices, A runs ahead, instead of read from global
+        /// memory); for
         /// sddmm `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the

@@ -14,6 +14,7 @@
 //! | `SPTIR_IN(T) name` (a kernel parameter never stored to) | `const T* __restrict__` | a checked pointer whose reads are counted |
 //! | `SPTIR_OUT(T) name` (a kernel parameter stored to) | `T* __restrict__` | a checked pointer whose reads and writes are counted |
 //! | `SPTIR_SHARED(T, name, N);` (a statement) | `__shared__ T name[N];` | a per-block array whose accesses are checked for races |
+//! | `SPTIR_SHARED_DYN(T, name, N, OFFSET);` | `T* name`, `OFFSET` bytes into the dynamic shared memory | as `SPTIR_SHARED` |
 //!
 //! Besides these the source uses only: `threadIdx`, `blockIdx`, `blockDim`, `gridDim` (`.x/.y/.z`),
 //! `__syncthreads()`, `__syncwarp()`, `__shfl_down_sync`/`__shfl_xor_sync`/`__shfl_sync`
@@ -28,7 +29,10 @@
 //! Every kernel takes the parameters listed in [`CudaKernel::args`], in that order: buffers as
 //! pointers to their first element, scalars by value. Its launch configuration is
 //! [`CudaKernel::grid`] × [`CudaKernel::block`], expressions of the function's scalar parameters
-//! ([`LaunchExpr`]). Dynamic shared memory is not used (`shared_bytes` is static, for reports).
+//! ([`LaunchExpr`]). A kernel whose shared arrays exceed the 48 KiB a block may declare
+//! statically declares them as `SPTIR_SHARED_DYN(T, name, N, OFFSET);` instead: slices of the
+//! launch's dynamic shared memory ([`CudaKernel::dynamic_shared_bytes`], which the runtime opts
+//! the kernel in to and passes at each launch; the emulator gives each its own array).
 //! Kernels run in the order of [`CudaModule::kernels`], each after the previous one completed.
 
 use sparsetir_ir::{DType, PrimFunc};
@@ -81,8 +85,10 @@ pub struct CudaKernel {
     pub grid: [LaunchExpr; 3],
     /// `blockDim.x/y/z`.
     pub block: [LaunchExpr; 3],
-    /// Bytes of static shared memory the kernel declares.
+    /// Bytes of shared memory the kernel declares (static and dynamic).
     pub shared_bytes: u64,
+    /// Of those, the bytes of dynamic shared memory each launch must pass (0: all static).
+    pub dynamic_shared_bytes: u64,
 }
 
 /// One parameter of a kernel.

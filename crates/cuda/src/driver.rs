@@ -44,6 +44,7 @@ fn_table!(DriverApi {
     module_unload: "cuModuleUnload" => fn(CuModule) -> CuResult;
     module_get_function: "cuModuleGetFunction" => fn(*mut CuFunction, CuModule, *const c_char) -> CuResult;
     func_attribute: "cuFuncGetAttribute" => fn(*mut c_int, c_int, CuFunction) -> CuResult;
+    func_set_attribute: "cuFuncSetAttribute" => fn(CuFunction, c_int, c_int) -> CuResult;
     mem_alloc: "cuMemAlloc_v2" => fn(*mut CuDevicePtr, usize) -> CuResult;
     mem_free: "cuMemFree_v2" => fn(CuDevicePtr) -> CuResult;
     memcpy_htod: "cuMemcpyHtoD_v2" => fn(CuDevicePtr, *const c_void, usize) -> CuResult;
@@ -81,6 +82,8 @@ const FUNC_MAX_THREADS_PER_BLOCK: c_int = 0;
 const FUNC_SHARED_SIZE_BYTES: c_int = 1;
 const FUNC_LOCAL_SIZE_BYTES: c_int = 3;
 const FUNC_NUM_REGS: c_int = 4;
+// cuFuncSetAttribute attributes.
+const FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 
 // cuModuleLoadDataEx options.
 const JIT_ERROR_LOG_BUFFER: c_int = 5;
@@ -441,6 +444,11 @@ impl Context {
         self.inner.device.max_shared_per_block()
     }
 
+    /// See [`Device::max_shared_per_block_optin`].
+    pub fn max_shared_per_block_optin(&self) -> Result<usize, CudaError> {
+        self.inner.device.max_shared_per_block_optin()
+    }
+
     /// See [`Device::max_threads_per_block`].
     pub fn max_threads_per_block(&self) -> Result<u32, CudaError> {
         self.inner.device.max_threads_per_block()
@@ -626,6 +634,22 @@ impl Function {
             (self.module.ctx.api().func_attribute)(&mut v, attr, self.raw)
         })?;
         Ok(v.max(0) as u32)
+    }
+
+    /// Lets launches of this kernel pass up to `bytes` of dynamic shared memory (past the 48
+    /// KiB every kernel may use, up to the device's opt-in limit,
+    /// [`Context::max_shared_per_block_optin`]).
+    pub fn set_max_dynamic_shared(&self, bytes: u32) -> Result<(), CudaError> {
+        self.module.ctx.bind()?;
+        let v = c_int::try_from(bytes).unwrap_or(c_int::MAX);
+        // SAFETY: a live function and a documented attribute.
+        self.module.ctx.check("cuFuncSetAttribute", unsafe {
+            (self.module.ctx.api().func_set_attribute)(
+                self.raw,
+                FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                v,
+            )
+        })
     }
 
     /// Registers, shared and local memory, and the launchable block size.

@@ -274,3 +274,43 @@ fn shared_memory_scalars_and_empty_buffers_on_a_gpu() {
     let (free, total) = ctx.mem_info().unwrap();
     assert!(free <= total && total > 0);
 }
+
+/// Dynamic shared memory past the static 48 KiB: refused until the kernel opts in, then the
+/// launch's 64 KiB are all usable.
+const DYNAMIC: &str = r#"
+extern "C" __global__ void reverse(const int* x, int* y, int n) {
+    extern __shared__ int s[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = x[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = s[n - 1 - i];
+}
+"#;
+
+#[test]
+fn dynamic_shared_memory_past_48_kib_on_a_gpu() {
+    let Some(ctx) = gpu_or_skip() else { return };
+    let Some(nvrtc) = nvrtc_or_skip() else { return };
+    if ctx.max_shared_per_block_optin().unwrap() < 65536 {
+        eprintln!("note: this GPU allows no 64 KiB of shared memory per block");
+        return;
+    }
+    let arch = ctx.arch().unwrap();
+    let c = nvrtc
+        .compile(DYNAMIC, "dynamic.cu", &arch, Emit::Cubin, &[])
+        .unwrap();
+    let module = Module::load(&ctx, &c.code).unwrap();
+    let f = module.function("reverse").unwrap();
+    let n = 16384i32;
+    let x: Vec<u8> = (0..n).flat_map(|i| i.to_le_bytes()).collect();
+    let dx = DeviceBuffer::from_host(&ctx, &x).unwrap();
+    let dy = DeviceBuffer::zeroed(&ctx, x.len()).unwrap();
+    let args = [LaunchArg::Ptr(&dx), LaunchArg::Ptr(&dy), LaunchArg::I32(n)];
+    assert!(launch(&f, [1, 1, 1], [256, 1, 1], 65536, &args).is_err());
+    f.set_max_dynamic_shared(65536).unwrap();
+    launch(&f, [1, 1, 1], [256, 1, 1], 65536, &args).unwrap();
+    let y = dy.to_host().unwrap();
+    for i in 0..n as usize {
+        let v = i32::from_le_bytes(y[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!(v, n - 1 - i as i32);
+    }
+}

@@ -71,6 +71,8 @@ fn a_kernel_failing_while_running_is_a_launch_error() {
     let ctx = Context::new(&dev).expect("a context");
     let module = Module::load(&ctx, b"\x7fELF mock image").expect("loads");
     let f = module.function("k").expect("a function");
+    f.set_max_dynamic_shared(65536)
+        .expect("cuFuncSetAttribute resolves and succeeds");
     let buf = DeviceBuffer::zeroed(&ctx, 64).expect("allocates");
     let e = launch(
         &f,

@@ -122,8 +122,9 @@ pub struct SharedTiles {
     /// Each 4 row warps issue their products as one warpgroup instruction (Hopper's
     /// `wgmma.mma_async.sp`, sm_90a; `2:4(wgmma=RxZ)`, `2:4(wgdbuf=RxZ)`; R 4 or 8).
     pub warpgroup: bool,
-    /// With `warpgroup` and `prefetch`: A's values and positions staged in shared memory by
-    /// the slices' copies (`,a=smem`), instead of read into registers one run ahead.
+    /// With `prefetch`: A's values and positions staged in shared memory by the slices' copies
+    /// (`,a=smem`), instead of read from global memory (into registers one run ahead, for a
+    /// warpgroup).
     pub stage_a: bool,
 }
 
@@ -141,7 +142,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -247,9 +248,9 @@ impl Format {
                         prefetch = a;
                     }
                     "a" if value == "smem" => {
-                        if !(double_buffer && warpgroup) {
+                        if !double_buffer {
                             return Err(err(
-                                "`a=smem` (A staged in shared memory) goes with wgdbuf",
+                                "`a=smem` (A staged in shared memory) goes with dbuf or wgdbuf",
                             ));
                         }
                         stage_a = true;
@@ -953,6 +954,7 @@ mod tests {
             "2:4(wgdbuf=8x1x2,ahead=2)",
             "2:4(wgdbuf=8,a=smem)",
             "2:4(wgdbuf=8x2x2,ahead=3,a=smem)",
+            "2:4(dbuf=4x2x2,ahead=2,a=smem)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1007,7 +1009,7 @@ mod tests {
             "2:4(dbuf=4x2x2x1)",
             "2:4(smem=4,ahead=2)",
             "2:4(wgmma=8,ahead=2)",
-            "2:4(dbuf=4,a=smem)",
+            "2:4(smem=4,a=smem)",
             "2:4(wgmma=8,a=smem)",
             "2:4(wgdbuf=8,a=global)",
             "2:4(wgdbuf=8,smem)",

@@ -81,7 +81,23 @@ impl DeviceModule {
         let module = Module::load(&ctx, &cubin)?;
         let mut funcs = Vec::new();
         for k in &m.kernels {
-            funcs.push(module.function(&k.name)?);
+            let f = module.function(&k.name)?;
+            // Shared memory past the static 48 KiB: opted in to, within the device's limit.
+            if k.dynamic_shared_bytes > 0 {
+                let limit = ctx.max_shared_per_block_optin()? as u64;
+                if k.shared_bytes > limit {
+                    return Err(RunError::Cuda(format!(
+                        "kernel `{}` of `{}` needs {} bytes of shared memory per block; {} \
+                         allows at most {limit}",
+                        k.name,
+                        m.func,
+                        k.shared_bytes,
+                        arch.sm_name()
+                    )));
+                }
+                f.set_max_dynamic_shared(k.dynamic_shared_bytes as u32)?;
+            }
+            funcs.push(f);
         }
         let device_name = ctx.name()?;
         Ok(DeviceModule {
@@ -151,10 +167,11 @@ impl DeviceModule {
                 if grid.contains(&0) {
                     continue;
                 }
+                let dynamic = m.kernels[i].dynamic_shared_bytes as u32;
                 if sync {
-                    launch(f, grid, block, 0, &args_of[i])?;
+                    launch(f, grid, block, dynamic, &args_of[i])?;
                 } else {
-                    launch_async(f, grid, block, 0, &args_of[i])?;
+                    launch_async(f, grid, block, dynamic, &args_of[i])?;
                 }
             }
             Ok(())

@@ -29,7 +29,8 @@
 //! - Values read through a pointer must be stored in typed variables (`float v = A[i];`), never
 //!   in `auto` (which would keep the proxy); parameters cannot become raw pointers
 //!   (`const float* p = A + k;`, `&A[i]` and `A + i` are checked pointers); shared memory only
-//!   through `SPTIR_SHARED` (no `__shared__`, no dynamic shared memory).
+//!   through `SPTIR_SHARED` (no `__shared__`; `SPTIR_SHARED_DYN`, a slice of dynamic shared
+//!   memory on a GPU, is an array of its own here).
 //! - `KernelArg::ctype` is exactly the `T` of the parameter's `SPTIR_IN(T)`/`SPTIR_OUT(T)`, and
 //!   `KernelArg::readonly` says which of the two it is: the launcher builds the parameter from
 //!   them, so a mismatch fails to compile (`int64_t` and `long long` are different types here).

@@ -204,6 +204,7 @@ fn module_of(func: &str, source: &str, kernels: &[(&str, Vec<ArgSpec<'_>>)]) -> 
                 LaunchExpr::Const(1),
             ],
             shared_bytes: 0,
+            dynamic_shared_bytes: 0,
         })
         .collect();
     CudaModule {

@@ -165,32 +165,61 @@ fn spmm_24_with_a_staged_on_a_real_gpu() {
 
 fn spmm_24_staged(device: GpuDevice) {
     let mut rng = ChaCha8Rng::seed_from_u64(91);
-    // (dtype, m, n, feat, row warps, column warps, row tiles, units, slices copied ahead):
-    // one and two warpgroups, column warps reading the tiles their first warp copied, two
-    // row tiles per warp, one to three slices ahead.
-    for (dt, m, n, feat, rows, cols, h, units, ahead) in [
-        (DType::F16, 128, 64, 256, 8, 1, 1, 32, 1),
-        (DType::BF16, 128, 96, 64, 4, 2, 2, 4, 1),
-        (DType::F16, 64, 160, 64, 4, 1, 1, 8, 2),
-        (DType::F16, 256, 64, 32, 4, 1, 2, 4, 3),
-        (DType::BF16, 256, 128, 128, 8, 2, 2, 8, 1),
+    // (warpgroup, dtype, m, n, feat, row warps, column warps, row tiles, units, slices copied
+    // ahead): one and two warpgroups, column warps reading the tiles their first warp copied,
+    // two row tiles per warp, one to three slices ahead; per-warp `mma.sp` products alike.
+    for (wg, dt, m, n, feat, rows, cols, h, units, ahead) in [
+        (true, DType::F16, 128, 64, 256, 8, 1, 1, 32, 1),
+        (true, DType::BF16, 128, 96, 64, 4, 2, 2, 4, 1),
+        (true, DType::F16, 64, 160, 64, 4, 1, 1, 8, 2),
+        (true, DType::F16, 256, 64, 32, 4, 1, 2, 4, 3),
+        (true, DType::BF16, 256, 128, 128, 8, 2, 2, 8, 1),
+        // Past the 48 KiB a block may declare statically: dynamic shared memory (88 KiB, and
+        // 60 KiB).
+        (true, DType::F16, 128, 64, 256, 8, 1, 1, 32, 3),
+        (true, DType::BF16, 256, 128, 128, 8, 2, 2, 8, 2),
+        (false, DType::F16, 128, 64, 64, 4, 2, 2, 4, 1),
+        (false, DType::BF16, 64, 96, 32, 2, 2, 2, 2, 3),
     ] {
         let what = format!(
             "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} x {cols} warps of {h} x {units} tiles, \
-             A staged, slices copied ahead: {ahead}"
+             A staged, slices copied ahead: {ahead}, warpgroup: {wg}"
         );
         let g = kernel(dt);
         let mut t = tiles(rows, cols, h, ahead);
         t.stage_a = true;
+        t.warpgroup = wg;
         let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
         let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let src = &k.module().source;
-        // One tile of 256 values and 256 positions per row-tile warp, row tile and stage.
+        // One tile of 256 values and 256 positions per row-tile warp, row tile and stage; B's
+        // slices 32 rows of the block's columns each.
         let stage = (ahead + 1) * rows * h * 256;
+        let kernel = k.module().kernels.last().expect("the product kernel");
+        // B's slices (rows padded for the per-warp `ldmatrix`) first, then the stages of A.
+        let b_bytes = kernel.shared_bytes as usize - 3 * stage;
+        assert!(b_bytes >= 2 * (ahead + 1) * 32 * 8 * units * cols, "{what}");
+        let dynamic = kernel.shared_bytes > 48 * 1024;
+        assert_eq!(kernel.dynamic_shared_bytes > 0, dynamic, "{what}");
+        let decl = if dynamic {
+            "SPTIR_SHARED_DYN"
+        } else {
+            "SPTIR_SHARED"
+        };
+        let end = |off: usize| {
+            if dynamic {
+                format!(", {off});")
+            } else {
+                ");".to_string()
+            }
+        };
         for needle in [
-            format!("SPTIR_SHARED(uint16_t, sptir_as, {stage});"),
-            format!("SPTIR_SHARED(int8_t, sptir_es, {stage});"),
+            format!("{decl}(uint16_t, sptir_as, {stage}{}", end(b_bytes)),
+            format!(
+                "{decl}(int8_t, sptir_es, {stage}{}",
+                end(b_bytes + 2 * stage)
+            ),
             "sptir_cp_async16(sptir_as + ".to_string(),
             "sptir_ldmatrix_x4(sptir_a, sptir_as + ".to_string(),
             "sptir_lds_oct(sptir_es + ".to_string(),
@@ -213,20 +242,59 @@ fn spmm_24_staged(device: GpuDevice) {
     }
 }
 
-/// `stage_a` where the run loop is not a warpgroup's double-buffered one: typed errors.
+/// `stage_a` where the loop is not the pipelined run loop of 2:4 products: typed errors.
 #[test]
-fn staging_a_needs_a_warpgroups_pipelined_run_loop() {
+fn staging_a_needs_a_pipelined_run_loop() {
     let g = kernel(DType::F16);
     let s = spec(64, 64, 64);
-    let stage = "sch.annotate(gko, \"stage_a\", 1)\n";
-    // One slice (no pipeline), and per-warp products (no warpgroup).
-    let single = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 0), 8) + stage;
-    let mut per_warp = tiles(4, 1, 1, 1);
-    per_warp.warpgroup = false;
-    let per_warp = spmm_24_tc_smem_gpu_schedule(64, per_warp, 8) + stage;
-    for sched in [single, per_warp] {
+    // One slice (no pipeline), and the annotation on the warp loop.
+    let single = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 0), 8)
+        + "sch.annotate(gko, \"stage_a\", 1)\n";
+    let on_warps = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 1), 8)
+        + "sch.annotate(gw, \"stage_a\", 1)\n";
+    for (sched, needle) in [
+        (single, "double-buffered run loop"),
+        (on_warps, "bound to a thread index"),
+    ] {
         let e = emit_cuda(&g, Some(&sched), &s).expect_err("refused");
-        assert!(e.to_string().contains("double-buffered run loop"), "{e}");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+}
+
+/// Per-warp `mma.sp` products with A staged compile for sm_80 without spills; the PTX reads A
+/// with `ldmatrix` (no transpose) and copies it with `cp.async`.
+#[test]
+fn per_warp_products_with_a_staged_compile_for_sm_80() {
+    let Some(nvrtc) = common::nvrtc() else {
+        return;
+    };
+    let mut t = tiles(4, 2, 2, 2);
+    t.warpgroup = false;
+    t.stage_a = true;
+    let sched = spmm_24_tc_smem_gpu_schedule(64, t, 8);
+    let (_, m) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 64, 128)).expect("emit");
+    assert!(!m.arch_specific);
+    let a80 = sparsetir_cuda::Arch::parse("sm_80").unwrap();
+    let c = nvrtc
+        .compile(&m.source, "pw.cu", &a80, sparsetir_cuda::Emit::Cubin, &[])
+        .unwrap_or_else(|e| panic!("{e}\n{}", m.source));
+    for r in &c.resources {
+        assert_eq!(
+            (r.spill_stores, r.spill_loads, r.stack_bytes),
+            (0, 0, 0),
+            "{r:?}"
+        );
+    }
+    let ptx = nvrtc
+        .compile(&m.source, "pw.cu", &a80, sparsetir_cuda::Emit::Ptx, &[])
+        .expect("PTX");
+    let ptx = String::from_utf8_lossy(&ptx.code);
+    for ins in [
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+        "cp.async.cg.shared.global",
+        "mma.sp.sync.aligned.m16n8k32",
+    ] {
+        assert!(ptx.contains(ins), "no `{ins}` in the PTX");
     }
 }
 
@@ -236,12 +304,14 @@ fn warpgroup_kernels_compile_for_sm_90a_only() {
         return;
     };
     // (16 KiB slices at 32 units: three of them, 48 KiB, with two copied ahead.)
-    // (The last with A staged in shared memory: 44 KiB with the two slices.)
+    // (The last two with A staged in shared memory: 44 KiB with two slices, 88 KiB of dynamic
+    // shared memory with four.)
     for (dt, ty, units, ahead, staged) in [
         (DType::F16, "f16", 32, 1, false),
         (DType::BF16, "bf16", 8, 1, false),
         (DType::F16, "f16", 32, 2, false),
         (DType::F16, "f16", 32, 1, true),
+        (DType::F16, "f16", 32, 3, true),
     ] {
         let mut t = tiles(8, 1, 1, ahead);
         t.stage_a = staged;
@@ -251,13 +321,21 @@ fn warpgroup_kernels_compile_for_sm_90a_only() {
         let c = nvrtc
             .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
             .unwrap_or_else(|e| panic!("{dt}: {e}\n{}", m.source));
-        // 128 accumulators per thread at m64n256k32, all in registers.
+        // 128 accumulators per thread at m64n256k32, all in registers; past 48 KiB, no static
+        // shared memory.
+        let product = m.kernels.last().expect("the product kernel");
+        let dynamic = product.dynamic_shared_bytes > 0;
+        assert_eq!(dynamic, ahead == 3, "{dt}");
+        assert!(c.resources.iter().any(|r| r.kernel == product.name), "{dt}");
         for r in &c.resources {
             assert_eq!(
                 (r.spill_stores, r.spill_loads, r.stack_bytes),
                 (0, 0, 0),
                 "{dt}: {r:?}"
             );
+            if dynamic && r.kernel == product.name {
+                assert_eq!(r.shared_bytes, 0, "{dt}: {r:?}");
+            }
         }
         let ptx = nvrtc
             .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])

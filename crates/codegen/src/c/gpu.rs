@@ -40,6 +40,13 @@ pub(crate) enum Target {
 
 /// The thread tags, in launch-dimension order.
 pub(crate) const GRID_TAGS: [&str; 3] = ["blockIdx.x", "blockIdx.y", "blockIdx.z"];
+
+/// The shared memory a block may declare statically.
+pub(crate) const STATIC_SHARED_BYTES: u64 = 48 * 1024;
+
+/// The most shared memory a block may use once its kernel opts in (227 KiB on sm_90; an sm_80
+/// GPU allows 163 KiB, which the runtime checks at launch).
+pub(crate) const MAX_SHARED_BYTES: u64 = 227 * 1024;
 pub(crate) const BLOCK_TAGS: [&str; 3] = ["threadIdx.x", "threadIdx.y", "threadIdx.z"];
 
 /// The state of the kernel being written.
@@ -51,6 +58,9 @@ pub(crate) struct KernelCtx {
     readonly: HashSet<BufferId>,
     /// Bytes of shared memory declared so far.
     shared_bytes: u64,
+    /// The shared arrays `declare_shared` declared: element type, name, elements, bytes
+    /// (made dynamic where the kernel's total passes the static limit).
+    shared_decls: Vec<(String, String, i64, u64)>,
     /// `warp` buffers: elements of each warp's slice.
     warp_slices: HashMap<BufferId, i64>,
     /// Enclosing `threadIdx` loops being written, and how many of them are guarded.
@@ -693,6 +703,7 @@ impl<'f> Writer<'f> {
             ..KernelCtx::default()
         });
         self.indent = 0;
+        let start = self.out.len();
         self.line(&format!(
             "extern \"C\" __global__ void{bounds} {name}({}) {{",
             if sig.is_empty() {
@@ -739,13 +750,38 @@ impl<'f> Writer<'f> {
         r?;
         self.indent = 0;
         self.line("}");
+        let dynamic_shared_bytes = self.dynamic_shared(&ctx, start);
         Ok(CudaKernel {
             name,
             args,
             grid,
             block,
             shared_bytes: ctx.shared_bytes,
+            dynamic_shared_bytes,
         })
+    }
+
+    /// Where the kernel written from `start` of the output declares more shared memory than a
+    /// block may declare statically (48 KiB): its `declare_shared` arrays rewritten as slices
+    /// of the dynamic shared memory, one after the other (each 128-byte aligned). Returns the
+    /// dynamic bytes each launch must pass (0 where all is static).
+    fn dynamic_shared(&mut self, ctx: &KernelCtx, start: usize) -> u64 {
+        if ctx.shared_bytes <= STATIC_SHARED_BYTES {
+            return 0;
+        }
+        let mut text = self.out.split_off(start);
+        let mut off = 0u64;
+        for (ct, name, n, bytes) in &ctx.shared_decls {
+            let decl = format!("SPTIR_SHARED({ct}, {name}, {n});");
+            text = text.replacen(
+                &decl,
+                &format!("SPTIR_SHARED_DYN({ct}, {name}, {n}, {off});"),
+                1,
+            );
+            off += bytes.div_ceil(128) * 128;
+        }
+        self.out.push_str(&text);
+        off
     }
 
     /// Records the extent of every thread-bound loop under `s` by tag, and checks that
@@ -922,8 +958,18 @@ impl<'f> Writer<'f> {
             self.line("}");
             return r;
         }
-        // The unit loop of several tiles kept in registers: their common `A` fragment first.
-        // (`mma_share_a` opens a scope for it; the loop itself is written inside.)
+        // The unit loop of several tiles kept in registers: their common `A` fragment first,
+        // from its stage where the run loop stages it (`mma/stage_a.rs`). (Both open a scope
+        // for it; the loop itself is written inside.)
+        if self.mma_acc_unit == Some(f.var) && self.mma_a_shared.is_none() && self.a_stage.is_some()
+        {
+            self.mma_a_shared = Some(self.write_staged_a()?);
+            let r = self.write_serial_cuda_loop(f);
+            self.mma_a_shared = None;
+            self.indent -= 1;
+            self.line("}");
+            return r;
+        }
         if self.mma_acc_unit == Some(f.var) && self.mma_a_shared.is_none() && self.mma_share_a(f)? {
             let r = self.write_serial_cuda_loop(f);
             self.mma_a_shared = None;
@@ -1108,6 +1154,14 @@ impl<'f> Writer<'f> {
     /// guarded when the launch dimension can exceed the loop's extent.
     fn write_thread_loop(&mut self, f: &For) -> Res<()> {
         let tag = f.thread.clone().unwrap_or_default();
+        if mma::stages_a(f) {
+            let name = self.func.vars[f.var].name.clone();
+            return Err(self.unsupported(
+                &format!("loop `{name}` annotated `stage_a`"),
+                "it is bound to a thread index; `stage_a` goes on the serial run loop of 2:4 \
+                 products",
+            ));
+        }
         let is_thread = tag.starts_with("threadIdx");
         if is_thread && self.simd_acc.is_none() {
             if let Some(acc) = self.accumulation(f, true) {
@@ -1373,6 +1427,9 @@ typedef unsigned long long uint64_t;
 #define SPTIR_IN(T) const T* __restrict__
 #define SPTIR_OUT(T) T* __restrict__
 #define SPTIR_SHARED(T, name, n) __shared__ __align__(128) T name[n]
+#define SPTIR_SHARED_DYN(T, name, n, off) \
+    extern __shared__ __align__(128) unsigned char sptir_dyn_smem[]; \
+    T* const name = reinterpret_cast<T*>(sptir_dyn_smem + (off))
 static __device__ __forceinline__ float4 sptir_ld4(const float* __restrict__ p) {
     return __ldg(reinterpret_cast<const float4*>(p));
 }

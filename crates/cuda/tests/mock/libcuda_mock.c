@@ -77,6 +77,10 @@ CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
     *v = attr == 0 ? 1024 : 0;
     return OK;
 }
+CUresult cuFuncSetAttribute(void* f, int attr, int v) {
+    (void)f; (void)attr; (void)v;
+    return OK;
+}
 CUresult cuMemAlloc_v2(uint64_t* p, size_t bytes) {
     if (MOCK_MODE == 2 && bytes > ((size_t)1 << 20)) return OUT_OF_MEMORY;
     void* h = malloc(bytes ? bytes : 1);

@@ -1147,6 +1147,8 @@ extern "C" uint64_t sptir_emu_desc_size(void) { return sizeof(sptir_emu::LaunchD
 #define SPTIR_SHARED(T, name, N)        \
   static char sptir_tag_##name; \
   const ::sptir_emu::SPtr<T> name = ::sptir_emu::shared_array<T>(&sptir_tag_##name, (N), #name)
+// A slice of the launch's dynamic shared memory on a GPU: here an array of its own, as above.
+#define SPTIR_SHARED_DYN(T, name, N, OFF) SPTIR_SHARED(T, name, N)
 
 #define __global__
 #define __device__

@@ -298,7 +298,8 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// `SPTIR_SHARED(ct, name, size)`, counted against the block's 48 KiB of shared memory.
+    /// `SPTIR_SHARED(ct, name, size)`, counted against the most shared memory a block may
+    /// have (past 48 KiB the kernel's arrays become dynamic: `Writer::dynamic_shared`).
     pub(super) fn declare_shared(
         &mut self,
         what: &str,
@@ -311,16 +312,18 @@ impl Writer<'_> {
         let total = match self.kernel.as_mut() {
             Some(k) => {
                 k.shared_bytes += bytes;
+                k.shared_decls
+                    .push((ct.to_string(), name.to_string(), size, bytes));
                 k.shared_bytes
             }
             None => bytes,
         };
-        if total > 48 * 1024 {
+        if total > MAX_SHARED_BYTES {
             return Err(self.unsupported(
                 what,
                 format!(
                     "the kernel declares {total} bytes of shared memory; a block may use at \
-                     most 49152 without an opt-in"
+                     most {MAX_SHARED_BYTES} (an H100's or H200's 227 KiB, opted in to)"
                 ),
             ));
         }

@@ -1,11 +1,12 @@
-//! A warpgroup's 2:4 operand `A` (its compressed values and 8-bit positions) staged in shared
+//! The 2:4 operand `A` (its compressed values and 8-bit positions) of tensor-core products staged in shared
 //! memory by the run loop's own pipelined copies, instead of read from global memory into
 //! registers one run ahead.
 //!
 //! # When
 //!
-//! The double-buffered run loop (`pipeline.rs`) of a warpgroup's accumulator plan
-//! (`warpgroup.rs`) annotated `{"stage_a": 1}` (the schedule's `sch.annotate(run, "stage_a",
+//! The double-buffered run loop (`pipeline.rs`) of a 2:4 product's accumulator plan with a
+//! unit loop (`accumulate.rs`; per warp, or a warpgroup's, `warpgroup.rs`) annotated
+//! `{"stage_a": 1}` (the schedule's `sch.annotate(run, "stage_a",
 //! 1)`). Each row tile of 16 rows of a run is 16 × 16 compressed values (32 bytes a row) and
 //! 16 × 16 positions (one byte each); both must be stored row by row there (the 16 of a row and
 //! run adjacent and 16-element aligned: the affine offset proves it), the positions 8-bit, the
@@ -85,11 +86,11 @@ impl Writer<'_> {
             "loop `{}` annotated `{STAGE_A_ATTR}`",
             self.func.vars[f.var].name
         );
-        let Some(plan) = plan.filter(|p| p.warpgroup.is_some() && pipelined) else {
+        let Some(plan) = plan.filter(|p| p.unit.is_some() && pipelined) else {
             return Err(self.unsupported(
                 &what,
-                "it must be the double-buffered run loop (`double_buffer`) of a warpgroup's \
-                 2:4 products kept in registers",
+                "it must be the double-buffered run loop (`double_buffer`) of 2:4 products \
+                 kept in registers with a unit loop",
             ));
         };
         if plan.guard.is_some() || plan.unit_guards.iter().any(Option::is_some) {
@@ -230,12 +231,15 @@ impl Writer<'_> {
         r
     }
 
-    /// At a warpgroup's unit loop in a run loop staging `A`: this run's fragment and metadata
-    /// read from the stage into `sptir_a`, `sptir_e`. Opens a scope the caller closes.
-    pub(crate) fn write_staged_a(&mut self) -> Res<()> {
+    /// At the unit loop in a run loop staging `A`: this run's fragment and metadata read from
+    /// the stage into `sptir_a`, `sptir_e`. Opens a scope the caller closes; returns the
+    /// product nest's outermost variable (for `mma_a_shared`).
+    pub(crate) fn write_staged_a(&mut self) -> Res<VarId> {
         let Some(st) = self.a_stage.clone() else {
             return Err(self.invalid("no staging of A in progress"));
         };
+        let nests = tensorized_nests(&st.unit.body);
+        let nest = self.sp_product(&nests, "`stage_a` product")?.vars[0];
         let run = self.expr(&Expr::Var(st.run))?.0;
         let r = match self.mma_acc_rows {
             Some((rv, _)) => self.expr(&Expr::Var(rv))?.0,
@@ -267,7 +271,7 @@ impl Writer<'_> {
         }
         self.indent -= 1;
         self.line("}");
-        Ok(())
+        Ok(nest)
     }
 }
 
