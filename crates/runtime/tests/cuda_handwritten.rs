@@ -299,18 +299,33 @@ fn a_shared_memory_cache_of_the_output_row_equals_the_evaluator() {
     }
 }
 
-/// A shared buffer larger than a block may use (48 KiB without an opt-in) is a located error
-/// of the CUDA writer, not a kernel that fails to launch.
+/// A shared buffer past the 48 KiB a block may declare statically becomes a slice of the
+/// launch's dynamic shared memory (the runtime opts the kernel in); one larger than any GPU
+/// allows a block (227 KiB) is a located error of the CUDA writer, not a kernel that fails to
+/// launch.
 #[test]
-fn a_shared_buffer_past_48_kib_is_refused() {
-    let src = SHIFT.replace(
+fn shared_buffers_past_48_kib_are_dynamic_and_past_227_kib_refused() {
+    let big = SHIFT.replace(
         "(32,), \"float32\", scope=\"shared\"",
         "(16384,), \"float32\", scope=\"shared\"",
+    );
+    let f = sparsetir_syntax::parse_func(&big).expect("parses");
+    let m = emit_cuda(&f).expect("64 KiB: dynamic");
+    let k = &m.kernels[0];
+    assert_eq!((k.shared_bytes, k.dynamic_shared_bytes), (65536, 65536));
+    assert!(
+        m.source.contains("SPTIR_SHARED_DYN(float, "),
+        "{}",
+        m.source
+    );
+    let src = SHIFT.replace(
+        "(32,), \"float32\", scope=\"shared\"",
+        "(65536,), \"float32\", scope=\"shared\"",
     );
     let f = sparsetir_syntax::parse_func(&src).expect("parses");
     let e = emit_cuda(&f).expect_err("too much shared memory");
     let msg = e.to_string();
-    assert!(msg.contains("65536") && msg.contains("49152"), "{msg}");
+    assert!(msg.contains("262144") && msg.contains("232448"), "{msg}");
     assert!(!e.span().is_unknown() || msg.contains("`S`"), "{msg}");
 }
 
