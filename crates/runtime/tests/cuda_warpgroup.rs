@@ -53,6 +53,20 @@ fn spec(m: usize, n: usize, feat: usize) -> Vec<(String, i64)> {
     ]
 }
 
+/// Whether a GPU of compute capability 9.0 is present (the warpgroup kernels' real-GPU runs;
+/// a note says why they are skipped on another GPU).
+fn on_a_hopper_gpu() -> bool {
+    if !common::have_gpu() {
+        return false;
+    }
+    let ctx = sparsetir_cuda::Context::first_device().expect("a device");
+    let hopper = ctx.arch().expect("its architecture").compute_capability() == (9, 0);
+    if !hopper {
+        eprintln!("note: skipping the warpgroup kernels: not a Hopper GPU");
+    }
+    hopper
+}
+
 #[test]
 fn spmm_24_warpgroup_products_equal_the_evaluator_in_the_emulator() {
     spmm_24_warpgroup(GpuDevice::Emulator);
@@ -61,12 +75,7 @@ fn spmm_24_warpgroup_products_equal_the_evaluator_in_the_emulator() {
 /// The same cases on a real GPU of compute capability 9.0, where one is present.
 #[test]
 fn spmm_24_warpgroup_products_on_a_real_gpu() {
-    if !common::have_gpu() {
-        return;
-    }
-    let ctx = sparsetir_cuda::Context::first_device().expect("a device");
-    if ctx.arch().expect("its architecture").compute_capability() != (9, 0) {
-        eprintln!("note: skipping the warpgroup kernels: not a Hopper GPU");
+    if !on_a_hopper_gpu() {
         return;
     }
     spmm_24_warpgroup(GpuDevice::Cuda);
@@ -152,12 +161,7 @@ fn spmm_24_with_a_staged_equals_the_evaluator_in_the_emulator() {
 /// The same on a real Hopper GPU, where one is present.
 #[test]
 fn spmm_24_with_a_staged_on_a_real_gpu() {
-    if !common::have_gpu() {
-        return;
-    }
-    let ctx = sparsetir_cuda::Context::first_device().expect("a device");
-    if ctx.arch().expect("its architecture").compute_capability() != (9, 0) {
-        eprintln!("note: skipping the warpgroup kernels: not a Hopper GPU");
+    if !on_a_hopper_gpu() {
         return;
     }
     spmm_24_staged(GpuDevice::Cuda);

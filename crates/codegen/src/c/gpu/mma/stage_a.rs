@@ -97,7 +97,7 @@ impl Writer<'_> {
             return Err(self.unsupported(&what, "the products' tiles must not be guarded"));
         }
         let Some(unit) = plan.unit.and_then(|u| find_loop(&f.body, u)) else {
-            return Err(self.invalid("a warpgroup's plan without its unit loop"));
+            return Err(self.invalid("an accumulator plan's unit loop is not in its loop"));
         };
         let nests = tensorized_nests(&unit.body);
         let SpProduct {
