@@ -1,16 +1,15 @@
-//! The 2:4 operand `A` (its compressed values and 8-bit positions) of tensor-core products staged in shared
-//! memory by the run loop's own pipelined copies, instead of read from global memory into
-//! registers one run ahead.
+//! 2:4 tensor-core products' operand `A` (compressed values, 8-bit positions) staged in shared
+//! memory by the run loop's own pipelined copies, instead of read from global memory (into
+//! registers one run ahead, for a warpgroup).
 //!
 //! # When
 //!
 //! The double-buffered run loop (`pipeline.rs`) of a 2:4 product's accumulator plan with a
 //! unit loop (`accumulate.rs`; per warp, or a warpgroup's, `warpgroup.rs`) annotated
-//! `{"stage_a": 1}` (the schedule's `sch.annotate(run, "stage_a",
-//! 1)`). Each row tile of 16 rows of a run is 16 × 16 compressed values (32 bytes a row) and
-//! 16 × 16 positions (one byte each); both must be stored row by row there (the 16 of a row and
-//! run adjacent and 16-element aligned: the affine offset proves it), the positions 8-bit, the
-//! tile unguarded.
+//! `{"stage_a": 1}` (the schedule's `sch.annotate(run, "stage_a", 1)`). Each row tile of 16
+//! rows of a run is 16 × 16 compressed values (32 bytes a row) and 16 × 16 positions (one byte
+//! each); both must be stored row by row there (the 16 of a row and run adjacent and 16-element
+//! aligned: the affine offset proves it), the positions 8-bit, the tile unguarded.
 //!
 //! # What is written
 //!
