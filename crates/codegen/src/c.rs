@@ -234,14 +234,6 @@ fn strip_block_init(s: &mut Stmt) {
     }
 }
 
-/// The statement itself, or the single statement of a one-element sequence.
-fn single_stmt(s: &Stmt) -> &Stmt {
-    match s {
-        Stmt::Seq(v) if v.len() == 1 => single_stmt(&v[0]),
-        other => other,
-    }
-}
-
 /// The C type of a value of `dt`, or `None` for dtypes the C target cannot hold.
 fn c_type(dt: DType) -> Option<&'static str> {
     Some(match dt {

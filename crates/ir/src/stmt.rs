@@ -47,6 +47,13 @@ impl Stmt {
     pub fn is_empty(&self) -> bool {
         matches!(self, Stmt::Seq(v) if v.is_empty())
     }
+    /// The statement this is through one-element sequences (`[s]` is `s`); itself otherwise.
+    pub fn single(&self) -> &Stmt {
+        match self {
+            Stmt::Seq(v) if v.len() == 1 => v[0].single(),
+            other => other,
+        }
+    }
     /// Builds a sequence, flattening nested sequences and dropping empty ones; a single statement
     /// stays itself.
     pub fn seq(stmts: Vec<Stmt>) -> Stmt {
@@ -375,14 +382,7 @@ impl Block {
         if !any_reduce {
             return None;
         }
-        let mut st = init;
-        while let Stmt::Seq(v) = st {
-            match v.as_slice() {
-                [one] => st = one,
-                _ => return None,
-            }
-        }
-        let Stmt::Store(store) = st else {
+        let Stmt::Store(store) = init.single() else {
             return None;
         };
         if store.buffer != buffer || store.indices != indices {

@@ -67,6 +67,24 @@ fn on_a_hopper_gpu() -> bool {
     hopper
 }
 
+/// Runs `k` (the kernel of `g`) on random `m x n` 2:4 operands at width `feat` and compares C
+/// with the stage-I evaluator's (float16 rounding tolerance).
+fn equals_the_evaluator(
+    what: &str,
+    g: &sparsetir_ir::PrimFunc,
+    k: &GpuKernel,
+    rng: &mut ChaCha8Rng,
+    (m, n, feat): (usize, usize, usize),
+    dt: DType,
+) {
+    let args = positions_i8(spmm_24_args(rng, m, n, feat, dt));
+    let mut want = args.clone();
+    eval_func(g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+    let mut got = args.clone();
+    k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_outputs_close_16(what, &["c".to_string()], &got, &want, dt, 0.05);
+}
+
 #[test]
 fn spmm_24_warpgroup_products_equal_the_evaluator_in_the_emulator() {
     spmm_24_warpgroup(GpuDevice::Emulator);
@@ -142,12 +160,7 @@ fn spmm_24_warpgroup(device: GpuDevice) {
             db,
             "{what}"
         );
-        let args = positions_i8(spmm_24_args(&mut rng, m, n, feat, dt));
-        let mut want = args.clone();
-        eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
-        let mut got = args.clone();
-        k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_outputs_close_16(&what, &["c".to_string()], &got, &want, dt, 0.05);
+        equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -237,12 +250,7 @@ fn spmm_24_staged(device: GpuDevice) {
             "{what}"
         );
         assert_eq!(src.contains("if (f_1_2 == 0) {"), cols > 1, "{what}");
-        let args = positions_i8(spmm_24_args(&mut rng, m, n, feat, dt));
-        let mut want = args.clone();
-        eval_func(&g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
-        let mut got = args.clone();
-        k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_outputs_close_16(&what, &["c".to_string()], &got, &want, dt, 0.05);
+        equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -443,11 +451,6 @@ fn accumulators_start_at_zero_only_after_a_zero_fill() {
         // starts at 7 in the arguments: an element left out would show).
         let kernels = k.module().kernels.len();
         assert_eq!(kernels, if zero { 1 } else { 2 });
-        let args = positions_i8(spmm_24_args(&mut rng, 64, 64, 32, DType::F16));
-        let mut want = args.clone();
-        eval_func(&g, &mut want).expect("evaluator");
-        let mut got = args.clone();
-        k.run(&mut got).expect("emulator");
-        assert_outputs_close_16("fill", &["c".to_string()], &got, &want, DType::F16, 0.05);
+        equals_the_evaluator("fill", &g, &k, &mut rng, (64, 64, 32), DType::F16);
     }
 }

@@ -127,14 +127,6 @@ fn touches(s: &Stmt, x: BufferId) -> bool {
     hit
 }
 
-/// The single statement `s` is, through one-element sequences (`s` itself otherwise).
-fn only(s: &Stmt) -> &Stmt {
-    match s {
-        Stmt::Seq(v) if v.len() == 1 => only(&v[0]),
-        other => other,
-    }
-}
-
 /// The constant `s` fills `x` with, if `s` is the fill of the module documentation.
 fn fill_value(s: &Stmt, x: BufferId, axes: &[IterAxis]) -> Option<Expr> {
     let Stmt::SparseIteration(it) = s else {
@@ -147,7 +139,7 @@ fn fill_value(s: &Stmt, x: BufferId, axes: &[IterAxis]) -> Option<Expr> {
     {
         return None;
     }
-    let Stmt::Store(st) = only(&it.body) else {
+    let Stmt::Store(st) = it.body.single() else {
         return None;
     };
     let at_iterators = st.buffer == x
@@ -172,7 +164,7 @@ fn update_of(s: &Stmt, x: BufferId) -> Result<&Store, &'static str> {
     if !it.kinds.contains(&IterKind::Reduce) {
         return Err("it has no reduction axis");
     }
-    let Stmt::Store(st) = only(&it.body) else {
+    let Stmt::Store(st) = it.body.single() else {
         return Err("its body is not one store");
     };
     if st.buffer != x {

@@ -40,6 +40,7 @@ pub(crate) enum Target {
 
 /// The thread tags, in launch-dimension order.
 pub(crate) const GRID_TAGS: [&str; 3] = ["blockIdx.x", "blockIdx.y", "blockIdx.z"];
+pub(crate) const BLOCK_TAGS: [&str; 3] = ["threadIdx.x", "threadIdx.y", "threadIdx.z"];
 
 /// The shared memory a block may declare statically.
 pub(crate) const STATIC_SHARED_BYTES: u64 = 48 * 1024;
@@ -47,7 +48,6 @@ pub(crate) const STATIC_SHARED_BYTES: u64 = 48 * 1024;
 /// The most shared memory a block may use once its kernel opts in (227 KiB on sm_90; an sm_80
 /// GPU allows 163 KiB, which the runtime checks at launch).
 pub(crate) const MAX_SHARED_BYTES: u64 = 227 * 1024;
-pub(crate) const BLOCK_TAGS: [&str; 3] = ["threadIdx.x", "threadIdx.y", "threadIdx.z"];
 
 /// The state of the kernel being written.
 #[derive(Default)]
@@ -95,14 +95,6 @@ fn flatten<'a>(s: &'a Stmt, out: &mut Vec<&'a Stmt>) {
     match s {
         Stmt::Seq(v) => v.iter().for_each(|c| flatten(c, out)),
         _ => out.push(s),
-    }
-}
-
-/// The only statement of `s` when it is a sequence of one (or `s` itself).
-fn only(s: &Stmt) -> &Stmt {
-    match s {
-        Stmt::Seq(v) if v.len() == 1 => only(&v[0]),
-        _ => s,
     }
 }
 
@@ -1050,8 +1042,8 @@ impl<'f> Writer<'f> {
         let pipelined = self.pipeline_items(f)?;
         let staged = self.a_stage_plan(f, hoist.as_ref(), pipelined.is_some(), &start)?;
         let staging = staged.is_some();
-        if staging {
-            self.a_stage = staged;
+        if let Some(st) = staged {
+            self.a_stage = Some(st);
         }
         if let Some(items) = &pipelined {
             self.write_pipeline_prologue(f, items[0], &start, &end)?;
@@ -1385,12 +1377,12 @@ impl<'f> Writer<'f> {
                     }
                     None => bytes,
                 };
-                if total > 48 * 1024 {
+                if total > STATIC_SHARED_BYTES {
                     return Err(self.unsupported(
                         &format!("warp buffer `{}`", self.func.buffers[b].name),
                         format!(
                             "the kernel declares {total} bytes of shared memory; a block may use \
-                             at most 49152 without an opt-in"
+                             at most {STATIC_SHARED_BYTES} without an opt-in"
                         ),
                     ));
                 }

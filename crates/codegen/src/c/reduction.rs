@@ -34,7 +34,7 @@ impl<'f> Writer<'f> {
         {
             return Err(self.unsupported(WHAT, "a loop with `schedule: nnz_balanced`"));
         }
-        let inner = match single_stmt(&f.body) {
+        let inner = match f.body.single() {
             Stmt::For(l) => l,
             _ => {
                 return Err(self.unsupported(
@@ -52,8 +52,8 @@ impl<'f> Writer<'f> {
         // Jamming needs lane-parallel partial sums: a `+` reduction over constant bounds (a
         // kernel whose feature width is not specialised has none). Otherwise the annotation
         // is a hint that does not apply, and the loop is written as usual.
-        let dt = match single_stmt(&inner.body) {
-            Stmt::Block(b) => match single_stmt(&b.body) {
+        let dt = match inner.body.single() {
+            Stmt::Block(b) => match b.body.single() {
                 Stmt::Store(st) => self.func.buffers.get(st.buffer).map(|x| x.dtype),
                 _ => None,
             },
@@ -172,10 +172,10 @@ impl<'f> Writer<'f> {
         if self.simd_acc.is_some() {
             return Err(self.unsupported(WHAT, "a SIMD reduction nested in another one"));
         }
-        let Stmt::Block(b) = single_stmt(&f.body) else {
+        let Stmt::Block(b) = f.body.single() else {
             return Err(self.unsupported(WHAT, "the loop's body is not exactly one block"));
         };
-        let Stmt::Store(st) = single_stmt(&b.body) else {
+        let Stmt::Store(st) = b.body.single() else {
             return Err(self.unsupported(
                 WHAT,
                 format!("the body of block `{}` is not a single store", b.name),

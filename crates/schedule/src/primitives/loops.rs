@@ -64,9 +64,8 @@ fn binary_dt(a: &Expr, b: &Expr) -> DType {
 
 /// The single loop a statement consists of, if it is exactly one loop.
 fn single_loop(s: &Stmt) -> Option<&For> {
-    match s {
+    match s.single() {
         Stmt::For(l) => Some(l),
-        Stmt::Seq(v) if v.len() == 1 => single_loop(&v[0]),
         _ => None,
     }
 }

@@ -127,14 +127,6 @@ pub fn match_update(st: &Store) -> Option<ReductionUpdate<'_>> {
     })
 }
 
-/// The statement itself, or the single statement of a one-element sequence.
-pub fn single(s: &Stmt) -> &Stmt {
-    match s {
-        Stmt::Seq(v) if v.len() == 1 => single(&v[0]),
-        other => other,
-    }
-}
-
 impl Schedule {
     /// `sch.vectorize_reduction(l)`: vectorises the reduction loop `l`, permitting the
     /// reduction to be reassociated across SIMD lanes (results equal the serial order's up to
@@ -160,7 +152,7 @@ impl Schedule {
                 format!("loop `{name}` is already {}", lp.kind.script_name()),
             );
         }
-        let Stmt::Block(b) = single(&lp.body) else {
+        let Stmt::Block(b) = lp.body.single() else {
             return fail(
                 self,
                 ErrorKind::Unsupported,
@@ -174,7 +166,7 @@ impl Schedule {
             Ok(op) => op,
             Err((kind, msg)) => return fail(self, kind, format!("loop `{name}`: {msg}")),
         };
-        let dt = match single(&b.body) {
+        let dt = match b.body.single() {
             Stmt::Store(st) => self.func().buffers.get(st.buffer).map(|x| x.dtype),
             _ => None,
         };
@@ -207,7 +199,7 @@ fn check_block(
     v: VarId,
     loop_min: &Expr,
 ) -> Result<SimdReduceOp, (ErrorKind, String)> {
-    let init_folds = match single(&b.body) {
+    let init_folds = match b.body.single() {
         Stmt::Store(st) => match_update(st)
             .and_then(|u| b.init_folded_into(v, loop_min, u.buffer, u.indices))
             .is_some(),
@@ -251,7 +243,7 @@ fn check_block(
             ),
         ));
     }
-    let Stmt::Store(st) = single(&b.body) else {
+    let Stmt::Store(st) = b.body.single() else {
         return Err((
             ErrorKind::NotReductionBlock,
             format!(

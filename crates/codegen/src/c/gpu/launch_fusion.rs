@@ -86,7 +86,7 @@ fn uses(s: &Stmt) -> HashMap<BufferId, Use> {
     s.visit(&mut |st| match st {
         Stmt::Block(b) => {
             if let (Some(Stmt::Store(init)), Stmt::Store(sum)) =
-                (b.init.as_ref().map(super::only), super::only(&b.body))
+                (b.init.as_ref().map(Stmt::single), b.body.single())
             {
                 if init.buffer == sum.buffer
                     && init.indices == sum.indices

@@ -125,14 +125,6 @@ pub(crate) fn uses_mma(func: &PrimFunc) -> bool {
     found
 }
 
-/// The single statement of `s` (through one-element sequences).
-fn single(s: &Stmt) -> &Stmt {
-    match s {
-        Stmt::Seq(v) if v.len() == 1 => single(&v[0]),
-        other => other,
-    }
-}
-
 /// A load, possibly under a cast to float32: the load.
 fn strip_cast(e: &Expr) -> &Expr {
     match e {
@@ -177,7 +169,7 @@ impl Writer<'_> {
             }
             vars.push(cur.var);
             if d + 1 < extents.len() {
-                match single(&cur.body) {
+                match cur.body.single() {
                     Stmt::For(next) => cur = next,
                     _ => {
                         return Err(self.unsupported(
@@ -188,7 +180,7 @@ impl Writer<'_> {
                 }
             }
         }
-        let Stmt::Block(b) = single(&cur.body) else {
+        let Stmt::Block(b) = cur.body.single() else {
             return Err(self.unsupported(&what, "the innermost loop must hold exactly one block"));
         };
         if b.init.is_some() || !b.alloc_buffers.is_empty() {
@@ -390,7 +382,7 @@ impl Writer<'_> {
                  is not 32); every lane of the warp must reach the `mma`",
             ));
         }
-        let Stmt::Store(st) = single(&b.body) else {
+        let Stmt::Store(st) = b.body.single() else {
             return Err(self.unsupported(&what, "the block's body must be one store"));
         };
         if self.warpgroup_depth > 0 && form != Mma::Fill {

@@ -186,9 +186,11 @@ pub(super) fn uses_double_buffer(func: &PrimFunc) -> bool {
     found
 }
 
-/// `cp.async` and its groups: PTX on a GPU (sm_80+), the plain copy in the emulator.
+/// `cp.async` and its groups: PTX on a GPU (sm_80+), the plain copy in the emulator. A copy
+/// moves 16 bytes of any element type (16-bit values, 8-bit positions: `mma/stage_a.rs`).
 pub(crate) const CP_ASYNC_PRELUDE: &str = r#"#ifndef SPTIR_EMU
-static __device__ __forceinline__ void sptir_cp_async16(uint16_t* dst, const uint16_t* src) {
+template <class T>
+static __device__ __forceinline__ void sptir_cp_async16(T* dst, const T* src) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
 }
@@ -200,9 +202,17 @@ static __device__ __forceinline__ void sptir_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 #else
-template <bool W>
-static void sptir_cp_async16(const ::sptir_emu::SPtr<uint16_t>& dst, const ::sptir_emu::GPtr<uint16_t, W>& src) {
-    sptir_st8h(dst, sptir_ld8h(src));
+/* One 16-byte load (alignment checked, counted as one access), stored element by element into
+   the shared array (alignment and races checked). */
+template <class T, bool W>
+static void sptir_cp_async16(const ::sptir_emu::SPtr<T>& dst, const ::sptir_emu::GPtr<T, W>& src) {
+    constexpr int N = 16 / (int)sizeof(T);
+    if (dst.off % N != 0)
+        ::sptir_emu::fail_unsupported("misaligned 16-byte shared store");
+    const int4 v = ::sptir_emu::vector_load<int4, T, W, N>(src);
+    T e[N];
+    std::memcpy(e, &v, 16);
+    for (int k = 0; k < N; ++k) dst[k] = e[k];
 }
 static void sptir_cp_async_commit() {}
 template <int N>

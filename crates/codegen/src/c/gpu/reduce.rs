@@ -59,7 +59,7 @@ impl<'f> Writer<'f> {
     pub(crate) fn accumulation(&self, f: &'f For, cross: bool) -> Option<Accumulation<'f>> {
         let mut loop_vars = vec![f.var];
         let mut inner: Option<&For> = None;
-        let mut s = only(&f.body);
+        let mut s = f.body.single();
         while let Stmt::For(g) = s {
             // A partial unroll only changes how the loop is written.
             let only_unroll = g
@@ -76,13 +76,13 @@ impl<'f> Writer<'f> {
             }
             loop_vars.push(g.var);
             inner = Some(g);
-            s = only(&g.body);
+            s = g.body.single();
         }
         let Stmt::Block(b) = s else { return None };
         if !b.alloc_buffers.is_empty() {
             return None;
         }
-        let (st, atomic) = match only(&b.body) {
+        let (st, atomic) = match b.body.single() {
             Stmt::Store(st) => (st.clone(), false),
             // `T.atomic_add(Y[idx], e)`: summed in a register, added atomically once.
             Stmt::Evaluate(Expr::Call {

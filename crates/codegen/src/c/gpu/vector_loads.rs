@@ -20,7 +20,7 @@ impl Writer<'_> {
         if const_int(&f.min) != Some(0) {
             return Ok(false);
         }
-        let Stmt::Block(b) = only(&f.body) else {
+        let Stmt::Block(b) = f.body.single() else {
             return Ok(false);
         };
         if b.init.is_some() || !b.alloc_buffers.is_empty() {
@@ -199,7 +199,7 @@ impl Writer<'_> {
         vecs: &[(Expr, Vec<Expr>)],
         width: i64,
     ) -> Res<Option<String>> {
-        let ([(load, _)], Stmt::Store(st)) = (vecs, only(&b.body)) else {
+        let ([(load, _)], Stmt::Store(st)) = (vecs, b.body.single()) else {
             return Ok(None);
         };
         let at: Vec<Expr> = st.indices.iter().map(|i| subst(i, map)).collect();

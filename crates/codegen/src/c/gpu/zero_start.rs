@@ -52,7 +52,7 @@ pub(super) fn zero_fill(w: &Writer<'_>, parts: &[&Stmt]) -> Option<BufferId> {
             return None;
         }
     }
-    let Stmt::Store(st) = only(&b.body) else {
+    let Stmt::Store(st) = b.body.single() else {
         return None;
     };
     let zero = match &st.value {

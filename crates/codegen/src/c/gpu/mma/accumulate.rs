@@ -103,10 +103,10 @@ impl Writer<'_> {
         // Row units: an unrolled loop of 1 to 4 around the unit loop, each iteration other
         // rows (several row tiles per warp: each `B` fragment read once for all of them).
         let mut rows: Option<(VarId, i64)> = None;
-        if let Stmt::For(r) = single(prod) {
-            let inner_unit = matches!(single(&r.body), Stmt::For(u)
+        if let Stmt::For(r) = prod.single() {
+            let inner_unit = matches!(r.body.single(), Stmt::For(u)
                 if u.kind == ForKind::Unrolled
-                    && matches!(single(&u.body), Stmt::For(n) if n.var == nest.var));
+                    && matches!(u.body.single(), Stmt::For(n) if n.var == nest.var));
             let n = const_int(&r.extent).filter(|n| (1..=4).contains(n));
             if let (Some(n), true) = (n, inner_unit) {
                 if r.kind == ForKind::Unrolled && const_int(&r.min) == Some(0) && r.var != nest.var
@@ -117,10 +117,10 @@ impl Writer<'_> {
             }
         }
         // The unit loop: the product is one unrolled loop of constant extent holding the nest.
-        let unit = match single(prod) {
+        let unit = match prod.single() {
             Stmt::For(u) if u.var != nest.var => {
                 let units = const_int(&u.extent).filter(|n| (1..=max_units).contains(n));
-                let holds_nest = matches!(single(&u.body), Stmt::For(n) if n.var == nest.var);
+                let holds_nest = matches!(u.body.single(), Stmt::For(n) if n.var == nest.var);
                 match units {
                     Some(n)
                         if holds_nest
@@ -138,7 +138,7 @@ impl Writer<'_> {
         let Ok((vars, b)) = self.mma_nest(nest, *form) else {
             return Ok(None);
         };
-        let Stmt::Store(st) = single(&b.body) else {
+        let Stmt::Store(st) = b.body.single() else {
             return Ok(None);
         };
         if !sync::mma_private(&f.body).contains(&st.buffer) {
@@ -248,7 +248,7 @@ impl Writer<'_> {
     /// dimension (each warp one value of each, fixed while `f` runs, so the tile may depend on
     /// them).
     pub(super) fn product_item<'s>(&self, f: &'s For) -> Option<(&'s Stmt, Vec<&'s For>)> {
-        let body = single(&f.body);
+        let body = f.body.single();
         let items: Vec<&Stmt> = match body {
             Stmt::Seq(v) => v.iter().collect(),
             other => vec![other],
@@ -257,7 +257,7 @@ impl Writer<'_> {
         let (Some(item), None) = (with.next(), with.next()) else {
             return None;
         };
-        let mut item = single(item);
+        let mut item = item.single();
         let mut warps: Vec<&For> = Vec::new();
         while let Stmt::For(w) = item {
             let tag = w.thread.as_deref().unwrap_or_default();
@@ -279,7 +279,7 @@ impl Writer<'_> {
                 return None;
             }
             warps.push(w);
-            item = single(&w.body);
+            item = w.body.single();
         }
         Some((item, warps))
     }
@@ -370,7 +370,7 @@ impl Writer<'_> {
         let Ok((vars, b)) = self.mma_nest(nest, *form) else {
             return Ok(false);
         };
-        let Stmt::Store(st) = single(&b.body) else {
+        let Stmt::Store(st) = b.body.single() else {
             return Ok(false);
         };
         if *form == Mma::Fill {
@@ -451,7 +451,7 @@ impl Writer<'_> {
         let Ok((vars, b)) = self.mma_nest(nest, Mma::SpM16n8k32) else {
             return Ok(false);
         };
-        let Stmt::Store(st) = single(&b.body) else {
+        let Stmt::Store(st) = b.body.single() else {
             return Ok(false);
         };
         let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
@@ -573,7 +573,7 @@ impl Writer<'_> {
         };
         // The fill nest, possibly inside an unrolled loop over the unit tiles (the fill of a
         // loop keeping several tiles in registers).
-        let (fill, fill_unit) = match single(&outer.body) {
+        let (fill, fill_unit) = match outer.body.single() {
             Stmt::For(inner)
                 if Mma::of(outer).is_none()
                     && outer.kind == ForKind::Unrolled
@@ -598,7 +598,7 @@ impl Writer<'_> {
         let Ok((vars, b)) = self.mma_nest(fill, Mma::Fill) else {
             return Ok(false);
         };
-        let Stmt::Store(fs) = single(&b.body) else {
+        let Stmt::Store(fs) = b.body.single() else {
             return Ok(false);
         };
         // The filled value must be the same everywhere in the tile (the block's iterators

@@ -285,12 +285,9 @@ pub(crate) fn uses_stage_a(func: &PrimFunc) -> bool {
     found
 }
 
-/// The copies and loads of a staged `A`: PTX on a GPU, the emulator's checked accesses.
+/// The shared loads of a staged `A` (its copies are `pipeline.rs`'s `cp.async`): PTX on a GPU,
+/// the emulator's checked accesses.
 pub(crate) const A_STAGE_PRELUDE: &str = r#"#ifndef SPTIR_EMU
-static __device__ __forceinline__ void sptir_cp_async16(int8_t* dst, const int8_t* src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
-}
 /* Four 8 x 8 matrices of 16-bit values from shared memory: lane 8i + j gives the address of
    row j of matrix i (8 consecutive elements, 16-byte aligned); register i of lane 4g + t
    receives row g, columns 2t and 2t + 1 of matrix i. */
@@ -303,15 +300,6 @@ static __device__ __forceinline__ uint64_t sptir_lds_oct(const int8_t* p) {
     return *reinterpret_cast<const unsigned long long*>(p);
 }
 #else
-template <bool W>
-static void sptir_cp_async16(const ::sptir_emu::SPtr<int8_t>& dst, const ::sptir_emu::GPtr<int8_t, W>& src) {
-    if (dst.off % 16 != 0)
-        ::sptir_emu::fail_unsupported("misaligned 16-byte shared store");
-    const int4 v = ::sptir_emu::vector_load<int4, int8_t, W, 16>(src);
-    int8_t b[16];
-    std::memcpy(b, &v, 16);
-    for (int k = 0; k < 16; ++k) dst[k] = b[k];
-}
 static void sptir_ldmatrix_x4(uint32_t* r, const ::sptir_emu::SPtr<uint16_t>& p) {
     if (p.off % 8 != 0)
         ::sptir_emu::fail_unsupported("ldmatrix: a row address is not 16-byte aligned");

@@ -372,7 +372,7 @@ impl Writer<'_> {
             return Err(self.unsupported(what, "the unit loop must hold one 2:4 product"));
         };
         let (vars, b) = self.mma_nest(nest, Mma::SpM16n8k32)?;
-        let Stmt::Store(st) = single(&b.body) else {
+        let Stmt::Store(st) = b.body.single() else {
             return Err(self.unsupported(what, "the block's body must be one store"));
         };
         let mention = |e: &Expr, v: VarId| mentions_via(b, e, v);
