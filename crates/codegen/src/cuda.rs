@@ -37,6 +37,7 @@
 
 use sparsetir_ir::{DType, PrimFunc};
 
+pub use crate::c::CP_ASYNC_PRELUDE;
 use crate::c::{Target, Writer};
 use crate::{CParam, CodegenError};
 

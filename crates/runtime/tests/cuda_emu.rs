@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use sparsetir_codegen::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr};
+use sparsetir_codegen::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr, CP_ASYNC_PRELUDE};
 use sparsetir_codegen::{CParam, CParamKind};
 use sparsetir_ir::DType;
 use sparsetir_runtime::cuda_emu::emu_compiler;
@@ -72,8 +72,9 @@ extern "C" __global__ void __launch_bounds__(64) block_sum_global_racy(SPTIR_IN(
 }
 
 // One thread per block. Mode 0: every block writes out[0]; 1: block 0 writes out[0], the others
-// read it; 2: block 0 adds into out[0] atomically, the others write it; 3: every block adds into
-// out[0] atomically and writes its own out[1 + block] (no race).
+// read it; 2: block 0 adds into out[0] atomically, block 1 writes it (the only pair, in
+// whatever order the blocks finish); 3: every block adds into out[0] atomically and writes its
+// own out[1 + block] (no race).
 extern "C" __global__ void __launch_bounds__(1) blocks(SPTIR_OUT(float) out, int mode) {
   int b = blockIdx.x;
   if (mode == 0) out[0] = (float)b;
@@ -83,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(1) blocks(SPTIR_OUT(float) out, int
   }
   if (mode == 2) {
     if (b == 0) atomicAdd(&out[0], 1.0f);
-    else out[0] = 2.0f;
+    else if (b == 1) out[0] = 2.0f;
   }
   if (mode == 3) {
     atomicAdd(&out[0], 1.0f);
@@ -130,6 +131,29 @@ extern "C" __global__ void __launch_bounds__(32) shuffles(SPTIR_OUT(int32_t) out
   long long big = 1LL << 40;
   out[lane * 6 + 5] = (int)(__shfl_down_sync(0xffffffffu, big + lane, 2) - big);
   outd[lane] = __shfl_xor_sync(0xffffffffu, 0.5 * lane, 16);
+}
+
+// Eight threads stream `runs` runs of 32 floats through two shared slots with cp.async (the
+// writer's definitions, `CP_ASYNC_PRELUDE`), each thread summing its neighbour's 4 values of
+// every run. Mode 0: the right pipeline; 1: the wait lets the current run's group pend; 2: no
+// barrier after the reads (the next copy overwrites a slot a neighbour may still read).
+extern "C" __global__ void __launch_bounds__(8) cp_pipeline(SPTIR_IN(float) x, SPTIR_OUT(float) out, int runs, int mode) {
+  SPTIR_SHARED(float, slots, 64);
+  const int t = threadIdx.x;
+  sptir_cp_async16(slots + t * 4, x + t * 4);
+  sptir_cp_async_commit();
+  float acc = 0.0f;
+  for (int r = 0; r < runs; ++r) {
+    if (r + 1 < runs) sptir_cp_async16(slots + ((r + 1) % 2) * 32 + t * 4, x + (r + 1) * 32 + t * 4);
+    sptir_cp_async_commit();
+    if (mode == 1) sptir_cp_async_wait<2>();
+    else sptir_cp_async_wait<1>();
+    __syncthreads();
+    const int u = (t + 1) % 8;
+    for (int k = 0; k < 4; ++k) acc += slots[(r % 2) * 32 + u * 4 + k];
+    if (mode != 2) __syncthreads();
+  }
+  out[t] = acc;
 }
 
 extern "C" __global__ void __launch_bounds__(64) spmm(SPTIR_IN(int32_t) indptr, SPTIR_IN(int32_t) J, SPTIR_IN(float) val, SPTIR_IN(float) Bm, SPTIR_OUT(float) C, int m, int n) {
@@ -221,8 +245,17 @@ fn test_module() -> CudaModule {
     use DType::*;
     module_of(
         "emu_tests",
-        SOURCE,
+        &format!("{CP_ASYNC_PRELUDE}{SOURCE}"),
         &[
+            (
+                "cp_pipeline",
+                vec![
+                    ("x", F32, "float", IN),
+                    ("out", F32, "float", OUT),
+                    ("runs", I32, "int", SCALAR),
+                    ("mode", I32, "int", SCALAR),
+                ],
+            ),
             (
                 "saxpy",
                 vec![
@@ -701,6 +734,54 @@ fn shuffle_variants_ballot_and_votes() {
         assert_eq!(o[4], 1);
         assert_eq!(o[5], if lane + 2 < 32 { lane + 2 } else { lane });
         assert_eq!(outd[lane as usize], 0.5 * f64::from(lane ^ 16));
+    }
+}
+
+/// `cp.async` lands when the copying thread's wait completes its group: a pipeline whose wait
+/// lets the current group pend, or whose next copy overwrites a slot still being read, is a
+/// race in the emulator (as on the GPU), not a right answer from copies made at once.
+#[test]
+fn cp_async_lands_at_its_wait_and_early_reads_race() {
+    let Some(m) = module() else { return };
+    let runs = 5usize;
+    let x: Vec<f32> = (0..runs * 32).map(|v| (v % 13) as f32 - 6.0).collect();
+    let mut out = vec![0.0f32; 8];
+    let k = kernel(m, "cp_pipeline");
+    let mut launch = |mode: i32, out: &mut Vec<f32>| {
+        m.launch(
+            k,
+            [1, 1, 1],
+            [8, 1, 1],
+            &mut [
+                EmuArg::input(&x),
+                EmuArg::output(out),
+                EmuArg::I32(runs as i32),
+                EmuArg::I32(mode),
+            ],
+        )
+    };
+    launch(0, &mut out).expect("the right pipeline runs");
+    for (t, got) in out.iter().enumerate() {
+        let u = (t + 1) % 8;
+        let want: f32 = (0..runs)
+            .flat_map(|r| (0..4).map(move |q| r * 32 + u * 4 + q))
+            .map(|i| x[i])
+            .sum();
+        assert_eq!(*got, want, "thread {t}");
+    }
+    for mode in [1, 2] {
+        match launch(mode, &mut out) {
+            Err(RunError::EmuRace { buffer, what, .. }) => {
+                assert_eq!(buffer, "slots");
+                // Mode 2's copy may be issued after its neighbour's read (a write after a
+                // read, in one barrier epoch) or before it (a read of an element in flight).
+                assert!(
+                    mode == 2 || what.contains("cp.async"),
+                    "mode {mode}: {what}"
+                );
+            }
+            other => panic!("mode {mode}: expected a race on the slots, got {other:?}"),
+        }
     }
 }
 

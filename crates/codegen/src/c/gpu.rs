@@ -13,6 +13,7 @@ use super::*;
 mod launch_fusion;
 pub(crate) mod mma;
 mod pipeline;
+pub use pipeline::CP_ASYNC_PRELUDE;
 mod reduce;
 mod shared_window;
 mod sync;

@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -99,6 +101,24 @@ inline const char* wop_name(WOp op) {
 }
 
 struct Block;
+struct SharedMeta;
+
+// One `cp.async` of a thread that its `cp.async.wait_group` has not completed yet: the bytes
+// it read (global inputs are read-only, so reading them at issue is exact) and the shared
+// elements they go to, written when the wait completes the copy's group.
+struct AsyncCopy {
+  SharedMeta* m;
+  int64_t idx;
+  uint32_t count, elem;
+  unsigned char bytes[16];
+};
+
+// One tensor-core product in flight (`wgmma.mma_async` before its `wgmma.wait_group`): the
+// shared elements it reads and the product, run when the wait completes its group.
+struct AsyncMma {
+  std::vector<std::pair<SharedMeta*, int64_t>> reads;
+  std::function<void()> run;
+};
 
 struct Fiber {
 #if defined(__x86_64__)
@@ -117,6 +137,12 @@ struct Fiber {
   uint32_t since_yield;
   char* stack;
   size_t stack_size;
+  // Asynchronous operations issued and not yet waited for: the copies since the last
+  // `cp.async.commit_group`, the committed groups (oldest first); the same for products.
+  std::vector<AsyncCopy> cp_open;
+  std::deque<std::vector<AsyncCopy>> cp_groups;
+  std::vector<AsyncMma> mma_open;
+  std::deque<std::vector<AsyncMma>> mma_groups;
 };
 
 // One global access of one lane: grouped with the other lanes' accesses at the same site and
@@ -161,12 +187,20 @@ struct Cross {
   int64_t w = -1, r1 = -1, r2 = -1, a1 = -1, a2 = -1;
 };
 
+// An element's asynchronous state, kept across barriers: the thread (linear id + 1; 0 for
+// none) whose `cp.async` into it has not been waited for, and how many tensor-core products in
+// flight read it (with the last issuer's linear id + 1).
+struct Pend {
+  int32_t copy, reads, reader;
+};
+
 struct SharedMeta {
   const void* tag;
   const char* name;
   int64_t len;
   std::unique_ptr<unsigned char[]> data;
   std::unique_ptr<Shadow[]> shadow;
+  std::unique_ptr<Pend[]> pend;
 };
 
 struct Launch {
@@ -557,7 +591,10 @@ inline void syncthreads() {
   f->since_yield = 0;
 }
 
+inline void async_at_exit(Fiber* f);
+
 [[noreturn]] inline void thread_exit(Fiber* f) {
+  async_at_exit(f);
   Block* b = f->blk;
   unsigned wi = f->lin / 32;
   Warp& w = b->warps[wi];
@@ -600,6 +637,7 @@ inline SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const
   m->len = len;
   m->data.reset(new unsigned char[size_t(len) * elem]());
   m->shadow.reset(new Shadow[size_t(len)]());
+  m->pend.reset(new Pend[size_t(len)]());
   b->shared.push_back(std::move(m));
   return b->shared.back().get();
 }
@@ -683,11 +721,113 @@ inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
   if (idx < 0 || idx >= m->len) fail_oob(m->name, idx, m->len);
   Fiber* f = cur();
   Block* b = f->blk;
+  const Pend& p = m->pend[idx];
+  if (p.copy)
+    fail_race(m->name, idx, m->len, p.copy - 1,
+              "an access to an element a cp.async is still copying into (before the copying "
+              "thread's cp.async.wait_group completes it)");
+  if (p.reads && kind != Acc::Read)
+    fail_race(m->name, idx, m->len, p.reader - 1,
+              "a write to an element a tensor-core product in flight reads (before the "
+              "issuing warpgroup's wgmma.wait_group completes it)");
   Shadow& s = m->shadow[idx];
   if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
   int32_t o = -1;
   if (const char* what = race_step(s, int32_t(f->lin), kind, o, THREAD_RACES))
     fail_race(m->name, idx, m->len, o, what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Asynchronous copies and products. A `cp.async` records its write at issue (a race with what
+// other threads did in the same barrier epoch) and marks its elements as being copied into:
+// any access to them before the issuing thread's `cp.async.wait_group` completes the copy is a
+// race, as the GPU may land the bytes at any point in between. The wait writes them (a write
+// in the wait's epoch). A tensor-core product in flight reads its shared operand at issue and
+// again when its `wgmma.wait_group` completes it, where it is computed; a write to those
+// elements in between is a race. So a pipeline whose waits or buffer count are wrong fails
+// here rather than giving the right answer only because the emulator copied at once.
+
+inline void cp_async_issue(SharedMeta* m, int64_t idx, const void* src, uint32_t count,
+                           uint32_t elem) {
+  Fiber* f = cur();
+  for (uint32_t k = 0; k < count; ++k) {
+    saccess(m, idx + k, Acc::Write);
+    m->pend[idx + k].copy = int32_t(f->lin) + 1;
+  }
+  AsyncCopy c;
+  c.m = m;
+  c.idx = idx;
+  c.count = count;
+  c.elem = elem;
+  std::memcpy(c.bytes, src, size_t(count) * elem);
+  f->cp_open.push_back(c);
+}
+
+inline void cp_async_commit() {
+  Fiber* f = cur();
+  f->cp_groups.push_back(std::move(f->cp_open));
+  f->cp_open.clear();
+}
+
+inline void cp_async_land(const AsyncCopy& c) {
+  for (uint32_t k = 0; k < c.count; ++k) {
+    c.m->pend[c.idx + k].copy = 0;
+    saccess(c.m, c.idx + k, Acc::Write);
+  }
+  std::memcpy(c.m->data.get() + size_t(c.idx) * c.elem, c.bytes, size_t(c.count) * c.elem);
+}
+
+// `cp.async.wait_group n`: every committed group but the `n` newest complete.
+inline void cp_async_wait(size_t n) {
+  Fiber* f = cur();
+  while (f->cp_groups.size() > n) {
+    for (const AsyncCopy& c : f->cp_groups.front()) cp_async_land(c);
+    f->cp_groups.pop_front();
+  }
+}
+
+// A product issued (`wgmma.mma_async`): its shared reads checked now, the product run when its
+// group completes.
+inline void mma_issue(std::vector<std::pair<SharedMeta*, int64_t>> reads,
+                      std::function<void()> run) {
+  Fiber* f = cur();
+  for (const auto& [m, idx] : reads) {
+    saccess(m, idx, Acc::Read);
+    Pend& p = m->pend[idx];
+    ++p.reads;
+    p.reader = int32_t(f->lin) + 1;
+  }
+  f->mma_open.push_back(AsyncMma{std::move(reads), std::move(run)});
+}
+
+inline void mma_commit() {
+  Fiber* f = cur();
+  f->mma_groups.push_back(std::move(f->mma_open));
+  f->mma_open.clear();
+}
+
+// `wgmma.wait_group n`: every committed group of products but the `n` newest complete.
+inline void mma_wait(size_t n) {
+  Fiber* f = cur();
+  while (f->mma_groups.size() > n) {
+    std::vector<AsyncMma> g = std::move(f->mma_groups.front());
+    f->mma_groups.pop_front();
+    for (AsyncMma& op : g) {
+      for (const auto& [m, idx] : op.reads) --m->pend[idx].reads;
+      op.run();
+    }
+  }
+}
+
+// At a thread's end: its copies land (the GPU completes them); a product still in flight is an
+// error (its accumulators were never waited for).
+inline void async_at_exit(Fiber* f) {
+  for (const AsyncCopy& c : f->cp_open) cp_async_land(c);
+  f->cp_open.clear();
+  cp_async_wait(0);
+  if (!f->mma_open.empty() || !f->mma_groups.empty())
+    fail_unsupported("a thread ended with a tensor-core product in flight (no wgmma.wait_group "
+                     "after its wgmma.mma_async)");
 }
 
 // The same check for an element of a writable global buffer among the threads of one block
@@ -1034,6 +1174,10 @@ inline bool run_block(Block* b) {
   for (Fiber& f : b->fibers) {
     f.st = St::Ready;
     f.since_yield = 0;
+    f.cp_open.clear();
+    f.cp_groups.clear();
+    f.mma_open.clear();
+    f.mma_groups.clear();
     fiber_init(&f);
   }
   for (;;) {

@@ -18,9 +18,10 @@
 //! global to shared without registers, `cp.async.cg...16`), so the loads of iteration `k + 1`
 //! are in flight during iteration `k`'s products; other copies are written as plain code.
 //!
-//! The emulator runs `cp.async` as the copy it stands for, at once, and the wait as nothing:
-//! the barriers above order every thread's copy before any read, so a race it reports is one
-//! the GPU could have.
+//! The emulator lands a thread's `cp.async` bytes only when its `cp.async.wait_group`
+//! completes their group, and reports any access to an element still in flight as a race:
+//! a wait that lets too many groups pend, or a copy into a window still being read, fails
+//! there as it could on the GPU.
 
 use super::*;
 
@@ -186,9 +187,11 @@ pub(super) fn uses_double_buffer(func: &PrimFunc) -> bool {
     found
 }
 
-/// `cp.async` and its groups: PTX on a GPU (sm_80+), the plain copy in the emulator. A copy
-/// moves 16 bytes of any element type (16-bit values, 8-bit positions: `mma/stage_a.rs`).
-pub(crate) const CP_ASYNC_PRELUDE: &str = r#"#ifndef SPTIR_EMU
+/// `cp.async` and its groups, as every pipelined kernel's source defines them: PTX on a GPU
+/// (sm_80+); in the emulator the copy whose bytes land when the thread's wait completes their
+/// group. A copy moves 16 bytes of any element type (16-bit values, 8-bit positions:
+/// `mma/stage_a.rs`). Public so that hand-written emulator tests use the same definitions.
+pub const CP_ASYNC_PRELUDE: &str = r#"#ifndef SPTIR_EMU
 template <class T>
 static __device__ __forceinline__ void sptir_cp_async16(T* dst, const T* src) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -202,20 +205,19 @@ static __device__ __forceinline__ void sptir_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 #else
-/* One 16-byte load (alignment checked, counted as one access), stored element by element into
-   the shared array (alignment and races checked). */
+/* One 16-byte load (alignment checked, counted as one access) whose bytes land in the shared
+   array when the thread's wait completes their group; until then the elements are in flight
+   (any access to them is a race; alignment checked). */
 template <class T, bool W>
 static void sptir_cp_async16(const ::sptir_emu::SPtr<T>& dst, const ::sptir_emu::GPtr<T, W>& src) {
     constexpr int N = 16 / (int)sizeof(T);
     if (dst.off % N != 0)
         ::sptir_emu::fail_unsupported("misaligned 16-byte shared store");
     const int4 v = ::sptir_emu::vector_load<int4, T, W, N>(src);
-    T e[N];
-    std::memcpy(e, &v, 16);
-    for (int k = 0; k < N; ++k) dst[k] = e[k];
+    ::sptir_emu::cp_async_issue(dst.m, dst.off, &v, N, sizeof(T));
 }
-static void sptir_cp_async_commit() {}
+static void sptir_cp_async_commit() { ::sptir_emu::cp_async_commit(); }
 template <int N>
-static void sptir_cp_async_wait() {}
+static void sptir_cp_async_wait() { ::sptir_emu::cp_async_wait(N); }
 #endif
 "#;
