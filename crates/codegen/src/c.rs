@@ -391,6 +391,10 @@ pub struct Writer<'f> {
     /// CUDA: the run loop being written stages its warpgroup products' `A` in shared memory
     /// (`gpu/mma/stage_a.rs`).
     a_stage: Option<gpu::AStage>,
+    /// CUDA: the run loop being written keeps one warpgroup product in flight
+    /// (`gpu/pipeline.rs`, `wgmma_in_flight`): `Some` while its body is written, then the
+    /// products' units and row units once one was written.
+    wgmma_in_flight: Option<Option<(i64, i64)>>,
     /// CUDA: with `mma_acc_unit`, where some unit tile is live (the accumulator plan's guards,
     /// joined; `None`: every tile always is): the shared `A` fragment is read under it.
     mma_unit_live: Option<String>,
@@ -526,6 +530,7 @@ impl<'f> Writer<'f> {
             warpgroup_depth: 0,
             a_prefetch: None,
             a_stage: None,
+            wgmma_in_flight: None,
             zero_tiles: HashSet::new(),
             loop_facts: std::cell::OnceCell::new(),
             serial_depth: 0,

@@ -93,6 +93,9 @@ impl fmt::Display for Format {
                 if t.stage_a {
                     ahead.push_str(",a=smem");
                 }
+                if t.in_flight {
+                    ahead.push_str(",inflight=1");
+                }
                 match (t.cols, t.row_tiles) {
                     (1, 1) => write!(f, "2:4({key}={}{ahead})", t.rows),
                     (z, 1) => write!(f, "2:4({key}={}x{z}{ahead})", t.rows),
@@ -126,6 +129,10 @@ pub struct SharedTiles {
     /// (`,a=smem`), instead of read from global memory (into registers one run ahead, for a
     /// warpgroup).
     pub stage_a: bool,
+    /// With `warpgroup` and `prefetch`: each product kept in flight until the next one is
+    /// issued (`,inflight=1`; `wgmma.wait_group 1`, one more slice of B in shared memory), so
+    /// that a run's barrier and shared reads overlap the previous run's product.
+    pub in_flight: bool,
 }
 
 impl SharedTiles {
@@ -142,7 +149,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem][,inflight=1]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -231,12 +238,15 @@ impl Format {
             // and `a=smem` (A staged in shared memory with the slices, `wgdbuf` only).
             let mut options = v.split(',');
             let v = options.next().unwrap_or("");
-            let (mut prefetch, mut stage_a) = (usize::from(double_buffer), false);
+            let (mut prefetch, mut stage_a, mut in_flight) =
+                (usize::from(double_buffer), false, false);
             for o in options {
                 let (key, value) = o
                     .split_once('=')
                     .map(|(k, x)| (k.trim(), x.trim()))
-                    .ok_or_else(|| err("expected `ahead=A` or `a=smem` after the warps"))?;
+                    .ok_or_else(|| {
+                        err("expected `ahead=A`, `a=smem` or `inflight=1` after the warps")
+                    })?;
                 match key {
                     "ahead" => {
                         let a = positive(text, "the slices copied ahead", value)?;
@@ -255,7 +265,20 @@ impl Format {
                         }
                         stage_a = true;
                     }
-                    _ => return Err(err("expected `ahead=A` or `a=smem` after the warps")),
+                    "inflight" if value == "1" => {
+                        if !(double_buffer && warpgroup) {
+                            return Err(err(
+                                "`inflight=1` (a warpgroup product kept in flight) goes with \
+                                 wgdbuf",
+                            ));
+                        }
+                        in_flight = true;
+                    }
+                    _ => {
+                        return Err(err(
+                            "expected `ahead=A`, `a=smem` or `inflight=1` after the warps",
+                        ))
+                    }
                 }
             }
             let mut parts = v.split('x');
@@ -290,6 +313,7 @@ impl Format {
                     row_tiles,
                     warpgroup,
                     stage_a,
+                    in_flight,
                 }),
             });
         }
@@ -758,6 +782,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     if tiles.stage_a {
         text.push_str("sch.annotate(gko, \"stage_a\", 1)\n");
     }
+    // Each warpgroup product kept in flight over the next run (`wgmma.wait_group 1`).
+    if tiles.in_flight {
+        text.push_str("sch.annotate(gko, \"wgmma_in_flight\", 1)\n");
+    }
     text
 }
 
@@ -955,6 +983,8 @@ mod tests {
             "2:4(wgdbuf=8,a=smem)",
             "2:4(wgdbuf=8x2x2,ahead=3,a=smem)",
             "2:4(dbuf=4x2x2,ahead=2,a=smem)",
+            "2:4(wgdbuf=8,ahead=3,a=smem,inflight=1)",
+            "2:4(wgdbuf=8x1x2,ahead=2,inflight=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1015,6 +1045,9 @@ mod tests {
             "2:4(wgdbuf=8,smem)",
             "2:4(dbuf=4,ahead=4)",
             "2:4(dbuf=4,ahead=0)",
+            "2:4(dbuf=4,inflight=1)",
+            "2:4(wgmma=8,inflight=1)",
+            "2:4(wgdbuf=8,inflight=2)",
             "2:4(dbuf=4,behind=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");

@@ -747,7 +747,7 @@ fn cp_async_lands_at_its_wait_and_early_reads_race() {
     let x: Vec<f32> = (0..runs * 32).map(|v| (v % 13) as f32 - 6.0).collect();
     let mut out = vec![0.0f32; 8];
     let k = kernel(m, "cp_pipeline");
-    let mut launch = |mode: i32, out: &mut Vec<f32>| {
+    let launch = |mode: i32, out: &mut Vec<f32>| {
         m.launch(
             k,
             [1, 1, 1],

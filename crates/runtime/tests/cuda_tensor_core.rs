@@ -178,6 +178,7 @@ fn the_ptx_holds_the_mma_instruction() {
             row_tiles: 2,
             warpgroup: false,
             stage_a: false,
+            in_flight: false,
         },
         8,
     );
@@ -409,6 +410,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 row_tiles: h,
                 warpgroup: false,
                 stage_a: false,
+                in_flight: false,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
@@ -515,6 +517,7 @@ fn snapshot_tensor_core_kernels() {
             row_tiles: 2,
             warpgroup: false,
             stage_a: false,
+            in_flight: false,
         },
         2,
     );

@@ -42,6 +42,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         row_tiles,
         warpgroup: true,
         stage_a: false,
+        in_flight: false,
     }
 }
 
@@ -149,8 +150,10 @@ fn spmm_24_warpgroup(device: GpuDevice) {
             "{what}"
         );
         assert!(k.module().arch_specific, "{what}");
+        // Double-buffered: one barrier per run, after the wait for this run's copy (all but
+        // the `ahead - 1` newest groups).
         assert_eq!(
-            src.contains(&format!("sptir_cp_async_wait<{ahead}>();")),
+            db && src.contains(&format!("sptir_cp_async_wait<{}>();", ahead.max(1) - 1)),
             db,
             "{what}"
         );
@@ -251,6 +254,136 @@ fn spmm_24_staged(device: GpuDevice) {
         );
         assert_eq!(src.contains("if (f_1_2 == 0) {"), cols > 1, "{what}");
         equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// `2:4(wgdbuf=...,inflight=1)`: each warpgroup product kept in flight over the next run
+/// (`wgmma.wait_group 1`, one more slice and stage of A), in the emulator, which runs a product
+/// only at its wait and reports a copy into a slice a product in flight still reads.
+#[test]
+fn warpgroup_products_kept_in_flight_equal_the_evaluator_in_the_emulator() {
+    spmm_24_in_flight(GpuDevice::Emulator);
+}
+
+/// The same on a real Hopper GPU, where one is present.
+#[test]
+fn warpgroup_products_kept_in_flight_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_in_flight(GpuDevice::Cuda);
+}
+
+fn spmm_24_in_flight(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(92);
+    // (A staged, dtype, m, n, feat, row warps, column warps, row tiles, units, slices copied
+    // ahead): one and two warpgroups, two row tiles (two products a run), column warps, one to
+    // three slices ahead, A staged or read into registers one run ahead; an odd number of runs
+    // (the loop is unrolled by two) and a single run.
+    for (staged, dt, m, n, feat, rows, cols, h, units, ahead) in [
+        (true, DType::F16, 128, 96, 256, 8, 1, 1, 32, 3),
+        (true, DType::BF16, 256, 64, 64, 4, 2, 2, 4, 1),
+        (false, DType::F16, 128, 160, 64, 8, 1, 1, 8, 2),
+        (false, DType::BF16, 128, 32, 32, 4, 1, 2, 4, 1),
+        (true, DType::F16, 64, 32, 128, 4, 1, 1, 16, 2),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} x {cols} warps of {h} x {units} tiles, \
+             slices copied ahead: {ahead}, A staged: {staged}, products in flight"
+        );
+        let g = kernel(dt);
+        let mut t = tiles(rows, cols, h, ahead);
+        t.stage_a = staged;
+        t.in_flight = true;
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &k.module().source;
+        let ty = if dt == DType::BF16 { "bf16" } else { "f16" };
+        let w = 8 * units;
+        for needle in [
+            format!("sptir_wgmma_sp_m64n{w}k32_{ty}_async(sptir_acc"),
+            format!("sptir_wgmma_wait_n{w}<1>(sptir_acc"),
+            format!("sptir_wgmma_wait_n{w}<0>(sptir_acc"),
+            "#pragma unroll 2\n".to_string(),
+            format!("sptir_cp_async_wait<{}>();", ahead - 1),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`");
+        }
+        // `ahead + 2` slices of B: the one used, the `ahead` being copied, the one a product
+        // in flight may still read.
+        let window = 32 * w * cols * (ahead + 2);
+        assert!(
+            src.contains(&format!("B_data_shared, {window}")),
+            "{what}: {window}"
+        );
+        // The products are all waited for before the stores: one wait per row tile.
+        assert_eq!(src.matches("<0>(sptir_acc").count(), h, "{what}");
+        equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// ptxas keeps the products in flight (no "wgmma serialized" warning: the A fragments of
+/// consecutive runs are distinct registers, nothing else writes the accumulators between a
+/// product and its wait), without spills; the PTX waits with `wgmma.wait_group 1`.
+#[test]
+fn products_kept_in_flight_are_not_serialized_by_ptxas() {
+    let Some(nvrtc) = common::nvrtc() else {
+        return;
+    };
+    for (staged, units, ahead) in [(true, 32, 3), (false, 32, 2), (true, 16, 1)] {
+        let mut t = tiles(8, 1, 1, ahead);
+        t.stage_a = staged;
+        t.in_flight = true;
+        let sched = spmm_24_tc_smem_gpu_schedule(64, t, units);
+        let (_, m) =
+            emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
+        let what = format!("units {units}, ahead {ahead}, A staged: {staged}");
+        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
+        let c = nvrtc
+            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
+            .unwrap_or_else(|e| panic!("{what}: {e}\n{}", m.source));
+        assert!(
+            !c.log.contains("serialized"),
+            "{what}: ptxas serialized the products:\n{}",
+            c.log
+        );
+        for r in &c.resources {
+            assert_eq!(
+                (r.spill_stores, r.spill_loads, r.stack_bytes),
+                (0, 0, 0),
+                "{what}: {r:?}"
+            );
+        }
+        let ptx = nvrtc
+            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
+            .expect("PTX");
+        let ptx = String::from_utf8_lossy(&ptx.code);
+        assert!(ptx.contains("wgmma.wait_group.sync.aligned 1;"), "{what}");
+    }
+}
+
+/// `wgmma_in_flight` on a loop without a pipeline or without warpgroup products, or with
+/// another value: typed errors.
+#[test]
+fn products_in_flight_need_a_pipelined_warpgroup_run_loop() {
+    let g = kernel(DType::F16);
+    let s = spec(64, 64, 64);
+    let single = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 0), 8)
+        + "sch.annotate(gko, \"wgmma_in_flight\", 1)\n";
+    let mut per_warp = tiles(4, 1, 1, 1);
+    per_warp.warpgroup = false;
+    let per_warp = spmm_24_tc_smem_gpu_schedule(64, per_warp, 8)
+        + "sch.annotate(gko, \"wgmma_in_flight\", 1)\n";
+    let two = spmm_24_tc_smem_gpu_schedule(64, tiles(4, 1, 1, 1), 8)
+        + "sch.annotate(gko, \"wgmma_in_flight\", 2)\n";
+    for (sched, needle) in [
+        (single, "multi-buffered run loop"),
+        (per_warp, "holds no warpgroup product"),
+        (two, "its value is 1"),
+    ] {
+        let e = emit_cuda(&g, Some(&sched), &s).expect_err("refused");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
     }
 }
 

@@ -1061,6 +1061,9 @@ impl<'f> Writer<'f> {
         // (The pragma right before the `for`, after any accumulator prologue.)
         if f.kind == ForKind::Unrolled {
             self.pragma("unroll");
+        } else if pipelined.is_some() && Self::in_flight(f) {
+            // Consecutive products' A fragments in distinct registers (`pipeline.rs`).
+            self.pragma("unroll 2");
         } else if let Some(AttrValue::Int(n)) = f.annotations.get(UNROLL_FACTOR_ATTR) {
             // A partial unroll of a loop of run-time trip count: loads of several iterations
             // in flight at once.
@@ -1120,6 +1123,9 @@ impl<'f> Writer<'f> {
         self.unbind(f.var);
         r?;
         self.line("}");
+        if let Some(items) = &pipelined {
+            self.write_pipeline_epilogue(items);
+        }
         if let Some(plan) = &hoist {
             self.mma_acc = None;
             self.mma_acc_unit = None;

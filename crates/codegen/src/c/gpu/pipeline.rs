@@ -7,12 +7,24 @@
 //!
 //! # What is written
 //!
-//! The window is declared `d + 1` times its size, iteration `k` using window `(k - min) %
-//! (d + 1)`. Before the loop, the copies of the first `d` iterations (each its own group, empty
-//! past the end); in iteration `k`, first the copy of iteration `k + d` (where there is one; an
-//! empty group otherwise) into the window iteration `k - 1` used, then `cp.async.wait_group d`
-//! (every copy but the `d` newest is complete: iteration `k`'s), a barrier, the rest of the
-//! body, and a barrier (the next iteration's copy writes the window this one read). A copy of
+//! The window is declared `S = d + 1` times its size, iteration `k` using window `(k - min) %
+//! S`. Before the loop, the copies of the first `d` iterations (each its own group, empty past
+//! the end). Where the rest of the body writes no shared memory, iteration `k` is
+//! `cp.async.wait_group d - 1` (every copy but the `d - 1` newest is complete: iteration
+//! `k`'s), one barrier (every thread's copy of iteration `k` landed, and every thread done
+//! with iteration `k - 1`), the copy of iteration `k + d` (an empty group past the end) into
+//! the window iteration `k - 1` used, then the rest; one barrier after the loop (a loop around
+//! it may copy again). Otherwise the copy comes first, then `cp.async.wait_group d`, a barrier,
+//! the rest and a second barrier.
+//!
+//! A run loop also annotated `{"wgmma_in_flight": 1}` (its warpgroup products, `mma/
+//! warpgroup.rs`) keeps each product in flight until the next one is issued: `wgmma.commit_group`
+//! and `wgmma.wait_group 1` after it, `wgmma.wait_group 0` after the loop. A product may then
+//! still read iteration `k - 1`'s window while iteration `k` runs, so there are `S = d + 2`
+//! windows (the copy of iteration `k + d` goes to iteration `k - 2`'s, whose products every
+//! warpgroup completed before the barrier), and the loop is unrolled by two so that
+//! consecutive products' `A` fragments are distinct registers (an in-flight product's
+//! registers must not be rewritten before its wait). A copy of
 //! 16 bytes per thread from a
 //! buffer the kernel only reads (`sptir_ld8h` / `sptir_st8h`) becomes one `cp.async` (sm_80+:
 //! global to shared without registers, `cp.async.cg...16`), so the loads of iteration `k + 1`
@@ -32,6 +44,10 @@ pub const DOUBLE_BUFFER_ATTR: &str = "double_buffer";
 /// The farthest a copy may run ahead (four windows).
 pub const MAX_PREFETCH: i64 = 3;
 
+/// The loop annotation that keeps a double-buffered run loop's warpgroup products in flight
+/// over the next iteration (value 1; see the module documentation).
+pub const WGMMA_IN_FLIGHT_ATTR: &str = "wgmma_in_flight";
+
 impl<'f> Writer<'f> {
     /// Whether a function-level shared buffer whose window's loop is `l` gets several windows.
     pub(super) fn double_buffered(l: &For) -> bool {
@@ -48,11 +64,43 @@ impl<'f> Writer<'f> {
         }
     }
 
+    /// Whether loop `f` keeps its warpgroup products in flight (`wgmma_in_flight`).
+    pub(super) fn in_flight(f: &For) -> bool {
+        matches!(
+            f.annotations.get(WGMMA_IN_FLIGHT_ATTR),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true))
+        )
+    }
+
+    /// How many windows (stages) a multi-buffered copy under loop `f` keeps: the iteration
+    /// being used, the `d` being copied, and one more while a product is in flight.
+    pub(super) fn pipeline_stages(f: &For) -> i64 {
+        Self::prefetch_distance(f) + 1 + i64::from(Self::in_flight(f))
+    }
+
+    /// Whether the rest of a pipelined loop's body (`items[1..]`) writes no shared memory: one
+    /// barrier per iteration then suffices (see the module documentation).
+    fn one_barrier(&self, items: &[&Stmt]) -> bool {
+        items[1..].iter().all(|s| {
+            let (mut w, mut r) = (HashSet::new(), HashSet::new());
+            accesses(s, &mut w, &mut r);
+            !w.iter().any(|b| self.is_shared(*b))
+        })
+    }
+
     /// For a loop annotated `double_buffer`: its body's items, the first being a copy into a
     /// double-buffered shared window (its only writer) that the others do not write. `None`
     /// for other loops; an annotated loop not of that form is an error.
     pub(super) fn pipeline_items<'s>(&self, f: &'s For) -> Res<Option<Vec<&'s Stmt>>> {
         if !Self::double_buffered(f) {
+            if f.annotations.get(WGMMA_IN_FLIGHT_ATTR).is_some() {
+                let name = self.func.vars[f.var].name.clone();
+                return Err(self.unsupported(
+                    &format!("loop `{name}` annotated `{WGMMA_IN_FLIGHT_ATTR}`"),
+                    "products stay in flight only in a multi-buffered run loop \
+                     (`double_buffer`)",
+                ));
+            }
             return Ok(None);
         }
         let items: Vec<&Stmt> = match &f.body {
@@ -86,6 +134,25 @@ impl<'f> Writer<'f> {
                     self.unsupported(&what, "only its first statement may write the window")
                 );
             }
+        }
+        match f.annotations.get(WGMMA_IN_FLIGHT_ATTR) {
+            None => {}
+            Some(_) if !Self::in_flight(f) => {
+                return Err(self.unsupported(
+                    &what,
+                    format!("`{WGMMA_IN_FLIGHT_ATTR}` keeps one product in flight: its value is 1"),
+                ))
+            }
+            Some(_) if !self.one_barrier(&items) => {
+                return Err(self.unsupported(
+                    &what,
+                    format!(
+                        "with `{WGMMA_IN_FLIGHT_ATTR}` the rest of its body must write no shared \
+                         memory"
+                    ),
+                ))
+            }
+            Some(_) => {}
         }
         Ok(Some(items))
     }
@@ -134,9 +201,10 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
-    /// The body of iteration `v` (C text) of loop `f` ending at `end`: iteration `v + d`'s copy
-    /// into the window iteration `v - 1` used (an empty group past the end), this one's awaited,
-    /// the rest of `items` between two barriers.
+    /// The body of iteration `v` (C text) of loop `f` ending at `end` (see the module
+    /// documentation): with one barrier, this iteration's copy awaited, the barrier, iteration
+    /// `v + d`'s copy (an empty group past the end), the rest of `items`; otherwise the copy
+    /// first and the rest between two barriers.
     pub(super) fn write_pipeline_iteration(
         &mut self,
         f: &For,
@@ -145,6 +213,11 @@ impl<'f> Writer<'f> {
         end: &str,
     ) -> Res<()> {
         let d = Self::prefetch_distance(f);
+        let one = self.one_barrier(items);
+        if one {
+            self.line(&format!("sptir_cp_async_wait<{}>();", d - 1));
+            self.write_barrier();
+        }
         self.line(&format!("if ({v} + {d} < {end}) {{"));
         self.indent += 1;
         self.write_pipelined_copy(f, items[0], &format!("{v} + {d}"))?;
@@ -152,12 +225,51 @@ impl<'f> Writer<'f> {
         self.line("} else {");
         self.line("    sptir_cp_async_commit();");
         self.line("}");
-        self.line(&format!("sptir_cp_async_wait<{d}>();"));
-        self.write_barrier();
+        if !one {
+            self.line(&format!("sptir_cp_async_wait<{d}>();"));
+            self.write_barrier();
+        }
         let rest: Vec<Stmt> = items[1..].iter().map(|s| (*s).clone()).collect();
-        self.write_stmt(&Stmt::Seq(rest))?;
-        self.write_barrier();
+        let in_flight = Self::in_flight(f);
+        if in_flight {
+            self.wgmma_in_flight = Some(None);
+        }
+        let r = self.write_stmt(&Stmt::Seq(rest));
+        let written = self.wgmma_in_flight.take().flatten();
+        r?;
+        if in_flight && written.is_none() {
+            let name = self.func.vars[f.var].name.clone();
+            return Err(self.unsupported(
+                &format!("loop `{name}` annotated `{WGMMA_IN_FLIGHT_ATTR}`"),
+                "its body holds no warpgroup product (`warpgroup` row warps of 2:4 products)",
+            ));
+        }
+        if in_flight {
+            self.wgmma_in_flight = Some(written);
+        }
+        if !one {
+            self.write_barrier();
+        }
         Ok(())
+    }
+
+    /// After a pipelined loop (its body's `items`): the products kept in flight completed, and
+    /// with one barrier per iteration a barrier (every thread done with the windows before
+    /// anything after the loop, a loop around it included, copies into them again).
+    pub(super) fn write_pipeline_epilogue(&mut self, items: &[&Stmt]) {
+        if let Some(Some((units, rows))) = self.wgmma_in_flight.take() {
+            for r in 0..rows {
+                let acc = if rows > 1 {
+                    format!("sptir_acc + {r} * {units}")
+                } else {
+                    "sptir_acc".to_string()
+                };
+                self.line(&format!("sptir_wgmma_wait_n{}<0>({acc});", 8 * units));
+            }
+        }
+        if self.one_barrier(items) {
+            self.write_barrier();
+        }
     }
 
     /// Writes `copy` as iteration `at` (C text) of loop `f` would: the loop's variable stands

@@ -255,8 +255,8 @@ impl Writer<'_> {
                 _ => return Err(self.unsupported(&what, "its window is too large")),
             };
         }
-        // Multi-buffered: `d + 1` windows (the copy `d` iterations ahead), the loop's iteration
-        // picking one.
+        // Multi-buffered: `d + 1` windows (the copy `d` iterations ahead; one more with a
+        // product in flight), the loop's iteration picking one.
         let windows = match double.map(Self::prefetch_distance) {
             Some(d) if d > super::pipeline::MAX_PREFETCH => {
                 return Err(self.unsupported(
@@ -268,7 +268,7 @@ impl Writer<'_> {
                     ),
                 ))
             }
-            Some(d) => d + 1,
+            Some(_) => double.map_or(1, Self::pipeline_stages),
             None => 1,
         };
         let stage = double.map(|lp| {

@@ -130,7 +130,7 @@ impl Writer<'_> {
         let stage = AStage {
             run: f.var,
             min: start.to_string(),
-            depth: Self::prefetch_distance(f) + 1,
+            depth: Self::pipeline_stages(f),
             unit: unit.clone(),
             rows: plan.rows.map(|(r, _)| {
                 let n = find_loop(&f.body, r).and_then(|l| const_int(&l.extent));

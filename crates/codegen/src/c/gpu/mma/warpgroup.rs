@@ -28,7 +28,10 @@
 //! Every thread fences its writes of shared memory before the async proxy reads them
 //! (`fence.proxy.async.shared::cta` before each barrier of the kernel). The product waits for
 //! its own completion (`wgmma.wait_group 0`), so the window may be overwritten after the next
-//! barrier as before.
+//! barrier as before; in a run loop annotated `wgmma_in_flight` it stays in flight until the
+//! next product is issued (`wgmma.wait_group 1`; the windows and the loop's unrolling that
+//! this takes: `pipeline.rs`). Each wait names the accumulators it completes (`"+f"`), so the
+//! compiler reads them only after it.
 //!
 //! In a double-buffered run loop (`pipeline.rs`) each warp reads its row units' `A` fragments
 //! and metadata one run ahead into registers (`sptir_an`, `sptir_en`: the first run's before the
@@ -241,10 +244,26 @@ impl Writer<'_> {
             None => "sptir_acc".to_string(),
         };
         let sbo = 16 * rows;
-        self.line(&format!(
-            "sptir_wgmma_sp_m64n{}k32_{suffix}({acc}, sptir_a, sptir_e, {p}, {sbo});",
-            8 * units
-        ));
+        let n = 8 * units;
+        match &mut self.wgmma_in_flight {
+            // Kept in flight until the next product is issued (`pipeline.rs`).
+            Some(kept) => {
+                // The row units (each its own product): the extent of their loop.
+                let rows = self.mma_acc_rows.map_or(1, |(r, _)| {
+                    find_loop(&self.func.body, r)
+                        .and_then(|l| const_int(&l.extent))
+                        .unwrap_or(1)
+                });
+                *kept = Some((units, rows));
+                self.line(&format!(
+                    "sptir_wgmma_sp_m64n{n}k32_{suffix}_async({acc}, sptir_a, sptir_e, {p}, {sbo});"
+                ));
+                self.line(&format!("sptir_wgmma_wait_n{n}<1>({acc});"));
+            }
+            None => self.line(&format!(
+                "sptir_wgmma_sp_m64n{n}k32_{suffix}({acc}, sptir_a, sptir_e, {p}, {sbo});"
+            )),
+        }
         self.wgmma_forms.insert((units, suffix));
         Ok(())
     }
@@ -444,7 +463,11 @@ pub(super) struct SpProduct<'n> {
 
 /// The device functions of the `wgmma` forms `forms` (units, operand type suffix): PTX for
 /// sm_90a, each warp's units as `mma.sp` products in the emulator; and the async-proxy fence.
+/// Each form is issued by `..._async` (fence, product, commit) and completed by
+/// `sptir_wgmma_wait_n{8 U}<N>` (`wgmma.wait_group N`, the accumulators tied to it so that the
+/// compiler reads them only after it); the plain form is both, with `N` = 0.
 pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
+    let widths: BTreeSet<i64> = forms.iter().map(|&(u, _)| u).collect();
     let mut s = String::from(
         "#ifndef SPTIR_EMU\n\
          #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n\
@@ -453,16 +476,30 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
          static __device__ __forceinline__ void sptir_fence_proxy_async() {\n    \
          asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n}\n",
     );
+    let tied = |regs: usize| -> String {
+        (0..regs)
+            .map(|i| format!("\"+f\"(c[{}][{}])", i / 4, i % 4))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for &units in &widths {
+        let regs = 4 * units as usize;
+        let _ = write!(
+            s,
+            "template <int N>\n\
+             static __device__ __forceinline__ void sptir_wgmma_wait_n{}(float (*c)[4]) {{\n    \
+             asm volatile(\"wgmma.wait_group.sync.aligned %{regs};\" : {} : \"n\"(N) : \"memory\");\n}}\n",
+            8 * units,
+            tied(regs)
+        );
+    }
     for &(units, ty) in forms {
         let n = 8 * units;
         let regs = 4 * units as usize;
         let d: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
-        let outs: Vec<String> = (0..regs)
-            .map(|i| format!("\"+f\"(c[{}][{}])", i / 4, i % 4))
-            .collect();
         let _ = write!(
             s,
-            "static __device__ __forceinline__ void sptir_wgmma_sp_m64n{n}k32_{ty}(float (*c)[4], \
+            "static __device__ __forceinline__ void sptir_wgmma_sp_m64n{n}k32_{ty}_async(float (*c)[4], \
              const uint32_t* a, uint32_t e, const uint16_t* b, uint32_t sbo) {{\n    \
              const uint32_t s = (uint32_t)__cvta_generic_to_shared(b);\n    \
              const uint64_t d = (uint64_t)((s & 0x3ffffu) >> 4) | ((uint64_t)(128u >> 4) << 16) | \
@@ -472,8 +509,11 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
              \"wgmma.mma_async.sp.sync.aligned.m64n{n}k32.f32.{ty}.{ty} {{{}}}, {{%{},%{},%{},%{}}}, %{}, %{}, 0, p, 1, 1, 1; }}\"\n                 \
              : {}\n                 \
              : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(d), \"r\"(e) : \"memory\");\n    \
-             asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n    \
-             asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n}}\n",
+             asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n}}\n\
+             static __device__ __forceinline__ void sptir_wgmma_sp_m64n{n}k32_{ty}(float (*c)[4], \
+             const uint32_t* a, uint32_t e, const uint16_t* b, uint32_t sbo) {{\n    \
+             sptir_wgmma_sp_m64n{n}k32_{ty}_async(c, a, e, b, sbo);\n    \
+             sptir_wgmma_wait_n{n}<0>(c);\n}}\n",
             d.join(","),
             regs,
             regs + 1,
@@ -481,7 +521,7 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
             regs + 3,
             regs + 4,
             regs + 5,
-            outs.join(", ")
+            tied(regs)
         );
     }
     s.push_str(
@@ -493,10 +533,6 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
          template <int U>\n\
          static void sptir_wgmma_sp_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
          const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, bool bf) {\n    \
-         if (p.off % 8 != 0)\n        \
-         ::sptir_emu::fail_unsupported(\"wgmma: the descriptor's start is not 16-byte aligned\");\n    \
-         if ((blockDim.x * blockDim.y * blockDim.z) % 128 != 0)\n        \
-         ::sptir_emu::fail_unsupported(\"wgmma: the block is not made of whole warpgroups\");\n    \
          const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;\n    \
          for (int u = 0; u < U; ++u) {\n        \
          uint32_t b[4];\n        \
@@ -508,14 +544,46 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
          }\n        \
          sptir_mma_sp_m16n8k32_emu(c[u], a, b, e, bf);\n    \
          }\n\
+         }\n\
+         /* Issued: the window elements the product reads are checked now and held in flight, the\n   \
+         product computed (A's registers as they were at issue) when its group completes. */\n\
+         template <int U>\n\
+         static void sptir_wgmma_sp_issue_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
+         const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, bool bf) {\n    \
+         if (p.off % 8 != 0)\n        \
+         ::sptir_emu::fail_unsupported(\"wgmma: the descriptor's start is not 16-byte aligned\");\n    \
+         if ((blockDim.x * blockDim.y * blockDim.z) % 128 != 0)\n        \
+         ::sptir_emu::fail_unsupported(\"wgmma: the block is not made of whole warpgroups\");\n    \
+         const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;\n    \
+         std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>> reads;\n    \
+         reads.reserve(8 * U);\n    \
+         for (int u = 0; u < U; ++u)\n        \
+         for (int r = 0; r < 4; ++r) {\n            \
+         const int64_t o = p.off + (int64_t)u * (sbo / 2) + 64 * r + 8 * (2 * t) + g;\n            \
+         reads.emplace_back(p.m, o);\n            \
+         reads.emplace_back(p.m, o + 8);\n        \
+         }\n    \
+         const std::array<uint32_t, 4> av = {a[0], a[1], a[2], a[3]};\n    \
+         ::sptir_emu::mma_issue(std::move(reads), [=]() { sptir_wgmma_sp_emu<U>(c, av.data(), e, p, sbo, bf); });\n    \
+         ::sptir_emu::mma_commit();\n\
          }\n",
     );
-    for &(units, ty) in forms {
+    for &units in &widths {
         let _ = writeln!(
             s,
-            "static void sptir_wgmma_sp_m64n{}k32_{ty}(float (*c)[4], const uint32_t* a, uint32_t e, \
-             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo) {{ sptir_wgmma_sp_emu<{units}>(c, a, e, p, sbo, {}); }}",
-            8 * units,
+            "template <int N>\nstatic inline void sptir_wgmma_wait_n{}(float (*)[4]) {{ ::sptir_emu::mma_wait(N); }}",
+            8 * units
+        );
+    }
+    for &(units, ty) in forms {
+        let n = 8 * units;
+        let _ = writeln!(
+            s,
+            "static inline void sptir_wgmma_sp_m64n{n}k32_{ty}_async(float (*c)[4], const uint32_t* a, uint32_t e, \
+             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo) {{ sptir_wgmma_sp_issue_emu<{units}>(c, a, e, p, sbo, {}); }}\n\
+             static inline void sptir_wgmma_sp_m64n{n}k32_{ty}(float (*c)[4], const uint32_t* a, uint32_t e, \
+             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo) {{ sptir_wgmma_sp_m64n{n}k32_{ty}_async(c, a, e, p, sbo); \
+             ::sptir_emu::mma_wait(0); }}",
             ty == "bf16"
         );
     }
