@@ -110,9 +110,9 @@ if has formats; then
     # and one warpgroup kernel only.
     for dt in ${DTYPES:-float16 bfloat16}; do
         if [[ $dt == float16 ]]; then
-            f24s=${FORMATS_24:-"2:4(wgdbuf=8,ahead=3,a=smem) 2:4(wgdbuf=8x1x2,ahead=3,a=smem) 2:4(dbuf=4x2x2,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2) 2:4(dbuf=4x2x2,ahead=2) 2:4(dbuf=4x2x2,ahead=3) 2:4(dbuf=2x2x4,ahead=3) 2:4(wgdbuf=8x1x2,ahead=2) 2:4(wgdbuf=8) 2:4(dbuf=4x2x2) 2:4(dbuf=2x2x4) 2:4(wgdbuf=8x1x2) 2:4 2:4(tiles=1)"}
+            f24s=${FORMATS_24:-"2:4(wgdbuf=8,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8x1x2,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=2,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=3,a=smem) 2:4(wgdbuf=8x1x2,ahead=3,a=smem) 2:4(dbuf=4x2x2,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2) 2:4(dbuf=4x2x2,ahead=2) 2:4(dbuf=4x2x2,ahead=3) 2:4(dbuf=2x2x4,ahead=3) 2:4(wgdbuf=8x1x2,ahead=2) 2:4(wgdbuf=8) 2:4(dbuf=4x2x2) 2:4(dbuf=2x2x4) 2:4(wgdbuf=8x1x2) 2:4 2:4(tiles=1)"}
         else
-            f24s=${FORMATS_24_BF16:-"2:4 2:4(wgdbuf=8) 2:4(wgdbuf=8,ahead=3,a=smem)"}
+            f24s=${FORMATS_24_BF16:-"2:4 2:4(wgdbuf=8) 2:4(wgdbuf=8,ahead=3,a=smem) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1)"}
         fi
         for f24 in $f24s; do
             B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format "$f24" >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
