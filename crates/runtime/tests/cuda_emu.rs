@@ -156,6 +156,13 @@ extern "C" __global__ void __launch_bounds__(8) cp_pipeline(SPTIR_IN(float) x, S
   out[t] = acc;
 }
 
+// Each thread stores the pair (t, -t) at element 2 t + shift as one 8-byte store: with an odd
+// shift the store is misaligned.
+extern "C" __global__ void __launch_bounds__(4) pairs(SPTIR_OUT(float) out, int shift) {
+  const int t = threadIdx.x;
+  sptir_st2(out + 2 * t + shift, (float)t, (float)-t);
+}
+
 extern "C" __global__ void __launch_bounds__(64) spmm(SPTIR_IN(int32_t) indptr, SPTIR_IN(int32_t) J, SPTIR_IN(float) val, SPTIR_IN(float) Bm, SPTIR_OUT(float) C, int m, int n) {
   int row = blockIdx.x;
   int c = threadIdx.x;
@@ -247,6 +254,10 @@ fn test_module() -> CudaModule {
         "emu_tests",
         &format!("{CP_ASYNC_PRELUDE}{SOURCE}"),
         &[
+            (
+                "pairs",
+                vec![("out", F32, "float", OUT), ("shift", I32, "int", SCALAR)],
+            ),
             (
                 "cp_pipeline",
                 vec![
@@ -783,6 +794,54 @@ fn cp_async_lands_at_its_wait_and_early_reads_race() {
             other => panic!("mode {mode}: expected a race on the slots, got {other:?}"),
         }
     }
+}
+
+/// `sptir_st2`: two floats as one 8-byte store, counted as one access; a misaligned pair is
+/// refused as on the GPU, a pair past the end is out of bounds.
+#[test]
+fn pair_stores_are_aligned_eight_byte_accesses() {
+    let Some(m) = module() else { return };
+    let k = kernel(m, "pairs");
+    let mut out = vec![0.0f32; 10];
+    m.launch(
+        k,
+        [1, 1, 1],
+        [4, 1, 1],
+        &mut [EmuArg::output(&mut out), EmuArg::I32(2)],
+    )
+    .expect("aligned pairs");
+    let want: Vec<f32> = (0..10)
+        .map(|i| match i {
+            2..=9 => {
+                let t = (i - 2) / 2;
+                if i % 2 == 0 {
+                    t as f32
+                } else {
+                    -(t as f32)
+                }
+            }
+            _ => 0.0,
+        })
+        .collect();
+    assert_eq!(out, want);
+    let e = m
+        .launch(
+            k,
+            [1, 1, 1],
+            [4, 1, 1],
+            &mut [EmuArg::output(&mut out), EmuArg::I32(1)],
+        )
+        .expect_err("misaligned");
+    assert!(e.to_string().contains("misaligned 8-byte store"), "{e}");
+    let e = m
+        .launch(
+            k,
+            [1, 1, 1],
+            [4, 1, 1],
+            &mut [EmuArg::output(&mut out), EmuArg::I32(4)],
+        )
+        .expect_err("past the end");
+    assert!(matches!(e, RunError::EmuOutOfBounds { .. }), "{e}");
 }
 
 #[test]

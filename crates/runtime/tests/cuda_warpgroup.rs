@@ -307,6 +307,8 @@ fn spmm_24_in_flight(device: GpuDevice) {
             format!("sptir_wgmma_wait_n{w}<0>(sptir_acc"),
             "#pragma unroll 2\n".to_string(),
             format!("sptir_cp_async_wait<{}>();", ahead - 1),
+            // The accumulators stored as 8-byte pairs.
+            "sptir_st2(C_data + ".to_string(),
         ] {
             assert!(src.contains(&needle), "{what}: no `{needle}`");
         }

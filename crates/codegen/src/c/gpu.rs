@@ -1438,6 +1438,9 @@ static __device__ __forceinline__ float2 sptir_ld2(const float* __restrict__ p) 
 static __device__ __forceinline__ double2 sptir_ld2(const double* __restrict__ p) {
     return __ldg(reinterpret_cast<const double2*>(p));
 }
+static __device__ __forceinline__ void sptir_st2(float* __restrict__ p, float a, float b) {
+    *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
 #define FLT_MAX 3.402823466e+38F

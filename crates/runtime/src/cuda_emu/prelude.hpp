@@ -1437,6 +1437,22 @@ __attribute__((always_inline)) inline double2 sptir_ld2(const ::sptir_emu::GPtr<
   return ::sptir_emu::vector_load<double2, double, W, 2>(p);
 }
 
+// Two adjacent floats stored as one 8-byte access (`sptir_st2`), which the GPU requires to be
+// 8-byte aligned: an odd element offset is reported.
+template <bool W>
+__attribute__((always_inline)) inline void sptir_st2(const ::sptir_emu::GPtr<float, W>& p, float a,
+                                                     float b) {
+  static_assert(W, "a store through an SPTIR_IN pointer");
+  if (p.off < 0 || p.off + 2 > p.len) ::sptir_emu::fail_oob(p.name, p.off < 0 ? p.off : p.off + 1, p.len);
+  if (p.off % 2 != 0)
+    ::sptir_emu::fail_unsupported("misaligned 8-byte store (the element offset must be even)");
+  ::sptir_emu::gaccess(p.base, p.len / 2, p.off / 2, 8u, p.name);
+  for (int k = 0; k < 2; ++k)
+    ::sptir_emu::grace(p.base, p.len, p.off + k, sizeof(float), p.name, ::sptir_emu::Acc::Write);
+  p.base[p.off] = a;
+  p.base[p.off + 1] = b;
+}
+
 template <class T, bool W, class V>
 __attribute__((always_inline)) inline T atomicAdd(const ::sptir_emu::GPtr<T, W>& p, const V& v) {
   static_assert(W, "atomicAdd through an SPTIR_IN pointer");

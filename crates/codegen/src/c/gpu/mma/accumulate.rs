@@ -207,6 +207,10 @@ impl Writer<'_> {
             &guard,
             &mentions_unit,
         );
+        let pairs = match &texts {
+            Ok(Some(_)) => self.plan_pairs(st.buffer, &indices, &vars, (rows, unit)),
+            _ => Vec::new(),
+        };
         for w in &warp {
             self.unbind(w.var);
         }
@@ -234,11 +238,62 @@ impl Writer<'_> {
             nest: vars[0],
             unit: unit_var,
             texts,
+            pairs,
             guard,
             unit_guards,
             warp_decl,
             rows: rows.map(|(r, _)| (r, unit.map_or(1, |(_, n)| n))),
         }))
+    }
+
+    /// Where every tile's elements `(g, 2 t)` and `(g, 2 t + 1)` (and the same 8 rows down)
+    /// are adjacent float32 elements of a global buffer, 8-byte aligned (the column's step 1,
+    /// every other term of the offset even), the addresses of each tile's elements 0 and 2:
+    /// its stores are then two 8-byte stores (`sptir_st2`) instead of four. Empty otherwise.
+    fn plan_pairs(
+        &mut self,
+        buffer: BufferId,
+        indices: &[Expr],
+        vars: &[VarId],
+        (rows, unit): (Option<(VarId, i64)>, Option<(VarId, i64)>),
+    ) -> Vec<[String; 2]> {
+        if self.buf_dtype(buffer) != DType::F32 || self.is_shared(buffer) || vars.len() < 2 {
+            return Vec::new();
+        }
+        let units = unit.map_or(1, |(_, n)| n);
+        let mut out = Vec::new();
+        for (kr, k) in
+            (0..rows.map_or(1, |(_, n)| n)).flat_map(|kr| (0..units).map(move |k| (kr, k)))
+        {
+            let mut map = HashMap::new();
+            for (l, v) in [(rows, kr), (unit, k)] {
+                if let Some((l, _)) = l {
+                    map.insert(l, Expr::Int(v, self.func.vars[l].dtype));
+                }
+            }
+            let at: Vec<Expr> = indices.iter().map(|i| super::subst(i, &map)).collect();
+            let paired = self
+                .flat_offset(buffer, &at)
+                .is_some_and(|off| aligned_steps(&off, &[(vars[1], 1)], 2));
+            if !paired {
+                return Vec::new();
+            }
+            let target = Expr::Load {
+                buffer,
+                indices: at,
+            };
+            let mut ptrs = Vec::new();
+            for (row, col) in [C_FRAGMENT[0], C_FRAGMENT[2]] {
+                let mut at = vec![row.to_string(), col.to_string()];
+                at.resize(vars.len(), "0".to_string());
+                match self.ptr_at(&target, vars, &at, &[]) {
+                    Ok(p) => ptrs.push(p),
+                    Err(_) => return Vec::new(),
+                }
+            }
+            out.push([ptrs.remove(0), ptrs.remove(0)]);
+        }
+        out
     }
 
     /// The product of the accumulating loop `f`: its body, or the one item of its body's
@@ -531,14 +586,27 @@ impl Writer<'_> {
         self.line("if (sptir_acc_live) {");
         self.indent += 1;
         for (u, texts) in plan.texts.iter().enumerate() {
-            let lines = texts
-                .iter()
-                .enumerate()
-                .map(|(i, c)| match into_registers {
-                    true => format!("{} = {c};", plan.slot(u, i)),
-                    false => format!("{c} = {};", plan.slot(u, i)),
-                })
-                .collect();
+            let lines = match plan.pairs.get(u) {
+                // Stored as two 8-byte pairs.
+                Some(p) if !into_registers => (0..2)
+                    .map(|h| {
+                        format!(
+                            "sptir_st2({}, {}, {});",
+                            p[h],
+                            plan.slot(u, 2 * h),
+                            plan.slot(u, 2 * h + 1)
+                        )
+                    })
+                    .collect(),
+                _ => texts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| match into_registers {
+                        true => format!("{} = {c};", plan.slot(u, i)),
+                        false => format!("{c} = {};", plan.slot(u, i)),
+                    })
+                    .collect(),
+            };
             self.unit_lines(plan, u, lines);
         }
         self.indent -= 1;
@@ -692,6 +760,10 @@ pub(crate) struct AccumulatorPlan {
     pub unit: Option<VarId>,
     /// The C texts of each fragment's four elements (one fragment per unit iteration).
     pub texts: Vec<Vec<String>>,
+    /// Each fragment's elements 0 and 2 as addresses where elements (0, 1) and (2, 3) are
+    /// two aligned 8-byte pairs of a global float32 buffer (`Writer::plan_pairs`); empty
+    /// otherwise.
+    pub pairs: Vec<[String; 2]>,
     /// The tile's guard (its block's predicate), which holds for the whole loop.
     pub guard: Option<String>,
     /// Each unit tile's own guard, where the block's predicate moves with the unit loop (the
