@@ -255,7 +255,7 @@ impl Writer<'_> {
         buffer: BufferId,
         indices: &[Expr],
         vars: &[VarId],
-        (rows, unit): (Option<(VarId, i64)>, Option<(VarId, i64)>),
+        (rows, unit): (Loop, Loop),
     ) -> Vec<[String; 2]> {
         if self.buf_dtype(buffer) != DType::F32 || self.is_shared(buffer) || vars.len() < 2 {
             return Vec::new();
@@ -746,6 +746,9 @@ impl Writer<'_> {
         Ok(plan.texts.get(k) == Some(&texts))
     }
 }
+
+/// A loop by its variable and extent, where there is one (a plan's row unit or unit loop).
+type Loop = Option<(VarId, i64)>;
 
 /// How a serial loop keeps a tensorized product's accumulator fragment in registers
 /// ([`Writer::mma_accumulator_plan`]).
