@@ -246,6 +246,24 @@ impl Writer<'_> {
         }))
     }
 
+    /// The indices of each tile of a plan (row unit by row unit, unit by unit: tile
+    /// `r * units + u`), the row unit and unit loops' variables replaced by the tile's.
+    fn tile_indices(&self, indices: &[Expr], (rows, unit): (Loop, Loop)) -> Vec<Vec<Expr>> {
+        let units = unit.map_or(1, |(_, n)| n);
+        (0..rows.map_or(1, |(_, n)| n))
+            .flat_map(|kr| (0..units).map(move |k| (kr, k)))
+            .map(|(kr, k)| {
+                let mut map = HashMap::new();
+                for (l, v) in [(rows, kr), (unit, k)] {
+                    if let Some((l, _)) = l {
+                        map.insert(l, Expr::Int(v, self.func.vars[l].dtype));
+                    }
+                }
+                indices.iter().map(|i| super::subst(i, &map)).collect()
+            })
+            .collect()
+    }
+
     /// Where every tile's elements `(g, 2 t)` and `(g, 2 t + 1)` (and the same 8 rows down)
     /// are adjacent float32 elements of a global buffer, 8-byte aligned (the column's step 1,
     /// every other term of the offset even), the addresses of each tile's elements 0 and 2:
@@ -260,18 +278,8 @@ impl Writer<'_> {
         if self.buf_dtype(buffer) != DType::F32 || self.is_shared(buffer) || vars.len() < 2 {
             return Vec::new();
         }
-        let units = unit.map_or(1, |(_, n)| n);
         let mut out = Vec::new();
-        for (kr, k) in
-            (0..rows.map_or(1, |(_, n)| n)).flat_map(|kr| (0..units).map(move |k| (kr, k)))
-        {
-            let mut map = HashMap::new();
-            for (l, v) in [(rows, kr), (unit, k)] {
-                if let Some((l, _)) = l {
-                    map.insert(l, Expr::Int(v, self.func.vars[l].dtype));
-                }
-            }
-            let at: Vec<Expr> = indices.iter().map(|i| super::subst(i, &map)).collect();
+        for at in self.tile_indices(indices, (rows, unit)) {
             let paired = self
                 .flat_offset(buffer, &at)
                 .is_some_and(|off| aligned_steps(&off, &[(vars[1], 1)], 2));
@@ -348,7 +356,7 @@ impl Writer<'_> {
         buffer: BufferId,
         indices: &[Expr],
         vars: &[VarId],
-        (rows, unit): (Option<(VarId, i64)>, Option<(VarId, i64)>),
+        (rows, unit): (Loop, Loop),
         guard: &Option<Expr>,
         mentions_unit: &impl Fn(&Expr) -> bool,
     ) -> Res<Option<(Vec<Vec<String>>, Option<String>, Vec<Option<String>>)>> {
@@ -375,19 +383,10 @@ impl Writer<'_> {
             (None, _) => (None, vec![None; units as usize]),
         };
         let mut texts = Vec::new();
-        for (kr, k) in
-            (0..rows.map_or(1, |(_, n)| n)).flat_map(|kr| (0..units).map(move |k| (kr, k)))
-        {
-            // Row unit `kr`'s unit loop iteration `k`: its tile.
-            let mut map = HashMap::new();
-            for (l, v) in [(rows, kr), (unit, k)] {
-                if let Some((l, _)) = l {
-                    map.insert(l, Expr::Int(v, self.func.vars[l].dtype));
-                }
-            }
+        for at in self.tile_indices(indices, (rows, unit)) {
             let c_target = Expr::Load {
                 buffer,
-                indices: indices.iter().map(|i| super::subst(i, &map)).collect(),
+                indices: at,
             };
             let mut tile = Vec::new();
             for (row, col) in C_FRAGMENT {
