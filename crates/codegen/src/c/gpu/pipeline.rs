@@ -234,18 +234,14 @@ impl<'f> Writer<'f> {
         if in_flight {
             self.wgmma_in_flight = Some(None);
         }
-        let r = self.write_stmt(&Stmt::Seq(rest));
-        let written = self.wgmma_in_flight.take().flatten();
-        r?;
-        if in_flight && written.is_none() {
+        self.write_stmt(&Stmt::Seq(rest))?;
+        // (The product recorded what the epilogue waits for.)
+        if self.wgmma_in_flight == Some(None) {
             let name = self.func.vars[f.var].name.clone();
             return Err(self.unsupported(
                 &format!("loop `{name}` annotated `{WGMMA_IN_FLIGHT_ATTR}`"),
                 "its body holds no warpgroup product (`warpgroup` row warps of 2:4 products)",
             ));
-        }
-        if in_flight {
-            self.wgmma_in_flight = Some(written);
         }
         if !one {
             self.write_barrier();

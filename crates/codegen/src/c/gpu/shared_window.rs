@@ -257,18 +257,19 @@ impl Writer<'_> {
         }
         // Multi-buffered: `d + 1` windows (the copy `d` iterations ahead; one more with a
         // product in flight), the loop's iteration picking one.
-        let windows = match double.map(Self::prefetch_distance) {
-            Some(d) if d > super::pipeline::MAX_PREFETCH => {
+        let windows = match double {
+            Some(lp) if Self::prefetch_distance(lp) > super::pipeline::MAX_PREFETCH => {
                 return Err(self.unsupported(
                     &what,
                     format!(
-                        "its loop's `double_buffer` is {d}: copies run at most {} iterations \
+                        "its loop's `double_buffer` is {}: copies run at most {} iterations \
                          ahead",
+                        Self::prefetch_distance(lp),
                         super::pipeline::MAX_PREFETCH
                     ),
                 ))
             }
-            Some(_) => double.map_or(1, Self::pipeline_stages),
+            Some(lp) => Self::pipeline_stages(lp),
             None => 1,
         };
         let stage = double.map(|lp| {

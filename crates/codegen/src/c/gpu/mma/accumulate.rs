@@ -290,16 +290,15 @@ impl Writer<'_> {
                 buffer,
                 indices: at,
             };
-            let mut ptrs = Vec::new();
-            for (row, col) in [C_FRAGMENT[0], C_FRAGMENT[2]] {
+            let mut ptr = |(row, col): (&str, &str)| {
                 let mut at = vec![row.to_string(), col.to_string()];
                 at.resize(vars.len(), "0".to_string());
-                match self.ptr_at(&target, vars, &at, &[]) {
-                    Ok(p) => ptrs.push(p),
-                    Err(_) => return Vec::new(),
-                }
-            }
-            out.push([ptrs.remove(0), ptrs.remove(0)]);
+                self.ptr_at(&target, vars, &at, &[]).ok()
+            };
+            let (Some(p0), Some(p2)) = (ptr(C_FRAGMENT[0]), ptr(C_FRAGMENT[2])) else {
+                return Vec::new();
+            };
+            out.push([p0, p2]);
         }
         out
     }

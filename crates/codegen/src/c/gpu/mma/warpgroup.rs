@@ -530,14 +530,19 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
          /* A warp's share of a warpgroup's sparse product: its units as mma.sp m16n8k32 products,\n   \
          B's fragments read from the window's core matrices where the descriptor names them\n   \
          (element (k, n) at n / 8 core matrices of sbo bytes, k / 8 of 128 bytes, k % 8 rows of 16). */\n\
+         /* The element of B's window holding the low half of register r of unit u's fragment of\n   \
+         this lane (the high half is 8 elements on: the next row k of the core matrix). */\n\
+         static int64_t sptir_wgmma_b_at(const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, int u, int r) {\n    \
+         const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;\n    \
+         return p.off + (int64_t)u * (sbo / 2) + 64 * r + 8 * (2 * t) + g;\n\
+         }\n\
          template <int U>\n\
          static void sptir_wgmma_sp_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
          const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, bool bf) {\n    \
-         const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;\n    \
          for (int u = 0; u < U; ++u) {\n        \
          uint32_t b[4];\n        \
          for (int r = 0; r < 4; ++r) {\n            \
-         const int64_t o = p.off + (int64_t)u * (sbo / 2) + 64 * r + 8 * (2 * t) + g;\n            \
+         const int64_t o = sptir_wgmma_b_at(p, sbo, u, r);\n            \
          const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o).load();\n            \
          const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o + 8).load();\n            \
          b[r] = (uint32_t)lo | ((uint32_t)hi << 16);\n        \
@@ -554,12 +559,11 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
          ::sptir_emu::fail_unsupported(\"wgmma: the descriptor's start is not 16-byte aligned\");\n    \
          if ((blockDim.x * blockDim.y * blockDim.z) % 128 != 0)\n        \
          ::sptir_emu::fail_unsupported(\"wgmma: the block is not made of whole warpgroups\");\n    \
-         const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;\n    \
          std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>> reads;\n    \
          reads.reserve(8 * U);\n    \
          for (int u = 0; u < U; ++u)\n        \
          for (int r = 0; r < 4; ++r) {\n            \
-         const int64_t o = p.off + (int64_t)u * (sbo / 2) + 64 * r + 8 * (2 * t) + g;\n            \
+         const int64_t o = sptir_wgmma_b_at(p, sbo, u, r);\n            \
          reads.emplace_back(p.m, o);\n            \
          reads.emplace_back(p.m, o + 8);\n        \
          }\n    \
