@@ -8,6 +8,7 @@
 # cubin (HGMMA: warpgroup, HMMA: per warp). Inputs as for run.sh (BIN); raw output under $OUT.
 source "$(dirname "$0")/setup.sh"
 m=$OUT/mask24_4096.mtx
+trap 'rm -f "$m"' EXIT
 "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
 i=0
 formats=${FORMATS:-"2:4(wgdbuf=8,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=3,a=smem) 2:4(dbuf=4x2x2,ahead=2,a=smem)"}

@@ -57,6 +57,10 @@ mats=()
 for m in "$DATA"/*.mtx; do mats+=(--matrix "$m"); done
 if has csr; then
     phase "${BUDGET_CSR:-200}" csr
+    # The peers first, so that a phase cut short by its budget still has every ratio's
+    # denominator; a second run at the end if time is left (summarize.py takes each case's
+    # fastest: on small matrices cuSPARSE's time moves by up to 1.7x between runs).
+    within python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse.jsonl" 2>> "$OUT/errors.txt"
     for m in "$DATA"/*.mtx; do
         # SpMM choosing per matrix and width between CSR and hyb (degree buckets), by measurement.
         B spmm --matrix "$m" --feat 32,64,128,256,512 --format auto >> "$OUT/sparsetir_auto.jsonl" 2>> "$OUT/errors.txt"
@@ -64,7 +68,7 @@ if has csr; then
         B sddmm --matrix "$m" --feat 32,128 >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
         B spmv --matrix "$m" >> "$OUT/sparsetir.jsonl" 2>> "$OUT/errors.txt"
     done
-    within python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse.jsonl" 2>> "$OUT/errors.txt"
+    within python3 bench/gpu/peers.py "${mats[@]}" > "$OUT/cusparse2.jsonl" 2>> "$OUT/errors.txt"
     within "$BIN" bench spmm --matrix "$DATA/cora.mtx" --feat 128 --device cuda --emit-cuda "$OUT/cuda" --json > /dev/null 2>&1
 fi
 
@@ -72,6 +76,9 @@ if has formats; then
     phase "${BUDGET_FORMATS:-200}" formats
     g=$OUT/gen
     mkdir -p "$g"
+    # The generated matrices (hundreds of MB) never stay under $OUT, even when a caller's
+    # timeout stops this script: $OUT must come back whole.
+    trap 'rm -f "$g"/*.mtx' EXIT
     "$BIN" gen block --rows 4096 --block 16 --density 0.1 -o "$g/block16_4096.mtx" > /dev/null
     "$BIN" gen block --rows 4096 --block 32 --density 0.1 -o "$g/block32_4096.mtx" > /dev/null
     "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$g/mask_block64_4096.mtx" > /dev/null
