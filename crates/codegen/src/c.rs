@@ -21,7 +21,7 @@ use crate::{CModule, CParam, CParamKind, CodegenError};
 mod evaluate;
 mod expr;
 mod gpu;
-pub use gpu::CP_ASYNC_PRELUDE;
+pub use gpu::{CP_ASYNC_PRELUDE, TMA_PRELUDE};
 mod half;
 mod memory;
 mod names;

@@ -37,8 +37,8 @@
 
 use sparsetir_ir::{DType, PrimFunc};
 
-pub use crate::c::CP_ASYNC_PRELUDE;
 use crate::c::{Target, Writer};
+pub use crate::c::{CP_ASYNC_PRELUDE, TMA_PRELUDE};
 use crate::{CParam, CodegenError};
 
 /// Emits the CUDA module of a stage III function (see the module docs).
@@ -107,6 +107,25 @@ pub struct KernelArg {
     pub pointer: bool,
     /// For a pointer: `SPTIR_IN` (never stored to by this kernel).
     pub readonly: bool,
+    /// A tensor map of the buffer `param` (declared `SPTIR_TMAP(T) name`, `pointer` and
+    /// `readonly` true) instead of a pointer to it: see [`TMA_PRELUDE`].
+    pub tensor_map: Option<TensorMapArg>,
+}
+
+/// The tensor map (`CUtensorMap`) a kernel argument passes: a 2-D row-major view of a buffer
+/// and the box one copy of the tensor copy engine moves (see [`TMA_PRELUDE`]). The runtime
+/// checks the view against the buffer (its elements, a row stride of a multiple of 16 bytes)
+/// and the box against the hardware's limits before it encodes the map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapArg {
+    /// `[columns, rows]` of the view: the innermost (contiguous) extent first; consecutive rows
+    /// are `columns` elements apart.
+    pub dims: [LaunchExpr; 2],
+    /// `[columns, rows]` of the box (1 to 256 each; `columns * elem` at most the swizzle span
+    /// when swizzled, a multiple of 16 bytes).
+    pub box_dims: [u32; 2],
+    /// The swizzle of a box in shared memory, in bytes: 0 (none), 32, 64 or 128.
+    pub swizzle: u32,
 }
 
 /// A launch dimension as an expression of the function's integer scalar parameters.

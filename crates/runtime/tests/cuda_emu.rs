@@ -204,6 +204,7 @@ fn params_and_args(
                 ctype: ctype.to_string(),
                 pointer: ptr.is_some(),
                 readonly: ptr == Some(true),
+                tensor_map: None,
             }
         })
         .collect()

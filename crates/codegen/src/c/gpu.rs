@@ -14,6 +14,8 @@ mod launch_fusion;
 pub(crate) mod mma;
 mod pipeline;
 pub use pipeline::CP_ASYNC_PRELUDE;
+mod tma;
+pub use tma::TMA_PRELUDE;
 mod reduce;
 mod shared_window;
 mod sync;
@@ -642,6 +644,7 @@ impl<'f> Writer<'f> {
                 ctype: ct.to_string(),
                 pointer: true,
                 readonly: ro,
+                tensor_map: None,
             });
         }
         for (k, v) in scalars {
@@ -656,6 +659,7 @@ impl<'f> Writer<'f> {
                 ctype: ct.to_string(),
                 pointer: false,
                 readonly: false,
+                tensor_map: None,
             });
         }
         for (t, &b) in temps.iter().enumerate() {
@@ -677,6 +681,7 @@ impl<'f> Writer<'f> {
                 ctype: ct.to_string(),
                 pointer: true,
                 readonly: ro,
+                tensor_map: None,
             });
         }
         // Arguments in parameter order (pointers and scalars interleaved as declared).
