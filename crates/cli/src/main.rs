@@ -200,7 +200,9 @@ enum Command {
         /// `2:4(dbuf=...,a=smem)`, `2:4(wgdbuf=...,a=smem)`: A's values and positions copied
         /// into shared memory with the slices, A runs ahead, instead of read from global
         /// memory; `2:4(wgdbuf=...,inflight=1)`: each warpgroup product kept in flight while
-        /// the next run's slice is awaited, one more slice); for
+        /// the next run's slice is awaited, one more slice; `2:4(wgdbuf=...,tma=1)`: B's
+        /// slices copied by the tensor copy engine, one thread issuing 128-byte-swizzled
+        /// boxes that complete on an mbarrier a slice); for
         /// sddmm `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the

@@ -291,6 +291,10 @@ struct BufInfo {
     /// tensor cores read through a descriptor (`gpu/mma/warpgroup.rs`): its number of rows
     /// `R`; element `(k, n)` (the window's start taken off) at `(n / 8) * 8 R + 8 k + n % 8`.
     core: Option<i64>,
+    /// With `core`: the window is laid out instead as the 128-byte-swizzled boxes of 64 columns
+    /// the tensor copy engine writes (`gpu/tma.rs`): element `(k, n)` at `(n / 64) * 64 R +
+    /// 64 k + ((n % 64) ^ (8 (k % 8)))`.
+    swizzled: bool,
 }
 
 /// How an allocation is made.
@@ -368,7 +372,7 @@ pub struct Writer<'f> {
     /// warp loop's variable.
     mma_warpgroup: Option<VarId>,
     /// CUDA: the `wgmma` forms the module calls (units of 8 columns, operand type suffix).
-    wgmma_forms: BTreeSet<(i64, &'static str)>,
+    wgmma_forms: BTreeSet<(i64, &'static str, bool)>,
     /// CUDA: enclosing thread loops annotated `warpgroup` being written.
     warpgroup_depth: usize,
     /// CUDA: buffers the kernel being written may take as all zeros where its accumulator plans

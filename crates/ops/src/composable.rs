@@ -96,6 +96,9 @@ impl fmt::Display for Format {
                 if t.in_flight {
                     ahead.push_str(",inflight=1");
                 }
+                if t.tma {
+                    ahead.push_str(",tma=1");
+                }
                 match (t.cols, t.row_tiles) {
                     (1, 1) => write!(f, "2:4({key}={}{ahead})", t.rows),
                     (z, 1) => write!(f, "2:4({key}={}x{z}{ahead})", t.rows),
@@ -133,6 +136,10 @@ pub struct SharedTiles {
     /// issued (`,inflight=1`; `wgmma.wait_group 1`, one more slice of B in shared memory), so
     /// that a run's barrier and shared reads overlap the previous run's product.
     pub in_flight: bool,
+    /// With `warpgroup` and `prefetch`: B's slices copied by the tensor copy engine
+    /// (`,tma=1`; `cp.async.bulk.tensor` boxes of 64 columns, 128-byte swizzled, completing
+    /// on one mbarrier a stage) instead of by every thread's `cp.async`.
+    pub tma: bool,
 }
 
 impl SharedTiles {
@@ -149,7 +156,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem][,inflight=1]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem][,inflight=1][,tma=1]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -238,14 +245,14 @@ impl Format {
             // and `a=smem` (A staged in shared memory with the slices, `wgdbuf` only).
             let mut options = v.split(',');
             let v = options.next().unwrap_or("");
-            let (mut prefetch, mut stage_a, mut in_flight) =
-                (usize::from(double_buffer), false, false);
+            let (mut prefetch, mut stage_a, mut in_flight, mut tma) =
+                (usize::from(double_buffer), false, false, false);
             for o in options {
                 let (key, value) = o
                     .split_once('=')
                     .map(|(k, x)| (k.trim(), x.trim()))
                     .ok_or_else(|| {
-                        err("expected `ahead=A`, `a=smem` or `inflight=1` after the warps")
+                        err("expected `ahead=A`, `a=smem`, `inflight=1` or `tma=1` after the warps")
                     })?;
                 match key {
                     "ahead" => {
@@ -274,9 +281,17 @@ impl Format {
                         }
                         in_flight = true;
                     }
+                    "tma" if value == "1" => {
+                        if !(double_buffer && warpgroup) {
+                            return Err(err(
+                                "`tma=1` (B's slices by the tensor copy engine) goes with wgdbuf",
+                            ));
+                        }
+                        tma = true;
+                    }
                     _ => {
                         return Err(err(
-                            "expected `ahead=A`, `a=smem` or `inflight=1` after the warps",
+                            "expected `ahead=A`, `a=smem`, `inflight=1` or `tma=1` after the warps",
                         ))
                     }
                 }
@@ -314,6 +329,7 @@ impl Format {
                     warpgroup,
                     stage_a,
                     in_flight,
+                    tma,
                 }),
             });
         }
@@ -786,6 +802,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     if tiles.in_flight {
         text.push_str("sch.annotate(gko, \"wgmma_in_flight\", 1)\n");
     }
+    // B's slices by the tensor copy engine (the CUDA writer's `tma`).
+    if tiles.tma {
+        text.push_str("sch.annotate(gko, \"tma\", 1)\n");
+    }
     text
 }
 
@@ -985,6 +1005,8 @@ mod tests {
             "2:4(dbuf=4x2x2,ahead=2,a=smem)",
             "2:4(wgdbuf=8,ahead=3,a=smem,inflight=1)",
             "2:4(wgdbuf=8x1x2,ahead=2,inflight=1)",
+            "2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)",
+            "2:4(wgdbuf=8x1x2,ahead=2,tma=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1048,6 +1070,9 @@ mod tests {
             "2:4(dbuf=4,inflight=1)",
             "2:4(wgmma=8,inflight=1)",
             "2:4(wgdbuf=8,inflight=2)",
+            "2:4(dbuf=4,tma=1)",
+            "2:4(wgmma=8,tma=1)",
+            "2:4(wgdbuf=8,tma=2)",
             "2:4(dbuf=4,behind=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");

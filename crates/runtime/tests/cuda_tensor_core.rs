@@ -179,6 +179,7 @@ fn the_ptx_holds_the_mma_instruction() {
             warpgroup: false,
             stage_a: false,
             in_flight: false,
+            tma: false,
         },
         8,
     );
@@ -411,6 +412,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 warpgroup: false,
                 stage_a: false,
                 in_flight: false,
+                tma: false,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
@@ -518,6 +520,7 @@ fn snapshot_tensor_core_kernels() {
             warpgroup: false,
             stage_a: false,
             in_flight: false,
+            tma: false,
         },
         2,
     );

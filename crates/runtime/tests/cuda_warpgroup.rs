@@ -43,6 +43,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         warpgroup: true,
         stage_a: false,
         in_flight: false,
+        tma: false,
     }
 }
 
@@ -587,5 +588,94 @@ fn accumulators_start_at_zero_only_after_a_zero_fill() {
         let kernels = k.module().kernels.len();
         assert_eq!(kernels, if zero { 1 } else { 2 });
         equals_the_evaluator("fill", &g, &k, &mut rng, (64, 64, 32), DType::F16);
+    }
+}
+
+/// B's slices by the tensor copy engine (`tma=1`): the kernel takes a tensor map of B (a
+/// `[feat, n]` view, boxes of 64 columns × 32 rows, 128-byte swizzled) after its other
+/// arguments, one thread announces and copies each slice's boxes on its stage's mbarrier, every
+/// thread waits for its run's phase, and the products read the swizzled window through the
+/// `_sw128` descriptor; NVRTC compiles it for sm_90a without spills, the PTX holding the bulk
+/// tensor copy and the barrier wait.
+#[test]
+fn tma_slices_compile_for_sm_90a() {
+    for (staged, in_flight, units, ahead, rows_h) in [
+        (true, true, 32, 3, 1),
+        (false, false, 16, 2, 2),
+        (true, false, 8, 1, 1),
+    ] {
+        let mut t = tiles(8, 1, rows_h, ahead);
+        t.stage_a = staged;
+        t.in_flight = in_flight;
+        t.tma = true;
+        let sched = spmm_24_tc_smem_gpu_schedule(64, t, units);
+        let feat = 8 * units;
+        let (_, m) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(256, 64, feat))
+            .unwrap_or_else(|e| panic!("units {units}: {e}"));
+        let what =
+            format!("units {units}, ahead {ahead}, A staged: {staged}, in flight: {in_flight}");
+        let k = m
+            .kernels
+            .iter()
+            .find(|k| k.args.iter().any(|a| a.tensor_map.is_some()))
+            .unwrap_or_else(|| panic!("{what}: no kernel takes a tensor map"));
+        let a = k.args.last().expect("arguments");
+        let map = a.tensor_map.as_ref().expect("the tensor map comes last");
+        assert_eq!(a.name, "B_data_tmap", "{what}");
+        assert_eq!(map.box_dims, [64, 32], "{what}");
+        assert_eq!(map.swizzle, 128, "{what}");
+        let value = |i: usize| match m.params[i].name.as_str() {
+            "m" => Some(256),
+            "n" => Some(64),
+            "feat_size" => Some(feat as i64),
+            _ => None,
+        };
+        let dims: Vec<Option<i64>> = map.dims.iter().map(|d| d.eval(&value)).collect();
+        assert_eq!(dims, vec![Some(feat as i64), Some(64)], "{what}");
+        assert_eq!(m.params[a.param].name, "b", "{what}");
+        let src = &m.source;
+        let w = 8 * units;
+        for needle in [
+            "SPTIR_TMAP(uint16_t) B_data_tmap".to_string(),
+            "sptir_mbar_init(sptir_bar_B_data_shared + sptir_s, 1u);".to_string(),
+            "sptir_mbar_expect_tx(sptir_bar_B_data_shared + ".to_string(),
+            format!("{}u);", 32 * w * 2),
+            "sptir_mbar_wait(sptir_bar_B_data_shared + ".to_string(),
+            format!("sptir_wgmma_sp_m64n{w}k32_f16_sw128"),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`");
+        }
+        // One box per 64 columns, none of B copied by the threads.
+        assert_eq!(
+            src.matches("sptir_tma_load_2d(B_data_shared").count(),
+            (w / 64).max(1) * (ahead + 1),
+            "{what}"
+        );
+        assert!(!src.contains("sptir_cp_async16(B_data_shared"), "{what}");
+        let Some(nvrtc) = common::nvrtc() else {
+            continue;
+        };
+        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
+        let c = nvrtc
+            .compile(src, "tma.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
+            .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
+        for r in &c.resources {
+            assert_eq!(
+                (r.spill_stores, r.spill_loads, r.stack_bytes),
+                (0, 0, 0),
+                "{what}: {r:?}"
+            );
+        }
+        let ptx = nvrtc
+            .compile(src, "tma.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
+            .expect("PTX");
+        let ptx = String::from_utf8_lossy(&ptx.code);
+        for needle in [
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "mbarrier.try_wait.parity.shared::cta.b64",
+            "mbarrier.arrive.expect_tx.shared::cta.b64",
+        ] {
+            assert!(ptx.contains(needle), "{what}: no `{needle}` in the PTX");
+        }
     }
 }

@@ -91,6 +91,8 @@ pub(crate) struct KernelCtx {
     /// Whether the kernel's tensor cores read a shared window through a descriptor (the async
     /// proxy): the threads that write it fence before every barrier.
     async_shared: bool,
+    /// The windows the tensor copy engine fills (`tma.rs`).
+    tma: Vec<tma::TmaWindow>,
 }
 
 /// Flattens nested sequences into their statements.
@@ -466,6 +468,9 @@ impl<'f> Writer<'f> {
             }
             source.push_str(pipeline::CP_ASYNC_PRELUDE);
         }
+        if tma::uses_tma(func) {
+            source.push_str(tma::TMA_PRELUDE);
+        }
         source.push_str(&body);
         Ok(CudaModule {
             source,
@@ -687,8 +692,24 @@ impl<'f> Writer<'f> {
         // Arguments in parameter order (pointers and scalars interleaved as declared).
         let mut order: Vec<usize> = (0..args.len()).collect();
         order.sort_by_key(|&i| args[i].param);
-        let args: Vec<KernelArg> = order.iter().map(|&i| args[i].clone()).collect();
-        let sig: Vec<String> = order.iter().map(|&i| sig[i].clone()).collect();
+        let mut args: Vec<KernelArg> = order.iter().map(|&i| args[i].clone()).collect();
+        let mut sig: Vec<String> = order.iter().map(|&i| sig[i].clone()).collect();
+        // The tensor maps of the windows the copy engine fills, after the other arguments.
+        let tma = self.tma_windows(parts)?;
+        for t in &tma {
+            let Some((k, _, _)) = ptrs
+                .iter()
+                .find(|(_, first, others)| *first == t.global || others.contains(&t.global))
+            else {
+                return Err(self.invalid(format!(
+                    "the copy engine's source `{}` is not a kernel argument",
+                    func.buffers[t.global].name
+                )));
+            };
+            let (arg, decl) = self.tma_arg(t, *k)?;
+            args.push(arg);
+            sig.push(decl);
+        }
 
         let name = format!("{}_kernel{index}", sanitize(&func.name));
         let bounds = threads
@@ -698,6 +719,7 @@ impl<'f> Writer<'f> {
             dims,
             readonly,
             multi_thread: threads != Some(1),
+            tma,
             ..KernelCtx::default()
         });
         self.indent = 0;
@@ -764,12 +786,20 @@ impl<'f> Writer<'f> {
     /// of the dynamic shared memory, one after the other (each 128-byte aligned). Returns the
     /// dynamic bytes each launch must pass (0 where all is static).
     fn dynamic_shared(&mut self, ctx: &KernelCtx, start: usize) -> u64 {
-        if ctx.shared_bytes <= STATIC_SHARED_BYTES {
+        // (A kernel whose windows the copy engine fills places them itself: `tma.rs`.)
+        if ctx.shared_bytes <= STATIC_SHARED_BYTES && ctx.tma.is_empty() {
             return 0;
         }
         let mut text = self.out.split_off(start);
         let mut off = 0u64;
         for (ct, name, n, bytes) in &ctx.shared_decls {
+            if ctx
+                .tma
+                .iter()
+                .any(|t| self.buf_name(t.shared).is_ok_and(|n| n == name))
+            {
+                off = off.div_ceil(1024) * 1024;
+            }
             let decl = format!("SPTIR_SHARED({ct}, {name}, {n});");
             text = text.replacen(
                 &decl,

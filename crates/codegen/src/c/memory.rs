@@ -127,6 +127,7 @@ impl<'f> Writer<'f> {
             window: Vec::new(),
             stage: None,
             core: None,
+            swizzled: false,
         });
         Ok(())
     }
@@ -306,6 +307,20 @@ impl<'f> Writer<'f> {
                 None => e.clone(),
             })
             .collect();
+        // A window of swizzled boxes (`gpu/tma.rs`): (k, n) as (n / 64) 64 R + 64 k +
+        // ((n % 64) ^ (8 (k % 8))), written directly.
+        if let (Some(rows), true, [k, n]) = (info.core, info.swizzled, shifted.as_slice()) {
+            let (k, n) = (self.expr(k)?.0, self.expr(n)?.0);
+            let mut off = format!(
+                "(int64_t)(({n}) / 64) * {} + (int64_t)({k}) * 64 + (int64_t)((({n}) % 64) ^ ((({k}) % 8) << 3))",
+                64 * rows
+            );
+            if let Some(st) = &info.stage {
+                let (t, _) = self.expr(st)?;
+                off = format!("{off} + (int64_t){t}");
+            }
+            return Ok(off);
+        }
         // A core-matrix window: (k, n) as (n / 8, k, n % 8) over strides (8 R, 8, 1).
         let mut strides: Vec<Stride> = info.strides.clone();
         if let (Some(rows), [k, n]) = (info.core, shifted.as_slice()) {

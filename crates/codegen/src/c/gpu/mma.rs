@@ -305,6 +305,10 @@ impl Writer<'_> {
             terms: Vec::new(),
             constant: 0,
         };
+        // A window of swizzled boxes (`gpu/tma.rs`) has no affine offset.
+        if info.swizzled {
+            return None;
+        }
         // A core-matrix window: `(n / 8) * 8 R + 8 k + n % 8`, `n / 8` and `n % 8` simplified.
         if let (Some(rows), [k, n]) = (info.core, indices) {
             let at = |d: usize, i: &Expr| match info.window.get(d) {

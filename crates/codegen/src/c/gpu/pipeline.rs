@@ -30,6 +30,10 @@
 //! global to shared without registers, `cp.async.cg...16`), so the loads of iteration `k + 1`
 //! are in flight during iteration `k`'s products; other copies are written as plain code.
 //!
+//! A run loop also annotated `{"tma": 1}` has its window filled by the tensor copy engine
+//! instead (`tma.rs`): one thread's box copies completing on the stage's mbarrier, which
+//! iteration `k` waits for before the barrier.
+//!
 //! The emulator lands a thread's `cp.async` bytes only when its `cp.async.wait_group`
 //! completes their group, and reports any access to an element still in flight as a race:
 //! a wait that lets too many groups pend, or a copy into a window still being read, fails
@@ -135,6 +139,15 @@ impl<'f> Writer<'f> {
                 );
             }
         }
+        if super::tma::tma_requested(f) && !self.one_barrier(&items) {
+            return Err(self.unsupported(
+                &what,
+                format!(
+                    "with `{}` the rest of its body must write no shared memory",
+                    super::tma::TMA_ATTR
+                ),
+            ));
+        }
         match f.annotations.get(WGMMA_IN_FLIGHT_ATTR) {
             None => {}
             Some(_) if !Self::in_flight(f) => {
@@ -177,6 +190,10 @@ impl<'f> Writer<'f> {
     ) -> Res<()> {
         let first = self.expr(&f.min)?.0;
         let d = Self::prefetch_distance(f);
+        // Copies by the tensor copy engine: the stages' barriers first (`tma.rs`).
+        if let Some(t) = self.tma_of_run(f.var) {
+            self.write_tma_init(&t);
+        }
         for j in 0..d {
             let at = if j == 0 {
                 first.clone()
@@ -216,6 +233,9 @@ impl<'f> Writer<'f> {
         let one = self.one_barrier(items);
         if one {
             self.line(&format!("sptir_cp_async_wait<{}>();", d - 1));
+            if let Some(t) = self.tma_of_run(f.var) {
+                self.write_tma_wait(f, &t, v)?;
+            }
             self.write_barrier();
         }
         self.line(&format!("if ({v} + {d} < {end}) {{"));
@@ -272,9 +292,16 @@ impl<'f> Writer<'f> {
     /// for `at`, 16-byte copies into the window as `cp.async`, then the group committed.
     fn write_pipelined_copy(&mut self, f: &For, copy: &Stmt, at: &str) -> Res<()> {
         self.let_subst.insert(f.var, format!("({at})"));
-        self.cp_async = true;
-        let r = self.write_stmt(copy);
-        self.cp_async = false;
+        let r = match self.tma_of_run(f.var) {
+            // By the tensor copy engine (`tma.rs`).
+            Some(t) => self.write_tma_copy(f, &t, at),
+            None => {
+                self.cp_async = true;
+                let r = self.write_stmt(copy);
+                self.cp_async = false;
+                r
+            }
+        };
         // A staged `A` (`mma/stage_a.rs`): its tiles of the same run, in the same group.
         let r = r.and_then(|_| self.write_a_stage_copy(at));
         self.let_subst.remove(&f.var);

@@ -290,11 +290,21 @@ impl Writer<'_> {
         if let (true, Some(k)) = (core, self.kernel.as_mut()) {
             k.async_shared = true;
         }
+        // Filled by the tensor copy engine (`tma.rs`): its boxes' layout, and the stages'
+        // barriers.
+        let tma = self
+            .kernel
+            .as_ref()
+            .and_then(|k| k.tma.iter().find(|t| t.shared == b).cloned());
+        if let Some(t) = &tma {
+            self.declare_shared(&what, DType::U64, "uint64_t", &t.bars, t.stages)?;
+        }
         self.bufs[b.index()] = Some(BufInfo {
             strides,
             window: base,
             stage,
             core: core.then(|| ext[0]),
+            swizzled: tma.is_some(),
         });
         Ok(())
     }

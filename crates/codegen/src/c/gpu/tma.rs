@@ -66,3 +66,316 @@ static void sptir_tma_load_2d(const ::sptir_emu::SPtr<T>& dst, const ::sptir_emu
 }
 #endif
 "#;
+
+use super::shared_window::{window, Window};
+use super::*;
+use crate::cuda::TensorMapArg;
+
+/// The run-loop annotation asking for its window's copies by the tensor copy engine (value 1;
+/// the schedule's `sch.annotate(run, "tma", 1)`).
+///
+/// # When
+///
+/// A multi-buffered run loop (`pipeline.rs`) whose first statement copies a 16-bit parameter
+/// `G` into a function-level shared buffer `S` as is (`S[i, j] = G[i, j]`: a `cache_read`),
+/// `S`'s window read by a warpgroup's tensor cores (`mma/warpgroup.rs`) and the rest of the
+/// body writing no shared memory. The window (`R` rows of `C` columns, `R` a multiple of 8 up
+/// to 256, `C` of 64) is then filled by one thread: `C / 64` boxes of 64 columns × `R` rows
+/// of a tensor map of `G` (an extra kernel argument), 128-byte swizzled, each stage completing
+/// on its own mbarrier. The window is laid out as those boxes: element `(k, n)` at `(n / 64)
+/// 64 R + 64 k + ((n % 64) ^ (8 (k % 8)))`, and the warpgroup reads it through a descriptor of
+/// 128-byte swizzling (LBO `128 R` bytes between boxes, SBO 1024 between groups of 8 rows), as
+/// `bench/gpu/probe_tma.cu` checked on the hardware.
+///
+/// # What is written
+///
+/// Before the loop, one thread initializes the stages' barriers (`sptir_mbar_init`, one
+/// arrival a phase), then a barrier; the copy of iteration `k` (its stage `s = (k - min) % S`)
+/// is that thread's `sptir_mbar_expect_tx` of the window's bytes and its boxes'
+/// `sptir_tma_load_2d` (coordinates: the window's start in `G`); iteration `k` waits for its
+/// stage's phase `((k - min) / S) % 2` (`sptir_mbar_wait`) before the loop's barrier. The
+/// barrier each iteration keeps (`pipeline.rs`) is what orders a stage's reuse after every
+/// product that read it. A kernel with such a window keeps all its shared arrays in dynamic
+/// shared memory, each window at a multiple of 1024 bytes.
+pub const TMA_ATTR: &str = "tma";
+
+/// Columns of a box: 128 bytes of 16-bit values, the 128-byte swizzle's span.
+pub(crate) const TMA_BOX_COLS: i64 = 64;
+
+/// A window of a kernel that the tensor copy engine fills (see [`TMA_ATTR`]).
+#[derive(Clone, Debug)]
+pub(crate) struct TmaWindow {
+    /// The copied parameter and the shared buffer.
+    pub global: BufferId,
+    pub shared: BufferId,
+    /// The run loop.
+    pub run: VarId,
+    /// The tensor map argument's name, the barriers' shared array's name.
+    pub map: String,
+    pub bars: String,
+    /// The window's rows and columns.
+    pub rows: i64,
+    pub cols: i64,
+    /// Its stages (the run loop's windows).
+    pub stages: i64,
+}
+
+/// Whether loop `f` asks for its window's copies by the tensor copy engine.
+pub(crate) fn tma_requested(f: &For) -> bool {
+    f.annotations.get(TMA_ATTR).is_some()
+}
+
+impl Writer<'_> {
+    /// The windows that the run loops of kernel `parts` annotated `tma` ask the copy engine to
+    /// fill, checked (see [`TMA_ATTR`]).
+    pub(super) fn tma_windows(&self, parts: &[&Stmt]) -> Res<Vec<TmaWindow>> {
+        let mut out: Vec<TmaWindow> = Vec::new();
+        for part in parts {
+            let mut loops = Vec::new();
+            part.visit(&mut |s| {
+                if let Stmt::For(f) = s {
+                    if tma_requested(f) {
+                        loops.push((**f).clone());
+                    }
+                }
+            });
+            for f in loops {
+                out.push(self.tma_window(part, &f)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The window run loop `f` of kernel part `part` asks the copy engine to fill.
+    fn tma_window(&self, part: &Stmt, f: &For) -> Res<TmaWindow> {
+        let name = self.func.vars[f.var].name.clone();
+        let what = format!("loop `{name}` annotated `{TMA_ATTR}`");
+        if !matches!(
+            f.annotations.get(TMA_ATTR),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true))
+        ) {
+            return Err(self.unsupported(&what, format!("`{TMA_ATTR}` is 1")));
+        }
+        if !Self::double_buffered(f) {
+            return Err(self.unsupported(
+                &what,
+                "the copy engine fills the windows of a multi-buffered run loop \
+                 (`double_buffer`)",
+            ));
+        }
+        let copy = match &f.body {
+            Stmt::Seq(v) => v.first(),
+            other => Some(other),
+        };
+        // The copy: `S[i, j] = G[i, j]`, S shared, G a parameter.
+        let mut found = None;
+        if let Some(c) = copy {
+            c.visit(&mut |s| {
+                if let Stmt::Store(st) = s {
+                    if let Expr::Load { buffer, indices } = &st.value {
+                        if found.is_none() && self.is_shared(st.buffer) && *indices == st.indices {
+                            found = Some((*buffer, st.buffer));
+                        }
+                    }
+                }
+            });
+        }
+        let Some((global, shared)) = found else {
+            return Err(self.unsupported(
+                &what,
+                "its body must start with a copy `S[i, j] = G[i, j]` into a shared buffer (a \
+                 `cache_read(..., \"shared\")` moved under it by `compute_at`)",
+            ));
+        };
+        let (gb, sb) = (&self.func.buffers[global], &self.func.buffers[shared]);
+        if self.is_shared(global) || !matches!(gb.decl, BufferDecl::Match { .. }) {
+            return Err(self.unsupported(
+                &what,
+                format!(
+                    "the copy engine reads a parameter; `{}` is not one",
+                    gb.name
+                ),
+            ));
+        }
+        if gb.dtype.bytes() != 2 || sb.dtype != gb.dtype || !gb.strides.is_empty() {
+            return Err(self.unsupported(
+                &what,
+                format!(
+                    "the copy engine's windows here hold 16-bit values of a compact buffer; \
+                     `{}` is {}",
+                    gb.name, gb.dtype
+                ),
+            ));
+        }
+        if !super::mma::read_by_warpgroup(part, shared) {
+            return Err(self.unsupported(
+                &what,
+                format!(
+                    "the window of `{}` must be read by a warpgroup's tensor cores (a loop \
+                     annotated `warpgroup`)",
+                    sb.name
+                ),
+            ));
+        }
+        let Window { ext, lp, .. } =
+            window(self.func, part, shared).map_err(|why| self.unsupported(&what, why))?;
+        let [rows, cols] = ext.as_slice() else {
+            return Err(self.unsupported(&what, "the window must have two dimensions"));
+        };
+        let (rows, cols) = (*rows, *cols);
+        if lp != Some(f.var) {
+            return Err(self.unsupported(
+                &what,
+                format!("the window of `{}` must move with this loop", sb.name),
+            ));
+        }
+        if rows % 8 != 0 || !(8..=256).contains(&rows) || cols % TMA_BOX_COLS != 0 {
+            return Err(self.unsupported(
+                &what,
+                format!(
+                    "a window the copy engine fills is 8 to 256 rows (a multiple of 8) of \
+                     columns in boxes of {TMA_BOX_COLS}; this one is {rows} x {cols}"
+                ),
+            ));
+        }
+        let global_name = self.buf_name(global)?.to_string();
+        let shared_name = self.buf_name(shared)?.to_string();
+        Ok(TmaWindow {
+            global,
+            shared,
+            run: f.var,
+            map: format!("{global_name}_tmap"),
+            bars: format!("sptir_bar_{shared_name}"),
+            rows,
+            cols,
+            stages: Self::pipeline_stages(f),
+        })
+    }
+
+    /// The tensor map argument of window `t` (its parameter `param`): a `[columns, rows]` view
+    /// of the whole parameter, boxes of 64 columns × the window's rows, 128-byte swizzled.
+    pub(super) fn tma_arg(&self, t: &TmaWindow, param: usize) -> Res<(KernelArg, String)> {
+        let buf = &self.func.buffers[t.global];
+        let what = format!("the tensor map of `{}`", buf.name);
+        let dims = match &buf.shape {
+            BufferShape::Dense(s) if s.len() == 2 => {
+                match (self.launch_expr(&s[1]), self.launch_expr(&s[0])) {
+                    (Some(c), Some(r)) => [c, r],
+                    _ => {
+                        return Err(self.unsupported(
+                            &what,
+                            "its extents must be expressions of scalar parameters",
+                        ))
+                    }
+                }
+            }
+            _ => return Err(self.unsupported(&what, "the buffer must have two dimensions")),
+        };
+        let ct = c_type(buf.dtype).unwrap_or("uint16_t");
+        let arg = KernelArg {
+            param,
+            name: t.map.clone(),
+            dtype: buf.dtype,
+            ctype: ct.to_string(),
+            pointer: true,
+            readonly: true,
+            tensor_map: Some(TensorMapArg {
+                dims,
+                box_dims: [TMA_BOX_COLS as u32, t.rows as u32],
+                swizzle: 128,
+            }),
+        };
+        Ok((arg, format!("SPTIR_TMAP({ct}) {}", t.map)))
+    }
+
+    /// The window of the kernel being written that run loop `run` fills by the copy engine.
+    pub(super) fn tma_of_run(&self, run: VarId) -> Option<TmaWindow> {
+        self.kernel
+            .as_ref()?
+            .tma
+            .iter()
+            .find(|t| t.run == run)
+            .cloned()
+    }
+
+    /// Before the run loop of `t`: one thread initializes the stages' barriers, then a barrier.
+    pub(super) fn write_tma_init(&mut self, t: &TmaWindow) {
+        self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
+        self.line(&format!(
+            "    for (int sptir_s = 0; sptir_s < {}; ++sptir_s) sptir_mbar_init({} + sptir_s, 1u);",
+            t.stages, t.bars
+        ));
+        self.line("    sptir_mbar_fence_init();");
+        self.line("}");
+        self.write_barrier();
+    }
+
+    /// The stage of the run loop `f`'s iteration `at` (C text), and the parity of that stage's
+    /// phase the iteration uses.
+    fn tma_stage(&mut self, f: &For, t: &TmaWindow, at: &str) -> Res<(String, String)> {
+        let min = self.expr(&f.min)?.0;
+        let k = format!("(({at}) - ({min}))");
+        Ok((
+            format!("({k} % {})", t.stages),
+            format!("(unsigned)(({k} / {}) & 1)", t.stages),
+        ))
+    }
+
+    /// The copy of the run loop `f`'s iteration `at` (its variable already standing for `at`):
+    /// one thread announces the window's bytes on the stage's barrier and copies its boxes.
+    pub(super) fn write_tma_copy(&mut self, f: &For, t: &TmaWindow, at: &str) -> Res<()> {
+        let Some(base) = self
+            .bufs
+            .get(t.shared.index())
+            .and_then(Option::as_ref)
+            .map(|i| i.window.clone())
+        else {
+            return Err(self.invalid("a copy-engine window used before its declaration"));
+        };
+        let [k0, n0] = base.as_slice() else {
+            return Err(self.invalid("a copy-engine window without its start"));
+        };
+        let (k0, n0) = (self.expr(k0)?.0, self.expr(n0)?.0);
+        let (stage, _) = self.tma_stage(f, t, at)?;
+        let name = self.buf_name(t.shared)?.to_string();
+        let size = t.rows * t.cols;
+        self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
+        self.indent += 1;
+        self.line(&format!(
+            "sptir_mbar_expect_tx({} + {stage}, {}u);",
+            t.bars,
+            size * 2
+        ));
+        for j in 0..t.cols / TMA_BOX_COLS {
+            self.line(&format!(
+                "sptir_tma_load_2d({name} + (int64_t){stage} * {size} + {}, {}, {} + {stage}, \
+                 (int)({n0}) + {}, (int)({k0}));",
+                j * TMA_BOX_COLS * t.rows,
+                t.map,
+                t.bars,
+                j * TMA_BOX_COLS
+            ));
+        }
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// Iteration `v` of the run loop `f` waits for its stage's copy.
+    pub(super) fn write_tma_wait(&mut self, f: &For, t: &TmaWindow, v: &str) -> Res<()> {
+        let (stage, parity) = self.tma_stage(f, t, v)?;
+        self.line(&format!("sptir_mbar_wait({} + {stage}, {parity});", t.bars));
+        Ok(())
+    }
+}
+
+/// Whether some loop of `func` asks for copies by the tensor copy engine.
+pub(super) fn uses_tma(func: &PrimFunc) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        if let Stmt::For(f) = s {
+            found |= tma_requested(f);
+        }
+    });
+    found
+}

@@ -154,11 +154,10 @@ impl Writer<'_> {
         let Expr::Load { buffer, indices } = &b_at else {
             return Err(self.unsupported(&what, "B must be a load"));
         };
-        let rows = self
-            .bufs
-            .get(buffer.index())
-            .and_then(|i| i.as_ref())
-            .and_then(|i| i.core);
+        let info = self.bufs.get(buffer.index()).and_then(|i| i.as_ref());
+        let swizzled = info.is_some_and(|i| i.swizzled);
+        let window = info.map(|i| i.window.clone()).unwrap_or_default();
+        let rows = info.and_then(|i| i.core);
         let Some(rows) = rows else {
             return Err(self.unsupported(
                 &what,
@@ -219,14 +218,32 @@ impl Writer<'_> {
                 self.simplify_in_loops(&at)
             })
             .collect();
-        let off = self.flat_offset(*buffer, &start);
-        let aligned = off.is_some_and(|off| aligned_steps(&off, &[], 64));
-        if !aligned {
-            return Err(self.unsupported(
-                &what,
-                "B's tile must start at a core matrix of its window (row and column multiples \
-                 of 8)",
-            ));
+        if swizzled {
+            // Swizzled boxes (`tma.rs`): the tile starts a box's row group, 1024-byte aligned.
+            let rel = |d: usize, n: i64| {
+                let e = match window.get(d) {
+                    Some(base) => Expr::sub(start[d].clone(), base.clone()),
+                    None => start[d].clone(),
+                };
+                affine(&self.simplify_in_loops(&e)).is_some_and(|a| aligned_steps(&a, &[], n))
+            };
+            if !(rel(0, 8) && rel(1, super::super::tma::TMA_BOX_COLS)) {
+                return Err(self.unsupported(
+                    &what,
+                    "B's tile must start at a box of its window (rows a multiple of 8, columns \
+                     of 64)",
+                ));
+            }
+        } else {
+            let off = self.flat_offset(*buffer, &start);
+            let aligned = off.is_some_and(|off| aligned_steps(&off, &[], 64));
+            if !aligned {
+                return Err(self.unsupported(
+                    &what,
+                    "B's tile must start at a core matrix of its window (row and column \
+                     multiples of 8)",
+                ));
+            }
         }
         let at = [
             "0".to_string(),
@@ -243,7 +260,13 @@ impl Writer<'_> {
             Some((r, n)) => format!("sptir_acc + {} * {n}", self.expr(&Expr::Var(r))?.0),
             None => "sptir_acc".to_string(),
         };
-        let sbo = 16 * rows;
+        // The descriptor's stride argument: SBO between core matrices along n (`16 R`), or for
+        // swizzled boxes LBO between boxes (`128 R`; SBO is 1024).
+        let (stride, form) = if swizzled {
+            (128 * rows, "_sw128")
+        } else {
+            (16 * rows, "")
+        };
         let n = 8 * units;
         match &mut self.wgmma_in_flight {
             // Kept in flight until the next product is issued (`pipeline.rs`).
@@ -256,15 +279,15 @@ impl Writer<'_> {
                 });
                 *kept = Some((units, rows));
                 self.line(&format!(
-                    "sptir_wgmma_sp_m64n{n}k32_{suffix}_async({acc}, sptir_a, sptir_e, {p}, {sbo});"
+                    "sptir_wgmma_sp_m64n{n}k32_{suffix}{form}_async({acc}, sptir_a, sptir_e, {p}, {stride});"
                 ));
                 self.line(&format!("sptir_wgmma_wait_n{n}<1>({acc});"));
             }
             None => self.line(&format!(
-                "sptir_wgmma_sp_m64n{n}k32_{suffix}({acc}, sptir_a, sptir_e, {p}, {sbo});"
+                "sptir_wgmma_sp_m64n{n}k32_{suffix}{form}({acc}, sptir_a, sptir_e, {p}, {stride});"
             )),
         }
-        self.wgmma_forms.insert((units, suffix));
+        self.wgmma_forms.insert((units, suffix, swizzled));
         Ok(())
     }
 
@@ -461,13 +484,15 @@ pub(super) struct SpProduct<'n> {
     pub suffix: &'static str,
 }
 
-/// The device functions of the `wgmma` forms `forms` (units, operand type suffix): PTX for
-/// sm_90a, each warp's units as `mma.sp` products in the emulator; and the async-proxy fence.
-/// Each form is issued by `..._async` (fence, product, commit) and completed by
-/// `sptir_wgmma_wait_n{8 U}<N>` (`wgmma.wait_group N`, the accumulators tied to it so that the
-/// compiler reads them only after it); the plain form is both, with `N` = 0.
-pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
-    let widths: BTreeSet<i64> = forms.iter().map(|&(u, _)| u).collect();
+/// The device functions of the `wgmma` forms `forms` (units, operand type suffix, whether `B`'s
+/// window is in 128-byte-swizzled boxes: `tma.rs`): PTX for sm_90a, each warp's units as
+/// `mma.sp` products in the emulator; and the async-proxy fence. Each form is issued by
+/// `..._async` (fence, product, commit) and completed by `sptir_wgmma_wait_n{8 U}<N>`
+/// (`wgmma.wait_group N`, the accumulators tied to it so that the compiler reads them only
+/// after it); the plain form is both, with `N` = 0. A core-matrix form takes SBO (LBO 128), a
+/// swizzled one (`_sw128`) LBO (SBO 1024, layout 1).
+pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str, bool)>) -> String {
+    let widths: BTreeSet<i64> = forms.iter().map(|&(u, _, _)| u).collect();
     let mut s = String::from(
         "#ifndef SPTIR_EMU\n\
          #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n\
@@ -493,26 +518,40 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
             tied(regs)
         );
     }
-    for &(units, ty) in forms {
+    for &(units, ty, sw) in forms {
         let n = 8 * units;
         let regs = 4 * units as usize;
         let d: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+        let (name, arg, desc) = if sw {
+            (
+                format!("sptir_wgmma_sp_m64n{n}k32_{ty}_sw128"),
+                "lbo",
+                "(uint64_t)((s & 0x3ffffu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | \
+                 ((uint64_t)(1024u >> 4) << 32) | (1ull << 62)",
+            )
+        } else {
+            (
+                format!("sptir_wgmma_sp_m64n{n}k32_{ty}"),
+                "sbo",
+                "(uint64_t)((s & 0x3ffffu) >> 4) | ((uint64_t)(128u >> 4) << 16) | \
+                 ((uint64_t)(sbo >> 4) << 32)",
+            )
+        };
         let _ = write!(
             s,
-            "static __device__ __forceinline__ void sptir_wgmma_sp_m64n{n}k32_{ty}_async(float (*c)[4], \
-             const uint32_t* a, uint32_t e, const uint16_t* b, uint32_t sbo) {{\n    \
+            "static __device__ __forceinline__ void {name}_async(float (*c)[4], \
+             const uint32_t* a, uint32_t e, const uint16_t* b, uint32_t {arg}) {{\n    \
              const uint32_t s = (uint32_t)__cvta_generic_to_shared(b);\n    \
-             const uint64_t d = (uint64_t)((s & 0x3ffffu) >> 4) | ((uint64_t)(128u >> 4) << 16) | \
-             ((uint64_t)(sbo >> 4) << 32);\n    \
+             const uint64_t d = {desc};\n    \
              asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n    \
              asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, 1, 0;\\n\"\n                 \
              \"wgmma.mma_async.sp.sync.aligned.m64n{n}k32.f32.{ty}.{ty} {{{}}}, {{%{},%{},%{},%{}}}, %{}, %{}, 0, p, 1, 1, 1; }}\"\n                 \
              : {}\n                 \
              : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(d), \"r\"(e) : \"memory\");\n    \
              asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n}}\n\
-             static __device__ __forceinline__ void sptir_wgmma_sp_m64n{n}k32_{ty}(float (*c)[4], \
-             const uint32_t* a, uint32_t e, const uint16_t* b, uint32_t sbo) {{\n    \
-             sptir_wgmma_sp_m64n{n}k32_{ty}_async(c, a, e, b, sbo);\n    \
+             static __device__ __forceinline__ void {name}(float (*c)[4], \
+             const uint32_t* a, uint32_t e, const uint16_t* b, uint32_t {arg}) {{\n    \
+             {name}_async(c, a, e, b, {arg});\n    \
              sptir_wgmma_wait_n{n}<0>(c);\n}}\n",
             d.join(","),
             regs,
@@ -528,23 +567,34 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
         "#else\n\
          static inline void sptir_fence_proxy_async() {}\n\
          /* A warp's share of a warpgroup's sparse product: its units as mma.sp m16n8k32 products,\n   \
-         B's fragments read from the window's core matrices where the descriptor names them\n   \
-         (element (k, n) at n / 8 core matrices of sbo bytes, k / 8 of 128 bytes, k % 8 rows of 16). */\n\
-         /* The element of B's window holding the low half of register r of unit u's fragment of\n   \
-         this lane (the high half is 8 elements on: the next row k of the core matrix). */\n\
-         static int64_t sptir_wgmma_b_at(const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, int u, int r) {\n    \
+         B's fragments read from the window where the descriptor names them. */\n\
+         /* The element (k, n) of B's tile: in core matrices (sw 0: n / 8 of sbo bytes, k / 8 of\n   \
+         lbo, k % 8 rows of 16 bytes) or 128-byte-swizzled boxes (sw 1: n / 64 of lbo bytes, k / 8\n   \
+         of sbo, k % 8 rows of 128 bytes whose 16-byte chunks are XORed with k % 8). */\n\
+         static int64_t sptir_wgmma_b_elem(const ::sptir_emu::SPtr<uint16_t>& p, int sw, uint32_t lbo, \
+         uint32_t sbo, int k, int n) {\n    \
+         if (sw == 0)\n        \
+         return p.off + (int64_t)(n / 8) * (sbo / 2) + (int64_t)(k / 8) * (lbo / 2) + 8 * (k % 8) + n % 8;\n    \
+         return p.off + (int64_t)(n / 64) * (lbo / 2) + (int64_t)(k / 8) * (sbo / 2) + 64 * (k % 8) + \
+         ((n % 64) ^ ((k % 8) << 3));\n\
+         }\n\
+         /* The elements of B's tile holding register r of unit u's fragment of this lane: rows\n   \
+         k = 8 r + 2 t (low half) and k + 1 (high half) of column n = 8 u + g. */\n\
+         static std::pair<int64_t, int64_t> sptir_wgmma_b_at(const ::sptir_emu::SPtr<uint16_t>& p, int sw, \
+         uint32_t lbo, uint32_t sbo, int u, int r) {\n    \
          const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;\n    \
-         return p.off + (int64_t)u * (sbo / 2) + 64 * r + 8 * (2 * t) + g;\n\
+         const int k = 8 * r + 2 * t, n = 8 * u + g;\n    \
+         return {sptir_wgmma_b_elem(p, sw, lbo, sbo, k, n), sptir_wgmma_b_elem(p, sw, lbo, sbo, k + 1, n)};\n\
          }\n\
          template <int U>\n\
          static void sptir_wgmma_sp_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
-         const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, bool bf) {\n    \
+         const ::sptir_emu::SPtr<uint16_t>& p, int sw, uint32_t lbo, uint32_t sbo, bool bf) {\n    \
          for (int u = 0; u < U; ++u) {\n        \
          uint32_t b[4];\n        \
          for (int r = 0; r < 4; ++r) {\n            \
-         const int64_t o = sptir_wgmma_b_at(p, sbo, u, r);\n            \
-         const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o).load();\n            \
-         const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o + 8).load();\n            \
+         const auto o = sptir_wgmma_b_at(p, sw, lbo, sbo, u, r);\n            \
+         const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o.first).load();\n            \
+         const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, o.second).load();\n            \
          b[r] = (uint32_t)lo | ((uint32_t)hi << 16);\n        \
          }\n        \
          sptir_mma_sp_m16n8k32_emu(c[u], a, b, e, bf);\n    \
@@ -554,21 +604,23 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
          product computed (A's registers as they were at issue) when its group completes. */\n\
          template <int U>\n\
          static void sptir_wgmma_sp_issue_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
-         const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo, bool bf) {\n    \
+         const ::sptir_emu::SPtr<uint16_t>& p, int sw, uint32_t lbo, uint32_t sbo, bool bf) {\n    \
          if (p.off % 8 != 0)\n        \
          ::sptir_emu::fail_unsupported(\"wgmma: the descriptor's start is not 16-byte aligned\");\n    \
+         if (sw != 0 && p.off % 512 != 0)\n        \
+         ::sptir_emu::fail_unsupported(\"wgmma: a 128-byte-swizzled tile must start 1024-byte aligned\");\n    \
          if ((blockDim.x * blockDim.y * blockDim.z) % 128 != 0)\n        \
          ::sptir_emu::fail_unsupported(\"wgmma: the block is not made of whole warpgroups\");\n    \
          std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>> reads;\n    \
          reads.reserve(8 * U);\n    \
          for (int u = 0; u < U; ++u)\n        \
          for (int r = 0; r < 4; ++r) {\n            \
-         const int64_t o = sptir_wgmma_b_at(p, sbo, u, r);\n            \
-         reads.emplace_back(p.m, o);\n            \
-         reads.emplace_back(p.m, o + 8);\n        \
+         const auto o = sptir_wgmma_b_at(p, sw, lbo, sbo, u, r);\n            \
+         reads.emplace_back(p.m, o.first);\n            \
+         reads.emplace_back(p.m, o.second);\n        \
          }\n    \
          const std::array<uint32_t, 4> av = {a[0], a[1], a[2], a[3]};\n    \
-         ::sptir_emu::mma_issue(std::move(reads), [=]() { sptir_wgmma_sp_emu<U>(c, av.data(), e, p, sbo, bf); });\n    \
+         ::sptir_emu::mma_issue(std::move(reads), [=]() { sptir_wgmma_sp_emu<U>(c, av.data(), e, p, sw, lbo, sbo, bf); });\n    \
          ::sptir_emu::mma_commit();\n\
          }\n",
     );
@@ -579,14 +631,27 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String {
             8 * units
         );
     }
-    for &(units, ty) in forms {
+    for &(units, ty, sw) in forms {
         let n = 8 * units;
+        let (name, arg, layout) = if sw {
+            (
+                format!("sptir_wgmma_sp_m64n{n}k32_{ty}_sw128"),
+                "lbo",
+                "1, lbo, 1024",
+            )
+        } else {
+            (
+                format!("sptir_wgmma_sp_m64n{n}k32_{ty}"),
+                "sbo",
+                "0, 128, sbo",
+            )
+        };
         let _ = writeln!(
             s,
-            "static inline void sptir_wgmma_sp_m64n{n}k32_{ty}_async(float (*c)[4], const uint32_t* a, uint32_t e, \
-             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo) {{ sptir_wgmma_sp_issue_emu<{units}>(c, a, e, p, sbo, {}); }}\n\
-             static inline void sptir_wgmma_sp_m64n{n}k32_{ty}(float (*c)[4], const uint32_t* a, uint32_t e, \
-             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t sbo) {{ sptir_wgmma_sp_m64n{n}k32_{ty}_async(c, a, e, p, sbo); \
+            "static inline void {name}_async(float (*c)[4], const uint32_t* a, uint32_t e, \
+             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t {arg}) {{ sptir_wgmma_sp_issue_emu<{units}>(c, a, e, p, {layout}, {}); }}\n\
+             static inline void {name}(float (*c)[4], const uint32_t* a, uint32_t e, \
+             const ::sptir_emu::SPtr<uint16_t>& p, uint32_t {arg}) {{ {name}_async(c, a, e, p, {arg}); \
              ::sptir_emu::mma_wait(0); }}",
             ty == "bf16"
         );
