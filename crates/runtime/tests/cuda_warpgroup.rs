@@ -679,3 +679,70 @@ fn tma_slices_compile_for_sm_90a() {
         }
     }
 }
+
+#[test]
+fn tma_slices_equal_the_evaluator_in_the_emulator() {
+    spmm_24_tma(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn tma_slices_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_tma(GpuDevice::Cuda);
+}
+
+fn spmm_24_tma(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(93);
+    // (A staged, products in flight, dtype, m, n, feat, row warps, column warps, row tiles,
+    // units, slices copied ahead): one to four boxes a slice, more runs than stages (each
+    // barrier through several phases), column warps reading the second box, two column blocks
+    // (the copies' column coordinate), one and two warpgroups.
+    for (staged, in_flight, dt, m, n, feat, rows, cols, h, units, ahead) in [
+        (true, true, DType::F16, 128, 96, 256, 8, 1, 1, 32, 3),
+        (false, false, DType::BF16, 256, 64, 128, 8, 1, 2, 16, 1),
+        (true, false, DType::F16, 64, 160, 64, 4, 1, 1, 8, 2),
+        (true, true, DType::F16, 128, 128, 256, 4, 2, 1, 8, 1),
+        (false, true, DType::BF16, 128, 224, 128, 8, 1, 1, 16, 2),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} x {cols} warps of {h} x {units} tiles, \
+             slices copied ahead: {ahead}, A staged: {staged}, in flight: {in_flight}, tma"
+        );
+        let g = kernel(dt);
+        let mut t = tiles(rows, cols, h, ahead);
+        t.stage_a = staged;
+        t.in_flight = in_flight;
+        t.tma = true;
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &k.module().source;
+        assert!(src.contains("sptir_tma_load_2d(B_data_shared"), "{what}");
+        assert!(src.contains("_sw128"), "{what}");
+        equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// `tma` where the copy engine cannot fill the window: typed errors.
+#[test]
+fn tma_needs_a_pipelined_warpgroup_window_of_whole_boxes() {
+    let g = kernel(DType::F16);
+    let s = spec(64, 64, 64);
+    let annotate = |t: SharedTiles, units: usize, v: i64| {
+        spmm_24_tc_smem_gpu_schedule(64, t, units) + &format!("sch.annotate(gko, \"tma\", {v})\n")
+    };
+    let mut per_warp = tiles(4, 1, 1, 1);
+    per_warp.warpgroup = false;
+    for (sched, needle) in [
+        (annotate(tiles(4, 1, 1, 0), 8, 1), "multi-buffered run loop"),
+        (annotate(per_warp, 8, 1), "read by a warpgroup"),
+        (annotate(tiles(4, 1, 1, 1), 8, 2), "`tma` is 1"),
+        (annotate(tiles(4, 1, 1, 1), 4, 1), "boxes of 64"),
+    ] {
+        let e = emit_cuda(&g, Some(&sched), &s).expect_err("refused");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+}

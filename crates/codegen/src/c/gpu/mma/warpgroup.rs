@@ -25,6 +25,10 @@
 //! rows), the layout PTX calls MN-major without swizzling (transposed `B`). The descriptor
 //! gives its start (the tile's first row and column: a multiple of 8 each, 128-byte aligned),
 //! the byte distance between core matrices along `k` (LBO, 128) and along `n` (SBO, `16 R`).
+//! A window the tensor copy engine fills (a run loop annotated `tma`, `tma.rs`) is laid out
+//! as its 128-byte-swizzled boxes of 64 columns instead, and read through a descriptor of
+//! layout 1 (128-byte swizzle): LBO the bytes between boxes (`128 R`), SBO 1024 (8 rows of
+//! 128 bytes); the tile must then start at a box (`_sw128` forms).
 //! Every thread fences its writes of shared memory before the async proxy reads them
 //! (`fence.proxy.async.shared::cta` before each barrier of the kernel). The product waits for
 //! its own completion (`wgmma.wait_group 0`), so the window may be overwritten after the next
