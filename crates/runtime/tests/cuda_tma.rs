@@ -3,8 +3,8 @@
 //! memory in the swizzled layout measured on an H200 (`bench/gpu/probe_tma.cu`) for 128-, 64-
 //! and 32-byte swizzles and none, elements past the view's edge read as zero; boxes in flight
 //! on two barriers over several phases sum right; a read before the wait is a race, announced
-//! bytes that never come a deadlock, a misaligned swizzled destination unsupported, a view
-//! larger than its buffer a typed error. NVRTC compiles the same source for sm_90, and on a
+//! bytes that never come a deadlock, a wait on a barrier never initialized and a misaligned
+//! swizzled destination unsupported, a view larger than its buffer a typed error. NVRTC compiles the same source for sm_90, and on a
 //! Hopper GPU the 128-byte-swizzled box lands as the formula says.
 
 use std::collections::HashMap;
@@ -35,19 +35,20 @@ typedef unsigned long long uint64_t;
 const SOURCE: &str = r#"
 // One box of `map` at (c0, c1) copied into `tile` at element `shift`, then the raw shared tile
 // (box bytes in shared-memory order) copied out by every thread. `early`: the copying thread
-// reads the tile before waiting; `extra`: bytes announced on top of the box's.
+// reads the tile before waiting; `extra`: bytes announced on top of the box's (negative: the
+// barrier is never initialized and nothing is copied, every thread waits all the same).
 #define SPTIR_TILE(NAME, T, BC, BR)                                                           \
 extern "C" __global__ void __launch_bounds__(128) NAME(SPTIR_TMAP(T) map, SPTIR_OUT(T) out,  \
     int c0, int c1, int shift, int early, int extra) {                                        \
   SPTIR_SHARED(T, tile, BC * BR + 1024);                                                      \
   SPTIR_SHARED(uint64_t, bar, 1);                                                             \
   const int t = threadIdx.x;                                                                  \
-  if (t == 0) {                                                                               \
+  if (t == 0 && extra >= 0) {                                                                 \
     sptir_mbar_init(bar, 1);                                                                  \
     sptir_mbar_fence_init();                                                                  \
   }                                                                                           \
   __syncthreads();                                                                            \
-  if (t == 0) {                                                                               \
+  if (t == 0 && extra >= 0) {                                                                 \
     sptir_mbar_expect_tx(bar, (unsigned)(BC * BR * sizeof(T)) + (unsigned)extra);             \
     sptir_tma_load_2d(tile + shift, map, bar, c0, c1);                                        \
     if (early) {                                                                              \
@@ -525,6 +526,31 @@ fn bytes_announced_and_never_copied_deadlock() {
             assert!(message.contains("16 more byte(s)"), "{message}");
         }
         other => panic!("expected a deadlock, got {other}"),
+    }
+}
+
+#[test]
+fn waiting_on_a_barrier_never_initialized_is_unsupported() {
+    let Some(m) = module() else { return };
+    let mat = matrix_u16();
+    let mut out = vec![0u16; 64 * 32];
+    let err = run_tile(
+        m,
+        "tile_sw128",
+        &mat,
+        (COLS as i64, ROWS as i64),
+        (0, 0, 0, 0, -1),
+        &mut out,
+    )
+    .expect_err("unsupported");
+    match &err {
+        RunError::EmuUnsupported { message, .. } => {
+            assert!(
+                message.contains("a wait on an mbarrier never initialized (`bar`[0])"),
+                "{message}"
+            );
+        }
+        other => panic!("expected an unsupported wait, got {other}"),
     }
 }
 
