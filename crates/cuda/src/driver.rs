@@ -66,6 +66,25 @@ fn_table!(DriverApi {
     event_destroy: "cuEventDestroy_v2" => fn(CuEvent) -> CuResult;
 });
 
+/// `cuTensorMapEncodeTiled` (CUDA 12.0 and later; looked up apart from [`DriverApi`] so that an
+/// older driver still loads and only a tensor map fails): map, data type, rank, global address,
+/// global dims, global strides (rank - 1 of them, in bytes), box dims, element strides,
+/// interleave, swizzle, L2 promotion, out-of-bounds fill.
+type TensorMapEncodeTiled = unsafe extern "C" fn(
+    *mut TensorMap,
+    c_int,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const c_uint,
+    *const c_uint,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> CuResult;
+
 const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
 const CUDA_ERROR_NO_DEVICE: CuResult = 100;
 
@@ -94,6 +113,9 @@ pub const DRIVER_SONAME: &str = "libcuda.so.1";
 
 struct DriverInner {
     api: DriverApi,
+    /// `cuTensorMapEncodeTiled`, or why the driver lacks it (valid while `api` holds the
+    /// library).
+    encode_tiled: Result<TensorMapEncodeTiled, String>,
     path: PathBuf,
     /// `cuInit`'s result: 0, or `CUDA_ERROR_NO_DEVICE` (then there are no devices).
     init: CuResult,
@@ -148,12 +170,20 @@ impl Driver {
         // SAFETY: loading the driver runs only its initialisers.
         let lib = unsafe { libloading::Library::new(path.as_os_str()) }
             .map_err(|e| fail(e.to_string()))?;
+        // SAFETY: the signature is the driver API's (CUDA 12.0 and later); the pointer is used
+        // only while the library stays loaded (it moves into `api` below, kept beside it).
+        let encode_tiled = unsafe {
+            lib.get::<TensorMapEncodeTiled>(b"cuTensorMapEncodeTiled\0")
+                .map(|f| *f)
+                .map_err(|e| e.to_string())
+        };
         // SAFETY: the signatures in `DriverApi` are the driver API's (CUDA 11.x and later).
         let api = unsafe { DriverApi::resolve(lib) }.map_err(fail)?;
         // SAFETY: cuInit takes flags 0.
         let init = unsafe { (api.init)(0) };
         let inner = Arc::new(DriverInner {
             api,
+            encode_tiled,
             path: path.to_path_buf(),
             init,
         });
@@ -799,11 +829,196 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// A `CUtensorMap`: the opaque 128 bytes `cuTensorMapEncodeTiled` writes, which a kernel takes
+/// by value (`const __grid_constant__ CUtensorMap`). Aligned as the driver requires.
+#[repr(C, align(128))]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TensorMap(pub [u64; 16]);
+
+impl std::fmt::Debug for TensorMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TensorMap({:x?})", &self.0[..4])
+    }
+}
+
+/// The element types a tensor map is encoded for here (`CUtensorMapDataType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorMapElem {
+    U16,
+    F16,
+    BF16,
+    U32,
+    I32,
+    F32,
+}
+
+impl TensorMapElem {
+    /// The `CU_TENSOR_MAP_DATA_TYPE_*` value (cuda.h).
+    fn code(self) -> c_int {
+        match self {
+            TensorMapElem::U16 => 1,
+            TensorMapElem::U32 => 2,
+            TensorMapElem::I32 => 3,
+            TensorMapElem::F16 => 6,
+            TensorMapElem::F32 => 7,
+            TensorMapElem::BF16 => 9,
+        }
+    }
+
+    /// Bytes of one element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            TensorMapElem::U16 | TensorMapElem::F16 | TensorMapElem::BF16 => 2,
+            TensorMapElem::U32 | TensorMapElem::I32 | TensorMapElem::F32 => 4,
+        }
+    }
+}
+
+/// A 2-D tiled tensor map to encode: a row-major view of `rows` rows of `columns` elements,
+/// consecutive rows `row_stride_bytes` apart, from the start of a device buffer, and the box
+/// one copy moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMap2d {
+    pub elem: TensorMapElem,
+    /// `[columns, rows]`.
+    pub dims: [u64; 2],
+    pub row_stride_bytes: u64,
+    /// `[columns, rows]` of the box, 1 to 256 each.
+    pub box_dims: [u32; 2],
+    /// The box's swizzle in shared memory in bytes: 0 (none), 32, 64 or 128.
+    pub swizzle: u32,
+}
+
+impl TensorMap2d {
+    /// The driver's documented limits, checked before the call so that a bad view is a clear
+    /// [`CudaError::InvalidInput`] rather than `CUDA_ERROR_INVALID_VALUE`.
+    pub fn check(&self, buffer_bytes: u64, address: u64) -> Result<(), CudaError> {
+        let bad = |reason: String| CudaError::InvalidInput {
+            what: "tensor map",
+            reason,
+        };
+        let e = self.elem.bytes();
+        let [cols, rows] = self.dims;
+        let [bc, br] = self.box_dims;
+        if cols == 0 || rows == 0 || cols > 1 << 32 || rows > 1 << 32 {
+            return Err(bad(format!(
+                "the view's dimensions {cols} x {rows} must be 1 to 2^32 each"
+            )));
+        }
+        if !address.is_multiple_of(16) {
+            return Err(bad(format!(
+                "the buffer's address {address:#x} is not 16-byte aligned"
+            )));
+        }
+        if !self.row_stride_bytes.is_multiple_of(16) || self.row_stride_bytes >= 1 << 40 {
+            return Err(bad(format!(
+                "the row stride of {} bytes must be a multiple of 16 below 2^40",
+                self.row_stride_bytes
+            )));
+        }
+        if self.row_stride_bytes < cols * e {
+            return Err(bad(format!(
+                "the row stride of {} bytes is shorter than a row of {cols} elements",
+                self.row_stride_bytes
+            )));
+        }
+        let need = (rows - 1)
+            .checked_mul(self.row_stride_bytes)
+            .and_then(|v| v.checked_add(cols * e));
+        if need.is_none_or(|n| n > buffer_bytes) {
+            return Err(bad(format!(
+                "the view of {rows} rows of {cols} elements does not fit the buffer's \
+                 {buffer_bytes} bytes"
+            )));
+        }
+        if !(1..=256).contains(&bc) || !(1..=256).contains(&br) {
+            return Err(bad(format!(
+                "the box {bc} x {br} must be 1 to 256 each way"
+            )));
+        }
+        let row = u64::from(bc) * e;
+        if !row.is_multiple_of(16) {
+            return Err(bad(format!(
+                "a box row of {bc} elements is {row} bytes, not a multiple of 16"
+            )));
+        }
+        match self.swizzle {
+            0 => {}
+            32 | 64 | 128 if row <= u64::from(self.swizzle) => {}
+            32 | 64 | 128 => {
+                return Err(bad(format!(
+                    "a box row of {row} bytes exceeds the {}-byte swizzle span",
+                    self.swizzle
+                )))
+            }
+            s => return Err(bad(format!("swizzle {s} (0, 32, 64 or 128 bytes)"))),
+        }
+        Ok(())
+    }
+}
+
+impl Context {
+    /// Encodes the tiled tensor map `map` of the device buffer `buf` (`cuTensorMapEncodeTiled`:
+    /// no interleave, element strides 1, L2 promotion of 128 bytes, elements past the view read
+    /// as zero). A driver without the function gives [`CudaError::Unsupported`].
+    pub fn encode_tensor_map_2d(
+        &self,
+        buf: &DeviceBuffer,
+        map: &TensorMap2d,
+    ) -> Result<TensorMap, CudaError> {
+        let encode = match &self.inner.device.driver.inner.encode_tiled {
+            Ok(f) => *f,
+            Err(reason) => {
+                return Err(CudaError::Unsupported {
+                    what: "tensor maps (cuTensorMapEncodeTiled, CUDA 12.0)",
+                    reason: reason.clone(),
+                })
+            }
+        };
+        map.check(buf.len as u64, buf.ptr)?;
+        let swizzle: c_int = match map.swizzle {
+            32 => 1,
+            64 => 2,
+            128 => 3,
+            _ => 0,
+        };
+        let dims = map.dims;
+        let strides = [map.row_stride_bytes];
+        let boxes = map.box_dims;
+        let element_strides = [1u32; 2];
+        let mut out = TensorMap([0; 16]);
+        self.inner.bind()?;
+        // SAFETY: `out` is 128 bytes aligned to 128; the arrays hold `rank` (strides: rank - 1)
+        // entries and live across the call; the address and sizes were checked against the
+        // buffer and the documented limits; the driver only records the address.
+        let r = unsafe {
+            encode(
+                &mut out,
+                map.elem.code(),
+                2,
+                buf.ptr as *mut c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                element_strides.as_ptr(),
+                0,
+                swizzle,
+                2,
+                0,
+            )
+        };
+        self.inner.check("cuTensorMapEncodeTiled", r)?;
+        Ok(out)
+    }
+}
+
 /// One kernel argument, in the kernel's parameter order.
 #[derive(Clone, Copy, Debug)]
 pub enum LaunchArg<'a> {
     /// A pointer parameter: the buffer's device address.
     Ptr(&'a DeviceBuffer),
+    /// A `CUtensorMap` parameter, passed by value (the driver copies its 128 bytes).
+    TensorMap(&'a TensorMap),
     I32(i32),
     I64(i64),
     U32(u32),
@@ -887,11 +1102,13 @@ pub fn launch_async(
             ),
         });
     }
-    // Each argument's value in an 8-byte slot; kernelParams points at the slots.
+    // Each argument's value in an 8-byte slot; kernelParams points at the slots (a tensor
+    // map's: at the map itself, borrowed for the call).
     let mut slots: Vec<u64> = args
         .iter()
         .map(|a| match *a {
             LaunchArg::Ptr(b) => b.ptr,
+            LaunchArg::TensorMap(_) => 0,
             LaunchArg::I32(v) => u64::from(v as u32),
             LaunchArg::I64(v) => v as u64,
             LaunchArg::U32(v) => u64::from(v),
@@ -903,7 +1120,11 @@ pub fn launch_async(
     // reads it.
     let mut params: Vec<*mut c_void> = slots
         .iter_mut()
-        .map(|s| (s as *mut u64).cast::<c_void>())
+        .zip(args)
+        .map(|(s, a)| match *a {
+            LaunchArg::TensorMap(m) => (m as *const TensorMap).cast_mut().cast::<c_void>(),
+            _ => (s as *mut u64).cast::<c_void>(),
+        })
         .collect();
     let params_ptr = if params.is_empty() {
         ptr::null_mut()
@@ -911,8 +1132,8 @@ pub fn launch_async(
         params.as_mut_ptr()
     };
     // SAFETY: the function is live, the dimensions were checked, and `params` holds one
-    // pointer per kernel parameter to a slot that outlives the call (the driver copies the
-    // values before returning).
+    // pointer per kernel parameter to a slot or a borrowed tensor map that outlives the call
+    // (the driver copies the values before returning; it never writes through them).
     let r = unsafe {
         (ctx.api().launch_kernel)(
             func.raw,
@@ -1005,6 +1226,72 @@ impl Drop for Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tensor_map_views_are_checked_before_the_driver() {
+        assert_eq!(std::mem::size_of::<TensorMap>(), 128);
+        assert_eq!(std::mem::align_of::<TensorMap>() % 64, 0);
+        let ok = TensorMap2d {
+            elem: TensorMapElem::F16,
+            dims: [64, 32],
+            row_stride_bytes: 128,
+            box_dims: [64, 32],
+            swizzle: 128,
+        };
+        assert!(ok.check(64 * 32 * 2, 0x1000).is_ok());
+        let cases = [
+            (
+                TensorMap2d { ..ok },
+                64 * 32 * 2 - 2,
+                0x1000,
+                "does not fit",
+            ),
+            (TensorMap2d { ..ok }, 1 << 20, 0x1008, "16-byte aligned"),
+            (
+                TensorMap2d {
+                    row_stride_bytes: 136,
+                    ..ok
+                },
+                1 << 20,
+                0x1000,
+                "multiple of 16",
+            ),
+            (
+                TensorMap2d {
+                    box_dims: [64, 257],
+                    ..ok
+                },
+                1 << 20,
+                0x1000,
+                "1 to 256",
+            ),
+            (
+                TensorMap2d {
+                    box_dims: [4, 8],
+                    ..ok
+                },
+                1 << 20,
+                0x1000,
+                "not a multiple of 16",
+            ),
+            (
+                TensorMap2d { swizzle: 64, ..ok },
+                1 << 20,
+                0x1000,
+                "exceeds the 64-byte swizzle",
+            ),
+            (
+                TensorMap2d { swizzle: 16, ..ok },
+                1 << 20,
+                0x1000,
+                "swizzle 16",
+            ),
+        ];
+        for (m, bytes, addr, msg) in cases {
+            let e = m.check(bytes, addr).unwrap_err();
+            assert!(e.to_string().contains(msg), "{m:?}: {e}");
+        }
+    }
 
     #[test]
     fn launch_dims() {

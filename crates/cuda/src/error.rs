@@ -74,6 +74,9 @@ pub enum CudaError {
     /// A host slice whose length differs from the device buffer's.
     #[error("host buffer of {host} bytes does not match the device buffer of {device} bytes")]
     SizeMismatch { host: usize, device: usize },
+    /// The loaded driver lacks a feature (a function of a newer CUDA version).
+    #[error("the CUDA driver does not support {what}: {reason}")]
+    Unsupported { what: &'static str, reason: String },
     /// An input that cannot be passed to C (a string holding a NUL byte).
     #[error("invalid {what}: {reason}")]
     InvalidInput { what: &'static str, reason: String },

@@ -61,7 +61,7 @@ pub mod search;
 pub use arch::Arch;
 pub use driver::{
     check_launch_dims, launch, launch_async, Context, Device, DeviceBuffer, Driver, Event,
-    Function, FunctionAttributes, LaunchArg, Module,
+    Function, FunctionAttributes, LaunchArg, Module, TensorMap, TensorMap2d, TensorMapElem,
 };
 pub use error::CudaError;
 pub use nvrtc::{Compiled, Emit, Nvrtc};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use sparsetir_codegen::cuda::CudaModule;
 use sparsetir_cuda::{
     launch, launch_async, Arch, Context, DeviceBuffer, Emit, Function, LaunchArg, Module, Nvrtc,
+    TensorMap, TensorMap2d, TensorMapElem,
 };
 use sparsetir_ir::DType;
 
@@ -114,11 +115,13 @@ impl DeviceModule {
     }
 
     /// Copies the arrays in, runs the kernels (`repeats` > 0: that many timed rounds, the
-    /// median reported), copies the arrays the kernels write back out.
+    /// median reported), copies the arrays the kernels write back out. `tmaps`: the view of
+    /// every tensor-map argument, by kernel and argument.
     pub(crate) fn run(
         &self,
         m: &CudaModule,
         launches: &[([u32; 3], [u32; 3])],
+        tmaps: &[Vec<Option<[i64; 2]>>],
         slots: &mut [Option<Slot<'_>>],
         repeats: usize,
     ) -> Result<GpuRunStats, RunError> {
@@ -129,11 +132,35 @@ impl DeviceModule {
                 _ => None,
             });
         }
+        // The tensor maps, checked and encoded once for every launch (they hold the buffers'
+        // device addresses).
+        let mut maps: Vec<Vec<Option<TensorMap>>> = Vec::with_capacity(m.kernels.len());
+        for (ki, k) in m.kernels.iter().enumerate() {
+            let mut row = Vec::with_capacity(k.args.len());
+            for (j, a) in k.args.iter().enumerate() {
+                let dims = tmaps.get(ki).and_then(|t| t.get(j).copied()).flatten();
+                row.push(match (dims, bufs.get(a.param)) {
+                    (Some(dims), Some(Some(b))) => Some(self.encode(&k.name, a, dims, b)?),
+                    (Some(_), _) => {
+                        return Err(RunError::InvalidLaunch(format!(
+                            "kernel `{}`: tensor map `{}` has no buffer",
+                            k.name, a.name
+                        )))
+                    }
+                    (None, _) => None,
+                });
+            }
+            maps.push(row);
+        }
         let mut written = vec![false; slots.len()];
         let mut args_of = Vec::with_capacity(m.kernels.len());
-        for k in &m.kernels {
+        for (ki, k) in m.kernels.iter().enumerate() {
             let mut args = Vec::with_capacity(k.args.len());
-            for a in &k.args {
+            for (j, a) in k.args.iter().enumerate() {
+                if let Some(Some(map)) = maps[ki].get(j) {
+                    args.push(LaunchArg::TensorMap(map));
+                    continue;
+                }
                 let arg = match (slots.get(a.param), bufs.get(a.param)) {
                     (_, Some(Some(b))) => {
                         if !a.readonly {
@@ -197,5 +224,38 @@ impl DeviceModule {
             stats.device_time = Some(Duration::from_secs_f64(f64::from(med) / 1e3));
         }
         Ok(stats)
+    }
+
+    /// The tensor map of argument `a` (a view `dims` of device buffer `b`), checked first.
+    fn encode(
+        &self,
+        kernel: &str,
+        a: &sparsetir_codegen::cuda::KernelArg,
+        dims: [i64; 2],
+        b: &DeviceBuffer,
+    ) -> Result<TensorMap, RunError> {
+        let view = crate::tensor_map::check_view(kernel, a, dims, b.len(), Some(b.device_ptr()))?;
+        let elem = match a.dtype {
+            DType::F16 => TensorMapElem::F16,
+            DType::BF16 => TensorMapElem::BF16,
+            DType::U16 | DType::I16 => TensorMapElem::U16,
+            DType::F32 => TensorMapElem::F32,
+            DType::I32 => TensorMapElem::I32,
+            _ => TensorMapElem::U32,
+        };
+        let map = TensorMap2d {
+            elem,
+            dims: [view.columns, view.rows],
+            row_stride_bytes: view.row_stride_bytes,
+            box_dims: view.box_dims,
+            swizzle: view.swizzle,
+        };
+        self.ctx
+            .encode_tensor_map_2d(b, &map)
+            .map_err(|e| RunError::TensorMap {
+                kernel: kernel.to_string(),
+                arg: a.name.clone(),
+                message: e.to_string(),
+            })
     }
 }

@@ -19,6 +19,12 @@
 //!   ([`RunError::EmuDeadlock`]), as is a warp whose lanes wait in different kinds of
 //!   collectives. Threads that returned count as arrived at `__syncthreads`; a shuffle reading a
 //!   lane that returned gets the caller's own value (CUDA leaves it undefined).
+//! - Tensor copies (`TMA_PRELUDE`): an argument with `KernelArg::tensor_map` is an
+//!   [`EmuArg::TensorMap`] (or [`EmuArg::TensorMapOf`] the buffer of a pointer argument of the
+//!   same launch), its view checked against the buffer ([`RunError::TensorMap`]); the kernel
+//!   gets a `TMap<T>` of the checked buffer. mbarriers are block state; a copy's box is read
+//!   at issue (counted as traffic: its elements, and the sectors of each box row), its shared
+//!   elements in flight until a wait on its barrier lands it (see the prelude).
 //! - Global traffic ([`EmuStats`]): the accesses of a warp's lanes at one program site with the
 //!   same per-lane occurrence count of that site (counted from the last warp collective or
 //!   barrier) form one warp-wide access; it requests the sum of the lanes' element sizes and
@@ -68,7 +74,7 @@ pub const EMU_FLAGS: [&str; 7] = [
 pub const DEFAULT_EMU_THREADS: usize = 2;
 
 /// The prelude's ABI version (`sptir_emu_abi_version`).
-const ABI_VERSION: i32 = 1;
+const ABI_VERSION: i32 = 2;
 
 /// The file names the compiler's diagnostics use for the module and the launchers (`#line`).
 const LAUNCHERS_FILE: &str = "sptir_emu_launchers.cpp";
@@ -89,6 +95,8 @@ struct RawArg {
     len: i64,
     i: i64,
     f: f64,
+    /// A tensor map's view: `[columns, rows]`.
+    d: [i64; 2],
 }
 
 /// `sptir_emu::ErrorOut`.
@@ -185,6 +193,19 @@ pub enum EmuArg<'a> {
         bytes: &'a mut [u8],
         dtype: Option<DType>,
     },
+    /// A tensor map (`SPTIR_TMAP(T)`) of a buffer only read through it: the view's
+    /// `[columns, rows]` (checked against the buffer and the map's box at launch).
+    TensorMap {
+        bytes: &'a [u8],
+        dtype: Option<DType>,
+        dims: [i64; 2],
+    },
+    /// A tensor map of the buffer that argument `arg` (a pointer argument of the same launch)
+    /// passes: the same buffer as a pointer and as a map in one kernel.
+    TensorMapOf {
+        arg: usize,
+        dims: [i64; 2],
+    },
     I32(i32),
     I64(i64),
     U32(u32),
@@ -193,6 +214,18 @@ pub enum EmuArg<'a> {
 }
 
 impl<'a> EmuArg<'a> {
+    /// A tensor map of a typed buffer, viewed as `rows` rows of `columns` elements.
+    pub fn tensor_map<T: EmuElem>(values: &'a [T], columns: i64, rows: i64) -> EmuArg<'a> {
+        match EmuArg::input(values) {
+            EmuArg::In { bytes, dtype } => EmuArg::TensorMap {
+                bytes,
+                dtype,
+                dims: [columns, rows],
+            },
+            other => other,
+        }
+    }
+
     /// A read-only typed buffer.
     pub fn input<T: EmuElem>(values: &'a [T]) -> EmuArg<'a> {
         // SAFETY: `T` is a plain numeric type (sealed): every byte of it is initialized, and
@@ -223,6 +256,7 @@ impl<'a> EmuArg<'a> {
         match self {
             EmuArg::In { .. } => "a read-only buffer".into(),
             EmuArg::Out { .. } => "a writable buffer".into(),
+            EmuArg::TensorMap { .. } | EmuArg::TensorMapOf { .. } => "a tensor map".into(),
             EmuArg::I32(v) => format!("the int32 {v}"),
             EmuArg::I64(v) => format!("the int64 {v}"),
             EmuArg::U32(v) => format!("the uint32 {v}"),
@@ -333,7 +367,17 @@ pub fn launchers(module: &CudaModule) -> Result<String, RunError> {
                     a.name, a.ctype
                 )));
             }
-            params.push(if a.pointer {
+            params.push(if let Some(tm) = &a.tensor_map {
+                format!(
+                    "::sptir_emu::TMap<{}>::make(a[{j}].ptr, a[{j}].len, \"{}\", a[{j}].d[0], \
+                     a[{j}].d[1], {}u, {}u, {}u, a[{j}].i != 0)",
+                    a.ctype,
+                    c_string(&a.name),
+                    tm.box_dims[0],
+                    tm.box_dims[1],
+                    tm.swizzle
+                )
+            } else if a.pointer {
                 format!(
                     "::sptir_emu::GPtr<{}, {}>::make(a[{j}].ptr, a[{j}].len, \"{}\")",
                     a.ctype,
@@ -578,11 +622,43 @@ impl EmuModule {
                 kernel.args.len()
             )));
         }
-        let raw = args
+        let mut raw = args
             .iter_mut()
             .zip(&kernel.args)
-            .map(|(a, p)| marshal(a, p))
+            .map(|(a, p)| marshal(&kernel.name, a, p))
             .collect::<Result<Vec<_>, _>>()?;
+        // Tensor maps of another argument's buffer: its pointer, race-checked when the kernel
+        // writes that buffer.
+        for (j, a) in args.iter().enumerate() {
+            let EmuArg::TensorMapOf { arg, dims } = *a else {
+                continue;
+            };
+            let p = &kernel.args[j];
+            let target = match kernel.args.get(arg) {
+                Some(t) if arg != j && t.pointer && t.tensor_map.is_none() => t,
+                _ => {
+                    return Err(invalid(format!(
+                        "tensor map `{}` refers to argument {arg}, which is not a buffer \
+                         pointer of this kernel",
+                        p.name
+                    )))
+                }
+            };
+            if target.dtype != p.dtype {
+                return Err(RunError::DTypeMismatch {
+                    name: p.name.clone(),
+                    expected: p.dtype,
+                    found: target.dtype,
+                });
+            }
+            let (ptr, len) = (raw[arg].ptr, raw[arg].len);
+            let bytes = usize::try_from(len).unwrap_or(0) * elem_size(p.dtype);
+            crate::tensor_map::check_view(&kernel.name, p, dims, bytes, None)?;
+            raw[j].ptr = ptr;
+            raw[j].len = len;
+            raw[j].d = dims;
+            raw[j].i = i64::from(!target.readonly);
+        }
         // SAFETY: `ErrorOut` and `LaunchDesc` are plain C structs, valid when zeroed.
         let mut desc: LaunchDesc = unsafe { std::mem::zeroed() };
         desc.grid = grid;
@@ -635,12 +711,13 @@ fn elem_size(dtype: DType) -> usize {
     (dtype.bits() as usize / 8).max(1)
 }
 
-fn marshal(a: &mut EmuArg<'_>, p: &KernelArg) -> Result<RawArg, RunError> {
+fn marshal(kernel: &str, a: &mut EmuArg<'_>, p: &KernelArg) -> Result<RawArg, RunError> {
     let mut raw = RawArg {
         ptr: std::ptr::null_mut(),
         len: 0,
         i: 0,
         f: 0.0,
+        d: [0; 2],
     };
     let found = a.describe();
     let kind = |expected: &str| RunError::ArgKind {
@@ -648,6 +725,41 @@ fn marshal(a: &mut EmuArg<'_>, p: &KernelArg) -> Result<RawArg, RunError> {
         expected: expected.into(),
         found: found.clone(),
     };
+    if p.tensor_map.is_some() {
+        let (bytes, dtype, dims) = match a {
+            EmuArg::TensorMap { bytes, dtype, dims } => (&**bytes, *dtype, *dims),
+            // Resolved once every argument is marshalled.
+            EmuArg::TensorMapOf { .. } => return Ok(raw),
+            _ => return Err(kind(&format!("a tensor map of a buffer of {}", p.dtype))),
+        };
+        if let Some(d) = dtype {
+            if d != p.dtype {
+                return Err(RunError::DTypeMismatch {
+                    name: p.name.clone(),
+                    expected: p.dtype,
+                    found: d,
+                });
+            }
+        }
+        let size = elem_size(p.dtype);
+        let ptr = bytes.as_ptr();
+        if !bytes.len().is_multiple_of(size) || !(ptr as usize).is_multiple_of(size) {
+            return Err(RunError::Scalar {
+                name: p.name.clone(),
+                message: format!(
+                    "a buffer of {} needs a length and an address that are multiples of {size} \
+                     bytes ({} bytes at {ptr:p})",
+                    p.dtype,
+                    bytes.len()
+                ),
+            });
+        }
+        crate::tensor_map::check_view(kernel, p, dims, bytes.len(), None)?;
+        raw.ptr = ptr as *mut c_void;
+        raw.len = i64::try_from(bytes.len() / size).unwrap_or(i64::MAX);
+        raw.d = dims;
+        return Ok(raw);
+    }
     if p.pointer {
         let (ptr, len, dtype) = match a {
             EmuArg::In { bytes, dtype } if p.readonly => {

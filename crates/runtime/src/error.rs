@@ -173,6 +173,15 @@ pub enum RunError {
         thread: [u32; 3],
         message: String,
     },
+    /// A tensor-map argument (`KernelArg::tensor_map`) whose view or box the tensor copy engine
+    /// cannot take (larger than its buffer, a row stride that is not a multiple of 16 bytes, a
+    /// box past the limits), on the GPU path and in the emulator alike.
+    #[error("kernel `{kernel}`: tensor map `{arg}`: {message}")]
+    TensorMap {
+        kernel: String,
+        arg: String,
+        message: String,
+    },
     /// CUDA emulation: the launch itself is invalid (kernel index, dimensions, arguments).
     #[error("kernel `{kernel}`: invalid launch: {message}")]
     EmuInvalidLaunch { kernel: String, message: String },

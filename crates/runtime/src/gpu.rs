@@ -184,6 +184,21 @@ impl GpuKernel {
             }
             launches.push((grid, block));
         }
+        // The views of the tensor-map arguments, by kernel and argument (checked against
+        // their buffers by each backend).
+        let mut tmaps: Vec<Vec<Option<[i64; 2]>>> = Vec::with_capacity(m.kernels.len());
+        for k in &m.kernels {
+            let mut dims = Vec::with_capacity(k.args.len());
+            for a in &k.args {
+                dims.push(match a.tensor_map {
+                    Some(_) => Some(crate::tensor_map::eval_dims(&k.name, a, &|p| {
+                        ints.get(&p).copied()
+                    })?),
+                    None => None,
+                });
+            }
+            tmaps.push(dims);
+        }
         // Byte views of every parameter's array.
         let mut by_name: HashMap<String, &mut ArgValue> =
             args.iter_mut().map(|(k, v)| (k.clone(), v)).collect();
@@ -232,26 +247,51 @@ impl GpuKernel {
                     if grid.contains(&0) {
                         continue;
                     }
-                    // The kernel's arguments are in parameter order, each parameter once.
-                    let mut eargs = Vec::with_capacity(k.args.len());
-                    let mut wanted = k.args.iter().peekable();
+                    // Each parameter's slot goes to its first pointer argument (or, without one,
+                    // its first tensor map); its other tensor maps refer to that argument.
+                    let mut placed: Vec<Option<EmuArg<'_>>> =
+                        std::iter::repeat_with(|| None).take(k.args.len()).collect();
                     for (i, slot) in slots.iter_mut().enumerate() {
-                        let Some(a) = wanted.next_if(|a| a.param == i) else {
+                        let uses: Vec<usize> = (0..k.args.len())
+                            .filter(|&j| k.args[j].param == i)
+                            .collect();
+                        let Some(&owner) = uses
+                            .iter()
+                            .find(|&&j| k.args[j].tensor_map.is_none())
+                            .or(uses.first())
+                        else {
                             continue;
                         };
+                        let a = &k.args[owner];
                         let Some(slot) = slot.as_mut() else {
                             return Err(RunError::InvalidLaunch(format!(
                                 "kernel `{}`: argument `{}` has no value",
                                 k.name, a.name
                             )));
                         };
-                        eargs.push(emu_arg(slot, a.dtype));
+                        placed[owner] = Some(match (tmaps[ki][owner], slot) {
+                            (Some(dims), Slot::Buffer(b)) => EmuArg::TensorMap {
+                                bytes: b,
+                                dtype: Some(a.dtype),
+                                dims,
+                            },
+                            (_, slot) => emu_arg(slot, a.dtype),
+                        });
+                        for &j in &uses {
+                            if let (true, Some(dims)) = (j != owner, tmaps[ki][j]) {
+                                placed[j] = Some(EmuArg::TensorMapOf { arg: owner, dims });
+                            }
+                        }
                     }
-                    if let Some(a) = wanted.next() {
-                        return Err(RunError::InvalidLaunch(format!(
-                            "kernel `{}`: argument `{}` has no value",
-                            k.name, a.name
-                        )));
+                    let mut eargs = Vec::with_capacity(k.args.len());
+                    for (a, p) in k.args.iter().zip(placed) {
+                        let Some(p) = p else {
+                            return Err(RunError::InvalidLaunch(format!(
+                                "kernel `{}`: argument `{}` has no value",
+                                k.name, a.name
+                            )));
+                        };
+                        eargs.push(p);
                     }
                     let s: EmuStats = e.launch(ki, grid, block, &mut eargs)?;
                     stats.requested_bytes += s.requested_bytes;
@@ -259,7 +299,7 @@ impl GpuKernel {
                 }
                 Ok(stats)
             }
-            Backend::Cuda(d) => d.run(m, &launches, &mut slots, repeats),
+            Backend::Cuda(d) => d.run(m, &launches, &tmaps, &mut slots, repeats),
         }
     }
 }

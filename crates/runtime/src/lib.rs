@@ -19,6 +19,7 @@ pub mod gpu;
 pub mod kernel;
 pub mod machine;
 pub mod native;
+pub mod tensor_map;
 pub mod timing;
 pub mod validate;
 

@@ -25,7 +25,16 @@
 //!   the waiting thread.
 //!
 //! The emulator lands a copy's bytes when a thread waits on its barrier; until then its shared
-//! elements are in flight (any access to them is a race), as `cp.async`'s are.
+//! elements are in flight (any access to them is a race), as `cp.async`'s are. Precisely
+//! (`runtime/src/cuda_emu/prelude.hpp`): a copy reads its box at issue and records its shared
+//! writes as the issuing thread's; every copy pending on a barrier lands at the first wait on
+//! it that finds the phase incomplete (or when every live thread of the block is blocked), its
+//! elements then counting as written by no thread, its bytes completing the transaction count;
+//! that waiting thread then lets the block's other threads run before it goes on. A phase
+//! completes when its arrivals are made and its transaction count is back to zero; a block
+//! whose threads all wait on phases that cannot complete (more bytes announced than copied) is
+//! a deadlock, a destination not aligned to the swizzle's span (128 bytes unswizzled, each
+//! shared array taken as 1024-byte aligned) is unsupported.
 
 /// The definitions of [`super::pipeline::CP_ASYNC_PRELUDE`]'s kind for the tensor copy engine
 /// (see the module documentation). Public so that hand-written emulator tests use them too.
