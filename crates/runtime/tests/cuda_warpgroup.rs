@@ -681,7 +681,6 @@ fn tma_slices_compile_for_sm_90a() {
 }
 
 #[test]
-#[ignore = "the emulator's tensor copies are not merged yet"]
 fn tma_slices_equal_the_evaluator_in_the_emulator() {
     spmm_24_tma(GpuDevice::Emulator);
 }
