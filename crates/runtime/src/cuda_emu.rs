@@ -1,6 +1,7 @@
 //! CPU emulation of generated CUDA: a [`CudaModule`]'s exact source is compiled by the host C++
-//! compiler after the emulator's prelude (`cuda_emu/prelude.hpp`), with one launcher per kernel
-//! generated here, and launched over a grid whose blocks run as fibers on a few OS threads.
+//! compiler after the emulator's prelude (`cuda_emu/prelude.hpp`, `tma.hpp`, `launch.hpp`), with
+//! one launcher per kernel generated here, and launched over a grid whose blocks run as fibers
+//! on a few OS threads.
 //!
 //! # What a launch checks and measures
 //!
@@ -56,8 +57,14 @@ use crate::cache::{KernelCache, LoadReport};
 use crate::compile::Compiler;
 use crate::error::{number_lines, RunError};
 
-/// The emulator's C++ prelude (part of every cache key, as the text of the compiled source).
-pub const PRELUDE: &str = include_str!("cuda_emu/prelude.hpp");
+/// The emulator's C++ prelude (part of every cache key, as the text of the compiled source): the
+/// core (fibers, traffic, collectives, shared arrays, asynchronous copies and products,
+/// proxies), mbarriers and the tensor copy engine, then atomics, grids and the CUDA surface.
+pub const PRELUDE: &str = concat!(
+    include_str!("cuda_emu/prelude.hpp"),
+    include_str!("cuda_emu/tma.hpp"),
+    include_str!("cuda_emu/launch.hpp")
+);
 
 /// The flags every emulated module is compiled with.
 pub const EMU_FLAGS: [&str; 7] = [

@@ -26,7 +26,7 @@
 //!
 //! The emulator lands a copy's bytes when a thread waits on its barrier; until then its shared
 //! elements are in flight (any access to them is a race), as `cp.async`'s are. Precisely
-//! (`runtime/src/cuda_emu/prelude.hpp`): a copy reads its box at issue and records its shared
+//! (`runtime/src/cuda_emu/tma.hpp`): a copy reads its box at issue and records its shared
 //! writes as the issuing thread's; every copy pending on a barrier lands at the first wait on
 //! it that finds the phase incomplete (or when every live thread of the block is blocked), its
 //! elements then counting as written by no thread, its bytes completing the transaction count;
