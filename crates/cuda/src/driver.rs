@@ -910,9 +910,15 @@ impl TensorMap2d {
                 "the buffer's address {address:#x} is not 16-byte aligned"
             )));
         }
-        if !self.row_stride_bytes.is_multiple_of(16) || self.row_stride_bytes >= 1 << 40 {
+        if !self.row_stride_bytes.is_multiple_of(16) {
             return Err(bad(format!(
-                "the row stride of {} bytes must be a multiple of 16 below 2^40",
+                "a row stride of {} bytes is not a multiple of 16 (the copy engine's)",
+                self.row_stride_bytes
+            )));
+        }
+        if self.row_stride_bytes >= 1 << 40 {
+            return Err(bad(format!(
+                "the row stride of {} bytes must be below 2^40",
                 self.row_stride_bytes
             )));
         }
@@ -927,8 +933,8 @@ impl TensorMap2d {
             .and_then(|v| v.checked_add(cols * e));
         if need.is_none_or(|n| n > buffer_bytes) {
             return Err(bad(format!(
-                "the view of {rows} rows of {cols} elements does not fit the buffer's \
-                 {buffer_bytes} bytes"
+                "the view of {rows} rows of {cols} elements is larger than the buffer (it \
+                 does not fit its {buffer_bytes} bytes)"
             )));
         }
         if !(1..=256).contains(&bc) || !(1..=256).contains(&br) {

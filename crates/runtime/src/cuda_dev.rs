@@ -7,7 +7,7 @@ use std::time::Duration;
 use sparsetir_codegen::cuda::CudaModule;
 use sparsetir_cuda::{
     launch, launch_async, Arch, Context, DeviceBuffer, Emit, Function, LaunchArg, Module, Nvrtc,
-    TensorMap, TensorMap2d, TensorMapElem,
+    TensorMap,
 };
 use sparsetir_ir::DType;
 
@@ -234,22 +234,7 @@ impl DeviceModule {
         dims: [i64; 2],
         b: &DeviceBuffer,
     ) -> Result<TensorMap, RunError> {
-        let view = crate::tensor_map::check_view(kernel, a, dims, b.len(), Some(b.device_ptr()))?;
-        let elem = match a.dtype {
-            DType::F16 => TensorMapElem::F16,
-            DType::BF16 => TensorMapElem::BF16,
-            DType::U16 | DType::I16 => TensorMapElem::U16,
-            DType::F32 => TensorMapElem::F32,
-            DType::I32 => TensorMapElem::I32,
-            _ => TensorMapElem::U32,
-        };
-        let map = TensorMap2d {
-            elem,
-            dims: [view.columns, view.rows],
-            row_stride_bytes: view.row_stride_bytes,
-            box_dims: view.box_dims,
-            swizzle: view.swizzle,
-        };
+        let map = crate::tensor_map::check_view(kernel, a, dims, b.len(), Some(b.device_ptr()))?;
         self.ctx
             .encode_tensor_map_2d(b, &map)
             .map_err(|e| RunError::TensorMap {

@@ -657,7 +657,7 @@ fn the_tensor_copy_kernels_compile_for_sm_90() {
 /// capability 9.0 or later, through the runtime's view check and the driver's encoder.
 #[test]
 fn swizzled_boxes_land_as_measured_on_a_real_gpu() {
-    use sparsetir_cuda::{launch, Context, DeviceBuffer, Emit, LaunchArg, Module, TensorMap2d};
+    use sparsetir_cuda::{launch, Context, DeviceBuffer, Emit, LaunchArg, Module};
     let Some(nvrtc) = common::nvrtc() else {
         return;
     };
@@ -694,17 +694,9 @@ fn swizzled_boxes_land_as_measured_on_a_real_gpu() {
             Some(dev.device_ptr()),
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(view.elem, sparsetir_cuda::TensorMapElem::U16);
         let map = ctx
-            .encode_tensor_map_2d(
-                &dev,
-                &TensorMap2d {
-                    elem: sparsetir_cuda::TensorMapElem::U16,
-                    dims: [view.columns, view.rows],
-                    row_stride_bytes: view.row_stride_bytes,
-                    box_dims: view.box_dims,
-                    swizzle: view.swizzle,
-                },
-            )
+            .encode_tensor_map_2d(&dev, &view)
             .unwrap_or_else(|e| panic!("{e}"));
         let n = (view.box_dims[0] * view.box_dims[1]) as usize;
         let out = DeviceBuffer::zeroed(&ctx, n * 2).expect("out");
