@@ -105,6 +105,18 @@ fn flatten<'a>(s: &'a Stmt, out: &mut Vec<&'a Stmt>) {
     }
 }
 
+/// Whether some loop of `func` satisfies `p` (an annotation a prelude of the source serves:
+/// `double_buffer`, `stage_a`, `tma`).
+fn any_loop(func: &PrimFunc, p: impl Fn(&For) -> bool) -> bool {
+    let mut found = false;
+    func.body.visit(&mut |s| {
+        if let Stmt::For(f) = s {
+            found |= p(f);
+        }
+    });
+    found
+}
+
 fn mentions(e: &Expr, vars: &[VarId]) -> bool {
     let mut hit = false;
     e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if vars.contains(v)));
@@ -461,16 +473,16 @@ impl<'f> Writer<'f> {
         if !self.wgmma_forms.is_empty() {
             source.push_str(&mma::wgmma_prelude(&self.wgmma_forms));
         }
-        if mma::uses_stage_a(func) {
+        if any_loop(func, mma::stages_a) {
             source.push_str(mma::A_STAGE_PRELUDE);
         }
-        if pipeline::uses_double_buffer(func) {
+        if any_loop(func, Writer::double_buffered) {
             if !(half::uses_half(func) || tensor_cores) {
                 source.push_str(&half::cuda_prelude());
             }
             source.push_str(pipeline::CP_ASYNC_PRELUDE);
         }
-        if tma::uses_tma(func) {
+        if any_loop(func, tma::tma_requested) {
             source.push_str(tma::TMA_PRELUDE);
         }
         source.push_str(&body);

@@ -307,33 +307,35 @@ impl<'f> Writer<'f> {
                 None => e.clone(),
             })
             .collect();
-        // A window of swizzled boxes (`gpu/tma.rs`): (k, n) as (n / 64) 64 R + 64 k +
-        // ((n % 64) ^ (8 (k % 8))), written directly.
-        if let (Some(rows), true, [k, n]) = (info.core, info.swizzled, shifted.as_slice()) {
-            let (k, n) = (self.expr(k)?.0, self.expr(n)?.0);
-            let mut off = format!(
-                "(int64_t)(({n}) / 64) * {} + (int64_t)({k}) * 64 + (int64_t)((({n}) % 64) ^ ((({k}) % 8) << 3))",
-                64 * rows
-            );
-            if let Some(st) = &info.stage {
-                let (t, _) = self.expr(st)?;
-                off = format!("{off} + (int64_t){t}");
-            }
-            return Ok(off);
-        }
-        // A core-matrix window: (k, n) as (n / 8, k, n % 8) over strides (8 R, 8, 1).
         let mut strides: Vec<Stride> = info.strides.clone();
-        if let (Some(rows), [k, n]) = (info.core, shifted.as_slice()) {
-            let (hi, lo) = self.core_split(n);
-            shifted = vec![hi, k.clone(), lo];
-            strides = vec![Stride::Const(8 * rows), Stride::Const(8), Stride::Const(1)];
-        }
-        for e in &shifted {
-            let (s, dt) = self.expr(e)?;
-            if !(dt.is_integer() || dt.is_bool()) {
-                return Err(self.invalid(format!("an index of `{name}` has type {dt}")));
+        if let (Some(rows), true, [k, n]) = (info.core, info.swizzled, shifted.as_slice()) {
+            // A window of swizzled boxes (`gpu/tma.rs`): (k, n) as (n / 64, k, (n % 64) ^
+            // (8 (k % 8))) over strides (64 R, 64, 1).
+            let (k, n) = (self.expr(k)?.0, self.expr(n)?.0);
+            idx = vec![
+                format!("(({n}) / 64)"),
+                format!("({k})"),
+                format!("((({n}) % 64) ^ ((({k}) % 8) << 3))"),
+            ];
+            strides = vec![
+                Stride::Const(64 * rows),
+                Stride::Const(64),
+                Stride::Const(1),
+            ];
+        } else {
+            // A core-matrix window: (k, n) as (n / 8, k, n % 8) over strides (8 R, 8, 1).
+            if let (Some(rows), [k, n]) = (info.core, shifted.as_slice()) {
+                let (hi, lo) = self.core_split(n);
+                shifted = vec![hi, k.clone(), lo];
+                strides = vec![Stride::Const(8 * rows), Stride::Const(8), Stride::Const(1)];
             }
-            idx.push(s);
+            for e in &shifted {
+                let (s, dt) = self.expr(e)?;
+                if !(dt.is_integer() || dt.is_bool()) {
+                    return Err(self.invalid(format!("an index of `{name}` has type {dt}")));
+                }
+                idx.push(s);
+            }
         }
         // A double-buffered window: the current half.
         if let Some(st) = &info.stage {

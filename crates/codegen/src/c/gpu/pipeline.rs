@@ -311,17 +311,6 @@ impl<'f> Writer<'f> {
     }
 }
 
-/// Whether some loop of `func` asks for a double-buffered copy.
-pub(super) fn uses_double_buffer(func: &PrimFunc) -> bool {
-    let mut found = false;
-    func.body.visit(&mut |s| {
-        if let Stmt::For(f) = s {
-            found |= Writer::double_buffered(f);
-        }
-    });
-    found
-}
-
 /// `cp.async` and its groups, as every pipelined kernel's source defines them: PTX on a GPU
 /// (sm_80+); in the emulator the copy whose bytes land when the thread's wait completes their
 /// group. A copy moves 16 bytes of any element type (16-bit values, 8-bit positions:

@@ -377,14 +377,3 @@ impl Writer<'_> {
         Ok(())
     }
 }
-
-/// Whether some loop of `func` asks for copies by the tensor copy engine.
-pub(super) fn uses_tma(func: &PrimFunc) -> bool {
-    let mut found = false;
-    func.body.visit(&mut |s| {
-        if let Stmt::For(f) = s {
-            found |= tma_requested(f);
-        }
-    });
-    found
-}

@@ -274,17 +274,6 @@ impl Writer<'_> {
     }
 }
 
-/// Whether some loop of `func` stages `A` (the source then needs [`A_STAGE_PRELUDE`]).
-pub(crate) fn uses_stage_a(func: &PrimFunc) -> bool {
-    let mut found = false;
-    func.body.visit(&mut |s| {
-        if let Stmt::For(f) = s {
-            found |= stages_a(f);
-        }
-    });
-    found
-}
-
 /// The shared loads of a staged `A` (its copies are `pipeline.rs`'s `cp.async`): PTX on a GPU,
 /// the emulator's checked accesses.
 pub(crate) const A_STAGE_PRELUDE: &str = r#"#ifndef SPTIR_EMU
