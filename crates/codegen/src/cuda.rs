@@ -90,6 +90,10 @@ pub struct CudaKernel {
     pub shared_bytes: u64,
     /// Of those, the bytes of dynamic shared memory each launch must pass (0: all static).
     pub dynamic_shared_bytes: u64,
+    /// Blocks per thread-block cluster along x, y, z (`[1, 1, 1]`: no clusters). The source
+    /// declares the same (`SPTIR_CLUSTER_DIMS`, `__cluster_dims__` on a GPU); each grid
+    /// dimension must be a multiple of it, which the runtime checks before a launch.
+    pub cluster: [u32; 3],
 }
 
 /// One parameter of a kernel.

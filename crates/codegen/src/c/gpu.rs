@@ -792,6 +792,7 @@ impl<'f> Writer<'f> {
             block,
             shared_bytes: ctx.shared_bytes,
             dynamic_shared_bytes,
+            cluster: [1, 1, 1],
         })
     }
 
