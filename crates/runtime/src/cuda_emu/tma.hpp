@@ -211,3 +211,29 @@ inline void tma_load_2d(const SPtr<T>& dst, const TMap<T>& map, SharedMeta* bm, 
 }
 
 }  // namespace sptir_emu
+
+namespace sptir_emu {
+
+// Thread-block clusters (provisional: every block is a cluster of its own).
+inline unsigned cluster_rank() { return 0; }
+inline void syncthreads();
+inline void cluster_sync() { syncthreads(); }
+inline void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
+  if (rank != 0) fail_unsupported("mbar_arrive_cluster on a rank outside the cluster");
+  Block* b = cur()->blk;
+  int i = mbar_get(m, off, "an arrival on");
+  MBar& x = b->mbars[size_t(i)];
+  if (x.pending == 0)
+    fail_unsupported("an arrival on an mbarrier whose current phase has all its arrivals "
+                     "(more arrivals than its count)");
+  --x.pending;
+  mbar_try_complete(b, i);
+}
+template <class T>
+inline void tma_load_2d_mc(const SPtr<T>& dst, const TMap<T>& map, SharedMeta* bm, int64_t boff,
+                           int c0, int c1, unsigned short mask) {
+  if (mask != 1) fail_unsupported("a tensor copy multicast to a rank outside the cluster");
+  tma_load_2d(dst, map, bm, boff, c0, c1);
+}
+
+}  // namespace sptir_emu
