@@ -77,6 +77,18 @@ impl DeviceModule {
             }
             arch = arch.with_arch_specific();
         }
+        // Thread-block clusters (`__cluster_dims__`): compute capability 9.0 and later.
+        if let Some(k) = m.kernels.iter().find(|k| k.cluster != [1, 1, 1]) {
+            if arch.compute_capability() < (9, 0) {
+                return Err(RunError::Cuda(format!(
+                    "kernel `{}` of `{}` runs in thread-block clusters of {:?} blocks (sm_90 and                      later); this GPU is {}",
+                    k.name,
+                    m.func,
+                    k.cluster,
+                    arch.sm_name()
+                )));
+            }
+        }
         let nvrtc = Nvrtc::load()?;
         let (cubin, _) = compile_cached(&nvrtc, m, &arch, Emit::Cubin, cache)?;
         let module = Module::load(&ctx, &cubin)?;
@@ -125,6 +137,13 @@ impl DeviceModule {
         slots: &mut [Option<Slot<'_>>],
         repeats: usize,
     ) -> Result<GpuRunStats, RunError> {
+        // Every grid a whole number of its kernel's clusters (declared in the source by
+        // `__cluster_dims__`, so the launch itself needs no attribute), checked before any copy.
+        for (k, &(grid, _)) in m.kernels.iter().zip(launches) {
+            if !grid.contains(&0) {
+                crate::cuda_emu::check_cluster(&k.name, grid, k.cluster)?;
+            }
+        }
         let mut bufs: Vec<Option<DeviceBuffer>> = Vec::with_capacity(slots.len());
         for s in slots.iter() {
             bufs.push(match s {

@@ -1,7 +1,7 @@
 //! CPU emulation of generated CUDA: a [`CudaModule`]'s exact source is compiled by the host C++
-//! compiler after the emulator's prelude (`cuda_emu/prelude.hpp`, `tma.hpp`, `launch.hpp`), with
-//! one launcher per kernel generated here, and launched over a grid whose blocks run as fibers
-//! on a few OS threads.
+//! compiler after the emulator's prelude (`cuda_emu/prelude.hpp`, `tma.hpp`, `cluster.hpp`,
+//! `launch.hpp`), with one launcher per kernel generated here, and launched over a grid whose
+//! blocks run as fibers on a few OS threads (the blocks of one thread-block cluster together).
 //!
 //! # What a launch checks and measures
 //!
@@ -26,6 +26,15 @@
 //!   gets a `TMap<T>` of the checked buffer. mbarriers are block state; a copy's box is read
 //!   at issue (counted as traffic: its elements, and the sectors of each box row), its shared
 //!   elements in flight until a wait on its barrier lands it (see the prelude).
+//! - Thread-block clusters ([`CudaKernel::cluster`]): the grid must be a whole number of
+//!   clusters of at most 8 blocks ([`RunError::Cluster`], [`check_cluster`]). A worker runs the
+//!   blocks of one cluster together, their threads interleaved; `sptir_cluster_sync` is a
+//!   barrier of every thread of the cluster (and each block's `__syncthreads` for the race
+//!   check); a remote mbarrier arrival or a copy multicast into another block reaches the same
+//!   shared array and offset there, a rank outside the cluster or a barrier not initialized
+//!   there is unsupported, as is reaching a block whose threads all returned. A copy
+//!   multicast into a block races with that block's accesses since its last barrier; its
+//!   global traffic counts once.
 //! - Global traffic ([`EmuStats`]): the accesses of a warp's lanes at one program site with the
 //!   same per-lane occurrence count of that site (counted from the last warp collective or
 //!   barrier) form one warp-wide access; it requests the sum of the lanes' element sizes and
@@ -59,10 +68,12 @@ use crate::error::{number_lines, RunError};
 
 /// The emulator's C++ prelude (part of every cache key, as the text of the compiled source): the
 /// core (fibers, traffic, collectives, shared arrays, asynchronous copies and products,
-/// proxies), mbarriers and the tensor copy engine, then atomics, grids and the CUDA surface.
+/// proxies), mbarriers and the tensor copy engine, thread-block clusters, then atomics, grids
+/// and the CUDA surface.
 pub const PRELUDE: &str = concat!(
     include_str!("cuda_emu/prelude.hpp"),
     include_str!("cuda_emu/tma.hpp"),
+    include_str!("cuda_emu/cluster.hpp"),
     include_str!("cuda_emu/launch.hpp")
 );
 
@@ -81,7 +92,11 @@ pub const EMU_FLAGS: [&str; 7] = [
 pub const DEFAULT_EMU_THREADS: usize = 2;
 
 /// The prelude's ABI version (`sptir_emu_abi_version`).
-const ABI_VERSION: i32 = 2;
+const ABI_VERSION: i32 = 3;
+
+/// The most blocks of a thread-block cluster a launch may ask for (the portable limit of
+/// `__cluster_dims__`; Hopper takes 16 only with a launch attribute this runtime does not set).
+pub const MAX_CLUSTER_BLOCKS: u32 = 8;
 
 /// The file names the compiler's diagnostics use for the module and the launchers (`#line`).
 const LAUNCHERS_FILE: &str = "sptir_emu_launchers.cpp";
@@ -127,8 +142,9 @@ struct ErrorOut {
 struct LaunchDesc {
     grid: [u32; 3],
     block: [u32; 3],
+    /// Blocks per thread-block cluster along x, y, z.
+    cluster: [u32; 3],
     os_threads: u32,
-    reserved: u32,
     args: *const RawArg,
     requested_bytes: u64,
     sector_bytes: u64,
@@ -622,6 +638,7 @@ impl EmuModule {
             message,
         };
         check_dims(grid, block).map_err(invalid)?;
+        check_cluster(&kernel.name, grid, kernel.cluster)?;
         if args.len() != kernel.args.len() {
             return Err(invalid(format!(
                 "{} argument(s) given, the kernel takes {}",
@@ -670,6 +687,7 @@ impl EmuModule {
         let mut desc: LaunchDesc = unsafe { std::mem::zeroed() };
         desc.grid = grid;
         desc.block = block;
+        desc.cluster = kernel.cluster;
         desc.os_threads = u32::try_from(self.threads).unwrap_or(u32::MAX).max(1);
         desc.args = raw.as_ptr();
         // SAFETY: the launcher reads `raw` (alive here), whose buffers are borrowed for this
@@ -709,6 +727,37 @@ fn check_dims(grid: [u32; 3], block: [u32; 3]) -> Result<(), String> {
         return Err(format!(
             "block {block:?} has {threads} threads; at most 1024"
         ));
+    }
+    Ok(())
+}
+
+/// Refuses a launch of kernel `kernel` over `grid` in clusters of `cluster` blocks (x, y, z)
+/// that a GPU would not run: a cluster dimension of 0, more than [`MAX_CLUSTER_BLOCKS`] blocks
+/// in a cluster, a grid dimension that is not a multiple of the cluster's. `[1, 1, 1]` (no
+/// clusters) takes every grid.
+pub fn check_cluster(kernel: &str, grid: [u32; 3], cluster: [u32; 3]) -> Result<(), RunError> {
+    let bad = |message: String| RunError::Cluster {
+        kernel: kernel.to_string(),
+        grid,
+        cluster,
+        message,
+    };
+    if cluster.contains(&0) {
+        return Err(bad("a cluster dimension is 0".into()));
+    }
+    let blocks = cluster.iter().map(|&c| u64::from(c)).product::<u64>();
+    if blocks > u64::from(MAX_CLUSTER_BLOCKS) {
+        return Err(bad(format!(
+            "{blocks} blocks in a cluster; at most {MAX_CLUSTER_BLOCKS}"
+        )));
+    }
+    for (d, axis) in ["x", "y", "z"].iter().enumerate() {
+        if !grid[d].is_multiple_of(cluster[d]) {
+            return Err(bad(format!(
+                "grid.{axis} = {} is not a multiple of the cluster's {}",
+                grid[d], cluster[d]
+            )));
+        }
     }
     Ok(())
 }

@@ -182,6 +182,20 @@ pub enum RunError {
         arg: String,
         message: String,
     },
+    /// A launch of a kernel declared in thread-block clusters (`CudaKernel::cluster`) whose grid
+    /// is not a whole number of clusters, or whose clusters a GPU cannot run (a dimension of 0,
+    /// more than 8 blocks): refused before launching, on the GPU path and in the emulator alike.
+    #[error(
+        "kernel `{kernel}`: grid {} cannot run in clusters of {} blocks: {message}",
+        dim3(.grid),
+        dim3(.cluster)
+    )]
+    Cluster {
+        kernel: String,
+        grid: [u32; 3],
+        cluster: [u32; 3],
+        message: String,
+    },
     /// CUDA emulation: the launch itself is invalid (kernel index, dimensions, arguments).
     #[error("kernel `{kernel}`: invalid launch: {message}")]
     EmuInvalidLaunch { kernel: String, message: String },

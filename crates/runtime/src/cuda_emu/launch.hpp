@@ -1,5 +1,5 @@
-// sparsetir CUDA emulator prelude, part 3 of 3 (after `prelude.hpp` and `tma.hpp`): atomics,
-// running a grid, and the CUDA surface the generated source uses.
+// sparsetir CUDA emulator prelude, part 4 of 4 (after `prelude.hpp`, `tma.hpp` and
+// `cluster.hpp`): atomics, running a grid, and the CUDA surface the generated source uses.
 
 namespace sptir_emu {
 
@@ -37,45 +37,64 @@ struct Worker {
 constexpr size_t STACK_SIZE = 256 * 1024;
 constexpr size_t GUARD = 4096;
 
-inline void deadlock(Block* b) {
-  ErrorOut e = new_error(ERR_DEADLOCK, b);
-  unsigned at_bar = 0, at_warp = 0, at_mbar = 0;
-  int first_bar = -1, first_warp = -1, first_mbar = -1;
-  for (unsigned i = 0; i < b->n; ++i) {
-    const Fiber& f = b->fibers[i];
-    if (f.st == St::Barrier) {
-      if (first_bar < 0) first_bar = int(i);
-      ++at_bar;
-    } else if (f.st == St::Warp) {
-      if (first_warp < 0) first_warp = int(i);
-      ++at_warp;
-    } else if (f.st == St::MBar) {
-      if (first_mbar < 0) first_mbar = int(i);
-      ++at_mbar;
+// Every live thread of cluster `c` is blocked for good: the error names the waits (the block
+// of the first blocked thread; over the whole cluster when it has several blocks).
+inline void deadlock(Cluster* c) {
+  unsigned at_bar = 0, at_warp = 0, at_mbar = 0, at_cl = 0, exited = 0;
+  const Fiber *first_bar = nullptr, *first_warp = nullptr, *first_mbar = nullptr,
+              *first_cl = nullptr;
+  for (unsigned r = 0; r < c->size; ++r) {
+    const Block* b = &c->blocks[r];
+    exited += b->exited;
+    for (unsigned i = 0; i < b->n; ++i) {
+      const Fiber& f = b->fibers[i];
+      if (f.st == St::Barrier) {
+        if (!first_bar) first_bar = &f;
+        ++at_bar;
+      } else if (f.st == St::Warp) {
+        if (!first_warp) first_warp = &f;
+        ++at_warp;
+      } else if (f.st == St::MBar) {
+        if (!first_mbar) first_mbar = &f;
+        ++at_mbar;
+      } else if (f.st == St::Cluster) {
+        if (!first_cl) first_cl = &f;
+        ++at_cl;
+      }
     }
   }
-  if (first_bar >= 0) copy_dim(e.thread_a, b->fibers[first_bar].tid);
-  if (first_warp >= 0) copy_dim(e.thread_b, b->fibers[first_warp].tid);
-  if (first_mbar >= 0 && first_bar < 0) copy_dim(e.thread_a, b->fibers[first_mbar].tid);
+  const Fiber* a = first_bar ? first_bar : first_mbar ? first_mbar : first_cl;
+  const Fiber* any = a ? a : first_warp;
+  ErrorOut e = new_error(ERR_DEADLOCK, any ? any->blk : &c->blocks[0]);
+  if (a) copy_dim(e.thread_a, a->tid);
+  if (first_warp) copy_dim(e.thread_b, first_warp->tid);
   char mb[256] = "";
-  if (first_mbar >= 0) {
-    const MBar& x = b->mbars[b->fibers[first_mbar].wbar];
+  if (first_mbar) {
+    const Block* b = first_mbar->blk;
+    const MBar& x = b->mbars[first_mbar->wbar];
+    char rank[48] = "";
+    if (c->size > 1) std::snprintf(rank, sizeof rank, " of block rank %u", b->rank);
     std::snprintf(mb, sizeof mb,
-                  " (`%s`[%lld] waits for %u more arrival(s) and %lld more byte(s) of its "
+                  " (`%s`[%lld]%s waits for %u more arrival(s) and %lld more byte(s) of its "
                   "transaction count, with no tensor copy left to land)",
-                  x.m->name, (long long)x.off, x.pending, (long long)x.tx);
+                  x.m->name, (long long)x.off, rank, x.pending, (long long)x.tx);
   }
+  char cl[160] = "";
+  if (at_cl > 0 || c->size > 1)
+    std::snprintf(cl, sizeof cl, ", %u in cluster_sync (barrier.cluster)", at_cl);
+  char over[96] = "";
+  if (c->size > 1)
+    std::snprintf(over, sizeof over, ", over the %u blocks of the cluster", c->size);
   std::snprintf(e.message, sizeof e.message,
                 "%u thread(s) wait in __syncthreads, %u in a warp collective%s%s, %u on an "
-                "mbarrier%s, %u returned",
-                at_bar, at_warp, first_warp >= 0 ? " " : "",
-                first_warp >= 0 ? wop_name(b->fibers[first_warp].wop) : "", at_mbar, mb,
-                b->exited);
-  record_error(b->L, e);
+                "mbarrier%s%s, %u returned%s",
+                at_bar, at_warp, first_warp ? " " : "", first_warp ? wop_name(first_warp->wop) : "",
+                at_mbar, mb, cl, exited, over);
+  record_error(c->blocks[0].L, e);
 }
 
-// Runs block `b` to its end; false when it failed (the error is recorded).
-inline bool run_block(Block* b) {
+// Prepares block `b` for a run.
+inline void reset_block(Block* b) {
   b->exited = 0;
   b->bar_arrived = 0;
   b->epoch = 1;
@@ -100,40 +119,61 @@ inline bool run_block(Block* b) {
     f.mma_groups.clear();
     fiber_init(&f);
   }
+}
+
+// Runs the blocks of cluster `c` to their end, their threads interleaved; false when one failed
+// (the error is recorded).
+inline bool run_cluster(Cluster* c) {
+  c->arrived = 0;
+  c->exited = 0;
+  for (unsigned r = 0; r < c->size; ++r) reset_block(&c->blocks[r]);
   for (;;) {
     bool any = false;
-    for (unsigned i = 0; i < b->n; ++i) {
-      Fiber* f = &b->fibers[i];
-      if (f->st != St::Ready) continue;
-      any = true;
-      resume(b, f);
-      if (b->aborted) return false;
+    for (unsigned r = 0; r < c->size; ++r) {
+      Block* b = &c->blocks[r];
+      for (unsigned i = 0; i < b->n; ++i) {
+        Fiber* f = &b->fibers[i];
+        if (f->st != St::Ready) continue;
+        any = true;
+        resume(b, f);
+        if (b->aborted) return false;
+      }
     }
-    if (b->exited == b->n) break;
-    if (b->L->abort.load(std::memory_order_relaxed)) return false;
+    if (c->exited == c->threads) break;
+    if (c->blocks[0].L->abort.load(std::memory_order_relaxed)) return false;
     if (!any) {
-      if (mbar_land_all(b)) continue;
-      deadlock(b);
+      if (mbar_land_all(c)) continue;
+      deadlock(c);
       return false;
     }
   }
-  flush_all(b);
-  return merge_block(b);
+  for (unsigned r = 0; r < c->size; ++r) {
+    flush_all(&c->blocks[r]);
+    if (!merge_block(&c->blocks[r])) return false;
+  }
+  return true;
 }
 
+// The clusters of the grid, in the order of their linear ids (`block_of` over the grid of
+// clusters); the blocks of one by rank.
 inline void run_worker(Launch* L, Body body) {
   const LaunchDesc* d = L->d;
-  Block b;
-  b.L = L;
-  b.body = body;
-  b.bdim = uint3{d->block[0], d->block[1], d->block[2]};
-  b.gdim = uint3{d->grid[0], d->grid[1], d->grid[2]};
-  b.n = d->block[0] * d->block[1] * d->block[2];
-  b.requested = 0;
-  b.sectors = 0;
+  const uint3 gdim{d->grid[0], d->grid[1], d->grid[2]};
+  const uint3 cdim{d->cluster[0], d->cluster[1], d->cluster[2]};
+  const unsigned csize = cdim.x * cdim.y * cdim.z;
+  const unsigned n = d->block[0] * d->block[1] * d->block[2];
+  // (Never resized: the fibers point at their block.)
+  std::vector<Block> blocks(csize);
+  Cluster c;
+  c.dim = cdim;
+  c.size = csize;
+  c.blocks = blocks.data();
+  c.threads = n * csize;
+  c.arrived = 0;
+  c.exited = 0;
   Worker wk;
   size_t per = STACK_SIZE + GUARD;
-  wk.map_size = per * b.n;
+  wk.map_size = per * n * csize;
   void* mem = mmap(nullptr, wk.map_size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) {
@@ -143,37 +183,68 @@ inline void run_worker(Launch* L, Body body) {
     return;
   }
   wk.stacks = static_cast<char*>(mem);
-  b.fibers.resize(b.n);
-  b.warps.resize((b.n + 31) / 32);
-  for (unsigned i = 0; i < b.n; ++i) {
-    Fiber& f = b.fibers[i];
-    char* lo = wk.stacks + per * i;
-    mprotect(lo, GUARD, PROT_NONE);
-    f.stack = lo + GUARD;
-    f.stack_size = STACK_SIZE;
-    f.blk = &b;
-    f.lin = i;
-    f.tid = tid_of(&b, i);
+  for (unsigned r = 0; r < csize; ++r) {
+    Block& b = blocks[r];
+    b.L = L;
+    b.body = body;
+    b.cl = &c;
+    b.rank = r;
+    b.bdim = uint3{d->block[0], d->block[1], d->block[2]};
+    b.gdim = gdim;
+    b.n = n;
+    b.requested = 0;
+    b.sectors = 0;
+    b.fibers.resize(n);
+    b.warps.resize((n + 31) / 32);
+    for (unsigned i = 0; i < n; ++i) {
+      Fiber& f = b.fibers[i];
+      char* lo = wk.stacks + per * (size_t(r) * n + i);
+      mprotect(lo, GUARD, PROT_NONE);
+      f.stack = lo + GUARD;
+      f.stack_size = STACK_SIZE;
+      f.blk = &b;
+      f.lin = i;
+      f.tid = tid_of(&b, i);
+    }
   }
-  uint64_t nblocks = uint64_t(d->grid[0]) * d->grid[1] * d->grid[2];
+  const uint3 cgrid{gdim.x / cdim.x, gdim.y / cdim.y, gdim.z / cdim.z};
+  uint64_t nclusters = uint64_t(cgrid.x) * cgrid.y * cgrid.z;
   for (;;) {
     if (L->abort.load(std::memory_order_relaxed)) break;
-    uint64_t id = L->next_block.fetch_add(1, std::memory_order_relaxed);
-    if (id >= nblocks) break;
-    b.bid = block_of(id, b.gdim);
-    b.lin_id = id;
-    if (!run_block(&b)) break;
+    uint64_t id = L->next_cluster.fetch_add(1, std::memory_order_relaxed);
+    if (id >= nclusters) break;
+    const uint3 at = block_of(id, cgrid);
+    for (unsigned r = 0; r < csize; ++r) {
+      Block& b = blocks[r];
+      b.bid = uint3{at.x * cdim.x + r % cdim.x, at.y * cdim.y + (r / cdim.x) % cdim.y,
+                    at.z * cdim.z + r / (cdim.x * cdim.y)};
+      b.lin_id = b.bid.x + uint64_t(gdim.x) * (b.bid.y + uint64_t(gdim.y) * b.bid.z);
+    }
+    if (!run_cluster(&c)) break;
   }
-  L->requested.fetch_add(b.requested, std::memory_order_relaxed);
-  L->sectors.fetch_add(b.sectors, std::memory_order_relaxed);
+  for (const Block& b : blocks) {
+    L->requested.fetch_add(b.requested, std::memory_order_relaxed);
+    L->sectors.fetch_add(b.sectors, std::memory_order_relaxed);
+  }
 }
 
 inline int run_grid(LaunchDesc* d, Body body) {
   Launch L;
   L.d = d;
   std::memset(&d->err, 0, sizeof d->err);
-  uint64_t nblocks = uint64_t(d->grid[0]) * d->grid[1] * d->grid[2];
-  uint64_t nthreads = std::max<uint64_t>(1, std::min<uint64_t>(d->os_threads, nblocks));
+  // (The runtime checked the clusters; refused here all the same rather than run wrong.)
+  for (int k = 0; k < 3; ++k)
+    if (d->cluster[k] == 0 || d->grid[k] % d->cluster[k] != 0 ||
+        uint64_t(d->cluster[0]) * d->cluster[1] * d->cluster[2] > 16) {
+      ErrorOut e = new_error(ERR_UNSUPPORTED, nullptr);
+      set_str(e.message, sizeof e.message,
+              "a grid that is not a whole number of clusters, or clusters of over 16 blocks");
+      d->err = e;
+      return e.kind;
+    }
+  uint64_t nclusters = uint64_t(d->grid[0] / d->cluster[0]) * (d->grid[1] / d->cluster[1]) *
+                       (d->grid[2] / d->cluster[2]);
+  uint64_t nthreads = std::max<uint64_t>(1, std::min<uint64_t>(d->os_threads, nclusters));
   std::vector<std::thread> extra;
   try {
     for (uint64_t t = 1; t < nthreads; ++t) extra.emplace_back(run_worker, &L, body);

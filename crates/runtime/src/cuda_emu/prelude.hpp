@@ -1,11 +1,12 @@
-// sparsetir CUDA emulator prelude, part 1 of 3 (then `tma.hpp` and `launch.hpp`, concatenated by
-// `cuda_emu.rs`): runs the generated CUDA source on the host CPU.
+// sparsetir CUDA emulator prelude, part 1 of 4 (then `tma.hpp`, `cluster.hpp` and `launch.hpp`,
+// concatenated by `cuda_emu.rs`): runs the generated CUDA source on the host CPU.
 //
 // Compiled before the module source (with SPTIR_EMU defined) by the host C++ compiler. A launch
-// runs the grid block by block, on at most `os_threads` OS threads; the threads of one block are
-// user-level fibers on one OS thread that switch only at `__syncthreads`, at warp collectives,
-// after a few hundred global accesses (to keep the lanes of a warp close together) and at their
-// end. Global pointers and shared arrays are proxies: every element access is bounds-checked;
+// runs the grid cluster by cluster (a block is a cluster of its own unless the kernel declares
+// clusters), on at most `os_threads` OS threads; the threads of one cluster's blocks are
+// user-level fibers on one OS thread that switch only at `__syncthreads`, at warp collectives, at
+// cluster barriers and mbarrier waits, after a few hundred global accesses (to keep the lanes of
+// a warp close together) and at their end. Global pointers and shared arrays are proxies: every element access is bounds-checked;
 // global accesses are grouped per warp into memory transactions (traffic counting) and shared
 // accesses are checked for races between barriers. Errors stop the launch and are returned to
 // the Rust side in `ErrorOut`; nothing here aborts the process on bad input.
@@ -39,7 +40,7 @@
 
 namespace sptir_emu {
 
-constexpr int ABI_VERSION = 2;
+constexpr int ABI_VERSION = 3;
 
 // Error kinds (`ErrorOut::kind`), mirrored in Rust.
 enum : int32_t {
@@ -77,8 +78,9 @@ struct LaunchArg {
 struct LaunchDesc {
   uint32_t grid[3];
   uint32_t block[3];
+  // Blocks per thread-block cluster along x, y, z (1, 1, 1: none); the grid is a multiple.
+  uint32_t cluster[3];
   uint32_t os_threads;
-  uint32_t reserved;
   const LaunchArg* args;
   uint64_t requested_bytes;
   uint64_t sector_bytes;
@@ -89,7 +91,7 @@ struct uint3 {
   unsigned x, y, z;
 };
 
-enum class St : uint8_t { Ready, Barrier, Warp, MBar, Done };
+enum class St : uint8_t { Ready, Barrier, Warp, MBar, Cluster, Done };
 enum class WOp : uint8_t { Sync, Shfl, Ballot, Any, All };
 
 inline const char* wop_name(WOp op) {
@@ -104,6 +106,7 @@ inline const char* wop_name(WOp op) {
 }
 
 struct Block;
+struct Cluster;
 struct SharedMeta;
 
 // One `cp.async` of a thread that its `cp.async.wait_group` has not completed yet: the bytes
@@ -195,7 +198,8 @@ struct Cross {
 // An element's asynchronous state, kept across barriers: the thread (linear id + 1; 0 for
 // none) whose `cp.async` into it has not been waited for, how many tensor-core products in
 // flight read it (with the last issuer's linear id + 1), and the thread whose tensor copy
-// (`cp.async.bulk.tensor`) into it has not landed yet.
+// (`cp.async.bulk.tensor`) into it has not landed yet (`remote_issuer` when another block of
+// the cluster issued it: negative).
 struct Pend {
   int32_t copy, reads, reader, tma;
 };
@@ -215,7 +219,7 @@ struct Launch {
   std::mutex mu;
   bool has_err = false;
   ErrorOut err;
-  std::atomic<uint64_t> next_block{0};
+  std::atomic<uint64_t> next_cluster{0};  // the next cluster (a block without clusters) to run
   std::atomic<uint64_t> requested{0};
   std::atomic<uint64_t> sectors{0};
   // The global elements finished blocks touched (by byte address), under `cross_mu`.
@@ -251,6 +255,9 @@ struct MBar {
 struct Block {
   Launch* L;
   Body body;
+  // Its cluster and its rank there (`%cluster_ctarank`).
+  Cluster* cl;
+  unsigned rank;
   uint3 bid, bdim, gdim;
   unsigned n;
   unsigned exited;
@@ -273,6 +280,23 @@ struct Block {
   // The mbarriers initialized so far (kept apart from the shared data: never race-checked).
   std::vector<MBar> mbars;
 };
+
+// The blocks of one thread-block cluster, run together by one worker: blocks per cluster along
+// x, y, z, the blocks by rank, the threads of all of them, how many of those wait in
+// `cluster_sync` and how many returned. A launch without clusters runs each block as a
+// cluster of one.
+struct Cluster {
+  uint3 dim;
+  unsigned size;
+  Block* blocks;
+  unsigned threads, arrived, exited;
+};
+
+// `Pend::tma` of an element that thread `lin` of block `rank` of the cluster copies into from
+// another block (decoded by `fail_tma_pending`).
+inline int32_t remote_issuer(unsigned lin, unsigned rank) {
+  return -(1 + int32_t(lin) + 1024 * int32_t(rank));
+}
 
 static thread_local Fiber* g_cur = nullptr;
 
@@ -542,6 +566,19 @@ inline void release_barrier(Block* b) {
   flush_all(b);
 }
 
+// Completes a cluster barrier (`cluster_sync`) every thread of the cluster that has not
+// returned arrived at: in every block of the cluster it orders accesses as `__syncthreads` does.
+inline void release_cluster(Cluster* c) {
+  for (unsigned r = 0; r < c->size; ++r) {
+    Block* b = &c->blocks[r];
+    for (Fiber& f : b->fibers)
+      if (f.st == St::Cluster) f.st = St::Ready;
+    ++b->epoch;
+    flush_all(b);
+  }
+  c->arrived = 0;
+}
+
 [[noreturn]] inline void fail_divergent(Block* b, unsigned x, unsigned y) {
   ErrorOut e = new_error(ERR_DEADLOCK, b);
   copy_dim(e.thread_a, b->fibers[x].tid);
@@ -634,6 +671,9 @@ inline void async_at_exit(Fiber* f);
   --w.live;
   if (w.arrived > 0 && w.arrived == w.live) complete_warp(b, wi);
   if (b->bar_arrived > 0 && b->bar_arrived + b->exited == b->n) release_barrier(b);
+  Cluster* c = b->cl;
+  ++c->exited;
+  if (c->arrived > 0 && c->arrived + c->exited == c->threads) release_cluster(c);
   yield(f);
   __builtin_unreachable();
 }
@@ -656,10 +696,10 @@ inline V from_bits(uint64_t u) {
 // ---------------------------------------------------------------------------------------------
 // Shared arrays.
 
-// The block's shared array declared at `tag` (allocated, zeroed, by the first thread that
-// reaches the declaration).
-inline SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const char* name) {
-  Block* b = cur()->blk;
+// Block `b`'s shared array declared at `tag` (allocated, zeroed, by the first thread that
+// reaches the declaration, or by a tensor copy another block of the cluster multicasts into it).
+inline SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, size_t elem,
+                                   const char* name) {
   for (auto& m : b->shared)
     if (m->tag == tag) return m.get();
   std::unique_ptr<SharedMeta> m(new SharedMeta);
@@ -671,6 +711,10 @@ inline SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const
   m->pend.reset(new Pend[size_t(len)]());
   b->shared.push_back(std::move(m));
   return b->shared.back().get();
+}
+
+inline SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const char* name) {
+  return block_shared_in(cur()->blk, tag, len, elem, name);
 }
 
 enum class Acc { Read, Write, Atomic };
@@ -688,6 +732,24 @@ enum class Acc { Read, Write, Atomic };
   set_str(e.buffer, sizeof e.buffer, name);
   set_str(e.message, sizeof e.message, what);
   fail(e);
+}
+
+// An access to element `idx` of `m`, which the tensor copy of `Pend::tma` `code` is still
+// copying into.
+[[noreturn]] __attribute__((noinline)) inline void fail_tma_pending(SharedMeta* m, int64_t idx,
+                                                                    int32_t code) {
+  if (code > 0)
+    fail_race(m->name, idx, m->len, code - 1,
+              "an access to an element a tensor copy (cp.async.bulk.tensor) is still copying "
+              "into (before a wait on its mbarrier sees the copy's phase complete)");
+  const unsigned v = unsigned(-code - 1);
+  char msg[256];
+  std::snprintf(msg, sizeof msg,
+                "an access to an element a tensor copy multicast by block rank %u of the cluster "
+                "(the first thread named is its issuer there) is still copying into (before a "
+                "wait on its mbarrier sees the copy's phase complete)",
+                v / 1024);
+  fail_race(m->name, idx, m->len, int32_t(v % 1024), msg);
 }
 
 // The messages of the races `race_step` finds: the access, then the other party's.
@@ -753,10 +815,7 @@ inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
   Fiber* f = cur();
   Block* b = f->blk;
   const Pend& p = m->pend[idx];
-  if (p.tma)
-    fail_race(m->name, idx, m->len, p.tma - 1,
-              "an access to an element a tensor copy (cp.async.bulk.tensor) is still copying "
-              "into (before a wait on its mbarrier sees the copy's phase complete)");
+  if (p.tma) fail_tma_pending(m, idx, p.tma);
   if (p.copy)
     fail_race(m->name, idx, m->len, p.copy - 1,
               "an access to an element a cp.async is still copying into (before the copying "

@@ -1,4 +1,4 @@
-// sparsetir CUDA emulator prelude, part 2 of 3 (after `prelude.hpp`, before `launch.hpp`):
+// sparsetir CUDA emulator prelude, part 2 of 4 (after `prelude.hpp`, before `cluster.hpp`):
 // mbarriers and the tensor copy engine.
 
 namespace sptir_emu {
@@ -11,9 +11,10 @@ namespace sptir_emu {
 // same barrier epoch) and marks them in flight: any access to them is a race until they land.
 // Approximation: the GPU lands a copy at some point before its barrier's phase completes; here
 // every copy pending on a barrier lands when a thread first waits on that barrier with the
-// phase incomplete (or when every live thread of the block is blocked, before a deadlock is
-// reported), and that thread then lets the others run before it goes on. Landed elements count as written by no thread in the current epoch, so the waiting
-// threads may read them; their bytes complete the barrier's transaction count.
+// phase incomplete (or when every live thread of the cluster is blocked, before a deadlock is
+// reported), and that thread then lets the others run before it goes on. Landed elements count
+// as written by no thread in the current epoch, so the waiting threads may read them; their
+// bytes complete the barrier's transaction count.
 
 // A tensor map (`SPTIR_TMAP(T)`): the row-major [columns, rows] view of a checked global buffer
 // (the runtime checked it fits), the box one copy moves and its swizzle in bytes (0/32/64/128);
@@ -80,14 +81,18 @@ inline bool mbar_land(Block* b, int i) {
   return true;
 }
 
-// Every live thread of `b` is blocked: lands the copies still pending on any barrier (the GPU
-// would land them); true when that let a thread run again.
-inline bool mbar_land_all(Block* b) {
+// Every live thread of cluster `c` is blocked: lands the copies still pending on any barrier of
+// its blocks (the GPU would land them); true when that let a thread run again.
+inline bool mbar_land_all(Cluster* c) {
   bool any = false;
-  for (size_t i = 0; i < b->mbars.size(); ++i) any |= mbar_land(b, int(i));
+  for (unsigned r = 0; r < c->size; ++r) {
+    Block* b = &c->blocks[r];
+    for (size_t i = 0; i < b->mbars.size(); ++i) any |= mbar_land(b, int(i));
+  }
   if (!any) return false;
-  for (const Fiber& f : b->fibers)
-    if (f.st == St::Ready) return true;
+  for (unsigned r = 0; r < c->size; ++r)
+    for (const Fiber& f : c->blocks[r].fibers)
+      if (f.st == St::Ready) return true;
   return false;
 }
 
@@ -148,15 +153,26 @@ inline void mbar_wait(SharedMeta* m, int64_t off, unsigned parity) {
   f->since_yield = 0;
 }
 
-// `cp.async.bulk.tensor.2d` of the box at column `c0`, row `c1` of `map` into `dst`, completing
-// on the mbarrier at (bm, boff).
+// One destination of a tensor copy: a block of the cluster, its shared array the box lands in
+// (at the offset of the issuer's destination) and its mbarrier the bytes complete (an index into
+// the block's `mbars`).
+struct TmaDest {
+  Block* b;
+  SharedMeta* m;
+  int bar;
+};
+
+inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code);
+
+// The box at column `c0`, row `c1` of `map`, read once, into the `nd` destinations `dests` at
+// `dst`'s offset (the calling thread's own block among them or not).
 template <class T>
-inline void tma_load_2d(const SPtr<T>& dst, const TMap<T>& map, SharedMeta* bm, int64_t boff,
-                        int c0, int c1) {
+inline void tma_copy(const SPtr<T>& dst, const TMap<T>& map, const TmaDest* dests, unsigned nd,
+                     int c0, int c1) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4, "tensor copies of 16- or 32-bit elements");
   Fiber* f = cur();
   Block* b = f->blk;
-  int i = mbar_get(bm, boff, "a tensor copy completing on");
+  const int32_t remote = remote_issuer(f->lin, b->rank);
   const int64_t E = int64_t(sizeof(T));
   uint32_t s = map.swizzle == 32 ? 1 : map.swizzle == 64 ? 2 : map.swizzle == 128 ? 3 : 0;
   // Shared arrays start 1024-byte aligned here; the box must start on its swizzle's span
@@ -184,8 +200,16 @@ inline void tma_load_2d(const SPtr<T>& dst, const TMap<T>& map, SharedMeta* bm, 
       const int64_t a = int64_t(r) * row_bytes + int64_t(col) * E;
       const int64_t sa = a ^ (((a >> 7) & ((int64_t(1) << s) - 1)) << 4);
       const int64_t e = dst.off + sa / E;
-      saccess(dst.m, e, Acc::Write);
-      dst.m->pend[e].tma = int32_t(f->lin) + 1;
+      for (unsigned d = 0; d < nd; ++d) {
+        const TmaDest& t = dests[d];
+        if (t.b == b) {
+          saccess(t.m, e, Acc::Write);
+          t.m->pend[e].tma = int32_t(f->lin) + 1;
+        } else {
+          if (e >= t.m->len) fail_oob(t.m->name, e, t.m->len);
+          tma_mark_remote(t.b, t.m, e, remote);
+        }
+      }
       c.idx.push_back(e);
       unsigned char* out = c.data.data() + size_t(a);
       const int64_t gc = int64_t(c0) + col;
@@ -206,34 +230,22 @@ inline void tma_load_2d(const SPtr<T>& dst, const TMap<T>& map, SharedMeta* bm, 
     if (run_lo >= 0) b->sectors += 32 * uint64_t(((run_hi - 1) >> 5) - (run_lo >> 5) + 1);
   }
   // The copy's elements in box order, their bytes in box order: `data` is laid out by the
-  // unswizzled offset, `idx` was pushed in the same order.
-  b->mbars[size_t(i)].copies.push_back(std::move(c));
+  // unswizzled offset, `idx` was pushed in the same order. One copy per destination.
+  for (unsigned d = 0; d < nd; ++d) {
+    const TmaDest& t = dests[d];
+    TmaCopy one = d + 1 < nd ? c : std::move(c);
+    one.m = t.m;
+    t.b->mbars[size_t(t.bar)].copies.push_back(std::move(one));
+  }
 }
 
-}  // namespace sptir_emu
-
-namespace sptir_emu {
-
-// Thread-block clusters (provisional: every block is a cluster of its own).
-inline unsigned cluster_rank() { return 0; }
-inline void syncthreads();
-inline void cluster_sync() { syncthreads(); }
-inline void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
-  if (rank != 0) fail_unsupported("mbar_arrive_cluster on a rank outside the cluster");
-  Block* b = cur()->blk;
-  int i = mbar_get(m, off, "an arrival on");
-  MBar& x = b->mbars[size_t(i)];
-  if (x.pending == 0)
-    fail_unsupported("an arrival on an mbarrier whose current phase has all its arrivals "
-                     "(more arrivals than its count)");
-  --x.pending;
-  mbar_try_complete(b, i);
-}
+// `cp.async.bulk.tensor.2d` of the box at column `c0`, row `c1` of `map` into `dst`, completing
+// on the mbarrier at (bm, boff).
 template <class T>
-inline void tma_load_2d_mc(const SPtr<T>& dst, const TMap<T>& map, SharedMeta* bm, int64_t boff,
-                           int c0, int c1, unsigned short mask) {
-  if (mask != 1) fail_unsupported("a tensor copy multicast to a rank outside the cluster");
-  tma_load_2d(dst, map, bm, boff, c0, c1);
+inline void tma_load_2d(const SPtr<T>& dst, const TMap<T>& map, SharedMeta* bm, int64_t boff,
+                        int c0, int c1) {
+  TmaDest d{cur()->blk, dst.m, mbar_get(bm, boff, "a tensor copy completing on")};
+  tma_copy(dst, map, &d, 1, c0, c1);
 }
 
 }  // namespace sptir_emu
