@@ -99,6 +99,9 @@ impl fmt::Display for Format {
                 if t.tma {
                     ahead.push_str(",tma=1");
                 }
+                if t.cluster > 1 {
+                    ahead.push_str(&format!(",cluster={}", t.cluster));
+                }
                 match (t.cols, t.row_tiles) {
                     (1, 1) => write!(f, "2:4({key}={}{ahead})", t.rows),
                     (z, 1) => write!(f, "2:4({key}={}x{z}{ahead})", t.rows),
@@ -140,6 +143,11 @@ pub struct SharedTiles {
     /// (`,tma=1`; `cp.async.bulk.tensor` boxes of 64 columns, 128-byte swizzled, completing
     /// on one mbarrier a stage) instead of by every thread's `cp.async`.
     pub tma: bool,
+    /// With `tma`: thread blocks per cluster (1, 2 or 4; `,cluster=C`). The `C` blocks of a
+    /// cluster (consecutive row blocks, the same columns of B) each copy `1 / C` of a slice's
+    /// boxes and multicast them to all `C` (`.multicast::cluster`), so that B is read from L2
+    /// once per cluster instead of once per block.
+    pub cluster: usize,
 }
 
 impl SharedTiles {
@@ -156,7 +164,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem][,inflight=1][,tma=1]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem][,inflight=1][,tma=1[,cluster=C]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -245,14 +253,17 @@ impl Format {
             // and `a=smem` (A staged in shared memory with the slices, `wgdbuf` only).
             let mut options = v.split(',');
             let v = options.next().unwrap_or("");
-            let (mut prefetch, mut stage_a, mut in_flight, mut tma) =
-                (usize::from(double_buffer), false, false, false);
+            let (mut prefetch, mut stage_a, mut in_flight, mut tma, mut cluster) =
+                (usize::from(double_buffer), false, false, false, 1);
             for o in options {
                 let (key, value) = o
                     .split_once('=')
                     .map(|(k, x)| (k.trim(), x.trim()))
                     .ok_or_else(|| {
-                        err("expected `ahead=A`, `a=smem`, `inflight=1` or `tma=1` after the warps")
+                        err(
+                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1` or `cluster=C` \
+                             after the warps",
+                        )
                     })?;
                 match key {
                     "ahead" => {
@@ -289,12 +300,25 @@ impl Format {
                         }
                         tma = true;
                     }
+                    "cluster" => {
+                        let c = positive(text, "the blocks per cluster", value)?;
+                        if ![1, 2, 4].contains(&c) {
+                            return Err(err("the blocks per cluster (cluster=C) must be 1, 2 or 4"));
+                        }
+                        cluster = c;
+                    }
                     _ => {
                         return Err(err(
-                            "expected `ahead=A`, `a=smem`, `inflight=1` or `tma=1` after the warps",
+                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1` or `cluster=C` after the \
+                             warps",
                         ))
                     }
                 }
+            }
+            if cluster > 1 && !tma {
+                return Err(err(
+                    "`cluster=C` (B's boxes multicast to a cluster of blocks) goes with `tma=1`",
+                ));
             }
             let mut parts = v.split('x');
             let r = parts.next().unwrap_or("");
@@ -330,6 +354,7 @@ impl Format {
                     stage_a,
                     in_flight,
                     tma,
+                    cluster,
                 }),
             });
         }
@@ -770,7 +795,8 @@ pub fn spmm_24_cpu_schedule(n: usize) -> String {
 /// of once per row tile.
 ///
 /// With `prefetch` A > 0, the run loop keeps A + 1 slices (`{"double_buffer": A}`): the slice
-/// of the run A ahead is copied with `cp.async` while the current one is multiplied. With `warpgroup`
+/// of the run A ahead is copied with `cp.async` while the current one is multiplied. With
+/// `warpgroup`
 /// (`schedules/gpu/spmm_24_tc_wgmma.sched`), each 4 row warps issue their products of a run as
 /// one `wgmma.mma_async.sp` (sm_90a) reading the slice through a descriptor.
 pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) -> String {
@@ -805,6 +831,13 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     // B's slices by the tensor copy engine (the CUDA writer's `tma`).
     if tiles.tma {
         text.push_str("sch.annotate(gko, \"tma\", 1)\n");
+    }
+    // Each box multicast to the blocks of a cluster (the CUDA writer's `tma_cluster`).
+    if tiles.tma && tiles.cluster > 1 {
+        text.push_str(&format!(
+            "sch.annotate(gko, \"tma_cluster\", {})\n",
+            tiles.cluster
+        ));
     }
     text
 }
@@ -1007,6 +1040,8 @@ mod tests {
             "2:4(wgdbuf=8x1x2,ahead=2,inflight=1)",
             "2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)",
             "2:4(wgdbuf=8x1x2,ahead=2,tma=1)",
+            "2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1,cluster=2)",
+            "2:4(wgdbuf=8x1x2,ahead=2,tma=1,cluster=4)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1073,6 +1108,10 @@ mod tests {
             "2:4(dbuf=4,tma=1)",
             "2:4(wgmma=8,tma=1)",
             "2:4(wgdbuf=8,tma=2)",
+            "2:4(wgdbuf=8,cluster=2)",
+            "2:4(wgdbuf=8,tma=1,cluster=3)",
+            "2:4(wgdbuf=8,tma=1,cluster=8)",
+            "2:4(wgdbuf=8,tma=1,cluster=0)",
             "2:4(dbuf=4,behind=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");

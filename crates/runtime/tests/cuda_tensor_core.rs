@@ -180,6 +180,7 @@ fn the_ptx_holds_the_mma_instruction() {
             stage_a: false,
             in_flight: false,
             tma: false,
+            cluster: 1,
         },
         8,
     );
@@ -413,6 +414,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 stage_a: false,
                 in_flight: false,
                 tma: false,
+                cluster: 1,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
@@ -521,6 +523,7 @@ fn snapshot_tensor_core_kernels() {
             stage_a: false,
             in_flight: false,
             tma: false,
+            cluster: 1,
         },
         2,
     );

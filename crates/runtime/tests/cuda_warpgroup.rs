@@ -44,6 +44,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         stage_a: false,
         in_flight: false,
         tma: false,
+        cluster: 1,
     }
 }
 
@@ -744,5 +745,160 @@ fn tma_needs_a_pipelined_warpgroup_window_of_whole_boxes() {
     ] {
         let e = emit_cuda(&g, Some(&sched), &s).expect_err("refused");
         assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+}
+
+/// B's boxes multicast to a cluster of blocks (`tma=1,cluster=C`): the kernel is declared in
+/// clusters of C blocks along x (`SPTIR_CLUSTER_DIMS`, `CudaKernel::cluster`), initializes a
+/// full and an empty barrier a stage (C arrivals) before a cluster-wide sync, each block
+/// releases a stage on every block's empty barrier before its copy into it again and copies
+/// its share of the boxes with `.multicast::cluster`, and the cluster syncs again after the run
+/// loop; NVRTC compiles it for sm_90a without spills, the PTX holding the multicast copy, the
+/// remote arrival and the cluster barrier.
+#[test]
+fn tma_multicast_compiles_for_sm_90a() {
+    for (cluster, in_flight, units, ahead) in
+        [(2, true, 32, 3), (4, false, 32, 2), (2, false, 16, 1)]
+    {
+        let mut t = tiles(8, 1, 1, ahead);
+        t.stage_a = true;
+        t.in_flight = in_flight;
+        t.tma = true;
+        t.cluster = cluster;
+        // (16 runs: every stage used several times, released between.)
+        let sched = spmm_24_tc_smem_gpu_schedule(512, t, units);
+        let feat = 8 * units;
+        let (_, m) = emit_cuda(
+            &kernel(DType::F16),
+            Some(&sched),
+            &spec(128 * cluster, 512, feat),
+        )
+        .unwrap_or_else(|e| panic!("cluster {cluster}: {e}"));
+        let what =
+            format!("cluster {cluster}, units {units}, ahead {ahead}, in flight: {in_flight}");
+        let k = m
+            .kernels
+            .iter()
+            .find(|k| k.args.iter().any(|a| a.tensor_map.is_some()))
+            .unwrap_or_else(|| panic!("{what}: no kernel takes a tensor map"));
+        assert_eq!(k.cluster, [cluster as u32, 1, 1], "{what}");
+        // The zero fill (if any) runs in no cluster.
+        for other in m.kernels.iter().filter(|o| o.name != k.name) {
+            assert_eq!(other.cluster, [1, 1, 1], "{what}: {}", other.name);
+        }
+        let src = &m.source;
+        let stages = ahead + 1 + usize::from(in_flight);
+        let boxes = 8 * units / 64;
+        for needle in [
+            format!("SPTIR_CLUSTER_DIMS({cluster}, 1, 1) __launch_bounds__(256)"),
+            format!("sptir_mbar_init(sptir_bar_B_data_shared + {stages} + sptir_s, {cluster}u);"),
+            format!("sptir_mbar_arrive_cluster(sptir_bar_B_data_shared + {stages} + "),
+            format!("sptir_r < {cluster}u"),
+            format!("(int)sptir_cluster_rank() * {}", boxes / cluster),
+            format!("(unsigned short){}u);", (1u32 << cluster) - 1),
+            format!("{}u);", 32 * 8 * units * 2),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`\n{src}");
+        }
+        // The barriers' sync and the one before the blocks leave.
+        assert_eq!(src.matches("sptir_cluster_sync();").count(), 2, "{what}");
+        assert!(!src.contains("sptir_tma_load_2d(B_data_shared"), "{what}");
+        let Some(nvrtc) = common::nvrtc() else {
+            continue;
+        };
+        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
+        let c = nvrtc
+            .compile(src, "tma_mc.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
+            .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
+        for r in &c.resources {
+            assert_eq!(
+                (r.spill_stores, r.spill_loads, r.stack_bytes),
+                (0, 0, 0),
+                "{what}: {r:?}"
+            );
+        }
+        let ptx = nvrtc
+            .compile(src, "tma_mc.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
+            .expect("PTX");
+        let ptx = String::from_utf8_lossy(&ptx.code);
+        for needle in [
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
+            "mapa.shared::cluster.u32",
+            "mbarrier.arrive.release.cluster.shared::cluster.b64",
+            "barrier.cluster.arrive.release.aligned",
+            "barrier.cluster.wait.acquire.aligned",
+            "%cluster_ctarank",
+            &format!(".reqnctapercluster {cluster}, 1, 1"),
+        ] {
+            assert!(ptx.contains(needle), "{what}: no `{needle}` in the PTX");
+        }
+    }
+}
+
+/// `tma_cluster` where the blocks of a cluster cannot share the window: typed errors.
+#[test]
+fn tma_multicast_needs_boxes_for_every_block() {
+    let g = kernel(DType::F16);
+    let s = spec(256, 64, 128);
+    let mut t = tiles(8, 1, 1, 1);
+    t.tma = true;
+    let annotate = |units: usize, v: i64| {
+        spmm_24_tc_smem_gpu_schedule(64, t, units)
+            + &format!("sch.annotate(gko, \"tma_cluster\", {v})\n")
+    };
+    for (sched, needle) in [
+        // One box of 64 columns for two blocks; two boxes for four.
+        (annotate(8, 2), "multiple of 2"),
+        (annotate(16, 4), "multiple of 4"),
+        (annotate(16, 9), "1 to 8"),
+        (annotate(16, 0), "1 to 8"),
+    ] {
+        let e = emit_cuda(&g, Some(&sched), &s).expect_err("refused");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+}
+
+#[test]
+fn tma_multicast_equals_the_evaluator_in_the_emulator() {
+    spmm_24_tma_multicast(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn tma_multicast_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_tma_multicast(GpuDevice::Cuda);
+}
+
+fn spmm_24_tma_multicast(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(94);
+    // (cluster, A staged, products in flight, dtype, m, n, feat, row warps, row tiles, units,
+    // slices copied ahead): two and four blocks a cluster, two clusters along x (each its own
+    // rows) and two column blocks (each its own slices), more runs than stages (the empty
+    // barriers through several phases), one and two warpgroups.
+    for (cluster, staged, in_flight, dt, m, n, feat, rows, h, units, ahead) in [
+        (2, true, true, DType::F16, 512, 288, 256, 8, 1, 16, 3),
+        (2, false, false, DType::BF16, 512, 160, 256, 4, 1, 32, 1),
+        (4, true, false, DType::F16, 512, 224, 512, 4, 1, 32, 2),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {h} x {units} tiles, slices \
+             copied ahead: {ahead}, A staged: {staged}, in flight: {in_flight}, tma, cluster \
+             {cluster}"
+        );
+        let g = kernel(dt);
+        let mut t = tiles(rows, 1, h, ahead);
+        t.stage_a = staged;
+        t.in_flight = in_flight;
+        t.tma = true;
+        t.cluster = cluster;
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &k.module().source;
+        assert!(src.contains("sptir_tma_load_2d_mc(B_data_shared"), "{what}");
+        equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
     }
 }

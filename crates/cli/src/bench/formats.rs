@@ -333,7 +333,8 @@ impl OwnFormat {
                 // takes: the block's slice of B is 32 x 8 U Z. A warpgroup's product covers up
                 // to 32 tiles (m64n256k32: 128 accumulators per thread), 16 in blocks of more
                 // than 8 warps (the register file holds 64 Ki registers).
-                let (r, z, h) = (t.rows, t.cols, t.row_tiles);
+                // (With a cluster, its blocks' rows too: `,cluster=C`.)
+                let (r, z, h) = (t.rows, t.cols, t.row_tiles * t.cluster.max(1));
                 let widest = match (t.warpgroup, r * z > 8) {
                     (true, false) => 32,
                     (true, true) => 16,
@@ -655,7 +656,8 @@ fn own_24(
     // Rows padded to a multiple of 16 and columns to one of 32 (empty rows, empty groups): the
     // shapes of the sparse tensor cores' tiles, whatever the matrix's.
     // (`2:4(smem=R)`: rows a multiple of R tiles of 16, the block's.)
-    let row_tile = 16 * smem.map_or(1, |t| t.rows * t.row_tiles);
+    // (`,cluster=C`: C blocks.)
+    let row_tile = 16 * smem.map_or(1, |t| t.rows * t.row_tiles * t.cluster.max(1));
     let (rows, cols) = (
         a.rows.next_multiple_of(row_tile),
         a.cols.next_multiple_of(32),

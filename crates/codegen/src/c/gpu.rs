@@ -726,9 +726,20 @@ impl<'f> Writer<'f> {
         }
 
         let name = format!("{}_kernel{index}", sanitize(&func.name));
-        let bounds = threads
+        let mut bounds = threads
             .map(|t| format!(" __launch_bounds__({t})"))
             .unwrap_or_default();
+        // Blocks in clusters along x where the copy engine multicasts (`tma.rs`).
+        let cluster = tma.iter().map(|t| t.cluster).max().unwrap_or(1);
+        if tma.iter().any(|t| t.cluster != cluster) {
+            return Err(self.unsupported(
+                "the kernel's copy-engine windows",
+                "they must ask for the same cluster",
+            ));
+        }
+        if cluster > 1 {
+            bounds = format!(" SPTIR_CLUSTER_DIMS({cluster}, 1, 1){bounds}");
+        }
         self.kernel = Some(KernelCtx {
             dims,
             readonly,
@@ -792,7 +803,7 @@ impl<'f> Writer<'f> {
             block,
             shared_bytes: ctx.shared_bytes,
             dynamic_shared_bytes,
-            cluster: [1, 1, 1],
+            cluster: [cluster as u32, 1, 1],
         })
     }
 
@@ -1174,7 +1185,7 @@ impl<'f> Writer<'f> {
         r?;
         self.line("}");
         if let Some(items) = &pipelined {
-            self.write_pipeline_epilogue(items);
+            self.write_pipeline_epilogue(f, items);
         }
         if let Some(plan) = &hoist {
             self.mma_acc = None;

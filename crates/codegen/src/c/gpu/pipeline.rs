@@ -272,7 +272,7 @@ impl<'f> Writer<'f> {
     /// After a pipelined loop (its body's `items`): the products kept in flight completed, and
     /// with one barrier per iteration a barrier (every thread done with the windows before
     /// anything after the loop, a loop around it included, copies into them again).
-    pub(super) fn write_pipeline_epilogue(&mut self, items: &[&Stmt]) {
+    pub(super) fn write_pipeline_epilogue(&mut self, f: &For, items: &[&Stmt]) {
         if let Some(Some((units, rows))) = self.wgmma_in_flight.take() {
             for r in 0..rows {
                 let acc = if rows > 1 {
@@ -285,6 +285,9 @@ impl<'f> Writer<'f> {
         }
         if self.one_barrier(items) {
             self.write_barrier();
+        }
+        if let Some(t) = self.tma_of_run(f.var) {
+            self.write_tma_end(&t);
         }
     }
 

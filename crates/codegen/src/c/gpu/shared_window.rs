@@ -297,7 +297,8 @@ impl Writer<'_> {
             .as_ref()
             .and_then(|k| k.tma.iter().find(|t| t.shared == b).cloned());
         if let Some(t) = &tma {
-            self.declare_shared(&what, DType::U64, "uint64_t", &t.bars, t.stages)?;
+            let bars = Self::tma_barriers(t);
+            self.declare_shared(&what, DType::U64, "uint64_t", &t.bars, bars)?;
         }
         self.bufs[b.index()] = Some(BufInfo {
             strides,

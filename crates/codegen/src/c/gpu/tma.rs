@@ -63,6 +63,26 @@ static __device__ __forceinline__ void sptir_tma_load_2d(T* dst, const sptir_tma
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
                  :: "r"(sptir_smem_addr(dst)), "l"((unsigned long long)&map), "r"(sptir_smem_addr(bar)), "r"(c0), "r"(c1) : "memory");
 }
+static __device__ __forceinline__ unsigned sptir_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+static __device__ __forceinline__ void sptir_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void sptir_mbar_arrive_cluster(uint64_t* bar, unsigned rank) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(sptir_smem_addr(bar)), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
+}
+template <class T>
+static __device__ __forceinline__ void sptir_tma_load_2d_mc(T* dst, const sptir_tmap& map, uint64_t* bar, int c0, int c1, unsigned short mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"
+                 :: "r"(sptir_smem_addr(dst)), "l"((unsigned long long)&map), "r"(sptir_smem_addr(bar)), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}
+#define SPTIR_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
 #else
 #define SPTIR_TMAP(T) ::sptir_emu::TMap<T>
 static void sptir_mbar_init(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned count) { ::sptir_emu::mbar_init(bar.m, bar.off, count); }
@@ -73,6 +93,14 @@ template <class T>
 static void sptir_tma_load_2d(const ::sptir_emu::SPtr<T>& dst, const ::sptir_emu::TMap<T>& map, const ::sptir_emu::SPtr<uint64_t>& bar, int c0, int c1) {
     ::sptir_emu::tma_load_2d(dst, map, bar.m, bar.off, c0, c1);
 }
+static unsigned sptir_cluster_rank() { return ::sptir_emu::cluster_rank(); }
+static void sptir_cluster_sync() { ::sptir_emu::cluster_sync(); }
+static void sptir_mbar_arrive_cluster(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned rank) { ::sptir_emu::mbar_arrive_cluster(bar.m, bar.off, rank); }
+template <class T>
+static void sptir_tma_load_2d_mc(const ::sptir_emu::SPtr<T>& dst, const ::sptir_emu::TMap<T>& map, const ::sptir_emu::SPtr<uint64_t>& bar, int c0, int c1, unsigned short mask) {
+    ::sptir_emu::tma_load_2d_mc(dst, map, bar.m, bar.off, c0, c1, mask);
+}
+#define SPTIR_CLUSTER_DIMS(x, y, z)
 #endif
 "#;
 
@@ -108,6 +136,35 @@ use crate::cuda::TensorMapArg;
 /// shared memory, each window at a multiple of 1024 bytes.
 pub const TMA_ATTR: &str = "tma";
 
+/// The run-loop annotation (with [`TMA_ATTR`]) asking for its window's boxes to be multicast
+/// to a cluster of `C` thread blocks (value `C`, 2 to 8; the schedule's
+/// `sch.annotate(run, "tma_cluster", C)`).
+///
+/// # When
+///
+/// The window's start and the run loop's bounds do not depend on the loop bound to
+/// `blockIdx.x` (the blocks of a cluster, `C` consecutive along x, need the same slices), and
+/// the window's boxes split evenly over the `C` blocks. The kernel is declared in clusters of
+/// `C` blocks along x (`SPTIR_CLUSTER_DIMS`, [`crate::cuda::CudaKernel::cluster`]): the grid's
+/// x extent must be a multiple of `C`, which the runtime checks.
+///
+/// # What is written
+///
+/// Each stage has a second mbarrier, its "empty" barrier (`C` arrivals a phase), after the
+/// stages' full ones in the same array. After the barriers' initialization every thread of
+/// the cluster syncs (`sptir_cluster_sync`: no copy or arrival reaches a peer's barrier before
+/// it is initialized). The copy of iteration `k` (relative to the loop's start), when
+/// `k >= S`, first releases the stage's previous use, iteration `k - S`: the block's copying
+/// thread arrives on the stage's empty barrier of every block of the cluster
+/// (`sptir_mbar_arrive_cluster`; the block's own barrier ordered this after every product of
+/// the block that read the stage) and waits for the phase `(k / S - 1) % 2` of its own, which
+/// completes when all `C` blocks released it. Then it announces the whole window's bytes on its
+/// full barrier and copies its `1 / C` of the boxes with `.multicast::cluster` to all `C` blocks
+/// (`sptir_tma_load_2d_mc`): each block's full barrier counts the bytes of every block's
+/// boxes. After the run loop every thread of the cluster syncs again, so that no block exits
+/// while a peer's copies or arrivals may still reach its shared memory.
+pub const TMA_CLUSTER_ATTR: &str = "tma_cluster";
+
 /// Columns of a box: 128 bytes of 16-bit values, the 128-byte swizzle's span.
 pub(crate) const TMA_BOX_COLS: i64 = 64;
 
@@ -127,6 +184,9 @@ pub(crate) struct TmaWindow {
     pub cols: i64,
     /// Its stages (the run loop's windows).
     pub stages: i64,
+    /// Blocks per cluster along x that share its boxes by multicast (1: no cluster; see
+    /// [`TMA_CLUSTER_ATTR`]).
+    pub cluster: i64,
 }
 
 /// Whether loop `f` asks for its window's copies by the tensor copy engine.
@@ -226,7 +286,7 @@ impl Writer<'_> {
                 ),
             ));
         }
-        let Window { ext, lp, .. } =
+        let Window { base, ext, lp } =
             window(self.func, part, shared).map_err(|why| self.unsupported(&what, why))?;
         let [rows, cols] = ext.as_slice() else {
             return Err(self.unsupported(&what, "the window must have two dimensions"));
@@ -247,6 +307,7 @@ impl Writer<'_> {
                 ),
             ));
         }
+        let cluster = self.tma_cluster(part, f, &what, &base, cols)?;
         let global_name = self.buf_name(global)?.to_string();
         let shared_name = self.buf_name(shared)?.to_string();
         Ok(TmaWindow {
@@ -258,7 +319,52 @@ impl Writer<'_> {
             rows,
             cols,
             stages: Self::pipeline_stages(f),
+            cluster,
         })
+    }
+
+    /// The cluster run loop `f` (of kernel part `part`, its window `cols` wide) asks for (see
+    /// [`TMA_CLUSTER_ATTR`]), checked; 1 when it asks for none.
+    fn tma_cluster(&self, part: &Stmt, f: &For, what: &str, base: &[Expr], cols: i64) -> Res<i64> {
+        let c = match f.annotations.get(TMA_CLUSTER_ATTR) {
+            None => return Ok(1),
+            Some(AttrValue::Int(c)) if (1..=8).contains(c) => *c,
+            Some(_) => {
+                return Err(self.unsupported(
+                    what,
+                    format!("`{TMA_CLUSTER_ATTR}` is the blocks per cluster, 1 to 8"),
+                ))
+            }
+        };
+        let boxes = cols / TMA_BOX_COLS;
+        if boxes % c != 0 {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "a cluster of {c} blocks shares the window's {boxes} box(es) of \
+                     {TMA_BOX_COLS} columns evenly: their number must be a multiple of {c}"
+                ),
+            ));
+        }
+        // The blocks of a cluster (consecutive along x) must need the same slices.
+        let mut bx = Vec::new();
+        part.visit(&mut |s| {
+            if let Stmt::For(l) = s {
+                if l.thread.as_deref() == Some("blockIdx.x") {
+                    bx.push(l.var);
+                }
+            }
+        });
+        let moves = |e: &Expr| super::mentions(e, &bx);
+        if moves(&f.min) || moves(&f.extent) || base.iter().any(moves) {
+            return Err(self.unsupported(
+                what,
+                "with a cluster the window's start and the run loop's bounds must not depend \
+                 on the loop bound to `blockIdx.x` (the blocks of a cluster, consecutive along \
+                 x, copy the same slices)",
+            ));
+        }
+        Ok(c)
     }
 
     /// The tensor map argument of window `t` (its parameter `param`): a `[columns, rows]` view
@@ -314,20 +420,54 @@ impl Writer<'_> {
             "    for (int sptir_s = 0; sptir_s < {}; ++sptir_s) sptir_mbar_init({} + sptir_s, 1u);",
             t.stages, t.bars
         ));
+        if t.cluster > 1 {
+            // The stages' empty barriers: one arrival from each block of the cluster.
+            self.line(&format!(
+                "    for (int sptir_s = 0; sptir_s < {0}; ++sptir_s) sptir_mbar_init({1} + {0} + \
+                 sptir_s, {2}u);",
+                t.stages, t.bars, t.cluster
+            ));
+        }
         self.line("    sptir_mbar_fence_init();");
         self.line("}");
         self.write_barrier();
+        if t.cluster > 1 {
+            self.line("sptir_cluster_sync();");
+        }
+    }
+
+    /// After the run loop of `t`: with a cluster, every thread of the cluster syncs (no block
+    /// exits while a peer's copies or arrivals may still reach its shared memory).
+    pub(super) fn write_tma_end(&mut self, t: &TmaWindow) {
+        if t.cluster > 1 {
+            self.line("sptir_cluster_sync();");
+        }
+    }
+
+    /// The mbarriers window `t` declares: a full one a stage, and with a cluster an empty one
+    /// a stage after them.
+    pub(super) fn tma_barriers(t: &TmaWindow) -> i64 {
+        if t.cluster > 1 {
+            2 * t.stages
+        } else {
+            t.stages
+        }
     }
 
     /// The stage of the run loop `f`'s iteration `at` (C text), and the parity of that stage's
     /// phase the iteration uses.
     fn tma_stage(&mut self, f: &For, t: &TmaWindow, at: &str) -> Res<(String, String)> {
-        let min = self.expr(&f.min)?.0;
-        let k = format!("(({at}) - ({min}))");
+        let k = self.tma_iteration(f, at)?;
         Ok((
             format!("({k} % {})", t.stages),
             format!("(unsigned)(({k} / {}) & 1)", t.stages),
         ))
+    }
+
+    /// Iteration `at` of run loop `f` counted from the loop's start (C text).
+    fn tma_iteration(&mut self, f: &For, at: &str) -> Res<String> {
+        let min = self.expr(&f.min)?.0;
+        Ok(format!("(({at}) - ({min}))"))
     }
 
     /// The copy of the run loop `f`'s iteration `at` (its variable already standing for `at`):
@@ -350,11 +490,47 @@ impl Writer<'_> {
         let size = t.rows * t.cols;
         self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
         self.indent += 1;
+        if t.cluster > 1 {
+            // The stage's previous use released by every block of the cluster first.
+            let k = self.tma_iteration(f, at)?;
+            let s = t.stages;
+            self.line(&format!("if ({k} >= {s}) {{"));
+            self.line(&format!(
+                "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
+                 sptir_mbar_arrive_cluster({} + {s} + {stage}, sptir_r);",
+                t.cluster, t.bars
+            ));
+            self.line(&format!(
+                "    sptir_mbar_wait({} + {s} + {stage}, (unsigned)(({k} / {s} + 1) & 1));",
+                t.bars
+            ));
+            self.line("}");
+        }
         self.line(&format!(
             "sptir_mbar_expect_tx({} + {stage}, {}u);",
             t.bars,
             size * 2
         ));
+        if t.cluster > 1 {
+            // This block's share of the boxes, to every block of the cluster.
+            let per = t.cols / TMA_BOX_COLS / t.cluster;
+            self.line(&format!(
+                "for (int sptir_j = (int)sptir_cluster_rank() * {per}, sptir_je = sptir_j + \
+                 {per}; sptir_j < sptir_je; ++sptir_j)"
+            ));
+            self.line(&format!(
+                "    sptir_tma_load_2d_mc({name} + (int64_t){stage} * {size} + sptir_j * {}, {}, \
+                 {} + {stage}, (int)({n0}) + sptir_j * {TMA_BOX_COLS}, (int)({k0}), \
+                 (unsigned short){}u);",
+                TMA_BOX_COLS * t.rows,
+                t.map,
+                t.bars,
+                (1u32 << t.cluster) - 1
+            ));
+            self.indent -= 1;
+            self.line("}");
+            return Ok(());
+        }
         for j in 0..t.cols / TMA_BOX_COLS {
             self.line(&format!(
                 "sptir_tma_load_2d({name} + (int64_t){stage} * {size} + {}, {}, {} + {stage}, \
