@@ -333,8 +333,9 @@ impl OwnFormat {
                 // takes: the block's slice of B is 32 x 8 U Z. A warpgroup's product covers up
                 // to 32 tiles (m64n256k32: 128 accumulators per thread), 16 in blocks of more
                 // than 8 warps (the register file holds 64 Ki registers).
-                // (With a cluster, its blocks' rows too: `,cluster=C`.)
-                let (r, z, h) = (t.rows, t.cols, t.row_tiles * t.cluster.max(1));
+                // (Rows: a multiple of the cluster's blocks' too, `,cluster=C`.)
+                let (r, z, h) = (t.rows, t.cols, t.row_tiles);
+                let rows = 16 * r * h * t.cluster.max(1);
                 let widest = match (t.warpgroup, r * z > 8) {
                     (true, false) => 32,
                     (true, true) => 16,
@@ -346,7 +347,7 @@ impl OwnFormat {
                     .find(|&u| feat.is_multiple_of(8 * u * z))
                     .unwrap_or(1);
                 let shapes = m > 0
-                    && m.is_multiple_of(16 * r * h)
+                    && m.is_multiple_of(rows)
                     && n > 0
                     && n.is_multiple_of(32)
                     && feat.is_multiple_of(8 * units * z);
@@ -359,7 +360,7 @@ impl OwnFormat {
                         "error: --format {format}: takes a matrix of rows a multiple of {} and \
                          columns a multiple of 32 (got {m} x {n}) and a feature width that is a \
                          multiple of {} (got {feat})",
-                        16 * r * h,
+                        rows,
                         8 * z
                     )));
                 }
