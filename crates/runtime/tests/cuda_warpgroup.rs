@@ -876,12 +876,12 @@ fn spmm_24_tma_multicast(device: GpuDevice) {
     let mut rng = ChaCha8Rng::seed_from_u64(94);
     // (cluster, A staged, products in flight, dtype, m, n, feat, row warps, row tiles, units,
     // slices copied ahead): two and four blocks a cluster, two clusters along x (each its own
-    // rows) and two column blocks (each its own slices), more runs than stages (the empty
+    // rows), two column blocks (each its own slices), more runs than stages (the empty
     // barriers through several phases), one and two warpgroups.
     for (cluster, staged, in_flight, dt, m, n, feat, rows, h, units, ahead) in [
-        (2, true, true, DType::F16, 512, 288, 256, 8, 1, 16, 3),
-        (2, false, false, DType::BF16, 512, 160, 256, 4, 1, 32, 1),
-        (4, true, false, DType::F16, 512, 224, 512, 4, 1, 32, 2),
+        (2, true, true, DType::F16, 256, 288, 128, 4, 1, 16, 3),
+        (2, false, false, DType::BF16, 256, 160, 256, 8, 1, 16, 1),
+        (4, true, false, DType::F16, 256, 224, 256, 4, 1, 32, 2),
     ] {
         let what = format!(
             "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {h} x {units} tiles, slices \
