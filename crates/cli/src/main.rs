@@ -204,7 +204,9 @@ enum Command {
         /// slices copied by the tensor copy engine, one thread issuing 128-byte-swizzled
         /// boxes that complete on an mbarrier a slice; `2:4(wgdbuf=...,tma=1,cluster=C)`: the
         /// same in clusters of C blocks (2 or 4) of consecutive rows, each copying 1/C of a
-        /// slice's boxes to all of them, multicast); for sddmm `coo`; for attention
+        /// slice's boxes to all of them, multicast; `2:4(wgdbuf=...,a=tma,tma=1)`: A's values
+        /// and positions staged by the copy engine too, one box of each a slice); for sddmm
+        /// `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
         /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest

@@ -90,7 +90,9 @@ impl fmt::Display for Format {
                 } else {
                     String::new()
                 };
-                if t.stage_a {
+                if t.tma_a {
+                    ahead.push_str(",a=tma");
+                } else if t.stage_a {
                     ahead.push_str(",a=smem");
                 }
                 if t.in_flight {
@@ -135,6 +137,10 @@ pub struct SharedTiles {
     /// (`,a=smem`), instead of read from global memory (into registers one run ahead, for a
     /// warpgroup).
     pub stage_a: bool,
+    /// With `stage_a` and `tma`: A's tiles staged by the tensor copy engine too (`,a=tma`: one
+    /// box of values, 32-byte swizzled, and one of positions a slice, on the slice's
+    /// mbarrier), instead of by every thread's `cp.async`.
+    pub tma_a: bool,
     /// With `warpgroup` and `prefetch`: each product kept in flight until the next one is
     /// issued (`,inflight=1`; `wgmma.wait_group 1`, one more slice of B in shared memory), so
     /// that a run's barrier and shared reads overlap the previous run's product.
@@ -164,7 +170,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem][,inflight=1][,tma=1[,cluster=C]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -253,8 +259,8 @@ impl Format {
             // and `a=smem` (A staged in shared memory with the slices, `wgdbuf` only).
             let mut options = v.split(',');
             let v = options.next().unwrap_or("");
-            let (mut prefetch, mut stage_a, mut in_flight, mut tma, mut cluster) =
-                (usize::from(double_buffer), false, false, false, 1);
+            let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
+                (usize::from(double_buffer), false, false, false, false, 1);
             for o in options {
                 let (key, value) = o
                     .split_once('=')
@@ -275,13 +281,14 @@ impl Format {
                         }
                         prefetch = a;
                     }
-                    "a" if value == "smem" => {
+                    "a" if value == "smem" || value == "tma" => {
                         if !double_buffer {
                             return Err(err(
                                 "`a=smem` (A staged in shared memory) goes with dbuf or wgdbuf",
                             ));
                         }
                         stage_a = true;
+                        tma_a = value == "tma";
                     }
                     "inflight" if value == "1" => {
                         if !(double_buffer && warpgroup) {
@@ -314,6 +321,11 @@ impl Format {
                         ))
                     }
                 }
+            }
+            if tma_a && !tma {
+                return Err(err(
+                    "`a=tma` (A's tiles by the tensor copy engine) goes with `tma=1`",
+                ));
             }
             if cluster > 1 && !tma {
                 return Err(err(
@@ -352,6 +364,7 @@ impl Format {
                     row_tiles,
                     warpgroup,
                     stage_a,
+                    tma_a,
                     in_flight,
                     tma,
                     cluster,
@@ -821,7 +834,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
         .replace("DOUBLE", &double);
     // A's values and positions staged in shared memory with the slices (the CUDA writer's
     // `stage_a`).
-    if tiles.stage_a {
+    if tiles.stage_a && tiles.tma_a {
+        // (By the tensor copy engine with B's slices.)
+        text.push_str("sch.annotate(gko, \"stage_a\", \"tma\")\n");
+    } else if tiles.stage_a {
         text.push_str("sch.annotate(gko, \"stage_a\", 1)\n");
     }
     // Each warpgroup product kept in flight over the next run (`wgmma.wait_group 1`).
@@ -1042,6 +1058,8 @@ mod tests {
             "2:4(wgdbuf=8x1x2,ahead=2,tma=1)",
             "2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1,cluster=2)",
             "2:4(wgdbuf=8x1x2,ahead=2,tma=1,cluster=4)",
+            "2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2)",
+            "2:4(wgdbuf=8,a=tma,tma=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1109,6 +1127,8 @@ mod tests {
             "2:4(wgmma=8,tma=1)",
             "2:4(wgdbuf=8,tma=2)",
             "2:4(wgdbuf=8,cluster=2)",
+            "2:4(wgdbuf=8,a=tma)",
+            "2:4(dbuf=4,a=tma)",
             "2:4(wgdbuf=8,tma=1,cluster=3)",
             "2:4(wgdbuf=8,tma=1,cluster=8)",
             "2:4(wgdbuf=8,tma=1,cluster=0)",

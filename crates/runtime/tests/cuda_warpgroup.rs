@@ -42,6 +42,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         row_tiles,
         warpgroup: true,
         stage_a: false,
+        tma_a: false,
         in_flight: false,
         tma: false,
         cluster: 1,
@@ -900,5 +901,97 @@ fn spmm_24_tma_multicast(device: GpuDevice) {
         let src = &k.module().source;
         assert!(src.contains("sptir_tma_load_2d_mc(B_data_shared"), "{what}");
         equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// A's tiles by the tensor copy engine too (`a=tma`: `stage_a` = "tma"): the kernel takes
+/// tensor maps of A's values (boxes of 16 x 16 tiles rows, 32-byte swizzled: the staged tiles'
+/// layout) and of its 8-bit positions (unswizzled) after B's, one thread copies one box of each
+/// a stage on the stage's barrier (whose announced bytes count them), and no thread copies A
+/// with `cp.async`; NVRTC compiles it for sm_90a without spills.
+#[test]
+fn tma_staged_a_compiles_for_sm_90a() {
+    for (cluster, rows, h, units, ahead) in [(1, 8, 1, 32, 3), (2, 4, 2, 16, 2)] {
+        let mut t = tiles(rows, 1, h, ahead);
+        t.stage_a = true;
+        t.tma_a = true;
+        t.in_flight = true;
+        t.tma = true;
+        t.cluster = cluster;
+        let sched = spmm_24_tc_smem_gpu_schedule(512, t, units);
+        let feat = 8 * units;
+        let m = 16 * rows * h * cluster;
+        let (_, module) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(m, 512, feat))
+            .unwrap_or_else(|e| panic!("cluster {cluster}: {e}"));
+        let what = format!("cluster {cluster}, {rows} warps of {h} x {units} tiles");
+        let k = module
+            .kernels
+            .iter()
+            .find(|k| k.args.iter().any(|a| a.tensor_map.is_some()))
+            .unwrap_or_else(|| panic!("{what}: no kernel takes a tensor map"));
+        let maps: Vec<_> = k
+            .args
+            .iter()
+            .filter_map(|a| a.tensor_map.as_ref().map(|t| (a.name.as_str(), a.dtype, t)))
+            .collect();
+        let tiles16 = (16 * rows * h) as u32;
+        let names: Vec<_> = maps.iter().map(|m| (m.0, m.1)).collect();
+        assert_eq!(
+            names,
+            vec![
+                ("B_data_tmap", DType::F16),
+                ("A_data_tmap", DType::F16),
+                ("J_indices_data_tmap", DType::I8)
+            ],
+            "{what}"
+        );
+        assert_eq!(
+            (maps[1].2.box_dims, maps[1].2.swizzle),
+            ([16, tiles16], 32),
+            "{what}"
+        );
+        assert_eq!(
+            (maps[2].2.box_dims, maps[2].2.swizzle),
+            ([16, tiles16], 0),
+            "{what}"
+        );
+        // A's views: rows of 256 values and positions (512 columns of A, 2 of every 4 kept).
+        for (_, _, map) in &maps[1..] {
+            let dims: Vec<_> = map.dims.iter().map(|d| d.eval(&|_| None)).collect();
+            assert_eq!(dims, vec![Some(256), Some(m as i64)], "{what}");
+        }
+        let src = &module.source;
+        let stages = ahead + 2;
+        let bytes = 32 * 8 * units * 2 + 16 * rows * h * 16 * 3;
+        for needle in [
+            "SPTIR_TMAP(uint16_t) B_data_tmap, SPTIR_TMAP(uint16_t) A_data_tmap, \
+             SPTIR_TMAP(int8_t) J_indices_data_tmap) {"
+                .to_string(),
+            "sptir_mbar_expect_tx(sptir_bar_B_data_shared + ".to_string(),
+            format!("{bytes}u);"),
+            format!("% {stages});"),
+            "sptir_tma_load_2d(sptir_as + ".to_string(),
+            "A_data_tmap, sptir_bar_B_data_shared + sptir_st, ".to_string(),
+            "sptir_tma_load_2d(sptir_es + ".to_string(),
+            "J_indices_data_tmap, sptir_bar_B_data_shared + sptir_st, ".to_string(),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`\n{src}");
+        }
+        assert!(!src.contains("sptir_cp_async16(sptir_as"), "{what}");
+        assert!(!src.contains("sptir_cp_async16(sptir_es"), "{what}");
+        let Some(nvrtc) = common::nvrtc() else {
+            continue;
+        };
+        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
+        let c = nvrtc
+            .compile(src, "tma_a.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
+            .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
+        for r in &c.resources {
+            assert_eq!(
+                (r.spill_stores, r.spill_loads, r.stack_bytes),
+                (0, 0, 0),
+                "{what}: {r:?}"
+            );
+        }
     }
 }

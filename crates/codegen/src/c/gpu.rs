@@ -95,6 +95,12 @@ pub(crate) struct KernelCtx {
     async_shared: bool,
     /// The windows the tensor copy engine fills (`tma.rs`).
     tma: Vec<tma::TmaWindow>,
+    /// Other shared arrays the copy engine fills (aligned as its windows are).
+    tma_dst: Vec<String>,
+    /// Tensor maps the kernel's body asked for (a staged `A`, `mma/stage_a.rs`): the mapped
+    /// buffer, the argument's name and the view; appended to the arguments once the body is
+    /// written.
+    late_maps: Vec<(BufferId, String, crate::cuda::TensorMapArg)>,
 }
 
 /// Flattens nested sequences into their statements.
@@ -795,6 +801,34 @@ impl<'f> Writer<'f> {
         r?;
         self.indent = 0;
         self.line("}");
+        // The tensor maps the body asked for, after the other arguments.
+        for (b, map, view) in &ctx.late_maps {
+            let Some((k, _, _)) = ptrs
+                .iter()
+                .find(|(_, first, others)| first == b || others.contains(b))
+            else {
+                return Err(self.invalid(format!(
+                    "the copy engine's source `{}` is not a kernel argument",
+                    func.buffers[*b].name
+                )));
+            };
+            let dtype = func.buffers[*b].dtype;
+            let ct = c_type(dtype).unwrap_or("uint16_t");
+            args.push(KernelArg {
+                param: *k,
+                name: map.clone(),
+                dtype,
+                ctype: ct.to_string(),
+                pointer: true,
+                readonly: true,
+                tensor_map: Some(view.clone()),
+            });
+            let Some(end) = self.out[start..].find(") {\n") else {
+                return Err(self.invalid("a kernel without its signature"));
+            };
+            self.out
+                .insert_str(start + end, &format!(", SPTIR_TMAP({ct}) {map}"));
+        }
         let dynamic_shared_bytes = self.dynamic_shared(&ctx, start);
         Ok(CudaKernel {
             name,
@@ -819,10 +853,11 @@ impl<'f> Writer<'f> {
         let mut text = self.out.split_off(start);
         let mut off = 0u64;
         for (ct, name, n, bytes) in &ctx.shared_decls {
-            if ctx
-                .tma
-                .iter()
-                .any(|t| self.buf_name(t.shared).is_ok_and(|n| n == name))
+            if ctx.tma_dst.contains(name)
+                || ctx
+                    .tma
+                    .iter()
+                    .any(|t| self.buf_name(t.shared).is_ok_and(|n| n == name))
             {
                 off = off.div_ceil(1024) * 1024;
             }

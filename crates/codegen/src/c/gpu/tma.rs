@@ -488,6 +488,8 @@ impl Writer<'_> {
         let (stage, _) = self.tma_stage(f, t, at)?;
         let name = self.buf_name(t.shared)?.to_string();
         let size = t.rows * t.cols;
+        // A staged `A` the engine fills completes on the same barrier (`mma/stage_a.rs`).
+        let bytes = size * 2 + self.a_stage_tma_bytes();
         self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
         self.indent += 1;
         if t.cluster > 1 {
@@ -507,9 +509,8 @@ impl Writer<'_> {
             self.line("}");
         }
         self.line(&format!(
-            "sptir_mbar_expect_tx({} + {stage}, {}u);",
-            t.bars,
-            size * 2
+            "sptir_mbar_expect_tx({} + {stage}, {bytes}u);",
+            t.bars
         ));
         if t.cluster > 1 {
             // This block's share of the boxes, to every block of the cluster.

@@ -32,6 +32,7 @@
 use super::sparse::pack_positions8;
 use super::warpgroup::SpProduct;
 use super::*;
+use crate::cuda::{LaunchExpr, TensorMapArg};
 
 /// The run-loop annotation asking for `A` staged in shared memory (see the module
 /// documentation).
@@ -52,7 +53,33 @@ pub(crate) struct AStage {
     rows: Option<(VarId, i64)>,
     /// The warp loops around the product: variable, extent, and whether `A` moves with it.
     warps: Vec<(VarId, i64, bool)>,
+    /// Filled by the tensor copy engine instead of `cp.async` (`stage_a` = `"tma"`).
+    tma: Option<ATma>,
 }
+
+/// A staged `A` the tensor copy engine fills (see the module documentation): one box of the
+/// values and one of the positions a stage, both covering the stage's tiles, completing on the
+/// stage's barrier of the run loop's copy-engine window (`tma.rs`).
+#[derive(Clone)]
+pub(crate) struct ATma {
+    /// The values' and the positions' buffers and tensor maps (kernel arguments).
+    values: BufferId,
+    positions: BufferId,
+    values_map: String,
+    positions_map: String,
+    /// `[columns, rows]` of the values' and the positions' views (the rows of `A`).
+    values_view: [i64; 2],
+    positions_view: [i64; 2],
+    /// The window's barriers.
+    bars: String,
+}
+
+/// The value of the `stage_a` annotation asking for `A`'s tiles by the tensor copy engine.
+pub const STAGE_A_TMA: &str = "tma";
+
+/// Bytes the copy engine moves into a stage of `A` per tile: 256 16-bit values and 256
+/// 8-bit positions.
+const TILE_BYTES: i64 = 256 * 2 + 256;
 
 impl AStage {
     /// Tiles per stage.
@@ -137,11 +164,145 @@ impl Writer<'_> {
                 (r, n.unwrap_or(1))
             }),
             warps,
+            tma: None,
         };
+        let mut stage = stage;
+        if matches!(f.annotations.get(STAGE_A_ATTR), Some(AttrValue::Str(v)) if v == STAGE_A_TMA) {
+            let what = format!("{what} \"{STAGE_A_TMA}\"");
+            stage.tma = Some(self.a_tma_plan(f, &stage, b, a, &meta, &vars, &what)?);
+        }
         let size = stage.depth * stage.tiles() * 256;
         self.declare_shared(&what, DType::F16, "uint16_t", "sptir_as", size)?;
         self.declare_shared(&what, DType::I8, "int8_t", "sptir_es", size)?;
+        if let (Some(t), Some(k)) = (&stage.tma, self.kernel.as_mut()) {
+            // The boxes land at the arrays' starts' alignment (`Writer::dynamic_shared`), and
+            // the kernel takes the two maps after its other arguments.
+            k.tma_dst
+                .extend(["sptir_as".to_string(), "sptir_es".to_string()]);
+            let rows = (stage.tiles() * 16) as u32;
+            for (buf, name, [c, r], swizzle) in [
+                (t.values, &t.values_map, t.values_view, 32),
+                (t.positions, &t.positions_map, t.positions_view, 0),
+            ] {
+                k.late_maps.push((
+                    buf,
+                    name.clone(),
+                    TensorMapArg {
+                        dims: [LaunchExpr::Const(c), LaunchExpr::Const(r)],
+                        box_dims: [16, rows],
+                        swizzle,
+                    },
+                ));
+            }
+        }
         Ok(Some(stage))
+    }
+
+    /// The copy engine's staging of `A` for run loop `f` (its staging `st`, the product's
+    /// block `b`, values `a`, positions `meta` and nest variables `vars`), checked: the loop's
+    /// window is filled by the copy engine, and the stage's tiles are consecutive rows of `A`
+    /// (row unit `r` of warp `w` at rows `16 (w h + r)` of the block's first), so that one box
+    /// of `16 x tiles` rows of each view fills them.
+    #[allow(clippy::too_many_arguments)]
+    fn a_tma_plan(
+        &self,
+        f: &For,
+        st: &AStage,
+        b: &Block,
+        a: &Expr,
+        meta: &Expr,
+        vars: &[VarId],
+        what: &str,
+    ) -> Res<ATma> {
+        let Some(window) = self.tma_of_run(f.var) else {
+            return Err(self.unsupported(
+                what,
+                "A's tiles come by the copy engine with the run loop's window (annotate it \
+                 `tma` too)",
+            ));
+        };
+        let h = st.rows.map_or(1, |(_, n)| n);
+        if st.tiles() * 16 > 256 {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "one box holds at most 256 rows: the stage's {} tiles of 16 are more",
+                    st.tiles()
+                ),
+            ));
+        }
+        let mut views = Vec::new();
+        for e in [a, meta] {
+            let Expr::Load { buffer, .. } = e else {
+                return Err(self.invalid("a 2:4 operand that is not a load"));
+            };
+            let off = self.fragment_offset(e, b).ok_or_else(|| {
+                self.unsupported(
+                    what,
+                    "A's values and positions must be read-only buffers of constant strides",
+                )
+            })?;
+            let coeff = |v: VarId| {
+                off.terms
+                    .iter()
+                    .find(|(t, _)| *t == Expr::Var(v))
+                    .map_or(0, |(_, c)| *c)
+            };
+            // Elements per row: the step of the tile's row; the tiles' rows must follow.
+            let row = coeff(vars[0]);
+            let mut want = 16 * row;
+            let mut ok = row > 0 && row % 16 == 0;
+            if let Some((r, _)) = st.rows {
+                ok &= coeff(r) == want;
+            }
+            want *= h;
+            for &(w, n, moves) in st.warps.iter().rev() {
+                if moves {
+                    ok &= coeff(w) == want;
+                    want *= n;
+                }
+            }
+            let len = match &self.func.buffers[*buffer].shape {
+                BufferShape::Dense(d) => {
+                    d.iter().try_fold(1i64, |n, e| n.checked_mul(const_int(e)?))
+                }
+                _ => None,
+            };
+            ok &= len.is_some_and(|l| row > 0 && l % row == 0);
+            if !ok {
+                return Err(self.unsupported(
+                    what,
+                    format!(
+                        "one box of the copy engine fills a stage: the tiles of `{}` must be \
+                         consecutive 16-row blocks of rows of a whole number of elements, a \
+                         multiple of 16 (row unit by row unit, warp by warp)",
+                        self.func.buffers[*buffer].name
+                    ),
+                ));
+            }
+            views.push((*buffer, [row, len.unwrap_or(0) / row.max(1)]));
+        }
+        let [(values, values_view), (positions, positions_view)] = views[..] else {
+            return Err(self.invalid("two views"));
+        };
+        let map = |b: BufferId| -> Res<String> { Ok(format!("{}_tmap", self.buf_name(b)?)) };
+        Ok(ATma {
+            values,
+            positions,
+            values_map: map(values)?,
+            positions_map: map(positions)?,
+            values_view,
+            positions_view,
+            bars: window.bars,
+        })
+    }
+
+    /// The bytes the copy engine moves into a stage of the staged `A`, if it fills it.
+    pub(crate) fn a_stage_tma_bytes(&self) -> i64 {
+        self.a_stage
+            .as_ref()
+            .filter(|st| st.tma.is_some())
+            .map_or(0, |st| st.tiles() * TILE_BYTES)
     }
 
     /// The tile of row unit `r` (C text) in the stage of run `run` (C text), the warp loops'
@@ -169,6 +330,9 @@ impl Writer<'_> {
         let Some(st) = self.a_stage.clone() else {
             return Ok(());
         };
+        if let Some(t) = &st.tma {
+            return self.write_a_stage_tma(&st, t, run);
+        }
         let what = format!("`{STAGE_A_ATTR}` copy");
         let nests = tensorized_nests(&st.unit.body);
         let SpProduct {
@@ -226,6 +390,65 @@ impl Writer<'_> {
         })();
         for &(w, _, _) in &st.warps {
             self.unbind(w);
+        }
+        r
+    }
+
+    /// The copy engine's copy of run `run`'s tiles (C text; the run loop's variable stands for
+    /// it): one thread copies the box of values and the box of positions of the stage's first
+    /// tile's rows, completing on the stage's barrier (whose bytes `tma.rs` announced).
+    fn write_a_stage_tma(&mut self, st: &AStage, t: &ATma, run: &str) -> Res<()> {
+        let what = format!("`{STAGE_A_ATTR}` copy");
+        let nests = tensorized_nests(&st.unit.body);
+        let SpProduct {
+            vars, b, a, meta, ..
+        } = self.sp_product(&nests, &what)?;
+        let iters = iters_fixed_by(b, st.unit.var);
+        // The first tile: every warp and row unit at 0.
+        let mut fixed = st.warps.iter().map(|w| w.0).collect::<Vec<_>>();
+        if let Some((r, _)) = st.rows {
+            fixed.push(r);
+        }
+        for &v in &fixed {
+            self.let_subst
+                .insert(v, int_literal(0, self.func.vars[v].dtype));
+        }
+        let r = (|| {
+            let tile = self.a_stage_tile(st, run, "0")?;
+            let zero = ["0".to_string(), "0".into(), "0".into(), "0".into()];
+            let mut boxes = Vec::new();
+            for (e, dst, map, row) in [
+                (a, "sptir_as", &t.values_map, t.values_view[0]),
+                (&meta, "sptir_es", &t.positions_map, t.positions_view[0]),
+            ] {
+                let Expr::Load { buffer, .. } = e else {
+                    return Err(self.invalid("a 2:4 operand that is not a load"));
+                };
+                let name = self.buf_name(*buffer)?.to_string();
+                let ptr = self.ptr_at(e, &vars, &zero, &iters)?;
+                let off = ptr
+                    .strip_prefix(&format!("{name} + "))
+                    .ok_or_else(|| self.invalid("a 2:4 operand's address"))?
+                    .to_string();
+                boxes.push(format!(
+                    "sptir_tma_load_2d({dst} + {tile}, {map}, {} + sptir_st, (int)(({off}) % \
+                     {row}), (int)(({off}) / {row}));",
+                    t.bars
+                ));
+            }
+            let stage = format!("(int)((({run}) - ({})) % {})", st.min, st.depth);
+            self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
+            self.indent += 1;
+            self.line(&format!("const int sptir_st = {stage};"));
+            for l in boxes {
+                self.line(&l);
+            }
+            self.indent -= 1;
+            self.line("}");
+            Ok(())
+        })();
+        for v in fixed {
+            self.let_subst.remove(&v);
         }
         r
     }
