@@ -844,6 +844,8 @@ impl std::fmt::Debug for TensorMap {
 /// The element types a tensor map is encoded for here (`CUtensorMapDataType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TensorMapElem {
+    /// Bytes (8-bit integers of either sign: the copy engine moves them as they are).
+    U8,
     U16,
     F16,
     BF16,
@@ -856,6 +858,7 @@ impl TensorMapElem {
     /// The `CU_TENSOR_MAP_DATA_TYPE_*` value (cuda.h).
     fn code(self) -> c_int {
         match self {
+            TensorMapElem::U8 => 0,
             TensorMapElem::U16 => 1,
             TensorMapElem::U32 => 2,
             TensorMapElem::I32 => 3,
@@ -868,6 +871,7 @@ impl TensorMapElem {
     /// Bytes of one element.
     pub fn bytes(self) -> u64 {
         match self {
+            TensorMapElem::U8 => 1,
             TensorMapElem::U16 | TensorMapElem::F16 | TensorMapElem::BF16 => 2,
             TensorMapElem::U32 | TensorMapElem::I32 | TensorMapElem::F32 => 4,
         }

@@ -9,9 +9,11 @@ use sparsetir_ir::DType;
 
 use crate::error::RunError;
 
-/// The copy engine's element type of buffers of `dtype` (16- and 32-bit types only).
+/// The copy engine's element type of buffers of `dtype` (8-bit integers, 16- and 32-bit
+/// types).
 pub fn tensor_map_elem(dtype: DType) -> Option<TensorMapElem> {
     Some(match dtype {
+        DType::U8 | DType::I8 => TensorMapElem::U8,
         DType::F16 => TensorMapElem::F16,
         DType::BF16 => TensorMapElem::BF16,
         DType::U16 | DType::I16 => TensorMapElem::U16,
@@ -66,7 +68,7 @@ pub fn check_view(
     let bad = |m: String| error(kernel, arg, m);
     let elem = tensor_map_elem(arg.dtype).ok_or_else(|| {
         bad(format!(
-            "elements of {}: tensor maps here take 16- or 32-bit elements",
+            "elements of {}: tensor maps here take 8-bit integers, 16- or 32-bit elements",
             arg.dtype
         ))
     })?;

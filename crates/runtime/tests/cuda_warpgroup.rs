@@ -995,3 +995,49 @@ fn tma_staged_a_compiles_for_sm_90a() {
         }
     }
 }
+
+#[test]
+fn tma_staged_a_equals_the_evaluator_in_the_emulator() {
+    spmm_24_tma_staged_a(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn tma_staged_a_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_tma_staged_a(GpuDevice::Cuda);
+}
+
+fn spmm_24_tma_staged_a(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(95);
+    // (cluster, products in flight, dtype, m, n, feat, row warps, row tiles, units, slices
+    // copied ahead): A's boxes of 64, 128 and 256 rows (one or two warpgroups, two row tiles a
+    // warp), two row blocks (the boxes' row coordinate), more runs than stages, with and
+    // without a cluster multicasting B.
+    for (cluster, in_flight, dt, m, n, feat, rows, h, units, ahead) in [
+        (1, true, DType::F16, 128, 288, 128, 4, 1, 16, 3),
+        (1, false, DType::BF16, 512, 96, 128, 8, 2, 16, 1),
+        (2, true, DType::F16, 256, 160, 128, 8, 1, 16, 2),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {h} x {units} tiles, slices \
+             copied ahead: {ahead}, in flight: {in_flight}, A and B by the copy engine, \
+             cluster {cluster}"
+        );
+        let g = kernel(dt);
+        let mut t = tiles(rows, 1, h, ahead);
+        t.stage_a = true;
+        t.tma_a = true;
+        t.in_flight = in_flight;
+        t.tma = true;
+        t.cluster = cluster;
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &k.module().source;
+        assert!(src.contains("sptir_tma_load_2d(sptir_as + "), "{what}");
+        equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
+    }
+}

@@ -169,7 +169,8 @@ inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code);
 template <class T>
 inline void tma_copy(const SPtr<T>& dst, const TMap<T>& map, const TmaDest* dests, unsigned nd,
                      int c0, int c1) {
-  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "tensor copies of 16- or 32-bit elements");
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4,
+                "tensor copies of 8-, 16- or 32-bit elements");
   Fiber* f = cur();
   Block* b = f->blk;
   const int32_t remote = remote_issuer(f->lin, b->rank);
