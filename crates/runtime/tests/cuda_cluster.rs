@@ -39,7 +39,8 @@ const SOURCE: &str = r#"
 // A tile of CX * k boxes of 64 x 8 16-bit elements (128-byte swizzled), box b at rows 8 b,
 // columns 64 c of the view (c: the cluster's index along x), shared out: rank r copies boxes
 // r k .. r k + k - 1, multicast to every block of the cluster; every block waits on its own
-// barrier, announcing the whole tile's bytes, and writes its tile out (in shared-memory order).
+// barrier, announcing the whole tile's bytes, and writes its tile out (in shared-memory order),
+// then a cluster barrier (no block leaves while a peer may still reach its shared memory).
 // `split`: a rank multicasts to the others and copies its boxes for itself with a plain copy.
 // `early`: 1, thread 0 reads a box of the next rank before the wait; 2, rank 1's thread 0 reads
 // one of rank 0. `extra`: bytes announced on top. `bad`: 1, an arrival on rank CX; 2, a copy
@@ -85,6 +86,7 @@ NAME(SPTIR_TMAP(uint16_t) map, SPTIR_OUT(uint16_t) out, int k, int split, int ea
     uint16_t v = tile[i];                                                                     \
     out[blockIdx.x * nb * 512 + i] = v;                                                       \
   }                                                                                           \
+  sptir_cluster_sync();                                                                       \
 }
 
 SPTIR_MC_TILE(mc_tile_2, 2)
@@ -96,7 +98,7 @@ SPTIR_MC_TILE(mc_tile_4, 4)
 // barrier in every block; after a block consumed a stage (its threads' barrier), its thread 0
 // arrives on the stage's "empty" barrier of every rank (count CX), and waits on its own before
 // it multicasts into the stage again. Thread t sums the stage elements k = t (mod 64).
-// `release`: 0 leaves out the arrivals and the wait on "empty".
+// `release`: 0 leaves out the arrivals and the wait on "empty". A cluster barrier at the end.
 #define SPTIR_MC_RING(NAME, CX)                                                               \
 extern "C" __global__ void __launch_bounds__(64) SPTIR_CLUSTER_DIMS(CX, 1, 1)                 \
 NAME(SPTIR_TMAP(float) map, SPTIR_OUT(float) out, int iters, int release) {                   \
@@ -143,6 +145,7 @@ NAME(SPTIR_TMAP(float) map, SPTIR_OUT(float) out, int iters, int release) {     
     }                                                                                         \
   }                                                                                           \
   out[blockIdx.x * 64 + t] = acc;                                                             \
+  sptir_cluster_sync();                                                                       \
 }
 
 SPTIR_MC_RING(mc_ring_2, 2)
@@ -150,9 +153,10 @@ SPTIR_MC_RING(mc_ring_4, 4)
 
 // Every thread writes its shared element, then (`sync`) a cluster barrier, then reads its
 // neighbour's. `leave`: the block of that rank returns at once. `stuck`: rank 1's thread 0
-// waits on an mbarrier nobody arrives on, before the cluster barrier.
+// waits on an mbarrier nobody arrives on, before the cluster barrier. `poke`: after it, thread 0
+// arrives on the other rank's mbarrier.
 extern "C" __global__ void __launch_bounds__(64) SPTIR_CLUSTER_DIMS(2, 1, 1)
-csync_2(SPTIR_OUT(int) out, int sync, int leave, int stuck) {
+csync_2(SPTIR_OUT(int) out, int sync, int leave, int stuck, int poke) {
   SPTIR_SHARED(int, sh, 64);
   SPTIR_SHARED(uint64_t, bar, 1);
   const int t = threadIdx.x;
@@ -167,6 +171,7 @@ csync_2(SPTIR_OUT(int) out, int sync, int leave, int stuck) {
     sptir_mbar_wait(bar, 0);
   }
   if (sync) sptir_cluster_sync();
+  if (poke && t == 0) sptir_mbar_arrive_cluster(bar, 1 - r);
   int v = sh[(t + 1) % 64];
   out[blockIdx.x * 64 + t] = v + 1000 * (int)r;
 }
@@ -279,6 +284,7 @@ fn test_module_with(tweak: &dyn Fn(&str, &mut [u32; 3])) -> CudaModule {
                 ("sync", I32, "int", Kind::Scalar),
                 ("leave", I32, "int", Kind::Scalar),
                 ("stuck", I32, "int", Kind::Scalar),
+                ("poke", I32, "int", Kind::Scalar),
             ],
             [2, 1, 1],
             64,
@@ -608,6 +614,7 @@ fn bytes_announced_and_never_copied_deadlock_the_cluster() {
                 EmuArg::I32(1),
                 EmuArg::I32(-1),
                 EmuArg::I32(1),
+                EmuArg::I32(0),
             ],
         )
         .expect_err("a deadlock");
@@ -724,7 +731,7 @@ fn grids_that_are_not_whole_clusters_are_typed_errors() {
 fn the_cluster_barrier_orders_shared_memory_and_lets_returned_blocks_go() {
     let Some(m) = module() else { return };
     let k = kernel(m, "csync_2");
-    let run = |sync: i32, leave: i32, vals: &mut [i32]| {
+    let run = |sync: i32, leave: i32, poke: i32, vals: &mut [i32]| {
         m.launch(
             k,
             [4, 1, 1],
@@ -734,12 +741,13 @@ fn the_cluster_barrier_orders_shared_memory_and_lets_returned_blocks_go() {
                 EmuArg::I32(sync),
                 EmuArg::I32(leave),
                 EmuArg::I32(0),
+                EmuArg::I32(poke),
             ],
         )
     };
     for leave in [-1, 0, 1] {
         let mut vals = vec![0i32; 4 * 64];
-        run(1, leave, &mut vals).unwrap_or_else(|e| panic!("leave {leave}: {e}"));
+        run(1, leave, 0, &mut vals).unwrap_or_else(|e| panic!("leave {leave}: {e}"));
         for b in 0..4 {
             let r = b % 2;
             for t in 0..64 {
@@ -758,11 +766,31 @@ fn the_cluster_barrier_orders_shared_memory_and_lets_returned_blocks_go() {
     }
     // Without it, a thread reads its neighbour's element written in the same epoch.
     let mut vals = vec![0i32; 4 * 64];
-    let err = run(0, -1, &mut vals).expect_err("a race");
+    let err = run(0, -1, 0, &mut vals).expect_err("a race");
     assert!(
         matches!(&err, RunError::EmuRace { buffer, .. } if buffer == "sh"),
         "{err}"
     );
+    // An arrival on a block whose threads all returned, and on a barrier a peer never
+    // initialized, are unsupported.
+    for (leave, what) in [
+        (
+            1,
+            "an mbarrier arrival on block rank 1 of the cluster after all its threads returned",
+        ),
+        (
+            -1,
+            "an arrival on an mbarrier never initialized in block rank 1 of the cluster",
+        ),
+    ] {
+        let err = run(1, leave, 1, &mut vals).expect_err("unsupported");
+        match &err {
+            RunError::EmuUnsupported { message, .. } => {
+                assert!(message.contains(what), "{message}")
+            }
+            other => panic!("leave {leave}: expected an unsupported arrival, got {other}"),
+        }
+    }
 }
 
 #[test]
