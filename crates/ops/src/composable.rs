@@ -104,6 +104,9 @@ impl fmt::Display for Format {
                 if t.cluster > 1 {
                     ahead.push_str(&format!(",cluster={}", t.cluster));
                 }
+                if t.release {
+                    ahead.push_str(",release=1");
+                }
                 match (t.cols, t.row_tiles) {
                     (1, 1) => write!(f, "2:4({key}={}{ahead})", t.rows),
                     (z, 1) => write!(f, "2:4({key}={}x{z}{ahead})", t.rows),
@@ -154,6 +157,11 @@ pub struct SharedTiles {
     /// boxes and multicast them to all `C` (`.multicast::cluster`), so that B is read from L2
     /// once per cluster instead of once per block.
     pub cluster: usize,
+    /// With `tma` (and `A` not staged, or staged by the copy engine: `,a=tma`): each warp
+    /// releases the slices it used on an mbarrier instead of the block's barrier each run
+    /// (`,release=1`), so that warps run apart and a slice is refilled as soon as its last
+    /// reader is done.
+    pub release: bool,
 }
 
 impl SharedTiles {
@@ -170,7 +178,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C][,release=1]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -261,14 +269,15 @@ impl Format {
             let v = options.next().unwrap_or("");
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
+            let mut release = false;
             for o in options {
                 let (key, value) = o
                     .split_once('=')
                     .map(|(k, x)| (k.trim(), x.trim()))
                     .ok_or_else(|| {
                         err(
-                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1` or `cluster=C` \
-                             after the warps",
+                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C` or \
+                             `release=1` after the warps",
                         )
                     })?;
                 match key {
@@ -307,17 +316,20 @@ impl Format {
                         }
                         tma = true;
                     }
+                    "release" if value == "1" => release = true,
                     "cluster" => {
                         let c = positive(text, "the blocks per cluster", value)?;
                         if ![1, 2, 4].contains(&c) {
-                            return Err(err("the blocks per cluster (cluster=C) must be 1, 2 or 4"));
+                            return Err(err(
+                                "the blocks per cluster (cluster=C) must be 1, 2 or 4",
+                            ));
                         }
                         cluster = c;
                     }
                     _ => {
                         return Err(err(
-                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1` or `cluster=C` after the \
-                             warps",
+                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C` or \
+                             `release=1` after the warps",
                         ))
                     }
                 }
@@ -325,6 +337,12 @@ impl Format {
             if tma_a && !tma {
                 return Err(err(
                     "`a=tma` (A's tiles by the tensor copy engine) goes with `tma=1`",
+                ));
+            }
+            if release && !(tma && (tma_a || !stage_a)) {
+                return Err(err(
+                    "`release=1` (warps release the slices on mbarriers) goes with `tma=1`, A \
+                     not staged or staged by the copy engine (`a=tma`)",
                 ));
             }
             if cluster > 1 && !tma {
@@ -368,6 +386,7 @@ impl Format {
                     in_flight,
                     tma,
                     cluster,
+                    release,
                 }),
             });
         }
@@ -849,6 +868,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
         text.push_str("sch.annotate(gko, \"tma\", 1)\n");
     }
     // Each box multicast to the blocks of a cluster (the CUDA writer's `tma_cluster`).
+    // Each warp releasing the slices it used (the CUDA writer's `tma_release`).
+    if tiles.tma && tiles.release {
+        text.push_str("sch.annotate(gko, \"tma_release\", 1)\n");
+    }
     if tiles.tma && tiles.cluster > 1 {
         text.push_str(&format!(
             "sch.annotate(gko, \"tma_cluster\", {})\n",
@@ -1060,6 +1083,8 @@ mod tests {
             "2:4(wgdbuf=8x1x2,ahead=2,tma=1,cluster=4)",
             "2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2)",
             "2:4(wgdbuf=8,a=tma,tma=1)",
+            "2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2,release=1)",
+            "2:4(wgdbuf=8,tma=1,release=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1129,6 +1154,9 @@ mod tests {
             "2:4(wgdbuf=8,cluster=2)",
             "2:4(wgdbuf=8,a=tma)",
             "2:4(dbuf=4,a=tma)",
+            "2:4(wgdbuf=8,release=1)",
+            "2:4(wgdbuf=8,a=smem,tma=1,release=1)",
+            "2:4(wgdbuf=8,tma=1,release=2)",
             "2:4(wgdbuf=8,tma=1,cluster=3)",
             "2:4(wgdbuf=8,tma=1,cluster=8)",
             "2:4(wgdbuf=8,tma=1,cluster=0)",

@@ -182,6 +182,7 @@ fn the_ptx_holds_the_mma_instruction() {
             in_flight: false,
             tma: false,
             cluster: 1,
+            release: false,
         },
         8,
     );
@@ -417,6 +418,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 in_flight: false,
                 tma: false,
                 cluster: 1,
+                release: false,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
@@ -527,6 +529,7 @@ fn snapshot_tensor_core_kernels() {
             in_flight: false,
             tma: false,
             cluster: 1,
+            release: false,
         },
         2,
     );

@@ -46,6 +46,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         in_flight: false,
         tma: false,
         cluster: 1,
+        release: false,
     }
 }
 

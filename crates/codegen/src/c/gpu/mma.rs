@@ -86,7 +86,7 @@ mod warpgroup;
 
 pub(crate) use accumulate::AccumulatorPlan;
 pub(crate) use prelude::MMA_PRELUDE;
-pub(crate) use stage_a::{stages_a, AStage, A_STAGE_PRELUDE};
+pub(crate) use stage_a::{stages_a, AStage, A_STAGE_PRELUDE, STAGE_A_ATTR, STAGE_A_TMA};
 pub(crate) use warpgroup::{read_by_warpgroup, wgmma_prelude, WARPGROUP_ATTR};
 
 /// The annotation the writer reads.

@@ -231,7 +231,13 @@ impl<'f> Writer<'f> {
     ) -> Res<()> {
         let d = Self::prefetch_distance(f);
         let one = self.one_barrier(items);
-        if one {
+        // Stages the warps release (`tma.rs`): no copy but the engine's, no block barrier.
+        let release = one && self.warps_release(f);
+        if release {
+            if let Some(t) = self.tma_of_run(f.var) {
+                self.write_tma_wait(f, &t, v)?;
+            }
+        } else if one {
             self.line(&format!("sptir_cp_async_wait<{}>();", d - 1));
             if let Some(t) = self.tma_of_run(f.var) {
                 self.write_tma_wait(f, &t, v)?;
@@ -265,6 +271,9 @@ impl<'f> Writer<'f> {
         }
         if !one {
             self.write_barrier();
+        }
+        if release {
+            self.write_tma_release(f, v, end)?;
         }
         Ok(())
     }

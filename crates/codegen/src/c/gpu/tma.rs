@@ -53,6 +53,9 @@ static __device__ __forceinline__ void sptir_mbar_fence_init() {
 static __device__ __forceinline__ void sptir_mbar_expect_tx(uint64_t* bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sptir_smem_addr(bar)), "r"(bytes) : "memory");
 }
+static __device__ __forceinline__ void sptir_mbar_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sptir_smem_addr(bar)) : "memory");
+}
 static __device__ __forceinline__ void sptir_mbar_wait(uint64_t* bar, unsigned parity) {
     asm volatile("{ .reg .pred p;\n"
                  "SPTIR_MBAR_WAIT_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
@@ -89,6 +92,7 @@ static void sptir_mbar_init(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned cou
 static void sptir_mbar_fence_init() {}
 static void sptir_mbar_expect_tx(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned bytes) { ::sptir_emu::mbar_expect_tx(bar.m, bar.off, bytes); }
 static void sptir_mbar_wait(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned parity) { ::sptir_emu::mbar_wait(bar.m, bar.off, parity); }
+static void sptir_mbar_arrive(const ::sptir_emu::SPtr<uint64_t>& bar) { ::sptir_emu::mbar_arrive_cluster(bar.m, bar.off, ::sptir_emu::cluster_rank()); }
 template <class T>
 static void sptir_tma_load_2d(const ::sptir_emu::SPtr<T>& dst, const ::sptir_emu::TMap<T>& map, const ::sptir_emu::SPtr<uint64_t>& bar, int c0, int c1) {
     ::sptir_emu::tma_load_2d(dst, map, bar.m, bar.off, c0, c1);
@@ -165,6 +169,29 @@ pub const TMA_ATTR: &str = "tma";
 /// while a peer's copies or arrivals may still reach its shared memory.
 pub const TMA_CLUSTER_ATTR: &str = "tma_cluster";
 
+/// The run-loop annotation (with [`TMA_ATTR`], value 1) asking each warp to release the stages
+/// it used on an mbarrier instead of the block's barrier each run (the schedule's
+/// `sch.annotate(run, "tma_release", 1)`).
+///
+/// # When
+///
+/// Every copy into the loop's shared memory is the copy engine's: its window's, and `A`'s
+/// tiles if they are staged (`mma/stage_a.rs` with `"tma"`); the block's threads are whole
+/// warps.
+///
+/// # What is written
+///
+/// Each stage has an "empty" mbarrier (as with a cluster) of `W C` arrivals a phase, `W` the
+/// block's warps and `C` the blocks of its cluster. An iteration waits for its stage's full
+/// phase and goes on without a block barrier. Once its products of iteration `j` are complete
+/// (`j` the iteration itself, or the one before with a product kept in flight), each warp
+/// (`__syncwarp`, then its first lane) arrives on stage `j`'s empty barrier of every block of
+/// the cluster, when a later copy into that stage waits for it (`j + S` before the loop's
+/// end). The copying thread waits for that phase before the copy of iteration `j + S`, as with
+/// a cluster, but makes no arrival itself. Warps thus run up to the stages' depth apart, and a
+/// stage is refilled as soon as its last reader is done.
+pub const TMA_RELEASE_ATTR: &str = "tma_release";
+
 /// Columns of a box: 128 bytes of 16-bit values, the 128-byte swizzle's span.
 pub(crate) const TMA_BOX_COLS: i64 = 64;
 
@@ -187,6 +214,8 @@ pub(crate) struct TmaWindow {
     /// Blocks per cluster along x that share its boxes by multicast (1: no cluster; see
     /// [`TMA_CLUSTER_ATTR`]).
     pub cluster: i64,
+    /// With [`TMA_RELEASE_ATTR`]: the block's warps, each releasing the stages it used.
+    pub release: Option<i64>,
 }
 
 /// Whether loop `f` asks for its window's copies by the tensor copy engine.
@@ -308,6 +337,7 @@ impl Writer<'_> {
             ));
         }
         let cluster = self.tma_cluster(part, f, &what, &base, cols)?;
+        let release = self.tma_release(part, f, &what)?;
         let global_name = self.buf_name(global)?.to_string();
         let shared_name = self.buf_name(shared)?.to_string();
         Ok(TmaWindow {
@@ -320,7 +350,60 @@ impl Writer<'_> {
             cols,
             stages: Self::pipeline_stages(f),
             cluster,
+            release,
         })
+    }
+
+    /// The warps of the block of kernel part `part` when run loop `f` asks them to release its
+    /// stages (see [`TMA_RELEASE_ATTR`]), checked; `None` when it does not ask.
+    fn tma_release(&self, part: &Stmt, f: &For, what: &str) -> Res<Option<i64>> {
+        match f.annotations.get(TMA_RELEASE_ATTR) {
+            None => return Ok(None),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true)) => {}
+            Some(_) => {
+                return Err(
+                    self.unsupported(what, format!("`{TMA_RELEASE_ATTR}` is 1 (warps release)"))
+                )
+            }
+        }
+        if matches!(f.annotations.get(super::mma::STAGE_A_ATTR), Some(v) if *v != AttrValue::Str(super::mma::STAGE_A_TMA.into()))
+        {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "with `{TMA_RELEASE_ATTR}` every copy into shared memory is the copy \
+                     engine's: A staged by `cp.async` is not (stage it with \"{}\")",
+                    super::mma::STAGE_A_TMA
+                ),
+            ));
+        }
+        // The block's threads: the extents of its thread loops, whole warps.
+        let mut dims: HashMap<String, i64> = HashMap::new();
+        let mut known = true;
+        part.visit(&mut |s| {
+            if let Stmt::For(l) = s {
+                if let Some(tag) = l.thread.as_deref().filter(|t| t.starts_with("threadIdx")) {
+                    match const_int(&l.extent) {
+                        Some(n) => {
+                            let d = dims.entry(tag.to_string()).or_insert(1);
+                            *d = (*d).max(n);
+                        }
+                        None => known = false,
+                    }
+                }
+            }
+        });
+        let threads: i64 = dims.values().product();
+        if !known || threads % 32 != 0 {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "with `{TMA_RELEASE_ATTR}` the block is whole warps of a constant size \
+                     (here {threads} threads)"
+                ),
+            ));
+        }
+        Ok(Some(threads / 32))
     }
 
     /// The cluster run loop `f` (of kernel part `part`, its window `cols` wide) asks for (see
@@ -420,12 +503,13 @@ impl Writer<'_> {
             "    for (int sptir_s = 0; sptir_s < {}; ++sptir_s) sptir_mbar_init({} + sptir_s, 1u);",
             t.stages, t.bars
         ));
-        if t.cluster > 1 {
-            // The stages' empty barriers: one arrival from each block of the cluster.
+        if let Some(n) = Self::tma_empty_arrivals(t) {
+            // The stages' empty barriers: an arrival from each block of the cluster, or from
+            // each of their warps.
             self.line(&format!(
                 "    for (int sptir_s = 0; sptir_s < {0}; ++sptir_s) sptir_mbar_init({1} + {0} + \
-                 sptir_s, {2}u);",
-                t.stages, t.bars, t.cluster
+                 sptir_s, {n}u);",
+                t.stages, t.bars
             ));
         }
         self.line("    sptir_mbar_fence_init();");
@@ -444,14 +528,70 @@ impl Writer<'_> {
         }
     }
 
-    /// The mbarriers window `t` declares: a full one a stage, and with a cluster an empty one
-    /// a stage after them.
+    /// The mbarriers window `t` declares: a full one a stage, and with a cluster or warps'
+    /// releases an empty one a stage after them.
     pub(super) fn tma_barriers(t: &TmaWindow) -> i64 {
-        if t.cluster > 1 {
+        if Self::tma_empty_arrivals(t).is_some() {
             2 * t.stages
         } else {
             t.stages
         }
+    }
+
+    /// The arrivals a phase of window `t`'s empty barriers (see [`TMA_CLUSTER_ATTR`] and
+    /// [`TMA_RELEASE_ATTR`]); `None` where it has none.
+    fn tma_empty_arrivals(t: &TmaWindow) -> Option<i64> {
+        match t.release {
+            Some(w) => Some(w * t.cluster),
+            None => (t.cluster > 1).then_some(t.cluster),
+        }
+    }
+
+    /// Whether the run loop `f` is written without a block barrier a run: its window's stages
+    /// released by the warps (see [`TMA_RELEASE_ATTR`]).
+    pub(super) fn warps_release(&self, f: &For) -> bool {
+        self.tma_of_run(f.var).is_some_and(|t| t.release.is_some())
+    }
+
+    /// After the products of iteration `v` (C text) of run loop `f` (ending at `end`): each
+    /// warp releases the stage of the iteration whose products are now complete, where a
+    /// later copy waits for it (see [`TMA_RELEASE_ATTR`]).
+    pub(super) fn write_tma_release(&mut self, f: &For, v: &str, end: &str) -> Res<()> {
+        let Some(t) = self.tma_of_run(f.var) else {
+            return Ok(());
+        };
+        let back = i64::from(Self::in_flight(f));
+        let at = if back > 0 {
+            format!("{v} - {back}")
+        } else {
+            v.to_string()
+        };
+        let min = self.expr(&f.min)?.0;
+        let (stage, _) = self.tma_stage(f, &t, &at)?;
+        let s = t.stages;
+        self.line(&format!("if ({at} >= {min} && {at} + {s} < {end}) {{"));
+        self.indent += 1;
+        self.line("__syncwarp();");
+        self.line(
+            "if (((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u) \
+             == 0u) {",
+        );
+        if t.cluster > 1 {
+            self.line(&format!(
+                "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
+                 sptir_mbar_arrive_cluster({} + {s} + {stage}, sptir_r);",
+                t.cluster, t.bars
+            ));
+        } else {
+            self.line(&format!(
+                "    sptir_mbar_arrive({} + {s} + {stage});",
+                t.bars
+            ));
+        }
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
     }
 
     /// The stage of the run loop `f`'s iteration `at` (C text), and the parity of that stage's
@@ -492,16 +632,19 @@ impl Writer<'_> {
         let bytes = size * 2 + self.a_stage_tma_bytes();
         self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
         self.indent += 1;
-        if t.cluster > 1 {
-            // The stage's previous use released by every block of the cluster first.
+        if Self::tma_empty_arrivals(t).is_some() {
+            // The stage's previous use released by every block of the cluster (or every warp)
+            // first.
             let k = self.tma_iteration(f, at)?;
             let s = t.stages;
             self.line(&format!("if ({k} >= {s}) {{"));
-            self.line(&format!(
-                "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
-                 sptir_mbar_arrive_cluster({} + {s} + {stage}, sptir_r);",
-                t.cluster, t.bars
-            ));
+            if t.release.is_none() {
+                self.line(&format!(
+                    "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
+                     sptir_mbar_arrive_cluster({} + {s} + {stage}, sptir_r);",
+                    t.cluster, t.bars
+                ));
+            }
             self.line(&format!(
                 "    sptir_mbar_wait({} + {s} + {stage}, (unsigned)(({k} / {s} + 1) & 1));",
                 t.bars
