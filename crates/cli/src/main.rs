@@ -205,8 +205,10 @@ enum Command {
         /// boxes that complete on an mbarrier a slice; `2:4(wgdbuf=...,tma=1,cluster=C)`: the
         /// same in clusters of C blocks (2 or 4) of consecutive rows, each copying 1/C of a
         /// slice's boxes to all of them, multicast; `2:4(wgdbuf=...,a=tma,tma=1)`: A's values
-        /// and positions staged by the copy engine too, one box of each a slice); for sddmm
-        /// `coo`; for attention
+        /// and positions staged by the copy engine too, one box of each a slice;
+        /// `cluster=CxY`: clusters also of Y blocks of columns sharing A's boxes (with `a=tma`);
+        /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
+        /// block's barrier each run); for sddmm `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
         /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest

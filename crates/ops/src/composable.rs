@@ -101,7 +101,9 @@ impl fmt::Display for Format {
                 if t.tma {
                     ahead.push_str(",tma=1");
                 }
-                if t.cluster > 1 {
+                if t.cluster_y > 1 {
+                    ahead.push_str(&format!(",cluster={}x{}", t.cluster, t.cluster_y));
+                } else if t.cluster > 1 {
                     ahead.push_str(&format!(",cluster={}", t.cluster));
                 }
                 if t.release {
@@ -157,6 +159,9 @@ pub struct SharedTiles {
     /// boxes and multicast them to all `C` (`.multicast::cluster`), so that B is read from L2
     /// once per cluster instead of once per block.
     pub cluster: usize,
+    /// With `cluster` and `a=tma`: clusters also of `cluster_y` blocks along the columns
+    /// (`,cluster=CxY`, C Y at most 8), those of the same rows sharing A's boxes by multicast.
+    pub cluster_y: usize,
     /// With `tma` (and `A` not staged, or staged by the copy engine: `,a=tma`): each warp
     /// releases the slices it used on an mbarrier instead of the block's barrier each run
     /// (`,release=1`), so that warps run apart and a slice is refilled as soon as its last
@@ -178,7 +183,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C][,release=1]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -270,6 +275,7 @@ impl Format {
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
             let mut release = false;
+            let mut cluster_y = 1;
             for o in options {
                 let (key, value) = o
                     .split_once('=')
@@ -318,13 +324,16 @@ impl Format {
                     }
                     "release" if value == "1" => release = true,
                     "cluster" => {
-                        let c = positive(text, "the blocks per cluster", value)?;
-                        if ![1, 2, 4].contains(&c) {
+                        let (c, y) = value.split_once('x').unwrap_or((value, "1"));
+                        let c = positive(text, "the blocks per cluster", c)?;
+                        let y = positive(text, "the blocks per cluster along y", y)?;
+                        if ![1, 2, 4].contains(&c) || ![1, 2, 4].contains(&y) || c * y > 8 {
                             return Err(err(
-                                "the blocks per cluster (cluster=C) must be 1, 2 or 4",
+                                "the blocks per cluster (cluster=C or CxY) must be 1, 2 or 4 \
+                                 each way, at most 8",
                             ));
                         }
-                        cluster = c;
+                        (cluster, cluster_y) = (c, y);
                     }
                     _ => {
                         return Err(err(
@@ -345,7 +354,13 @@ impl Format {
                      not staged or staged by the copy engine (`a=tma`)",
                 ));
             }
-            if cluster > 1 && !tma {
+            if cluster_y > 1 && !tma_a {
+                return Err(err(
+                    "`cluster=CxY` with Y > 1 (blocks along the columns sharing A's boxes) goes \
+                     with `a=tma`",
+                ));
+            }
+            if (cluster > 1 || cluster_y > 1) && !tma {
                 return Err(err(
                     "`cluster=C` (B's boxes multicast to a cluster of blocks) goes with `tma=1`",
                 ));
@@ -386,6 +401,7 @@ impl Format {
                     in_flight,
                     tma,
                     cluster,
+                    cluster_y,
                     release,
                 }),
             });
@@ -872,6 +888,12 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     if tiles.tma && tiles.release {
         text.push_str("sch.annotate(gko, \"tma_release\", 1)\n");
     }
+    if tiles.tma && tiles.cluster_y > 1 {
+        text.push_str(&format!(
+            "sch.annotate(gko, \"tma_cluster_y\", {})\n",
+            tiles.cluster_y
+        ));
+    }
     if tiles.tma && tiles.cluster > 1 {
         text.push_str(&format!(
             "sch.annotate(gko, \"tma_cluster\", {})\n",
@@ -1085,6 +1107,8 @@ mod tests {
             "2:4(wgdbuf=8,a=tma,tma=1)",
             "2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2,release=1)",
             "2:4(wgdbuf=8,tma=1,release=1)",
+            "2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=4x2)",
+            "2:4(wgdbuf=8,a=tma,tma=1,cluster=1x2,release=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1157,6 +1181,9 @@ mod tests {
             "2:4(wgdbuf=8,release=1)",
             "2:4(wgdbuf=8,a=smem,tma=1,release=1)",
             "2:4(wgdbuf=8,tma=1,release=2)",
+            "2:4(wgdbuf=8,tma=1,cluster=2x2)",
+            "2:4(wgdbuf=8,a=tma,tma=1,cluster=4x4)",
+            "2:4(wgdbuf=8,a=tma,tma=1,cluster=2x3)",
             "2:4(wgdbuf=8,tma=1,cluster=3)",
             "2:4(wgdbuf=8,tma=1,cluster=8)",
             "2:4(wgdbuf=8,tma=1,cluster=0)",

@@ -344,13 +344,13 @@ impl OwnFormat {
                 let units = [32, 16, 8, 4, 2, 1]
                     .into_iter()
                     .filter(|&u| u <= widest && u * h <= 32)
-                    .find(|&u| feat.is_multiple_of(8 * u * z))
+                    .find(|&u| feat.is_multiple_of(8 * u * z * t.cluster_y.max(1)))
                     .unwrap_or(1);
                 let shapes = m > 0
                     && m.is_multiple_of(rows)
                     && n > 0
                     && n.is_multiple_of(32)
-                    && feat.is_multiple_of(8 * units * z);
+                    && feat.is_multiple_of(8 * units * z * t.cluster_y.max(1));
                 if !shapes {
                     let format = Format::TwoFour {
                         tiles: None,
@@ -361,7 +361,7 @@ impl OwnFormat {
                          columns a multiple of 32 (got {m} x {n}) and a feature width that is a \
                          multiple of {} (got {feat})",
                         rows,
-                        8 * z
+                        8 * z * t.cluster_y.max(1)
                     )));
                 }
                 let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, t, units);

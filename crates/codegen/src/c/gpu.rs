@@ -736,15 +736,22 @@ impl<'f> Writer<'f> {
             .map(|t| format!(" __launch_bounds__({t})"))
             .unwrap_or_default();
         // Blocks in clusters along x where the copy engine multicasts (`tma.rs`).
-        let cluster = tma.iter().map(|t| t.cluster).max().unwrap_or(1);
-        if tma.iter().any(|t| t.cluster != cluster) {
+        let cluster = tma
+            .iter()
+            .map(|t| (t.cluster, t.cluster_y))
+            .max()
+            .unwrap_or((1, 1));
+        if tma.iter().any(|t| (t.cluster, t.cluster_y) != cluster) {
             return Err(self.unsupported(
                 "the kernel's copy-engine windows",
                 "they must ask for the same cluster",
             ));
         }
-        if cluster > 1 {
-            bounds = format!(" SPTIR_CLUSTER_DIMS({cluster}, 1, 1){bounds}");
+        if cluster != (1, 1) {
+            bounds = format!(
+                " SPTIR_CLUSTER_DIMS({}, {}, 1){bounds}",
+                cluster.0, cluster.1
+            );
         }
         self.kernel = Some(KernelCtx {
             dims,
@@ -837,7 +844,7 @@ impl<'f> Writer<'f> {
             block,
             shared_bytes: ctx.shared_bytes,
             dynamic_shared_bytes,
-            cluster: [cluster as u32, 1, 1],
+            cluster: [cluster.0 as u32, cluster.1 as u32, 1],
         })
     }
 

@@ -169,6 +169,15 @@ pub const TMA_ATTR: &str = "tma";
 /// while a peer's copies or arrivals may still reach its shared memory.
 pub const TMA_CLUSTER_ATTR: &str = "tma_cluster";
 
+/// The run-loop annotation (with [`TMA_CLUSTER_ATTR`]) extending the cluster along y to `Cy`
+/// blocks (value `Cy`; `Cx Cy` at most 8) that share `A`'s tiles staged by the copy engine
+/// (`mma/stage_a.rs` with `"tma"`): the blocks of a cluster with the same x rank need the same
+/// rows of `A` (whose offset must not depend on the loop bound to `blockIdx.y`), and each
+/// copies `1 / Cy` of the box's rows to all of them; B's boxes go to the blocks of the same y
+/// rank. A stage is released to every block of the cluster (`Cx Cy` arrivals), whichever
+/// copied into it.
+pub const TMA_CLUSTER_Y_ATTR: &str = "tma_cluster_y";
+
 /// The run-loop annotation (with [`TMA_ATTR`], value 1) asking each warp to release the stages
 /// it used on an mbarrier instead of the block's barrier each run (the schedule's
 /// `sch.annotate(run, "tma_release", 1)`).
@@ -212,10 +221,18 @@ pub(crate) struct TmaWindow {
     /// Its stages (the run loop's windows).
     pub stages: i64,
     /// Blocks per cluster along x that share its boxes by multicast (1: no cluster; see
-    /// [`TMA_CLUSTER_ATTR`]).
+    /// [`TMA_CLUSTER_ATTR`]), and along y (sharing a staged `A`, [`TMA_CLUSTER_Y_ATTR`]).
     pub cluster: i64,
+    pub cluster_y: i64,
     /// With [`TMA_RELEASE_ATTR`]: the block's warps, each releasing the stages it used.
     pub release: Option<i64>,
+}
+
+impl TmaWindow {
+    /// The blocks of the kernel's clusters.
+    pub fn blocks(&self) -> i64 {
+        self.cluster * self.cluster_y
+    }
 }
 
 /// Whether loop `f` asks for its window's copies by the tensor copy engine.
@@ -336,7 +353,7 @@ impl Writer<'_> {
                 ),
             ));
         }
-        let cluster = self.tma_cluster(part, f, &what, &base, cols)?;
+        let (cluster, cluster_y) = self.tma_cluster(part, f, &what, &base, cols)?;
         let release = self.tma_release(part, f, &what)?;
         let global_name = self.buf_name(global)?.to_string();
         let shared_name = self.buf_name(shared)?.to_string();
@@ -350,6 +367,7 @@ impl Writer<'_> {
             cols,
             stages: Self::pipeline_stages(f),
             cluster,
+            cluster_y,
             release,
         })
     }
@@ -406,19 +424,47 @@ impl Writer<'_> {
         Ok(Some(threads / 32))
     }
 
-    /// The cluster run loop `f` (of kernel part `part`, its window `cols` wide) asks for (see
-    /// [`TMA_CLUSTER_ATTR`]), checked; 1 when it asks for none.
-    fn tma_cluster(&self, part: &Stmt, f: &For, what: &str, base: &[Expr], cols: i64) -> Res<i64> {
-        let c = match f.annotations.get(TMA_CLUSTER_ATTR) {
-            None => return Ok(1),
-            Some(AttrValue::Int(c)) if (1..=8).contains(c) => *c,
+    /// The cluster run loop `f` (of kernel part `part`, its window `cols` wide) asks for along
+    /// x and y (see [`TMA_CLUSTER_ATTR`], [`TMA_CLUSTER_Y_ATTR`]), checked; 1 where it asks for
+    /// none.
+    fn tma_cluster(
+        &self,
+        part: &Stmt,
+        f: &For,
+        what: &str,
+        base: &[Expr],
+        cols: i64,
+    ) -> Res<(i64, i64)> {
+        let get = |attr: &str| match f.annotations.get(attr) {
+            None => Ok(1),
+            Some(AttrValue::Int(c)) if (1..=8).contains(c) => Ok(*c),
             Some(_) => {
-                return Err(self.unsupported(
-                    what,
-                    format!("`{TMA_CLUSTER_ATTR}` is the blocks per cluster, 1 to 8"),
-                ))
+                Err(self.unsupported(what, format!("`{attr}` is the blocks per cluster, 1 to 8")))
             }
         };
+        let (c, cy) = (get(TMA_CLUSTER_ATTR)?, get(TMA_CLUSTER_Y_ATTR)?);
+        if c * cy > 8 {
+            return Err(self.unsupported(
+                what,
+                format!("a cluster of {c} x {cy} blocks: at most 8 blocks"),
+            ));
+        }
+        if cy > 1
+            && f.annotations.get(super::mma::STAGE_A_ATTR)
+                != Some(&AttrValue::Str(super::mma::STAGE_A_TMA.into()))
+        {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "the blocks of a cluster along y (`{TMA_CLUSTER_Y_ATTR}`) share A's tiles \
+                     staged by the copy engine (`stage_a` = \"{}\")",
+                    super::mma::STAGE_A_TMA
+                ),
+            ));
+        }
+        if c == 1 {
+            return Ok((1, cy));
+        }
         let boxes = cols / TMA_BOX_COLS;
         if boxes % c != 0 {
             return Err(self.unsupported(
@@ -447,7 +493,7 @@ impl Writer<'_> {
                  x, copy the same slices)",
             ));
         }
-        Ok(c)
+        Ok((c, cy))
     }
 
     /// The tensor map argument of window `t` (its parameter `param`): a `[columns, rows]` view
@@ -515,7 +561,7 @@ impl Writer<'_> {
         self.line("    sptir_mbar_fence_init();");
         self.line("}");
         self.write_barrier();
-        if t.cluster > 1 {
+        if t.blocks() > 1 {
             self.line("sptir_cluster_sync();");
         }
     }
@@ -523,7 +569,7 @@ impl Writer<'_> {
     /// After the run loop of `t`: with a cluster, every thread of the cluster syncs (no block
     /// exits while a peer's copies or arrivals may still reach its shared memory).
     pub(super) fn write_tma_end(&mut self, t: &TmaWindow) {
-        if t.cluster > 1 {
+        if t.blocks() > 1 {
             self.line("sptir_cluster_sync();");
         }
     }
@@ -542,8 +588,8 @@ impl Writer<'_> {
     /// [`TMA_RELEASE_ATTR`]); `None` where it has none.
     fn tma_empty_arrivals(t: &TmaWindow) -> Option<i64> {
         match t.release {
-            Some(w) => Some(w * t.cluster),
-            None => (t.cluster > 1).then_some(t.cluster),
+            Some(w) => Some(w * t.blocks()),
+            None => (t.blocks() > 1).then_some(t.blocks()),
         }
     }
 
@@ -576,11 +622,12 @@ impl Writer<'_> {
             "if (((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u) \
              == 0u) {",
         );
-        if t.cluster > 1 {
+        if t.blocks() > 1 {
             self.line(&format!(
                 "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
                  sptir_mbar_arrive_cluster({} + {s} + {stage}, sptir_r);",
-                t.cluster, t.bars
+                t.blocks(),
+                t.bars
             ));
         } else {
             self.line(&format!(
@@ -642,7 +689,8 @@ impl Writer<'_> {
                 self.line(&format!(
                     "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
                      sptir_mbar_arrive_cluster({} + {s} + {stage}, sptir_r);",
-                    t.cluster, t.bars
+                    t.blocks(),
+                    t.bars
                 ));
             }
             self.line(&format!(
@@ -656,20 +704,31 @@ impl Writer<'_> {
             t.bars
         ));
         if t.cluster > 1 {
-            // This block's share of the boxes, to every block of the cluster.
-            let per = t.cols / TMA_BOX_COLS / t.cluster;
+            // This block's share of the boxes, to every block of the cluster with its y rank.
+            let (c, per) = (t.cluster, t.cols / TMA_BOX_COLS / t.cluster);
+            let mask = if t.cluster_y > 1 {
+                format!(
+                    "(unsigned short)({}u << ({c} * (sptir_cluster_rank() / {c})))",
+                    (1u32 << c) - 1
+                )
+            } else {
+                format!("(unsigned short){}u", (1u32 << c) - 1)
+            };
+            let rank = if t.cluster_y > 1 {
+                format!("(int)(sptir_cluster_rank() % {c})")
+            } else {
+                "(int)sptir_cluster_rank()".to_string()
+            };
             self.line(&format!(
-                "for (int sptir_j = (int)sptir_cluster_rank() * {per}, sptir_je = sptir_j + \
-                 {per}; sptir_j < sptir_je; ++sptir_j)"
+                "for (int sptir_j = {rank} * {per}, sptir_je = sptir_j + {per}; sptir_j < \
+                 sptir_je; ++sptir_j)"
             ));
             self.line(&format!(
                 "    sptir_tma_load_2d_mc({name} + (int64_t){stage} * {size} + sptir_j * {}, {}, \
-                 {} + {stage}, (int)({n0}) + sptir_j * {TMA_BOX_COLS}, (int)({k0}), \
-                 (unsigned short){}u);",
+                 {} + {stage}, (int)({n0}) + sptir_j * {TMA_BOX_COLS}, (int)({k0}), {mask});",
                 TMA_BOX_COLS * t.rows,
                 t.map,
                 t.bars,
-                (1u32 << t.cluster) - 1
             ));
             self.indent -= 1;
             self.line("}");

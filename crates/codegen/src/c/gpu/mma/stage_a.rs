@@ -72,6 +72,9 @@ pub(crate) struct ATma {
     positions_view: [i64; 2],
     /// The window's barriers.
     bars: String,
+    /// The cluster's blocks along x and y where blocks along y share the boxes (`tma.rs`'s
+    /// `TMA_CLUSTER_Y_ATTR`): each copies `1 / Cy` of their rows to the blocks of its x rank.
+    share: Option<(i64, i64)>,
 }
 
 /// The value of the `stage_a` annotation asking for `A`'s tiles by the tensor copy engine.
@@ -179,7 +182,8 @@ impl Writer<'_> {
             // the kernel takes the two maps after its other arguments.
             k.tma_dst
                 .extend(["sptir_as".to_string(), "sptir_es".to_string()]);
-            let rows = (stage.tiles() * 16) as u32;
+            let cy = t.share.map_or(1, |(_, cy)| cy);
+            let rows = (stage.tiles() * 16 / cy) as u32;
             for (buf, name, [c, r], swizzle) in [
                 (t.values, &t.values_map, t.values_view, 32),
                 (t.positions, &t.positions_map, t.positions_view, 0),
@@ -222,6 +226,32 @@ impl Writer<'_> {
             ));
         };
         let h = st.rows.map_or(1, |(_, n)| n);
+        let share = (window.cluster_y > 1).then_some((window.cluster, window.cluster_y));
+        if let Some((_, cy)) = share {
+            if (st.tiles() * 16) % (8 * cy) != 0 {
+                return Err(self.unsupported(
+                    what,
+                    format!(
+                        "the {} rows of a stage's tiles split over a cluster's {cy} blocks \
+                         along y in multiples of 8",
+                        st.tiles() * 16
+                    ),
+                ));
+            }
+        }
+        // The loop bound to `blockIdx.y`, which `A` must not depend on when shared along y.
+        let by: Vec<VarId> = self
+            .kernel
+            .as_ref()
+            .map(|k| {
+                k.bound
+                    .iter()
+                    .zip(&k.bound_vars)
+                    .filter(|(t, _)| *t == "blockIdx.y")
+                    .map(|(_, v)| *v)
+                    .collect()
+            })
+            .unwrap_or_default();
         if st.tiles() * 16 > 256 {
             return Err(self.unsupported(
                 what,
@@ -249,6 +279,18 @@ impl Writer<'_> {
                     .map_or(0, |(_, c)| *c)
             };
             // Elements per row: the step of the tile's row; the tiles' rows must follow.
+            if share.is_some()
+                && off
+                    .terms
+                    .iter()
+                    .any(|(t, _)| super::super::mentions(t, &by))
+            {
+                return Err(self.unsupported(
+                    what,
+                    "the blocks of a cluster along y share A's tiles: their offset must not \
+                     depend on the loop bound to `blockIdx.y`",
+                ));
+            }
             let row = coeff(vars[0]);
             let mut want = 16 * row;
             let mut ok = row > 0 && row % 16 == 0;
@@ -294,6 +336,7 @@ impl Writer<'_> {
             values_view,
             positions_view,
             bars: window.bars,
+            share,
         })
     }
 
@@ -430,16 +473,36 @@ impl Writer<'_> {
                     .strip_prefix(&format!("{name} + "))
                     .ok_or_else(|| self.invalid("a 2:4 operand's address"))?
                     .to_string();
-                boxes.push(format!(
-                    "sptir_tma_load_2d({dst} + {tile}, {map}, {} + sptir_st, (int)(({off}) % \
-                     {row}), (int)(({off}) / {row}));",
-                    t.bars
-                ));
+                boxes.push(match t.share {
+                    // This block's rows of the box, to the blocks of its x rank.
+                    Some((cx, cy)) => {
+                        let part = st.tiles() * 16 / cy;
+                        let ymask: u32 = (0..cy).map(|i| 1u32 << (cx * i)).sum();
+                        format!(
+                            "sptir_tma_load_2d_mc({dst} + {tile} + sptir_cy * {}, {map}, {} + \
+                             sptir_st, (int)(({off}) % {row}), (int)(({off}) / {row}) + sptir_cy \
+                             * {part}, (unsigned short)({ymask}u << (sptir_cluster_rank() % \
+                             {cx})));",
+                            part * 16,
+                            t.bars
+                        )
+                    }
+                    None => format!(
+                        "sptir_tma_load_2d({dst} + {tile}, {map}, {} + sptir_st, (int)(({off}) % \
+                         {row}), (int)(({off}) / {row}));",
+                        t.bars
+                    ),
+                });
             }
             let stage = format!("(int)((({run}) - ({})) % {})", st.min, st.depth);
             self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
             self.indent += 1;
             self.line(&format!("const int sptir_st = {stage};"));
+            if let Some((cx, _)) = t.share {
+                self.line(&format!(
+                    "const int sptir_cy = (int)(sptir_cluster_rank() / {cx});"
+                ));
+            }
             for l in boxes {
                 self.line(&l);
             }
