@@ -111,8 +111,8 @@ if has formats; then
     # A's values and positions copied into shared memory with the slices, past 48 KiB in dynamic
     # shared memory, session 19; inflight=1: each product kept in flight, session 20; tma=1:
     # B's slices by the tensor copy engine, session 21; cluster=C: each box multicast to a
-    # cluster of C blocks of consecutive rows, a=tma: A's tiles by the copy engine too, session
-    # 22), then `mma.sp`
+    # cluster of C blocks of consecutive rows, a=tma: A's tiles by the copy engine too,
+    # cluster=CxY: Y blocks of columns sharing A's boxes too, session 22), then `mma.sp`
     # per warp: one output tile per warp (the session-11 kernel), the default (4 warps of 4
     # tiles), and B staged in shared memory by blocks of R x Z warps (smem=RxZxH: H row tiles
     # of 16 per warp, 8 column tiles each), one slice or two (dbuf: the next copied with
@@ -120,7 +120,7 @@ if has formats; then
     # and one warpgroup kernel only.
     for dt in ${DTYPES:-float16 bfloat16}; do
         if [[ $dt == float16 ]]; then
-            f24s=${FORMATS_24:-"2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=4) 2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1) 2:4(wgdbuf=8x1x2,ahead=3,a=tma,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1,cluster=4) 2:4(wgdbuf=8x1x2,ahead=3,a=smem,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=2,a=smem,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1) 2:4(wgdbuf=8x1x2,ahead=3,a=smem,inflight=1,tma=1) 2:4(wgdbuf=8,ahead=2,a=smem,tma=1) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8x1x2,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=2,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=3,a=smem) 2:4(wgdbuf=8x1x2,ahead=3,a=smem) 2:4(dbuf=4x2x2,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2) 2:4(dbuf=4x2x2,ahead=2) 2:4(dbuf=4x2x2,ahead=3) 2:4(dbuf=2x2x4,ahead=3) 2:4(wgdbuf=8x1x2,ahead=2) 2:4(wgdbuf=8) 2:4(dbuf=4x2x2) 2:4(dbuf=2x2x4) 2:4(wgdbuf=8x1x2) 2:4 2:4(tiles=1)"}
+            f24s=${FORMATS_24:-"2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=4) 2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=4x2) 2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2x2) 2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1) 2:4(wgdbuf=8x1x2,ahead=3,a=tma,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1,cluster=4) 2:4(wgdbuf=8x1x2,ahead=3,a=smem,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=2,a=smem,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1) 2:4(wgdbuf=8x1x2,ahead=3,a=smem,inflight=1,tma=1) 2:4(wgdbuf=8,ahead=2,a=smem,tma=1) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8x1x2,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=2,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=3,a=smem) 2:4(wgdbuf=8x1x2,ahead=3,a=smem) 2:4(dbuf=4x2x2,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2,a=smem) 2:4(wgdbuf=8,ahead=2) 2:4(dbuf=4x2x2,ahead=2) 2:4(dbuf=4x2x2,ahead=3) 2:4(dbuf=2x2x4,ahead=3) 2:4(wgdbuf=8x1x2,ahead=2) 2:4(wgdbuf=8) 2:4(dbuf=4x2x2) 2:4(dbuf=2x2x4) 2:4(wgdbuf=8x1x2) 2:4 2:4(tiles=1)"}
         else
             f24s=${FORMATS_24_BF16:-"2:4 2:4(wgdbuf=8) 2:4(wgdbuf=8,ahead=3,a=smem) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1) 2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2)"}
         fi
