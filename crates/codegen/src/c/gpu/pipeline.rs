@@ -32,7 +32,9 @@
 //!
 //! A run loop also annotated `{"tma": 1}` has its window filled by the tensor copy engine
 //! instead (`tma.rs`): one thread's box copies completing on the stage's mbarrier, which
-//! iteration `k` waits for before the barrier.
+//! iteration `k` waits for before the barrier. With `{"tma_release": 1}` too the iteration
+//! has no barrier: after its products each warp releases the stage they read on the stage's
+//! "empty" mbarrier, which the copying thread waits for before refilling it.
 //!
 //! The emulator lands a thread's `cp.async` bytes only when its `cp.async.wait_group`
 //! completes their group, and reports any access to an element still in flight as a race:

@@ -136,7 +136,8 @@ use crate::cuda::TensorMapArg;
 /// `sptir_tma_load_2d` (coordinates: the window's start in `G`); iteration `k` waits for its
 /// stage's phase `((k - min) / S) % 2` (`sptir_mbar_wait`) before the loop's barrier. The
 /// barrier each iteration keeps (`pipeline.rs`) is what orders a stage's reuse after every
-/// product that read it. A kernel with such a window keeps all its shared arrays in dynamic
+/// product that read it (with [`TMA_RELEASE_ATTR`], the warps' arrivals on the stage's empty
+/// barrier do instead). A kernel with such a window keeps all its shared arrays in dynamic
 /// shared memory, each window at a multiple of 1024 bytes.
 pub const TMA_ATTR: &str = "tma";
 
