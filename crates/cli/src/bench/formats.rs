@@ -341,16 +341,21 @@ impl OwnFormat {
                     (true, true) => 16,
                     (false, _) => 8,
                 };
+                // (A cluster along x shares the block's boxes of 64 columns: whole boxes for
+                // each of its blocks; along y, whole clusters of column blocks.)
+                let (cx, cy) = (t.cluster.max(1), t.cluster_y.max(1));
+                let boxes = |u: usize| cx == 1 || (8 * u * z).is_multiple_of(64 * cx);
                 let units = [32, 16, 8, 4, 2, 1]
                     .into_iter()
-                    .filter(|&u| u <= widest && u * h <= 32)
-                    .find(|&u| feat.is_multiple_of(8 * u * z * t.cluster_y.max(1)))
+                    .filter(|&u| u <= widest && u * h <= 32 && boxes(u))
+                    .find(|&u| feat.is_multiple_of(8 * u * z * cy))
                     .unwrap_or(1);
                 let shapes = m > 0
                     && m.is_multiple_of(rows)
                     && n > 0
                     && n.is_multiple_of(32)
-                    && feat.is_multiple_of(8 * units * z * t.cluster_y.max(1));
+                    && boxes(units)
+                    && feat.is_multiple_of(8 * units * z * cy);
                 if !shapes {
                     let format = Format::TwoFour {
                         tiles: None,
@@ -361,7 +366,7 @@ impl OwnFormat {
                          columns a multiple of 32 (got {m} x {n}) and a feature width that is a \
                          multiple of {} (got {feat})",
                         rows,
-                        8 * z * t.cluster_y.max(1)
+                        if cx > 1 { (64 * cx).max(8 * z) } else { 8 * z } * cy
                     )));
                 }
                 let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, t, units);
