@@ -91,6 +91,27 @@ fn equals_the_evaluator(
     assert_outputs_close_16(what, &["c".to_string()], &got, &want, dt, 0.05);
 }
 
+/// Compiles `src` with NVRTC for sm_90a, asserts that no kernel spills, and returns its PTX;
+/// `None` where NVRTC is not available.
+fn sm_90a_ptx_without_spills(src: &str, what: &str) -> Option<String> {
+    let nvrtc = common::nvrtc()?;
+    let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
+    let c = nvrtc
+        .compile(src, "k.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
+        .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
+    for r in &c.resources {
+        assert_eq!(
+            (r.spill_stores, r.spill_loads, r.stack_bytes),
+            (0, 0, 0),
+            "{what}: {r:?}"
+        );
+    }
+    let ptx = nvrtc
+        .compile(src, "k.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
+        .expect("PTX");
+    Some(String::from_utf8_lossy(&ptx.code).into_owned())
+}
+
 #[test]
 fn spmm_24_warpgroup_products_equal_the_evaluator_in_the_emulator() {
     spmm_24_warpgroup(GpuDevice::Emulator);
@@ -656,24 +677,9 @@ fn tma_slices_compile_for_sm_90a() {
             "{what}"
         );
         assert!(!src.contains("sptir_cp_async16(B_data_shared"), "{what}");
-        let Some(nvrtc) = common::nvrtc() else {
+        let Some(ptx) = sm_90a_ptx_without_spills(src, &what) else {
             continue;
         };
-        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
-        let c = nvrtc
-            .compile(src, "tma.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
-            .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
-        for r in &c.resources {
-            assert_eq!(
-                (r.spill_stores, r.spill_loads, r.stack_bytes),
-                (0, 0, 0),
-                "{what}: {r:?}"
-            );
-        }
-        let ptx = nvrtc
-            .compile(src, "tma.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
-            .expect("PTX");
-        let ptx = String::from_utf8_lossy(&ptx.code);
         for needle in [
             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
             "mbarrier.try_wait.parity.shared::cta.b64",
@@ -806,24 +812,9 @@ fn tma_multicast_compiles_for_sm_90a() {
         // The barriers' sync and the one before the blocks leave.
         assert_eq!(src.matches("sptir_cluster_sync();").count(), 2, "{what}");
         assert!(!src.contains("sptir_tma_load_2d(B_data_shared"), "{what}");
-        let Some(nvrtc) = common::nvrtc() else {
+        let Some(ptx) = sm_90a_ptx_without_spills(src, &what) else {
             continue;
         };
-        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
-        let c = nvrtc
-            .compile(src, "tma_mc.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
-            .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
-        for r in &c.resources {
-            assert_eq!(
-                (r.spill_stores, r.spill_loads, r.stack_bytes),
-                (0, 0, 0),
-                "{what}: {r:?}"
-            );
-        }
-        let ptx = nvrtc
-            .compile(src, "tma_mc.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
-            .expect("PTX");
-        let ptx = String::from_utf8_lossy(&ptx.code);
         for needle in [
             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
             "mapa.shared::cluster.u32",
@@ -1005,20 +996,7 @@ fn tma_staged_a_compiles_for_sm_90a() {
         }
         assert!(!src.contains("sptir_cp_async16(sptir_as"), "{what}");
         assert!(!src.contains("sptir_cp_async16(sptir_es"), "{what}");
-        let Some(nvrtc) = common::nvrtc() else {
-            continue;
-        };
-        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
-        let c = nvrtc
-            .compile(src, "tma_a.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
-            .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
-        for r in &c.resources {
-            assert_eq!(
-                (r.spill_stores, r.spill_loads, r.stack_bytes),
-                (0, 0, 0),
-                "{what}: {r:?}"
-            );
-        }
+        sm_90a_ptx_without_spills(src, &what);
     }
 }
 
