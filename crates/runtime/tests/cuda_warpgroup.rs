@@ -913,10 +913,13 @@ fn spmm_24_tma_multicast(device: GpuDevice) {
 /// with `cp.async`; NVRTC compiles it for sm_90a without spills.
 #[test]
 fn tma_staged_a_compiles_for_sm_90a() {
-    for (cluster, cy, rows, h, units, ahead) in [
-        (1, 1, 8, 1, 32, 3),
-        (2, 1, 4, 2, 16, 2),
-        (2, 2, 8, 1, 32, 3),
+    // (cluster along x and y, row warps, row tiles, units, slices copied ahead, warps release)
+    for (cluster, cy, rows, h, units, ahead, release) in [
+        (1, 1, 8, 1, 32, 3, false),
+        (2, 1, 4, 2, 16, 2, false),
+        (2, 2, 8, 1, 32, 3, false),
+        (1, 1, 8, 1, 32, 3, true),
+        (4, 2, 8, 1, 32, 3, true),
     ] {
         let mut t = tiles(rows, 1, h, ahead);
         t.stage_a = true;
@@ -925,12 +928,16 @@ fn tma_staged_a_compiles_for_sm_90a() {
         t.tma = true;
         t.cluster = cluster;
         t.cluster_y = cy;
+        t.release = release;
         let sched = spmm_24_tc_smem_gpu_schedule(512, t, units);
         let feat = 8 * units * cy;
         let m = 16 * rows * h * cluster;
         let (_, module) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(m, 512, feat))
             .unwrap_or_else(|e| panic!("cluster {cluster}: {e}"));
-        let what = format!("cluster {cluster}, {rows} warps of {h} x {units} tiles");
+        let what = format!(
+            "cluster {cluster} x {cy}, {rows} warps of {h} x {units} tiles, warps release: \
+             {release}"
+        );
         let k = module
             .kernels
             .iter()
@@ -996,7 +1003,18 @@ fn tma_staged_a_compiles_for_sm_90a() {
         }
         assert!(!src.contains("sptir_cp_async16(sptir_as"), "{what}");
         assert!(!src.contains("sptir_cp_async16(sptir_es"), "{what}");
-        sm_90a_ptx_without_spills(src, &what);
+        let Some(ptx) = sm_90a_ptx_without_spills(src, &what) else {
+            continue;
+        };
+        // Warps releasing stages: their arrivals (local, or remote in a cluster) in the PTX.
+        if release {
+            let arrive = if cluster * cy > 1 {
+                "mbarrier.arrive.release.cluster.shared::cluster.b64"
+            } else {
+                "mbarrier.arrive.shared::cta.b64"
+            };
+            assert!(ptx.contains(arrive), "{what}: no `{arrive}` in the PTX");
+        }
     }
 }
 
