@@ -10,8 +10,12 @@
 //!   block).
 //! - Two threads of a block touching one shared element, or one element of a writable global
 //!   buffer, between two `__syncthreads`, at least one writing, not both through `atomicAdd`, is
-//!   a race ([`RunError::EmuRace`]). `__syncwarp` is only a rendezvous: it does not order
-//!   accesses for the race check.
+//!   a race ([`RunError::EmuRace`]) — for a shared element, unless mbarriers or `__syncwarp`
+//!   order the two accesses: an arrival (`arrive`, `arrive.expect_tx`, a remote arrival)
+//!   releases what the arriving thread did before it, a wait that sees the phase complete
+//!   acquires what the phase's arrivals released, and `__syncwarp` orders the lanes of a warp
+//!   (vector clocks over the threads of a block, from the cluster's first `mbarrier.init` or
+//!   `__syncwarp` on; see the prelude). Global memory is ordered by barriers only.
 //! - Blocks of one launch run in no defined order: an element of a writable global buffer that
 //!   one block writes plainly and another reads, writes or updates with `atomicAdd`, or that one
 //!   block reads and another updates with `atomicAdd`, is a race between blocks
@@ -33,8 +37,10 @@
 //!   check); a remote mbarrier arrival or a copy multicast into another block reaches the same
 //!   shared array and offset there, a rank outside the cluster or a barrier not initialized
 //!   there is unsupported, as is reaching a block whose threads all returned. A copy
-//!   multicast into a block races with that block's accesses since its last barrier; its
-//!   global traffic counts once.
+//!   multicast into a block races with that block's accesses since its last barrier that its
+//!   threads did not release to the issuer (an arrival on the issuer's barrier, after the
+//!   access, whose phase the issuer's wait saw complete before the copy); its global traffic
+//!   counts once.
 //! - Global traffic ([`EmuStats`]): the accesses of a warp's lanes at one program site with the
 //!   same per-lane occurrence count of that site (counted from the last warp collective or
 //!   barrier) form one warp-wide access; it requests the sum of the lanes' element sizes and

@@ -12,10 +12,11 @@ namespace sptir_emu {
 // memory. A tensor copy multicast into a peer marks the peer's elements in flight as a local
 // copy does; it races with what the peer's threads did with them since their last barrier
 // (`__syncthreads`, or `cluster_sync`), as a local copy races with the other threads of the
-// issuer's block: an mbarrier arrival or wait orders nothing for the race check (the "empty"
-// barrier of a stage its consumers release, for one, comes after a barrier of theirs). The
-// blocks of a cluster are still checked against each other for races on global memory as any
-// two blocks of a launch are (a cluster barrier does not order them there).
+// issuer's block, unless a remote arrival of theirs, after their accesses (themselves, or their
+// warp's lane after a `__syncwarp`), on a barrier of the issuer's block whose phase the issuer's
+// wait observed before the copy, orders them (vector clocks, `prelude.hpp`). The blocks of a
+// cluster are still checked against each other for races on global memory as any two blocks of
+// a launch are (a cluster barrier does not order them there).
 
 // `%cluster_ctarank`: `(bid.x % cx) + cx * ((bid.y % cy) + cy * (bid.z % cz))`.
 inline unsigned cluster_rank() { return cur()->blk->rank; }
@@ -80,7 +81,8 @@ inline int peer_mbar(Block* p, SharedMeta* m, int64_t off, const char* what) {
 
 // A tensor copy issued by another block of the cluster writes element `e` of `m` in block `p`:
 // an element still in flight, or read by a product in flight, or accessed by a thread of `p`
-// since its last barrier, races with it; else it is in flight (`Pend::tma` = `code`).
+// since its last barrier (with vector clocks: an access that does not happen before the copy),
+// races with it; else it is in flight (`Pend::tma` = `code`).
 inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
   Pend& q = m->pend[e];
   const char* what = nullptr;
@@ -97,6 +99,26 @@ inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
     what = "a tensor copy multicast from another block of the cluster into an element a "
            "tensor-core product in flight in this block reads";
     other = q.reader - 1;
+  } else if (m->vsh) {
+    VShadow& s = m->vsh[e];
+    if (s.epoch == p->epoch) {
+      // What the issuer learned of `p`'s threads (nothing without a remote arrival).
+      const Fiber* f = cur();
+      const std::vector<uint32_t>& vr = f->blk->vr[f->lin];
+      const size_t at = size_t(p->rank) * p->n;
+      auto before = [&](int32_t u, uint32_t c) { return !vr.empty() && vr[at + size_t(u)] >= c; };
+      if (s.w != -1 && !before(s.w, s.wc)) other = s.w;
+      for (uint32_t k = 0; other == -1 && k < s.n; ++k) {
+        const VRec r = s.at(k);
+        if (!before(r.t & ~VATOM, r.c)) other = r.t & ~VATOM;
+      }
+      if (other != -1)
+        what = "a tensor copy multicast from another block of the cluster into an element a "
+               "thread of this block accessed since its last barrier, not released to the "
+               "issuer (its access, then its arrival, or its warp's after a __syncwarp, on the "
+               "issuer's \"empty\" mbarrier, whose phase the issuer's wait observed before the "
+               "copy)";
+    }
   } else {
     const Shadow& s = m->shadow[e];
     if (s.epoch == p->epoch) {
@@ -112,7 +134,7 @@ inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
     q.tma = code;
     return;
   }
-  Fiber* f = cur();
+  const Fiber* f = cur();
   ErrorOut e2 = new_error(ERR_RACE, p);
   e2.index = e;
   e2.length = m->len;
@@ -126,8 +148,8 @@ inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
   fail(e2);
 }
 
-// `mapa` + `mbarrier.arrive.release.cluster.shared::cluster`: one arrival (no transaction bytes)
-// on the mbarrier at the array and offset of (m, off) in block `rank` of the cluster.
+// `mapa` + `mbarrier.arrive.release.cluster.shared::cluster`: one arrival (no transaction bytes,
+// release) on the mbarrier at the array and offset of (m, off) in block `rank` of the cluster.
 inline void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
   Block* p = cluster_peer(rank, "an mbarrier arrival on");
   int i = peer_mbar(p, m, off, "an arrival on");
@@ -135,6 +157,7 @@ inline void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
   if (x.pending == 0)
     fail_unsupported("an arrival on an mbarrier whose current phase has all its arrivals "
                      "(more arrivals than its count)");
+  vc_release(cur(), p, x);
   --x.pending;
   mbar_try_complete(p, i);
 }

@@ -126,6 +126,7 @@ inline void reset_block(Block* b) {
 inline bool run_cluster(Cluster* c) {
   c->arrived = 0;
   c->exited = 0;
+  c->vc_on = false;
   for (unsigned r = 0; r < c->size; ++r) reset_block(&c->blocks[r]);
   for (;;) {
     bool any = false;
@@ -171,6 +172,7 @@ inline void run_worker(Launch* L, Body body) {
   c.threads = n * csize;
   c.arrived = 0;
   c.exited = 0;
+  c.vc_on = false;
   Worker wk;
   size_t per = STACK_SIZE + GUARD;
   wk.map_size = per * n * csize;

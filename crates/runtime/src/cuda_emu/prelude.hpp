@@ -8,8 +8,10 @@
 // cluster barriers and mbarrier waits, after a few hundred global accesses (to keep the lanes of
 // a warp close together) and at their end. Global pointers and shared arrays are proxies: every element access is bounds-checked;
 // global accesses are grouped per warp into memory transactions (traffic counting) and shared
-// accesses are checked for races between barriers. Errors stop the launch and are returned to
-// the Rust side in `ErrorOut`; nothing here aborts the process on bad input.
+// accesses are checked for races between barriers (and, once a cluster uses an mbarrier or
+// `__syncwarp`, against the order their arrivals, waits and rendezvous give: vector clocks).
+// Errors stop the launch and are returned to the Rust side in `ErrorOut`; nothing here aborts
+// the process on bad input.
 //
 // Layouts of `LaunchArg`, `ErrorOut` and `LaunchDesc` are mirrored in `cuda_emu.rs`.
 
@@ -204,6 +206,48 @@ struct Pend {
   int32_t copy, reads, reader, tma;
 };
 
+// One access a shared element's vector-clock shadow remembers: the thread (linear id in the
+// block; `VATOM` set for an atomic update) and its own clock at the access.
+struct VRec {
+  int32_t t;
+  uint32_t c;
+};
+constexpr int32_t VATOM = int32_t(1) << 30;
+constexpr uint32_t VS_INLINE = 2;
+
+// The race-detection state of one shared element once its cluster orders by mbarriers (the
+// `Shadow` is then unused): within the current barrier epoch, the last plain writer and its
+// clock, and the reads and atomic updates since (each thread's latest, less those ordered
+// before a later access of the same kind by another thread: those mutually unordered).
+struct VShadow {
+  uint32_t epoch = 0;
+  int32_t w = -1;
+  uint32_t wc = 0;
+  uint32_t n = 0, cap = 0;
+  VRec in[VS_INLINE] = {};
+  VRec* more = nullptr;  // entries VS_INLINE.. (malloc'd, `cap` of them; kept when cleared)
+  VShadow() = default;
+  VShadow(const VShadow&) = delete;
+  VShadow& operator=(const VShadow&) = delete;
+  ~VShadow() { std::free(more); }
+  VRec& at(uint32_t i) { return i < VS_INLINE ? in[i] : more[i - VS_INLINE]; }
+  void clear(uint32_t e) {
+    epoch = e;
+    w = -1;
+    n = 0;
+  }
+  void push(VRec r) {
+    if (n >= VS_INLINE && n - VS_INLINE >= cap) {
+      const uint32_t c2 = cap ? 2 * cap : 4;
+      void* p = std::realloc(more, size_t(c2) * sizeof(VRec));
+      if (!p) throw std::bad_alloc();
+      more = static_cast<VRec*>(p);
+      cap = c2;
+    }
+    at(n++) = r;
+  }
+};
+
 struct SharedMeta {
   const void* tag;
   const char* name;
@@ -211,6 +255,8 @@ struct SharedMeta {
   std::unique_ptr<unsigned char[]> data;
   std::unique_ptr<Shadow[]> shadow;
   std::unique_ptr<Pend[]> pend;
+  // The vector-clock shadows (null until the cluster orders by mbarriers).
+  std::unique_ptr<VShadow[]> vsh;
 };
 
 struct Launch {
@@ -242,7 +288,10 @@ struct TmaCopy {
 // An mbarrier (a `uint64_t` element of a shared array, by array and element offset): arrivals
 // per phase, arrivals still pending in the current phase, the transaction count (bytes announced
 // by `expect_tx` minus bytes landed; negative when bytes land first), the number of completed
-// phases (the current phase's parity is its lowest bit), and the copies completing on it.
+// phases (the current phase's parity is its lowest bit), and the copies completing on it. With
+// vector clocks: the join of the clocks its current phase's arrivals released and that of the
+// last completed phase, over the threads of its block (`acc`, `done`: `n` entries) and of the
+// other blocks of the cluster (`racc`, `rdone`: `n` per rank; empty until a remote arrival).
 struct MBar {
   SharedMeta* m;
   int64_t off;
@@ -250,6 +299,7 @@ struct MBar {
   int64_t tx;
   uint64_t phase;
   std::vector<TmaCopy> copies;
+  std::vector<uint32_t> acc, done, racc, rdone;
 };
 
 struct Block {
@@ -279,6 +329,11 @@ struct Block {
   std::unordered_map<uint64_t, GShadow> gshadow;
   // The mbarriers initialized so far (kept apart from the shared data: never race-checked).
   std::vector<MBar> mbars;
+  // With vector clocks (`vc_activate`): its threads' clocks over its threads, `n` rows of `n`
+  // (row t: thread t's), and what each learned of the other blocks' threads (`n` entries a
+  // rank; empty until a wait of the thread acquired a remote arrival).
+  std::vector<uint32_t> vcl;
+  std::vector<std::vector<uint32_t>> vr;
 };
 
 // The blocks of one thread-block cluster, run together by one worker: blocks per cluster along
@@ -290,6 +345,8 @@ struct Cluster {
   unsigned size;
   Block* blocks;
   unsigned threads, arrived, exited;
+  // Whether its shared accesses are ordered by vector clocks (`vc_activate`).
+  bool vc_on;
 };
 
 // `Pend::tma` of an element that thread `lin` of block `rank` of the cluster copies into from
@@ -579,6 +636,8 @@ inline void release_cluster(Cluster* c) {
   c->arrived = 0;
 }
 
+inline void vc_activate(Cluster* c);
+
 [[noreturn]] inline void fail_divergent(Block* b, unsigned x, unsigned y) {
   ErrorOut e = new_error(ERR_DEADLOCK, b);
   copy_dim(e.thread_a, b->fibers[x].tid);
@@ -589,7 +648,10 @@ inline void release_cluster(Cluster* c) {
   fail(e);
 }
 
-// Completes the collective every live lane of warp `wi` waits in.
+inline void vc_join_warp(Block* b, unsigned wi);
+
+// Completes the collective every live lane of warp `wi` waits in (`__syncwarp`, with vector
+// clocks: the lanes' clocks joined).
 inline void complete_warp(Block* b, unsigned wi) {
   Warp& w = b->warps[wi];
   unsigned base = wi * 32;
@@ -603,6 +665,10 @@ inline void complete_warp(Block* b, unsigned wi) {
   }
   if (first < 0) return;
   WOp op = lanes[first].wop;
+  if (op == WOp::Sync) {
+    vc_activate(b->cl);
+    vc_join_warp(b, wi);
+  }
   uint64_t ballot = 0;
   bool all = true;
   for (unsigned l = 0; l < count; ++l)
@@ -709,6 +775,7 @@ inline SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, size_
   m->data.reset(new unsigned char[size_t(len) * elem]());
   m->shadow.reset(new Shadow[size_t(len)]());
   m->pend.reset(new Pend[size_t(len)]());
+  if (b->cl->vc_on) m->vsh.reset(new VShadow[size_t(len)]());
   b->shared.push_back(std::move(m));
   return b->shared.back().get();
 }
@@ -810,6 +877,189 @@ inline const char* race_step(S& s, Id t, Acc kind, Id& o, const RaceText& text) 
   return nullptr;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Vector clocks: mbarriers and `__syncwarp` as synchronization.
+//
+// A barrier (`__syncthreads`, `cluster_sync`) orders every access before it before every access
+// after it: a new barrier epoch, whose shadows start empty. Within an epoch, once a cluster
+// orders by them (from its first `mbarrier.init` or `__syncwarp`, `vc_activate`), an access
+// races with a recorded access of another thread only if that one does not happen before it.
+// Each thread has a vector clock over the threads of its block (its own entry: its clock). An
+// arrival on an mbarrier (`arrive`, `arrive.expect_tx`, a remote arrival: release) joins the
+// thread's clock into the barrier's current phase and then increments the thread's own entry;
+// when the phase completes, that join becomes the phase's; a wait that returns (acquire) joins
+// the barrier's last completed phase into the waiter's clock; `__syncwarp` joins the clocks of
+// the warp's lanes (each lane's own entry incremented after). An access recorded as (thread u,
+// u's clock c) happens before an access of thread t iff t's entry for u is at least c. A wait
+// for parity p returns once the barrier's current phase has the other parity: the phase it
+// observes is the last completed one (the one before has the other parity, so no wait that
+// returns observes it, and only the last is kept). A tensor copy's landing still counts as
+// written by no thread (`mbar_land`); copies and products in flight stay races whatever the
+// clocks say (`Pend`).
+// Across the blocks of a cluster: a remote arrival joins the arriving thread's clock into the
+// barrier's entries for the arriver's block (`MBar::racc`), and a wait that acquires them keeps
+// them apart (`Fiber::vr`): they order the waiting thread's tensor copies multicast into that
+// block after its threads' accesses there (`tma_mark_remote`). What a thread learned of other
+// blocks is not passed on by its own arrivals or `__syncwarp`: only the thread that waits on
+// the barrier the remote arrivals reach relies on them (more races reported, never fewer).
+// Before the first `mbarrier.init` or `__syncwarp`, the epoch shadows suffice: the accesses of
+// the current epoch they hold (two readers and two atomic updaters at most) are taken over then.
+
+// Starts vector clocks in every block of cluster `c` (once per run): every thread at clock 1,
+// knowing nothing of the others; the shared elements' records of the current epoch taken over
+// at clock 1.
+inline void vc_activate(Cluster* c) {
+  if (c->vc_on) return;
+  c->vc_on = true;
+  for (unsigned r = 0; r < c->size; ++r) {
+    Block* b = &c->blocks[r];
+    const size_t n = b->n;
+    b->vcl.assign(n * n, 0);
+    for (size_t t = 0; t < n; ++t) b->vcl[t * n + t] = 1;
+    b->vr.resize(n);
+    for (auto& v : b->vr) v.clear();
+    for (auto& mp : b->shared) {
+      SharedMeta* m = mp.get();
+      m->vsh.reset(new VShadow[size_t(m->len)]());
+      for (int64_t e = 0; e < m->len; ++e) {
+        const Shadow& s = m->shadow[e];
+        if (s.epoch != b->epoch) continue;
+        VShadow& v = m->vsh[e];
+        v.clear(b->epoch);
+        v.w = s.w;
+        v.wc = 1;
+        for (int32_t u : {s.r1, s.r2})
+          if (u != -1) v.push(VRec{u, 1});
+        for (int32_t u : {s.a1, s.a2})
+          if (u != -1) v.push(VRec{u | VATOM, 1});
+      }
+    }
+    for (MBar& x : b->mbars) {
+      x.acc.assign(n, 0);
+      x.done.assign(n, 0);
+      x.racc.clear();
+      x.rdone.clear();
+    }
+  }
+}
+
+// Thread `f`'s clock (with vector clocks).
+inline uint32_t* vc_of(Fiber* f) { return f->blk->vcl.data() + size_t(f->lin) * f->blk->n; }
+
+// Thread `f` arrives on mbarrier `x` of block `p` (release): its clock joined into the current
+// phase's (into the entries of `f`'s block when `p` is another block), then its own entry
+// incremented.
+inline void vc_release(Fiber* f, Block* p, MBar& x) {
+  Block* b = f->blk;
+  const unsigned n = b->n;
+  uint32_t* vc = vc_of(f);
+  uint32_t* d = x.acc.data();
+  if (p != b) {
+    if (x.racc.empty()) x.racc.assign(size_t(n) * b->cl->size, 0);
+    d = x.racc.data() + size_t(b->rank) * n;
+  }
+  for (unsigned k = 0; k < n; ++k) d[k] = std::max(d[k], vc[k]);
+  ++vc[f->lin];
+}
+
+// The current phase of `x` completed: its join becomes the last completed phase's.
+inline void vc_complete(MBar& x) {
+  x.done.swap(x.acc);
+  std::fill(x.acc.begin(), x.acc.end(), 0u);
+  x.rdone.swap(x.racc);
+  std::fill(x.racc.begin(), x.racc.end(), 0u);
+}
+
+// A wait of `f` on `x` returned (acquire): the last completed phase's join joined into its
+// clock (the other blocks' entries into `Block::vr`).
+inline void vc_acquire(Fiber* f, const MBar& x) {
+  const unsigned n = f->blk->n;
+  uint32_t* vc = vc_of(f);
+  for (unsigned k = 0; k < n; ++k) vc[k] = std::max(vc[k], x.done[k]);
+  if (!x.rdone.empty()) {
+    std::vector<uint32_t>& vr = f->blk->vr[f->lin];
+    if (vr.empty()) vr.assign(x.rdone.size(), 0u);
+    for (size_t k = 0; k < x.rdone.size(); ++k) vr[k] = std::max(vr[k], x.rdone[k]);
+  }
+}
+
+// `__syncwarp` of warp `wi` completes: the clocks of the lanes waiting in it joined, then each
+// lane's own entry incremented.
+inline void vc_join_warp(Block* b, unsigned wi) {
+  const unsigned n = b->n, base = wi * 32, count = std::min(32u, n - base);
+  const Fiber* lanes = &b->fibers[base];
+  uint32_t* row = b->vcl.data() + size_t(base) * n;
+  uint32_t* j = nullptr;
+  for (unsigned l = 0; l < count; ++l) {
+    if (lanes[l].st != St::Warp) continue;
+    const uint32_t* v = row + size_t(l) * n;
+    if (!j) {
+      j = row + size_t(l) * n;
+      continue;
+    }
+    for (unsigned k = 0; k < n; ++k) j[k] = std::max(j[k], v[k]);
+  }
+  for (unsigned l = 0; l < count; ++l) {
+    uint32_t* v = row + size_t(l) * n;
+    if (lanes[l].st != St::Warp) continue;
+    if (v != j) std::memcpy(v, j, size_t(n) * sizeof(uint32_t));
+    ++v[base + l];
+  }
+}
+
+[[noreturn]] __attribute__((noinline)) inline void fail_race_vc(SharedMeta* m, int64_t idx,
+                                                                int32_t other, const char* what) {
+  char msg[400];
+  std::snprintf(msg, sizeof msg,
+                "%s, unordered by mbarriers too (no arrival of the first thread after its access, "
+                "itself or through its warp's __syncwarp, whose phase a wait of the second "
+                "observed before its access)",
+                what);
+  fail_race(m->name, idx, m->len, other, msg);
+}
+
+// `saccess` with vector clocks (see above): the access races with the recorded writer, reads
+// or atomic updates it conflicts with that do not happen before it; then it is recorded.
+__attribute__((noinline)) inline void saccess_vc(SharedMeta* m, int64_t idx, Acc kind, Fiber* f) {
+  Block* b = f->blk;
+  VShadow& s = m->vsh[idx];
+  if (s.epoch != b->epoch) s.clear(b->epoch);
+  const uint32_t* vc = vc_of(f);
+  const int32_t t = int32_t(f->lin);
+  const uint32_t now = vc[t];
+  if (s.w != -1 && vc[s.w] < s.wc)
+    fail_race_vc(m, idx, s.w,
+                 kind == Acc::Read    ? THREAD_RACES.read_write
+                 : kind == Acc::Write ? THREAD_RACES.write_write
+                                      : THREAD_RACES.atomic_write);
+  const bool atomic = kind == Acc::Atomic;
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < s.n; ++i) {
+    const VRec r = s.at(i);
+    const bool ra = (r.t & VATOM) != 0;
+    const int32_t u = r.t & ~VATOM;
+    const bool before = vc[u] >= r.c;  // (always for the thread's own records)
+    if (!before) {
+      if (kind == Acc::Write)
+        fail_race_vc(m, idx, u, ra ? THREAD_RACES.write_atomic : THREAD_RACES.write_read);
+      if (ra != atomic)
+        fail_race_vc(m, idx, u, atomic ? THREAD_RACES.atomic_read : THREAD_RACES.read_atomic);
+    }
+    // A record of the same kind that happens before this access is implied by it (what
+    // conflicts with one conflicts with the other); a write replaces them all.
+    if (kind == Acc::Write || (before && ra == atomic)) continue;
+    s.at(keep++) = r;
+  }
+  if (kind == Acc::Write) {
+    s.n = 0;
+    s.w = t;
+    s.wc = now;
+  } else {
+    s.n = keep;
+    s.push(VRec{atomic ? (t | VATOM) : t, now});
+  }
+}
+
 inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
   if (idx < 0 || idx >= m->len) fail_oob(m->name, idx, m->len);
   Fiber* f = cur();
@@ -824,6 +1074,7 @@ inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
     fail_race(m->name, idx, m->len, p.reader - 1,
               "a write to an element a tensor-core product in flight reads (before the "
               "issuing warpgroup's wgmma.wait_group completes it)");
+  if (m->vsh) return saccess_vc(m, idx, kind, f);
   Shadow& s = m->shadow[idx];
   if (s.epoch != b->epoch) s = Shadow{b->epoch, -1, -1, -1, -1, -1};
   int32_t o = -1;

@@ -14,7 +14,8 @@ namespace sptir_emu {
 // phase incomplete (or when every live thread of the cluster is blocked, before a deadlock is
 // reported), and that thread then lets the others run before it goes on. Landed elements count
 // as written by no thread in the current epoch, so the waiting threads may read them; their
-// bytes complete the barrier's transaction count.
+// bytes complete the barrier's transaction count. Arrivals release and waits acquire for the
+// race check (vector clocks, `prelude.hpp`): the first `mbarrier.init` of a cluster starts them.
 
 // A tensor map (`SPTIR_TMAP(T)`): the row-major [columns, rows] view of a checked global buffer
 // (the runtime checked it fits), the box one copy moves and its swizzle in bytes (0/32/64/128);
@@ -59,6 +60,7 @@ inline void mbar_try_complete(Block* b, int i) {
   if (x.pending != 0 || x.tx != 0) return;
   ++x.phase;
   x.pending = x.count;
+  vc_complete(x);
   for (Fiber& f : b->fibers)
     if (f.st == St::MBar && f.wbar == uint32_t(i) && (x.phase & 1) != f.wpar) f.st = St::Ready;
 }
@@ -72,7 +74,8 @@ inline bool mbar_land(Block* b, int i) {
     for (size_t k = 0; k < c.idx.size(); ++k) {
       int64_t e = c.idx[k];
       c.m->pend[e].tma = 0;
-      c.m->shadow[e] = Shadow{b->epoch, -1, -1, -1, -1, -1};
+      if (c.m->vsh) c.m->vsh[e].clear(b->epoch);
+      else c.m->shadow[e] = Shadow{b->epoch, -1, -1, -1, -1, -1};
       std::memcpy(c.m->data.get() + size_t(e) * c.elem, c.data.data() + k * c.elem, c.elem);
     }
     b->mbars[size_t(i)].tx -= int64_t(c.bytes);
@@ -96,15 +99,17 @@ inline bool mbar_land_all(Cluster* c) {
   return false;
 }
 
-// `mbarrier.init`: `count` arrivals a phase; re-initializing resets the barrier.
+// `mbarrier.init`: `count` arrivals a phase; re-initializing resets the barrier. The first in a
+// cluster starts its vector clocks.
 inline void mbar_init(SharedMeta* m, int64_t off, unsigned count) {
   if (off < 0 || off >= m->len) fail_oob(m->name, off, m->len);
   if (count == 0 || count >= (1u << 20))
     fail_unsupported("mbarrier.init with an arrival count outside 1..2^20-1");
   Block* b = cur()->blk;
+  vc_activate(b->cl);
   int i = mbar_index(b, m, off);
   if (i < 0) {
-    b->mbars.push_back(MBar{m, off, 0, 0, 0, 0, {}});
+    b->mbars.push_back(MBar{m, off, 0, 0, 0, 0, {}, {}, {}, {}, {}});
     i = int(b->mbars.size() - 1);
   } else if (!b->mbars[size_t(i)].copies.empty()) {
     fail_unsupported("mbarrier.init of a barrier with tensor copies in flight");
@@ -114,30 +119,40 @@ inline void mbar_init(SharedMeta* m, int64_t off, unsigned count) {
   x.pending = count;
   x.tx = 0;
   x.phase = 0;
+  x.acc.assign(b->n, 0u);
+  x.done.assign(b->n, 0u);
+  x.racc.clear();
+  x.rdone.clear();
 }
 
-// `mbarrier.arrive.expect_tx`: `bytes` added to the transaction count, then one arrival.
+// `mbarrier.arrive.expect_tx`: `bytes` added to the transaction count, then one arrival
+// (release).
 inline void mbar_expect_tx(SharedMeta* m, int64_t off, unsigned bytes) {
-  Block* b = cur()->blk;
+  Fiber* f = cur();
+  Block* b = f->blk;
   int i = mbar_get(m, off, "expect_tx on");
   MBar& x = b->mbars[size_t(i)];
   if (x.pending == 0)
     fail_unsupported("an arrival on an mbarrier whose current phase has all its arrivals "
                      "(more arrivals than its count)");
+  vc_release(f, b, x);
   x.tx += int64_t(bytes);
   --x.pending;
   mbar_try_complete(b, i);
 }
 
 // `mbarrier.try_wait.parity` in a loop: returns once the phase of parity `parity` completed
-// (the current phase's parity differs from it).
+// (the current phase's parity differs from it), acquiring that phase's arrivals.
 inline void mbar_wait(SharedMeta* m, int64_t off, unsigned parity) {
   Fiber* f = cur();
   Block* b = f->blk;
   int i = mbar_get(m, off, "a wait on");
   const uint32_t par = parity & 1u;
   auto done = [&]() { return (b->mbars[size_t(i)].phase & 1) != par; };
-  if (done()) return;
+  if (done()) {
+    vc_acquire(f, b->mbars[size_t(i)]);
+    return;
+  }
   mbar_land(b, i);
   // A wait that found its phase incomplete lets the block's other threads run on before this
   // one goes on (even when landing completed the phase), as they may on the GPU: their
@@ -151,6 +166,7 @@ inline void mbar_wait(SharedMeta* m, int64_t off, unsigned parity) {
     yield(f);
   } while (!done());
   f->since_yield = 0;
+  vc_acquire(f, b->mbars[size_t(i)]);
 }
 
 // One destination of a tensor copy: a block of the cluster, its shared array the box lands in
