@@ -14,15 +14,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use sparsetir_codegen::cuda::{
-    CudaKernel, CudaModule, KernelArg, LaunchExpr, TensorMapArg, TMA_PRELUDE,
-};
-use sparsetir_codegen::{CParam, CParamKind};
+use sparsetir_codegen::cuda::{CudaKernel, CudaModule, LaunchExpr, TMA_PRELUDE};
 use sparsetir_ir::DType;
 use sparsetir_runtime::cuda_emu::{check_cluster, emu_compiler};
 use sparsetir_runtime::{EmuArg, EmuModule, EmuStats, KernelCache, RunError};
 
 mod common;
+use common::handwritten::{params_and_args, ArgSpec, Kind};
 
 const HEAD: &str = r#"#ifndef SPTIR_EMU
 typedef int int32_t;
@@ -186,58 +184,6 @@ ranks_2x2(SPTIR_OUT(int) out) {
 
 fn source() -> String {
     format!("{HEAD}{TMA_PRELUDE}{SOURCE}")
-}
-
-/// One kernel argument: name, dtype, C type, and what it is.
-#[derive(Clone, Copy)]
-enum Kind {
-    Out,
-    Scalar,
-    /// A tensor map: box `[columns, rows]` and swizzle.
-    Map([u32; 2], u32),
-}
-
-type ArgSpec<'a> = (&'a str, DType, &'a str, Kind);
-
-fn params_and_args(
-    params: &mut Vec<CParam>,
-    index: &mut HashMap<String, usize>,
-    spec: &[ArgSpec<'_>],
-) -> Vec<KernelArg> {
-    spec.iter()
-        .map(|&(name, dtype, ctype, kind)| {
-            // A map's buffer is the parameter of its name less the `_map` suffix.
-            let buffer = name.strip_suffix("_map").unwrap_or(name);
-            let param = *index.entry(buffer.to_string()).or_insert_with(|| {
-                params.push(CParam {
-                    name: buffer.to_string(),
-                    kind: if matches!(kind, Kind::Scalar) {
-                        CParamKind::Scalar(dtype)
-                    } else {
-                        CParamKind::Array { elem: dtype }
-                    },
-                });
-                params.len() - 1
-            });
-            KernelArg {
-                param,
-                name: name.to_string(),
-                dtype,
-                ctype: ctype.to_string(),
-                pointer: !matches!(kind, Kind::Scalar),
-                readonly: !matches!(kind, Kind::Out),
-                tensor_map: match kind {
-                    Kind::Map(box_dims, swizzle) => Some(TensorMapArg {
-                        // (The launches below pass the view themselves.)
-                        dims: [LaunchExpr::Const(0), LaunchExpr::Const(0)],
-                        box_dims,
-                        swizzle,
-                    }),
-                    _ => None,
-                },
-            }
-        })
-        .collect()
 }
 
 /// The test module; `tweak` may change a kernel's metadata (its cluster) by name.

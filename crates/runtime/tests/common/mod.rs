@@ -2,6 +2,8 @@
 //! with a cache under the target directory, argument builders and random dense matrices.
 #![allow(dead_code)]
 
+pub mod handwritten;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
