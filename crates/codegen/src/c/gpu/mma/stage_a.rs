@@ -157,7 +157,7 @@ impl Writer<'_> {
                 .collect(),
             None => Vec::new(),
         };
-        let stage = AStage {
+        let mut stage = AStage {
             run: f.var,
             min: start.to_string(),
             depth: Self::pipeline_stages(f),
@@ -169,7 +169,6 @@ impl Writer<'_> {
             warps,
             tma: None,
         };
-        let mut stage = stage;
         if matches!(f.annotations.get(STAGE_A_ATTR), Some(AttrValue::Str(v)) if v == STAGE_A_TMA) {
             let what = format!("{what} \"{STAGE_A_TMA}\"");
             stage.tma = Some(self.a_tma_plan(f, &stage, b, a, &meta, &vars, &what)?);
