@@ -5,12 +5,24 @@
 # `bench spmm` case of run.sh with its CUDA source, then Nsight Compute (`ncu`, clocks left
 # alone) on one launch of the product kernel: speed of light, compute workload (the tensor
 # pipes), memory workload, occupancy, warp stall reasons; and the SASS instruction mix of its
-# cubin (HGMMA: warpgroup, HMMA: per warp). Inputs as for run.sh (BIN); raw output under $OUT.
+# cubin (HGMMA: warpgroup, HMMA: per warp). BEST_FROM=FILE (a run.sh `sparsetir_24.jsonl`)
+# profiles instead the BEST (1 by default) fastest float16 forms that file measured and checked.
+# Inputs as for run.sh (BIN); raw output under $OUT.
 source "$(dirname "$0")/setup.sh"
 m=$OUT/mask24_4096.mtx
 trap 'rm -f "$m"' EXIT
 "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
 i=0
+if [[ -z ${FORMATS:-} && -s ${BEST_FROM:-} ]]; then
+    FORMATS=$(python3 - "$BEST_FROM" "${BEST:-1}" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+rows = [r for r in rows if r.get("check") and r.get("dtype") == "float16"]
+rows.sort(key=lambda r: r["seconds"])
+print(" ".join(r["requested_format"] for r in rows[: int(sys.argv[2])]))
+PY
+)
+fi
 formats=${FORMATS:-"2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=2) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1) 2:4(dbuf=4x2x2,ahead=2,a=smem)"}
 for f in $formats; do
     i=$((i + 1))

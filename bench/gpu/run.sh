@@ -13,7 +13,7 @@
 #   extra   SpMV on SELL-C-sigma and 16-bit SpMM (CSR, BSR, condensed) beside float32 CSR.
 # Every peer runs through PyTorch (or cuSPARSE/cuBLAS it loads) on the same device. DTYPES
 # picks the 16-bit types of the formats phase, FORMATS_24 / FORMATS_24_BF16 the 2:4 kernels
-# (space-separated `--format` values), ATTENTION=0 leaves attention out. Each phase has
+# (space-separated `--format` values), ATTENTION=0 leaves attention out, BSR=0 the BSR kernels. Each phase has
 # a time budget (seconds, BUDGET_<PHASE>) so that one device call always ends with its summary
 # written. Raw JSON lines and the summary go under $OUT.
 #
@@ -79,17 +79,21 @@ if has formats; then
     # The generated matrices (hundreds of MB) never stay under $OUT, even when a caller's
     # timeout stops this script: $OUT must come back whole.
     trap 'rm -f "$g"/*.mtx' EXIT
-    "$BIN" gen block --rows 4096 --block 16 --density 0.1 -o "$g/block16_4096.mtx" > /dev/null
-    "$BIN" gen block --rows 4096 --block 32 --density 0.1 -o "$g/block32_4096.mtx" > /dev/null
-    "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$g/mask_block64_4096.mtx" > /dev/null
+    if [[ ${BSR:-1} == 1 ]]; then
+        "$BIN" gen block --rows 4096 --block 16 --density 0.1 -o "$g/block16_4096.mtx" > /dev/null
+        "$BIN" gen block --rows 4096 --block 32 --density 0.1 -o "$g/block32_4096.mtx" > /dev/null
+    fi
+    [[ ${ATTENTION:-1} == 1 ]] && "$BIN" gen block --rows 4096 --block 64 --density 0.1 -o "$g/mask_block64_4096.mtx" > /dev/null
     "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$g/mask24_4096.mtx" > /dev/null
     attn=()
     [[ ${ATTENTION:-1} == 1 ]] && attn=(--attention "$g/mask_block64_4096.mtx" --heads 8 --head-dim 64)
     # The peers first (every ratio needs them), then BSR, attention, and the 2:4 kernels last
     # (the warpgroup ones first): what the budget leaves out is the least needed.
-    within python3 bench/gpu/peers.py --bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32" \
-        "${attn[@]}" --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
+    bsr=()
+    [[ ${BSR:-1} == 1 ]] && bsr=(--bsr "$g/block16_4096.mtx:16" --bsr "$g/block32_4096.mtx:32")
+    within python3 bench/gpu/peers.py "${bsr[@]}" "${attn[@]}" --gemm 4096 > "$OUT/peers_formats.jsonl" 2>> "$OUT/errors.txt"
     for dt in ${DTYPES:-float16 bfloat16}; do
+        [[ ${BSR:-1} == 1 ]] || break
         B spmm --matrix "$g/block16_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:16 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
         B spmm --matrix "$g/block32_4096.mtx" --feat 64,128,256,512 --dtype $dt --format bsr:32 >> "$OUT/sparsetir_bsr.jsonl" 2>> "$OUT/errors.txt"
     done
@@ -128,7 +132,7 @@ if has formats; then
             B spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype $dt --format "$f24" >> "$OUT/sparsetir_24.jsonl" 2>> "$OUT/errors.txt"
         done
     done
-    within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1
+    [[ ${BSR:-1} == 1 ]] && within "$BIN" bench spmm --matrix "$g/block16_4096.mtx" --feat 128 --dtype float16 --format bsr:16 --device cuda --emit-cuda "$OUT/cuda_bsr" --json > /dev/null 2>&1
     mkdir -p "$OUT/cuda_24"
     within "$BIN" bench spmm --matrix "$g/mask24_4096.mtx" --feat 4096 --dtype float16 --format 2:4 --device cuda --repeat 1 --warmup 0 --warmup-ms 0 --emit-cuda "$OUT/cuda_24" --json > /dev/null 2>&1
     mkdir -p "$OUT/cuda_24_wgmma"
