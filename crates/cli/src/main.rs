@@ -208,7 +208,8 @@ enum Command {
         /// and positions staged by the copy engine too, one box of each a slice;
         /// `cluster=CxY`: clusters also of Y blocks of columns sharing A's boxes (with `a=tma`);
         /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
-        /// block's barrier each run); for sddmm `coo`; for attention
+        /// block's barrier each run; `producer=1`: the same, with a warp of its own making
+        /// every copy, A up to 6); for sddmm `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
         /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest

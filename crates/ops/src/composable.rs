@@ -106,7 +106,9 @@ impl fmt::Display for Format {
                 } else if t.cluster > 1 {
                     ahead.push_str(&format!(",cluster={}", t.cluster));
                 }
-                if t.release {
+                if t.producer {
+                    ahead.push_str(",producer=1");
+                } else if t.release {
                     ahead.push_str(",release=1");
                 }
                 match (t.cols, t.row_tiles) {
@@ -167,6 +169,10 @@ pub struct SharedTiles {
     /// (`,release=1`), so that warps run apart and a slice is refilled as soon as its last
     /// reader is done.
     pub release: bool,
+    /// With `release`: a warp of its own makes every copy (`,producer=1`, which implies
+    /// `release`; the CUDA writer's `tma_producer`), so that the warps issuing the products
+    /// never wait for a stage to be released; `ahead` may then be up to 6.
+    pub producer: bool,
 }
 
 impl SharedTiles {
@@ -183,7 +189,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -274,7 +280,7 @@ impl Format {
             let v = options.next().unwrap_or("");
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
-            let mut release = false;
+            let (mut release, mut producer) = (false, false);
             let mut cluster_y = 1;
             for o in options {
                 let (key, value) = o
@@ -282,16 +288,17 @@ impl Format {
                     .map(|(k, x)| (k.trim(), x.trim()))
                     .ok_or_else(|| {
                         err(
-                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C` or \
-                             `release=1` after the warps",
+                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C`, \
+                             `release=1` or `producer=1` after the warps",
                         )
                     })?;
                 match key {
                     "ahead" => {
                         let a = positive(text, "the slices copied ahead", value)?;
-                        if !double_buffer || !(1..=3).contains(&a) {
+                        if !double_buffer || !(1..=6).contains(&a) {
                             return Err(err(
-                                "`ahead=A` (1 to 3 slices copied ahead) goes with dbuf or wgdbuf",
+                                "`ahead=A` (1 to 3 slices copied ahead, up to 6 with \
+                                 `producer=1`) goes with dbuf or wgdbuf",
                             ));
                         }
                         prefetch = a;
@@ -323,6 +330,7 @@ impl Format {
                         tma = true;
                     }
                     "release" if value == "1" => release = true,
+                    "producer" if value == "1" => (release, producer) = (true, true),
                     "cluster" => {
                         let (c, y) = value.split_once('x').unwrap_or((value, "1"));
                         let c = positive(text, "the blocks per cluster", c)?;
@@ -337,8 +345,8 @@ impl Format {
                     }
                     _ => {
                         return Err(err(
-                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C` or \
-                             `release=1` after the warps",
+                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C`, \
+                             `release=1` or `producer=1` after the warps",
                         ))
                     }
                 }
@@ -352,6 +360,12 @@ impl Format {
                 return Err(err(
                     "`release=1` (warps release the slices on mbarriers) goes with `tma=1`, A \
                      not staged or staged by the copy engine (`a=tma`)",
+                ));
+            }
+            if prefetch > 3 && !producer {
+                return Err(err(
+                    "`ahead=A` past 3 (more slices in flight) goes with a producer warp \
+                     (`producer=1`)",
                 ));
             }
             if cluster_y > 1 && !tma_a {
@@ -403,6 +417,7 @@ impl Format {
                     cluster,
                     cluster_y,
                     release,
+                    producer,
                 }),
             });
         }
@@ -888,6 +903,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     if tiles.tma && tiles.release {
         text.push_str("sch.annotate(gko, \"tma_release\", 1)\n");
     }
+    // A warp of its own making every copy (the CUDA writer's `tma_producer`).
+    if tiles.tma && tiles.release && tiles.producer {
+        text.push_str("sch.annotate(gko, \"tma_producer\", 1)\n");
+    }
     if tiles.tma && tiles.cluster_y > 1 {
         text.push_str(&format!(
             "sch.annotate(gko, \"tma_cluster_y\", {})\n",
@@ -1109,6 +1128,9 @@ mod tests {
             "2:4(wgdbuf=8,tma=1,release=1)",
             "2:4(wgdbuf=8,ahead=3,a=tma,inflight=1,tma=1,cluster=4x2)",
             "2:4(wgdbuf=8,a=tma,tma=1,cluster=1x2,release=1)",
+            "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)",
+            "2:4(wgdbuf=8,ahead=4,a=tma,inflight=1,tma=1,cluster=2x2,producer=1)",
+            "2:4(wgdbuf=8,tma=1,producer=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1188,6 +1210,12 @@ mod tests {
             "2:4(wgdbuf=8,tma=1,cluster=8)",
             "2:4(wgdbuf=8,tma=1,cluster=0)",
             "2:4(dbuf=4,behind=2)",
+            "2:4(wgdbuf=8,a=tma,tma=1,ahead=4)",
+            "2:4(wgdbuf=8,a=tma,tma=1,release=1,ahead=5)",
+            "2:4(wgdbuf=8,a=tma,tma=1,producer=1,ahead=7)",
+            "2:4(wgdbuf=8,producer=1)",
+            "2:4(wgdbuf=8,a=smem,tma=1,producer=1)",
+            "2:4(wgdbuf=8,tma=1,producer=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");
         }

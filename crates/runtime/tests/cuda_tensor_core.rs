@@ -183,6 +183,7 @@ fn the_ptx_holds_the_mma_instruction() {
             tma: false,
             cluster: 1,
             release: false,
+            producer: false,
             cluster_y: 1,
         },
         8,
@@ -420,6 +421,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 tma: false,
                 cluster: 1,
                 release: false,
+                producer: false,
                 cluster_y: 1,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
@@ -532,6 +534,7 @@ fn snapshot_tensor_core_kernels() {
             tma: false,
             cluster: 1,
             release: false,
+            producer: false,
             cluster_y: 1,
         },
         2,

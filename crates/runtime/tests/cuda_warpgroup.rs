@@ -47,6 +47,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         tma: false,
         cluster: 1,
         release: false,
+        producer: false,
         cluster_y: 1,
     }
 }
@@ -1146,6 +1147,140 @@ fn spmm_24_warps_release(device: GpuDevice) {
                 "{what}"
             );
         }
+        equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// A producer warp (`producer=1`: `tma_producer`): the block gets a ninth (or fifth) warp along
+/// y whose first lane makes every copy, waiting for each stage's release itself, while the
+/// other warps only wait for their stages and issue products; up to 6 slices copied ahead.
+/// NVRTC compiles it for sm_90a without spills.
+#[test]
+fn producer_warp_compiles_for_sm_90a() {
+    // (cluster along x and y, row warps, units, slices copied ahead)
+    for (cluster, cy, rows, units, ahead) in [
+        (1, 1, 8, 32, 6),
+        (2, 1, 8, 32, 4),
+        (2, 2, 8, 32, 3),
+        (4, 2, 4, 32, 5),
+    ] {
+        let mut t = tiles(rows, 1, 1, ahead);
+        t.stage_a = true;
+        t.tma_a = true;
+        t.in_flight = true;
+        t.tma = true;
+        t.cluster = cluster;
+        t.cluster_y = cy;
+        t.release = true;
+        t.producer = true;
+        let sched = spmm_24_tc_smem_gpu_schedule(512, t, units);
+        let feat = 8 * units * cy;
+        let m = 16 * rows * cluster;
+        let what = format!("cluster {cluster} x {cy}, {rows} warps, {ahead} slices ahead");
+        let (_, module) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(m, 512, feat))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let k = module
+            .kernels
+            .iter()
+            .find(|k| k.args.iter().any(|a| a.tensor_map.is_some()))
+            .unwrap_or_else(|| panic!("{what}: no kernel takes a tensor map"));
+        let block: Vec<_> = k.block.iter().map(|d| d.eval(&|_| None)).collect();
+        assert_eq!(
+            block,
+            vec![Some(32), Some(rows as i64 + 1), Some(1)],
+            "{what}"
+        );
+        let src = &module.source;
+        let threads = 32 * (rows + 1);
+        let stages = ahead + 2;
+        for needle in [
+            format!("__launch_bounds__({threads})"),
+            format!("if (threadIdx.y == {rows}) {{"),
+            format!("threadIdx.x == 0 && threadIdx.y == {rows} && threadIdx.z == 0"),
+            format!("sptir_acc_live = 0 < 16 && (threadIdx.y < {rows})"),
+            format!("% {stages});"),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`\n{src}");
+        }
+        // The consumers' loop: no copy and no block barrier before C's stores but the one
+        // after the loop.
+        let run = src
+            .split("for (int32_t g_4_0")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{what}: no run loop\n{src}"));
+        let body = run.split("if (sptir_acc_live)").next().unwrap_or("");
+        assert_eq!(body.matches("__syncthreads").count(), 1, "{what}");
+        assert!(
+            !body.contains("sptir_tma_load_2d"),
+            "{what}: a copy in the consumers' loop"
+        );
+        assert!(!body.contains("sptir_cp_async16("), "{what}");
+        let Some(ptx) = sm_90a_ptx_without_spills(src, &what) else {
+            continue;
+        };
+        assert!(ptx.contains("mbarrier.try_wait.parity"), "{what}");
+    }
+    // A producer warp needs the warps to release the stages.
+    let mut t = tiles(8, 1, 1, 3);
+    (t.stage_a, t.tma_a, t.in_flight, t.tma) = (true, true, true, true);
+    let sched =
+        spmm_24_tc_smem_gpu_schedule(512, t, 32) + "sch.annotate(gko, \"tma_producer\", 1)\n";
+    let e = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 512, 256))
+        .expect_err("a producer warp without the warps releasing");
+    assert!(
+        e.to_string()
+            .contains("goes with the warps releasing the stages"),
+        "{e}"
+    );
+}
+
+#[test]
+fn producer_warp_equals_the_evaluator_in_the_emulator() {
+    spmm_24_producer_warp(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn producer_warp_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_producer_warp(GpuDevice::Cuda);
+}
+
+fn spmm_24_producer_warp(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(97);
+    // (cluster along x and y, products in flight, dtype, m, n, feat, row warps, units, slices
+    // copied ahead): more runs than stages (the producer waiting for releases through several
+    // phases), one and two warpgroups, six slices ahead, clusters both ways.
+    for ((cluster, cy), in_flight, dt, m, n, feat, rows, units, ahead) in [
+        ((1, 1), true, DType::F16, 128, 352, 128, 4, 16, 6),
+        ((1, 1), false, DType::BF16, 256, 160, 128, 8, 16, 1),
+        ((2, 1), true, DType::F16, 256, 224, 128, 8, 16, 2),
+        ((2, 2), true, DType::BF16, 256, 224, 512, 4, 16, 3),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {units} tiles, slices copied \
+             ahead: {ahead}, in flight: {in_flight}, cluster {cluster} x {cy}, producer warp"
+        );
+        let g = kernel(dt);
+        let mut t = tiles(rows, 1, 1, ahead);
+        t.stage_a = true;
+        t.tma_a = true;
+        t.in_flight = in_flight;
+        t.tma = true;
+        t.cluster = cluster;
+        t.cluster_y = cy;
+        t.release = true;
+        t.producer = true;
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &k.module().source;
+        assert!(
+            src.contains(&format!("if (threadIdx.y == {rows}) {{")),
+            "{what}"
+        );
         equals_the_evaluator(&what, &g, &k, &mut rng, (m, n, feat), dt);
     }
 }

@@ -731,6 +731,12 @@ impl<'f> Writer<'f> {
             sig.push(decl);
         }
 
+        // A producer warp (`tma.rs`): one more warp along y.
+        let (mut block, mut threads) = (block, threads);
+        if let Some(t) = tma.iter().find(|t| t.producer.is_some()) {
+            block[1] = LaunchExpr::Const(t.producer.unwrap_or(0) + 1);
+            threads = threads.map(|n| n + 32);
+        }
         let name = format!("{}_kernel{index}", sanitize(&func.name));
         let mut bounds = threads
             .map(|t| format!(" __launch_bounds__({t})"))
@@ -1095,7 +1101,15 @@ impl<'f> Writer<'f> {
             for d in &plan.warp_decl {
                 self.line(d);
             }
-            let guard = plan.guard.as_deref();
+            // A producer warp (`tma.rs`) holds no products.
+            let guard = match (plan.guard.as_deref(), self.producer_of(f)) {
+                (g, Some(y)) => Some(match g {
+                    Some(g) => format!("({g}) && threadIdx.y < {y}"),
+                    None => format!("threadIdx.y < {y}"),
+                }),
+                (g, None) => g.map(str::to_string),
+            };
+            let guard = guard.as_deref();
             if let Some(v) = &filled {
                 self.line(&format!(
                     "const bool sptir_acc_live = {};",

@@ -70,6 +70,16 @@ impl<'f> Writer<'f> {
         }
     }
 
+    /// The farthest loop `l`'s copies may run ahead: [`MAX_PREFETCH`], or more with a producer
+    /// warp making them (`tma.rs`).
+    pub(super) fn max_prefetch(l: &For) -> i64 {
+        if l.annotations.get(super::tma::TMA_PRODUCER_ATTR).is_some() {
+            super::tma::MAX_PRODUCER_PREFETCH
+        } else {
+            MAX_PREFETCH
+        }
+    }
+
     /// Whether loop `f` keeps its warpgroup products in flight (`wgmma_in_flight`).
     pub(super) fn in_flight(f: &For) -> bool {
         matches!(
@@ -196,6 +206,11 @@ impl<'f> Writer<'f> {
         if let Some(t) = self.tma_of_run(f.var) {
             self.write_tma_init(&t);
         }
+        // A producer warp makes every copy; the other warps run the loop (closed in the
+        // epilogue).
+        if let Some(y) = self.producer_of(f) {
+            return self.write_producer_warp(f, copy, y, start, end);
+        }
         for j in 0..d {
             let at = if j == 0 {
                 first.clone()
@@ -246,13 +261,15 @@ impl<'f> Writer<'f> {
             }
             self.write_barrier();
         }
-        self.line(&format!("if ({v} + {d} < {end}) {{"));
-        self.indent += 1;
-        self.write_pipelined_copy(f, items[0], &format!("{v} + {d}"))?;
-        self.indent -= 1;
-        self.line("} else {");
-        self.line("    sptir_cp_async_commit();");
-        self.line("}");
+        if self.producer_of(f).is_none() {
+            self.line(&format!("if ({v} + {d} < {end}) {{"));
+            self.indent += 1;
+            self.write_pipelined_copy(f, items[0], &format!("{v} + {d}"))?;
+            self.indent -= 1;
+            self.line("} else {");
+            self.line("    sptir_cp_async_commit();");
+            self.line("}");
+        }
         if !one {
             self.line(&format!("sptir_cp_async_wait<{d}>();"));
             self.write_barrier();
@@ -294,12 +311,93 @@ impl<'f> Writer<'f> {
                 self.line(&format!("sptir_wgmma_wait_n{}<0>({acc});", 8 * units));
             }
         }
+        if self.producer_of(f).is_some() {
+            // The consumer warps' branch (opened by `write_producer_warp`).
+            if let Some(k) = self.kernel.as_mut() {
+                k.divergent -= 1;
+            }
+            self.indent -= 1;
+            self.line("}");
+        }
         if self.one_barrier(items) {
             self.write_barrier();
         }
         if let Some(t) = self.tma_of_run(f.var) {
             self.write_tma_end(&t);
         }
+    }
+
+    /// Before run loop `f` (`start`, `end`: its range as C text) with a producer warp
+    /// (`threadIdx.y == y`, see `tma.rs`'s `TMA_PRODUCER_ATTR`): that warp's first lane copies
+    /// every iteration's stage, each after its previous use was released; then the other warps'
+    /// branch is opened, which the loop's epilogue closes.
+    fn write_producer_warp(
+        &mut self,
+        f: &For,
+        copy: &Stmt,
+        y: i64,
+        start: &str,
+        end: &str,
+    ) -> Res<()> {
+        // The window is the block's: its start may not differ between threads (else the
+        // block's first thread could not copy it for all).
+        let base = self
+            .bufs
+            .get(
+                self.tma_of_run(f.var)
+                    .map_or(usize::MAX, |t| t.shared.index()),
+            )
+            .and_then(Option::as_ref)
+            .map(|i| i.window.clone())
+            .unwrap_or_default();
+        if base.iter().any(|e| self.thread_dependent(e)) {
+            let name = self.func.vars[f.var].name.clone();
+            return Err(self.unsupported(
+                &format!(
+                    "loop `{name}` annotated `{}`",
+                    super::tma::TMA_PRODUCER_ATTR
+                ),
+                "the window's start depends on the thread",
+            ));
+        }
+        self.line(&format!("if (threadIdx.y == {y}) {{"));
+        self.indent += 1;
+        self.line("if (threadIdx.x == 0) {");
+        self.indent += 1;
+        // The copies as the block's first thread would make them.
+        let vars: Vec<VarId> = self.kernel.as_ref().map_or_else(Vec::new, |k| {
+            k.bound
+                .iter()
+                .zip(&k.bound_vars)
+                .filter(|(tag, _)| tag.starts_with("threadIdx"))
+                .map(|(_, v)| *v)
+                .collect()
+        });
+        for v in vars {
+            let name = self.expr(&Expr::Var(v))?.0;
+            let ct = c_type(self.func.vars[v].dtype).unwrap_or("int32_t");
+            self.line(&format!("const {ct} {name} = 0;"));
+        }
+        let ct = c_type(self.func.vars[f.var].dtype).unwrap_or("int64_t");
+        self.line(&format!(
+            "for ({ct} sptir_k = {start}; sptir_k < {end}; ++sptir_k) {{"
+        ));
+        self.indent += 1;
+        self.write_pipelined_copy(f, copy, "sptir_k")?;
+        self.indent -= 1;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        // The warp reconverged before the barriers after the loop (`.aligned`: all its lanes
+        // at once).
+        self.line("__syncwarp();");
+        self.indent -= 1;
+        self.line("} else {");
+        self.indent += 1;
+        if let Some(k) = self.kernel.as_mut() {
+            k.divergent += 1;
+        }
+        Ok(())
     }
 
     /// Writes `copy` as iteration `at` (C text) of loop `f` would: the loop's variable stands

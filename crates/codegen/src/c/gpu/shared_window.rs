@@ -258,14 +258,14 @@ impl Writer<'_> {
         // Multi-buffered: `d + 1` windows (the copy `d` iterations ahead; one more with a
         // product in flight), the loop's iteration picking one.
         let windows = match double {
-            Some(lp) if Self::prefetch_distance(lp) > super::pipeline::MAX_PREFETCH => {
+            Some(lp) if Self::prefetch_distance(lp) > Self::max_prefetch(lp) => {
                 return Err(self.unsupported(
                     &what,
                     format!(
                         "its loop's `double_buffer` is {}: copies run at most {} iterations \
                          ahead",
                         Self::prefetch_distance(lp),
-                        super::pipeline::MAX_PREFETCH
+                        Self::max_prefetch(lp)
                     ),
                 ))
             }

@@ -202,6 +202,40 @@ pub const TMA_CLUSTER_Y_ATTR: &str = "tma_cluster_y";
 /// stage is refilled as soon as its last reader is done.
 pub const TMA_RELEASE_ATTR: &str = "tma_release";
 
+/// The run-loop annotation (with [`TMA_RELEASE_ATTR`], value 1) asking for a warp of its own
+/// that makes every copy of the loop: a producer warp (the schedule's
+/// `sch.annotate(run, "tma_producer", 1)`).
+///
+/// # Why
+///
+/// Without it, the thread that copies is the first of the block's warps, which also issue the
+/// products: when it waits for a stage to be released (by every warp of every block of the
+/// cluster) its warp, and with it its warpgroup's products, waits too, and the blocks of a
+/// cluster run in lockstep. A producer warp waits alone, up to the stages' depth ahead.
+///
+/// # When
+///
+/// The block's threads are `32 × Y` (`threadIdx.x` the lanes, `threadIdx.y` the warps,
+/// `threadIdx.z` 1), and what the kernel runs after the loop is the store of the products'
+/// accumulators (guarded by `sptir_acc_live`): the kernels of `2:4(wgdbuf=...)`.
+///
+/// # What is written
+///
+/// The block gets one more warp, `threadIdx.y == Y` ([`crate::cuda::CudaKernel::block`] and
+/// `__launch_bounds__` count it). After the barriers' initialization (which it joins) its
+/// first lane runs the whole copy loop: for every iteration `k`, once the stage's previous use
+/// is released (the empty barrier's phase, as with [`TMA_RELEASE_ATTR`]), the stage's bytes
+/// announced and its boxes copied (the variables of the enclosing `threadIdx` loops standing
+/// for 0 there, as for the copying thread without a producer). The other warps run the loop
+/// with no copy: each iteration waits for its stage's full phase, issues its products and
+/// releases the stage it finished with. Every thread then meets at the barrier after the loop
+/// (and the cluster's); the producer's accumulators are not live, so it stores nothing.
+pub const TMA_PRODUCER_ATTR: &str = "tma_producer";
+
+/// The most iterations a producer warp's copies may run ahead (`double_buffer`): eight
+/// stages with a product in flight.
+pub(crate) const MAX_PRODUCER_PREFETCH: i64 = 6;
+
 /// Columns of a box: 128 bytes of 16-bit values, the 128-byte swizzle's span.
 pub(crate) const TMA_BOX_COLS: i64 = 64;
 
@@ -227,6 +261,9 @@ pub(crate) struct TmaWindow {
     pub cluster_y: i64,
     /// With [`TMA_RELEASE_ATTR`]: the block's warps, each releasing the stages it used.
     pub release: Option<i64>,
+    /// With [`TMA_PRODUCER_ATTR`]: the producer warp's `threadIdx.y` (the block's warps along
+    /// y before it was added).
+    pub producer: Option<i64>,
 }
 
 impl TmaWindow {
@@ -356,6 +393,7 @@ impl Writer<'_> {
         }
         let (cluster, cluster_y) = self.tma_cluster(part, f, &what, &base, cols)?;
         let release = self.tma_release(part, f, &what)?;
+        let producer = self.tma_producer(part, f, &what, release.is_some())?;
         let global_name = self.buf_name(global)?.to_string();
         let shared_name = self.buf_name(shared)?.to_string();
         Ok(TmaWindow {
@@ -370,7 +408,73 @@ impl Writer<'_> {
             cluster,
             cluster_y,
             release,
+            producer,
         })
+    }
+
+    /// The `threadIdx.y` of the producer warp run loop `f` (of kernel part `part`) asks for,
+    /// checked (see [`TMA_PRODUCER_ATTR`]); `None` when it asks for none.
+    fn tma_producer(&self, part: &Stmt, f: &For, what: &str, release: bool) -> Res<Option<i64>> {
+        match f.annotations.get(TMA_PRODUCER_ATTR) {
+            None => return Ok(None),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true)) => {}
+            Some(_) => {
+                return Err(self.unsupported(
+                    what,
+                    format!("`{TMA_PRODUCER_ATTR}` is 1 (a producer warp)"),
+                ))
+            }
+        }
+        if !release {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "a producer warp (`{TMA_PRODUCER_ATTR}`) goes with the warps releasing the \
+                     stages (`{TMA_RELEASE_ATTR}`)"
+                ),
+            ));
+        }
+        let mut dims: HashMap<String, i64> = HashMap::new();
+        part.visit(&mut |s| {
+            if let Stmt::For(l) = s {
+                if let Some(tag) = l.thread.as_deref().filter(|t| t.starts_with("threadIdx")) {
+                    let n = const_int(&l.extent).unwrap_or(0);
+                    let d = dims.entry(tag.to_string()).or_insert(1);
+                    *d = (*d).max(n);
+                }
+            }
+        });
+        let (x, y) = (dims.get("threadIdx.x"), dims.get("threadIdx.y").copied());
+        match (x, y) {
+            (Some(32), Some(y)) if y >= 1 && dims.get("threadIdx.z").is_none_or(|z| *z == 1) => {
+                Ok(Some(y))
+            }
+            _ => Err(self.unsupported(
+                what,
+                format!(
+                    "a producer warp (`{TMA_PRODUCER_ATTR}`) joins blocks of 32 x Y threads \
+                     (`threadIdx.x` the lanes, `threadIdx.y` the warps, `threadIdx.z` 1)"
+                ),
+            )),
+        }
+    }
+
+    /// The condition under which a thread makes the copy-engine copies of the kernel being
+    /// written: the producer warp's first lane, else the block's first thread.
+    pub(super) fn tma_copier(&self) -> String {
+        match self
+            .kernel
+            .as_ref()
+            .and_then(|k| k.tma.iter().find_map(|t| t.producer))
+        {
+            Some(y) => format!("threadIdx.x == 0 && threadIdx.y == {y} && threadIdx.z == 0"),
+            None => "threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0".to_string(),
+        }
+    }
+
+    /// The producer warp's `threadIdx.y` where run loop `f` has one.
+    pub(super) fn producer_of(&self, f: &For) -> Option<i64> {
+        self.tma_of_run(f.var).and_then(|t| t.producer)
     }
 
     /// The warps of the block of kernel part `part` when run loop `f` asks them to release its
@@ -678,7 +782,8 @@ impl Writer<'_> {
         let size = t.rows * t.cols;
         // A staged `A` the engine fills completes on the same barrier (`mma/stage_a.rs`).
         let bytes = size * 2 + self.a_stage_tma_bytes();
-        self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
+        let copier = self.tma_copier();
+        self.line(&format!("if ({copier}) {{"));
         self.indent += 1;
         if Self::tma_empty_arrivals(t).is_some() {
             // The stage's previous use released by every block of the cluster (or every warp)

@@ -494,7 +494,8 @@ impl Writer<'_> {
                 });
             }
             let stage = format!("(int)((({run}) - ({})) % {})", st.min, st.depth);
-            self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
+            let copier = self.tma_copier();
+            self.line(&format!("if ({copier}) {{"));
             self.indent += 1;
             self.line(&format!("const int sptir_st = {stage};"));
             if let Some((cx, _)) = t.share {

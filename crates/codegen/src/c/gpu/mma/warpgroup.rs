@@ -613,8 +613,8 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str, bool)>) -> Stri
          ::sptir_emu::fail_unsupported(\"wgmma: the descriptor's start is not 16-byte aligned\");\n    \
          if (sw != 0 && p.off % 512 != 0)\n        \
          ::sptir_emu::fail_unsupported(\"wgmma: a 128-byte-swizzled tile must start 1024-byte aligned\");\n    \
-         if ((blockDim.x * blockDim.y * blockDim.z) % 128 != 0)\n        \
-         ::sptir_emu::fail_unsupported(\"wgmma: the block is not made of whole warpgroups\");\n    \
+         if ((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / 128 * 128 + 128 > blockDim.x * blockDim.y * blockDim.z)\n        \
+         ::sptir_emu::fail_unsupported(\"wgmma: issued by a warp of a partial warpgroup\");\n    \
          std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>> reads;\n    \
          reads.reserve(8 * U);\n    \
          for (int u = 0; u < U; ++u)\n        \
