@@ -794,7 +794,7 @@ fn the_cluster_kernels_compile_for_sm_90a() {
         "barrier.cluster.arrive.release.aligned",
         "barrier.cluster.wait.acquire.aligned",
         "mapa.shared::cluster.u32",
-        "mbarrier.arrive.release.cluster.shared::cluster.b64",
+        "mbarrier.arrive.shared::cluster.b64",
         "%cluster_ctarank",
         ".reqnctapercluster 2, 1, 1",
         ".reqnctapercluster 4, 1, 1",

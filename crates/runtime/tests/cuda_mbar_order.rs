@@ -778,7 +778,7 @@ fn the_mbarrier_order_kernels_compile_for_sm_90a() {
     let ptx = String::from_utf8_lossy(&ptx.code);
     for ins in [
         "mbarrier.arrive.shared::cta.b64",
-        "mbarrier.arrive.release.cluster.shared::cluster.b64",
+        "mbarrier.arrive.shared::cluster.b64",
         "mbarrier.try_wait.parity.shared::cta.b64",
         "bar.warp.sync",
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",

@@ -819,7 +819,7 @@ fn tma_multicast_compiles_for_sm_90a() {
         for needle in [
             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
             "mapa.shared::cluster.u32",
-            "mbarrier.arrive.release.cluster.shared::cluster.b64",
+            "mbarrier.arrive.shared::cluster.b64",
             "barrier.cluster.arrive.release.aligned",
             "barrier.cluster.wait.acquire.aligned",
             "%cluster_ctarank",
@@ -1010,7 +1010,7 @@ fn tma_staged_a_compiles_for_sm_90a() {
         // Warps releasing stages: their arrivals (local, or remote in a cluster) in the PTX.
         if release {
             let arrive = if cluster * cy > 1 {
-                "mbarrier.arrive.release.cluster.shared::cluster.b64"
+                "mbarrier.arrive.shared::cluster.b64"
             } else {
                 "mbarrier.arrive.shared::cta.b64"
             };

@@ -148,8 +148,9 @@ inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
   fail(e2);
 }
 
-// `mapa` + `mbarrier.arrive.release.cluster.shared::cluster`: one arrival (no transaction bytes,
-// release) on the mbarrier at the array and offset of (m, off) in block `rank` of the cluster.
+// `mapa` + `mbarrier.arrive.shared::cluster` (the default release semantics, CTA scope): one
+// arrival (no transaction bytes, release) on the mbarrier at the array and offset of (m, off) in
+// block `rank` of the cluster.
 inline void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
   Block* p = cluster_peer(rank, "an mbarrier arrival on");
   int i = peer_mbar(p, m, off, "an arrival on");

@@ -78,7 +78,7 @@ static __device__ __forceinline__ void sptir_cluster_sync() {
 static __device__ __forceinline__ void sptir_mbar_arrive_cluster(uint64_t* bar, unsigned rank) {
     unsigned remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(sptir_smem_addr(bar)), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
 }
 template <class T>
 static __device__ __forceinline__ void sptir_tma_load_2d_mc(T* dst, const sptir_tmap& map, uint64_t* bar, int c0, int c1, unsigned short mask) {
@@ -723,24 +723,21 @@ impl Writer<'_> {
         self.line(&format!("if ({at} >= {min} && {at} + {s} < {end}) {{"));
         self.indent += 1;
         self.line("__syncwarp();");
-        self.line(
-            "if (((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u) \
-             == 0u) {",
-        );
+        let lane = "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)";
         if t.blocks() > 1 {
+            // Lane `r` arrives on block `r`'s barrier: the warp's arrivals to the cluster at
+            // once, none waiting for another.
             self.line(&format!(
-                "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
-                 sptir_mbar_arrive_cluster({} + {s} + {stage}, sptir_r);",
+                "if ({lane} < {}u) sptir_mbar_arrive_cluster({} + {s} + {stage}, {lane});",
                 t.blocks(),
                 t.bars
             ));
         } else {
             self.line(&format!(
-                "    sptir_mbar_arrive({} + {s} + {stage});",
+                "if ({lane} == 0u) sptir_mbar_arrive({} + {s} + {stage});",
                 t.bars
             ));
         }
-        self.line("}");
         self.indent -= 1;
         self.line("}");
         Ok(())
