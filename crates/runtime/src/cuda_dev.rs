@@ -81,7 +81,8 @@ impl DeviceModule {
         if let Some(k) = m.kernels.iter().find(|k| k.cluster != [1, 1, 1]) {
             if arch.compute_capability() < (9, 0) {
                 return Err(RunError::Cuda(format!(
-                    "kernel `{}` of `{}` runs in thread-block clusters of {:?} blocks (sm_90 and                      later); this GPU is {}",
+                    "kernel `{}` of `{}` runs in thread-block clusters of {:?} blocks (sm_90 and \
+                     later); this GPU is {}",
                     k.name,
                     m.func,
                     k.cluster,
