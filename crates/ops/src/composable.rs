@@ -176,6 +176,28 @@ pub struct SharedTiles {
 }
 
 impl SharedTiles {
+    /// The form plain `2:4` takes on a GPU of compute capability 9.0 with 16-bit values:
+    /// `2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)`, the fastest measured on an
+    /// H200 at 4096 x 4096 x 4096 (0.244 ms, against 3.54 ms for the portable per-warp
+    /// `mma.sp` kernel; `bench/gpu/RESULTS.md`, session 23).
+    pub fn hopper_default() -> SharedTiles {
+        SharedTiles {
+            rows: 8,
+            cols: 1,
+            prefetch: 6,
+            row_tiles: 1,
+            warpgroup: true,
+            stage_a: true,
+            tma_a: true,
+            in_flight: true,
+            tma: true,
+            cluster: 1,
+            cluster_y: 1,
+            release: true,
+            producer: true,
+        }
+    }
+
     /// The format's key: `smem`, `dbuf`, `wgmma` or `wgdbuf`.
     pub fn key(&self) -> &'static str {
         match (self.warpgroup, self.prefetch > 0) {
@@ -1087,6 +1109,17 @@ mod tests {
             !coo.contains("\"prefetch\"") && coo.contains("\"jam\""),
             "{coo}"
         );
+    }
+
+    #[test]
+    fn the_hopper_default_is_the_measured_form() {
+        let f = Format::TwoFour {
+            tiles: None,
+            smem: Some(SharedTiles::hopper_default()),
+        };
+        let text = "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)";
+        assert_eq!(f.to_string(), text);
+        assert_eq!(Format::parse(text).unwrap(), f);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `sparsetir bench ... --device cuda|cuda-emu`: the catalog kernel with its default GPU
 //! schedule (feature width specialised) — or the format asked for: hyb, bsr:B, ell(width=W),
-//! SELL, and for SpMM `auto` measuring CSR, hyb and the CPU's BSR/ELL candidates — run on an
+//! SELL, 2:4 (plain `2:4` on a Hopper GPU with 16-bit values: the fastest form measured there),
+//! and for SpMM `auto` measuring CSR, hyb and the CPU's BSR/ELL candidates — run on an
 //! NVIDIA GPU (median device time of the
 //! kernels by CUDA events, copies excluded) or in the CPU emulator (global-memory traffic:
 //! requested bytes over 32-byte sector bytes), checked against the f64 reference.
@@ -11,7 +12,7 @@ use serde_json::json;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-use sparsetir_ops::composable::{auto_candidates, Format};
+use sparsetir_ops::composable::{auto_candidates, Format, SharedTiles};
 
 use super::formats::own_format;
 use super::gpu_hyb::hyb_candidates;
@@ -160,7 +161,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     .filter(|f| matches!(f, Format::Bsr(_) | Format::Ell(_)))
                     .collect(),
                 (Format::Csr | Format::Hyb { .. } | Format::Auto, _) => Vec::new(),
-                (f, _) => vec![f.clone()],
+                (f, _) => vec![two_four_form(f, device, dtype, feat)],
             };
             for f in &own_formats {
                 let Some(own) = own_format(op, a, feat, f)? else {
@@ -179,7 +180,13 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     Some(_) => "default",
                     None => "auto",
                 };
-                alts.push((kernel, oargs, own.name.clone(), sched.into()));
+                // (The form plain `2:4` took on this GPU, by its full name.)
+                let oname = if *f != format && matches!(f, Format::TwoFour { .. }) {
+                    f.to_string()
+                } else {
+                    own.name.clone()
+                };
+                alts.push((kernel, oargs, oname, sched.into()));
             }
             // `--emit-cuda`: every other format's kernels too, one file per matrix and format.
             if let Some(dir) = &o.emit_cuda {
@@ -313,4 +320,38 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         ));
     }
     Ok(())
+}
+
+/// The form format `f` takes here: plain `2:4` on a GPU of compute capability 9.0 with 16-bit
+/// values and a width that is a multiple of 8 is the fastest form measured there
+/// ([`SharedTiles::hopper_default`], warpgroup products fed by the tensor copy engine and a
+/// producer warp); elsewhere (the emulator, other GPUs, float32) the portable per-warp `mma.sp`
+/// kernel, as every other format is itself.
+fn two_four_form(f: &Format, device: GpuDevice, dtype: DType, feat: usize) -> Format {
+    let plain = matches!(
+        f,
+        Format::TwoFour {
+            tiles: None,
+            smem: None
+        }
+    );
+    if plain
+        && device == GpuDevice::Cuda
+        && matches!(dtype, DType::F16 | DType::BF16)
+        && feat.is_multiple_of(8)
+        && on_compute_capability_9_0()
+    {
+        return Format::TwoFour {
+            tiles: None,
+            smem: Some(SharedTiles::hopper_default()),
+        };
+    }
+    f.clone()
+}
+
+/// Whether the first GPU is of compute capability 9.0 (Hopper: `wgmma`, sm_90a).
+fn on_compute_capability_9_0() -> bool {
+    sparsetir_cuda::Context::first_device()
+        .and_then(|c| c.arch())
+        .is_ok_and(|a| a.compute_capability() == (9, 0))
 }
