@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Prepares `.gpu/` (git-ignored) for a device call here, on the machine without a GPU: the
+# release `sparsetir` and the runtime's test binaries named in TESTS (default: the 2:4 kernels'
+# real-GPU tests), stripped and gzipped (a call carries at most 64 MiB), plus, with
+# MATRICES=1, `../shared/data/*.mtx` and the two R-MAT graphs of `bench/run-all.sh` gzipped
+# (the csr phase of run.sh). On the device, unpack first:
+#
+#   gunzip -f .gpu/sparsetir.gz .gpu/tests/*.gz; chmod +x .gpu/sparsetir .gpu/tests/*;
+#   mkdir -p .gpu/data; for f in .gpu/*.mtx.gz; do gunzip -c $f > .gpu/data/$(basename $f .gz); done
+#
+# then `BIN=.gpu/sparsetir TESTS=.gpu/tests DATA=.gpu/data bash bench/gpu/run.sh` (see
+# bench/gpu/RESULTS.md for the phases and budgets), with `carry: [".gpu"]`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TESTS=${TESTS:-"cuda_warpgroup cuda_cluster cuda_tma cuda_mbar_order"}
+rm -rf .gpu/tests .gpu/sparsetir .gpu/sparsetir.gz
+mkdir -p .gpu/tests
+cargo build --release --locked -p sparsetir-cli
+cp target/release/sparsetir .gpu/sparsetir
+args=()
+for t in $TESTS; do args+=(--test "$t"); done
+# Cargo names each test executable on stderr: `Executable tests/NAME.rs (PATH)`.
+log=$(cargo test --release --locked -p sparsetir-runtime "${args[@]}" --no-run 2>&1)
+i=0
+for t in $TESTS; do
+    i=$((i + 1))
+    exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" <<< "$log" | head -1)
+    [[ -n $exe ]] || { echo "prepare: no test executable for $t" >&2; exit 1; }
+    cp "$exe" ".gpu/tests/${i}_$t"
+done
+strip .gpu/sparsetir .gpu/tests/*
+gzip -f .gpu/sparsetir .gpu/tests/*
+if [[ ${MATRICES:-0} == 1 ]]; then
+    for m in ../shared/data/*.mtx; do gzip -c "$m" > ".gpu/$(basename "$m").gz"; done
+    # (Generated as bench/run-all.sh does, kept in target/bench-data.)
+    mkdir -p target/bench-data
+    r1=target/bench-data/rmat_100k_s0.mtx r2=target/bench-data/rmat_169k_s1.mtx
+    [[ -f $r1 ]] || bash ../shared/bench/run-peers.sh --gen-rmat 100000 2000000 0 "$r1"
+    [[ -f $r2 ]] || bash ../shared/bench/run-peers.sh --gen-rmat 169343 1166243 1 "$r2"
+    for f in "$r1" "$r2"; do gzip -c "$f" > ".gpu/$(basename "$f").gz"; done
+fi
+du -sh .gpu
