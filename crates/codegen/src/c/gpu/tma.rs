@@ -273,6 +273,27 @@ impl TmaWindow {
     }
 }
 
+/// The extent of each `threadIdx` tag of kernel part `part`'s thread loops (the largest bound to
+/// it); `None` where one is not a constant.
+fn block_dims(part: &Stmt) -> Option<HashMap<String, i64>> {
+    let mut dims: HashMap<String, i64> = HashMap::new();
+    let mut known = true;
+    part.visit(&mut |s| {
+        if let Stmt::For(l) = s {
+            if let Some(tag) = l.thread.as_deref().filter(|t| t.starts_with("threadIdx")) {
+                match const_int(&l.extent) {
+                    Some(n) => {
+                        let d = dims.entry(tag.to_string()).or_insert(1);
+                        *d = (*d).max(n);
+                    }
+                    None => known = false,
+                }
+            }
+        }
+    });
+    known.then_some(dims)
+}
+
 /// Whether loop `f` asks for its window's copies by the tensor copy engine.
 pub(crate) fn tma_requested(f: &For) -> bool {
     f.annotations.get(TMA_ATTR).is_some()
@@ -434,16 +455,7 @@ impl Writer<'_> {
                 ),
             ));
         }
-        let mut dims: HashMap<String, i64> = HashMap::new();
-        part.visit(&mut |s| {
-            if let Stmt::For(l) = s {
-                if let Some(tag) = l.thread.as_deref().filter(|t| t.starts_with("threadIdx")) {
-                    let n = const_int(&l.extent).unwrap_or(0);
-                    let d = dims.entry(tag.to_string()).or_insert(1);
-                    *d = (*d).max(n);
-                }
-            }
-        });
+        let dims = block_dims(part).unwrap_or_default();
         let (x, y) = (dims.get("threadIdx.x"), dims.get("threadIdx.y").copied());
         match (x, y) {
             (Some(32), Some(y)) if y >= 1 && dims.get("threadIdx.z").is_none_or(|z| *z == 1) => {
@@ -501,23 +513,9 @@ impl Writer<'_> {
             ));
         }
         // The block's threads: the extents of its thread loops, whole warps.
-        let mut dims: HashMap<String, i64> = HashMap::new();
-        let mut known = true;
-        part.visit(&mut |s| {
-            if let Stmt::For(l) = s {
-                if let Some(tag) = l.thread.as_deref().filter(|t| t.starts_with("threadIdx")) {
-                    match const_int(&l.extent) {
-                        Some(n) => {
-                            let d = dims.entry(tag.to_string()).or_insert(1);
-                            *d = (*d).max(n);
-                        }
-                        None => known = false,
-                    }
-                }
-            }
-        });
-        let threads: i64 = dims.values().product();
-        if !known || threads % 32 != 0 {
+        let dims = block_dims(part);
+        let threads: i64 = dims.as_ref().map_or(0, |d| d.values().product());
+        if dims.is_none() || threads % 32 != 0 {
             return Err(self.unsupported(
                 what,
                 format!(
