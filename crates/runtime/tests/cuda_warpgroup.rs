@@ -1223,7 +1223,10 @@ fn producer_warp_compiles_for_sm_90a() {
         // cluster's scope (`mbarrier.arrive.release.cluster`) is a `MEMBAR.ALL.GPU` in the run
         // loop's SASS, which made every cluster form 2-6x slower on an H200 (session 23).
         if cluster * cy > 1 {
-            assert!(ptx.contains("mbarrier.arrive.shared::cluster.b64"), "{what}");
+            assert!(
+                ptx.contains("mbarrier.arrive.shared::cluster.b64"),
+                "{what}"
+            );
             assert!(!ptx.contains("mbarrier.arrive.release.cluster"), "{what}");
         }
     }

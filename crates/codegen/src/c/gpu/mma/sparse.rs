@@ -249,9 +249,18 @@ impl Writer<'_> {
 
 /// The C text packing the eight 8-bit positions of the 64-bit `word` (C text), two bits each,
 /// into the low 16 bits of `mma.sp`'s metadata (the first position lowest).
+///
+/// Each 32-bit half is masked to its positions' two bits (`0x03030303`) and multiplied by
+/// `2^6 + 2^12 + 2^18 + 2^24`: byte `i`'s bits land at bit `24 + 2 i` and every other product
+/// below bit 24 (at 6, 12, 14, 18, 20 and 22, two bits each: no carries) or past bit 31, so
+/// the top byte is the four positions packed. Three instructions a half instead of a shift,
+/// a mask and a merge a position (the run loop of a warpgroup's 2:4 products reads two words
+/// a run: about 24 fewer instructions).
 pub(super) fn pack_positions8(word: &str) -> String {
-    let fields: Vec<String> = (0..8)
-        .map(|j| format!("(((uint32_t)({word} >> {}) & 3u) << {})", 8 * j, 2 * j))
-        .collect();
-    fields.join(" | ")
+    let half = |w: String| format!("((((uint32_t)({w}) & 0x03030303u) * 0x01041040u) >> 24)");
+    format!(
+        "({} | ({} << 8))",
+        half(word.to_string()),
+        half(format!("({word}) >> 32"))
+    )
 }
