@@ -34,7 +34,10 @@
 //! instead (`tma.rs`): one thread's box copies completing on the stage's mbarrier, which
 //! iteration `k` waits for before the barrier. With `{"tma_release": 1}` too the iteration
 //! has no barrier: after its products each warp releases the stage they read on the stage's
-//! "empty" mbarrier, which the copying thread waits for before refilling it.
+//! "empty" mbarrier, which the copying thread waits for before refilling it; with
+//! `{"tma_producer": 1}` that thread is the first lane of a warp of its own, which makes every
+//! iteration's copy in a loop of its own (`write_producer_warp`) while the other warps run
+//! theirs, so that the warps issuing products never wait for a release.
 //!
 //! The emulator lands a thread's `cp.async` bytes only when its `cp.async.wait_group`
 //! completes their group, and reports any access to an element still in flight as a race:
