@@ -217,6 +217,10 @@ pub struct FormatError {
     pub reason: String,
 }
 
+/// The options a staged 2:4 format takes after its warps (`2:4(wgdbuf=8,...)`).
+const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C`, \
+                          `release=1` or `producer=1` after the warps";
+
 fn positive(text: &str, what: &str, v: &str) -> Result<usize, FormatError> {
     match v.trim().parse::<usize>() {
         Ok(x) if x >= 1 => Ok(x),
@@ -308,12 +312,7 @@ impl Format {
                 let (key, value) = o
                     .split_once('=')
                     .map(|(k, x)| (k.trim(), x.trim()))
-                    .ok_or_else(|| {
-                        err(
-                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C`, \
-                             `release=1` or `producer=1` after the warps",
-                        )
-                    })?;
+                    .ok_or_else(|| err(OPTIONS_24))?;
                 match key {
                     "ahead" => {
                         let a = positive(text, "the slices copied ahead", value)?;
@@ -365,12 +364,7 @@ impl Format {
                         }
                         (cluster, cluster_y) = (c, y);
                     }
-                    _ => {
-                        return Err(err(
-                            "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C`, \
-                             `release=1` or `producer=1` after the warps",
-                        ))
-                    }
+                    _ => return Err(err(OPTIONS_24)),
                 }
             }
             if tma_a && !tma {

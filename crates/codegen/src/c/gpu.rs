@@ -602,8 +602,8 @@ impl<'f> Writer<'f> {
 
         // A producer warp (`tma.rs`): one more warp along y.
         let (mut block, mut threads) = (block, threads);
-        if let Some(t) = tma.iter().find(|t| t.producer.is_some()) {
-            block[1] = LaunchExpr::Const(t.producer.unwrap_or(0) + 1);
+        if let Some(y) = tma.iter().find_map(|t| t.producer) {
+            block[1] = LaunchExpr::Const(y + 1);
             threads = threads.map(|n| n + 32);
         }
         let name = format!("{}_kernel{index}", sanitize(&func.name));

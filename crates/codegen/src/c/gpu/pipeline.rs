@@ -208,11 +208,11 @@ impl<'f> Writer<'f> {
         // Copies by the tensor copy engine: the stages' barriers first (`tma.rs`).
         if let Some(t) = self.tma_of_run(f.var) {
             self.write_tma_init(&t);
-        }
-        // A producer warp makes every copy; the other warps run the loop (closed in the
-        // epilogue).
-        if let Some(y) = self.producer_of(f) {
-            return self.write_producer_warp(f, copy, y, start, end);
+            // A producer warp makes every copy; the other warps run the loop (closed in the
+            // epilogue).
+            if let Some(y) = t.producer {
+                return self.write_producer_warp(f, &t, copy, y, start, end);
+            }
         }
         for j in 0..d {
             let at = if j == 0 {
@@ -330,13 +330,14 @@ impl<'f> Writer<'f> {
         }
     }
 
-    /// Before run loop `f` (`start`, `end`: its range as C text) with a producer warp
-    /// (`threadIdx.y == y`, see `tma.rs`'s `TMA_PRODUCER_ATTR`): that warp's first lane copies
+    /// Before run loop `f` (`start`, `end`: its range as C text) whose window `t` has a producer
+    /// warp (`threadIdx.y == y`, see `tma.rs`'s `TMA_PRODUCER_ATTR`): that warp's first lane copies
     /// every iteration's stage, each after its previous use was released; then the other warps'
     /// branch is opened, which the loop's epilogue closes.
     fn write_producer_warp(
         &mut self,
         f: &For,
+        t: &super::tma::TmaWindow,
         copy: &Stmt,
         y: i64,
         start: &str,
@@ -344,15 +345,7 @@ impl<'f> Writer<'f> {
     ) -> Res<()> {
         // The window is the block's: its start may not differ between threads (else the
         // block's first thread could not copy it for all).
-        let base = self
-            .bufs
-            .get(
-                self.tma_of_run(f.var)
-                    .map_or(usize::MAX, |t| t.shared.index()),
-            )
-            .and_then(Option::as_ref)
-            .map(|i| i.window.clone())
-            .unwrap_or_default();
+        let base = self.tma_window_start(t)?;
         if base.iter().any(|e| self.thread_dependent(e)) {
             let name = self.func.vars[f.var].name.clone();
             return Err(self.unsupported(

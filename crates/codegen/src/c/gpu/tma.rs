@@ -760,14 +760,7 @@ impl Writer<'_> {
     /// The copy of the run loop `f`'s iteration `at` (its variable already standing for `at`):
     /// one thread announces the window's bytes on the stage's barrier and copies its boxes.
     pub(super) fn write_tma_copy(&mut self, f: &For, t: &TmaWindow, at: &str) -> Res<()> {
-        let Some(base) = self
-            .bufs
-            .get(t.shared.index())
-            .and_then(Option::as_ref)
-            .map(|i| i.window.clone())
-        else {
-            return Err(self.invalid("a copy-engine window used before its declaration"));
-        };
+        let base = self.tma_window_start(t)?;
         let [k0, n0] = base.as_slice() else {
             return Err(self.invalid("a copy-engine window without its start"));
         };
@@ -848,6 +841,15 @@ impl Writer<'_> {
         self.indent -= 1;
         self.line("}");
         Ok(())
+    }
+
+    /// The start of window `t` in its parameter (one expression a dimension), as declared.
+    pub(super) fn tma_window_start(&self, t: &TmaWindow) -> Res<Vec<Expr>> {
+        self.bufs
+            .get(t.shared.index())
+            .and_then(Option::as_ref)
+            .map(|i| i.window.clone())
+            .ok_or_else(|| self.invalid("a copy-engine window used before its declaration"))
     }
 
     /// Iteration `v` of the run loop `f` waits for its stage's copy.
