@@ -245,9 +245,25 @@ impl KernelCache {
     /// cubin) through a temporary file and a rename, so a reader never sees half of it; returns
     /// its path.
     pub fn publish(&self, file_name: &str, bytes: &[u8]) -> Result<PathBuf, RunError> {
+        self.publish_with(file_name, |tmp| {
+            std::fs::write(tmp, bytes).map_err(|e| self.io_err(tmp, e))
+        })
+    }
+
+    /// The entry `file_name` written by `write` (given a temporary path in the cache directory)
+    /// and then renamed into place, so that a reader never sees half of it; returns its path. A
+    /// failure of `write` leaves nothing behind.
+    pub fn publish_with(
+        &self,
+        file_name: &str,
+        write: impl FnOnce(&Path) -> Result<(), RunError>,
+    ) -> Result<PathBuf, RunError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io_err(&self.dir, e))?;
         let tmp = self.temp_path(file_name, "part");
-        std::fs::write(&tmp, bytes).map_err(|e| self.io_err(&tmp, e))?;
+        if let Err(e) = write(&tmp) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         let path = self.dir.join(file_name);
         if let Err(e) = std::fs::rename(&tmp, &path) {
             let _ = std::fs::remove_file(&tmp);

@@ -168,6 +168,41 @@ impl Compiler {
             numbered_source: number_lines(source),
         })
     }
+
+    /// Precompiles the header `header` into `out` (GCC's `.gch`) with this compiler's flags,
+    /// except that a language given with `-x L` becomes `-x L-header` and `-shared` and the
+    /// linked libraries are left out: the flags a later compile including `header` uses must
+    /// match for the compiler to take the precompiled form.
+    pub fn compile_header(&self, header: &Path, out: &Path) -> Result<(), RunError> {
+        let mut args = self.prefix_args.clone();
+        let mut language = false;
+        for f in &self.flags {
+            if language && !f.ends_with("-header") {
+                args.push(format!("{f}-header"));
+            } else if f != "-shared" {
+                args.push(f.clone());
+            }
+            language = f == "-x";
+        }
+        args.push("-o".into());
+        args.push(out.display().to_string());
+        args.push(header.display().to_string());
+        let result = Command::new(&self.program)
+            .args(&args)
+            .output()
+            .map_err(|e| RunError::NoCompiler {
+                cc: self.command_name(),
+                message: e.to_string(),
+            })?;
+        if result.status.success() {
+            return Ok(());
+        }
+        Err(RunError::Compile {
+            command: format!("{} {} ({})", self.program, args.join(" "), result.status),
+            stderr: String::from_utf8_lossy(&result.stderr).into_owned(),
+            numbered_source: String::new(),
+        })
+    }
 }
 
 /// Whether `compiler` can be run at all (`--version` succeeds): tests skip when it cannot.

@@ -72,6 +72,8 @@ use crate::cache::{KernelCache, LoadReport};
 use crate::compile::Compiler;
 use crate::error::{number_lines, RunError};
 
+mod pch;
+
 /// The emulator's C++ prelude (part of every cache key, as the text of the compiled source): the
 /// core (fibers, traffic, collectives, shared arrays, asynchronous copies and products,
 /// proxies), mbarriers and the tensor copy engine, thread-block clusters, then atomics, grids
@@ -83,12 +85,14 @@ pub const PRELUDE: &str = concat!(
     include_str!("cuda_emu/launch.hpp")
 );
 
-/// The flags every emulated module is compiled with.
+/// The flags every emulated module is compiled with (`-O1`: on the 2:4 warpgroup tests, about
+/// 10% less compile time than `-O2` — up to 40% on the largest modules — for the same
+/// emulation speed).
 pub const EMU_FLAGS: [&str; 7] = [
     "-x",
     "c++",
     "-std=c++17",
-    "-O2",
+    "-O1",
     "-fPIC",
     "-shared",
     "-pthread",
@@ -450,11 +454,21 @@ fn module_file(module: &CudaModule) -> String {
 /// launchers (each part with a `#line` so diagnostics name the part and its own line).
 pub fn emu_source(module: &CudaModule) -> Result<String, RunError> {
     let launch = launchers(module)?;
-    Ok(format!(
-        "#line 1 \"sptir_emu_prelude.hpp\"\n{PRELUDE}\n#define SPTIR_EMU 1\n#line 1 \"{}\"\n{}\n#line 1 \"{LAUNCHERS_FILE}\"\n{launch}",
+    Ok(source_after(
+        &format!("#line 1 \"sptir_emu_prelude.hpp\"\n{PRELUDE}\n"),
+        module,
+        &launch,
+    ))
+}
+
+/// The compiled text: `prelude` (the prelude's text, or the `#include` of its header), then the
+/// module's source and the launchers `launch`, each under a `#line` naming it.
+fn source_after(prelude: &str, module: &CudaModule, launch: &str) -> String {
+    format!(
+        "{prelude}#define SPTIR_EMU 1\n#line 1 \"{}\"\n{}\n#line 1 \"{LAUNCHERS_FILE}\"\n{launch}",
         module_file(module),
         module.source
-    ))
+    )
 }
 
 /// The lines of `source` that diagnostics in `stderr` point at (`file:LINE:`), numbered.
@@ -522,10 +536,25 @@ impl EmuModule {
         compiler: &Compiler,
     ) -> Result<(EmuModule, LoadReport), RunError> {
         let launch = launchers(module)?;
-        let source = emu_source(module)?;
-        cache
-            .load_with(&source, compiler, |path| EmuModule::open(path, module))
-            .map_err(|e| compile_error(e, module, &launch))
+        // The prelude by an `#include` of its precompiled header where the cache can hold one.
+        let header = pch::header_path(cache, compiler);
+        let source = match &header {
+            Some(h) => source_after(&pch::include_line(h), module, &launch),
+            None => emu_source(module)?,
+        };
+        if let Some(h) = &header {
+            if !cache.entry_path(&cache.key(&source, compiler)?).exists() {
+                pch::ensure(cache, compiler, h)?;
+            }
+        }
+        let load = || cache.load_with(&source, compiler, |path| EmuModule::open(path, module));
+        match load() {
+            // A damaged precompiled header fails every compile (GCC cannot read it): without
+            // it the compiler reads the header's text.
+            Err(RunError::Compile { .. }) if header.as_deref().is_some_and(pch::discard) => load(),
+            r => r,
+        }
+        .map_err(|e| compile_error(e, module, &launch))
     }
 
     fn open(path: &Path, module: &CudaModule) -> Result<EmuModule, RunError> {

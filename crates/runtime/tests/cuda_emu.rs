@@ -949,3 +949,63 @@ fn compile_errors_show_the_offending_line() {
         other => panic!("expected a compile error, got: {other}"),
     }
 }
+
+/// The prelude is a header of the cache, precompiled next to it (`cuda_emu/pch.rs`): a module's
+/// cached source includes it by path instead of holding its text, and a damaged precompiled
+/// header (truncated, as by a full disk outside the cache's atomic writes) is dropped and the
+/// module compiled from the header's text, loading and running as before.
+#[test]
+fn the_prelude_is_a_precompiled_header_of_the_cache() {
+    if module().is_none() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_emu_pch");
+    let _ = std::fs::remove_dir_all(&dir);
+    let cache = KernelCache::new(&dir);
+    let (_, first) = EmuModule::load(&test_module(), &cache).expect("compiles");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("cache dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let header = names
+        .iter()
+        .find(|n| n.starts_with("emu-prelude-") && n.ends_with(".hpp"))
+        .unwrap_or_else(|| panic!("no prelude header in {names:?}"));
+    let source = std::fs::read_to_string(dir.join(format!("{}.c", first.key))).expect("source");
+    let include = format!("#include \"{}\"", dir.join(header).display());
+    assert!(source.starts_with(&include), "{}", &source[..200]);
+    assert!(
+        !source.contains("namespace sptir_emu"),
+        "the prelude's text is embedded"
+    );
+    // GCC precompiles it (another compiler may not: then there is no `.gch` to damage).
+    let gch = dir.join(format!("{header}.gch"));
+    let Ok(bytes) = std::fs::read(&gch) else {
+        eprintln!("note: the compiler made no precompiled header");
+        return;
+    };
+    std::fs::write(&gch, &bytes[..bytes.len() / 2]).expect("truncate");
+    let mut other = test_module();
+    other.source.push_str("\n// another module\n");
+    let (m, second) = EmuModule::load(&other, &cache).expect("compiles without the damaged .gch");
+    assert_ne!(second.key, first.key);
+    assert!(!gch.exists(), "the damaged .gch is dropped");
+    let n: usize = 100;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut y = vec![1.0f32; n];
+    m.launch(
+        kernel(&m, "saxpy"),
+        [1, 1, 1],
+        [128, 1, 1],
+        &mut [
+            EmuArg::input(&x),
+            EmuArg::output(&mut y),
+            EmuArg::F32(2.0),
+            EmuArg::I32(n as i32),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (i, v) in y.iter().enumerate() {
+        assert_eq!(*v, 2.0 * i as f32 + 1.0, "y[{i}]");
+    }
+}

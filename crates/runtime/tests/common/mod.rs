@@ -104,7 +104,7 @@ pub fn assert_outputs_close(what: &str, outputs: &[String], got: &Args, want: &A
             let ok = (x - y).abs() <= rel * y.abs().max(1.0)
                 || (x.is_nan() && y.is_nan())
                 || (x.is_infinite() && x == y);
-            assert!(ok, "{what}: `{name}`[{i}] = {x}, the evaluator gives {y}");
+            assert!(ok, "{what}: `{name}`[{i}] = {x}, the reference gives {y}");
         }
     }
 }
@@ -178,7 +178,7 @@ pub fn assert_outputs_close_16(
         for i in 0..a.len() {
             let (x, y) = (a.get_f64(i), b.get_f64(i));
             let same = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol;
-            assert!(same, "{what}: `{name}`[{i}] = {x}, the evaluator gives {y}");
+            assert!(same, "{what}: `{name}`[{i}] = {x}, the reference gives {y}");
         }
     }
 }
@@ -257,6 +257,42 @@ pub fn spmm_24_args(
     args.insert("n".into(), ArgValue::Int(n as i64));
     args.insert("feat_size".into(), ArgValue::Int(feat as i64));
     args
+}
+
+/// The output `c` of `spmm_24` on `args` (from [`spmm_24_args`], positions of any integer
+/// type) computed directly in `f64` from the stored values: `c[i, f]` is the sum over the groups
+/// `g` of row `i` and their two slots `s` of `a[i, g, s] * b[4 g + indices[i, g, s], f]`. A
+/// reference independent of the evaluator for sizes that would take the tree-walking evaluator
+/// most of a minute (checked against it by `spmm_24_dense_reference_equals_the_evaluator`).
+pub fn spmm_24_dense(args: &Args) -> Args {
+    let int = |k: &str| match args.get(k) {
+        Some(ArgValue::Int(v)) => *v as usize,
+        _ => panic!("spmm_24 argument `{k}`"),
+    };
+    let arr = |k: &str| match args.get(k) {
+        Some(ArgValue::Array(t)) => (0..t.len()).map(|i| t.get_f64(i)).collect::<Vec<f64>>(),
+        _ => panic!("spmm_24 argument `{k}`"),
+    };
+    let (m, n, feat) = (int("m"), int("n"), int("feat_size"));
+    let (a, b, pos) = (arr("a"), arr("b"), arr("indices"));
+    let mut c = vec![0.0f64; m * feat];
+    for i in 0..m {
+        for g in 0..n / 4 {
+            for s in 0..2 {
+                let e = (i * (n / 4) + g) * 2 + s;
+                let row = 4 * g + pos[e] as usize;
+                for f in 0..feat {
+                    c[i * feat + f] += a[e] * b[row * feat + f];
+                }
+            }
+        }
+    }
+    let mut out = args.clone();
+    out.insert(
+        "c".into(),
+        ArgValue::Array(Tensor::from_f64(sparsetir_ir::DType::F32, &c).expect("tensor")),
+    );
+    out
 }
 
 /// A random pattern of `nb` x `mb` blocks, `(indptr, indices)`: block row 1 empty when there are
