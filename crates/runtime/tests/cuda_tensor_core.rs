@@ -20,7 +20,7 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
-use common::{assert_outputs_close_16, positions_i8, spmm_24_args, Args};
+use common::{assert_outputs_close_16, positions_i8, spmm_24_args, spmm_24_dense, Args};
 
 fn schedule() -> &'static str {
     sparsetir_ops::gpu_schedule("bsrmm_tc").expect("the tensor-core schedule")
@@ -478,8 +478,9 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
             if int8 {
                 args = positions_i8(args);
             }
-            let mut want = args.clone();
-            eval_func(g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            // (The direct sums, which `cuda_warpgroup.rs` ties to the evaluator: at these
+            // sizes the evaluator took most of the test's time.)
+            let want = spmm_24_dense(&args);
             let mut got = args.clone();
             k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
