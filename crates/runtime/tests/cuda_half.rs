@@ -68,38 +68,49 @@ fn every_kernel_in_16_bits(device: GpuDevice) {
         .with_init(Init::Random);
     let mut compared = 0;
     let mut atomics = Vec::new();
-    for (kernel, sched, spec, dt) in kernels()
+    let cases: Vec<_> = kernels()
         .into_iter()
         .flat_map(|(k, s, p)| [DType::F16, DType::BF16].map(|dt| (k, s, p.clone(), dt)))
-    {
+        .collect();
+    let build = |(kernel, sched, spec, dt): &(&str, &str, Vec<(String, i64)>, DType)| {
         let f = sparsetir_ops::load(kernel).expect("catalog kernel");
-        let (g, params) = retype_floats(&f, dt);
-        let what = format!("{kernel} in {dt} (default GPU schedule, {device:?})");
-        let k = GpuKernel::build(&g, Some(sched), &spec, device, &cache())
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        // Two definitions in the prelude; more occurrences are calls.
-        if k.module().source.matches("sptir_atomic_add_").count() > 2 {
-            atomics.push(kernel);
-        }
-        let Ok(case) = random_args(kernel, &shape, 0) else {
-            continue;
-        };
-        if spec
-            .iter()
-            .any(|(p, v)| case.int(p).is_some_and(|c| c != *v))
-        {
-            continue;
-        }
-        let args = convert_args(case.args, &params, dt);
-        let mut want = args.clone();
-        if eval_func(&g, &mut want).is_err() {
-            continue;
-        }
-        let mut got = args.clone();
-        k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_outputs_close_16(&what, &case.outputs, &got, &want, dt, 8.0);
-        compared += 1;
-    }
+        let (g, params) = retype_floats(&f, *dt);
+        let k = GpuKernel::build(&g, Some(sched), spec, device, &cache());
+        (g, params, k)
+    };
+    common::with_warming(
+        &cases,
+        |c| drop(build(c)),
+        |case| {
+            let (kernel, _, spec, dt) = case;
+            let (kernel, dt) = (*kernel, *dt);
+            let (g, params, k) = build(case);
+            let what = format!("{kernel} in {dt} (default GPU schedule, {device:?})");
+            let k = k.unwrap_or_else(|e| panic!("{what}: {e}"));
+            // Two definitions in the prelude; more occurrences are calls.
+            if k.module().source.matches("sptir_atomic_add_").count() > 2 {
+                atomics.push(kernel);
+            }
+            let Ok(case) = random_args(kernel, &shape, 0) else {
+                return;
+            };
+            if spec
+                .iter()
+                .any(|(p, v)| case.int(p).is_some_and(|c| c != *v))
+            {
+                return;
+            }
+            let args = convert_args(case.args, &params, dt);
+            let mut want = args.clone();
+            if eval_func(&g, &mut want).is_err() {
+                return;
+            }
+            let mut got = args.clone();
+            k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_outputs_close_16(&what, &case.outputs, &got, &want, dt, 8.0);
+            compared += 1;
+        },
+    );
     // Schedules that update their output atomically (rows split over threads) use the
     // 16-bit compare-and-swap additions.
     let want = ["rgcn_hetero", "rgcn_hetero", "spmm_24", "spmm_24"];

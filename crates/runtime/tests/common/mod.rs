@@ -319,3 +319,41 @@ pub fn positions_i8(mut args: Args) -> Args {
     }
     args
 }
+
+/// Walks `items` with `main` in order while a second thread runs `warm` on them from the last
+/// one back, until the two meet: `warm` builds what `main` will need (a kernel into the cache),
+/// so that a test whose cases each compile a module keeps both cores busy even when it runs
+/// alone. `warm`'s failures are ignored (`main` meets and reports them); a panic of `main`
+/// stops the second thread at its next item.
+pub fn with_warming<T: Sync>(items: &[T], warm: impl Fn(&T) + Sync, mut main: impl FnMut(&T)) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    // `front`: items `main` has started; `back`: items `warm` has not taken.
+    let (front, back, stop) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(items.len()),
+        AtomicBool::new(false),
+    );
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let i = back.fetch_sub(1, Ordering::Relaxed);
+                if i == 0 || i <= front.load(Ordering::Relaxed) + 1 {
+                    break;
+                }
+                let _ =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| warm(&items[i - 1])));
+            }
+        });
+        let _stop = Stop(&stop);
+        for (i, item) in items.iter().enumerate() {
+            front.store(i + 1, Ordering::Relaxed);
+            main(item);
+        }
+    });
+}
