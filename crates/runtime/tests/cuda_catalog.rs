@@ -98,10 +98,21 @@ fn check_on(
 
 #[test]
 fn every_catalog_kernel_in_the_emulator_with_the_automatic_schedule() {
-    for k in sparsetir_ops::catalog() {
-        let n = check(k.name, None, &[], 5);
-        assert!(n > 0, "{}: no case compared", k.name);
-    }
+    let names: Vec<&str> = sparsetir_ops::catalog().iter().map(|k| k.name).collect();
+    common::with_warming(
+        &names,
+        |name| drop(warm(name, None, &[])),
+        |name| {
+            let n = check(name, None, &[], 5);
+            assert!(n > 0, "{name}: no case compared");
+        },
+    );
+}
+
+/// Builds `kernel`'s emulated module into the cache (for [`common::with_warming`]).
+fn warm(kernel: &str, schedule: Option<&str>, spec: &[(String, i64)]) -> Option<GpuKernel> {
+    let f = sparsetir_ops::load(kernel).ok()?;
+    GpuKernel::build(&f, schedule, spec, GpuDevice::Emulator, &cache()).ok()
 }
 
 /// (kernel, GPU schedule, feature width or 0) checked with the default GPU schedules: widths
@@ -179,12 +190,19 @@ fn every_catalog_kernel_has_a_default_gpu_schedule_checked_here() {
 
 #[test]
 fn default_gpu_schedules_in_the_emulator() {
-    for (kernel, sched, feat) in GPU_SCHEDULED {
-        let sched = sparsetir_ops::gpu_schedule(sched).expect("a GPU schedule");
-        let spec = gpu_spec(kernel, *feat);
-        let n = check(kernel, Some(sched), &spec, (*feat).max(1));
-        assert!(n > 0, "{kernel}: no case compared");
-    }
+    common::with_warming(
+        GPU_SCHEDULED,
+        |(kernel, sched, feat)| {
+            let sched = sparsetir_ops::gpu_schedule(sched);
+            drop(warm(kernel, sched, &gpu_spec(kernel, *feat)));
+        },
+        |(kernel, sched, feat)| {
+            let sched = sparsetir_ops::gpu_schedule(sched).expect("a GPU schedule");
+            let spec = gpu_spec(kernel, *feat);
+            let n = check(kernel, Some(sched), &spec, (*feat).max(1));
+            assert!(n > 0, "{kernel}: no case compared");
+        },
+    );
 }
 
 #[test]
