@@ -86,6 +86,8 @@ fn hyb_spmm_on(device: GpuDevice) {
     let cache =
         KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-hyb"));
     let csrmm = sparsetir_ops::load("csrmm").unwrap();
+    // (rows, cols, parts, buckets, feat, kind, fused)
+    let mut cases = Vec::new();
     for (rows, cols, parts, buckets, feat) in [
         (60usize, 40usize, 1usize, vec![1usize, 2, 4, 8], 32usize),
         (45, 70, 2, vec![1, 2, 4], 40),
@@ -94,9 +96,6 @@ fn hyb_spmm_on(device: GpuDevice) {
         (40, 33, 1, vec![1, 4, 32], 256),
         (20, 50, 2, vec![1, 2, 4, 8], 512),
     ] {
-        let csr = power_law(rows, cols, rows as u64);
-        let h = hyb(rows, cols, &csr.0, &csr.1, &csr.2, parts, &buckets).expect("hyb");
-        let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets).expect("decomposes");
         // Four consecutive features per lane (one 16-byte load of B each), and so with the
         // 128-feature chunks over threadIdx.z, at widths that are a multiple of 128.
         let kinds: &[&str] = if feat % 128 == 0 {
@@ -104,32 +103,58 @@ fn hyb_spmm_on(device: GpuDevice) {
         } else {
             &["scalar"]
         };
-        let spec = [("feat_size".to_string(), feat as i64)];
         for (&kind, fused) in kinds.iter().flat_map(|k| [(k, false), (k, true)]) {
-            // Buckets in one launch are atomic where another bucket writes a row of theirs.
-            let atomic = if fused {
-                atomic_blocks_one_launch(&h)
-            } else {
-                atomic_blocks(&h, false)
-            };
-            let plan = HybGpuSchedule {
-                parts,
-                num_buckets: buckets.len(),
-                atomic: &atomic,
-                zero_fill: true,
-                rest: false,
-            };
-            let sched = schedule_of(&plan, kind, feat);
-            let sched = &sched;
+            cases.push((rows, cols, parts, buckets.clone(), feat, kind, fused));
+        }
+    }
+    // The matrix, its hyb form and the kernel of a case.
+    let build = |(rows, cols, parts, buckets, feat, kind, fused): &(
+        usize,
+        usize,
+        usize,
+        Vec<usize>,
+        usize,
+        &str,
+        bool,
+    )| {
+        let (rows, cols, parts, feat, kind, fused) = (*rows, *cols, *parts, *feat, *kind, *fused);
+        let csr = power_law(rows, cols, rows as u64);
+        let h = hyb(rows, cols, &csr.0, &csr.1, &csr.2, parts, buckets).expect("hyb");
+        let mut stage1 = hyb_spmm_stage1(&csrmm, parts, buckets).expect("decomposes");
+        // Buckets in one launch are atomic where another bucket writes a row of theirs.
+        let atomic = if fused {
+            atomic_blocks_one_launch(&h)
+        } else {
+            atomic_blocks(&h, false)
+        };
+        let plan = HybGpuSchedule {
+            parts,
+            num_buckets: buckets.len(),
+            atomic: &atomic,
+            zero_fill: true,
+            rest: false,
+        };
+        let sched = schedule_of(&plan, kind, feat);
+        if fused {
+            stage1
+                .attrs
+                .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
+        }
+        let spec = [("feat_size".to_string(), feat as i64)];
+        let k = GpuKernel::build(&stage1, Some(&sched), &spec, device, &cache)
+            .map_err(|e| format!("{e}\n{sched}"));
+        (csr, h, k)
+    };
+    common::with_warming(
+        &cases,
+        |c| drop(build(c)),
+        |case| {
+            let (rows, cols, parts, buckets, feat, kind, fused) = case;
+            let (rows, cols, parts, feat, kind, fused) =
+                (*rows, *cols, *parts, *feat, *kind, *fused);
+            let (csr, h, k) = build(case);
+            let k = k.unwrap_or_else(|e| panic!("{e}"));
             let vec4 = kind != "scalar";
-            let mut stage1 = stage1.clone();
-            if fused {
-                stage1
-                    .attrs
-                    .set("fuse_launches", sparsetir_ir::AttrValue::Bool(true));
-            }
-            let k = GpuKernel::build(&stage1, Some(sched), &spec, device, &cache)
-                .unwrap_or_else(|e| panic!("{e}\n{sched}"));
             // One launch per bucket (and the init's), or, fused, the init's and one for the buckets.
             let launches = k.module().kernels.len();
             let want_launches = if fused { 2 } else { 1 + parts * buckets.len() };
@@ -165,8 +190,8 @@ fn hyb_spmm_on(device: GpuDevice) {
                 &want,
                 &format!("fused {fused}, {kind}, parts {parts} buckets {buckets:?} feat {feat}"),
             );
-        }
-    }
+        },
+    );
 }
 
 fn schedule_of(plan: &HybGpuSchedule<'_>, kind: &str, feat: usize) -> String {
