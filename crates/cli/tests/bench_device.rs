@@ -54,6 +54,18 @@ fn bench(op: &str, m: &Path, extra: &[&str]) -> Output {
     run(&args)
 }
 
+/// `f` over `items` on two threads, the results in order: each call is a CLI process that
+/// compiles its kernels, so that a test of many keeps both cores busy even when it runs alone.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let (a, b) = items.split_at(items.len().div_ceil(2));
+    std::thread::scope(|s| {
+        let second = s.spawn(|| b.iter().map(&f).collect::<Vec<R>>());
+        let mut out: Vec<R> = a.iter().map(&f).collect();
+        out.extend(second.join().expect("the second thread"));
+        out
+    })
+}
+
 fn line(o: &Output) -> serde_json::Value {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
@@ -69,7 +81,7 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let m = write_matrix(dir.path());
-    for (op, format, ran) in [
+    let cases = [
         ("spmm", "csr", "csr"),
         ("spmm", "hyb", "hyb(parts=1,buckets=1,2,4)"),
         ("spmm", "bsr:2", "bsr(block=2)"),
@@ -78,9 +90,13 @@ fn every_gpu_format_runs_and_checks_in_the_emulator() {
         ("sddmm", "csr", "csr"),
         ("spmv", "csr", "csr"),
         ("spmv", "sell", "sell(sigma=20)"),
-    ] {
-        let j = line(&bench(op, &m, &["--format", format]));
-        assert_eq!(j["format"], ran, "{op} {format}: {j}");
+    ];
+    let runs = par_map(&cases, |(op, format, _)| {
+        bench(op, &m, &["--format", format])
+    });
+    for ((op, format, ran), o) in cases.iter().zip(&runs) {
+        let j = line(o);
+        assert_eq!(j["format"], *ran, "{op} {format}: {j}");
         assert_eq!(j["check"], true, "{op} {format}: {j}");
         assert_eq!(j["device"], "cuda-emu");
         assert!(j["sector_bytes"].as_u64().unwrap() > 0, "{j}");
@@ -139,26 +155,30 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
         m24.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for (dtype, feat, schedule) in [
+    let cases = [
         ("float32", "8", "default"),
         ("float16", "16", "tensor cores"),
         ("bfloat16", "8", "tensor cores"),
         ("float16", "12", "default"),
-    ] {
-        let j = line(&bench(
+    ];
+    let runs = par_map(&cases, |(dtype, feat, _)| {
+        bench(
             "spmm",
             &m24,
             &["--format", "2:4", "--dtype", dtype, "--feat", feat],
-        ));
+        )
+    });
+    for ((dtype, _, schedule), o) in cases.iter().zip(&runs) {
+        let j = line(o);
         assert_eq!(j["format"], "2:4", "{j}");
-        assert_eq!(j["schedule"], schedule, "{dtype}: {j}");
+        assert_eq!(j["schedule"], *schedule, "{dtype}: {j}");
         assert_eq!(j["check"], true, "{dtype}: {j}");
     }
     // Several output tiles per warp: by the rule (width 64: 4 warps of 2 tiles) or asked for;
     // a width the tiles do not divide is refused with the reason.
     // B staged in shared memory (one, two or three slices): blocks of 2 row-tile warps (the matrix's
     // rows padded to 32), one or two column warps, or one warp of two row tiles.
-    for format in [
+    let formats = [
         "2:4",
         "2:4(tiles=1)",
         "2:4(tiles=4)",
@@ -166,12 +186,16 @@ fn two_four_and_wide_tensor_core_formats_in_the_emulator() {
         "2:4(dbuf=2x2)",
         "2:4(dbuf=1x1x2)",
         "2:4(dbuf=2,ahead=2)",
-    ] {
-        let j = line(&bench(
+    ];
+    let runs = par_map(&formats, |format| {
+        bench(
             "spmm",
             &m24,
             &["--format", format, "--dtype", "float16", "--feat", "64"],
-        ));
+        )
+    });
+    for (format, o) in formats.iter().zip(&runs) {
+        let j = line(o);
         assert_eq!(j["schedule"], "tensor cores", "{format}: {j}");
         assert_eq!(j["check"], true, "{format}: {j}");
     }
