@@ -302,6 +302,13 @@ fn bad_tensorized_nests_are_typed_errors() {
     assert!(e.to_string().contains("float16 or"), "{e}");
 }
 
+/// A case of the 2:4 kernels with B staged in shared memory: its index, then (m, n, feat,
+/// row-tile warps, column warps, tiles per warp, slices copied ahead, row tiles per warp).
+type StagedCase = (
+    usize,
+    (usize, usize, usize, usize, usize, usize, usize, usize),
+);
+
 /// spmm_24 (`m x n`, 2:4) with 16-bit operands, scheduled for sparse tensor cores.
 fn spmm24_kernel(dt: DType) -> sparsetir_ir::PrimFunc {
     let f = sparsetir_ops::load("spmm_24").expect("spmm_24");
@@ -382,7 +389,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
         // column warps, 1 to 8 tiles; the positions int32 and int8 (one 8-byte load per lane
         // and row for its 8 positions).
         let g8 = spmm24_kernel_i8(dt);
-        for (case, (m, n, feat, rows, cols, units, ahead, h)) in [
+        let cases: Vec<_> = [
             (16, 32, 8, 1, 1, 1, 0, 1),
             (64, 64, 32, 2, 1, 2, 0, 1),
             (64, 96, 64, 4, 1, 8, 0, 1),
@@ -401,7 +408,8 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
         ]
         .into_iter()
         .enumerate()
-        {
+        .collect();
+        let build = |&(case, (m, n, feat, rows, cols, units, ahead, h)): &StagedCase| {
             let int8 = case % 2 == 1;
             let db = ahead > 0;
             let g = if int8 { &g8 } else { &g };
@@ -430,61 +438,70 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 ("n".to_string(), n as i64),
                 ("feat_size".to_string(), feat as i64),
             ];
-            let k = GpuKernel::build(g, Some(&sched), &spec, device, &cache())
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let src = &k.module().source;
-            // The block's 32-row slice of B in shared memory (rows of 128 bytes padded by 16:
-            // no bank holds a column), read by `ldmatrix`; the tiles' accumulators in
-            // registers across the runs, one A fragment per run for all the tiles.
-            let row = 8 * units * cols + if (units * cols) % 8 == 0 { 8 } else { 0 };
-            assert!(
-                src.contains(&format!(
-                    "SPTIR_SHARED(uint16_t, B_data_shared, {});",
-                    32 * row * (ahead + 1)
-                )),
-                "{what}"
-            );
-            assert!(
-                src.contains("sptir_ldmatrix_x4_trans(sptir_b, B_data_shared + ")
-                    || src.contains("sptir_ldmatrix_x4_trans(sptir_bs[0], B_data_shared + "),
-                "{what}"
-            );
-            assert!(
-                src.contains(&format!("float sptir_acc[{}][4] = {{}};", h * units))
-                    || h * units == 1,
-                "{what}"
-            );
-            // Several row tiles per warp: each unit's B fragment read once for all of them.
-            if h > 1 {
+            let k = GpuKernel::build(g, Some(&sched), &spec, device, &cache());
+            (what, int8, db, k)
+        };
+        common::with_warming(
+            &cases,
+            |c| drop(build(c)),
+            |c| {
+                let (_, (m, n, feat, _, cols, units, ahead, h)) = *c;
+                let (what, int8, db, k) = build(c);
+                let k = k.unwrap_or_else(|e| panic!("{what}: {e}"));
+                let src = &k.module().source;
+                // The block's 32-row slice of B in shared memory (rows of 128 bytes padded by 16:
+                // no bank holds a column), read by `ldmatrix`; the tiles' accumulators in
+                // registers across the runs, one A fragment per run for all the tiles.
+                let row = 8 * units * cols + if (units * cols) % 8 == 0 { 8 } else { 0 };
                 assert!(
-                    src.contains(&format!("uint32_t sptir_bs[{units}][4];"))
-                        && src.contains("const uint32_t* sptir_b = sptir_bs["),
+                    src.contains(&format!(
+                        "SPTIR_SHARED(uint16_t, B_data_shared, {});",
+                        32 * row * (ahead + 1)
+                    )),
                     "{what}"
                 );
-            }
-            // The copy: 16 bytes per thread and step, loaded and stored as one vector each —
-            // or, double-buffered, one `cp.async` (the next run's, during this one's products).
-            let copy = if db {
-                "sptir_cp_async16(B_data_shared + "
-            } else {
-                "sptir_st8h(B_data_shared + "
-            };
-            assert!(
-                src.contains(copy) && src.contains("__syncthreads();"),
-                "{what}"
-            );
-            assert_eq!(src.contains("sptir_ld_oct(J_indices_data"), int8, "{what}");
-            let mut args = spmm_24_args(&mut rng, m, n, feat, dt);
-            if int8 {
-                args = positions_i8(args);
-            }
-            // (The direct sums, which `cuda_warpgroup.rs` ties to the evaluator: at these
-            // sizes the evaluator took most of the test's time.)
-            let want = spmm_24_dense(&args);
-            let mut got = args.clone();
-            k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
-        }
+                assert!(
+                    src.contains("sptir_ldmatrix_x4_trans(sptir_b, B_data_shared + ")
+                        || src.contains("sptir_ldmatrix_x4_trans(sptir_bs[0], B_data_shared + "),
+                    "{what}"
+                );
+                assert!(
+                    src.contains(&format!("float sptir_acc[{}][4] = {{}};", h * units))
+                        || h * units == 1,
+                    "{what}"
+                );
+                // Several row tiles per warp: each unit's B fragment read once for all of them.
+                if h > 1 {
+                    assert!(
+                        src.contains(&format!("uint32_t sptir_bs[{units}][4];"))
+                            && src.contains("const uint32_t* sptir_b = sptir_bs["),
+                        "{what}"
+                    );
+                }
+                // The copy: 16 bytes per thread and step, loaded and stored as one vector each —
+                // or, double-buffered, one `cp.async` (the next run's, during this one's products).
+                let copy = if db {
+                    "sptir_cp_async16(B_data_shared + "
+                } else {
+                    "sptir_st8h(B_data_shared + "
+                };
+                assert!(
+                    src.contains(copy) && src.contains("__syncthreads();"),
+                    "{what}"
+                );
+                assert_eq!(src.contains("sptir_ld_oct(J_indices_data"), int8, "{what}");
+                let mut args = spmm_24_args(&mut rng, m, n, feat, dt);
+                if int8 {
+                    args = positions_i8(args);
+                }
+                // (The direct sums, which `cuda_warpgroup.rs` ties to the evaluator: at these
+                // sizes the evaluator took most of the test's time.)
+                let want = spmm_24_dense(&args);
+                let mut got = args.clone();
+                k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
+            },
+        );
     }
 }
 
