@@ -209,6 +209,18 @@ impl KernelCache {
         compiler: &Compiler,
         open: impl Fn(&Path) -> Result<T, RunError>,
     ) -> Result<(T, LoadReport), RunError> {
+        self.load_prepared(source, compiler, || Ok(()), open)
+    }
+
+    /// [`KernelCache::load_with`], running `prepare` before compiling (on a miss or a rebuild
+    /// only): what the compile needs besides the source, e.g. a header it includes.
+    pub fn load_prepared<T>(
+        &self,
+        source: &str,
+        compiler: &Compiler,
+        prepare: impl FnOnce() -> Result<(), RunError>,
+        open: impl Fn(&Path) -> Result<T, RunError>,
+    ) -> Result<(T, LoadReport), RunError> {
         let start = Instant::now();
         let key = self.key(source, compiler)?;
         let path = self.entry_path(&key);
@@ -229,6 +241,7 @@ impl KernelCache {
                 Err(_) => outcome = CacheOutcome::Rebuilt,
             }
         }
+        prepare()?;
         let compile_time = self.build(source, compiler, &key)?;
         let loaded = open(&path)?;
         let report = LoadReport {

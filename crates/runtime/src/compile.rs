@@ -151,9 +151,18 @@ impl Compiler {
     /// Compiles the C file `src` (whose text is `source`, shown on failure) into the shared
     /// object `out`.
     pub fn compile(&self, src: &Path, source: &str, out: &Path) -> Result<(), RunError> {
-        let args = self.args(src, out);
+        self.run(&self.args(src, out), || number_lines(source))
+    }
+
+    /// Runs the compiler with `args`; a failure is a [`RunError::Compile`] showing
+    /// `numbered_source()`.
+    fn run(
+        &self,
+        args: &[String],
+        numbered_source: impl FnOnce() -> String,
+    ) -> Result<(), RunError> {
         let result = Command::new(&self.program)
-            .args(&args)
+            .args(args)
             .output()
             .map_err(|e| RunError::NoCompiler {
                 cc: self.command_name(),
@@ -165,7 +174,7 @@ impl Compiler {
         Err(RunError::Compile {
             command: format!("{} {} ({})", self.program, args.join(" "), result.status),
             stderr: String::from_utf8_lossy(&result.stderr).into_owned(),
-            numbered_source: number_lines(source),
+            numbered_source: numbered_source(),
         })
     }
 
@@ -187,21 +196,7 @@ impl Compiler {
         args.push("-o".into());
         args.push(out.display().to_string());
         args.push(header.display().to_string());
-        let result = Command::new(&self.program)
-            .args(&args)
-            .output()
-            .map_err(|e| RunError::NoCompiler {
-                cc: self.command_name(),
-                message: e.to_string(),
-            })?;
-        if result.status.success() {
-            return Ok(());
-        }
-        Err(RunError::Compile {
-            command: format!("{} {} ({})", self.program, args.join(" "), result.status),
-            stderr: String::from_utf8_lossy(&result.stderr).into_owned(),
-            numbered_source: String::new(),
-        })
+        self.run(&args, String::new)
     }
 }
 

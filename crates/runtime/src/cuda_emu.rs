@@ -454,11 +454,13 @@ fn module_file(module: &CudaModule) -> String {
 /// launchers (each part with a `#line` so diagnostics name the part and its own line).
 pub fn emu_source(module: &CudaModule) -> Result<String, RunError> {
     let launch = launchers(module)?;
-    Ok(source_after(
-        &format!("#line 1 \"sptir_emu_prelude.hpp\"\n{PRELUDE}\n"),
-        module,
-        &launch,
-    ))
+    Ok(source_after(&prelude_text(), module, &launch))
+}
+
+/// The prelude as compiled: its text under a `#line` naming it (embedded in a module's source,
+/// or the header of `cuda_emu/pch.rs`).
+fn prelude_text() -> String {
+    format!("#line 1 \"sptir_emu_prelude.hpp\"\n{PRELUDE}\n")
 }
 
 /// The compiled text: `prelude` (the prelude's text, or the `#include` of its header), then the
@@ -542,12 +544,18 @@ impl EmuModule {
             Some(h) => source_after(&pch::include_line(h), module, &launch),
             None => emu_source(module)?,
         };
-        if let Some(h) = &header {
-            if !cache.entry_path(&cache.key(&source, compiler)?).exists() {
-                pch::ensure(cache, compiler, h)?;
-            }
-        }
-        let load = || cache.load_with(&source, compiler, |path| EmuModule::open(path, module));
+        let load = || {
+            cache.load_prepared(
+                &source,
+                compiler,
+                || {
+                    header
+                        .as_deref()
+                        .map_or(Ok(()), |h| pch::ensure(cache, compiler, h))
+                },
+                |path| EmuModule::open(path, module),
+            )
+        };
         match load() {
             // A damaged precompiled header fails every compile (GCC cannot read it): without
             // it the compiler reads the header's text.

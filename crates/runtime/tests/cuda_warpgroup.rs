@@ -74,37 +74,28 @@ fn on_a_hopper_gpu() -> bool {
     hopper
 }
 
-/// Runs `k` (a kernel of `spmm_24`) on random `m x n` 2:4 operands at width `feat` and compares
-/// C with the direct `f64` sums of `common::spmm_24_dense` (float16 rounding tolerance), which
-/// `spmm_24_dense_reference_equals_the_evaluator` ties to the stage-I evaluator: at these sizes
-/// the evaluator took three quarters of this file's time.
+/// Runs `k` on random `m x n` 2:4 operands at width `feat` and compares C (float16 rounding
+/// tolerance) with the stage-I evaluator of `g` or, without `g` (`k` a kernel of `spmm_24`
+/// itself), with the direct `f64` sums of `common::spmm_24_dense`, which
+/// `spmm_24_dense_reference_equals_the_evaluator` ties to the evaluator: at these sizes the
+/// evaluator took three quarters of this file's time.
 fn equals_the_reference(
     what: &str,
+    g: Option<&sparsetir_ir::PrimFunc>,
     k: &GpuKernel,
     rng: &mut ChaCha8Rng,
     (m, n, feat): (usize, usize, usize),
     dt: DType,
 ) {
     let args = positions_i8(spmm_24_args(rng, m, n, feat, dt));
-    let want = spmm_24_dense(&args);
-    let mut got = args.clone();
-    k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert_outputs_close_16(what, &["c".to_string()], &got, &want, dt, 0.05);
-}
-
-/// [`equals_the_reference`] against the stage-I evaluator of `g`, for a kernel that is not
-/// `spmm_24` itself.
-fn equals_the_evaluator(
-    what: &str,
-    g: &sparsetir_ir::PrimFunc,
-    k: &GpuKernel,
-    rng: &mut ChaCha8Rng,
-    (m, n, feat): (usize, usize, usize),
-    dt: DType,
-) {
-    let args = positions_i8(spmm_24_args(rng, m, n, feat, dt));
-    let mut want = args.clone();
-    eval_func(g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+    let want = match g {
+        Some(g) => {
+            let mut want = args.clone();
+            eval_func(g, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
+            want
+        }
+        None => spmm_24_dense(&args),
+    };
     let mut got = args.clone();
     k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_outputs_close_16(what, &["c".to_string()], &got, &want, dt, 0.05);
@@ -230,7 +221,7 @@ fn spmm_24_warpgroup(device: GpuDevice) {
             db,
             "{what}"
         );
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -320,7 +311,7 @@ fn spmm_24_staged(device: GpuDevice) {
             "{what}"
         );
         assert_eq!(src.contains("if (f_1_2 == 0) {"), cols > 1, "{what}");
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -388,7 +379,7 @@ fn spmm_24_in_flight(device: GpuDevice) {
         );
         // The products are all waited for before the stores: one wait per row tile.
         assert_eq!(src.matches("<0>(sptir_acc").count(), h, "{what}");
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -653,7 +644,7 @@ fn accumulators_start_at_zero_only_after_a_zero_fill() {
         // starts at 7 in the arguments: an element left out would show).
         let kernels = k.module().kernels.len();
         assert_eq!(kernels, if zero { 1 } else { 2 });
-        equals_the_evaluator("fill", &g, &k, &mut rng, (64, 64, 32), DType::F16);
+        equals_the_reference("fill", Some(&g), &k, &mut rng, (64, 64, 32), DType::F16);
     }
 }
 
@@ -773,7 +764,7 @@ fn spmm_24_tma(device: GpuDevice) {
         let src = &k.module().source;
         assert!(src.contains("sptir_tma_load_2d(B_data_shared"), "{what}");
         assert!(src.contains("_sw128"), "{what}");
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -943,7 +934,7 @@ fn spmm_24_tma_multicast(device: GpuDevice) {
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let src = &k.module().source;
         assert!(src.contains("sptir_tma_load_2d_mc(B_data_shared"), "{what}");
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -1113,7 +1104,7 @@ fn spmm_24_tma_staged_a(device: GpuDevice) {
         let kernel = k.module().kernels.iter().find(|k| k.cluster != [1, 1, 1]);
         let want = (cluster * cy > 1).then_some([cluster as u32, cy as u32, 1]);
         assert_eq!(kernel.map(|k| k.cluster), want, "{what}");
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -1187,7 +1178,7 @@ fn spmm_24_warps_release(device: GpuDevice) {
                 "{what}"
             );
         }
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
 
@@ -1331,6 +1322,6 @@ fn spmm_24_producer_warp(device: GpuDevice) {
             src.contains(&format!("if (threadIdx.y == {rows}) {{")),
             "{what}"
         );
-        equals_the_reference(&what, &k, &mut rng, (m, n, feat), dt);
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }

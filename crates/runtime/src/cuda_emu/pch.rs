@@ -12,9 +12,9 @@
 //! The header `emu-prelude-<hash>.hpp` (the `<hash>` over the prelude, the compiler command,
 //! its version and flags) holds the prelude; the module's source includes it by its absolute
 //! path, as its first line, instead of embedding the text (so the cache key still changes with
-//! the prelude, through the name). Before a module is compiled, [`ensure`] writes the header
-//! and precompiles it next to it (`<header>.gch`, the flags of the modules with `-x c++-header`
-//! for `-x c++`), each through a temporary file and a rename. GCC takes the `.gch` when it was
+//! the prelude, through the name). Before a module is compiled (on a cache miss), [`ensure`]
+//! writes the header and precompiles it next to it (`<header>.gch`, the flags of the modules
+//! with `-x c++-header` for `-x c++`), each through a temporary file and a rename. GCC takes the `.gch` when it was
 //! made by the same compiler with matching flags and otherwise reads the header's text, as any
 //! other compiler does: a missing, stale or foreign `.gch` costs time, never correctness.
 //! `SPARSETIR_EMU_PCH=0` embeds the prelude as before (no header, no `.gch`).
@@ -35,11 +35,6 @@ static TRIED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Whether `SPARSETIR_EMU_PCH` leaves the precompiled prelude on (anything but `0`).
 fn enabled() -> bool {
     std::env::var("SPARSETIR_EMU_PCH").map_or(true, |v| v.trim() != "0")
-}
-
-/// The text of the prelude's header.
-fn header_text() -> String {
-    format!("#line 1 \"sptir_emu_prelude.hpp\"\n{PRELUDE}\n")
 }
 
 /// The path of the prelude's header in `cache` for `compiler`, or `None` where the prelude is
@@ -100,7 +95,7 @@ pub(super) fn ensure(
             .unwrap_or_default()
     };
     if !path.exists() {
-        cache.publish(&name(path), header_text().as_bytes())?;
+        cache.publish(&name(path), super::prelude_text().as_bytes())?;
     }
     if !gch.exists() && !tried.contains(&gch) {
         tried.push(gch.clone());
