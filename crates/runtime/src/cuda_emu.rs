@@ -558,8 +558,12 @@ impl EmuModule {
         };
         match load() {
             // A damaged precompiled header fails every compile (GCC cannot read it): without
-            // it the compiler reads the header's text.
-            Err(RunError::Compile { .. }) if header.as_deref().is_some_and(pch::discard) => load(),
+            // it the compiler reads the header's text. (Other compile errors keep it.)
+            Err(RunError::Compile { stderr, .. })
+                if pch::names_it(&stderr) && header.as_deref().is_some_and(pch::discard) =>
+            {
+                load()
+            }
             r => r,
         }
         .map_err(|e| compile_error(e, module, &launch))

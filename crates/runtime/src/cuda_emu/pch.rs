@@ -106,9 +106,15 @@ pub(super) fn ensure(
     Ok(())
 }
 
+/// Whether a compiler's `stderr` blames a precompiled header (GCC: "cannot read PCH file", "PCH
+/// files were found, but they were invalid").
+pub(super) fn names_it(stderr: &str) -> bool {
+    stderr.contains("PCH")
+}
+
 /// Removes the precompiled form of the header at `path`, if there is one, after a compile
-/// including the header failed (a damaged `.gch` fails every compile; a later [`ensure`] in
-/// another process makes it anew); whether it did.
+/// including the header failed on it (a damaged `.gch` fails every compile; a later [`ensure`]
+/// in another process makes it anew); whether it did.
 pub(super) fn discard(path: &Path) -> bool {
     std::fs::remove_file(format!("{}.gch", path.display())).is_ok()
 }
