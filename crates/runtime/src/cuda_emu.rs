@@ -72,7 +72,9 @@ use crate::cache::{KernelCache, LoadReport};
 use crate::compile::Compiler;
 use crate::error::{number_lines, RunError};
 
-mod pch;
+mod prelude_cache;
+
+use prelude_cache::SharedPrelude;
 
 /// The emulator's C++ prelude (part of every cache key, as the text of the compiled source): the
 /// core (fibers, traffic, collectives, shared arrays, asynchronous copies and products,
@@ -450,17 +452,24 @@ fn module_file(module: &CudaModule) -> String {
     format!("{stem}.cu")
 }
 
-/// The complete C++ text compiled for `module`: prelude, `SPTIR_EMU`, the module source, the
-/// launchers (each part with a `#line` so diagnostics name the part and its own line).
+/// The complete C++ text compiled for `module` when it embeds the whole prelude (runtime
+/// included): prelude, `SPTIR_EMU`, the module source, the launchers (each part with a `#line`
+/// so diagnostics name the part and its own line).
 pub fn emu_source(module: &CudaModule) -> Result<String, RunError> {
     let launch = launchers(module)?;
-    Ok(source_after(&prelude_text(), module, &launch))
+    Ok(source_after(&embedded_prelude(), module, &launch))
 }
 
-/// The prelude as compiled: its text under a `#line` naming it (embedded in a module's source,
-/// or the header of `cuda_emu/pch.rs`).
+/// The prelude's text under a `#line` naming it: the module-side view (the header of
+/// `cuda_emu/prelude_cache.rs`) unless `SPTIR_EMU_RUNTIME` is defined before it.
 fn prelude_text() -> String {
     format!("#line 1 \"sptir_emu_prelude.hpp\"\n{PRELUDE}\n")
+}
+
+/// The whole prelude, runtime included, as a module embeds it where the cache holds no shared
+/// prelude.
+fn embedded_prelude() -> String {
+    format!("#define SPTIR_EMU_RUNTIME 1\n{}", prelude_text())
 }
 
 /// The compiled text: `prelude` (the prelude's text, or the `#include` of its header), then the
@@ -538,20 +547,24 @@ impl EmuModule {
         compiler: &Compiler,
     ) -> Result<(EmuModule, LoadReport), RunError> {
         let launch = launchers(module)?;
-        // The prelude by an `#include` of its precompiled header where the cache can hold one.
-        let header = pch::header_path(cache, compiler);
-        let source = match &header {
-            Some(h) => source_after(&pch::include_line(h), module, &launch),
-            None => emu_source(module)?,
+        // The prelude by an `#include` of its shared header, the runtime by its shared library,
+        // where the cache can hold them.
+        let shared = SharedPrelude::of(cache, compiler);
+        let (source, module_compiler) = match &shared {
+            Some(p) => (
+                source_after(&p.include_line(), module, &launch),
+                p.module_compiler(compiler),
+            ),
+            None => (emu_source(module)?, compiler.clone()),
         };
         let load = || {
             cache.load_prepared(
                 &source,
-                compiler,
+                &module_compiler,
                 || {
-                    header
-                        .as_deref()
-                        .map_or(Ok(()), |h| pch::ensure(cache, compiler, h))
+                    shared
+                        .as_ref()
+                        .map_or(Ok(()), |p| p.ensure(cache, compiler))
                 },
                 |path| EmuModule::open(path, module),
             )
@@ -560,7 +573,8 @@ impl EmuModule {
             // A damaged precompiled header fails every compile (GCC cannot read it): without
             // it the compiler reads the header's text. (Other compile errors keep it.)
             Err(RunError::Compile { stderr, .. })
-                if pch::names_it(&stderr) && header.as_deref().is_some_and(pch::discard) =>
+                if prelude_cache::names_pch(&stderr)
+                    && shared.as_ref().is_some_and(SharedPrelude::discard_gch) =>
             {
                 load()
             }

@@ -950,10 +950,40 @@ fn compile_errors_show_the_offending_line() {
     }
 }
 
-/// The prelude is a header of the cache, precompiled next to it (`cuda_emu/pch.rs`): a module's
-/// cached source includes it by path instead of holding its text, and a damaged precompiled
-/// header (truncated, as by a full disk outside the cache's atomic writes) is dropped and the
-/// module compiled from the header's text, loading and running as before.
+/// Launches `saxpy` of [`test_module`] in `m` and checks `y = 2x + 1`.
+fn saxpy_runs(m: &EmuModule) {
+    let n: usize = 100;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut y = vec![1.0f32; n];
+    m.launch(
+        kernel(m, "saxpy"),
+        [1, 1, 1],
+        [128, 1, 1],
+        &mut [
+            EmuArg::input(&x),
+            EmuArg::output(&mut y),
+            EmuArg::F32(2.0),
+            EmuArg::I32(n as i32),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (i, v) in y.iter().enumerate() {
+        assert_eq!(*v, 2.0 * i as f32 + 1.0, "y[{i}]");
+    }
+}
+
+/// The files of cache directory `dir`.
+fn cache_files(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("cache dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The prelude is a header of the cache, precompiled next to it (`cuda_emu/prelude_cache.rs`):
+/// a module's cached source includes it by path instead of holding its text, and a damaged
+/// precompiled header (truncated, as by a full disk outside the cache's atomic writes) is
+/// dropped and the module compiled from the header's text, loading and running as before.
 #[test]
 fn the_prelude_is_a_precompiled_header_of_the_cache() {
     if module().is_none() {
@@ -963,10 +993,7 @@ fn the_prelude_is_a_precompiled_header_of_the_cache() {
     let _ = std::fs::remove_dir_all(&dir);
     let cache = KernelCache::new(&dir);
     let (_, first) = EmuModule::load(&test_module(), &cache).expect("compiles");
-    let names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("cache dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = cache_files(&dir);
     let header = names
         .iter()
         .find(|n| n.starts_with("emu-prelude-") && n.ends_with(".hpp"))
@@ -990,22 +1017,124 @@ fn the_prelude_is_a_precompiled_header_of_the_cache() {
     let (m, second) = EmuModule::load(&other, &cache).expect("compiles without the damaged .gch");
     assert_ne!(second.key, first.key);
     assert!(!gch.exists(), "the damaged .gch is dropped");
-    let n: usize = 100;
-    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let mut y = vec![1.0f32; n];
-    m.launch(
-        kernel(&m, "saxpy"),
-        [1, 1, 1],
-        [128, 1, 1],
-        &mut [
-            EmuArg::input(&x),
-            EmuArg::output(&mut y),
-            EmuArg::F32(2.0),
-            EmuArg::I32(n as i32),
-        ],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    for (i, v) in y.iter().enumerate() {
-        assert_eq!(*v, 2.0 * i as f32 + 1.0, "y[{i}]");
+    saxpy_runs(&m);
+}
+
+/// The runtime is one library of the cache that every module links (`emu-runtime-<hash>.so`,
+/// its source next to it; the header is the runtime's view without it): two modules of one
+/// cache share it, and in a later process a module whose library went missing is compiled again,
+/// with the library, instead of failing to load. (That process is a child of this test binary:
+/// a library once loaded stays in the process that loaded it.)
+#[test]
+fn the_runtime_is_one_library_of_the_cache() {
+    const CHILD: &str = "SPARSETIR_TEST_RUNTIME_LIB_CHILD";
+    // (The child loads nothing else first: a library of the same name loaded from another cache
+    // would stand in for the missing one.)
+    if std::env::var_os(CHILD).is_none() && module().is_none() {
+        return;
     }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_emu_runtime_lib");
+    let runtime_libs = || -> Vec<PathBuf> {
+        cache_files(&dir)
+            .into_iter()
+            .filter(|n| n.starts_with("emu-runtime-") && n.ends_with(".so"))
+            .map(|n| dir.join(n))
+            .collect()
+    };
+    let cache = KernelCache::new(&dir);
+    if std::env::var_os(CHILD).is_some() {
+        let (m, again) = EmuModule::load(&test_module(), &cache).expect("rebuilt");
+        assert_eq!(again.outcome, sparsetir_runtime::CacheOutcome::Rebuilt);
+        assert_eq!(runtime_libs().len(), 1, "the library is built again");
+        saxpy_runs(&m);
+        return;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (m, _) = EmuModule::load(&test_module(), &cache).expect("compiles");
+    saxpy_runs(&m);
+    let libs = runtime_libs();
+    assert_eq!(libs.len(), 1, "{libs:?}");
+    let runtime_source = std::fs::read_to_string(libs[0].with_extension("cpp")).expect("source");
+    assert!(runtime_source.starts_with("#define SPTIR_EMU_RUNTIME 1\n"));
+    let header = cache_files(&dir)
+        .into_iter()
+        .find(|n| n.starts_with("emu-prelude-") && n.ends_with(".hpp"))
+        .expect("header");
+    let header_text = std::fs::read_to_string(dir.join(header)).expect("header text");
+    assert!(header_text.contains("SPTIR_API int run_grid(LaunchDesc* d, Body body);"));
+    assert!(
+        !header_text.contains("#define SPTIR_EMU_RUNTIME"),
+        "the header is the runtime's view"
+    );
+    // A second module links the same library.
+    let mut other = test_module();
+    other.source.push_str("\n// a second module\n");
+    let (m2, _) = EmuModule::load(&other, &cache).expect("compiles");
+    saxpy_runs(&m2);
+    assert_eq!(runtime_libs(), libs);
+    std::fs::remove_file(&libs[0]).expect("remove the library");
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "the_runtime_is_one_library_of_the_cache",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Whether C++ text `text` defines the function `name` (a line `... name(...) {`).
+fn source_defines(text: &str, name: &str) -> bool {
+    text.lines()
+        .any(|l| l.contains(&format!(" {name}(")) && l.trim_end().ends_with('{'))
+}
+
+/// With `SPARSETIR_EMU_PCH=0` a module embeds the whole prelude, runtime included: no header or
+/// library in the cache, and the module runs as before. (In a child process of this test
+/// binary: the variable is read by the whole process.)
+#[test]
+fn a_module_can_embed_the_whole_prelude() {
+    if module().is_none() {
+        return;
+    }
+    const CHILD: &str = "SPARSETIR_TEST_EMBEDDED_PRELUDE_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "a_module_can_embed_the_whole_prelude",
+                "--nocapture",
+            ])
+            .env("SPARSETIR_EMU_PCH", "0")
+            .env(CHILD, "1")
+            .output()
+            .expect("runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_emu_embedded");
+    let _ = std::fs::remove_dir_all(&dir);
+    let cache = KernelCache::new(&dir);
+    let (m, report) = EmuModule::load(&test_module(), &cache).expect("compiles");
+    saxpy_runs(&m);
+    let names = cache_files(&dir);
+    assert!(
+        !names.iter().any(|n| n.starts_with("emu-")),
+        "shared prelude files: {names:?}"
+    );
+    let source = std::fs::read_to_string(dir.join(format!("{}.c", report.key))).expect("source");
+    assert!(source.starts_with("#define SPTIR_EMU_RUNTIME 1\n"));
+    assert!(source_defines(&source, "run_grid"));
 }

@@ -21,9 +21,14 @@ namespace sptir_emu {
 // `%cluster_ctarank`: `(bid.x % cx) + cx * ((bid.y % cy) + cy * (bid.z % cz))`.
 inline unsigned cluster_rank() { return cur()->blk->rank; }
 
+}  // namespace sptir_emu
+
+#ifdef SPTIR_EMU_RUNTIME
+namespace sptir_emu {
+
 // `barrier.cluster.arrive.release` + `barrier.cluster.wait.acquire`: returns once every thread
 // of every block of the cluster that has not returned arrived; a new barrier epoch in each block.
-inline void cluster_sync() {
+void cluster_sync() {
   Fiber* f = cur();
   Cluster* c = f->blk->cl;
   f->st = St::Cluster;
@@ -36,7 +41,7 @@ inline void cluster_sync() {
 // Block `rank` of the calling thread's cluster, the target of `what`: refused outside the
 // cluster, and when every thread of that block returned (its shared memory is gone on a GPU: a
 // block a peer may still reach ends with a cluster barrier).
-inline Block* cluster_peer(unsigned rank, const char* what) {
+Block* cluster_peer(unsigned rank, const char* what) {
   Block* b = cur()->blk;
   Cluster* c = b->cl;
   char msg[320];
@@ -60,7 +65,7 @@ inline Block* cluster_peer(unsigned rank, const char* what) {
 
 // The initialized mbarrier of block `p` of the cluster at the array and offset of (m, off) in
 // the calling thread's block; `what` is refused on any other element.
-inline int peer_mbar(Block* p, SharedMeta* m, int64_t off, const char* what) {
+int peer_mbar(Block* p, SharedMeta* m, int64_t off, const char* what) {
   if (off < 0 || off >= m->len) fail_oob(m->name, off, m->len);
   Block* b = cur()->blk;
   if (p == b) return mbar_get(m, off, what);
@@ -83,7 +88,7 @@ inline int peer_mbar(Block* p, SharedMeta* m, int64_t off, const char* what) {
 // an element still in flight, or read by a product in flight, or accessed by a thread of `p`
 // since its last barrier (with vector clocks: an access that does not happen before the copy),
 // races with it; else it is in flight (`Pend::tma` = `code`).
-inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
+void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
   Pend& q = m->pend[e];
   const char* what = nullptr;
   int32_t other = -1;
@@ -151,7 +156,7 @@ inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code) {
 // `mapa` + `mbarrier.arrive.shared::cluster` (the default release semantics, CTA scope): one
 // arrival (no transaction bytes, release) on the mbarrier at the array and offset of (m, off) in
 // block `rank` of the cluster.
-inline void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
+void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
   Block* p = cluster_peer(rank, "an mbarrier arrival on");
   int i = peer_mbar(p, m, off, "an arrival on");
   MBar& x = p->mbars[size_t(i)];
@@ -162,6 +167,11 @@ inline void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank) {
   --x.pending;
   mbar_try_complete(p, i);
 }
+
+}  // namespace sptir_emu
+#endif  // SPTIR_EMU_RUNTIME
+
+namespace sptir_emu {
 
 // `cp.async.bulk.tensor.2d ... .multicast::cluster`: the box at column `c0`, row `c1` of `map`,
 // read once, lands in every block of the cluster whose rank bit is set in `mask`, at `dst`'s

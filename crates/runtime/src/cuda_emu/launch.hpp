@@ -25,6 +25,11 @@ inline T atomic_add_raw(T* p, T v) {
   }
 }
 
+}  // namespace sptir_emu
+
+#ifdef SPTIR_EMU_RUNTIME
+namespace sptir_emu {
+
 // Per launch: runs every block of the grid.
 struct Worker {
   char* stacks = nullptr;
@@ -230,7 +235,7 @@ inline void run_worker(Launch* L, Body body) {
   }
 }
 
-inline int run_grid(LaunchDesc* d, Body body) {
+int run_grid(LaunchDesc* d, Body body) {
   Launch L;
   L.d = d;
   std::memset(&d->err, 0, sizeof d->err);
@@ -273,6 +278,8 @@ extern "C" __attribute__((noreturn)) void sptir_emu_fiber_main(sptir_emu::Fiber*
   f->blk->body(f->blk->L->d->args);
   sptir_emu::thread_exit(f);
 }
+
+#endif  // SPTIR_EMU_RUNTIME
 
 extern "C" int sptir_emu_abi_version(void) { return sptir_emu::ABI_VERSION; }
 extern "C" uint64_t sptir_emu_desc_size(void) { return sizeof(sptir_emu::LaunchDesc); }

@@ -1,6 +1,13 @@
 // sparsetir CUDA emulator prelude, part 1 of 4 (then `tma.hpp`, `cluster.hpp` and `launch.hpp`,
 // concatenated by `cuda_emu.rs`): runs the generated CUDA source on the host CPU.
 //
+// Two views of one text. With SPTIR_EMU_RUNTIME defined it is the runtime (the scheduler, the
+// traffic counter, the race checker, mbarriers, tensor copies, clusters, grids): every function
+// defined, compiled once per kernel cache into the library its modules link
+// (`cuda_emu/prelude_cache.rs`), or into each module where the cache holds no shared prelude.
+// Without, it is what a module's source is compiled against: the types, the proxies and the
+// other templates, the CUDA surface, and the runtime's entry points (SPTIR_API) declared only.
+//
 // Compiled before the module source (with SPTIR_EMU defined) by the host C++ compiler. A launch
 // runs the grid cluster by cluster (a block is a cluster of its own unless the kernel declares
 // clusters), on at most `os_threads` OS threads; the threads of one cluster's blocks are
@@ -39,6 +46,9 @@
 #if !defined(__x86_64__)
 #include <ucontext.h>
 #endif
+
+// A runtime entry point, exported by the runtime library (compiled with hidden visibility).
+#define SPTIR_API __attribute__((visibility("default")))
 
 namespace sptir_emu {
 
@@ -355,8 +365,87 @@ inline int32_t remote_issuer(unsigned lin, unsigned rank) {
   return -(1 + int32_t(lin) + 1024 * int32_t(rank));
 }
 
-static thread_local Fiber* g_cur = nullptr;
+// ---------------------------------------------------------------------------------------------
+// The runtime's entry points: what the templates below, the CUDA surface (`launch.hpp`) and the
+// generated source call. Defined where SPTIR_EMU_RUNTIME is (the runtime library every module
+// of a kernel cache links, or a module compiled with the whole prelude); a module's own view of
+// the prelude only declares them, so that its compile neither parses nor instantiates what runs
+// behind them.
 
+// The running thread (fiber) of the calling OS thread; null in the scheduler.
+SPTIR_API extern __thread Fiber* g_cur;
+
+enum class Acc { Read, Write, Atomic };
+
+[[noreturn]] SPTIR_API void fail_oob(const char* name, int64_t idx, int64_t len);
+[[noreturn]] SPTIR_API void fail_unsupported(const char* what);
+SPTIR_API void gaccess(const void* base, int64_t len, int64_t idx, unsigned size,
+                       const char* name);
+SPTIR_API void grace(const void* base, int64_t len, int64_t idx, unsigned size, const char* name,
+                     Acc kind);
+SPTIR_API void saccess(SharedMeta* m, int64_t idx, Acc kind);
+SPTIR_API SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, size_t elem,
+                                      const char* name);
+SPTIR_API SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const char* name);
+SPTIR_API void syncthreads();
+SPTIR_API uint64_t warp_op(WOp op, unsigned mask, uint64_t val, int src);
+SPTIR_API void cp_async_issue(SharedMeta* m, int64_t idx, const void* src, uint32_t count,
+                              uint32_t elem);
+SPTIR_API void cp_async_commit();
+SPTIR_API void cp_async_wait(size_t n);
+SPTIR_API void mma_issue(std::vector<std::pair<SharedMeta*, int64_t>> reads,
+                         std::function<void()> run);
+SPTIR_API void mma_commit();
+SPTIR_API void mma_wait(size_t n);
+// `tma.hpp`
+SPTIR_API int mbar_get(SharedMeta* m, int64_t off, const char* what);
+SPTIR_API void mbar_init(SharedMeta* m, int64_t off, unsigned count);
+SPTIR_API void mbar_expect_tx(SharedMeta* m, int64_t off, unsigned bytes);
+SPTIR_API void mbar_wait(SharedMeta* m, int64_t off, unsigned parity);
+SPTIR_API void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code);
+// `cluster.hpp`
+SPTIR_API void cluster_sync();
+SPTIR_API Block* cluster_peer(unsigned rank, const char* what);
+SPTIR_API int peer_mbar(Block* p, SharedMeta* m, int64_t off, const char* what);
+SPTIR_API void mbar_arrive_cluster(SharedMeta* m, int64_t off, unsigned rank);
+// `launch.hpp`
+SPTIR_API int run_grid(LaunchDesc* d, Body body);
+
+inline Fiber* cur() { return g_cur; }
+
+inline uint3 tid_of(const Block* b, unsigned lin) {
+  return uint3{lin % b->bdim.x, (lin / b->bdim.x) % b->bdim.y, lin / (b->bdim.x * b->bdim.y)};
+}
+
+inline void copy_dim(uint32_t* out, uint3 v) {
+  out[0] = v.x;
+  out[1] = v.y;
+  out[2] = v.z;
+}
+
+template <class V>
+inline uint64_t to_bits(V v) {
+  static_assert(std::is_arithmetic<V>::value && sizeof(V) <= 8, "warp collective on this type");
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof v);
+  return u;
+}
+
+template <class V>
+inline V from_bits(uint64_t u) {
+  V v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+}  // namespace sptir_emu
+
+#ifdef SPTIR_EMU_RUNTIME
+// ---------------------------------------------------------------------------------------------
+// The runtime (to `#endif  // SPTIR_EMU_RUNTIME`).
+
+namespace sptir_emu {
+__thread Fiber* g_cur = nullptr;
 }  // namespace sptir_emu
 
 // ---------------------------------------------------------------------------------------------
@@ -455,18 +544,6 @@ inline void yield(Fiber* f) {
 #endif
 }
 
-inline Fiber* cur() { return g_cur; }
-
-inline uint3 tid_of(const Block* b, unsigned lin) {
-  return uint3{lin % b->bdim.x, (lin / b->bdim.x) % b->bdim.y, lin / (b->bdim.x * b->bdim.y)};
-}
-
-inline void copy_dim(uint32_t* out, uint3 v) {
-  out[0] = v.x;
-  out[1] = v.y;
-  out[2] = v.z;
-}
-
 // Records the launch's first error (later ones are dropped).
 inline void record_error(Launch* L, const ErrorOut& e) {
   std::lock_guard<std::mutex> g(L->mu);
@@ -500,7 +577,7 @@ inline void set_str(char* dst, size_t cap, const char* s) {
   __builtin_unreachable();
 }
 
-[[noreturn]] __attribute__((noinline)) inline void fail_oob(const char* name, int64_t idx,
+[[noreturn]] __attribute__((noinline)) void fail_oob(const char* name, int64_t idx,
                                                             int64_t len) {
   Fiber* f = cur();
   ErrorOut e = new_error(ERR_OOB, f->blk);
@@ -511,7 +588,7 @@ inline void set_str(char* dst, size_t cap, const char* s) {
   fail(e);
 }
 
-[[noreturn]] __attribute__((noinline)) inline void fail_unsupported(const char* what) {
+[[noreturn]] __attribute__((noinline)) void fail_unsupported(const char* what) {
   Fiber* f = cur();
   ErrorOut e = new_error(ERR_UNSUPPORTED, f->blk);
   copy_dim(e.thread_a, f->tid);
@@ -584,7 +661,7 @@ inline void flush_all(Block* b) {
 
 // Bounds-checks one global access and records it for traffic counting. Never inlined: its
 // return address identifies the access's site in the kernel.
-__attribute__((noinline)) inline void gaccess(const void* base, int64_t len, int64_t idx,
+__attribute__((noinline)) void gaccess(const void* base, int64_t len, int64_t idx,
                                               unsigned size, const char* name) {
   uintptr_t site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   if (idx < 0 || idx >= len) fail_oob(name, idx, len);
@@ -698,7 +775,7 @@ inline void complete_warp(Block* b, unsigned wi) {
   flush_warp(b, wi, true);
 }
 
-inline uint64_t warp_op(WOp op, unsigned mask, uint64_t val, int src) {
+uint64_t warp_op(WOp op, unsigned mask, uint64_t val, int src) {
   Fiber* f = cur();
   if (mask != 0xffffffffu) fail_unsupported("warp collective with a mask other than 0xffffffff");
   Block* b = f->blk;
@@ -715,7 +792,7 @@ inline uint64_t warp_op(WOp op, unsigned mask, uint64_t val, int src) {
   return f->wres;
 }
 
-inline void syncthreads() {
+void syncthreads() {
   Fiber* f = cur();
   Block* b = f->blk;
   f->st = St::Barrier;
@@ -744,27 +821,12 @@ inline void async_at_exit(Fiber* f);
   __builtin_unreachable();
 }
 
-template <class V>
-inline uint64_t to_bits(V v) {
-  static_assert(std::is_arithmetic<V>::value && sizeof(V) <= 8, "warp collective on this type");
-  uint64_t u = 0;
-  std::memcpy(&u, &v, sizeof v);
-  return u;
-}
-
-template <class V>
-inline V from_bits(uint64_t u) {
-  V v;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Shared arrays.
 
 // Block `b`'s shared array declared at `tag` (allocated, zeroed, by the first thread that
 // reaches the declaration, or by a tensor copy another block of the cluster multicasts into it).
-inline SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, size_t elem,
+SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, size_t elem,
                                    const char* name) {
   for (auto& m : b->shared)
     if (m->tag == tag) return m.get();
@@ -780,11 +842,9 @@ inline SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, size_
   return b->shared.back().get();
 }
 
-inline SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const char* name) {
+SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const char* name) {
   return block_shared_in(cur()->blk, tag, len, elem, name);
 }
-
-enum class Acc { Read, Write, Atomic };
 
 [[noreturn]] __attribute__((noinline)) inline void fail_race(const char* name, int64_t idx,
                                                              int64_t len, int32_t other,
@@ -1060,7 +1120,7 @@ __attribute__((noinline)) inline void saccess_vc(SharedMeta* m, int64_t idx, Acc
   }
 }
 
-inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
+void saccess(SharedMeta* m, int64_t idx, Acc kind) {
   if (idx < 0 || idx >= m->len) fail_oob(m->name, idx, m->len);
   Fiber* f = cur();
   Block* b = f->blk;
@@ -1092,7 +1152,7 @@ inline void saccess(SharedMeta* m, int64_t idx, Acc kind) {
 // elements in between is a race. So a pipeline whose waits or buffer count are wrong fails
 // here rather than giving the right answer only because the emulator copied at once.
 
-inline void cp_async_issue(SharedMeta* m, int64_t idx, const void* src, uint32_t count,
+void cp_async_issue(SharedMeta* m, int64_t idx, const void* src, uint32_t count,
                            uint32_t elem) {
   Fiber* f = cur();
   for (uint32_t k = 0; k < count; ++k) {
@@ -1108,7 +1168,7 @@ inline void cp_async_issue(SharedMeta* m, int64_t idx, const void* src, uint32_t
   f->cp_open.push_back(c);
 }
 
-inline void cp_async_commit() {
+void cp_async_commit() {
   Fiber* f = cur();
   f->cp_groups.push_back(std::move(f->cp_open));
   f->cp_open.clear();
@@ -1123,7 +1183,7 @@ inline void cp_async_land(const AsyncCopy& c) {
 }
 
 // `cp.async.wait_group n`: every committed group but the `n` newest complete.
-inline void cp_async_wait(size_t n) {
+void cp_async_wait(size_t n) {
   Fiber* f = cur();
   while (f->cp_groups.size() > n) {
     for (const AsyncCopy& c : f->cp_groups.front()) cp_async_land(c);
@@ -1133,7 +1193,7 @@ inline void cp_async_wait(size_t n) {
 
 // A product issued (`wgmma.mma_async`): its shared reads checked now, the product run when its
 // group completes.
-inline void mma_issue(std::vector<std::pair<SharedMeta*, int64_t>> reads,
+void mma_issue(std::vector<std::pair<SharedMeta*, int64_t>> reads,
                       std::function<void()> run) {
   Fiber* f = cur();
   for (const auto& [m, idx] : reads) {
@@ -1145,14 +1205,14 @@ inline void mma_issue(std::vector<std::pair<SharedMeta*, int64_t>> reads,
   f->mma_open.push_back(AsyncMma{std::move(reads), std::move(run)});
 }
 
-inline void mma_commit() {
+void mma_commit() {
   Fiber* f = cur();
   f->mma_groups.push_back(std::move(f->mma_open));
   f->mma_open.clear();
 }
 
 // `wgmma.wait_group n`: every committed group of products but the `n` newest complete.
-inline void mma_wait(size_t n) {
+void mma_wait(size_t n) {
   Fiber* f = cur();
   while (f->mma_groups.size() > n) {
     std::vector<AsyncMma> g = std::move(f->mma_groups.front());
@@ -1180,7 +1240,7 @@ inline void async_at_exit(Fiber* f) {
 // access are recorded here for that): two threads touching it between barriers, one
 // writing, not both atomically, race — a reduction whose lanes all update one element without
 // a cross-thread combination, for one.
-__attribute__((noinline)) inline void grace(const void* base, int64_t len, int64_t idx,
+__attribute__((noinline)) void grace(const void* base, int64_t len, int64_t idx,
                                             unsigned size, const char* name, Acc kind) {
   if (idx < 0 || idx >= len) return;  // reported by gaccess
   Fiber* f = cur();
@@ -1238,6 +1298,11 @@ inline bool merge_block(Block* b) {
   record_error(L, e);
   return false;
 }
+
+}  // namespace sptir_emu
+#endif  // SPTIR_EMU_RUNTIME
+
+namespace sptir_emu {
 
 // ---------------------------------------------------------------------------------------------
 // Proxies.

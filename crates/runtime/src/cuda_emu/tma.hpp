@@ -34,6 +34,11 @@ struct TMap {
   }
 };
 
+}  // namespace sptir_emu
+
+#ifdef SPTIR_EMU_RUNTIME
+namespace sptir_emu {
+
 inline int mbar_index(Block* b, SharedMeta* m, int64_t off) {
   for (size_t i = 0; i < b->mbars.size(); ++i)
     if (b->mbars[i].m == m && b->mbars[i].off == off) return int(i);
@@ -41,7 +46,7 @@ inline int mbar_index(Block* b, SharedMeta* m, int64_t off) {
 }
 
 // The initialized mbarrier at (m, off); `what` is refused on any other element.
-inline int mbar_get(SharedMeta* m, int64_t off, const char* what) {
+int mbar_get(SharedMeta* m, int64_t off, const char* what) {
   if (off < 0 || off >= m->len) fail_oob(m->name, off, m->len);
   int i = mbar_index(cur()->blk, m, off);
   if (i < 0) {
@@ -101,7 +106,7 @@ inline bool mbar_land_all(Cluster* c) {
 
 // `mbarrier.init`: `count` arrivals a phase; re-initializing resets the barrier. The first in a
 // cluster starts its vector clocks.
-inline void mbar_init(SharedMeta* m, int64_t off, unsigned count) {
+void mbar_init(SharedMeta* m, int64_t off, unsigned count) {
   if (off < 0 || off >= m->len) fail_oob(m->name, off, m->len);
   if (count == 0 || count >= (1u << 20))
     fail_unsupported("mbarrier.init with an arrival count outside 1..2^20-1");
@@ -127,7 +132,7 @@ inline void mbar_init(SharedMeta* m, int64_t off, unsigned count) {
 
 // `mbarrier.arrive.expect_tx`: `bytes` added to the transaction count, then one arrival
 // (release).
-inline void mbar_expect_tx(SharedMeta* m, int64_t off, unsigned bytes) {
+void mbar_expect_tx(SharedMeta* m, int64_t off, unsigned bytes) {
   Fiber* f = cur();
   Block* b = f->blk;
   int i = mbar_get(m, off, "expect_tx on");
@@ -143,7 +148,7 @@ inline void mbar_expect_tx(SharedMeta* m, int64_t off, unsigned bytes) {
 
 // `mbarrier.try_wait.parity` in a loop: returns once the phase of parity `parity` completed
 // (the current phase's parity differs from it), acquiring that phase's arrivals.
-inline void mbar_wait(SharedMeta* m, int64_t off, unsigned parity) {
+void mbar_wait(SharedMeta* m, int64_t off, unsigned parity) {
   Fiber* f = cur();
   Block* b = f->blk;
   int i = mbar_get(m, off, "a wait on");
@@ -169,6 +174,11 @@ inline void mbar_wait(SharedMeta* m, int64_t off, unsigned parity) {
   vc_acquire(f, b->mbars[size_t(i)]);
 }
 
+}  // namespace sptir_emu
+#endif  // SPTIR_EMU_RUNTIME
+
+namespace sptir_emu {
+
 // One destination of a tensor copy: a block of the cluster, its shared array the box lands in
 // (at the offset of the issuer's destination) and its mbarrier the bytes complete (an index into
 // the block's `mbars`).
@@ -177,8 +187,6 @@ struct TmaDest {
   SharedMeta* m;
   int bar;
 };
-
-inline void tma_mark_remote(Block* p, SharedMeta* m, int64_t e, int32_t code);
 
 // The box at column `c0`, row `c1` of `map`, read once, into the `nd` destinations `dests` at
 // `dst`'s offset (the calling thread's own block among them or not).
