@@ -73,8 +73,13 @@ fn main() -> ExitCode {
         &target,
         Duration::from_secs_f64(exec_timeout.max(0.01)),
     );
-    let cache_dir =
-        std::env::temp_dir().join(format!("sparsetir-fuzz-cache-{}", std::process::id()));
+    // (The control run ends in AddressSanitizer's abort, before the cleanup at the end: its
+    // cache goes in the output directory rather than stay behind in the temporary one.)
+    let cache_dir = if control {
+        out.join("asan-control-cache")
+    } else {
+        std::env::temp_dir().join(format!("sparsetir-fuzz-cache-{}", std::process::id()))
+    };
     let base = Options {
         target: Target::Script,
         seed,

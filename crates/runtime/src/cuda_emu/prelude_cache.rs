@@ -26,8 +26,8 @@
 //!   file name. A module links it by that name (`-l:`) and finds it next to itself (`$ORIGIN`):
 //!   a cache directory can move.
 //!
-//! [`ensure`] makes all three (on a cache miss, before the module's compile), each through a
-//! temporary file and a rename. A module whose library went missing fails to load, and the
+//! [`SharedPrelude::ensure`] makes all three (on a cache miss, before the module's compile), each
+//! through a temporary file and a rename, or copies them from another cache of the same process. A module whose library went missing fails to load, and the
 //! cache then rebuilds both. ELF platforms only (sonames and `$ORIGIN`); elsewhere, and with
 //! `SPARSETIR_EMU_PCH=0`, every module embeds the whole prelude, runtime included.
 
@@ -39,11 +39,25 @@ use crate::compile::Compiler;
 
 use super::PRELUDE;
 
-/// The headers this process has tried to precompile (whether or not it worked), behind the lock
-/// that serializes making the shared files: the threads of a test binary wanting the same header
-/// wait for one compile instead of each running its own, and a compiler that cannot precompile
-/// is asked once.
-static TRIED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// What this process did with shared preludes, behind the lock that serializes making their
+/// files: the threads of a test binary wanting the same files wait for one compile instead of
+/// each running its own.
+struct Made {
+    /// The precompiled headers it tried to make (whether or not it worked: a compiler that
+    /// cannot precompile is asked once) or discarded (neither made nor copied again).
+    tried: Vec<PathBuf>,
+    /// The cache directories where it made (or found) a prelude's header and library: another
+    /// cache wanting the same files (same names: same prelude and compiler) takes copies.
+    dirs: Vec<PathBuf>,
+}
+
+static MADE: Mutex<Made> = Mutex::new(Made {
+    tried: Vec::new(),
+    dirs: Vec::new(),
+});
+
+/// The runtime library's flags after the modules' (part of the files' hash).
+const RUNTIME_FLAGS: [&str; 3] = ["-O2", "-fvisibility=hidden", "-fno-semantic-interposition"];
 
 /// Whether `SPARSETIR_EMU_PCH` leaves the shared prelude on (anything but `0`).
 fn enabled() -> bool {
@@ -75,6 +89,7 @@ impl SharedPrelude {
             &compiler.command_name(),
             &version,
             &compiler.key_flags().join("\u{1f}"),
+            &RUNTIME_FLAGS.join("\u{1f}"),
         ] {
             h.update(&(part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
@@ -126,47 +141,84 @@ impl SharedPrelude {
     /// only the entry points exported, named by its soname.
     fn runtime_compiler(&self, compiler: &Compiler) -> Compiler {
         let mut c = compiler.clone();
-        c.flags.extend([
-            "-O2".to_string(),
-            "-fvisibility=hidden".to_string(),
-            "-fno-semantic-interposition".to_string(),
-            format!("-Wl,-soname,{}", self.runtime),
-        ]);
+        c.flags.extend(RUNTIME_FLAGS.iter().map(|f| f.to_string()));
+        c.flags.push(format!("-Wl,-soname,{}", self.runtime));
         c
     }
 
     /// Makes sure the header, the runtime library and, best effort, the precompiled header
-    /// exist. Failing to write the header or to build the library is an error (every module
-    /// needs them); failing to precompile the header only leaves the compiler to read its text.
+    /// exist: copied from another cache where this process has them, else made. Failing to write
+    /// the header or to build the library is an error (every module needs them); failing to
+    /// precompile the header only leaves the compiler to read its text.
     pub fn ensure(&self, cache: &KernelCache, compiler: &Compiler) -> Result<(), crate::RunError> {
         let gch = self.gch();
         let runtime = self.dir().join(&self.runtime);
+        let source = runtime.with_extension("cpp");
         if self.header.exists() && gch.exists() && runtime.exists() {
             return Ok(());
         }
-        let mut tried = TRIED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
         let name = |p: &Path| {
             p.file_name()
                 .and_then(|n| n.to_str())
                 .map(str::to_string)
                 .unwrap_or_default()
         };
+        // Copies, not links: a file damaged in one cache stays out of the others.
+        // (Not a precompiled header this process tried, or discarded: the compiler rejected it.)
+        let copy_gch = !made.tried.contains(&gch);
+        for file in [&self.header, &source, &runtime, &gch] {
+            if *file == gch && !copy_gch {
+                continue;
+            }
+            let Some(from) = made
+                .dirs
+                .iter()
+                .map(|d| d.join(name(file)))
+                .find(|f| f.exists() && !file.exists())
+            else {
+                continue;
+            };
+            let _ = cache.publish_with(&name(file), |tmp| {
+                std::fs::copy(&from, tmp)
+                    .map(drop)
+                    .map_err(|e| crate::RunError::Cache {
+                        path: from.display().to_string(),
+                        message: e.to_string(),
+                    })
+            });
+        }
         if !self.header.exists() {
             cache.publish(&name(&self.header), super::prelude_text().as_bytes())?;
         }
-        if !runtime.exists() {
-            let text = format!("#define SPTIR_EMU_RUNTIME 1\n{}", super::prelude_text());
-            let src = cache.publish(&self.runtime.replace(".so", ".cpp"), text.as_bytes())?;
-            let rc = self.runtime_compiler(compiler);
-            cache.publish_with(&self.runtime, |tmp| rc.compile(&src, &text, tmp))?;
+        let precompile = !gch.exists() && !made.tried.contains(&gch);
+        if precompile {
+            made.tried.push(gch.clone());
         }
-        if !gch.exists() && !tried.contains(&gch) {
-            tried.push(gch.clone());
-            // The header must be compiled where it lies: GCC ties a `.gch` to the header it was
-            // made from only by name, and the flags are checked when it is used.
-            let _ = cache.publish_with(&name(&gch), |tmp| {
-                compiler.compile_header(&self.header, tmp)
-            });
+        // The two compiles at once (each is one compiler process).
+        std::thread::scope(|s| {
+            if precompile {
+                // The header must be compiled where it lies: GCC ties a `.gch` to the header it
+                // was made from only by name, and the flags are checked when it is used.
+                s.spawn(|| {
+                    let _ = cache.publish_with(&name(&gch), |tmp| {
+                        compiler.compile_header(&self.header, tmp)
+                    });
+                });
+            }
+            if runtime.exists() {
+                return Ok(());
+            }
+            let text = format!("#define SPTIR_EMU_RUNTIME 1\n{}", super::prelude_text());
+            let src = cache.publish(&name(&source), text.as_bytes())?;
+            let rc = self.runtime_compiler(compiler);
+            cache
+                .publish_with(&self.runtime, |tmp| rc.compile(&src, &text, tmp))
+                .map(drop)
+        })?;
+        let dir = self.dir().to_path_buf();
+        if !made.dirs.contains(&dir) {
+            made.dirs.push(dir);
         }
         Ok(())
     }
@@ -175,7 +227,12 @@ impl SharedPrelude {
     /// failed on it (a damaged `.gch` fails every compile; a later [`SharedPrelude::ensure`] in
     /// another process makes it anew); whether it did.
     pub fn discard_gch(&self) -> bool {
-        std::fs::remove_file(self.gch()).is_ok()
+        let gch = self.gch();
+        let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
+        if !made.tried.contains(&gch) {
+            made.tried.push(gch.clone());
+        }
+        std::fs::remove_file(gch).is_ok()
     }
 }
 
