@@ -393,26 +393,31 @@ fn aligned(storage: &mut Vec<f32>, n: usize) -> &mut [f32] {
     &mut storage[off..off + n]
 }
 
-#[test]
-fn grid_stride_saxpy_with_a_partial_last_block() {
-    let Some(m) = module() else { return };
-    let n: usize = 1000;
+/// Launches `saxpy` of [`test_module`] in `m` over `n` elements on `blocks` blocks of 128
+/// threads and checks `y = a x + y`.
+fn saxpy_is_right(m: &EmuModule, n: usize, blocks: u32, a: f32) {
     let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
     let mut y: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
-    let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| 3.0 * x + y).collect();
+    let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| a * x + y).collect();
     m.launch(
         kernel(m, "saxpy"),
-        [3, 1, 1],
+        [blocks, 1, 1],
         [128, 1, 1],
         &mut [
             EmuArg::input(&x),
             EmuArg::output(&mut y),
-            EmuArg::F32(3.0),
+            EmuArg::F32(a),
             EmuArg::I32(n as i32),
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(y, want);
+}
+
+#[test]
+fn grid_stride_saxpy_with_a_partial_last_block() {
+    let Some(m) = module() else { return };
+    saxpy_is_right(m, 1000, 3, 3.0);
 }
 
 #[test]
@@ -950,28 +955,6 @@ fn compile_errors_show_the_offending_line() {
     }
 }
 
-/// Launches `saxpy` of [`test_module`] in `m` and checks `y = 2x + 1`.
-fn saxpy_runs(m: &EmuModule) {
-    let n: usize = 100;
-    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let mut y = vec![1.0f32; n];
-    m.launch(
-        kernel(m, "saxpy"),
-        [1, 1, 1],
-        [128, 1, 1],
-        &mut [
-            EmuArg::input(&x),
-            EmuArg::output(&mut y),
-            EmuArg::F32(2.0),
-            EmuArg::I32(n as i32),
-        ],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    for (i, v) in y.iter().enumerate() {
-        assert_eq!(*v, 2.0 * i as f32 + 1.0, "y[{i}]");
-    }
-}
-
 /// The files of cache directory `dir`.
 fn cache_files(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -1017,7 +1000,7 @@ fn the_prelude_is_a_precompiled_header_of_the_cache() {
     let (m, second) = EmuModule::load(&other, &cache).expect("compiles without the damaged .gch");
     assert_ne!(second.key, first.key);
     assert!(!gch.exists(), "the damaged .gch is dropped");
-    saxpy_runs(&m);
+    saxpy_is_right(&m, 100, 1, 2.0);
 }
 
 /// The runtime is one library of the cache that every module links (`emu-runtime-<hash>.so`,
@@ -1046,12 +1029,12 @@ fn the_runtime_is_one_library_of_the_cache() {
         let (m, again) = EmuModule::load(&test_module(), &cache).expect("rebuilt");
         assert_eq!(again.outcome, sparsetir_runtime::CacheOutcome::Rebuilt);
         assert_eq!(runtime_libs().len(), 1, "the library is built again");
-        saxpy_runs(&m);
+        saxpy_is_right(&m, 100, 1, 2.0);
         return;
     }
     let _ = std::fs::remove_dir_all(&dir);
     let (m, _) = EmuModule::load(&test_module(), &cache).expect("compiles");
-    saxpy_runs(&m);
+    saxpy_is_right(&m, 100, 1, 2.0);
     let libs = runtime_libs();
     assert_eq!(libs.len(), 1, "{libs:?}");
     let runtime_source = std::fs::read_to_string(libs[0].with_extension("cpp")).expect("source");
@@ -1070,7 +1053,7 @@ fn the_runtime_is_one_library_of_the_cache() {
     let mut other = test_module();
     other.source.push_str("\n// a second module\n");
     let (m2, _) = EmuModule::load(&other, &cache).expect("compiles");
-    saxpy_runs(&m2);
+    saxpy_is_right(&m2, 100, 1, 2.0);
     assert_eq!(runtime_libs(), libs);
     std::fs::remove_file(&libs[0]).expect("remove the library");
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
@@ -1128,7 +1111,7 @@ fn a_module_can_embed_the_whole_prelude() {
     let _ = std::fs::remove_dir_all(&dir);
     let cache = KernelCache::new(&dir);
     let (m, report) = EmuModule::load(&test_module(), &cache).expect("compiles");
-    saxpy_runs(&m);
+    saxpy_is_right(&m, 100, 1, 2.0);
     let names = cache_files(&dir);
     assert!(
         !names.iter().any(|n| n.starts_with("emu-")),
