@@ -466,8 +466,8 @@ fn prelude_text() -> String {
     format!("#line 1 \"sptir_emu_prelude.hpp\"\n{PRELUDE}\n")
 }
 
-/// The whole prelude, runtime included, as a module embeds it where the cache holds no shared
-/// prelude.
+/// The whole prelude, runtime included: the runtime library's source, or what a module embeds
+/// where the cache holds no shared prelude.
 fn embedded_prelude() -> String {
     format!("#define SPTIR_EMU_RUNTIME 1\n{}", prelude_text())
 }

@@ -1056,13 +1056,15 @@ fn the_runtime_is_one_library_of_the_cache() {
     saxpy_is_right(&m2, 100, 1, 2.0);
     assert_eq!(runtime_libs(), libs);
     std::fs::remove_file(&libs[0]).expect("remove the library");
+    passes_in_a_child("the_runtime_is_one_library_of_the_cache", &[(CHILD, "1")]);
+}
+
+/// Runs test `name` of this test binary alone in a child process with the environment `env`
+/// added, and checks that it passed.
+fn passes_in_a_child(name: &str, env: &[(&str, &str)]) {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "the_runtime_is_one_library_of_the_cache",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
+        .args(["--exact", name, "--nocapture"])
+        .envs(env.iter().copied())
         .output()
         .expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -1089,21 +1091,9 @@ fn a_module_can_embed_the_whole_prelude() {
     }
     const CHILD: &str = "SPARSETIR_TEST_EMBEDDED_PRELUDE_CHILD";
     if std::env::var_os(CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-            .args([
-                "--exact",
-                "a_module_can_embed_the_whole_prelude",
-                "--nocapture",
-            ])
-            .env("SPARSETIR_EMU_PCH", "0")
-            .env(CHILD, "1")
-            .output()
-            .expect("runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        passes_in_a_child(
+            "a_module_can_embed_the_whole_prelude",
+            &[("SPARSETIR_EMU_PCH", "0"), (CHILD, "1")],
         );
         return;
     }

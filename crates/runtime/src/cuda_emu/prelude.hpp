@@ -578,7 +578,7 @@ inline void set_str(char* dst, size_t cap, const char* s) {
 }
 
 [[noreturn]] __attribute__((noinline)) void fail_oob(const char* name, int64_t idx,
-                                                            int64_t len) {
+                                                     int64_t len) {
   Fiber* f = cur();
   ErrorOut e = new_error(ERR_OOB, f->blk);
   e.index = idx;
@@ -662,7 +662,7 @@ inline void flush_all(Block* b) {
 // Bounds-checks one global access and records it for traffic counting. Never inlined: its
 // return address identifies the access's site in the kernel.
 __attribute__((noinline)) void gaccess(const void* base, int64_t len, int64_t idx,
-                                              unsigned size, const char* name) {
+                                       unsigned size, const char* name) {
   uintptr_t site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   if (idx < 0 || idx >= len) fail_oob(name, idx, len);
   Fiber* f = cur();
@@ -827,7 +827,7 @@ inline void async_at_exit(Fiber* f);
 // Block `b`'s shared array declared at `tag` (allocated, zeroed, by the first thread that
 // reaches the declaration, or by a tensor copy another block of the cluster multicasts into it).
 SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, size_t elem,
-                                   const char* name) {
+                            const char* name) {
   for (auto& m : b->shared)
     if (m->tag == tag) return m.get();
   std::unique_ptr<SharedMeta> m(new SharedMeta);
@@ -1153,7 +1153,7 @@ void saccess(SharedMeta* m, int64_t idx, Acc kind) {
 // here rather than giving the right answer only because the emulator copied at once.
 
 void cp_async_issue(SharedMeta* m, int64_t idx, const void* src, uint32_t count,
-                           uint32_t elem) {
+                    uint32_t elem) {
   Fiber* f = cur();
   for (uint32_t k = 0; k < count; ++k) {
     saccess(m, idx + k, Acc::Write);
@@ -1194,7 +1194,7 @@ void cp_async_wait(size_t n) {
 // A product issued (`wgmma.mma_async`): its shared reads checked now, the product run when its
 // group completes.
 void mma_issue(std::vector<std::pair<SharedMeta*, int64_t>> reads,
-                      std::function<void()> run) {
+               std::function<void()> run) {
   Fiber* f = cur();
   for (const auto& [m, idx] : reads) {
     saccess(m, idx, Acc::Read);
@@ -1241,7 +1241,7 @@ inline void async_at_exit(Fiber* f) {
 // writing, not both atomically, race — a reduction whose lanes all update one element without
 // a cross-thread combination, for one.
 __attribute__((noinline)) void grace(const void* base, int64_t len, int64_t idx,
-                                            unsigned size, const char* name, Acc kind) {
+                                     unsigned size, const char* name, Acc kind) {
   if (idx < 0 || idx >= len) return;  // reported by gaccess
   Fiber* f = cur();
   Block* b = f->blk;

@@ -164,18 +164,17 @@ impl SharedPrelude {
                 .map(str::to_string)
                 .unwrap_or_default()
         };
-        // Copies, not links: a file damaged in one cache stays out of the others.
-        // (Not a precompiled header this process tried, or discarded: the compiler rejected it.)
-        let copy_gch = !made.tried.contains(&gch);
+        // Copies, not links: a file damaged in one cache stays out of the others. (Not a
+        // precompiled header this process tried, or discarded: the compiler rejected it.)
         for file in [&self.header, &source, &runtime, &gch] {
-            if *file == gch && !copy_gch {
+            if file.exists() || (*file == gch && made.tried.contains(&gch)) {
                 continue;
             }
             let Some(from) = made
                 .dirs
                 .iter()
                 .map(|d| d.join(name(file)))
-                .find(|f| f.exists() && !file.exists())
+                .find(|f| f.exists())
             else {
                 continue;
             };
@@ -209,7 +208,7 @@ impl SharedPrelude {
             if runtime.exists() {
                 return Ok(());
             }
-            let text = format!("#define SPTIR_EMU_RUNTIME 1\n{}", super::prelude_text());
+            let text = super::embedded_prelude();
             let src = cache.publish(&name(&source), text.as_bytes())?;
             let rc = self.runtime_compiler(compiler);
             cache
