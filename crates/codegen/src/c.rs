@@ -415,6 +415,11 @@ pub struct Writer<'f> {
     has_workspaces: bool,
     /// The workspaces the next parallel region opened allocates, one per thread.
     region_ws: Vec<BufferId>,
+    /// CUDA: device buffers the kernels derive from inputs (`gpu/mma/stage_a.rs`'s packed
+    /// positions), appended to the module's temporaries: kernel argument `derived_base + t` is
+    /// the `t`-th.
+    derived: Vec<gpu::Derived>,
+    derived_base: usize,
 }
 
 /// A parameter of the function as the writers pass it.
@@ -548,6 +553,8 @@ impl<'f> Writer<'f> {
             cp_async: false,
             has_workspaces: workspace::any_in(&func.body),
             region_ws: Vec::new(),
+            derived: Vec::new(),
+            derived_base: 0,
         }
     }
 

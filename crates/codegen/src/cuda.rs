@@ -66,13 +66,31 @@ pub struct CudaModule {
     pub arch_specific: bool,
 }
 
-/// An intermediate buffer of the function (`T.alloc_buffer` at function level).
+/// An intermediate buffer of the function (`T.alloc_buffer` at function level), or one the
+/// writer derives from an input for the kernels' own use ([`TempFill`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TempBuffer {
     pub name: String,
     pub dtype: DType,
     /// Number of elements.
     pub elems: LaunchExpr,
+    /// What the runtime writes into it before the launches: zeros where `None`.
+    pub fill: Option<TempFill>,
+}
+
+/// The contents of a derived device buffer, computed by the runtime from an input before the
+/// launches (the way it encodes tensor maps), so that a kernel reads its operand in the layout
+/// the hardware wants without the function's meaning changing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TempFill {
+    /// The 2:4 positions of parameter `from` (8-bit, `rows` rows of `row_slots` each) packed
+    /// for sparse tensor cores by `sparsetir_formats::containers::nm::tensor_core_metadata_2of4`
+    /// (`u32` words, `rows * row_slots / 16` of them).
+    TensorCoreMetadata {
+        from: usize,
+        rows: i64,
+        row_slots: i64,
+    },
 }
 
 /// One `extern "C" __global__` function and how to launch it.

@@ -153,6 +153,53 @@ fn two_four_exact_and_packed_metadata() {
     assert_eq!(nm.to_dense().unwrap(), dense);
 }
 
+/// Tensor-core metadata: word `k * rows + r` holds the 16 slots of run `k` of row `r`, slot `i`
+/// at bits `2 i` — the two `u16` words of the row-major packing that cover the run.
+#[test]
+fn two_four_tensor_core_metadata() {
+    use sparsetir_formats::containers::nm::tensor_core_metadata_2of4;
+    // Two rows of 64 columns (32 slots: two runs); slot s of row r at position (s + r) % 4,
+    // kept as given (not an ordered pattern: the packing does not look at the order).
+    let (rows, row_slots) = (2, 32);
+    let positions: Vec<u8> = (0..rows * row_slots)
+        .map(|k| ((k % row_slots + k / row_slots) % 4) as u8)
+        .collect();
+    let words = tensor_core_metadata_2of4(&positions, rows, row_slots).unwrap();
+    assert_eq!(words.len(), 4);
+    // Row 0, run 0: positions 0 1 2 3 0 1 2 3 ...: 0b11_10_01_00 in every byte: 0xe4e4e4e4.
+    // Row 1, run 0: positions 1 2 3 0 ...: 0b00_11_10_01 = 0x39 in every byte.
+    // Run 1 repeats run 0 (16 slots is a multiple of the period 4).
+    assert_eq!(
+        words,
+        vec![0xe4e4_e4e4, 0x3939_3939, 0xe4e4_e4e4, 0x3939_3939]
+    );
+    // The same as the row-major u16 packing of a real 2:4 matrix, two words a run.
+    let dense: Vec<f32> = (0..4 * 64)
+        .map(|k| {
+            if (k * 7) % 5 < 2 {
+                (k % 9) as f32 - 4.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let nm = Nm::prune_from_dense(4, 64, &dense, 2, 4).unwrap();
+    let tc = tensor_core_metadata_2of4(nm.metadata(), 4, 32).unwrap();
+    let u16s = nm.packed_metadata_u16();
+    for r in 0..4 {
+        for k in 0..2 {
+            let w = (r * 32 + 16 * k) / 8;
+            let want = u32::from(u16s[w]) | (u32::from(u16s[w + 1]) << 16);
+            assert_eq!(tc[k * 4 + r], want, "row {r}, run {k}");
+        }
+    }
+    // Rows of a number of slots that is not whole runs, and a wrong length: errors.
+    let e = tensor_core_metadata_2of4(&[0; 24], 1, 24).unwrap_err();
+    assert!(e.to_string().contains("multiple of 16 slots"), "{e}");
+    let e = tensor_core_metadata_2of4(&[0; 31], 1, 32).unwrap_err();
+    assert!(e.to_string().contains("positions"), "{e}");
+}
+
 #[test]
 fn two_four_prune_keeps_largest_with_ties_to_smaller_column() {
     // group 0 = [4 -4 1 4]: magnitudes 4, 4, 1, 4 -> keep columns 0 and 1 (ties: smaller col);

@@ -92,6 +92,9 @@ impl fmt::Display for Format {
                 };
                 if t.tma_a {
                     ahead.push_str(",a=tma");
+                    if t.packed_positions {
+                        ahead.push_str(",meta=packed");
+                    }
                 } else if t.stage_a {
                     ahead.push_str(",a=smem");
                 }
@@ -148,6 +151,11 @@ pub struct SharedTiles {
     /// box of values, 32-byte swizzled, and one of positions a slice, on the slice's
     /// mbarrier), instead of by every thread's `cp.async`.
     pub tma_a: bool,
+    /// With `tma_a`: A's positions packed for the tensor cores (`,meta=packed`: one `u32` word
+    /// of 2-bit positions per row and run, derived from the 8-bit positions by the runtime
+    /// before the launches; the CUDA writer's `packed_positions`), so that a stage moves a
+    /// quarter of the positions' bytes and a lane reads its metadata with two 4-byte loads.
+    pub packed_positions: bool,
     /// With `warpgroup` and `prefetch`: each product kept in flight until the next one is
     /// issued (`,inflight=1`; `wgmma.wait_group 1`, one more slice of B in shared memory), so
     /// that a run's barrier and shared reads overlap the previous run's product.
@@ -189,6 +197,7 @@ impl SharedTiles {
             warpgroup: true,
             stage_a: true,
             tma_a: true,
+            packed_positions: false,
             in_flight: true,
             tma: true,
             cluster: 1,
@@ -211,15 +220,15 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
 }
 
 /// The options a staged 2:4 format takes after its warps (`2:4(wgdbuf=8,...)`).
-const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `inflight=1`, `tma=1`, `cluster=C`, \
-                          `release=1` or `producer=1` after the warps";
+const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `a=tma`, `meta=packed`, `inflight=1`, \
+                          `tma=1`, `cluster=C`, `release=1` or `producer=1` after the warps";
 
 fn positive(text: &str, what: &str, v: &str) -> Result<usize, FormatError> {
     match v.trim().parse::<usize>() {
@@ -306,7 +315,7 @@ impl Format {
             let v = options.next().unwrap_or("");
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
-            let (mut release, mut producer) = (false, false);
+            let (mut release, mut producer, mut packed_positions) = (false, false, false);
             let mut cluster_y = 1;
             for o in options {
                 let (key, value) = o
@@ -350,6 +359,7 @@ impl Format {
                         }
                         tma = true;
                     }
+                    "meta" if value == "packed" => packed_positions = true,
                     "release" if value == "1" => release = true,
                     "producer" if value == "1" => (release, producer) = (true, true),
                     "cluster" => {
@@ -366,6 +376,11 @@ impl Format {
                     }
                     _ => return Err(err(OPTIONS_24)),
                 }
+            }
+            if packed_positions && !tma_a {
+                return Err(err(
+                    "`meta=packed` (positions packed for the tensor cores) goes with `a=tma`",
+                ));
             }
             if tma_a && !tma {
                 return Err(err(
@@ -428,6 +443,7 @@ impl Format {
                     warpgroup,
                     stage_a,
                     tma_a,
+                    packed_positions,
                     in_flight,
                     tma,
                     cluster,
@@ -903,6 +919,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     if tiles.stage_a && tiles.tma_a {
         // (By the tensor copy engine with B's slices.)
         text.push_str("sch.annotate(gko, \"stage_a\", \"tma\")\n");
+        // (Its positions packed for the tensor cores: the CUDA writer's `packed_positions`.)
+        if tiles.packed_positions {
+            text.push_str("sch.annotate(gko, \"packed_positions\", 1)\n");
+        }
     } else if tiles.stage_a {
         text.push_str("sch.annotate(gko, \"stage_a\", 1)\n");
     }
@@ -1158,6 +1178,8 @@ mod tests {
             "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)",
             "2:4(wgdbuf=8,ahead=4,a=tma,inflight=1,tma=1,cluster=2x2,producer=1)",
             "2:4(wgdbuf=8,tma=1,producer=1)",
+            "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1)",
+            "2:4(wgdbuf=8,a=tma,meta=packed,tma=1,cluster=2x2)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1238,6 +1260,9 @@ mod tests {
             "2:4(wgdbuf=8,tma=1,cluster=0)",
             "2:4(dbuf=4,behind=2)",
             "2:4(wgdbuf=8,a=tma,tma=1,ahead=4)",
+            "2:4(wgdbuf=8,a=smem,meta=packed,tma=1)",
+            "2:4(wgdbuf=8,meta=packed,tma=1)",
+            "2:4(wgdbuf=8,a=tma,meta=2bit,tma=1)",
             "2:4(wgdbuf=8,a=tma,tma=1,release=1,ahead=5)",
             "2:4(wgdbuf=8,a=tma,tma=1,producer=1,ahead=7)",
             "2:4(wgdbuf=8,producer=1)",

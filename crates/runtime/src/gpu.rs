@@ -6,9 +6,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use sparsetir_codegen::cuda::{CudaModule, LaunchExpr};
+use sparsetir_codegen::cuda::{CudaModule, LaunchExpr, TempFill};
 use sparsetir_codegen::CParamKind;
 use sparsetir_eval::ArgValue;
+use sparsetir_formats::containers::nm::tensor_core_metadata_2of4;
+use sparsetir_formats::tensor::TensorData;
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc};
 
@@ -166,7 +168,17 @@ impl GpuKernel {
                 RunError::InvalidLaunch(format!("buffer `{}` has a negative size {n}", t.name))
             })?;
             let bytes = n.max(1).saturating_mul(t.dtype.bytes());
-            temps.push((vec![0u64; bytes.div_ceil(8)], bytes));
+            let mut words = vec![0u64; bytes.div_ceil(8)];
+            if let Some(fill) = &t.fill {
+                derive_temp(
+                    m,
+                    args,
+                    &t.name,
+                    fill,
+                    &mut tensor_bytes_u64(&mut words)[..bytes],
+                )?;
+            }
+            temps.push((words, bytes));
         }
         let mut launches = Vec::new();
         for k in &m.kernels {
@@ -300,6 +312,61 @@ impl GpuKernel {
                 Ok(stats)
             }
             Backend::Cuda(d) => d.run(m, &launches, &tmaps, &mut slots, repeats),
+        }
+    }
+}
+
+/// Writes the derived buffer `name` of `m` (`dst`, its bytes) from the input it derives from
+/// (see [`TempFill`]).
+fn derive_temp(
+    m: &CudaModule,
+    args: &HashMap<String, ArgValue>,
+    name: &str,
+    fill: &TempFill,
+    dst: &mut [u8],
+) -> Result<(), RunError> {
+    match *fill {
+        TempFill::TensorCoreMetadata {
+            from,
+            rows,
+            row_slots,
+        } => {
+            let p = m.params.get(from).ok_or_else(|| {
+                RunError::InvalidLaunch(format!("`{name}` derives from no parameter"))
+            })?;
+            let Some(ArgValue::Array(t)) = args.get(&p.name) else {
+                return Err(RunError::InvalidLaunch(format!(
+                    "parameter `{}` (the source of `{name}`) is not bound to an array",
+                    p.name
+                )));
+            };
+            let positions: Vec<u8> = match &t.data {
+                TensorData::I8(v) => v.iter().map(|&x| x as u8).collect(),
+                _ => {
+                    return Err(RunError::DTypeMismatch {
+                        name: p.name.clone(),
+                        expected: DType::I8,
+                        found: t.dtype(),
+                    })
+                }
+            };
+            let (rows, row_slots) = (
+                usize::try_from(rows).unwrap_or(0),
+                usize::try_from(row_slots).unwrap_or(0),
+            );
+            let words = tensor_core_metadata_2of4(&positions, rows, row_slots)
+                .map_err(|e| RunError::InvalidLaunch(format!("`{name}`: {e}")))?;
+            if words.len() * 4 != dst.len() {
+                return Err(RunError::InvalidLaunch(format!(
+                    "`{name}` holds {} bytes, its source gives {}",
+                    dst.len(),
+                    words.len() * 4
+                )));
+            }
+            for (d, w) in dst.chunks_exact_mut(4).zip(&words) {
+                d.copy_from_slice(&w.to_le_bytes());
+            }
+            Ok(())
         }
     }
 }

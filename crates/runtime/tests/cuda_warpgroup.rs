@@ -43,6 +43,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         warpgroup: true,
         stage_a: false,
         tma_a: false,
+        packed_positions: false,
         in_flight: false,
         tma: false,
         cluster: 1,
@@ -1320,6 +1321,140 @@ fn spmm_24_producer_warp(device: GpuDevice) {
         let src = &k.module().source;
         assert!(
             src.contains(&format!("if (threadIdx.y == {rows}) {{")),
+            "{what}"
+        );
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// A's positions packed for the tensor cores (`meta=packed`: `packed_positions`): the kernel
+/// takes a tensor map of a `u32` device buffer the runtime derives from the 8-bit positions
+/// (`TempFill::TensorCoreMetadata`: `[rows, runs]` words, one box of the stage's rows a run)
+/// instead of the positions' map, the stage's barrier counts 64 bytes of metadata a tile
+/// instead of 256, and no lane packs positions; NVRTC compiles it for sm_90a without spills.
+#[test]
+fn packed_positions_compile_for_sm_90a() {
+    // (cluster along x and y, row warps, row tiles, slices copied ahead, producer warp)
+    for (cluster, cy, rows, h, ahead, producer) in [
+        (1, 1, 8, 1, 6, true),
+        (2, 2, 8, 1, 3, true),
+        (1, 1, 8, 2, 3, false),
+    ] {
+        let mut t = tiles(rows, 1, h, ahead);
+        (t.stage_a, t.tma_a, t.packed_positions) = (true, true, true);
+        (t.in_flight, t.tma, t.cluster, t.cluster_y) = (true, true, cluster, cy);
+        (t.release, t.producer) = (producer, producer);
+        let units = 32 / h;
+        let sched = spmm_24_tc_smem_gpu_schedule(512, t, units);
+        let (feat, m) = (8 * units * cy, 16 * rows * h * cluster);
+        let what = format!("cluster {cluster} x {cy}, {rows} warps of {h} row tiles");
+        let (_, module) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(m, 512, feat))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        // The derived buffer: after the function's own, from the positions.
+        let temp = module.temps.last().expect("a derived buffer");
+        assert_eq!(temp.dtype, DType::U32, "{what}");
+        assert_eq!(
+            temp.elems.eval(&|_| None),
+            Some(m as i64 * 256 / 16),
+            "{what}"
+        );
+        let Some(sparsetir_codegen::cuda::TempFill::TensorCoreMetadata {
+            from,
+            rows: r,
+            row_slots,
+        }) = temp.fill
+        else {
+            panic!("{what}: not derived from the positions");
+        };
+        assert_eq!(module.params[from].name, "indices", "{what}");
+        assert_eq!((r, row_slots), (m as i64, 256), "{what}");
+        let k = module
+            .kernels
+            .iter()
+            .find(|k| k.args.iter().any(|a| a.tensor_map.is_some()))
+            .unwrap_or_else(|| panic!("{what}: no kernel takes a tensor map"));
+        let map = k.args.last().expect("arguments");
+        let view = map
+            .tensor_map
+            .as_ref()
+            .expect("the positions' map comes last");
+        assert_eq!(
+            (map.name.as_str(), map.dtype, map.param),
+            (
+                "J_indices_data_tc_tmap",
+                DType::U32,
+                module.params.len() + module.temps.len() - 1
+            ),
+            "{what}"
+        );
+        let dims: Vec<_> = view.dims.iter().map(|d| d.eval(&|_| None)).collect();
+        assert_eq!(dims, vec![Some(m as i64), Some(16)], "{what}");
+        let part = (16 * rows * h / cy) as u32;
+        assert_eq!((view.box_dims, view.swizzle), ([part, 1], 0), "{what}");
+        let src = &module.source;
+        let bytes = 32 * 8 * units * 2 + 16 * rows * h * (32 + 4);
+        for needle in [
+            "SPTIR_TMAP(uint32_t) J_indices_data_tc_tmap) {".to_string(),
+            format!("{bytes}u);"),
+            "J_indices_data_tc_tmap, sptir_bar_B_data_shared + sptir_st, ".to_string(),
+            "sptir_e = ((sptir_es[".to_string(),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`\n{src}");
+        }
+        assert!(!src.contains("sptir_lds_oct(sptir_es"), "{what}");
+        sm_90a_ptx_without_spills(src, &what);
+    }
+    // Packed positions need A's tiles by the copy engine.
+    let mut t = tiles(8, 1, 1, 3);
+    (t.stage_a, t.in_flight, t.tma) = (true, true, true);
+    let sched =
+        spmm_24_tc_smem_gpu_schedule(512, t, 32) + "sch.annotate(gko, \"packed_positions\", 1)\n";
+    let e = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 512, 256))
+        .expect_err("packed positions with A staged by cp.async");
+    assert!(e.to_string().contains("come by the copy engine"), "{e}");
+}
+
+#[test]
+fn packed_positions_equal_the_evaluator_in_the_emulator() {
+    spmm_24_packed_positions(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn packed_positions_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_packed_positions(GpuDevice::Cuda);
+}
+
+fn spmm_24_packed_positions(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(98);
+    // (cluster along x and y, producer warp, dtype, m, n, feat, row warps, row tiles, units,
+    // slices copied ahead): boxes of 64, 128 and 256 rows, several row blocks (the boxes' row
+    // coordinate) and runs (their run coordinate), more runs than stages, clusters multicasting
+    // B, and A's boxes in parts along y.
+    for ((cluster, cy), producer, dt, m, n, feat, rows, h, units, ahead) in [
+        ((1, 1), true, DType::F16, 256, 352, 128, 4, 1, 16, 6),
+        ((1, 1), false, DType::BF16, 512, 96, 128, 8, 2, 16, 1),
+        ((2, 1), true, DType::F16, 256, 224, 128, 8, 1, 16, 2),
+        ((2, 2), true, DType::BF16, 256, 224, 512, 4, 1, 16, 3),
+    ] {
+        let what = format!(
+            "spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {h} x {units} tiles, slices \
+             copied ahead: {ahead}, cluster {cluster} x {cy}, producer warp: {producer}, \
+             packed positions"
+        );
+        let g = kernel(dt);
+        let mut t = tiles(rows, 1, h, ahead);
+        (t.stage_a, t.tma_a, t.packed_positions) = (true, true, true);
+        (t.in_flight, t.tma, t.cluster, t.cluster_y) = (true, true, cluster, cy);
+        (t.release, t.producer) = (producer, producer);
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(&g, Some(&sched), &spec(m, n, feat), device, &cache())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            k.module().source.contains("J_indices_data_tc_tmap"),
             "{what}"
         );
         equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);

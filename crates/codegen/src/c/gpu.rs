@@ -101,7 +101,27 @@ pub(crate) struct KernelCtx {
     /// Tensor maps the kernel's body asked for (a staged `A`, `mma/stage_a.rs`): the mapped
     /// buffer, the argument's name and the view; appended to the arguments once the body is
     /// written.
-    late_maps: Vec<(BufferId, String, crate::cuda::TensorMapArg)>,
+    late_maps: Vec<(MapOf, String, crate::cuda::TensorMapArg)>,
+}
+
+/// The buffer a late tensor map views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MapOf {
+    /// A buffer of the function (a kernel argument).
+    Buffer(BufferId),
+    /// The writer's derived buffer of that index (`Writer::derived`).
+    Derived(usize),
+}
+
+/// A device buffer the writer derives from an input buffer for a kernel's own use (see
+/// [`crate::cuda::TempFill`]): the 2:4 positions `source` (8-bit, `rows` rows of `row_slots`)
+/// packed for sparse tensor cores (`mma/stage_a.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Derived {
+    pub source: BufferId,
+    pub name: String,
+    pub rows: i64,
+    pub row_slots: i64,
 }
 
 /// Flattens nested sequences into their statements.
@@ -300,9 +320,12 @@ impl<'f> Writer<'f> {
                 name: buf.name.clone(),
                 dtype: buf.dtype,
                 elems,
+                fill: None,
             });
         }
         self.span = func.span;
+        // Derived buffers the kernels ask for come after the function's own.
+        self.derived_base = params.len() + temps.len();
 
         let mut tops = Vec::new();
         flatten(&func.body, &mut tops);
@@ -382,6 +405,27 @@ impl<'f> Writer<'f> {
             source.push_str(tma::TMA_PRELUDE);
         }
         source.push_str(&body);
+        for d in std::mem::take(&mut self.derived) {
+            let Some((from, _, _)) = ptrs
+                .iter()
+                .find(|(_, first, others)| *first == d.source || others.contains(&d.source))
+            else {
+                return Err(self.invalid(format!(
+                    "the derived buffer's source `{}` is not a kernel argument",
+                    func.buffers[d.source].name
+                )));
+            };
+            temps.push(TempBuffer {
+                name: d.name,
+                dtype: DType::U32,
+                elems: LaunchExpr::Const(d.rows * d.row_slots / 16),
+                fill: Some(crate::cuda::TempFill::TensorCoreMetadata {
+                    from: *from,
+                    rows: d.rows,
+                    row_slots: d.row_slots,
+                }),
+            });
+        }
         Ok(CudaModule {
             source,
             func: func.name.clone(),
@@ -684,20 +728,25 @@ impl<'f> Writer<'f> {
         self.indent = 0;
         self.line("}");
         // The tensor maps the body asked for, after the other arguments.
-        for (b, map, view) in &ctx.late_maps {
-            let Some((k, _, _)) = ptrs
-                .iter()
-                .find(|(_, first, others)| first == b || others.contains(b))
-            else {
-                return Err(self.invalid(format!(
-                    "the copy engine's source `{}` is not a kernel argument",
-                    func.buffers[*b].name
-                )));
+        for (of, map, view) in &ctx.late_maps {
+            let (param, dtype) = match *of {
+                MapOf::Buffer(b) => {
+                    let Some((k, _, _)) = ptrs
+                        .iter()
+                        .find(|(_, first, others)| *first == b || others.contains(&b))
+                    else {
+                        return Err(self.invalid(format!(
+                            "the copy engine's source `{}` is not a kernel argument",
+                            func.buffers[b].name
+                        )));
+                    };
+                    (*k, func.buffers[b].dtype)
+                }
+                MapOf::Derived(t) => (self.derived_base + t, DType::U32),
             };
-            let dtype = func.buffers[*b].dtype;
             let ct = c_type(dtype).unwrap_or("uint16_t");
             args.push(KernelArg {
-                param: *k,
+                param,
                 name: map.clone(),
                 dtype,
                 ctype: ct.to_string(),

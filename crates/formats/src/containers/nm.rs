@@ -16,6 +16,15 @@
 //! occupies bits `bits * (k % per_word) ..` of word `k / per_word`, where `per_word = 16 / bits`
 //! for `u16` words (8 positions per word for 2:4, so one `u16` describes a 1x16 row chunk) and
 //! `8 / bits` for bytes. The unused high bits of the last word are zero.
+//!
+//! # Metadata for sparse tensor cores
+//!
+//! [`tensor_core_metadata_2of4`] lays 2:4 positions out as the staged warpgroup kernels read
+//! them (the CUDA writer's `packed_positions`): one `u32` word per row and *run* (32 columns of
+//! the row: 8 groups, 16 slots), bits `2 i ..` holding slot `i` of the run, the words of a run
+//! for all rows consecutive (`word[k * rows + r]`). A lane's `mma.sp` metadata is then half of
+//! a word of each of its two rows, and the copy engine moves the metadata of a run for a block
+//! of rows as one contiguous box: a quarter of the bytes of 8-bit positions.
 
 use super::{check_len, mul, FormatError, Value};
 
@@ -182,4 +191,39 @@ impl<V: Value> Nm<V> {
         }
         bytes
     }
+}
+
+/// 2:4 positions (one byte per slot, `0..4`, row by row: `rows` rows of `row_slots` slots each)
+/// packed for sparse tensor cores (see the module documentation): `word[k * rows + r]` holds the
+/// 16 slots `16 k ..` of row `r` two bits each, slot `16 k + i` at bits `2 i`. `row_slots` must
+/// be a multiple of 16 (the row's columns a multiple of 32); only the low two bits of each
+/// position are kept (the callers validated them).
+pub fn tensor_core_metadata_2of4(
+    positions: &[u8],
+    rows: usize,
+    row_slots: usize,
+) -> Result<Vec<u32>, FormatError> {
+    if !row_slots.is_multiple_of(16) {
+        return Err(FormatError::NmPattern {
+            n: 2,
+            m: 4,
+            why: format!(
+                "tensor-core metadata takes rows of a multiple of 16 slots (32 columns), got                  {row_slots}"
+            ),
+        });
+    }
+    let slots = mul(rows, row_slots)?;
+    check_len("positions", positions.len(), slots, || {
+        format!("{rows} rows x {row_slots} slots")
+    })?;
+    let mut words = vec![0u32; slots / 16];
+    for (r, row) in positions.chunks_exact(row_slots.max(1)).enumerate() {
+        for (k, run) in row.chunks_exact(16).enumerate() {
+            words[k * rows + r] = run
+                .iter()
+                .enumerate()
+                .fold(0u32, |w, (i, &p)| w | (u32::from(p & 3) << (2 * i)));
+        }
+    }
+    Ok(words)
 }

@@ -26,6 +26,16 @@
 //! loads. The loads of `A` thus run `d` runs ahead without registers held across the product,
 //! and as 16-byte copies instead of 4-byte loads.
 //!
+//! With the run loop also annotated `{"packed_positions": 1}` (and `stage_a` = `"tma"`), the
+//! positions come packed for the tensor cores instead: the kernel takes a tensor map of a
+//! device buffer the runtime derives from the 8-bit positions before the launches
+//! (`TempFill::TensorCoreMetadata`: one `u32` word per row and run, 2 bits a position, the
+//! words of a run consecutive over the rows), one box of the stage's rows' words a stage
+//! (`sptir_es` then holds 16 words a tile: 64 bytes instead of 256), and a lane's metadata is
+//! half of the word of each of its two rows: two 4-byte shared loads, a shift and a mask each,
+//! instead of two 8-byte loads and the packing of 16 positions. The copy engine then moves
+//! 576 bytes of `A` a tile and run instead of 768.
+//!
 //! The emulator runs `cp.async` as the copy, `ldmatrix` by gathering the lanes' row addresses
 //! with shuffles, race-checked like every shared array.
 
@@ -75,14 +85,32 @@ pub(crate) struct ATma {
     /// The cluster's blocks along x and y where blocks along y share the boxes (`tma.rs`'s
     /// `TMA_CLUSTER_Y_ATTR`): each copies `1 / Cy` of their rows to the blocks of its x rank.
     share: Option<(i64, i64)>,
+    /// The positions packed for the tensor cores (`packed_positions`): the index of the
+    /// derived buffer (`Writer::derived`) the positions' map views instead of the positions.
+    packed: Option<usize>,
 }
 
 /// The value of the `stage_a` annotation asking for `A`'s tiles by the tensor copy engine.
 pub const STAGE_A_TMA: &str = "tma";
 
+/// The run-loop annotation asking for the positions packed for the tensor cores (see the
+/// module documentation).
+pub const PACKED_POSITIONS_ATTR: &str = "packed_positions";
+
+/// Elements of a tile in `sptir_es`: 256 8-bit positions, or 16 packed words.
+fn es_tile(packed: bool) -> i64 {
+    if packed {
+        16
+    } else {
+        256
+    }
+}
+
 /// Bytes the copy engine moves into a stage of `A` per tile: 256 16-bit values and 256
-/// 8-bit positions.
-const TILE_BYTES: i64 = 256 * 2 + 256;
+/// 8-bit positions (or their 16 packed words).
+fn tile_bytes(packed: bool) -> i64 {
+    256 * 2 + if packed { 16 * 4 } else { 256 }
+}
 
 impl AStage {
     /// Tiles per stage.
@@ -169,13 +197,32 @@ impl Writer<'_> {
             warps,
             tma: None,
         };
-        if matches!(f.annotations.get(STAGE_A_ATTR), Some(AttrValue::Str(v)) if v == STAGE_A_TMA) {
+        let tma =
+            matches!(f.annotations.get(STAGE_A_ATTR), Some(AttrValue::Str(v)) if v == STAGE_A_TMA);
+        let packed = f.annotations.get(PACKED_POSITIONS_ATTR).is_some();
+        if packed && !tma {
+            return Err(self.unsupported(
+                &format!(
+                    "loop `{}` annotated `{PACKED_POSITIONS_ATTR}`",
+                    self.func.vars[f.var].name
+                ),
+                format!(
+                    "the packed positions come by the copy engine: annotate the loop                      `{STAGE_A_ATTR}` = \"{STAGE_A_TMA}\" too"
+                ),
+            ));
+        }
+        if tma {
             let what = format!("{what} \"{STAGE_A_TMA}\"");
-            stage.tma = Some(self.a_tma_plan(f, &stage, b, a, &meta, &vars, &what)?);
+            stage.tma = Some(self.a_tma_plan(f, &stage, b, a, &meta, &vars, packed, &what)?);
         }
         let size = stage.depth * stage.tiles() * 256;
         self.declare_shared(&what, DType::F16, "uint16_t", "sptir_as", size)?;
-        self.declare_shared(&what, DType::I8, "int8_t", "sptir_es", size)?;
+        if packed {
+            let words = stage.depth * stage.tiles() * es_tile(true);
+            self.declare_shared(&what, DType::U32, "uint32_t", "sptir_es", words)?;
+        } else {
+            self.declare_shared(&what, DType::I8, "int8_t", "sptir_es", size)?;
+        }
         if let (Some(t), Some(k)) = (&stage.tma, self.kernel.as_mut()) {
             // The boxes land at the arrays' starts' alignment (`Writer::dynamic_shared`), and
             // the kernel takes the two maps after its other arguments.
@@ -183,16 +230,28 @@ impl Writer<'_> {
                 .extend(["sptir_as".to_string(), "sptir_es".to_string()]);
             let cy = t.share.map_or(1, |(_, cy)| cy);
             let rows = (stage.tiles() * 16 / cy) as u32;
-            for (buf, name, [c, r], swizzle) in [
-                (t.values, &t.values_map, t.values_view, 32),
-                (t.positions, &t.positions_map, t.positions_view, 0),
+            let [pc, pr] = t.positions_view;
+            let positions = match t.packed {
+                // The words of a run for the stage's rows: `[rows, runs]`, a box of the rows.
+                Some(d) => (MapOf::Derived(d), [pr, pc / 16], [rows, 1]),
+                None => (MapOf::Buffer(t.positions), [pc, pr], [16, rows]),
+            };
+            for (of, name, [c, r], box_dims, swizzle) in [
+                (
+                    MapOf::Buffer(t.values),
+                    &t.values_map,
+                    t.values_view,
+                    [16, rows],
+                    32,
+                ),
+                (positions.0, &t.positions_map, positions.1, positions.2, 0),
             ] {
                 k.late_maps.push((
-                    buf,
+                    of,
                     name.clone(),
                     TensorMapArg {
                         dims: [LaunchExpr::Const(c), LaunchExpr::Const(r)],
-                        box_dims: [16, rows],
+                        box_dims,
                         swizzle,
                     },
                 ));
@@ -208,13 +267,14 @@ impl Writer<'_> {
     /// of `16 x tiles` rows of each view fills them.
     #[allow(clippy::too_many_arguments)]
     fn a_tma_plan(
-        &self,
+        &mut self,
         f: &For,
         st: &AStage,
         b: &Block,
         a: &Expr,
         meta: &Expr,
         vars: &[VarId],
+        packed: bool,
         what: &str,
     ) -> Res<ATma> {
         let Some(window) = self.tma_of_run(f.var) else {
@@ -327,15 +387,50 @@ impl Writer<'_> {
             return Err(self.invalid("two views"));
         };
         let map = |b: BufferId| -> Res<String> { Ok(format!("{}_tmap", self.buf_name(b)?)) };
+        let values_map = map(values)?;
+        let mut positions_map = map(positions)?;
+        let packed = if packed {
+            // A box of a run's words lands at 128-byte boundaries only if it covers a multiple
+            // of 32 rows.
+            let part = st.tiles() * 16 / share.map_or(1, |(_, cy)| cy);
+            if part % 32 != 0 {
+                return Err(self.unsupported(
+                    what,
+                    format!(
+                        "packed positions take boxes of a multiple of 32 rows a block: the \
+                         stage's {part} are not"
+                    ),
+                ));
+            }
+            let [row_slots, rows] = positions_view;
+            let name = format!("{}_tc", self.buf_name(positions)?);
+            positions_map = format!("{name}_tmap");
+            let d = Derived {
+                source: positions,
+                name,
+                rows,
+                row_slots,
+            };
+            Some(match self.derived.iter().position(|x| *x == d) {
+                Some(i) => i,
+                None => {
+                    self.derived.push(d);
+                    self.derived.len() - 1
+                }
+            })
+        } else {
+            None
+        };
         Ok(ATma {
             values,
             positions,
-            values_map: map(values)?,
-            positions_map: map(positions)?,
+            values_map,
+            positions_map,
             values_view,
             positions_view,
             bars: window.bars,
             share,
+            packed,
         })
     }
 
@@ -344,12 +439,14 @@ impl Writer<'_> {
         self.a_stage
             .as_ref()
             .filter(|st| st.tma.is_some())
-            .map_or(0, |st| st.tiles() * TILE_BYTES)
+            .map_or(0, |st| {
+                st.tiles() * tile_bytes(st.tma.as_ref().is_some_and(|t| t.packed.is_some()))
+            })
     }
 
     /// The tile of row unit `r` (C text) in the stage of run `run` (C text), the warp loops'
-    /// variables bound.
-    fn a_stage_tile(&mut self, st: &AStage, run: &str, r: &str) -> Res<String> {
+    /// variables bound: its first element in arrays of `elems` elements a tile.
+    fn a_stage_tile(&mut self, st: &AStage, run: &str, r: &str, elems: i64) -> Res<String> {
         let mut widx = String::from("0");
         for &(w, n, moves) in &st.warps {
             if moves {
@@ -360,7 +457,7 @@ impl Writer<'_> {
         let (depth, tiles) = (st.depth, st.tiles());
         let h = st.rows.map_or(1, |(_, n)| n);
         Ok(format!(
-            "(int64_t)((((({run}) - ({})) % {depth}) * {} + {widx}) * {h} + {r}) * 256",
+            "(int64_t)((((({run}) - ({})) % {depth}) * {} + {widx}) * {h} + {r}) * {elems}",
             st.min,
             tiles / h
         ))
@@ -405,7 +502,7 @@ impl Writer<'_> {
                     self.let_subst
                         .insert(rv, int_literal(k, self.func.vars[rv].dtype));
                 }
-                let tile = self.a_stage_tile(&st, run, &k.to_string())?;
+                let tile = self.a_stage_tile(&st, run, &k.to_string(), 256)?;
                 let row = "sptir_sl >> 1".to_string();
                 let at = [row, "0".into(), "4 * (sptir_sl & 1)".into(), "0".into()];
                 let src = self.ptr_at(a, &vars, &at, &iters)?;
@@ -456,13 +553,21 @@ impl Writer<'_> {
                 .insert(v, int_literal(0, self.func.vars[v].dtype));
         }
         let r = (|| {
-            let tile = self.a_stage_tile(st, run, "0")?;
             let zero = ["0".to_string(), "0".into(), "0".into(), "0".into()];
             let mut boxes = Vec::new();
-            for (e, dst, map, row) in [
-                (a, "sptir_as", &t.values_map, t.values_view[0]),
-                (&meta, "sptir_es", &t.positions_map, t.positions_view[0]),
+            let packed = t.packed.is_some();
+            for (e, dst, map, row, elems, packed) in [
+                (a, "sptir_as", &t.values_map, t.values_view[0], 256, false),
+                (
+                    &meta,
+                    "sptir_es",
+                    &t.positions_map,
+                    t.positions_view[0],
+                    es_tile(packed),
+                    packed,
+                ),
             ] {
+                let tile = self.a_stage_tile(st, run, "0", elems)?;
                 let Expr::Load { buffer, .. } = e else {
                     return Err(self.invalid("a 2:4 operand that is not a load"));
                 };
@@ -472,23 +577,43 @@ impl Writer<'_> {
                     .strip_prefix(&format!("{name} + "))
                     .ok_or_else(|| self.invalid("a 2:4 operand's address"))?
                     .to_string();
+                // The box's coordinates: (column, row) of the view; packed, (row, run) of the
+                // words (a row's 16 positions of a run are one word).
+                let (x, y) = if packed {
+                    (
+                        format!("({off}) / {row}"),
+                        format!("(({off}) % {row}) / 16"),
+                    )
+                } else {
+                    (format!("({off}) % {row}"), format!("({off}) / {row}"))
+                };
                 boxes.push(match t.share {
-                    // This block's rows of the box, to the blocks of its x rank.
+                    // This block's rows of the box, to the blocks of its x rank (packed: the
+                    // rows are the box's x).
+                    Some((cx, cy)) if packed => {
+                        let part = st.tiles() * 16 / cy;
+                        let ymask: u32 = (0..cy).map(|i| 1u32 << (cx * i)).sum();
+                        format!(
+                            "sptir_tma_load_2d_mc({dst} + {tile} + sptir_cy * {part}, {map}, {} + \
+                             sptir_st, (int)({x}) + sptir_cy * {part}, (int)({y}), (unsigned \
+                             short)({ymask}u << (sptir_cluster_rank() % {cx})));",
+                            t.bars
+                        )
+                    }
                     Some((cx, cy)) => {
                         let part = st.tiles() * 16 / cy;
                         let ymask: u32 = (0..cy).map(|i| 1u32 << (cx * i)).sum();
                         format!(
                             "sptir_tma_load_2d_mc({dst} + {tile} + sptir_cy * {}, {map}, {} + \
-                             sptir_st, (int)(({off}) % {row}), (int)(({off}) / {row}) + sptir_cy \
-                             * {part}, (unsigned short)({ymask}u << (sptir_cluster_rank() % \
-                             {cx})));",
+                             sptir_st, (int)({x}), (int)({y}) + sptir_cy * {part}, (unsigned \
+                             short)({ymask}u << (sptir_cluster_rank() % {cx})));",
                             part * 16,
                             t.bars
                         )
                     }
                     None => format!(
-                        "sptir_tma_load_2d({dst} + {tile}, {map}, {} + sptir_st, (int)(({off}) % \
-                         {row}), (int)(({off}) / {row}));",
+                        "sptir_tma_load_2d({dst} + {tile}, {map}, {} + sptir_st, (int)({x}), \
+                         (int)({y}));",
                         t.bars
                     ),
                 });
@@ -530,7 +655,9 @@ impl Writer<'_> {
             Some((rv, _)) => self.expr(&Expr::Var(rv))?.0,
             None => "0".to_string(),
         };
-        let tile = self.a_stage_tile(&st, &run, &r)?;
+        let tile = self.a_stage_tile(&st, &run, &r, 256)?;
+        let packed = st.tma.as_ref().is_some_and(|t| t.packed.is_some());
+        let words = self.a_stage_tile(&st, &run, &r, es_tile(true))?;
         self.line("{");
         self.indent += 1;
         self.line("uint32_t sptir_a[4], sptir_e = 0u;");
@@ -544,7 +671,17 @@ impl Writer<'_> {
              ((((sptir_sl >> 4) ^ (sptir_sr >> 2)) & 1) * 8));"
         ));
         self.line("const int32_t sptir_h = sptir_t & 1;");
+        if packed {
+            // Half of each row's word: the 8 positions of groups 4 h .. 4 h + 3.
+            self.line(&format!(
+                "sptir_e = ((sptir_es[{words} + sptir_g] >> (16 * sptir_h)) & 0xffffu) | \
+                 ((sptir_es[{words} + sptir_g + 8] >> (16 * sptir_h)) << 16);"
+            ));
+        }
         for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
+            if packed {
+                break;
+            }
             self.line(&format!(
                 "{{ const uint64_t sptir_m = sptir_lds_oct(sptir_es + {tile} + ({row}) * 16 + \
                  8 * sptir_h);"
