@@ -1412,6 +1412,15 @@ fn packed_positions_compile_for_sm_90a() {
     let e = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 512, 256))
         .expect_err("packed positions with A staged by cp.async");
     assert!(e.to_string().contains("come by the copy engine"), "{e}");
+    // A block's part of a box must start 128-byte aligned: 64 rows over 4 blocks along y are
+    // 16 words each.
+    let mut t = tiles(4, 1, 1, 3);
+    (t.stage_a, t.tma_a, t.packed_positions) = (true, true, true);
+    (t.in_flight, t.tma, t.cluster_y) = (true, true, 4);
+    let sched = spmm_24_tc_smem_gpu_schedule(512, t, 32);
+    let e = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(64, 512, 1024))
+        .expect_err("parts of 16 rows");
+    assert!(e.to_string().contains("multiple of 32 rows"), "{e}");
 }
 
 #[test]
