@@ -104,7 +104,7 @@ struct uint3 {
 };
 
 enum class St : uint8_t { Ready, Barrier, Warp, MBar, Cluster, Done };
-enum class WOp : uint8_t { Sync, Shfl, Ballot, Any, All };
+enum class WOp : uint8_t { Sync, Shfl, Ballot, Any, All, Gather };
 
 inline const char* wop_name(WOp op) {
   switch (op) {
@@ -113,6 +113,7 @@ inline const char* wop_name(WOp op) {
     case WOp::Ballot: return "__ballot_sync";
     case WOp::Any: return "__any_sync";
     case WOp::All: return "__all_sync";
+    case WOp::Gather: return "a tensor-core instruction";
   }
   return "?";
 }
@@ -152,6 +153,10 @@ struct Fiber {
   int wsrc;
   uint64_t wval;
   uint64_t wres;
+  // In `WOp::Gather`: the lane's `gn` words and where every lane's go (lane `l`'s at `l * gn`).
+  const uint32_t* gin = nullptr;
+  uint32_t* gout = nullptr;
+  unsigned gn = 0;
   uint32_t since_yield;
   char* stack;
   size_t stack_size;
@@ -389,6 +394,10 @@ SPTIR_API SharedMeta* block_shared_in(Block* b, const void* tag, int64_t len, si
 SPTIR_API SharedMeta* block_shared(const void* tag, int64_t len, size_t elem, const char* name);
 SPTIR_API void syncthreads();
 SPTIR_API uint64_t warp_op(WOp op, unsigned mask, uint64_t val, int src);
+// The registers of a warp-wide instruction (an emulated `mma`): each lane gives its `n` words
+// `mine` and receives every lane's in `all` (`32 n` words, lane `l`'s at `l n`; a lane the
+// warp does not have gives the caller's own), in one rendezvous instead of `n` shuffles a lane.
+SPTIR_API void warp_gather(const uint32_t* mine, unsigned n, uint32_t* all);
 SPTIR_API void cp_async_issue(SharedMeta* m, int64_t idx, const void* src, uint32_t count,
                               uint32_t elem);
 SPTIR_API void cp_async_commit();
@@ -767,6 +776,13 @@ inline void complete_warp(Block* b, unsigned wi) {
       case WOp::Ballot: f.wres = ballot; break;
       case WOp::Any: f.wres = ballot != 0; break;
       case WOp::All: f.wres = all; break;
+      case WOp::Gather:
+        for (unsigned s = 0; s < 32; ++s) {
+          bool ok = s < count && lanes[s].st == St::Warp && lanes[s].gn == f.gn;
+          std::memcpy(f.gout + size_t(s) * f.gn, ok ? lanes[s].gin : f.gin,
+                      size_t(f.gn) * sizeof(uint32_t));
+        }
+        break;
     }
   }
   for (unsigned l = 0; l < count; ++l)
@@ -790,6 +806,14 @@ uint64_t warp_op(WOp op, unsigned mask, uint64_t val, int src) {
   else yield(f);
   f->since_yield = 0;
   return f->wres;
+}
+
+void warp_gather(const uint32_t* mine, unsigned n, uint32_t* all) {
+  Fiber* f = cur();
+  f->gin = mine;
+  f->gout = all;
+  f->gn = n;
+  warp_op(WOp::Gather, 0xffffffffu, 0, 0);
 }
 
 void syncthreads() {

@@ -71,8 +71,9 @@
 //! and the code around the tensorized loops runs in every lane (stores outside them are guarded
 //! to one lane as usual).
 //!
-//! In the emulator the `mma` is a device function that gathers the warp's fragments with
-//! `__shfl_sync` and computes the tile products in float (products of 16-bit values are exact;
+//! In the emulator the `mma` is a device function that gathers the warp's fragments in one
+//! rendezvous of its lanes (`::sptir_emu::warp_gather`, what a shuffle a register would give)
+//! and computes the tile products in float (products of 16-bit values are exact;
 //! the order of the sum is the k order, where the hardware's may differ).
 
 use super::*;

@@ -109,19 +109,24 @@ static __device__ uint32_t sptir_movmatrix_trans(uint32_t x) {
     const int sh = (g & 1) * 16;
     return ((lo >> sh) & 0xffffu) | (((hi >> sh) & 0xffffu) << 16);
 }
-/* The tile product from every lane's fragments (PTX's m16n8k16 layouts). */
+/* The tile product from every lane's fragments (PTX's m16n8k16 layouts), gathered in one
+   rendezvous of the warp (`warp_gather`: what 6 shuffles a lane would give). */
 static __device__ void sptir_mma_m16n8k16_emu(float* c, const uint32_t* a, const uint32_t* b, bool bf) {
     float A[16][16], B[16][8];
+    const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    uint32_t all[32 * 6];
+    ::sptir_emu::warp_gather(mine, 6, all);
     for (int src = 0; src < 32; ++src) {
         const int sg = src >> 2, st = src & 3;
+        const uint32_t* in = all + 6 * src;
         for (int r = 0; r < 4; ++r) {
-            const uint32_t v = __shfl_sync(0xffffffffu, a[r], src);
+            const uint32_t v = in[r];
             const int row = sg + ((r & 1) ? 8 : 0), col = 2 * st + ((r & 2) ? 8 : 0);
             A[row][col] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
             A[row][col + 1] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
         }
         for (int r = 0; r < 2; ++r) {
-            const uint32_t v = __shfl_sync(0xffffffffu, b[r], src);
+            const uint32_t v = in[4 + r];
             const int row = 2 * st + (r ? 8 : 0);
             B[row][sg] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
             B[row + 1][sg] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
@@ -139,26 +144,31 @@ static __device__ void sptir_mma_m16n8k16_emu(float* c, const uint32_t* a, const
    in m16n8k16's A layout, each value placed at the position its metadata gives in its group of
    four columns (lane 4q + h, h < 2, holds row q's and row q + 8's positions for the
    compressed columns 8h .. 8h + 7 in its low and high 16 bits, 2 bits each); B 32 x 8, lane l
-   holding rows 2t + 8r, 2t + 8r + 1 of column g in register r. */
+   holding rows 2t + 8r, 2t + 8r + 1 of column g in register r. The lanes' 9 registers are
+   gathered in one rendezvous of the warp. */
 static __device__ void sptir_mma_sp_m16n8k32_emu(float* c, const uint32_t* a, const uint32_t* b, uint32_t e, bool bf) {
     float A[16][32], B[32][8], V[16][16];
     int P[16][16];
     for (int r = 0; r < 16; ++r) for (int k = 0; k < 32; ++k) A[r][k] = 0.0f;
+    const uint32_t mine[9] = {a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], e};
+    uint32_t all[32 * 9];
+    ::sptir_emu::warp_gather(mine, 9, all);
     for (int src = 0; src < 32; ++src) {
         const int sg = src >> 2, st = src & 3;
+        const uint32_t* in = all + 9 * src;
         for (int r = 0; r < 4; ++r) {
-            const uint32_t v = __shfl_sync(0xffffffffu, a[r], src);
+            const uint32_t v = in[r];
             const int row = sg + ((r & 1) ? 8 : 0), col = 2 * st + ((r & 2) ? 8 : 0);
             V[row][col] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
             V[row][col + 1] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
         }
         for (int r = 0; r < 4; ++r) {
-            const uint32_t v = __shfl_sync(0xffffffffu, b[r], src);
+            const uint32_t v = in[4 + r];
             const int row = 2 * st + 8 * r;
             B[row][sg] = bf ? sptir_bf2f((uint16_t)(v & 0xffffu)) : sptir_h2f((uint16_t)(v & 0xffffu));
             B[row + 1][sg] = bf ? sptir_bf2f((uint16_t)(v >> 16)) : sptir_h2f((uint16_t)(v >> 16));
         }
-        const uint32_t ev = __shfl_sync(0xffffffffu, e, src);
+        const uint32_t ev = in[8];
         if (st < 2) {
             for (int j = 0; j < 8; ++j) {
                 P[sg][8 * st + j] = (int)((ev >> (2 * j)) & 3u);
