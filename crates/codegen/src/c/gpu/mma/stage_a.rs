@@ -207,7 +207,7 @@ impl Writer<'_> {
                     self.func.vars[f.var].name
                 ),
                 format!(
-                    "the packed positions come by the copy engine: annotate the loop                      `{STAGE_A_ATTR}` = \"{STAGE_A_TMA}\" too"
+                    "the packed positions come by the copy engine: annotate the loop `{STAGE_A_ATTR}` = \"{STAGE_A_TMA}\" too"
                 ),
             ));
         }
