@@ -678,10 +678,12 @@ impl Writer<'_> {
                  ((sptir_es[{words} + sptir_g + 8] >> (16 * sptir_h)) << 16);"
             ));
         }
-        for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
-            if packed {
-                break;
-            }
+        let rows: &[(&str, i32)] = if packed {
+            &[]
+        } else {
+            &[("sptir_g", 0), ("sptir_g + 8", 16)]
+        };
+        for &(row, shift) in rows {
             self.line(&format!(
                 "{{ const uint64_t sptir_m = sptir_lds_oct(sptir_es + {tile} + ({row}) * 16 + \
                  8 * sptir_h);"
