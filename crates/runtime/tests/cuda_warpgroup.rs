@@ -1469,3 +1469,46 @@ fn spmm_24_packed_positions(device: GpuDevice) {
         equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
+
+/// What the packed positions save, counted by the emulator: the same kernel with 8-bit
+/// positions touches a 32-byte sector for each row's 16 positions of a run (rows are `n / 2`
+/// bytes apart), the packed one 4 bytes a row and run in boxes of consecutive words; all other
+/// traffic is the same.
+#[test]
+fn packed_positions_save_their_sectors_in_the_emulator() {
+    let (m, n, feat) = (256, 352, 128);
+    let runs = n / 32;
+    let args = positions_i8(spmm_24_args(
+        &mut ChaCha8Rng::seed_from_u64(99),
+        m,
+        n,
+        feat,
+        DType::F16,
+    ));
+    let mut sectors = Vec::new();
+    for packed in [false, true] {
+        let mut t = tiles(4, 1, 1, 3);
+        (t.stage_a, t.tma_a, t.packed_positions) = (true, true, packed);
+        (t.in_flight, t.tma, t.release, t.producer) = (true, true, true, true);
+        // One block of columns (16 units of 8): A is read once.
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, 16);
+        let k = GpuKernel::build(
+            &kernel(DType::F16),
+            Some(&sched),
+            &spec(m, n, feat),
+            GpuDevice::Emulator,
+            &cache(),
+        )
+        .expect("build");
+        let mut got = args.clone();
+        let stats = k.run(&mut got).expect("run");
+        let want = spmm_24_dense(&args);
+        assert_outputs_close_16("packed", &["c".to_string()], &got, &want, DType::F16, 0.05);
+        sectors.push(stats.sector_bytes);
+    }
+    assert_eq!(
+        sectors[0] - sectors[1],
+        (m * runs * (32 - 4)) as u64,
+        "sector bytes, 8-bit then packed: {sectors:?}"
+    );
+}

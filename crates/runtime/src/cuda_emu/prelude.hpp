@@ -172,10 +172,14 @@ struct Fiber {
 
 // One global access of one lane: grouped with the other lanes' accesses at the same site and
 // the same per-lane occurrence count of that site.
+// Sectors are counted in the buffer's own offsets (`buf` its start): a device allocation is
+// 256-byte aligned, wherever the host put the array, so the count is the GPU's and does not
+// change from run to run.
 struct Rec {
   uintptr_t site;
   uint32_t occ;
   uint32_t bytes;
+  uintptr_t buf;
   uint64_t sector;
 };
 
@@ -623,6 +627,7 @@ inline void flush_warp(Block* b, unsigned wi, bool all) {
   std::sort(w.pending.begin(), w.pending.end(), [](const Rec& x, const Rec& y) {
     if (x.site != y.site) return x.site < y.site;
     if (x.occ != y.occ) return x.occ < y.occ;
+    if (x.buf != y.buf) return x.buf < y.buf;
     return x.sector < y.sector;
   });
   std::vector<Rec> keep;
@@ -643,11 +648,13 @@ inline void flush_warp(Block* b, unsigned wi, bool all) {
       uint32_t occ = w.pending[i].occ;
       size_t j = i;
       uint64_t bytes = 0, sectors = 0, last = 0;
+      uintptr_t last_buf = 0;
       bool first = true;
       for (; j < w.pending.size() && w.pending[j].site == site && w.pending[j].occ == occ; ++j) {
         bytes += w.pending[j].bytes;
-        if (first || w.pending[j].sector != last) ++sectors;
+        if (first || w.pending[j].sector != last || w.pending[j].buf != last_buf) ++sectors;
         last = w.pending[j].sector;
+        last_buf = w.pending[j].buf;
         first = false;
       }
       if (occ < limit) {
@@ -685,9 +692,12 @@ __attribute__((noinline)) void gaccess(const void* base, int64_t len, int64_t id
     it = w.occ.emplace(site, z).first;
   }
   uint32_t k = it->second[lane]++;
-  uint64_t a = reinterpret_cast<uint64_t>(base) + uint64_t(idx) * size;
+  // (The offset in the buffer: see `Rec`.)
+  uint64_t a = uint64_t(idx) * size;
   uint64_t s0 = a >> 5, s1 = (a + size - 1) >> 5;
-  for (uint64_t s = s0; s <= s1; ++s) w.pending.push_back(Rec{site, k, s == s0 ? size : 0, s});
+  const uintptr_t buf = reinterpret_cast<uintptr_t>(base);
+  for (uint64_t s = s0; s <= s1; ++s)
+    w.pending.push_back(Rec{site, k, s == s0 ? size : 0, buf, s});
   if (w.pending.size() >= w.next_flush) {
     flush_warp(b, wi, false);
     w.next_flush = std::max(SOFT_FLUSH, 2 * w.pending.size());

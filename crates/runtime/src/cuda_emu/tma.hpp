@@ -246,7 +246,8 @@ inline void tma_copy(const SPtr<T>& dst, const TMap<T>& map, const TmaDest* dest
       if (g >= map.len) fail_oob(map.name, g, map.len);
       if (map.race) grace(map.base, map.len, g, unsigned(E), map.name, Acc::Read);
       std::memcpy(out, map.base + g, size_t(E));
-      const int64_t byte = reinterpret_cast<int64_t>(map.base + g);
+      // (The offset in the buffer, whose device allocation is 256-byte aligned: see `Rec`.)
+      const int64_t byte = g * int64_t(E);
       if (run_lo < 0) run_lo = byte;
       run_hi = byte + E;
       b->requested += uint64_t(E);
