@@ -66,13 +66,13 @@ pub fn run(dir: Option<PathBuf>, rows: usize, feat: usize, seed: u64) -> Result<
     let built = bench::build(Op::Spmm, feat, schedule, &opts, sparsetir_ir::DType::F32)?;
     println!(
         "  kernel: catalog csrmm + default CPU schedule, feat_size = {feat}; cold compile \
-         {:.0} ms; cached load {:.2} ms (cache {}, front end {:.1} ms)",
+         {:.0} ms; through the kernel cache {:.2} ms ({}, front end {:.1} ms)",
         built.compile_cold.as_secs_f64() * 1e3,
         built.load.as_secs_f64() * 1e3,
         match built.outcome {
-            CacheOutcome::Hit => "hit",
-            CacheOutcome::Miss => "miss: compiled now",
-            CacheOutcome::Rebuilt => "rebuilt",
+            CacheOutcome::Hit => "a hit: loaded",
+            CacheOutcome::Miss => "a miss: compiled and stored; the next run loads it",
+            CacheOutcome::Rebuilt => "an unusable entry: rebuilt",
         },
         built.frontend.as_secs_f64() * 1e3
     );
