@@ -62,17 +62,28 @@ static __device__ __forceinline__ void sptir_ldmatrix_x2_trans(uint32_t* r, cons
                  : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
 }
 #else
-/* ldmatrix .trans: every lane's row address gathered with shuffles, the elements read from the
-   shared array (race-checked) — the layout of the GPU's instruction; row addresses must be
-   16-byte aligned there, and are checked here. */
+/* Every lane's row offset of an `ldmatrix` (`rows[l]`: lane l's), in one rendezvous of the
+   warp. */
+static void sptir_ldmatrix_rows(int64_t off, int64_t* rows) {
+    const uint32_t mine[2] = {(uint32_t)(uint64_t)off, (uint32_t)((uint64_t)off >> 32)};
+    uint32_t all[64];
+    ::sptir_emu::warp_gather(mine, 2, all);
+    for (int l = 0; l < 32; ++l)
+        rows[l] = (int64_t)((uint64_t)all[2 * l] | ((uint64_t)all[2 * l + 1] << 32));
+}
+/* ldmatrix .trans: every lane's row address gathered, the elements read from the shared array
+   (race-checked) — the layout of the GPU's instruction; row addresses must be 16-byte aligned
+   there, and are checked here. */
 template <int N>
 static void sptir_ldmatrix_trans(uint32_t* r, const ::sptir_emu::SPtr<uint16_t>& p) {
     if (p.off % 8 != 0)
         ::sptir_emu::fail_unsupported("ldmatrix: a row address is not 16-byte aligned");
     const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    int64_t rows[32];
+    sptir_ldmatrix_rows(p.off, rows);
     for (int i = 0; i < N; ++i) {
-        const int64_t r0 = __shfl_sync(0xffffffffu, p.off, 8 * i + 2 * t);
-        const int64_t r1 = __shfl_sync(0xffffffffu, p.off, 8 * i + 2 * t + 1);
+        const int64_t r0 = rows[8 * i + 2 * t];
+        const int64_t r1 = rows[8 * i + 2 * t + 1];
         const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, r0 + g).load();
         const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, r1 + g).load();
         r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
@@ -104,8 +115,10 @@ static uint64_t sptir_ld_oct(const ::sptir_emu::GPtr<uint8_t, W>& p) {
    being held by lane 4r + c / 2 (low half for even c). */
 static __device__ uint32_t sptir_movmatrix_trans(uint32_t x) {
     const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
-    const uint32_t lo = __shfl_sync(0xffffffffu, x, 8 * t + (g >> 1));
-    const uint32_t hi = __shfl_sync(0xffffffffu, x, 8 * t + 4 + (g >> 1));
+    uint32_t all[32];
+    ::sptir_emu::warp_gather(&x, 1, all);
+    const uint32_t lo = all[8 * t + (g >> 1)];
+    const uint32_t hi = all[8 * t + 4 + (g >> 1)];
     const int sh = (g & 1) * 16;
     return ((lo >> sh) & 0xffffu) | (((hi >> sh) & 0xffffu) << 16);
 }

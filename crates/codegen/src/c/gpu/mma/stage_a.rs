@@ -37,7 +37,7 @@
 //! 576 bytes of `A` a tile and run instead of 768.
 //!
 //! The emulator runs `cp.async` as the copy, `ldmatrix` by gathering the lanes' row addresses
-//! with shuffles, race-checked like every shared array.
+//! in one rendezvous of the warp, race-checked like every shared array.
 
 use super::sparse::pack_positions8;
 use super::warpgroup::SpProduct;
@@ -718,8 +718,10 @@ static void sptir_ldmatrix_x4(uint32_t* r, const ::sptir_emu::SPtr<uint16_t>& p)
     if (p.off % 8 != 0)
         ::sptir_emu::fail_unsupported("ldmatrix: a row address is not 16-byte aligned");
     const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    int64_t rows[32];
+    sptir_ldmatrix_rows(p.off, rows);
     for (int i = 0; i < 4; ++i) {
-        const int64_t row = __shfl_sync(0xffffffffu, p.off, 8 * i + g);
+        const int64_t row = rows[8 * i + g];
         const uint16_t lo = ::sptir_emu::SRef<uint16_t>(p.data, p.m, row + 2 * t).load();
         const uint16_t hi = ::sptir_emu::SRef<uint16_t>(p.data, p.m, row + 2 * t + 1).load();
         r[i] = (uint32_t)lo | ((uint32_t)hi << 16);
