@@ -210,7 +210,8 @@ enum Command {
         /// and positions staged by the copy engine too, one box of each a slice;
         /// `meta=packed` (after `a=tma`): the positions packed for the tensor cores, one
         /// 32-bit word of 2-bit positions per row and slice, derived by the runtime before the
-        /// launches (a quarter of the bytes); `cluster=CxY`: clusters also of Y blocks of columns sharing A's boxes (with `a=tma`);
+        /// launches (a quarter of the bytes); `cluster=CxY`: clusters also of Y blocks of
+        /// columns sharing A's boxes (with `a=tma`);
         /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
         /// block's barrier each run; `producer=1`: the same, with a warp of its own making
         /// every copy, A up to 6); for sddmm `coo`; for attention

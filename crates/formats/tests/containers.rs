@@ -194,9 +194,9 @@ fn two_four_tensor_core_metadata() {
         }
     }
     // Rows of a number of slots that is not whole runs, and a wrong length: errors.
-    let e = tensor_core_metadata_2of4(&[0; 24], 1, 24).unwrap_err();
+    let e = tensor_core_metadata_2of4(&[0u8; 24], 1, 24).unwrap_err();
     assert!(e.to_string().contains("multiple of 16 slots"), "{e}");
-    let e = tensor_core_metadata_2of4(&[0; 31], 1, 32).unwrap_err();
+    let e = tensor_core_metadata_2of4(&[0u8; 31], 1, 32).unwrap_err();
     assert!(e.to_string().contains("positions"), "{e}");
 }
 

@@ -340,8 +340,8 @@ fn derive_temp(
                     p.name
                 )));
             };
-            let positions: Vec<u8> = match &t.data {
-                TensorData::I8(v) => v.iter().map(|&x| x as u8).collect(),
+            let positions = match &t.data {
+                TensorData::I8(v) => v,
                 _ => {
                     return Err(RunError::DTypeMismatch {
                         name: p.name.clone(),
@@ -354,7 +354,7 @@ fn derive_temp(
                 usize::try_from(rows).unwrap_or(0),
                 usize::try_from(row_slots).unwrap_or(0),
             );
-            let words = tensor_core_metadata_2of4(&positions, rows, row_slots)
+            let words = tensor_core_metadata_2of4(positions, rows, row_slots)
                 .map_err(|e| RunError::InvalidLaunch(format!("`{name}`: {e}")))?;
             if words.len() * 4 != dst.len() {
                 return Err(RunError::InvalidLaunch(format!(

@@ -613,38 +613,29 @@ fn traffic_of_coalesced_copy_and_strided_gather() {
         *v = i as f32;
     }
     let a: &[f32] = a;
-    let b = aligned(&mut b_store, n);
-    let stats = m
-        .launch(
-            kernel(m, "copy"),
-            [(n / 128) as u32, 1, 1],
-            [128, 1, 1],
-            &mut [
-                EmuArg::input(&a[..n]),
-                EmuArg::output(&mut *b),
-                EmuArg::I32(n as i32),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(b, &a[..n]);
+    let copy = |src: &[f32], dst: &mut [f32]| {
+        let stats = m
+            .launch(
+                kernel(m, "copy"),
+                [(n / 128) as u32, 1, 1],
+                [128, 1, 1],
+                &mut [
+                    EmuArg::input(src),
+                    EmuArg::output(&mut *dst),
+                    EmuArg::I32(n as i32),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(dst, src);
+        stats
+    };
+    let stats = copy(&a[..n], aligned(&mut b_store, n));
     assert_eq!(stats.requested_bytes, 2 * 4 * n as u64);
     assert_eq!(stats.efficiency(), 1.0, "{stats:?}");
     // Arrays the host placed off a sector's start count as the GPU's, whose allocations are
     // 256-byte aligned: the same sectors.
     let mut c = vec![0.0f32; n + 1];
-    let again = m
-        .launch(
-            kernel(m, "copy"),
-            [(n / 128) as u32, 1, 1],
-            [128, 1, 1],
-            &mut [
-                EmuArg::input(&a[1..n + 1]),
-                EmuArg::output(&mut c[1..]),
-                EmuArg::I32(n as i32),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(&c[1..], &a[1..n + 1]);
+    let again = copy(&a[1..n + 1], &mut c[1..]);
     assert_eq!(
         (again.requested_bytes, again.sector_bytes),
         (stats.requested_bytes, stats.sector_bytes)

@@ -406,21 +406,13 @@ impl<'f> Writer<'f> {
         }
         source.push_str(&body);
         for d in std::mem::take(&mut self.derived) {
-            let Some((from, _, _)) = ptrs
-                .iter()
-                .find(|(_, first, others)| *first == d.source || others.contains(&d.source))
-            else {
-                return Err(self.invalid(format!(
-                    "the derived buffer's source `{}` is not a kernel argument",
-                    func.buffers[d.source].name
-                )));
-            };
+            let from = self.param_of(&ptrs, d.source, "the derived buffer's source")?;
             temps.push(TempBuffer {
                 name: d.name,
                 dtype: DType::U32,
                 elems: LaunchExpr::Const(d.rows * d.row_slots / 16),
                 fill: Some(crate::cuda::TempFill::TensorCoreMetadata {
-                    from: *from,
+                    from,
                     rows: d.rows,
                     row_slots: d.row_slots,
                 }),
@@ -434,6 +426,25 @@ impl<'f> Writer<'f> {
             kernels,
             arch_specific: !self.wgmma_forms.is_empty(),
         })
+    }
+
+    /// The parameter (index) that passes buffer `b` among the pointer parameters `ptrs` (`what`
+    /// names `b` in the error where none does).
+    fn param_of(
+        &self,
+        ptrs: &[(usize, BufferId, Vec<BufferId>)],
+        b: BufferId,
+        what: &str,
+    ) -> Res<usize> {
+        ptrs.iter()
+            .find(|(_, first, others)| *first == b || others.contains(&b))
+            .map(|(k, _, _)| *k)
+            .ok_or_else(|| {
+                self.invalid(format!(
+                    "{what} `{}` is not a kernel argument",
+                    self.func.buffers[b].name
+                ))
+            })
     }
 
     /// The C text of thread index `tag` (`blockIdx.x` is the part's own in a fused launch).
@@ -630,16 +641,8 @@ impl<'f> Writer<'f> {
         // The tensor maps of the windows the copy engine fills, after the other arguments.
         let tma = self.tma_windows(parts)?;
         for t in &tma {
-            let Some((k, _, _)) = ptrs
-                .iter()
-                .find(|(_, first, others)| *first == t.global || others.contains(&t.global))
-            else {
-                return Err(self.invalid(format!(
-                    "the copy engine's source `{}` is not a kernel argument",
-                    func.buffers[t.global].name
-                )));
-            };
-            let (arg, decl) = self.tma_arg(t, *k)?;
+            let k = self.param_of(ptrs, t.global, "the copy engine's source")?;
+            let (arg, decl) = self.tma_arg(t, k)?;
             args.push(arg);
             sig.push(decl);
         }
@@ -730,18 +733,10 @@ impl<'f> Writer<'f> {
         // The tensor maps the body asked for, after the other arguments.
         for (of, map, view) in &ctx.late_maps {
             let (param, dtype) = match *of {
-                MapOf::Buffer(b) => {
-                    let Some((k, _, _)) = ptrs
-                        .iter()
-                        .find(|(_, first, others)| *first == b || others.contains(&b))
-                    else {
-                        return Err(self.invalid(format!(
-                            "the copy engine's source `{}` is not a kernel argument",
-                            func.buffers[b].name
-                        )));
-                    };
-                    (*k, func.buffers[b].dtype)
-                }
+                MapOf::Buffer(b) => (
+                    self.param_of(ptrs, b, "the copy engine's source")?,
+                    func.buffers[b].dtype,
+                ),
                 MapOf::Derived(t) => (self.derived_base + t, DType::U32),
             };
             let ct = c_type(dtype).unwrap_or("uint16_t");

@@ -193,13 +193,14 @@ impl<V: Value> Nm<V> {
     }
 }
 
-/// 2:4 positions (one byte per slot, `0..4`, row by row: `rows` rows of `row_slots` slots each)
-/// packed for sparse tensor cores (see the module documentation): `word[k * rows + r]` holds the
-/// 16 slots `16 k ..` of row `r` two bits each, slot `16 k + i` at bits `2 i`. `row_slots` must
-/// be a multiple of 16 (the row's columns a multiple of 32); only the low two bits of each
-/// position are kept (the callers validated them).
-pub fn tensor_core_metadata_2of4(
-    positions: &[u8],
+/// 2:4 positions (one 8-bit integer per slot, `0..4`, row by row: `rows` rows of `row_slots`
+/// slots each; [`Nm::metadata`]'s bytes or a kernel's `int8` positions) packed for sparse tensor
+/// cores (see the module documentation): `word[k * rows + r]` holds the 16 slots `16 k ..` of
+/// row `r` two bits each, slot `16 k + i` at bits `2 i`. `row_slots` must be a multiple of 16
+/// (the row's columns a multiple of 32); only the low two bits of each position are kept (the
+/// callers validated them).
+pub fn tensor_core_metadata_2of4<P: Copy + Into<i16>>(
+    positions: &[P],
     rows: usize,
     row_slots: usize,
 ) -> Result<Vec<u32>, FormatError> {
@@ -208,7 +209,8 @@ pub fn tensor_core_metadata_2of4(
             n: 2,
             m: 4,
             why: format!(
-                "tensor-core metadata takes rows of a multiple of 16 slots (32 columns), got                  {row_slots}"
+                "tensor-core metadata takes rows of a multiple of 16 slots (32 columns), got \
+                 {row_slots}"
             ),
         });
     }
@@ -222,7 +224,7 @@ pub fn tensor_core_metadata_2of4(
             words[k * rows + r] = run
                 .iter()
                 .enumerate()
-                .fold(0u32, |w, (i, &p)| w | (u32::from(p & 3) << (2 * i)));
+                .fold(0u32, |w, (i, &p)| w | (((p.into() & 3) as u32) << (2 * i)));
         }
     }
     Ok(words)

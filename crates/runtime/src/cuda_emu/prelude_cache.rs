@@ -27,8 +27,9 @@
 //!   a cache directory can move.
 //!
 //! [`SharedPrelude::ensure`] makes all three (on a cache miss, before the module's compile), each
-//! through a temporary file and a rename, or copies them from another cache of the same process. A module whose library went missing fails to load, and the
-//! cache then rebuilds both. ELF platforms only (sonames and `$ORIGIN`); elsewhere, and with
+//! through a temporary file and a rename, or copies them from another cache of the same
+//! process. A module whose library went missing fails to load, and the cache then rebuilds
+//! both. ELF platforms only (sonames and `$ORIGIN`); elsewhere, and with
 //! `SPARSETIR_EMU_PCH=0`, every module embeds the whole prelude, runtime included.
 
 use std::path::{Path, PathBuf};

@@ -113,6 +113,11 @@ fn tile_bytes(packed: bool) -> i64 {
 }
 
 impl AStage {
+    /// Whether its positions come packed for the tensor cores (`packed_positions`).
+    fn packed(&self) -> bool {
+        self.tma.as_ref().is_some_and(|t| t.packed.is_some())
+    }
+
     /// Tiles per stage.
     fn tiles(&self) -> i64 {
         let w: i64 = self.warps.iter().filter(|w| w.2).map(|w| w.1).product();
@@ -439,9 +444,7 @@ impl Writer<'_> {
         self.a_stage
             .as_ref()
             .filter(|st| st.tma.is_some())
-            .map_or(0, |st| {
-                st.tiles() * tile_bytes(st.tma.as_ref().is_some_and(|t| t.packed.is_some()))
-            })
+            .map_or(0, |st| st.tiles() * tile_bytes(st.packed()))
     }
 
     /// The tile of row unit `r` (C text) in the stage of run `run` (C text), the warp loops'
@@ -555,18 +558,18 @@ impl Writer<'_> {
         let r = (|| {
             let zero = ["0".to_string(), "0".into(), "0".into(), "0".into()];
             let mut boxes = Vec::new();
-            let packed = t.packed.is_some();
-            for (e, dst, map, row, elems, packed) in [
-                (a, "sptir_as", &t.values_map, t.values_view[0], 256, false),
+            // (Operand, shared array, map, elements per row of the operand, packed words.)
+            for (e, dst, map, row, packed) in [
+                (a, "sptir_as", &t.values_map, t.values_view[0], false),
                 (
                     &meta,
                     "sptir_es",
                     &t.positions_map,
                     t.positions_view[0],
-                    es_tile(packed),
-                    packed,
+                    st.packed(),
                 ),
             ] {
+                let elems = if packed { es_tile(true) } else { 256 };
                 let tile = self.a_stage_tile(st, run, "0", elems)?;
                 let Expr::Load { buffer, .. } = e else {
                     return Err(self.invalid("a 2:4 operand that is not a load"));
@@ -579,41 +582,35 @@ impl Writer<'_> {
                     .to_string();
                 // The box's coordinates: (column, row) of the view; packed, (row, run) of the
                 // words (a row's 16 positions of a run are one word).
-                let (x, y) = if packed {
+                let (mut x, mut y) = if packed {
                     (
-                        format!("({off}) / {row}"),
-                        format!("(({off}) % {row}) / 16"),
+                        format!("(int)(({off}) / {row})"),
+                        format!("(int)((({off}) % {row}) / 16)"),
                     )
                 } else {
-                    (format!("({off}) % {row}"), format!("({off}) / {row}"))
+                    (
+                        format!("(int)(({off}) % {row})"),
+                        format!("(int)(({off}) / {row})"),
+                    )
                 };
                 boxes.push(match t.share {
-                    // This block's rows of the box, to the blocks of its x rank (packed: the
-                    // rows are the box's x).
-                    Some((cx, cy)) if packed => {
-                        let part = st.tiles() * 16 / cy;
-                        let ymask: u32 = (0..cy).map(|i| 1u32 << (cx * i)).sum();
-                        format!(
-                            "sptir_tma_load_2d_mc({dst} + {tile} + sptir_cy * {part}, {map}, {} + \
-                             sptir_st, (int)({x}) + sptir_cy * {part}, (int)({y}), (unsigned \
-                             short)({ymask}u << (sptir_cluster_rank() % {cx})));",
-                            t.bars
-                        )
-                    }
+                    // This block's rows of the box (its x when packed), to the blocks of its x
+                    // rank: `part` rows of `elems / 16` elements each in the stage.
                     Some((cx, cy)) => {
                         let part = st.tiles() * 16 / cy;
                         let ymask: u32 = (0..cy).map(|i| 1u32 << (cx * i)).sum();
+                        let rows = if packed { &mut x } else { &mut y };
+                        rows.push_str(&format!(" + sptir_cy * {part}"));
                         format!(
                             "sptir_tma_load_2d_mc({dst} + {tile} + sptir_cy * {}, {map}, {} + \
-                             sptir_st, (int)({x}), (int)({y}) + sptir_cy * {part}, (unsigned \
-                             short)({ymask}u << (sptir_cluster_rank() % {cx})));",
-                            part * 16,
+                             sptir_st, {x}, {y}, (unsigned short)({ymask}u << \
+                             (sptir_cluster_rank() % {cx})));",
+                            part * elems / 16,
                             t.bars
                         )
                     }
                     None => format!(
-                        "sptir_tma_load_2d({dst} + {tile}, {map}, {} + sptir_st, (int)({x}), \
-                         (int)({y}));",
+                        "sptir_tma_load_2d({dst} + {tile}, {map}, {} + sptir_st, {x}, {y});",
                         t.bars
                     ),
                 });
@@ -656,8 +653,11 @@ impl Writer<'_> {
             None => "0".to_string(),
         };
         let tile = self.a_stage_tile(&st, &run, &r, 256)?;
-        let packed = st.tma.as_ref().is_some_and(|t| t.packed.is_some());
-        let words = self.a_stage_tile(&st, &run, &r, es_tile(true))?;
+        let words = if st.packed() {
+            Some(self.a_stage_tile(&st, &run, &r, es_tile(true))?)
+        } else {
+            None
+        };
         self.line("{");
         self.indent += 1;
         self.line("uint32_t sptir_a[4], sptir_e = 0u;");
@@ -671,27 +671,23 @@ impl Writer<'_> {
              ((((sptir_sl >> 4) ^ (sptir_sr >> 2)) & 1) * 8));"
         ));
         self.line("const int32_t sptir_h = sptir_t & 1;");
-        if packed {
+        if let Some(words) = words {
             // Half of each row's word: the 8 positions of groups 4 h .. 4 h + 3.
             self.line(&format!(
                 "sptir_e = ((sptir_es[{words} + sptir_g] >> (16 * sptir_h)) & 0xffffu) | \
                  ((sptir_es[{words} + sptir_g + 8] >> (16 * sptir_h)) << 16);"
             ));
-        }
-        let rows: &[(&str, i32)] = if packed {
-            &[]
         } else {
-            &[("sptir_g", 0), ("sptir_g + 8", 16)]
-        };
-        for &(row, shift) in rows {
-            self.line(&format!(
-                "{{ const uint64_t sptir_m = sptir_lds_oct(sptir_es + {tile} + ({row}) * 16 + \
-                 8 * sptir_h);"
-            ));
-            self.line(&format!(
-                "  sptir_e |= ({}) << {shift}; }}",
-                pack_positions8("sptir_m")
-            ));
+            for (row, shift) in [("sptir_g", 0), ("sptir_g + 8", 16)] {
+                self.line(&format!(
+                    "{{ const uint64_t sptir_m = sptir_lds_oct(sptir_es + {tile} + ({row}) * 16 \
+                     + 8 * sptir_h);"
+                ));
+                self.line(&format!(
+                    "  sptir_e |= ({}) << {shift}; }}",
+                    pack_positions8("sptir_m")
+                ));
+            }
         }
         self.indent -= 1;
         self.line("}");
