@@ -112,6 +112,35 @@ pub struct CudaKernel {
     /// declares the same (`SPTIR_CLUSTER_DIMS`, `__cluster_dims__` on a GPU); each grid
     /// dimension must be a multiple of it, which the runtime checks before a launch.
     pub cluster: [u32; 3],
+    /// A persistent kernel: `grid` is its tiles, which the launched blocks walk in turn (see
+    /// [`CudaKernel::launch_grid`]).
+    pub persistent: bool,
+}
+
+impl CudaKernel {
+    /// The blocks a launch of this kernel runs, given its [`CudaKernel::grid`] evaluated and
+    /// the most clusters (blocks, without clusters) the device runs at once: the grid itself,
+    /// or for a persistent kernel as many blocks along x as there are tiles, at most that many
+    /// clusters' worth (at least one cluster), a whole number of clusters. A persistent
+    /// kernel's tiles along x must be a whole number of clusters (the blocks of a cluster take
+    /// tiles of the same row), else the error says why.
+    pub fn launch_grid(&self, grid: [u32; 3], resident_clusters: u32) -> Result<[u32; 3], String> {
+        if !self.persistent || grid.contains(&0) {
+            return Ok(grid);
+        }
+        let c = self.cluster[0].max(1);
+        if grid[0] % c != 0 || self.cluster[1] > 1 || self.cluster[2] > 1 {
+            return Err(format!(
+                "a persistent kernel's {} x {} tiles cannot be taken by clusters of {:?} blocks \
+                 (whole clusters along x only)",
+                grid[0], grid[1], self.cluster
+            ));
+        }
+        let tiles = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
+        let most = u64::from(resident_clusters.max(1)) * u64::from(c);
+        let blocks = tiles.min(most) / u64::from(c) * u64::from(c);
+        Ok([u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1])
+    }
 }
 
 /// One parameter of a kernel.

@@ -64,7 +64,28 @@ fn_table!(DriverApi {
     event_synchronize: "cuEventSynchronize" => fn(CuEvent) -> CuResult;
     event_elapsed: "cuEventElapsedTime" => fn(*mut f32, CuEvent, CuEvent) -> CuResult;
     event_destroy: "cuEventDestroy_v2" => fn(CuEvent) -> CuResult;
+    occupancy_blocks: "cuOccupancyMaxActiveBlocksPerMultiprocessor" => fn(
+        *mut c_int, CuFunction, c_int, usize,
+    ) -> CuResult;
 });
+
+/// `CUlaunchConfig`, as `cuOccupancyMaxActiveClusters` reads it: grid, block, dynamic shared
+/// bytes, stream, launch attributes (none here: the cluster's shape is the kernel's own
+/// `__cluster_dims__`).
+#[repr(C)]
+struct LaunchConfig {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared_bytes: c_uint,
+    stream: CuStream,
+    attrs: *mut c_void,
+    num_attrs: c_uint,
+}
+
+/// `cuOccupancyMaxActiveClusters` (CUDA 12.0 and later; looked up apart from [`DriverApi`], as
+/// `cuTensorMapEncodeTiled` is): the most clusters of a kernel the GPU runs at once.
+type OccupancyClusters =
+    unsafe extern "C" fn(*mut c_int, CuFunction, *const LaunchConfig) -> CuResult;
 
 /// `cuTensorMapEncodeTiled` (CUDA 12.0 and later; looked up apart from [`DriverApi`] so that an
 /// older driver still loads and only a tensor map fails): map, data type, rank, global address,
@@ -116,6 +137,8 @@ struct DriverInner {
     /// `cuTensorMapEncodeTiled`, or why the driver lacks it (valid while `api` holds the
     /// library).
     encode_tiled: Result<TensorMapEncodeTiled, String>,
+    /// `cuOccupancyMaxActiveClusters`, or why the driver lacks it.
+    occupancy_clusters: Result<OccupancyClusters, String>,
     path: PathBuf,
     /// `cuInit`'s result: 0, or `CUDA_ERROR_NO_DEVICE` (then there are no devices).
     init: CuResult,
@@ -177,6 +200,12 @@ impl Driver {
                 .map(|f| *f)
                 .map_err(|e| e.to_string())
         };
+        // SAFETY: as above (CUDA 12.0 and later).
+        let occupancy_clusters = unsafe {
+            lib.get::<OccupancyClusters>(b"cuOccupancyMaxActiveClusters\0")
+                .map(|f| *f)
+                .map_err(|e| e.to_string())
+        };
         // SAFETY: the signatures in `DriverApi` are the driver API's (CUDA 11.x and later).
         let api = unsafe { DriverApi::resolve(lib) }.map_err(fail)?;
         // SAFETY: cuInit takes flags 0.
@@ -184,6 +213,7 @@ impl Driver {
         let inner = Arc::new(DriverInner {
             api,
             encode_tiled,
+            occupancy_clusters,
             path: path.to_path_buf(),
             init,
         });
@@ -691,6 +721,67 @@ impl Function {
             shared_bytes: self.attribute(FUNC_SHARED_SIZE_BYTES)?,
             local_bytes: self.attribute(FUNC_LOCAL_SIZE_BYTES)?,
         })
+    }
+
+    /// The most blocks of this kernel one multiprocessor runs at once, launched with `threads`
+    /// threads a block and `dynamic_shared` bytes of dynamic shared memory
+    /// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`).
+    pub fn max_active_blocks_per_sm(
+        &self,
+        threads: u32,
+        dynamic_shared: usize,
+    ) -> Result<u32, CudaError> {
+        self.module.ctx.bind()?;
+        let mut n: c_int = 0;
+        let t = c_int::try_from(threads).unwrap_or(c_int::MAX);
+        // SAFETY: a valid out-pointer and a live function.
+        self.module
+            .ctx
+            .check("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
+                (self.module.ctx.api().occupancy_blocks)(&mut n, self.raw, t, dynamic_shared)
+            })?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// The most clusters of this kernel (declared in clusters of `cluster` blocks by its
+    /// `__cluster_dims__`) the GPU runs at once, launched with blocks of `block` threads and
+    /// `dynamic_shared` bytes of dynamic shared memory (`cuOccupancyMaxActiveClusters`: it
+    /// counts what fits in each GPU processing cluster, which a number of multiprocessors
+    /// divided by the cluster's blocks overestimates). A driver without the function gives
+    /// [`CudaError::Unsupported`].
+    pub fn max_active_clusters(
+        &self,
+        block: [u32; 3],
+        cluster: [u32; 3],
+        dynamic_shared: u32,
+    ) -> Result<u32, CudaError> {
+        let query = match &self.module.ctx.device.driver.inner.occupancy_clusters {
+            Ok(f) => *f,
+            Err(reason) => {
+                return Err(CudaError::Unsupported {
+                    what: "cluster occupancy (cuOccupancyMaxActiveClusters, CUDA 12.0)",
+                    reason: reason.clone(),
+                })
+            }
+        };
+        self.module.ctx.bind()?;
+        let config = LaunchConfig {
+            grid: cluster,
+            block,
+            shared_bytes: dynamic_shared,
+            stream: ptr::null_mut(),
+            attrs: ptr::null_mut(),
+            num_attrs: 0,
+        };
+        let mut n: c_int = 0;
+        // SAFETY: a valid out-pointer, a live function and a configuration that lives across
+        // the call (no attributes).
+        self.module
+            .ctx
+            .check("cuOccupancyMaxActiveClusters", unsafe {
+                query(&mut n, self.raw, &config)
+            })?;
+        Ok(n.max(0) as u32)
     }
 }
 

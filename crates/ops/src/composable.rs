@@ -114,6 +114,9 @@ impl fmt::Display for Format {
                 } else if t.release {
                     ahead.push_str(",release=1");
                 }
+                if t.persistent {
+                    ahead.push_str(",persistent=1");
+                }
                 match (t.cols, t.row_tiles) {
                     (1, 1) => write!(f, "2:4({key}={}{ahead})", t.rows),
                     (z, 1) => write!(f, "2:4({key}={}x{z}{ahead})", t.rows),
@@ -181,6 +184,11 @@ pub struct SharedTiles {
     /// `release`; the CUDA writer's `tma_producer`), so that the warps issuing the products
     /// never wait for a stage to be released; `ahead` may then be up to 6.
     pub producer: bool,
+    /// With `producer`: a persistent kernel (`,persistent=1`; the CUDA writer's
+    /// `tma_persistent`): as many blocks as the GPU runs at once, each walking tiles in turn,
+    /// its producer warp copying the next tile's first slices while the other warps store the
+    /// last tile's products.
+    pub persistent: bool,
 }
 
 impl SharedTiles {
@@ -204,6 +212,7 @@ impl SharedTiles {
             cluster_y: 1,
             release: true,
             producer: true,
+            persistent: false,
         }
     }
 
@@ -220,7 +229,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -228,7 +237,8 @@ pub struct FormatError {
 
 /// The options a staged 2:4 format takes after its warps (`2:4(wgdbuf=8,...)`).
 const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `a=tma`, `meta=packed`, `inflight=1`, \
-                          `tma=1`, `cluster=C`, `release=1` or `producer=1` after the warps";
+                          `tma=1`, `cluster=C`, `release=1`, `producer=1` or `persistent=1` \
+                          after the warps";
 
 fn positive(text: &str, what: &str, v: &str) -> Result<usize, FormatError> {
     match v.trim().parse::<usize>() {
@@ -316,6 +326,7 @@ impl Format {
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
             let (mut release, mut producer, mut packed_positions) = (false, false, false);
+            let mut persistent = false;
             let mut cluster_y = 1;
             for o in options {
                 let (key, value) = o
@@ -362,6 +373,7 @@ impl Format {
                     "meta" if value == "packed" => packed_positions = true,
                     "release" if value == "1" => release = true,
                     "producer" if value == "1" => (release, producer) = (true, true),
+                    "persistent" if value == "1" => persistent = true,
                     "cluster" => {
                         let (c, y) = value.split_once('x').unwrap_or((value, "1"));
                         let c = positive(text, "the blocks per cluster", c)?;
@@ -397,6 +409,12 @@ impl Format {
                 return Err(err(
                     "`ahead=A` past 3 (more slices in flight) goes with a producer warp \
                      (`producer=1`)",
+                ));
+            }
+            if persistent && !(producer && cluster_y == 1) {
+                return Err(err(
+                    "`persistent=1` (blocks walking tiles in turn) goes with a producer warp \
+                     (`producer=1`) and clusters along the rows only (`cluster=C`)",
                 ));
             }
             if cluster_y > 1 && !tma_a {
@@ -450,6 +468,7 @@ impl Format {
                     cluster_y,
                     release,
                     producer,
+                    persistent,
                 }),
             });
         }
@@ -942,6 +961,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
     // A warp of its own making every copy (the CUDA writer's `tma_producer`).
     if tiles.tma && tiles.release && tiles.producer {
         text.push_str("sch.annotate(gko, \"tma_producer\", 1)\n");
+    }
+    // Blocks walking tiles in turn (the CUDA writer's `tma_persistent`).
+    if tiles.tma && tiles.producer && tiles.persistent {
+        text.push_str("sch.annotate(gko, \"tma_persistent\", 1)\n");
     }
     if tiles.tma && tiles.cluster_y > 1 {
         text.push_str(&format!(

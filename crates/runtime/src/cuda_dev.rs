@@ -51,11 +51,48 @@ pub fn compile_cached(
     Ok((compiled.code, false))
 }
 
+/// The most clusters of kernel `k` (its function `f`; blocks, without clusters) the GPU runs
+/// at once: the driver's cluster occupancy, which counts what fits in each GPU processing
+/// cluster; without it (or without clusters) the blocks a multiprocessor runs at once times
+/// the multiprocessors, in whole clusters.
+fn resident_clusters(
+    ctx: &Context,
+    f: &Function,
+    k: &sparsetir_codegen::cuda::CudaKernel,
+) -> Result<u32, RunError> {
+    let mut block = [1u32; 3];
+    for (d, e) in block.iter_mut().zip(&k.block) {
+        *d = e
+            .eval(&|_| None)
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| {
+                RunError::InvalidLaunch(format!(
+                    "persistent kernel `{}`: its block `{e}` is not a constant",
+                    k.name
+                ))
+            })?;
+    }
+    let dynamic = u32::try_from(k.dynamic_shared_bytes).unwrap_or(u32::MAX);
+    let c = k.cluster.iter().product::<u32>().max(1);
+    if c > 1 {
+        // (Else a few clusters would start only once others finished all their tiles.)
+        if let Ok(n @ 1..) = f.max_active_clusters(block, k.cluster, dynamic) {
+            return Ok(n);
+        }
+    }
+    let per_sm = f.max_active_blocks_per_sm(block.iter().product(), dynamic as usize)?;
+    let sms = ctx.device().multiprocessor_count()?;
+    Ok((per_sm.max(1) * sms / c).max(1))
+}
+
 /// A module loaded on the first GPU.
 pub struct DeviceModule {
     ctx: Context,
     _module: Module,
     funcs: Vec<Function>,
+    /// By kernel: the most of its clusters (blocks, without clusters) the GPU runs at once,
+    /// for a persistent kernel's grid (0 for the others).
+    resident: Vec<u32>,
     device_name: String,
 }
 
@@ -113,13 +150,28 @@ impl DeviceModule {
             }
             funcs.push(f);
         }
+        let mut resident = Vec::with_capacity(funcs.len());
+        for (k, f) in m.kernels.iter().zip(&funcs) {
+            resident.push(if k.persistent {
+                resident_clusters(&ctx, f, k)?
+            } else {
+                0
+            });
+        }
         let device_name = ctx.name()?;
         Ok(DeviceModule {
             ctx,
             _module: module,
             funcs,
+            resident,
             device_name,
         })
+    }
+
+    /// The most clusters of kernel `k` (blocks, without clusters) the GPU runs at once: what a
+    /// launch of a persistent kernel takes ([`sparsetir_codegen::cuda::CudaKernel::launch_grid`]).
+    pub fn resident_clusters(&self, k: usize) -> u32 {
+        self.resident.get(k).copied().unwrap_or(0)
     }
 
     /// The GPU's name.

@@ -51,6 +51,10 @@ pub struct GpuRunStats {
     pub device_time: Option<Duration>,
 }
 
+/// The clusters (blocks, without clusters) the emulator runs a persistent kernel's tiles on:
+/// few, so that each block walks several tiles and its pipeline crosses from one to the next.
+pub const EMU_RESIDENT_CLUSTERS: u32 = 2;
+
 enum Backend {
     Emu(EmuModule),
     Cuda(Box<crate::cuda_dev::DeviceModule>),
@@ -194,6 +198,14 @@ impl GpuKernel {
                     RunError::InvalidLaunch(format!("block of `{}` too large: {b}", k.name))
                 })?;
             }
+            // A persistent kernel: as many blocks as run at once, walking its tiles.
+            let resident = match &self.backend {
+                Backend::Emu(_) => EMU_RESIDENT_CLUSTERS,
+                Backend::Cuda(d) => d.resident_clusters(launches.len()),
+            };
+            let grid = k
+                .launch_grid(grid, resident)
+                .map_err(|e| RunError::InvalidLaunch(format!("kernel `{}`: {e}", k.name)))?;
             launches.push((grid, block));
         }
         // The views of the tensor-map arguments, by kernel and argument (checked against

@@ -185,6 +185,7 @@ fn the_ptx_holds_the_mma_instruction() {
             cluster: 1,
             release: false,
             producer: false,
+            persistent: false,
             cluster_y: 1,
         },
         8,
@@ -432,6 +433,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 cluster: 1,
                 release: false,
                 producer: false,
+                persistent: false,
                 cluster_y: 1,
             };
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
@@ -556,6 +558,7 @@ fn snapshot_tensor_core_kernels() {
             cluster: 1,
             release: false,
             producer: false,
+            persistent: false,
             cluster_y: 1,
         },
         2,

@@ -49,6 +49,7 @@ fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTile
         cluster: 1,
         release: false,
         producer: false,
+        persistent: false,
         cluster_y: 1,
     }
 }

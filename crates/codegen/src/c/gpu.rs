@@ -90,6 +90,9 @@ pub(crate) struct KernelCtx {
     /// In a kernel that runs several nests in one launch (see [`launch_fusion`]): the C names of
     /// the part's own block index and grid width along `blockIdx.x`.
     block_x: Option<(String, String)>,
+    /// A persistent kernel (`tma.rs`'s `TMA_PERSISTENT_ATTR`): its `blockIdx.x`/`.y` loops read
+    /// the tile of the tile loop's turn (`Writer::write_tile_loop`).
+    persistent: bool,
     guarded_thread_depth: usize,
     /// Whether the kernel's tensor cores read a shared window through a descriptor (the async
     /// proxy): the threads that write it fence before every barrier.
@@ -448,19 +451,69 @@ impl<'f> Writer<'f> {
     }
 
     /// The C text of thread index `tag` (`blockIdx.x` is the part's own in a fused launch).
+    /// In a persistent kernel, `blockIdx.x`/`.y` are the coordinates of the tile.
     fn index_text(&self, tag: &str) -> String {
+        if self.kernel.as_ref().is_some_and(|k| k.persistent) {
+            match tag {
+                "blockIdx.x" => return "sptir_tile_x".to_string(),
+                "blockIdx.y" => return "sptir_tile_y".to_string(),
+                _ => {}
+            }
+        }
         match self.kernel.as_ref().and_then(|k| k.block_x.as_ref()) {
             Some((bx, _)) if tag == "blockIdx.x" => bx.clone(),
             _ => tag.to_string(),
         }
     }
 
-    /// The C text of the grid width along `tag` (a `blockIdx` tag).
+    /// The C text of the grid width along `tag` (a `blockIdx` tag; the tiles along it in a
+    /// persistent kernel).
     fn grid_text(&self, tag: &str) -> String {
+        if self.kernel.as_ref().is_some_and(|k| k.persistent) {
+            match tag {
+                "blockIdx.x" => return "sptir_tiles_x".to_string(),
+                "blockIdx.y" => return "sptir_tiles_y".to_string(),
+                _ => {}
+            }
+        }
         match self.kernel.as_ref().and_then(|k| k.block_x.as_ref()) {
             Some((_, g)) if tag == "blockIdx.x" => g.clone(),
             _ => tag.replace("blockIdx", "gridDim"),
         }
+    }
+
+    /// The body `s` of a persistent kernel (`tma.rs`'s `TMA_PERSISTENT_ATTR`) over the tiles of
+    /// the logical grid `grid` (x first): turn `t` of a block takes tile `blockIdx.x + t
+    /// gridDim.x`; with clusters of `cluster` blocks (along x, a divisor of both the tiles along
+    /// x and the launched blocks) the blocks of a cluster take consecutive tiles of the same
+    /// row. The cluster's barrier after the run loop comes after the tile loop.
+    fn write_tile_loop(&mut self, s: &'f Stmt, grid: &[LaunchExpr; 3], cluster: i64) -> Res<()> {
+        let turn = tma::TILE_TURN;
+        let (gx, gy) = (self.launch_text(&grid[0]), self.launch_text(&grid[1]));
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!(
+            "const int32_t sptir_tiles_x = (int32_t)({gx}), sptir_tiles_y = (int32_t)({gy});"
+        ));
+        self.line(&format!(
+            "for (int32_t {turn} = 0, sptir_tile = (int32_t)blockIdx.x; sptir_tile < \
+             sptir_tiles_x * sptir_tiles_y; ++{turn}, sptir_tile += (int32_t)gridDim.x) {{"
+        ));
+        self.indent += 1;
+        self.line(
+            "const int32_t sptir_tile_x = sptir_tile % sptir_tiles_x, sptir_tile_y = sptir_tile \
+             / sptir_tiles_x;",
+        );
+        let r = self.write_stmt(s);
+        self.indent -= 1;
+        self.line("}");
+        if cluster > 1 {
+            // No block exits while a peer's copies or arrivals may still reach it.
+            self.line("sptir_cluster_sync();");
+        }
+        self.indent -= 1;
+        self.line("}");
+        r
     }
 
     /// Writes the parts of a fused launch (see [`launch_fusion`]): part `k` runs in the blocks
@@ -675,11 +728,32 @@ impl<'f> Writer<'f> {
                 cluster.0, cluster.1
             );
         }
+        // A persistent kernel (`tma.rs`): one nest over a grid of x and y, every window's run
+        // loop persistent.
+        let persistent = tma.iter().any(|t| t.persistent.is_some());
+        if persistent {
+            let why = if parts.len() != 1 {
+                Some("the kernel runs one nest (not several launches fused)")
+            } else if tma.iter().any(|t| t.persistent.is_none()) {
+                Some("every run loop of the kernel whose window the copy engine fills is")
+            } else if grid[2] != LaunchExpr::Const(1) {
+                Some("its grid has no `blockIdx.z`")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(self.unsupported(
+                    &format!("kernel {index} annotated `{}`", tma::TMA_PERSISTENT_ATTR),
+                    format!("a persistent kernel: {why}"),
+                ));
+            }
+        }
         self.kernel = Some(KernelCtx {
             dims,
             readonly,
             multi_thread: threads != Some(1),
             tma,
+            persistent,
             ..KernelCtx::default()
         });
         self.indent = 0;
@@ -721,7 +795,11 @@ impl<'f> Writer<'f> {
         }
         self.span = func.span;
         let r = if let [s] = parts {
-            self.write_stmt(s)
+            if persistent {
+                self.write_tile_loop(s, &grid, cluster.0)
+            } else {
+                self.write_stmt(s)
+            }
         } else {
             self.write_fused_parts(parts, &part_dims)
         };
@@ -764,6 +842,7 @@ impl<'f> Writer<'f> {
             shared_bytes: ctx.shared_bytes,
             dynamic_shared_bytes,
             cluster: [cluster.0 as u32, cluster.1 as u32, 1],
+            persistent,
         })
     }
 
@@ -1043,7 +1122,7 @@ impl<'f> Writer<'f> {
         r?;
         self.line("}");
         if let Some(items) = &pipelined {
-            self.write_pipeline_epilogue(f, items);
+            self.write_pipeline_epilogue(f, items, &end)?;
         }
         if let Some(plan) = &hoist {
             self.mma_acc = None;

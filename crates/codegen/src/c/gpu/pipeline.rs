@@ -300,10 +300,17 @@ impl<'f> Writer<'f> {
         Ok(())
     }
 
-    /// After a pipelined loop (its body's `items`): the products kept in flight completed, and
-    /// with one barrier per iteration a barrier (every thread done with the windows before
-    /// anything after the loop, a loop around it included, copies into them again).
-    pub(super) fn write_pipeline_epilogue(&mut self, f: &For, items: &[&Stmt]) {
+    /// After a pipelined loop (its body's `items`, ending at `end`): the products kept in
+    /// flight completed, and with one barrier per iteration a barrier (every thread done with
+    /// the windows before anything after the loop, a loop around it included, copies into them
+    /// again). In a persistent kernel (`tma.rs`'s `TMA_PERSISTENT_ATTR`) the warps release the
+    /// last iteration's stage instead, and the barrier comes after the tile loop.
+    pub(super) fn write_pipeline_epilogue(
+        &mut self,
+        f: &For,
+        items: &[&Stmt],
+        end: &str,
+    ) -> Res<()> {
         if let Some(Some((units, rows))) = self.wgmma_in_flight.take() {
             for r in 0..rows {
                 let acc = if rows > 1 {
@@ -314,6 +321,7 @@ impl<'f> Writer<'f> {
                 self.line(&format!("sptir_wgmma_wait_n{}<0>({acc});", 8 * units));
             }
         }
+        self.write_tma_release_last(f, end)?;
         if self.producer_of(f).is_some() {
             // The consumer warps' branch (opened by `write_producer_warp`).
             if let Some(k) = self.kernel.as_mut() {
@@ -322,12 +330,16 @@ impl<'f> Writer<'f> {
             self.indent -= 1;
             self.line("}");
         }
-        if self.one_barrier(items) {
+        let persistent = self
+            .tma_of_run(f.var)
+            .is_some_and(|t| t.persistent.is_some());
+        if self.one_barrier(items) && !persistent {
             self.write_barrier();
         }
         if let Some(t) = self.tma_of_run(f.var) {
             self.write_tma_end(&t);
         }
+        Ok(())
     }
 
     /// Before run loop `f` (`start`, `end`: its range as C text) whose window `t` has a producer

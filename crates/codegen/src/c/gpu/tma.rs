@@ -232,9 +232,45 @@ pub const TMA_RELEASE_ATTR: &str = "tma_release";
 /// (and the cluster's); the producer's accumulators are not live, so it stores nothing.
 pub const TMA_PRODUCER_ATTR: &str = "tma_producer";
 
+/// The run-loop annotation (with [`TMA_PRODUCER_ATTR`], value 1) asking for a persistent
+/// kernel: fewer blocks than tiles, each walking tiles in turn, its pipeline running on from
+/// one tile into the next (the schedule's `sch.annotate(run, "tma_persistent", 1)`).
+///
+/// # Why
+///
+/// A block of the other kernels fills its pipeline when it starts (a copy's whole latency
+/// before the first product) and stores its accumulators when its loop ends, its tensor
+/// cores idle meanwhile, and the next block on the SM starts only once it exited. A persistent
+/// block's producer warp copies the next tile's first stages while the other warps store
+/// the last tile's accumulators.
+///
+/// # When
+///
+/// The kernel is one nest whose grid is `blockIdx.x` × `blockIdx.y` (no `blockIdx.z`), its
+/// clusters along x only; the run loop's trip count `R` is a constant, a multiple of its
+/// stages `S` (a stage and parity then follow from the iteration within a tile and the tile's
+/// turn).
+///
+/// # What is written
+///
+/// The kernel's body runs in a loop over its tiles: turn `sptir_it` of a block takes tile
+/// `blockIdx.x + sptir_it * gridDim.x` of the `sptir_tiles_x × sptir_tiles_y` tiles (the logical
+/// grid, [`crate::cuda::CudaKernel::grid`]), x first, its `blockIdx.x`/`.y` loops reading the
+/// tile's coordinates; the runtime launches at most as many blocks as fit on the GPU at once,
+/// a whole number of clusters ([`crate::cuda::CudaKernel::launch_grid`]). The barriers are
+/// initialized in the first turn only; the phase of iteration `k` of turn `t` is that of
+/// iteration `t R + k`; every stage is released after its last product (the last iteration's
+/// after the loop's final wait), since the next tile refills it; and the barrier after the run
+/// loop (and the cluster's) is written once, after the tile loop, so that nothing holds the
+/// producer warp at a tile's end.
+pub const TMA_PERSISTENT_ATTR: &str = "tma_persistent";
+
 /// The most iterations a producer warp's copies may run ahead (`double_buffer`): eight
 /// stages with a product in flight.
 pub(crate) const MAX_PRODUCER_PREFETCH: i64 = 6;
+
+/// The C name of a persistent kernel's turn in its tile loop (see [`TMA_PERSISTENT_ATTR`]).
+pub(crate) const TILE_TURN: &str = "sptir_it";
 
 /// Columns of a box: 128 bytes of 16-bit values, the 128-byte swizzle's span.
 pub(crate) const TMA_BOX_COLS: i64 = 64;
@@ -264,6 +300,8 @@ pub(crate) struct TmaWindow {
     /// With [`TMA_PRODUCER_ATTR`]: the producer warp's `threadIdx.y` (the block's warps along
     /// y before it was added).
     pub producer: Option<i64>,
+    /// With [`TMA_PERSISTENT_ATTR`]: the run loop's iterations a tile (a multiple of `stages`).
+    pub persistent: Option<i64>,
 }
 
 impl TmaWindow {
@@ -415,6 +453,8 @@ impl Writer<'_> {
         let (cluster, cluster_y) = self.tma_cluster(part, f, &what, &base, cols)?;
         let release = self.tma_release(part, f, &what)?;
         let producer = self.tma_producer(part, f, &what, release.is_some())?;
+        let stages = Self::pipeline_stages(f);
+        let persistent = self.tma_persistent(f, &what, producer.is_some(), cluster_y, stages)?;
         let global_name = self.buf_name(global)?.to_string();
         let shared_name = self.buf_name(shared)?.to_string();
         Ok(TmaWindow {
@@ -425,12 +465,67 @@ impl Writer<'_> {
             bars: format!("sptir_bar_{shared_name}"),
             rows,
             cols,
-            stages: Self::pipeline_stages(f),
+            stages,
             cluster,
             cluster_y,
             release,
             producer,
+            persistent,
         })
+    }
+
+    /// The iterations a tile of run loop `f` (its `stages`) where it asks for a persistent
+    /// kernel, checked (see [`TMA_PERSISTENT_ATTR`]); `None` when it does not ask.
+    fn tma_persistent(
+        &self,
+        f: &For,
+        what: &str,
+        producer: bool,
+        cluster_y: i64,
+        stages: i64,
+    ) -> Res<Option<i64>> {
+        match f.annotations.get(TMA_PERSISTENT_ATTR) {
+            None => return Ok(None),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true)) => {}
+            Some(_) => {
+                return Err(self.unsupported(
+                    what,
+                    format!("`{TMA_PERSISTENT_ATTR}` is 1 (a persistent kernel)"),
+                ))
+            }
+        }
+        if !producer {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "a persistent kernel (`{TMA_PERSISTENT_ATTR}`) has a producer warp \
+                     (`{TMA_PRODUCER_ATTR}`), whose copies run on into the next tile"
+                ),
+            ));
+        }
+        if cluster_y > 1 {
+            return Err(self.unsupported(
+                what,
+                format!(
+                    "a persistent kernel (`{TMA_PERSISTENT_ATTR}`) runs in clusters along x \
+                     only (not `{TMA_CLUSTER_Y_ATTR}`)"
+                ),
+            ));
+        }
+        match const_int(&f.extent) {
+            Some(r) if r > 0 && r % stages == 0 => Ok(Some(r)),
+            r => Err(self.unsupported(
+                what,
+                format!(
+                    "a persistent kernel (`{TMA_PERSISTENT_ATTR}`) needs a run loop of a \
+                     constant trip count, a multiple of its {stages} stages; this one runs {}",
+                    r.map_or_else(
+                        || "a trip count known at run time".to_string(),
+                        |r| r.to_string()
+                    )
+                ),
+            )),
+        }
     }
 
     /// The `threadIdx.y` of the producer warp run loop `f` (of kernel part `part`) asks for,
@@ -646,7 +741,12 @@ impl Writer<'_> {
     }
 
     /// Before the run loop of `t`: one thread initializes the stages' barriers, then a barrier.
+    /// In a persistent kernel (see [`TMA_PERSISTENT_ATTR`]) only in the tile loop's first turn.
     pub(super) fn write_tma_init(&mut self, t: &TmaWindow) {
+        if t.persistent.is_some() {
+            self.line(&format!("if ({TILE_TURN} == 0) {{"));
+            self.indent += 1;
+        }
         self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
         self.line(&format!(
             "    for (int sptir_s = 0; sptir_s < {}; ++sptir_s) sptir_mbar_init({} + sptir_s, 1u);",
@@ -667,14 +767,27 @@ impl Writer<'_> {
         if t.blocks() > 1 {
             self.line("sptir_cluster_sync();");
         }
+        if t.persistent.is_some() {
+            self.indent -= 1;
+            self.line("}");
+        }
     }
 
     /// After the run loop of `t`: with a cluster, every thread of the cluster syncs (no block
-    /// exits while a peer's copies or arrivals may still reach its shared memory).
+    /// exits while a peer's copies or arrivals may still reach its shared memory); in a
+    /// persistent kernel that comes after its tile loop instead (`Writer::write_tile_loop`).
     pub(super) fn write_tma_end(&mut self, t: &TmaWindow) {
-        if t.blocks() > 1 {
+        if t.blocks() > 1 && t.persistent.is_none() {
             self.line("sptir_cluster_sync();");
         }
+    }
+
+    /// The phases of a stage's barriers that the tiles before the current one completed, as
+    /// C text to add to an iteration's phase (`None` outside a persistent kernel): each tile
+    /// runs `R` iterations, `R / S` uses of every stage.
+    fn tile_phases(t: &TmaWindow) -> Option<String> {
+        t.persistent
+            .map(|r| format!("{TILE_TURN} * {}", r / t.stages))
     }
 
     /// The mbarriers window `t` declares: a full one a stage, and with a cluster or warps'
@@ -716,9 +829,36 @@ impl Writer<'_> {
             v.to_string()
         };
         let min = self.expr(&f.min)?.0;
-        let (stage, _) = self.tma_stage(f, &t, &at)?;
+        // (In a persistent kernel every stage is refilled by a later tile.)
+        let cond = if t.persistent.is_some() {
+            format!("{at} >= {min}")
+        } else {
+            format!("{at} >= {min} && {at} + {} < {end}", t.stages)
+        };
+        self.write_tma_release_at(f, &t, &at, &cond)
+    }
+
+    /// After the run loop `f` (ending at `end`) of a persistent kernel whose products stay in
+    /// flight: each warp releases the stage of the loop's last iteration, which no later
+    /// iteration of the tile released (see [`TMA_PERSISTENT_ATTR`]).
+    pub(super) fn write_tma_release_last(&mut self, f: &For, end: &str) -> Res<()> {
+        let Some(t) = self.tma_of_run(f.var) else {
+            return Ok(());
+        };
+        if t.persistent.is_none() || t.release.is_none() || !Self::in_flight(f) {
+            return Ok(());
+        }
+        let min = self.expr(&f.min)?.0;
+        let at = format!("{end} - 1");
+        self.write_tma_release_at(f, &t, &at, &format!("{at} >= {min}"))
+    }
+
+    /// Each warp's release of the stage of iteration `at` (C text) of run loop `f`, where
+    /// `cond` holds.
+    fn write_tma_release_at(&mut self, f: &For, t: &TmaWindow, at: &str, cond: &str) -> Res<()> {
+        let (stage, _) = self.tma_stage(f, t, at)?;
         let s = t.stages;
-        self.line(&format!("if ({at} >= {min} && {at} + {s} < {end}) {{"));
+        self.line(&format!("if ({cond}) {{"));
         self.indent += 1;
         self.line("__syncwarp();");
         let lane = "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)";
@@ -745,9 +885,10 @@ impl Writer<'_> {
     /// phase the iteration uses.
     fn tma_stage(&mut self, f: &For, t: &TmaWindow, at: &str) -> Res<(String, String)> {
         let k = self.tma_iteration(f, at)?;
+        let turns = Self::tile_phases(t).map_or_else(String::new, |p| format!(" + {p}"));
         Ok((
             format!("({k} % {})", t.stages),
-            format!("(unsigned)(({k} / {}) & 1)", t.stages),
+            format!("(unsigned)(({k} / {}{turns}) & 1)", t.stages),
         ))
     }
 
@@ -778,7 +919,13 @@ impl Writer<'_> {
             // first.
             let k = self.tma_iteration(f, at)?;
             let s = t.stages;
-            self.line(&format!("if ({k} >= {s}) {{"));
+            // (In a persistent kernel, from the second tile on every stage was used before.)
+            let turns = Self::tile_phases(t).map_or_else(String::new, |p| format!(" + {p}"));
+            if t.persistent.is_some() {
+                self.line(&format!("if ({TILE_TURN} > 0 || {k} >= {s}) {{"));
+            } else {
+                self.line(&format!("if ({k} >= {s}) {{"));
+            }
             if t.release.is_none() {
                 self.line(&format!(
                     "    for (unsigned sptir_r = 0; sptir_r < {}u; ++sptir_r) \
@@ -788,7 +935,7 @@ impl Writer<'_> {
                 ));
             }
             self.line(&format!(
-                "    sptir_mbar_wait({} + {s} + {stage}, (unsigned)(({k} / {s} + 1) & 1));",
+                "    sptir_mbar_wait({} + {s} + {stage}, (unsigned)(({k} / {s} + 1{turns}) & 1));",
                 t.bars
             ));
             self.line("}");
