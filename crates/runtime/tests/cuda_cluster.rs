@@ -265,6 +265,7 @@ fn test_module_with(tweak: &dyn Fn(&str, &mut [u32; 3])) -> CudaModule {
                 shared_bytes: 0,
                 dynamic_shared_bytes: 0,
                 cluster,
+                persistent: false,
             }
         })
         .collect();

@@ -238,6 +238,7 @@ fn module_of(func: &str, source: &str, kernels: &[(&str, Vec<ArgSpec<'_>>)]) -> 
             shared_bytes: 0,
             dynamic_shared_bytes: 0,
             cluster: [1, 1, 1],
+            persistent: false,
         })
         .collect();
     CudaModule {

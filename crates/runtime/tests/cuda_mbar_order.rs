@@ -364,6 +364,7 @@ fn test_module() -> CudaModule {
             shared_bytes: 0,
             dynamic_shared_bytes: 0,
             cluster: *cluster,
+            persistent: false,
         })
         .collect();
     CudaModule {

@@ -169,6 +169,7 @@ fn test_module() -> CudaModule {
             shared_bytes: 0,
             dynamic_shared_bytes: 0,
             cluster: [1, 1, 1],
+            persistent: false,
         })
         .collect();
     CudaModule {
