@@ -811,7 +811,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 op.name(),
                 match op {
                     Op::Spmm =>
-                        "csr, hyb, bsr:B, ell, condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1]]) or auto",
+                        "csr, hyb, bsr:B, ell, condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto",
                     Op::Sddmm => "csr, coo or auto",
                     Op::Spmv => "csr, sell, sell(sigma=S) or auto",
                 }

@@ -214,7 +214,11 @@ enum Command {
         /// columns sharing A's boxes (with `a=tma`);
         /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
         /// block's barrier each run; `producer=1`: the same, with a warp of its own making
-        /// every copy, A up to 6); for sddmm `coo`; for attention
+        /// every copy, A up to 6; `persistent=1` (after `producer=1`): as many blocks as the
+        /// GPU runs at once, each walking tiles in turn, its producer warp copying the next
+        /// tile's first slices while the other warps store the last tile's products; the
+        /// slices in flight, A + 2 with `inflight=1`, must divide the runs of 32 columns); for
+        /// sddmm `coo`; for attention
         /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
         /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
         /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest

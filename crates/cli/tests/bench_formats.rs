@@ -323,7 +323,7 @@ fn coo_is_refused_where_it_is_not_available() {
         (
             "spmm",
             &[][..],
-            "format `coo` is not available for spmm (spmm takes csr, hyb, bsr:B, ell, condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1]]) or auto)",
+            "format `coo` is not available for spmm (spmm takes csr, hyb, bsr:B, ell, condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)",
         ),
         (
             "spmv",

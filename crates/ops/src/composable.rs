@@ -1203,6 +1203,8 @@ mod tests {
             "2:4(wgdbuf=8,tma=1,producer=1)",
             "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1)",
             "2:4(wgdbuf=8,a=tma,meta=packed,tma=1,cluster=2x2)",
+            "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)",
+            "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,cluster=2,producer=1,persistent=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1291,6 +1293,10 @@ mod tests {
             "2:4(wgdbuf=8,producer=1)",
             "2:4(wgdbuf=8,a=smem,tma=1,producer=1)",
             "2:4(wgdbuf=8,tma=1,producer=2)",
+            "2:4(wgdbuf=8,a=tma,tma=1,persistent=1)",
+            "2:4(wgdbuf=8,a=tma,tma=1,release=1,persistent=1)",
+            "2:4(wgdbuf=8,a=tma,tma=1,cluster=2x2,producer=1,persistent=1)",
+            "2:4(wgdbuf=8,a=tma,tma=1,producer=1,persistent=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");
         }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod handwritten;
+pub mod warpgroup;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
