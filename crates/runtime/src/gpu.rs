@@ -49,6 +49,9 @@ pub struct GpuRunStats {
     pub sector_bytes: u64,
     /// GPU only: device time of the launches (CUDA events), without copies.
     pub device_time: Option<Duration>,
+    /// The grid each kernel was launched with (a persistent kernel's: the blocks that walk
+    /// its tiles), in launch order.
+    pub grids: Vec<[u32; 3]>,
 }
 
 /// The clusters (blocks, without clusters) the emulator runs a persistent kernel's tiles on:
@@ -263,7 +266,7 @@ impl GpuKernel {
             let view = tensor_bytes_u64(words);
             slots.push(Some(Slot::Buffer(&mut view[..*bytes])));
         }
-        match &self.backend {
+        let mut stats = match &self.backend {
             Backend::Emu(e) => {
                 let mut stats = GpuRunStats::default();
                 for (ki, k) in m.kernels.iter().enumerate() {
@@ -321,10 +324,12 @@ impl GpuKernel {
                     stats.requested_bytes += s.requested_bytes;
                     stats.sector_bytes += s.sector_bytes;
                 }
-                Ok(stats)
+                stats
             }
-            Backend::Cuda(d) => d.run(m, &launches, &tmaps, &mut slots, repeats),
-        }
+            Backend::Cuda(d) => d.run(m, &launches, &tmaps, &mut slots, repeats)?,
+        };
+        stats.grids = launches.iter().map(|(g, _)| *g).collect();
+        Ok(stats)
     }
 }
 

@@ -278,6 +278,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                 "check": check,
                 "relerr": relerr,
                 "dtype": dtype.to_string(),
+                "grids": stats.grids,
             });
             if device == GpuDevice::Emulator {
                 j["requested_bytes"] = json!(stats.requested_bytes);

@@ -783,11 +783,13 @@ impl Writer<'_> {
     }
 
     /// The phases of a stage's barriers that the tiles before the current one completed, as
-    /// C text to add to an iteration's phase (`None` outside a persistent kernel): each tile
-    /// runs `R` iterations, `R / S` uses of every stage.
+    /// C text to add to an iteration's phase (`None` outside a persistent kernel, or where it
+    /// does not change the parity): each tile runs `R` iterations, `R / S` uses of every stage.
     fn tile_phases(t: &TmaWindow) -> Option<String> {
         t.persistent
-            .map(|r| format!("{TILE_TURN} * {}", r / t.stages))
+            .map(|r| r / t.stages)
+            .filter(|p| p % 2 == 1)
+            .map(|p| format!("{TILE_TURN} * {p}"))
     }
 
     /// The mbarriers window `t` declares: a full one a stage, and with a cluster or warps'
@@ -861,7 +863,12 @@ impl Writer<'_> {
         self.line(&format!("if ({cond}) {{"));
         self.indent += 1;
         self.line("__syncwarp();");
-        let lane = "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)";
+        // (With a producer warp `threadIdx.x` is the lane: blocks of 32 x Y threads.)
+        let lane = if t.producer.is_some() {
+            "(threadIdx.x & 31u)"
+        } else {
+            "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)"
+        };
         if t.blocks() > 1 {
             // Lane `r` arrives on block `r`'s barrier: the warp's arrivals to the cluster at
             // once, none waiting for another.
