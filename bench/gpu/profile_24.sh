@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # 2:4 SpMM on sparse tensor cores at 4096 x 4096 x 4096, float16, timed and profiled: for each
-# of FORMATS (default: `2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1)`,
-# the same without the cluster, the same without the packed positions, and
+# of FORMATS (default: `2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1,persistent=1)`,
+# the same not persistent, the same without the cluster, without the packed positions, and
 # `2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)`), the
 # `bench spmm` case of run.sh with its CUDA source, then Nsight Compute (`ncu`, clocks left
 # alone) on one launch of the product kernel: speed of light, compute workload (the tensor
@@ -24,7 +24,7 @@ print(" ".join(r["requested_format"] for r in rows[: int(sys.argv[2])]))
 PY
 )
 fi
-formats=${FORMATS:-"2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1) 2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1) 2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)"}
+formats=${FORMATS:-"2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1,persistent=1) 2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1) 2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1) 2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)"}
 for f in $formats; do
     i=$((i + 1))
     d=$OUT/profile24_$i

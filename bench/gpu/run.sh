@@ -117,7 +117,9 @@ if has formats; then
     # B's slices by the tensor copy engine, session 21; cluster=C: each box multicast to a
     # cluster of C blocks of consecutive rows, a=tma: A's tiles by the copy engine too,
     # cluster=CxY: Y blocks of columns sharing A's boxes too, session 22; producer=1: a warp of
-    # its own making every copy, up to 6 slices ahead, session 23), then `mma.sp`
+    # its own making every copy, up to 6 slices ahead, session 23; meta=packed: A's positions
+    # packed for the tensor cores, session 26; persistent=1: as many blocks as run at once,
+    # each walking tiles, session 27), then `mma.sp`
     # per warp: one output tile per warp (the session-11 kernel), the default (4 warps of 4
     # tiles), and B staged in shared memory by blocks of R x Z warps (smem=RxZxH: H row tiles
     # of 16 per warp, 8 column tiles each), one slice or two (dbuf: the next copied with

@@ -129,7 +129,7 @@ impl CudaKernel {
             return Ok(grid);
         }
         let c = self.cluster[0].max(1);
-        if grid[0] % c != 0 || self.cluster[1] > 1 || self.cluster[2] > 1 {
+        if !grid[0].is_multiple_of(c) || self.cluster[1] > 1 || self.cluster[2] > 1 {
             return Err(format!(
                 "a persistent kernel's {} x {} tiles cannot be taken by clusters of {:?} blocks \
                  (whole clusters along x only)",
