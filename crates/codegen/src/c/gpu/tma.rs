@@ -484,15 +484,8 @@ impl Writer<'_> {
         cluster_y: i64,
         stages: i64,
     ) -> Res<Option<i64>> {
-        match f.annotations.get(TMA_PERSISTENT_ATTR) {
-            None => return Ok(None),
-            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true)) => {}
-            Some(_) => {
-                return Err(self.unsupported(
-                    what,
-                    format!("`{TMA_PERSISTENT_ATTR}` is 1 (a persistent kernel)"),
-                ))
-            }
+        if !self.tma_flag(f, what, TMA_PERSISTENT_ATTR, "a persistent kernel")? {
+            return Ok(None);
         }
         if !producer {
             return Err(self.unsupported(
@@ -528,18 +521,21 @@ impl Writer<'_> {
         }
     }
 
+    /// Whether run loop `f` carries the flag annotation `attr` (value 1 or true; `meaning` says
+    /// what it asks for in the error for another value).
+    fn tma_flag(&self, f: &For, what: &str, attr: &str, meaning: &str) -> Res<bool> {
+        match f.annotations.get(attr) {
+            None => Ok(false),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true)) => Ok(true),
+            Some(_) => Err(self.unsupported(what, format!("`{attr}` is 1 ({meaning})"))),
+        }
+    }
+
     /// The `threadIdx.y` of the producer warp run loop `f` (of kernel part `part`) asks for,
     /// checked (see [`TMA_PRODUCER_ATTR`]); `None` when it asks for none.
     fn tma_producer(&self, part: &Stmt, f: &For, what: &str, release: bool) -> Res<Option<i64>> {
-        match f.annotations.get(TMA_PRODUCER_ATTR) {
-            None => return Ok(None),
-            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true)) => {}
-            Some(_) => {
-                return Err(self.unsupported(
-                    what,
-                    format!("`{TMA_PRODUCER_ATTR}` is 1 (a producer warp)"),
-                ))
-            }
+        if !self.tma_flag(f, what, TMA_PRODUCER_ATTR, "a producer warp")? {
+            return Ok(None);
         }
         if !release {
             return Err(self.unsupported(
@@ -587,14 +583,8 @@ impl Writer<'_> {
     /// The warps of the block of kernel part `part` when run loop `f` asks them to release its
     /// stages (see [`TMA_RELEASE_ATTR`]), checked; `None` when it does not ask.
     fn tma_release(&self, part: &Stmt, f: &For, what: &str) -> Res<Option<i64>> {
-        match f.annotations.get(TMA_RELEASE_ATTR) {
-            None => return Ok(None),
-            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true)) => {}
-            Some(_) => {
-                return Err(
-                    self.unsupported(what, format!("`{TMA_RELEASE_ATTR}` is 1 (warps release)"))
-                )
-            }
+        if !self.tma_flag(f, what, TMA_RELEASE_ATTR, "warps release")? {
+            return Ok(None);
         }
         if matches!(f.annotations.get(super::mma::STAGE_A_ATTR), Some(v) if *v != AttrValue::Str(super::mma::STAGE_A_TMA.into()))
         {
