@@ -69,9 +69,24 @@ fn_table!(DriverApi {
     ) -> CuResult;
 });
 
+/// `CUlaunchAttribute`: an attribute's id, padding to 8 bytes, and its value (a 64-byte union;
+/// for `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` its first three words are the cluster's x, y, z).
+#[repr(C)]
+struct LaunchAttribute {
+    id: c_uint,
+    pad: [u8; 4],
+    value: [c_uint; 16],
+}
+
+// (The driver's layouts: 72 and 56 bytes on a 64-bit host.)
+const _: () = assert!(std::mem::size_of::<LaunchAttribute>() == 72);
+const _: () = assert!(std::mem::size_of::<LaunchConfig>() == 56);
+
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
+const LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: c_uint = 4;
+
 /// `CUlaunchConfig`, as `cuOccupancyMaxActiveClusters` reads it: grid, block, dynamic shared
-/// bytes, stream, launch attributes (none here: the cluster's shape is the kernel's own
-/// `__cluster_dims__`).
+/// bytes, stream, launch attributes.
 #[repr(C)]
 struct LaunchConfig {
     grid: [c_uint; 3],
@@ -765,17 +780,26 @@ impl Function {
             }
         };
         self.module.ctx.bind()?;
+        // The cluster's shape as a launch attribute too (the kernel's `__cluster_dims__`, which
+        // it must match), as launches with clusters pass it.
+        let mut value = [0; 16];
+        value[..3].copy_from_slice(&cluster);
+        let mut attr = LaunchAttribute {
+            id: LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+            pad: [0; 4],
+            value,
+        };
         let config = LaunchConfig {
             grid: cluster,
             block,
             shared_bytes: dynamic_shared,
             stream: ptr::null_mut(),
-            attrs: ptr::null_mut(),
-            num_attrs: 0,
+            attrs: (&raw mut attr).cast(),
+            num_attrs: 1,
         };
         let mut n: c_int = 0;
-        // SAFETY: a valid out-pointer, a live function and a configuration that lives across
-        // the call (no attributes).
+        // SAFETY: a valid out-pointer, a live function and a configuration whose attribute
+        // lives across the call.
         self.module
             .ctx
             .check("cuOccupancyMaxActiveClusters", unsafe {

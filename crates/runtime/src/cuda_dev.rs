@@ -74,15 +74,17 @@ fn resident_clusters(
     }
     let dynamic = u32::try_from(k.dynamic_shared_bytes).unwrap_or(u32::MAX);
     let c = k.cluster.iter().product::<u32>().max(1);
+    let per_sm = f.max_active_blocks_per_sm(block.iter().product(), dynamic as usize)?;
+    let blocks = per_sm.max(1) * ctx.device().multiprocessor_count()?;
     if c > 1 {
         // (Else a few clusters would start only once others finished all their tiles.)
         if let Ok(n @ 1..) = f.max_active_clusters(block, k.cluster, dynamic) {
-            return Ok(n);
+            if n * c <= blocks {
+                return Ok(n);
+            }
         }
     }
-    let per_sm = f.max_active_blocks_per_sm(block.iter().product(), dynamic as usize)?;
-    let sms = ctx.device().multiprocessor_count()?;
-    Ok((per_sm.max(1) * sms / c).max(1))
+    Ok((blocks / c).max(1))
 }
 
 /// A module loaded on the first GPU.
