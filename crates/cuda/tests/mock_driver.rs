@@ -2,7 +2,9 @@
 //! (`tests/mock/libcuda_mock.c`, compiled here with `$CC` into one library per failure and
 //! loaded with `Driver::load_from`): a machine whose driver sees no device, an allocation larger
 //! than the device's memory, and a kernel that fails while running. Each must be a typed error
-//! with a clear message, never a panic. Skipped, with a note, when no C compiler runs.
+//! with a clear message, never a panic. The occupancy queries a persistent kernel's launch
+//! takes are read back too (the cluster query's launch configuration checked by the mock as
+//! the driver lays it out). Skipped, with a note, when no C compiler runs.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -85,4 +87,37 @@ fn a_kernel_failing_while_running_is_a_launch_error() {
     assert!(matches!(e, CudaError::Launch { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(msg.contains("k") && msg.contains("LAUNCH_FAILED"), "{msg}");
+}
+
+/// Blocks a multiprocessor runs at once (threads and dynamic shared memory limit them) and
+/// clusters the GPU runs at once: the mock places clusters in a group of 3 multiprocessors and
+/// a lone one, so clusters of 2 fit twice with one block each, not the 4 / 2 the
+/// multiprocessors alone would give.
+#[test]
+fn occupancy_queries_read_the_launch_configuration() {
+    let Some(path) = mock(3) else { return };
+    let driver = Driver::load_from(&path).expect("the driver loads");
+    let dev = Device::get(&driver, 0).expect("a device");
+    let ctx = Context::new(&dev).expect("a context");
+    let module = Module::load(&ctx, b"\x7fELF mock image").expect("loads");
+    let f = module.function("k").expect("a function");
+    // 288 threads and 181 KiB: one block; 128 threads and no shared memory: 16.
+    assert_eq!(f.max_active_blocks_per_sm(288, 185_344).ok(), Some(1));
+    assert_eq!(f.max_active_blocks_per_sm(128, 0).ok(), Some(16));
+    assert_eq!(
+        f.max_active_clusters([32, 9, 1], [2, 1, 1], 185_344).ok(),
+        Some(1)
+    );
+    assert_eq!(
+        f.max_active_clusters([32, 1, 1], [2, 1, 1], 58_000).ok(),
+        Some(8)
+    );
+    // A cluster's shape along y is refused by the mock: an error, not a panic.
+    let e = f
+        .max_active_clusters([32, 1, 1], [2, 2, 1], 0)
+        .expect_err("the mock's error");
+    assert!(
+        e.to_string().contains("cuOccupancyMaxActiveClusters"),
+        "{e}"
+    );
 }

@@ -104,3 +104,37 @@ CUresult cuEventRecord(void* e, void* s) { (void)e; (void)s; return OK; }
 CUresult cuEventSynchronize(void* e) { (void)e; return OK; }
 CUresult cuEventElapsedTime(float* ms, void* a, void* b) { (void)a; (void)b; *ms = 1.0f; return OK; }
 CUresult cuEventDestroy_v2(void* e) { (void)e; return OK; }
+/* Occupancy: a multiprocessor holds 227 KiB of shared memory and 2048 threads; clusters are
+ * placed on 4 multiprocessors in groups of 3 (so that a cluster of 2 fits once a group, not
+ * twice: fewer clusters than the multiprocessors divided by the cluster's blocks). The cluster
+ * query checks the launch configuration as the driver lays it out. */
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int threads, size_t dyn) {
+    (void)f;
+    int by_threads = threads > 0 ? 2048 / threads : 0;
+    int by_shared = dyn > 0 ? (int)(232448 / dyn) : by_threads;
+    *n = by_threads < by_shared ? by_threads : by_shared;
+    return OK;
+}
+typedef struct {
+    unsigned id;
+    char pad[4];
+    unsigned value[16];
+} MockLaunchAttribute;
+typedef struct {
+    unsigned grid[3], block[3], shared;
+    void* stream;
+    MockLaunchAttribute* attrs;
+    unsigned num_attrs;
+} MockLaunchConfig;
+CUresult cuOccupancyMaxActiveClusters(int* n, void* f, const MockLaunchConfig* c) {
+    (void)f;
+    if (c->num_attrs != 1 || c->attrs == NULL || c->attrs[0].id != 4) return 1;
+    unsigned cx = c->attrs[0].value[0], cy = c->attrs[0].value[1], cz = c->attrs[0].value[2];
+    if (cx == 0 || cy != 1 || cz != 1 || c->grid[0] != cx || c->stream != NULL) return 1;
+    int per_sm = 0;
+    cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, (int)(c->block[0] * c->block[1] * c->block[2]),
+                                                c->shared);
+    /* One group of 3 multiprocessors and one lone one: clusters fit within a group only. */
+    *n = (int)((3 * (unsigned)per_sm) / cx + (unsigned)per_sm / cx);
+    return OK;
+}
