@@ -1,7 +1,8 @@
 /* A stand-in for the CUDA driver (libcuda.so.1) used by tests/mock_driver.rs: every entry point
  * sparsetir-cuda resolves, with "device memory" in host memory and the failure the test asks
  * for chosen at compile time: MOCK_MODE 1 = no device, 2 = out of device memory,
- * 3 = the kernel fails while running (CUDA_ERROR_LAUNCH_FAILED at the synchronisation). */
+ * 3 = the kernel fails while running (CUDA_ERROR_LAUNCH_FAILED at the synchronisation),
+ * 4 = none (kernels run and do nothing: what the runtime decides before a launch is seen). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,5 +137,14 @@ CUresult cuOccupancyMaxActiveClusters(int* n, void* f, const MockLaunchConfig* c
                                                 c->shared);
     /* One group of 3 multiprocessors and one lone one: clusters fit within a group only. */
     *n = (int)((3 * (unsigned)per_sm) / cx + (unsigned)per_sm / cx);
+    return OK;
+}
+/* A tensor map: encoded as zeros (the mock's kernels read nothing). */
+CUresult cuTensorMapEncodeTiled(void* map, int dtype, unsigned rank, void* addr, const uint64_t* dims,
+                                const uint64_t* strides, const unsigned* box, const unsigned* estrides,
+                                int interleave, int swizzle, int l2, int oob) {
+    (void)dtype; (void)rank; (void)addr; (void)dims; (void)strides; (void)box; (void)estrides;
+    (void)interleave; (void)swizzle; (void)l2; (void)oob;
+    memset(map, 0, 128);
     return OK;
 }
