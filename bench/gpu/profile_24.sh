@@ -7,20 +7,26 @@
 # alone) on one launch of the product kernel: speed of light, compute workload (the tensor
 # pipes), memory workload, occupancy, warp stall reasons; and the SASS instruction mix of its
 # cubin (HGMMA: warpgroup, HMMA: per warp). BEST_FROM=FILE (a run.sh `sparsetir_24.jsonl`)
-# profiles instead the BEST (1 by default) fastest float16 forms that file measured and checked.
+# profiles the BEST (1 by default) fastest float16 forms that file measured and checked, after
+# those of FORMATS when it is given too (a form in both is profiled once), instead of the
+# default list.
 # Inputs as for run.sh (BIN); raw output under $OUT.
 source "$(dirname "$0")/setup.sh"
 m=$OUT/mask24_4096.mtx
 trap 'rm -f "$m"' EXIT
 "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
 i=0
-if [[ -z ${FORMATS:-} && -s ${BEST_FROM:-} ]]; then
-    FORMATS=$(python3 - "$BEST_FROM" "${BEST:-1}" <<'PY'
+if [[ -s ${BEST_FROM:-} ]]; then
+    FORMATS=$(python3 - "$BEST_FROM" "${BEST:-1}" "${FORMATS:-}" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-rows = [r for r in rows if r.get("check") and r.get("dtype") == "float16"]
+rows = [r for r in rows if r.get("check") and r.get("dtype") == "float16" and r.get("seconds")]
 rows.sort(key=lambda r: r["seconds"])
-print(" ".join(r["requested_format"] for r in rows[: int(sys.argv[2])]))
+forms = sys.argv[3].split()
+for r in rows[: int(sys.argv[2])]:
+    if r["requested_format"] not in forms:
+        forms.append(r["requested_format"])
+print(" ".join(forms))
 PY
 )
 fi
