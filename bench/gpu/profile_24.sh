@@ -5,7 +5,8 @@
 # `2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)`), the
 # `bench spmm` case of run.sh with its CUDA source, then Nsight Compute (`ncu`, clocks left
 # alone) on one launch of the product kernel: speed of light, compute workload (the tensor
-# pipes), memory workload, occupancy, warp stall reasons; and the SASS instruction mix of its
+# pipes), memory workload, occupancy, warp stall reasons, then the L2's sectors read and
+# written and DRAM's bytes read (a second ncu run); and the SASS instruction mix of its
 # cubin (HGMMA: warpgroup, HMMA: per warp). BEST_FROM=FILE (a run.sh `sparsetir_24.jsonl`)
 # profiles the BEST (1 by default) fastest float16 forms that file measured and checked, after
 # those of FORMATS when it is given too (a form in both is profiled once), instead of the
@@ -43,6 +44,12 @@ for f in $formats; do
         --section Occupancy --section WarpStateStats --section LaunchStats --section SchedulerStats \
         "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json > "$d/ncu.txt" 2>&1
     echo "$f: ncu rc=$?"
+    # The L2's sectors read and written and DRAM's bytes, to set beside the emulator's sector
+    # count of the same form (a run of its own: a metric this ncu lacks fails only this one).
+    timeout 60 ncu --clock-control none --kernel-name regex:'spmm_24' --launch-count 1 \
+        --metrics lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,dram__bytes_read.sum,gpu__time_duration.sum \
+        "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json > "$d/ncu_sectors.txt" 2>&1
+    echo "$f: ncu sectors rc=$?"
 done
 for c in "$SPARSETIR_CACHE_DIR"/*.cubin; do
     [[ -e $c ]] || continue
