@@ -78,12 +78,13 @@ fn spmm_24_persistent(device: GpuDevice) {
     // (dtype, m, n, feat, row warps, row tiles, units, slices ahead, in flight, packed,
     // cluster): runs a tile a multiple of the stages, once (the phases of a turn odd) or twice;
     // 128- and 256-row blocks; products kept in flight or not (a tile's last stage released
-    // after the loop or in it); clusters of 2 taking tiles of the same row.
+    // after the loop or in it); clusters of 2 and 4 taking tiles of the same row.
     for (dt, m, n, feat, rows, h, units, ahead, in_flight, packed, cluster) in [
         (DType::F16, 256, 256, 512, 8, 1, 32, 6, true, true, 1),
         (DType::BF16, 512, 512, 512, 8, 1, 32, 6, true, false, 2),
         (DType::F16, 512, 256, 256, 8, 2, 16, 6, true, true, 1),
         (DType::BF16, 256, 128, 512, 8, 1, 32, 3, false, true, 1),
+        (DType::F16, 512, 256, 1024, 8, 1, 32, 6, true, true, 4),
     ] {
         let what = format!(
             "persistent spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {h} x {units} tiles, \
