@@ -193,6 +193,8 @@ fn persistent_kernels_compile_for_sm_90a() {
         // 128 runs a tile, 8 stages: 16 phases a turn, the parity of a phase the same in
         // every turn.
         assert!(!src.contains("sptir_it *"), "{what}");
+        // Every copy is the engine's: no `cp.async` group committed.
+        assert!(!src.contains("sptir_cp_async_commit();"), "{what}");
         // One block barrier (the barriers' initialization), and with a cluster two cluster
         // barriers (after it and after the tile loop).
         assert_eq!(src.matches("__syncthreads();").count(), 1, "{what}");

@@ -426,7 +426,12 @@ impl<'f> Writer<'f> {
         let r = r.and_then(|_| self.write_a_stage_copy(at));
         self.let_subst.remove(&f.var);
         r?;
-        self.line("sptir_cp_async_commit();");
+        // (Copies all by the copy engine, with a producer warp: no `cp.async` group waited on.)
+        let engine_only = self.tma_of_run(f.var).is_some()
+            && (self.a_stage.is_none() || self.a_stage_tma_bytes() > 0);
+        if !(engine_only && self.producer_of(f).is_some()) {
+            self.line("sptir_cp_async_commit();");
+        }
         Ok(())
     }
 }
