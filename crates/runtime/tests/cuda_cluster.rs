@@ -20,7 +20,7 @@ use sparsetir_runtime::cuda_emu::{check_cluster, emu_compiler};
 use sparsetir_runtime::{EmuArg, EmuModule, EmuStats, KernelCache, RunError};
 
 mod common;
-use common::handwritten::{params_and_args, ArgSpec, Kind};
+use common::handwritten::{params_and_args, want_box, want_ring, ArgSpec, Kind};
 
 const HEAD: &str = r#"#ifndef SPTIR_EMU
 typedef int int32_t;
@@ -308,33 +308,6 @@ fn kernel(m: &EmuModule, name: &str) -> usize {
         .expect("kernel")
 }
 
-/// The raw shared tile after copying the box at (c0, c1) of the `cols x rows` matrix `m`
-/// (elements past the view zero), element by element in shared-memory order: box element
-/// (r, c) at byte `a ^ (((a >> 7) & 7) << 4)`, `a = r * row_bytes + c * elem` (128-byte
-/// swizzle, as measured on an H200).
-fn want_box<T: Copy + Default>(
-    m: &[T],
-    (cols, rows): (usize, usize),
-    [bc, br]: [usize; 2],
-    (c0, c1): (usize, usize),
-) -> Vec<T> {
-    let elem = std::mem::size_of::<T>();
-    let mut tile = vec![T::default(); bc * br];
-    for r in 0..br {
-        for c in 0..bc {
-            let (gr, gc) = (c1 + r, c0 + c);
-            let v = if gr < rows && gc < cols {
-                m[gr * cols + gc]
-            } else {
-                T::default()
-            };
-            let a = r * bc * elem + c * elem;
-            tile[(a ^ (((a >> 7) & 7) << 4)) / elem] = v;
-        }
-    }
-    tile
-}
-
 const COLS: usize = 128;
 const ROWS: usize = 64;
 
@@ -406,21 +379,6 @@ fn multicast_boxes_land_in_every_block_of_the_cluster_read_once() {
     }
 }
 
-/// Sums of the ring kernel: block `b` of a cluster of `cx`, thread t, the stage elements
-/// k = t (mod 64) of every iteration.
-fn want_ring(x: &[f32], cols: usize, rows: usize, cx: usize, iters: usize, b: usize) -> Vec<f32> {
-    let mut want = vec![0.0f32; 64];
-    for it in 0..iters {
-        let stage: Vec<f32> = (0..cx)
-            .flat_map(|r| want_box(x, (cols, rows), [32, 8], (32 * (b / cx), 8 * (it * cx + r))))
-            .collect();
-        for (k, v) in stage.iter().enumerate() {
-            want[k % 64] += v;
-        }
-    }
-    want
-}
-
 #[test]
 fn a_ring_of_stages_released_by_remote_arrivals_sums_right() {
     let Some(m) = module() else { return };
@@ -446,7 +404,7 @@ fn a_ring_of_stages_released_by_remote_arrivals_sums_right() {
             for b in 0..2 * cx {
                 assert_eq!(
                     sums[b * 64..(b + 1) * 64],
-                    want_ring(&x, cols, rows, cx, iters, b)[..],
+                    want_ring(&x, (cols, rows), (cx, 64), iters, b)[..],
                     "cluster {cx}, {iters} iterations, block {b}"
                 );
             }
@@ -933,7 +891,7 @@ fn multicast_tiles_and_rings_match_the_emulator_on_a_real_gpu() {
         for b in 0..2 * cx {
             assert_eq!(
                 got[b * 64..(b + 1) * 64],
-                want_ring(&x, cols, rows, cx, iters, b)[..],
+                want_ring(&x, (cols, rows), (cx, 64), iters, b)[..],
                 "{name}, block {b}"
             );
         }

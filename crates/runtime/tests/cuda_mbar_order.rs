@@ -25,7 +25,7 @@ use sparsetir_runtime::cuda_emu::emu_compiler;
 use sparsetir_runtime::{EmuArg, EmuModule, KernelCache, RunError};
 
 mod common;
-use common::handwritten::{params_and_args, ArgSpec, Kind};
+use common::handwritten::{params_and_args, want_ring, ArgSpec, Kind};
 
 const HEAD: &str = r#"#ifndef SPTIR_EMU
 typedef int int32_t;
@@ -586,46 +586,6 @@ fn syncwarp_orders_the_lanes_of_a_warp_only() {
     }
 }
 
-/// The raw shared tile after copying the box at (c0, c1) of the `cols x rows` matrix `m`,
-/// element by element in shared-memory order (128-byte swizzle, as measured on an H200).
-fn want_box(
-    m: &[f32],
-    (cols, rows): (usize, usize),
-    [bc, br]: [usize; 2],
-    (c0, c1): (usize, usize),
-) -> Vec<f32> {
-    let mut tile = vec![0.0f32; bc * br];
-    for r in 0..br {
-        for c in 0..bc {
-            let (gr, gc) = (c1 + r, c0 + c);
-            let v = if gr < rows && gc < cols {
-                m[gr * cols + gc]
-            } else {
-                0.0
-            };
-            let a = (r * bc + c) * 4;
-            tile[(a ^ (((a >> 7) & 7) << 4)) / 4] = v;
-        }
-    }
-    tile
-}
-
-/// Sums of a ring over clusters of `cx` blocks of 128 threads (`cx` = 1: `warp_ring`): block
-/// `b`, thread t, the stage elements k = t (mod 64) of every iteration.
-fn want_ring(x: &[f32], cols: usize, rows: usize, cx: usize, iters: usize, b: usize) -> Vec<f32> {
-    let mut want = vec![0.0f32; 128];
-    for it in 0..iters {
-        let stage: Vec<f32> = (0..cx)
-            .flat_map(|r| want_box(x, (cols, rows), [32, 8], (32 * (b / cx), 8 * (it * cx + r))))
-            .collect();
-        for (k, v) in stage.iter().enumerate() {
-            want[k % 64] += v;
-            want[k % 64 + 64] += v;
-        }
-    }
-    want
-}
-
 /// Runs the ring of `cx` blocks a cluster (`warp_ring` for 1) over two clusters: the sums.
 fn run_ring(
     m: &EmuModule,
@@ -672,7 +632,7 @@ fn stages_released_by_warp_arrivals_sum_right() {
             for b in 0..2 * cx {
                 assert_eq!(
                     sums[b * 128..(b + 1) * 128],
-                    want_ring(&x, view.0, view.1, cx, iters, b)[..],
+                    want_ring(&x, view, (cx, 128), iters, b)[..],
                     "cluster {cx}, {iters} iterations, block {b}"
                 );
             }
@@ -862,7 +822,7 @@ fn the_rings_match_the_emulator_on_a_real_gpu() {
         for b in 0..2 * cx {
             assert_eq!(
                 got[b * 128..(b + 1) * 128],
-                want_ring(&x, cols, rows, cx, iters, b)[..],
+                want_ring(&x, (cols, rows), (cx, 128), iters, b)[..],
                 "{name}, block {b}"
             );
         }

@@ -1,6 +1,6 @@
 //! Hand-written CUDA modules for the emulator tests of the tensor copy engine, clusters and
 //! mbarriers (`cuda_tma.rs`, `cuda_cluster.rs`, `cuda_mbar_order.rs`): their kernels' arguments
-//! and the function parameters they name.
+//! and the function parameters they name, and what their copies and rings must give.
 
 use std::collections::HashMap;
 
@@ -59,4 +59,55 @@ pub fn params_and_args(
             }
         })
         .collect()
+}
+
+/// The raw shared tile after copying the box at (c0, c1) of the `cols x rows` matrix `m`
+/// (elements past the view zero), element by element in shared-memory order: box element
+/// (r, c) at byte `a ^ (((a >> 7) & 7) << 4)`, `a = r * row_bytes + c * elem` (128-byte
+/// swizzle, as measured on an H200).
+pub fn want_box<T: Copy + Default>(
+    m: &[T],
+    (cols, rows): (usize, usize),
+    [bc, br]: [usize; 2],
+    (c0, c1): (usize, usize),
+) -> Vec<T> {
+    let elem = std::mem::size_of::<T>();
+    let mut tile = vec![T::default(); bc * br];
+    for r in 0..br {
+        for c in 0..bc {
+            let (gr, gc) = (c1 + r, c0 + c);
+            let v = if gr < rows && gc < cols {
+                m[gr * cols + gc]
+            } else {
+                T::default()
+            };
+            let a = r * bc * elem + c * elem;
+            tile[(a ^ (((a >> 7) & 7) << 4)) / elem] = v;
+        }
+    }
+    tile
+}
+
+/// Sums of a ring of stages over clusters of `cx` blocks of `threads` threads (a multiple of
+/// 64; `cx` = 1: no cluster): block `b`, thread t, the stage elements k = t (mod 64) of every
+/// iteration, each stage `cx` boxes of 32 x 8 of the `cols x rows` matrix `x`.
+pub fn want_ring(
+    x: &[f32],
+    (cols, rows): (usize, usize),
+    (cx, threads): (usize, usize),
+    iters: usize,
+    b: usize,
+) -> Vec<f32> {
+    let mut want = vec![0.0f32; threads];
+    for it in 0..iters {
+        let stage: Vec<f32> = (0..cx)
+            .flat_map(|r| want_box(x, (cols, rows), [32, 8], (32 * (b / cx), 8 * (it * cx + r))))
+            .collect();
+        for (k, v) in stage.iter().enumerate() {
+            for j in 0..threads / 64 {
+                want[k % 64 + 64 * j] += v;
+            }
+        }
+    }
+    want
 }
