@@ -120,26 +120,26 @@ pub struct CudaKernel {
 impl CudaKernel {
     /// The blocks a launch of this kernel runs, given its [`CudaKernel::grid`] evaluated and
     /// the most clusters (blocks, without clusters) the device runs at once: the grid itself,
-    /// or for a persistent kernel as many blocks along x as there are tiles, at most that many
-    /// clusters' worth (at least one cluster), a whole number of clusters. A persistent
-    /// kernel's tiles along x must be a whole number of clusters (the blocks of a cluster take
-    /// tiles of the same row), else the error says why.
+    /// or for a persistent kernel as many clusters as there are groups of a cluster's tiles,
+    /// at most that many (at least one): `cx n` blocks along x and `cy` along y for clusters of
+    /// `cx × cy` blocks. A persistent kernel's tiles must be whole clusters along x and y (the
+    /// blocks of a cluster take a group of tiles), else the error says why.
     pub fn launch_grid(&self, grid: [u32; 3], resident_clusters: u32) -> Result<[u32; 3], String> {
         if !self.persistent || grid.contains(&0) {
             return Ok(grid);
         }
-        let c = self.cluster[0].max(1);
-        if !grid[0].is_multiple_of(c) || self.cluster[1] > 1 || self.cluster[2] > 1 {
+        let [cx, cy, cz] = self.cluster.map(|c| c.max(1));
+        if !grid[0].is_multiple_of(cx) || !grid[1].is_multiple_of(cy) || cz > 1 || grid[2] > 1 {
             return Err(format!(
-                "a persistent kernel's {} x {} tiles cannot be taken by clusters of {:?} blocks \
-                 (whole clusters along x only)",
-                grid[0], grid[1], self.cluster
+                "a persistent kernel's {} x {} x {} tiles cannot be taken by clusters of {:?} \
+                 blocks (whole clusters along x and y)",
+                grid[0], grid[1], grid[2], self.cluster
             ));
         }
-        let tiles = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
-        let most = u64::from(resident_clusters.max(1)) * u64::from(c);
-        let blocks = tiles.min(most) / u64::from(c) * u64::from(c);
-        Ok([u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1])
+        let groups = u64::from(grid[0] / cx) * u64::from(grid[1] / cy);
+        let n = groups.min(u64::from(resident_clusters.max(1)));
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        Ok([n.saturating_mul(cx), cy, 1])
     }
 }
 

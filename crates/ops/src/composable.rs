@@ -411,10 +411,10 @@ impl Format {
                      (`producer=1`)",
                 ));
             }
-            if persistent && !(producer && cluster_y == 1) {
+            if persistent && !producer {
                 return Err(err(
                     "`persistent=1` (blocks walking tiles in turn) goes with a producer warp \
-                     (`producer=1`) and clusters along the rows only (`cluster=C`)",
+                     (`producer=1`)",
                 ));
             }
             if cluster_y > 1 && !tma_a {
@@ -1205,6 +1205,7 @@ mod tests {
             "2:4(wgdbuf=8,a=tma,meta=packed,tma=1,cluster=2x2)",
             "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)",
             "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,cluster=2,producer=1,persistent=1)",
+            "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=4x2,producer=1,persistent=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1295,7 +1296,6 @@ mod tests {
             "2:4(wgdbuf=8,tma=1,producer=2)",
             "2:4(wgdbuf=8,a=tma,tma=1,persistent=1)",
             "2:4(wgdbuf=8,a=tma,tma=1,release=1,persistent=1)",
-            "2:4(wgdbuf=8,a=tma,tma=1,cluster=2x2,producer=1,persistent=1)",
             "2:4(wgdbuf=8,a=tma,tma=1,producer=1,persistent=2)",
         ] {
             assert!(Format::parse(bad).is_err(), "{bad}");

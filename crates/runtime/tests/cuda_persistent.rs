@@ -28,16 +28,16 @@ fn cache() -> KernelCache {
 
 /// The Hopper form of `rows` row warps of `h` row tiles, `ahead` slices copied ahead (products
 /// in flight where `in_flight`), A by the copy engine (its positions packed where `packed`), a
-/// producer warp, clusters of `cluster` blocks, persistent where `persistent`.
+/// producer warp, clusters of `cluster` blocks (along x, y), persistent where `persistent`.
 fn hopper(
     rows: usize,
     h: usize,
     ahead: usize,
-    (in_flight, packed, cluster, persistent): (bool, bool, usize, bool),
+    (in_flight, packed, (cluster, cluster_y), persistent): (bool, bool, (usize, usize), bool),
 ) -> SharedTiles {
     let mut t = tiles(rows, 1, h, ahead);
     (t.stage_a, t.tma_a, t.packed_positions) = (true, true, packed);
-    (t.in_flight, t.tma, t.cluster) = (in_flight, true, cluster);
+    (t.in_flight, t.tma, t.cluster, t.cluster_y) = (in_flight, true, cluster, cluster_y);
     (t.release, t.producer, t.persistent) = (true, true, persistent);
     t
 }
@@ -80,15 +80,16 @@ fn spmm_24_persistent(device: GpuDevice) {
     // 128- and 256-row blocks; products kept in flight or not (a tile's last stage released
     // after the loop or in it); clusters of 2 and 4 taking tiles of the same row.
     for (dt, m, n, feat, rows, h, units, ahead, in_flight, packed, cluster) in [
-        (DType::F16, 256, 256, 512, 8, 1, 32, 6, true, true, 1),
-        (DType::BF16, 512, 512, 512, 8, 1, 32, 6, true, false, 2),
-        (DType::F16, 512, 256, 256, 8, 2, 16, 6, true, true, 1),
-        (DType::BF16, 256, 128, 512, 8, 1, 32, 3, false, true, 1),
-        (DType::F16, 512, 256, 1024, 8, 1, 32, 6, true, true, 4),
+        (DType::F16, 256, 256, 512, 8, 1, 32, 6, true, true, (1, 1)),
+        (DType::BF16, 512, 512, 512, 8, 1, 32, 6, true, false, (2, 1)),
+        (DType::F16, 512, 256, 256, 8, 2, 16, 6, true, true, (1, 1)),
+        (DType::BF16, 256, 128, 512, 8, 1, 32, 3, false, true, (1, 1)),
+        (DType::F16, 512, 256, 1024, 8, 1, 32, 6, true, true, (4, 1)),
+        (DType::BF16, 512, 128, 1024, 8, 1, 32, 3, false, true, (2, 2)),
     ] {
         let what = format!(
             "persistent spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {h} x {units} tiles, \
-             {ahead} slices ahead, in flight: {in_flight}, packed: {packed}, cluster {cluster}"
+             {ahead} slices ahead, in flight: {in_flight}, packed: {packed}, cluster {cluster:?}"
         );
         let t = hopper(rows, h, ahead, (in_flight, packed, cluster, true));
         let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
@@ -106,12 +107,13 @@ fn spmm_24_persistent(device: GpuDevice) {
             .iter()
             .find(|k| k.persistent)
             .unwrap_or_else(|| panic!("{what}: no persistent kernel"));
-        assert_eq!(kern.cluster, [cluster as u32, 1, 1], "{what}");
+        let (cx, cy) = (cluster.0 as u32, cluster.1 as u32);
+        assert_eq!(kern.cluster, [cx, cy, 1], "{what}");
         if device == GpuDevice::Emulator {
             // Every block of the emulator's launch walks two tiles or more.
             let (tiles, launched) = tiles_and_blocks(kern, (m, n, feat));
-            assert_eq!(launched, [2 * cluster as u32, 1, 1], "{what}");
-            assert!(tiles >= 2 * launched[0], "{what}: {tiles} tiles");
+            assert_eq!(launched, [2 * cx, cy, 1], "{what}");
+            assert!(tiles >= 4 * cx * cy, "{what}: {tiles} tiles");
         }
         equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
@@ -130,7 +132,7 @@ fn persistent_kernels_move_the_same_sectors_in_the_emulator() {
         DType::F16,
     ));
     let want = spmm_24_dense(&args);
-    for cluster in [1, 2] {
+    for cluster in [(1, 1), (2, 1), (2, 2)] {
         let mut sectors = Vec::new();
         for persistent in [false, true] {
             let t = hopper(8, 1, 6, (true, true, cluster, persistent));
@@ -145,11 +147,11 @@ fn persistent_kernels_move_the_same_sectors_in_the_emulator() {
             .expect("build");
             let mut got = args.clone();
             let stats = k.run(&mut got).expect("run");
-            let what = format!("cluster {cluster}, persistent: {persistent}");
+            let what = format!("cluster {cluster:?}, persistent: {persistent}");
             assert_outputs_close_16(&what, &["c".to_string()], &got, &want, DType::F16, 0.05);
             sectors.push(stats.sector_bytes);
         }
-        assert_eq!(sectors[0], sectors[1], "cluster {cluster}: sector bytes");
+        assert_eq!(sectors[0], sectors[1], "cluster {cluster:?}: sector bytes");
     }
 }
 
@@ -161,8 +163,13 @@ fn persistent_kernels_move_the_same_sectors_in_the_emulator() {
 fn persistent_kernels_compile_for_sm_90a() {
     let (m, n, feat) = (4096, 4096, 4096);
     // (row warps, row tiles, units, cluster)
-    for (rows, h, units, cluster) in [(8, 1, 32, 1), (8, 1, 32, 2), (8, 2, 16, 1)] {
-        let what = format!("{rows} warps of {h} x {units} tiles, cluster {cluster}");
+    for (rows, h, units, cluster) in [
+        (8, 1, 32, (1, 1)),
+        (8, 1, 32, (2, 1)),
+        (8, 2, 16, (1, 1)),
+        (8, 1, 32, (4, 2)),
+    ] {
+        let what = format!("{rows} warps of {h} x {units} tiles, cluster {cluster:?}");
         let t = hopper(rows, h, 6, (true, true, cluster, true));
         let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
         let (_, module) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(m, n, feat))
@@ -181,9 +188,16 @@ fn persistent_kernels_compile_for_sm_90a() {
             "{what}"
         );
         let src = &module.source;
-        for needle in [
+        // A cluster of several rows of blocks takes a group of tiles a turn.
+        let walk = if cluster.1 > 1 {
+            "for (int32_t sptir_it = 0, sptir_group = (int32_t)(blockIdx.x / 4); sptir_group < \
+             sptir_groups_x * (sptir_tiles_y / 2); ++sptir_it, sptir_group += sptir_clusters) {"
+        } else {
             "for (int32_t sptir_it = 0, sptir_tile = (int32_t)blockIdx.x; sptir_tile < \
-             sptir_tiles_x * sptir_tiles_y; ++sptir_it, sptir_tile += (int32_t)gridDim.x) {",
+             sptir_tiles_x * sptir_tiles_y; ++sptir_it, sptir_tile += (int32_t)gridDim.x) {"
+        };
+        for needle in [
+            walk,
             "if (sptir_it == 0) {",
             "if (sptir_it > 0 || ",
             "(((128 - 1) - (0)) % 8)",
@@ -199,13 +213,14 @@ fn persistent_kernels_compile_for_sm_90a() {
         // barriers (after it and after the tile loop).
         assert_eq!(src.matches("__syncthreads();").count(), 1, "{what}");
         let cluster_syncs = src.matches("    sptir_cluster_sync();").count();
-        assert_eq!(cluster_syncs, if cluster > 1 { 2 } else { 0 }, "{what}");
+        let clustered = cluster != (1, 1);
+        assert_eq!(cluster_syncs, if clustered { 2 } else { 0 }, "{what}");
         sm_90a_ptx_without_spills(src, &what);
     }
 }
 
 /// Kernels that cannot walk tiles are typed errors: without a producer warp, with a run loop
-/// whose trip count is not a multiple of the stages, in clusters along y, or another value.
+/// whose trip count is not a multiple of the stages, or another value.
 #[test]
 fn persistent_kernels_need_a_producer_warp_and_whole_turns_of_the_stages() {
     let refused = |t: SharedTiles, n: usize, extra: &str, needle: &str| {
@@ -214,7 +229,7 @@ fn persistent_kernels_need_a_producer_warp_and_whole_turns_of_the_stages() {
         assert!(e.to_string().contains(needle), "{e}");
     };
     // No producer warp: the warps release the stages, the first of them copies.
-    let mut t = hopper(8, 1, 3, (true, true, 1, false));
+    let mut t = hopper(8, 1, 3, (true, true, (1, 1), false));
     t.producer = false;
     refused(
         t,
@@ -224,23 +239,14 @@ fn persistent_kernels_need_a_producer_warp_and_whole_turns_of_the_stages() {
     );
     // 6 slices ahead and one in flight: 8 stages, 12 runs.
     refused(
-        hopper(8, 1, 6, (true, true, 1, true)),
+        hopper(8, 1, 6, (true, true, (1, 1), true)),
         384,
         "",
         "a multiple of its 8 stages; this one runs 12",
     );
-    // Clusters along y.
-    let mut t = hopper(8, 1, 6, (true, true, 1, false));
-    t.cluster_y = 2;
-    refused(
-        t,
-        256,
-        "sch.annotate(gko, \"tma_persistent\", 1)\n",
-        "clusters along x only",
-    );
     // Another value.
     refused(
-        hopper(8, 1, 6, (true, true, 1, false)),
+        hopper(8, 1, 6, (true, true, (1, 1), false)),
         256,
         "sch.annotate(gko, \"tma_persistent\", 2)\n",
         "`tma_persistent` is 1",
@@ -287,6 +293,12 @@ fn a_persistent_launch_takes_the_resident_clusters() {
         .launch_grid([6, 2, 1], 8)
         .expect_err("6 tiles along x");
     assert!(e.contains("whole clusters along x"), "{e}");
+    // Clusters of 2 x 2: 16 x 8 groups of tiles, 30 clusters fit.
+    let mut k = kernel(true, 2);
+    k.cluster[1] = 2;
+    assert_eq!(k.launch_grid([32, 16, 1], 30), Ok([60, 2, 1]));
+    let e = k.launch_grid([32, 3, 1], 30).expect_err("3 tiles along y");
+    assert!(e.contains("whole clusters along x and y"), "{e}");
     // Not persistent: the grid as it is.
     assert_eq!(
         kernel(false, 2).launch_grid([32, 16, 1], 60),

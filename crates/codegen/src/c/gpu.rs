@@ -484,10 +484,17 @@ impl<'f> Writer<'f> {
 
     /// The body `s` of a persistent kernel (`tma.rs`'s `TMA_PERSISTENT_ATTR`) over the tiles of
     /// the logical grid `grid` (x first): turn `t` of a block takes tile `blockIdx.x + t
-    /// gridDim.x`; with clusters of `cluster` blocks (along x, a divisor of both the tiles along
-    /// x and the launched blocks) the blocks of a cluster take consecutive tiles of the same
-    /// row. The cluster's barrier after the run loop comes after the tile loop.
-    fn write_tile_loop(&mut self, s: &'f Stmt, grid: &[LaunchExpr; 3], cluster: i64) -> Res<()> {
+    /// gridDim.x`; with clusters of `cx` blocks along x (a divisor of both the tiles along x and
+    /// the launched blocks) the blocks of a cluster take consecutive tiles of the same row. With
+    /// clusters of `cx × cy` blocks, `cy` > 1 (the launch `cx n × cy` blocks), turn `t` of
+    /// cluster `c` takes group `c + t n` of `cx × cy` tiles (x first), each block the tile of its
+    /// rank in it. The cluster's barrier after the run loop comes after the tile loop.
+    fn write_tile_loop(
+        &mut self,
+        s: &'f Stmt,
+        grid: &[LaunchExpr; 3],
+        (cx, cy): (i64, i64),
+    ) -> Res<()> {
         let turn = tma::TILE_TURN;
         let (gx, gy) = (self.launch_text(&grid[0]), self.launch_text(&grid[1]));
         self.line("{");
@@ -495,19 +502,37 @@ impl<'f> Writer<'f> {
         self.line(&format!(
             "const int32_t sptir_tiles_x = (int32_t)({gx}), sptir_tiles_y = (int32_t)({gy});"
         ));
-        self.line(&format!(
-            "for (int32_t {turn} = 0, sptir_tile = (int32_t)blockIdx.x; sptir_tile < \
-             sptir_tiles_x * sptir_tiles_y; ++{turn}, sptir_tile += (int32_t)gridDim.x) {{"
-        ));
-        self.indent += 1;
-        self.line(
-            "const int32_t sptir_tile_x = sptir_tile % sptir_tiles_x, sptir_tile_y = sptir_tile \
-             / sptir_tiles_x;",
-        );
+        if cy > 1 {
+            self.line(&format!(
+                "const int32_t sptir_groups_x = sptir_tiles_x / {cx}, sptir_clusters = \
+                 (int32_t)(gridDim.x / {cx});"
+            ));
+            self.line(&format!(
+                "for (int32_t {turn} = 0, sptir_group = (int32_t)(blockIdx.x / {cx}); \
+                 sptir_group < sptir_groups_x * (sptir_tiles_y / {cy}); ++{turn}, sptir_group += \
+                 sptir_clusters) {{"
+            ));
+            self.indent += 1;
+            self.line(&format!(
+                "const int32_t sptir_tile_x = sptir_group % sptir_groups_x * {cx} + \
+                 (int32_t)(blockIdx.x % {cx}), sptir_tile_y = sptir_group / sptir_groups_x * {cy} \
+                 + (int32_t)blockIdx.y;"
+            ));
+        } else {
+            self.line(&format!(
+                "for (int32_t {turn} = 0, sptir_tile = (int32_t)blockIdx.x; sptir_tile < \
+                 sptir_tiles_x * sptir_tiles_y; ++{turn}, sptir_tile += (int32_t)gridDim.x) {{"
+            ));
+            self.indent += 1;
+            self.line(
+                "const int32_t sptir_tile_x = sptir_tile % sptir_tiles_x, sptir_tile_y = \
+                 sptir_tile / sptir_tiles_x;",
+            );
+        }
         let r = self.write_stmt(s);
         self.indent -= 1;
         self.line("}");
-        if cluster > 1 {
+        if cx * cy > 1 {
             // No block exits while a peer's copies or arrivals may still reach it.
             self.line("sptir_cluster_sync();");
         }
@@ -796,7 +821,7 @@ impl<'f> Writer<'f> {
         self.span = func.span;
         let r = if let [s] = parts {
             if persistent {
-                self.write_tile_loop(s, &grid, cluster.0)
+                self.write_tile_loop(s, &grid, cluster)
             } else {
                 self.write_stmt(s)
             }

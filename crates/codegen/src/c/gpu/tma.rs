@@ -246,18 +246,19 @@ pub const TMA_PRODUCER_ATTR: &str = "tma_producer";
 ///
 /// # When
 ///
-/// The kernel is one nest whose grid is `blockIdx.x` × `blockIdx.y` (no `blockIdx.z`), its
-/// clusters along x only; the run loop's trip count `R` is a constant, a multiple of its
-/// stages `S` (a stage and parity then follow from the iteration within a tile and the tile's
-/// turn).
+/// The kernel is one nest whose grid is `blockIdx.x` × `blockIdx.y` (no `blockIdx.z`); the
+/// run loop's trip count `R` is a constant, a multiple of its stages `S` (a stage and parity
+/// then follow from the iteration within a tile and the tile's turn).
 ///
 /// # What is written
 ///
 /// The kernel's body runs in a loop over its tiles: turn `sptir_it` of a block takes tile
 /// `blockIdx.x + sptir_it * gridDim.x` of the `sptir_tiles_x × sptir_tiles_y` tiles (the logical
 /// grid, [`crate::cuda::CudaKernel::grid`]), x first, its `blockIdx.x`/`.y` loops reading the
-/// tile's coordinates; the runtime launches at most as many blocks as fit on the GPU at once,
-/// a whole number of clusters ([`crate::cuda::CudaKernel::launch_grid`]). The barriers are
+/// tile's coordinates. With clusters of `Cx × Cy` blocks, `Cy` > 1, a cluster takes `Cx × Cy`
+/// tiles a turn, each block the one of its rank. The runtime launches at most as many blocks
+/// as fit on the GPU at once, a whole number of clusters
+/// ([`crate::cuda::CudaKernel::launch_grid`]). The barriers are
 /// initialized in the first turn only; the phase of iteration `k` of turn `t` is that of
 /// iteration `t R + k`; every stage is released after its last product (the last iteration's
 /// after the loop's final wait), since the next tile refills it; and the barrier after the run
@@ -454,7 +455,7 @@ impl Writer<'_> {
         let release = self.tma_release(part, f, &what)?;
         let producer = self.tma_producer(part, f, &what, release.is_some())?;
         let stages = Self::pipeline_stages(f);
-        let persistent = self.tma_persistent(f, &what, producer.is_some(), cluster_y, stages)?;
+        let persistent = self.tma_persistent(f, &what, producer.is_some(), stages)?;
         let global_name = self.buf_name(global)?.to_string();
         let shared_name = self.buf_name(shared)?.to_string();
         Ok(TmaWindow {
@@ -476,14 +477,7 @@ impl Writer<'_> {
 
     /// The iterations a tile of run loop `f` (its `stages`) where it asks for a persistent
     /// kernel, checked (see [`TMA_PERSISTENT_ATTR`]); `None` when it does not ask.
-    fn tma_persistent(
-        &self,
-        f: &For,
-        what: &str,
-        producer: bool,
-        cluster_y: i64,
-        stages: i64,
-    ) -> Res<Option<i64>> {
+    fn tma_persistent(&self, f: &For, what: &str, producer: bool, stages: i64) -> Res<Option<i64>> {
         if !self.tma_flag(f, what, TMA_PERSISTENT_ATTR, "a persistent kernel")? {
             return Ok(None);
         }
@@ -493,15 +487,6 @@ impl Writer<'_> {
                 format!(
                     "a persistent kernel (`{TMA_PERSISTENT_ATTR}`) has a producer warp \
                      (`{TMA_PRODUCER_ATTR}`), whose copies run on into the next tile"
-                ),
-            ));
-        }
-        if cluster_y > 1 {
-            return Err(self.unsupported(
-                what,
-                format!(
-                    "a persistent kernel (`{TMA_PERSISTENT_ATTR}`) runs in clusters along x \
-                     only (not `{TMA_CLUSTER_Y_ATTR}`)"
                 ),
             ));
         }
