@@ -2,11 +2,12 @@
 //! the mocked driver of `sparsetir-cuda` (`crates/cuda/tests/mock/libcuda_mock.c`, mode 4:
 //! kernels that do nothing; loaded through `SPARSETIR_CUDA_DRIVER`, which this binary alone
 //! sets). A persistent 2:4 kernel is launched with the clusters the driver's occupancy query
-//! says fit (the mock's: 4 multiprocessors, one block each, clusters of 2 fitting once in a group
-//! of 3 and never on the lone one), not with its tiles, and without clusters with a block a
-//! multiprocessor; the kernel of a block a tile gets its tiles. NVRTC compiles the kernels for
-//! sm_90a (the mock is a compute capability 9.0 device). Skipped, with a note, without a C
-//! compiler or (outside CI) NVRTC.
+//! says fit (the mock's: 4 multiprocessors, one block each, clusters of 2 fitting once in a
+//! group of 3 and never on the lone one), not with its tiles; without clusters, or where the
+//! query fails, with the blocks that fit a multiprocessor at a time, in whole clusters; the
+//! kernel of a block a tile gets its tiles. NVRTC compiles the kernels for sm_90a (the mock is
+//! a compute capability 9.0 device). Skipped, with a note, without a C compiler or (outside
+//! CI) NVRTC.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -61,16 +62,19 @@ fn a_persistent_launch_takes_the_clusters_the_driver_says_fit() {
         feat,
         DType::F16,
     ));
-    // (cluster, persistent, the grid launched): 4 x 2 tiles of 128 x 256.
+    // (cluster, persistent, the grid launched): 4 x 2 tiles of 128 x 256. The mock's cluster
+    // query refuses clusters along y: the runtime then counts whole clusters of the blocks
+    // that fit (4 multiprocessors of one block: one cluster of 2 x 2).
     for (cluster, persistent, grid) in [
-        (2, true, [2, 1, 1]),
-        (1, true, [4, 1, 1]),
-        (2, false, [4, 2, 1]),
+        ((2, 1), true, [2, 1, 1]),
+        ((1, 1), true, [4, 1, 1]),
+        ((2, 1), false, [4, 2, 1]),
+        ((2, 2), true, [2, 2, 1]),
     ] {
-        let what = format!("cluster {cluster}, persistent: {persistent}");
+        let what = format!("cluster {cluster:?}, persistent: {persistent}");
         let mut t = tiles(8, 1, 1, 6);
         (t.stage_a, t.tma_a, t.packed_positions) = (true, true, true);
-        (t.in_flight, t.tma, t.cluster) = (true, true, cluster);
+        (t.in_flight, t.tma, t.cluster, t.cluster_y) = (true, true, cluster.0, cluster.1);
         (t.release, t.producer, t.persistent) = (true, true, persistent);
         let sched = spmm_24_tc_smem_gpu_schedule(n, t, 32);
         let k = GpuKernel::build(

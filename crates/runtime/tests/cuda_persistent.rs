@@ -85,7 +85,19 @@ fn spmm_24_persistent(device: GpuDevice) {
         (DType::F16, 512, 256, 256, 8, 2, 16, 6, true, true, (1, 1)),
         (DType::BF16, 256, 128, 512, 8, 1, 32, 3, false, true, (1, 1)),
         (DType::F16, 512, 256, 1024, 8, 1, 32, 6, true, true, (4, 1)),
-        (DType::BF16, 512, 128, 1024, 8, 1, 32, 3, false, true, (2, 2)),
+        (
+            DType::BF16,
+            512,
+            128,
+            1024,
+            8,
+            1,
+            32,
+            3,
+            false,
+            true,
+            (2, 2),
+        ),
     ] {
         let what = format!(
             "persistent spmm_24 {dt} {m}x{n}, feat {feat}, {rows} warps of {h} x {units} tiles, \
