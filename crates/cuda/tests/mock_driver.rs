@@ -7,35 +7,17 @@
 //! the driver lays it out). Skipped, with a note, when no C compiler runs.
 
 use std::path::PathBuf;
-use std::process::Command;
+
+#[path = "mock/build.rs"]
+mod mock_build;
 
 use sparsetir_cuda::{launch, Context, CudaError, Device, DeviceBuffer, Driver, LaunchArg, Module};
 
 /// Builds the mock driver for `mode` (see the C file); `None` without a C compiler.
 fn mock(mode: u32) -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-mock");
-    std::fs::create_dir_all(&dir).ok()?;
-    let out = dir.join(format!("libcuda_mock{mode}-{}.so", std::process::id()));
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mock/libcuda_mock.c");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let status = Command::new(cc)
-        .args([
-            "-shared",
-            "-fPIC",
-            "-O1",
-            &format!("-DMOCK_MODE={mode}"),
-            "-o",
-        ])
-        .arg(&out)
-        .arg(&src)
-        .status();
-    match status {
-        Ok(s) if s.success() => Some(out),
-        _ => {
-            eprintln!("note: skipping: no C compiler to build the mock driver");
-            None
-        }
-    }
+    mock_build::mock_driver(&src, mode, &dir)
 }
 
 #[test]

@@ -10,7 +10,6 @@
 //! CI) NVRTC.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -20,28 +19,16 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
+#[path = "../../cuda/tests/mock/build.rs"]
+mod mock_build;
 use common::warpgroup::{kernel, spec, tiles};
 use common::{positions_i8, spmm_24_args};
 
 /// The mock driver built for mode 4; `None` without a C compiler.
 fn mock_driver() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-mock-launch");
-    std::fs::create_dir_all(&dir).ok()?;
-    let out = dir.join(format!("libcuda_mock4-{}.so", std::process::id()));
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cuda/tests/mock/libcuda_mock.c");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let status = Command::new(cc)
-        .args(["-shared", "-fPIC", "-O1", "-DMOCK_MODE=4", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status();
-    match status {
-        Ok(s) if s.success() => Some(out),
-        _ => {
-            eprintln!("note: skipping: no C compiler to build the mock driver");
-            None
-        }
-    }
+    mock_build::mock_driver(&src, 4, &dir)
 }
 
 #[test]
