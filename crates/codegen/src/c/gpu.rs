@@ -90,9 +90,6 @@ pub(crate) struct KernelCtx {
     /// In a kernel that runs several nests in one launch (see [`launch_fusion`]): the C names of
     /// the part's own block index and grid width along `blockIdx.x`.
     block_x: Option<(String, String)>,
-    /// A persistent kernel (`tma.rs`'s `TMA_PERSISTENT_ATTR`): its `blockIdx.x`/`.y` loops read
-    /// the tile of the tile loop's turn (`Writer::write_tile_loop`).
-    persistent: bool,
     guarded_thread_depth: usize,
     /// Whether the kernel's tensor cores read a shared window through a descriptor (the async
     /// proxy): the threads that write it fence before every barrier.
@@ -105,6 +102,14 @@ pub(crate) struct KernelCtx {
     /// buffer, the argument's name and the view; appended to the arguments once the body is
     /// written.
     late_maps: Vec<(MapOf, String, crate::cuda::TensorMapArg)>,
+}
+
+impl KernelCtx {
+    /// Whether the kernel is persistent (`tma.rs`'s `TMA_PERSISTENT_ATTR`): its `blockIdx.x`/`.y`
+    /// loops read the tile of the tile loop's turn (`Writer::write_tile_loop`).
+    fn persistent(&self) -> bool {
+        self.tma.iter().any(|t| t.persistent.is_some())
+    }
 }
 
 /// The buffer a late tensor map views.
@@ -453,7 +458,7 @@ impl<'f> Writer<'f> {
     /// The C text of thread index `tag` (`blockIdx.x` is the part's own in a fused launch).
     /// In a persistent kernel, `blockIdx.x`/`.y` are the coordinates of the tile.
     fn index_text(&self, tag: &str) -> String {
-        if self.kernel.as_ref().is_some_and(|k| k.persistent) {
+        if self.kernel.as_ref().is_some_and(KernelCtx::persistent) {
             match tag {
                 "blockIdx.x" => return "sptir_tile_x".to_string(),
                 "blockIdx.y" => return "sptir_tile_y".to_string(),
@@ -469,7 +474,7 @@ impl<'f> Writer<'f> {
     /// The C text of the grid width along `tag` (a `blockIdx` tag; the tiles along it in a
     /// persistent kernel).
     fn grid_text(&self, tag: &str) -> String {
-        if self.kernel.as_ref().is_some_and(|k| k.persistent) {
+        if self.kernel.as_ref().is_some_and(KernelCtx::persistent) {
             match tag {
                 "blockIdx.x" => return "sptir_tiles_x".to_string(),
                 "blockIdx.y" => return "sptir_tiles_y".to_string(),
@@ -778,7 +783,6 @@ impl<'f> Writer<'f> {
             readonly,
             multi_thread: threads != Some(1),
             tma,
-            persistent,
             ..KernelCtx::default()
         });
         self.indent = 0;

@@ -330,13 +330,12 @@ impl<'f> Writer<'f> {
             self.indent -= 1;
             self.line("}");
         }
-        let persistent = self
-            .tma_of_run(f.var)
-            .is_some_and(|t| t.persistent.is_some());
+        let tma = self.tma_of_run(f.var);
+        let persistent = tma.as_ref().is_some_and(|t| t.persistent.is_some());
         if self.one_barrier(items) && !persistent {
             self.write_barrier();
         }
-        if let Some(t) = self.tma_of_run(f.var) {
+        if let Some(t) = tma {
             self.write_tma_end(&t);
         }
         Ok(())

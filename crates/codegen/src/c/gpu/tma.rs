@@ -758,13 +758,14 @@ impl Writer<'_> {
     }
 
     /// The phases of a stage's barriers that the tiles before the current one completed, as
-    /// C text to add to an iteration's phase (`None` outside a persistent kernel, or where it
-    /// does not change the parity): each tile runs `R` iterations, `R / S` uses of every stage.
-    fn tile_phases(t: &TmaWindow) -> Option<String> {
-        t.persistent
-            .map(|r| r / t.stages)
-            .filter(|p| p % 2 == 1)
-            .map(|p| format!("{TILE_TURN} * {p}"))
+    /// C text to add to an iteration's phase (` + ...`; empty outside a persistent kernel, or
+    /// where it does not change the parity): each tile runs `R` iterations, `R / S` uses of
+    /// every stage.
+    fn tile_phases(t: &TmaWindow) -> String {
+        match t.persistent.map(|r| r / t.stages) {
+            Some(p) if p % 2 == 1 => format!(" + {TILE_TURN} * {p}"),
+            _ => String::new(),
+        }
     }
 
     /// The mbarriers window `t` declares: a full one a stage, and with a cluster or warps'
@@ -822,7 +823,8 @@ impl Writer<'_> {
         let Some(t) = self.tma_of_run(f.var) else {
             return Ok(());
         };
-        if t.persistent.is_none() || t.release.is_none() || !Self::in_flight(f) {
+        // (A persistent kernel's warps release the stages: it has a producer warp.)
+        if t.persistent.is_none() || !Self::in_flight(f) {
             return Ok(());
         }
         let min = self.expr(&f.min)?.0;
@@ -867,7 +869,7 @@ impl Writer<'_> {
     /// phase the iteration uses.
     fn tma_stage(&mut self, f: &For, t: &TmaWindow, at: &str) -> Res<(String, String)> {
         let k = self.tma_iteration(f, at)?;
-        let turns = Self::tile_phases(t).map_or_else(String::new, |p| format!(" + {p}"));
+        let turns = Self::tile_phases(t);
         Ok((
             format!("({k} % {})", t.stages),
             format!("(unsigned)(({k} / {}{turns}) & 1)", t.stages),
@@ -902,7 +904,7 @@ impl Writer<'_> {
             let k = self.tma_iteration(f, at)?;
             let s = t.stages;
             // (In a persistent kernel, from the second tile on every stage was used before.)
-            let turns = Self::tile_phases(t).map_or_else(String::new, |p| format!(" + {p}"));
+            let turns = Self::tile_phases(t);
             if t.persistent.is_some() {
                 self.line(&format!("if ({TILE_TURN} > 0 || {k} >= {s}) {{"));
             } else {
