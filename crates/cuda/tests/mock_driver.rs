@@ -20,6 +20,13 @@ fn mock(mode: u32) -> Option<PathBuf> {
     mock_build::mock_driver(&src, mode, &dir)
 }
 
+/// A context on the mock driver's device for `mode`; `None` without a C compiler.
+fn mock_context(mode: u32) -> Option<Context> {
+    let driver = Driver::load_from(mock(mode)?).expect("the driver loads");
+    let dev = Device::get(&driver, 0).expect("a device");
+    Some(Context::new(&dev).expect("a context"))
+}
+
 #[test]
 fn a_driver_without_a_device_says_so() {
     let Some(path) = mock(1) else { return };
@@ -33,10 +40,7 @@ fn a_driver_without_a_device_says_so() {
 
 #[test]
 fn an_allocation_larger_than_the_device_is_out_of_memory() {
-    let Some(path) = mock(2) else { return };
-    let driver = Driver::load_from(&path).expect("the driver loads");
-    let dev = Device::get(&driver, 0).expect("a device");
-    let ctx = Context::new(&dev).expect("a context");
+    let Some(ctx) = mock_context(2) else { return };
     let small = DeviceBuffer::from_host(&ctx, &[1, 2, 3, 4]).expect("small buffers fit");
     assert_eq!(small.to_host().expect("copies back"), vec![1, 2, 3, 4]);
     let e = DeviceBuffer::alloc(&ctx, 1 << 30).expect_err("too large");
@@ -49,10 +53,7 @@ fn an_allocation_larger_than_the_device_is_out_of_memory() {
 
 #[test]
 fn a_kernel_failing_while_running_is_a_launch_error() {
-    let Some(path) = mock(3) else { return };
-    let driver = Driver::load_from(&path).expect("the driver loads");
-    let dev = Device::get(&driver, 0).expect("a device");
-    let ctx = Context::new(&dev).expect("a context");
+    let Some(ctx) = mock_context(3) else { return };
     let module = Module::load(&ctx, b"\x7fELF mock image").expect("loads");
     let f = module.function("k").expect("a function");
     f.set_max_dynamic_shared(65536)
@@ -73,14 +74,11 @@ fn a_kernel_failing_while_running_is_a_launch_error() {
 
 /// Blocks a multiprocessor runs at once (threads and dynamic shared memory limit them) and
 /// clusters the GPU runs at once: the mock places clusters in a group of 3 multiprocessors and
-/// a lone one, so clusters of 2 fit twice with one block each, not the 4 / 2 the
-/// multiprocessors alone would give.
+/// a lone one, so clusters of 2 blocks of a block a multiprocessor fit once, not the 4 / 2
+/// the multiprocessors alone would give.
 #[test]
 fn occupancy_queries_read_the_launch_configuration() {
-    let Some(path) = mock(3) else { return };
-    let driver = Driver::load_from(&path).expect("the driver loads");
-    let dev = Device::get(&driver, 0).expect("a device");
-    let ctx = Context::new(&dev).expect("a context");
+    let Some(ctx) = mock_context(3) else { return };
     let module = Module::load(&ctx, b"\x7fELF mock image").expect("loads");
     let f = module.function("k").expect("a function");
     // 288 threads and 181 KiB: one block; 128 threads and no shared memory: 16.
