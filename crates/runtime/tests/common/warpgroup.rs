@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::eval_func;
 use sparsetir_ir::DType;
 use sparsetir_ops::composable::SharedTiles;
-use sparsetir_runtime::gpu::GpuKernel;
+use sparsetir_runtime::gpu::{GpuKernel, GpuRunStats};
 
 use super::{assert_outputs_close_16, positions_i8, spmm_24_args, spmm_24_dense};
 
@@ -64,7 +64,7 @@ pub fn on_a_hopper_gpu() -> bool {
 /// tolerance) with the stage-I evaluator of `g` or, without `g` (`k` a kernel of `spmm_24`
 /// itself), with the direct `f64` sums of `super::spmm_24_dense`, which
 /// `spmm_24_dense_reference_equals_the_evaluator` ties to the evaluator: at these sizes the
-/// evaluator took three quarters of this file's time.
+/// evaluator took three quarters of this file's time. Returns what the run measured.
 pub fn equals_the_reference(
     what: &str,
     g: Option<&sparsetir_ir::PrimFunc>,
@@ -72,7 +72,7 @@ pub fn equals_the_reference(
     rng: &mut ChaCha8Rng,
     (m, n, feat): (usize, usize, usize),
     dt: DType,
-) {
+) -> GpuRunStats {
     let args = positions_i8(spmm_24_args(rng, m, n, feat, dt));
     let want = match g {
         Some(g) => {
@@ -83,8 +83,9 @@ pub fn equals_the_reference(
         None => spmm_24_dense(&args),
     };
     let mut got = args.clone();
-    k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let stats = k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_outputs_close_16(what, &["c".to_string()], &got, &want, dt, 0.05);
+    stats
 }
 
 /// Compiles `src` with NVRTC for sm_90a, asserts that no kernel spills, and returns its PTX;
