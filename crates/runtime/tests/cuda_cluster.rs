@@ -10,17 +10,16 @@
 //! and lets a block that returned early go. NVRTC compiles the same source for sm_90a, and on a
 //! Hopper GPU the multicast tiles and the ring give what the emulator gives.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-use sparsetir_codegen::cuda::{CudaKernel, CudaModule, LaunchExpr, TMA_PRELUDE};
+use sparsetir_codegen::cuda::{CudaModule, TMA_PRELUDE};
 use sparsetir_ir::DType;
-use sparsetir_runtime::cuda_emu::{check_cluster, emu_compiler};
+use sparsetir_runtime::cuda_emu::check_cluster;
 use sparsetir_runtime::{EmuArg, EmuModule, EmuStats, KernelCache, RunError};
 
 mod common;
-use common::handwritten::{params_and_args, want_box, want_ring, ArgSpec, Kind};
+use common::handwritten::{
+    compiled_once, device_map, gpu_ring, hopper_module, kernel, module_of, want_box, want_ring,
+    ArgSpec, Hand, Kind,
+};
 
 const HEAD: &str = r#"#ifndef SPTIR_EMU
 typedef int int32_t;
@@ -242,41 +241,16 @@ fn test_module_with(tweak: &dyn Fn(&str, &mut [u32; 3])) -> CudaModule {
             32,
         ),
     ];
-    let mut params = Vec::new();
-    let mut index = HashMap::new();
-    let kernels = kernels
-        .iter()
-        .map(|(name, spec, cluster, threads)| {
-            let mut cluster = *cluster;
+    let kernels: Vec<Hand<'_>> = kernels
+        .into_iter()
+        .map(|(name, args, mut cluster, threads)| {
             tweak(name, &mut cluster);
-            CudaKernel {
-                name: name.to_string(),
-                args: params_and_args(&mut params, &mut index, spec),
-                grid: [
-                    LaunchExpr::Const(2 * i64::from(cluster[0])),
-                    LaunchExpr::Const(1),
-                    LaunchExpr::Const(1),
-                ],
-                block: [
-                    LaunchExpr::Const(i64::from(*threads)),
-                    LaunchExpr::Const(1),
-                    LaunchExpr::Const(1),
-                ],
-                shared_bytes: 0,
-                dynamic_shared_bytes: 0,
-                cluster,
-                persistent: false,
-            }
+            Hand::new(name, args)
+                .threads(i64::from(threads))
+                .cluster(cluster)
         })
         .collect();
-    CudaModule {
-        source: source(),
-        func: "cluster_tests".to_string(),
-        params,
-        temps: Vec::new(),
-        kernels,
-        arch_specific: true,
-    }
+    module_of("cluster_tests", source(), true, &kernels)
 }
 
 fn test_module() -> CudaModule {
@@ -284,28 +258,12 @@ fn test_module() -> CudaModule {
 }
 
 fn cache() -> KernelCache {
-    KernelCache::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_cluster"))
+    common::handwritten::cache("cuda_cluster")
 }
 
 /// The test module, compiled once per process; `None` (with a note) without a C++ compiler.
 fn module() -> Option<&'static EmuModule> {
-    static M: OnceLock<Option<EmuModule>> = OnceLock::new();
-    M.get_or_init(|| {
-        if let Err(e) = emu_compiler(None).version() {
-            eprintln!("note: skipping: no C++ compiler ({e})");
-            return None;
-        }
-        let (m, _) = EmuModule::load(&test_module(), &cache()).unwrap_or_else(|e| panic!("{e}"));
-        Some(m)
-    })
-    .as_ref()
-}
-
-fn kernel(m: &EmuModule, name: &str) -> usize {
-    m.kernels()
-        .iter()
-        .position(|k| k.name == name)
-        .expect("kernel")
+    compiled_once(test_module, "cuda_cluster")
 }
 
 const COLS: usize = 128;
@@ -776,50 +734,19 @@ fn the_cluster_kernels_compile_for_sm_90a() {
 /// view check and the driver's encoder, against what the emulator computes.
 #[test]
 fn multicast_tiles_and_rings_match_the_emulator_on_a_real_gpu() {
-    use sparsetir_cuda::{launch, Context, DeviceBuffer, Emit, LaunchArg, Module};
-    let Some(nvrtc) = common::nvrtc() else {
+    use sparsetir_cuda::{launch, DeviceBuffer, LaunchArg};
+    let Some((ctx, dev_module)) = hopper_module(&source(), "cluster.cu", true, "the clusters")
+    else {
         return;
     };
-    if !common::have_gpu() {
-        return;
-    }
-    let ctx = Context::first_device().expect("a device");
-    let arch = ctx.arch().expect("its architecture");
-    if arch.compute_capability() != (9, 0) {
-        eprintln!("note: skipping the clusters: not a Hopper GPU (sm_90a)");
-        return;
-    }
-    let cubin = nvrtc
-        .compile(
-            &source(),
-            "cluster.cu",
-            &arch.with_arch_specific(),
-            Emit::Cubin,
-            &[],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let dev_module = Module::load(&ctx, &cubin.code).expect("module");
     let tm = test_module();
-    let map_of = |name: &str, dev: &DeviceBuffer, cols: usize, rows: usize| {
-        let k = tm.kernels.iter().find(|k| k.name == name).expect("kernel");
-        let view = sparsetir_runtime::tensor_map::check_view(
-            name,
-            &k.args[0],
-            [cols as i64, rows as i64],
-            dev.len(),
-            Some(dev.device_ptr()),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        ctx.encode_tensor_map_2d(dev, &view)
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
     // The tiles.
     let mat = matrix_u16();
     let bytes: Vec<u8> = mat.iter().flat_map(|v| v.to_le_bytes()).collect();
     let dev = DeviceBuffer::from_host(&ctx, &bytes).expect("copy in");
     for (cx, k, split) in [(2usize, 1usize, 0), (2, 3, 1), (4, 2, 0), (4, 1, 1)] {
         let name = format!("mc_tile_{cx}");
-        let map = map_of(&name, &dev, COLS, ROWS);
+        let map = device_map(&ctx, &tm, &name, &dev, (COLS, ROWS));
         let n = 2 * cx * cx * k * 512;
         let out = DeviceBuffer::zeroed(&ctx, n * 2).expect("out");
         let f = dev_module.function(&name).expect("function");
@@ -862,36 +789,15 @@ fn multicast_tiles_and_rings_match_the_emulator_on_a_real_gpu() {
     for cx in [2usize, 4] {
         let name = format!("mc_ring_{cx}");
         let iters = 7usize;
-        let (cols, rows) = (64, iters * cx * 8);
-        let x: Vec<f32> = (0..cols * rows).map(|i| (i % 29) as f32 - 9.0).collect();
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let xd = DeviceBuffer::from_host(&ctx, &bytes).expect("copy in");
-        let map = map_of(&name, &xd, cols, rows);
-        let out = DeviceBuffer::zeroed(&ctx, 2 * cx * 64 * 4).expect("out");
-        let f = dev_module.function(&name).expect("function");
-        launch(
-            &f,
-            [2 * cx as u32, 1, 1],
-            [64, 1, 1],
-            0,
-            &[
-                LaunchArg::TensorMap(&map),
-                LaunchArg::Ptr(&out),
-                LaunchArg::I32(iters as i32),
-                LaunchArg::I32(1),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let got: Vec<f32> = out
-            .to_host()
-            .expect("copy out")
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        let view = (64, iters * cx * 8);
+        let x: Vec<f32> = (0..view.0 * view.1)
+            .map(|i| (i % 29) as f32 - 9.0)
             .collect();
+        let got = gpu_ring((&ctx, &dev_module, &tm), &name, &x, view, cx, 64, iters, 1);
         for b in 0..2 * cx {
             assert_eq!(
                 got[b * 64..(b + 1) * 64],
-                want_ring(&x, (cols, rows), (cx, 64), iters, b)[..],
+                want_ring(&x, view, (cx, 64), iters, b)[..],
                 "{name}, block {b}"
             );
         }

@@ -3,15 +3,14 @@
 //! checks, traffic counting and atomics. All kernels live in one module, compiled once (through
 //! the cache under the target directory). Skipped, with a note, when no C++ compiler runs.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
-use sparsetir_codegen::cuda::{CudaKernel, CudaModule, KernelArg, LaunchExpr, CP_ASYNC_PRELUDE};
-use sparsetir_codegen::{CParam, CParamKind};
+use sparsetir_codegen::cuda::{CudaModule, CP_ASYNC_PRELUDE};
 use sparsetir_ir::DType;
-use sparsetir_runtime::cuda_emu::emu_compiler;
 use sparsetir_runtime::{EmuArg, EmuModule, KernelCache, RunError};
+
+mod common;
+use common::handwritten::{self, compiled_once, kernel, ArgSpec, Hand, Kind};
 
 const SOURCE: &str = r#"#ifndef SPTIR_EMU
 #define SPTIR_IN(T) const T* __restrict__
@@ -179,76 +178,18 @@ extern "C" __global__ void __launch_bounds__(64) spmm(SPTIR_IN(int32_t) indptr, 
 }
 "#;
 
-fn params_and_args(
-    params: &mut Vec<CParam>,
-    index: &mut HashMap<String, usize>,
-    spec: &[ArgSpec<'_>],
-) -> Vec<KernelArg> {
-    spec.iter()
-        .map(|&(name, dtype, ctype, ptr)| {
-            let param = *index.entry(name.to_string()).or_insert_with(|| {
-                params.push(CParam {
-                    name: name.to_string(),
-                    kind: if ptr.is_some() {
-                        CParamKind::Array { elem: dtype }
-                    } else {
-                        CParamKind::Scalar(dtype)
-                    },
-                });
-                params.len() - 1
-            });
-            KernelArg {
-                param,
-                name: name.to_string(),
-                dtype,
-                ctype: ctype.to_string(),
-                pointer: ptr.is_some(),
-                readonly: ptr == Some(true),
-                tensor_map: None,
-            }
-        })
-        .collect()
-}
+const IN: Kind = Kind::In;
+const OUT: Kind = Kind::Out;
+const SCALAR: Kind = Kind::Scalar;
 
-/// One kernel argument: name, dtype, C type, and `Some(readonly)` for a pointer.
-type ArgSpec<'a> = (&'a str, DType, &'a str, Option<bool>);
-
-const IN: Option<bool> = Some(true);
-const OUT: Option<bool> = Some(false);
-const SCALAR: Option<bool> = None;
-
+/// The module `func` of `source` with `kernels` (one block of one thread as recorded; the
+/// launches give their own).
 fn module_of(func: &str, source: &str, kernels: &[(&str, Vec<ArgSpec<'_>>)]) -> CudaModule {
-    let mut params = Vec::new();
-    let mut index = HashMap::new();
-    let kernels = kernels
+    let kernels: Vec<Hand<'_>> = kernels
         .iter()
-        .map(|(name, spec)| CudaKernel {
-            name: name.to_string(),
-            args: params_and_args(&mut params, &mut index, spec),
-            grid: [
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-            ],
-            block: [
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-            ],
-            shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            cluster: [1, 1, 1],
-            persistent: false,
-        })
+        .map(|(name, args)| Hand::new(name, args.clone()))
         .collect();
-    CudaModule {
-        source: source.to_string(),
-        func: func.to_string(),
-        params,
-        temps: Vec::new(),
-        kernels,
-        arch_specific: false,
-    }
+    handwritten::module_of(func, source.to_string(), false, &kernels)
 }
 
 fn test_module() -> CudaModule {
@@ -362,28 +303,12 @@ fn test_module() -> CudaModule {
 }
 
 fn cache() -> KernelCache {
-    KernelCache::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_emu"))
+    handwritten::cache("cuda_emu")
 }
 
 /// The test module, compiled once per process; `None` (with a note) without a C++ compiler.
 fn module() -> Option<&'static EmuModule> {
-    static M: OnceLock<Option<EmuModule>> = OnceLock::new();
-    M.get_or_init(|| {
-        if let Err(e) = emu_compiler(None).version() {
-            eprintln!("note: skipping: no C++ compiler ({e})");
-            return None;
-        }
-        let (m, _) = EmuModule::load(&test_module(), &cache()).unwrap_or_else(|e| panic!("{e}"));
-        Some(m)
-    })
-    .as_ref()
-}
-
-fn kernel(m: &EmuModule, name: &str) -> usize {
-    m.kernels()
-        .iter()
-        .position(|k| k.name == name)
-        .expect("kernel")
+    compiled_once(test_module, "cuda_emu")
 }
 
 /// A 32-byte aligned window of `n` floats inside `storage`.

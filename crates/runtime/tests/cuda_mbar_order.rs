@@ -15,17 +15,14 @@
 //! peer's warp did not release to the issuer is a race. NVRTC compiles the source for sm_90a,
 //! and on a Hopper GPU the rings give what the emulator gives.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-use sparsetir_codegen::cuda::{CudaKernel, CudaModule, LaunchExpr, TMA_PRELUDE};
+use sparsetir_codegen::cuda::{CudaModule, TMA_PRELUDE};
 use sparsetir_ir::DType;
-use sparsetir_runtime::cuda_emu::emu_compiler;
-use sparsetir_runtime::{EmuArg, EmuModule, KernelCache, RunError};
+use sparsetir_runtime::{EmuArg, EmuModule, RunError};
 
 mod common;
-use common::handwritten::{params_and_args, want_ring, ArgSpec, Kind};
+use common::handwritten::{
+    compiled_once, gpu_ring, hopper_module, kernel, module_of, want_ring, ArgSpec, Hand, Kind,
+};
 
 const HEAD: &str = r#"#ifndef SPTIR_EMU
 typedef int int32_t;
@@ -344,62 +341,20 @@ fn test_module() -> CudaModule {
         ring("warp_mc_ring_2", 2),
         ring("warp_mc_ring_4", 4),
     ];
-    let mut params = Vec::new();
-    let mut index = HashMap::new();
-    let kernels = kernels
-        .iter()
-        .map(|(name, spec, cluster, threads)| CudaKernel {
-            name: name.to_string(),
-            args: params_and_args(&mut params, &mut index, spec),
-            grid: [
-                LaunchExpr::Const(2 * i64::from(cluster[0])),
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-            ],
-            block: [
-                LaunchExpr::Const(i64::from(*threads)),
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-            ],
-            shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            cluster: *cluster,
-            persistent: false,
+    let kernels: Vec<Hand<'_>> = kernels
+        .into_iter()
+        .map(|(name, args, cluster, threads)| {
+            Hand::new(name, args)
+                .threads(i64::from(threads))
+                .cluster(cluster)
         })
         .collect();
-    CudaModule {
-        source: source(),
-        func: "mbar_order_tests".to_string(),
-        params,
-        temps: Vec::new(),
-        kernels,
-        arch_specific: true,
-    }
-}
-
-fn cache() -> KernelCache {
-    KernelCache::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_mbar_order"))
+    module_of("mbar_order_tests", source(), true, &kernels)
 }
 
 /// The test module, compiled once per process; `None` (with a note) without a C++ compiler.
 fn module() -> Option<&'static EmuModule> {
-    static M: OnceLock<Option<EmuModule>> = OnceLock::new();
-    M.get_or_init(|| {
-        if let Err(e) = emu_compiler(None).version() {
-            eprintln!("note: skipping: no C++ compiler ({e})");
-            return None;
-        }
-        let (m, _) = EmuModule::load(&test_module(), &cache()).unwrap_or_else(|e| panic!("{e}"));
-        Some(m)
-    })
-    .as_ref()
-}
-
-fn kernel(m: &EmuModule, name: &str) -> usize {
-    m.kernels()
-        .iter()
-        .position(|k| k.name == name)
-        .expect("kernel")
+    compiled_once(test_module, "cuda_mbar_order")
 }
 
 /// The race a launch reported: (buffer, what, first thread, second thread).
@@ -752,29 +707,10 @@ fn the_mbarrier_order_kernels_compile_for_sm_90a() {
 /// computes.
 #[test]
 fn the_rings_match_the_emulator_on_a_real_gpu() {
-    use sparsetir_cuda::{launch, Context, DeviceBuffer, Emit, LaunchArg, Module};
-    let Some(nvrtc) = common::nvrtc() else {
+    let Some((ctx, dev_module)) = hopper_module(&source(), "mbar_order.cu", true, "the rings")
+    else {
         return;
     };
-    if !common::have_gpu() {
-        return;
-    }
-    let ctx = Context::first_device().expect("a device");
-    let arch = ctx.arch().expect("its architecture");
-    if arch.compute_capability() != (9, 0) {
-        eprintln!("note: skipping the rings: not a Hopper GPU (sm_90a)");
-        return;
-    }
-    let cubin = nvrtc
-        .compile(
-            &source(),
-            "mbar_order.cu",
-            &arch.with_arch_specific(),
-            Emit::Cubin,
-            &[],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let dev_module = Module::load(&ctx, &cubin.code).expect("module");
     let tm = test_module();
     for cx in [1usize, 2, 4] {
         let name = if cx == 1 {
@@ -783,51 +719,17 @@ fn the_rings_match_the_emulator_on_a_real_gpu() {
             format!("warp_mc_ring_{cx}")
         };
         let iters = 7usize;
-        let (x, (cols, rows)) = ring_input(cx, iters);
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let xd = DeviceBuffer::from_host(&ctx, &bytes).expect("copy in");
-        let k = tm.kernels.iter().find(|k| k.name == name).expect("kernel");
-        let view = sparsetir_runtime::tensor_map::check_view(
-            &name,
-            &k.args[0],
-            [cols as i64, rows as i64],
-            xd.len(),
-            Some(xd.device_ptr()),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let map = ctx
-            .encode_tensor_map_2d(&xd, &view)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let out = DeviceBuffer::zeroed(&ctx, 2 * cx * 128 * 4).expect("out");
-        let f = dev_module.function(&name).expect("function");
-        launch(
-            &f,
-            [2 * cx as u32, 1, 1],
-            [128, 1, 1],
-            0,
-            &[
-                LaunchArg::TensorMap(&map),
-                LaunchArg::Ptr(&out),
-                LaunchArg::I32(iters as i32),
-                LaunchArg::I32(0),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let got: Vec<f32> = out
-            .to_host()
-            .expect("copy out")
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let (x, view) = ring_input(cx, iters);
+        let got = gpu_ring((&ctx, &dev_module, &tm), &name, &x, view, cx, 128, iters, 0);
         for b in 0..2 * cx {
             assert_eq!(
                 got[b * 128..(b + 1) * 128],
-                want_ring(&x, (cols, rows), (cx, 128), iters, b)[..],
+                want_ring(&x, view, (cx, 128), iters, b)[..],
                 "{name}, block {b}"
             );
         }
         if let Some(m) = module() {
-            let emu = run_ring(m, cx, &x, (cols, rows), iters, 0).unwrap_or_else(|e| panic!("{e}"));
+            let emu = run_ring(m, cx, &x, view, iters, 0).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(emu, got, "{name}: the emulator differs from the GPU");
         }
     }

@@ -7,17 +7,12 @@
 //! swizzled destination unsupported, a view larger than its buffer a typed error. NVRTC compiles the same source for sm_90, and on a
 //! Hopper GPU the 128-byte-swizzled box lands as the formula says.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-use sparsetir_codegen::cuda::{CudaKernel, CudaModule, LaunchExpr, TMA_PRELUDE};
+use sparsetir_codegen::cuda::{CudaModule, TMA_PRELUDE};
 use sparsetir_ir::DType;
-use sparsetir_runtime::cuda_emu::emu_compiler;
-use sparsetir_runtime::{EmuArg, EmuModule, KernelCache, RunError};
+use sparsetir_runtime::{EmuArg, EmuModule, RunError};
 
 mod common;
-use common::handwritten::{params_and_args, ArgSpec, Kind};
+use common::handwritten::{compiled_once, hopper_module, kernel, module_of, ArgSpec, Hand, Kind};
 
 const HEAD: &str = r#"#ifndef SPTIR_EMU
 typedef int int32_t;
@@ -149,62 +144,16 @@ fn test_module() -> CudaModule {
             ("sync", I32, "int", Kind::Scalar),
         ],
     ));
-    let mut params = Vec::new();
-    let mut index = HashMap::new();
-    let kernels = kernels
-        .iter()
-        .map(|(name, spec)| CudaKernel {
-            name: name.to_string(),
-            args: params_and_args(&mut params, &mut index, spec),
-            grid: [
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-            ],
-            block: [
-                LaunchExpr::Const(128),
-                LaunchExpr::Const(1),
-                LaunchExpr::Const(1),
-            ],
-            shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            cluster: [1, 1, 1],
-            persistent: false,
-        })
+    let kernels: Vec<Hand<'_>> = kernels
+        .into_iter()
+        .map(|(name, args)| Hand::new(name, args).threads(128))
         .collect();
-    CudaModule {
-        source: source(),
-        func: "tma_tests".to_string(),
-        params,
-        temps: Vec::new(),
-        kernels,
-        arch_specific: false,
-    }
-}
-
-fn cache() -> KernelCache {
-    KernelCache::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda_tma"))
+    module_of("tma_tests", source(), false, &kernels)
 }
 
 /// The test module, compiled once per process; `None` (with a note) without a C++ compiler.
 fn module() -> Option<&'static EmuModule> {
-    static M: OnceLock<Option<EmuModule>> = OnceLock::new();
-    M.get_or_init(|| {
-        if let Err(e) = emu_compiler(None).version() {
-            eprintln!("note: skipping: no C++ compiler ({e})");
-            return None;
-        }
-        let (m, _) = EmuModule::load(&test_module(), &cache()).unwrap_or_else(|e| panic!("{e}"));
-        Some(m)
-    })
-    .as_ref()
-}
-
-fn kernel(m: &EmuModule, name: &str) -> usize {
-    m.kernels()
-        .iter()
-        .position(|k| k.name == name)
-        .expect("kernel")
+    compiled_once(test_module, "cuda_tma")
 }
 
 /// The byte offset from the box's shared start where box element (r, c) lands (the formula
@@ -604,23 +553,10 @@ fn the_tensor_copy_kernels_compile_for_sm_90() {
 /// capability 9.0 or later, through the runtime's view check and the driver's encoder.
 #[test]
 fn swizzled_boxes_land_as_measured_on_a_real_gpu() {
-    use sparsetir_cuda::{launch, Context, DeviceBuffer, Emit, LaunchArg, Module};
-    let Some(nvrtc) = common::nvrtc() else {
+    use sparsetir_cuda::{launch, DeviceBuffer, LaunchArg};
+    let Some((ctx, module)) = hopper_module(&source(), "tma.cu", false, "the tensor copies") else {
         return;
     };
-    if !common::have_gpu() {
-        return;
-    }
-    let ctx = Context::first_device().expect("a device");
-    let arch = ctx.arch().expect("its architecture");
-    if arch.compute_capability() < (9, 0) {
-        eprintln!("note: skipping the tensor copies: not a Hopper GPU");
-        return;
-    }
-    let cubin = nvrtc
-        .compile(&source(), "tma.cu", &arch, Emit::Cubin, &[])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let module = Module::load(&ctx, &cubin.code).expect("module");
     let tm = test_module();
     let mat = matrix_u16();
     let bytes: Vec<u8> = mat.iter().flat_map(|v| v.to_le_bytes()).collect();
