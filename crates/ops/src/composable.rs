@@ -216,6 +216,12 @@ impl SharedTiles {
         }
     }
 
+    /// The slices of B in shared memory at once: the one in use, those copied ahead, and with
+    /// `in_flight` the one the product in flight still reads (`ahead=6,inflight=1`: 8).
+    pub fn stages(&self) -> usize {
+        self.prefetch + 1 + usize::from(self.in_flight)
+    }
+
     /// The format's key: `smem`, `dbuf`, `wgmma` or `wgdbuf`.
     pub fn key(&self) -> &'static str {
         match (self.warpgroup, self.prefetch > 0) {
@@ -1157,6 +1163,8 @@ mod tests {
         let text = "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)";
         assert_eq!(f.to_string(), text);
         assert_eq!(Format::parse(text).unwrap(), f);
+        // The slice in use, six ahead, and the one the product in flight reads.
+        assert_eq!(SharedTiles::hopper_default().stages(), 8);
     }
 
     #[test]

@@ -361,12 +361,36 @@ impl OwnFormat {
                         tiles: None,
                         smem: Some(t),
                     };
+                    // (The rows and columns were padded to the block's rows and to 32
+                    // (`own_24`): only an empty matrix or the width can fail here, and the
+                    // message names what the user gave, not the padded sizes.)
+                    let width = if cx > 1 { (64 * cx).max(8 * z) } else { 8 * z } * cy;
+                    return Err(Failure(if m == 0 || n == 0 {
+                        format!(
+                            "error: --format {format}: takes a matrix of at least one row and \
+                             one column (got {m} x {n})"
+                        )
+                    } else {
+                        format!(
+                            "error: --format {format}: takes a feature width that is a \
+                             multiple of {width} (got {feat})"
+                        )
+                    }));
+                }
+                // A persistent kernel's pipeline runs on from one tile into the next: its
+                // runs (32 columns each) must fill its stages evenly (the CUDA writer refuses
+                // otherwise, naming the loop; this says it in the user's terms).
+                if t.persistent && !(n / 32).is_multiple_of(t.stages()) {
+                    let format = Format::TwoFour {
+                        tiles: None,
+                        smem: Some(t),
+                    };
                     return Err(Failure(format!(
-                        "error: --format {format}: takes a matrix of rows a multiple of {} and \
-                         columns a multiple of 32 (got {m} x {n}) and a feature width that is a \
-                         multiple of {} (got {feat})",
-                        rows,
-                        if cx > 1 { (64 * cx).max(8 * z) } else { 8 * z } * cy
+                        "error: --format {format}: a persistent kernel takes a matrix whose \
+                         columns, padded to a multiple of 32, are a multiple of {} ({} stages \
+                         of 32 columns; got {n})",
+                        32 * t.stages(),
+                        t.stages()
                     )));
                 }
                 let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, t, units);
