@@ -202,6 +202,64 @@ def gemm_cases(n, dev, name):
              tflops=2.0 * n**3 / (ms * 1e-3) / 1e12, device=name)
 
 
+def mask24(n, dev, dt):
+    """An n x n float16 matrix of values in [0.5, 1] with 2 of every 4 columns of a row stored,
+    the positions random (the distribution of `sparsetir gen mask24`)."""
+    g = torch.Generator(device="cpu").manual_seed(24)
+    keys = torch.rand(n, n // 4, 4, generator=g)
+    keep = torch.zeros(n, n // 4, 4, dtype=torch.bool)
+    keep.scatter_(2, keys.argsort(dim=2)[:, :, :2], True)
+    vals = 0.5 + 0.5 * torch.rand(n, n, generator=g)
+    return (vals * keep.reshape(n, n)).to(device=dev, dtype=dt)
+
+
+def semi24_cases(n, dev, name):
+    """2:4 sparse x dense in PyTorch's semi-structured tensors, n x n x n, float16: cuSPARSELt
+    (its default algorithm, and the one its own search picks for this shape) and CUTLASS; the
+    best library for 2:4 on the device, beside cuBLAS's dense GEMM of the same shape. Each
+    product is checked against the dense one; a backend the build lacks gives an `error` line."""
+    dt = torch.float16
+    a = mask24(n, dev, dt)
+    b = torch.rand(n, n, device=dev, dtype=dt)
+    want = (a.float() @ b.float())
+
+    def run(peer, fn):
+        try:
+            got = fn().float()
+            relerr = float((got - want).norm() / want.norm())
+            ms = median_ms(fn)
+            emit(peer=peer, op="spmm24", m=n, n=n, k=n, dtype="float16", ms=ms,
+                 tflops=2.0 * n**3 / (ms * 1e-3) / 1e12, check=relerr < 1e-2, relerr=relerr,
+                 device=name)
+        except Exception as e:  # noqa: BLE001 (a missing backend is a line, not a failed run)
+            emit(peer=peer, op="spmm24", m=n, n=n, k=n, dtype="float16",
+                 error=f"{type(e).__name__}: {e}"[:300], device=name)
+
+    from torch.sparse import SparseSemiStructuredTensorCUSPARSELT, SparseSemiStructuredTensorCUTLASS
+    try:
+        s = SparseSemiStructuredTensorCUSPARSELT.from_dense(a)
+    except Exception as e:  # noqa: BLE001
+        s = None
+        emit(peer="cusparselt (torch semi-structured)", op="spmm24", m=n, n=n, k=n,
+             dtype="float16", error=f"{type(e).__name__}: {e}"[:300], device=name)
+    if s is not None:
+        run("cusparselt (torch semi-structured)", lambda: torch.mm(s, b))
+        try:
+            found = torch._cslt_sparse_mm_search(s.packed, b)
+            alg = int(found[0] if isinstance(found, (tuple, list)) else found)
+            run(f"cusparselt (searched, alg {alg})",
+                lambda: torch._cslt_sparse_mm(s.packed, b, alg_id=alg))
+        except Exception as e:  # noqa: BLE001
+            emit(peer="cusparselt (searched)", op="spmm24", m=n, n=n, k=n, dtype="float16",
+                 error=f"{type(e).__name__}: {e}"[:300], device=name)
+    try:
+        c = SparseSemiStructuredTensorCUTLASS.from_dense(a)
+        run("cutlass (torch semi-structured)", lambda: torch.mm(c, b))
+    except Exception as e:  # noqa: BLE001
+        emit(peer="cutlass (torch semi-structured)", op="spmm24", m=n, n=n, k=n,
+             dtype="float16", error=f"{type(e).__name__}: {e}"[:300], device=name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--matrix", action="append", default=[])
@@ -222,6 +280,7 @@ def main():
         attention_cases(path, a.heads, a.head_dim, dev, name)
     for n in a.gemm:
         gemm_cases(n, dev, name)
+        semi24_cases(n, dev, name)
     for path in a.matrix:
         m = load(path)
         stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]

@@ -132,7 +132,7 @@ def attention_table(ours_rows, peer_rows):
 
 def gemm_table(ours_rows, peer_rows):
     gemm = [r for r in peer_rows if r.get("op") == "gemm"]
-    print("| shape | format | dtype | sparsetir 2:4 ms | check | cuBLAS dense ms | ratio |")
+    print("| shape | format (sparsetir, or peer) | dtype | 2:4 ms | check | cuBLAS dense ms | ratio |")
     print("|---|---|---|---:|---|---:|---:|")
     for o in ours_rows:
         ms = (o.get("seconds") or 0) * 1e3
@@ -144,6 +144,16 @@ def gemm_table(ours_rows, peer_rows):
             if ms > 0 and g["m"] == o["rows"] and g["k"] == o["cols"] and g["n"] == o["feat"]:
                 print(f"| {o['rows']}x{o['cols']}x{o['feat']} | {name} | {o.get('dtype', '')} | {ms:.4f} | {o['check']} | "
                       f"{g['ms']:.4f} | {g['ms'] / ms:.2f}x |")
+    # The 2:4 libraries (PyTorch's semi-structured tensors: cuSPARSELt, CUTLASS) on the same
+    # shape, against the same cuBLAS time: what the best library reaches on this device.
+    for p in (r for r in peer_rows if r.get("op") == "spmm24"):
+        for g in gemm:
+            if g["m"] == p["m"] and g["k"] == p["k"] and g["n"] == p["n"]:
+                if p.get("ms"):
+                    print(f"| {p['m']}x{p['k']}x{p['n']} | peer: {p['peer']} | {p['dtype']} | {p['ms']:.4f} | {p.get('check')} | "
+                          f"{g['ms']:.4f} | {g['ms'] / p['ms']:.2f}x |")
+                else:
+                    print(f"| {p['m']}x{p['k']}x{p['n']} | peer: {p['peer']} | {p['dtype']} | — | {p.get('error', '')} | {g['ms']:.4f} | — |")
 
 
 def listing(rows):
