@@ -21,7 +21,7 @@ use crate::storage::{
     check_increasing, check_indices, check_indptr, dense_size, index_array, load, sparse_layout,
     store, AssembledValues, AxisData, Layout, MAX_ELEMENTS,
 };
-use crate::value::{binary, intrinsic, round_float, unary, Value};
+use crate::value::{binary, intrinsic, round_float, scalar_argument, unary, Value};
 use crate::{ArgValue, EvalError};
 
 mod assembled;
@@ -263,31 +263,7 @@ impl<'f> Machine<'f> {
                 continue;
             }
             let name = &var.name;
-            let v = match args.get(name) {
-                None => return Err(self.err(format!("missing argument for parameter `{name}`"))),
-                Some(ArgValue::Array(_)) => {
-                    return Err(self.err(format!(
-                        "parameter `{name}` is a scalar of type {dt}, but an array was given"
-                    )))
-                }
-                Some(ArgValue::Int(i)) => {
-                    let v = Value::from_i128(*i as i128, dt);
-                    if !dt.is_float() && v.as_i128() != *i as i128 {
-                        return Err(self.err(format!(
-                            "argument `{name}` = {i} does not fit in its type {dt}"
-                        )));
-                    }
-                    v
-                }
-                Some(ArgValue::Float(x)) => {
-                    if !dt.is_float() {
-                        return Err(self.err(format!(
-                            "parameter `{name}` has type {dt}, but a float ({x}) was given"
-                        )));
-                    }
-                    Value::Float(round_float(*x, dt), dt)
-                }
-            };
+            let v = scalar_argument(name, dt, args.get(name)).map_err(|m| self.err(m))?;
             self.vars[p.index()] = Some(v);
         }
         Ok(())

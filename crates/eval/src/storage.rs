@@ -533,3 +533,29 @@ pub fn index_array(t: &Tensor) -> Option<Vec<i64>> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sparsetir_ir::DType;
+
+    #[test]
+    fn round_trips_every_dtype() {
+        for dt in DType::ALL {
+            if dt == DType::Handle {
+                continue;
+            }
+            let mut t = Tensor::zeros(dt, vec![3]).expect("host dtype");
+            let x = Value::from_i128(-3, dt);
+            assert!(store(&mut t, 1, x));
+            assert_eq!(load(&t, 1), Some(x), "{dt}");
+            assert_eq!(load(&t, 0), Some(Value::from_i128(0, dt)), "{dt}");
+            assert_eq!(load(&t, 3), None);
+            assert!(!store(&mut t, 3, x));
+        }
+        let mut t = Tensor::zeros(DType::U64, vec![1]).expect("host dtype");
+        let big = Value::Int(u64::MAX as i128, DType::U64);
+        assert!(store(&mut t, 0, big));
+        assert_eq!(load(&t, 0), Some(big));
+    }
+}

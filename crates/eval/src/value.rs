@@ -27,6 +27,36 @@ pub fn wrap_int(v: i128, dt: DType) -> i128 {
     }
 }
 
+/// The value of the scalar parameter `name` of type `dt` from its argument: an integer that
+/// fits `dt`, or a float for a float parameter (rounded to `dt`); otherwise the message of the
+/// error (a missing argument, an array, an integer out of range, a float for an integer).
+pub(crate) fn scalar_argument(
+    name: &str,
+    dt: DType,
+    arg: Option<&crate::ArgValue>,
+) -> Result<Value, String> {
+    use crate::ArgValue;
+    match arg {
+        None => Err(format!("missing argument for parameter `{name}`")),
+        Some(ArgValue::Array(_)) => Err(format!(
+            "parameter `{name}` is a scalar of type {dt}, but an array was given"
+        )),
+        Some(ArgValue::Int(i)) => {
+            let v = Value::from_i128(*i as i128, dt);
+            if !dt.is_float() && v.as_i128() != *i as i128 {
+                return Err(format!(
+                    "argument `{name}` = {i} does not fit in its type {dt}"
+                ));
+            }
+            Ok(v)
+        }
+        Some(ArgValue::Float(x)) if dt.is_float() => Ok(Value::Float(round_float(*x, dt), dt)),
+        Some(ArgValue::Float(x)) => Err(format!(
+            "parameter `{name}` has type {dt}, but a float ({x}) was given"
+        )),
+    }
+}
+
 /// Rounds `x` to the precision of the float dtype `dt`.
 pub fn round_float(x: f64, dt: DType) -> f64 {
     match dt {

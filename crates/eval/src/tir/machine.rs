@@ -13,8 +13,8 @@ use sparsetir_ir::{
 };
 
 use super::layout::{dense_size, resolve_strides, sparse_layout, AxisRt, Layout, MAX_VALUES};
-use super::memory::{read, write};
-use crate::value::{binary, intrinsic, round_float, unary, Value};
+use crate::storage::{load as read, store as write};
+use crate::value::{binary, intrinsic, round_float, scalar_argument, unary, Value};
 use crate::{ArgValue, EvalError};
 
 type Res<T> = Result<T, EvalError>;
@@ -129,31 +129,7 @@ impl<'f> Machine<'f> {
                 continue;
             }
             let name = self.var_name(p);
-            let v = match args.get(&name) {
-                None => return Err(self.err(format!("missing argument for parameter `{name}`"))),
-                Some(ArgValue::Array(_)) => {
-                    return Err(self.err(format!(
-                        "parameter `{name}` is a scalar of type {dt}, but an array was given"
-                    )))
-                }
-                Some(ArgValue::Int(i)) => {
-                    let v = Value::from_i128(*i as i128, dt);
-                    if !dt.is_float() && v.as_i128() != *i as i128 {
-                        return Err(self.err(format!(
-                            "argument `{name}` = {i} does not fit in its type {dt}"
-                        )));
-                    }
-                    v
-                }
-                Some(ArgValue::Float(x)) => {
-                    if !dt.is_float() {
-                        return Err(self.err(format!(
-                            "parameter `{name}` has type {dt}, but a float ({x}) was given"
-                        )));
-                    }
-                    Value::Float(round_float(*x, dt), dt)
-                }
-            };
+            let v = scalar_argument(&name, dt, args.get(&name)).map_err(|m| self.err(m))?;
             self.vars[p.index()] = Some(v);
         }
         Ok(())

@@ -55,7 +55,6 @@
 
 mod layout;
 mod machine;
-mod memory;
 
 use std::collections::HashMap;
 
