@@ -173,111 +173,7 @@ enum Command {
     /// Benchmark an operator (spmm, sddmm, spmv, attention, spgemm, spadd) compiled with its
     /// default CPU schedule on Matrix Market files: median time, GFLOP/s, and a check against an
     /// independent reference.
-    Bench {
-        /// The operator: spmm, sddmm, spmv, attention (masked attention: SDDMM, sparse
-        /// softmax and SpMM on the mask `--matrix`, per head), spgemm (C = A·A, or A·Aᵀ when A
-        /// is not square; sparse output assembled by the kernel) or spadd (C = A + Aᵀ). For
-        /// spgemm and spadd the last column (JSON: `assembly`) says how the output was
-        /// assembled: the staged workspace the runs took (`staged`: bitmap; `staged_dense`,
-        /// `staged_groups`: byte marks) or `two_phase` (symbolic, then numeric).
-        op: String,
-        /// A `.mtx` file (repeatable; `--mask` names the same for `bench attention`).
-        #[arg(long = "matrix", visible_alias = "mask", value_name = "FILE.mtx")]
-        matrices: Vec<PathBuf>,
-        /// Feature widths, comma-separated (ignored by spmv).
-        #[arg(long, default_value = "32,128")]
-        feat: String,
-        /// Storage format of the sparse operand: `csr`; for spmm also `hyb`,
-        /// `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`, `ell`, `ell(width=W)`, `condense`, `2:4`
-        /// (2:4 structured sparsity; on a GPU with 16-bit operands sparse tensor cores, on one
-        /// of compute capability 9.0 the fastest form measured there,
-        /// `2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)`, elsewhere one `mma.sp`
-        /// kernel per warp; `2:4(tiles=U)`: that kernel with U output tiles of 8 columns per warp, `2:4(smem=R)`, `2:4(smem=RxZ)`,
-        /// `2:4(smem=RxZxH)`: R x Z warps per block (over rows x columns), H row tiles of 16 per
-        /// warp, sharing B's slices through shared memory, `2:4(dbuf=...)`: the same with two
-        /// slices, the next copied during the current products (`2:4(dbuf=...,ahead=A)`: A + 1
-        /// slices, the one A runs ahead copied, A up to 3), `2:4(wgmma=...)`,
-        /// `2:4(wgdbuf=...)`: the same with each 4 row warps (R 4 or 8) issuing their products
-        /// as one Hopper warpgroup instruction, `wgmma.mma_async.sp`, sm_90a GPUs only;
-        /// `2:4(dbuf=...,a=smem)`, `2:4(wgdbuf=...,a=smem)`: A's values and positions copied
-        /// into shared memory with the slices, A runs ahead, instead of read from global
-        /// memory; `2:4(wgdbuf=...,inflight=1)`: each warpgroup product kept in flight while
-        /// the next run's slice is awaited, one more slice; `2:4(wgdbuf=...,tma=1)`: B's
-        /// slices copied by the tensor copy engine, one thread issuing 128-byte-swizzled
-        /// boxes that complete on an mbarrier a slice; `2:4(wgdbuf=...,tma=1,cluster=C)`: the
-        /// same in clusters of C blocks (2 or 4) of consecutive rows, each copying 1/C of a
-        /// slice's boxes to all of them, multicast; `2:4(wgdbuf=...,a=tma,tma=1)`: A's values
-        /// and positions staged by the copy engine too, one box of each a slice;
-        /// `meta=packed` (after `a=tma`): the positions packed for the tensor cores, one
-        /// 32-bit word of 2-bit positions per row and slice, derived by the runtime before the
-        /// launches (a quarter of the bytes); `cluster=CxY`: clusters also of Y blocks of
-        /// columns sharing A's boxes (with `a=tma`);
-        /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
-        /// block's barrier each run; `producer=1`: the same, with a warp of its own making
-        /// every copy, A up to 6; `persistent=1` (after `producer=1`): as many blocks as the
-        /// GPU runs at once, each walking tiles in turn, its producer warp copying the next
-        /// tile's first slices while the other warps store the last tile's products; the
-        /// slices in flight, A + 2 with `inflight=1`, must divide the runs of 32 columns); for
-        /// sddmm `coo`; for attention
-        /// `bsr:B` (a mask of whole B x B blocks: BSR kernels for all heads at once, on tensor
-        /// cores for 16-bit operands on a GPU; see `--softmax`); `auto` measures the
-        /// operator's candidates (for spmv: CSR under its four schedules) and runs the fastest
-        /// (the conversion is timed separately, `convert_seconds`).
-        #[arg(long, default_value = "csr")]
-        format: String,
-        /// OpenMP threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Untimed launches before the timed ones.
-        #[arg(long, default_value_t = 2)]
-        warmup: usize,
-        /// Keep warming up (untimed) until this many milliseconds have passed as well.
-        #[arg(long, default_value_t = 200)]
-        warmup_ms: u64,
-        /// Timed launches (the median is reported).
-        #[arg(long, default_value_t = 10)]
-        repeat: usize,
-        /// One JSON object per case on stdout instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// A schedule file (stage II) replacing the default schedule.
-        #[arg(long)]
-        schedule: Option<PathBuf>,
-        /// Print the generated C source and exit.
-        #[arg(long)]
-        print_c: bool,
-        /// An extra C compiler flag (repeatable), e.g. `--cflag=-mprefer-vector-width=512`.
-        #[arg(long = "cflag", value_name = "FLAG", allow_hyphen_values = true)]
-        cflags: Vec<String>,
-        /// Where the kernel runs: `cpu` (the C backend), `cuda` (an NVIDIA GPU through NVRTC
-        /// and the driver; device time by CUDA events) or `cuda-emu` (the generated CUDA in the
-        /// CPU emulator: correctness and global-memory traffic, not speed).
-        #[arg(long, default_value = "cpu")]
-        device: String,
-        /// `--device cuda|cuda-emu`: write the CUDA source of every kernel run into this
-        /// directory.
-        #[arg(long = "emit-cuda")]
-        emit_cuda: Option<PathBuf>,
-        /// How the operands (sparse values, dense inputs) are stored: `float32`, `float16` or
-        /// `bfloat16`; arithmetic and output stay float32 (the 16-bit types take `--format csr`).
-        #[arg(long, default_value = "float32")]
-        dtype: String,
-        /// `bench attention`: attention heads (Q, K, V of `heads x n x feat`).
-        #[arg(long, default_value_t = 1)]
-        heads: usize,
-        /// `bench attention`: the mask is given at block level, each stored entry standing for
-        /// a `B x B` block of tokens (1: the mask is the token-level pattern).
-        #[arg(long, default_value_t = 1)]
-        block: usize,
-        /// `bench attention --format bsr:B`: `fused` makes the probabilities inside the
-        /// product (a kernel computes each row's `scale max + log sum`, the product
-        /// `exp(scale S - L)` per stored score: the probabilities are never stored);
-        /// `separate` writes them with a softmax kernel first; `auto`: fused where the product
-        /// runs on tensor cores (16-bit operands on a GPU), separate elsewhere (on a CPU the
-        /// product would compute each exponential once per feature).
-        #[arg(long, default_value = "auto")]
-        softmax: String,
-    },
+    Bench(bench::Options),
     /// Describe a sparse file (.mtx, .tns): shape, nnz (after symmetric expansion), row-degree
     /// min/mean/max, empty rows, and the Matrix Market field and symmetry.
     Info {
@@ -444,45 +340,7 @@ fn main() -> ExitCode {
             feat,
             seed,
         } => demo::run(dir, rows, feat, seed),
-        Command::Bench {
-            op,
-            matrices,
-            feat,
-            format,
-            threads,
-            warmup,
-            warmup_ms,
-            repeat,
-            json,
-            schedule,
-            print_c,
-            cflags,
-            device,
-            emit_cuda,
-            dtype,
-            heads,
-            block,
-            softmax,
-        } => bench::run(&bench::Options {
-            op,
-            matrices,
-            feat,
-            format,
-            threads,
-            warmup,
-            warmup_ms,
-            repeat,
-            json,
-            schedule,
-            print_c,
-            cflags,
-            device,
-            emit_cuda,
-            dtype,
-            heads,
-            block,
-            softmax,
-        }),
+        Command::Bench(options) => bench::run(&options),
         Command::Info { file } => info::run(&file),
         Command::Gen { kind } => gen::run(kind),
         Command::Pack {
