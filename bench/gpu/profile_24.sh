@@ -10,7 +10,8 @@
 # cubin (HGMMA: warpgroup, HMMA: per warp). BEST_FROM=FILE (a run.sh `sparsetir_24.jsonl`)
 # profiles the BEST (1 by default) fastest float16 forms that file measured and checked, after
 # those of FORMATS when it is given too (a form in both is profiled once), instead of the
-# default list.
+# default list. Then (PEER24=1, the default) cuSPARSELt's product of the same shape, the same
+# way (`profile24_cusparselt`).
 # Inputs as for run.sh (BIN); raw output under $OUT.
 source "$(dirname "$0")/setup.sh"
 m=$OUT/mask24_4096.mtx
@@ -51,6 +52,33 @@ for f in $formats; do
         "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json > "$d/ncu_sectors.txt" 2>&1
     echo "$f: ncu sectors rc=$?"
 done
+# The best 2:4 library on the same product (PEER24=0 leaves it out): cuSPARSELt through
+# PyTorch, the kernels of one product inside the NVTX range `peer24` (bench/gpu/peer24_once.py),
+# the same sections and sector counts; its kernel's name says its tile and cluster shapes.
+if [[ ${PEER24:-1} == 1 ]]; then
+    d=$OUT/profile24_cusparselt
+    mkdir -p "$d"
+    py=(python3 "$(dirname "$0")/peer24_once.py" 4096)
+    sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis
+        --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats
+        --section LaunchStats --section SchedulerStats)
+    which=(--nvtx --nvtx-include "peer24/")
+    timeout 60 ncu --clock-control none "${which[@]}" --launch-count 1 "${sections[@]}" \
+        "${py[@]}" > "$d/ncu.txt" 2>&1
+    echo "cusparselt: ncu rc=$?"
+    # (Should this ncu not filter by the range, the second GEMM-like kernel: the warm-up's
+    # product comes first.)
+    if grep -q "No kernels were profiled" "$d/ncu.txt"; then
+        which=(--kernel-name "regex:(?i)(gemm|xmma|sparse_mm|spmma)" --launch-skip 1)
+        timeout 60 ncu --clock-control none "${which[@]}" --launch-count 1 "${sections[@]}" \
+            "${py[@]}" > "$d/ncu.txt" 2>&1
+        echo "cusparselt (by kernel name): ncu rc=$?"
+    fi
+    timeout 45 ncu --clock-control none "${which[@]}" --launch-count 1 \
+        --metrics lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,dram__bytes_read.sum,gpu__time_duration.sum \
+        "${py[@]}" > "$d/ncu_sectors.txt" 2>&1
+    echo "cusparselt: ncu sectors rc=$?"
+fi
 for c in "$SPARSETIR_CACHE_DIR"/*.cubin; do
     [[ -e $c ]] || continue
     cuobjdump -sass "$c" 2>/dev/null | grep -oE '\b(HGMMA|HMMA|LDGSTS|LDSM|BAR)[A-Z0-9._]*' | sort | uniq -c | sed "s|^|$(basename "$c") |" >> "$OUT/profile24_sass.txt"
