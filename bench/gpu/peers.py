@@ -235,8 +235,8 @@ def semi24_cases(n, dev, name):
             emit(peer=peer, op="spmm24", m=n, n=n, k=n, dtype="float16",
                  error=f"{type(e).__name__}: {e}"[:300], device=name)
 
-    from torch.sparse import SparseSemiStructuredTensorCUSPARSELT, SparseSemiStructuredTensorCUTLASS
     try:
+        from torch.sparse import SparseSemiStructuredTensorCUSPARSELT
         s = SparseSemiStructuredTensorCUSPARSELT.from_dense(a)
     except Exception as e:  # noqa: BLE001
         s = None
@@ -253,6 +253,7 @@ def semi24_cases(n, dev, name):
             emit(peer="cusparselt (searched)", op="spmm24", m=n, n=n, k=n, dtype="float16",
                  error=f"{type(e).__name__}: {e}"[:300], device=name)
     try:
+        from torch.sparse import SparseSemiStructuredTensorCUTLASS
         c = SparseSemiStructuredTensorCUTLASS.from_dense(a)
         run("cutlass (torch semi-structured)", lambda: torch.mm(c, b))
     except Exception as e:  # noqa: BLE001
