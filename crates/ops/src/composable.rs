@@ -192,27 +192,43 @@ pub struct SharedTiles {
 }
 
 impl SharedTiles {
+    /// B staged in shared memory by `rows x cols` warps of `row_tiles` row tiles each, `prefetch`
+    /// slices copied ahead by every thread's `cp.async`, every other option off: the per-warp
+    /// `mma.sp` form `2:4(smem=RxZxH)` (`dbuf` with a slice ahead), on which the others build.
+    pub fn staged(rows: usize, cols: usize, row_tiles: usize, prefetch: usize) -> SharedTiles {
+        SharedTiles {
+            rows,
+            cols,
+            prefetch,
+            row_tiles,
+            warpgroup: false,
+            stage_a: false,
+            tma_a: false,
+            packed_positions: false,
+            in_flight: false,
+            tma: false,
+            cluster: 1,
+            cluster_y: 1,
+            release: false,
+            producer: false,
+            persistent: false,
+        }
+    }
+
     /// The form plain `2:4` takes on a GPU of compute capability 9.0 with 16-bit values:
     /// `2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)`, the fastest measured on an
     /// H200 at 4096 x 4096 x 4096 (0.244 ms, against 3.54 ms for the portable per-warp
     /// `mma.sp` kernel; `bench/gpu/RESULTS.md`, session 23).
     pub fn hopper_default() -> SharedTiles {
         SharedTiles {
-            rows: 8,
-            cols: 1,
-            prefetch: 6,
-            row_tiles: 1,
             warpgroup: true,
             stage_a: true,
             tma_a: true,
-            packed_positions: false,
             in_flight: true,
             tma: true,
-            cluster: 1,
-            cluster_y: 1,
             release: true,
             producer: true,
-            persistent: false,
+            ..SharedTiles::staged(8, 1, 1, 6)
         }
     }
 

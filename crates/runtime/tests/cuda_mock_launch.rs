@@ -21,7 +21,7 @@ use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 mod common;
 #[path = "../../cuda/tests/mock/build.rs"]
 mod mock_build;
-use common::warpgroup::{kernel, spec, tiles};
+use common::warpgroup::{hopper, kernel, spec};
 use common::{positions_i8, spmm_24_args};
 
 /// The mock driver built for mode 4; `None` without a C compiler.
@@ -59,10 +59,7 @@ fn a_persistent_launch_takes_the_clusters_the_driver_says_fit() {
         ((2, 2), true, [2, 2, 1]),
     ] {
         let what = format!("cluster {cluster:?}, persistent: {persistent}");
-        let mut t = tiles(8, 1, 1, 6);
-        (t.stage_a, t.tma_a, t.packed_positions) = (true, true, true);
-        (t.in_flight, t.tma, t.cluster, t.cluster_y) = (true, true, cluster.0, cluster.1);
-        (t.release, t.producer, t.persistent) = (true, true, persistent);
+        let t = hopper(8, 1, 6, (true, true, cluster, persistent));
         let sched = spmm_24_tc_smem_gpu_schedule(n, t, 32);
         let k = GpuKernel::build(
             &kernel(DType::F16),

@@ -18,28 +18,12 @@ use sparsetir_runtime::gpu::{GpuDevice, GpuKernel, EMU_RESIDENT_CLUSTERS};
 
 mod common;
 use common::warpgroup::{
-    equals_the_reference, kernel, on_a_hopper_gpu, sm_90a_ptx_without_spills, spec, tiles,
+    equals_the_reference, hopper, kernel, on_a_hopper_gpu, sm_90a_ptx_without_spills, spec,
 };
 use common::{assert_outputs_close_16, positions_i8, spmm_24_args, spmm_24_dense};
 
 fn cache() -> KernelCache {
     KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-persistent"))
-}
-
-/// The Hopper form of `rows` row warps of `h` row tiles, `ahead` slices copied ahead (products
-/// in flight where `in_flight`), A by the copy engine (its positions packed where `packed`), a
-/// producer warp, clusters of `cluster` blocks (along x, y), persistent where `persistent`.
-fn hopper(
-    rows: usize,
-    h: usize,
-    ahead: usize,
-    (in_flight, packed, (cluster, cluster_y), persistent): (bool, bool, (usize, usize), bool),
-) -> SharedTiles {
-    let mut t = tiles(rows, 1, h, ahead);
-    (t.stage_a, t.tma_a, t.packed_positions) = (true, true, packed);
-    (t.in_flight, t.tma, t.cluster, t.cluster_y) = (in_flight, true, cluster, cluster_y);
-    (t.release, t.producer, t.persistent) = (true, true, persistent);
-    t
 }
 
 #[test]

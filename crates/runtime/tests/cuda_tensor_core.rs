@@ -171,23 +171,7 @@ fn the_ptx_holds_the_mma_instruction() {
     // B staged in shared memory, 4 row-tile warps of 8 tiles per block.
     let sp_smem = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(
         64,
-        sparsetir_ops::composable::SharedTiles {
-            rows: 2,
-            cols: 1,
-            prefetch: 1,
-            row_tiles: 2,
-            warpgroup: false,
-            stage_a: false,
-            tma_a: false,
-            packed_positions: false,
-            in_flight: false,
-            tma: false,
-            cluster: 1,
-            release: false,
-            producer: false,
-            persistent: false,
-            cluster_y: 1,
-        },
+        sparsetir_ops::composable::SharedTiles::staged(2, 1, 2, 1),
         8,
     );
     let smem_spec: Vec<(String, i64)> = vec![
@@ -419,23 +403,7 @@ fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
                 "spmm_24 {dt}, B in shared memory, {m}x{n}, feat {feat}, {rows} x {cols} warps \
                  of {h} x {units} tiles, int8 positions: {int8}, slices copied ahead: {ahead}"
             );
-            let tiles = sparsetir_ops::composable::SharedTiles {
-                rows,
-                cols,
-                prefetch: ahead,
-                row_tiles: h,
-                warpgroup: false,
-                stage_a: false,
-                tma_a: false,
-                packed_positions: false,
-                in_flight: false,
-                tma: false,
-                cluster: 1,
-                release: false,
-                producer: false,
-                persistent: false,
-                cluster_y: 1,
-            };
+            let tiles = sparsetir_ops::composable::SharedTiles::staged(rows, cols, h, ahead);
             let sched = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, tiles, units);
             let spec = vec![
                 ("m".to_string(), m as i64),
@@ -544,23 +512,7 @@ fn snapshot_tensor_core_kernels() {
     // `ldmatrix` for both), int8 positions (one 8-byte load per lane and row).
     let staged = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(
         64,
-        sparsetir_ops::composable::SharedTiles {
-            rows: 2,
-            cols: 1,
-            prefetch: 1,
-            row_tiles: 2,
-            warpgroup: false,
-            stage_a: false,
-            tma_a: false,
-            packed_positions: false,
-            in_flight: false,
-            tma: false,
-            cluster: 1,
-            release: false,
-            producer: false,
-            persistent: false,
-            cluster_y: 1,
-        },
+        sparsetir_ops::composable::SharedTiles::staged(2, 1, 2, 1),
         2,
     );
     let spec64: Vec<(String, i64)> =

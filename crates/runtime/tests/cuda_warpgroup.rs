@@ -21,7 +21,8 @@ use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
 use common::warpgroup::{
-    equals_the_reference, kernel, on_a_hopper_gpu, sm_90a_ptx_without_spills, spec, tiles,
+    equals_the_reference, kernel, on_a_hopper_gpu, sm_90a_compiled, sm_90a_ptx_without_spills,
+    spec, tiles,
 };
 use common::{assert_outputs_close_16, positions_i8, spmm_24_args, spmm_24_dense};
 
@@ -295,9 +296,9 @@ fn spmm_24_in_flight(device: GpuDevice) {
 /// product and its wait), without spills; the PTX waits with `wgmma.wait_group 1`.
 #[test]
 fn products_kept_in_flight_are_not_serialized_by_ptxas() {
-    let Some(nvrtc) = common::nvrtc() else {
+    if common::nvrtc().is_none() {
         return;
-    };
+    }
     for (staged, units, ahead) in [(true, 32, 3), (false, 32, 2), (true, 16, 1)] {
         let mut t = tiles(8, 1, 1, ahead);
         t.stage_a = staged;
@@ -306,26 +307,12 @@ fn products_kept_in_flight_are_not_serialized_by_ptxas() {
         let (_, m) =
             emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
         let what = format!("units {units}, ahead {ahead}, A staged: {staged}");
-        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
-        let c = nvrtc
-            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
-            .unwrap_or_else(|e| panic!("{what}: {e}\n{}", m.source));
+        let (c, ptx) = sm_90a_compiled(&m.source, &what).expect("NVRTC");
         assert!(
             !c.log.contains("serialized"),
             "{what}: ptxas serialized the products:\n{}",
             c.log
         );
-        for r in &c.resources {
-            assert_eq!(
-                (r.spill_stores, r.spill_loads, r.stack_bytes),
-                (0, 0, 0),
-                "{what}: {r:?}"
-            );
-        }
-        let ptx = nvrtc
-            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
-            .expect("PTX");
-        let ptx = String::from_utf8_lossy(&ptx.code);
         assert!(ptx.contains("wgmma.wait_group.sync.aligned 1;"), "{what}");
     }
 }
@@ -429,30 +416,18 @@ fn warpgroup_kernels_compile_for_sm_90a_only() {
         t.stage_a = staged;
         let sched = spmm_24_tc_smem_gpu_schedule(64, t, units);
         let (_, m) = emit_cuda(&kernel(dt), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
-        let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
-        let c = nvrtc
-            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
-            .unwrap_or_else(|e| panic!("{dt}: {e}\n{}", m.source));
-        // 128 accumulators per thread at m64n256k32, all in registers; past 48 KiB, no static
-        // shared memory.
+        // 128 accumulators per thread at m64n256k32, all in registers (no spills); past
+        // 48 KiB, no static shared memory.
+        let (c, ptx) = sm_90a_compiled(&m.source, &dt.to_string()).expect("NVRTC");
         let product = m.kernels.last().expect("the product kernel");
         let dynamic = product.dynamic_shared_bytes > 0;
         assert_eq!(dynamic, ahead == 3, "{dt}");
         assert!(c.resources.iter().any(|r| r.kernel == product.name), "{dt}");
         for r in &c.resources {
-            assert_eq!(
-                (r.spill_stores, r.spill_loads, r.stack_bytes),
-                (0, 0, 0),
-                "{dt}: {r:?}"
-            );
             if dynamic && r.kernel == product.name {
                 assert_eq!(r.shared_bytes, 0, "{dt}: {r:?}");
             }
         }
-        let ptx = nvrtc
-            .compile(&m.source, "wg.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
-            .expect("PTX");
-        let ptx = String::from_utf8_lossy(&ptx.code);
         let ins = format!(
             "wgmma.mma_async.sp.sync.aligned.m64n{}k32.f32.{ty}.{ty}",
             8 * units

@@ -20,22 +20,25 @@ pub fn kernel(dt: DType) -> sparsetir_ir::PrimFunc {
 /// `ahead`: slices copied ahead (0: one slice, 1: double-buffered, 2 or 3).
 pub fn tiles(rows: usize, cols: usize, row_tiles: usize, ahead: usize) -> SharedTiles {
     SharedTiles {
-        rows,
-        cols,
-        prefetch: ahead,
-        row_tiles,
         warpgroup: true,
-        stage_a: false,
-        tma_a: false,
-        packed_positions: false,
-        in_flight: false,
-        tma: false,
-        cluster: 1,
-        release: false,
-        producer: false,
-        persistent: false,
-        cluster_y: 1,
+        ..SharedTiles::staged(rows, cols, row_tiles, ahead)
     }
+}
+
+/// The Hopper form of `rows` row warps of `h` row tiles, `ahead` slices copied ahead (products
+/// in flight where `in_flight`), A by the copy engine (its positions packed where `packed`), a
+/// producer warp, clusters of `cluster` blocks (along x, y), persistent where `persistent`.
+pub fn hopper(
+    rows: usize,
+    h: usize,
+    ahead: usize,
+    (in_flight, packed, (cluster, cluster_y), persistent): (bool, bool, (usize, usize), bool),
+) -> SharedTiles {
+    let mut t = tiles(rows, 1, h, ahead);
+    (t.stage_a, t.tma_a, t.packed_positions) = (true, true, packed);
+    (t.in_flight, t.tma, t.cluster, t.cluster_y) = (in_flight, true, cluster, cluster_y);
+    (t.release, t.producer, t.persistent) = (true, true, persistent);
+    t
 }
 
 pub fn spec(m: usize, n: usize, feat: usize) -> Vec<(String, i64)> {
@@ -88,9 +91,10 @@ pub fn equals_the_reference(
     stats
 }
 
-/// Compiles `src` with NVRTC for sm_90a, asserts that no kernel spills, and returns its PTX;
-/// `None` where NVRTC is not available.
-pub fn sm_90a_ptx_without_spills(src: &str, what: &str) -> Option<String> {
+/// Compiles `src` with NVRTC for sm_90a, asserts that no kernel spills, and returns the cubin's
+/// compile (its log and each kernel's resources) and the PTX; `None` where NVRTC is not
+/// available.
+pub fn sm_90a_compiled(src: &str, what: &str) -> Option<(sparsetir_cuda::Compiled, String)> {
     let nvrtc = super::nvrtc()?;
     let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
     let c = nvrtc
@@ -106,5 +110,10 @@ pub fn sm_90a_ptx_without_spills(src: &str, what: &str) -> Option<String> {
     let ptx = nvrtc
         .compile(src, "k.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
         .expect("PTX");
-    Some(String::from_utf8_lossy(&ptx.code).into_owned())
+    Some((c, String::from_utf8_lossy(&ptx.code).into_owned()))
+}
+
+/// The PTX of [`sm_90a_compiled`].
+pub fn sm_90a_ptx_without_spills(src: &str, what: &str) -> Option<String> {
+    sm_90a_compiled(src, what).map(|(_, ptx)| ptx)
 }
