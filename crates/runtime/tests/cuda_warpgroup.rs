@@ -21,8 +21,8 @@ use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
 use common::warpgroup::{
-    equals_the_reference, kernel, on_a_hopper_gpu, sm_90a_compiled, sm_90a_ptx_without_spills,
-    spec, tiles,
+    compiled_without_spills, equals_the_reference, kernel, on_a_hopper_gpu,
+    sm_90a_ptx_without_spills, spec, tiles,
 };
 use common::{assert_outputs_close_16, positions_i8, spmm_24_args, spmm_24_dense};
 
@@ -307,7 +307,7 @@ fn products_kept_in_flight_are_not_serialized_by_ptxas() {
         let (_, m) =
             emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
         let what = format!("units {units}, ahead {ahead}, A staged: {staged}");
-        let (c, ptx) = sm_90a_compiled(&m.source, &what).expect("NVRTC");
+        let (c, ptx) = compiled_without_spills(&m.source, "sm_90a", &what).expect("NVRTC");
         assert!(
             !c.log.contains("serialized"),
             "{what}: ptxas serialized the products:\n{}",
@@ -364,30 +364,16 @@ fn staging_a_needs_a_pipelined_run_loop() {
 /// with `ldmatrix` (no transpose) and copies it with `cp.async`.
 #[test]
 fn per_warp_products_with_a_staged_compile_for_sm_80() {
-    let Some(nvrtc) = common::nvrtc() else {
+    if common::nvrtc().is_none() {
         return;
-    };
+    }
     let mut t = tiles(4, 2, 2, 2);
     t.warpgroup = false;
     t.stage_a = true;
     let sched = spmm_24_tc_smem_gpu_schedule(64, t, 8);
     let (_, m) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 64, 128)).expect("emit");
     assert!(!m.arch_specific);
-    let a80 = sparsetir_cuda::Arch::parse("sm_80").unwrap();
-    let c = nvrtc
-        .compile(&m.source, "pw.cu", &a80, sparsetir_cuda::Emit::Cubin, &[])
-        .unwrap_or_else(|e| panic!("{e}\n{}", m.source));
-    for r in &c.resources {
-        assert_eq!(
-            (r.spill_stores, r.spill_loads, r.stack_bytes),
-            (0, 0, 0),
-            "{r:?}"
-        );
-    }
-    let ptx = nvrtc
-        .compile(&m.source, "pw.cu", &a80, sparsetir_cuda::Emit::Ptx, &[])
-        .expect("PTX");
-    let ptx = String::from_utf8_lossy(&ptx.code);
+    let (_, ptx) = compiled_without_spills(&m.source, "sm_80", "per-warp form").expect("NVRTC");
     for ins in [
         "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
         "cp.async.cg.shared.global",
@@ -418,7 +404,8 @@ fn warpgroup_kernels_compile_for_sm_90a_only() {
         let (_, m) = emit_cuda(&kernel(dt), Some(&sched), &spec(128, 64, 8 * units)).expect("emit");
         // 128 accumulators per thread at m64n256k32, all in registers (no spills); past
         // 48 KiB, no static shared memory.
-        let (c, ptx) = sm_90a_compiled(&m.source, &dt.to_string()).expect("NVRTC");
+        let (c, ptx) =
+            compiled_without_spills(&m.source, "sm_90a", &dt.to_string()).expect("NVRTC");
         let product = m.kernels.last().expect("the product kernel");
         let dynamic = product.dynamic_shared_bytes > 0;
         assert_eq!(dynamic, ahead == 3, "{dt}");

@@ -91,14 +91,18 @@ pub fn equals_the_reference(
     stats
 }
 
-/// Compiles `src` with NVRTC for sm_90a, asserts that no kernel spills, and returns the cubin's
-/// compile (its log and each kernel's resources) and the PTX; `None` where NVRTC is not
-/// available.
-pub fn sm_90a_compiled(src: &str, what: &str) -> Option<(sparsetir_cuda::Compiled, String)> {
+/// Compiles `src` with NVRTC for `arch` (`sm_90a`, `sm_80`, ...), asserts that no kernel
+/// spills, and returns the cubin's compile (its log and each kernel's resources) and the PTX;
+/// `None` where NVRTC is not available.
+pub fn compiled_without_spills(
+    src: &str,
+    arch: &str,
+    what: &str,
+) -> Option<(sparsetir_cuda::Compiled, String)> {
     let nvrtc = super::nvrtc()?;
-    let a90a = sparsetir_cuda::Arch::parse("sm_90a").unwrap();
+    let arch = sparsetir_cuda::Arch::parse(arch).unwrap();
     let c = nvrtc
-        .compile(src, "k.cu", &a90a, sparsetir_cuda::Emit::Cubin, &[])
+        .compile(src, "k.cu", &arch, sparsetir_cuda::Emit::Cubin, &[])
         .unwrap_or_else(|e| panic!("{what}: {e}\n{src}"));
     for r in &c.resources {
         assert_eq!(
@@ -108,12 +112,12 @@ pub fn sm_90a_compiled(src: &str, what: &str) -> Option<(sparsetir_cuda::Compile
         );
     }
     let ptx = nvrtc
-        .compile(src, "k.cu", &a90a, sparsetir_cuda::Emit::Ptx, &[])
+        .compile(src, "k.cu", &arch, sparsetir_cuda::Emit::Ptx, &[])
         .expect("PTX");
     Some((c, String::from_utf8_lossy(&ptx.code).into_owned()))
 }
 
-/// The PTX of [`sm_90a_compiled`].
+/// The PTX of [`compiled_without_spills`] for sm_90a.
 pub fn sm_90a_ptx_without_spills(src: &str, what: &str) -> Option<String> {
-    sm_90a_compiled(src, what).map(|(_, ptx)| ptx)
+    compiled_without_spills(src, "sm_90a", what).map(|(_, ptx)| ptx)
 }
