@@ -6,7 +6,7 @@
 
 use sparsetir_ir::{BinOp, DType, Expr, PrimFunc, UnOp};
 
-use crate::fold::{floor_div, floor_mod, int_range, Const};
+use crate::fold::{self, floor_div, floor_mod, int_range, Const};
 use crate::Analyzer;
 
 /// Inclusive bounds of an integer value.
@@ -272,7 +272,7 @@ impl Analyzer {
             cast_interval(iv, x.dtype(func), dt, assume)
         };
         let iv = match e {
-            Expr::Int(..) | Expr::Bool(_) => match Const::of(e) {
+            Expr::Int(..) | Expr::Bool(_) => match fold::literal(e) {
                 Some(Const::Int(v, _)) => Interval::point(v),
                 Some(Const::Bool(b)) => Interval::point(b as i128),
                 _ => Interval::UNKNOWN,

@@ -9,7 +9,7 @@
 use sparsetir_ir::expr::binary_result_dtype;
 use sparsetir_ir::{BinOp, DType, Expr, PrimFunc, UnOp};
 
-use crate::fold::{make_int, signed_rep, Const};
+use crate::fold::{self, make_int, signed_rep, Const};
 
 /// How coefficients combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,8 +100,8 @@ impl Linear {
 /// The linear form of `e` as a value of dtype `dt` (an expression of another dtype is an atom,
 /// converted to `dt`; constants are converted). `None` only on exact-mode overflow.
 pub(crate) fn linear(func: &PrimFunc, e: &Expr, dt: DType, mode: Mode) -> Option<Linear> {
-    if let Some(c) = Const::of(e) {
-        if let Some(Const::Int(v, _)) = c.cast(dt) {
+    if let Some(c) = fold::literal(e) {
+        if let Some(Const::Int(v, _)) = fold::cast(c, dt) {
             return Some(Linear::constant(dt, mode, v));
         }
     }
@@ -150,7 +150,7 @@ fn rank(e: &Expr) -> u8 {
 pub(crate) fn cast_to(func: &PrimFunc, e: Expr, dt: DType) -> Expr {
     if e.dtype(func) == dt {
         e
-    } else if let Some(c) = Const::of(&e).and_then(|c| c.cast(dt)) {
+    } else if let Some(c) = fold::literal(&e).and_then(|c| fold::cast(c, dt)) {
         c.to_expr()
     } else {
         Expr::Cast(dt, Box::new(e))

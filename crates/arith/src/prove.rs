@@ -5,7 +5,7 @@
 use sparsetir_ir::{BinOp, DType, Expr, PrimFunc, UnOp};
 
 use crate::bounds::{cast_interval, Interval};
-use crate::fold::{cmp, common_dtype, int_range, Const};
+use crate::fold::{self, cmp, common_dtype, int_range};
 use crate::linear::{linear, Linear, Mode};
 use crate::Analyzer;
 
@@ -41,7 +41,7 @@ fn decide(yes: bool, no: bool) -> Option<bool> {
 impl Analyzer {
     /// Proves a simplified condition.
     pub(crate) fn prove_simplified(&self, func: &PrimFunc, e: &Expr) -> Option<bool> {
-        if let Some(c) = Const::of(e) {
+        if let Some(c) = fold::literal(e) {
             return Some(c.truthy());
         }
         match e {
@@ -173,7 +173,7 @@ impl Analyzer {
                 };
                 let replacement = sym
                     .map(|(lo, hi)| if want_hi { hi } else { lo })
-                    .filter(|r| Const::of(r).is_none());
+                    .filter(|r| fold::literal(r).is_none());
                 match replacement {
                     Some(r) => {
                         let lr = linear(func, r, dt, Mode::Exact)?;

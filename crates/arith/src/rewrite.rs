@@ -42,7 +42,7 @@ fn q_c(q: &Linear, c: i128) -> Linear {
 
 /// The float value of a constant converted to `dt`, if `e` is a constant.
 fn float_value(e: &Expr, dt: DType) -> Option<f64> {
-    match Const::of(e)?.cast(dt)? {
+    match fold::cast(fold::literal(e)?, dt)? {
         Const::Float(x, _) => Some(x),
         _ => None,
     }
@@ -68,7 +68,7 @@ impl Analyzer {
     /// One bottom-up pass of every rule.
     pub(crate) fn simplify_once(&self, func: &PrimFunc, e: &Expr) -> Expr {
         match e {
-            Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) => Const::of(e)
+            Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) => fold::literal(e)
                 .map(Const::to_expr)
                 .unwrap_or_else(|| e.clone()),
             Expr::Var(_) => e.clone(),
@@ -89,7 +89,7 @@ impl Analyzer {
             }
             Expr::Cast(dt, a) => {
                 let a = self.simplify_once(func, a);
-                if let Some(c) = Const::of(&a).and_then(|c| c.cast(*dt)) {
+                if let Some(c) = fold::literal(&a).and_then(|c| fold::cast(c, *dt)) {
                     return c.to_expr();
                 }
                 if a.dtype(func) == *dt {
@@ -126,7 +126,7 @@ impl Analyzer {
     fn binary(&self, func: &PrimFunc, op: BinOp, a: Expr, b: Expr) -> Expr {
         let e = Expr::binary(op, a.clone(), b.clone());
         let dt = e.dtype(func);
-        if let (Some(x), Some(y)) = (Const::of(&a), Const::of(&b)) {
+        if let (Some(x), Some(y)) = (fold::literal(&a), fold::literal(&b)) {
             return match fold::binary(op, x, y) {
                 Some(c) if c.dtype() == dt => c.to_expr(),
                 _ => e,
@@ -203,7 +203,7 @@ impl Analyzer {
     /// divisor: `(x*c + y) // c → x + y // c`, `(x*c + y) % c → y % c`.
     fn div_rules(&self, func: &PrimFunc, op: BinOp, a: Expr, b: Expr, e: Expr) -> Expr {
         let dt = e.dtype(func);
-        let c = match Const::of(&b).and_then(|k| k.cast(dt)) {
+        let c = match fold::literal(&b).and_then(|k| fold::cast(k, dt)) {
             Some(Const::Int(c, _)) if c != 0 => c,
             _ => return e,
         };
@@ -285,8 +285,8 @@ impl Analyzer {
 
     fn logic(&self, func: &PrimFunc, op: BinOp, a: Expr, b: Expr, e: Expr) -> Expr {
         let is_bool = |x: &Expr| x.dtype(func) == DType::Bool;
-        let ca = Const::of(&a).map(Const::truthy);
-        let cb = Const::of(&b).map(Const::truthy);
+        let ca = fold::literal(&a).map(Const::truthy);
+        let cb = fold::literal(&b).map(Const::truthy);
         // `absorb`: the constant that decides the result alone (False for and, True for or).
         let absorb = op == BinOp::Or;
         if ca == Some(absorb) || cb == Some(absorb) {
@@ -310,7 +310,7 @@ impl Analyzer {
     fn unary(&self, func: &PrimFunc, op: UnOp, a: Expr) -> Expr {
         let e = Expr::Unary(op, Box::new(a.clone()));
         let dt = e.dtype(func);
-        if let Some(c) = Const::of(&a) {
+        if let Some(c) = fold::literal(&a) {
             return match fold::unary(op, c) {
                 Some(c) if c.dtype() == dt => c.to_expr(),
                 _ => e,
@@ -358,7 +358,7 @@ impl Analyzer {
         if a == b {
             return cast_to(func, a, dt);
         }
-        let truth = match Const::of(&c) {
+        let truth = match fold::literal(&c) {
             Some(k) => Some(k.truthy()),
             None => self.prove_simplified(func, &c),
         };

@@ -1202,7 +1202,7 @@ impl<'f> Machine<'f> {
             }
             Expr::Unary(op, a) => {
                 let x = self.eval(a)?;
-                unary(*op, x).map_err(|m| self.err(m))
+                Ok(unary(*op, x))
             }
             Expr::Select(c, a, b) => {
                 let dt = e.dtype(self.func);

@@ -4,6 +4,7 @@
 //! - [`func`]: `PrimFunc` and `IRModule`, owners of every declaration;
 //! - [`axis`], [`buffer`]: sparse axes and buffers;
 //! - [`expr`], [`stmt`]: expression and statement trees;
+//! - [`scalar`]: what the operators compute on constants (shared by evaluators and folder);
 //! - [`printer`]: canonical script text (parses back to an equal IR);
 //! - [`equal`]: structural equality and hashing up to renaming;
 //! - [`verify`]: the per-stage verifier run between passes.
@@ -15,6 +16,7 @@ pub mod buffer;
 pub mod dtype;
 pub mod expr;
 pub mod func;
+pub mod scalar;
 pub mod span;
 pub mod stmt;
 

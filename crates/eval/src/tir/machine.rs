@@ -717,7 +717,7 @@ impl<'f> Machine<'f> {
             }
             Expr::Unary(op, a) => {
                 let x = self.eval(a)?;
-                unary(*op, x).map_err(|m| self.err(m))
+                Ok(unary(*op, x))
             }
             Expr::Select(c, a, b) => {
                 // Lazy: only the chosen branch runs (guards around searches rely on it).
