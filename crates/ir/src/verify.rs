@@ -477,6 +477,10 @@ impl<'a> Verifier<'a> {
                 let db = self.expr(b, span);
                 self.no_handle(a, da, span);
                 self.no_handle(b, db, span);
+                if da == Some(DType::Handle) || db == Some(DType::Handle) {
+                    // Reported once, at the handle: no second error for every operator above it.
+                    return None;
+                }
                 if op.is_comparison() || op.is_logical() {
                     Some(DType::Bool)
                 } else if op.is_bitwise() {
@@ -505,6 +509,9 @@ impl<'a> Verifier<'a> {
             Expr::Unary(op, a) => {
                 let da = self.expr(a, span);
                 self.no_handle(a, da, span);
+                if da == Some(DType::Handle) {
+                    return None;
+                }
                 match op {
                     UnOp::Not => Some(DType::Bool),
                     UnOp::Neg => da,

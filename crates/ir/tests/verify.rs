@@ -575,3 +575,28 @@ fn intrinsic_arity() {
     };
     rejects(&f, &["T.exp", "1 argument", "got 2"]);
 }
+
+/// A handle in arithmetic is reported once, at the handle, not again by every operator above it.
+#[test]
+fn a_handle_in_arithmetic_is_one_error() {
+    let mut f = base();
+    let handle = f
+        .params
+        .iter()
+        .copied()
+        .find(|v| f.vars[*v].dtype == DType::Handle)
+        .expect("a handle parameter");
+    let store = main_store_mut(&mut f);
+    let nested = Expr::add(Expr::Var(handle), Expr::int(1));
+    store.value = Expr::mul(
+        store.value.clone(),
+        Expr::Unary(UnOp::Neg, Box::new(nested)),
+    );
+    let errs = verify_func(&f).expect_err("a handle in arithmetic");
+    let about: Vec<_> = errs
+        .iter()
+        .filter(|e| e.message.contains("arithmetic"))
+        .collect();
+    assert_eq!(about.len(), 1, "{errs:#?}");
+    assert!(about[0].message.contains("handle variable"), "{errs:#?}");
+}

@@ -4,6 +4,20 @@
 use super::*;
 
 impl<'a> Lower<'a> {
+    /// An operand of an operator: any expression but a handle (located at the operand; the
+    /// verifier, which knows only statements' spans, would point at the whole statement).
+    fn operand(&mut self, e: &ast::Expr) -> LResult<Expr> {
+        let x = self.expr(e)?;
+        if x.dtype(&self.f) == DType::Handle {
+            let what = match &e.kind {
+                ExprKind::Name(n) => format!("handle `{n}`"),
+                _ => "a handle".to_string(),
+            };
+            return Err(err(e.span, format!("{what} cannot be used in arithmetic")));
+        }
+        Ok(x)
+    }
+
     pub(super) fn expr(&mut self, e: &ast::Expr) -> LResult<Expr> {
         Ok(match &e.kind {
             ExprKind::Name(n) => match self.lookup(n) {
@@ -43,10 +57,25 @@ impl<'a> Lower<'a> {
                     AstBinOp::Shl => BinOp::Shl,
                     AstBinOp::Shr => BinOp::Shr,
                 };
-                Expr::binary(op, self.expr(a)?, self.expr(b)?)
+                let (x, y) = (self.operand(a)?, self.operand(b)?);
+                if op.is_bitwise() {
+                    for (v, at) in [(&x, a), (&y, b)] {
+                        let dt = v.dtype(&self.f);
+                        if !dt.is_integer() {
+                            return Err(err(
+                                at.span,
+                                format!(
+                                    "operator `{}` takes integers, got {dt}",
+                                    op.symbol().unwrap_or("?")
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Expr::binary(op, x, y)
             }
-            ExprKind::Neg(a) => Expr::Unary(UnOp::Neg, Box::new(self.expr(a)?)),
-            ExprKind::Not(a) => Expr::Unary(UnOp::Not, Box::new(self.expr(a)?)),
+            ExprKind::Neg(a) => Expr::Unary(UnOp::Neg, Box::new(self.operand(a)?)),
+            ExprKind::Not(a) => Expr::Unary(UnOp::Not, Box::new(self.operand(a)?)),
             ExprKind::Subscript(base, idx) => {
                 let Some(name) = base.as_name() else {
                     return Err(err(base.span, "only buffers can be indexed"));
