@@ -4,23 +4,20 @@
 use super::*;
 
 impl<'a> Lower<'a> {
-    /// An operand of an operator: any expression but a handle (located at the operand; the
-    /// verifier, which knows only statements' spans, would point at the whole statement).
-    fn operand(&mut self, e: &ast::Expr) -> LResult<Expr> {
-        let x = self.expr(e)?;
-        if x.dtype(&self.f) == DType::Handle {
-            let what = match &e.kind {
-                ExprKind::Name(n) => format!("handle `{n}`"),
-                _ => "a handle".to_string(),
-            };
-            return Err(err(e.span, format!("{what} cannot be used in arithmetic")));
-        }
-        Ok(x)
-    }
-
     pub(super) fn expr(&mut self, e: &ast::Expr) -> LResult<Expr> {
         Ok(match &e.kind {
             ExprKind::Name(n) => match self.lookup(n) {
+                // Checked here, where the name's own span is known (the verifier, which knows
+                // only statements' spans, would point at the whole statement).
+                Some((Sym::Var(v), _)) if self.f.vars[v].dtype == DType::Handle => {
+                    return Err(err(
+                        e.span,
+                        format!(
+                            "`{n}` is a handle (an array argument), not a value: index a buffer \
+                             declared on it"
+                        ),
+                    ))
+                }
                 Some((Sym::Var(v), _)) => Expr::Var(v),
                 Some((Sym::Axis(_), _)) => {
                     return Err(err(e.span, format!("axis `{n}` cannot be used as a value")))
@@ -57,7 +54,8 @@ impl<'a> Lower<'a> {
                     AstBinOp::Shl => BinOp::Shl,
                     AstBinOp::Shr => BinOp::Shr,
                 };
-                let (x, y) = (self.operand(a)?, self.operand(b)?);
+                let (x, y) = (self.expr(a)?, self.expr(b)?);
+                // Located at the operand, as the verifier (statements' spans only) cannot.
                 if op.is_bitwise() {
                     for (v, at) in [(&x, a), (&y, b)] {
                         let dt = v.dtype(&self.f);
@@ -74,8 +72,8 @@ impl<'a> Lower<'a> {
                 }
                 Expr::binary(op, x, y)
             }
-            ExprKind::Neg(a) => Expr::Unary(UnOp::Neg, Box::new(self.operand(a)?)),
-            ExprKind::Not(a) => Expr::Unary(UnOp::Not, Box::new(self.operand(a)?)),
+            ExprKind::Neg(a) => Expr::Unary(UnOp::Neg, Box::new(self.expr(a)?)),
+            ExprKind::Not(a) => Expr::Unary(UnOp::Not, Box::new(self.expr(a)?)),
             ExprKind::Subscript(base, idx) => {
                 let Some(name) = base.as_name() else {
                     return Err(err(base.span, "only buffers can be indexed"));
