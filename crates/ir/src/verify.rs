@@ -13,7 +13,7 @@ use crate::attrs::AttrValue;
 use crate::axis::{AxisId, AxisKind, IterAxis, IterKind};
 use crate::buffer::{BufferDecl, BufferShape};
 use crate::dtype::DType;
-use crate::expr::{binary_result_dtype, BinOp, BufferId, Expr, UnOp, VarId};
+use crate::expr::{binary_result_dtype, BinOp, BufferId, Expr, Intrinsic, UnOp, VarId};
 use crate::func::{PrimFunc, Stage, STAGE_ATTR};
 use crate::span::Span;
 use crate::stmt::{Block, SparseIteration, Stmt};
@@ -555,9 +555,25 @@ impl<'a> Verifier<'a> {
                         ),
                     );
                 }
+                let mut dts = Vec::with_capacity(args.len());
                 for a in args {
                     let d = self.expr(a, span);
                     self.no_handle(a, d, span);
+                    dts.push(d);
+                }
+                if matches!(op, Intrinsic::Popcount | Intrinsic::Ctz) {
+                    // Bit counts: of an integer's bits, into an integer.
+                    if let Some(Some(d)) = dts.first() {
+                        if !d.is_integer() && *d != DType::Handle {
+                            self.err(span, format!("T.{} takes an integer, got {d}", op.name()));
+                        }
+                    }
+                    if !dtype.is_integer() {
+                        self.err(
+                            span,
+                            format!("T.{} gives an integer, not {dtype}", op.name()),
+                        );
+                    }
                 }
                 Some(*dtype)
             }

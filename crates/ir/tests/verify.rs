@@ -600,3 +600,25 @@ fn a_handle_in_arithmetic_is_one_error() {
     assert_eq!(about.len(), 1, "{errs:#?}");
     assert!(about[0].message.contains("handle variable"), "{errs:#?}");
 }
+
+/// Bit counts take an integer and give one.
+#[test]
+fn bit_counts_are_of_integers() {
+    let mut f = base();
+    let store = main_store_mut(&mut f);
+    let float_arg = Expr::Call {
+        op: Intrinsic::Popcount,
+        args: vec![store.value.clone()],
+        dtype: DType::I32,
+    };
+    store.value = Expr::Cast(DType::F32, Box::new(float_arg));
+    rejects(&f, &["T.popcount takes an integer, got float32"]);
+    let mut f = base();
+    let store = main_store_mut(&mut f);
+    store.value = Expr::Call {
+        op: Intrinsic::Ctz,
+        args: vec![Expr::int(6)],
+        dtype: DType::F32,
+    };
+    rejects(&f, &["T.ctz gives an integer, not float32"]);
+}

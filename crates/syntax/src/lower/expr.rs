@@ -227,6 +227,19 @@ impl<'a> Lower<'a> {
                 Some(d) => parse_dtype(d, false)?,
                 None => xs.first().map(|x| x.dtype(&self.f)).unwrap_or(DType::F32),
             };
+            if matches!(op, Intrinsic::Popcount | Intrinsic::Ctz) {
+                // Bit counts take an integer's bits and give an integer (the verifier checks
+                // the same, at the statement).
+                let d = xs[0].dtype(&self.f);
+                if !d.is_integer() {
+                    let at = a[0].map_or(e.span, |x| x.span);
+                    return Err(err(at, format!("`{name}` takes an integer, got {d}")));
+                }
+                if !dtype.is_integer() {
+                    let at = a[op.arity()].map_or(e.span, |x| x.span);
+                    return Err(err(at, format!("`{name}` gives an integer, not {dtype}")));
+                }
+            }
             return Ok(Expr::Call {
                 op,
                 args: xs,
