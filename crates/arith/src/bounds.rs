@@ -287,6 +287,10 @@ impl Analyzer {
                         wrap: false,
                     }
                 }
+                None if self.nonnegative.contains(v) => {
+                    let d = dtype_default(dt, assume);
+                    Interval::new(Some(d.lo.map_or(0, |l| l.max(0))), d.hi)
+                }
                 None => dtype_default(dt, assume),
             },
             Expr::Load { buffer, .. } => match self.domains.get(buffer) {

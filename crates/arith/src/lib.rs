@@ -21,7 +21,7 @@ mod linear;
 mod prove;
 mod rewrite;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sparsetir_ir::{BufferId, Expr, PrimFunc, VarId};
 
@@ -34,6 +34,8 @@ pub struct Analyzer {
     domains: HashMap<BufferId, (Expr, Expr)>,
     /// Whether unknown 32/64-bit signed quantities are assumed never to overflow.
     assume_no_overflow: bool,
+    /// Variables without a range known to be non-negative (sizes).
+    nonnegative: HashSet<VarId>,
 }
 
 /// How many times [`Analyzer::simplify`] reapplies its rules at most (it stops at a fixpoint).
@@ -65,6 +67,12 @@ impl Analyzer {
     /// Records that `v` takes values in `[lo, hi]` (both inclusive).
     pub fn bind_inclusive(&mut self, v: VarId, lo: &Expr, hi: &Expr) {
         self.ranges.insert(v, (lo.clone(), hi.clone()));
+    }
+
+    /// Records that `v` is never negative, with no upper bound (a size: an axis length or an
+    /// `nnz`). Without `assume_no_overflow` its upper bound is its dtype's.
+    pub fn bind_nonnegative(&mut self, v: VarId) {
+        self.nonnegative.insert(v);
     }
 
     /// Forgets what was bound to `v` (leaving a loop's scope).

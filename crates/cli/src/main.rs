@@ -98,8 +98,9 @@ enum Command {
         /// The stage to lower to: 1 (the input as is), 2 or 3.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=3))]
         stage: u8,
-        /// Binary searches detect absent coordinates (reads give the default value, stores are
-        /// skipped).
+        /// Absent coordinates behave as in stage I (reads give the default value, stores are
+        /// skipped): those a binary search does not find, and those outside their dense axis
+        /// (the lowering every backend runs).
         #[arg(long)]
         check_invalid_binary_search: bool,
         /// Print the module after this pass on stderr (repeatable): lower_sparse_iter,

@@ -20,7 +20,11 @@
 //!   `if mid_k >= 0: ... else: <same store, those reads replaced by the default value>`, a store
 //!   whose target goes through `mid_k` is guarded by `if mid_k >= 0`, and an `if` condition, a
 //!   `let` value or an evaluated expression reading through it becomes
-//!   `T.Select(mid_k >= 0, e, <e with the default value>)`.
+//!   `T.Select(mid_k >= 0, e, <e with the default value>)`. With it too, a coordinate of a dense
+//!   axis not known to lie inside it guards its access (`0 <= c < length`, the fiber's length
+//!   for `dense_varied`): a read outside gives the default value, a write is skipped; a search
+//!   whose prefix is outside gives `-1`. The element arguments of the range intrinsics
+//!   (`compress64`, ...) are addresses and get no guard.
 //! - **Fused loops.** `T.sp.fuse(a0, ..., an)` needs the axes and the ancestors of `a0` to form a
 //!   `dense_fixed` root followed by at most two varied axes (so `fuse(I, J)`, `fuse(I, J, K)` over
 //!   CSF, and `[I, fuse(J, K)]`). One root-level `preprocess` nest per chain computes, for every
@@ -40,8 +44,8 @@ use std::collections::{HashMap, HashSet};
 
 use sparsetir_ir::{
     AttrValue, Attrs, Axis, AxisId, AxisKind, BinOp, Block, BlockIter, Buffer, BufferDecl,
-    BufferId, BufferShape, DType, Expr, For, ForKind, IRModule, IfThenElse, IterAxis, IterKind,
-    LetStmt, PrimFunc, Span, SparseIteration, Stage, Stmt, Store, VarId, WORKSPACE_ATTR,
+    BufferId, BufferShape, DType, Expr, For, ForKind, IRModule, IfThenElse, Intrinsic, IterAxis,
+    IterKind, LetStmt, PrimFunc, Span, SparseIteration, Stage, Stmt, Store, VarId, WORKSPACE_ATTR,
 };
 
 use crate::regions::{block_regions, Hints};
@@ -59,9 +63,12 @@ use init::InitAt;
 /// Options of [`lower_sparse_iter`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LowerOptions {
-    /// Make binary searches detect absent coordinates (`mid = -1`; reads through it give the
-    /// buffer's default value, stores through it are skipped). Without it the result of a
-    /// search for an absent coordinate is undefined.
+    /// Detect absent coordinates, as stage I does: binary searches give `mid = -1` (reads
+    /// through it give the buffer's default value, stores through it are skipped), and a
+    /// coordinate of a dense axis that may lie outside it (`X[i + 1]`, `X[T.Cast("int32",
+    /// X[i])]`) guards its access the same way, unless the simplifier proves it inside or the
+    /// runtime validates it (an iterator's coordinate, a value of an integer array argument the
+    /// function never writes). Without it such accesses are undefined, as in SparseTIR.
     pub check_invalid_binary_search: bool,
     /// For functions storing into an `assembled` axis: which phase to lower (see
     /// [`Phase`]); lowering such a function without one is an error.
@@ -240,8 +247,16 @@ struct Lowerer {
     asm: Option<Asm>,
     /// Buffers of merge loops, allocated by the nearest enclosing block.
     pending_allocs: Vec<BufferId>,
-    /// Conditions under which the positions of the access being built are valid (union parts).
+    /// Conditions under which the positions of the access being built are valid (union parts,
+    /// coordinates inside their dense axes).
     guards: Vec<Expr>,
+    /// The stage-I iterator variables (coordinates the runtime validates, see
+    /// `validated_coordinate`).
+    iter_vars: HashSet<VarId>,
+    /// The buffers the function stores into.
+    written: HashSet<BufferId>,
+    /// Lowering the element arguments of a range intrinsic (addresses: no bound guards).
+    addresses: bool,
 }
 
 impl Lowerer {
@@ -328,6 +343,15 @@ impl Lowerer {
         remap_stmt(&mut f.body, &remap);
         let used: HashSet<AxisId> = used.into_iter().map(remap).collect();
 
+        let mut iter_vars = HashSet::new();
+        let mut written = HashSet::new();
+        f.body.visit(&mut |s| match s {
+            Stmt::SparseIteration(it) => iter_vars.extend(it.vars.iter().copied()),
+            Stmt::Store(st) => {
+                written.insert(st.buffer);
+            }
+            _ => {}
+        });
         let mut l = Lowerer {
             f,
             opts,
@@ -346,6 +370,9 @@ impl Lowerer {
             asm: None,
             pending_allocs: Vec::new(),
             guards: Vec::new(),
+            iter_vars,
+            written,
+            addresses: false,
         };
         // Auxiliary buffers, in axis order.
         let ids: Vec<AxisId> = l.f.axes.handles().collect();
@@ -597,33 +624,29 @@ impl Lowerer {
                     return Ok(Stmt::empty());
                 }
                 let value = self.expr(&st.value)?;
-                if let Some(g) = guards
-                    .into_iter()
-                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
-                {
-                    let st = Store {
-                        buffer: st.buffer,
-                        indices,
-                        value,
-                        span: st.span,
-                    };
-                    return Ok(Stmt::If(Box::new(IfThenElse {
-                        cond: g,
-                        then_case: Stmt::Store(st),
-                        else_case: None,
-                        span: Span::default(),
-                    })));
-                }
                 let st = Store {
                     buffer: st.buffer,
                     indices,
                     value,
                     span: st.span,
                 };
-                if self.opts.check_invalid_binary_search {
+                let st = if self.opts.check_invalid_binary_search {
                     self.guard_store(st)
                 } else {
                     Stmt::Store(st)
+                };
+                match guards
+                    .into_iter()
+                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
+                {
+                    // Union parts present, coordinates inside their dense axes.
+                    Some(g) => Stmt::If(Box::new(IfThenElse {
+                        cond: g,
+                        then_case: st,
+                        else_case: None,
+                        span: Span::default(),
+                    })),
+                    None => st,
                 }
             }
             Stmt::If(i) => {
@@ -1222,7 +1245,12 @@ impl Lowerer {
             NestBody::Iteration { body, .. } => Ok((self.stmt(body)?, Vec::new())),
             NestBody::Search { axes, exprs, mid } => {
                 let d = axes.len() - 1;
-                let prefix = self.positions(axes, &exprs[..d])?;
+                // The prefix's own guards (coordinates outside their dense axes) guard the
+                // search: outside, the coordinate is absent.
+                let saved = std::mem::take(&mut self.guards);
+                let prefix = self.positions(axes, &exprs[..d]);
+                let prefix_guards = std::mem::replace(&mut self.guards, saved);
+                let prefix = prefix?;
                 let x = axes[d];
                 let anc_axes = self.ancestors(x);
                 let anc = self.anc_positions(axes, &prefix, &anc_axes)?;
@@ -1245,9 +1273,28 @@ impl Lowerer {
                     len,
                     probe,
                     c,
-                    (*mid, target),
+                    (*mid, target.clone()),
                     checked,
                 );
+                let s = match prefix_guards
+                    .into_iter()
+                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
+                {
+                    None => s,
+                    Some(g) => {
+                        let miss = search::store(*mid, target, Expr::Int(-1, dtype));
+                        if g == Expr::Bool(false) {
+                            miss
+                        } else {
+                            Stmt::If(Box::new(IfThenElse {
+                                cond: g,
+                                then_case: s,
+                                else_case: Some(miss),
+                                span: Span::default(),
+                            }))
+                        }
+                    }
+                };
                 Ok((s, vec![st.low, st.high]))
             }
         }

@@ -31,6 +31,11 @@ impl Simplifier {
         self.an.bind_range(v, min, extent);
     }
 
+    /// `v` is never negative (a size parameter), with no upper bound.
+    pub fn bind_nonnegative(&mut self, v: VarId) {
+        self.an.bind_nonnegative(v);
+    }
+
     /// Every value of `b` lies in `[lo, hi]` (inclusive, as `indptr` arrays reach `nnz`).
     pub fn bind_domain(&mut self, b: BufferId, lo: &Expr, hi: &Expr) {
         self.an.bind_buffer_domain(b, lo, hi);
@@ -60,6 +65,11 @@ impl Simplifier {
     /// `a - b`, simplified.
     pub fn sub(&self, f: &PrimFunc, a: Expr, b: Expr) -> Expr {
         self.simplify(f, &Expr::sub(a, b))
+    }
+
+    /// `Some(v)` when `cond` provably always has the truth value `v`.
+    pub fn prove(&self, f: &PrimFunc, cond: &Expr) -> Option<bool> {
+        self.an.prove(f, cond)
     }
 
     /// `b - a` when it simplifies to a constant.

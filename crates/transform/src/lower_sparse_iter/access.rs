@@ -1,6 +1,7 @@
 //! Accesses in position space: a stage-I expression's buffer reads become loads at positions —
 //! coordinates of iterated axes map to their positions, other coordinates to searches (`mid_k`),
-//! with the default value where a lookup finds nothing.
+//! with the default value where a lookup finds nothing or (checked lowering) a coordinate lies
+//! outside its dense axis.
 
 use super::*;
 
@@ -66,11 +67,27 @@ impl Lowerer {
                     }
                 }
             }
-            Expr::Call { op, args, dtype } => Expr::Call {
-                op: *op,
-                args: args.iter().map(|a| self.expr(a)).collect::<Res<Vec<_>>>()?,
-                dtype: *dtype,
-            },
+            Expr::Call { op, args, dtype } => {
+                // The range intrinsics take elements as addresses (`D[C[w]]`: where a run
+                // starts), not as values a default could stand for: their coordinates are not
+                // guarded (the runs' ends are the kernel's to keep inside).
+                let saved = self.addresses;
+                self.addresses = matches!(
+                    op,
+                    Intrinsic::Compress64
+                        | Intrinsic::CompressIota64
+                        | Intrinsic::CopyRange
+                        | Intrinsic::Mask64
+                        | Intrinsic::SortRange
+                );
+                let args = args.iter().map(|a| self.expr(a)).collect::<Res<Vec<_>>>();
+                self.addresses = saved;
+                Expr::Call {
+                    op: *op,
+                    args: args?,
+                    dtype: *dtype,
+                }
+            }
             Expr::Let { var, value, body } => Expr::Let {
                 var: *var,
                 value: Box::new(self.expr(value)?),
@@ -139,13 +156,177 @@ impl Lowerer {
                 }
             }
             if self.axis(x)?.kind.is_dense() {
-                pos.push(self.expr(e)?);
+                let p = self.expr(e)?;
+                if self.opts.check_invalid_binary_search
+                    && !self.addresses
+                    && !self.validated_coordinate(x, e)
+                {
+                    let len = self.fiber_len(x, &anc)?;
+                    self.bound_guard(&p, len);
+                }
+                pos.push(p);
             } else {
                 let m = self.search(&axes[..=d], &exprs[..=d])?;
                 pos.push(m);
             }
         }
         Ok(pos)
+    }
+
+    /// Whether the coordinate `e` of dense axis `x` is known to lie inside it before the launch:
+    /// a `dense_fixed` axis indexed by an iterator's coordinate, or by a value of an integer
+    /// array argument the function never writes, both of which the runtime's validation checks
+    /// against the axis's length (`runtime::validate`).
+    fn validated_coordinate(&self, x: AxisId, e: &Expr) -> bool {
+        if self.f.axes[x].kind != AxisKind::DenseFixed {
+            return false;
+        }
+        match e {
+            Expr::Var(v) => self.iter_vars.contains(v),
+            Expr::Load { buffer, .. } => {
+                let b = &self.f.buffers[*buffer];
+                matches!(b.decl, BufferDecl::Match { .. })
+                    && b.dtype.is_integer()
+                    && !self.written.contains(buffer)
+            }
+            _ => false,
+        }
+    }
+
+    /// Guards the access being built by `0 <= p < len` (a coordinate `p` of a dense axis whose
+    /// fiber holds `len` elements), unless it is proved: outside, a read gives the default value
+    /// and a write is skipped, as in stage I.
+    fn bound_guard(&mut self, p: &Expr, len: Expr) {
+        let pr = self.size_prover();
+        let pr = &pr;
+        let dt = p.dtype(&self.f);
+        let len = Expr::Cast(dt, Box::new(len));
+        let zero = Expr::Cast(dt, Box::new(Expr::int(0)));
+        let mut parts = Vec::new();
+        if !dt.is_uint() && !self.nonnegative(pr, p) {
+            parts.push(Expr::binary(BinOp::Le, zero, p.clone()));
+        }
+        if !self.below(pr, p, &len) {
+            parts.push(Expr::binary(BinOp::Lt, p.clone(), len));
+        }
+        for part in parts {
+            match pr.prove(&self.f, &part) {
+                Some(true) => {}
+                Some(false) => self.guards.push(Expr::Bool(false)),
+                None => {
+                    let g = self.simp.simplify(&self.f, &part);
+                    self.guards.push(g);
+                }
+            }
+        }
+    }
+
+    /// The simplifier with what the runtime checks of the size parameters: no axis length,
+    /// `nnz` or `nnz_cols` that is a parameter is negative.
+    fn size_prover(&self) -> Simplifier {
+        let mut pr = self.simp.clone();
+        for (_, ax) in self.f.axes.iter() {
+            for e in [Some(&ax.length), ax.nnz.as_ref(), ax.nnz_cols.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                if let Expr::Var(v) = e {
+                    pr.bind_nonnegative(*v);
+                }
+            }
+        }
+        pr
+    }
+
+    /// Whether `p >= 0` is proved: by the simplifier, or from the parts of `p` (`a // c` from
+    /// `a >= 0` and `c >= 0`, `c` not 0 where the quotient is evaluated at all; `x % c` from
+    /// `c >= 0`; sums, and products by a positive constant, of such).
+    fn nonnegative(&self, pr: &Simplifier, p: &Expr) -> bool {
+        let dt = p.dtype(&self.f);
+        let zero = Expr::Cast(dt, Box::new(Expr::int(0)));
+        let ge0 = |e: &Expr| {
+            pr.prove(&self.f, &Expr::binary(BinOp::Le, zero.clone(), e.clone())) == Some(true)
+        };
+        if ge0(p) {
+            return true;
+        }
+        let positive = |k: &Expr| matches!(k, Expr::Int(v, _) if *v > 0);
+        match p {
+            Expr::Binary(BinOp::FloorDiv, a, c) => {
+                self.nonnegative(pr, a) && self.nonnegative(pr, c)
+            }
+            // Python's modulo has the divisor's sign.
+            Expr::Binary(BinOp::FloorMod, _, c) => self.nonnegative(pr, c),
+            Expr::Binary(BinOp::Add, a, b) => self.nonnegative(pr, a) && self.nonnegative(pr, b),
+            Expr::Binary(BinOp::Mul, a, k) | Expr::Binary(BinOp::Mul, k, a) if positive(k) => {
+                self.nonnegative(pr, a)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `p < len` is proved: by the simplifier; for `a // c` from `a < len * c` (`c >= 0`,
+    /// not 0 where evaluated); or with every addend `x % c` (times a positive constant) of `p`
+    /// at its largest value `c - 1`.
+    fn below(&self, pr: &Simplifier, p: &Expr, len: &Expr) -> bool {
+        let lt = |a: Expr, b: Expr| pr.prove(&self.f, &Expr::binary(BinOp::Lt, a, b)) == Some(true);
+        if lt(p.clone(), len.clone()) {
+            return true;
+        }
+        if let Expr::Binary(BinOp::FloorDiv, a, c) = p {
+            if self.nonnegative(pr, c) && lt((**a).clone(), Expr::mul(len.clone(), (**c).clone())) {
+                return true;
+            }
+        }
+        let mut changed = false;
+        let widened = self.widen_mods(pr, p, &mut changed);
+        changed && lt(widened, len.clone())
+    }
+
+    /// `a` when `m` is `x % (a // k)` with `a >= 0` proved.
+    fn mod_of_quotient_by(&self, pr: &Simplifier, m: &Expr, k: &Expr) -> Option<Expr> {
+        let Expr::Binary(BinOp::FloorMod, _, c) = m else {
+            return None;
+        };
+        let Expr::Binary(BinOp::FloorDiv, a, k2) = &**c else {
+            return None;
+        };
+        (**k2 == *k && self.nonnegative(pr, a)).then(|| (**a).clone())
+    }
+
+    /// `p` with each addend `x % c` (alone or times a positive constant) replaced by `c - 1`, its
+    /// largest value for `c >= 1` (`c >= 0` proved; not 0 where evaluated).
+    fn widen_mods(&self, pr: &Simplifier, p: &Expr, changed: &mut bool) -> Expr {
+        let positive = |k: &Expr| matches!(k, Expr::Int(v, _) if *v > 0);
+        match p {
+            Expr::Binary(BinOp::Add, a, b) => Expr::add(
+                self.widen_mods(pr, a, changed),
+                self.widen_mods(pr, b, changed),
+            ),
+            // `(x % (a // k)) * k` is at most `(a // k - 1) * k <= a - k`: the n:m layouts'
+            // column `4 * (g % (n // 4)) + j`.
+            Expr::Binary(BinOp::Mul, m, k) | Expr::Binary(BinOp::Mul, k, m)
+                if positive(k) && self.mod_of_quotient_by(pr, m, k).is_some() =>
+            {
+                *changed = true;
+                let a = self
+                    .mod_of_quotient_by(pr, m, k)
+                    .expect("checked by the guard");
+                Expr::sub(a, (**k).clone())
+            }
+            Expr::Binary(BinOp::Mul, a, k) if positive(k) => {
+                Expr::mul(self.widen_mods(pr, a, changed), (**k).clone())
+            }
+            Expr::Binary(BinOp::Mul, k, a) if positive(k) => {
+                Expr::mul((**k).clone(), self.widen_mods(pr, a, changed))
+            }
+            Expr::Binary(BinOp::FloorMod, _, c) if self.nonnegative(pr, c) => {
+                *changed = true;
+                let dt = c.dtype(&self.f);
+                Expr::sub((**c).clone(), Expr::Cast(dt, Box::new(Expr::int(1))))
+            }
+            _ => p.clone(),
+        }
     }
 
     pub(super) fn anc_positions(
