@@ -395,8 +395,9 @@ pub fn dense_size(buffer: &str, extents: &[i64], strides: &[i64]) -> Result<i64,
 }
 
 impl Layout {
-    /// The value offset of the element at `coords`: `Ok(None)` when a sparse buffer does not store
-    /// it; an error for a dense access out of range or a wrong number of indices.
+    /// The value offset of the element at `coords`: `Ok(None)` when the buffer does not store it
+    /// (a sparse buffer's absent coordinates, a dense buffer's outside its shape); an error for
+    /// a wrong number of indices.
     ///
     /// `hints[k]`, when present, is the element of the buffer's `k`-th axis that an enclosing
     /// iteration currently visits, `(global position, coordinate)`, given because index `k` is
@@ -422,10 +423,8 @@ impl Layout {
                 let mut off: i64 = 0;
                 for (d, (&c, &e)) in coords.iter().zip(extents).enumerate() {
                     if c < 0 || c >= e {
-                        return Err(format!(
-                            "buffer `{buffer}`: index {c} is out of range 0..{e} in dimension {d} \
-                             (indices {coords:?})"
-                        ));
+                        // Not stored (SPEC §2.3): a read gives the default, a write is skipped.
+                        return Ok(None);
                     }
                     off = if strides.is_empty() {
                         off * e + c

@@ -224,3 +224,36 @@ fn ragged_rows_end_where_their_fiber_ends() {
     }
     check_everywhere("ragged rows padded", &parse(RAGGED), &a, "y", &want);
 }
+
+const DENSE_BUFFER: &str = r#"
+@T.prim_func
+def dense_shift(x: T.handle, y: T.handle, m: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    X = T.match_buffer(x, (m,), "float32")
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    with T.sp.iteration([I], "S", "dense_shift") as [i]:
+        Y[i] = X[i + 2] - X[i - 1]
+"#;
+
+/// The same for a dense (not sparse) buffer: outside its shape is not stored either.
+#[test]
+fn dense_buffers_read_the_default_outside_their_shape() {
+    let n = 7;
+    let x = xs(n);
+    let at = |j: i64| {
+        if (0..n as i64).contains(&j) {
+            f64::from(x[j as usize])
+        } else {
+            0.0
+        }
+    };
+    let want: Vec<f64> = (0..n as i64).map(|i| at(i + 2) - at(i - 1)).collect();
+    check_everywhere(
+        "x[i + 2] - x[i - 1]",
+        &parse(DENSE_BUFFER),
+        &vector_args(n),
+        "y",
+        &want,
+    );
+}

@@ -105,10 +105,23 @@ impl Lowerer {
             )
         })?;
         let idx = match &buf.shape {
-            BufferShape::Dense(_) => indices
-                .iter()
-                .map(|i| self.expr(i))
-                .collect::<Res<Vec<_>>>()?,
+            BufferShape::Dense(dims) => {
+                let dims = dims.clone();
+                let mut idx = Vec::with_capacity(indices.len());
+                for (k, i) in indices.iter().enumerate() {
+                    let p = self.expr(i)?;
+                    if let Some(d) = dims.get(k) {
+                        if self.opts.check_invalid_binary_search
+                            && !self.addresses
+                            && !self.validated(i)
+                        {
+                            self.bound_guard(&p, d.clone());
+                        }
+                    }
+                    idx.push(p);
+                }
+                idx
+            }
             BufferShape::Sparse(axes) => {
                 if axes.len() != indices.len() {
                     return Err(invalid(
@@ -178,9 +191,13 @@ impl Lowerer {
     /// array argument the function never writes, both of which the runtime's validation checks
     /// against the axis's length (`runtime::validate`).
     fn validated_coordinate(&self, x: AxisId, e: &Expr) -> bool {
-        if self.f.axes[x].kind != AxisKind::DenseFixed {
-            return false;
-        }
+        self.f.axes[x].kind == AxisKind::DenseFixed && self.validated(e)
+    }
+
+    /// Whether the runtime validates `e` against the extent it indexes (a `dense_fixed` axis or
+    /// a dense buffer's dimension): an iterator's coordinate, or a value of an integer array
+    /// argument the function never writes.
+    fn validated(&self, e: &Expr) -> bool {
         match e {
             Expr::Var(v) => self.iter_vars.contains(v),
             Expr::Load { buffer, .. } => {
