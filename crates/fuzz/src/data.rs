@@ -327,10 +327,23 @@ pub fn execute(input: &RunInput) -> Result<(), String> {
         let _ = validate_args(f, &args);
         return Ok(());
     }
-    let _ = eval_func(f, &mut args.clone());
+    let evaluated = eval_func(f, &mut args.clone()).is_ok();
     if validate_args(f, &args).is_ok() {
         if let Some(g) = &c.stage3 {
-            let _ = run_func(g, &mut args.clone());
+            // On data validation accepts, what the evaluator runs the lowered kernel runs too:
+            // an interpreter error there (an index out of its buffer) is an access a native
+            // backend would make out of bounds.
+            // (Its other refusals, such as an index array of another integer dtype than
+            // declared, which the native runtime converts, are not accesses.)
+            if let Err(e) = run_func(g, &mut args.clone()) {
+                if evaluated && e.message.contains("is out of range") {
+                    return Err(format!(
+                        "`{}`: the evaluator runs validated data the stage III interpreter \
+                         refuses: {e}",
+                        input.kernel
+                    ));
+                }
+            }
         }
     }
     Ok(())

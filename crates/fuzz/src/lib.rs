@@ -2,7 +2,9 @@
 //! no sanitizer coverage without nightly). Targets:
 //! - `script`: parse → verify → print → reparse (round trip) → lower to stage III;
 //! - `run`: a catalog kernel with mutated bound data through the binder, the reference
-//!   evaluator and the stage II/III interpreter;
+//!   evaluator and the stage II/III interpreter, which must not index out of its buffers where
+//!   validation accepts the data and the evaluator runs it (the access a native backend would
+//!   make out of bounds);
 //! - `files`: the `.mtx`/`.tns`/`.npy` readers on mutated bytes, and binding what they read;
 //! - `c`: mutated data launched on compiled kernels (validation before launch), meant to run
 //!   with AddressSanitizer preloaded (`--asan` in the binary).
