@@ -964,6 +964,22 @@ impl<'a> Lower<'a> {
                 ),
             ));
         }
-        idx.iter().map(|i| self.expr(i)).collect()
+        let mut out = Vec::with_capacity(idx.len());
+        for i in idx {
+            let x = self.expr(i)?;
+            // Located at the index (the verifier can point only at the statement).
+            let dt = x.dtype(&self.f);
+            if !dt.is_integer() {
+                return Err(err(
+                    i.span,
+                    format!(
+                        "index of buffer `{}` must be an integer, got {dt}",
+                        self.f.buffers[buffer].name
+                    ),
+                ));
+            }
+            out.push(x);
+        }
+        Ok(out)
     }
 }
