@@ -3,13 +3,13 @@
 //! without the default schedules. Outputs start at a sentinel, so "kept its old value" and
 //! "got its init" differ; every result is checked against a dense computation in the test.
 
-use sparsetir_eval::{eval_func, run_func};
+use sparsetir_eval::eval_func;
 use sparsetir_ir::PrimFunc;
-use sparsetir_runtime::build;
 use sparsetir_runtime::build::schedule_and_lower;
 
 mod common;
-use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
+use common::backends::{self, Backends};
+use common::{f32s, i32s, int, Args};
 
 const CACHE: &str = "empty-fibers-cache";
 /// What every output holds before a run.
@@ -91,42 +91,12 @@ fn check_everywhere(
     out: &str,
     want: &[f64],
 ) {
-    let check = |backend: &str, got: &Args| {
-        let g = f64s(got, out);
-        assert_eq!(g.len(), want.len(), "{what} ({backend}): length");
-        for (i, (x, y)) in g.iter().zip(want).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-5 * y.abs().max(1.0),
-                "{what} ({backend}): {out}[{i}] = {x}, want {y}\n  got  {g:?}\n  want {want:?}"
-            );
-        }
+    let on = Backends {
+        cache: CACHE,
+        schedule,
+        emulator: false,
     };
-    let mut a = args.clone();
-    eval_func(f, &mut a).unwrap_or_else(|e| panic!("{what}: eval: {e}"));
-    check("evaluator", &a);
-    let lowered = schedule_and_lower(f, None, &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
-    for (stage, func) in [
-        ("stage II", &lowered.stage2),
-        ("stage III", &lowered.stage3),
-    ] {
-        let mut a = args.clone();
-        run_func(func, &mut a).unwrap_or_else(|e| panic!("{what}: {stage}: {e}"));
-        check(stage, &a);
-    }
-    if !have_cc() {
-        return;
-    }
-    let mut schedules = vec![("c", None)];
-    if let Some(s) = schedule {
-        schedules.push(("c, default schedule", Some(s)));
-    }
-    for (name, s) in schedules {
-        let k = build(f, s, &[], &opts(CACHE)).unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
-        let mut a = args.clone();
-        k.run(&mut a)
-            .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
-        check(name, &a);
-    }
+    backends::check_everywhere(what, f, &on, args, out, want);
 }
 
 const ROW_MAX: &str = r#"

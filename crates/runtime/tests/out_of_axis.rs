@@ -4,15 +4,11 @@
 //! the C backend and the generated CUDA in the emulator. Every result is checked against a dense
 //! computation in the test; outputs start at a sentinel, so a skipped write is seen.
 
-use sparsetir_eval::{eval_func, run_func};
 use sparsetir_ir::PrimFunc;
-use sparsetir_runtime::build;
-use sparsetir_runtime::build::schedule_and_lower;
-use sparsetir_runtime::cache::KernelCache;
-use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 mod common;
-use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
+use common::backends::{self, Backends};
+use common::{f32s, i32s, int, Args};
 
 const SENTINEL: f32 = 7.0;
 
@@ -20,47 +16,15 @@ fn parse(src: &str) -> PrimFunc {
     sparsetir_syntax::parse_func(src).unwrap_or_else(|e| panic!("parses: {e:?}\n{src}"))
 }
 
-/// Runs `f` on `args` with every backend and checks output `out` against `want` each time.
+/// Runs `f` on `args` with every backend, the CUDA emulator included, and checks output `out`
+/// against `want` each time.
 fn check_everywhere(what: &str, f: &PrimFunc, args: &Args, out: &str, want: &[f64]) {
-    let check = |backend: &str, got: &Args| {
-        let g = f64s(got, out);
-        assert_eq!(g.len(), want.len(), "{what} ({backend}): length");
-        for (i, (x, y)) in g.iter().zip(want).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-6 * y.abs().max(1.0),
-                "{what} ({backend}): {out}[{i}] = {x}, want {y}\n  got  {g:?}\n  want {want:?}"
-            );
-        }
+    let on = Backends {
+        cache: "out-of-axis-cache",
+        schedule: None,
+        emulator: true,
     };
-    let mut a = args.clone();
-    eval_func(f, &mut a).unwrap_or_else(|e| panic!("{what}: eval: {e}"));
-    check("evaluator", &a);
-    let lowered = schedule_and_lower(f, None, &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
-    for (stage, func) in [
-        ("stage II", &lowered.stage2),
-        ("stage III", &lowered.stage3),
-    ] {
-        let mut a = args.clone();
-        run_func(func, &mut a).unwrap_or_else(|e| panic!("{what}: {stage}: {e}"));
-        check(stage, &a);
-    }
-    if !have_cc() {
-        return;
-    }
-    let k = build(f, None, &[], &opts("out-of-axis-cache"))
-        .unwrap_or_else(|e| panic!("{what}: c: {e}"));
-    let mut a = args.clone();
-    k.run(&mut a).unwrap_or_else(|e| panic!("{what}: c: {e}"));
-    check("c", &a);
-    let cache = KernelCache::new(
-        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("out-of-axis-cuda"),
-    );
-    let k = GpuKernel::build(f, None, &[], GpuDevice::Emulator, &cache)
-        .unwrap_or_else(|e| panic!("{what}: cuda-emu: {e}"));
-    let mut a = args.clone();
-    k.run(&mut a)
-        .unwrap_or_else(|e| panic!("{what}: cuda-emu: {e}"));
-    check("cuda-emu", &a);
+    backends::check_everywhere(what, f, &on, args, out, want);
 }
 
 /// Values with both signs, some of them (cast to int) inside `0..n`, some outside.

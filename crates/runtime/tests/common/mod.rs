@@ -2,6 +2,7 @@
 //! with a cache under the target directory, argument builders and random dense matrices.
 #![allow(dead_code)]
 
+pub mod backends;
 pub mod handwritten;
 pub mod warpgroup;
 
