@@ -1380,6 +1380,25 @@ fn strip_parens(s: &str) -> &str {
     &s[1..s.len() - 1]
 }
 
+/// `s` as an operand of `+`: without outer parentheses where that keeps the meaning (its top
+/// level has no operator binding more loosely than `+`: comparison, bitwise, logical,
+/// conditional, assignment), in parentheses where it needs them.
+fn sum_operand(s: &str) -> std::borrow::Cow<'_, str> {
+    let inner = strip_parens(s);
+    let mut depth = 0i32;
+    for c in inner.bytes() {
+        match c {
+            b'(' | b'[' => depth += 1,
+            b')' | b']' => depth -= 1,
+            b'?' | b'<' | b'>' | b'=' | b'&' | b'|' | b'^' | b',' if depth == 0 => {
+                return format!("({inner})").into();
+            }
+            _ => {}
+        }
+    }
+    inner.into()
+}
+
 /// Text safe inside a `/* */` comment.
 fn comment_safe(s: &str) -> String {
     s.replace("*/", "* /").replace(['\n', '\r'], " ")

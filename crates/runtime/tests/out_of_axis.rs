@@ -221,3 +221,36 @@ fn dense_buffers_read_the_default_outside_their_shape() {
         &want,
     );
 }
+
+const GATHER_PAST_THE_END: &str = r#"
+@T.prim_func
+def gather(x: T.handle, e: T.handle, y: T.handle, m: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    X = T.sp.match_buffer(x, (I,), "float32")
+    E = T.sp.match_buffer(e, (I,), "int32", default_value=T.int32(-1))
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    with T.sp.iteration([I], "S", "gather") as [i]:
+        Y[i] = X[E[i + 1]]
+"#;
+
+/// A gather through a validated index array is safe only where it reads a stored index: past
+/// the end it reads the array's own default (-1 here), which must not reach `X` unguarded.
+#[test]
+fn a_gather_past_the_index_array_reads_its_default() {
+    let n = 6;
+    let x = xs(n);
+    let e: Vec<i32> = vec![5, 0, 3, 3, 1, 4];
+    let mut a = vector_args(n);
+    a.insert("e".into(), i32s(&e));
+    let want: Vec<f64> = (0..n)
+        .map(|i| {
+            if i + 1 < n {
+                f64::from(x[e[i + 1] as usize])
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    check_everywhere("x[e[i + 1]]", &parse(GATHER_PAST_THE_END), &a, "y", &want);
+}

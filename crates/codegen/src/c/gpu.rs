@@ -1339,7 +1339,7 @@ impl<'f> Writer<'f> {
             if acc.buffer == buffer && acc.indices == indices {
                 // Summed in the register of a register accumulation.
                 let a = acc.name.clone();
-                self.line(&format!("{a} = {a} + {};", strip_parens(&v)));
+                self.line(&format!("{a} = {a} + {};", sum_operand(&v)));
                 return Ok(());
             }
         }
@@ -1365,7 +1365,7 @@ impl<'f> Writer<'f> {
                 DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32 | DType::U64
             )
         {
-            return Ok(format!("__ldg({name} + {})", strip_parens(off)));
+            return Ok(format!("__ldg({name} + {})", sum_operand(off)));
         }
         Ok(format!("{name}[{off}]"))
     }

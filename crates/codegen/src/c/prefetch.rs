@@ -128,7 +128,7 @@ impl<'f> Writer<'f> {
                         PrefetchHop::For(l) => {
                             let (m, _) = self.expr(&l.min)?;
                             let m = if first && t > 0 {
-                                format!("({} + {})", strip_parens(&m), t * (64 / elem).max(1))
+                                format!("({} + {})", sum_operand(&m), t * (64 / elem).max(1))
                             } else {
                                 m
                             };

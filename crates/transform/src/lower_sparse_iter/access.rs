@@ -200,11 +200,18 @@ impl Lowerer {
     fn validated(&self, e: &Expr) -> bool {
         match e {
             Expr::Var(v) => self.iter_vars.contains(v),
-            Expr::Load { buffer, .. } => {
+            // Validation checks the values the array stores; the load must read one of them,
+            // or its default value 0: no default of its own, and indexed by iterators (a guard
+            // of its own, or a search that may miss, would read the default instead).
+            Expr::Load { buffer, indices } => {
                 let b = &self.f.buffers[*buffer];
                 matches!(b.decl, BufferDecl::Match { .. })
                     && b.dtype.is_integer()
+                    && b.default_value.is_none()
                     && !self.written.contains(buffer)
+                    && indices
+                        .iter()
+                        .all(|i| matches!(i, Expr::Var(v) if self.iter_vars.contains(v)))
             }
             _ => false,
         }
