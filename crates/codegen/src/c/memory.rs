@@ -347,7 +347,8 @@ impl<'f> Writer<'f> {
             .chain(info.stage.as_ref().map(|_| Stride::Const(1)))
             .collect();
         if idx.len() == 1 && matches!(strides[0], Stride::Const(1)) {
-            return Ok(strip_parens(&idx[0]).to_string());
+            // Spliced into `X + off` as well as `X[off]`: parenthesized where `+` needs it.
+            return Ok(sum_operand(&idx[0]).into_owned());
         }
         let mut terms = Vec::new();
         for (i, s) in idx.iter().zip(&strides) {
