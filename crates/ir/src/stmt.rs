@@ -1,6 +1,8 @@
 //! Statements of all stages: sparse iterations (stage I), loops, blocks, stores, branches,
 //! allocations and `let` (stages II/III; stores, branches and `let` at stage I too).
 
+use std::collections::HashSet;
+
 use crate::attrs::Attrs;
 use crate::axis::{IterAxis, IterKind};
 use crate::expr::{BufferId, Expr, VarId};
@@ -122,6 +124,30 @@ impl Stmt {
     pub fn visit(&self, f: &mut impl FnMut(&Stmt)) {
         f(self);
         self.for_each_child(|c| c.visit(f));
+    }
+
+    /// The buffers written anywhere in this statement (inits included): stores' targets and
+    /// the buffers whose elements an intrinsic writes (`atomic_add`, `compress64`, ...: the
+    /// element its first argument names).
+    pub fn written_buffers(&self) -> HashSet<BufferId> {
+        let mut out = HashSet::new();
+        self.visit(&mut |s| {
+            if let Stmt::Store(st) = s {
+                out.insert(st.buffer);
+            }
+            s.for_each_expr(|e| {
+                e.visit(&mut |x| {
+                    if let Expr::Call { op, args, .. } = x {
+                        if let (true, Some(Expr::Load { buffer, .. })) =
+                            (op.writes_first_arg(), args.first())
+                        {
+                            out.insert(*buffer);
+                        }
+                    }
+                })
+            });
+        });
+        out
     }
 
     /// Calls `f` on every direct child statement, mutably (same order as

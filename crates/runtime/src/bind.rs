@@ -829,7 +829,7 @@ impl<'f> Binder<'f> {
     pub fn finish(mut self) -> Result<HashMap<String, ArgValue>, BindError> {
         let func = self.func;
         self.resolve_raw_structure()?;
-        let written = written_buffers(&func.body);
+        let written = func.body.written_buffers();
         // Buffers not bound: outputs get zeros (those over assembled axes nothing: the run
         // produces them), inputs are an error.
         for &id in &func.buffer_decls {
@@ -1008,17 +1008,6 @@ fn dense_level(n: usize) -> PackedLevel {
         indptr: None,
         indices: None,
     }
-}
-
-/// Buffers stored to anywhere in `body` (including inits).
-pub fn written_buffers(body: &Stmt) -> HashSet<BufferId> {
-    let mut out = HashSet::new();
-    body.visit(&mut |s| {
-        if let Stmt::Store(st) = s {
-            out.insert(st.buffer);
-        }
-    });
-    out
 }
 
 fn int_arg(args: &HashMap<String, ArgValue>, name: &str) -> Option<i64> {

@@ -253,7 +253,7 @@ struct Lowerer {
     /// The stage-I iterator variables (coordinates the runtime validates, see
     /// `validated_coordinate`).
     iter_vars: HashSet<VarId>,
-    /// The buffers the function stores into.
+    /// The buffers the function writes (stores, and intrinsics writing their first argument).
     written: HashSet<BufferId>,
     /// Lowering the element arguments of a range intrinsic (addresses: no bound guards).
     addresses: bool,
@@ -344,14 +344,12 @@ impl Lowerer {
         let used: HashSet<AxisId> = used.into_iter().map(remap).collect();
 
         let mut iter_vars = HashSet::new();
-        let mut written = HashSet::new();
-        f.body.visit(&mut |s| match s {
-            Stmt::SparseIteration(it) => iter_vars.extend(it.vars.iter().copied()),
-            Stmt::Store(st) => {
-                written.insert(st.buffer);
+        f.body.visit(&mut |s| {
+            if let Stmt::SparseIteration(it) = s {
+                iter_vars.extend(it.vars.iter().copied());
             }
-            _ => {}
         });
+        let written = f.body.written_buffers();
         let mut l = Lowerer {
             f,
             opts,

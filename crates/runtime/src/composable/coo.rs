@@ -54,33 +54,12 @@ pub fn coo_rule() -> Result<FormatRewriteRule, RuleError> {
     FormatRewriteRule::from_script(COO_RULE)
 }
 
-/// Sparse buffers of `f` stored into anywhere (init or body, at any depth).
-fn written_buffers(f: &PrimFunc) -> HashSet<BufferId> {
-    let mut out = HashSet::new();
-    f.body.visit(&mut |s| match s {
-        Stmt::Store(st) => {
-            out.insert(st.buffer);
-        }
-        Stmt::SparseIteration(it) => {
-            if let Some(init) = &it.init {
-                init.visit(&mut |t| {
-                    if let Stmt::Store(st) = t {
-                        out.insert(st.buffer);
-                    }
-                });
-            }
-        }
-        _ => {}
-    });
-    out
-}
-
 /// The COO rule pointed at `f`'s input CSR matrix: the one sparse buffer over the rule's
 /// `axes_before` (`[I, J]`) that no statement writes (csrmm's and spmv's `A`, sddmm's `X`).
 /// Outputs are never rewritten (see the module documentation).
 pub fn coo_rule_for(f: &PrimFunc) -> Result<FormatRewriteRule, String> {
     let mut rule = coo_rule().map_err(|e| format!("the coo rule script: {e}"))?;
-    let written = written_buffers(f);
+    let written = f.body.written_buffers();
     let candidates: Vec<String> = f
         .buffer_decls
         .iter()
