@@ -56,6 +56,7 @@ mod access;
 mod assembly;
 mod coiter;
 mod init;
+use access::Guard;
 use assembly::Asm;
 pub use assembly::{stage_param, Phase, PHASE_ATTR};
 use init::InitAt;
@@ -613,11 +614,8 @@ impl Lowerer {
                 Stmt::empty()
             }
             Stmt::Store(st) => {
-                let saved = std::mem::take(&mut self.guards);
-                let indices = self.access(st.buffer, &st.indices);
-                let guards = std::mem::replace(&mut self.guards, saved);
-                let indices = indices?;
-                if guards.contains(&Expr::Bool(false)) {
+                let (indices, guard) = self.guarded(|l| l.access(st.buffer, &st.indices))?;
+                if let Guard::Never = guard {
                     // Through a part known absent: nothing is stored.
                     return Ok(Stmt::empty());
                 }
@@ -633,18 +631,14 @@ impl Lowerer {
                 } else {
                     Stmt::Store(st)
                 };
-                match guards
-                    .into_iter()
-                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
-                {
-                    // Union parts present, coordinates inside their dense axes.
-                    Some(g) => Stmt::If(Box::new(IfThenElse {
+                match guard {
+                    Guard::When(g) => Stmt::If(Box::new(IfThenElse {
                         cond: g,
                         then_case: st,
                         else_case: None,
                         span: Span::default(),
                     })),
-                    None => st,
+                    _ => st,
                 }
             }
             Stmt::If(i) => {
@@ -1245,10 +1239,7 @@ impl Lowerer {
                 let d = axes.len() - 1;
                 // The prefix's own guards (coordinates outside their dense axes) guard the
                 // search: outside, the coordinate is absent.
-                let saved = std::mem::take(&mut self.guards);
-                let prefix = self.positions(axes, &exprs[..d]);
-                let prefix_guards = std::mem::replace(&mut self.guards, saved);
-                let prefix = prefix?;
+                let (prefix, prefix_guard) = self.guarded(|l| l.positions(axes, &exprs[..d]))?;
                 let x = axes[d];
                 let anc_axes = self.ancestors(x);
                 let anc = self.anc_positions(axes, &prefix, &anc_axes)?;
@@ -1274,24 +1265,16 @@ impl Lowerer {
                     (*mid, target.clone()),
                     checked,
                 );
-                let s = match prefix_guards
-                    .into_iter()
-                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
-                {
-                    None => s,
-                    Some(g) => {
-                        let miss = search::store(*mid, target, Expr::Int(-1, dtype));
-                        if g == Expr::Bool(false) {
-                            miss
-                        } else {
-                            Stmt::If(Box::new(IfThenElse {
-                                cond: g,
-                                then_case: s,
-                                else_case: Some(miss),
-                                span: Span::default(),
-                            }))
-                        }
-                    }
+                let miss = || search::store(*mid, target.clone(), Expr::Int(-1, dtype));
+                let s = match prefix_guard {
+                    Guard::Always => s,
+                    Guard::Never => miss(),
+                    Guard::When(g) => Stmt::If(Box::new(IfThenElse {
+                        cond: g,
+                        then_case: s,
+                        else_case: Some(miss()),
+                        span: Span::default(),
+                    })),
                 };
                 Ok((s, vec![st.low, st.high]))
             }

@@ -5,7 +5,36 @@
 
 use super::*;
 
+/// What the guards gathered while building an access's positions say of it.
+pub(super) enum Guard {
+    /// Present wherever it is reached.
+    Always,
+    /// Through a part known absent (or a coordinate known outside its axis).
+    Never,
+    /// Present where the condition holds (union parts present, coordinates inside their axes).
+    When(Expr),
+}
+
 impl Lowerer {
+    /// Runs `f`, which builds positions, with guards of its own: its result and what they say.
+    pub(super) fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Res<T>) -> Res<(T, Guard)> {
+        let saved = std::mem::take(&mut self.guards);
+        let r = f(self);
+        let guards = std::mem::replace(&mut self.guards, saved);
+        let guard = if guards.contains(&Expr::Bool(false)) {
+            Guard::Never
+        } else {
+            match guards
+                .into_iter()
+                .reduce(|a, b| Expr::binary(BinOp::And, a, b))
+            {
+                None => Guard::Always,
+                Some(g) => Guard::When(g),
+            }
+        };
+        Ok((r?, guard))
+    }
+
     /// A stage-I expression in position space (reads of assembled outputs through the
     /// assembly, other reads through [`Lowerer::access`]).
     pub(super) fn expr(&mut self, e: &Expr) -> Res<Expr> {
@@ -39,31 +68,20 @@ impl Lowerer {
                 if self.is_assembled(*buffer) {
                     return self.asm_load(*buffer, indices);
                 }
-                let saved = std::mem::take(&mut self.guards);
-                let idx = self.access(*buffer, indices);
-                let guards = std::mem::replace(&mut self.guards, saved);
+                let (idx, guard) = self.guarded(|l| l.access(*buffer, indices))?;
                 let load = Expr::Load {
                     buffer: *buffer,
-                    indices: idx?,
+                    indices: idx,
                 };
-                let absent = guards.contains(&Expr::Bool(false));
-                match guards
-                    .into_iter()
-                    .reduce(|a, b| Expr::binary(BinOp::And, a, b))
-                {
-                    None => load,
-                    Some(g) => {
-                        let dt = self.f.buffers[*buffer].dtype;
-                        let default = self.f.buffers[*buffer]
-                            .default_value
-                            .clone()
-                            .unwrap_or_else(|| zero(dt));
-                        if absent {
-                            // Through a part known absent: the default value.
-                            default
-                        } else {
-                            Expr::Select(Box::new(g), Box::new(load), Box::new(default))
-                        }
+                let default = || {
+                    let b = &self.f.buffers[*buffer];
+                    b.default_value.clone().unwrap_or_else(|| zero(b.dtype))
+                };
+                match guard {
+                    Guard::Always => load,
+                    Guard::Never => default(),
+                    Guard::When(g) => {
+                        Expr::Select(Box::new(g), Box::new(load), Box::new(default()))
                     }
                 }
             }
