@@ -964,22 +964,13 @@ impl<'a> Lower<'a> {
                 ),
             ));
         }
-        let mut out = Vec::with_capacity(idx.len());
-        for i in idx {
-            let x = self.expr(i)?;
-            // Located at the index (the verifier can point only at the statement).
-            let dt = x.dtype(&self.f);
-            if !dt.is_integer() {
-                return Err(err(
-                    i.span,
-                    format!(
-                        "index of buffer `{}` must be an integer, got {dt}",
-                        self.f.buffers[buffer].name
-                    ),
-                ));
-            }
-            out.push(x);
-        }
-        Ok(out)
+        let name = self.f.buffers[buffer].name.clone();
+        idx.iter()
+            .map(|i| {
+                self.integer(i, |dt| {
+                    format!("index of buffer `{name}` must be an integer, got {dt}")
+                })
+            })
+            .collect()
     }
 }

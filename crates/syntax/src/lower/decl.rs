@@ -131,9 +131,20 @@ impl<'a> Lower<'a> {
     }
 
     pub(super) fn int_expr(&mut self, e: &ast::Expr) -> LResult<Expr> {
+        self.integer(e, |_| "expected an integer expression".to_string())
+    }
+
+    /// `e` lowered, which must be an integer: otherwise the error `why(its dtype)`, located at
+    /// `e` (the verifier, which knows only statements' spans, would point at the statement).
+    pub(super) fn integer(
+        &mut self,
+        e: &ast::Expr,
+        why: impl FnOnce(DType) -> String,
+    ) -> LResult<Expr> {
         let x = self.expr(e)?;
-        if !x.dtype(&self.f).is_integer() {
-            return Err(err(e.span, "expected an integer expression"));
+        let dt = x.dtype(&self.f);
+        if !dt.is_integer() {
+            return Err(err(e.span, why(dt)));
         }
         Ok(x)
     }

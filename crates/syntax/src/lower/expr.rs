@@ -54,22 +54,17 @@ impl<'a> Lower<'a> {
                     AstBinOp::Shl => BinOp::Shl,
                     AstBinOp::Shr => BinOp::Shr,
                 };
-                let (x, y) = (self.expr(a)?, self.expr(b)?);
-                // Located at the operand, as the verifier (statements' spans only) cannot.
-                if op.is_bitwise() {
-                    for (v, at) in [(&x, a), (&y, b)] {
-                        let dt = v.dtype(&self.f);
-                        if !dt.is_integer() {
-                            return Err(err(
-                                at.span,
-                                format!(
-                                    "operator `{}` takes integers, got {dt}",
-                                    op.symbol().unwrap_or("?")
-                                ),
-                            ));
-                        }
-                    }
-                }
+                let (x, y) = if op.is_bitwise() {
+                    let why = |dt: DType| {
+                        format!(
+                            "operator `{}` takes integers, got {dt}",
+                            op.symbol().unwrap_or("?")
+                        )
+                    };
+                    (self.integer(a, why)?, self.integer(b, why)?)
+                } else {
+                    (self.expr(a)?, self.expr(b)?)
+                };
                 Expr::binary(op, x, y)
             }
             ExprKind::Neg(a) => Expr::Unary(UnOp::Neg, Box::new(self.expr(a)?)),
@@ -219,26 +214,24 @@ impl<'a> Lower<'a> {
                 .collect();
             params.push("dtype");
             let a = bind(name, e.span, args, kwargs, &params, op.arity())?;
+            // Bit counts take an integer's bits and give an integer.
+            let bit_count = matches!(op, Intrinsic::Popcount | Intrinsic::Ctz);
             let mut xs = Vec::new();
             for x in a.iter().take(op.arity()) {
-                xs.push(self.expr(x.unwrap_or(e))?);
+                let x = x.unwrap_or(e);
+                xs.push(if bit_count {
+                    self.integer(x, |d| format!("`{name}` takes an integer, got {d}"))?
+                } else {
+                    self.expr(x)?
+                });
             }
             let dtype = match a[op.arity()] {
                 Some(d) => parse_dtype(d, false)?,
                 None => xs.first().map(|x| x.dtype(&self.f)).unwrap_or(DType::F32),
             };
-            if matches!(op, Intrinsic::Popcount | Intrinsic::Ctz) {
-                // Bit counts take an integer's bits and give an integer (the verifier checks
-                // the same, at the statement).
-                let d = xs[0].dtype(&self.f);
-                if !d.is_integer() {
-                    let at = a[0].map_or(e.span, |x| x.span);
-                    return Err(err(at, format!("`{name}` takes an integer, got {d}")));
-                }
-                if !dtype.is_integer() {
-                    let at = a[op.arity()].map_or(e.span, |x| x.span);
-                    return Err(err(at, format!("`{name}` gives an integer, not {dtype}")));
-                }
+            if bit_count && !dtype.is_integer() {
+                let at = a[op.arity()].map_or(e.span, |x| x.span);
+                return Err(err(at, format!("`{name}` gives an integer, not {dtype}")));
             }
             return Ok(Expr::Call {
                 op,
