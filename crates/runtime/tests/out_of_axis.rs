@@ -16,15 +16,15 @@ fn parse(src: &str) -> PrimFunc {
     sparsetir_syntax::parse_func(src).unwrap_or_else(|e| panic!("parses: {e:?}\n{src}"))
 }
 
-/// Runs `f` on `args` with every backend, the CUDA emulator included, and checks output `out`
+/// Runs the script `src` on `args` with every backend, the CUDA emulator included, and checks output `out`
 /// against `want` each time.
-fn check_everywhere(what: &str, f: &PrimFunc, args: &Args, out: &str, want: &[f64]) {
+fn check_everywhere(what: &str, src: &str, args: &Args, out: &str, want: &[f64]) {
     let on = Backends {
         cache: "out-of-axis-cache",
         schedule: None,
         emulator: true,
     };
-    backends::check_everywhere(what, f, &on, args, out, want);
+    backends::check_everywhere(what, &parse(src), &on, args, out, want);
 }
 
 /// Values with both signs, some of them (cast to int) inside `0..n`, some outside.
@@ -67,7 +67,7 @@ fn reads_past_either_end_give_the_default() {
     let want: Vec<f64> = (0..n as i64).map(|i| at(i - 1) + 2.0 * at(i + 1)).collect();
     check_everywhere(
         "x[i - 1] + 2 x[i + 1]",
-        &parse(NEIGHBOURS),
+        NEIGHBOURS,
         &vector_args(n),
         "y",
         &want,
@@ -100,7 +100,7 @@ fn writes_past_the_end_are_skipped() {
         .collect();
     check_everywhere(
         "y[i + 3] = x[i]",
-        &parse(SHIFTED_STORE),
+        SHIFTED_STORE,
         &vector_args(n),
         "y",
         &want,
@@ -136,13 +136,7 @@ fn coordinates_computed_from_data_are_guarded() {
         })
         .collect();
     assert!(want.contains(&-0.5) && want.iter().any(|w| *w != -0.5));
-    check_everywhere(
-        "x[int(x[i])]",
-        &parse(DATA_INDEX),
-        &vector_args(n),
-        "y",
-        &want,
-    );
+    check_everywhere("x[int(x[i])]", DATA_INDEX, &vector_args(n), "y", &want);
 }
 
 const RAGGED: &str = r#"
@@ -188,7 +182,7 @@ fn ragged_rows_end_where_their_fiber_ends() {
             });
         }
     }
-    check_everywhere("ragged rows padded", &parse(RAGGED), &a, "y", &want);
+    check_everywhere("ragged rows padded", RAGGED, &a, "y", &want);
 }
 
 const DENSE_BUFFER: &str = r#"
@@ -211,7 +205,7 @@ fn dense_buffers_read_the_default_outside_their_shape() {
     let want: Vec<f64> = (0..n as i64).map(|i| at(i + 2) - at(i - 1)).collect();
     check_everywhere(
         "x[i + 2] - x[i - 1]",
-        &parse(DENSE_BUFFER),
+        DENSE_BUFFER,
         &vector_args(n),
         "y",
         &want,
@@ -248,5 +242,5 @@ fn a_gather_past_the_index_array_reads_its_default() {
             }
         })
         .collect();
-    check_everywhere("x[e[i + 1]]", &parse(GATHER_PAST_THE_END), &a, "y", &want);
+    check_everywhere("x[e[i + 1]]", GATHER_PAST_THE_END, &a, "y", &want);
 }

@@ -1365,7 +1365,8 @@ impl<'f> Writer<'f> {
                 DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U32 | DType::U64
             )
         {
-            return Ok(format!("__ldg({name} + {})", sum_operand(off)));
+            // `off` comes from `offset`, parenthesized where a `+` needs it.
+            return Ok(format!("__ldg({name} + {off})"));
         }
         Ok(format!("{name}[{off}]"))
     }
