@@ -29,7 +29,6 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use sparsetir_eval::ArgValue;
 use sparsetir_ir::{IRModule, PickError, PrimFunc, Stage};
 use sparsetir_runtime::assembly::AssembledKernel;
-use sparsetir_runtime::bind::written_buffers;
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 use sparsetir_runtime::{read_output, Binder, CompileOptions, Output};
@@ -184,7 +183,7 @@ impl NativeKernel {
 
     /// Buffers taken as parameters: `(name, dtype, is_sparse, is_written)` in declaration order.
     fn buffers(&self) -> Vec<(String, String, bool, bool)> {
-        let written = written_buffers(&self.func.body);
+        let written = self.func.body.written_buffers();
         self.func
             .buffer_decls
             .iter()
@@ -291,7 +290,7 @@ impl NativeKernel {
         }
         self.execute_released(py, &mut args)?;
         let out = PyDict::new(py);
-        let written = written_buffers(&f.body);
+        let written = f.body.written_buffers();
         for &b in &f.buffer_decls {
             let buf = &f.buffers[b];
             if buf.data_param().is_none() || !written.contains(&b) {
