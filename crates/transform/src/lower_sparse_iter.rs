@@ -1240,10 +1240,32 @@ impl Lowerer {
                 // The prefix's own guards (coordinates outside their dense axes) guard the
                 // search: outside, the coordinate is absent.
                 let (prefix, prefix_guard) = self.guarded(|l| l.positions(axes, &exprs[..d]))?;
+                let checked = self.opts.check_invalid_binary_search;
+                // A prefix position that is itself a search's result: where that search missed
+                // (`-1`), so does this one. Reads through search results inside a coordinate
+                // take the default value where those missed.
+                let mut found = Vec::new();
+                let prefix: Vec<Expr> = prefix
+                    .into_iter()
+                    .map(|p| {
+                        if !checked {
+                            return p;
+                        }
+                        if matches!(&p, Expr::Load { buffer, .. } if self.mids.contains(buffer)) {
+                            if !found.contains(&p) {
+                                found.push(p.clone());
+                            }
+                            p
+                        } else {
+                            self.guard_expr(&p)
+                        }
+                    })
+                    .collect();
                 let x = axes[d];
                 let anc_axes = self.ancestors(x);
                 let anc = self.anc_positions(axes, &prefix, &anc_axes)?;
                 let c = self.expr(&exprs[d])?;
+                let c = self.guard_expr(&c);
                 let len = self.fiber_len(x, &anc)?;
                 let ind = self.indices_buf(x)?;
                 let dtype = self.axis(x)?.idtype;
@@ -1254,7 +1276,6 @@ impl Lowerer {
                     idx.push(m);
                     Expr::load(ind, idx)
                 };
-                let checked = self.opts.check_invalid_binary_search;
                 let s = search::lower_bound(
                     &mut self.f,
                     &self.simp,
@@ -1266,16 +1287,24 @@ impl Lowerer {
                     checked,
                 );
                 let miss = || search::store(*mid, target.clone(), Expr::Int(-1, dtype));
-                let s = match prefix_guard {
+                let mut s = match prefix_guard {
                     Guard::Always => s,
                     Guard::Never => miss(),
                     Guard::When(g) => Stmt::If(Box::new(IfThenElse {
-                        cond: g,
+                        cond: self.guard_expr(&g),
                         then_case: s,
                         else_case: Some(miss()),
                         span: Span::default(),
                     })),
                 };
+                for m in found.iter().rev() {
+                    s = Stmt::If(Box::new(IfThenElse {
+                        cond: valid(&self.f, m),
+                        then_case: s,
+                        else_case: Some(miss()),
+                        span: Span::default(),
+                    }));
+                }
                 Ok((s, vec![st.low, st.high]))
             }
         }
@@ -1409,7 +1438,10 @@ fn replace_through(f: &PrimFunc, e: &Expr, m: &Expr, mids: &HashSet<BufferId>) -
     let rec = |x: &Expr| replace_through(f, x, m, mids);
     match e {
         Expr::Load { buffer, indices } => {
-            if !mids.contains(buffer) && indices.iter().any(|i| contains(i, m)) {
+            // A load at the missed position reads the default value; a load whose coordinate
+            // merely *reads* such a load (`W[E[i, j], ...]` with `E` missed) reads at that
+            // default coordinate instead.
+            if !mids.contains(buffer) && indices.iter().any(|i| i == m) {
                 let buf = &f.buffers[*buffer];
                 return buf.default_value.clone().unwrap_or_else(|| zero(buf.dtype));
             }
@@ -1434,12 +1466,6 @@ fn replace_through(f: &PrimFunc, e: &Expr, m: &Expr, mids: &HashSet<BufferId>) -
         },
         _ => e.clone(),
     }
-}
-
-fn contains(e: &Expr, m: &Expr) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| found |= x == m);
-    found
 }
 
 fn zero(d: DType) -> Expr {
