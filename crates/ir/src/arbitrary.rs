@@ -651,7 +651,16 @@ impl Gen {
                 };
                 let op = self.rng.pick(ops);
                 let a = self.expr(sc, d, sub);
-                let b = self.expr(sc, d, sub);
+                let mut b = self.expr(sc, d, sub);
+                // A divisor that is a constant 0 does not verify (stage I).
+                let divides = matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod);
+                if divides && d.is_integer() {
+                    if let Some(v) = crate::scalar::constant(&b) {
+                        if v.as_i128() == 0 {
+                            b = crate::scalar::int_literal(3, d);
+                        }
+                    }
+                }
                 Expr::binary(op, a, b)
             }
             1 => Expr::Unary(UnOp::Neg, Box::new(self.expr(sc, d, sub))),

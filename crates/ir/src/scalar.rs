@@ -356,6 +356,25 @@ pub fn unary(op: UnOp, a: Value) -> Value {
     }
 }
 
+/// The value of `e` when it is built of literals alone (arithmetic, casts, selects); `None`
+/// when it reads anything or has no value (a division by zero).
+pub fn constant(e: &Expr) -> Option<Value> {
+    match e {
+        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) => Value::of_literal(e),
+        Expr::Binary(op, a, b) => binary(*op, constant(a)?, constant(b)?).ok(),
+        Expr::Unary(op, a) => Some(unary(*op, constant(a)?)),
+        Expr::Cast(d, a) => constant(a)?.cast(*d).ok(),
+        Expr::Select(c, a, b) => {
+            if constant(c)?.truthy() {
+                constant(a)
+            } else {
+                constant(b)
+            }
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -503,7 +503,29 @@ impl<'a> Verifier<'a> {
                         binary_result_dtype(da, db)
                     })
                 } else {
-                    Some(binary_result_dtype(da?, db?))
+                    let dt = binary_result_dtype(da?, db?);
+                    let divides = matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod);
+                    // Stage I only: lowering may simplify a divisor the user wrote to 0
+                    // (`j // 4` over a 4-wide axis), which is then a division by zero where it
+                    // runs, as in the evaluator.
+                    if divides && dt.is_integer() && self.stage == Stage::I {
+                        if let Some(v) = crate::scalar::constant(b) {
+                            if !v.is_float() && v.as_i128() == 0 {
+                                self.err(
+                                    span,
+                                    format!(
+                                        "integer {} by zero (the divisor is a constant 0)",
+                                        if *op == BinOp::FloorMod {
+                                            "modulo"
+                                        } else {
+                                            "division"
+                                        }
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                    Some(dt)
                 }
             }
             Expr::Unary(op, a) => {

@@ -622,3 +622,22 @@ fn bit_counts_are_of_integers() {
     };
     rejects(&f, &["T.ctz gives an integer, not float32"]);
 }
+
+/// An integer divisor that is a constant 0 (`i % (2 % 2)`) is refused before anything runs it:
+/// the evaluator would stop where it reaches it, and native code would trap.
+#[test]
+fn a_constant_zero_divisor_is_refused() {
+    for op in [BinOp::Div, BinOp::FloorDiv, BinOp::FloorMod] {
+        let mut f = base();
+        let store = main_store_mut(&mut f);
+        let i = store.indices[0].clone();
+        let zero = Expr::binary(BinOp::FloorMod, Expr::int(2), Expr::int(2));
+        store.indices[0] = Expr::binary(op, i.clone(), zero);
+        rejects(&f, &["by zero", "constant 0"]);
+        // A nonzero constant divisor is fine.
+        let store = main_store_mut(&mut f);
+        let one = Expr::binary(BinOp::Add, Expr::int(2), Expr::int(-1));
+        store.indices[0] = Expr::binary(op, i, one);
+        accepts(&f);
+    }
+}

@@ -120,6 +120,7 @@ const ERR_RACE: i32 = 2;
 const ERR_DEADLOCK: i32 = 3;
 const ERR_UNSUPPORTED: i32 = 4;
 const ERR_BLOCK_RACE: i32 = 6;
+const ERR_DIV_BY_ZERO: i32 = 7;
 
 /// `sptir_emu::LaunchArg`.
 #[repr(C)]
@@ -982,6 +983,11 @@ fn launch_error(kernel: &str, e: &ErrorOut) -> RunError {
             kernel,
             block: e.block,
             message,
+        },
+        ERR_DIV_BY_ZERO => RunError::EmuDivisionByZero {
+            kernel,
+            block: e.block,
+            thread: e.thread_a,
         },
         ERR_UNSUPPORTED => RunError::EmuUnsupported {
             kernel,

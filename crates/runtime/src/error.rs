@@ -161,6 +161,18 @@ pub enum RunError {
         block: [u32; 3],
         message: String,
     },
+    /// CUDA emulation: an integer division or modulo by zero (a GPU gives 0 there).
+    #[error(
+        "kernel `{kernel}`: integer division or modulo by zero (thread {} of block {}); the \
+         `eval` backend locates it",
+        dim3(.thread),
+        dim3(.block)
+    )]
+    EmuDivisionByZero {
+        kernel: String,
+        block: [u32; 3],
+        thread: [u32; 3],
+    },
     /// CUDA emulation: the kernel used something the emulator does not support.
     #[error(
         "kernel `{kernel}`: not supported by the CUDA emulator: {message} (thread {} of block {})",
@@ -213,6 +225,7 @@ fn status_meaning(status: i32) -> &'static str {
     match status {
         -1 => "wrong number of arguments",
         -2 => "allocation failure",
+        -3 => "integer division or modulo by zero; the `eval` backend locates it",
         _ => "unknown status",
     }
 }

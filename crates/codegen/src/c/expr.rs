@@ -200,6 +200,22 @@ impl<'f> Writer<'f> {
         let work = work_dtype(dt);
         let (x, y) = (cast(x, xd, work), cast(y, yd, work));
         let sfx = helper_suffix(dt);
+        let divides = matches!(op, BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod);
+        if divides && dt.is_integer() && !safe_divisor(b, dt) {
+            // Neither a trap nor undefined behaviour: see the `_chk` helpers of the preludes.
+            let name = match op {
+                BinOp::Div => "div",
+                BinOp::FloorDiv => "floordiv",
+                _ => "floormod",
+            };
+            let status = if self.target == Target::Cuda {
+                ""
+            } else {
+                ", &sptir_status"
+            };
+            let text = format!("sptir_{name}_chk_{sfx}({x}, {y}{status})");
+            return Ok((cast(text, work, dt), dt));
+        }
         let text = match op {
             BinOp::Add => format!("({x} + {y})"),
             BinOp::Sub => format!("({x} - {y})"),
@@ -631,4 +647,16 @@ pub(super) fn limit_literal(dt: DType, max: bool) -> String {
         _ => "0",
     };
     s.to_string()
+}
+
+/// Whether integer division by `b` can neither divide by zero nor overflow (`MIN / -1`): a
+/// constant other than 0 (and, signed, other than -1).
+fn safe_divisor(b: &Expr, dt: DType) -> bool {
+    match sparsetir_ir::scalar::constant(b) {
+        Some(v) if !v.is_float() => {
+            let v = v.as_i128();
+            v != 0 && (dt.is_uint() || v != -1)
+        }
+        _ => false,
+    }
 }

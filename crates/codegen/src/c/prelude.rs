@@ -41,15 +41,45 @@ typedef union { void* ptr; int64_t i; double f; } sparsetir_arg;
         T r = (T)(a % b); \
         return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r; \
     } \
-    static inline T sptir_abs_##S(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; }
+    static inline T sptir_abs_##S(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; } \
+    static inline T sptir_div_chk_##S(T a, T b, int32_t* st) { \
+        if (b == 0) { sptir_div_by_zero(st); return 0; } \
+        return b == (T)-1 ? (T)((U)0 - (U)a) : (T)(a / b); \
+    } \
+    static inline T sptir_floordiv_chk_##S(T a, T b, int32_t* st) { \
+        if (b == 0) { sptir_div_by_zero(st); return 0; } \
+        return b == (T)-1 ? (T)((U)0 - (U)a) : sptir_floordiv_##S(a, b); \
+    } \
+    static inline T sptir_floormod_chk_##S(T a, T b, int32_t* st) { \
+        if (b == 0) { sptir_div_by_zero(st); return 0; } \
+        return b == (T)-1 ? (T)0 : sptir_floormod_##S(a, b); \
+    }
+#define SPTIR_UNSIGNED(S, T) \
+    SPTIR_MINMAX(S, T) \
+    static inline T sptir_div_chk_##S(T a, T b, int32_t* st) { \
+        if (b == 0) { sptir_div_by_zero(st); return 0; } \
+        return (T)(a / b); \
+    } \
+    static inline T sptir_floordiv_chk_##S(T a, T b, int32_t* st) { return sptir_div_chk_##S(a, b, st); } \
+    static inline T sptir_floormod_chk_##S(T a, T b, int32_t* st) { \
+        if (b == 0) { sptir_div_by_zero(st); return 0; } \
+        return (T)(a % b); \
+    }
+/* Integer division or modulo by a divisor not known to be safe goes through the _chk helpers:
+   by zero, the kernel's status becomes -3 (and the quotient 0) instead of a trap; by -1, the
+   quotient wraps instead of trapping on the lowest value. */
+static inline void sptir_div_by_zero(int32_t* st) {
+    #pragma omp atomic write
+    *st = -3;
+}
 SPTIR_SIGNED(i8, int8_t, uint8_t)
 SPTIR_SIGNED(i16, int16_t, uint16_t)
 SPTIR_SIGNED(i32, int32_t, uint32_t)
 SPTIR_SIGNED(i64, int64_t, uint64_t)
-SPTIR_MINMAX(u8, uint8_t)
-SPTIR_MINMAX(u16, uint16_t)
-SPTIR_MINMAX(u32, uint32_t)
-SPTIR_MINMAX(u64, uint64_t)
+SPTIR_UNSIGNED(u8, uint8_t)
+SPTIR_UNSIGNED(u16, uint16_t)
+SPTIR_UNSIGNED(u32, uint32_t)
+SPTIR_UNSIGNED(u64, uint64_t)
 static inline float sptir_floordiv_f32(float a, float b) { return floorf(a / b); }
 static inline double sptir_floordiv_f64(double a, double b) { return floor(a / b); }
 static inline float sptir_floormod_f32(float a, float b) {

@@ -63,6 +63,7 @@ enum : int32_t {
   ERR_UNSUPPORTED = 4,
   ERR_INTERNAL = 5,
   ERR_BLOCK_RACE = 6,
+  ERR_DIV_BY_ZERO = 7,
 };
 
 struct ErrorOut {
@@ -388,6 +389,7 @@ enum class Acc { Read, Write, Atomic };
 
 [[noreturn]] SPTIR_API void fail_oob(const char* name, int64_t idx, int64_t len);
 [[noreturn]] SPTIR_API void fail_unsupported(const char* what);
+[[noreturn]] SPTIR_API void fail_div_by_zero();
 SPTIR_API void gaccess(const void* base, int64_t len, int64_t idx, unsigned size,
                        const char* name);
 SPTIR_API void grace(const void* base, int64_t len, int64_t idx, unsigned size, const char* name,
@@ -598,6 +600,13 @@ inline void set_str(char* dst, size_t cap, const char* s) {
   e.length = len;
   copy_dim(e.thread_a, f->tid);
   set_str(e.buffer, sizeof e.buffer, name);
+  fail(e);
+}
+
+[[noreturn]] __attribute__((noinline)) void fail_div_by_zero() {
+  Fiber* f = cur();
+  ErrorOut e = new_error(ERR_DIV_BY_ZERO, f->blk);
+  copy_dim(e.thread_a, f->tid);
   fail(e);
 }
 

@@ -62,15 +62,45 @@ static __device__ __forceinline__ void sptir_st2(float* __restrict__ p, float a,
         T r = (T)(a % b); \
         return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r; \
     } \
-    static __device__ __forceinline__ T sptir_abs_##S(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; }
+    static __device__ __forceinline__ T sptir_abs_##S(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; } \
+    static __device__ __forceinline__ T sptir_div_chk_##S(T a, T b) { \
+        if (b == 0) { SPTIR_DIV_BY_ZERO(); return 0; } \
+        return b == (T)-1 ? (T)((U)0 - (U)a) : (T)(a / b); \
+    } \
+    static __device__ __forceinline__ T sptir_floordiv_chk_##S(T a, T b) { \
+        if (b == 0) { SPTIR_DIV_BY_ZERO(); return 0; } \
+        return b == (T)-1 ? (T)((U)0 - (U)a) : sptir_floordiv_##S(a, b); \
+    } \
+    static __device__ __forceinline__ T sptir_floormod_chk_##S(T a, T b) { \
+        if (b == 0) { SPTIR_DIV_BY_ZERO(); return 0; } \
+        return b == (T)-1 ? (T)0 : sptir_floormod_##S(a, b); \
+    }
+#define SPTIR_UNSIGNED(S, T) \
+    SPTIR_MINMAX(S, T) \
+    static __device__ __forceinline__ T sptir_div_chk_##S(T a, T b) { \
+        if (b == 0) { SPTIR_DIV_BY_ZERO(); return 0; } \
+        return (T)(a / b); \
+    } \
+    static __device__ __forceinline__ T sptir_floordiv_chk_##S(T a, T b) { return sptir_div_chk_##S(a, b); } \
+    static __device__ __forceinline__ T sptir_floormod_chk_##S(T a, T b) { \
+        if (b == 0) { SPTIR_DIV_BY_ZERO(); return 0; } \
+        return (T)(a % b); \
+    }
+/* Integer division or modulo by a divisor not known to be safe: by zero, the emulator stops
+   with an error; a GPU gives 0 (it does not trap). By -1, the quotient wraps. */
+#ifdef SPTIR_EMU
+#define SPTIR_DIV_BY_ZERO() ::sptir_emu::fail_div_by_zero()
+#else
+#define SPTIR_DIV_BY_ZERO() ((void)0)
+#endif
 SPTIR_SIGNED(i8, int8_t, uint8_t)
 SPTIR_SIGNED(i16, int16_t, uint16_t)
 SPTIR_SIGNED(i32, int32_t, uint32_t)
 SPTIR_SIGNED(i64, int64_t, uint64_t)
-SPTIR_MINMAX(u8, uint8_t)
-SPTIR_MINMAX(u16, uint16_t)
-SPTIR_MINMAX(u32, uint32_t)
-SPTIR_MINMAX(u64, uint64_t)
+SPTIR_UNSIGNED(u8, uint8_t)
+SPTIR_UNSIGNED(u16, uint16_t)
+SPTIR_UNSIGNED(u32, uint32_t)
+SPTIR_UNSIGNED(u64, uint64_t)
 static __device__ __forceinline__ float sptir_floordiv_f32(float a, float b) { return floorf(a / b); }
 static __device__ __forceinline__ double sptir_floordiv_f64(double a, double b) { return floor(a / b); }
 static __device__ __forceinline__ float sptir_floormod_f32(float a, float b) {
