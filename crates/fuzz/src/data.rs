@@ -174,7 +174,7 @@ impl RunInput {
         Ok(RunInput { kernel, args })
     }
 
-    fn map(&self) -> HashMap<String, ArgValue> {
+    pub(crate) fn map(&self) -> HashMap<String, ArgValue> {
         self.args.iter().cloned().collect()
     }
 }
@@ -355,7 +355,7 @@ pub fn execute(input: &RunInput) -> Result<(), String> {
 /// finding but would trip the watchdog.
 pub const MAX_RUN_SIZE: i64 = 1 << 16;
 
-fn runnable(args: &HashMap<String, ArgValue>) -> bool {
+pub(crate) fn runnable(args: &HashMap<String, ArgValue>) -> bool {
     args.values()
         .all(|v| !matches!(v, ArgValue::Int(x) if *x > MAX_RUN_SIZE))
 }

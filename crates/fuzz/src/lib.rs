@@ -5,6 +5,9 @@
 //!   evaluator and the stage II/III interpreter, which must not index out of its buffers where
 //!   validation accepts the data and the evaluator runs it (the access a native backend would
 //!   make out of bounds);
+//! - `diff` and `diff-native`: catalog kernels with mutated expressions on valid data, whose
+//!   results on the stage II/III interpreters (and, for `diff-native`, the C backend and the
+//!   CUDA emulator) must equal the reference evaluator's ([`diff`]);
 //! - `files`: the `.mtx`/`.tns`/`.npy` readers on mutated bytes, and binding what they read;
 //! - `c`: mutated data launched on compiled kernels (validation before launch), meant to run
 //!   with AddressSanitizer preloaded (`--asan` in the binary).
@@ -14,6 +17,7 @@
 //! findings too, saved by [`Fuzzer`].
 
 pub mod data;
+pub mod diff;
 pub mod files;
 pub mod guard;
 pub mod mutate;
@@ -36,15 +40,22 @@ pub enum Target {
     /// race and barrier checks turn any out-of-bounds access, race or deadlock of generated
     /// code on validated data into a finding.
     CudaEmu,
+    /// Mutated catalog kernels on valid data: the stage II/III interpreters against the
+    /// evaluator.
+    Diff,
+    /// [`Target::Diff`] plus the C backend and the CUDA emulator (a compile per input).
+    DiffNative,
 }
 
 impl Target {
-    pub const ALL: [Target; 5] = [
+    pub const ALL: [Target; 7] = [
         Target::Script,
         Target::Run,
         Target::Files,
         Target::C,
         Target::CudaEmu,
+        Target::Diff,
+        Target::DiffNative,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +65,8 @@ impl Target {
             Target::Files => "files",
             Target::C => "c",
             Target::CudaEmu => "cuda-emu",
+            Target::Diff => "diff",
+            Target::DiffNative => "diff-native",
         }
     }
 
@@ -67,6 +80,7 @@ impl Target {
             Target::Script => "sp",
             Target::Run | Target::C | Target::CudaEmu => "run",
             Target::Files => "bin",
+            Target::Diff | Target::DiffNative => "diff",
         }
     }
 }
@@ -165,6 +179,15 @@ pub fn execute(target: Target, bytes: &[u8], opts: &Options) -> Result<(), (Stri
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match target {
         Target::Script => script::execute(bytes),
         Target::Files => files::execute(bytes),
+        Target::Diff | Target::DiffNative => {
+            match diff::DiffInput::from_text(&String::from_utf8_lossy(bytes)) {
+                Ok(input) => {
+                    let native = (target == Target::DiffNative).then_some(opts.cache_dir.as_path());
+                    diff::execute(&input, native)
+                }
+                Err(_) => Ok(()),
+            }
+        }
         Target::Run | Target::C | Target::CudaEmu => {
             let text = String::from_utf8_lossy(bytes);
             match data::RunInput::from_text(&text) {
@@ -256,6 +279,9 @@ impl Fuzzer {
                 }
                 input.to_text().into_bytes()
             }
+            Target::Diff | Target::DiffNative => diff::DiffInput::generate(&mut self.m)
+                .map(|d| d.to_text().into_bytes())
+                .unwrap_or_default(),
         }
     }
 

@@ -1,5 +1,5 @@
 //! The bounded fuzzing run of CI: a fixed number of executions of every in-process target
-//! (script, run, files, cuda-emu) with a fixed seed, the regression corpus replayed, and the `c` target
+//! (script, run, files, cuda-emu, diff, diff-native) with a fixed seed, the regression corpus replayed, and the `c` target
 //! in a child process with AddressSanitizer preloaded (after a control run showing ASan sees
 //! reads past our arrays). The long runs are recorded in `bench/RESULTS.md`.
 
@@ -42,6 +42,10 @@ fn bounded_run_and_regressions_are_clean() {
         (Target::Files, 300_000),
         // Each execution launches emulated CUDA: fewer, still thousands past validation.
         (Target::CudaEmu, 4_000),
+        // Mutated kernels through the evaluator and both interpreters.
+        (Target::Diff, 10_000),
+        // Each execution compiles a C kernel and an emulated CUDA module.
+        (Target::DiffNative, 24),
     ] {
         let start = Instant::now();
         let stats = Fuzzer::new(options(target, iters, &out)).run();

@@ -1,0 +1,418 @@
+//! Targets `diff` and `diff-native`: differential execution. A catalog kernel's stage-I function,
+//! with a few of its expressions mutated (an index shifted, scaled, reduced modulo, clamped,
+//! replaced by another iterator or read through a float; a value scaled, offset, negated,
+//! squared, clamped, selected or truncated), runs on generated *valid* data through the
+//! reference evaluator and through the stage II and stage III interpreters of its checked
+//! lowering (`diff`), and also through the C backend and the emulated CUDA of the automatic GPU
+//! schedule (`diff-native`). Each must give the evaluator's results (SPEC §2.3: a coordinate
+//! outside its axis reads the default value; a store there is skipped).
+//!
+//! Stores keep their indices and loads of the buffers the function writes keep theirs, so a
+//! parallel schedule stays race-free; everything else may change. Inputs are saved as the data
+//! in [`RunInput`]'s text form, a line `script`, then the mutated script.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use sparsetir_eval::{eval_func, run_func, ArgValue};
+use sparsetir_formats::Tensor;
+use sparsetir_ir::printer::print_module;
+use sparsetir_ir::{verify_func, BinOp, DType, Expr, IRModule, PrimFunc, Stage, Stmt, UnOp};
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+use sparsetir_runtime::{validate_args, KernelCache, RunError};
+use sparsetir_transform::{lower, PipelineError, PipelineOptions};
+
+use crate::data::{RunInput, RUN_KERNELS};
+use crate::mutate::Mutator;
+
+/// One differential input: the data and the (mutated) script it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiffInput {
+    pub data: RunInput,
+    pub script: String,
+}
+
+const SCRIPT_LINE: &str = "script\n";
+
+impl DiffInput {
+    /// A catalog kernel with one to three mutated expressions (that still verify), and valid
+    /// data for it.
+    pub fn generate(m: &mut Mutator) -> Option<DiffInput> {
+        let data = RunInput::generate(m, RUN_KERNELS)?;
+        let base = sparsetir_ops::load(&data.kernel).ok()?;
+        for _ in 0..8 {
+            let mut f = base.clone();
+            let mut changed = false;
+            for _ in 0..1 + m.below(3) {
+                changed |= mutate_func(m, &mut f);
+            }
+            if changed && verify_func(&f).is_ok() {
+                let script = print_module(&IRModule { funcs: vec![f] });
+                return Some(DiffInput { data, script });
+            }
+        }
+        None
+    }
+
+    /// The saved form (see the module documentation).
+    pub fn to_text(&self) -> String {
+        format!("{}{SCRIPT_LINE}{}", self.data.to_text(), self.script)
+    }
+
+    /// Parses [`DiffInput::to_text`]'s form.
+    pub fn from_text(text: &str) -> Result<DiffInput, String> {
+        let at = text
+            .find(&format!("\n{SCRIPT_LINE}"))
+            .ok_or("missing `script` line")?;
+        Ok(DiffInput {
+            data: RunInput::from_text(&text[..at + 1])?,
+            script: text[at + 1 + SCRIPT_LINE.len()..].to_string(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mutation
+
+/// The expressions of `s` a mutation may change: stored values, branch conditions and `let`
+/// values (never a store's indices).
+fn mutable_exprs<'a>(s: &'a mut Stmt, out: &mut Vec<&'a mut Expr>) {
+    match s {
+        Stmt::Seq(v) => v.iter_mut().for_each(|c| mutable_exprs(c, out)),
+        Stmt::SparseIteration(it) => {
+            let it = &mut **it;
+            if let Some(i) = &mut it.init {
+                mutable_exprs(i, out);
+            }
+            mutable_exprs(&mut it.body, out);
+        }
+        Stmt::If(i) => {
+            let i = &mut **i;
+            out.push(&mut i.cond);
+            mutable_exprs(&mut i.then_case, out);
+            if let Some(e) = &mut i.else_case {
+                mutable_exprs(e, out);
+            }
+        }
+        Stmt::Let(l) => {
+            let l = &mut **l;
+            out.push(&mut l.value);
+            mutable_exprs(&mut l.body, out);
+        }
+        Stmt::Store(st) => out.push(&mut st.value),
+        _ => {}
+    }
+}
+
+/// Whether `e` may be replaced: a float or signed-integer expression.
+fn eligible(e: &Expr, f: &PrimFunc) -> bool {
+    let d = e.dtype(f);
+    d.is_float() || d.is_int()
+}
+
+/// Counts the eligible nodes of `e` in pre-order, not descending into the indices of loads of
+/// `written` buffers.
+fn count_sites(e: &Expr, f: &PrimFunc, written: &[sparsetir_ir::BufferId]) -> usize {
+    let own = usize::from(eligible(e, f));
+    if let Expr::Load { buffer, .. } = e {
+        if written.contains(buffer) {
+            return own;
+        }
+    }
+    let mut n = own;
+    e.for_each_child(|c| n += count_sites(c, f, written));
+    n
+}
+
+/// What a mutation may draw on besides the expression itself.
+struct Ctx<'f> {
+    f: &'f PrimFunc,
+    written: Vec<sparsetir_ir::BufferId>,
+    /// Variables of integer dtype read somewhere in the body.
+    int_vars: Vec<(sparsetir_ir::VarId, DType)>,
+}
+
+/// Replaces the `k`-th eligible node of `e` (in [`count_sites`]' order); true once done.
+fn rewrite_site(e: &mut Expr, ctx: &Ctx, k: &mut usize, m: &mut Mutator) -> bool {
+    if eligible(e, ctx.f) {
+        if *k == 0 {
+            let old = std::mem::replace(e, Expr::Bool(false));
+            *e = mutated(old, ctx, m);
+            return true;
+        }
+        *k -= 1;
+    }
+    if let Expr::Load { buffer, .. } = e {
+        if ctx.written.contains(buffer) {
+            return false;
+        }
+    }
+    let mut done = false;
+    e.for_each_child_mut(|c| {
+        if !done {
+            done = rewrite_site(c, ctx, k, m);
+        }
+    });
+    done
+}
+
+fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+    Expr::binary(op, a, b)
+}
+
+/// A changed `e` of the same dtype.
+fn mutated(e: Expr, ctx: &Ctx, m: &mut Mutator) -> Expr {
+    let d = e.dtype(ctx.f);
+    if d.is_float() {
+        let c = |v: f64| Expr::Float(v, d);
+        let k = *m.pick(&[0.5, 2.0, -1.0, 0.25, 3.0]);
+        match m.below(8) {
+            0 => bin(BinOp::Mul, e, c(k)),
+            1 => bin(BinOp::Add, e, c(k)),
+            2 => Expr::Unary(UnOp::Neg, Box::new(e)),
+            3 => bin(BinOp::Max, e, c(k)),
+            4 => bin(BinOp::Min, e, c(k)),
+            5 => {
+                let cond = bin(BinOp::Lt, e.clone(), c(k));
+                Expr::Select(
+                    Box::new(cond),
+                    Box::new(e.clone()),
+                    Box::new(bin(BinOp::Mul, e, c(k))),
+                )
+            }
+            6 => bin(BinOp::Mul, e.clone(), e),
+            _ => {
+                // Truncation toward zero of a bounded value (the cast of a float outside the
+                // integer's range is not defined the same everywhere).
+                let bounded = bin(
+                    BinOp::Min,
+                    bin(BinOp::Max, bin(BinOp::Mul, e, c(4.0)), c(-1e6)),
+                    c(1e6),
+                );
+                Expr::Cast(d, Box::new(Expr::Cast(DType::I32, Box::new(bounded))))
+            }
+        }
+    } else {
+        let c = |v: i64| Expr::Int(v, d);
+        let k = *m.pick(&[1i64, 2, 3, -1]);
+        match m.below(9) {
+            0 => bin(BinOp::Add, e, c(k)),
+            1 => bin(BinOp::Sub, e, c(k)),
+            2 => bin(BinOp::Mul, e, c(2)),
+            3 => bin(BinOp::FloorDiv, e, c(2)),
+            4 => bin(BinOp::FloorMod, e, c(k.abs() + 1)),
+            5 => bin(*m.pick(&[BinOp::Max, BinOp::Min]), e, c(k)),
+            6 => {
+                let same: Vec<_> = ctx.int_vars.iter().filter(|(_, vd)| *vd == d).collect();
+                if same.is_empty() {
+                    bin(BinOp::Add, e, c(k))
+                } else {
+                    Expr::Var(m.pick(&same).0)
+                }
+            }
+            7 => {
+                let cond = bin(BinOp::Lt, e.clone(), c(k));
+                Expr::Select(
+                    Box::new(cond),
+                    Box::new(bin(BinOp::Add, e.clone(), c(1))),
+                    Box::new(e),
+                )
+            }
+            _ => {
+                // Through a float and back: `int(float(e) * 0.5)` truncates toward zero.
+                let half = bin(
+                    BinOp::Mul,
+                    Expr::Cast(DType::F32, Box::new(e)),
+                    Expr::Float(0.5, DType::F32),
+                );
+                Expr::Cast(d, Box::new(half))
+            }
+        }
+    }
+}
+
+/// Mutates one eligible expression of `f`'s body; false when there is none.
+fn mutate_func(m: &mut Mutator, f: &mut PrimFunc) -> bool {
+    let written: Vec<_> = f.body.written_buffers().into_iter().collect();
+    let mut body = std::mem::replace(&mut f.body, Stmt::empty());
+    let done = {
+        let mut exprs = Vec::new();
+        mutable_exprs(&mut body, &mut exprs);
+        let mut int_vars = Vec::new();
+        for e in &exprs {
+            e.visit(&mut |x| {
+                if let Expr::Var(v) = x {
+                    let d = f.vars[*v].dtype;
+                    if d.is_int() && !int_vars.iter().any(|(w, _)| w == v) {
+                        int_vars.push((*v, d));
+                    }
+                }
+            });
+        }
+        let ctx = Ctx {
+            f,
+            written,
+            int_vars,
+        };
+        let total: usize = exprs.iter().map(|e| count_sites(e, f, &ctx.written)).sum();
+        if total == 0 {
+            false
+        } else {
+            let mut k = m.below(total);
+            exprs.iter_mut().any(|e| rewrite_site(e, &ctx, &mut k, m))
+        }
+    };
+    f.body = body;
+    done
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution
+
+fn options(stage: Stage) -> PipelineOptions {
+    PipelineOptions {
+        target_stage: stage,
+        check_invalid_binary_search: true,
+        verify: true,
+        print_after: Vec::new(),
+        assembly: None,
+    }
+}
+
+/// Runs one input: every backend must give the evaluator's results. `native` (the kernel
+/// cache's directory) adds the C backend and the CUDA emulator.
+pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
+    let Ok(module) = sparsetir_syntax::parse_module(&input.script) else {
+        return Ok(());
+    };
+    let [f] = module.funcs.as_slice() else {
+        return Ok(());
+    };
+    if f.stage() != Stage::I || verify_func(f).is_err() {
+        return Ok(());
+    }
+    let args = input.data.map();
+    if !crate::data::runnable(&args) || validate_args(f, &args).is_err() {
+        return Ok(());
+    }
+    let mut reference = args.clone();
+    if eval_func(f, &mut reference).is_err() {
+        return Ok(());
+    }
+    crate::deep();
+    let one = IRModule {
+        funcs: vec![f.clone()],
+    };
+    for stage in [Stage::II, Stage::III] {
+        let lowered = match lower(&one, &options(stage)) {
+            Ok(l) => l,
+            Err(e @ PipelineError::Verify { .. }) => return Err(e.to_string()),
+            // A construct a pass does not support: no result to compare.
+            Err(_) => return Ok(()),
+        };
+        let Some(g) = lowered.funcs.iter().find(|g| g.stage() == stage) else {
+            return Err(format!(
+                "lowering to stage {stage:?} gave no stage-{stage:?} function"
+            ));
+        };
+        let mut got = args.clone();
+        match run_func(g, &mut got) {
+            Ok(()) => {}
+            // A coordinate lookup runs ahead of the statement that needs it (for every
+            // position of its context, even where the statement's inner loops are empty): a
+            // division by zero in that coordinate stops it there, where the evaluator never
+            // reached it.
+            Err(e) if e.message.contains("by zero") => return Ok(()),
+            Err(e) => {
+                return Err(format!(
+                    "the stage {stage:?} interpreter refuses what the evaluator runs: {e}"
+                ))
+            }
+        }
+        compare(&reference, &got).map_err(|e| format!("stage {stage:?} interpreter: {e}"))?;
+    }
+    let Some(dir) = native else {
+        return Ok(());
+    };
+    let c_opts = crate::data::c_options(&dir.join("c"), false);
+    if let Ok(k) = sparsetir_runtime::build(f, None, &[], &c_opts) {
+        let mut got = args.clone();
+        match k.run(&mut got) {
+            Ok(_) => compare(&reference, &got).map_err(|e| format!("C backend: {e}"))?,
+            Err(RunError::Kernel { status: -3, .. }) => return Ok(()),
+            Err(e) => return Err(format!("the C kernel refuses what the evaluator runs: {e}")),
+        }
+    }
+    let cache = KernelCache::new(dir.join("cuda-emu"));
+    if let Ok(k) = GpuKernel::build(f, None, &[], GpuDevice::Emulator, &cache) {
+        let mut got = args.clone();
+        match k.run(&mut got) {
+            Ok(_) => compare(&reference, &got).map_err(|e| format!("cuda-emu: {e}"))?,
+            Err(RunError::EmuDivisionByZero { .. }) => {}
+            Err(
+                e @ (RunError::EmuOutOfBounds { .. }
+                | RunError::EmuRace { .. }
+                | RunError::EmuDeadlock { .. }
+                | RunError::EmuInternal { .. }),
+            ) => return Err(format!("cuda-emu: {e}")),
+            Err(e) => return Err(format!("cuda-emu refuses what the evaluator runs: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// Whether every argument of `got` equals the evaluator's (floats within rounding: the
+/// backends may sum in another order).
+fn compare(
+    reference: &HashMap<String, ArgValue>,
+    got: &HashMap<String, ArgValue>,
+) -> Result<(), String> {
+    let mut names: Vec<_> = reference.keys().collect();
+    names.sort();
+    for name in names {
+        match (&reference[name], got.get(name)) {
+            (ArgValue::Array(a), Some(ArgValue::Array(b))) => compare_tensors(name, a, b)?,
+            (a, Some(b)) if a == b => {}
+            (a, b) => return Err(format!("`{name}`: expected {a:?}, got {b:?}")),
+        }
+    }
+    Ok(())
+}
+
+fn compare_tensors(name: &str, a: &Tensor, b: &Tensor) -> Result<(), String> {
+    if a.len() != b.len() || a.dtype() != b.dtype() {
+        return Err(format!(
+            "`{name}`: expected {} elements of {}, got {} of {}",
+            a.len(),
+            a.dtype(),
+            b.len(),
+            b.dtype()
+        ));
+    }
+    if !a.dtype().is_float() {
+        if let Some(k) = (0..a.len()).find(|&k| a.get_i64(k) != b.get_i64(k)) {
+            return Err(format!(
+                "`{name}`[{k}]: expected {}, got {}",
+                a.get_i64(k),
+                b.get_i64(k)
+            ));
+        }
+        return Ok(());
+    }
+    let scale = (0..a.len())
+        .map(|k| a.get_f64(k).abs())
+        .filter(|x| x.is_finite())
+        .fold(1.0f64, f64::max);
+    let tol = match a.dtype() {
+        DType::F16 | DType::BF16 => 1e-2,
+        _ => 1e-4,
+    } * scale;
+    for k in 0..a.len() {
+        let (x, y) = (a.get_f64(k), b.get_f64(k));
+        let same = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol;
+        if !same {
+            return Err(format!("`{name}`[{k}]: expected {x}, got {y}"));
+        }
+    }
+    Ok(())
+}
