@@ -20,10 +20,10 @@ use sparsetir_formats::Tensor;
 use sparsetir_ir::printer::print_module;
 use sparsetir_ir::{verify_func, BinOp, DType, Expr, IRModule, PrimFunc, Stage, Stmt, UnOp};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
-use sparsetir_runtime::{validate_args, KernelCache, RunError};
+use sparsetir_runtime::{assembly, validate_args, KernelCache, RunError};
 use sparsetir_transform::{lower, PipelineError, PipelineOptions};
 
-use crate::data::{RunInput, RUN_KERNELS};
+use crate::data::RunInput;
 use crate::mutate::Mutator;
 
 /// One differential input: the data and the (mutated) script it runs.
@@ -35,11 +35,37 @@ pub struct DiffInput {
 
 const SCRIPT_LINE: &str = "script\n";
 
+/// The kernels mutated: the `run` target's, and the co-iteration and sparse-output ones.
+pub const DIFF_KERNELS: &[&str] = &[
+    "csrmm",
+    "csrmm_dense_iter",
+    "sddmm",
+    "fused_sddmm",
+    "spmv",
+    "rgcn_homo",
+    "sparse_softmax",
+    "csr2bsr",
+    "bsrmm",
+    "ellmm",
+    "spmm_24",
+    "rgcn_hetero",
+    "csf_square_sum",
+    "segment_sum",
+    "segment_max",
+    "segment_mean",
+    "ragged_bmm",
+    "hyper_gnn",
+    "spadd",
+    "spmul",
+    "spgemm",
+    "masked_spgemm",
+];
+
 impl DiffInput {
     /// A catalog kernel with one to three mutated expressions (that still verify), and valid
     /// data for it.
     pub fn generate(m: &mut Mutator) -> Option<DiffInput> {
-        let data = RunInput::generate(m, RUN_KERNELS)?;
+        let data = RunInput::generate(m, DIFF_KERNELS)?;
         let base = sparsetir_ops::load(&data.kernel).ok()?;
         for _ in 0..8 {
             let mut f = base.clone();
@@ -293,7 +319,15 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
         return Ok(());
     }
     let args = input.data.map();
-    if !crate::data::runnable(&args) || validate_args(f, &args).is_err() {
+    let assembled = !assembly::outputs(f).is_empty();
+    let valid = {
+        let mut prepared = args.clone();
+        !assembled
+            || assembly::prepare(f, &mut prepared).is_ok() && {
+                validate_args(f, &prepared).is_ok()
+            }
+    };
+    if !crate::data::runnable(&args) || !valid || (!assembled && validate_args(f, &args).is_err()) {
         return Ok(());
     }
     let mut reference = args.clone();
@@ -301,6 +335,9 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
         return Ok(());
     }
     crate::deep();
+    if assembled {
+        return execute_assembled(f, input, &args, &reference, native);
+    }
     let one = IRModule {
         funcs: vec![f.clone()],
     };
@@ -379,6 +416,59 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
             Ok(_) => compare(&reference, &got).map_err(|e| format!("{what}: {e}"))?,
             Err(RunError::EmuDivisionByZero { .. }) => {}
             Err(e) => return Err(format!("{what}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// A function that assembles its output: the interpreter runs its phases
+/// (`assembly::run_interp`), the C backend its compiled phases (`AssembledKernel`), with and
+/// without the catalog schedule; the emulator has no assembled outputs.
+fn execute_assembled(
+    f: &PrimFunc,
+    input: &DiffInput,
+    args: &HashMap<String, ArgValue>,
+    reference: &HashMap<String, ArgValue>,
+    native: Option<&Path>,
+) -> Result<(), String> {
+    let by_zero = |e: &RunError| e.to_string().contains("by zero");
+    let mut got = args.clone();
+    match assembly::run_interp(f, &mut got) {
+        Ok(()) => compare(reference, &got).map_err(|e| format!("interpreter: {e}"))?,
+        Err(RunError::Lower(e)) if !e.contains("interpreter:") && !e.contains("internal") => {
+            // A construct lowering does not support: no result to compare.
+            return Ok(());
+        }
+        Err(e) if by_zero(&e) => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "the interpreter refuses what the evaluator runs: {e}"
+            ))
+        }
+    }
+    let Some(dir) = native else {
+        return Ok(());
+    };
+    let c_opts = crate::data::c_options(&dir.join("c"), false);
+    let kernel = input.data.kernel.as_str();
+    for (what, schedule) in [
+        ("C backend", None),
+        (
+            "C backend, catalog schedule",
+            sparsetir_ops::cpu_schedule(kernel),
+        ),
+    ] {
+        if what.contains("catalog") && schedule.is_none() {
+            continue;
+        }
+        let Ok(k) = assembly::AssembledKernel::build(f, schedule, &[], &c_opts) else {
+            continue;
+        };
+        let mut got = args.clone();
+        match k.run(&mut got) {
+            Ok(()) => compare(reference, &got).map_err(|e| format!("{what}: {e}"))?,
+            Err(e) if by_zero(&e) => {}
+            Err(e) => return Err(format!("{what} refuses what the evaluator runs: {e}")),
         }
     }
     Ok(())

@@ -181,7 +181,13 @@ const RAGGED_MAX: usize = 100;
 /// - csf_square_sum: an `m x n x depth` CSF tensor;
 /// - segment_*: `m` ragged rows of at most `n` (<= 100) elements;
 /// - ragged_bmm: `m` batches of `I x J` by `J x K` products, each extent at most `n` (<= 100);
-/// - hyper_gnn: `m` vertices, `n` hyper-edges, random incidence (vertex-major and edge-major).
+/// - hyper_gnn: `m` vertices, `n` hyper-edges, random incidence (vertex-major and edge-major);
+/// - spadd, spmul: two independent `m x n` CSR patterns `A` and `B`;
+/// - spgemm: `A` (`m x depth`) times `B` (`depth x n`), both CSR;
+/// - masked_spgemm: the same `A` and `B` and an `m x n` CSR mask, whose pattern `C` takes.
+///
+/// An assembled output (spadd, spmul, spgemm: `c`, its `c_indptr`/`c_indices` and `nnz_c`) is
+/// the kernel's to build: it gets no argument, and `outputs` names its value array `c`.
 pub fn random_args(kernel: &str, shape: &Shape, seed: u64) -> Result<Case, DataError> {
     let mut g = Gen::new(shape, seed)?;
     match kernel {
@@ -199,6 +205,9 @@ pub fn random_args(kernel: &str, shape: &Shape, seed: u64) -> Result<Case, DataE
         "segment_sum" | "segment_max" | "segment_min" | "segment_mean" => segment(&mut g)?,
         "ragged_bmm" => ragged_bmm(&mut g)?,
         "hyper_gnn" => hyper_gnn(&mut g)?,
+        "spadd" | "spmul" => coiteration(&mut g)?,
+        "spgemm" => spgemm(&mut g, false)?,
+        "masked_spgemm" => spgemm(&mut g, true)?,
         _ => return Err(DataError::UnknownKernel(kernel.to_string())),
     }
     Ok(Case {
@@ -805,6 +814,56 @@ fn hyper_gnn(g: &mut Gen) -> Result<(), DataError> {
     g.output("y", mul(&[nv, feat])?)
 }
 
+/// Binds an `rows x cols` CSR operand under `name` (values), `name_indptr`, `name_indices`
+/// and `nnz_name`.
+fn csr_operand(g: &mut Gen, name: &str, rows: usize, cols: usize) -> Result<(), DataError> {
+    let c = g.csr(rows, cols)?;
+    let (indptr, indices) = if name == "mask" {
+        ("m_indptr".to_string(), "m_indices".to_string())
+    } else {
+        (format!("{name}_indptr"), format!("{name}_indices"))
+    };
+    g.ints(&indptr, &c.indptr)?;
+    g.ints(&indices, &c.indices)?;
+    let nnz = if name == "mask" {
+        "nnz_m".to_string()
+    } else {
+        format!("nnz_{name}")
+    };
+    g.int(&nnz, c.nnz());
+    g.input(name, c.nnz())
+}
+
+fn coiteration(g: &mut Gen) -> Result<(), DataError> {
+    let (m, n) = (g.geo.rows, g.geo.cols);
+    g.int("m", m);
+    g.int("n", n);
+    csr_operand(g, "a", m, n)?;
+    csr_operand(g, "b", m, n)?;
+    g.outputs.push("c".into());
+    Ok(())
+}
+
+fn spgemm(g: &mut Gen, masked: bool) -> Result<(), DataError> {
+    let (m, n, k) = (g.geo.rows, g.geo.cols, g.geo.depth);
+    g.int("m", m);
+    g.int("n", n);
+    g.int("k", k);
+    csr_operand(g, "a", m, k)?;
+    csr_operand(g, "b", k, n)?;
+    if masked {
+        csr_operand(g, "mask", m, n)?;
+        let nnz = match g.args.get("nnz_m") {
+            Some(ArgValue::Int(v)) => *v as usize,
+            _ => 0,
+        };
+        g.output("c", nnz)
+    } else {
+        g.outputs.push("c".into());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -844,6 +903,31 @@ mod tests {
                 for o in &case.outputs {
                     assert!(case.array(o).is_some(), "{}: output {o}", k.name);
                 }
+            }
+        }
+    }
+
+    /// The co-iteration and sparse-output kernels get every parameter but their assembled
+    /// output's, and the evaluator runs every case.
+    #[test]
+    fn sparse_output_kernels_get_their_inputs() {
+        let assembled = ["c", "c_indptr", "c_indices", "nnz_c"];
+        for k in crate::sparse_output() {
+            let f = crate::load(k.name).expect("kernel loads");
+            for shape in shapes() {
+                let case = random_args(k.name, &shape, 5).expect("generates");
+                for &p in &f.params {
+                    let name = &f.vars[p].name;
+                    let given = case.args.contains_key(name);
+                    let is_assembled =
+                        assembled.contains(&name.as_str()) && k.name != "masked_spgemm";
+                    assert_eq!(given, !is_assembled, "{}: {name} ({shape:?})", k.name);
+                }
+                assert_eq!(case.outputs, vec!["c".to_string()], "{}", k.name);
+                let mut args = case.args.clone();
+                sparsetir_eval::eval_func(&f, &mut args)
+                    .unwrap_or_else(|e| panic!("{}: {shape:?}: {e}", k.name));
+                assert!(args.contains_key("c"), "{}", k.name);
             }
         }
     }

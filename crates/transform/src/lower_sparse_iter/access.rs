@@ -429,10 +429,14 @@ impl Lowerer {
         if let Some((_, b)) = self.searches.iter().find(|(k, _)| *k == key) {
             return Ok(Expr::load(*b, target));
         }
-        if ctx
-            .iter()
-            .any(|i| matches!(i.entry, IterAxis::Attach { .. }))
-        {
+        let attached = |e: &IterAxis| match e {
+            IterAxis::Attach { .. } => true,
+            IterAxis::CoIter { parts, .. } => {
+                parts.iter().any(|p| matches!(p, IterAxis::Attach { .. }))
+            }
+            _ => false,
+        };
+        if ctx.iter().any(|i| attached(&i.entry)) {
             return Err(unsupported(
                 self.span,
                 "a coordinate lookup inside an attached iteration",

@@ -1092,6 +1092,14 @@ impl Lowerer {
     }
 
     /// A store into the assembled buffer, per phase and mode.
+    /// A stored value in position space; with checked searches, its reads through search
+    /// results give the default value where those missed (as `guard_store` does for other
+    /// stores).
+    fn asm_value(&mut self, value: &Expr) -> Res<Expr> {
+        let v = self.expr(value)?;
+        Ok(self.guard_expr(&v))
+    }
+
     pub(super) fn asm_store(&mut self, st: &Store) -> Res<Stmt> {
         let Some(a) = self.asm.clone() else {
             return Err(unsupported(
@@ -1116,7 +1124,7 @@ impl Lowerer {
             (Phase::Gather, _) => Ok(Stmt::empty()),
             (Phase::Symbolic, true) if a.single => Ok(inc),
             (Phase::Numeric, true) if a.single => {
-                let value = self.expr(&st.value)?;
+                let value = self.asm_value(&st.value)?;
                 let indices = self.indices_buf(a.axis)?;
                 Ok(Stmt::seq(vec![
                     store(indices, vec![vi.clone(), at0(a.cnt)], c),
@@ -1153,7 +1161,7 @@ impl Lowerer {
                 ]))
             }
             (Phase::Numeric, true) => {
-                let value = self.expr(&st.value)?;
+                let value = self.asm_value(&st.value)?;
                 let indices = self.indices_buf(a.axis)?;
                 let t = self.f.add_var("v", self.f.buffers[a.buffer].dtype);
                 let prev = Expr::sub(at0(a.cnt), typed(1, d));
@@ -1179,7 +1187,7 @@ impl Lowerer {
                 })))
             }
             (Phase::Numeric | Phase::Staged, false) if a.bits.is_some() => {
-                let value = self.expr(&st.value)?;
+                let value = self.asm_value(&st.value)?;
                 let (Some(wval), Some(bits), Some(top)) = (a.wval, a.bits, a.top) else {
                     return Err(invalid(self.span, "assembly: bitmap workspace missing"));
                 };
@@ -1209,7 +1217,7 @@ impl Lowerer {
                 Ok(Stmt::seq(v))
             }
             (Phase::StagedDense | Phase::StagedGroups, false) => {
-                let value = self.expr(&st.value)?;
+                let value = self.asm_value(&st.value)?;
                 let (Some(wval), Some(marks)) = (a.wval, a.marks) else {
                     return Err(invalid(self.span, "assembly: byte-mark workspace missing"));
                 };
@@ -1229,7 +1237,7 @@ impl Lowerer {
                 "assembly: a staged assembly without its workspace",
             )),
             (Phase::Numeric, false) => {
-                let value = self.expr(&st.value)?;
+                let value = self.asm_value(&st.value)?;
                 let indices = self.indices_buf(a.axis)?;
                 let (Some(flag), Some(wval)) = (a.flag, a.wval) else {
                     return Err(invalid(self.span, "assembly: workspace buffers missing"));
