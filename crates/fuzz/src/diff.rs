@@ -8,8 +8,8 @@
 //! Each must give the evaluator's results (SPEC §2.3: a coordinate outside its axis reads the
 //! default value; a store there is skipped).
 //!
-//! Stores keep their indices and loads of the buffers the function writes keep theirs, so a
-//! parallel schedule stays race-free; everything else may change. Inputs are saved as the data
+//! Loads of the buffers the function writes keep their indices, and so do stores for
+//! `diff-native`, so that a parallel schedule stays race-free; everything else may change. Inputs are saved as the data
 //! in [`RunInput`]'s text form, a line `script`, then the mutated script.
 
 use std::collections::HashMap;
@@ -64,14 +64,17 @@ pub const DIFF_KERNELS: &[&str] = &[
 impl DiffInput {
     /// A catalog kernel with one to three mutated expressions (that still verify), and valid
     /// data for it.
-    pub fn generate(m: &mut Mutator) -> Option<DiffInput> {
+    /// With `stores`, a store's indices may change too (sequential backends only: iterations
+    /// of a parallel loop would then write each other's elements).
+    pub fn generate(m: &mut Mutator, stores: bool) -> Option<DiffInput> {
         let data = RunInput::generate(m, DIFF_KERNELS)?;
         let base = sparsetir_ops::load(&data.kernel).ok()?;
         for _ in 0..8 {
             let mut f = base.clone();
             let mut changed = false;
             for _ in 0..1 + m.below(3) {
-                changed |= mutate_func(m, &mut f);
+                let store = stores && m.chance(0.25);
+                changed |= mutate_func(m, &mut f, store);
             }
             if changed && verify_func(&f).is_ok() {
                 let script = print_module(&IRModule { funcs: vec![f] });
@@ -102,31 +105,36 @@ impl DiffInput {
 // Mutation
 
 /// The expressions of `s` a mutation may change: stored values, branch conditions and `let`
-/// values (never a store's indices).
-fn mutable_exprs<'a>(s: &'a mut Stmt, out: &mut Vec<&'a mut Expr>) {
+/// values, and with `stores` a store's indices.
+fn mutable_exprs<'a>(s: &'a mut Stmt, stores: bool, out: &mut Vec<&'a mut Expr>) {
     match s {
-        Stmt::Seq(v) => v.iter_mut().for_each(|c| mutable_exprs(c, out)),
+        Stmt::Seq(v) => v.iter_mut().for_each(|c| mutable_exprs(c, stores, out)),
         Stmt::SparseIteration(it) => {
             let it = &mut **it;
             if let Some(i) = &mut it.init {
-                mutable_exprs(i, out);
+                mutable_exprs(i, stores, out);
             }
-            mutable_exprs(&mut it.body, out);
+            mutable_exprs(&mut it.body, stores, out);
         }
         Stmt::If(i) => {
             let i = &mut **i;
             out.push(&mut i.cond);
-            mutable_exprs(&mut i.then_case, out);
+            mutable_exprs(&mut i.then_case, stores, out);
             if let Some(e) = &mut i.else_case {
-                mutable_exprs(e, out);
+                mutable_exprs(e, stores, out);
             }
         }
         Stmt::Let(l) => {
             let l = &mut **l;
             out.push(&mut l.value);
-            mutable_exprs(&mut l.body, out);
+            mutable_exprs(&mut l.body, stores, out);
         }
-        Stmt::Store(st) => out.push(&mut st.value),
+        Stmt::Store(st) => {
+            if stores {
+                out.extend(st.indices.iter_mut());
+            }
+            out.push(&mut st.value)
+        }
         _ => {}
     }
 }
@@ -259,12 +267,12 @@ fn mutated(e: Expr, ctx: &Ctx, m: &mut Mutator) -> Expr {
 }
 
 /// Mutates one eligible expression of `f`'s body; false when there is none.
-fn mutate_func(m: &mut Mutator, f: &mut PrimFunc) -> bool {
+fn mutate_func(m: &mut Mutator, f: &mut PrimFunc, stores: bool) -> bool {
     let written: Vec<_> = f.body.written_buffers().into_iter().collect();
     let mut body = std::mem::replace(&mut f.body, Stmt::empty());
     let done = {
         let mut exprs = Vec::new();
-        mutable_exprs(&mut body, &mut exprs);
+        mutable_exprs(&mut body, stores, &mut exprs);
         let mut int_vars = Vec::new();
         for e in &exprs {
             e.visit(&mut |x| {

@@ -279,9 +279,11 @@ impl Fuzzer {
                 }
                 input.to_text().into_bytes()
             }
-            Target::Diff | Target::DiffNative => diff::DiffInput::generate(&mut self.m)
-                .map(|d| d.to_text().into_bytes())
-                .unwrap_or_default(),
+            Target::Diff | Target::DiffNative => {
+                { diff::DiffInput::generate(&mut self.m, self.opts.target == Target::Diff) }
+                    .map(|d| d.to_text().into_bytes())
+                    .unwrap_or_default()
+            }
         }
     }
 

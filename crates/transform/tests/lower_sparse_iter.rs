@@ -184,3 +184,40 @@ def f(a: T.handle, ip1: T.handle, ix1: T.handle, ip2: T.handle, ix2: T.handle, i
         other => panic!("expected an unsupported error, got {other:?}"),
     }
 }
+
+/// An init must write the element its reduction updates at the same point: lowering runs the
+/// inits of a block's points ahead of (or at the first step of) the reduction, not interleaved
+/// with the other points' steps as stage I does, so any other init is refused, whether it goes
+/// before the block (sddmm: the reduction fiber may be empty) or into it (bsrmm). The
+/// unchanged kernels lower; the evaluator still runs the changed ones (their stage-I meaning
+/// is defined).
+#[test]
+fn an_init_that_writes_another_points_element_is_unsupported() {
+    for (kernel, from, to) in [
+        (
+            "sddmm",
+            "Y[i, j] = T.float32(0)",
+            "Y[i, j // 2] = T.float32(0)",
+        ),
+        (
+            "bsrmm",
+            "C[i, bi, f] = T.float32(0)",
+            "C[i, bi, f - 1] = T.float32(0)",
+        ),
+        ("csrmm", "C[i, k] = T.float32(0)", "C[i, 0] = T.float32(0)"),
+    ] {
+        let src = sparsetir_ops::get(kernel).expect("catalog").source;
+        assert!(src.contains(from), "{kernel}: {src}");
+        lower(&parse(src), true);
+        let changed = parse(&src.replace(from, to));
+        match lower_sparse_iter(&changed, &LowerOptions::default()) {
+            Err(e @ sparsetir_transform::LowerError::Unsupported { .. }) => {
+                assert!(
+                    e.message().contains("its init writes an element"),
+                    "{kernel}: {e}"
+                )
+            }
+            other => panic!("{kernel}: expected an unsupported error, got {other:?}"),
+        }
+    }
+}

@@ -80,6 +80,7 @@ impl Lowerer {
         g: usize,
         ann: &Attrs,
         init: &Stmt,
+        update: &Stmt,
     ) -> Res<Stmt> {
         // The spatial iterators must not walk fibers of the block's reduction iterators; a
         // fused chain whose leading axes are spatial contributes the fuse of those axes.
@@ -131,6 +132,8 @@ impl Lowerer {
                 kinds: s.kinds[..n_spatial].to_vec(),
             });
         }
+        let spatial_vars: Vec<VarId> = spatial.iter().flat_map(|s| s.vars.clone()).collect();
+        self.check_init_targets(name, &spatial_vars, init, update)?;
         let saved_pending = self.pending.clone();
         // Iterators of this block and the deeper ones are not bound around the init: using one
         // that is not one of its spatial points is an error.
@@ -160,5 +163,66 @@ impl Lowerer {
             span: Span::default(),
         }));
         Ok(wrap_loops(loops, block))
+    }
+
+    /// Where the init goes, it runs per spatial point of its block, but not interleaved with
+    /// the other points' reduction steps as in stage I: moved ahead of the block's loops, every
+    /// point's init runs before any step; in the block (TIR's init), a point's init runs at
+    /// its first step, after the steps of the points an outer reduction loop visited before.
+    /// Both are stage I's order only when each point's init writes elements its own reduction
+    /// updates and no other point's: every store of the init has the indices of a store of the
+    /// body to the same buffer, and each spatial iterator `spatial` of the block is one of those
+    /// indices. Anything else (`Y[i, j // 2] = 0` before `Y[i, j] = ...`) is refused rather
+    /// than run in another order.
+    pub(super) fn check_init_targets(
+        &self,
+        name: &str,
+        spatial: &[VarId],
+        init: &Stmt,
+        update: &Stmt,
+    ) -> Res<()> {
+        let stores = |s: &Stmt| {
+            let mut out: Vec<(BufferId, Vec<Expr>, Span)> = Vec::new();
+            s.visit(&mut |x| {
+                if let Stmt::Store(st) = x {
+                    out.push((st.buffer, st.indices.clone(), st.span));
+                }
+            });
+            out
+        };
+        let updates = stores(update);
+        for (buffer, indices, span) in stores(init) {
+            let own = spatial
+                .iter()
+                .all(|v| indices.iter().any(|i| *i == Expr::Var(*v)));
+            let updated = updates
+                .iter()
+                .any(|(b, ix, _)| *b == buffer && *ix == indices);
+            if !own || !updated {
+                let span = if span.is_unknown() { self.span } else { span };
+                return Err(unsupported(
+                    span,
+                    format!(
+                        "iteration `{name}`: its init writes an element of `{}` that is not the \
+                         one its reduction updates at the same point (the init must store to \
+                         the indices of the reduction's store{})",
+                        self.f.buffers[buffer].name,
+                        if own {
+                            String::new()
+                        } else {
+                            format!(
+                                ", which index by the spatial iterators {}",
+                                spatial
+                                    .iter()
+                                    .map(|v| format!("`{}`", self.f.vars[*v].name))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
