@@ -192,9 +192,7 @@ impl Lowerer {
         };
         let updates = stores(update);
         for (buffer, indices, span) in stores(init) {
-            let own = spatial
-                .iter()
-                .all(|v| indices.iter().any(|i| *i == Expr::Var(*v)));
+            let own = spatial.iter().all(|v| indices.contains(&Expr::Var(*v)));
             let updated = updates
                 .iter()
                 .any(|(b, ix, _)| *b == buffer && *ix == indices);
