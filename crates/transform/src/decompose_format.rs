@@ -524,6 +524,12 @@ fn rewrite_body(
                     "only top-level iterations are decomposed",
                 ));
             }
+            for &(k, b) in &applicable {
+                let old = imported[k].buffers[b].0;
+                if let Err(m) = by_parts(f, &it, old) {
+                    return Err(iter_err(&rules[k], &it.name, it.span, m));
+                }
+            }
             let mut clones = Vec::new();
             let mut covers = true;
             for &(k, b) in &applicable {
@@ -574,6 +580,120 @@ fn rewrite_body(
             }
             Ok(other)
         }
+    }
+}
+
+/// Whether iteration `it` gives the same result computed by parts: each clone walks only its
+/// format's elements (and a padded format's padding, whose value is the default 0), and the
+/// clones accumulate into the same outputs. That holds when every store of the body adds
+/// (`O[x] = O[x] + e`, `O[x] = e + O[x]`, `O[x] = O[x] - e`) a term `e` that is 0 where the
+/// rewritten buffer `b`'s element at the iteration's own coordinates is 0 (a product with it as
+/// a factor, negated or cast), and `b` is read nowhere else: a read of `b` at other
+/// coordinates would find only the elements of one part.
+fn by_parts(f: &PrimFunc, it: &SparseIteration, b: BufferId) -> Result<(), String> {
+    use sparsetir_ir::{BinOp, UnOp};
+    let name = &f.buffers[b].name;
+    // The iterator bound to each axis the iteration walks (co-iterations bind none of theirs).
+    let mut var_of: HashMap<AxisId, VarId> = HashMap::new();
+    let mut k = 0;
+    for entry in &it.axes {
+        let n = entry.arity();
+        if !matches!(entry, IterAxis::CoIter { .. }) {
+            for (a, v) in entry.axes().into_iter().zip(it.vars.iter().skip(k)) {
+                var_of.insert(a, *v);
+            }
+        }
+        k += n;
+    }
+    let expected: Option<Vec<VarId>> = match &f.buffers[b].shape {
+        BufferShape::Sparse(axes) => axes.iter().map(|a| var_of.get(a).copied()).collect(),
+        BufferShape::Dense(_) => None,
+    };
+    if expected.is_none() {
+        // An axis of `b` the iteration does not walk: the clone reports it.
+        return Ok(());
+    }
+    let own = |e: &Expr| match (e, &expected) {
+        (Expr::Load { buffer, indices }, Some(want)) if *buffer == b => {
+            indices.len() == want.len()
+                && indices
+                    .iter()
+                    .zip(want)
+                    .all(|(i, v)| i.as_var() == Some(*v))
+        }
+        _ => false,
+    };
+    fn vanishes(e: &Expr, own: &dyn Fn(&Expr) -> bool) -> bool {
+        if own(e) {
+            return true;
+        }
+        match e {
+            Expr::Binary(BinOp::Mul, x, y) => vanishes(x, own) || vanishes(y, own),
+            Expr::Binary(BinOp::Add | BinOp::Sub, x, y) => vanishes(x, own) && vanishes(y, own),
+            Expr::Unary(UnOp::Neg, x) | Expr::Cast(_, x) => vanishes(x, own),
+            _ => false,
+        }
+    }
+    let mut failure: Option<String> = None;
+    let mut fail = |m: String| {
+        failure.get_or_insert(m);
+    };
+    let mut other_reads = 0usize;
+    let mut own_reads = 0usize;
+    it.body.visit(&mut |s| {
+        let Stmt::Store(st) = s else {
+            s.for_each_expr(|e| {
+                e.visit(&mut |x| {
+                    if matches!(x, Expr::Load { buffer, .. } if *buffer == b) {
+                        other_reads += 1;
+                    }
+                })
+            });
+            return;
+        };
+        for i in &st.indices {
+            i.visit(&mut |x| {
+                if matches!(x, Expr::Load { buffer, .. } if *buffer == b) {
+                    other_reads += 1;
+                }
+            });
+        }
+        st.value.visit(&mut |x| {
+            if matches!(x, Expr::Load { buffer, .. } if *buffer == b) {
+                if own(x) {
+                    own_reads += 1;
+                } else {
+                    other_reads += 1;
+                }
+            }
+        });
+        let acc = Expr::load(st.buffer, st.indices.clone());
+        let term = match &st.value {
+            Expr::Binary(BinOp::Add, x, y) if **x == acc => Some(&**y),
+            Expr::Binary(BinOp::Add, x, y) if **y == acc => Some(&**x),
+            Expr::Binary(BinOp::Sub, x, y) if **x == acc => Some(&**y),
+            _ => None,
+        };
+        match term {
+            Some(t) if vanishes(t, &own) => {}
+            _ => fail(format!(
+                "store to `{}`: a decomposed iteration must accumulate (`{0}[...] = {0}[...] + e`) \
+                 a term that is 0 where `{name}`'s element is 0 (a product with it), so that \
+                 its parts, padding included, add up to the whole",
+                f.buffers[st.buffer].name
+            )),
+        }
+    });
+    if other_reads > 0 {
+        return Err(format!(
+            "reads `{name}` at coordinates other than the iteration's own: each part holds only \
+             some of its elements"
+        ));
+    }
+    match failure {
+        Some(m) => Err(m),
+        None if own_reads == 0 => Err(format!("does not read `{name}`'s own elements")),
+        None => Ok(()),
     }
 }
 

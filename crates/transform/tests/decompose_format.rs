@@ -431,3 +431,49 @@ fn decomposition_errors() {
     let same = decompose_format(&lowered, &[rule], true).expect("no-op");
     assert!(func_eq(&same.funcs[0], &lowered.funcs[0]));
 }
+
+/// An iteration is decomposed only where its parts add up to it (found by the differential
+/// fuzzer): each store accumulates a term that is 0 where the rewritten buffer's own element is
+/// 0 (padding included), and the buffer is read at the iteration's own coordinates only.
+#[test]
+fn only_iterations_whose_parts_add_up_are_decomposed() {
+    let rule = bsr_rule(4).expect("rule");
+    let body = "C[i, k] = C[i, k] + A[i, j] * B[j, k]";
+    assert!(CSRMM.contains(body));
+    for (changed, why) in [
+        (
+            "C[i, k] = C[i, k] + A[i, j - 1] * B[j, k]",
+            "coordinates other than",
+        ),
+        (
+            "C[i, k] = C[i, k] + A[j, i] * B[j, k]",
+            "coordinates other than",
+        ),
+        (
+            "C[i, k] = (C[i, k] + A[i, j] * B[j, k]) * T.float32(2)",
+            "must accumulate",
+        ),
+        (
+            "C[i, k] = C[i, k] + (A[i, j] - T.float32(1)) * B[j, k]",
+            "must accumulate",
+        ),
+    ] {
+        let m = module(parse(&CSRMM.replace(body, changed)));
+        let e = decompose_format(&m, std::slice::from_ref(&rule), true).unwrap_err();
+        assert!(
+            matches!(e, DecomposeError::Iteration { .. }),
+            "{changed}: {e}"
+        );
+        assert!(e.to_string().contains(why), "{changed}: {e}");
+    }
+    // Forms whose parts do add up.
+    for fine in [
+        "C[i, k] = C[i, k] + -(A[i, j] * B[j, k])",
+        "C[i, k] = B[j, k] * A[i, j] * T.float32(2) + C[i, k]",
+        "C[i, k] = C[i, k] - T.Cast(\"float32\", A[i, j]) * B[j, k]",
+    ] {
+        let m = module(parse(&CSRMM.replace(body, fine)));
+        decompose_format(&m, std::slice::from_ref(&rule), true)
+            .unwrap_or_else(|e| panic!("{fine}: {e}"));
+    }
+}
