@@ -36,30 +36,16 @@ pub struct DiffInput {
 const SCRIPT_LINE: &str = "script\n";
 
 /// The kernels mutated: the `run` target's, and the co-iteration and sparse-output ones.
-pub const DIFF_KERNELS: &[&str] = &[
-    "csrmm",
-    "csrmm_dense_iter",
-    "sddmm",
-    "fused_sddmm",
-    "spmv",
-    "rgcn_homo",
-    "sparse_softmax",
-    "csr2bsr",
-    "bsrmm",
-    "ellmm",
-    "spmm_24",
-    "rgcn_hetero",
-    "csf_square_sum",
-    "segment_sum",
-    "segment_max",
-    "segment_mean",
-    "ragged_bmm",
-    "hyper_gnn",
-    "spadd",
-    "spmul",
-    "spgemm",
-    "masked_spgemm",
-];
+fn diff_kernels() -> &'static [&'static str] {
+    static KERNELS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    KERNELS.get_or_init(|| {
+        crate::data::RUN_KERNELS
+            .iter()
+            .copied()
+            .chain(sparsetir_ops::sparse_output().iter().map(|k| k.name))
+            .collect()
+    })
+}
 
 impl DiffInput {
     /// A catalog kernel with one to three mutated expressions (that still verify), and valid
@@ -67,7 +53,7 @@ impl DiffInput {
     /// With `stores`, a store's indices may change too (sequential backends only: iterations
     /// of a parallel loop would then write each other's elements).
     pub fn generate(m: &mut Mutator, stores: bool) -> Option<DiffInput> {
-        let data = RunInput::generate(m, DIFF_KERNELS)?;
+        let data = RunInput::generate(m, diff_kernels())?;
         let base = sparsetir_ops::load(&data.kernel).ok()?;
         for _ in 0..8 {
             let mut f = base.clone();
@@ -383,50 +369,27 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
     };
     let c_opts = crate::data::c_options(&dir.join("c"), false);
     let kernel = input.data.kernel.as_str();
-    // No schedule, then the catalog's schedule of the kernel mutated (where it still applies:
-    // a primitive that refuses the mutated body is no finding, one that accepts it must keep
-    // its meaning).
-    for (what, schedule) in [
-        ("C backend", None),
-        (
-            "C backend, catalog schedule",
-            sparsetir_ops::cpu_schedule(kernel),
-        ),
-    ] {
-        if what.contains("catalog") && schedule.is_none() {
-            continue;
-        }
-        let Ok(k) = sparsetir_runtime::build(f, schedule, &[], &c_opts) else {
-            continue;
-        };
-        let mut got = args.clone();
-        match k.run(&mut got) {
-            Ok(_) => compare(&reference, &got).map_err(|e| format!("{what}: {e}"))?,
-            Err(RunError::Kernel { status: -3, .. }) => {}
-            Err(e) => return Err(format!("{what} refuses what the evaluator runs: {e}")),
-        }
-    }
+    each_schedule(
+        "C backend",
+        sparsetir_ops::cpu_schedule(kernel),
+        &reference,
+        |s| {
+            let k = sparsetir_runtime::build(f, s, &[], &c_opts).ok()?;
+            let mut got = args.clone();
+            Some(k.run(&mut got).map(|_| got))
+        },
+    )?;
     let cache = KernelCache::new(dir.join("cuda-emu"));
-    for (what, schedule) in [
-        ("cuda-emu", None),
-        (
-            "cuda-emu, catalog schedule",
-            sparsetir_ops::gpu_schedule(kernel),
-        ),
-    ] {
-        if what.contains("catalog") && schedule.is_none() {
-            continue;
-        }
-        let Ok(k) = GpuKernel::build(f, schedule, &[], GpuDevice::Emulator, &cache) else {
-            continue;
-        };
-        let mut got = args.clone();
-        match k.run(&mut got) {
-            Ok(_) => compare(&reference, &got).map_err(|e| format!("{what}: {e}"))?,
-            Err(RunError::EmuDivisionByZero { .. }) => {}
-            Err(e) => return Err(format!("{what}: {e}")),
-        }
-    }
+    each_schedule(
+        "cuda-emu",
+        sparsetir_ops::gpu_schedule(kernel),
+        &reference,
+        |s| {
+            let k = GpuKernel::build(f, s, &[], GpuDevice::Emulator, &cache).ok()?;
+            let mut got = args.clone();
+            Some(k.run(&mut got).map(|_| got))
+        },
+    )?;
     Ok(())
 }
 
@@ -536,24 +499,41 @@ fn execute_assembled(
     };
     let c_opts = crate::data::c_options(&dir.join("c"), false);
     let kernel = input.data.kernel.as_str();
-    for (what, schedule) in [
-        ("C backend", None),
-        (
-            "C backend, catalog schedule",
-            sparsetir_ops::cpu_schedule(kernel),
-        ),
-    ] {
-        if what.contains("catalog") && schedule.is_none() {
-            continue;
-        }
-        let Ok(k) = assembly::AssembledKernel::build(f, schedule, &[], &c_opts) else {
-            continue;
+    each_schedule(
+        "C backend",
+        sparsetir_ops::cpu_schedule(kernel),
+        reference,
+        |s| {
+            let k = assembly::AssembledKernel::build(f, s, &[], &c_opts).ok()?;
+            let mut got = args.clone();
+            Some(k.run(&mut got).map(|_| got))
+        },
+    )?;
+    Ok(())
+}
+
+/// Runs a backend without a schedule, then with the kernel's catalog schedule `catalog`
+/// (where there is one): `run` builds and launches (`None`: the function does not build with
+/// that schedule, as where a primitive refuses the mutated body, which is no finding), and what
+/// it gives must equal `reference`. A division by zero is no finding either (see
+/// [`execute`]).
+fn each_schedule(
+    backend: &str,
+    catalog: Option<&str>,
+    reference: &HashMap<String, ArgValue>,
+    mut run: impl FnMut(Option<&str>) -> Option<Result<HashMap<String, ArgValue>, RunError>>,
+) -> Result<(), String> {
+    for schedule in std::iter::once(None).chain(catalog.map(Some)) {
+        let what = match schedule {
+            Some(_) => format!("{backend}, catalog schedule"),
+            None => backend.to_string(),
         };
-        let mut got = args.clone();
-        match k.run(&mut got) {
-            Ok(()) => compare(reference, &got).map_err(|e| format!("{what}: {e}"))?,
-            Err(e) if by_zero(&e) => {}
-            Err(e) => return Err(format!("{what} refuses what the evaluator runs: {e}")),
+        match run(schedule) {
+            None => {}
+            Some(Ok(got)) => compare(reference, &got).map_err(|e| format!("{what}: {e}"))?,
+            Some(Err(RunError::Kernel { status: -3, .. } | RunError::EmuDivisionByZero { .. })) => {
+            }
+            Some(Err(e)) => return Err(format!("{what} refuses what the evaluator runs: {e}")),
         }
     }
     Ok(())
