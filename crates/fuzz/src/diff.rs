@@ -290,13 +290,11 @@ fn mutate_func(m: &mut Mutator, f: &mut PrimFunc, stores: bool) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Execution
 
+/// The checked lowering every backend runs, to `stage`.
 fn options(stage: Stage) -> PipelineOptions {
     PipelineOptions {
         target_stage: stage,
-        check_invalid_binary_search: true,
-        verify: true,
-        print_after: Vec::new(),
-        assembly: None,
+        ..PipelineOptions::for_interpreter()
     }
 }
 
@@ -332,17 +330,18 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
     if assembled {
         return execute_assembled(f, input, &args, &reference, native);
     }
-    let one = IRModule {
+    // Stage III lowers on from the stage-II module (the first pass leaves it as it is).
+    let mut module = IRModule {
         funcs: vec![f.clone()],
     };
     for stage in [Stage::II, Stage::III] {
-        let lowered = match lower(&one, &options(stage)) {
+        module = match lower(&module, &options(stage)) {
             Ok(l) => l,
             Err(e @ PipelineError::Verify { .. }) => return Err(e.to_string()),
             // A construct a pass does not support: no result to compare.
             Err(_) => return Ok(()),
         };
-        let Some(g) = lowered.funcs.iter().find(|g| g.stage() == stage) else {
+        let Some(g) = module.funcs.iter().find(|g| g.stage() == stage) else {
             return Err(format!(
                 "lowering to stage {stage:?} gave no stage-{stage:?} function"
             ));

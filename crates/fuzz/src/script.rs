@@ -46,10 +46,7 @@ pub fn seeds() -> (Vec<String>, usize) {
 fn options(stage: Stage) -> PipelineOptions {
     PipelineOptions {
         target_stage: stage,
-        check_invalid_binary_search: true,
-        verify: true,
-        print_after: Vec::new(),
-        assembly: None,
+        ..PipelineOptions::for_interpreter()
     }
 }
 

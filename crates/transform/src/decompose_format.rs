@@ -640,33 +640,25 @@ fn by_parts(f: &PrimFunc, it: &SparseIteration, b: BufferId) -> Result<(), Strin
     };
     let mut other_reads = 0usize;
     let mut own_reads = 0usize;
-    it.body.visit(&mut |s| {
-        let Stmt::Store(st) = s else {
-            s.for_each_expr(|e| {
-                e.visit(&mut |x| {
-                    if matches!(x, Expr::Load { buffer, .. } if *buffer == b) {
-                        other_reads += 1;
-                    }
-                })
-            });
-            return;
-        };
-        for i in &st.indices {
-            i.visit(&mut |x| {
-                if matches!(x, Expr::Load { buffer, .. } if *buffer == b) {
-                    other_reads += 1;
-                }
-            });
-        }
-        st.value.visit(&mut |x| {
+    // Reads of `b` in `e`; at its own coordinates they count only in a stored value.
+    let mut tally = |e: &Expr, in_value: bool| {
+        e.visit(&mut |x| {
             if matches!(x, Expr::Load { buffer, .. } if *buffer == b) {
-                if own(x) {
+                if in_value && own(x) {
                     own_reads += 1;
                 } else {
                     other_reads += 1;
                 }
             }
-        });
+        })
+    };
+    it.body.visit(&mut |s| {
+        let Stmt::Store(st) = s else {
+            s.for_each_expr(|e| tally(e, false));
+            return;
+        };
+        st.indices.iter().for_each(|i| tally(i, false));
+        tally(&st.value, true);
         let acc = Expr::load(st.buffer, st.indices.clone());
         let term = match &st.value {
             Expr::Binary(BinOp::Add, x, y) if **x == acc => Some(&**y),

@@ -859,7 +859,20 @@ impl Lowerer {
                 .any(|&k| steps[k].kinds.contains(&IterKind::Reduce))
         });
         let init_at = match (init_group, &body) {
-            (Some(g), NestBody::Iteration { init: Some(_), .. }) => {
+            (
+                Some(g),
+                NestBody::Iteration {
+                    init: Some(i),
+                    body,
+                },
+            ) => {
+                let spatial: Vec<VarId> = groups[g]
+                    .iter()
+                    .flat_map(|&k| steps[k].vars.iter().zip(&steps[k].kinds))
+                    .filter(|(_, kind)| **kind == IterKind::Spatial)
+                    .map(|(v, _)| *v)
+                    .collect();
+                self.check_init_targets(name, &spatial, i, body)?;
                 if self.may_be_empty(steps, &groups, g)? {
                     InitAt::Before(g)
                 } else {
@@ -938,14 +951,8 @@ impl Lowerer {
                 let init = match (init_at, body) {
                     (
                         InitAt::InBlock(ig) | InitAt::Before(ig),
-                        NestBody::Iteration {
-                            init: Some(i),
-                            body,
-                        },
-                    ) if ig == g => {
-                        self.check_init_targets(name, &[], i, body)?;
-                        Some(self.stmt(i)?)
-                    }
+                        NestBody::Iteration { init: Some(i), .. },
+                    ) if ig == g => Some(self.stmt(i)?),
                     _ => None,
                 };
                 let mut inner = |me: &mut Lowerer| -> Res<Stmt> {
@@ -1017,20 +1024,7 @@ impl Lowerer {
             _ => inner,
         };
         let init = match (init_at, body) {
-            (
-                InitAt::InBlock(ig),
-                NestBody::Iteration {
-                    init: Some(i),
-                    body,
-                },
-            ) if ig == g => {
-                let spatial: Vec<VarId> = groups[g]
-                    .iter()
-                    .flat_map(|&k| steps[k].vars.iter().zip(&steps[k].kinds))
-                    .filter(|(_, kind)| **kind == IterKind::Spatial)
-                    .map(|(v, _)| *v)
-                    .collect();
-                self.check_init_targets(name, &spatial, i, body)?;
+            (InitAt::InBlock(ig), NestBody::Iteration { init: Some(i), .. }) if ig == g => {
                 Some(self.stmt(i)?)
             }
             _ => None,
@@ -1058,15 +1052,9 @@ impl Lowerer {
         }));
         let nest = wrap_loops(loops, block);
         match (init_at, body) {
-            (
-                InitAt::Before(ig),
-                NestBody::Iteration {
-                    init: Some(i),
-                    body,
-                },
-            ) if ig == g => {
+            (InitAt::Before(ig), NestBody::Iteration { init: Some(i), .. }) if ig == g => {
                 let unbound: Vec<usize> = groups[g..].iter().flatten().copied().collect();
-                let init = self.init_nest(name, steps, &groups[g], &unbound, g, ann, i, body)?;
+                let init = self.init_nest(name, steps, &groups[g], &unbound, g, ann, i)?;
                 Ok(Stmt::Seq(vec![init, nest]))
             }
             _ => Ok(nest),

@@ -80,7 +80,6 @@ impl Lowerer {
         g: usize,
         ann: &Attrs,
         init: &Stmt,
-        update: &Stmt,
     ) -> Res<Stmt> {
         // The spatial iterators must not walk fibers of the block's reduction iterators; a
         // fused chain whose leading axes are spatial contributes the fuse of those axes.
@@ -132,8 +131,6 @@ impl Lowerer {
                 kinds: s.kinds[..n_spatial].to_vec(),
             });
         }
-        let spatial_vars: Vec<VarId> = spatial.iter().flat_map(|s| s.vars.clone()).collect();
-        self.check_init_targets(name, &spatial_vars, init, update)?;
         let saved_pending = self.pending.clone();
         // Iterators of this block and the deeper ones are not bound around the init: using one
         // that is not one of its spatial points is an error.
