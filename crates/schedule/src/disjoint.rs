@@ -12,68 +12,110 @@
 //! at the same element. The span is bounded by comparing each `r` with a copy whose inner loop
 //! variables are renamed: what the loops around contribute cancels out, what is left is bounded
 //! by the loops' ranges (an `r` that does not separate so is not proven).
+//!
+//! The same facts answer the converse question for a loop over spatial iterators
+//! ([`carried_conflict`]): whether its iterations, which `"S"` promises apart, may still touch
+//! an element one of them writes, so that running them in parallel would race.
 
 use std::collections::HashMap;
 
 use sparsetir_arith::Analyzer;
-use sparsetir_ir::{BufferId, Expr, IterKind, PrimFunc, Stmt, VarId};
+use sparsetir_ir::{BufferId, DType, Expr, For, IterKind, PrimFunc, Stmt, VarId};
 
 use crate::ir_util;
 
-/// See the module documentation. `root` holds the loop over `v`.
-pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> bool {
-    let Some(path) = ir_util::path_to(root, &|s| ir_util::is_loop(s, v)) else {
-        return false;
-    };
-    let Some(Stmt::For(lp)) = path.last().copied() else {
-        return false;
-    };
-    // Only the loops inside get renamed copies: the loops around are fixed while the loop runs.
-    let mut func = func.clone();
-    let mut an = Analyzer::new();
-    an.assume_no_overflow(true);
-    let mut map: HashMap<VarId, Expr> = HashMap::new();
-    let mut copies: HashMap<VarId, Expr> = HashMap::new();
-    for s in &path {
-        match s {
+/// What the proofs know about the loop over `v`: the function with a renamed copy of every
+/// loop variable inside (`copies`), the analyzer with all those loops' ranges, and the block
+/// iterators' (and lets') bindings to resolve an index to loop variables.
+struct LoopFacts<'a> {
+    func: PrimFunc,
+    an: Analyzer,
+    lp: &'a For,
+    map: HashMap<VarId, Expr>,
+    copies: HashMap<VarId, Expr>,
+    /// Every loop variable inside → one placeholder variable.
+    inner: HashMap<VarId, Expr>,
+}
+
+impl<'a> LoopFacts<'a> {
+    fn new(func: &PrimFunc, root: &'a Stmt, v: VarId) -> Option<LoopFacts<'a>> {
+        let path = ir_util::path_to(root, &|s| ir_util::is_loop(s, v))?;
+        let Some(Stmt::For(lp)) = path.last().copied() else {
+            return None;
+        };
+        // Only the loops inside get renamed copies: the loops around are fixed while the loop
+        // runs.
+        let mut func = func.clone();
+        let mut an = Analyzer::new();
+        an.assume_no_overflow(true);
+        let mut map: HashMap<VarId, Expr> = HashMap::new();
+        let mut copies: HashMap<VarId, Expr> = HashMap::new();
+        for s in &path {
+            match s {
+                Stmt::Block(b) => {
+                    for it in &b.iters {
+                        map.insert(it.var, it.binding.clone());
+                    }
+                }
+                Stmt::Let(l) => {
+                    map.insert(l.var, l.value.clone());
+                }
+                // The loops around keep one value while the loop runs (the same in both
+                // copies), but that value lies in their range: it bounds terms that mix them
+                // with inner loops (`(8 * outer + inner) // 16`).
+                Stmt::For(f) if f.var != v => an.bind_range(f.var, &f.min, &f.extent),
+                _ => {}
+            }
+        }
+        lp.body.visit(&mut |s| match s {
+            Stmt::For(f) => {
+                an.bind_range(f.var, &f.min, &f.extent);
+                let name = format!("{}_copy", func.vars[f.var].name);
+                let c = func.add_var(name, func.vars[f.var].dtype);
+                an.bind_range(c, &f.min, &f.extent);
+                copies.insert(f.var, Expr::Var(c));
+            }
             Stmt::Block(b) => {
                 for it in &b.iters {
                     map.insert(it.var, it.binding.clone());
                 }
             }
-            // The loops around keep one value while the loop runs (the same in both copies),
-            // but that value lies in their range: it bounds terms that mix them with inner
-            // loops (`(8 * outer + inner) // 16`).
-            Stmt::For(f) if f.var != v => an.bind_range(f.var, &f.min, &f.extent),
-            _ => {}
-        }
-    }
-    lp.body.visit(&mut |s| match s {
-        Stmt::For(f) => {
-            an.bind_range(f.var, &f.min, &f.extent);
-            let name = format!("{}_copy", func.vars[f.var].name);
-            let c = func.add_var(name, func.vars[f.var].dtype);
-            an.bind_range(c, &f.min, &f.extent);
-            copies.insert(f.var, Expr::Var(c));
-        }
-        Stmt::Block(b) => {
-            for it in &b.iters {
-                map.insert(it.var, it.binding.clone());
+            Stmt::Let(l) => {
+                map.insert(l.var, l.value.clone());
             }
-        }
-        _ => {}
-    });
-    an.bind_range(v, &lp.min, &lp.extent);
-    let func = &func;
-    let resolve = |e: &Expr| {
+            _ => {}
+        });
+        an.bind_range(v, &lp.min, &lp.extent);
+        let placeholder = Expr::Var(func.add_var("inner".to_string(), DType::I64));
+        let inner = copies.keys().map(|k| (*k, placeholder.clone())).collect();
+        Some(LoopFacts {
+            func,
+            an,
+            lp,
+            map,
+            copies,
+            inner,
+        })
+    }
+
+    /// `e` in terms of loop variables: block iterators bound to outer blocks' iterators are
+    /// substituted to a fixpoint (blocks nest only so deep).
+    fn resolve(&self, e: &Expr) -> Expr {
         let mut e = e.clone();
-        // Block iterators bound to outer blocks' iterators: substitute to a fixpoint (blocks
-        // nest only so deep).
         for _ in 0..8 {
-            ir_util::subst_expr(&mut e, &map);
+            ir_util::subst_expr(&mut e, &self.map);
         }
         e
+    }
+}
+
+/// See the module documentation. `root` holds the loop over `v`.
+pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> bool {
+    let Some(facts) = LoopFacts::new(func, root, v) else {
+        return false;
     };
+    let lp = facts.lp;
+    let resolve = |e: &Expr| facts.resolve(e);
     // The buffers written by blocks whose reduction iterators move with the loop.
     let mut written: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| {
@@ -132,8 +174,134 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
     }
     written.iter().all(|b| {
         let list = accesses.get(b).map(Vec::as_slice).unwrap_or(&[]);
-        disjoint_accesses(func, &an, list, v, &copies)
+        disjoint_accesses(&facts.func, &facts.an, list, v, &facts.copies)
     })
+}
+
+/// For a loop whose blocks bind it to spatial iterators only: a buffer that two iterations may
+/// both touch, one of them writing it (`Y[i + 1] = X[i] + Y[i]` declared `"S"`), which running
+/// the iterations apart would race on; `None` when none is found. An iterator declared `"S"`
+/// is trusted where every access of a written buffer under the loop is the same index tuple and
+/// that tuple moves with the loop or reads memory (each iteration its own element, as a scatter
+/// through an index array, a sparse output's `indptr` or a slot an atomic counter handed out is
+/// trusted), or where the accesses provably never meet (the module's proof). Buffers private to an iteration (allocated under the loop, or
+/// in `local`, `shared`, `warp` or fragment scope) and buffers updated atomically are not
+/// checked.
+pub(crate) fn carried_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option<BufferId> {
+    let facts = LoopFacts::new(func, root, v)?;
+    let lp = facts.lp;
+    let mut private: Vec<BufferId> = Vec::new();
+    lp.body.visit(&mut |s| match s {
+        Stmt::Block(b) => private.extend(b.alloc_buffers.iter().copied()),
+        Stmt::Allocate(b) => private.push(*b),
+        _ => {}
+    });
+    // Stores (inits included) outside atomic blocks, and every load, per buffer.
+    let mut stores: HashMap<BufferId, Vec<Vec<Expr>>> = HashMap::new();
+    let mut atomic: Vec<BufferId> = Vec::new();
+    walk_stores(&lp.body, false, &mut |st, is_atomic| {
+        if is_atomic {
+            atomic.push(st.buffer);
+        } else {
+            stores
+                .entry(st.buffer)
+                .or_default()
+                .push(st.indices.clone());
+        }
+    });
+    let checked = |b: BufferId| {
+        func.buffers[b].scope == "global" && !private.contains(&b) && !atomic.contains(&b)
+    };
+    let mut accesses: HashMap<BufferId, Vec<Vec<Expr>>> = HashMap::new();
+    for (b, list) in &stores {
+        if checked(*b) {
+            accesses.insert(*b, list.clone());
+        }
+    }
+    let mut opaque: Vec<BufferId> = Vec::new();
+    lp.body.visit(&mut |s| {
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| match x {
+                Expr::Load { buffer, indices } => {
+                    if let Some(list) = accesses.get_mut(buffer) {
+                        list.push(indices.clone());
+                    }
+                }
+                // A call that takes a written buffer (an address, an atomic's target) is
+                // trusted: the writers give it its own semantics.
+                Expr::Call { args, .. } => {
+                    for a in args {
+                        if let Expr::Load { buffer, .. } = a {
+                            opaque.push(*buffer);
+                        }
+                    }
+                }
+                _ => {}
+            })
+        });
+    });
+    let mut found: Vec<BufferId> = accesses
+        .into_iter()
+        .filter(|(b, _)| !opaque.contains(b))
+        .filter_map(|(b, list)| {
+            let list: Vec<Vec<Expr>> = list
+                .iter()
+                .map(|idx| idx.iter().map(|e| facts.resolve(e)).collect())
+                .collect();
+            // The same function of `v`, whatever the loops inside: their variables all read
+            // as one placeholder (an init's loop and the update's loop differ in name only).
+            let shapes: Vec<Vec<Expr>> = list
+                .iter()
+                .map(|idx| {
+                    idx.iter()
+                        .map(|e| {
+                            let mut e = e.clone();
+                            ir_util::subst_expr(&mut e, &facts.inner);
+                            facts.an.simplify(&facts.func, &e)
+                        })
+                        .collect()
+                })
+                .collect();
+            // One tuple that moves with the loop, or that reads memory (a slot an atomic
+            // counter handed out, an index array): trusted. One that is neither is the same
+            // element in every iteration.
+            let same = shapes.iter().all(|idx| *idx == shapes[0])
+                && shapes[0]
+                    .iter()
+                    .any(|e| ir_util::uses_var(e, v) || reads_memory(e));
+            let apart = || disjoint_accesses(&facts.func, &facts.an, &list, v, &facts.copies);
+            (!same && !apart()).then_some(b)
+        })
+        .collect();
+    found.sort();
+    found.first().copied()
+}
+
+fn reads_memory(e: &Expr) -> bool {
+    let mut hit = false;
+    e.visit(&mut |x| hit |= matches!(x, Expr::Load { .. }));
+    hit
+}
+
+/// Calls `f` on every store under `s`, telling whether an atomic block holds it.
+fn walk_stores(s: &Stmt, atomic: bool, f: &mut dyn FnMut(&sparsetir_ir::Store, bool)) {
+    match s {
+        Stmt::Store(st) => f(st, atomic),
+        Stmt::Block(b) => {
+            let atomic = atomic || b.is_atomic();
+            if let Some(i) = &b.init {
+                walk_stores(i, atomic, f);
+            }
+            walk_stores(&b.body, atomic, f);
+        }
+        _ => {
+            let mut ch = Vec::new();
+            ir_util::push_children(s, &mut ch);
+            for c in ch {
+                walk_stores(c, atomic, f);
+            }
+        }
+    }
 }
 
 /// The stores of `s` (its init's too).

@@ -56,7 +56,8 @@ pub enum ErrorKind {
     /// The target loop or block is not where the primitive needs it (another scope, before the
     /// producer, not above every consumer, ...).
     BadPlacement,
-    /// The move would reorder an access with a conflicting access of another block.
+    /// The move would reorder an access with a conflicting access of another block, or the
+    /// loop's iterations would run apart although one touches an element another one writes.
     DependencyViolation,
     /// The region a block must cover cannot be bounded, or is not provably inside what the
     /// block computed before.

@@ -412,3 +412,77 @@ fn reduction_loops_that_write_disjoint_rows_run_apart() {
     let e = sch.bind(inner[0], "blockIdx.x").unwrap_err();
     assert_eq!(e.kind, ErrorKind::ReductionLoop, "{e}");
 }
+
+/// A one-axis stage-I function over `X` and `Y` (length `n`) whose iteration `it` (declared
+/// `"S"`) runs `body`, lowered to `stage`.
+fn spatial_loop(body: &str, stage: Stage) -> sparsetir_ir::PrimFunc {
+    let src = format!(
+        r#"@T.prim_func
+def f(x: T.handle, y: T.handle, n: T.int32) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
+    I = T.sp.dense_fixed(n)
+    X = T.sp.match_buffer(x, (I,), "float32")
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    with T.sp.iteration([I], "S", "it") as [i]:
+{body}
+"#
+    );
+    let module = sparsetir_syntax::parse_module(&src).expect("parses");
+    lower_func(module.funcs.into_iter().next().unwrap(), stage)
+}
+
+#[test]
+fn a_dependence_carried_by_a_spatial_loop_keeps_it_serial() {
+    // Each iteration reads the element the one before wrote (a prefix sum declared "S"), or all
+    // write one element: running the iterations apart would race.
+    for (body, stage) in [
+        ("        Y[i + 1] = X[i] + Y[i]", Stage::II),
+        ("        Y[i + 1] = X[i] + Y[i]", Stage::III),
+        ("        Y[i] = Y[i - 1] * 2.0", Stage::III),
+        ("        Y[0] = X[i]", Stage::III),
+    ] {
+        let f = spatial_loop(body, stage);
+        for which in ["parallel", "vectorize", "blockIdx.x"] {
+            let mut sch = Schedule::new(f.clone()).unwrap();
+            let l = loops_of(&mut sch, "it0")[0];
+            let e = match which {
+                "parallel" => sch.parallel(l),
+                "vectorize" => sch.vectorize(l),
+                tag => sch.bind(l, tag),
+            }
+            .unwrap_err();
+            assert_eq!(e.kind, ErrorKind::DependencyViolation, "{body}: {e}");
+            assert!(e.message.contains("element of `Y"), "{e}");
+            assert!(e.ir.contains("--> "), "{e}");
+        }
+        // Split by 4: the inner part carries it inside each group of 4, the outer part across
+        // groups.
+        let mut sch = Schedule::new(f.clone()).unwrap();
+        let l = loops_of(&mut sch, "it0")[0];
+        let p = sch.split(l, &[None, Some(4)]).unwrap();
+        for (part, tag) in p.into_iter().zip(["blockIdx.x", "threadIdx.x"]) {
+            let e = sch.bind(part, tag).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::DependencyViolation, "{body}: {e}");
+        }
+    }
+    // Iterations that touch elements of their own are taken: in place, in two statements, and
+    // two elements per iteration that never meet another iteration's. A store through a
+    // function of the iterator the proof cannot step (`i // 2`, `E[i]`) is trusted, as `"S"`
+    // promises.
+    for body in [
+        "        Y[i] = Y[i] * 2.0 + X[i]",
+        "        Y[i] = X[i]\n        Y[i] = Y[i] + 1.0",
+        "        Y[2 * i + 1] = Y[2 * i] + X[i]",
+        "        Y[i // 2] = X[i]",
+    ] {
+        let f = spatial_loop(body, Stage::III);
+        let mut sch = Schedule::new(f.clone()).unwrap();
+        let l = loops_of(&mut sch, "it0")[0];
+        let p = sch.split(l, &[None, Some(4)]).unwrap();
+        sch.bind(p[0], "blockIdx.x").unwrap();
+        sch.bind(p[1], "threadIdx.x").unwrap();
+        let mut sch = Schedule::new(f).unwrap();
+        let l = loops_of(&mut sch, "it0")[0];
+        sch.parallel(l).unwrap();
+    }
+}

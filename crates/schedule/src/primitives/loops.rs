@@ -709,6 +709,33 @@ impl Schedule {
                 Focus::Loop(v),
             ));
         }
+        if kind != ForKind::Unrolled {
+            let mut reduce_block = None;
+            let mut loose = false;
+            check_body(&lp.body, v, false, &mut reduce_block, &mut loose);
+            let spatial = reduce_block.is_none() && !loose;
+            // A loop over spatial iterators only: the `"S"` it comes from promises iterations
+            // apart, but a body that reads or writes another iteration's element (`Y[i + 1] =
+            // X[i] + Y[i]`) breaks the promise; running it apart would race.
+            if spatial {
+                if let Some(b) =
+                    crate::disjoint::carried_conflict(self.func(), &self.func().body, v)
+                {
+                    return Err(self.error(
+                        ErrorKind::DependencyViolation,
+                        format!(
+                            "loop `{}`: its iterations may touch the same element of `{}`, one \
+                             of them writing it (a dependence carried by a loop over spatial \
+                             iterators); `{primitive}` needs iterations that touch elements of \
+                             their own",
+                            self.var_name(v),
+                            self.func().buffers[b].name
+                        ),
+                        Focus::Loop(v),
+                    ));
+                }
+            }
+        }
         if spatial_only {
             let mut reduce_block = None;
             let mut loose = false;
