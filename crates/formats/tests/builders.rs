@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use sparsetir_formats::builders::{
-    condense, ell3d_from_coo, ell3d_from_csf, hyb, hyb_every_row, BuildError,
+    condense, ell3d_from_coo, ell3d_from_csf, ell_csr_padded_below, hyb, hyb_every_row,
+    hyb_padded_below, BuildError,
 };
 use sparsetir_formats::{Coo, Field};
 
@@ -326,6 +327,79 @@ fn hyb_hand_checked_split_and_padding() {
     assert_eq!(b.values, vec![7.0, 0.0, 0.0, 0.0, 8.0, 9.0, 0.0, 0.0]);
     assert_eq!(b.mask, vec![1, 0, 0, 0, 1, 1, 0, 0]);
     assert!(!h.needs_atomic);
+}
+
+#[test]
+fn padding_below_a_bound_names_columns_below_it() {
+    // Row 0 stores columns 0 and 1 of 6, row 1 column 4. Unbounded, row 0 pads with column 2.
+    let (indptr, indices, values) = ([0usize, 2, 3], [0usize, 1, 4], [1.0, 2.0, 3.0]);
+    let h = hyb(2, 6, &indptr, &indices, &values, 1, &[4]).unwrap();
+    assert_eq!(
+        h.get(0, 0).unwrap().col_indices,
+        vec![0, 1, 2, 2, 4, 0, 0, 0]
+    );
+    // Below 3: the same (column 2 is below it).
+    let h = hyb_padded_below(2, 6, &indptr, &indices, &values, 1, &[4], 3).unwrap();
+    assert_eq!(
+        h.get(0, 0).unwrap().col_indices,
+        vec![0, 1, 2, 2, 4, 0, 0, 0]
+    );
+    // Below 2: row 0 stores every column below the bound; it fits bucket 2 exactly (row 1
+    // pads with column 0) ...
+    let h = hyb_padded_below(2, 6, &indptr, &indices, &values, 1, &[2, 4], 2).unwrap();
+    let b = h.get(0, 0).unwrap();
+    assert_eq!(b.row_indices, vec![0, 1]);
+    assert_eq!(b.col_indices, vec![0, 1, 4, 0]);
+    // ... a run of 3 storing every column below 3 is cut into 2 + 1 instead of padded in 4.
+    let h = hyb_padded_below(
+        1,
+        6,
+        &[0usize, 3],
+        &[0usize, 1, 2],
+        &[1.0, 2.0, 3.0],
+        1,
+        &[1, 2, 4],
+        3,
+    )
+    .unwrap();
+    assert_eq!(h.get(0, 1).unwrap().col_indices, vec![0, 1]);
+    assert_eq!(h.get(0, 0).unwrap().col_indices, vec![2]);
+    assert!(h.get(0, 2).unwrap().row_indices.is_empty());
+    assert_eq!(
+        hyb(
+            1,
+            6,
+            &[0usize, 3],
+            &[0usize, 1, 2],
+            &[1.0, 2.0, 3.0],
+            1,
+            &[1, 2, 4]
+        )
+        .unwrap()
+        .get(0, 2)
+        .unwrap()
+        .col_indices,
+        vec![0, 1, 2, 3]
+    );
+    // ... and padded with column 0 at value 0 where they do not; row 1 pads with column 0.
+    let h = hyb_padded_below(2, 6, &indptr, &indices, &values, 1, &[4], 2).unwrap();
+    let b = h.get(0, 0).unwrap();
+    assert_eq!(b.col_indices, vec![0, 1, 0, 0, 4, 0, 0, 0]);
+    assert_eq!(b.values, vec![1.0, 2.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0]);
+    assert!(b
+        .col_indices
+        .iter()
+        .zip(&b.mask)
+        .all(|(&c, &k)| k == 1 || c < 2));
+
+    // ELL+CSR of width 3 below 4: row 0 pads with 2 (distinct, increasing), row 1 with 0, 1.
+    let e = ell_csr_padded_below(2, 6, &indptr, &indices, &values, 3, 4).unwrap();
+    assert_eq!(e.ell_indices, vec![0, 1, 2, 0, 1, 4]);
+    assert_eq!(e.ell_mask, vec![1, 1, 0, 0, 0, 1]);
+    // Below 2, row 0 has no free column to pad with: an error naming the row and the bound.
+    let err = ell_csr_padded_below(2, 6, &indptr, &indices, &values, 3, 2).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("row 0") && text.contains("below 2"), "{text}");
 }
 
 #[test]

@@ -362,7 +362,7 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
         }
         compare(&reference, &got).map_err(|e| format!("stage {stage:?} interpreter: {e}"))?;
     }
-    decomposed(f, input, &args, &reference)?;
+    decomposed(f, input, &args, &reference, native)?;
     let Some(dir) = native else {
         return Ok(());
     };
@@ -405,13 +405,15 @@ const RULES: &[&str] = &[
 
 /// The mutated function decomposed into composable formats (SPEC §3.1) as `run --decompose`
 /// does: the formats built from the same data, then the decomposed function on the evaluator
-/// and on the stage III interpreter must give the undecomposed function's results. A rule
-/// that does not fit the function or its data is no finding.
+/// and on the stage III interpreter (with `native`, also the C backend and the CUDA emulator,
+/// automatic schedules) must give the undecomposed function's results. A rule that does not fit
+/// the function or its data is no finding.
 fn decomposed(
     f: &PrimFunc,
     input: &DiffInput,
     args: &HashMap<String, ArgValue>,
     reference: &HashMap<String, ArgValue>,
+    native: Option<&Path>,
 ) -> Result<(), String> {
     if !matches!(input.data.kernel.as_str(), "csrmm" | "spmv" | "sddmm") {
         return Ok(());
@@ -457,15 +459,43 @@ fn decomposed(
     let Some(l) = lowered.funcs.iter().find(|l| l.stage() == Stage::III) else {
         return Ok(());
     };
-    let mut got = base;
+    let mut got = base.clone();
     match run_func(l, &mut got) {
         Ok(()) => compare(reference, &got)
-            .map_err(|e| format!("decomposed by {rule}, stage III interpreter: {e}")),
-        Err(e) if e.message.contains("by zero") => Ok(()),
-        Err(e) => Err(format!(
-            "decomposed by {rule}: the stage III interpreter refuses what the evaluator runs: {e}"
-        )),
+            .map_err(|e| format!("decomposed by {rule}, stage III interpreter: {e}"))?,
+        Err(e) if e.message.contains("by zero") => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "decomposed by {rule}: the stage III interpreter refuses what the evaluator \
+                 runs: {e}"
+            ))
+        }
     }
+    let Some(dir) = native else {
+        return Ok(());
+    };
+    let c_opts = crate::data::c_options(&dir.join("c"), false);
+    each_schedule(
+        &format!("decomposed by {rule}, C backend"),
+        None,
+        reference,
+        |_| {
+            let k = sparsetir_runtime::build(&g, None, &[], &c_opts).ok()?;
+            let mut got = base.clone();
+            Some(k.run(&mut got).map(|_| got))
+        },
+    )?;
+    let cache = KernelCache::new(dir.join("cuda-emu"));
+    each_schedule(
+        &format!("decomposed by {rule}, cuda-emu"),
+        None,
+        reference,
+        |_| {
+            let k = GpuKernel::build(&g, None, &[], GpuDevice::Emulator, &cache).ok()?;
+            let mut got = base.clone();
+            Some(k.run(&mut got).map(|_| got))
+        },
+    )
 }
 
 /// A function that assembles its output: the interpreter runs its phases

@@ -127,6 +127,106 @@ pub fn validate_args(func: &PrimFunc, args: &HashMap<String, ArgValue>) -> Resul
     Ok(())
 }
 
+/// The smallest extent of a dense dimension that coordinates of `axis` index directly (as
+/// `B[j, k]` indexes `B`'s first axis with `j`), `None` when they index none: every coordinate
+/// an iterator over `axis` takes must lie below it, as validation checks the stored ones. A
+/// decomposed format's padding slots (`runtime::composable`) name coordinates of their own,
+/// and keep below this bound so that the decomposed function's validation holds wherever the
+/// original's does. Extents come from `func`'s integer arguments in `args` (an extent they do
+/// not give bounds nothing).
+pub fn coordinate_bound(
+    func: &PrimFunc,
+    axis: AxisId,
+    args: &HashMap<String, ArgValue>,
+) -> Option<i64> {
+    let ints: HashMap<VarId, i64> = func
+        .params
+        .iter()
+        .filter_map(|&p| match args.get(&func.vars.get(p)?.name) {
+            Some(ArgValue::Int(i)) => Some((p, *i)),
+            _ => None,
+        })
+        .collect();
+    let iter_axis = iter_axes(&func.body);
+    let mut bound: Option<i64> = None;
+    let mut access = |b: BufferId, indices: &[Expr]| {
+        for (k, e) in indices.iter().enumerate() {
+            let Expr::Var(v) = e else { continue };
+            if iter_axis.get(v) != Some(&axis) {
+                continue;
+            }
+            let extent = match direct_dim(func, b, k, e, &iter_axis) {
+                Some(Dim::Axis(y)) => eval_size(&func.axes[y].length, &ints),
+                Some(Dim::Dense(d)) => eval_size(d, &ints),
+                None => None,
+            };
+            if let Some(n) = extent {
+                bound = Some(bound.map_or(n, |m| m.min(n)));
+            }
+        }
+    };
+    func.body.visit(&mut |s| {
+        if let Stmt::Store(st) = s {
+            access(st.buffer, &st.indices);
+        }
+        s.for_each_expr(|e| {
+            e.visit(&mut |x| {
+                if let Expr::Load { buffer, indices } = x {
+                    access(*buffer, indices);
+                }
+            })
+        });
+    });
+    bound
+}
+
+/// A dimension an index addresses directly.
+enum Dim<'f> {
+    /// A `dense_fixed` axis of a sparse buffer.
+    Axis(AxisId),
+    /// A dense buffer's dimension, of this extent.
+    Dense(&'f Expr),
+}
+
+/// The dimension `k` of buffer `b` where index `e` addresses it directly: a `dense_fixed` axis
+/// that `e` is not an iterator of (`B[j, k]` for `j` over `J`, `B` over `(J_detach, K)`), or a
+/// dense buffer's dimension; `None` where the index is a position.
+fn direct_dim<'f>(
+    func: &'f PrimFunc,
+    b: BufferId,
+    k: usize,
+    e: &Expr,
+    iter_axis: &HashMap<VarId, AxisId>,
+) -> Option<Dim<'f>> {
+    match &func.buffers.get(b)?.shape {
+        BufferShape::Sparse(axes) => {
+            let &y = axes.get(k)?;
+            if func.axes.get(y).map(|a| a.kind) != Some(AxisKind::DenseFixed) {
+                return None;
+            }
+            match e {
+                Expr::Var(v) if iter_axis.get(v) == Some(&y) => None,
+                _ => Some(Dim::Axis(y)),
+            }
+        }
+        BufferShape::Dense(dims) => dims.get(k).map(Dim::Dense),
+    }
+}
+
+/// Iterator variable → the axis whose coordinate it holds.
+fn iter_axes(body: &Stmt) -> HashMap<VarId, AxisId> {
+    let mut iter_axis = HashMap::new();
+    body.visit(&mut |s| {
+        if let Stmt::SparseIteration(it) = s {
+            let axes = it.axes.iter().flat_map(|a| a.axes());
+            for (v, a) in it.vars.iter().zip(axes) {
+                iter_axis.insert(*v, a);
+            }
+        }
+    });
+    iter_axis
+}
+
 fn size_err(subject: impl Into<String>, message: impl Into<String>) -> RunError {
     RunError::Size {
         subject: subject.into(),
@@ -484,15 +584,10 @@ impl<'a> Checker<'a> {
     /// Checks what the statements assume about the data: attach parents, coordinates used in
     /// dense axes of other buffers, declared buffer domains.
     fn check_body(&self, body: &Stmt) -> Result<(), RunError> {
-        // Iterator variable → the axis whose coordinate it holds.
-        let mut iter_axis: HashMap<VarId, AxisId> = HashMap::new();
+        let iter_axis = iter_axes(body);
         let mut result = Ok(());
         body.visit(&mut |s| {
             if let Stmt::SparseIteration(it) = s {
-                let axes = it.axes.iter().flat_map(|a| a.axes());
-                for (v, a) in it.vars.iter().zip(axes) {
-                    iter_axis.insert(*v, a);
-                }
                 for a in &it.axes {
                     if let IterAxis::Attach { axis, parent } = a {
                         if result.is_ok() {
@@ -607,25 +702,16 @@ impl<'a> Checker<'a> {
             return Ok(());
         };
         for (k, e) in indices.iter().enumerate() {
-            // The extent of dimension k when it is indexed directly.
-            let (extent, dim_name) = match &buf.shape {
-                BufferShape::Sparse(axes) => {
-                    let Some(&y) = axes.get(k) else { continue };
-                    if self.func.axes.get(y).map(|a| a.kind) != Some(AxisKind::DenseFixed) {
-                        continue;
-                    }
-                    match e {
-                        Expr::Var(v) if iter_axis.get(v) == Some(&y) => continue,
-                        _ => {}
-                    }
+            let (extent, dim_name) = match direct_dim(self.func, b, k, e, iter_axis) {
+                Some(Dim::Axis(y)) => {
                     let info = self.axis(y)?;
                     (info.length, format!("axis `{}`", info.name))
                 }
-                BufferShape::Dense(dims) => {
-                    let Some(d) = dims.get(k) else { continue };
-                    let Some(n) = self.eval(d) else { continue };
-                    (n, format!("dimension {k}"))
-                }
+                Some(Dim::Dense(d)) => match self.eval(d) {
+                    Some(n) => (n, format!("dimension {k}")),
+                    None => continue,
+                },
+                None => continue,
             };
             match e {
                 Expr::Var(v) => {

@@ -339,3 +339,88 @@ fn data_that_cannot_be_stored_is_reported() {
     let e = hyb.arguments(&csrmm, &args).unwrap_err();
     assert!(e.0.contains("cannot store `A`"), "{e}");
 }
+
+/// csrmm whose column coordinate also indexes `B`'s feature axis (`B[j, j]`, 3 features over 8
+/// columns): the data is valid only where every stored column is below 3, and the decomposed
+/// formats' padding must stay below 3 too (it names a column the row does not store, or, where
+/// every column below 3 is stored, the row is cut to fill buckets exactly or padded with column
+/// 0 at value 0). Before, hyb padded with column 3 and the decomposed run was refused.
+#[test]
+fn padding_stays_inside_every_dimension_the_column_indexes() {
+    let src = sparsetir_ops::get("csrmm")
+        .expect("csrmm")
+        .source
+        .replace("A[i, j] * B[j, k]", "A[i, j] * B[j, j] * B[j, k]");
+    let f = sparsetir_syntax::parse_func(&src).expect("parses");
+    let (m, n, k) = (6, 8, 3);
+    let rows: [&[usize]; 6] = [&[0, 1, 2], &[], &[1], &[0, 2], &[0, 1, 2], &[2]];
+    let mut a = vec![0.0f32; m * n];
+    for (i, r) in rows.iter().enumerate() {
+        for (q, &j) in r.iter().enumerate() {
+            a[i * n + j] = 1.5 - i as f32 * 0.25 + q as f32 * 0.5;
+        }
+    }
+    let b = dense_b(n, k, 3);
+    let (indptr, indices, values) = csr_of(&a, m, n);
+    let want: Vec<f64> = (0..m * k)
+        .map(|x| {
+            let (i, kk) = (x / k, x % k);
+            (0..k)
+                .map(|j| {
+                    f64::from(a[i * n + j]) * f64::from(b[j * k + j]) * f64::from(b[j * k + kk])
+                })
+                .sum()
+        })
+        .collect();
+    let mut args = Args::new();
+    args.insert("a".into(), f32s(vec![values.len()], values.clone()));
+    args.insert("indptr".into(), i32s(&indptr));
+    args.insert("indices".into(), i32s(&indices));
+    args.insert("b".into(), f32s(vec![n * k], b.clone()));
+    args.insert("m".into(), int(m));
+    args.insert("n".into(), int(n));
+    args.insert("nnz".into(), int(values.len()));
+    args.insert("feat_size".into(), int(k));
+    args.insert("c".into(), f32s(vec![m * k], vec![0.0; m * k]));
+    sparsetir_runtime::validate_args(&f, &args).expect("valid undecomposed");
+    let mut cases: Vec<(Vec<FormatRewriteRule>, Vec<RuleKind>)> = Vec::new();
+    for (parts, buckets) in [(1, vec![4usize]), (1, vec![1, 2, 4]), (2, vec![1, 2])] {
+        cases.push((
+            hyb_rules(parts, &buckets).expect("rules"),
+            hyb_kinds(parts, &buckets),
+        ));
+    }
+    cases.push((
+        ell_csr_rules(2, true).expect("rules"),
+        vec![RuleKind::Ell(2), RuleKind::Dcsr],
+    ));
+    for (rules, kinds) in cases {
+        let g = decomposed(&f, &rules);
+        let d = Decomposition::new(
+            &rules
+                .iter()
+                .cloned()
+                .zip(kinds.into_iter().map(Some))
+                .collect::<Vec<_>>(),
+        )
+        .expect("a complete decomposition");
+        let name = d.layout_name();
+        let mut full = args.clone();
+        full.extend(d.arguments(&f, &args).expect("arrays"));
+        sparsetir_runtime::validate_args(&g, &full)
+            .unwrap_or_else(|e| panic!("{name}: valid decomposed: {e}"));
+        for backend in backends() {
+            let mut run_args = full.clone();
+            let what = format!("{name} on {backend}");
+            run(&g, &mut run_args, backend, &what);
+            assert_close(&f64s(&run_args, "c"), &want, &what);
+        }
+    }
+    // ELL of width 4 would pad row 0 (columns 0, 1, 2) with a fourth column below 3: none.
+    let rules = ell_csr_rules(4, false).expect("rules");
+    let d = Decomposition::new(&[(rules[0].clone(), Some(RuleKind::Ell(4)))]).expect("ell");
+    let e = d
+        .arguments(&f, &args)
+        .expect_err("no padding column below 3");
+    assert!(e.to_string().contains("below 3"), "{e}");
+}

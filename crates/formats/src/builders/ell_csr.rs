@@ -9,7 +9,8 @@
 //!   padding columns are the smallest columns the row does not store, value 0, so every row's
 //!   columns strictly increase (the rule's ELL axis is sorted) and padding adds nothing.
 //!   `width` must be at most `cols` (a row of `width` distinct columns must exist), unless the
-//!   matrix has no column and `width` is 0.
+//!   matrix has no column and `width` is 0. [`ell_csr_padded_below`] pads with columns below
+//!   its bound only (an error where a row cannot be padded so).
 //! - Remainder: the rows with `deg > width`, increasing, each with its entries past the first
 //!   `width` (in CSR order); `rest_indptr` has one segment per listed row.
 
@@ -76,6 +77,23 @@ pub fn ell_csr<I: CsrIndex>(
     values: &[f32],
     width: usize,
 ) -> Result<EllCsr, BuildError> {
+    ell_csr_padded_below(rows, cols, indptr, indices, values, width, usize::MAX)
+}
+
+/// [`ell_csr`] with padding columns below `pad_below` only: a kernel that also uses a column's
+/// coordinate in a dense dimension narrower than the matrix (`B[j, j]` with `B` over
+/// `(n, feat_size)`) then reads padding inside that dimension. A row short of the width whose
+/// padding cannot be found below the bound is an error.
+pub fn ell_csr_padded_below<I: CsrIndex>(
+    rows: usize,
+    cols: usize,
+    indptr: &[I],
+    indices: &[I],
+    values: &[f32],
+    width: usize,
+    pad_below: usize,
+) -> Result<EllCsr, BuildError> {
+    let pad_cols = cols.min(pad_below);
     let csr = check_csr(rows, cols, indptr, indices, Some(values))?;
     if width > cols {
         return Err(BuildError::BadParam {
@@ -112,6 +130,16 @@ pub fn ell_csr<I: CsrIndex>(
         padding.clear();
         let (mut c, mut q) = (0usize, 0usize);
         while padding.len() < width - k {
+            if c >= pad_cols {
+                return Err(BuildError::BadParam {
+                    name: "width",
+                    reason: format!(
+                        "row {i} stores {k} of the {width} slots, and fewer than {} columns \
+                         below {pad_cols} are free to pad it with",
+                        width - k
+                    ),
+                });
+            }
             if q < real.len() && real[q] == c {
                 q += 1;
             } else {

@@ -14,7 +14,8 @@
 //! - Bucket rows are ordered by row index (chunks of one row consecutive, in entry order).
 //! - Padding slots hold value 0 and mask 0, and as column the smallest column their matrix row
 //!   does not store (column 0 unless the row stores it; column 0 for a row storing every
-//!   column); real slots mask 1. Column indices are absolute (not relative to the part). So a
+//!   column; with [`hyb_padded_below`], columns below its bound only, and "every column" means
+//!   every one below the bound); real slots mask 1. Column indices are absolute (not relative to the part). So a
 //!   padding slot names a coordinate absent from the matrix: the format-rewrite copy of the hyb
 //!   rule (`new[o, i, j] = A[i, j]`, SPEC §3.1), which cannot see the mask, reads 0 there — even
 //!   when the row stores column 0 — and a stage-I access by coordinate never confuses padding
@@ -269,6 +270,36 @@ pub fn hyb<I: CsrIndex>(
         num_col_parts,
         buckets,
         &|_| false,
+        usize::MAX,
+    )
+}
+
+/// [`hyb`] with padding slots naming columns below `pad_below` only (the smallest one below it
+/// that their row does not store; a row storing every column below it is cut as one storing
+/// every column is). A kernel that also uses a column's coordinate in a dense dimension
+/// narrower than the matrix (`B[j, j]` with `B` over `(n, feat_size)`) then reads padding
+/// inside that dimension, as it reads the stored entries.
+#[allow(clippy::too_many_arguments)]
+pub fn hyb_padded_below<I: CsrIndex>(
+    rows: usize,
+    cols: usize,
+    indptr: &[I],
+    indices: &[I],
+    values: &[f32],
+    num_col_parts: usize,
+    buckets: &[usize],
+    pad_below: usize,
+) -> Result<Hyb, BuildError> {
+    build(
+        rows,
+        cols,
+        indptr,
+        indices,
+        values,
+        num_col_parts,
+        buckets,
+        &|_| false,
+        pad_below,
     )
 }
 
@@ -292,6 +323,7 @@ pub fn hyb_every_row<I: CsrIndex>(
         num_col_parts,
         buckets,
         &|_| true,
+        usize::MAX,
     )
 }
 
@@ -357,7 +389,15 @@ pub fn hyb_with_rest<I: CsrIndex>(
     }
     let short = |i: usize| !long[i];
     let h = build(
-        rows, cols, &s_indptr, &s_indices, &s_values, 1, buckets, &short,
+        rows,
+        cols,
+        &s_indptr,
+        &s_indices,
+        &s_values,
+        1,
+        buckets,
+        &short,
+        usize::MAX,
     )?;
     Ok((h, rest))
 }
@@ -372,6 +412,7 @@ fn build<I: CsrIndex>(
     num_col_parts: usize,
     buckets: &[usize],
     pad_empty: &dyn Fn(usize) -> bool,
+    pad_below: usize,
 ) -> Result<Hyb, BuildError> {
     let csr = check_csr(rows, cols, indptr, indices, Some(values))?;
     check_buckets(buckets)?;
@@ -389,8 +430,10 @@ fn build<I: CsrIndex>(
     }
     let part_width = cols.div_ceil(num_col_parts);
     let nb = buckets.len();
+    // Padding names columns below `pad_cols` only.
+    let pad_cols = cols.min(pad_below);
     // Empty rows are placed (where asked) only where a padding column exists.
-    let place_empty = |i: usize| cols > 0 && pad_empty(i);
+    let place_empty = |i: usize| pad_cols > 0 && pad_empty(i);
 
     // The entries of row `i`, as (part, position) sorted by part, CSR order kept inside a part.
     let row_entries = |i: usize| -> Vec<(usize, usize)> {
@@ -419,7 +462,7 @@ fn build<I: CsrIndex>(
     let mut needs_atomic = false;
     for i in 0..rows {
         let e = row_entries(i);
-        let full = stores_every_column(&csr.indices[csr.indptr[i]..csr.indptr[i + 1]], cols);
+        let full = stores_every_column(&csr.indices[csr.indptr[i]..csr.indptr[i + 1]], pad_cols);
         if e.is_empty() && place_empty(i) {
             counts[0][0] += 1;
         }
@@ -470,7 +513,7 @@ fn build<I: CsrIndex>(
         let (lo, hi) = (csr.indptr[i], csr.indptr[i + 1]);
         // The row's padding column, found once the row needs padding.
         let mut pad: Option<i32> = None;
-        let full = stores_every_column(&csr.indices[lo..hi], cols);
+        let full = stores_every_column(&csr.indices[lo..hi], pad_cols);
         if e.is_empty() && place_empty(i) {
             // One bucket row of padding (value 0, mask 0, column 0: the row stores none).
             let b = &mut parts[0][0];
@@ -491,7 +534,7 @@ fn build<I: CsrIndex>(
                 }
                 if chunk.len() < b.width {
                     let pad =
-                        *pad.get_or_insert_with(|| unstored_column(&csr.indices[lo..hi], cols));
+                        *pad.get_or_insert_with(|| unstored_column(&csr.indices[lo..hi], pad_cols));
                     b.col_indices[base + chunk.len()..base + b.width].fill(pad);
                 }
             }

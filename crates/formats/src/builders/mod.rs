@@ -18,8 +18,8 @@ pub mod sell;
 
 pub use condense::{condense, Condensed};
 pub use ell3d::{ell3d_from_coo, ell3d_from_csf, Ell3d, Ell3dBucket};
-pub use ell_csr::{ell_csr, EllCsr};
-pub use hyb::{hyb, hyb_every_row, hyb_with_rest, Hyb, HybBucket, HybRest};
+pub use ell_csr::{ell_csr, ell_csr_padded_below, EllCsr};
+pub use hyb::{hyb, hyb_every_row, hyb_padded_below, hyb_with_rest, Hyb, HybBucket, HybRest};
 pub use sell::{sell, Sell};
 
 /// An integer type accepted for `indptr` / `indices` slices (`i32`, `i64`, `u32`, `usize`).

@@ -21,8 +21,8 @@
 use std::collections::HashMap;
 
 use sparsetir_eval::ArgValue;
-use sparsetir_formats::builders::ell_csr::ell_csr;
-use sparsetir_formats::builders::hyb::hyb;
+use sparsetir_formats::builders::ell_csr::ell_csr_padded_below;
+use sparsetir_formats::builders::hyb::hyb_padded_below;
 use sparsetir_formats::{Bsr, BsrPadding, Csr, Tensor, TensorData};
 use sparsetir_ir::{equal::func_eq, AxisKind, DType, Expr, PrimFunc};
 use sparsetir_transform::format_rule::scripts;
@@ -238,6 +238,19 @@ impl Decomposition {
         })
     }
 
+    /// The bound below which padding columns must lie: the narrowest dense dimension that
+    /// coordinates of the rewritten buffer's column axis index in `f`
+    /// ([`crate::validate::coordinate_bound`]; no bound where they index none).
+    fn column_bound(&self, f: &PrimFunc, args: &HashMap<String, ArgValue>) -> usize {
+        let Some(&j) = f
+            .buffer_by_name(&self.buffer)
+            .and_then(|b| f.buffers[b].axes().get(1))
+        else {
+            return usize::MAX;
+        };
+        crate::validate::coordinate_bound(f, j, args).map_or(usize::MAX, |n| n.max(0) as usize)
+    }
+
     /// The arrays and sizes of the decomposed format, by parameter name of the decomposed
     /// function, built from `args`: the arguments bound for the undecomposed `f`.
     pub fn arguments(
@@ -256,9 +269,13 @@ impl Decomposition {
                 self.layout_name()
             ))
         };
+        // Padding slots name columns that every dense dimension the column coordinates index
+        // holds (`B[j, j]` reads `B`'s feature axis at `j` too): what validation asks of the
+        // stored ones, so data valid for `f` stays valid decomposed.
+        let pad_below = self.column_bound(f, args);
         let canonical = match &self.layout {
             Layout::Hyb { parts, buckets } => {
-                let h = hyb(
+                let h = hyb_padded_below(
                     csr.rows,
                     csr.cols,
                     &csr.indptr,
@@ -266,18 +283,20 @@ impl Decomposition {
                     &csr.values,
                     *parts,
                     buckets,
+                    pad_below,
                 )
                 .map_err(|e| what(&e))?;
                 hyb_arguments(&h)
             }
             Layout::Ell { width, rest } => {
-                let e = ell_csr(
+                let e = ell_csr_padded_below(
                     csr.rows,
                     csr.cols,
                     &csr.indptr,
                     &csr.indices,
                     &csr.values,
                     *width,
+                    pad_below,
                 )
                 .map_err(|e| what(&e))?;
                 if !rest {
