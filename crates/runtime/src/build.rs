@@ -284,7 +284,7 @@ pub fn emit_cuda(
     specialization: &[(String, i64)],
 ) -> Result<(Lowered, CudaModule), BuildError> {
     let mut lowered = schedule_and_lower(stage1, schedule, specialization)?;
-    let (stage3, _) = sparsetir_schedule::auto_gpu::auto_gpu_schedule(lowered.stage3)
+    let (stage3, trace) = sparsetir_schedule::auto_gpu::auto_gpu_schedule(lowered.stage3)
         .map_err(|error| BuildError::Lower(format!("automatic GPU schedule: {error}")))?;
     // Blocks a stage III schedule marked `atomic` (rows split over threads) update their
     // outputs with atomic additions.
@@ -293,9 +293,30 @@ pub fn emit_cuda(
     // What the inputs' `indptr` arrays hold (checked at every launch): grids of loops over a
     // bucket's rows are sized by it.
     lowered.stage3 = sparsetir_transform::indptr_domains(&lowered.stage1, &lowered.stage3);
-    let m = sparsetir_codegen::emit_cuda(&lowered.stage3)
+    let mut m = sparsetir_codegen::emit_cuda(&lowered.stage3)
         .map_err(|e| BuildError::CudaCodegen(e.to_string()))?;
+    note_one_thread_nests(&mut m.source, &trace);
     Ok((lowered, m))
+}
+
+/// Says in the source, after its first line, which nests the automatic GPU schedule left on
+/// one thread and why (a loop carrying a reduction or a dependence): a kernel that is slow for
+/// that reason tells so where its code is read.
+fn note_one_thread_nests(source: &mut String, trace: &str) {
+    let notes: Vec<&str> = trace
+        .lines()
+        .filter_map(|l| l.strip_prefix(sparsetir_schedule::auto_gpu::ONE_THREAD))
+        .collect();
+    if notes.is_empty() {
+        return;
+    }
+    let mut text = String::from("/* The automatic GPU schedule runs these nests on one thread:\n");
+    for n in notes {
+        text.push_str(&format!("   - block{}\n", n.replace("*/", "* /")));
+    }
+    text.push_str("*/\n");
+    let at = source.find('\n').map_or(0, |i| i + 1);
+    source.insert_str(at, &text);
 }
 
 /// Specializes, schedules, lowers, emits C, compiles (through the cache of `opts`) and loads

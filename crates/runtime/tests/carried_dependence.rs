@@ -1,8 +1,8 @@
 //! An iteration declared `"S"` whose iterations depend on each other (a prefix sum: each one
 //! reads the element the one before wrote): the stage-I meaning is the sequential one, and
 //! every backend keeps it. The automatic GPU schedule leaves such a nest on one thread instead
-//! of racing (the emulator reports any race as an error), and a schedule that asks for the
-//! loop to run in parallel is refused with the buffer named.
+//! of racing (the emulator reports any race as an error) and says so in the CUDA source, and a
+//! schedule that asks for the loop to run in parallel is refused with the buffer named.
 
 use sparsetir_eval::ArgValue;
 use sparsetir_ir::PrimFunc;
@@ -66,6 +66,12 @@ fn a_prefix_sum_declared_spatial_runs_in_order_everywhere() {
         emulator: true,
     };
     backends::check_everywhere("scan", &f, &on, &a, "y", &want);
+    // The CUDA says why its nest runs on one thread.
+    let (_, m) = sparsetir_runtime::build::emit_cuda(&f, None, &[]).expect("CUDA");
+    let head: String = m.source.lines().take(4).collect::<Vec<_>>().join("\n");
+    assert!(head.contains("runs these nests on one thread"), "{head}");
+    assert!(head.contains("\"scan0\": DependencyViolation"), "{head}");
+    assert!(head.contains("same element of `Y_data`"), "{head}");
 }
 
 #[test]

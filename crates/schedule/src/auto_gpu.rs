@@ -11,6 +11,10 @@ use crate::state::{Res, Schedule};
 /// Threads per block of the automatic schedule.
 pub const AUTO_THREADS: i64 = 128;
 
+/// How the trace of [`auto_gpu_schedule`] starts the comment line for a nest it leaves on one
+/// thread (then the block's name in quotes and the refusal).
+pub const ONE_THREAD: &str = "# one thread for block";
+
 /// Whether any loop of `func` is bound to a GPU thread.
 pub fn binds_threads(func: &PrimFunc) -> bool {
     let mut any = false;
@@ -23,7 +27,8 @@ pub fn binds_threads(func: &PrimFunc) -> bool {
 }
 
 /// Applies the automatic GPU schedule to the nests of a stage III function that bind no thread;
-/// returns the function and the schedule's trace text.
+/// returns the function and the schedule's trace text, where each nest left on one thread has
+/// a comment line ([`ONE_THREAD`]) with the reason `bind` gave.
 pub fn auto_gpu_schedule(func: PrimFunc) -> Res<(PrimFunc, String)> {
     let mut func = func;
     let mut trace = String::new();
@@ -52,9 +57,18 @@ pub fn auto_gpu_schedule(func: PrimFunc) -> Res<(PrimFunc, String)> {
             sch.bind(parts[1], "threadIdx.x")?;
             Ok(())
         })();
-        if attempt.is_ok() {
-            trace.push_str(&sch.trace().to_text());
-            func = sch.into_func();
+        match attempt {
+            Ok(()) => {
+                trace.push_str(&sch.trace().to_text());
+                func = sch.into_func();
+            }
+            // Said in the trace as a comment (a replayed trace skips it): the nest runs on
+            // one thread, and why.
+            Err(e) => trace.push_str(&format!(
+                "{ONE_THREAD} \"{name}\": {:?}: {}\n",
+                e.kind,
+                e.message.replace('\n', " ")
+            )),
         }
     }
     Ok((func, trace))
