@@ -234,7 +234,9 @@ the format builders (the preprocess copy is not run): hyb (column parts x degree
 rows longer than the largest bucket split, padding slots naming a column their row does not \
 store), bsr:B (rows and columns must be multiples of B), ell(width=W) (no row longer than W) \
 or ell(width=W)+csr (longer rows' remainder in DCSR), coo (the row of every stored element). \
-Outputs are the undecomposed function's, written as without --decompose.
+Padding columns also stay inside every dense dimension the column coordinate indexes (B[j, j] \
+keeps them below B's second extent), as validation asks of the stored ones. Outputs are the \
+undecomposed function's, written as without --decompose.
 
   sparsetir run csrmm.sp --decompose 'hyb(parts=1,buckets=1,2,4)' --bind A=g.mtx \
 --bind B=feat.npy --out C=out.npy --backend c

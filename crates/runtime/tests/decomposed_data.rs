@@ -122,13 +122,42 @@ fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
+/// The decomposition of `rules` with their kinds.
+fn decomposition(rules: &[FormatRewriteRule], kinds: Vec<RuleKind>) -> Decomposition {
+    Decomposition::new(
+        &rules
+            .iter()
+            .cloned()
+            .zip(kinds.into_iter().map(Some))
+            .collect::<Vec<_>>(),
+    )
+    .expect("a complete decomposition")
+}
+
+/// csrmm's inputs: `A` (`m × n`, CSR), `B` (`n × k`) and the sizes; `C` is left to the caller.
+fn csrmm_args(
+    (m, n, k): (usize, usize, usize),
+    (indptr, indices, values): &(Vec<i32>, Vec<i32>, Vec<f32>),
+    b: &[f32],
+) -> Args {
+    let mut args = Args::new();
+    args.insert("a".into(), f32s(vec![values.len()], values.clone()));
+    args.insert("indptr".into(), i32s(indptr));
+    args.insert("indices".into(), i32s(indices));
+    args.insert("b".into(), f32s(vec![n * k], b.to_vec()));
+    args.insert("m".into(), int(m));
+    args.insert("n".into(), int(n));
+    args.insert("nnz".into(), int(values.len()));
+    args.insert("feat_size".into(), int(k));
+    args
+}
+
 /// csrmm decomposed by `rules` (with their kinds), on [`dense_a`], equals the dense product.
 fn csrmm_case(rules: Vec<FormatRewriteRule>, kinds: Vec<RuleKind>, name: &str) {
     let csrmm = sparsetir_ops::load("csrmm").expect("csrmm");
     let (m, n, k) = (8, 8, 3);
     let a = dense_a();
     let b = dense_b(n, k, 1);
-    let (indptr, indices, values) = csr_of(&a, m, n);
     let want: Vec<f64> = (0..m * k)
         .map(|x| {
             let (i, kk) = (x / k, x % k);
@@ -138,24 +167,9 @@ fn csrmm_case(rules: Vec<FormatRewriteRule>, kinds: Vec<RuleKind>, name: &str) {
         })
         .collect();
     let g = decomposed(&csrmm, &rules);
-    let d = Decomposition::new(
-        &rules
-            .iter()
-            .cloned()
-            .zip(kinds.into_iter().map(Some))
-            .collect::<Vec<_>>(),
-    )
-    .expect("a complete decomposition");
+    let d = decomposition(&rules, kinds);
     assert_eq!(d.layout_name(), name);
-    let mut args = Args::new();
-    args.insert("a".into(), f32s(vec![values.len()], values.clone()));
-    args.insert("indptr".into(), i32s(&indptr));
-    args.insert("indices".into(), i32s(&indices));
-    args.insert("b".into(), f32s(vec![n * k], b.clone()));
-    args.insert("m".into(), int(m));
-    args.insert("n".into(), int(n));
-    args.insert("nnz".into(), int(values.len()));
-    args.insert("feat_size".into(), int(k));
+    let mut args = csrmm_args((m, n, k), &csr_of(&a, m, n), &b);
     let extra = d.arguments(&csrmm, &args).expect("arrays");
     args.extend(extra);
     for backend in backends() {
@@ -361,7 +375,6 @@ fn padding_stays_inside_every_dimension_the_column_indexes() {
         }
     }
     let b = dense_b(n, k, 3);
-    let (indptr, indices, values) = csr_of(&a, m, n);
     let want: Vec<f64> = (0..m * k)
         .map(|x| {
             let (i, kk) = (x / k, x % k);
@@ -372,15 +385,7 @@ fn padding_stays_inside_every_dimension_the_column_indexes() {
                 .sum()
         })
         .collect();
-    let mut args = Args::new();
-    args.insert("a".into(), f32s(vec![values.len()], values.clone()));
-    args.insert("indptr".into(), i32s(&indptr));
-    args.insert("indices".into(), i32s(&indices));
-    args.insert("b".into(), f32s(vec![n * k], b.clone()));
-    args.insert("m".into(), int(m));
-    args.insert("n".into(), int(n));
-    args.insert("nnz".into(), int(values.len()));
-    args.insert("feat_size".into(), int(k));
+    let mut args = csrmm_args((m, n, k), &csr_of(&a, m, n), &b);
     args.insert("c".into(), f32s(vec![m * k], vec![0.0; m * k]));
     sparsetir_runtime::validate_args(&f, &args).expect("valid undecomposed");
     let mut cases: Vec<(Vec<FormatRewriteRule>, Vec<RuleKind>)> = Vec::new();
@@ -396,14 +401,7 @@ fn padding_stays_inside_every_dimension_the_column_indexes() {
     ));
     for (rules, kinds) in cases {
         let g = decomposed(&f, &rules);
-        let d = Decomposition::new(
-            &rules
-                .iter()
-                .cloned()
-                .zip(kinds.into_iter().map(Some))
-                .collect::<Vec<_>>(),
-        )
-        .expect("a complete decomposition");
+        let d = decomposition(&rules, kinds);
         let name = d.layout_name();
         let mut full = args.clone();
         full.extend(d.arguments(&f, &args).expect("arrays"));

@@ -261,7 +261,7 @@ pub fn hyb<I: CsrIndex>(
     num_col_parts: usize,
     buckets: &[usize],
 ) -> Result<Hyb, BuildError> {
-    build(
+    hyb_padded_below(
         rows,
         cols,
         indptr,
@@ -269,7 +269,6 @@ pub fn hyb<I: CsrIndex>(
         values,
         num_col_parts,
         buckets,
-        &|_| false,
         usize::MAX,
     )
 }
