@@ -675,8 +675,15 @@ impl AssembledKernel {
             let k = Kernel::from_source(&lowered.stage1, &c.source, &c.entry, params, opts)?;
             Ok((lowered.stage1, k))
         };
+        // The staged plan where its lowering accepts the iteration; a schedule that fails on
+        // it is the user's to see (it names the same blocks in every phase), not a reason to
+        // fall back to the two phases quietly.
         let staged = if staged_outputs(stage1) {
-            lower_one(Phase::Staged).ok()
+            match lower_one(Phase::Staged) {
+                Ok(l) => Some(l),
+                Err(e @ BuildError::Schedule { .. }) => return Err(e),
+                Err(_) => None,
+            }
         } else {
             None
         };

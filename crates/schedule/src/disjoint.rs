@@ -20,7 +20,9 @@
 use std::collections::HashMap;
 
 use sparsetir_arith::Analyzer;
-use sparsetir_ir::{BufferId, DType, Expr, For, IterKind, PrimFunc, Stmt, VarId};
+use sparsetir_ir::{
+    AttrValue, BufferId, DType, Expr, For, IterKind, PrimFunc, Stmt, VarId, WORKSPACE_ATTR,
+};
 
 use crate::ir_util;
 
@@ -184,10 +186,20 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
 /// is trusted where every access of a written buffer under the loop is the same index tuple and
 /// that tuple moves with the loop or reads memory (each iteration its own element, as a scatter
 /// through an index array, a sparse output's `indptr` or a slot an atomic counter handed out is
-/// trusted), or where the accesses provably never meet (the module's proof). Buffers private to an iteration (allocated under the loop, or
-/// in `local`, `shared`, `warp` or fragment scope) and buffers updated atomically are not
-/// checked.
-pub(crate) fn carried_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option<BufferId> {
+/// trusted), or where the accesses provably never meet (the module's proof).
+///
+/// Buffers allocated under the loop are private to an iteration; with `scoped_private` (a GPU
+/// thread binding) so is any buffer outside global memory (a block's own shared memory, a
+/// thread's registers; the writer puts barriers between threads' shared accesses). Buffers
+/// updated atomically are not checked. A workspace that a block around the loop names
+/// (SpGEMM's row accumulator and bitmaps, `WORKSPACE_ATTR`) and the loop writes is a conflict:
+/// its elements are shared by design (bit words, counters).
+pub(crate) fn carried_conflict(
+    func: &PrimFunc,
+    root: &Stmt,
+    v: VarId,
+    scoped_private: bool,
+) -> Option<BufferId> {
     let facts = LoopFacts::new(func, root, v)?;
     let lp = facts.lp;
     let mut private: Vec<BufferId> = Vec::new();
@@ -196,6 +208,17 @@ pub(crate) fn carried_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option
         Stmt::Allocate(b) => private.push(*b),
         _ => {}
     });
+    let mut workspaces: Vec<BufferId> = Vec::new();
+    for s in ir_util::path_to(root, &|s| ir_util::is_loop(s, v)).unwrap_or_default() {
+        let Stmt::Block(b) = s else { continue };
+        if let Some(AttrValue::List(names)) = b.annotations.get(WORKSPACE_ATTR) {
+            for n in names {
+                if let AttrValue::Str(n) = n {
+                    workspaces.extend(func.buffer_by_name(n));
+                }
+            }
+        }
+    }
     // Stores (inits included) outside atomic blocks, and every load, per buffer.
     let mut stores: HashMap<BufferId, Vec<Vec<Expr>>> = HashMap::new();
     let mut atomic: Vec<BufferId> = Vec::new();
@@ -210,8 +233,17 @@ pub(crate) fn carried_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option
         }
     });
     let checked = |b: BufferId| {
-        func.buffers[b].scope == "global" && !private.contains(&b) && !atomic.contains(&b)
+        (func.buffers[b].scope == "global" || !scoped_private)
+            && !private.contains(&b)
+            && !atomic.contains(&b)
     };
+    if let Some(&b) = stores
+        .keys()
+        .filter(|b| workspaces.contains(b) && checked(**b))
+        .min()
+    {
+        return Some(b);
+    }
     let mut accesses: HashMap<BufferId, Vec<Vec<Expr>>> = HashMap::new();
     for (b, list) in &stores {
         if checked(*b) {

@@ -486,3 +486,27 @@ fn a_dependence_carried_by_a_spatial_loop_keeps_it_serial() {
         sch.parallel(l).unwrap();
     }
 }
+
+/// SpGEMM's row accumulator and bitmaps (a `workspace` of the row block) are shared by the
+/// row's inner iterations: a loop inside the row may not run apart (bit words and counters are
+/// read-modify-write), whatever the phase; the row loop may (each row has the workspace to
+/// itself, one per thread).
+#[test]
+fn a_loop_writing_its_rows_workspace_keeps_its_order() {
+    use sparsetir_transform::lower_sparse_iter::Phase;
+    let f = kernel("spgemm", Stage::I);
+    for phase in [Phase::Numeric, Phase::Staged] {
+        let g = lower_func(phase.mark(&f), Stage::III);
+        let mut sch = Schedule::new(g).unwrap();
+        let inner = loops_of(&mut sch, "spgemm2")[0];
+        for e in [
+            sch.parallel(inner).unwrap_err(),
+            sch.vectorize(inner).unwrap_err(),
+        ] {
+            assert_eq!(e.kind, ErrorKind::DependencyViolation, "{phase:?}: {e}");
+            assert!(e.message.contains("element of `wval`"), "{phase:?}: {e}");
+        }
+        let rows = loops_of(&mut sch, "spgemm0")[0];
+        sch.parallel(rows).unwrap();
+    }
+}

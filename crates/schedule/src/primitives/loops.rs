@@ -718,9 +718,13 @@ impl Schedule {
             // apart, but a body that reads or writes another iteration's element (`Y[i + 1] =
             // X[i] + Y[i]`) breaks the promise; running it apart would race.
             if spatial {
-                if let Some(b) =
-                    crate::disjoint::carried_conflict(self.func(), &self.func().body, v)
-                {
+                let scoped_private = kind == ForKind::ThreadBinding;
+                if let Some(b) = crate::disjoint::carried_conflict(
+                    self.func(),
+                    &self.func().body,
+                    v,
+                    scoped_private,
+                ) {
                     return Err(self.error(
                         ErrorKind::DependencyViolation,
                         format!(
