@@ -366,30 +366,37 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
     let Some(dir) = native else {
         return Ok(());
     };
-    let c_opts = crate::data::c_options(&dir.join("c"), false);
     let kernel = input.data.kernel.as_str();
-    each_schedule(
-        "C backend",
+    let schedules = (
         sparsetir_ops::cpu_schedule(kernel),
-        &reference,
-        |s| {
-            let k = sparsetir_runtime::build(f, s, &[], &c_opts).ok()?;
-            let mut got = args.clone();
-            Some(k.run(&mut got).map(|_| got))
-        },
-    )?;
-    let cache = KernelCache::new(dir.join("cuda-emu"));
-    each_schedule(
-        "cuda-emu",
         sparsetir_ops::gpu_schedule(kernel),
-        &reference,
-        |s| {
-            let k = GpuKernel::build(f, s, &[], GpuDevice::Emulator, &cache).ok()?;
-            let mut got = args.clone();
-            Some(k.run(&mut got).map(|_| got))
-        },
-    )?;
-    Ok(())
+    );
+    native_runs("", f, &args, &reference, dir, schedules)
+}
+
+/// Runs `f` on `args` through the C backend and the CUDA emulator, each without a schedule and
+/// with its catalog schedule (`schedules`: CPU, GPU) where there is one; every run must give
+/// `reference`. `what` prefixes the backends' names in a finding.
+fn native_runs(
+    what: &str,
+    f: &PrimFunc,
+    args: &HashMap<String, ArgValue>,
+    reference: &HashMap<String, ArgValue>,
+    dir: &Path,
+    (cpu, gpu): (Option<&str>, Option<&str>),
+) -> Result<(), String> {
+    let c_opts = crate::data::c_options(&dir.join("c"), false);
+    each_schedule(&format!("{what}C backend"), cpu, reference, |s| {
+        let k = sparsetir_runtime::build(f, s, &[], &c_opts).ok()?;
+        let mut got = args.clone();
+        Some(k.run(&mut got).map(|_| got))
+    })?;
+    let cache = KernelCache::new(dir.join("cuda-emu"));
+    each_schedule(&format!("{what}cuda-emu"), gpu, reference, |s| {
+        let k = GpuKernel::build(f, s, &[], GpuDevice::Emulator, &cache).ok()?;
+        let mut got = args.clone();
+        Some(k.run(&mut got).map(|_| got))
+    })
 }
 
 /// The decomposition rules tried on the CSR kernels (one per input, chosen by the script's
@@ -471,31 +478,17 @@ fn decomposed(
             ))
         }
     }
-    let Some(dir) = native else {
-        return Ok(());
-    };
-    let c_opts = crate::data::c_options(&dir.join("c"), false);
-    each_schedule(
-        &format!("decomposed by {rule}, C backend"),
-        None,
-        reference,
-        |_| {
-            let k = sparsetir_runtime::build(&g, None, &[], &c_opts).ok()?;
-            let mut got = base.clone();
-            Some(k.run(&mut got).map(|_| got))
-        },
-    )?;
-    let cache = KernelCache::new(dir.join("cuda-emu"));
-    each_schedule(
-        &format!("decomposed by {rule}, cuda-emu"),
-        None,
-        reference,
-        |_| {
-            let k = GpuKernel::build(&g, None, &[], GpuDevice::Emulator, &cache).ok()?;
-            let mut got = base.clone();
-            Some(k.run(&mut got).map(|_| got))
-        },
-    )
+    match native {
+        Some(dir) => native_runs(
+            &format!("decomposed by {rule}, "),
+            &g,
+            &base,
+            reference,
+            dir,
+            (None, None),
+        ),
+        None => Ok(()),
+    }
 }
 
 /// A function that assembles its output: the interpreter runs its phases

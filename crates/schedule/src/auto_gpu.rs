@@ -2,7 +2,8 @@
 //! block that no loop of its nest binds to a GPU thread is split over blocks and threads
 //! (`blockIdx.x` × `threadIdx.x`) wherever `bind` accepts it (a spatial loop whose iterations
 //! touch elements of their own); the rest of each nest runs serially in its thread, and a nest
-//! whose outer loop carries a reduction, or a dependence between iterations, runs as one thread. Every valid script thereby runs on the GPU, correctly if not fast.
+//! whose outer loop carries a reduction, or a dependence between iterations, runs as one
+//! thread. Every valid script thereby runs on the GPU, correctly if not fast.
 
 use sparsetir_ir::{ForKind, PrimFunc, Stmt};
 

@@ -26,10 +26,12 @@ use sparsetir_ir::{
 
 use crate::ir_util;
 
-/// What the proofs know about the loop over `v`: the function with a renamed copy of every
-/// loop variable inside (`copies`), the analyzer with all those loops' ranges, and the block
-/// iterators' (and lets') bindings to resolve an index to loop variables.
+/// What the proofs know about the loop over `v`: the statements from the root down to it, the
+/// function with a renamed copy of every loop variable inside (`copies`), the analyzer with all
+/// those loops' ranges, and the block iterators' (and lets') bindings to resolve an index to
+/// loop variables.
 struct LoopFacts<'a> {
+    path: Vec<&'a Stmt>,
     func: PrimFunc,
     an: Analyzer,
     lp: &'a For,
@@ -91,6 +93,7 @@ impl<'a> LoopFacts<'a> {
         let placeholder = Expr::Var(func.add_var("inner".to_string(), DType::I64));
         let inner = copies.keys().map(|k| (*k, placeholder.clone())).collect();
         Some(LoopFacts {
+            path,
             func,
             an,
             lp,
@@ -209,7 +212,7 @@ pub(crate) fn carried_conflict(
         _ => {}
     });
     let mut workspaces: Vec<BufferId> = Vec::new();
-    for s in ir_util::path_to(root, &|s| ir_util::is_loop(s, v)).unwrap_or_default() {
+    for s in &facts.path {
         let Stmt::Block(b) = s else { continue };
         if let Some(AttrValue::List(names)) = b.annotations.get(WORKSPACE_ATTR) {
             for n in names {
@@ -237,18 +240,11 @@ pub(crate) fn carried_conflict(
             && !private.contains(&b)
             && !atomic.contains(&b)
     };
-    if let Some(&b) = stores
-        .keys()
-        .filter(|b| workspaces.contains(b) && checked(**b))
-        .min()
-    {
+    // The accesses of the checked buffers: their stores, then their loads.
+    let mut accesses = stores;
+    accesses.retain(|b, _| checked(*b));
+    if let Some(&b) = accesses.keys().filter(|b| workspaces.contains(b)).min() {
         return Some(b);
-    }
-    let mut accesses: HashMap<BufferId, Vec<Vec<Expr>>> = HashMap::new();
-    for (b, list) in &stores {
-        if checked(*b) {
-            accesses.insert(*b, list.clone());
-        }
     }
     let mut opaque: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| {
@@ -272,7 +268,7 @@ pub(crate) fn carried_conflict(
             })
         });
     });
-    let mut found: Vec<BufferId> = accesses
+    accesses
         .into_iter()
         .filter(|(b, _)| !opaque.contains(b))
         .filter_map(|(b, list)| {
@@ -304,9 +300,7 @@ pub(crate) fn carried_conflict(
             let apart = || disjoint_accesses(&facts.func, &facts.an, &list, v, &facts.copies);
             (!same && !apart()).then_some(b)
         })
-        .collect();
-    found.sort();
-    found.first().copied()
+        .min()
 }
 
 fn reads_memory(e: &Expr) -> bool {

@@ -15,11 +15,11 @@
 //! - Padding slots hold value 0 and mask 0, and as column the smallest column their matrix row
 //!   does not store (column 0 unless the row stores it; column 0 for a row storing every
 //!   column; with [`hyb_padded_below`], columns below its bound only, and "every column" means
-//!   every one below the bound); real slots mask 1. Column indices are absolute (not relative to the part). So a
-//!   padding slot names a coordinate absent from the matrix: the format-rewrite copy of the hyb
-//!   rule (`new[o, i, j] = A[i, j]`, SPEC §3.1), which cannot see the mask, reads 0 there — even
-//!   when the row stores column 0 — and a stage-I access by coordinate never confuses padding
-//!   with a stored element. A row storing every column leaves no such coordinate: where its
+//!   every one below the bound); real slots mask 1. Column indices are absolute (not relative
+//!   to the part). So a padding slot names a coordinate absent from the matrix: the
+//!   format-rewrite copy of the hyb rule (`new[o, i, j] = A[i, j]`, SPEC §3.1), which cannot see
+//!   the mask, reads 0 there — even when the row stores column 0 — and a stage-I access by
+//!   coordinate never confuses padding with a stored element. A row storing every column leaves no such coordinate: where its
 //!   run would need padding, it is instead cut into pieces that fill buckets exactly (whole
 //!   largest buckets, then the rest greedily from the largest bucket that fits: always possible
 //!   when the buckets are powers of two from 1, as the default ones), each piece a bucket row of
