@@ -138,6 +138,31 @@ impl Analyzer {
         (!uses(&base)).then_some((base, hi - lo + 1))
     }
 
+    /// Writes the integer expression `e` as `m * q + s`, `q` an integer expression and `m > 0`,
+    /// and returns inclusive constant bounds of `s`: `q` gathers the terms of the simplified
+    /// `e`'s linear form whose coefficient is a multiple of `m`, and the nearest multiple of `m`
+    /// to its constant; `s` is the rest. `32 * k - 32 * k' + j` with `j` in `[0, 4)` and
+    /// `m = 32` gives `(0, 3)`: whatever `k` and `k'` are, `e` is a multiple of 32 plus 0 to 3.
+    /// `None` where the rest has no constant bounds or the form overflows.
+    pub fn remainder_bounds(&self, func: &PrimFunc, e: &Expr, m: i64) -> Option<(i64, i64)> {
+        let dt = e.dtype(func);
+        if !dt.is_integer() || m <= 0 {
+            return None;
+        }
+        let m = i128::from(m);
+        let s = self.simplify(func, e);
+        // Exact coefficients: a wrapped one would not be a multiple of `m` in the integers.
+        let form = linear::linear(func, &s, dt, linear::Mode::Exact)?;
+        let near = (form.konst + m / 2).div_euclid(m) * m;
+        let mut rest = linear::Linear::constant(dt, linear::Mode::Exact, form.konst - near);
+        for (t, c) in form.terms {
+            if c % m != 0 {
+                rest.add_term(t, c)?;
+            }
+        }
+        self.const_bounds(func, &linear::to_expr(func, &rest))
+    }
+
     /// `Some(v)` when the condition `cond` provably always has the truth value `v`.
     pub fn prove(&self, func: &PrimFunc, cond: &Expr) -> Option<bool> {
         let s = self.simplify(func, cond);

@@ -382,6 +382,35 @@ fn const_bounds() {
     );
 }
 
+/// `e = m * q + s`: the bounds of `s` once the multiples of `m` are taken away, whatever the
+/// variables under them (even an unbounded `n`).
+#[test]
+fn remainder_bounds() {
+    let e = env();
+    let a = e.small();
+    let (i, j, n) = (v(e.i), v(e.j), v(e.n));
+    let rb = |x: Expr, m| a.remainder_bounds(&e.f, &x, m);
+    assert_eq!(rb(add(mul(i.clone(), c(32)), j.clone()), 32), Some((0, 3)));
+    // The constant's nearest multiple goes too.
+    assert_eq!(
+        rb(add(add(mul(i.clone(), c(32)), j.clone()), c(33)), 32),
+        Some((1, 4))
+    );
+    assert_eq!(
+        rb(
+            sub(add(mul(i.clone(), c(64)), j.clone()), mul(n.clone(), c(32))),
+            32
+        ),
+        Some((0, 3))
+    );
+    // A coefficient that is not a multiple stays.
+    assert_eq!(
+        rb(add(mul(i.clone(), c(31)), j.clone()), 32),
+        Some((0, 282))
+    );
+    assert_eq!(rb(i, 0), None);
+}
+
 #[test]
 fn logic_and_casts() {
     let e = env();

@@ -6,12 +6,15 @@
 //! The proof: every access to a buffer that a block under the loop writes (through a reduction
 //! iterator that moves with the loop) has, in one index, the form `c * v + r` — `v` the loop's
 //! variable, `c` a nonzero constant (the index's step when `v` grows by one), `r` free of `v` —
-//! with the same index and `c` for all of them, and, for any values of the loops around, the
-//! `r`s of all of them together spanning fewer than `|c|` values as the loops inside run. Two
-//! iterations then reach that index at values at least `|c|` apart in their `v` part and never
-//! at the same element. The span is bounded by comparing each `r` with a copy whose inner loop
-//! variables are renamed: what the loops around contribute cancels out, what is left is bounded
-//! by the loops' ranges (an `r` that does not separate so is not proven).
+//! with the same index and `c` for all of them, and, for any values of the loops around, any
+//! two `r`s (as the loops inside run) differing by a multiple of `|c| * n` (`n` the loop's
+//! extent) plus less than `|c|` either way. Two iterations reach that index at values a
+//! nonzero multiple of `|c|` but less than `|c| * n` apart in their `v` part: never at the same
+//! element. The difference is bounded by comparing each `r` with a copy whose inner loop
+//! variables are renamed: what the loops around contribute cancels out, the terms whose
+//! coefficient is a multiple of `|c| * n` are dropped (they interleave: `32 * k0 + k1` over
+//! `k1 < 32`), what is left is bounded by the loops' ranges (an `r` that does not separate so
+//! is not proven).
 //!
 //! The same facts answer the converse question for a loop over spatial iterators
 //! ([`carried_conflict`]): whether its iterations, which `"S"` promises apart, may still touch
@@ -179,7 +182,7 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
     }
     written.iter().all(|b| {
         let list = accesses.get(b).map(Vec::as_slice).unwrap_or(&[]);
-        disjoint_accesses(&facts.func, &facts.an, list, v, &facts.copies)
+        disjoint_accesses(&facts, list, v)
     })
 }
 
@@ -187,9 +190,11 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
 /// both touch, one of them writing it (`Y[i + 1] = X[i] + Y[i]` declared `"S"`), which running
 /// the iterations apart would race on; `None` when none is found. An iterator declared `"S"`
 /// is trusted where every access of a written buffer under the loop is the same index tuple and
-/// that tuple moves with the loop or reads memory (each iteration its own element, as a scatter
-/// through an index array, a sparse output's `indptr` or a slot an atomic counter handed out is
-/// trusted), or where the accesses provably never meet (the module's proof).
+/// that tuple reads memory or moves with the loop in a way the proof cannot step (each
+/// iteration its own element, as a scatter through an index array, a sparse output's `indptr`,
+/// a slot an atomic counter handed out or `v // 2` is trusted). Any other written buffer needs
+/// the module's proof that its accesses never meet, the loops inside included (`Y[i + j]` with
+/// `j` inside meets itself).
 ///
 /// Buffers allocated under the loop are private to an iteration; with `scoped_private` (a GPU
 /// thread binding) so is any buffer outside global memory (a block's own shared memory, a
@@ -290,15 +295,16 @@ pub(crate) fn carried_conflict(
                         .collect()
                 })
                 .collect();
-            // One tuple that moves with the loop, or that reads memory (a slot an atomic
-            // counter handed out, an index array): trusted. One that is neither is the same
-            // element in every iteration.
-            let same = shapes.iter().all(|idx| *idx == shapes[0])
-                && shapes[0]
-                    .iter()
-                    .any(|e| ir_util::uses_var(e, v) || reads_memory(e));
-            let apart = || disjoint_accesses(&facts.func, &facts.an, &list, v, &facts.copies);
-            (!same && !apart()).then_some(b)
+            // One tuple that reads memory (a slot an atomic counter handed out, an index
+            // array) or moves with the loop in a way the proof cannot step (`v // 2`, a fused
+            // loop's `v // k, v % k`): trusted. Any other must be proven apart.
+            let trusted = shapes.iter().all(|idx| *idx == shapes[0])
+                && list[0].iter().any(|e| {
+                    reads_memory(e)
+                        || (ir_util::uses_var(e, v)
+                            && split_step(&facts.func, &facts.an, e, v).is_none())
+                });
+            (!trusted && !disjoint_accesses(&facts, &list, v)).then_some(b)
         })
         .min()
 }
@@ -350,15 +356,12 @@ fn mentions_written(e: &Expr, written: &[BufferId]) -> bool {
 }
 
 /// Whether one index separates the iterations for every access in `list` (see the module
-/// documentation): the same step `c` in `v` for all, and `|r_i - r_j'| < |c|` for every pair
-/// (`r_j'`: `r_j` with the inner loops' variables renamed).
-fn disjoint_accesses(
-    func: &PrimFunc,
-    an: &Analyzer,
-    list: &[Vec<Expr>],
-    v: VarId,
-    copies: &HashMap<VarId, Expr>,
-) -> bool {
+/// documentation): the same step `c` in `v` for all, and for every pair `r_i - r_j'` (`r_j'`:
+/// `r_j` with the inner loops' variables renamed) a multiple of `|c| * extent` plus less than
+/// `|c|` either way (`extent`: the most iterations of the loop, when known).
+fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
+    let (func, an, copies) = (&facts.func, &facts.an, &facts.copies);
+    let extent = an.const_bounds(func, &facts.lp.extent).map(|(_, hi)| hi);
     let Some(first) = list.first() else {
         return true;
     };
@@ -374,12 +377,19 @@ fn disjoint_accesses(
         if parts.iter().any(|(c, _)| *c != step) {
             return false;
         }
+        // Offsets that differ by a multiple of `|c| * extent` interleave: `32 * k0 + k1` over
+        // `k1 < 32` never meets itself, whatever `k0` is.
+        let period = extent.and_then(|n| step.checked_abs()?.checked_mul(n));
         parts.iter().all(|(_, ri)| {
             parts.iter().all(|(_, rj)| {
                 let mut other = rj.clone();
                 ir_util::subst_expr(&mut other, copies);
-                an.const_bounds(func, &Expr::sub(ri.clone(), other))
-                    .is_some_and(|(lo, hi)| hi < step.abs() && -lo < step.abs())
+                let d = Expr::sub(ri.clone(), other);
+                match period {
+                    Some(m) => an.remainder_bounds(func, &d, m),
+                    None => an.const_bounds(func, &d),
+                }
+                .is_some_and(|(lo, hi)| hi < step.abs() && -lo < step.abs())
             })
         })
     })

@@ -487,6 +487,64 @@ fn a_dependence_carried_by_a_spatial_loop_keeps_it_serial() {
     }
 }
 
+/// A loop over `i` with a loop over `j` inside, both spatial, writing `Y` over `K` (sizes given).
+fn spatial_nest(i: usize, j: usize, k: usize, body: &str) -> sparsetir_ir::PrimFunc {
+    let src = format!(
+        r#"@T.prim_func
+def f(x: T.handle, y: T.handle) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
+    I = T.sp.dense_fixed({i})
+    J = T.sp.dense_fixed({j})
+    K = T.sp.dense_fixed({k})
+    X = T.sp.match_buffer(x, (I,), "float32")
+    Y = T.sp.match_buffer(y, (K,), "float32")
+    with T.sp.iteration([I, J], "SS", "it") as [i, j]:
+{body}
+"#
+    );
+    let module = sparsetir_syntax::parse_module(&src).expect("parses");
+    lower_func(module.funcs.into_iter().next().unwrap(), Stage::III)
+}
+
+/// One store whose index steps with the outer loop is taken only where the inner loop cannot
+/// carry it onto another iteration's element: `Y[i + j]` meets itself (`i = 1, j = 0` and
+/// `i = 0, j = 1`), `Y[4 * i + j]` over `j < 4` does not, nor does `Y[32 * j + i]` over
+/// `i < 32` (the inner loop's offsets are multiples of the outer loop's whole span); over
+/// `i < 33` it does (`i = 32, j = 0` and `i = 0, j = 1`).
+#[test]
+fn an_inner_loop_may_carry_a_store_onto_another_iteration() {
+    for (sizes, body, apart) in [
+        ((16, 4, 20), "        Y[i + j] = X[i]", false),
+        ((16, 4, 64), "        Y[4 * i + j] = X[i]", true),
+        ((16, 5, 80), "        Y[4 * i + j] = X[i]", false),
+        ((32, 2, 64), "        Y[32 * j + i] = X[i]", true),
+        ((33, 2, 66), "        Y[32 * j + i] = X[i]", false),
+        (
+            (32, 2, 64),
+            "        Y[32 * j + i] = Y[32 * j + i] + X[i]",
+            true,
+        ),
+    ] {
+        let f = spatial_nest(sizes.0, sizes.1, sizes.2, body);
+        for which in ["parallel", "threadIdx.x"] {
+            let mut sch = Schedule::new(f.clone()).unwrap();
+            let l = loops_of(&mut sch, "it0")[0];
+            let got = match which {
+                "parallel" => sch.parallel(l),
+                tag => sch.bind(l, tag),
+            };
+            match got {
+                Ok(()) => assert!(apart, "{sizes:?} {body}: {which} was taken"),
+                Err(e) => {
+                    assert!(!apart, "{sizes:?} {body}: {e}");
+                    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{body}: {e}");
+                    assert!(e.message.contains("element of `Y"), "{e}");
+                }
+            }
+        }
+    }
+}
+
 /// SpGEMM's row accumulator and bitmaps (a `workspace` of the row block) are shared by the
 /// row's inner iterations: a loop inside the row may not run apart (bit words and counters are
 /// read-modify-write), whatever the phase; the row loop may (each row has the workspace to
