@@ -14,7 +14,8 @@
 //! variables are renamed: what the loops around contribute cancels out, the terms whose
 //! coefficient is a multiple of `|c| * n` are dropped (they interleave: `32 * k0 + k1` over
 //! `k1 < 32`), what is left is bounded by the loops' ranges (an `r` that does not separate so
-//! is not proven).
+//! is not proven). A pair of indices `e // k, e % k` also stands for `e` (a fused loop's
+//! `f // n, f % n` steps with `f`).
 //!
 //! The same facts answer the converse question for a loop over spatial iterators
 //! ([`carried_conflict`]): whether its iterations, which `"S"` promises apart, may still touch
@@ -190,11 +191,11 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
 /// both touch, one of them writing it (`Y[i + 1] = X[i] + Y[i]` declared `"S"`), which running
 /// the iterations apart would race on; `None` when none is found. An iterator declared `"S"`
 /// is trusted where every access of a written buffer under the loop is the same index tuple and
-/// that tuple reads memory or moves with the loop in a way the proof cannot step (each
-/// iteration its own element, as a scatter through an index array, a sparse output's `indptr`,
-/// a slot an atomic counter handed out or `v // 2` is trusted). Any other written buffer needs
-/// the module's proof that its accesses never meet, the loops inside included (`Y[i + j]` with
-/// `j` inside meets itself).
+/// that tuple reads memory (each iteration its own element, as a scatter through an index
+/// array, a sparse output's `indptr` or a slot an atomic counter handed out is trusted). Any
+/// other written buffer needs the module's proof that its accesses never meet, the loops inside
+/// included: `Y[i + j]` with `j` inside meets itself, and so does `Y[i // 2]`; a fused loop's
+/// `Y[f // n, f % n]` does not.
 ///
 /// Buffers allocated under the loop are private to an iteration; with `scoped_private` (a GPU
 /// thread binding) so is any buffer outside global memory (a block's own shared memory, a
@@ -296,14 +297,9 @@ pub(crate) fn carried_conflict(
                 })
                 .collect();
             // One tuple that reads memory (a slot an atomic counter handed out, an index
-            // array) or moves with the loop in a way the proof cannot step (`v // 2`, a fused
-            // loop's `v // k, v % k`): trusted. Any other must be proven apart.
-            let trusted = shapes.iter().all(|idx| *idx == shapes[0])
-                && list[0].iter().any(|e| {
-                    reads_memory(e)
-                        || (ir_util::uses_var(e, v)
-                            && split_step(&facts.func, &facts.an, e, v).is_none())
-                });
+            // array): trusted. Any other must be proven apart.
+            let trusted =
+                shapes.iter().all(|idx| *idx == shapes[0]) && shapes[0].iter().any(reads_memory);
             (!trusted && !disjoint_accesses(&facts, &list, v)).then_some(b)
         })
         .min()
@@ -362,12 +358,13 @@ fn mentions_written(e: &Expr, written: &[BufferId]) -> bool {
 fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
     let (func, an, copies) = (&facts.func, &facts.an, &facts.copies);
     let extent = an.const_bounds(func, &facts.lp.extent).map(|(_, hi)| hi);
+    let list: Vec<Vec<Expr>> = list.iter().map(|idx| with_divided(idx)).collect();
     let Some(first) = list.first() else {
         return true;
     };
     (0..first.len()).any(|k| {
         let mut parts = Vec::new();
-        for idx in list {
+        for idx in &list {
             match idx.get(k).and_then(|e| split_step(func, an, e, v)) {
                 Some(p) => parts.push(p),
                 None => return false,
@@ -393,6 +390,34 @@ fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
             })
         })
     })
+}
+
+/// `idx` with, for every pair of indices `e // k` and `e % k`, the index `e` they are taken
+/// from (they determine it: `e = k * (e // k) + e % k`), to a fixpoint: a fused loop's
+/// `f // n, f % n` stands for `f`, which may step with the loop where neither part does.
+fn with_divided(idx: &[Expr]) -> Vec<Expr> {
+    use sparsetir_ir::BinOp;
+    let mut out = idx.to_vec();
+    loop {
+        let mut found = None;
+        'pairs: for a in &out {
+            let Expr::Binary(BinOp::FloorDiv, e, k) = a else {
+                continue;
+            };
+            for b in &out {
+                if matches!(b, Expr::Binary(BinOp::FloorMod, e2, k2) if e2 == e && k2 == k)
+                    && !out.contains(e)
+                {
+                    found = Some((**e).clone());
+                    break 'pairs;
+                }
+            }
+        }
+        match found {
+            Some(e) => out.push(e),
+            None => return out,
+        }
+    }
 }
 
 /// `e` as `c * v + r` (see the module documentation): `(c, r)`.

@@ -466,14 +466,11 @@ fn a_dependence_carried_by_a_spatial_loop_keeps_it_serial() {
         }
     }
     // Iterations that touch elements of their own are taken: in place, in two statements, and
-    // two elements per iteration that never meet another iteration's. A store through a
-    // function of the iterator the proof cannot step (`i // 2`, `E[i]`) is trusted, as `"S"`
-    // promises.
+    // two elements per iteration that never meet another iteration's.
     for body in [
         "        Y[i] = Y[i] * 2.0 + X[i]",
         "        Y[i] = X[i]\n        Y[i] = Y[i] + 1.0",
         "        Y[2 * i + 1] = Y[2 * i] + X[i]",
-        "        Y[i // 2] = X[i]",
     ] {
         let f = spatial_loop(body, Stage::III);
         let mut sch = Schedule::new(f.clone()).unwrap();
@@ -485,6 +482,18 @@ fn a_dependence_carried_by_a_spatial_loop_keeps_it_serial() {
         let l = loops_of(&mut sch, "it0")[0];
         sch.parallel(l).unwrap();
     }
+    // Two iterations store into each element of `Y[i // 2]`: the loop is refused, and so is
+    // the inner part of its split by 4, but not the outer part (groups of 4 write 2 elements
+    // of their own).
+    let f = spatial_loop("        Y[i // 2] = X[i]", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "it0")[0];
+    let e = sch.parallel(l).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+    let p = sch.split(l, &[None, Some(4)]).unwrap();
+    let e = sch.bind(p[1], "threadIdx.x").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+    sch.bind(p[0], "blockIdx.x").unwrap();
 }
 
 /// A loop over `i` with a loop over `j` inside, both spatial, writing `Y` over `K` (sizes given).
@@ -540,6 +549,38 @@ fn an_inner_loop_may_carry_a_store_onto_another_iteration() {
                     assert_eq!(e.kind, ErrorKind::DependencyViolation, "{body}: {e}");
                     assert!(e.message.contains("element of `Y"), "{e}");
                 }
+            }
+        }
+    }
+}
+
+/// A fused loop's iterations each write their own element of `Y[i, j]` (the block reads back
+/// `i = f // 4, j = f % 4`, which together step with `f`), but not of `Y[i, 0]`.
+#[test]
+fn a_fused_loop_writes_elements_of_its_own() {
+    for (store, apart) in [("Y[i, j]", true), ("Y[i, 0]", false)] {
+        let src = format!(
+            r#"@T.prim_func
+def f(x: T.handle, y: T.handle) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
+    I = T.sp.dense_fixed(16)
+    J = T.sp.dense_fixed(4)
+    X = T.sp.match_buffer(x, (I,), "float32")
+    Y = T.sp.match_buffer(y, (I, J), "float32")
+    with T.sp.iteration([I, J], "SS", "it") as [i, j]:
+        {store} = X[i]
+"#
+        );
+        let module = sparsetir_syntax::parse_module(&src).expect("parses");
+        let f = lower_func(module.funcs.into_iter().next().unwrap(), Stage::III);
+        let mut sch = Schedule::new(f).unwrap();
+        let l = loops_of(&mut sch, "it0");
+        let fused = sch.fuse(&[l[0], l[1]]).unwrap();
+        match sch.parallel(fused) {
+            Ok(()) => assert!(apart, "{store}: parallel was taken"),
+            Err(e) => {
+                assert!(!apart, "{store}: {e}");
+                assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
             }
         }
     }
