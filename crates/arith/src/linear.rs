@@ -97,6 +97,46 @@ impl Linear {
     }
 }
 
+impl Linear {
+    /// Folds `c * k * (x // k) + c * (x % k)` into `c * x` (`k` a nonzero constant): floor
+    /// division and modulo rebuild `x` exactly, so modulo 2^bits too. A fused loop's indices
+    /// `f // n` and `f % n`, flattened again, read as `f`.
+    fn merge_div_mod(&mut self, func: &PrimFunc) -> Option<()> {
+        loop {
+            let mut hit = None;
+            for (p, (t, c)) in self.terms.iter().enumerate() {
+                let Expr::Binary(BinOp::FloorMod, x, k) = t else {
+                    continue;
+                };
+                let Some(Const::Int(kv, _)) = fold::literal(k) else {
+                    continue;
+                };
+                if kv == 0 {
+                    continue;
+                }
+                let Some(want) = self.mul_coef(*c, kv) else {
+                    continue;
+                };
+                let q = self.terms.iter().position(|(u, d)| {
+                    *d == want
+                        && matches!(u, Expr::Binary(BinOp::FloorDiv, x2, k2) if x2 == x && k2 == k)
+                });
+                if let Some(q) = q {
+                    hit = Some((p, q, (**x).clone(), *c));
+                    break;
+                }
+            }
+            let Some((p, q, x, c)) = hit else {
+                return Some(());
+            };
+            self.terms.remove(p.max(q));
+            self.terms.remove(p.min(q));
+            let lx = linear(func, &x, self.dt, self.mode)?;
+            self.add_scaled(&lx, c)?;
+        }
+    }
+}
+
 /// The linear form of `e` as a value of dtype `dt` (an expression of another dtype is an atom,
 /// converted to `dt`; constants are converted). `None` only on exact-mode overflow.
 pub(crate) fn linear(func: &PrimFunc, e: &Expr, dt: DType, mode: Mode) -> Option<Linear> {
@@ -116,6 +156,7 @@ pub(crate) fn linear(func: &PrimFunc, e: &Expr, dt: DType, mode: Mode) -> Option
             let lb = linear(func, b, dt, mode)?;
             out.add_scaled(&la, 1)?;
             out.add_scaled(&lb, if *op == BinOp::Add { 1 } else { -1 })?;
+            out.merge_div_mod(func)?;
         }
         Expr::Binary(BinOp::Mul, a, b) => {
             let la = linear(func, a, dt, mode)?;

@@ -382,6 +382,36 @@ fn const_bounds() {
     );
 }
 
+/// `k * (x // k) + x % k` is `x`, for any `x` (unbounded, wrapping too) and any nonzero
+/// constant `k`; the same with a common factor. Other coefficients stay.
+#[test]
+fn a_quotient_and_remainder_rebuild_the_dividend() {
+    let e = env();
+    let (n, m) = (v(e.n), v(e.m));
+    let x = add(mul(n.clone(), c(3)), m.clone());
+    let q = bin(BinOp::FloorDiv, x.clone(), c(4));
+    let r = bin(BinOp::FloorMod, x.clone(), c(4));
+    assert_eq!(e.s(add(mul(q.clone(), c(4)), r.clone())), "n * 3 + m");
+    assert_eq!(
+        e.s(add(mul(q.clone(), c(8)), mul(r.clone(), c(2)))),
+        "n * 6 + m * 2"
+    );
+    assert_eq!(
+        e.s(sub(
+            add(add(mul(q.clone(), c(4)), r.clone()), c(1)),
+            m.clone()
+        )),
+        "n * 3 + 1"
+    );
+    let neg_q = bin(BinOp::FloorDiv, n.clone(), c(-3));
+    let neg_r = bin(BinOp::FloorMod, n.clone(), c(-3));
+    assert_eq!(e.s(add(mul(neg_q, c(-3)), neg_r)), "n");
+    assert_eq!(
+        e.s(add(mul(q, c(2)), r)),
+        "(n * 3 + m) // 4 * 2 + (n * 3 + m) % 4"
+    );
+}
+
 /// `e = m * q + s`: the bounds of `s` once the multiples of `m` are taken away, whatever the
 /// variables under them (even an unbounded `n`).
 #[test]

@@ -14,8 +14,9 @@
 //! variables are renamed: what the loops around contribute cancels out, the terms whose
 //! coefficient is a multiple of `|c| * n` are dropped (they interleave: `32 * k0 + k1` over
 //! `k1 < 32`), what is left is bounded by the loops' ranges (an `r` that does not separate so
-//! is not proven). A pair of indices `e // k, e % k` also stands for `e` (a fused loop's
-//! `f // n, f % n` steps with `f`).
+//! is not proven). Indices `e // k, e % k` also stand for `e` (a fused loop's `f // n, f % n`
+//! for `f`, which steps with `f`), and any two `p`, `q` with `q` in a constant `[0, k)` for
+//! `k * p + q`.
 //!
 //! The same facts answer the converse question for a loop over spatial iterators
 //! ([`carried_conflict`]): whether its iterations, which `"S"` promises apart, may still touch
@@ -358,7 +359,12 @@ fn mentions_written(e: &Expr, written: &[BufferId]) -> bool {
 fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
     let (func, an, copies) = (&facts.func, &facts.an, &facts.copies);
     let extent = an.const_bounds(func, &facts.lp.extent).map(|(_, hi)| hi);
+    // One iteration never meets another.
+    if extent.is_some_and(|n| n <= 1) {
+        return true;
+    }
     let list: Vec<Vec<Expr>> = list.iter().map(|idx| with_divided(idx)).collect();
+    let list = with_combined(facts, &list);
     let Some(first) = list.first() else {
         return true;
     };
@@ -392,32 +398,56 @@ fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
     })
 }
 
-/// `idx` with, for every pair of indices `e // k` and `e % k`, the index `e` they are taken
-/// from (they determine it: `e = k * (e // k) + e % k`), to a fixpoint: a fused loop's
-/// `f // n, f % n` stands for `f`, which may step with the loop where neither part does.
+/// `idx` with, for every pair of indices `e // k` and `e % k` (`k` symbolic too), the index
+/// `e` they are taken from (they determine it: `e = k * (e // k) + e % k`), to a fixpoint.
 fn with_divided(idx: &[Expr]) -> Vec<Expr> {
     use sparsetir_ir::BinOp;
     let mut out = idx.to_vec();
     loop {
-        let mut found = None;
-        'pairs: for a in &out {
+        let found = out.iter().find_map(|a| {
             let Expr::Binary(BinOp::FloorDiv, e, k) = a else {
-                continue;
+                return None;
             };
-            for b in &out {
-                if matches!(b, Expr::Binary(BinOp::FloorMod, e2, k2) if e2 == e && k2 == k)
-                    && !out.contains(e)
-                {
-                    found = Some((**e).clone());
-                    break 'pairs;
-                }
-            }
-        }
+            let pair = out
+                .iter()
+                .any(|b| matches!(b, Expr::Binary(BinOp::FloorMod, e2, k2) if e2 == e && k2 == k));
+            (pair && !out.contains(e)).then(|| (**e).clone())
+        });
         match found {
             Some(e) => out.push(e),
             None => return out,
         }
     }
+}
+
+/// `list` with one more index for every two positions `a`, `b` where `b`'s index lies in
+/// `[0, k)` in every access: `k * idx[a] + idx[b]`, which the pair determines (so two
+/// accesses apart in it are apart). A fused loop's `f // n, f % n` stands for `f`, which steps
+/// with the loop where neither part does.
+fn with_combined(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
+    let (func, an) = (&facts.func, &facts.an);
+    let n = list.first().map_or(0, Vec::len);
+    let mut out = list.to_vec();
+    if list.iter().any(|idx| idx.len() != n) {
+        return out;
+    }
+    for b in 0..n {
+        let mut k = Some(0);
+        for idx in list {
+            k = match (k, an.const_bounds(func, &idx[b])) {
+                (Some(k), Some((lo, hi))) if lo >= 0 => Some(k.max(hi + 1)),
+                _ => None,
+            };
+        }
+        let Some(k) = k else { continue };
+        for a in (0..n).filter(|a| *a != b) {
+            for (o, idx) in out.iter_mut().zip(list) {
+                let e = Expr::add(Expr::mul(Expr::int(k), idx[a].clone()), idx[b].clone());
+                o.push(an.simplify(func, &e));
+            }
+        }
+    }
+    out
 }
 
 /// `e` as `c * v + r` (see the module documentation): `(c, r)`.
