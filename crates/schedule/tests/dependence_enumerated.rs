@@ -1,6 +1,7 @@
-//! The dependence check against enumeration: random stores (and reads) of `Y` under a nest of
-//! two spatial loops, `i` outside and `j` inside. Where `parallel(i)` is taken, going through
-//! every `(i, j)` finds no element that one iteration of `i` writes and another touches. The
+//! The dependence checks against enumeration: random stores (and reads) of `Y` under a nest of
+//! two loops, `i` outside and `j` inside, both spatial (`"SS"`) or `i` a reduction updating
+//! `Y` in place (`"RS"`). Where `parallel(i)` is taken, going through every `(i, j)` finds no
+//! element that one iteration of `i` writes and another touches. The
 //! index forms cover every case of the proof: a step with an inner span, offsets that
 //! interleave (`32 * j + i`), `//` and `%` alone, and a `//`, `%` pair read back as one index.
 
@@ -148,16 +149,23 @@ fn a_parallel_loop_the_check_takes_never_meets_itself() {
         } else {
             Index::random(&mut rng, ni, nj)
         };
+        // Half the cases declare `i` a reduction and update `Y` in place: `parallel` then
+        // takes the loop only where the iterations provably write elements of their own.
+        let reduce = case % 4 >= 2;
         // The reads use the store's layout (1-D, or the pair's 2-D).
-        let r = (!like && rng.range(0, 2) == 0).then(|| {
-            let mut r = Index::random(&mut rng, ni, nj);
-            r.op = match (w.op, r.op) {
-                (Op::Pair(d), _) => Op::Pair(d),
-                (_, Op::Pair(_)) => Op::Plain,
-                (_, o) => o,
-            };
-            r
-        });
+        let r = if reduce {
+            Some(w)
+        } else {
+            (!like && rng.range(0, 2) == 0).then(|| {
+                let mut r = Index::random(&mut rng, ni, nj);
+                r.op = match (w.op, r.op) {
+                    (Op::Pair(d), _) => Op::Pair(d),
+                    (_, Op::Pair(_)) => Op::Plain,
+                    (_, o) => o,
+                };
+                r
+            })
+        };
         let pair = match w.op {
             Op::Pair(d) => Some(d),
             _ => None,
@@ -180,10 +188,11 @@ def f(x: T.handle, y: T.handle) -> None:
     J = T.sp.dense_fixed({nj})
     {decl}
     X = T.sp.match_buffer(x, (I,), "float32")
-    with T.sp.iteration([I, J], "SS", "it") as [i, j]:
+    with T.sp.iteration([I, J], "{kinds}", "it") as [i, j]:
         Y[{}] = {rhs}
 "#,
-            w.text()
+            w.text(),
+            kinds = if reduce { "RS" } else { "SS" },
         );
         let module = sparsetir_syntax::parse_module(&src)
             .unwrap_or_else(|e| panic!("case {case}: {e:?}\n{src}"));
@@ -199,11 +208,12 @@ def f(x: T.handle, y: T.handle) -> None:
             }
             Err(e) if like && !meets => panic!("case {case}: refused, apart: {e}\n{src}"),
             Err(e) => {
-                assert_eq!(
-                    e.kind,
-                    ErrorKind::DependencyViolation,
-                    "case {case}: {e}\n{src}"
-                );
+                let want = if reduce {
+                    ErrorKind::ReductionLoop
+                } else {
+                    ErrorKind::DependencyViolation
+                };
+                assert_eq!(e.kind, want, "case {case}: {e}\n{src}");
                 refused += 1;
             }
         }
