@@ -363,8 +363,7 @@ fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
     if extent.is_some_and(|n| n <= 1) {
         return true;
     }
-    let list: Vec<Vec<Expr>> = list.iter().map(|idx| with_divided(idx)).collect();
-    let list = with_combined(facts, &list);
+    let list = with_pairs(facts, list);
     let Some(first) = list.first() else {
         return true;
     };
@@ -398,38 +397,49 @@ fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
     })
 }
 
-/// `idx` with, for every pair of indices `e // k` and `e % k` (`k` symbolic too), the index
-/// `e` they are taken from (they determine it: `e = k * (e // k) + e % k`), to a fixpoint.
-fn with_divided(idx: &[Expr]) -> Vec<Expr> {
+/// `list` (the accesses of one buffer, as index tuples) with more indices, each one function
+/// of two positions `a`, `b` for every access, which those two determine (so two accesses apart
+/// in it are apart):
+/// - `e` where every access has `e // k` at `a` and `e % k` at `b`, the same `k` for all
+///   (symbolic too: `e = k * (e // k) + e % k`), to a fixpoint (a fusion of fused loops). A
+///   fused loop's `f // n, f % n` stands for `f`, which steps with the loop where neither part
+///   does;
+/// - `k * idx[a] + idx[b]` where `idx[b]` lies in a constant `[0, k)` for every access.
+fn with_pairs(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
     use sparsetir_ir::BinOp;
-    let mut out = idx.to_vec();
-    loop {
-        let found = out.iter().find_map(|a| {
-            let Expr::Binary(BinOp::FloorDiv, e, k) = a else {
-                return None;
-            };
-            let pair = out
-                .iter()
-                .any(|b| matches!(b, Expr::Binary(BinOp::FloorMod, e2, k2) if e2 == e && k2 == k));
-            (pair && !out.contains(e)).then(|| (**e).clone())
-        });
-        match found {
-            Some(e) => out.push(e),
-            None => return out,
-        }
-    }
-}
-
-/// `list` with one more index for every two positions `a`, `b` where `b`'s index lies in
-/// `[0, k)` in every access: `k * idx[a] + idx[b]`, which the pair determines (so two
-/// accesses apart in it are apart). A fused loop's `f // n, f % n` stands for `f`, which steps
-/// with the loop where neither part does.
-fn with_combined(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
     let (func, an) = (&facts.func, &facts.an);
-    let n = list.first().map_or(0, Vec::len);
     let mut out = list.to_vec();
-    if list.iter().any(|idx| idx.len() != n) {
+    let n = list.first().map_or(0, Vec::len);
+    if n < 2 || list.iter().any(|idx| idx.len() != n) {
         return out;
+    }
+    let split = |q: &Expr, r: &Expr| match (q, r) {
+        (Expr::Binary(BinOp::FloorDiv, e, k), Expr::Binary(BinOp::FloorMod, e2, k2))
+            if e == e2 && k == k2 =>
+        {
+            Some(((**e).clone(), (**k).clone()))
+        }
+        _ => None,
+    };
+    let mut used = Vec::new();
+    for _ in 0..4 {
+        let width = out[0].len();
+        let mut found = None;
+        'pairs: for a in 0..width {
+            for b in (0..width).filter(|b| *b != a && !used.contains(&(a, *b))) {
+                let parts: Option<Vec<(Expr, Expr)>> =
+                    out.iter().map(|idx| split(&idx[a], &idx[b])).collect();
+                if let Some(parts) = parts.filter(|p| p.iter().all(|(_, k)| *k == p[0].1)) {
+                    found = Some((a, b, parts));
+                    break 'pairs;
+                }
+            }
+        }
+        let Some((a, b, parts)) = found else { break };
+        used.push((a, b));
+        for (idx, (e, _)) in out.iter_mut().zip(parts) {
+            idx.push(e);
+        }
     }
     for b in 0..n {
         let mut k = Some(0);
@@ -440,7 +450,7 @@ fn with_combined(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
             };
         }
         let Some(k) = k else { continue };
-        for a in (0..n).filter(|a| *a != b) {
+        for a in (0..n).filter(|a| *a != b && !used.contains(&(*a, b))) {
             for (o, idx) in out.iter_mut().zip(list) {
                 let e = Expr::add(Expr::mul(Expr::int(k), idx[a].clone()), idx[b].clone());
                 o.push(an.simplify(func, &e));

@@ -586,6 +586,32 @@ def f(x: T.handle, y: T.handle) -> None:
     }
 }
 
+/// A quotient and remainder pair stands for its dividend only where every access of the buffer
+/// has the pair at the same positions: here the store's pair is at positions 0 and 1 and the
+/// read's at 1 and 2, so both dividends being `4 * i` says nothing (with `n = 2`, iteration 1
+/// writes `Y[2, 0, 0]`, which iteration 0 reads).
+#[test]
+fn a_quotient_and_remainder_pair_counts_where_every_access_has_it() {
+    let src = r#"@T.prim_func
+def f(x: T.handle, y: T.handle, n: T.int32, m: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(16)
+    K0 = T.sp.dense_fixed(m)
+    K1 = T.sp.dense_fixed(m)
+    K2 = T.sp.dense_fixed(m)
+    X = T.sp.match_buffer(x, (I,), "float32")
+    Y = T.sp.match_buffer(y, (K0, K1, K2), "float32")
+    with T.sp.iteration([I], "S", "it") as [i]:
+        Y[(4 * i) // n, (4 * i) % n, 0] = Y[2, (4 * i) // n, (4 * i) % n] + X[i]
+"#;
+    let module = sparsetir_syntax::parse_module(src).expect("parses");
+    let f = lower_func(module.funcs.into_iter().next().unwrap(), Stage::III);
+    let mut sch = Schedule::new(f).unwrap();
+    let l = loops_of(&mut sch, "it0")[0];
+    let e = sch.parallel(l).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+}
+
 /// SpGEMM's row accumulator and bitmaps (a `workspace` of the row block) are shared by the
 /// row's inner iterations: a loop inside the row may not run apart (bit words and counters are
 /// read-modify-write), whatever the phase; the row loop may (each row has the workspace to
