@@ -209,7 +209,7 @@ pub(crate) fn carried_conflict(
     root: &Stmt,
     v: VarId,
     scoped_private: bool,
-) -> Option<BufferId> {
+) -> Option<Conflict> {
     let facts = LoopFacts::new(func, root, v)?;
     let lp = facts.lp;
     let mut private: Vec<BufferId> = Vec::new();
@@ -251,7 +251,7 @@ pub(crate) fn carried_conflict(
     let mut accesses = stores;
     accesses.retain(|b, _| checked(*b));
     if let Some(&b) = accesses.keys().filter(|b| workspaces.contains(b)).min() {
-        return Some(b);
+        return Some(Conflict::new(func, b, &accesses[&b]));
     }
     let mut opaque: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| {
@@ -278,8 +278,8 @@ pub(crate) fn carried_conflict(
     accesses
         .into_iter()
         .filter(|(b, _)| !opaque.contains(b))
-        .filter_map(|(b, list)| {
-            let list: Vec<Vec<Expr>> = list
+        .filter_map(|(b, written)| {
+            let list: Vec<Vec<Expr>> = written
                 .iter()
                 .map(|idx| idx.iter().map(|e| facts.resolve(e)).collect())
                 .collect();
@@ -301,9 +301,35 @@ pub(crate) fn carried_conflict(
             // array): trusted. Any other must be proven apart.
             let trusted =
                 shapes.iter().all(|idx| *idx == shapes[0]) && shapes[0].iter().any(reads_memory);
-            (!trusted && !disjoint_accesses(&facts, &list, v)).then_some(b)
+            (!trusted && !disjoint_accesses(&facts, &list, v))
+                .then(|| Conflict::new(func, b, &written))
         })
-        .min()
+        .min_by_key(|c| c.buffer)
+}
+
+/// What [`carried_conflict`] found: the buffer, and its accesses under the loop as written
+/// (distinct, at most four), for the error message.
+pub(crate) struct Conflict {
+    pub buffer: BufferId,
+    pub accesses: Vec<String>,
+}
+
+impl Conflict {
+    fn new(func: &PrimFunc, buffer: BufferId, list: &[Vec<Expr>]) -> Conflict {
+        let name = &func.buffers[buffer].name;
+        let mut accesses: Vec<String> = Vec::new();
+        for idx in list {
+            let text: Vec<String> = idx
+                .iter()
+                .map(|e| sparsetir_ir::printer::print_expr(func, e))
+                .collect();
+            let text = format!("{name}[{}]", text.join(", "));
+            if !accesses.contains(&text) && accesses.len() < 4 {
+                accesses.push(text);
+            }
+        }
+        Conflict { buffer, accesses }
+    }
 }
 
 fn reads_memory(e: &Expr) -> bool {

@@ -453,6 +453,16 @@ fn a_dependence_carried_by_a_spatial_loop_keeps_it_serial() {
             .unwrap_err();
             assert_eq!(e.kind, ErrorKind::DependencyViolation, "{body}: {e}");
             assert!(e.message.contains("element of `Y"), "{e}");
+            // The accesses, as the stage's IR writes them.
+            let store = body.trim().split(" = ").next().unwrap().replace('i', "vi");
+            let store = match stage {
+                Stage::II => store,
+                _ => store.replace("Y[", "Y_data["),
+            };
+            assert!(
+                e.message.contains(&format!("under the loop: `{store}`")),
+                "{store}: {e}"
+            );
             assert!(e.ir.contains("--> "), "{e}");
         }
         // Split by 4: the inner part carries it inside each group of 4, the outer part across
@@ -548,6 +558,7 @@ fn an_inner_loop_may_carry_a_store_onto_another_iteration() {
                     assert!(!apart, "{sizes:?} {body}: {e}");
                     assert_eq!(e.kind, ErrorKind::DependencyViolation, "{body}: {e}");
                     assert!(e.message.contains("element of `Y"), "{e}");
+                    assert!(e.message.contains("under the loop: `Y_data["), "{e}");
                 }
             }
         }

@@ -719,7 +719,7 @@ impl Schedule {
             // X[i] + Y[i]`) breaks the promise; running it apart would race.
             if spatial {
                 let scoped_private = kind == ForKind::ThreadBinding;
-                if let Some(b) = crate::disjoint::carried_conflict(
+                if let Some(c) = crate::disjoint::carried_conflict(
                     self.func(),
                     &self.func().body,
                     v,
@@ -730,10 +730,11 @@ impl Schedule {
                         format!(
                             "loop `{}`: its iterations may touch the same element of `{}`, one \
                              of them writing it (a dependence carried by a loop over spatial \
-                             iterators); `{primitive}` needs iterations that touch elements of \
-                             their own",
+                             iterators; under the loop: `{}`); `{primitive}` needs iterations \
+                             that touch elements of their own",
                             self.var_name(v),
-                            self.func().buffers[b].name
+                            self.func().buffers[c.buffer].name,
+                            c.accesses.join("`, `")
                         ),
                         Focus::Loop(v),
                     ));
