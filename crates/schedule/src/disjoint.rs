@@ -396,7 +396,7 @@ fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
     (0..first.len()).any(|k| {
         let mut parts = Vec::new();
         for idx in &list {
-            match idx.get(k).and_then(|e| split_step(func, an, e, v)) {
+            match idx.get(k).and_then(|e| split_step(facts, e, v)) {
                 Some(p) => parts.push(p),
                 None => return false,
             }
@@ -486,19 +486,47 @@ fn with_pairs(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
     out
 }
 
+/// `e` with every widening cast of a signed integer sum, difference or product moved onto its
+/// operands (`int64(i + 1)` → `int64(i) + 1`), so that the step of an index that widens the
+/// loop's variable (`T.Cast("int64", vi) * 4 + ...`) shows: exact where the narrower
+/// arithmetic does not overflow, which the proofs assume (`assume_no_overflow`).
+fn widen(func: &PrimFunc, e: &Expr) -> Expr {
+    use sparsetir_ir::BinOp;
+    match e {
+        Expr::Cast(dt, a) if dt.is_int() && a.dtype(func).is_int() => match &**a {
+            Expr::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), x, y)
+                if a.dtype(func).bits() < dt.bits() =>
+            {
+                let x = widen(func, &Expr::Cast(*dt, x.clone()));
+                let y = widen(func, &Expr::Cast(*dt, y.clone()));
+                Expr::binary(*op, x, y)
+            }
+            _ => Expr::Cast(*dt, Box::new(widen(func, a))),
+        },
+        _ => {
+            let mut e = e.clone();
+            e.for_each_child_mut(|c| *c = widen(func, c));
+            e
+        }
+    }
+}
+
 /// `e` as `c * v + r` (see the module documentation): `(c, r)`.
-fn split_step(func: &PrimFunc, an: &Analyzer, e: &Expr, v: VarId) -> Option<(i64, Expr)> {
-    let mut next = e.clone();
-    let mut map = HashMap::new();
-    map.insert(v, Expr::add(Expr::Var(v), Expr::int(1)));
-    ir_util::subst_expr(&mut next, &map);
-    let step = match an.simplify(func, &Expr::sub(next, e.clone())) {
+fn split_step(facts: &LoopFacts, e: &Expr, v: VarId) -> Option<(i64, Expr)> {
+    let (func, an) = (&facts.func, &facts.an);
+    let at = |value: Expr| {
+        let mut x = e.clone();
+        ir_util::subst_expr(&mut x, &HashMap::from([(v, value)]));
+        widen(func, &x)
+    };
+    let (now, next) = (widen(func, e), at(Expr::add(Expr::Var(v), Expr::int(1))));
+    let step = match an.simplify(func, &Expr::sub(next, now)) {
         Expr::Int(c, _) if c != 0 => c,
         _ => return None,
     };
-    let rest = an.simplify(
-        func,
-        &Expr::sub(e.clone(), Expr::mul(Expr::int(step), Expr::Var(v))),
-    );
+    // The same step from every `v` of the loop on: `e` is `e[v := min] + step * (v - min)`.
+    let min = facts.lp.min.clone();
+    let first = Expr::sub(at(min.clone()), Expr::mul(Expr::int(step), min));
+    let rest = an.simplify(func, &first);
     (!ir_util::uses_var(&rest, v)).then_some((step, rest))
 }

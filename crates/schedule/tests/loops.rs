@@ -529,7 +529,8 @@ def f(x: T.handle, y: T.handle) -> None:
 /// carry it onto another iteration's element: `Y[i + j]` meets itself (`i = 1, j = 0` and
 /// `i = 0, j = 1`), `Y[4 * i + j]` over `j < 4` does not, nor does `Y[32 * j + i]` over
 /// `i < 32` (the inner loop's offsets are multiples of the outer loop's whole span); over
-/// `i < 33` it does (`i = 32, j = 0` and `i = 0, j = 1`).
+/// `i < 33` it does (`i = 32, j = 0` and `i = 0, j = 1`). The same holds of indices widened to
+/// int64.
 #[test]
 fn an_inner_loop_may_carry_a_store_onto_another_iteration() {
     for (sizes, body, apart) in [
@@ -542,6 +543,17 @@ fn an_inner_loop_may_carry_a_store_onto_another_iteration() {
             (32, 2, 64),
             "        Y[32 * j + i] = Y[32 * j + i] + X[i]",
             true,
+        ),
+        // Widened to int64, as an index into a large buffer is.
+        (
+            (16, 4, 64),
+            "        Y[T.Cast(\"int64\", i) * 4 + T.Cast(\"int64\", j)] = X[i]",
+            true,
+        ),
+        (
+            (16, 4, 20),
+            "        Y[T.Cast(\"int64\", i + j)] = X[i]",
+            false,
         ),
     ] {
         let f = spatial_nest(sizes.0, sizes.1, sizes.2, body);
