@@ -3,7 +3,8 @@
 //! `Y` in place (`"RS"`). Where `parallel(i)` is taken, going through every `(i, j)` finds no
 //! element that one iteration of `i` writes and another touches. The
 //! index forms cover every case of the proof: a step with an inner span, offsets that
-//! interleave (`32 * j + i`), `//` and `%` alone, and a `//`, `%` pair read back as one index.
+//! interleave (`32 * j + i`), `//` and `%` alone, and a `//`, `%` pair read back as one index,
+//! with the iterators as they are or widened to int64.
 
 mod common;
 
@@ -35,6 +36,8 @@ struct Index {
     b: i64,
     c: i64,
     op: Op,
+    /// `i` and `j` widened to int64 (`T.Cast("int64", i)`).
+    wide: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,11 +83,22 @@ impl Index {
     /// `c` keeps the index non-negative.
     fn with(a: i64, b: i64, op: Op, ni: i64, nj: i64) -> Index {
         let c = a.min(0).abs() * (ni - 1) + b.min(0).abs() * (nj - 1);
-        Index { a, b, c, op }
+        Index {
+            a,
+            b,
+            c,
+            op,
+            wide: false,
+        }
     }
 
     fn base(&self) -> String {
-        format!("({}) * i + ({}) * j + {}", self.a, self.b, self.c)
+        let (i, j) = if self.wide {
+            ("T.Cast(\"int64\", i)", "T.Cast(\"int64\", j)")
+        } else {
+            ("i", "j")
+        };
+        format!("({}) * {i} + ({}) * {j} + {}", self.a, self.b, self.c)
     }
 
     fn text(&self) -> String {
@@ -144,11 +158,12 @@ fn a_parallel_loop_the_check_takes_never_meets_itself() {
         // Every other case takes a form a schedule makes, without reads: the check must
         // tell exactly there.
         let like = case % 2 == 0;
-        let w = if like {
+        let mut w = if like {
             Index::schedule_like(&mut rng, ni, nj)
         } else {
             Index::random(&mut rng, ni, nj)
         };
+        w.wide = rng.range(0, 2) == 0;
         // Half the cases declare `i` a reduction and update `Y` in place: `parallel` then
         // takes the loop only where the iterations provably write elements of their own.
         let reduce = case % 4 >= 2;
