@@ -15,20 +15,6 @@ use sparsetir_schedule::{ErrorKind, LoopRV, Schedule};
 
 use common::*;
 
-/// A small deterministic generator (xorshift), so the test needs no extra dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i64
-    }
-}
-
 /// `a * i + b * j + c` (`c` keeps it non-negative), then `// d` or `% d` or neither.
 #[derive(Clone, Copy, Debug)]
 struct Index {

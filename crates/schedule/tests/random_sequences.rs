@@ -9,20 +9,6 @@ use sparsetir_schedule::{LoopRV, Schedule};
 
 use common::*;
 
-/// A small deterministic generator (xorshift), so the test needs no extra dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 fn all_loops(sch: &mut Schedule) -> Vec<LoopRV> {
     let mut out = Vec::new();
     let names = sparsetir_schedule::ir_util::block_names(&sch.func().body);

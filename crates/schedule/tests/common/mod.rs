@@ -180,3 +180,25 @@ pub fn assert_same(name: &str, a: &PrimFunc, b: &PrimFunc) {
 pub fn print(f: &PrimFunc) -> String {
     sparsetir_ir::printer::print_func(f)
 }
+
+/// A small deterministic generator (xorshift), so the tests need no extra dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// In `[0, n)`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// In `[lo, hi]`.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+}
