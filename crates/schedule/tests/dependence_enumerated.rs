@@ -11,7 +11,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 
 use sparsetir_ir::Stage;
-use sparsetir_schedule::{ErrorKind, LoopRV, Schedule};
+use sparsetir_schedule::{ErrorKind, Schedule};
 
 use common::*;
 
@@ -129,11 +129,6 @@ fn conflict(ni: i64, nj: i64, w: &Index, r: Option<&Index>, width: i64) -> bool 
         .any(|(e, i)| touched.get(e).is_some_and(|s| s.iter().any(|o| o != i)))
 }
 
-fn loops_of(sch: &mut Schedule, block: &str) -> Vec<LoopRV> {
-    let b = sch.get_block(block).unwrap();
-    sch.get_loops(b).unwrap()
-}
-
 #[test]
 fn a_parallel_loop_the_check_takes_never_meets_itself() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -195,9 +190,7 @@ def f(x: T.handle, y: T.handle) -> None:
             w.text(),
             kinds = if reduce { "RS" } else { "SS" },
         );
-        let module = sparsetir_syntax::parse_module(&src)
-            .unwrap_or_else(|e| panic!("case {case}: {e:?}\n{src}"));
-        let f = lower_func(module.funcs.into_iter().next().unwrap(), Stage::III);
+        let f = lower_script(&src, Stage::III);
         let mut sch = Schedule::new(f).unwrap();
         let l = loops_of(&mut sch, "it0")[0];
         let meets = conflict(ni, nj, &w, r.as_ref(), width);

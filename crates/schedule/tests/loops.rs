@@ -5,14 +5,9 @@
 mod common;
 
 use sparsetir_ir::Stage;
-use sparsetir_schedule::{ErrorKind, LoopRV, Schedule};
+use sparsetir_schedule::{ErrorKind, Schedule};
 
 use common::*;
-
-fn loops_of(sch: &mut Schedule, block: &str) -> Vec<LoopRV> {
-    let b = sch.get_block(block).unwrap();
-    sch.get_loops(b).unwrap()
-}
 
 #[test]
 fn split_variable_extent_adds_predicate() {
@@ -427,8 +422,7 @@ def f(x: T.handle, y: T.handle, n: T.int32) -> None:
 {body}
 "#
     );
-    let module = sparsetir_syntax::parse_module(&src).expect("parses");
-    lower_func(module.funcs.into_iter().next().unwrap(), stage)
+    lower_script(&src, stage)
 }
 
 #[test]
@@ -521,8 +515,7 @@ def f(x: T.handle, y: T.handle) -> None:
 {body}
 "#
     );
-    let module = sparsetir_syntax::parse_module(&src).expect("parses");
-    lower_func(module.funcs.into_iter().next().unwrap(), Stage::III)
+    lower_script(&src, Stage::III)
 }
 
 /// One store whose index steps with the outer loop is taken only where the inner loop cannot
@@ -594,8 +587,7 @@ def f(x: T.handle, y: T.handle) -> None:
         {store} = X[i]
 "#
         );
-        let module = sparsetir_syntax::parse_module(&src).expect("parses");
-        let f = lower_func(module.funcs.into_iter().next().unwrap(), Stage::III);
+        let f = lower_script(&src, Stage::III);
         let mut sch = Schedule::new(f).unwrap();
         let l = loops_of(&mut sch, "it0");
         let fused = sch.fuse(&[l[0], l[1]]).unwrap();
@@ -627,8 +619,7 @@ def f(x: T.handle, y: T.handle, n: T.int32, m: T.int32) -> None:
     with T.sp.iteration([I], "S", "it") as [i]:
         Y[(4 * i) // n, (4 * i) % n, 0] = Y[2, (4 * i) // n, (4 * i) % n] + X[i]
 "#;
-    let module = sparsetir_syntax::parse_module(src).expect("parses");
-    let f = lower_func(module.funcs.into_iter().next().unwrap(), Stage::III);
+    let f = lower_script(src, Stage::III);
     let mut sch = Schedule::new(f).unwrap();
     let l = loops_of(&mut sch, "it0")[0];
     let e = sch.parallel(l).unwrap_err();

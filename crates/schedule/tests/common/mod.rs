@@ -74,6 +74,24 @@ pub fn lower_func(f: PrimFunc, stage: Stage) -> PrimFunc {
     out.funcs.into_iter().next().expect("one function")
 }
 
+/// The one function of script `src`, lowered to `stage` (a parse error panics with the source).
+pub fn lower_script(src: &str, stage: Stage) -> PrimFunc {
+    let module = sparsetir_syntax::parse_module(src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+    lower_func(
+        module.funcs.into_iter().next().expect("one function"),
+        stage,
+    )
+}
+
+/// The loops around block `block`, outermost first.
+pub fn loops_of(
+    sch: &mut sparsetir_schedule::Schedule,
+    block: &str,
+) -> Vec<sparsetir_schedule::LoopRV> {
+    let b = sch.get_block(block).unwrap();
+    sch.get_loops(b).unwrap()
+}
+
 /// A small random case of catalog kernel `name` (with empty rows).
 pub fn case(name: &str, seed: u64) -> Case {
     let shape = Shape::new(Pattern::Random { empty_rows: true }, 7, 9)
