@@ -283,24 +283,24 @@ pub(crate) fn carried_conflict(
                 .iter()
                 .map(|idx| idx.iter().map(|e| facts.resolve(e)).collect())
                 .collect();
-            // The same function of `v`, whatever the loops inside: their variables all read
-            // as one placeholder (an init's loop and the update's loop differ in name only).
-            let shapes: Vec<Vec<Expr>> = list
-                .iter()
-                .map(|idx| {
-                    idx.iter()
-                        .map(|e| {
-                            let mut e = e.clone();
-                            ir_util::subst_expr(&mut e, &facts.inner);
-                            facts.an.simplify(&facts.func, &e)
-                        })
-                        .collect()
-                })
-                .collect();
             // One tuple that reads memory (a slot an atomic counter handed out, an index
-            // array): trusted. Any other must be proven apart.
-            let trusted =
-                shapes.iter().all(|idx| *idx == shapes[0]) && shapes[0].iter().any(reads_memory);
+            // array) is trusted: the same function of `v` in every access, whatever the loops
+            // inside (their variables all read as one placeholder: an init's loop and the
+            // update's loop differ in name only). Any other must be proven apart.
+            let shape = |idx: &Vec<Expr>| -> Vec<Expr> {
+                idx.iter()
+                    .map(|e| {
+                        let mut e = e.clone();
+                        ir_util::subst_expr(&mut e, &facts.inner);
+                        facts.an.simplify(&facts.func, &e)
+                    })
+                    .collect()
+            };
+            // (A tuple without a load keeps none simplified: only one with a load is shaped.)
+            let trusted = list[0].iter().any(reads_memory) && {
+                let first = shape(&list[0]);
+                first.iter().any(reads_memory) && list[1..].iter().all(|idx| shape(idx) == first)
+            };
             (!trusted && !disjoint_accesses(&facts, &list, v))
                 .then(|| Conflict::new(func, b, &written))
         })
@@ -468,13 +468,13 @@ fn with_pairs(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
         }
     }
     for b in 0..n {
-        let mut k = Some(0);
-        for idx in list {
-            k = match (k, an.const_bounds(func, &idx[b])) {
-                (Some(k), Some((lo, hi))) if lo >= 0 => Some(k.max(hi + 1)),
+        // One past the largest value at `b`, where no access goes below 0 there.
+        let k = list
+            .iter()
+            .try_fold(0, |k, idx| match an.const_bounds(func, &idx[b]) {
+                Some((lo, hi)) if lo >= 0 => Some(k.max(hi + 1)),
                 _ => None,
-            };
-        }
+            });
         let Some(k) = k else { continue };
         for a in (0..n).filter(|a| *a != b && !used.contains(&(*a, b))) {
             for (o, idx) in out.iter_mut().zip(list) {
