@@ -20,7 +20,9 @@
 //!
 //! The same facts answer the converse question for a loop over spatial iterators
 //! ([`carried_conflict`]): whether its iterations, which `"S"` promises apart, may still touch
-//! an element one of them writes, so that running them in parallel would race.
+//! an element one of them writes, so that running them in parallel would race; and, with a
+//! reduction's own accumulation set aside, whether `reorder` may run them in another order
+//! ([`order_conflict`]).
 
 use std::collections::HashMap;
 
@@ -210,8 +212,35 @@ pub(crate) fn carried_conflict(
     v: VarId,
     scoped_private: bool,
 ) -> Option<Conflict> {
+    conflict(func, root, v, scoped_private, false)
+}
+
+/// For `reorder`: a buffer that two iterations of the loop over `v` may both touch, one of them
+/// writing it (the loops around fixed, the loops inside free), so that running the iterations
+/// in another order could change what is read or left. A reduction's own accumulation is set
+/// aside: where a block whose reduction iterator moves with the loop is the only one to touch
+/// its output, always at one index tuple that the loop does not move, its iterations add into
+/// one element in any order (the init runs where every reduction iterator is at its minimum,
+/// whichever loop comes first). Every other buffer is checked as [`carried_conflict`] checks
+/// it, whatever its scope.
+pub(crate) fn order_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option<Conflict> {
+    conflict(func, root, v, false, true)
+}
+
+fn conflict(
+    func: &PrimFunc,
+    root: &Stmt,
+    v: VarId,
+    scoped_private: bool,
+    reductions_commute: bool,
+) -> Option<Conflict> {
     let facts = LoopFacts::new(func, root, v)?;
     let lp = facts.lp;
+    let accumulators = if reductions_commute {
+        accumulators(&facts, v)
+    } else {
+        Vec::new()
+    };
     let mut private: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| match s {
         Stmt::Block(b) => private.extend(b.alloc_buffers.iter().copied()),
@@ -246,6 +275,7 @@ pub(crate) fn carried_conflict(
         (func.buffers[b].scope == "global" || !scoped_private)
             && !private.contains(&b)
             && !atomic.contains(&b)
+            && !accumulators.contains(&b)
     };
     // The accesses of the checked buffers: their stores, then their loads.
     let mut accesses = stores;
@@ -330,6 +360,57 @@ impl Conflict {
         }
         Conflict { buffer, accesses }
     }
+}
+
+/// The outputs of the blocks under the loop whose reduction iterators move with it (and no
+/// spatial one does) that only such a block touches, at one index tuple free of the loop's
+/// variable: their accesses under the loop differ only in the reduction's order.
+fn accumulators(facts: &LoopFacts, v: VarId) -> Vec<BufferId> {
+    // Every access under the loop, resolved, per buffer.
+    fn accesses(s: &Stmt, facts: &LoopFacts, out: &mut HashMap<BufferId, Vec<Vec<Expr>>>) {
+        let resolve = |idx: &[Expr]| idx.iter().map(|e| facts.resolve(e)).collect::<Vec<_>>();
+        s.visit(&mut |x| {
+            if let Stmt::Store(st) = x {
+                out.entry(st.buffer).or_default().push(resolve(&st.indices));
+            }
+            x.for_each_expr(|e| {
+                e.visit(&mut |y| {
+                    if let Expr::Load { buffer, indices } = y {
+                        out.entry(*buffer).or_default().push(resolve(indices));
+                    }
+                })
+            });
+        });
+    }
+    let mut all = HashMap::new();
+    accesses(&facts.lp.body, facts, &mut all);
+    let mut out = Vec::new();
+    facts.lp.body.visit(&mut |s| {
+        let Stmt::Block(b) = s else { return };
+        let moves = |kind: IterKind| {
+            b.iters
+                .iter()
+                .any(|it| it.kind == kind && ir_util::uses_var(&facts.resolve(&it.binding), v))
+        };
+        if !moves(IterKind::Reduce) || moves(IterKind::Spatial) {
+            return;
+        }
+        let mut mine = HashMap::new();
+        accesses(s, facts, &mut mine);
+        let mut stored = Vec::new();
+        collect_stores(s, &mut stored);
+        for c in stored {
+            let (Some(list), Some(every)) = (mine.get(&c), all.get(&c)) else {
+                continue;
+            };
+            let one = list.iter().all(|idx| idx == &list[0]);
+            let free = !list[0].iter().any(|e| ir_util::uses_var(e, v));
+            if list.len() == every.len() && one && free && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    });
+    out
 }
 
 fn reads_memory(e: &Expr) -> bool {

@@ -271,6 +271,103 @@ fn reorder_errors() {
     assert_eq!(print(sch.func()), before);
 }
 
+/// A grid whose iteration `(i, j)` writes `Y[i + 1, j]` from `Y[i, {read_j}]`: with `j + 1`
+/// each element waits for the one up and to the right (a wavefront), which `j, i` would run
+/// after it; with `j` it waits for the one straight up, which stays before it in any order.
+fn grid(read_j: &str) -> sparsetir_ir::PrimFunc {
+    let src = format!(
+        r#"@T.prim_func
+def f(x: T.handle, y: T.handle) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
+    I = T.sp.dense_fixed(6)
+    J = T.sp.dense_fixed(5)
+    I1 = T.sp.dense_fixed(7)
+    J1 = T.sp.dense_fixed(6)
+    X = T.sp.match_buffer(x, (I, J), "float32")
+    Y = T.sp.match_buffer(y, (I1, J1), "float32")
+    with T.sp.iteration([I, J], "SS", "grid") as [i, j]:
+        Y[i + 1, j] = Y[i, {read_j}] * 0.5 + X[i, j]
+"#
+    );
+    lower_script(&src, Stage::III)
+}
+
+/// `Y` after running `f` from known `X` and `Y`, beside the same nest run by hand in Rust.
+fn run_grid(f: &sparsetir_ir::PrimFunc, read_right: bool) -> (Vec<f64>, Vec<f64>) {
+    use sparsetir_eval::ArgValue;
+    use sparsetir_formats::Tensor;
+    let x: Vec<f64> = (0..30).map(|v| (v % 7) as f64 - 3.0).collect();
+    let y: Vec<f64> = (0..42).map(|v| (v % 5) as f64).collect();
+    let mut args = std::collections::HashMap::new();
+    let array = |v: &[f64]| ArgValue::Array(Tensor::from_f64(sparsetir_ir::DType::F32, v).unwrap());
+    args.insert("x".to_string(), array(&x));
+    args.insert("y".to_string(), array(&y));
+    sparsetir_eval::run_func(f, &mut args).expect("runs");
+    let ArgValue::Array(got) = &args["y"] else {
+        unreachable!()
+    };
+    let mut want = y.clone();
+    for i in 0..6 {
+        for j in 0..5 {
+            let jr = if read_right { j + 1 } else { j };
+            want[(i + 1) * 6 + j] = want[i * 6 + jr] * 0.5 + x[i * 5 + j];
+        }
+    }
+    (got.to_f64_vec(), want)
+}
+
+/// `reorder` keeps every dependence: the wavefront's `j, i` is refused (naming the accesses),
+/// also once its loops are tiled; the grid that reads straight up may be reordered, tiles and
+/// all, and still computes the same `Y`.
+#[test]
+fn a_reorder_keeps_the_order_of_dependent_iterations() {
+    let f = grid("j + 1");
+    let (got, want) = run_grid(&f, true);
+    assert_eq!(got, want);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "grid0");
+    let e = sch.reorder(&[l[1], l[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+    assert!(e.message.contains("around loop `i_1`"), "{e}");
+    assert!(e.message.contains("element of `Y"), "{e}");
+    assert!(e.message.contains("Y_data["), "{e}");
+    assert_eq!(
+        print(sch.func()),
+        print(&f),
+        "the schedule is left as it was"
+    );
+    // Nor may it be tiled as a rectangle (the element up and to the right may lie in the next
+    // tile along `j`), nor may its tiles' loops trade places. Under both loops of `i` the
+    // columns run in any order: one row reads only the row above.
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "grid0");
+    let a = sch.split(l[0], &[None, Some(2)]).unwrap();
+    let b = sch.split(l[1], &[None, Some(2)]).unwrap();
+    for order in [[a[0], b[0], a[1], b[1]], [b[0], a[0], a[1], b[1]]] {
+        let e = sch.reorder(&order).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+    }
+    sch.reorder(&[a[0], a[1], b[1], b[0]]).unwrap();
+    assert_eq!(run_grid(sch.func(), true).0, want);
+
+    let f = grid("j");
+    let (_, want) = run_grid(&f, false);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "grid0");
+    sch.reorder(&[l[1], l[0]]).unwrap();
+    assert_eq!(run_grid(sch.func(), false).0, want);
+    assert_replays(&sch, &f);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "grid0");
+    let a = sch.split(l[0], &[None, Some(2)]).unwrap();
+    let b = sch.split(l[1], &[None, Some(2)]).unwrap();
+    sch.reorder(&[b[0], a[0], a[1], b[1]]).unwrap();
+    assert_eq!(run_grid(sch.func(), false).0, want);
+    // The rows' two loops may not trade places: the row above may then come later.
+    let e = sch.reorder(&[a[1], a[0]]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+}
+
 #[test]
 fn parallel_vectorize_unroll_bind() {
     let f = kernel("csrmm", Stage::III);
