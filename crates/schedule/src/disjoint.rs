@@ -227,6 +227,119 @@ pub(crate) fn order_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option<C
     conflict(func, root, v, false, true)
 }
 
+/// Where running the nest of loops `old` (outer first) of `before` in the order `new`, as in
+/// `after`, may change the order of two iterations that touch one element, one of them writing
+/// it: a pair of loops `a` outside `b` that trade places, with what `a`'s iterations touch. The
+/// order of two iterations changes only where the first loop they differ in is another: `a`
+/// and `b` trading places, both differing. So for each such pair it is enough that the
+/// iterations of `a` in `before` (the loops around fixed, those inside free) or those of `b`
+/// in `after` never meet ([`order_conflict`]).
+pub(crate) fn reorder_conflict(
+    before: &PrimFunc,
+    after: &PrimFunc,
+    old: &[VarId],
+    new: &[VarId],
+) -> Option<(VarId, VarId, Conflict)> {
+    let pos = |order: &[VarId], v: VarId| order.iter().position(|w| *w == v);
+    let mut outer_cache: HashMap<VarId, Option<Conflict>> = HashMap::new();
+    let mut inner_cache: HashMap<VarId, bool> = HashMap::new();
+    for (i, &a) in old.iter().enumerate() {
+        for &b in &old[i + 1..] {
+            if pos(new, b) > pos(new, a) {
+                continue;
+            }
+            let carried = outer_cache
+                .entry(a)
+                .or_insert_with(|| order_conflict(before, &before.body, a));
+            if carried.is_none() {
+                continue;
+            }
+            let apart = *inner_cache
+                .entry(b)
+                .or_insert_with(|| order_conflict(after, &after.body, b).is_none());
+            if !apart {
+                return outer_cache.remove(&a).flatten().map(|c| (a, b, c));
+            }
+        }
+    }
+    None
+}
+
+/// A stage-I iteration as the loop nest the proofs read: a loop per iterator, the iterator
+/// itself, over its axis's coordinates `[0, length)` (for a sparse axis, more than it stores:
+/// the proofs stay sound), outer first in `order` (positions in `it.vars`); inside, a block
+/// whose iterators carry the iteration's kinds, bound to those loops, holding its init and
+/// body. The iterations inside become nests too. Two instances of an iteration touch one
+/// element of a buffer exactly where their coordinates name it.
+pub(crate) fn iteration_as_loops(
+    func: &mut PrimFunc,
+    it: &sparsetir_ir::SparseIteration,
+    order: &[usize],
+) -> Stmt {
+    fn convert(func: &mut PrimFunc, s: &mut Stmt) {
+        if let Stmt::SparseIteration(inner) = s {
+            let order: Vec<usize> = (0..inner.vars.len()).collect();
+            let inner = (**inner).clone();
+            *s = iteration_as_loops(func, &inner, &order);
+            return;
+        }
+        for c in ir_util::children_mut(s) {
+            convert(func, c);
+        }
+    }
+    let flat: Vec<sparsetir_ir::AxisId> = it.axes.iter().flat_map(|e| e.axes()).collect();
+    let lengths: Vec<Expr> = (0..it.vars.len())
+        .map(|p| {
+            flat.get(p)
+                .map_or_else(|| Expr::int(0), |a| func.axes[*a].length.clone())
+        })
+        .collect();
+    let mut iters = Vec::new();
+    for (p, (&v, &kind)) in it.vars.iter().zip(&it.kinds).enumerate() {
+        let name = format!("v_{}", func.vars[v].name);
+        let extent = lengths[p].clone();
+        let var = func.add_var(name, func.vars[v].dtype);
+        iters.push(sparsetir_ir::BlockIter {
+            var,
+            min: Expr::int(0),
+            extent,
+            kind,
+            binding: Expr::Var(v),
+        });
+    }
+    let mut body = it.body.clone();
+    convert(func, &mut body);
+    let init = it.init.clone().map(|mut i| {
+        convert(func, &mut i);
+        i
+    });
+    let mut s = Stmt::Block(Box::new(sparsetir_ir::Block {
+        name: it.name.clone(),
+        iters,
+        predicate: None,
+        reads: Vec::new(),
+        writes: Vec::new(),
+        init,
+        alloc_buffers: Vec::new(),
+        annotations: Default::default(),
+        body,
+        span: it.span,
+    }));
+    for &p in order.iter().rev() {
+        s = Stmt::For(Box::new(For {
+            var: it.vars[p],
+            min: Expr::int(0),
+            extent: lengths[p].clone(),
+            kind: sparsetir_ir::ForKind::Serial,
+            thread: None,
+            annotations: Default::default(),
+            body: s,
+            span: it.span,
+        }));
+    }
+    s
+}
+
 fn conflict(
     func: &PrimFunc,
     root: &Stmt,
@@ -311,7 +424,11 @@ fn conflict(
         .filter_map(|(b, written)| {
             let list: Vec<Vec<Expr>> = written
                 .iter()
-                .map(|idx| idx.iter().map(|e| facts.resolve(e)).collect())
+                .map(|idx| {
+                    idx.iter()
+                        .map(|e| facts.an.simplify(&facts.func, &facts.resolve(e)))
+                        .collect()
+                })
                 .collect();
             // One tuple that reads memory (a slot an atomic counter handed out, an index
             // array) is trusted: the same function of `v` in every access, whatever the loops
@@ -368,7 +485,11 @@ impl Conflict {
 fn accumulators(facts: &LoopFacts, v: VarId) -> Vec<BufferId> {
     // Every access under the loop, resolved, per buffer.
     fn accesses(s: &Stmt, facts: &LoopFacts, out: &mut HashMap<BufferId, Vec<Vec<Expr>>>) {
-        let resolve = |idx: &[Expr]| idx.iter().map(|e| facts.resolve(e)).collect::<Vec<_>>();
+        let resolve = |idx: &[Expr]| {
+            idx.iter()
+                .map(|e| facts.an.simplify(&facts.func, &facts.resolve(e)))
+                .collect::<Vec<_>>()
+        };
         s.visit(&mut |x| {
             if let Stmt::Store(st) = x {
                 out.entry(st.buffer).or_default().push(resolve(&st.indices));

@@ -6,7 +6,8 @@
 //! interleave (`32 * j + i`), `//` and `%` alone, and a `//`, `%` pair read back as one index,
 //! with the iterators as they are or widened to int64. On the same nests, where `reorder(j, i)`
 //! is taken no two such iterations change order (a reduction's updates of one element aside),
-//! and the interpreter computes the same `Y`.
+//! and the interpreter computes the same `Y`; `sparse_reorder(["J", "I"])` on the stage-I
+//! iteration answers the same.
 
 mod common;
 
@@ -320,7 +321,17 @@ def f(x: T.handle, y: T.handle) -> None:
         let l = loops_of(&mut sch, "it0");
         let flipped = order_flips(ni, nj, &w, r.as_ref(), width);
         flips += usize::from(flipped);
-        match sch.reorder(&[l[1], l[0]]) {
+        let got = sch.reorder(&[l[1], l[0]]);
+        // `sparse_reorder` answers the same in coordinate space.
+        let mut sparse = Schedule::new(lower_script(&src, Stage::I)).unwrap();
+        let sp = sparse.get_sparse_iteration("it").unwrap();
+        let in_coordinates = sparse.sparse_reorder(sp, &["J", "I"]);
+        assert_eq!(
+            got.is_ok(),
+            in_coordinates.is_ok(),
+            "case {case}: reorder {got:?}, sparse_reorder {in_coordinates:?}\n{src}"
+        );
+        match got {
             Ok(()) => {
                 assert!(
                     !flipped || rhs_reduces,

@@ -639,13 +639,9 @@ impl Schedule {
         Ok(())
     }
 
-    /// A reorder changes the order of two iterations only where the first loop they differ in
-    /// is another before and after: two loops `a` outside `b` that trade places. It keeps every
-    /// dependence when, for each such pair, the iterations of `a` in the nest as it is, or those
-    /// of `b` in the reordered one, touch no element another writes (the loops around fixed,
-    /// those inside free; a reduction's own accumulation aside): the wavefront `Y[i, j] =
-    /// Y[i - 1, j + 1] + X[i, j]` may not become `j, i`, while `Y[i, j] = Y[i - 1, j] + X[i, j]`
-    /// may, as its columns are apart.
+    /// A reorder keeps every dependence (see [`crate::disjoint::reorder_conflict`]): the
+    /// wavefront `Y[i, j] = Y[i - 1, j + 1] + X[i, j]` may not become `j, i`, while `Y[i, j] =
+    /// Y[i - 1, j] + X[i, j]` may, as its columns are apart.
     fn check_reorder_dependences(
         &self,
         old: &[VarId],
@@ -653,51 +649,27 @@ impl Schedule {
         top: VarId,
         reordered: &Stmt,
     ) -> Res<()> {
-        let pos = |order: &[VarId], v: VarId| order.iter().position(|w| *w == v);
-        let mut pairs = Vec::new();
-        for (i, a) in old.iter().enumerate() {
-            for b in &old[i + 1..] {
-                if pos(new, *b) < pos(new, *a) {
-                    pairs.push((*a, *b));
-                }
-            }
-        }
-        if pairs.is_empty() {
-            return Ok(());
-        }
         let func = self.func();
         let mut after = func.clone();
         ir_util::replace(&mut after.body, &|s| ir_util::is_loop(s, top), |_| {
             (reordered.clone(), ())
         });
-        let mut before_cache: HashMap<VarId, Option<crate::disjoint::Conflict>> = HashMap::new();
-        let mut after_cache: HashMap<VarId, bool> = HashMap::new();
-        for (a, b) in pairs {
-            let name = self.var_name(a);
-            let carried = before_cache
-                .entry(a)
-                .or_insert_with(|| crate::disjoint::order_conflict(func, &func.body, a));
-            let Some(c) = carried else { continue };
-            let b_apart = *after_cache.entry(b).or_insert_with(|| {
-                crate::disjoint::order_conflict(&after, &after.body, b).is_none()
-            });
-            if b_apart {
-                continue;
-            }
-            return Err(self.error(
-                ErrorKind::DependencyViolation,
-                format!(
-                    "`reorder` would put loop `{}` around loop `{name}` and so change the order \
-                     of iterations of `{name}` that may touch the same element of `{}`, one of them \
-                     writing it (under the loop: `{}`)",
-                    self.var_name(b),
-                    func.buffers[c.buffer].name,
-                    c.accesses.join("`, `")
-                ),
-                Focus::Loop(a),
-            ));
-        }
-        Ok(())
+        let Some((a, b, c)) = crate::disjoint::reorder_conflict(func, &after, old, new) else {
+            return Ok(());
+        };
+        let name = self.var_name(a);
+        Err(self.error(
+            ErrorKind::DependencyViolation,
+            format!(
+                "`reorder` would put loop `{}` around loop `{name}` and so change the order of \
+                 iterations of `{name}` that may touch the same element of `{}`, one of them \
+                 writing it (under the loop: `{}`)",
+                self.var_name(b),
+                func.buffers[c.buffer].name,
+                c.accesses.join("`, `")
+            ),
+            Focus::Loop(a),
+        ))
     }
 
     /// Sets a serial loop's kind after checking the blocks under it: with `spatial_only`, no

@@ -34,7 +34,8 @@ impl Schedule {
 
     /// `sch.sparse_reorder(sp, ["I", "K", "J"])`: iterates the axes in a new order. The new
     /// order names every axis of the iteration exactly once (a fused group stays together, in
-    /// its order); every axis comes after its parent.
+    /// its order); every axis comes after its parent; two iterations that touch one element,
+    /// one of them writing it, keep their order (`DependencyViolation`).
     pub fn sparse_reorder<S: AsRef<str>>(&mut self, sp: SpIterRV, new_order: &[S]) -> Res<()> {
         self.require_stage("sparse_reorder", &[Stage::I])?;
         let name = self.sp_iter_name(sp)?;
@@ -169,6 +170,37 @@ impl Schedule {
         }
         let vars: Vec<_> = perm.iter().map(|p| it.vars[*p]).collect();
         let kinds: Vec<_> = perm.iter().map(|p| it.kinds[*p]).collect();
+        // The new order keeps every dependence, checked on the iteration as a loop nest.
+        let as_nest = |order: &[usize]| {
+            let mut f = self.func.clone();
+            let nest = crate::disjoint::iteration_as_loops(&mut f, &it, order);
+            ir_util::replace(&mut f.body, &|s| ir_util::is_sp_iter(s, &name), |_| {
+                (nest, ())
+            });
+            f
+        };
+        let before = as_nest(&(0..flat.len()).collect::<Vec<_>>());
+        let after = as_nest(&perm);
+        if let Some((a, b, c)) = crate::disjoint::reorder_conflict(&before, &after, &it.vars, &vars)
+        {
+            let axis = |v| {
+                let p = it.vars.iter().position(|w| *w == v).unwrap_or(0);
+                flat_names[p].clone()
+            };
+            return Err(self.error(
+                ErrorKind::DependencyViolation,
+                format!(
+                    "`sparse_reorder` would iterate axis `{}` outside axis `{}` and so change \
+                     the order of iterations that may touch the same element of `{}`, one of \
+                     them writing it (`{}`)",
+                    axis(b),
+                    axis(a),
+                    self.func.buffers[c.buffer].name,
+                    c.accesses.join("`, `")
+                ),
+                focus(),
+            ));
+        }
         self.transact("sparse_reorder", |f| {
             if let Some(x) = ir_util::find_sp_iter_mut(&mut f.body, &name) {
                 x.axes = new_axes;
