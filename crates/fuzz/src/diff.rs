@@ -298,17 +298,25 @@ fn options(stage: Stage) -> PipelineOptions {
     }
 }
 
-/// Runs one input: every backend must give the evaluator's results. `native` (the kernel
-/// cache's directory) adds the C backend and the CUDA emulator.
-pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
-    let Ok(module) = sparsetir_syntax::parse_module(&input.script) else {
-        return Ok(());
-    };
+/// An input ready to compare: its stage-I function, the data, and what the evaluator made of
+/// it.
+pub(crate) struct Prepared {
+    pub f: PrimFunc,
+    pub args: HashMap<String, ArgValue>,
+    pub reference: HashMap<String, ArgValue>,
+    /// Whether the function assembles a sparse output.
+    pub assembled: bool,
+}
+
+/// The script parsed and verified at stage I, the data validated for it, and the evaluator's
+/// results; `None` where any of that fails (no result to compare: no finding).
+pub(crate) fn prepare(input: &DiffInput) -> Option<Prepared> {
+    let module = sparsetir_syntax::parse_module(&input.script).ok()?;
     let [f] = module.funcs.as_slice() else {
-        return Ok(());
+        return None;
     };
     if f.stage() != Stage::I || verify_func(f).is_err() {
-        return Ok(());
+        return None;
     }
     let args = input.data.map();
     let assembled = !assembly::outputs(f).is_empty();
@@ -320,13 +328,32 @@ pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
             }
     };
     if !crate::data::runnable(&args) || !valid || (!assembled && validate_args(f, &args).is_err()) {
-        return Ok(());
+        return None;
     }
     let mut reference = args.clone();
-    if eval_func(f, &mut reference).is_err() {
-        return Ok(());
-    }
+    eval_func(f, &mut reference).ok()?;
     crate::deep();
+    Some(Prepared {
+        f: f.clone(),
+        args,
+        reference,
+        assembled,
+    })
+}
+
+/// Runs one input: every backend must give the evaluator's results. `native` (the kernel
+/// cache's directory) adds the C backend and the CUDA emulator.
+pub fn execute(input: &DiffInput, native: Option<&Path>) -> Result<(), String> {
+    let Some(Prepared {
+        f,
+        args,
+        reference,
+        assembled,
+    }) = prepare(input)
+    else {
+        return Ok(());
+    };
+    let f = &f;
     if assembled {
         return execute_assembled(f, input, &args, &reference, native);
     }
@@ -563,7 +590,7 @@ fn each_schedule(
 
 /// Whether every argument of `got` equals the evaluator's (floats within rounding: the
 /// backends may sum in another order).
-fn compare(
+pub(crate) fn compare(
     reference: &HashMap<String, ArgValue>,
     got: &HashMap<String, ArgValue>,
 ) -> Result<(), String> {

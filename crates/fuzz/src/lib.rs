@@ -8,6 +8,9 @@
 //! - `diff` and `diff-native`: catalog kernels with mutated expressions on valid data, whose
 //!   results on the stage II/III interpreters (and, for `diff-native`, the C backend and the
 //!   CUDA emulator) must equal the reference evaluator's ([`diff`]);
+//! - `schedule`: random schedules (stage I, then II or III) on mutated catalog kernels, whose
+//!   stage III interpreter must give the evaluator's results, also with every parallel and
+//!   thread-bound loop run backwards ([`schedule`]);
 //! - `files`: the `.mtx`/`.tns`/`.npy` readers on mutated bytes, and binding what they read;
 //! - `c`: mutated data launched on compiled kernels (validation before launch), meant to run
 //!   with AddressSanitizer preloaded (`--asan` in the binary).
@@ -21,6 +24,7 @@ pub mod diff;
 pub mod files;
 pub mod guard;
 pub mod mutate;
+pub mod schedule;
 pub mod script;
 
 use std::path::{Path, PathBuf};
@@ -45,10 +49,13 @@ pub enum Target {
     Diff,
     /// [`Target::Diff`] plus the C backend and the CUDA emulator (a compile per input).
     DiffNative,
+    /// Random schedules on mutated catalog kernels: the stage III interpreter against the
+    /// evaluator, in order and with the loops run apart run backwards.
+    Schedule,
 }
 
 impl Target {
-    pub const ALL: [Target; 7] = [
+    pub const ALL: [Target; 8] = [
         Target::Script,
         Target::Run,
         Target::Files,
@@ -56,6 +63,7 @@ impl Target {
         Target::CudaEmu,
         Target::Diff,
         Target::DiffNative,
+        Target::Schedule,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +75,7 @@ impl Target {
             Target::CudaEmu => "cuda-emu",
             Target::Diff => "diff",
             Target::DiffNative => "diff-native",
+            Target::Schedule => "schedule",
         }
     }
 
@@ -81,6 +90,7 @@ impl Target {
             Target::Run | Target::C | Target::CudaEmu => "run",
             Target::Files => "bin",
             Target::Diff | Target::DiffNative => "diff",
+            Target::Schedule => "sched",
         }
     }
 }
@@ -188,6 +198,12 @@ pub fn execute(target: Target, bytes: &[u8], opts: &Options) -> Result<(), (Stri
                 Err(_) => Ok(()),
             }
         }
+        Target::Schedule => {
+            match schedule::ScheduleInput::from_text(&String::from_utf8_lossy(bytes)) {
+                Ok(input) => schedule::execute(&input),
+                Err(_) => Ok(()),
+            }
+        }
         Target::Run | Target::C | Target::CudaEmu => {
             let text = String::from_utf8_lossy(bytes);
             match data::RunInput::from_text(&text) {
@@ -279,6 +295,9 @@ impl Fuzzer {
                 }
                 input.to_text().into_bytes()
             }
+            Target::Schedule => schedule::ScheduleInput::generate(&mut self.m)
+                .map(|s| s.to_text().into_bytes())
+                .unwrap_or_default(),
             Target::Diff | Target::DiffNative => {
                 { diff::DiffInput::generate(&mut self.m, self.opts.target == Target::Diff) }
                     .map(|d| d.to_text().into_bytes())

@@ -540,6 +540,20 @@ impl<'f> Machine<'f> {
 
     fn exec_block(&mut self, b: &Block) -> Res<()> {
         let span = b.span;
+        // A predicate over the loops (a split's `T.where(i_0 * 4 + i_1 < n)`) guards the
+        // bindings too, as the writers emit it: a binding may read memory (`mid[i_0 * 4 +
+        // i_1]`) that the padded iterations have no element of.
+        if let Some(p) = &b.predicate {
+            let mut own = false;
+            p.visit(&mut |e| {
+                if let Expr::Var(v) = e {
+                    own |= b.iters.iter().any(|it| it.var == *v);
+                }
+            });
+            if !own && !self.eval(p)?.truthy() {
+                return Ok(());
+            }
+        }
         let mut values = Vec::with_capacity(b.iters.len());
         let mut at_min = true;
         for it in &b.iters {

@@ -1,0 +1,266 @@
+//! Target `schedule`: random schedules on mutated catalog kernels. A kernel of the `diff`
+//! target, its stores' indices mutated too (so that iterations may now touch each other's
+//! elements: a dependence that some primitives must refuse to break), gets a random schedule:
+//! at stage I `sparse_reorder` and `sparse_fuse` of its iterations, then at stage II or III
+//! `split`, `fuse`, `reorder`, `parallel`, `vectorize`, `unroll` and `bind` on random loops (a
+//! primitive that refuses is left out; the trace records what was taken). The scheduled
+//! function must then:
+//! - replay from its trace text (`# stage I` / `# stage II|III` sections, as `build` takes
+//!   them) and verify;
+//! - give the evaluator's results in the stage III interpreter (`reorder`, `sparse_reorder`,
+//!   `split` and `fuse` keep the order of dependent iterations);
+//! - give them still with every parallel, vectorized and thread-bound loop run backwards
+//!   (iterations that a schedule runs apart may run in any order: a dependence between them
+//!   shows as another result).
+//!
+//! Inputs are saved as the data in [`crate::data::RunInput`]'s text form, a line `schedule`,
+//! the schedule, a line `script`, then the mutated script.
+
+use std::collections::HashMap;
+
+use sparsetir_eval::run_func;
+use sparsetir_ir::{Expr, ForKind, PrimFunc, Stage, Stmt};
+use sparsetir_runtime::build::{schedule_and_lower, BuildError};
+use sparsetir_schedule::{ir_util, LoopRV, Schedule};
+
+use crate::data::RunInput;
+use crate::diff::{compare, prepare, DiffInput, Prepared};
+use crate::mutate::Mutator;
+
+/// One input: a mutated kernel with its data, and the schedule text applied to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleInput {
+    pub diff: DiffInput,
+    pub schedule: String,
+}
+
+const SCHEDULE_LINE: &str = "schedule\n";
+const SCRIPT_LINE: &str = "script\n";
+
+/// The thread tags `bind` draws from.
+const TAGS: &[&str] = &["blockIdx.x", "threadIdx.x", "threadIdx.y", "blockIdx.y"];
+
+impl ScheduleInput {
+    /// A mutated kernel (its stores too), valid data, and a random schedule recorded on it.
+    pub fn generate(m: &mut Mutator) -> Option<ScheduleInput> {
+        let diff = DiffInput::generate(m, true)?;
+        let module = sparsetir_syntax::parse_module(&diff.script).ok()?;
+        let f = module.funcs.into_iter().next()?;
+        let schedule = random_schedule(m, &f)?;
+        Some(ScheduleInput { diff, schedule })
+    }
+
+    /// The saved form (see the module documentation).
+    pub fn to_text(&self) -> String {
+        let mut schedule = self.schedule.clone();
+        if !schedule.ends_with('\n') {
+            schedule.push('\n');
+        }
+        format!(
+            "{}{SCHEDULE_LINE}{schedule}{SCRIPT_LINE}{}",
+            self.diff.data.to_text(),
+            self.diff.script
+        )
+    }
+
+    /// Parses [`ScheduleInput::to_text`]'s form.
+    pub fn from_text(text: &str) -> Result<ScheduleInput, String> {
+        let at = text
+            .find(&format!("\n{SCHEDULE_LINE}"))
+            .ok_or("missing `schedule` line")?;
+        let rest = &text[at + 1 + SCHEDULE_LINE.len()..];
+        let (schedule, script) = if let Some(s) = rest.strip_prefix(SCRIPT_LINE) {
+            ("", s)
+        } else {
+            let end = rest
+                .find(&format!("\n{SCRIPT_LINE}"))
+                .ok_or("missing `script` line")?;
+            (&rest[..end + 1], &rest[end + 1 + SCRIPT_LINE.len()..])
+        };
+        Ok(ScheduleInput {
+            diff: DiffInput {
+                data: RunInput::from_text(&text[..at + 1])?,
+                script: script.to_string(),
+            },
+            schedule: schedule.to_string(),
+        })
+    }
+}
+
+/// Every loop above every block, in the order of the blocks.
+fn all_loops(sch: &mut Schedule) -> Vec<LoopRV> {
+    let mut out = Vec::new();
+    for n in ir_util::block_names(&sch.func().body) {
+        if let Ok(b) = sch.get_block(&n) {
+            out.extend(sch.get_loops(b).unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// A random schedule of `f` (stage I) as `build` takes it: a stage-I section, then a stage-II
+/// or stage-III one recorded on the function that lowering gives. `None` where `f` does not
+/// lower.
+fn random_schedule(m: &mut Mutator, f: &PrimFunc) -> Option<String> {
+    let mut sch = Schedule::new(f.clone()).ok()?;
+    for name in ir_util::sp_iter_names(&f.body) {
+        if !m.chance(0.5) {
+            continue;
+        }
+        let Ok(sp) = sch.get_sparse_iteration(&name) else {
+            continue;
+        };
+        let Ok(entries) = sch.get_sp_iters(sp) else {
+            continue;
+        };
+        let names: Vec<String> = entries
+            .iter()
+            .flat_map(|e| e.axes())
+            .map(|a| sch.func().axes[a].name.clone())
+            .collect();
+        if names.len() < 2 {
+            continue;
+        }
+        if m.chance(0.75) {
+            let mut order = names.clone();
+            for k in (1..order.len()).rev() {
+                order.swap(k, m.below(k + 1));
+            }
+            let _ = sch.sparse_reorder(sp, &order);
+        } else {
+            let k = m.below(names.len() - 1);
+            let _ = sch.sparse_fuse(sp, &names[k..k + 2]);
+        }
+    }
+    let mut text = format!("# stage I\n{}", sch.trace().to_text());
+    let stage = if m.chance(0.25) {
+        Stage::II
+    } else {
+        Stage::III
+    };
+    let lowered = schedule_and_lower(f, Some(&text), &[]).ok()?;
+    let g = match stage {
+        Stage::II => lowered.stage2,
+        _ => lowered.stage3,
+    };
+    let mut sch = Schedule::new(g).ok()?;
+    for _ in 0..1 + m.below(7) {
+        let loops = all_loops(&mut sch);
+        if loops.is_empty() {
+            break;
+        }
+        let l = *m.pick(&loops);
+        let l2 = *m.pick(&loops);
+        let _ = match m.below(11) {
+            0 | 1 => {
+                let k = 1 + m.below(8) as i64;
+                let factors = if m.chance(0.5) {
+                    [None, Some(k)]
+                } else {
+                    [Some(k), None]
+                };
+                sch.split(l, &factors).map(|_| ())
+            }
+            2 => sch.fuse(&[l, l2]).map(|_| ()),
+            3 | 4 => sch.reorder(&[l2, l]),
+            5 => {
+                // Up to three loops of one block, shuffled.
+                let l3 = *m.pick(&loops);
+                let mut order = vec![l, l2, l3];
+                order.dedup();
+                for k in (1..order.len()).rev() {
+                    order.swap(k, m.below(k + 1));
+                }
+                sch.reorder(&order)
+            }
+            6 | 7 => sch.parallel(l),
+            8 => sch.vectorize(l),
+            9 => sch.unroll(l),
+            _ => {
+                let tag = *m.pick(TAGS);
+                sch.bind(l, tag)
+            }
+        };
+    }
+    let header = match stage {
+        Stage::II => "# stage II",
+        _ => "# stage III",
+    };
+    text.push_str(&format!("{header}\n{}", sch.trace().to_text()));
+    Some(text)
+}
+
+/// `s` with every parallel, vectorized and thread-bound loop run backwards, as a serial loop:
+/// its variable `v` over `[min, min + extent)` reads `2 min + extent - 1 - v` in the body.
+fn backwards(s: &mut Stmt, f: &PrimFunc) -> bool {
+    let mut changed = false;
+    if let Stmt::For(lp) = s {
+        if matches!(
+            lp.kind,
+            ForKind::Parallel | ForKind::Vectorized | ForKind::ThreadBinding
+        ) {
+            let dt = f.vars[lp.var].dtype;
+            let cast = |e: &Expr| {
+                if e.dtype(f) == dt {
+                    e.clone()
+                } else {
+                    Expr::Cast(dt, Box::new(e.clone()))
+                }
+            };
+            let last = Expr::sub(Expr::add(cast(&lp.min), cast(&lp.extent)), Expr::Int(1, dt));
+            let mirrored = Expr::sub(Expr::add(last, cast(&lp.min)), Expr::Var(lp.var));
+            let map: HashMap<_, _> = [(lp.var, mirrored)].into_iter().collect();
+            ir_util::subst_stmt(&mut lp.body, &map);
+            lp.kind = ForKind::Serial;
+            lp.thread = None;
+            changed = true;
+        }
+    }
+    for c in ir_util::children_mut(s) {
+        changed |= backwards(c, f);
+    }
+    changed
+}
+
+/// Runs one input (see the module documentation); `Err` is a finding.
+pub fn execute(input: &ScheduleInput) -> Result<(), String> {
+    let Some(Prepared {
+        f,
+        args,
+        reference,
+        assembled,
+    }) = prepare(&input.diff)
+    else {
+        return Ok(());
+    };
+    if assembled {
+        return Ok(());
+    }
+    let lowered = match schedule_and_lower(&f, Some(&input.schedule), &[]) {
+        Ok(l) => l,
+        Err(e @ (BuildError::Schedule { .. } | BuildError::Verify { .. })) => {
+            return Err(format!("the schedule recorded on this function: {e}"))
+        }
+        // A construct lowering does not support: no result to compare.
+        Err(_) => return Ok(()),
+    };
+    let run = |g: &PrimFunc, what: &str| -> Result<(), String> {
+        let mut got = args.clone();
+        match run_func(g, &mut got) {
+            Ok(()) => compare(&reference, &got).map_err(|e| format!("{what}: {e}")),
+            Err(e) if e.message.contains("by zero") => Ok(()),
+            Err(e) => Err(format!("{what} refuses what the evaluator runs: {e}")),
+        }
+    };
+    run(&lowered.stage3, "scheduled, stage III interpreter")?;
+    let mut g = lowered.stage3.clone();
+    let mut body = std::mem::replace(&mut g.body, Stmt::empty());
+    if backwards(&mut body, &g) {
+        g.body = body;
+        run(
+            &g,
+            "scheduled, stage III interpreter, parallel and bound loops backwards",
+        )?;
+    }
+    Ok(())
+}
