@@ -299,10 +299,15 @@ impl Fuzzer {
                 .map(|s| s.to_text().into_bytes())
                 .unwrap_or_default(),
             Target::Diff | Target::DiffNative => {
-                { diff::DiffInput::generate(&mut self.m, self.opts.target == Target::Diff) }
-                    .map(|d| d.to_text().into_bytes())
-                    .unwrap_or_default()
+                let stores = if self.opts.target == Target::Diff {
+                    diff::Stores::Any
+                } else {
+                    diff::Stores::Kept
+                };
+                diff::DiffInput::generate(&mut self.m, stores)
             }
+            .map(|d| d.to_text().into_bytes())
+            .unwrap_or_default(),
         }
     }
 

@@ -1,6 +1,8 @@
 //! Target `schedule`: random schedules on mutated catalog kernels. A kernel of the `diff`
-//! target, its stores' indices mutated too (so that iterations may now touch each other's
-//! elements: a dependence that some primitives must refuse to break), gets a random schedule:
+//! target, the indices of its stores into dense buffers mutated too (so that iterations may now
+//! touch each other's elements: a dependence that some primitives must refuse to break; a store
+//! through an `indptr` is trusted to give each iteration its own element, so it keeps its
+//! indices), gets a random schedule:
 //! at stage I `sparse_reorder` and `sparse_fuse` of its iterations, then at stage II or III
 //! `split`, `fuse`, `reorder`, `parallel`, `vectorize`, `unroll` and `bind` on random loops (a
 //! primitive that refuses is left out; the trace records what was taken). The scheduled
@@ -11,7 +13,8 @@
 //!   `split` and `fuse` keep the order of dependent iterations);
 //! - give them still with every parallel, vectorized and thread-bound loop run backwards
 //!   (iterations that a schedule runs apart may run in any order: a dependence between them
-//!   shows as another result).
+//!   shows as another result), but for a loop that binds a reduction iterator (a reduction
+//!   across threads, which the writers combine their own way).
 //!
 //! Inputs are saved as the data in [`crate::data::RunInput`]'s text form, a line `schedule`,
 //! the schedule, a line `script`, then the mutated script.
@@ -24,7 +27,7 @@ use sparsetir_runtime::build::{schedule_and_lower, BuildError};
 use sparsetir_schedule::{ir_util, LoopRV, Schedule};
 
 use crate::data::RunInput;
-use crate::diff::{compare, prepare, DiffInput, Prepared};
+use crate::diff::{compare, prepare, DiffInput, Prepared, Stores};
 use crate::mutate::Mutator;
 
 /// One input: a mutated kernel with its data, and the schedule text applied to it.
@@ -43,7 +46,7 @@ const TAGS: &[&str] = &["blockIdx.x", "threadIdx.x", "threadIdx.y", "blockIdx.y"
 impl ScheduleInput {
     /// A mutated kernel (its stores too), valid data, and a random schedule recorded on it.
     pub fn generate(m: &mut Mutator) -> Option<ScheduleInput> {
-        let diff = DiffInput::generate(m, true)?;
+        let diff = DiffInput::generate(m, Stores::Plain)?;
         let module = sparsetir_syntax::parse_module(&diff.script).ok()?;
         let f = module.funcs.into_iter().next()?;
         let schedule = random_schedule(m, &f)?;
@@ -195,10 +198,24 @@ fn random_schedule(m: &mut Mutator, f: &PrimFunc) -> Option<String> {
 fn backwards(s: &mut Stmt, f: &PrimFunc) -> bool {
     let mut changed = false;
     if let Stmt::For(lp) = s {
-        if matches!(
-            lp.kind,
-            ForKind::Parallel | ForKind::Vectorized | ForKind::ThreadBinding
-        ) {
+        // A loop that binds a reduction iterator (bound to `threadIdx.x`: a reduction across
+        // threads) runs its init where that iterator is at its minimum: backwards, that is no
+        // longer first. The writers combine such a reduction their own way.
+        let mut reduces = false;
+        lp.body.visit(&mut |x| {
+            if let Stmt::Block(b) = x {
+                reduces |= b.iters.iter().any(|it| {
+                    it.kind == sparsetir_ir::IterKind::Reduce
+                        && ir_util::uses_var(&it.binding, lp.var)
+                });
+            }
+        });
+        if !reduces
+            && matches!(
+                lp.kind,
+                ForKind::Parallel | ForKind::Vectorized | ForKind::ThreadBinding
+            )
+        {
             let dt = f.vars[lp.var].dtype;
             let cast = |e: &Expr| {
                 if e.dtype(f) == dt {

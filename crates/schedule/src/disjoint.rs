@@ -219,8 +219,9 @@ pub(crate) fn carried_conflict(
 /// writing it (the loops around fixed, the loops inside free), so that running the iterations
 /// in another order could change what is read or left. A reduction's own accumulation is set
 /// aside: where a block whose reduction iterator moves with the loop is the only one to touch
-/// its output, always at one index tuple that the loop does not move, its iterations add into
-/// one element in any order (the init runs where every reduction iterator is at its minimum,
+/// its output, always at one index tuple that the loop does not move, and combines into it by
+/// `+`, `*`, `min`, `max` or a logical or bitwise operation, its iterations update one element
+/// in any order (the init runs where every reduction iterator is at its minimum,
 /// whichever loop comes first). Every other buffer is checked as [`carried_conflict`] checks
 /// it, whatever its scope.
 pub(crate) fn order_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option<Conflict> {
@@ -481,7 +482,8 @@ impl Conflict {
 
 /// The outputs of the blocks under the loop whose reduction iterators move with it (and no
 /// spatial one does) that only such a block touches, at one index tuple free of the loop's
-/// variable: their accesses under the loop differ only in the reduction's order.
+/// variable, and updates by an operation whose order does not matter ([`updates_commute`]):
+/// their accesses under the loop differ only in the reduction's order.
 fn accumulators(facts: &LoopFacts, v: VarId) -> Vec<BufferId> {
     // Every access under the loop, resolved, per buffer.
     fn accesses(s: &Stmt, facts: &LoopFacts, out: &mut HashMap<BufferId, Vec<Vec<Expr>>>) {
@@ -524,6 +526,9 @@ fn accumulators(facts: &LoopFacts, v: VarId) -> Vec<BufferId> {
             let (Some(list), Some(every)) = (mine.get(&c), all.get(&c)) else {
                 continue;
             };
+            if !updates_commute(&b.body, c, COMMUTING) {
+                continue;
+            }
             let one = list.iter().all(|idx| idx == &list[0]);
             let free = !list[0].iter().any(|e| ir_util::uses_var(e, v));
             if list.len() == every.len() && one && free && !out.contains(&c) {
@@ -532,6 +537,65 @@ fn accumulators(facts: &LoopFacts, v: VarId) -> Vec<BufferId> {
         }
     });
     out
+}
+
+/// The operations whose order does not matter (up to rounding).
+const COMMUTING: &[sparsetir_ir::BinOp] = {
+    use sparsetir_ir::BinOp::*;
+    &[Add, Mul, Min, Max, And, Or, BitAnd, BitOr, BitXor]
+};
+
+/// For `bind(loop, "threadIdx.x")` over `v`: a block under the loop (not atomic) whose
+/// reduction iterator moves with it but whose every update is not `Y[idx] = Y[idx] op e` with
+/// `op` a sum, `min` or `max` (what threads combine by shuffles), nor `e` reading `Y`.
+pub(crate) fn uncombinable_reduction(body: &Stmt, v: VarId) -> Option<String> {
+    use sparsetir_ir::BinOp::{Add, Max, Min};
+    let mut found = None;
+    body.visit(&mut |s| {
+        let Stmt::Block(b) = s else { return };
+        let reduces = b
+            .iters
+            .iter()
+            .any(|it| it.kind == IterKind::Reduce && ir_util::uses_var(&it.binding, v));
+        if found.is_some() || b.is_atomic() || !reduces {
+            return;
+        }
+        let mut stored = Vec::new();
+        collect_stores(&b.body, &mut stored);
+        if stored
+            .iter()
+            .any(|c| !updates_commute(&b.body, *c, &[Add, Max, Min]))
+        {
+            found = Some(b.name.clone());
+        }
+    });
+    found
+}
+
+/// Whether every store of `c` in `body` (a reduction block's body, its init aside) combines
+/// the element it stores with a value that does not read `c`, by one of `ops`: `C[i] = C[i] +
+/// A[i, k]`, not `C[i] = C[i] * 2 + A[i, k]`.
+fn updates_commute(body: &Stmt, c: BufferId, ops: &[sparsetir_ir::BinOp]) -> bool {
+    let reads_c = |e: &Expr| {
+        let mut hit = false;
+        e.visit(&mut |x| hit |= matches!(x, Expr::Load { buffer, .. } if *buffer == c));
+        hit
+    };
+    let mut ok = true;
+    body.visit(&mut |s| {
+        let Stmt::Store(st) = s else { return };
+        if st.buffer != c {
+            return;
+        }
+        let own = |e: &Expr| matches!(e, Expr::Load { buffer, indices } if *buffer == c && *indices == st.indices);
+        ok &= match &st.value {
+            Expr::Binary(op, l, r) if ops.contains(op) => {
+                (own(l) && !reads_c(r)) || (own(r) && !reads_c(l))
+            }
+            _ => false,
+        };
+    });
+    ok
 }
 
 fn reads_memory(e: &Expr) -> bool {

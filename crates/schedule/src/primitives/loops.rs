@@ -917,6 +917,24 @@ impl Schedule {
             ));
         }
         let spatial = thread != "threadIdx.x";
+        // Threads combine a reduction bound to `threadIdx.x` by shuffles: only an update whose
+        // order does not matter can be split so.
+        if !spatial {
+            let lp = self.loop_(l)?;
+            if let Some(b) = crate::disjoint::uncombinable_reduction(&lp.body, v) {
+                let focus = self.focus_of(l.into());
+                return Err(self.error(
+                    ErrorKind::ReductionLoop,
+                    format!(
+                        "loop `{}` binds a reduction iterator of block `{b}`, whose update is not \
+                         `Y[...] = Y[...] op e` with `op` a sum, `min` or `max` (and `e` not \
+                         reading `Y`); threads can only combine such a reduction",
+                        self.var_name(v)
+                    ),
+                    focus,
+                ));
+            }
+        }
         self.set_loop_kind(
             "bind",
             l,
