@@ -445,10 +445,22 @@ fn conflict(
                     .collect()
             };
             // (A tuple without a load keeps none simplified: only one with a load is shaped.)
-            let trusted = list[0].iter().any(reads_memory) && {
-                let first = shape(&list[0]);
-                first.iter().any(reads_memory) && list[1..].iter().all(|idx| shape(idx) == first)
-            };
+            // Each access must also name its element by the loop's own position: `v` in an
+            // index outside loads, or in the indices of a load the index reads directly
+            // (`C_indptr[i] + k`, `perm[i]`). A coordinate looked up in another fiber each
+            // iteration (`Y[I_indices[i + I_indptr[r]], f]` over `r`: relations share rows) is
+            // no element of its own, so not trusted.
+            // (Read before simplification: `p - I_indptr[mid[p]] + I_indptr[mid[p]]`, a fused
+            // loop's position within its row plus the row's start, must not become `p`.)
+            let trusted = list[0].iter().any(reads_memory)
+                && written
+                    .iter()
+                    .all(|idx| idx.iter().any(|e| owned_by(&facts.resolve(e), v, &private)))
+                && {
+                    let first = shape(&list[0]);
+                    first.iter().any(reads_memory)
+                        && list[1..].iter().all(|idx| shape(idx) == first)
+                };
             (!trusted && !disjoint_accesses(&facts, &list, v))
                 .then(|| Conflict::new(func, b, &written))
         })
@@ -596,6 +608,59 @@ fn updates_commute(body: &Stmt, c: BufferId, ops: &[sparsetir_ir::BinOp]) -> boo
         };
     });
     ok
+}
+
+/// Whether index `e` moves with `v` by the iteration's own position. An index that is one
+/// load (a coordinate looked up in an `indices` array, a scatter through `perm`) must have `v`
+/// in the load's last index outside the loads nested there, and the fiber fixed: positions of
+/// one fiber, whose coordinates differ (`perm[i]`, `I_indices[i + I_indptr[r]]` or, at stage
+/// II, `I_indices[r, i]` in `i`; not in `r`, nor in a loop fusing `r` and `i`: relations share
+/// rows, so the coordinates of two fibers may meet). An index that adds loads (positions:
+/// `k + IK_indptr[i + I_indptr[b]]`, `C_indptr[i] + k`) takes each as the start of its own
+/// range, which moves with `v` through any load. A load of a buffer `private` to the
+/// iteration (a slot an atomic counter handed out, kept in a local) is the iteration's own.
+fn owned_by(e: &Expr, v: VarId, private: &[BufferId]) -> bool {
+    let mut own_slot = false;
+    e.visit(&mut |x| {
+        own_slot |= matches!(x, Expr::Load { buffer, .. } if private.contains(buffer));
+    });
+    if own_slot {
+        return true;
+    }
+    fn loads_to_zero(e: &mut Expr) {
+        if let Expr::Load { .. } = e {
+            *e = Expr::int(0);
+            return;
+        }
+        e.for_each_child_mut(loads_to_zero);
+    }
+    let direct = |x: &Expr| {
+        let mut x = x.clone();
+        loads_to_zero(&mut x);
+        ir_util::uses_var(&x, v)
+    };
+    let mut core = e;
+    while let Expr::Cast(_, inner) = core {
+        core = inner;
+    }
+    match core {
+        // The last index is the position in the fiber; the indices before it (`r` in
+        // `I_indices[r, i]` at stage II) and the loads inside it (the fiber's start,
+        // `I_indptr[r]` in `I_indices[i + I_indptr[r]]`) name the fiber, which must not move.
+        Expr::Load { indices, .. } => {
+            let Some((last, parent)) = indices.split_last() else {
+                return false;
+            };
+            let mut fiber_moves = parent.iter().any(|x| ir_util::uses_var(x, v));
+            last.visit(&mut |x| {
+                if let Expr::Load { indices, .. } = x {
+                    fiber_moves |= indices.iter().any(|i| ir_util::uses_var(i, v));
+                }
+            });
+            direct(last) && !fiber_moves
+        }
+        _ => ir_util::uses_var(e, v),
+    }
 }
 
 fn reads_memory(e: &Expr) -> bool {

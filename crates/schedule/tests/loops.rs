@@ -88,11 +88,52 @@ fn split_errors() {
         assert_eq!(e.kind, ErrorKind::InvalidArgument, "{what}");
         assert!(e.to_string().contains("for j"), "{what}: {e}");
     }
+    // An inner factor inferred from a row's length (`J_indptr[vi + 1] - J_indptr[vi]`, `vi`
+    // the block iterator around) would enter the block bindings, which read loop variables
+    // only; an inner factor given is fine.
+    let e = sch.split(l[0], &[Some(4), None]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
+    assert!(e.message.contains("reads `vi`"), "{e}");
     let before = sch.trace().insts.len();
     sch.unroll(l[0]).unwrap();
     let e = sch.split(l[0], &[None, Some(2)]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::LoopNotSerial);
     assert_eq!(sch.trace().insts.len(), before + 1);
+}
+
+/// A loop that starts at a value read through a block iterator around it (a fused row's
+/// `K_indptr[vi, 0]`) cannot be split: the offset would enter the block bindings.
+#[test]
+fn split_refuses_a_start_read_through_a_block_iterator() {
+    let mut sch = Schedule::new(kernel("csf_square_sum", Stage::I)).unwrap();
+    let sp = sch.get_sparse_iteration("csf_square_sum").unwrap();
+    sch.sparse_fuse(sp, &["J", "K"]).unwrap();
+    let f = lower_func(sch.func().clone(), Stage::II);
+    let mut sch = Schedule::new(f).unwrap();
+    let l = loops_of(&mut sch, "csf_square_sum1");
+    let e = sch.split(l[0], &[None, Some(4)]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert!(
+        e.message.contains("starts at a value that reads `vi`"),
+        "{e}"
+    );
+    sparsetir_ir::verify_func(sch.func()).expect("left as it was");
+}
+
+/// A split's padded iterations are guarded before the block's bindings are read: a binding
+/// that reads memory (a fused loop's row, `mid[p]`) has no element there. The interpreter
+/// checks the predicate first, as the writers do.
+#[test]
+fn a_padded_split_reads_no_binding_past_its_loop() {
+    let f = kernel("fused_sddmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    for block in ["sddmm0_init", "sddmm0"] {
+        let l = loops_of(&mut sch, block);
+        // More than any case's nonzeros: every iteration past them is padding.
+        sch.split(l[0], &[None, Some(64)]).unwrap();
+    }
+    assert!(print(sch.func()).contains("T.where"));
+    assert_same_as_reference("fused_sddmm", sch.func());
 }
 
 #[test]
@@ -366,6 +407,76 @@ fn a_reorder_keeps_the_order_of_dependent_iterations() {
     // The rows' two loops may not trade places: the row above may then come later.
     let e = sch.reorder(&[a[1], a[0]]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+}
+
+/// Reductions may run in another order only where their update commutes: `reorder` moves
+/// the loops of `Y[0] = Y[0] + X[i, j]` ("RR") but not of `Y[0] = Y[0] * 0.5 + X[i, j]`; and
+/// `bind(.., "threadIdx.x")` splits over threads only a sum, `min` or `max`.
+#[test]
+fn reductions_change_order_only_where_their_update_commutes() {
+    for (update, commutes) in [
+        ("Y[0] + X[i, j]", true),
+        ("T.max(Y[0], X[i, j])", true),
+        ("Y[0] * T.float32(0.5) + X[i, j]", false),
+        ("T.max(Y[0], T.float32(3)) + X[i, j]", false),
+    ] {
+        let src = format!(
+            r#"@T.prim_func
+def f(x: T.handle, y: T.handle) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
+    I = T.sp.dense_fixed(4)
+    J = T.sp.dense_fixed(3)
+    K = T.sp.dense_fixed(1)
+    X = T.sp.match_buffer(x, (I, J), "float32")
+    Y = T.sp.match_buffer(y, (K,), "float32")
+    with T.sp.iteration([I, J], "RR", "red") as [i, j]:
+        Y[0] = {update}
+"#
+        );
+        let f = lower_script(&src, Stage::III);
+        let mut sch = Schedule::new(f.clone()).unwrap();
+        let l = loops_of(&mut sch, "red0");
+        match sch.reorder(&[l[1], l[0]]) {
+            Ok(()) => assert!(commutes, "{update}: reordered"),
+            Err(e) => {
+                assert!(!commutes, "{update}: {e}");
+                assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+            }
+        }
+        let mut sch = Schedule::new(f).unwrap();
+        let l = loops_of(&mut sch, "red0");
+        match sch.bind(l[1], "threadIdx.x") {
+            Ok(()) => assert!(commutes, "{update}: bound"),
+            Err(e) => {
+                assert!(!commutes, "{update}: {e}");
+                assert_eq!(e.kind, ErrorKind::ReductionLoop, "{e}");
+                assert!(e.message.contains("threads can only combine"), "{e}");
+            }
+        }
+    }
+}
+
+/// A store through a coordinate is trusted to give each iteration its element only along its
+/// own fiber: rgcn_hetero's relations `r` share destination rows (`Y[I_indices[i +
+/// I_indptr[r]], fo]`), so `parallel(r)` is refused until the update is atomic, while the rows
+/// `i` of one relation may run apart.
+#[test]
+fn a_coordinate_of_another_fiber_is_no_element_of_its_own() {
+    let f = kernel("rgcn_hetero", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "rgcn_hetero0");
+    let e = sch.parallel(l[1]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+    assert!(e.message.contains("Y_data[I_indices_data["), "{e}");
+    let rows = loops_of(&mut sch, "rgcn_hetero1");
+    sch.parallel(rows[0]).unwrap();
+    assert_same_as_reference("rgcn_hetero", sch.func());
+    let mut sch = Schedule::new(f).unwrap();
+    let b = sch.get_block("rgcn_hetero2").unwrap();
+    sch.annotate(b, "atomic", sparsetir_ir::AttrValue::Bool(true))
+        .unwrap();
+    let l = loops_of(&mut sch, "rgcn_hetero0");
+    sch.bind(l[1], "blockIdx.y").unwrap();
 }
 
 #[test]

@@ -262,3 +262,24 @@ def f(x: T.handle, y: T.handle) -> None:
     assert_eq!(run(sch.func()), run(&f));
     assert_replays(&sch, &f);
 }
+
+/// An init that stores at a spatial iterator iterated inside the first reduction (bsrmm's
+/// `C[i, bi, f] = 0` with `F` after `BJ`) has no point to run at before that reduction: the
+/// lowering says so instead of giving a function that reads `f` outside its loop.
+#[test]
+fn an_init_at_an_iterator_inside_the_reduction_is_refused_when_lowered() {
+    let mut sch = Schedule::new(kernel("bsrmm", Stage::I)).unwrap();
+    let sp = sch.get_sparse_iteration("bsrmm").unwrap();
+    sch.sparse_reorder(sp, &["I", "BI", "BJ", "J", "F"])
+        .unwrap();
+    let module = sparsetir_ir::IRModule {
+        funcs: vec![sch.func().clone()],
+    };
+    let opts = sparsetir_transform::PipelineOptions::to_stage(Stage::II);
+    let e = sparsetir_transform::lower(&module, &opts).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("its init reads iterator `f`, which is iterated inside the first reduction"),
+        "{e}"
+    );
+}

@@ -873,7 +873,16 @@ impl Lowerer {
                     .filter(|(_, kind)| **kind == IterKind::Spatial)
                     .map(|(v, _)| *v)
                     .collect();
-                self.check_init_targets(name, &spatial, i, body)?;
+                // Iterators the init's block does not bind: its reduction iterators and every
+                // iterator of the blocks inside.
+                let unbound: Vec<VarId> = groups[g..]
+                    .iter()
+                    .flatten()
+                    .flat_map(|&k| steps[k].vars.iter().zip(&steps[k].kinds))
+                    .filter(|(v, _)| !spatial.contains(v))
+                    .map(|(v, _)| *v)
+                    .collect();
+                self.check_init_targets(name, &spatial, &unbound, i, body)?;
                 if self.may_be_empty(steps, &groups, g)? {
                     InitAt::Before(g)
                 } else {

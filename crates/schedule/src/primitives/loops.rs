@@ -211,20 +211,34 @@ impl Schedule {
         };
         let ext_const = lp.extent.as_int();
         let has_none = factors.iter().any(|f| f.is_none());
-        // An inferred extent of an inner loop enters the block bindings (`v0 * e1 + v1`), which
-        // may only read loop variables and parameters: not a block iterator or `let` around
-        // the loop that the extent reads (a sparse row's length, `indptr[vi + 1] - indptr[vi]`).
-        if has_none && factors[0].is_some() && ext_const.is_none() {
-            let mut around: Vec<VarId> = Vec::new();
-            let is_it = |s: &Stmt| ir_util::is_loop(s, v);
-            for s in ir_util::path_to(&self.func.body, &is_it).unwrap_or_default() {
-                match s {
-                    Stmt::Block(b) => around.extend(b.iters.iter().map(|it| it.var)),
-                    Stmt::Let(l) => around.push(l.var),
-                    _ => {}
-                }
+        // The loop's start, and an inferred extent of an inner loop, enter the block bindings
+        // (`v0 * e1 + v1 + min`), which may only read loop variables and parameters: not a
+        // block iterator or `let` around the loop (a sparse row's length, `indptr[vi + 1] -
+        // indptr[vi]`; a fused loop's start, `indptr[vi]`).
+        let mut around: Vec<VarId> = Vec::new();
+        let is_it = |s: &Stmt| ir_util::is_loop(s, v);
+        for s in ir_util::path_to(&self.func.body, &is_it).unwrap_or_default() {
+            match s {
+                Stmt::Block(b) => around.extend(b.iters.iter().map(|it| it.var)),
+                Stmt::Let(l) => around.push(l.var),
+                _ => {}
             }
-            if let Some(w) = around.iter().find(|w| ir_util::uses_var(&lp.extent, **w)) {
+        }
+        let reads = |e: &Expr| around.iter().copied().find(|w| ir_util::uses_var(e, *w));
+        if let Some(w) = reads(&lp.min) {
+            return Err(self.error(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "loop `{}` starts at a value that reads `{}`, which is not a loop variable: \
+                     the split loops' offset would enter the block bindings",
+                    self.var_name(v),
+                    self.var_name(w)
+                ),
+                focus,
+            ));
+        }
+        if has_none && factors[0].is_some() && ext_const.is_none() {
+            if let Some(w) = reads(&lp.extent) {
                 return Err(self.error(
                     ErrorKind::InvalidArgument,
                     format!(
@@ -232,7 +246,7 @@ impl Schedule {
                          factor inferred from it would enter the block bindings; give the \
                          inner factors (`[None, k]`)",
                         self.var_name(v),
-                        self.var_name(*w)
+                        self.var_name(w)
                     ),
                     focus,
                 ));

@@ -170,14 +170,41 @@ impl Lowerer {
     /// updates and no other point's: every store of the init has the indices of a store of the
     /// body to the same buffer, and each spatial iterator `spatial` of the block is one of those
     /// indices. Anything else (`Y[i, j // 2] = 0` before `Y[i, j] = ...`) is refused rather
-    /// than run in another order.
+    /// than run in another order. Nor may the init read an iterator its block does not bind
+    /// (`unbound`: its reductions, and the iterators iterated inside them): `C[i, f] = 0` where
+    /// `f` comes after the reduction over `j` has no `f` to store at before that reduction.
     pub(super) fn check_init_targets(
         &self,
         name: &str,
         spatial: &[VarId],
+        unbound: &[VarId],
         init: &Stmt,
         update: &Stmt,
     ) -> Res<()> {
+        let mut late = None;
+        init.visit(&mut |s| {
+            s.for_each_expr(|e| {
+                e.visit(&mut |x| {
+                    if let Expr::Var(v) = x {
+                        if late.is_none() && unbound.contains(v) {
+                            late = Some(*v);
+                        }
+                    }
+                })
+            })
+        });
+        if let Some(v) = late {
+            return Err(unsupported(
+                self.span,
+                format!(
+                    "iteration `{name}`: its init reads iterator `{}`, which is iterated inside \
+                     the first reduction iterator: the init runs before that reduction, once \
+                     per point of the iterators around it (iterate the spatial axes the init \
+                     stores at before the reduction axes)",
+                    self.f.vars[v].name
+                ),
+            ));
+        }
         let stores = |s: &Stmt| {
             let mut out: Vec<(BufferId, Vec<Expr>, Span)> = Vec::new();
             s.visit(&mut |x| {
