@@ -1,5 +1,5 @@
 //! The bounded fuzzing run of CI: a fixed number of executions of every in-process target
-//! (script, run, files, cuda-emu, diff, diff-native) with a fixed seed, the regression corpus replayed, and the `c` target
+//! (script, run, files, cuda-emu, diff, diff-native, schedule) with a fixed seed, the regression corpus replayed, and the `c` target
 //! in a child process with AddressSanitizer preloaded (after a control run showing ASan sees
 //! reads past our arrays). The long runs are recorded in `bench/RESULTS.md`.
 
@@ -46,6 +46,8 @@ fn bounded_run_and_regressions_are_clean() {
         (Target::Diff, 10_000),
         // Each execution compiles a C kernel and an emulated CUDA module.
         (Target::DiffNative, 24),
+        // Random schedules on mutated kernels, through the stage III interpreter twice.
+        (Target::Schedule, 3_000),
     ] {
         let start = Instant::now();
         let stats = Fuzzer::new(options(target, iters, &out)).run();

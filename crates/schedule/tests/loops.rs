@@ -458,8 +458,8 @@ def f(x: T.handle, y: T.handle) -> None:
 
 /// A store through a coordinate is trusted to give each iteration its element only along its
 /// own fiber: rgcn_hetero's relations `r` share destination rows (`Y[I_indices[i +
-/// I_indptr[r]], fo]`), so `parallel(r)` is refused until the update is atomic, while the rows
-/// `i` of one relation may run apart.
+/// I_indptr[r]], fo]`), so `parallel(r)`, or of a loop fusing `r` and `i`, is refused until the
+/// update is atomic, while the rows `i` of one relation may run apart.
 #[test]
 fn a_coordinate_of_another_fiber_is_no_element_of_its_own() {
     let f = kernel("rgcn_hetero", Stage::III);
@@ -471,6 +471,17 @@ fn a_coordinate_of_another_fiber_is_no_element_of_its_own() {
     let rows = loops_of(&mut sch, "rgcn_hetero1");
     sch.parallel(rows[0]).unwrap();
     assert_same_as_reference("rgcn_hetero", sch.func());
+    // Nor may a loop fusing the relations and their rows run apart.
+    let mut stage1 = Schedule::new(kernel("rgcn_hetero", Stage::I)).unwrap();
+    let sp = stage1.get_sparse_iteration("rgcn_hetero").unwrap();
+    stage1.sparse_fuse(sp, &["R", "I"]).unwrap();
+    for stage in [Stage::II, Stage::III] {
+        let fused = lower_func(stage1.func().clone(), stage);
+        let mut sch = Schedule::new(fused).unwrap();
+        let l = loops_of(&mut sch, "rgcn_hetero0");
+        let e = sch.parallel(l[1]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DependencyViolation, "{stage:?}: {e}");
+    }
     let mut sch = Schedule::new(f).unwrap();
     let b = sch.get_block("rgcn_hetero2").unwrap();
     sch.annotate(b, "atomic", sparsetir_ir::AttrValue::Bool(true))
