@@ -10,7 +10,8 @@
 //!   CUDA emulator) must equal the reference evaluator's ([`diff`]);
 //! - `schedule`: random schedules (stage I, then II or III) on mutated catalog kernels, whose
 //!   stage III interpreter must give the evaluator's results, also with every parallel and
-//!   thread-bound loop run backwards ([`schedule`]);
+//!   thread-bound loop run backwards, and with `schedule-native` on the emulator or the C
+//!   backend ([`schedule`]);
 //! - `files`: the `.mtx`/`.tns`/`.npy` readers on mutated bytes, and binding what they read;
 //! - `c`: mutated data launched on compiled kernels (validation before launch), meant to run
 //!   with AddressSanitizer preloaded (`--asan` in the binary).
@@ -52,10 +53,12 @@ pub enum Target {
     /// Random schedules on mutated catalog kernels: the stage III interpreter against the
     /// evaluator, in order and with the loops run apart run backwards.
     Schedule,
+    /// [`Target::Schedule`] plus the backend the schedule is for (the CUDA emulator or C).
+    ScheduleNative,
 }
 
 impl Target {
-    pub const ALL: [Target; 8] = [
+    pub const ALL: [Target; 9] = [
         Target::Script,
         Target::Run,
         Target::Files,
@@ -64,6 +67,7 @@ impl Target {
         Target::Diff,
         Target::DiffNative,
         Target::Schedule,
+        Target::ScheduleNative,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Target {
             Target::Diff => "diff",
             Target::DiffNative => "diff-native",
             Target::Schedule => "schedule",
+            Target::ScheduleNative => "schedule-native",
         }
     }
 
@@ -90,7 +95,7 @@ impl Target {
             Target::Run | Target::C | Target::CudaEmu => "run",
             Target::Files => "bin",
             Target::Diff | Target::DiffNative => "diff",
-            Target::Schedule => "sched",
+            Target::Schedule | Target::ScheduleNative => "sched",
         }
     }
 }
@@ -198,9 +203,13 @@ pub fn execute(target: Target, bytes: &[u8], opts: &Options) -> Result<(), (Stri
                 Err(_) => Ok(()),
             }
         }
-        Target::Schedule => {
+        Target::Schedule | Target::ScheduleNative => {
             match schedule::ScheduleInput::from_text(&String::from_utf8_lossy(bytes)) {
-                Ok(input) => schedule::execute(&input),
+                Ok(input) => {
+                    let native =
+                        (target == Target::ScheduleNative).then_some(opts.cache_dir.as_path());
+                    schedule::execute(&input, native)
+                }
                 Err(_) => Ok(()),
             }
         }
@@ -295,9 +304,11 @@ impl Fuzzer {
                 }
                 input.to_text().into_bytes()
             }
-            Target::Schedule => schedule::ScheduleInput::generate(&mut self.m)
-                .map(|s| s.to_text().into_bytes())
-                .unwrap_or_default(),
+            Target::Schedule | Target::ScheduleNative => {
+                schedule::ScheduleInput::generate(&mut self.m)
+                    .map(|s| s.to_text().into_bytes())
+                    .unwrap_or_default()
+            }
             Target::Diff | Target::DiffNative => {
                 let stores = if self.opts.target == Target::Diff {
                     diff::Stores::Any

@@ -453,9 +453,10 @@ fn conflict(
             // (Read before simplification: `p - I_indptr[mid[p]] + I_indptr[mid[p]]`, a fused
             // loop's position within its row plus the row's start, must not become `p`.)
             let trusted = list[0].iter().any(reads_memory)
-                && written
-                    .iter()
-                    .all(|idx| idx.iter().any(|e| owned_by(&facts.resolve(e), v, &private)))
+                && written.iter().all(|idx| {
+                    idx.iter()
+                        .any(|e| owned_by(func, &facts.resolve(e), v, &private))
+                })
                 && {
                     let first = shape(&list[0]);
                     first.iter().any(reads_memory)
@@ -611,15 +612,15 @@ fn updates_commute(body: &Stmt, c: BufferId, ops: &[sparsetir_ir::BinOp]) -> boo
 }
 
 /// Whether index `e` moves with `v` by the iteration's own position. An index that is one
-/// load (a coordinate looked up in an `indices` array, a scatter through `perm`) must have `v`
-/// in the load's last index outside the loads nested there, and the fiber fixed: positions of
-/// one fiber, whose coordinates differ (`perm[i]`, `I_indices[i + I_indptr[r]]` or, at stage
-/// II, `I_indices[r, i]` in `i`; not in `r`, nor in a loop fusing `r` and `i`: relations share
-/// rows, so the coordinates of two fibers may meet). An index that adds loads (positions:
+/// load (a coordinate looked up in an `indices` array, a scatter through `perm` or a table
+/// `R[k, l]`) must have `v` in the load's indices outside the loads nested there, and the
+/// fiber fixed: positions of one fiber, whose coordinates differ (`perm[i]`, `I_indices[i +
+/// I_indptr[r]]` or, at stage II, `I_indices[r, i]` in `i`; not in `r`, nor in a loop fusing
+/// `r` and `i`: relations share rows, so the coordinates of two fibers may meet). An index that adds loads (positions:
 /// `k + IK_indptr[i + I_indptr[b]]`, `C_indptr[i] + k`) takes each as the start of its own
 /// range, which moves with `v` through any load. A load of a buffer `private` to the
 /// iteration (a slot an atomic counter handed out, kept in a local) is the iteration's own.
-fn owned_by(e: &Expr, v: VarId, private: &[BufferId]) -> bool {
+fn owned_by(func: &PrimFunc, e: &Expr, v: VarId, private: &[BufferId]) -> bool {
     let mut own_slot = false;
     e.visit(&mut |x| {
         own_slot |= matches!(x, Expr::Load { buffer, .. } if private.contains(buffer));
@@ -643,23 +644,42 @@ fn owned_by(e: &Expr, v: VarId, private: &[BufferId]) -> bool {
     while let Expr::Cast(_, inner) = core {
         core = inner;
     }
+    let nested_move = |x: &Expr| {
+        let mut hit = false;
+        x.visit(&mut |y| {
+            if let Expr::Load { indices, .. } = y {
+                hit |= indices.iter().any(|i| ir_util::uses_var(i, v));
+            }
+        });
+        hit
+    };
     match core {
-        // The last index is the position in the fiber; the indices before it (`r` in
-        // `I_indices[r, i]` at stage II) and the loads inside it (the fiber's start,
-        // `I_indptr[r]` in `I_indices[i + I_indptr[r]]`) name the fiber, which must not move.
-        Expr::Load { indices, .. } => {
+        // A stage-II `indices` array (a sparse buffer over a varied axis): the last index is
+        // the position in the fiber, the indices before it (`r` in `I_indices[r, i]`) name the
+        // fiber, which must not move.
+        Expr::Load { buffer, indices } if over_fibers(func, *buffer) => {
             let Some((last, parent)) = indices.split_last() else {
                 return false;
             };
-            let mut fiber_moves = parent.iter().any(|x| ir_util::uses_var(x, v));
-            last.visit(&mut |x| {
-                if let Expr::Load { indices, .. } = x {
-                    fiber_moves |= indices.iter().any(|i| ir_util::uses_var(i, v));
-                }
-            });
-            direct(last) && !fiber_moves
+            let fiber_moves = parent.iter().any(|x| ir_util::uses_var(x, v));
+            direct(last) && !fiber_moves && !nested_move(last)
+        }
+        // A flat array or table (`perm[i]`, `R[k, l]`): the loads inside its indices (a
+        // fiber's start, `I_indptr[r]` in `I_indices[i + I_indptr[r]]`) must not move.
+        Expr::Load { indices, .. } => {
+            indices.iter().any(direct) && !indices.iter().any(nested_move)
         }
         _ => ir_util::uses_var(e, v),
+    }
+}
+
+/// Whether `b` is a sparse buffer over a varied axis (its positions are fibers' positions).
+fn over_fibers(func: &PrimFunc, b: BufferId) -> bool {
+    match &func.buffers[b].shape {
+        sparsetir_ir::BufferShape::Sparse(axes) => {
+            axes.iter().any(|a| func.axes[*a].kind.is_varied())
+        }
+        sparsetir_ir::BufferShape::Dense(_) => false,
     }
 }
 

@@ -12,7 +12,7 @@ use sparsetir_fuzz::{guard, replay_dir, Fuzzer, Options, Target};
 #[global_allocator]
 static ALLOC: guard::LimitedAlloc = guard::LimitedAlloc;
 
-const USAGE: &str = "usage: sparsetir-fuzz --target script|run|files|c|cuda-emu|diff|diff-native|schedule|all [--iters N] [--seed S] \
+const USAGE: &str = "usage: sparsetir-fuzz --target script|run|files|c|cuda-emu|diff|diff-native|schedule|schedule-native|all [--iters N] [--seed S] \
 [--time-limit SECS] [--exec-timeout SECS] [--out DIR] [--asan] [--asan-control] [--input FILE] | --replay DIR";
 
 fn main() -> ExitCode {
