@@ -197,7 +197,9 @@ impl GpuKernel {
                 grid[d] = u32::try_from(g.max(0)).map_err(|_| {
                     RunError::InvalidLaunch(format!("grid of `{}` too large: {g}", k.name))
                 })?;
-                block[d] = u32::try_from(b.max(0)).map_err(|_| {
+                // At least one thread along each block dimension: a thread loop whose extent
+                // may be 0 is guarded by the writer, and the block's other work still runs.
+                block[d] = u32::try_from(b.max(1)).map_err(|_| {
                     RunError::InvalidLaunch(format!("block of `{}` too large: {b}", k.name))
                 })?;
             }

@@ -408,8 +408,5 @@ def bad(a: T.handle, c: T.handle, indptr: T.handle, indices: T.handle, indptr_k:
     );
     let e = schedule_and_lower(&f, None, &[]).expect_err("lowering refuses it too");
     // (Its init would need `j`, which is not bound where the init runs.)
-    assert!(
-        e.to_string().contains("its init reads iterator `j`"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("its init reads iterator `j`"), "{e}");
 }
