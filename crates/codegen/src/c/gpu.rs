@@ -1217,7 +1217,7 @@ impl<'f> Writer<'f> {
         // A thread loop whose extent may be 0 (a row's length, `nnz`) is guarded too: the
         // runtime launches at least one thread along each block dimension.
         let may_be_empty = !GRID_TAGS.contains(&tag.as_str())
-            && !const_int(&end_expr).is_some_and(|e| e > const_int(&f.min).unwrap_or(i64::MAX));
+            && const_int(&end_expr).is_none_or(|e| e <= const_int(&f.min).unwrap_or(i64::MAX));
         let guard =
             dim != self.launch_expr(&end_expr) || const_int(&f.min) != Some(0) || may_be_empty;
         self.line("{");
