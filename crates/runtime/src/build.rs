@@ -286,6 +286,9 @@ pub fn emit_cuda(
     let mut lowered = schedule_and_lower(stage1, schedule, specialization)?;
     let (stage3, trace) = sparsetir_schedule::auto_gpu::auto_gpu_schedule(lowered.stage3)
         .map_err(|error| BuildError::Lower(format!("automatic GPU schedule: {error}")))?;
+    if let Some(why) = sparsetir_schedule::auto_gpu::unordered_block_work(&stage3) {
+        return Err(BuildError::CudaCodegen(why));
+    }
     // Blocks a stage III schedule marked `atomic` (rows split over threads) update their
     // outputs with atomic additions.
     lowered.stage3 = sparsetir_transform::lower_atomic(&stage3)

@@ -74,3 +74,78 @@ pub fn auto_gpu_schedule(func: PrimFunc) -> Res<(PrimFunc, String)> {
     }
     Ok((func, trace))
 }
+
+/// Work that every block along a block index would run again, unordered: a statement beside a
+/// loop bound to `blockIdx.*` (inside the outermost loop of its nest: a statement of a sequence
+/// on the way down, or a block's init there) that writes a global buffer and binds no loop to
+/// that index itself (an init nest split over the same blocks is the blocks' own). Blocks of
+/// one launch are never ordered, so such a function has no GPU form; `None` when there is none,
+/// else what and where.
+pub fn unordered_block_work(func: &PrimFunc) -> Option<String> {
+    let writes_global = |s: &Stmt| {
+        let mut hit = false;
+        s.visit(&mut |x| {
+            if let Stmt::Store(st) = x {
+                hit |= func.buffers[st.buffer].scope == "global";
+            }
+        });
+        hit
+    };
+    let binds = |s: &Stmt, tag: &str| {
+        let mut hit = false;
+        s.visit(&mut |x| {
+            if let Stmt::For(f) = x {
+                hit |= f.kind == ForKind::ThreadBinding && f.thread.as_deref() == Some(tag);
+            }
+        });
+        hit
+    };
+    let first_block = |s: &Stmt| {
+        let mut name = None;
+        s.visit(&mut |x| {
+            if let Stmt::Block(b) = x {
+                name.get_or_insert_with(|| b.name.clone());
+            }
+        });
+        name.map_or_else(|| "a store".to_string(), |n| format!("block `{n}`"))
+    };
+    let mut found = None;
+    func.body.visit(&mut |s| {
+        let Stmt::For(lp) = s else { return };
+        let Some(tag) = lp.thread.as_deref().filter(|t| t.starts_with("blockIdx")) else {
+            return;
+        };
+        if found.is_some() || lp.kind != ForKind::ThreadBinding {
+            return;
+        }
+        let var = lp.var;
+        let Some(path) = crate::ir_util::path_to(&func.body, &|x| crate::ir_util::is_loop(x, var))
+        else {
+            return;
+        };
+        let Some(outer) = path.iter().position(|x| matches!(x, Stmt::For(_))) else {
+            return;
+        };
+        for w in path[outer..].windows(2) {
+            let beside: Vec<&Stmt> = match w[0] {
+                Stmt::Seq(items) => items.iter().filter(|it| !std::ptr::eq(*it, w[1])).collect(),
+                Stmt::Block(b) => b.init.iter().collect(),
+                _ => Vec::new(),
+            };
+            if let Some(it) = beside
+                .into_iter()
+                .find(|it| writes_global(it) && !binds(it, tag))
+            {
+                found = Some(format!(
+                    "{} writes global memory beside loop `{}`, which is bound to `{tag}`: every \
+                     block along `{tag}` would write it again, unordered (bind a loop around \
+                     all of that work, or split that work over `{tag}` too)",
+                    first_block(it),
+                    func.vars[var].name
+                ));
+                return;
+            }
+        }
+    });
+    found
+}

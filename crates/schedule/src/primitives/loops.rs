@@ -713,53 +713,6 @@ impl Schedule {
         ))
     }
 
-    /// Work that runs beside loop `v` inside the outermost loop around it (a statement of a
-    /// sequence on the way down, or the init of a block there) and writes a global buffer:
-    /// what it is (`block `name``, or `a store`), if any.
-    fn work_beside(&self, v: VarId) -> Option<String> {
-        let f = self.func();
-        let path = ir_util::path_to(&f.body, &|s| ir_util::is_loop(s, v))?;
-        let outer = path.iter().position(|s| matches!(s, Stmt::For(_)))?;
-        let global = |s: &Stmt| {
-            let mut hit = None;
-            s.visit(&mut |x| {
-                if let Stmt::Store(st) = x {
-                    if hit.is_none() && f.buffers[st.buffer].scope == "global" {
-                        hit = Some("a store".to_string());
-                    }
-                }
-            });
-            let mut name = None;
-            s.visit(&mut |x| {
-                if let Stmt::Block(b) = x {
-                    name.get_or_insert_with(|| format!("block `{}`", b.name));
-                }
-            });
-            hit.map(|h| name.unwrap_or(h))
-        };
-        for w in path[outer..].windows(2) {
-            let (parent, child) = (w[0], w[1]);
-            match parent {
-                Stmt::Seq(items) => {
-                    for it in items {
-                        if !std::ptr::eq(it, child) {
-                            if let Some(what) = global(it) {
-                                return Some(what);
-                            }
-                        }
-                    }
-                }
-                Stmt::Block(b) => {
-                    if let Some(what) = b.init.as_ref().and_then(global) {
-                        return Some(format!("the init of block `{}` ({what})", b.name));
-                    }
-                }
-                _ => {}
-            }
-        }
-        None
-    }
-
     /// Sets a serial loop's kind after checking the blocks under it: with `spatial_only`, no
     /// block may bind a reduction iterator to the loop variable, and the loop must not do work
     /// outside blocks.
@@ -976,24 +929,6 @@ impl Schedule {
                 ),
                 focus,
             ));
-        }
-        // A loop inside the kernel's outermost loop takes a block index only where nothing
-        // beside it writes global memory: every block along that index would run that work
-        // again, racing with the others, and no launch orders blocks.
-        if thread.starts_with("blockIdx") {
-            if let Some(what) = self.work_beside(v) {
-                let focus = self.focus_of(l.into());
-                return Err(self.error(
-                    ErrorKind::BadPlacement,
-                    format!(
-                        "loop `{}` cannot take `{thread}`: {what} beside it writes global \
-                         memory, which every block along `{thread}` would then write again, \
-                         unordered; bind a loop that holds all the work of its kernel",
-                        self.var_name(v)
-                    ),
-                    focus,
-                ));
-            }
         }
         let spatial = thread != "threadIdx.x";
         // Threads combine a reduction bound to `threadIdx.x` by shuffles: only an update whose
