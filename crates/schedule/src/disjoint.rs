@@ -559,17 +559,23 @@ const COMMUTING: &[sparsetir_ir::BinOp] = {
 };
 
 /// For `bind(loop, "threadIdx.x")` over `v`: a block under the loop (not atomic) whose
-/// reduction iterator moves with it but whose every update is not `Y[idx] = Y[idx] op e` with
-/// `op` a sum, `min` or `max` (what threads combine by shuffles), nor `e` reading `Y`.
-pub(crate) fn uncombinable_reduction(body: &Stmt, v: VarId) -> Option<String> {
+/// reduction iterator moves with it, and why threads cannot run it: an update that is not
+/// `Y[idx] = Y[idx] op e` with `op` a sum, `min` or `max` (what threads combine by shuffles)
+/// and `e` not reading `Y`; or an element that moves with the loop (a loop fusing rows and
+/// their reduction), which is no reduction across threads, while two iterations may meet.
+pub(crate) fn uncombinable_reduction(
+    func: &PrimFunc,
+    root: &Stmt,
+    v: VarId,
+) -> Option<(String, &'static str)> {
     use sparsetir_ir::BinOp::{Add, Max, Min};
+    let facts = LoopFacts::new(func, root, v)?;
     let mut found = None;
-    body.visit(&mut |s| {
+    facts.lp.body.visit(&mut |s| {
         let Stmt::Block(b) = s else { return };
-        let reduces = b
-            .iters
-            .iter()
-            .any(|it| it.kind == IterKind::Reduce && ir_util::uses_var(&it.binding, v));
+        let reduces = b.iters.iter().any(|it| {
+            it.kind == IterKind::Reduce && ir_util::uses_var(&facts.resolve(&it.binding), v)
+        });
         if found.is_some() || b.is_atomic() || !reduces {
             return;
         }
@@ -579,7 +585,20 @@ pub(crate) fn uncombinable_reduction(body: &Stmt, v: VarId) -> Option<String> {
             .iter()
             .any(|c| !updates_commute(&b.body, *c, &[Add, Max, Min]))
         {
-            found = Some(b.name.clone());
+            found = Some((b.name.clone(), "its update is not `Y[...] = Y[...] op e` with `op` a sum, `min` or `max` (and `e` not reading `Y`)"));
+            return;
+        }
+        let mut moves = false;
+        b.body.visit(&mut |x| {
+            if let Stmt::Store(st) = x {
+                moves |= st
+                    .indices
+                    .iter()
+                    .any(|e| ir_util::uses_var(&facts.resolve(e), v));
+            }
+        });
+        if moves && !iterations_disjoint(func, root, v) {
+            found = Some((b.name.clone(), "the element it updates moves with the loop, whose iterations may still update one element together"));
         }
     });
     found

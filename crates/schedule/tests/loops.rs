@@ -456,6 +456,26 @@ def f(x: T.handle, y: T.handle) -> None:
     }
 }
 
+/// A loop fusing SDDMM's nonzeros with their reduction over `k` moves the element it updates,
+/// so threads do not combine it into one element: `bind(.., "threadIdx.x")` refuses it (threads
+/// of one nonzero would add into it together), while the nonzeros alone may take the threads.
+#[test]
+fn threads_take_a_fused_reduction_only_where_they_combine_it() {
+    let mut stage1 = Schedule::new(kernel("sddmm", Stage::I)).unwrap();
+    let sp = stage1.get_sparse_iteration("sddmm").unwrap();
+    stage1.sparse_fuse(sp, &["I", "J"]).unwrap();
+    let f = lower_func(stage1.func().clone(), Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let l = loops_of(&mut sch, "sddmm0");
+    let fused = sch.fuse(&[l[0], l[1]]).unwrap();
+    let e = sch.bind(fused, "threadIdx.x").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ReductionLoop, "{e}");
+    assert!(e.message.contains("moves with the loop"), "{e}");
+    let mut sch = Schedule::new(f).unwrap();
+    let l = loops_of(&mut sch, "sddmm0");
+    sch.bind(l[0], "threadIdx.x").unwrap();
+}
+
 /// A store through a coordinate is trusted to give each iteration its element only along its
 /// own fiber: rgcn_hetero's relations `r` share destination rows (`Y[I_indices[i +
 /// I_indptr[r]], fo]`), so `parallel(r)`, or of a loop fusing `r` and `i`, is refused until the

@@ -934,15 +934,14 @@ impl Schedule {
         // Threads combine a reduction bound to `threadIdx.x` by shuffles: only an update whose
         // order does not matter can be split so.
         if !spatial {
-            let lp = self.loop_(l)?;
-            if let Some(b) = crate::disjoint::uncombinable_reduction(&lp.body, v) {
+            let f = self.func();
+            if let Some((b, why)) = crate::disjoint::uncombinable_reduction(f, &f.body, v) {
                 let focus = self.focus_of(l.into());
                 return Err(self.error(
                     ErrorKind::ReductionLoop,
                     format!(
-                        "loop `{}` binds a reduction iterator of block `{b}`, whose update is not \
-                         `Y[...] = Y[...] op e` with `op` a sum, `min` or `max` (and `e` not \
-                         reading `Y`); threads can only combine such a reduction",
+                        "loop `{}` binds a reduction iterator of block `{b}`: {why}; threads \
+                         can only combine a reduction into one element by a sum, `min` or `max`",
                         self.var_name(v)
                     ),
                     focus,
