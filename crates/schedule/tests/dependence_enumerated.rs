@@ -132,31 +132,44 @@ fn conflict(ni: i64, nj: i64, w: &Index, r: Option<&Index>, width: i64) -> bool 
         .any(|(e, i)| touched.get(e).is_some_and(|s| s.iter().any(|o| o != i)))
 }
 
-#[test]
-fn a_parallel_loop_the_check_takes_never_meets_itself() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let (mut taken, mut refused, mut true_conflicts) = (0, 0, 0);
-    for case in 0..2000 {
-        let ni = rng.range(1, 40);
+/// One random nest of the tests: `Y[w] = (Y[r] or nothing) + X[i]` under `i < ni`, `j < nj`,
+/// and its script.
+struct Nest {
+    ni: i64,
+    nj: i64,
+    /// A form a schedule makes, without reads: the checks must tell exactly there.
+    like: bool,
+    /// `i` declared a reduction updating `Y` in place.
+    reduce: bool,
+    w: Index,
+    r: Option<Index>,
+    /// `Y`'s second extent (1 unless the store is a pair).
+    width: i64,
+    /// `Y`'s first extent.
+    len: i64,
+    src: String,
+}
+
+impl Nest {
+    /// Case `case` (every other one schedule-like, every other pair a reduction), `i` below
+    /// `max_ni`; with `scaled`, a spatial read is halved (so that order shows in the result).
+    fn random(rng: &mut Rng, case: usize, max_ni: i64, scaled: bool) -> Nest {
+        let ni = rng.range(1, max_ni);
         let nj = rng.range(1, 6);
-        // Every other case takes a form a schedule makes, without reads: the check must
-        // tell exactly there.
-        let like = case % 2 == 0;
+        let like = case.is_multiple_of(2);
         let mut w = if like {
-            Index::schedule_like(&mut rng, ni, nj)
+            Index::schedule_like(rng, ni, nj)
         } else {
-            Index::random(&mut rng, ni, nj)
+            Index::random(rng, ni, nj)
         };
         w.wide = rng.range(0, 2) == 0;
-        // Half the cases declare `i` a reduction and update `Y` in place: `parallel` then
-        // takes the loop only where the iterations provably write elements of their own.
         let reduce = case % 4 >= 2;
         // The reads use the store's layout (1-D, or the pair's 2-D).
         let r = if reduce {
             Some(w)
         } else {
             (!like && rng.range(0, 2) == 0).then(|| {
-                let mut r = Index::random(&mut rng, ni, nj);
+                let mut r = Index::random(rng, ni, nj);
                 r.op = match (w.op, r.op) {
                     (Op::Pair(d), _) => Op::Pair(d),
                     (_, Op::Pair(_)) => Op::Plain,
@@ -165,17 +178,14 @@ fn a_parallel_loop_the_check_takes_never_meets_itself() {
                 r
             })
         };
-        let pair = match w.op {
-            Op::Pair(d) => Some(d),
-            _ => None,
-        };
         let max = |x: &Index| x.a.abs() * (ni - 1) + x.b.abs() * (nj - 1) + 2 * x.c + 1;
         let len = max(&w).max(r.as_ref().map_or(0, max)) + 1;
-        let (decl, width) = match pair {
-            Some(d) => (format!("K = T.sp.dense_fixed({len})\n    D = T.sp.dense_fixed({d})\n    Y = T.sp.match_buffer(y, (K, D), \"float32\")"), d),
-            None => (format!("K = T.sp.dense_fixed({len})\n    Y = T.sp.match_buffer(y, (K,), \"float32\")"), 1),
+        let (decl, width) = match w.op {
+            Op::Pair(d) => (format!("K = T.sp.dense_fixed({len})\n    D = T.sp.dense_fixed({d})\n    Y = T.sp.match_buffer(y, (K, D), \"float32\")"), d),
+            _ => (format!("K = T.sp.dense_fixed({len})\n    Y = T.sp.match_buffer(y, (K,), \"float32\")"), 1),
         };
         let rhs = match &r {
+            Some(r) if scaled && !reduce => format!("Y[{}] * 0.5 + X[i]", r.text()),
             Some(r) => format!("Y[{}] + X[i]", r.text()),
             None => "X[i]".to_string(),
         };
@@ -193,6 +203,36 @@ def f(x: T.handle, y: T.handle) -> None:
             w.text(),
             kinds = if reduce { "RS" } else { "SS" },
         );
+        Nest {
+            ni,
+            nj,
+            like,
+            reduce,
+            w,
+            r,
+            width,
+            len,
+            src,
+        }
+    }
+}
+
+#[test]
+fn a_parallel_loop_the_check_takes_never_meets_itself() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut taken, mut refused, mut true_conflicts) = (0, 0, 0);
+    for case in 0..2000 {
+        let Nest {
+            ni,
+            nj,
+            like,
+            reduce,
+            w,
+            r,
+            width,
+            src,
+            ..
+        } = Nest::random(&mut rng, case, 40, false);
         let f = lower_script(&src, Stage::III);
         let mut sch = Schedule::new(f).unwrap();
         let l = loops_of(&mut sch, "it0")[0];
@@ -258,60 +298,17 @@ fn a_reorder_the_check_takes_keeps_every_dependence() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (mut taken, mut refused, mut flips) = (0, 0, 0);
     for case in 0..1500 {
-        let ni = rng.range(1, 12);
-        let nj = rng.range(1, 6);
-        let like = case % 2 == 0;
-        let mut w = if like {
-            Index::schedule_like(&mut rng, ni, nj)
-        } else {
-            Index::random(&mut rng, ni, nj)
-        };
-        w.wide = rng.range(0, 2) == 0;
-        let reduce = case % 4 >= 2;
-        let r = if reduce {
-            Some(w)
-        } else {
-            (!like && rng.range(0, 2) == 0).then(|| {
-                let mut r = Index::random(&mut rng, ni, nj);
-                r.op = match (w.op, r.op) {
-                    (Op::Pair(d), _) => Op::Pair(d),
-                    (_, Op::Pair(_)) => Op::Plain,
-                    (_, o) => o,
-                };
-                r
-            })
-        };
-        let pair = match w.op {
-            Op::Pair(d) => Some(d),
-            _ => None,
-        };
-        let max = |x: &Index| x.a.abs() * (ni - 1) + x.b.abs() * (nj - 1) + 2 * x.c + 1;
-        let len = max(&w).max(r.as_ref().map_or(0, max)) + 1;
-        let (decl, width) = match pair {
-            Some(d) => (format!("K = T.sp.dense_fixed({len})\n    D = T.sp.dense_fixed({d})\n    Y = T.sp.match_buffer(y, (K, D), \"float32\")"), d),
-            None => (format!("K = T.sp.dense_fixed({len})\n    Y = T.sp.match_buffer(y, (K,), \"float32\")"), 1),
-        };
-        // A reduction adds into `Y`; a spatial update scales what it reads, so that order
-        // shows in the result.
-        let rhs = match &r {
-            Some(r) if reduce => format!("Y[{}] + X[i]", r.text()),
-            Some(r) => format!("Y[{}] * 0.5 + X[i]", r.text()),
-            None => "X[i]".to_string(),
-        };
-        let src = format!(
-            r#"@T.prim_func
-def f(x: T.handle, y: T.handle) -> None:
-    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
-    I = T.sp.dense_fixed({ni})
-    J = T.sp.dense_fixed({nj})
-    {decl}
-    X = T.sp.match_buffer(x, (I,), "float32")
-    with T.sp.iteration([I, J], "{kinds}", "it") as [i, j]:
-        Y[{}] = {rhs}
-"#,
-            w.text(),
-            kinds = if reduce { "RS" } else { "SS" },
-        );
+        let Nest {
+            ni,
+            nj,
+            like,
+            reduce,
+            w,
+            r,
+            width,
+            len,
+            src,
+        } = Nest::random(&mut rng, case, 12, true);
         // A reduction's updates of one element commute where its store does not move with `i`
         // (the `+` of the update is what the reduction promises).
         let rhs_reduces =

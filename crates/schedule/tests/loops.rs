@@ -312,41 +312,14 @@ fn reorder_errors() {
     assert_eq!(print(sch.func()), before);
 }
 
-/// A grid whose iteration `(i, j)` writes `Y[i + 1, j]` from `Y[i, {read_j}]`: with `j + 1`
-/// each element waits for the one up and to the right (a wavefront), which `j, i` would run
-/// after it; with `j` it waits for the one straight up, which stays before it in any order.
+/// The grid of [`grid_script`] lowered to stage III.
 fn grid(read_j: &str) -> sparsetir_ir::PrimFunc {
-    let src = format!(
-        r#"@T.prim_func
-def f(x: T.handle, y: T.handle) -> None:
-    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
-    I = T.sp.dense_fixed(6)
-    J = T.sp.dense_fixed(5)
-    I1 = T.sp.dense_fixed(7)
-    J1 = T.sp.dense_fixed(6)
-    X = T.sp.match_buffer(x, (I, J), "float32")
-    Y = T.sp.match_buffer(y, (I1, J1), "float32")
-    with T.sp.iteration([I, J], "SS", "grid") as [i, j]:
-        Y[i + 1, j] = Y[i, {read_j}] * 0.5 + X[i, j]
-"#
-    );
-    lower_script(&src, Stage::III)
+    lower_script(&grid_script(read_j), Stage::III)
 }
 
-/// `Y` after running `f` from known `X` and `Y`, beside the same nest run by hand in Rust.
+/// `Y` after running `f` on the grid's data, beside the same nest run by hand in Rust.
 fn run_grid(f: &sparsetir_ir::PrimFunc, read_right: bool) -> (Vec<f64>, Vec<f64>) {
-    use sparsetir_eval::ArgValue;
-    use sparsetir_formats::Tensor;
-    let x: Vec<f64> = (0..30).map(|v| (v % 7) as f64 - 3.0).collect();
-    let y: Vec<f64> = (0..42).map(|v| (v % 5) as f64).collect();
-    let mut args = std::collections::HashMap::new();
-    let array = |v: &[f64]| ArgValue::Array(Tensor::from_f64(sparsetir_ir::DType::F32, v).unwrap());
-    args.insert("x".to_string(), array(&x));
-    args.insert("y".to_string(), array(&y));
-    sparsetir_eval::run_func(f, &mut args).expect("runs");
-    let ArgValue::Array(got) = &args["y"] else {
-        unreachable!()
-    };
+    let (x, y) = grid_data();
     let mut want = y.clone();
     for i in 0..6 {
         for j in 0..5 {
@@ -354,7 +327,7 @@ fn run_grid(f: &sparsetir_ir::PrimFunc, read_right: bool) -> (Vec<f64>, Vec<f64>
             want[(i + 1) * 6 + j] = want[i * 6 + jr] * 0.5 + x[i * 5 + j];
         }
     }
-    (got.to_f64_vec(), want)
+    (grid_y(f), want)
 }
 
 /// `reorder` keeps every dependence: the wavefront's `j, i` is refused (naming the accesses),

@@ -210,39 +210,7 @@ fn annotate_iteration_block_and_loop() {
 /// bsrmm's `J`, only changes the order of its own additions: the tests above.)
 #[test]
 fn sparse_reorder_keeps_every_dependence() {
-    use sparsetir_eval::ArgValue;
-    use sparsetir_formats::Tensor;
-    let src = |read_j: &str| {
-        format!(
-            r#"@T.prim_func
-def f(x: T.handle, y: T.handle) -> None:
-    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
-    I = T.sp.dense_fixed(6)
-    J = T.sp.dense_fixed(5)
-    I1 = T.sp.dense_fixed(7)
-    J1 = T.sp.dense_fixed(6)
-    X = T.sp.match_buffer(x, (I, J), "float32")
-    Y = T.sp.match_buffer(y, (I1, J1), "float32")
-    with T.sp.iteration([I, J], "SS", "grid") as [i, j]:
-        Y[i + 1, j] = Y[i, {read_j}] * 0.5 + X[i, j]
-"#
-        )
-    };
-    let run = |f: &sparsetir_ir::PrimFunc| {
-        let x: Vec<f64> = (0..30).map(|v| (v % 7) as f64 - 3.0).collect();
-        let y: Vec<f64> = (0..42).map(|v| (v % 5) as f64).collect();
-        let mut args = std::collections::HashMap::new();
-        let array =
-            |v: &[f64]| ArgValue::Array(Tensor::from_f64(sparsetir_ir::DType::F32, v).unwrap());
-        args.insert("x".to_string(), array(&x));
-        args.insert("y".to_string(), array(&y));
-        sparsetir_eval::eval_func(f, &mut args).expect("runs");
-        match &args["y"] {
-            ArgValue::Array(t) => t.to_f64_vec(),
-            _ => unreachable!(),
-        }
-    };
-    let f = lower_script(&src("j + 1"), Stage::I);
+    let f = lower_script(&grid_script("j + 1"), Stage::I);
     let mut sch = Schedule::new(f.clone()).unwrap();
     let sp = sch.get_sparse_iteration("grid").unwrap();
     let e = sch.sparse_reorder(sp, &["J", "I"]).unwrap_err();
@@ -254,12 +222,12 @@ def f(x: T.handle, y: T.handle) -> None:
     assert!(e.ir.contains("T.sp.iteration("), "{e}");
     assert!(func_eq(sch.func(), &f), "the schedule is left as it was");
 
-    let f = lower_script(&src("j"), Stage::I);
+    let f = lower_script(&grid_script("j"), Stage::I);
     let mut sch = Schedule::new(f.clone()).unwrap();
     let sp = sch.get_sparse_iteration("grid").unwrap();
     sch.sparse_reorder(sp, &["J", "I"]).unwrap();
     assert!(!func_eq(sch.func(), &f));
-    assert_eq!(run(sch.func()), run(&f));
+    assert_eq!(grid_y(sch.func()), grid_y(&f));
     assert_replays(&sch, &f);
 }
 

@@ -220,3 +220,50 @@ impl Rng {
         lo + (self.next() % (hi - lo + 1) as u64) as i64
     }
 }
+
+/// A grid whose iteration `(i, j)` (`i < 6`, `j < 5`, declared `"SS"`) writes `Y[i + 1, j]`
+/// from `Y[i, {read_j}]`: with `j + 1` each element waits for the one up and to the right (a
+/// wavefront), which `j, i` would run after it; with `j` it waits for the one straight up,
+/// which stays before it in any order.
+pub fn grid_script(read_j: &str) -> String {
+    format!(
+        r#"@T.prim_func
+def f(x: T.handle, y: T.handle) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
+    I = T.sp.dense_fixed(6)
+    J = T.sp.dense_fixed(5)
+    I1 = T.sp.dense_fixed(7)
+    J1 = T.sp.dense_fixed(6)
+    X = T.sp.match_buffer(x, (I, J), "float32")
+    Y = T.sp.match_buffer(y, (I1, J1), "float32")
+    with T.sp.iteration([I, J], "SS", "grid") as [i, j]:
+        Y[i + 1, j] = Y[i, {read_j}] * 0.5 + X[i, j]
+"#
+    )
+}
+
+/// The grid's `X` (6 x 5) and `Y` (7 x 6): small integers, so that every result is exact.
+pub fn grid_data() -> (Vec<f64>, Vec<f64>) {
+    let x = (0..30).map(|v| (v % 7) as f64 - 3.0).collect();
+    let y = (0..42).map(|v| (v % 5) as f64).collect();
+    (x, y)
+}
+
+/// `Y` after running the grid function `f` (any stage) on [`grid_data`].
+pub fn grid_y(f: &PrimFunc) -> Vec<f64> {
+    use sparsetir_formats::Tensor;
+    let (x, y) = grid_data();
+    let mut args = HashMap::new();
+    let array = |v: &[f64]| ArgValue::Array(Tensor::from_f64(sparsetir_ir::DType::F32, v).unwrap());
+    args.insert("x".to_string(), array(&x));
+    args.insert("y".to_string(), array(&y));
+    if f.stage() == Stage::I {
+        sparsetir_eval::eval_func(f, &mut args).expect("stage I runs");
+    } else {
+        sparsetir_eval::run_func(f, &mut args).expect("stage II/III runs");
+    }
+    match &args["y"] {
+        ArgValue::Array(t) => t.to_f64_vec(),
+        _ => unreachable!(),
+    }
+}
