@@ -617,15 +617,26 @@ fn each_schedule(
             Some(_) => format!("{backend}, catalog schedule"),
             None => backend.to_string(),
         };
-        match run(schedule) {
-            None => {}
-            Some(Ok(got)) => compare(reference, &got).map_err(|e| format!("{what}: {e}"))?,
-            Some(Err(RunError::Kernel { status: -3, .. } | RunError::EmuDivisionByZero { .. })) => {
-            }
-            Some(Err(e)) => return Err(format!("{what} refuses what the evaluator runs: {e}")),
-        }
+        judge(&what, reference, run(schedule))?;
     }
     Ok(())
+}
+
+/// What one backend's run `got` says (`what` names the backend): `None` (the function does not
+/// build for it) and a division by zero are no finding; results must equal `reference`.
+pub(crate) fn judge(
+    what: &str,
+    reference: &HashMap<String, ArgValue>,
+    got: Option<Result<HashMap<String, ArgValue>, RunError>>,
+) -> Result<(), String> {
+    match got {
+        None => Ok(()),
+        Some(Ok(got)) => compare(reference, &got).map_err(|e| format!("{what}: {e}")),
+        Some(Err(RunError::Kernel { status: -3, .. } | RunError::EmuDivisionByZero { .. })) => {
+            Ok(())
+        }
+        Some(Err(e)) => Err(format!("{what} refuses what the evaluator runs: {e}")),
+    }
 }
 
 /// Whether every argument of `got` equals the evaluator's (floats within rounding: the

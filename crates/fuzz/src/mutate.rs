@@ -184,6 +184,13 @@ impl Mutator {
         &xs[self.below(xs.len())]
     }
 
+    /// Shuffles `xs` in place (Fisher–Yates, from the back).
+    pub fn shuffle<T>(&mut self, xs: &mut [T]) {
+        for k in (1..xs.len()).rev() {
+            xs.swap(k, self.below(k + 1));
+        }
+    }
+
     /// One to a few byte-level mutations in place.
     pub fn bytes(&mut self, v: &mut Vec<u8>) {
         let rounds = 1 + self.below(4);

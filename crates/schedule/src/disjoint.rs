@@ -110,6 +110,14 @@ impl<'a> LoopFacts<'a> {
         })
     }
 
+    /// Whether block `b` has an iterator of `kind` that moves with the loop (its binding,
+    /// resolved, reads `v`).
+    fn moves(&self, b: &sparsetir_ir::Block, kind: IterKind, v: VarId) -> bool {
+        b.iters
+            .iter()
+            .any(|it| it.kind == kind && ir_util::uses_var(&self.resolve(&it.binding), v))
+    }
+
     /// `e` in terms of loop variables: block iterators bound to outer blocks' iterators are
     /// substituted to a fixpoint (blocks nest only so deep).
     fn resolve(&self, e: &Expr) -> Expr {
@@ -132,10 +140,7 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
     let mut written: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| {
         if let Stmt::Block(b) = s {
-            let reduces = b.iters.iter().any(|it| {
-                it.kind == IterKind::Reduce && ir_util::uses_var(&resolve(&it.binding), v)
-            });
-            if reduces {
+            if facts.moves(b, IterKind::Reduce, v) {
                 let mut stores = Vec::new();
                 collect_stores(s, &mut stores);
                 for bf in stores {
@@ -172,7 +177,7 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
                 // An atomic update's target is a load too; calls that take a buffer otherwise
                 // are not analysed.
                 Expr::Call { args, .. }
-                    if args.iter().any(|a| mentions_written(a, &written))
+                    if args.iter().any(|a| reads_any(a, &written))
                         && !matches!(args.first(), Some(Expr::Load { .. })) =>
                 {
                     opaque = true;
@@ -523,12 +528,7 @@ fn accumulators(facts: &LoopFacts, v: VarId) -> Vec<BufferId> {
     let mut out = Vec::new();
     facts.lp.body.visit(&mut |s| {
         let Stmt::Block(b) = s else { return };
-        let moves = |kind: IterKind| {
-            b.iters
-                .iter()
-                .any(|it| it.kind == kind && ir_util::uses_var(&facts.resolve(&it.binding), v))
-        };
-        if !moves(IterKind::Reduce) || moves(IterKind::Spatial) {
+        if !facts.moves(b, IterKind::Reduce, v) || facts.moves(b, IterKind::Spatial, v) {
             return;
         }
         let mut mine = HashMap::new();
@@ -571,12 +571,10 @@ pub(crate) fn uncombinable_reduction(
     use sparsetir_ir::BinOp::{Add, Max, Min};
     let facts = LoopFacts::new(func, root, v)?;
     let mut found = None;
+    let mut disjoint: Option<bool> = None;
     facts.lp.body.visit(&mut |s| {
         let Stmt::Block(b) = s else { return };
-        let reduces = b.iters.iter().any(|it| {
-            it.kind == IterKind::Reduce && ir_util::uses_var(&facts.resolve(&it.binding), v)
-        });
-        if found.is_some() || b.is_atomic() || !reduces {
+        if found.is_some() || b.is_atomic() || !facts.moves(b, IterKind::Reduce, v) {
             return;
         }
         let mut stored = Vec::new();
@@ -597,7 +595,7 @@ pub(crate) fn uncombinable_reduction(
                     .any(|e| ir_util::uses_var(&facts.resolve(e), v));
             }
         });
-        if moves && !iterations_disjoint(func, root, v) {
+        if moves && !*disjoint.get_or_insert_with(|| iterations_disjoint(func, root, v)) {
             found = Some((b.name.clone(), "the element it updates moves with the loop, whose iterations may still update one element together"));
         }
     });
@@ -608,11 +606,7 @@ pub(crate) fn uncombinable_reduction(
 /// the element it stores with a value that does not read `c`, by one of `ops`: `C[i] = C[i] +
 /// A[i, k]`, not `C[i] = C[i] * 2 + A[i, k]`.
 fn updates_commute(body: &Stmt, c: BufferId, ops: &[sparsetir_ir::BinOp]) -> bool {
-    let reads_c = |e: &Expr| {
-        let mut hit = false;
-        e.visit(&mut |x| hit |= matches!(x, Expr::Load { buffer, .. } if *buffer == c));
-        hit
-    };
+    let reads_c = |e: &Expr| reads_any(e, &[c]);
     let mut ok = true;
     body.visit(&mut |s| {
         let Stmt::Store(st) = s else { return };
@@ -640,11 +634,7 @@ fn updates_commute(body: &Stmt, c: BufferId, ops: &[sparsetir_ir::BinOp]) -> boo
 /// range, which moves with `v` through any load. A load of a buffer `private` to the
 /// iteration (a slot an atomic counter handed out, kept in a local) is the iteration's own.
 fn owned_by(func: &PrimFunc, e: &Expr, v: VarId, private: &[BufferId]) -> bool {
-    let mut own_slot = false;
-    e.visit(&mut |x| {
-        own_slot |= matches!(x, Expr::Load { buffer, .. } if private.contains(buffer));
-    });
-    if own_slot {
+    if reads_any(e, private) {
         return true;
     }
     fn loads_to_zero(e: &mut Expr) {
@@ -738,11 +728,12 @@ fn collect_stores(s: &Stmt, out: &mut Vec<BufferId>) {
     });
 }
 
-fn mentions_written(e: &Expr, written: &[BufferId]) -> bool {
+/// Whether `e` loads any of `buffers`.
+fn reads_any(e: &Expr, buffers: &[BufferId]) -> bool {
     let mut hit = false;
     e.visit(&mut |x| {
         if let Expr::Load { buffer, .. } = x {
-            hit |= written.contains(buffer);
+            hit |= buffers.contains(buffer);
         }
     });
     hit

@@ -1216,10 +1216,10 @@ impl<'f> Writer<'f> {
         }
         // A thread loop whose extent may be 0 (a row's length, `nnz`) is guarded too: the
         // runtime launches at least one thread along each block dimension.
+        let start = const_int(&f.min);
         let may_be_empty = !GRID_TAGS.contains(&tag.as_str())
-            && const_int(&end_expr).is_none_or(|e| e <= const_int(&f.min).unwrap_or(i64::MAX));
-        let guard =
-            dim != self.launch_expr(&end_expr) || const_int(&f.min) != Some(0) || may_be_empty;
+            && const_int(&end_expr).is_none_or(|e| e <= start.unwrap_or(i64::MAX));
+        let guard = dim != self.launch_expr(&end_expr) || start != Some(0) || may_be_empty;
         self.line("{");
         self.indent += 1;
         let min = if const_int(&f.min) == Some(0) {

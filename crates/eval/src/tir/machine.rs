@@ -543,6 +543,7 @@ impl<'f> Machine<'f> {
         // A predicate over the loops (a split's `T.where(i_0 * 4 + i_1 < n)`) guards the
         // bindings too, as the writers emit it: a binding may read memory (`mid[i_0 * 4 +
         // i_1]`) that the padded iterations have no element of.
+        let mut over_loops = false;
         if let Some(p) = &b.predicate {
             let mut own = false;
             p.visit(&mut |e| {
@@ -550,7 +551,8 @@ impl<'f> Machine<'f> {
                     own |= b.iters.iter().any(|it| it.var == *v);
                 }
             });
-            if !own && !self.eval(p)?.truthy() {
+            over_loops = !own;
+            if over_loops && !self.eval(p)?.truthy() {
                 return Ok(());
             }
         }
@@ -574,7 +576,7 @@ impl<'f> Machine<'f> {
         for (var, v, ..) in &values {
             self.vars[var.index()] = Some(*v);
         }
-        let result = self.block_instance(b, &values, at_min);
+        let result = self.block_instance(b, &values, at_min, over_loops);
         for ((var, ..), old) in values.iter().zip(saved) {
             self.vars[var.index()] = old;
         }
@@ -582,14 +584,15 @@ impl<'f> Machine<'f> {
         result
     }
 
-    /// One block instance, with its iterators bound.
+    /// One block instance, with its iterators bound (`checked`: its predicate already held).
     fn block_instance(
         &mut self,
         b: &Block,
         values: &[(VarId, Value, i64, i64)],
         init: bool,
+        checked: bool,
     ) -> Res<()> {
-        if let Some(p) = &b.predicate {
+        if let (false, Some(p)) = (checked, &b.predicate) {
             if !self.eval(p)?.truthy() {
                 return Ok(());
             }

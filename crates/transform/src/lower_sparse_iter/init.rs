@@ -181,19 +181,10 @@ impl Lowerer {
         init: &Stmt,
         update: &Stmt,
     ) -> Res<()> {
-        let mut late = None;
-        init.visit(&mut |s| {
-            s.for_each_expr(|e| {
-                e.visit(&mut |x| {
-                    if let Expr::Var(v) = x {
-                        if late.is_none() && unbound.contains(v) {
-                            late = Some(*v);
-                        }
-                    }
-                })
-            })
-        });
-        if let Some(v) = late {
+        let late = unbound
+            .iter()
+            .find(|v| crate::remove_unused_args::stmt_mentions(init, **v));
+        if let Some(&v) = late {
             return Err(unsupported(
                 self.span,
                 format!(
