@@ -14,6 +14,73 @@ pub const WORKSPACE_ATTR: &str = "workspace";
 /// III (`lower_atomic`), so its reduction iterations may run on different threads.
 pub const ATOMIC_ATTR: &str = "atomic";
 
+/// The function attribute `{"assume_distinct": {"rows": "fiber", "perm": "all"}}`: parameters
+/// (index arrays, by their handle's name) that a schedule stores through from iterations it
+/// runs apart or in another order, trusting each iteration to reach an element of its own. The
+/// values must be distinct inside each fiber (`"fiber"`: the runs of the array's last axis or
+/// dimension, a compressed axis's fibers, a table's rows) or over the whole array (`"all"`).
+/// The schedule adds it; the runtime checks it before every launch.
+pub const DISTINCT_ATTR: &str = "assume_distinct";
+
+/// Where the values of an [`DISTINCT_ATTR`] parameter must be distinct.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DistinctScope {
+    /// Inside each run of the last axis or dimension.
+    Fiber,
+    /// Over the whole array.
+    All,
+}
+
+impl DistinctScope {
+    pub fn name(self) -> &'static str {
+        match self {
+            DistinctScope::Fiber => "fiber",
+            DistinctScope::All => "all",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<DistinctScope> {
+        match s {
+            "fiber" => Some(DistinctScope::Fiber),
+            "all" => Some(DistinctScope::All),
+            _ => None,
+        }
+    }
+}
+
+impl Attrs {
+    /// The parameters of [`DISTINCT_ATTR`] with their scopes, in order; an entry that is not
+    /// `name: "fiber" | "all"` reads as `"all"` (the stronger demand).
+    pub fn distinct(&self) -> Vec<(String, DistinctScope)> {
+        let Some(AttrValue::Dict(d)) = self.get(DISTINCT_ATTR) else {
+            return Vec::new();
+        };
+        d.iter()
+            .map(|(k, v)| {
+                let scope = match v {
+                    AttrValue::Str(s) => DistinctScope::from_name(s).unwrap_or(DistinctScope::All),
+                    _ => DistinctScope::All,
+                };
+                (k.to_string(), scope)
+            })
+            .collect()
+    }
+    /// Adds `param` to [`DISTINCT_ATTR`] (keeping the stronger scope where it is already
+    /// there).
+    pub fn assume_distinct(&mut self, param: &str, scope: DistinctScope) {
+        let mut d = match self.get(DISTINCT_ATTR) {
+            Some(AttrValue::Dict(d)) => d.clone(),
+            _ => Attrs::new(),
+        };
+        let old = d.get(param).and_then(|v| match v {
+            AttrValue::Str(s) => DistinctScope::from_name(s),
+            _ => Some(DistinctScope::All),
+        });
+        let scope = old.map_or(scope, |o| o.max(scope));
+        d.set(param, AttrValue::Str(scope.name().to_string()));
+        self.set(DISTINCT_ATTR, AttrValue::Dict(d));
+    }
+}
+
 /// An attribute value: a Python literal.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttrValue {

@@ -38,7 +38,7 @@
 
 use sparsetir_codegen::cuda::CudaModule;
 use sparsetir_codegen::{emit_c, CModule, CParamKind, CodegenError};
-use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage};
+use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage, DISTINCT_ATTR};
 use sparsetir_schedule::{apply_schedule_text, TraceError};
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
 use sparsetir_transform::{compact_buffer_allocation, specialize, SpecializeError};
@@ -251,11 +251,32 @@ pub fn schedule_and_lower(
     let scheduled1 = apply_section(specialized.clone(), &sections, Stage::I)?;
     let stage2 = apply_section(lower_one(&scheduled1, Stage::II)?, &sections, Stage::II)?;
     let stage3 = apply_section(lower_one(&stage2, Stage::III)?, &sections, Stage::III)?;
-    Ok(Lowered {
+    let mut lowered = Lowered {
         stage1: specialized,
         stage2,
         stage3,
-    })
+    };
+    lowered.note_distinct();
+    Ok(lowered)
+}
+
+impl Lowered {
+    /// Records on `stage1`, which launches are validated against, what the parallel,
+    /// vectorized and thread-bound loops of `stage3` trust of the index arrays they store
+    /// through ([`DISTINCT_ATTR`], [`sparsetir_schedule::distinct_requirements`]), replacing
+    /// what an earlier call recorded: call it again after changing `stage3`.
+    pub fn note_distinct(&mut self) {
+        note_distinct(&mut self.stage1, &self.stage3);
+    }
+}
+
+/// [`Lowered::note_distinct`] for a stage-I function and the stage-III function compiled from
+/// it.
+pub fn note_distinct(stage1: &mut PrimFunc, stage3: &PrimFunc) {
+    stage1.attrs.remove(DISTINCT_ATTR);
+    for (param, scope) in sparsetir_schedule::distinct_requirements(stage3) {
+        stage1.attrs.assume_distinct(&param, scope);
+    }
 }
 
 /// The C module of a stage-III function on the CPU path: the CPU-only pass
@@ -296,6 +317,7 @@ pub fn emit_cuda(
     // What the inputs' `indptr` arrays hold (checked at every launch): grids of loops over a
     // bucket's rows are sized by it.
     lowered.stage3 = sparsetir_transform::indptr_domains(&lowered.stage1, &lowered.stage3);
+    lowered.note_distinct();
     let mut m = sparsetir_codegen::emit_cuda(&lowered.stage3)
         .map_err(|e| BuildError::CudaCodegen(e.to_string()))?;
     note_one_thread_nests(&mut m.source, &trace);

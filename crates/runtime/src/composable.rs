@@ -309,7 +309,10 @@ pub fn build_hyb_spmm(
     let stage3 = lower_atomic(&stage3).map_err(|e| BuildError::Lower(e.to_string()))?;
     let c = crate::build::emit_c_cpu(&stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
     let params = kernel_params(&c);
-    let kernel = Kernel::from_source(&lowered.stage1, &c.source, &c.entry, params, opts)?;
+    // The atomic blocks' rows may repeat: only what the final function trusts is checked.
+    let mut stage1 = lowered.stage1;
+    crate::build::note_distinct(&mut stage1, &stage3);
+    let kernel = Kernel::from_source(&stage1, &c.source, &c.entry, params, opts)?;
     Ok(HybSpmm {
         kernel,
         options: options.clone(),

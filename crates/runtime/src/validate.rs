@@ -6,7 +6,10 @@
 //! long as their layouts; coordinates that index a dense axis of another buffer (a compressed
 //! axis's indices into `B[J_detach, K]`, or buffer values as in `W[E[i, j], ...]`) stay inside
 //! it; `T.sp.attach` parents stay inside the attached axis's `indptr`; and
-//! `T.assume_buffer_domain` holds. Any violation is a [`RunError`] naming the axis, buffer or
+//! `T.assume_buffer_domain` holds; and the index arrays that the compiled function's parallel,
+//! vectorized or thread-bound loops store through (the function attribute `assume_distinct`,
+//! which the build records, [`sparsetir_ir::DISTINCT_ATTR`]) hold distinct values inside each
+//! fiber or over the whole array. Any violation is a [`RunError`] naming the axis, buffer or
 //! parameter and the offending index; native code never runs on data that fails here.
 //!
 //! Assembled axes (`assembled=True`, issue 15) are outputs: their `indptr`, `indices` and `nnz`
@@ -19,8 +22,8 @@ use sparsetir_eval::storage::{dense_size, sparse_layout, AxisData, MAX_ELEMENTS}
 use sparsetir_eval::ArgValue;
 use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::{
-    AxisId, AxisKind, BufferDecl, BufferId, BufferShape, DType, Expr, IterAxis, PrimFunc, Stmt,
-    VarId,
+    AxisId, AxisKind, BufferDecl, BufferId, BufferShape, DType, DistinctScope, Expr, IterAxis,
+    PrimFunc, Stmt, VarId,
 };
 
 use crate::assembly::Assembled;
@@ -124,6 +127,7 @@ pub fn validate_args(func: &PrimFunc, args: &HashMap<String, ArgValue>) -> Resul
     c.check_axes()?;
     c.check_buffers()?;
     c.check_body(&func.body)?;
+    c.check_distinct()?;
     Ok(())
 }
 
@@ -661,6 +665,140 @@ impl<'a> Checker<'a> {
         Some((t, (size as usize).min(t.len())))
     }
 
+    /// `DISTINCT_ATTR`: the index arrays a schedule stores through from iterations it runs
+    /// apart or in another order hold distinct values in each fiber (the runs of an axis's
+    /// fibers, or of a buffer's last axis or dimension) or over the whole array. A sorted
+    /// axis's fibers already are (checked with its indices).
+    fn check_distinct(&self) -> Result<(), RunError> {
+        let func = self.func;
+        for (param, scope) in func.attrs.distinct() {
+            let Some(var) = func
+                .params
+                .iter()
+                .copied()
+                .find(|p| func.vars.get(*p).is_some_and(|x| x.name == param))
+            else {
+                return Err(size_err(
+                    format!("parameter `{param}`"),
+                    "is named by the schedule's `assume_distinct` but the function has no such \
+                     parameter",
+                ));
+            };
+            let whole = scope == DistinctScope::All;
+            if let Some((a, ax)) = func.axes.iter().find(|(_, ax)| ax.indices == Some(var)) {
+                let info = &self.axes[a.index()];
+                if ax.assembled || (ax.sorted && (!whole || info.parent_count <= 1)) {
+                    continue;
+                }
+                let view = self.index_array(var, &ax.name, false)?;
+                let runs = if whole {
+                    vec![(0, view.len())]
+                } else {
+                    let per_parent = self.layout_axes[a.index()].per_parent as usize;
+                    (0..info.parent_count as usize)
+                        .map(|q| match info.indptr {
+                            Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
+                            None => (q * per_parent, (q + 1) * per_parent),
+                        })
+                        .collect()
+                };
+                if let Some(m) = repeated(view, &runs, whole) {
+                    return Err(RunError::Indices {
+                        axis: ax.name.clone(),
+                        param,
+                        message: m,
+                    });
+                }
+                continue;
+            }
+            let Some(b) = func
+                .buffer_decls
+                .iter()
+                .copied()
+                .find(|b| func.buffers.get(*b).and_then(|x| x.data_param()) == Some(var))
+            else {
+                return Err(size_err(
+                    format!("parameter `{param}`"),
+                    "is named by the schedule's `assume_distinct` but is neither an axis's \
+                     indices nor a buffer's data",
+                ));
+            };
+            let Some((t, n)) = self.buffer_values(b) else {
+                continue;
+            };
+            let buf = &func.buffers[b];
+            let Some(view) = IndexView::new(t) else {
+                return Err(RunError::Domain {
+                    buffer: buf.name.clone(),
+                    message: format!(
+                        "holds {}, but the schedule stores through its values as indices",
+                        t.dtype()
+                    ),
+                });
+            };
+            let runs = if whole {
+                vec![(0, n)]
+            } else {
+                self.fibers(b, n)
+            };
+            if let Some(m) = repeated(view, &runs, whole) {
+                return Err(RunError::Domain {
+                    buffer: buf.name.clone(),
+                    message: m,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The runs of match buffer `b`'s `n` values along its last axis or dimension: a varied
+    /// last axis's fibers where the buffer's values are that axis's elements, runs of a fixed
+    /// last axis's or a dense last dimension's extent; the whole array where no such runs
+    /// exist (strided buffers, layouts whose last axis is not innermost).
+    fn fibers(&self, b: BufferId, n: usize) -> Vec<(usize, usize)> {
+        let whole = vec![(0, n)];
+        let buf = &self.func.buffers[b];
+        let extent = match &buf.shape {
+            BufferShape::Dense(dims) if buf.strides.is_empty() => {
+                dims.last().and_then(|d| self.eval(d))
+            }
+            BufferShape::Sparse(axes) => {
+                let Some(&last) = axes.last() else {
+                    return whole;
+                };
+                let ax = &self.func.axes[last];
+                let data = &self.layout_axes[last.index()];
+                if ax.kind.is_varied() {
+                    let info = &self.axes[last.index()];
+                    let chained = axes
+                        .iter()
+                        .skip(1)
+                        .all(|a| self.func.axes[*a].kind.is_varied());
+                    return match info.indptr {
+                        Some(ip) if chained && info.level_count as usize == n => {
+                            (0..info.parent_count as usize)
+                                .map(|q| (ip.get(q) as usize, ip.get(q + 1) as usize))
+                                .collect()
+                        }
+                        _ => whole,
+                    };
+                }
+                Some(if ax.kind == AxisKind::CompressedFixed {
+                    data.per_parent
+                } else {
+                    data.length
+                })
+            }
+            BufferShape::Dense(_) => None,
+        };
+        match extent {
+            Some(d) if d > 0 => (0..n.div_ceil(d as usize))
+                .map(|r| (r * d as usize, ((r + 1) * d as usize).min(n)))
+                .collect(),
+            _ => whole,
+        }
+    }
+
     /// `T.assume_buffer_domain(buf, (lo, hi))`: the compiled code may rely on it.
     fn check_domain(&self, b: BufferId, lo: &Expr, hi: &Expr) -> Result<(), RunError> {
         let Some((t, n)) = self.buffer_values(b) else {
@@ -755,6 +893,37 @@ impl<'a> Checker<'a> {
         }
         Ok(())
     }
+}
+
+/// Where `runs` of `v` repeat a value: the message naming the two positions and the value.
+fn repeated(v: IndexView<'_>, runs: &[(usize, usize)], whole: bool) -> Option<String> {
+    let mut seen: Vec<(i64, usize)> = Vec::new();
+    for (q, &(lo, hi)) in runs.iter().enumerate() {
+        let hi = hi.min(v.len());
+        seen.clear();
+        seen.extend((lo..hi.max(lo)).map(|i| (v.get(i), i)));
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0].0 == w[1].0) {
+            let (first, second) = (w[0].1, w[1].1);
+            let place = if whole {
+                String::new()
+            } else {
+                format!(" (both in fiber {q}, positions {lo}..{hi})")
+            };
+            return Some(format!(
+                "values [{first}] and [{second}] are both {}{place}, but the kernel's schedule \
+                 stores through them from iterations it runs in parallel or reorders, each \
+                 trusted to reach an element of its own (`assume_distinct`: distinct {})",
+                w[0].0,
+                if whole {
+                    "over the whole array"
+                } else {
+                    "inside each fiber"
+                }
+            ));
+        }
+    }
+    None
 }
 
 /// Checks an `indptr`; returns its last value (the level's element count).

@@ -1,7 +1,8 @@
 //! The automatic GPU schedule: in a stage III function, the outermost loop above each top-level
 //! block that no loop of its nest binds to a GPU thread is split over blocks and threads
 //! (`blockIdx.x` × `threadIdx.x`) wherever `bind` accepts it (a spatial loop whose iterations
-//! touch elements of their own); the rest of each nest runs serially in its thread, and a nest
+//! touch elements of their own), a loop of one iteration (COO's unit root) on one block of one
+//! thread; the rest of each nest runs serially in its thread, and a nest
 //! whose outer loop carries a reduction, or a dependence between iterations, runs as one
 //! thread. Every valid script thereby runs on the GPU, correctly if not fast.
 
@@ -52,6 +53,12 @@ pub fn auto_gpu_schedule(func: PrimFunc) -> Res<(PrimFunc, String)> {
             });
             if bound {
                 return Ok(());
+            }
+            // A loop of one iteration takes one block of one thread (not a block of
+            // `AUTO_THREADS` threads all but one idle, whose iterations would have to be proven
+            // apart).
+            if matches!(sch.loop_(outer)?.extent, sparsetir_ir::Expr::Int(1, _)) {
+                return sch.bind(outer, "blockIdx.x");
             }
             let parts = sch.split(outer, &[None, Some(AUTO_THREADS)])?;
             sch.bind(parts[0], "blockIdx.x")?;

@@ -28,7 +28,8 @@ use std::collections::HashMap;
 
 use sparsetir_arith::Analyzer;
 use sparsetir_ir::{
-    AttrValue, BufferId, DType, Expr, For, IterKind, PrimFunc, Stmt, VarId, WORKSPACE_ATTR,
+    AttrValue, BufferId, DType, DistinctScope, Expr, For, ForKind, IterKind, PrimFunc, Stmt, VarId,
+    WORKSPACE_ATTR,
 };
 
 use crate::ir_util;
@@ -216,8 +217,9 @@ pub(crate) fn carried_conflict(
     root: &Stmt,
     v: VarId,
     scoped_private: bool,
+    assumed: &mut Vec<Distinct>,
 ) -> Option<Conflict> {
-    conflict(func, root, v, scoped_private, false)
+    conflict(func, root, v, scoped_private, false, assumed)
 }
 
 /// For `reorder`: a buffer that two iterations of the loop over `v` may both touch, one of them
@@ -229,8 +231,13 @@ pub(crate) fn carried_conflict(
 /// in any order (the init runs where every reduction iterator is at its minimum,
 /// whichever loop comes first). Every other buffer is checked as [`carried_conflict`] checks
 /// it, whatever its scope.
-pub(crate) fn order_conflict(func: &PrimFunc, root: &Stmt, v: VarId) -> Option<Conflict> {
-    conflict(func, root, v, false, true)
+pub(crate) fn order_conflict(
+    func: &PrimFunc,
+    root: &Stmt,
+    v: VarId,
+    assumed: &mut Vec<Distinct>,
+) -> Option<Conflict> {
+    conflict(func, root, v, false, true, assumed)
 }
 
 /// Where running the nest of loops `old` (outer first) of `before` in the order `new`, as in
@@ -245,6 +252,7 @@ pub(crate) fn reorder_conflict(
     after: &PrimFunc,
     old: &[VarId],
     new: &[VarId],
+    assumed: &mut Vec<Distinct>,
 ) -> Option<(VarId, VarId, Conflict)> {
     let pos = |order: &[VarId], v: VarId| order.iter().position(|w| *w == v);
     let mut outer_cache: HashMap<VarId, Option<Conflict>> = HashMap::new();
@@ -256,13 +264,13 @@ pub(crate) fn reorder_conflict(
             }
             let carried = outer_cache
                 .entry(a)
-                .or_insert_with(|| order_conflict(before, &before.body, a));
+                .or_insert_with(|| order_conflict(before, &before.body, a, assumed));
             if carried.is_none() {
                 continue;
             }
             let apart = *inner_cache
                 .entry(b)
-                .or_insert_with(|| order_conflict(after, &after.body, b).is_none());
+                .or_insert_with(|| order_conflict(after, &after.body, b, assumed).is_none());
             if !apart {
                 return outer_cache.remove(&a).flatten().map(|c| (a, b, c));
             }
@@ -352,9 +360,18 @@ fn conflict(
     v: VarId,
     scoped_private: bool,
     reductions_commute: bool,
+    assumed: &mut Vec<Distinct>,
 ) -> Option<Conflict> {
     let facts = LoopFacts::new(func, root, v)?;
     let lp = facts.lp;
+    // One iteration never meets another.
+    if facts
+        .an
+        .const_bounds(&facts.func, &lp.extent)
+        .is_some_and(|(_, hi)| hi <= 1)
+    {
+        return None;
+    }
     let accumulators = if reductions_commute {
         accumulators(&facts, v)
     } else {
@@ -457,18 +474,45 @@ fn conflict(
             // no element of its own, so not trusted.
             // (Read before simplification: `p - I_indptr[mid[p]] + I_indptr[mid[p]]`, a fused
             // loop's position within its row plus the row's start, must not become `p`.)
+            // An access trusted through an index array asks that array's values to be
+            // distinct ([`Owned::If`]); one owned by its form asks nothing.
+            let mut needs: Vec<Distinct> = Vec::new();
             let trusted = list[0].iter().any(reads_memory)
                 && written.iter().all(|idx| {
-                    idx.iter()
-                        .any(|e| owned_by(func, &facts.resolve(e), v, &private))
+                    let owned: Vec<Owned> = idx
+                        .iter()
+                        .map(|e| owned_by(&facts, &facts.resolve(e), v, &private))
+                        .collect();
+                    if owned.iter().any(|o| matches!(o, Owned::Yes)) {
+                        return true;
+                    }
+                    match owned.into_iter().find_map(|o| match o {
+                        Owned::If(d) => Some(d),
+                        _ => None,
+                    }) {
+                        Some(d) => {
+                            needs.push(d);
+                            true
+                        }
+                        None => false,
+                    }
                 })
                 && {
                     let first = shape(&list[0]);
                     first.iter().any(reads_memory)
                         && list[1..].iter().all(|idx| shape(idx) == first)
                 };
-            (!trusted && !disjoint_accesses(&facts, &list, v))
-                .then(|| Conflict::new(func, b, &written))
+            if trusted && needs.is_empty() {
+                return None;
+            }
+            if disjoint_accesses(&facts, &list, v) {
+                return None;
+            }
+            if trusted {
+                assumed.extend(needs);
+                return None;
+            }
+            Some(Conflict::new(func, b, &written))
         })
         .min_by_key(|c| c.buffer)
 }
@@ -624,30 +668,85 @@ fn updates_commute(body: &Stmt, c: BufferId, ops: &[sparsetir_ir::BinOp]) -> boo
     ok
 }
 
-/// Whether index `e` moves with `v` by the iteration's own position. An index that is one
-/// load (a coordinate looked up in an `indices` array, a scatter through `perm` or a table
-/// `R[k, l]`) must have `v` in the load's indices outside the loads nested there, and the
-/// fiber fixed: positions of one fiber, whose coordinates differ (`perm[i]`, `I_indices[i +
-/// I_indptr[r]]` or, at stage II, `I_indices[r, i]` in `i`; not in `r`, nor in a loop fusing
-/// `r` and `i`: relations share rows, so the coordinates of two fibers may meet). An index that adds loads (positions:
-/// `k + IK_indptr[i + I_indptr[b]]`, `C_indptr[i] + k`) takes each as the start of its own
-/// range, which moves with `v` through any load. A load of a buffer `private` to the
-/// iteration (a slot an atomic counter handed out, kept in a local) is the iteration's own.
-fn owned_by(func: &PrimFunc, e: &Expr, v: VarId, private: &[BufferId]) -> bool {
-    if reads_any(e, private) {
-        return true;
-    }
-    fn loads_to_zero(e: &mut Expr) {
-        if let Expr::Load { .. } = e {
-            *e = Expr::int(0);
+/// Whether an index gives each iteration of the loop an element of its own, and on what.
+enum Owned {
+    No,
+    /// By the index's form (positions, a private slot).
+    Yes,
+    /// If the values of an index array are distinct where the loop reads them.
+    If(Distinct),
+}
+
+/// What trusting a store through an index array asks of the data: the values of parameter
+/// `param` distinct in each fiber or over the whole array (`DISTINCT_ATTR`, checked by the
+/// runtime before every launch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Distinct {
+    pub param: String,
+    pub scope: DistinctScope,
+}
+
+/// What the parallel, vectorized and thread-bound loops of `func` over spatial iterators
+/// trust of the index arrays they store through (see [`owned_by`]): each parameter whose values
+/// must be distinct, and where. The runtime checks it before every launch of the compiled
+/// function; the schedule checked everything else when it set the loops' kinds.
+pub fn distinct_requirements(func: &PrimFunc) -> Vec<(String, DistinctScope)> {
+    let mut loops: Vec<(VarId, bool)> = Vec::new();
+    func.body.visit(&mut |s| {
+        let Stmt::For(f) = s else { return };
+        let threads = f.kind == ForKind::ThreadBinding;
+        if !(threads || matches!(f.kind, ForKind::Parallel | ForKind::Vectorized)) {
             return;
         }
-        e.for_each_child_mut(loads_to_zero);
+        let (mut reduce_block, mut loose) = (None, false);
+        crate::primitives::loops::check_body(&f.body, f.var, false, &mut reduce_block, &mut loose);
+        if reduce_block.is_none() && !loose {
+            loops.push((f.var, threads));
+        }
+    });
+    let mut out: Vec<(String, DistinctScope)> = Vec::new();
+    for (v, threads) in loops {
+        let mut assumed = Vec::new();
+        // A conflict was the schedule's to refuse; only what it trusted matters here.
+        let _ = carried_conflict(func, &func.body, v, threads, &mut assumed);
+        for d in assumed {
+            match out.iter_mut().find(|(p, _)| *p == d.param) {
+                Some((_, scope)) => *scope = (*scope).max(d.scope),
+                None => out.push((d.param, d.scope)),
+            }
+        }
     }
-    let direct = |x: &Expr| {
-        let mut x = x.clone();
-        loads_to_zero(&mut x);
-        ir_util::uses_var(&x, v)
+    out
+}
+
+/// Whether index `e` gives each iteration of the loop over `v` an element of its own.
+///
+/// - A load of a buffer `private` to the iteration (a slot an atomic counter handed out,
+///   kept in a local) is the iteration's own.
+/// - One load (a coordinate looked up in an `indices` array, a scatter through `perm`, a
+///   table `R[k, l]`) is owned if the array is a parameter, two iterations never read one
+///   position of it (proven on its indices as for any access), and its values are distinct
+///   where they are read, which the runtime checks: inside the fiber when the iterations
+///   stay in one (the indices before the last, and the loads nested in the last, do not
+///   move: `I_indices[i + I_indptr[r]]` or, at stage II, `I_indices[r, i]` and `R[k, l]` in
+///   `i` and `l`), over the whole array otherwise (`perm[i]`, `R[k, l]` in `k`). An array the
+///   function computes itself is not trusted, nor a position two iterations share
+///   (`perm[i // 2]`), nor a coordinate read in another fiber each iteration
+///   (`I_indices[i + I_indptr[r]]` in `r`: relations share rows, so the coordinates of two
+///   fibers may meet).
+/// - An index that adds loads moving with `v` (positions: `k + IK_indptr[i + I_indptr[b]]`,
+///   `C_indptr[i] + k`) takes each as the start of its own range: `indptr` arrays are
+///   validated monotone.
+/// - Any other index must itself be proven apart (`i + P[0]`, whose load is the same in
+///   every iteration, is; `i // 2 + P[0]` is not).
+fn owned_by(facts: &LoopFacts, e: &Expr, v: VarId, private: &[BufferId]) -> Owned {
+    if reads_any(e, private) {
+        return Owned::Yes;
+    }
+    let func = &facts.func;
+    let apart = |idx: &[Expr]| {
+        let idx: Vec<Expr> = idx.iter().map(|x| facts.an.simplify(func, x)).collect();
+        disjoint_accesses(facts, &[idx], v)
     };
     let mut core = e;
     while let Expr::Cast(_, inner) = core {
@@ -663,33 +762,67 @@ fn owned_by(func: &PrimFunc, e: &Expr, v: VarId, private: &[BufferId]) -> bool {
         hit
     };
     match core {
-        // A stage-II `indices` array (a sparse buffer over a varied axis): the last index is
-        // the position in the fiber, the indices before it (`r` in `I_indices[r, i]`) name the
-        // fiber, which must not move.
-        Expr::Load { buffer, indices } if over_fibers(func, *buffer) => {
-            let Some((last, parent)) = indices.split_last() else {
-                return false;
+        Expr::Load { buffer, indices } => {
+            let Some(param) = func.buffers[*buffer].data_param() else {
+                return Owned::No;
             };
-            let fiber_moves = parent.iter().any(|x| ir_util::uses_var(x, v));
-            direct(last) && !fiber_moves && !nested_move(last)
+            let Some((last, parent)) = indices.split_last() else {
+                return Owned::No;
+            };
+            // A position whose fiber start moves (`I_indices[i + I_indptr[r]]` in `r`) reads
+            // coordinates of several fibers, which meet.
+            if nested_move(last) || !apart(indices) {
+                return Owned::No;
+            }
+            let in_fiber = !parent.iter().any(|x| ir_util::uses_var(x, v))
+                && (!parent.is_empty() || reads_memory(last));
+            Owned::If(Distinct {
+                param: func.vars[param].name.clone(),
+                scope: if in_fiber {
+                    DistinctScope::Fiber
+                } else {
+                    DistinctScope::All
+                },
+            })
         }
-        // A flat array or table (`perm[i]`, `R[k, l]`): the loads inside its indices (a
-        // fiber's start, `I_indptr[r]` in `I_indices[i + I_indptr[r]]`) must not move.
-        Expr::Load { indices, .. } => {
-            indices.iter().any(direct) && !indices.iter().any(nested_move)
+        _ if !ir_util::uses_var(e, v) => Owned::No,
+        _ if nested_move(e) => Owned::Yes,
+        _ if apart(std::slice::from_ref(e)) => Owned::Yes,
+        _ => {
+            // An offset into one range whose start is read from memory, the start's indices
+            // free to move with the loops inside (`vk + IK_indptr[vi + I_indptr[b]]`, rows `vi`
+            // inside, `vk` over the threads): apart where the pair is.
+            fn outer_loads(e: &Expr, out: &mut Vec<Vec<Expr>>) {
+                if let Expr::Load { indices, .. } = e {
+                    out.push(indices.clone());
+                    return;
+                }
+                e.for_each_child(|c| outer_loads(c, out));
+            }
+            let mut loads = Vec::new();
+            outer_loads(e, &mut loads);
+            let [indices] = loads.as_slice() else {
+                return Owned::No;
+            };
+            let mut offset = e.clone();
+            loads_to_zero(&mut offset);
+            let mut pair = vec![offset];
+            pair.extend(indices.iter().cloned());
+            if apart(&pair) {
+                Owned::Yes
+            } else {
+                Owned::No
+            }
         }
-        _ => ir_util::uses_var(e, v),
     }
 }
 
-/// Whether `b` is a sparse buffer over a varied axis (its positions are fibers' positions).
-fn over_fibers(func: &PrimFunc, b: BufferId) -> bool {
-    match &func.buffers[b].shape {
-        sparsetir_ir::BufferShape::Sparse(axes) => {
-            axes.iter().any(|a| func.axes[*a].kind.is_varied())
-        }
-        sparsetir_ir::BufferShape::Dense(_) => false,
+fn loads_to_zero(e: &mut Expr) {
+    if let Expr::Load { .. } = e {
+        *e = Expr::int(0);
+        return;
     }
+    e.for_each_child_mut(loads_to_zero);
 }
 
 fn reads_memory(e: &Expr) -> bool {

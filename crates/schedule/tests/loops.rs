@@ -861,3 +861,98 @@ fn a_loop_writing_its_rows_workspace_keeps_its_order() {
         sch.parallel(rows).unwrap();
     }
 }
+
+/// A one-axis stage-I function with an index array `P` over `I` and an integer workspace `W`,
+/// whose iteration `it` runs `body` after `fill` sets `W[i] = i // 2`; lowered to `stage`.
+fn indexed_loop(body: &str, stage: Stage) -> sparsetir_ir::PrimFunc {
+    let src = format!(
+        r#"@T.prim_func
+def f(x: T.handle, y: T.handle, p: T.handle, n: T.int32) -> None:
+    T.func_attr({{"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2}})
+    I = T.sp.dense_fixed(n)
+    X = T.sp.match_buffer(x, (I,), "float32")
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    P = T.sp.match_buffer(p, (I,), "int32")
+    W = T.sp.alloc_buffer((I,), "int32")
+    with T.sp.iteration([I], "S", "fill") as [i]:
+        W[i] = i // 2
+    with T.sp.iteration([I], "S", "it") as [i]:
+{body}
+"#
+    );
+    lower_script(&src, stage)
+}
+
+/// A store through an index array gives each iteration an element of its own only where no two
+/// iterations read one position of it and its values are distinct there, which the runtime
+/// checks (`distinct_requirements`): `Y[P[i]]` runs apart asking `P` distinct, `Y[P[i // 2]]`
+/// (two iterations read `P[0]`) and `Y[W[i]]` (an array the function fills itself) do not, nor
+/// `Y[i // 2 + P[0]]`, while `Y[i + P[0]]` is apart by its form.
+#[test]
+fn a_store_through_an_index_array_asks_its_values_distinct() {
+    use sparsetir_ir::DistinctScope;
+    use sparsetir_schedule::distinct_requirements;
+    for stage in [Stage::II, Stage::III] {
+        for (body, asks) in [
+            (
+                "Y[P[i]] = X[i]",
+                Some(vec![("p".to_string(), DistinctScope::All)]),
+            ),
+            ("Y[i + P[0]] = X[i]", Some(vec![])),
+            ("Y[P[i // 2]] = X[i]", None),
+            ("Y[W[i]] = X[i]", None),
+            ("Y[i // 2 + P[0]] = X[i]", None),
+        ] {
+            let f = indexed_loop(&format!("        {body}"), stage);
+            let mut sch = Schedule::new(f).unwrap();
+            let l = loops_of(&mut sch, "it0")[0];
+            match (sch.parallel(l), asks) {
+                (Ok(()), Some(asks)) => {
+                    assert_eq!(distinct_requirements(sch.func()), asks, "{stage:?}: {body}")
+                }
+                (Err(e), None) => {
+                    assert_eq!(
+                        e.kind,
+                        ErrorKind::DependencyViolation,
+                        "{stage:?}: {body}: {e}"
+                    )
+                }
+                (r, asks) => panic!("{stage:?}: {body}: {r:?}, expected {asks:?}"),
+            }
+        }
+    }
+}
+
+/// ELL's columns `J_indices[i, j]` are distinct inside a row only (found when the runtime's
+/// check of the trusted arrays was written: rows `i` apart storing `Y[j]` were trusted with
+/// nothing checked). Rows apart now ask every column of the array to be distinct, which the
+/// runtime checks (and ELL data seldom holds); the slots `j` of one row ask distinct columns in
+/// each row, what a sorted axis's validation already gives.
+#[test]
+fn the_rows_of_a_fixed_axis_share_coordinates() {
+    use sparsetir_ir::DistinctScope;
+    let src = r#"@T.prim_func
+def f(a: T.handle, y: T.handle, indices: T.handle, m: T.int32, n: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_fixed(I, (n, 4), indices)
+    J_detach = T.sp.dense_fixed(n)
+    A = T.sp.match_buffer(a, (I, J), "float32")
+    Y = T.sp.match_buffer(y, (J_detach,), "float32")
+    with T.sp.iteration([I, J], "SS", "it") as [i, j]:
+        Y[j] = A[i, j]
+"#;
+    for stage in [Stage::II, Stage::III] {
+        for (which, scope) in [(0, DistinctScope::All), (1, DistinctScope::Fiber)] {
+            let f = lower_script(src, stage);
+            let mut sch = Schedule::new(f).unwrap();
+            let l = loops_of(&mut sch, "it0");
+            sch.parallel(l[which]).unwrap();
+            assert_eq!(
+                sparsetir_schedule::distinct_requirements(sch.func()),
+                vec![("indices".to_string(), scope)],
+                "{stage:?}"
+            );
+        }
+    }
+}

@@ -695,7 +695,9 @@ impl Schedule {
         ir_util::replace(&mut after.body, &|s| ir_util::is_loop(s, top), |_| {
             (reordered.clone(), ())
         });
-        let Some((a, b, c)) = crate::disjoint::reorder_conflict(func, &after, old, new) else {
+        let Some((a, b, c)) =
+            crate::disjoint::reorder_conflict(func, &after, old, new, &mut Vec::new())
+        else {
             return Ok(());
         };
         let name = self.var_name(a);
@@ -801,6 +803,7 @@ impl Schedule {
                     &self.func().body,
                     v,
                     scoped_private,
+                    &mut Vec::new(),
                 ) {
                     return Err(self.error(
                         ErrorKind::DependencyViolation,
@@ -960,7 +963,7 @@ impl Schedule {
 
 /// Finds a block under `s` that binds a reduction iterator to an expression of `v`, and whether
 /// `s` stores outside any block.
-fn check_body(
+pub(crate) fn check_body(
     s: &Stmt,
     v: VarId,
     atomic_ok: bool,

@@ -181,7 +181,8 @@ impl Schedule {
         };
         let before = as_nest(&(0..flat.len()).collect::<Vec<_>>());
         let after = as_nest(&perm);
-        if let Some((a, b, c)) = crate::disjoint::reorder_conflict(&before, &after, &it.vars, &vars)
+        if let Some((a, b, c)) =
+            crate::disjoint::reorder_conflict(&before, &after, &it.vars, &vars, &mut Vec::new())
         {
             let axis = |v| {
                 let p = it.vars.iter().position(|w| *w == v).unwrap_or(0);
