@@ -3,7 +3,8 @@
 //! element of its own, which holds only if the array's values are distinct where the loop reads
 //! them. The build records that (`assume_distinct` on the validated stage-I function) and every
 //! launch checks it: a permutation scatters, a repeated row is refused naming both positions,
-//! an unsorted compressed axis may repeat a coordinate across fibers but not inside one.
+//! an unsorted compressed axis may repeat a coordinate across fibers but not inside one, and
+//! random tables run exactly where the values read apart are distinct.
 
 use std::collections::HashMap;
 
@@ -258,4 +259,98 @@ def ell(a: T.handle, y: T.handle, indices: T.handle, m: T.int32, n: T.int32) -> 
         "{e}"
     );
     assert!(e.to_string().contains("over the whole array"), "{e}");
+}
+
+/// `Y[R[k, l]] = X[k, l]` over a `K × L` table of rows.
+const TABLE: &str = r#"@T.prim_func
+def table(x: T.handle, y: T.handle, r: T.handle, nk: T.int32, nl: T.int32, n: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    K = T.sp.dense_fixed(nk)
+    L = T.sp.dense_fixed(nl)
+    N = T.sp.dense_fixed(n)
+    X = T.sp.match_buffer(x, (K, L), "float32")
+    Y = T.sp.match_buffer(y, (N,), "float32")
+    R = T.sp.match_buffer(r, (K, L), "int32")
+    with T.sp.iteration([K, L], "SS", "table") as [k, l]:
+        Y[R[k, l]] = X[k, l]
+"#;
+
+/// Random tables, half of them with values repeated somewhere: each launch of a kernel that
+/// runs the rows `k` (whole table) or the slots `l` of a row (each row) apart either equals the
+/// evaluator or is refused, and it is refused exactly where two values the loop reads apart
+/// repeat.
+#[test]
+fn launches_run_exactly_where_the_values_read_apart_are_distinct() {
+    if !have_cc() {
+        return;
+    }
+    let f = parse(TABLE);
+    let (nk, nl, n) = (4usize, 3usize, 12usize);
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |below: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % below as u64) as usize
+    };
+    for (which, per_row) in [(0, false), (1, true)] {
+        let sched = format!(
+            "# stage III\nb = sch.get_block(\"table0\")\nk, l = sch.get_loops(b)\n\
+             sch.parallel({})\n",
+            ["k", "l"][which]
+        );
+        let kernel = build(&f, Some(&sched), &[], &opts("distinct-c")).expect("build");
+        let (mut ran, mut refused) = (0, 0);
+        for case in 0..40 {
+            // A permutation of 0..n, then (every other case) one value copied onto another.
+            let mut r: Vec<i32> = (0..n as i32).collect();
+            for i in (1..n).rev() {
+                r.swap(i, next(i + 1));
+            }
+            if case % 2 == 1 {
+                let (a, b) = (next(n), next(n));
+                r[a] = r[b];
+            }
+            let repeats = |lo: usize, hi: usize| {
+                let mut v = r[lo..hi].to_vec();
+                v.sort_unstable();
+                v.windows(2).any(|w| w[0] == w[1])
+            };
+            let expect_refusal = if per_row {
+                (0..nk).any(|k| repeats(k * nl, (k + 1) * nl))
+            } else {
+                repeats(0, n)
+            };
+            let args = || {
+                let mut a: Args = HashMap::new();
+                for (p, v) in [("nk", nk), ("nl", nl), ("n", n)] {
+                    a.insert(p.into(), int(v));
+                }
+                let x: Vec<f32> = (0..n).map(|i| i as f32 + 0.5).collect();
+                a.insert("x".into(), f32s(vec![nk, nl], x));
+                a.insert("y".into(), f32s(vec![n], vec![-1.0; n]));
+                a.insert("r".into(), i32s(&r));
+                a
+            };
+            let mut got = args();
+            match kernel.run(&mut got) {
+                Ok(()) => {
+                    assert!(!expect_refusal, "{r:?} ran with {sched}");
+                    let mut want = args();
+                    eval_func(&f, &mut want).expect("evaluator");
+                    assert_eq!(floats(&got, "y"), floats(&want, "y"), "{r:?}");
+                    ran += 1;
+                }
+                Err(e) => {
+                    assert!(expect_refusal, "{r:?} refused with {sched}: {e}");
+                    assert!(matches!(e, RunError::Domain { .. }), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        assert!(
+            ran >= 20 && refused >= 3,
+            "{sched}: {ran} ran, {refused} refused"
+        );
+    }
 }
