@@ -508,8 +508,10 @@ fn conflict(
             if disjoint_accesses(&facts, &list, v) {
                 return None;
             }
+            // Asked even where the accesses are not trusted as a whole (`distinct_requirements`
+            // on a function whose primitives are done).
+            assumed.extend(needs);
             if trusted {
-                assumed.extend(needs);
                 return None;
             }
             Some(Conflict::new(func, b, &written))
@@ -707,7 +709,9 @@ pub fn distinct_requirements(func: &PrimFunc) -> Vec<(String, DistinctScope)> {
     let mut out: Vec<(String, DistinctScope)> = Vec::new();
     for (v, threads) in loops {
         let mut assumed = Vec::new();
-        // A conflict was the schedule's to refuse; only what it trusted matters here.
+        // A conflict was the schedule's to refuse when it set the loop's kind (a later
+        // primitive inside may have changed how the accesses read: what trusting them asks is
+        // recorded all the same).
         let _ = carried_conflict(func, &func.body, v, threads, &mut assumed);
         for d in assumed {
             match out.iter_mut().find(|(p, _)| *p == d.param) {
