@@ -733,7 +733,8 @@ pub fn distinct_requirements(func: &PrimFunc) -> Vec<(String, DistinctScope)> {
 ///   where they are read, which the runtime checks: inside the fiber when the iterations
 ///   stay in one (the indices before the last, and the loads nested in the last, do not
 ///   move: `I_indices[i + I_indptr[r]]` or, at stage II, `I_indices[r, i]` and `R[k, l]` in
-///   `i` and `l`), over the whole array otherwise (`perm[i]`, `R[k, l]` in `k`). An array the
+///   `i` and `l`), over the whole array otherwise (`perm[i]`, `R[k, l]` in `k`; not an axis's
+///   coordinates, which repeat across fibers, where the function still has its axes). An array the
 ///   function computes itself is not trusted, nor a position two iterations share
 ///   (`perm[i // 2]`), nor a coordinate read in another fiber each iteration
 ///   (`I_indices[i + I_indptr[r]]` in `r`: relations share rows, so the coordinates of two
@@ -780,6 +781,13 @@ fn owned_by(facts: &LoopFacts, e: &Expr, v: VarId, private: &[BufferId]) -> Owne
             }
             let in_fiber = !parent.iter().any(|x| ir_util::uses_var(x, v))
                 && (!parent.is_empty() || reads_memory(last));
+            // An axis's coordinates repeat across its fibers by design (rows share columns):
+            // not asked distinct over the whole array where the function still says which
+            // arrays are coordinates (stages I and II; stage III has dropped its axes, and
+            // leaves it to the runtime's check).
+            if !in_fiber && func.axes.iter().any(|(_, a)| a.indices == Some(param)) {
+                return Owned::No;
+            }
             Owned::If(Distinct {
                 param: func.vars[param].name.clone(),
                 scope: if in_fiber {
