@@ -14,7 +14,10 @@
 //! variables are renamed: what the loops around contribute cancels out, the terms whose
 //! coefficient is a multiple of `|c| * n` are dropped (they interleave: `32 * k0 + k1` over
 //! `k1 < 32`), what is left is bounded by the loops' ranges (an `r` that does not separate so
-//! is not proven). Indices `e // k, e % k` also stand for `e` (a fused loop's `f // n, f % n`
+//! is not proven, unless it is affine with constant coefficients over loops of constant
+//! ranges: then the values the difference takes are enumerated, and the index separates the
+//! iterations exactly where none is a nonzero multiple of `c` less than `|c| * n` away, as
+//! `2 * i + 9 * j` over `i < 9`, `j < 3`). Indices `e // k, e % k` also stand for `e` (a fused loop's `f // n, f % n`
 //! for `f`, which steps with `f`), and any two `p`, `q` with `q` in a constant `[0, k)` for
 //! `k * p + q`.
 //!
@@ -924,8 +927,110 @@ fn disjoint_accesses(facts: &LoopFacts, list: &[Vec<Expr>], v: VarId) -> bool {
                     None => an.const_bounds(func, &d),
                 }
                 .is_some_and(|(lo, hi)| hi < step.abs() && -lo < step.abs())
+                    || exact_apart(facts, &d, step, extent)
             })
         })
+    })
+}
+
+/// The most values [`exact_apart`] enumerates.
+const EXACT_SPAN: i64 = 1 << 16;
+
+/// Whether `d`, the difference of two accesses' offsets (the second's inner loops renamed),
+/// never equals `step * t` for a whole `t` with `1 <= |t| < extent`: two iterations `t` apart
+/// would then meet. Decided exactly where `d` is affine, with constant coefficients, in loop
+/// variables of constant ranges (`2 i + 9 j` over `j < 3` and `i < 9` never meets itself; over
+/// `i < 10` it does), by the set of values it takes (at most [`EXACT_SPAN`] of them, within a
+/// bounded amount of work); anything
+/// else is not proven. The bounds cover each variable's whole range, so a loop whose range
+/// depends on another is over-approximated: sound.
+fn exact_apart(facts: &LoopFacts, d: &Expr, step: i64, extent: Option<i64>) -> bool {
+    let (func, an) = (&facts.func, &facts.an);
+    let d = an.simplify(func, d);
+    let dt = d.dtype(func);
+    if !dt.is_int() {
+        return false;
+    }
+    let mut vars: Vec<VarId> = Vec::new();
+    let mut loads = false;
+    d.visit(&mut |x| match x {
+        Expr::Var(v) if !vars.contains(v) => vars.push(*v),
+        Expr::Load { .. } => loads = true,
+        _ => {}
+    });
+    if loads {
+        return false;
+    }
+    // Each variable's coefficient (its constant step), then the rest must be a constant.
+    let mut terms: Vec<(i64, i64, i64)> = Vec::new();
+    let mut rest = d.clone();
+    for &x in &vars {
+        let Some((lo, hi)) = an.const_bounds(func, &Expr::Var(x)) else {
+            return false;
+        };
+        let mut next = d.clone();
+        let plus_one = Expr::add(Expr::Var(x), Expr::Int(1, func.vars[x].dtype));
+        ir_util::subst_expr(&mut next, &HashMap::from([(x, plus_one)]));
+        let Expr::Int(a, _) = an.simplify(func, &Expr::sub(widen(func, &next), d.clone())) else {
+            return false;
+        };
+        let term = Expr::mul(
+            Expr::Int(a, dt),
+            widen(func, &Expr::Cast(dt, Box::new(Expr::Var(x)))),
+        );
+        rest = Expr::sub(rest, term);
+        terms.push((a, lo, hi));
+    }
+    let Expr::Int(k0, _) = an.simplify(func, &rest) else {
+        return false;
+    };
+    // The values `d` takes, as a bitset over their span.
+    let mut span: i64 = 0;
+    let mut min = k0;
+    for &(a, lo, hi) in &terms {
+        let (Some(width), Some(low)) = (
+            a.checked_abs().and_then(|a| a.checked_mul(hi - lo)),
+            a.checked_mul(if a < 0 { hi } else { lo }),
+        ) else {
+            return false;
+        };
+        span = match span.checked_add(width) {
+            Some(s) if s <= EXACT_SPAN => s,
+            _ => return false,
+        };
+        min += low;
+    }
+    // Index `s` stands for `min + s` once every term is added (each term's part counted from
+    // its least value).
+    let mut reach = vec![false; span as usize + 1];
+    reach[0] = true;
+    let (mut reach_lo, mut reach_hi) = (0i64, 0i64);
+    let mut work: i64 = 0;
+    for &(a, lo, hi) in &terms {
+        work += (reach_hi - reach_lo + 1) * (hi - lo + 1);
+        if work > EXACT_SPAN * 64 {
+            return false;
+        }
+        let mut next = vec![false; reach.len()];
+        for s in reach_lo..=reach_hi {
+            if !reach[s as usize] {
+                continue;
+            }
+            for x in lo..=hi {
+                next[(s + a * x - a * if a < 0 { hi } else { lo }) as usize] = true;
+            }
+        }
+        reach = next;
+        let first = reach.iter().position(|b| *b).unwrap_or(0) as i64;
+        let last = reach.iter().rposition(|b| *b).unwrap_or(0) as i64;
+        (reach_lo, reach_hi) = (first, last);
+    }
+    (reach_lo..=reach_hi).all(|s| {
+        let value = s + min;
+        !reach[s as usize]
+            || value == 0
+            || value % step != 0
+            || extent.is_some_and(|n| (value / step).abs() >= n)
     })
 }
 

@@ -735,7 +735,8 @@ def f(x: T.handle, y: T.handle) -> None:
 /// `i = 0, j = 1`), `Y[4 * i + j]` over `j < 4` does not, nor does `Y[32 * j + i]` over
 /// `i < 32` (the inner loop's offsets are multiples of the outer loop's whole span); over
 /// `i < 33` it does (`i = 32, j = 0` and `i = 0, j = 1`). The same holds of indices widened to
-/// int64.
+/// int64. Other affine forms are decided exactly: `Y[2 * i + 9 * j]` over `j < 3` meets itself
+/// only once `i` spans 10 (`i = 9, j = 0` and `i = 0, j = 2`).
 #[test]
 fn an_inner_loop_may_carry_a_store_onto_another_iteration() {
     for (sizes, body, apart) in [
@@ -760,6 +761,14 @@ fn an_inner_loop_may_carry_a_store_onto_another_iteration() {
             "        Y[T.Cast(\"int64\", i + j)] = X[i]",
             false,
         ),
+        // Forms whose offsets do not interleave, decided by the values they take: `2 i + 9 j`
+        // meets itself only where `i` moves by 9 while `j` moves by 2.
+        ((9, 3, 40), "        Y[2 * i + 9 * j] = X[i]", true),
+        ((10, 3, 40), "        Y[2 * i + 9 * j] = X[i]", false),
+        ((16, 2, 60), "        Y[2 * i + 9 * j] = X[i]", true),
+        ((5, 4, 40), "        Y[3 * i + 5 * j + 1] = X[i]", true),
+        ((6, 4, 40), "        Y[3 * i + 5 * j + 1] = X[i]", false),
+        ((6, 4, 40), "        Y[3 * i + 6 * j] = X[i]", false),
     ] {
         let f = spatial_nest(sizes.0, sizes.1, sizes.2, body);
         for which in ["parallel", "threadIdx.x"] {
