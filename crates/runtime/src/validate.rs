@@ -98,19 +98,6 @@ struct AxisInfo<'a> {
     coord_bound: i64,
 }
 
-impl AxisInfo<'_> {
-    /// The position range of each parent's fiber: from `indptr`, else `per_parent` each.
-    fn fibers(&self, per_parent: i64) -> Vec<(usize, usize)> {
-        let c = per_parent as usize;
-        (0..self.parent_count as usize)
-            .map(|q| match self.indptr {
-                Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
-                None => (q * c, (q + 1) * c),
-            })
-            .collect()
-    }
-}
-
 struct Checker<'a> {
     func: &'a PrimFunc,
     args: &'a HashMap<String, ArgValue>,
@@ -707,7 +694,13 @@ impl<'a> Checker<'a> {
                 let runs = if whole {
                     vec![(0, view.len())]
                 } else {
-                    info.fibers(self.layout_axes[a.index()].per_parent)
+                    let per_parent = self.layout_axes[a.index()].per_parent as usize;
+                    (0..info.parent_count as usize)
+                        .map(|q| match info.indptr {
+                            Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
+                            None => (q * per_parent, (q + 1) * per_parent),
+                        })
+                        .collect()
                 };
                 if let Some(m) = repeated(view, &runs, whole) {
                     return Err(RunError::Indices {
@@ -781,10 +774,13 @@ impl<'a> Checker<'a> {
                         .iter()
                         .skip(1)
                         .all(|a| self.func.axes[*a].kind.is_varied());
-                    return if info.indptr.is_some() && chained && info.level_count as usize == n {
-                        info.fibers(0)
-                    } else {
-                        whole
+                    return match info.indptr {
+                        Some(ip) if chained && info.level_count as usize == n => {
+                            (0..info.parent_count as usize)
+                                .map(|q| (ip.get(q) as usize, ip.get(q + 1) as usize))
+                                .collect()
+                        }
+                        _ => whole,
                     };
                 }
                 Some(if ax.kind == AxisKind::CompressedFixed {
@@ -1015,7 +1011,17 @@ fn check_indices(
         bound = bound.max(c + 1);
     }
     if sorted {
-        for (q, (lo, hi)) in info.fibers(per_parent).into_iter().enumerate() {
+        let fiber = |q: usize| -> (usize, usize) {
+            match info.indptr {
+                Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
+                None => {
+                    let c = per_parent as usize;
+                    (q * c, (q + 1) * c)
+                }
+            }
+        };
+        for q in 0..info.parent_count as usize {
+            let (lo, hi) = fiber(q);
             for i in lo + 1..hi {
                 if v.get(i) <= v.get(i - 1) {
                     return Err(err(format!(
