@@ -691,18 +691,27 @@ impl<'a> Checker<'a> {
                     continue;
                 }
                 let view = self.index_array(var, &ax.name, false)?;
-                let runs = if whole {
-                    vec![(0, view.len())]
+                // Lazily, fiber by fiber: a parent count is bounded by the data only through
+                // an `indptr`'s length, so a fixed axis stops at the end of its indices.
+                let per_parent = self.layout_axes[a.index()].per_parent as usize;
+                let len = view.len();
+                let runs: Box<dyn Iterator<Item = (usize, usize)>> = if whole {
+                    Box::new(std::iter::once((0, len)))
+                } else if let Some(ip) = info.indptr {
+                    Box::new(
+                        (0..info.parent_count as usize)
+                            .map(move |q| (ip.get(q) as usize, ip.get(q + 1) as usize)),
+                    )
+                } else if per_parent == 0 {
+                    continue;
                 } else {
-                    let per_parent = self.layout_axes[a.index()].per_parent as usize;
-                    (0..info.parent_count as usize)
-                        .map(|q| match info.indptr {
-                            Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
-                            None => (q * per_parent, (q + 1) * per_parent),
-                        })
-                        .collect()
+                    Box::new(
+                        (0..info.parent_count as usize)
+                            .map(move |q| (q * per_parent, (q + 1) * per_parent))
+                            .take_while(move |&(lo, _)| lo < len),
+                    )
                 };
-                if let Some(m) = repeated(view, &runs, whole) {
+                if let Some(m) = repeated(view, runs, whole) {
                     return Err(RunError::Indices {
                         axis: ax.name.clone(),
                         param,
@@ -737,11 +746,11 @@ impl<'a> Checker<'a> {
                 });
             };
             let runs = if whole {
-                vec![(0, n)]
+                Box::new(std::iter::once((0, n)))
             } else {
                 self.fibers(b, n)
             };
-            if let Some(m) = repeated(view, &runs, whole) {
+            if let Some(m) = repeated(view, runs, whole) {
                 return Err(RunError::Domain {
                     buffer: buf.name.clone(),
                     message: m,
@@ -755,8 +764,9 @@ impl<'a> Checker<'a> {
     /// last axis's fibers where the buffer's values are that axis's elements, runs of a fixed
     /// last axis's or a dense last dimension's extent; the whole array where no such runs
     /// exist (strided buffers, layouts whose last axis is not innermost).
-    fn fibers(&self, b: BufferId, n: usize) -> Vec<(usize, usize)> {
-        let whole = vec![(0, n)];
+    /// Yielded lazily: their count is bounded by `n` or by an `indptr`'s length.
+    fn fibers(&self, b: BufferId, n: usize) -> Box<dyn Iterator<Item = (usize, usize)> + '_> {
+        let whole = Box::new(std::iter::once((0, n)));
         let buf = &self.func.buffers[b];
         let extent = match &buf.shape {
             BufferShape::Dense(dims) if buf.strides.is_empty() => {
@@ -775,11 +785,10 @@ impl<'a> Checker<'a> {
                         .skip(1)
                         .all(|a| self.func.axes[*a].kind.is_varied());
                     return match info.indptr {
-                        Some(ip) if chained && info.level_count as usize == n => {
+                        Some(ip) if chained && info.level_count as usize == n => Box::new(
                             (0..info.parent_count as usize)
-                                .map(|q| (ip.get(q) as usize, ip.get(q + 1) as usize))
-                                .collect()
-                        }
+                                .map(move |q| (ip.get(q) as usize, ip.get(q + 1) as usize)),
+                        ),
                         _ => whole,
                     };
                 }
@@ -792,9 +801,10 @@ impl<'a> Checker<'a> {
             BufferShape::Dense(_) => None,
         };
         match extent {
-            Some(d) if d > 0 => (0..n.div_ceil(d as usize))
-                .map(|r| (r * d as usize, ((r + 1) * d as usize).min(n)))
-                .collect(),
+            Some(d) if d > 0 => {
+                let d = d as usize;
+                Box::new((0..n.div_ceil(d)).map(move |r| (r * d, ((r + 1) * d).min(n))))
+            }
             _ => whole,
         }
     }
@@ -896,9 +906,13 @@ impl<'a> Checker<'a> {
 }
 
 /// Where `runs` of `v` repeat a value: the message naming the two positions and the value.
-fn repeated(v: IndexView<'_>, runs: &[(usize, usize)], whole: bool) -> Option<String> {
+fn repeated(
+    v: IndexView<'_>,
+    runs: impl IntoIterator<Item = (usize, usize)>,
+    whole: bool,
+) -> Option<String> {
     let mut seen: Vec<(i64, usize)> = Vec::new();
-    for (q, &(lo, hi)) in runs.iter().enumerate() {
+    for (q, (lo, hi)) in runs.into_iter().enumerate() {
         let hi = hi.min(v.len());
         seen.clear();
         seen.extend((lo..hi.max(lo)).map(|i| (v.get(i), i)));
