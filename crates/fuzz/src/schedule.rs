@@ -280,10 +280,12 @@ pub fn execute(input: &ScheduleInput, native: Option<&Path>) -> Result<(), Strin
         Err(_) => return Ok(()),
     };
     // Data a launch refuses because an index array the scheduled loops store through apart
-    // repeats a value where it must be distinct (`assume_distinct`): the interpreter checks
-    // nothing and would run those iterations in either order. No finding.
+    // repeats a value where it must be distinct (`assume_distinct`), or one whose values bound
+    // ranges of positions decreases (`assume_monotone`): the interpreter checks nothing and
+    // would run those iterations in either order. No finding.
     let mut unchecked = lowered.stage1.clone();
     unchecked.attrs.remove(sparsetir_ir::DISTINCT_ATTR);
+    unchecked.attrs.remove(sparsetir_ir::MONOTONE_ATTR);
     if validate_args(&lowered.stage1, &args).is_err() && validate_args(&unchecked, &args).is_ok() {
         return Ok(());
     }

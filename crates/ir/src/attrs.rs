@@ -22,6 +22,14 @@ pub const ATOMIC_ATTR: &str = "atomic";
 /// The schedule adds it; the runtime checks it before every launch.
 pub const DISTINCT_ATTR: &str = "assume_distinct";
 
+/// The function attribute `{"assume_monotone": ["P"]}`: parameters (by their handle's name)
+/// whose consecutive values a schedule takes as the bounds of ranges of positions, one range
+/// per iteration it runs apart or in another order (a store to `k + P[q]`, `k` below
+/// `P[q + 1] - P[q]`). The values must never decrease, so that the ranges never overlap. The
+/// schedule adds it; the runtime checks it before every launch (an axis's `indptr` is checked
+/// so already).
+pub const MONOTONE_ATTR: &str = "assume_monotone";
+
 /// Where the values of an [`DISTINCT_ATTR`] parameter must be distinct.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DistinctScope {
@@ -78,6 +86,32 @@ impl Attrs {
         let scope = old.map_or(scope, |o| o.max(scope));
         d.set(param, AttrValue::Str(scope.name().to_string()));
         self.set(DISTINCT_ATTR, AttrValue::Dict(d));
+    }
+    /// The parameters of [`MONOTONE_ATTR`], in order (entries that are not strings skipped).
+    pub fn monotone(&self) -> Vec<String> {
+        let Some(AttrValue::List(l)) = self.get(MONOTONE_ATTR) else {
+            return Vec::new();
+        };
+        l.iter()
+            .filter_map(|v| match v {
+                AttrValue::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    /// Adds `param` to [`MONOTONE_ATTR`] (once).
+    pub fn assume_monotone(&mut self, param: &str) {
+        let mut l = match self.get(MONOTONE_ATTR) {
+            Some(AttrValue::List(l)) => l.clone(),
+            _ => Vec::new(),
+        };
+        if !l
+            .iter()
+            .any(|v| matches!(v, AttrValue::Str(s) if s == param))
+        {
+            l.push(AttrValue::Str(param.to_string()));
+        }
+        self.set(MONOTONE_ATTR, AttrValue::List(l));
     }
 }
 

@@ -21,7 +21,9 @@ pub mod span;
 pub mod stmt;
 
 pub use arena::{Arena, Handle};
-pub use attrs::{AttrValue, Attrs, DistinctScope, ATOMIC_ATTR, DISTINCT_ATTR, WORKSPACE_ATTR};
+pub use attrs::{
+    AttrValue, Attrs, DistinctScope, ATOMIC_ATTR, DISTINCT_ATTR, MONOTONE_ATTR, WORKSPACE_ATTR,
+};
 pub use axis::{Axis, AxisId, AxisKind, CoOp, IterAxis, IterKind};
 pub use buffer::{Buffer, BufferDecl, BufferShape};
 pub use dtype::DType;

@@ -38,7 +38,7 @@
 
 use sparsetir_codegen::cuda::CudaModule;
 use sparsetir_codegen::{emit_c, CModule, CParamKind, CodegenError};
-use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage, DISTINCT_ATTR};
+use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage, DISTINCT_ATTR, MONOTONE_ATTR};
 use sparsetir_schedule::{apply_schedule_text, TraceError};
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
 use sparsetir_transform::{compact_buffer_allocation, specialize, SpecializeError};
@@ -263,7 +263,7 @@ pub fn schedule_and_lower(
 impl Lowered {
     /// Records on `stage1`, which launches are validated against, what the parallel,
     /// vectorized and thread-bound loops of `stage3` trust of the index arrays they store
-    /// through ([`DISTINCT_ATTR`], [`sparsetir_schedule::distinct_requirements`]), replacing
+    /// through ([`DISTINCT_ATTR`], [`MONOTONE_ATTR`], [`sparsetir_schedule::data_requirements`]), replacing
     /// what an earlier call recorded: call it again after changing `stage3`.
     pub fn note_distinct(&mut self) {
         note_distinct(&mut self.stage1, &self.stage3);
@@ -274,8 +274,20 @@ impl Lowered {
 /// it.
 pub fn note_distinct(stage1: &mut PrimFunc, stage3: &PrimFunc) {
     stage1.attrs.remove(DISTINCT_ATTR);
-    for (param, scope) in sparsetir_schedule::distinct_requirements(stage3) {
+    stage1.attrs.remove(MONOTONE_ATTR);
+    let needs = sparsetir_schedule::data_requirements(stage3);
+    for (param, scope) in needs.distinct {
         stage1.attrs.assume_distinct(&param, scope);
+    }
+    // An axis's `indptr` is validated monotone with its axis: asked of other arrays only.
+    for param in needs.monotone {
+        let indptr = stage1
+            .axes
+            .iter()
+            .any(|(_, a)| a.indptr.is_some_and(|p| stage1.vars[p].name == param));
+        if !indptr {
+            stage1.attrs.assume_monotone(&param);
+        }
     }
 }
 

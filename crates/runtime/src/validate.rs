@@ -9,7 +9,9 @@
 //! `T.assume_buffer_domain` holds; and the index arrays that the compiled function's parallel,
 //! vectorized or thread-bound loops store through (the function attribute `assume_distinct`,
 //! which the build records, [`sparsetir_ir::DISTINCT_ATTR`]) hold distinct values inside each
-//! fiber or over the whole array. Any violation is a [`RunError`] naming the axis, buffer or
+//! fiber or over the whole array, and those whose consecutive values bound each iteration's
+//! range of positions (`assume_monotone`, [`sparsetir_ir::MONOTONE_ATTR`]) never decrease. Any
+//! violation is a [`RunError`] naming the axis, buffer or
 //! parameter and the offending index; native code never runs on data that fails here.
 //!
 //! Assembled axes (`assembled=True`, issue 15) are outputs: their `indptr`, `indices` and `nnz`
@@ -23,7 +25,7 @@ use sparsetir_eval::ArgValue;
 use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::{
     AxisId, AxisKind, BufferDecl, BufferId, BufferShape, DType, DistinctScope, Expr, IterAxis,
-    PrimFunc, Stmt, VarId,
+    PrimFunc, Stmt, VarId, DISTINCT_ATTR, MONOTONE_ATTR,
 };
 
 use crate::assembly::Assembled;
@@ -128,6 +130,7 @@ pub fn validate_args(func: &PrimFunc, args: &HashMap<String, ArgValue>) -> Resul
     c.check_buffers()?;
     c.check_body(&func.body)?;
     c.check_distinct()?;
+    c.check_monotone()?;
     Ok(())
 }
 
@@ -672,18 +675,7 @@ impl<'a> Checker<'a> {
     fn check_distinct(&self) -> Result<(), RunError> {
         let func = self.func;
         for (param, scope) in func.attrs.distinct() {
-            let Some(var) = func
-                .params
-                .iter()
-                .copied()
-                .find(|p| func.vars.get(*p).is_some_and(|x| x.name == param))
-            else {
-                return Err(size_err(
-                    format!("parameter `{param}`"),
-                    "is named by the schedule's `assume_distinct` but the function has no such \
-                     parameter",
-                ));
-            };
+            let var = trusted_param(func, &param, DISTINCT_ATTR)?;
             let whole = scope == DistinctScope::All;
             if let Some((a, ax)) = func.axes.iter().find(|(_, ax)| ax.indices == Some(var)) {
                 let info = &self.axes[a.index()];
@@ -720,31 +712,11 @@ impl<'a> Checker<'a> {
                 }
                 continue;
             }
-            let Some(b) = func
-                .buffer_decls
-                .iter()
-                .copied()
-                .find(|b| func.buffers.get(*b).and_then(|x| x.data_param()) == Some(var))
+            let Some((b, view, n)) = self.trusted_values(var, &param, DISTINCT_ATTR, "indices")?
             else {
-                return Err(size_err(
-                    format!("parameter `{param}`"),
-                    "is named by the schedule's `assume_distinct` but is neither an axis's \
-                     indices nor a buffer's data",
-                ));
-            };
-            let Some((t, n)) = self.buffer_values(b) else {
                 continue;
             };
             let buf = &func.buffers[b];
-            let Some(view) = IndexView::new(t) else {
-                return Err(RunError::Domain {
-                    buffer: buf.name.clone(),
-                    message: format!(
-                        "holds {}, but the schedule stores through its values as indices",
-                        t.dtype()
-                    ),
-                });
-            };
             let runs = if whole {
                 Box::new(std::iter::once((0, n)))
             } else {
@@ -758,6 +730,81 @@ impl<'a> Checker<'a> {
             }
         }
         Ok(())
+    }
+
+    /// `MONOTONE_ATTR`: the arrays whose consecutive values a schedule takes as the bounds of
+    /// ranges of positions, one per iteration it runs apart, never decrease (so the ranges never
+    /// overlap). An axis's `indptr` is checked so with its axis.
+    fn check_monotone(&self) -> Result<(), RunError> {
+        let func = self.func;
+        for param in func.attrs.monotone() {
+            let var = trusted_param(func, &param, MONOTONE_ATTR)?;
+            if func.axes.iter().any(|(_, ax)| ax.indptr == Some(var)) {
+                continue;
+            }
+            let Some((b, view, n)) = self.trusted_values(var, &param, MONOTONE_ATTR, "indptr")?
+            else {
+                continue;
+            };
+            let buf = &func.buffers[b];
+            let n = n.min(view.len());
+            if let Some(q) = (1..n).find(|&q| view.get(q) < view.get(q - 1)) {
+                return Err(RunError::Domain {
+                    buffer: buf.name.clone(),
+                    message: format!(
+                        "value [{}] = {} is greater than value [{q}] = {}, but the kernel's \
+                         schedule takes consecutive values as the bounds of ranges of \
+                         positions, one per iteration it runs in parallel or reorders \
+                         (`assume_monotone`: values never decreasing)",
+                        q - 1,
+                        view.get(q - 1),
+                        view.get(q)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffer whose data is parameter `var`, which the schedule's `attr` names (`param`),
+    /// with its `n` values read as integers; `None` where it has no values to check. An error
+    /// where `var` is no buffer's data (nor, as checked before, an axis's `axis_array`) or its
+    /// values are not integers.
+    fn trusted_values(
+        &self,
+        var: VarId,
+        param: &str,
+        attr: &str,
+        axis_array: &str,
+    ) -> Result<Option<(BufferId, IndexView<'a>, usize)>, RunError> {
+        let func = self.func;
+        let Some(b) = func
+            .buffer_decls
+            .iter()
+            .copied()
+            .find(|b| func.buffers.get(*b).and_then(|x| x.data_param()) == Some(var))
+        else {
+            return Err(size_err(
+                format!("parameter `{param}`"),
+                format!(
+                    "is named by the schedule's `{attr}` but is neither an axis's {axis_array} \
+                     nor a buffer's data"
+                ),
+            ));
+        };
+        let Some((t, n)) = self.buffer_values(b) else {
+            return Ok(None);
+        };
+        let Some(view) = IndexView::new(t) else {
+            return Err(RunError::Domain {
+                buffer: func.buffers[b].name.clone(),
+                message: format!(
+                    "holds {}, but the schedule takes its values as indices (`{attr}`)",
+                    t.dtype()
+                ),
+            });
+        };
+        Ok(Some((b, view, n)))
     }
 
     /// The runs of match buffer `b`'s `n` values along its last axis or dimension: a varied
@@ -903,6 +950,22 @@ impl<'a> Checker<'a> {
         }
         Ok(())
     }
+}
+
+/// The parameter named `param` by the schedule's function attribute `attr`.
+fn trusted_param(func: &PrimFunc, param: &str, attr: &str) -> Result<VarId, RunError> {
+    func.params
+        .iter()
+        .copied()
+        .find(|p| func.vars.get(*p).is_some_and(|x| x.name == param))
+        .ok_or_else(|| {
+            size_err(
+                format!("parameter `{param}`"),
+                format!(
+                    "is named by the schedule's `{attr}` but the function has no such parameter"
+                ),
+            )
+        })
 }
 
 /// Where `runs` of `v` repeat a value: the message naming the two positions and the value.

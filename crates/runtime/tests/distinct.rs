@@ -354,3 +354,36 @@ fn launches_run_exactly_where_the_values_read_apart_are_distinct() {
         );
     }
 }
+
+/// `assume_monotone`: a parameter whose consecutive values a schedule takes as the bounds of
+/// each iteration's range of positions must never decrease; a launch that breaks it is refused
+/// naming the two values. The build asks it of no axis's `indptr` (validated so already): rows
+/// of a CSR matrix apart, each storing its own fiber's positions, record nothing.
+#[test]
+fn ranges_read_from_memory_are_checked_never_to_decrease() {
+    use sparsetir_runtime::validate::validate_args;
+    let mut f = parse(SCATTER);
+    f.attrs.assume_monotone("p");
+    assert_eq!(f.attrs.monotone(), vec!["p".to_string()]);
+    // Printed and parsed back, the demand stays.
+    let text = sparsetir_ir::printer::print_func(&f);
+    assert_eq!(parse(&text).attrs.monotone(), vec!["p".to_string()]);
+    validate_args(&f, &scatter_args(&[0, 0, 2, 3, 3, 5, 6])).expect("non-decreasing");
+    let e = validate_args(&f, &scatter_args(&[0, 1, 4, 3, 5, 6, 6])).expect_err("decreasing");
+    let RunError::Domain { buffer, message } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(buffer, "P");
+    assert!(
+        message.contains("value [2] = 4 is greater than value [3] = 3"),
+        "{message}"
+    );
+    // Without the demand the same data validates.
+    validate_args(&parse(SCATTER), &scatter_args(&[0, 1, 4, 3, 5, 6, 6])).expect("unchecked");
+    let rows = "# stage III\nb = sch.get_block(\"mark0\")\ni, = sch.get_loops(b)\n\
+                sch.parallel(i)\n";
+    let stage1 = sparsetir_runtime::build::schedule_and_lower(&parse(MARK), Some(rows), &[])
+        .expect("lower")
+        .stage1;
+    assert_eq!(stage1.attrs.monotone(), Vec::<String>::new());
+}

@@ -220,7 +220,7 @@ pub(crate) fn carried_conflict(
     root: &Stmt,
     v: VarId,
     scoped_private: bool,
-    assumed: &mut Vec<Distinct>,
+    assumed: &mut Vec<Need>,
 ) -> Option<Conflict> {
     conflict(func, root, v, scoped_private, false, assumed)
 }
@@ -238,7 +238,7 @@ pub(crate) fn order_conflict(
     func: &PrimFunc,
     root: &Stmt,
     v: VarId,
-    assumed: &mut Vec<Distinct>,
+    assumed: &mut Vec<Need>,
 ) -> Option<Conflict> {
     conflict(func, root, v, false, true, assumed)
 }
@@ -255,7 +255,7 @@ pub(crate) fn reorder_conflict(
     after: &PrimFunc,
     old: &[VarId],
     new: &[VarId],
-    assumed: &mut Vec<Distinct>,
+    assumed: &mut Vec<Need>,
 ) -> Option<(VarId, VarId, Conflict)> {
     let pos = |order: &[VarId], v: VarId| order.iter().position(|w| *w == v);
     let mut outer_cache: HashMap<VarId, Option<Conflict>> = HashMap::new();
@@ -363,7 +363,7 @@ fn conflict(
     v: VarId,
     scoped_private: bool,
     reductions_commute: bool,
-    assumed: &mut Vec<Distinct>,
+    assumed: &mut Vec<Need>,
 ) -> Option<Conflict> {
     let facts = LoopFacts::new(func, root, v)?;
     let lp = facts.lp;
@@ -422,6 +422,7 @@ fn conflict(
     if let Some(&b) = accesses.keys().filter(|b| workspaces.contains(b)).min() {
         return Some(Conflict::new(func, b, &accesses[&b]));
     }
+    let ranges = range_verdicts(&facts, v, &private);
     let mut opaque: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| {
         s.for_each_expr(|e| {
@@ -479,12 +480,12 @@ fn conflict(
             // loop's position within its row plus the row's start, must not become `p`.)
             // An access trusted through an index array asks that array's values to be
             // distinct ([`Owned::If`]); one owned by its form asks nothing.
-            let mut needs: Vec<Distinct> = Vec::new();
+            let mut needs: Vec<Need> = Vec::new();
             let trusted = list[0].iter().any(reads_memory)
                 && written.iter().all(|idx| {
                     let owned: Vec<Owned> = idx
                         .iter()
-                        .map(|e| owned_by(&facts, &facts.resolve(e), v, &private))
+                        .map(|e| owned_by(&facts, &facts.resolve(e), v, &private, &ranges))
                         .collect();
                     if owned.iter().any(|o| matches!(o, Owned::Yes)) {
                         return true;
@@ -494,7 +495,7 @@ fn conflict(
                         _ => None,
                     }) {
                         Some(d) => {
-                            needs.push(d);
+                            needs.extend(d);
                             true
                         }
                         None => false,
@@ -511,7 +512,7 @@ fn conflict(
             if disjoint_accesses(&facts, &list, v) {
                 return None;
             }
-            // Asked even where the accesses are not trusted as a whole (`distinct_requirements`
+            // Asked even where the accesses are not trusted as a whole (`data_requirements`
             // on a function whose primitives are done).
             assumed.extend(needs);
             if trusted {
@@ -678,24 +679,37 @@ enum Owned {
     No,
     /// By the index's form (positions, a private slot).
     Yes,
-    /// If the values of an index array are distinct where the loop reads them.
-    If(Distinct),
+    /// If the index arrays it reads hold what the loop trusts them to.
+    If(Vec<Need>),
 }
 
-/// What trusting a store through an index array asks of the data: the values of parameter
-/// `param` distinct in each fiber or over the whole array (`DISTINCT_ATTR`, checked by the
-/// runtime before every launch).
+/// What trusting a store through an index array asks of the data, checked by the runtime
+/// before every launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Distinct {
-    pub param: String,
-    pub scope: DistinctScope,
+pub(crate) enum Need {
+    /// The values of parameter `param` distinct in each fiber or over the whole array
+    /// (`DISTINCT_ATTR`).
+    Distinct { param: String, scope: DistinctScope },
+    /// The values of parameter `param` never decreasing: its consecutive values bound ranges of
+    /// positions that never overlap (`MONOTONE_ATTR`).
+    Monotone { param: String },
+}
+
+/// What the loops of a compiled function trust of its data: see [`data_requirements`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DataRequirements {
+    /// Parameters whose values must be distinct, and where (`DISTINCT_ATTR`).
+    pub distinct: Vec<(String, DistinctScope)>,
+    /// Parameters whose values must never decrease (`MONOTONE_ATTR`), in the order first met.
+    pub monotone: Vec<String>,
 }
 
 /// What the parallel, vectorized and thread-bound loops of `func` over spatial iterators
 /// trust of the index arrays they store through (see [`owned_by`]): each parameter whose values
-/// must be distinct, and where. The runtime checks it before every launch of the compiled
-/// function; the schedule checked everything else when it set the loops' kinds.
-pub fn distinct_requirements(func: &PrimFunc) -> Vec<(String, DistinctScope)> {
+/// must be distinct, and where, and each whose values bound ranges of positions. The runtime
+/// checks it before every launch of the compiled function; the schedule checked everything
+/// else when it set the loops' kinds.
+pub fn data_requirements(func: &PrimFunc) -> DataRequirements {
     let mut loops: Vec<(VarId, bool)> = Vec::new();
     func.body.visit(&mut |s| {
         let Stmt::For(f) = s else { return };
@@ -709,7 +723,7 @@ pub fn distinct_requirements(func: &PrimFunc) -> Vec<(String, DistinctScope)> {
             loops.push((f.var, threads));
         }
     });
-    let mut out: Vec<(String, DistinctScope)> = Vec::new();
+    let mut out = DataRequirements::default();
     for (v, threads) in loops {
         let mut assumed = Vec::new();
         // A conflict was the schedule's to refuse when it set the loop's kind (a later
@@ -717,9 +731,18 @@ pub fn distinct_requirements(func: &PrimFunc) -> Vec<(String, DistinctScope)> {
         // recorded all the same).
         let _ = carried_conflict(func, &func.body, v, threads, &mut assumed);
         for d in assumed {
-            match out.iter_mut().find(|(p, _)| *p == d.param) {
-                Some((_, scope)) => *scope = (*scope).max(d.scope),
-                None => out.push((d.param, d.scope)),
+            match d {
+                Need::Distinct { param, scope } => {
+                    match out.distinct.iter_mut().find(|(p, _)| *p == param) {
+                        Some((_, s)) => *s = (*s).max(scope),
+                        None => out.distinct.push((param, scope)),
+                    }
+                }
+                Need::Monotone { param } => {
+                    if !out.monotone.contains(&param) {
+                        out.monotone.push(param);
+                    }
+                }
             }
         }
     }
@@ -742,12 +765,23 @@ pub fn distinct_requirements(func: &PrimFunc) -> Vec<(String, DistinctScope)> {
 ///   (`perm[i // 2]`), nor a coordinate read in another fiber each iteration
 ///   (`I_indices[i + I_indptr[r]]` in `r`: relations share rows, so the coordinates of two
 ///   fibers may meet).
-/// - An index that adds loads moving with `v` (positions: `k + IK_indptr[i + I_indptr[b]]`,
-///   `C_indptr[i] + k`) takes each as the start of its own range: `indptr` arrays are
-///   validated monotone.
+/// - An index that adds a load moving with `v` to an offset (positions: `C_indptr[i] + k`,
+///   `k + IK_indptr[i + I_indptr[b]]`) is owned where [`range_verdicts`] proved it: the load
+///   starts a range of its own (`P[q]` with `q` apart or itself such a position, `P` a
+///   parameter whose values never decrease: an axis's `indptr`, validated so, or a parameter
+///   the runtime checks) and the offset stays inside it (`0 <= k < P[q + 1] - P[q]`, by the
+///   loops' ranges and the conditions around the access). Where the moving load reads an
+///   array the function computes itself (a fused loop's row lookup `mid[p]`, a conversion's
+///   block slots), the index is the lowering's own and trusted.
 /// - Any other index must itself be proven apart (`i + P[0]`, whose load is the same in
 ///   every iteration, is; `i // 2 + P[0]` is not).
-fn owned_by(facts: &LoopFacts, e: &Expr, v: VarId, private: &[BufferId]) -> Owned {
+fn owned_by(
+    facts: &LoopFacts,
+    e: &Expr,
+    v: VarId,
+    private: &[BufferId],
+    ranges: &[(Expr, Option<Vec<Need>>)],
+) -> Owned {
     if reads_any(e, private) {
         return Owned::Yes;
     }
@@ -760,15 +794,7 @@ fn owned_by(facts: &LoopFacts, e: &Expr, v: VarId, private: &[BufferId]) -> Owne
     while let Expr::Cast(_, inner) = core {
         core = inner;
     }
-    let nested_move = |x: &Expr| {
-        let mut hit = false;
-        x.visit(&mut |y| {
-            if let Expr::Load { indices, .. } = y {
-                hit |= indices.iter().any(|i| ir_util::uses_var(i, v));
-            }
-        });
-        hit
-    };
+    let nested_move = |x: &Expr| moves_load(x, v);
     match core {
         Expr::Load { buffer, indices } => {
             let Some(param) = func.buffers[*buffer].data_param() else {
@@ -791,17 +817,23 @@ fn owned_by(facts: &LoopFacts, e: &Expr, v: VarId, private: &[BufferId]) -> Owne
             if !in_fiber && func.axes.iter().any(|(_, a)| a.indices == Some(param)) {
                 return Owned::No;
             }
-            Owned::If(Distinct {
+            Owned::If(vec![Need::Distinct {
                 param: func.vars[param].name.clone(),
                 scope: if in_fiber {
                     DistinctScope::Fiber
                 } else {
                     DistinctScope::All
                 },
-            })
+            }])
         }
         _ if !ir_util::uses_var(e, v) => Owned::No,
-        _ if nested_move(e) => Owned::Yes,
+        _ if nested_move(e) => match ranges.iter().find(|(x, _)| x == e) {
+            Some((_, Some(needs))) if needs.is_empty() => Owned::Yes,
+            Some((_, Some(needs))) => Owned::If(needs.clone()),
+            _ if moving_lookup(func, e, v) => Owned::Yes,
+            _ if apart(std::slice::from_ref(e)) => Owned::Yes,
+            _ => Owned::No,
+        },
         _ if apart(std::slice::from_ref(e)) => Owned::Yes,
         _ => {
             // An offset into one range whose start is read from memory, the start's indices
@@ -830,6 +862,294 @@ fn owned_by(facts: &LoopFacts, e: &Expr, v: VarId, private: &[BufferId]) -> Owne
             }
         }
     }
+}
+
+/// Whether `e` reads, at a position moving with `v`, an array the function computes itself
+/// (not a parameter's data).
+fn moving_lookup(func: &PrimFunc, e: &Expr, v: VarId) -> bool {
+    let mut hit = false;
+    e.visit(&mut |y| {
+        if let Expr::Load { buffer, indices } = y {
+            hit |= func.buffers[*buffer].data_param().is_none()
+                && indices.iter().any(|i| ir_util::uses_var(i, v));
+        }
+    });
+    hit
+}
+
+/// For every index under the loop over `v` that adds a load moving with `v` to an offset
+/// (`k + P[q]`), as [`LoopFacts::resolve`] writes it: what owning a range of its own asks of
+/// the data (`Some`: nothing for an axis's `indptr` at stages I and II, [`Need::Monotone`]
+/// otherwise), or `None` where some access with that index is not proven inside its range.
+///
+/// The proof of an access reads the loops' ranges with their bounds resolved to loop
+/// variables (`j < J_indptr[i + 1] - J_indptr[i]` where the extent reads a block iterator
+/// bound to `i`) and the conditions around it (a block's predicate, the branch of an `if`):
+/// a split loop's `j0 * 4 + j1` stays below its fiber's length only under its predicate.
+/// An offset whose loops all run to a count the iteration keeps itself (`p < cnt[0]`, `cnt`
+/// `private` to it: a sparse output's row, whose slots `P[i] + cnt[0]` it handed out, and
+/// whose range the symbolic phase sized by the same count) is taken as inside too.
+fn range_verdicts(
+    facts: &LoopFacts,
+    v: VarId,
+    private: &[BufferId],
+) -> Vec<(Expr, Option<Vec<Need>>)> {
+    struct Walk<'f, 'a> {
+        facts: &'f LoopFacts<'a>,
+        v: VarId,
+        private: &'f [BufferId],
+        /// The loops inside, with their extents resolved.
+        extents: HashMap<VarId, Expr>,
+        an: Analyzer,
+        guards: Vec<Expr>,
+        out: Vec<(Expr, Option<Vec<Need>>)>,
+    }
+    impl Walk<'_, '_> {
+        fn bind(&mut self, f: &For) {
+            let (min, extent) = (self.facts.resolve(&f.min), self.facts.resolve(&f.extent));
+            self.an.bind_range(f.var, &min, &extent);
+            self.extents.insert(f.var, extent);
+        }
+        /// Whether every variable of `offset` is a loop inside running to a count read from a
+        /// buffer private to the iteration (and there is one).
+        fn counted(&self, offset: &Expr) -> bool {
+            let mut vars = Vec::new();
+            offset.visit(&mut |x| {
+                if let Expr::Var(x) = x {
+                    vars.push(*x);
+                }
+            });
+            !vars.is_empty()
+                && vars.iter().all(|x| {
+                    self.extents
+                        .get(x)
+                        .is_some_and(|e| reads_any(e, self.private))
+                })
+        }
+        fn guard(&mut self, cond: &Expr) {
+            let cond = self.facts.resolve(cond);
+            let mut parts = vec![cond];
+            while let Some(c) = parts.pop() {
+                match c {
+                    Expr::Binary(sparsetir_ir::BinOp::And, a, b) => {
+                        parts.push(*a);
+                        parts.push(*b);
+                    }
+                    c => self.guards.push(c),
+                }
+            }
+        }
+        fn expr(&mut self, e: &Expr) {
+            e.visit(&mut |x| {
+                if let Expr::Load { indices, .. } = x {
+                    for i in indices {
+                        self.index(i);
+                    }
+                }
+            });
+        }
+        fn index(&mut self, i: &Expr) {
+            let e = self.facts.resolve(i);
+            if !moves_load(&e, self.v) {
+                return;
+            }
+            let mut needs = Vec::new();
+            let ok = in_own_range(self, &e, &mut needs);
+            match self.out.iter_mut().find(|(x, _)| *x == e) {
+                Some((_, verdict)) => {
+                    if !ok {
+                        *verdict = None;
+                    } else if let Some(old) = verdict {
+                        for n in needs {
+                            if !old.contains(&n) {
+                                old.push(n);
+                            }
+                        }
+                    }
+                }
+                None => self.out.push((e, ok.then_some(needs))),
+            }
+        }
+        fn stmt(&mut self, s: &Stmt) {
+            let depth = self.guards.len();
+            match s {
+                Stmt::For(f) => {
+                    self.expr(&f.min);
+                    self.expr(&f.extent);
+                    self.bind(f);
+                    self.stmt(&f.body);
+                }
+                Stmt::Block(b) => {
+                    s.for_each_expr(|e| self.expr(e));
+                    if let Some(p) = &b.predicate {
+                        self.guard(p);
+                    }
+                    if let Some(i) = &b.init {
+                        self.stmt(i);
+                    }
+                    self.stmt(&b.body);
+                }
+                Stmt::Store(st) => {
+                    for i in &st.indices {
+                        self.index(i);
+                    }
+                    s.for_each_expr(|e| self.expr(e));
+                }
+                Stmt::If(i) => {
+                    self.expr(&i.cond);
+                    self.guard(&i.cond);
+                    self.stmt(&i.then_case);
+                    self.guards.truncate(depth);
+                    if let Some(e) = &i.else_case {
+                        let not = Expr::Unary(sparsetir_ir::UnOp::Not, Box::new(i.cond.clone()));
+                        self.guard(&not);
+                        self.stmt(e);
+                    }
+                }
+                _ => {
+                    s.for_each_expr(|e| self.expr(e));
+                    let mut ch = Vec::new();
+                    ir_util::push_children(s, &mut ch);
+                    for c in ch {
+                        self.stmt(c);
+                    }
+                }
+            }
+            self.guards.truncate(depth);
+        }
+        /// Whether `x < y` always holds: proven from the ranges, or from a guard `a < b` (or
+        /// `<=`, `>`, `>=`) with `x - y <= a - b` (`x - y <= a - b - 1` for `<=`).
+        fn below(&self, x: &Expr, y: &Expr) -> bool {
+            use sparsetir_ir::BinOp::{Ge, Gt, Le, Lt};
+            let func = &self.facts.func;
+            let cmp = |op, a: Expr, b: Expr| self.an.prove(func, &Expr::binary(op, a, b));
+            if cmp(Lt, x.clone(), y.clone()) == Some(true) {
+                return true;
+            }
+            let gap = Expr::sub(x.clone(), y.clone());
+            self.guards.iter().any(|g| {
+                let Expr::Binary(op, a, b) = g else {
+                    return false;
+                };
+                let (a, b) = ((**a).clone(), (**b).clone());
+                let bound = match op {
+                    Lt => Expr::sub(a, b),
+                    Le => Expr::sub(Expr::sub(a, b), Expr::int(1)),
+                    Gt => Expr::sub(b, a),
+                    Ge => Expr::sub(Expr::sub(b, a), Expr::int(1)),
+                    _ => return false,
+                };
+                cmp(Le, gap.clone(), bound) == Some(true)
+            })
+        }
+    }
+    /// `e` is `offset + P[q]`, `P` a parameter and `q` moving with `v`, `0 <= offset < P[q + 1]
+    /// - P[q]`, and `q` apart or itself such a position.
+    fn in_own_range(w: &Walk, e: &Expr, needs: &mut Vec<Need>) -> bool {
+        let func = &w.facts.func;
+        let mut loads = Vec::new();
+        fn outer(e: &Expr, out: &mut Vec<Expr>) {
+            if let Expr::Load { .. } = e {
+                out.push(e.clone());
+                return;
+            }
+            e.for_each_child(|c| outer(c, out));
+        }
+        outer(e, &mut loads);
+        let [load] = loads.as_slice() else {
+            return false;
+        };
+        let Expr::Load { buffer, indices } = load else {
+            return false;
+        };
+        let [q] = indices.as_slice() else {
+            return false;
+        };
+        let Some(param) = func.buffers[*buffer].data_param() else {
+            return false;
+        };
+        if !ir_util::uses_var(q, w.v) {
+            return false;
+        }
+        let mut offset = e.clone();
+        loads_to_zero(&mut offset);
+        let an = &w.an;
+        if !an.can_prove_equal(func, e, &Expr::add(offset.clone(), load.clone())) {
+            return false;
+        }
+        let next = Expr::Load {
+            buffer: *buffer,
+            indices: vec![Expr::add(q.clone(), Expr::int(1))],
+        };
+        let len = Expr::sub(next, load.clone());
+        let zero = Expr::Int(0, offset.dtype(func));
+        if an.prove(
+            func,
+            &Expr::binary(sparsetir_ir::BinOp::Ge, offset.clone(), zero),
+        ) != Some(true)
+            || !(w.below(&offset, &len) || w.counted(&offset))
+        {
+            return false;
+        }
+        // An axis's `indptr` is validated monotone; any other parameter is checked at launch.
+        if !func.axes.iter().any(|(_, a)| a.indptr == Some(param)) {
+            let n = Need::Monotone {
+                param: func.vars[param].name.clone(),
+            };
+            if !needs.contains(&n) {
+                needs.push(n);
+            }
+        }
+        if moves_load(q, w.v) {
+            in_own_range(w, q, needs)
+        } else {
+            let q = w.an.simplify(func, q);
+            disjoint_accesses(w.facts, &[vec![q]], w.v)
+        }
+    }
+    let mut an = facts.an.clone();
+    let mut walk = Walk {
+        facts,
+        v,
+        private,
+        extents: HashMap::new(),
+        an: Analyzer::new(),
+        guards: Vec::new(),
+        out: Vec::new(),
+    };
+    for s in &facts.path {
+        match s {
+            Stmt::For(f) if f.var != v => {
+                let (min, extent) = (facts.resolve(&f.min), facts.resolve(&f.extent));
+                an.bind_range(f.var, &min, &extent);
+            }
+            Stmt::Block(b) => {
+                if let Some(p) = &b.predicate {
+                    walk.guard(p);
+                }
+            }
+            _ => {}
+        }
+    }
+    let (min, extent) = (
+        facts.resolve(&facts.lp.min),
+        facts.resolve(&facts.lp.extent),
+    );
+    an.bind_range(v, &min, &extent);
+    walk.an = an;
+    walk.stmt(&facts.lp.body);
+    walk.out
+}
+
+/// Whether `e` holds a load whose indices move with `v`.
+fn moves_load(e: &Expr, v: VarId) -> bool {
+    let mut hit = false;
+    e.visit(&mut |y| {
+        if let Expr::Load { indices, .. } = y {
+            hit |= indices.iter().any(|i| ir_util::uses_var(i, v));
+        }
+    });
+    hit
 }
 
 fn loads_to_zero(e: &mut Expr) {

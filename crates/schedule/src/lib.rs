@@ -17,7 +17,7 @@ pub mod primitives;
 pub mod state;
 pub mod trace;
 
-pub use disjoint::distinct_requirements;
+pub use disjoint::{data_requirements, DataRequirements};
 pub use error::{ErrorKind, Focus, ScheduleError};
 pub use state::{AnyRV, BlockRV, LoopRV, Res, Schedule, SpIterRV};
 pub use trace::{apply_schedule_text, Arg, Call, Instruction, ReplayError, Trace, TraceError};

@@ -894,13 +894,13 @@ def f(x: T.handle, y: T.handle, p: T.handle, n: T.int32) -> None:
 
 /// A store through an index array gives each iteration an element of its own only where no two
 /// iterations read one position of it and its values are distinct there, which the runtime
-/// checks (`distinct_requirements`): `Y[P[i]]` runs apart asking `P` distinct, `Y[P[i // 2]]`
+/// checks (`data_requirements`): `Y[P[i]]` runs apart asking `P` distinct, `Y[P[i // 2]]`
 /// (two iterations read `P[0]`) and `Y[W[i]]` (an array the function fills itself) do not, nor
 /// `Y[i // 2 + P[0]]`, while `Y[i + P[0]]` is apart by its form.
 #[test]
 fn a_store_through_an_index_array_asks_its_values_distinct() {
     use sparsetir_ir::DistinctScope;
-    use sparsetir_schedule::distinct_requirements;
+    use sparsetir_schedule::data_requirements;
     for stage in [Stage::II, Stage::III] {
         for (body, asks) in [
             (
@@ -917,7 +917,11 @@ fn a_store_through_an_index_array_asks_its_values_distinct() {
             let l = loops_of(&mut sch, "it0")[0];
             match (sch.parallel(l), asks) {
                 (Ok(()), Some(asks)) => {
-                    assert_eq!(distinct_requirements(sch.func()), asks, "{stage:?}: {body}")
+                    assert_eq!(
+                        data_requirements(sch.func()).distinct,
+                        asks,
+                        "{stage:?}: {body}"
+                    )
                 }
                 (Err(e), None) => {
                     assert_eq!(
@@ -966,10 +970,67 @@ def f(a: T.handle, y: T.handle, indices: T.handle, m: T.int32, n: T.int32) -> No
             }
             sch.parallel(l[which]).unwrap();
             assert_eq!(
-                sparsetir_schedule::distinct_requirements(sch.func()),
+                sparsetir_schedule::data_requirements(sch.func()).distinct,
                 vec![("indices".to_string(), scope)],
                 "{stage:?}"
             );
+        }
+    }
+}
+
+/// A position `k + P[i]` that adds an offset to a start read from memory is an element of the
+/// iteration's own only inside the range `P[i]..P[i + 1]`: where the offset's loop runs over
+/// that range (a fiber's positions), and under the predicate of a split of it, rows run apart
+/// (at stage III the `indptr` is a plain array, asked never to decrease; the build drops the
+/// demand for an axis's `indptr`, validated so). An offset over a fixed range is not proven
+/// inside: rows apart are refused, as they race where `P[i + 1] - P[i] < 4`.
+#[test]
+fn a_position_read_from_memory_owns_its_range_only() {
+    let fixed = r#"@T.prim_func
+def f(x: T.handle, y: T.handle, p: T.handle, n: T.int32, m: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(n)
+    K = T.sp.dense_fixed(4)
+    M = T.sp.dense_fixed(m)
+    X = T.sp.match_buffer(x, (I, K), "float32")
+    Y = T.sp.match_buffer(y, (M,), "float32")
+    P = T.sp.match_buffer(p, (I,), "int32")
+    with T.sp.iteration([I, K], "SS", "it") as [i, k]:
+        Y[k + P[i]] = X[i, k]
+"#;
+    for stage in [Stage::II, Stage::III] {
+        let mut sch = Schedule::new(lower_script(fixed, stage)).unwrap();
+        let rows = loops_of(&mut sch, "it0")[0];
+        let e = sch.parallel(rows).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DependencyViolation, "{stage:?}: {e}");
+        assert!(e.message.contains("element of `Y"), "{stage:?}: {e}");
+    }
+    let csr = r#"@T.prim_func
+def f(a: T.handle, b: T.handle, indptr: T.handle, indices: T.handle, m: T.int32, n: T.int32, nnz: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices), "int32")
+    A = T.sp.match_buffer(a, (I, J), "float32")
+    B = T.sp.match_buffer(b, (I, J), "float32")
+    with T.sp.iteration([I, J], "SS", "it") as [i, j]:
+        B[i, j] = A[i, j] * 2.0
+"#;
+    for split in [false, true] {
+        for stage in [Stage::II, Stage::III] {
+            let mut sch = Schedule::new(lower_script(csr, stage)).unwrap();
+            let rows = loops_of(&mut sch, "it0")[0];
+            if split {
+                let j = *loops_of(&mut sch, "it1").last().unwrap();
+                sch.split(j, &[None, Some(4)]).unwrap();
+            }
+            sch.parallel(rows).unwrap();
+            let needs = sparsetir_schedule::data_requirements(sch.func());
+            assert!(needs.distinct.is_empty(), "{stage:?}: {needs:?}");
+            let expected: Vec<String> = match stage {
+                Stage::III => vec!["indptr".into()],
+                _ => vec![],
+            };
+            assert_eq!(needs.monotone, expected, "{stage:?}, split {split}");
         }
     }
 }
