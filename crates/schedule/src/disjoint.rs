@@ -512,6 +512,10 @@ fn conflict(
             if disjoint_accesses(&facts, &list, v) {
                 return None;
             }
+            if let Some(n) = range_apart(&facts, &written, v, &ranges) {
+                assumed.extend(n);
+                return None;
+            }
             // Asked even where the accesses are not trusted as a whole (`data_requirements`
             // on a function whose primitives are done).
             assumed.extend(needs);
@@ -702,6 +706,11 @@ pub struct DataRequirements {
     pub distinct: Vec<(String, DistinctScope)>,
     /// Parameters whose values must never decrease (`MONOTONE_ATTR`), in the order first met.
     pub monotone: Vec<String>,
+    /// The loops whose iterations the final function no longer proves apart, each as
+    /// `loop \`i\`: \`C[...]\``: their primitives took them on the function as it was then,
+    /// and a later primitive changed how the accesses read. Empty for every catalog schedule
+    /// and the automatic GPU schedule (`runtime/tests/distinct.rs` holds them to it).
+    pub unproven: Vec<String>,
 }
 
 /// What the parallel, vectorized and thread-bound loops of `func` over spatial iterators
@@ -728,8 +737,14 @@ pub fn data_requirements(func: &PrimFunc) -> DataRequirements {
         let mut assumed = Vec::new();
         // A conflict was the schedule's to refuse when it set the loop's kind (a later
         // primitive inside may have changed how the accesses read: what trusting them asks is
-        // recorded all the same).
-        let _ = carried_conflict(func, &func.body, v, threads, &mut assumed);
+        // recorded all the same, and the loop reported).
+        if let Some(c) = carried_conflict(func, &func.body, v, threads, &mut assumed) {
+            out.unproven.push(format!(
+                "loop `{}`: `{}`",
+                func.vars[v].name,
+                c.accesses.join("`, `")
+            ));
+        }
         for d in assumed {
             match d {
                 Need::Distinct { param, scope } => {
@@ -780,7 +795,7 @@ fn owned_by(
     e: &Expr,
     v: VarId,
     private: &[BufferId],
-    ranges: &[(Expr, Option<Vec<Need>>)],
+    ranges: &[(Expr, Option<InRange>)],
 ) -> Owned {
     if reads_any(e, private) {
         return Owned::Yes;
@@ -828,8 +843,8 @@ fn owned_by(
         }
         _ if !ir_util::uses_var(e, v) => Owned::No,
         _ if nested_move(e) => match ranges.iter().find(|(x, _)| x == e) {
-            Some((_, Some(needs))) if needs.is_empty() => Owned::Yes,
-            Some((_, Some(needs))) => Owned::If(needs.clone()),
+            Some((_, Some(r))) if r.needs.is_empty() => Owned::Yes,
+            Some((_, Some(r))) => Owned::If(r.needs.clone()),
             _ if moving_lookup(func, e, v) => Owned::Yes,
             _ if apart(std::slice::from_ref(e)) => Owned::Yes,
             _ => Owned::No,
@@ -864,6 +879,55 @@ fn owned_by(
     }
 }
 
+/// A position proven inside a range of its own ([`range_verdicts`]).
+#[derive(Clone, Debug)]
+struct InRange {
+    /// What owning it asks of the data.
+    needs: Vec<Need>,
+    /// The arrays whose ranges nest, the one the index adds first (`IK_indptr`, `I_indptr` for
+    /// `k + IK_indptr[i + I_indptr[b]]`).
+    chain: Vec<BufferId>,
+    /// Where the innermost array is read (`b`), simplified: no two iterations share it.
+    base: Expr,
+}
+
+/// What running the loop over `v` apart asks where every access in `written` (as written)
+/// has, at one index, a position proven inside a range of its own through the same arrays,
+/// whatever its offset (an init's split fiber `j0 * 4 + j1 + C_indptr[i]` beside the update's
+/// `j + C_indptr[i]`), and the innermost arrays are read at positions no two iterations share:
+/// two iterations then reach ranges that never overlap. `None` otherwise.
+fn range_apart(
+    facts: &LoopFacts,
+    written: &[Vec<Expr>],
+    v: VarId,
+    ranges: &[(Expr, Option<InRange>)],
+) -> Option<Vec<Need>> {
+    let width = written.first()?.len();
+    (0..width).find_map(|k| {
+        let proofs = written
+            .iter()
+            .map(|idx| {
+                let e = facts.resolve(idx.get(k)?);
+                ranges.iter().find(|(x, _)| *x == e)?.1.as_ref()
+            })
+            .collect::<Option<Vec<&InRange>>>()?;
+        if proofs.iter().any(|p| p.chain != proofs[0].chain) {
+            return None;
+        }
+        let bases: Vec<Vec<Expr>> = proofs.iter().map(|p| vec![p.base.clone()]).collect();
+        if !disjoint_accesses(facts, &bases, v) {
+            return None;
+        }
+        let mut needs: Vec<Need> = Vec::new();
+        for n in proofs.iter().flat_map(|p| &p.needs) {
+            if !needs.contains(n) {
+                needs.push(n.clone());
+            }
+        }
+        Some(needs)
+    })
+}
+
 /// Whether `e` reads, at a position moving with `v`, an array the function computes itself
 /// (not a parameter's data).
 fn moving_lookup(func: &PrimFunc, e: &Expr, v: VarId) -> bool {
@@ -893,7 +957,7 @@ fn range_verdicts(
     facts: &LoopFacts,
     v: VarId,
     private: &[BufferId],
-) -> Vec<(Expr, Option<Vec<Need>>)> {
+) -> Vec<(Expr, Option<InRange>)> {
     struct Walk<'f, 'a> {
         facts: &'f LoopFacts<'a>,
         v: VarId,
@@ -902,11 +966,14 @@ fn range_verdicts(
         extents: HashMap<VarId, Expr>,
         an: Analyzer,
         guards: Vec<Expr>,
-        out: Vec<(Expr, Option<Vec<Need>>)>,
+        out: Vec<(Expr, Option<InRange>)>,
     }
     impl Walk<'_, '_> {
         fn bind(&mut self, f: &For) {
-            let (min, extent) = (self.facts.resolve(&f.min), self.facts.resolve(&f.extent));
+            // Simplified as the indices are, so that the prover matches the loads in both.
+            let func = &self.facts.func;
+            let min = self.an.simplify(func, &self.facts.resolve(&f.min));
+            let extent = self.an.simplify(func, &self.facts.resolve(&f.extent));
             self.an.bind_range(f.var, &min, &extent);
             self.extents.insert(f.var, extent);
         }
@@ -953,21 +1020,19 @@ fn range_verdicts(
             if !moves_load(&e, self.v) {
                 return;
             }
-            let mut needs = Vec::new();
-            let ok = in_own_range(self, &e, &mut needs);
+            let proof = in_own_range(self, &e);
             match self.out.iter_mut().find(|(x, _)| *x == e) {
-                Some((_, verdict)) => {
-                    if !ok {
-                        *verdict = None;
-                    } else if let Some(old) = verdict {
-                        for n in needs {
-                            if !old.contains(&n) {
-                                old.push(n);
+                Some((_, verdict)) => match (verdict.as_mut(), proof) {
+                    (Some(old), Some(new)) => {
+                        for n in new.needs {
+                            if !old.needs.contains(&n) {
+                                old.needs.push(n);
                             }
                         }
                     }
-                }
-                None => self.out.push((e, ok.then_some(needs))),
+                    _ => *verdict = None,
+                },
+                None => self.out.push((e, proof)),
             }
         }
         fn stmt(&mut self, s: &Stmt) {
@@ -980,10 +1045,16 @@ fn range_verdicts(
                     self.stmt(&f.body);
                 }
                 Stmt::Block(b) => {
-                    s.for_each_expr(|e| self.expr(e));
+                    // The bindings and the predicate are read whatever the predicate says; the
+                    // regions describe the body's accesses, which it guards.
+                    for it in &b.iters {
+                        self.expr(&it.binding);
+                    }
                     if let Some(p) = &b.predicate {
+                        self.expr(p);
                         self.guard(p);
                     }
+                    s.for_each_expr(|e| self.expr(e));
                     if let Some(i) = &b.init {
                         self.stmt(i);
                     }
@@ -1045,7 +1116,7 @@ fn range_verdicts(
     }
     /// `e` is `offset + P[q]`, `P` a parameter and `q` moving with `v`, `0 <= offset < P[q + 1]
     /// - P[q]`, and `q` apart or itself such a position.
-    fn in_own_range(w: &Walk, e: &Expr, needs: &mut Vec<Need>) -> bool {
+    fn in_own_range(w: &Walk, e: &Expr) -> Option<InRange> {
         let func = &w.facts.func;
         let mut loads = Vec::new();
         fn outer(e: &Expr, out: &mut Vec<Expr>) {
@@ -1057,25 +1128,23 @@ fn range_verdicts(
         }
         outer(e, &mut loads);
         let [load] = loads.as_slice() else {
-            return false;
+            return None;
         };
         let Expr::Load { buffer, indices } = load else {
-            return false;
+            return None;
         };
         let [q] = indices.as_slice() else {
-            return false;
+            return None;
         };
-        let Some(param) = func.buffers[*buffer].data_param() else {
-            return false;
-        };
+        let param = func.buffers[*buffer].data_param()?;
         if !ir_util::uses_var(q, w.v) {
-            return false;
+            return None;
         }
         let mut offset = e.clone();
         loads_to_zero(&mut offset);
         let an = &w.an;
         if !an.can_prove_equal(func, e, &Expr::add(offset.clone(), load.clone())) {
-            return false;
+            return None;
         }
         let next = Expr::Load {
             buffer: *buffer,
@@ -1089,23 +1158,32 @@ fn range_verdicts(
         ) != Some(true)
             || !(w.below(&offset, &len) || w.counted(&offset))
         {
-            return false;
+            return None;
         }
+        let mut proof = if moves_load(q, w.v) {
+            in_own_range(w, q)?
+        } else {
+            let base = w.an.simplify(func, q);
+            if !disjoint_accesses(w.facts, &[vec![base.clone()]], w.v) {
+                return None;
+            }
+            InRange {
+                needs: Vec::new(),
+                chain: Vec::new(),
+                base,
+            }
+        };
+        proof.chain.insert(0, *buffer);
         // An axis's `indptr` is validated monotone; any other parameter is checked at launch.
         if !func.axes.iter().any(|(_, a)| a.indptr == Some(param)) {
             let n = Need::Monotone {
                 param: func.vars[param].name.clone(),
             };
-            if !needs.contains(&n) {
-                needs.push(n);
+            if !proof.needs.contains(&n) {
+                proof.needs.insert(0, n);
             }
         }
-        if moves_load(q, w.v) {
-            in_own_range(w, q, needs)
-        } else {
-            let q = w.an.simplify(func, q);
-            disjoint_accesses(w.facts, &[vec![q]], w.v)
-        }
+        Some(proof)
     }
     let mut an = facts.an.clone();
     let mut walk = Walk {
@@ -1120,7 +1198,8 @@ fn range_verdicts(
     for s in &facts.path {
         match s {
             Stmt::For(f) if f.var != v => {
-                let (min, extent) = (facts.resolve(&f.min), facts.resolve(&f.extent));
+                let min = an.simplify(&facts.func, &facts.resolve(&f.min));
+                let extent = an.simplify(&facts.func, &facts.resolve(&f.extent));
                 an.bind_range(f.var, &min, &extent);
             }
             Stmt::Block(b) => {
@@ -1131,10 +1210,8 @@ fn range_verdicts(
             _ => {}
         }
     }
-    let (min, extent) = (
-        facts.resolve(&facts.lp.min),
-        facts.resolve(&facts.lp.extent),
-    );
+    let min = an.simplify(&facts.func, &facts.resolve(&facts.lp.min));
+    let extent = an.simplify(&facts.func, &facts.resolve(&facts.lp.extent));
     an.bind_range(v, &min, &extent);
     walk.an = an;
     walk.stmt(&facts.lp.body);

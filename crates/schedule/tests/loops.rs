@@ -1034,3 +1034,22 @@ def f(a: T.handle, b: T.handle, indptr: T.handle, indices: T.handle, m: T.int32,
         }
     }
 }
+
+/// Accesses of one fiber with different offsets (SDDMM's init, split by 4, beside the
+/// update's unsplit `j + J_indptr[i]`) still stay inside row `i`'s range: rows run apart.
+/// Before ranges were compared as ranges, only accesses of one form were trusted, and this
+/// was refused.
+#[test]
+fn accesses_of_one_range_with_different_offsets_run_apart() {
+    let f = kernel("sddmm", Stage::III);
+    let mut sch = Schedule::new(f).unwrap();
+    let init = sch.get_block("sddmm1_init").unwrap();
+    let il = sch.get_loops(init).unwrap();
+    sch.split(il[il.len() - 1], &[None, Some(4)]).unwrap();
+    let rows = loops_of(&mut sch, "sddmm0")[0];
+    sch.parallel(rows).unwrap();
+    let text = sparsetir_ir::printer::print_func(sch.func());
+    assert!(text.contains("j_0 * 4 + j_1"), "{text}");
+    let needs = sparsetir_schedule::data_requirements(sch.func());
+    assert_eq!(needs.monotone, vec!["indptr".to_string()], "{text}");
+}
