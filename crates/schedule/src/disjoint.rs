@@ -21,6 +21,12 @@
 //! for `f`, which steps with `f`), and any two `p`, `q` with `q` in a constant `[0, k)` for
 //! `k * p + q`.
 //!
+//! A position read from memory, `k + P[q]` (a fiber's element at stage III), is proven apart
+//! as a range: `k` stays in `[0, P[q + 1] - P[q])` under the loops' ranges and the predicates
+//! around the access, `q` is itself apart or such a position, and `P` never decreases (an
+//! axis's `indptr`, validated so, or a parameter the runtime checks, [`Need::Monotone`]); the
+//! accesses of one range may differ in offset ([`range_verdicts`], `range_apart`).
+//!
 //! The same facts answer the converse question for a loop over spatial iterators
 //! ([`carried_conflict`]): whether its iterations, which `"S"` promises apart, may still touch
 //! an element one of them writes, so that running them in parallel would race; and, with a
@@ -714,7 +720,7 @@ pub struct DataRequirements {
 }
 
 /// What the parallel, vectorized and thread-bound loops of `func` over spatial iterators
-/// trust of the index arrays they store through (see [`owned_by`]): each parameter whose values
+/// trust of the index arrays they store through (see `owned_by`): each parameter whose values
 /// must be distinct, and where, and each whose values bound ranges of positions. The runtime
 /// checks it before every launch of the compiled function; the schedule checked everything
 /// else when it set the loops' kinds.
