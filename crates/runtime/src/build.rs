@@ -263,8 +263,9 @@ pub fn schedule_and_lower(
 impl Lowered {
     /// Records on `stage1`, which launches are validated against, what the parallel,
     /// vectorized and thread-bound loops of `stage3` trust of the index arrays they store
-    /// through ([`DISTINCT_ATTR`], [`MONOTONE_ATTR`], [`sparsetir_schedule::data_requirements`]), replacing
-    /// what an earlier call recorded: call it again after changing `stage3`.
+    /// through ([`DISTINCT_ATTR`], [`MONOTONE_ATTR`],
+    /// [`sparsetir_schedule::data_requirements`]), replacing what an earlier call recorded:
+    /// call it again after changing `stage3`.
     pub fn note_distinct(&mut self) {
         note_distinct(&mut self.stage1, &self.stage3);
     }

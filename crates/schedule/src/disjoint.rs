@@ -428,7 +428,8 @@ fn conflict(
     if let Some(&b) = accesses.keys().filter(|b| workspaces.contains(b)).min() {
         return Some(Conflict::new(func, b, &accesses[&b]));
     }
-    let ranges = range_verdicts(&facts, v, &private);
+    let checked_buffers: Vec<BufferId> = accesses.keys().copied().collect();
+    let ranges = range_verdicts(&facts, v, &private, &checked_buffers);
     let mut opaque: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| {
         s.for_each_expr(|e| {
@@ -860,16 +861,8 @@ fn owned_by(
             // An offset into one range whose start is read from memory, the start's indices
             // free to move with the loops inside (`vk + IK_indptr[vi + I_indptr[b]]`, rows `vi`
             // inside, `vk` over the threads): apart where the pair is.
-            fn outer_loads(e: &Expr, out: &mut Vec<Vec<Expr>>) {
-                if let Expr::Load { indices, .. } = e {
-                    out.push(indices.clone());
-                    return;
-                }
-                e.for_each_child(|c| outer_loads(c, out));
-            }
-            let mut loads = Vec::new();
-            outer_loads(e, &mut loads);
-            let [indices] = loads.as_slice() else {
+            let loads = outer_loads(e);
+            let [Expr::Load { indices, .. }] = loads.as_slice() else {
                 return Owned::No;
             };
             let mut offset = e.clone();
@@ -947,8 +940,8 @@ fn moving_lookup(func: &PrimFunc, e: &Expr, v: VarId) -> bool {
     hit
 }
 
-/// For every index under the loop over `v` that adds a load moving with `v` to an offset
-/// (`k + P[q]`), as [`LoopFacts::resolve`] writes it: what owning a range of its own asks of
+/// For every index of an access to a `wanted` buffer under the loop over `v` that adds a load
+/// moving with `v` to an offset (`k + P[q]`), as [`LoopFacts::resolve`] writes it: what owning a range of its own asks of
 /// the data (`Some`: nothing for an axis's `indptr` at stages I and II, [`Need::Monotone`]
 /// otherwise), or `None` where some access with that index is not proven inside its range.
 ///
@@ -963,11 +956,14 @@ fn range_verdicts(
     facts: &LoopFacts,
     v: VarId,
     private: &[BufferId],
+    wanted: &[BufferId],
 ) -> Vec<(Expr, Option<InRange>)> {
     struct Walk<'f, 'a> {
         facts: &'f LoopFacts<'a>,
         v: VarId,
         private: &'f [BufferId],
+        /// The buffers whose accesses are asked about.
+        wanted: &'f [BufferId],
         /// The loops inside, with their extents resolved.
         extents: HashMap<VarId, Expr>,
         an: Analyzer,
@@ -1014,9 +1010,11 @@ fn range_verdicts(
         }
         fn expr(&mut self, e: &Expr) {
             e.visit(&mut |x| {
-                if let Expr::Load { indices, .. } = x {
-                    for i in indices {
-                        self.index(i);
+                if let Expr::Load { buffer, indices } = x {
+                    if self.wanted.contains(buffer) {
+                        for i in indices {
+                            self.index(i);
+                        }
                     }
                 }
             });
@@ -1067,8 +1065,10 @@ fn range_verdicts(
                     self.stmt(&b.body);
                 }
                 Stmt::Store(st) => {
-                    for i in &st.indices {
-                        self.index(i);
+                    if self.wanted.contains(&st.buffer) {
+                        for i in &st.indices {
+                            self.index(i);
+                        }
                     }
                     s.for_each_expr(|e| self.expr(e));
                 }
@@ -1124,19 +1124,8 @@ fn range_verdicts(
     /// - P[q]`, and `q` apart or itself such a position.
     fn in_own_range(w: &Walk, e: &Expr) -> Option<InRange> {
         let func = &w.facts.func;
-        let mut loads = Vec::new();
-        fn outer(e: &Expr, out: &mut Vec<Expr>) {
-            if let Expr::Load { .. } = e {
-                out.push(e.clone());
-                return;
-            }
-            e.for_each_child(|c| outer(c, out));
-        }
-        outer(e, &mut loads);
-        let [load] = loads.as_slice() else {
-            return None;
-        };
-        let Expr::Load { buffer, indices } = load else {
+        let loads = outer_loads(e);
+        let [load @ Expr::Load { buffer, indices }] = loads.as_slice() else {
             return None;
         };
         let [q] = indices.as_slice() else {
@@ -1191,23 +1180,20 @@ fn range_verdicts(
         }
         Some(proof)
     }
-    let mut an = facts.an.clone();
     let mut walk = Walk {
         facts,
         v,
         private,
+        wanted,
         extents: HashMap::new(),
-        an: Analyzer::new(),
+        an: facts.an.clone(),
         guards: Vec::new(),
         out: Vec::new(),
     };
+    // The path ends at the loop over `v` itself.
     for s in &facts.path {
         match s {
-            Stmt::For(f) if f.var != v => {
-                let min = an.simplify(&facts.func, &facts.resolve(&f.min));
-                let extent = an.simplify(&facts.func, &facts.resolve(&f.extent));
-                an.bind_range(f.var, &min, &extent);
-            }
+            Stmt::For(f) => walk.bind(f),
             Stmt::Block(b) => {
                 if let Some(p) = &b.predicate {
                     walk.guard(p);
@@ -1216,12 +1202,22 @@ fn range_verdicts(
             _ => {}
         }
     }
-    let min = an.simplify(&facts.func, &facts.resolve(&facts.lp.min));
-    let extent = an.simplify(&facts.func, &facts.resolve(&facts.lp.extent));
-    an.bind_range(v, &min, &extent);
-    walk.an = an;
     walk.stmt(&facts.lp.body);
     walk.out
+}
+
+/// The loads of `e` not nested in another load's indices.
+fn outer_loads(e: &Expr) -> Vec<Expr> {
+    fn go(e: &Expr, out: &mut Vec<Expr>) {
+        if let Expr::Load { .. } = e {
+            out.push(e.clone());
+            return;
+        }
+        e.for_each_child(|c| go(c, out));
+    }
+    let mut out = Vec::new();
+    go(e, &mut out);
+    out
 }
 
 /// Whether `e` holds a load whose indices move with `v`.
