@@ -25,7 +25,10 @@
 //! as a range: `k` stays in `[0, P[q + 1] - P[q])` under the loops' ranges and the predicates
 //! around the access, `q` is itself apart or such a position, and `P` never decreases (an
 //! axis's `indptr`, validated so, or a parameter the runtime checks, [`Need::Monotone`]); the
-//! accesses of one range may differ in offset ([`range_verdicts`], `range_apart`).
+//! accesses of one range may differ in offset ([`range_verdicts`], `range_apart`). A position
+//! a binary search of the function found (`P[a] + mid[p]`, guarded by `mid[p] >= 0`) also
+//! names the coordinate the search compared it with and its fiber `a`, read from the search's
+//! own code (`search.rs`): the proofs see the access as the stage-I script wrote it.
 //!
 //! The same facts answer the converse question for a loop over spatial iterators
 //! ([`carried_conflict`]): whether its iterations, which `"S"` promises apart, may still touch
@@ -45,9 +48,11 @@ use crate::ir_util;
 
 mod affine;
 mod ranges;
+mod search;
 
 use affine::disjoint_accesses;
-use ranges::{moving_lookup, range_apart, range_verdicts, InRange};
+use ranges::{range_apart, range_verdicts, Guarded, InRange};
+use search::{Found, Searches};
 
 /// What the proofs know about the loop over `v`: the statements from the root down to it, the
 /// function with a renamed copy of every loop variable inside (`copies`), the analyzer with all
@@ -62,7 +67,15 @@ struct LoopFacts<'a> {
     copies: HashMap<VarId, Expr>,
     /// Every loop variable inside → one placeholder variable.
     inner: HashMap<VarId, Expr>,
+    /// One variable per index position (the first [`SAME_SLOTS`]), unbounded and never
+    /// renamed: the value two accesses that meet share at that index.
+    same: Vec<Expr>,
+    /// A variable no statement reads, marking a hole in an expression.
+    hole: Expr,
 }
+
+/// How many index positions get a [`LoopFacts::same`] variable.
+const SAME_SLOTS: usize = 8;
 
 impl<'a> LoopFacts<'a> {
     fn new(func: &PrimFunc, root: &'a Stmt, v: VarId) -> Option<LoopFacts<'a>> {
@@ -115,6 +128,10 @@ impl<'a> LoopFacts<'a> {
         an.bind_range(v, &lp.min, &lp.extent);
         let placeholder = Expr::Var(func.add_var("inner".to_string(), DType::I64));
         let inner = copies.keys().map(|k| (*k, placeholder.clone())).collect();
+        let same = (0..SAME_SLOTS)
+            .map(|k| Expr::Var(func.add_var(format!("same_{k}"), DType::I64)))
+            .collect();
+        let hole = Expr::Var(func.add_var("hole".to_string(), DType::I64));
         Some(LoopFacts {
             path,
             func,
@@ -123,6 +140,8 @@ impl<'a> LoopFacts<'a> {
             map,
             copies,
             inner,
+            same,
+            hole,
         })
     }
 
@@ -435,7 +454,9 @@ fn conflict(
         return Some(Conflict::new(func, b, &accesses[&b]));
     }
     let checked_buffers: Vec<BufferId> = accesses.keys().copied().collect();
-    let ranges = range_verdicts(&facts, v, &private, &checked_buffers);
+    let walked = range_verdicts(&facts, v, &private, &checked_buffers);
+    let ranges = walked.ranges;
+    let mut searches = Searches::new();
     let mut opaque: Vec<BufferId> = Vec::new();
     lp.body.visit(&mut |s| {
         s.for_each_expr(|e| {
@@ -462,11 +483,26 @@ fn conflict(
         .into_iter()
         .filter(|(b, _)| !opaque.contains(b))
         .filter_map(|(b, written)| {
-            let list: Vec<Vec<Expr>> = written
+            let mut resolved: Vec<Vec<Expr>> = written
+                .iter()
+                .map(|idx| idx.iter().map(|e| facts.resolve(e)).collect())
+                .collect();
+            // Positions a search found also name the coordinates they stand for.
+            if let Some(found) = searched(&facts, &mut searches, b, &resolved, &walked.accesses) {
+                for (idx, f) in resolved.iter_mut().zip(found) {
+                    idx.extend(f.extra);
+                    for n in f.needs {
+                        if !assumed.contains(&n) {
+                            assumed.push(n);
+                        }
+                    }
+                }
+            }
+            let list: Vec<Vec<Expr>> = resolved
                 .iter()
                 .map(|idx| {
                     idx.iter()
-                        .map(|e| facts.an.simplify(&facts.func, &facts.resolve(e)))
+                        .map(|e| facts.an.simplify(&facts.func, e))
                         .collect()
                 })
                 .collect();
@@ -495,10 +531,10 @@ fn conflict(
             // distinct ([`Owned::If`]); one owned by its form asks nothing.
             let mut needs: Vec<Need> = Vec::new();
             let trusted = list[0].iter().any(reads_memory)
-                && written.iter().all(|idx| {
+                && affine::with_pairs(&facts, &resolved).iter().all(|idx| {
                     let owned: Vec<Owned> = idx
                         .iter()
-                        .map(|e| owned_by(&facts, &facts.resolve(e), v, &private, &ranges))
+                        .map(|e| owned_by(&facts, e, v, &private, &ranges))
                         .collect();
                     if owned.iter().any(|o| matches!(o, Owned::Yes)) {
                         return true;
@@ -538,6 +574,41 @@ fn conflict(
             Some(Conflict::new(func, b, &written))
         })
         .min_by_key(|c| c.buffer)
+}
+
+/// The search results' coordinates ([`Searches::coordinates`]) for every access of buffer `b`
+/// (`resolved`, as [`LoopFacts::resolve`] writes them), wherever it runs (`accesses`): `None`
+/// unless every access reads its search results through the same shape.
+fn searched(
+    facts: &LoopFacts,
+    searches: &mut Searches,
+    b: BufferId,
+    resolved: &[Vec<Expr>],
+    accesses: &[Guarded],
+) -> Option<Vec<Found>> {
+    let mut out: Vec<Found> = Vec::new();
+    for idx in resolved {
+        let mut this: Option<Found> = None;
+        for g in accesses
+            .iter()
+            .filter(|g| g.buffer == b && g.indices == *idx)
+        {
+            let f = searches.coordinates(facts, idx, &g.guards)?;
+            if this
+                .as_ref()
+                .is_some_and(|t| t.shape != f.shape || t.extra != f.extra)
+            {
+                return None;
+            }
+            this = Some(f);
+        }
+        let this = this?;
+        if out.first().is_some_and(|first| first.shape != this.shape) {
+            return None;
+        }
+        out.push(this);
+    }
+    Some(out)
 }
 
 /// What [`carried_conflict`] found: the buffer, and its accesses under the loop as written
@@ -798,9 +869,10 @@ pub fn data_requirements(func: &PrimFunc) -> DataRequirements {
 ///   starts a range of its own (`P[q]` with `q` apart or itself such a position, `P` a
 ///   parameter whose values never decrease: an axis's `indptr`, validated so, or a parameter
 ///   the runtime checks) and the offset stays inside it (`0 <= k < P[q + 1] - P[q]`, by the
-///   loops' ranges and the conditions around the access). Where the moving load reads an
-///   array the function computes itself (a fused loop's row lookup `mid[p]`, a conversion's
-///   block slots), the index is the lowering's own and trusted.
+///   loops' ranges and the conditions around the access). An offset into an array the
+///   function computes itself (`k + W[i]`) is not; a position a binary search found
+///   (`JO_indptr[i // 2] + mid[p]`) is read back as the coordinate and fiber it stands for
+///   (`search.rs`), which the access then names as extra indices.
 /// - Any other index must itself be proven apart (`i + P[0]`, whose load is the same in
 ///   every iteration, is; `i // 2 + P[0]` is not).
 fn owned_by(
@@ -858,7 +930,6 @@ fn owned_by(
         _ if nested_move(e) => match ranges.iter().find(|(x, _)| x == e) {
             Some((_, Some(r))) if r.needs.is_empty() => Owned::Yes,
             Some((_, Some(r))) => Owned::If(r.needs.clone()),
-            _ if moving_lookup(func, e, v) => Owned::Yes,
             _ if apart(std::slice::from_ref(e)) => Owned::Yes,
             _ => Owned::No,
         },

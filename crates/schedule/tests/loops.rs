@@ -1053,3 +1053,92 @@ fn accesses_of_one_range_with_different_offsets_run_apart() {
     let needs = sparsetir_schedule::data_requirements(sch.func());
     assert_eq!(needs.monotone, vec!["indptr".to_string()], "{text}");
 }
+
+/// An offset added to a value the function computed itself (`k + W[i]`, `W` filled by an
+/// earlier iteration) is no range of its own: rows apart race wherever two `W[i]` are less
+/// than 4 apart, and are refused at stages II and III. (It used to be trusted as the
+/// lowering's own lookup.)
+#[test]
+fn an_offset_into_an_array_the_function_fills_is_refused() {
+    let src = r#"@T.prim_func
+def f(x: T.handle, y: T.handle, p: T.handle, n: T.int32, m: T.int32) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
+    I = T.sp.dense_fixed(n)
+    K = T.sp.dense_fixed(4)
+    M = T.sp.dense_fixed(m)
+    X = T.sp.match_buffer(x, (I, K), "float32")
+    Y = T.sp.match_buffer(y, (M,), "float32")
+    P = T.sp.match_buffer(p, (I,), "int32")
+    W = T.alloc_buffer((n,), "int32")
+    with T.sp.iteration([I], "S", "fill") as [i]:
+        W[i] = P[i] // 2
+    with T.sp.iteration([I, K], "SS", "it") as [i, k]:
+        Y[k + W[i]] = X[i, k]
+"#;
+    for stage in [Stage::II, Stage::III] {
+        let mut sch = Schedule::new(lower_script(src, stage)).unwrap();
+        let rows = loops_of(&mut sch, "it0")[0];
+        let e = sch.parallel(rows).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DependencyViolation, "{stage:?}: {e}");
+        assert!(e.message.contains("element of `Y"), "{stage:?}: {e}");
+    }
+}
+
+/// csr2bsr stores each element at `JO_indptr[i // 2] + mid[p]`, `mid[p]` the position its
+/// search found for block column `J_indices[p] // 2` in block row `i // 2`. The proof reads
+/// what the search stored from the search itself and sees the access as the script wrote it,
+/// `Bsr[i // 2, j // 2, i % 2, j % 2]`: rows run apart, and so do a row's elements (their
+/// columns distinct in the row, which the runtime checks). A script that drops `i % 2` makes
+/// rows `2 r` and `2 r + 1` write one slot: refused at stages II and III, its elements still
+/// apart. A search that stores a position it did not check against the column, or any
+/// unchecked value, proves nothing.
+#[test]
+fn search_results_stand_for_the_coordinates_they_found() {
+    let good = sparsetir_ops::load("csr2bsr").unwrap();
+    let good_src = sparsetir_ir::printer::print_func(&good);
+    let bad_src = good_src.replace(
+        "Bsr[i // 2, j // 2, i % 2, j % 2]",
+        "Bsr[i // 2, j // 2, 0, j % 2]",
+    );
+    assert_ne!(good_src, bad_src);
+    let parallel = |f: sparsetir_ir::PrimFunc, elements: bool| {
+        let mut sch = Schedule::new(f).unwrap();
+        let l = loops_of(&mut sch, if elements { "csr2bsr1" } else { "csr2bsr0" })[0];
+        sch.parallel(l)
+            .map(|_| sparsetir_schedule::data_requirements(sch.func()))
+    };
+    for stage in [Stage::II, Stage::III] {
+        for elements in [false, true] {
+            let needs = parallel(lower_script(&good_src, stage), elements)
+                .unwrap_or_else(|e| panic!("{stage:?}, elements {elements}: {e}"));
+            assert!(needs.unproven.is_empty(), "{needs:?}");
+            let bad = parallel(lower_script(&bad_src, stage), elements);
+            if elements {
+                bad.unwrap_or_else(|e| panic!("{stage:?}: {e}"));
+            } else {
+                let e = bad.unwrap_err();
+                assert_eq!(e.kind, ErrorKind::DependencyViolation, "{stage:?}: {e}");
+                assert!(e.message.contains("element of `Bsr"), "{stage:?}: {e}");
+            }
+        }
+    }
+    // The search's own code, altered at stage III.
+    let text = sparsetir_ir::printer::print_func(&lower_script(&good_src, Stage::III));
+    let reparse = |t: &str| {
+        let m = sparsetir_syntax::parse_module(t).unwrap_or_else(|e| panic!("{e:?}\n{t}"));
+        m.funcs.into_iter().next().unwrap()
+    };
+    for elements in [false, true] {
+        parallel(reparse(&text), elements).expect("the printed function proves the same");
+    }
+    let compare = "== J_indices_data[vj_1 + J_indptr_data[vi_1]] // 2";
+    assert!(text.contains(compare), "{text}");
+    let unchecked_column = text.replace(compare, "== 0");
+    let e = parallel(reparse(&unchecked_column), true).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+    let miss = "mid_0_data[vj_1 + J_indptr_data[vi_1]] = -1";
+    assert!(text.contains(miss), "{text}");
+    let stray = text.replacen(miss, "mid_0_data[vj_1 + J_indptr_data[vi_1]] = 0", 1);
+    let e = parallel(reparse(&stray), false).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use sparsetir_ir::{Expr, PrimFunc, VarId};
 
-use super::LoopFacts;
+use super::{reads_memory, LoopFacts};
 use crate::ir_util;
 
 /// Whether one index separates the iterations for every access in `list` (see the parent
@@ -163,8 +163,12 @@ fn exact_apart(facts: &LoopFacts, d: &Expr, step: i64, extent: Option<i64>) -> b
 ///   (symbolic too: `e = k * (e // k) + e % k`), to a fixpoint (a fusion of fused loops). A
 ///   fused loop's `f // n, f % n` stands for `f`, which steps with the loop where neither part
 ///   does;
-/// - `k * idx[a] + idx[b]` where `idx[b]` lies in a constant `[0, k)` for every access.
-fn with_pairs(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
+/// - `k * idx[a] + idx[b]` where `idx[b]` lies in a constant `[0, k)` for every access;
+/// - `idx[b]` with `idx[a]` (which reads memory) replaced, wherever `idx[b]` holds it, by a
+///   variable standing for the value two meeting accesses share at `a`
+///   ([`LoopFacts::same`]): `p - I_indptr[s]` for a fused loop's `p - I_indptr[mid[p]]` beside
+///   `mid[p]`, which steps with `p` whatever `mid` holds.
+pub(super) fn with_pairs(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
     use sparsetir_ir::BinOp;
     let (func, an) = (&facts.func, &facts.an);
     let mut out = list.to_vec();
@@ -198,6 +202,29 @@ fn with_pairs(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>> {
         used.push((a, b));
         for (idx, (e, _)) in out.iter_mut().zip(parts) {
             idx.push(e);
+        }
+    }
+    // An index that reads another index of the same access (`p - I_indptr[mid[p]]` beside
+    // `mid[p]`: a fused loop's position within its row, beside its row) reads, where two
+    // accesses meet, the value they share at that other index.
+    for a in 0..n.min(facts.same.len()) {
+        if !list.iter().all(|idx| reads_memory(&idx[a])) {
+            continue;
+        }
+        for b in (0..n).filter(|b| *b != a) {
+            let mut derived = Vec::with_capacity(list.len());
+            for idx in list {
+                let mut e = idx[b].clone();
+                if !replace_within(&mut e, &idx[a], &facts.same[a]) {
+                    break;
+                }
+                derived.push(an.simplify(func, &e));
+            }
+            if derived.len() == list.len() {
+                for (o, e) in out.iter_mut().zip(derived) {
+                    o.push(e);
+                }
+            }
         }
     }
     for b in 0..n {
@@ -262,4 +289,18 @@ fn split_step(facts: &LoopFacts, e: &Expr, v: VarId) -> Option<(i64, Expr)> {
     let first = Expr::sub(at(min.clone()), Expr::mul(Expr::int(step), min));
     let rest = an.simplify(func, &first);
     (!ir_util::uses_var(&rest, v)).then_some((step, rest))
+}
+
+/// `e` with every occurrence of `target` (not `e` itself) replaced by `with`; whether any was.
+fn replace_within(e: &mut Expr, target: &Expr, with: &Expr) -> bool {
+    let mut hit = false;
+    e.for_each_child_mut(|c| {
+        if c == target {
+            *c = with.clone();
+            hit = true;
+        } else {
+            hit |= replace_within(c, target, with);
+        }
+    });
+    hit
 }

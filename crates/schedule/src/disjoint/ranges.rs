@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use sparsetir_arith::Analyzer;
-use sparsetir_ir::{BufferId, Expr, For, PrimFunc, Stmt, VarId};
+use sparsetir_ir::{BufferId, Expr, For, Stmt, VarId};
 
 use super::{
     disjoint_accesses, loads_to_zero, moves_load, outer_loads, reads_any, LoopFacts, Need,
@@ -60,19 +60,6 @@ pub(super) fn range_apart(
     })
 }
 
-/// Whether `e` reads, at a position moving with `v`, an array the function computes itself
-/// (not a parameter's data).
-pub(super) fn moving_lookup(func: &PrimFunc, e: &Expr, v: VarId) -> bool {
-    let mut hit = false;
-    e.visit(&mut |y| {
-        if let Expr::Load { buffer, indices } = y {
-            hit |= func.buffers[*buffer].data_param().is_none()
-                && indices.iter().any(|i| ir_util::uses_var(i, v));
-        }
-    });
-    hit
-}
-
 /// For every index of an access to a `wanted` buffer under the loop over `v` that adds a load
 /// moving with `v` to an offset (`k + P[q]`), as [`LoopFacts::resolve`] writes it: what owning a range of its own asks of
 /// the data (`Some`: nothing for an axis's `indptr` at stages I and II, [`Need::Monotone`]
@@ -90,7 +77,7 @@ pub(super) fn range_verdicts(
     v: VarId,
     private: &[BufferId],
     wanted: &[BufferId],
-) -> Vec<(Expr, Option<InRange>)> {
+) -> Walked {
     struct Walk<'f, 'a> {
         facts: &'f LoopFacts<'a>,
         v: VarId,
@@ -102,6 +89,7 @@ pub(super) fn range_verdicts(
         an: Analyzer,
         guards: Vec<Expr>,
         out: Vec<(Expr, Option<InRange>)>,
+        accesses: Vec<Guarded>,
     }
     impl Walk<'_, '_> {
         fn bind(&mut self, f: &For) {
@@ -145,11 +133,19 @@ pub(super) fn range_verdicts(
             e.visit(&mut |x| {
                 if let Expr::Load { buffer, indices } = x {
                     if self.wanted.contains(buffer) {
-                        for i in indices {
-                            self.index(i);
-                        }
+                        self.access(*buffer, indices);
                     }
                 }
+            });
+        }
+        fn access(&mut self, buffer: BufferId, indices: &[Expr]) {
+            for i in indices {
+                self.index(i);
+            }
+            self.accesses.push(Guarded {
+                buffer,
+                indices: indices.iter().map(|i| self.facts.resolve(i)).collect(),
+                guards: self.guards.clone(),
             });
         }
         fn index(&mut self, i: &Expr) {
@@ -199,9 +195,7 @@ pub(super) fn range_verdicts(
                 }
                 Stmt::Store(st) => {
                     if self.wanted.contains(&st.buffer) {
-                        for i in &st.indices {
-                            self.index(i);
-                        }
+                        self.access(st.buffer, &st.indices);
                     }
                     s.for_each_expr(|e| self.expr(e));
                 }
@@ -322,6 +316,7 @@ pub(super) fn range_verdicts(
         an: facts.an.clone(),
         guards: Vec::new(),
         out: Vec::new(),
+        accesses: Vec::new(),
     };
     // The path ends at the loop over `v` itself.
     for s in &facts.path {
@@ -336,5 +331,24 @@ pub(super) fn range_verdicts(
         }
     }
     walk.stmt(&facts.lp.body);
-    walk.out
+    Walked {
+        ranges: walk.out,
+        accesses: walk.accesses,
+    }
+}
+
+/// What [`range_verdicts`] found under the loop.
+pub(super) struct Walked {
+    /// Each index that adds a moving load to an offset, and its verdict.
+    pub(super) ranges: Vec<(Expr, Option<InRange>)>,
+    /// Every access to a wanted buffer, with the conditions around it.
+    pub(super) accesses: Vec<Guarded>,
+}
+
+/// An access under the loop with the conditions that hold where it runs (block predicates,
+/// `if` branches), everything in terms of loop variables ([`LoopFacts::resolve`]).
+pub(super) struct Guarded {
+    pub(super) buffer: BufferId,
+    pub(super) indices: Vec<Expr>,
+    pub(super) guards: Vec<Expr>,
 }
