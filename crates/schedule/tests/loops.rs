@@ -978,15 +978,8 @@ def f(a: T.handle, y: T.handle, indices: T.handle, m: T.int32, n: T.int32) -> No
     }
 }
 
-/// A position `k + P[i]` that adds an offset to a start read from memory is an element of the
-/// iteration's own only inside the range `P[i]..P[i + 1]`: where the offset's loop runs over
-/// that range (a fiber's positions), and under the predicate of a split of it, rows run apart
-/// (at stage III the `indptr` is a plain array, asked never to decrease; the build drops the
-/// demand for an axis's `indptr`, validated so). An offset over a fixed range is not proven
-/// inside: rows apart are refused, as they race where `P[i + 1] - P[i] < 4`.
-#[test]
-fn a_position_read_from_memory_owns_its_range_only() {
-    let fixed = r#"@T.prim_func
+/// `Y[k + P[i]] = X[i, k]` over `k < 4`, `P` a plain table.
+const FIXED_OFFSET: &str = r#"@T.prim_func
 def f(x: T.handle, y: T.handle, p: T.handle, n: T.int32, m: T.int32) -> None:
     T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
     I = T.sp.dense_fixed(n)
@@ -998,6 +991,16 @@ def f(x: T.handle, y: T.handle, p: T.handle, n: T.int32, m: T.int32) -> None:
     with T.sp.iteration([I, K], "SS", "it") as [i, k]:
         Y[k + P[i]] = X[i, k]
 "#;
+
+/// A position `k + P[i]` that adds an offset to a start read from memory is an element of the
+/// iteration's own only inside the range `P[i]..P[i + 1]`: where the offset's loop runs over
+/// that range (a fiber's positions), and under the predicate of a split of it, rows run apart
+/// (at stage III the `indptr` is a plain array, asked never to decrease; the build drops the
+/// demand for an axis's `indptr`, validated so). An offset over a fixed range is not proven
+/// inside: rows apart are refused, as they race where `P[i + 1] - P[i] < 4`.
+#[test]
+fn a_position_read_from_memory_owns_its_range_only() {
+    let fixed = FIXED_OFFSET;
     for stage in [Stage::II, Stage::III] {
         let mut sch = Schedule::new(lower_script(fixed, stage)).unwrap();
         let rows = loops_of(&mut sch, "it0")[0];
@@ -1060,23 +1063,20 @@ fn accesses_of_one_range_with_different_offsets_run_apart() {
 /// lowering's own lookup.)
 #[test]
 fn an_offset_into_an_array_the_function_fills_is_refused() {
-    let src = r#"@T.prim_func
-def f(x: T.handle, y: T.handle, p: T.handle, n: T.int32, m: T.int32) -> None:
-    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 2})
-    I = T.sp.dense_fixed(n)
-    K = T.sp.dense_fixed(4)
-    M = T.sp.dense_fixed(m)
-    X = T.sp.match_buffer(x, (I, K), "float32")
-    Y = T.sp.match_buffer(y, (M,), "float32")
-    P = T.sp.match_buffer(p, (I,), "int32")
-    W = T.alloc_buffer((n,), "int32")
-    with T.sp.iteration([I], "S", "fill") as [i]:
-        W[i] = P[i] // 2
-    with T.sp.iteration([I, K], "SS", "it") as [i, k]:
-        Y[k + W[i]] = X[i, k]
-"#;
+    let src = FIXED_OFFSET
+        .replace(
+            "    with T.sp.iteration([I, K]",
+            "    W = T.alloc_buffer((n,), \"int32\")\n    \
+             with T.sp.iteration([I], \"S\", \"fill\") as [i]:\n        \
+             W[i] = P[i] // 2\n    with T.sp.iteration([I, K]",
+        )
+        .replace("Y[k + P[i]]", "Y[k + W[i]]");
+    assert!(
+        src.contains("W[i] = P[i] // 2") && src.contains("Y[k + W[i]]"),
+        "{src}"
+    );
     for stage in [Stage::II, Stage::III] {
-        let mut sch = Schedule::new(lower_script(src, stage)).unwrap();
+        let mut sch = Schedule::new(lower_script(&src, stage)).unwrap();
         let rows = loops_of(&mut sch, "it0")[0];
         let e = sch.parallel(rows).unwrap_err();
         assert_eq!(e.kind, ErrorKind::DependencyViolation, "{stage:?}: {e}");
