@@ -55,6 +55,13 @@ impl DiffInput {
     pub fn generate(m: &mut Mutator, stores: Stores) -> Option<DiffInput> {
         let data = RunInput::generate(m, diff_kernels())?;
         let base = sparsetir_ops::load(&data.kernel).ok()?;
+        let assembled = sparsetir_ops::sparse_output()
+            .iter()
+            .any(|k| k.name == data.kernel);
+        let stores = match stores {
+            Stores::Given if assembled => Stores::Plain,
+            s => s,
+        };
         for _ in 0..8 {
             let mut f = base.clone();
             let mut changed = false;
@@ -104,9 +111,14 @@ pub enum Stores {
     Any,
     /// Stores into a buffer over dense-fixed axes only, at indices that read no memory: where
     /// the lowered element is a function of the iterators alone, so that the schedule's
-    /// dependence checks can see two iterations meet (a store through an `indptr` is trusted
-    /// to give each iteration its own element).
+    /// dependence checks can see two iterations meet.
     Plain,
+    /// Any store of a kernel whose sparse buffers all have their structure given (not a
+    /// sparse output): the schedule's dependence checks prove a lowered position inside its
+    /// fiber's range, and a position a search found stands for the coordinate it compared,
+    /// so two iterations that meet there show (a sparse output's row is filled to a count the
+    /// lowering keeps, trusted: its kernels take [`Stores::Plain`]).
+    Given,
 }
 
 /// The expressions of `s` a mutation may change: stored values, branch conditions and `let`
@@ -281,7 +293,7 @@ fn mutate_func(m: &mut Mutator, f: &mut PrimFunc, stores: Stores) -> bool {
     let mut body = std::mem::replace(&mut f.body, Stmt::empty());
     let movable = |st: &sparsetir_ir::Store| match stores {
         Stores::Kept => false,
-        Stores::Any => true,
+        Stores::Any | Stores::Given => true,
         Stores::Plain => {
             let dense = match &f.buffers[st.buffer].shape {
                 sparsetir_ir::BufferShape::Sparse(axes) => axes

@@ -1,8 +1,8 @@
 //! Target `schedule`: random schedules on mutated catalog kernels. A kernel of the `diff`
-//! target, the indices of its stores into dense buffers mutated too (so that iterations may now
-//! touch each other's elements: a dependence that some primitives must refuse to break; a store
-//! through an `indptr` is trusted to give each iteration its own element, so it keeps its
-//! indices), gets a random schedule:
+//! target, the indices of its stores mutated too (so that iterations may now touch each
+//! other's elements: a dependence that some primitives must refuse to break; a sparse output's
+//! stores into the rows it assembles keep their indices but for those into dense buffers,
+//! [`Stores::Given`]), gets a random schedule:
 //! at stage I `sparse_reorder` and `sparse_fuse` of its iterations, then at stage II or III
 //! `split`, `fuse`, `reorder`, `unroll`, and either `bind` (a GPU schedule) or `parallel` and
 //! `vectorize` (a CPU one) on random loops (a primitive that refuses is left out; the trace
@@ -56,7 +56,7 @@ const TAGS: &[&str] = &["blockIdx.x", "threadIdx.x", "threadIdx.y", "blockIdx.y"
 impl ScheduleInput {
     /// A mutated kernel (its stores too), valid data, and a random schedule recorded on it.
     pub fn generate(m: &mut Mutator) -> Option<ScheduleInput> {
-        let diff = DiffInput::generate(m, Stores::Plain)?;
+        let diff = DiffInput::generate(m, Stores::Given)?;
         let module = sparsetir_syntax::parse_module(&diff.script).ok()?;
         let f = module.funcs.into_iter().next()?;
         let schedule = random_schedule(m, &f)?;
