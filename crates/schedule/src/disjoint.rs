@@ -51,8 +51,8 @@ mod ranges;
 mod search;
 
 use affine::disjoint_accesses;
-use ranges::{range_apart, range_verdicts, Guarded, InRange};
-use search::{Found, Searches};
+use ranges::{range_apart, range_verdicts, InRange};
+use search::{searched, Searches};
 
 /// What the proofs know about the loop over `v`: the statements from the root down to it, the
 /// function with a renamed copy of every loop variable inside (`copies`), the analyzer with all
@@ -574,41 +574,6 @@ fn conflict(
             Some(Conflict::new(func, b, &written))
         })
         .min_by_key(|c| c.buffer)
-}
-
-/// The search results' coordinates ([`Searches::coordinates`]) for every access of buffer `b`
-/// (`resolved`, as [`LoopFacts::resolve`] writes them), wherever it runs (`accesses`): `None`
-/// unless every access reads its search results through the same shape.
-fn searched(
-    facts: &LoopFacts,
-    searches: &mut Searches,
-    b: BufferId,
-    resolved: &[Vec<Expr>],
-    accesses: &[Guarded],
-) -> Option<Vec<Found>> {
-    let mut out: Vec<Found> = Vec::new();
-    for idx in resolved {
-        let mut this: Option<Found> = None;
-        for g in accesses
-            .iter()
-            .filter(|g| g.buffer == b && g.indices == *idx)
-        {
-            let f = searches.coordinates(facts, idx, &g.guards)?;
-            if this
-                .as_ref()
-                .is_some_and(|t| t.shape != f.shape || t.extra != f.extra)
-            {
-                return None;
-            }
-            this = Some(f);
-        }
-        let this = this?;
-        if out.first().is_some_and(|first| first.shape != this.shape) {
-            return None;
-        }
-        out.push(this);
-    }
-    Some(out)
 }
 
 /// What [`carried_conflict`] found: the buffer, and its accesses under the loop as written

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use sparsetir_ir::{BinOp, BufferId, Expr, PrimFunc, Stmt, VarId};
 
+use super::ranges::Guarded;
 use super::{LoopFacts, Need};
 use crate::ir_util;
 
@@ -156,6 +157,41 @@ pub(super) struct Found {
     /// indices of the access the coordinates' array is read at: two accesses that meet have
     /// equal extra indices where their shapes are equal.
     pub(super) shape: Vec<(BufferId, usize, Vec<usize>)>,
+}
+
+/// The search results' coordinates ([`Searches::coordinates`]) for every access of buffer `b`
+/// (`resolved`, as [`LoopFacts::resolve`] writes them), wherever it runs (`accesses`): `None`
+/// unless every access reads its search results through the same shape.
+pub(super) fn searched(
+    facts: &LoopFacts,
+    searches: &mut Searches,
+    b: BufferId,
+    resolved: &[Vec<Expr>],
+    accesses: &[Guarded],
+) -> Option<Vec<Found>> {
+    let mut out: Vec<Found> = Vec::new();
+    for idx in resolved {
+        let mut this: Option<Found> = None;
+        for g in accesses
+            .iter()
+            .filter(|g| g.buffer == b && g.indices == *idx)
+        {
+            let f = searches.coordinates(facts, idx, &g.guards)?;
+            if this
+                .as_ref()
+                .is_some_and(|t| t.shape != f.shape || t.extra != f.extra)
+            {
+                return None;
+            }
+            this = Some(f);
+        }
+        let this = this?;
+        if out.first().is_some_and(|first| first.shape != this.shape) {
+            return None;
+        }
+        out.push(this);
+    }
+    Some(out)
 }
 
 /// The loads in `e`, outermost first, nested ones included.
