@@ -920,6 +920,21 @@ fn owned_by(
     }
 }
 
+/// `e` with every occurrence of `target` replaced by `with`, and whether there was one.
+fn replaced(e: &Expr, target: &Expr, with: &Expr) -> (Expr, bool) {
+    if e == target {
+        return (with.clone(), true);
+    }
+    let mut e = e.clone();
+    let mut hit = false;
+    e.for_each_child_mut(|c| {
+        let (x, h) = replaced(c, target, with);
+        *c = x;
+        hit |= h;
+    });
+    (e, hit)
+}
+
 /// The loads of `e` not nested in another load's indices.
 fn outer_loads(e: &Expr) -> Vec<Expr> {
     fn go(e: &Expr, out: &mut Vec<Expr>) {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use sparsetir_ir::{Expr, PrimFunc, VarId};
 
-use super::{reads_memory, LoopFacts};
+use super::{reads_memory, replaced, LoopFacts};
 use crate::ir_util;
 
 /// Whether one index separates the iterations for every access in `list` (see the parent
@@ -214,11 +214,10 @@ pub(super) fn with_pairs(facts: &LoopFacts, list: &[Vec<Expr>]) -> Vec<Vec<Expr>
         for b in (0..n).filter(|b| *b != a) {
             let mut derived = Vec::with_capacity(list.len());
             for idx in list {
-                let mut e = idx[b].clone();
-                if !replace_within(&mut e, &idx[a], &facts.same[a]) {
-                    break;
+                match replaced(&idx[b], &idx[a], &facts.same[a]) {
+                    (e, true) => derived.push(an.simplify(func, &e)),
+                    _ => break,
                 }
-                derived.push(an.simplify(func, &e));
             }
             if derived.len() == list.len() {
                 for (o, e) in out.iter_mut().zip(derived) {
@@ -289,18 +288,4 @@ fn split_step(facts: &LoopFacts, e: &Expr, v: VarId) -> Option<(i64, Expr)> {
     let first = Expr::sub(at(min.clone()), Expr::mul(Expr::int(step), min));
     let rest = an.simplify(func, &first);
     (!ir_util::uses_var(&rest, v)).then_some((step, rest))
-}
-
-/// `e` with every occurrence of `target` (not `e` itself) replaced by `with`; whether any was.
-fn replace_within(e: &mut Expr, target: &Expr, with: &Expr) -> bool {
-    let mut hit = false;
-    e.for_each_child_mut(|c| {
-        if c == target {
-            *c = with.clone();
-            hit = true;
-        } else {
-            hit |= replace_within(c, target, with);
-        }
-    });
-    hit
 }

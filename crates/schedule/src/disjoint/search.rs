@@ -18,14 +18,15 @@ use std::collections::HashMap;
 use sparsetir_ir::{BinOp, BufferId, Expr, PrimFunc, Stmt, VarId};
 
 use super::ranges::Guarded;
-use super::{LoopFacts, Need};
+use super::{replaced, LoopFacts, Need};
 use crate::ir_util;
+use crate::primitives::scope;
 
 /// How one array's search stored its results (see the module documentation).
-#[derive(Clone)]
 struct Search {
-    /// The store's indices `x'`; their variables are the search's iteration.
+    /// The store's indices `x'`; their variables (`vars`) are the search's iteration.
     slot: Vec<Expr>,
+    vars: Vec<VarId>,
     /// The stored position `l`.
     value: Expr,
     /// Where the coordinates' array is read, `l` among the indices.
@@ -63,81 +64,91 @@ impl Searches {
             needs: Vec::new(),
             shape: Vec::new(),
         };
+        // The arrays the function computes, read in each index (once per index).
+        let mut computed: Vec<(usize, BufferId, Vec<Expr>)> = Vec::new();
         for (k, e) in indices.iter().enumerate() {
-            for m in loads_of_arrays(e) {
-                let Expr::Load { buffer, indices: x } = &m else {
-                    continue;
-                };
-                if func.buffers[*buffer].data_param().is_some() {
-                    continue;
+            for (buffer, x) in scope::loaded_in_expr(e) {
+                let load = (k, buffer, x);
+                if func.buffers[buffer].data_param().is_none() && !computed.contains(&load) {
+                    computed.push(load);
                 }
-                let search = self
-                    .found
-                    .entry(*buffer)
-                    .or_insert_with(|| search_of(func, *buffer))
-                    .clone()?;
-                if !guards.iter().any(|g| at_least_zero(g, &m)) {
-                    return None;
-                }
-                let mut bound = HashMap::new();
-                let vars = vars_of(&search.slot);
-                if search.slot.len() != x.len()
-                    || !search
-                        .slot
-                        .iter()
-                        .zip(x)
-                        .all(|(p, e)| unify(p, e, &vars, &mut bound))
+            }
+        }
+        if computed.is_empty() {
+            return None;
+        }
+        let simple = |e: &Expr| facts.an.simplify(func, e);
+        let simplified: Vec<Expr> = indices.iter().map(simple).collect();
+        let same_as_index = |q: &Expr| {
+            let q = simple(q);
+            simplified.iter().position(|i| *i == q)
+        };
+        for (k, buffer, x) in &computed {
+            let (k, e) = (*k, &indices[*k]);
+            let m = Expr::Load {
+                buffer: *buffer,
+                indices: x.clone(),
+            };
+            let search = self
+                .found
+                .entry(*buffer)
+                .or_insert_with(|| search_of(func, *buffer))
+                .as_ref()?;
+            if !guards.iter().any(|g| at_least_zero(g, &m)) {
+                return None;
+            }
+            let mut bound = HashMap::new();
+            if search.slot.len() != x.len()
+                || !search
+                    .slot
+                    .iter()
+                    .zip(x)
+                    .all(|(p, e)| unify(p, e, &search.vars, &mut bound))
+            {
+                return None;
+            }
+            let at_here = |e: &Expr| -> Option<Expr> {
+                let mut e = e.clone();
+                if !scope::vars_of(&e)
+                    .iter()
+                    .all(|v| bound.contains_key(v) || Expr::Var(*v) == facts.hole)
                 {
                     return None;
                 }
-                let at_here = |e: &Expr| -> Option<Expr> {
-                    let mut e = e.clone();
-                    if !vars_of(std::slice::from_ref(&e))
-                        .iter()
-                        .all(|v| bound.contains_key(v) || Expr::Var(*v) == facts.hole)
-                    {
-                        return None;
-                    }
-                    ir_util::subst_expr(&mut e, &bound);
-                    Some(e)
+                ir_util::subst_expr(&mut e, &bound);
+                Some(e)
+            };
+            // Where `IND` is read, with the consumer's `M[x]` for `l`: every index of that
+            // read is one of the access's own indices, so two accesses that meet read it
+            // at one position.
+            let read_at: Vec<usize> = search
+                .at
+                .iter()
+                .map(|q| {
+                    let q = at_here(&replaced(q, &search.value, &facts.hole).0)?;
+                    same_as_index(&replaced(&q, &facts.hole, &m).0)
+                })
+                .collect::<Option<_>>()?;
+            out.shape.push((*buffer, k, read_at));
+            out.extra.push(at_here(&search.coord)?);
+            if let Some((p, a)) = &search.fiber {
+                // `P[a] + l` with `0 <= l < P[a + 1] - P[a]`: the position names its fiber
+                // where `P` never decreases.
+                let a = at_here(a)?;
+                let start = Expr::Load {
+                    buffer: *p,
+                    indices: vec![a.clone()],
                 };
-                let simple = |e: &Expr| facts.an.simplify(func, e);
-                let same_as_index = |q: &Expr| {
-                    let q = simple(q);
-                    indices.iter().position(|i| simple(i) == q)
-                };
-                // Where `IND` is read, with the consumer's `M[x]` for `l`: every index of that
-                // read is one of the access's own indices, so two accesses that meet read it
-                // at one position.
-                let read_at: Vec<usize> = search
-                    .at
-                    .iter()
-                    .map(|q| {
-                        let q = at_here(&replace(q, &search.value, &facts.hole))?;
-                        same_as_index(&replace(&q, &facts.hole, &m))
-                    })
-                    .collect::<Option<_>>()?;
-                out.shape.push((*buffer, k, read_at));
-                out.extra.push(at_here(&search.coord)?);
-                if let Some((p, a)) = &search.fiber {
-                    // `P[a] + l` with `0 <= l < P[a + 1] - P[a]`: the position names its fiber
-                    // where `P` never decreases.
-                    let a = at_here(a)?;
-                    let start = Expr::Load {
-                        buffer: *p,
-                        indices: vec![a.clone()],
-                    };
-                    if simple(&Expr::add(start, m.clone())) == simple(e) {
-                        out.extra.push(a);
-                        out.shape.push((*p, k, Vec::new()));
-                        let param = func.buffers[*p].data_param()?;
-                        if !func.axes.iter().any(|(_, ax)| ax.indptr == Some(param)) {
-                            let n = Need::Monotone {
-                                param: func.vars[param].name.clone(),
-                            };
-                            if !out.needs.contains(&n) {
-                                out.needs.push(n);
-                            }
+                if simple(&Expr::add(start, m.clone())) == simple(e) {
+                    out.extra.push(a);
+                    out.shape.push((*p, k, Vec::new()));
+                    let param = func.buffers[*p].data_param()?;
+                    if !func.axes.iter().any(|(_, ax)| ax.indptr == Some(param)) {
+                        let n = Need::Monotone {
+                            param: func.vars[param].name.clone(),
+                        };
+                        if !out.needs.contains(&n) {
+                            out.needs.push(n);
                         }
                     }
                 }
@@ -194,17 +205,6 @@ pub(super) fn searched(
     Some(out)
 }
 
-/// The loads in `e`, outermost first, nested ones included.
-fn loads_of_arrays(e: &Expr) -> Vec<Expr> {
-    let mut out = Vec::new();
-    e.visit(&mut |x| {
-        if matches!(x, Expr::Load { .. }) && !out.contains(x) {
-            out.push(x.clone());
-        }
-    });
-    out
-}
-
 /// Whether condition `g` says `m >= 0`.
 fn at_least_zero(g: &Expr, m: &Expr) -> bool {
     match g {
@@ -214,20 +214,6 @@ fn at_least_zero(g: &Expr, m: &Expr) -> bool {
         Expr::Binary(BinOp::Lt, a, b) => **b == *m && matches!(**a, Expr::Int(-1, _)),
         _ => false,
     }
-}
-
-fn vars_of(list: &[Expr]) -> Vec<VarId> {
-    let mut out = Vec::new();
-    for e in list {
-        e.visit(&mut |x| {
-            if let Expr::Var(v) = x {
-                if !out.contains(v) {
-                    out.push(*v);
-                }
-            }
-        });
-    }
-    out
 }
 
 /// Whether `e` is `pattern` with each of `vars` standing for one expression (bound in `bound`).
@@ -258,16 +244,6 @@ fn unify(pattern: &Expr, e: &Expr, vars: &[VarId], bound: &mut HashMap<VarId, Ex
     ps.len() == es.len() && ps.iter().zip(&es).all(|(p, x)| unify(p, x, vars, bound))
 }
 
-/// `e` with every occurrence of `target` replaced by `with`.
-fn replace(e: &Expr, target: &Expr, with: &Expr) -> Expr {
-    if e == target {
-        return with.clone();
-    }
-    let mut e = e.clone();
-    e.for_each_child_mut(|c| *c = replace(c, target, with));
-    e
-}
-
 /// How the function fills `m`: see the module documentation. `None` where any store does
 /// not fit.
 fn search_of(func: &PrimFunc, m: BufferId) -> Option<Search> {
@@ -293,8 +269,8 @@ fn search_of(func: &PrimFunc, m: BufferId) -> Option<Search> {
     if stray {
         return None;
     }
-    match found.as_slice() {
-        [one] => one.clone(),
+    match found.len() {
+        1 => found.pop().flatten(),
         _ => None,
     }
 }
@@ -329,9 +305,16 @@ fn search_at(
     }
     // What the coordinate and the read's position depend on stays what it was when the
     // search ran: the store's own variables and arrays the function never writes.
-    let vars = vars_of(&st.indices);
+    let mut vars: Vec<VarId> = Vec::new();
+    for i in &st.indices {
+        for v in scope::vars_of(i) {
+            if !vars.contains(&v) {
+                vars.push(v);
+            }
+        }
+    }
     let stable = |x: &Expr| {
-        let x = replace(x, l, &Expr::Int(0, sparsetir_ir::DType::I32));
+        let x = replaced(x, l, &Expr::Int(0, sparsetir_ir::DType::I32)).0;
         let mut ok = true;
         x.visit(&mut |y| match y {
             Expr::Var(v) => ok &= vars.contains(v),
@@ -376,6 +359,7 @@ fn search_at(
     };
     Some(Search {
         slot: st.indices.clone(),
+        vars,
         value: l.clone(),
         at: at.clone(),
         coord: coord.clone(),
