@@ -211,6 +211,56 @@ fn lower_verify_error_is_located() {
     );
 }
 
+/// A row sum whose init reads the reduction's iterator: the init runs once per row, before the
+/// row's elements, so `j` has no value there.
+const INIT_READS_J: &str = r#"@T.prim_func
+def rowsum(a: T.handle, b: T.handle, indptr: T.handle, indices: T.handle,
+           m: T.int32, n: T.int32, nnz: T.int32) -> None:
+    I = T.sp.dense_fixed(m)
+    J = T.sp.compressed_varied(I, (n, nnz), (indptr, indices), "int32")
+    A = T.sp.match_buffer(a, (I, J), "float32")
+    B = T.sp.match_buffer(b, (I,), "float32")
+    with T.sp.iteration([I, J], "SR", "rowsum") as [i, j]:
+        with T.init():
+            B[i] = A[i, j]
+        B[i] = B[i] + A[i, j]
+"#;
+
+#[test]
+fn an_init_reading_a_reduction_iterator_is_refused_by_check_lower_and_run() {
+    let d = Dir::new();
+    let script = d.write("rowsum.sp", INIT_READS_J);
+    let line = line_of(INIT_READS_J, "B[i] = A[i, j]");
+    let needles = [
+        "sparse iteration `rowsum`",
+        "T.init() reads reduction iterator `j`",
+    ];
+    assert_located(&run(&["check", &script]), &script, line, &needles);
+    assert_located(
+        &run(&["lower", &script, "--stage", "2"]),
+        &script,
+        line,
+        &needles,
+    );
+    let a = d.write(
+        "a.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.5\n2 1 2.5\n",
+    );
+    let out = d.path("b.npy");
+    let o = run(&[
+        "run",
+        &script,
+        "--backend",
+        "eval",
+        "--bind",
+        &format!("A={a}"),
+        "--out",
+        &format!("B={}", out.display()),
+    ]);
+    assert_located(&o, &script, line, &needles);
+    assert!(!out.exists(), "nothing is written");
+}
+
 /// A lookup of a constant coordinate in a compressed axis, which `lower_sparse_iter` does not
 /// support.
 const CONST_LOOKUP: &str = r#"@T.prim_func

@@ -803,12 +803,115 @@ impl<'a> Verifier<'a> {
         }
         if let Some(init) = &it.init {
             self.stmt(init, span);
+            if it.kinds.len() == arity && it.vars.len() == arity {
+                self.init_reads(it, init, span);
+            }
         }
         self.stmt(&it.body, span);
         for (v, prev) in prevs.into_iter().rev() {
             self.undefine(v, prev);
         }
         self.iterated.truncate(outer);
+    }
+
+    /// The init rule (SPEC §2.3): `T.init()` runs once per point of the iteration's spatial
+    /// iterators, before the first reduction step. So it may not read a reduction iterator,
+    /// and a spatial iterator after the first reduction may not walk a fiber of a reduction
+    /// iterator (there is no point of it to run the init at before that reduction). The
+    /// evaluator refuses both when it reaches the iteration; here they are found up front.
+    fn init_reads(&mut self, it: &SparseIteration, init: &Stmt, span: Span) {
+        let f = self.f;
+        // One step per iterator variable: the axes whose fibers it walks hang from `deps`.
+        let mut steps: Vec<(VarId, bool, Vec<AxisId>, Vec<AxisId>)> = Vec::new();
+        let parent = |a: AxisId| f.axes.get(a).and_then(|x| x.parent);
+        let part = |p: &IterAxis| match p {
+            IterAxis::Axis(a) => Some((*a, parent(*a))),
+            IterAxis::Attach { axis, parent } => Some((*axis, Some(*parent))),
+            _ => None,
+        };
+        let mut k = 0;
+        for entry in &it.axes {
+            let parts: Vec<(AxisId, Option<AxisId>)> = match entry {
+                IterAxis::Fuse(chain) => {
+                    for &a in chain {
+                        let spatial = it.kinds[k] == IterKind::Spatial;
+                        steps.push((
+                            it.vars[k],
+                            spatial,
+                            vec![a],
+                            parent(a).into_iter().collect(),
+                        ));
+                        k += 1;
+                    }
+                    continue;
+                }
+                IterAxis::CoIter { parts, .. } => parts.iter().filter_map(part).collect(),
+                other => part(other).into_iter().collect(),
+            };
+            let spatial = it.kinds[k] == IterKind::Spatial;
+            let axes = parts.iter().map(|p| p.0).collect();
+            let deps = parts.iter().filter_map(|p| p.1).collect();
+            steps.push((it.vars[k], spatial, axes, deps));
+            k += 1;
+        }
+        let Some(at) = steps.iter().position(|s| !s.1) else {
+            return;
+        };
+        let var_name = |v: VarId| f.vars.get(v).map_or("?", |x| x.name.as_str());
+        let name = it.name.as_str();
+        for t in at + 1..steps.len() {
+            if !steps[t].1 {
+                continue;
+            }
+            let walked = steps[at..t]
+                .iter()
+                .find(|r| !r.1 && r.2.iter().any(|a| steps[t].3.contains(a)));
+            if let Some(r) = walked {
+                let message = format!(
+                    "sparse iteration `{name}`: T.init() cannot run once per spatial point, \
+                     because spatial iterator `{}` walks a fiber of reduction iterator `{}` \
+                     (iterate it before the reductions)",
+                    var_name(steps[t].0),
+                    var_name(r.0)
+                );
+                self.err(span, message);
+            }
+        }
+        let spatial: Vec<String> = steps
+            .iter()
+            .filter(|s| s.1)
+            .map(|s| format!("`{}`", var_name(s.0)))
+            .collect();
+        for &(v, is_spatial, ..) in &steps {
+            if is_spatial {
+                continue;
+            }
+            let mut at_span = None;
+            init.visit(&mut |x| {
+                let mut found = false;
+                x.for_each_expr(|e| {
+                    e.visit(&mut |y| found |= matches!(y, Expr::Var(w) if *w == v));
+                });
+                if found && at_span.is_none() {
+                    at_span = Some(x.span());
+                }
+            });
+            if let Some(s) = at_span {
+                let s = if s.is_unknown() { span } else { s };
+                let message = format!(
+                    "sparse iteration `{name}`: T.init() reads reduction iterator `{}`; the \
+                     init runs once per point of the spatial iterators ({}) before the \
+                     reduction, so it can read only those",
+                    var_name(v),
+                    if spatial.is_empty() {
+                        "none".to_string()
+                    } else {
+                        spatial.join(", ")
+                    }
+                );
+                self.err(s, message);
+            }
+        }
     }
 
     fn iter_entry(&mut self, entry: &IterAxis, name: &str, span: Span) {

@@ -407,12 +407,14 @@ fn attach_parent_must_be_iterated() {
     let i = f.axis_by_name("I").unwrap();
     let j = f.axis_by_name("J").unwrap();
     let k = f.axis_by_name("K").unwrap();
-    // attach J under K: K is iterated first, so fine
+    // attach J under K: K is iterated first, so fine (without an init: K is the reduction,
+    // and the init could not run before it at each element of J, which hangs from K)
     iteration_mut(&mut f).axes = vec![
         IterAxis::Axis(i),
         IterAxis::Axis(k),
         IterAxis::Attach { axis: j, parent: k },
     ];
+    iteration_mut(&mut f).init = None;
     accepts(&f);
     iteration_mut(&mut f).axes = vec![
         IterAxis::Axis(i),
@@ -420,6 +422,50 @@ fn attach_parent_must_be_iterated() {
         IterAxis::Axis(k),
     ];
     rejects(&f, &["attach parent K of axis J is not iterated"]);
+}
+
+#[test]
+fn init_reads_only_spatial_iterators() {
+    // csrmm "SRS" stores its init at `C[i, k]`: both spatial. Marking `k` a reduction leaves
+    // the init an element it has no point of.
+    let mut f = base();
+    iteration_mut(&mut f).kinds = vec![IterKind::Spatial, IterKind::Reduce, IterKind::Reduce];
+    let e = rejects(
+        &f,
+        &[
+            "T.init() reads reduction iterator `k`",
+            "spatial iterators (`i`)",
+        ],
+    );
+    let init_span = iteration_mut(&mut f).init.as_ref().unwrap().span();
+    assert_eq!(e.span, init_span, "located at the init's store");
+    // Without the init the same kinds are fine.
+    iteration_mut(&mut f).init = None;
+    accepts(&f);
+}
+
+#[test]
+fn init_needs_spatial_iterators_outside_the_reductions() {
+    // [I, K, attach(J, K)] "SRS": the spatial J hangs from the reduction K.
+    let mut f = base();
+    let (i, j, k) = (
+        f.axis_by_name("I").unwrap(),
+        f.axis_by_name("J").unwrap(),
+        f.axis_by_name("K").unwrap(),
+    );
+    iteration_mut(&mut f).axes = vec![
+        IterAxis::Axis(i),
+        IterAxis::Axis(k),
+        IterAxis::Attach { axis: j, parent: k },
+    ];
+    rejects(
+        &f,
+        &["spatial iterator `k` walks a fiber of reduction iterator `j`"],
+    );
+    // (The variables keep their names: `k` is bound to J here, `j` to K.) Without the init
+    // J may hang from the reduction.
+    iteration_mut(&mut f).init = None;
+    accepts(&f);
 }
 
 #[test]
