@@ -4,9 +4,12 @@
 
 use std::path::Path;
 
+use sparsetir_ir::span::Span;
 use sparsetir_ir::{PrimFunc, Stage};
-use sparsetir_runtime::build::{build, emit, emit_cuda};
+use sparsetir_runtime::build::{build, emit, emit_cuda, BuildError};
 use sparsetir_runtime::{CompileOptions, Kernel};
+use sparsetir_schedule::trace::TraceError;
+use sparsetir_syntax::{render, Diagnostic};
 
 use crate::{parse, pick_func, read_source, split_pair, stage_name, verify, Failure, Source};
 
@@ -26,13 +29,109 @@ pub struct Options<'a> {
     pub sets: &'a [String],
 }
 
+/// A schedule file's name and text.
+struct ScheduleFile {
+    name: String,
+    text: String,
+}
+
+impl ScheduleFile {
+    fn text(s: &Option<ScheduleFile>) -> Option<&str> {
+        s.as_ref().map(|s| s.text.as_str())
+    }
+}
+
 /// Reads a schedule file.
-fn read_schedule(path: Option<&Path>) -> Result<Option<String>, Failure> {
+fn read_schedule(path: Option<&Path>) -> Result<Option<ScheduleFile>, Failure> {
     path.map(|p| {
         std::fs::read_to_string(p)
+            .map(|text| ScheduleFile {
+                name: p.display().to_string(),
+                text,
+            })
             .map_err(|e| Failure(format!("error: cannot read schedule {}: {e}", p.display())))
     })
     .transpose()
+}
+
+/// A build's result, its schedule's errors located in the schedule file: `FILE:LINE:COL:
+/// error: ...` with the line and a caret, as a script's errors are, then the IR a failed
+/// primitive points at.
+fn located<T>(r: Result<T, BuildError>, schedule: &Option<ScheduleFile>) -> Result<T, Failure> {
+    let e = match r {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let Some(file) = schedule else {
+        return Err(e.into());
+    };
+    let (line, col, message, note, context) = match &e {
+        BuildError::BadSection { line, .. } => {
+            let text = e.to_string();
+            let prefix = format!("schedule line {line}: ");
+            let message = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
+            (*line, usize::MAX, message, None, String::new())
+        }
+        BuildError::Schedule { stage, error } => {
+            let note = Some(format!("in the schedule's `# stage {stage}` section"));
+            match error {
+                TraceError::Syntax { line, col, message } => {
+                    (*line, *col, message.clone(), note, String::new())
+                }
+                TraceError::Replay { line, message, .. } => {
+                    (*line, 0, message.clone(), note, String::new())
+                }
+                TraceError::Schedule { line, error } => {
+                    let text = error.to_string();
+                    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+                    (*line, 0, first.to_string(), note, rest.to_string())
+                }
+            }
+        }
+        _ => return Err(e.into()),
+    };
+    let Some(span) = line_span(&file.text, line, col) else {
+        return Err(e.into());
+    };
+    let diag = Diagnostic {
+        span,
+        message,
+        notes: note.into_iter().collect(),
+    };
+    let mut out = render(&[diag], &file.name, &file.text);
+    if !context.trim().is_empty() {
+        out.push_str(context.trim_end());
+        out.push('\n');
+    }
+    Err(Failure(out.trim_end().to_string()))
+}
+
+/// The span of line `line` (1-based) of `text`: from character `col` (1-based) for one
+/// character; with `col` 0, the line's instruction (leading blanks and a trailing comment
+/// left out); with `usize::MAX`, the whole line but its blanks. `None` past the end.
+fn line_span(text: &str, line: usize, col: usize) -> Option<Span> {
+    let start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2)?.0 + 1
+    };
+    let body = text[start..].split('\n').next().unwrap_or("");
+    let (from, to) = if col == usize::MAX {
+        let lead = body.len() - body.trim_start().len();
+        (lead, body.trim_end().len().max(lead))
+    } else if col > 0 {
+        let at = body
+            .char_indices()
+            .nth(col - 1)
+            .map_or(body.len(), |(i, _)| i);
+        let width = body[at..].chars().next().map_or(0, char::len_utf8);
+        (at, at + width)
+    } else {
+        let code = body.split('#').next().unwrap_or("").trim_end();
+        let lead = code.len() - code.trim_start().len();
+        (lead, code.len().max(lead))
+    };
+    Some(Span::new(start + from, start + to))
 }
 
 /// `--set PARAM=VALUE` pairs as integer specializations; `strict` refuses values that are not
@@ -87,7 +186,10 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let schedule = read_schedule(o.schedule)?;
     let spec = specializations(f, o.sets, true)?;
     if o.target == "cuda" {
-        let (_, m) = emit_cuda(f, schedule.as_deref(), &spec)?;
+        let (_, m) = located(
+            emit_cuda(f, ScheduleFile::text(&schedule), &spec),
+            &schedule,
+        )?;
         return match o.emit {
             None => {
                 print!("{}", m.source);
@@ -99,7 +201,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     if o.emit.is_some() {
         return Err(Failure("error: --emit applies to --target cuda".into()));
     }
-    let c = emit(f, schedule.as_deref(), &spec)?;
+    let c = located(emit(f, ScheduleFile::text(&schedule), &spec), &schedule)?;
     print!("{}", c.source);
     Ok(())
 }
@@ -121,7 +223,10 @@ pub fn for_run(
         threads,
         ..CompileOptions::default()
     };
-    Ok(build(f, schedule.as_deref(), &spec, &opts)?)
+    located(
+        build(f, ScheduleFile::text(&schedule), &spec, &opts),
+        &schedule,
+    )
 }
 
 /// `run --backend c` of a function that assembles its output: both phases compiled.
@@ -139,12 +244,15 @@ pub fn for_run_assembled(
         threads,
         ..CompileOptions::default()
     };
-    Ok(sparsetir_runtime::assembly::AssembledKernel::build(
-        f,
-        schedule.as_deref(),
-        &spec,
-        &opts,
-    )?)
+    located(
+        sparsetir_runtime::assembly::AssembledKernel::build(
+            f,
+            ScheduleFile::text(&schedule),
+            &spec,
+            &opts,
+        ),
+        &schedule,
+    )
 }
 
 /// `build --target cuda --emit ptx|cubin --arch A -o OUT`: NVRTC compiles the module (through
@@ -200,11 +308,14 @@ pub fn for_gpu(
     let schedule = read_schedule(schedule)?;
     let spec = specializations(f, sets, false)?;
     let cache = sparsetir_runtime::cache::KernelCache::from_env()?;
-    Ok(sparsetir_runtime::gpu::GpuKernel::build(
-        f,
-        schedule.as_deref(),
-        &spec,
-        device,
-        &cache,
-    )?)
+    located(
+        sparsetir_runtime::gpu::GpuKernel::build(
+            f,
+            ScheduleFile::text(&schedule),
+            &spec,
+            device,
+            &cache,
+        ),
+        &schedule,
+    )
 }

@@ -186,3 +186,78 @@ fn c_run_with_a_specialized_width() {
     ];
     same_outputs(&d, "c", &script, &args, &[("C", "c.npy")]);
 }
+
+/// A schedule's errors point into the schedule file, line and column, with the line shown:
+/// a line that does not parse, a handle no earlier line defined, a primitive that fails, and a
+/// section header naming no stage. `build` and `run` report them alike.
+#[test]
+fn schedule_errors_are_located_in_the_schedule_file() {
+    let d = Dir::new();
+    let script = d.script("csrmm");
+    let cases = [
+        (
+            "# stage III\nb0 = sch.get_block(\"csrmm0\")\nl0, = sch.get_loops(b0)\nsch.split(l0 [None, 4])\n",
+            "s.sched:4:14:",
+            "sch.split(l0 [None, 4])",
+        ),
+        (
+            "# stage III\nb0 = sch.get_block(\"csrmm0\")\n  sch.parallel(l9)  # rows\n",
+            "s.sched:3:3:",
+            "`l9` is not defined by an earlier line",
+        ),
+        (
+            "# stage III\nb0 = sch.get_block(\"csrmm0\")\nl0, = sch.get_loops(b0)\nsch.split(l0, [None, 0])\n",
+            "s.sched:4:1:",
+            "split factor 0 is not positive",
+        ),
+        (
+            "# stage III\n# stage four\nb0 = sch.get_block(\"csrmm0\")\n",
+            "s.sched:2:1:",
+            "names no stage",
+        ),
+    ];
+    for (text, at, needle) in cases {
+        let sched = d.write("s.sched", text);
+        let line: usize = at.split(':').nth(1).unwrap().parse().unwrap();
+        let shown = text.lines().nth(line - 1).unwrap().trim();
+        let (_, coo) = random_matrix(4, 3, 7);
+        write_mtx(d.path("a.mtx"), &coo).unwrap();
+        let (_, bt) = dense_tensor(&[3, 4], 8);
+        write_npy(d.path("b.npy"), &bt).unwrap();
+        let (a, b) = (d.bind("A", "a.mtx"), d.bind("B", "b.npy"));
+        let build = [
+            "build",
+            &script,
+            "--target",
+            "c",
+            "--schedule",
+            &sched,
+            "--set",
+            "feat_size=4",
+        ];
+        let runs = [
+            "run",
+            &script,
+            "--backend",
+            "c",
+            "--schedule",
+            &sched,
+            "--bind",
+            &a,
+            "--bind",
+            &b,
+        ];
+        for args in [&build[..], &runs[..]] {
+            let o = run(args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains(at), "{args:?}: expected `{at}` in\n{err}");
+            assert!(
+                err.contains(needle),
+                "{args:?}: expected `{needle}` in\n{err}"
+            );
+            assert!(err.contains(shown), "{args:?}: the line is shown\n{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+}
