@@ -228,11 +228,12 @@ def compile(
             f"unsupported target `{target}` (available: {', '.join(TARGETS)})")
     rules = [decompose] if isinstance(decompose, str) else list(decompose or [])
     text, name = _read_text(source, "source")
-    sched = None
+    sched, sched_name = None, None
     if schedule is not None:
-        sched, _ = _read_text(schedule, "schedule")
+        sched, sched_name = _read_text(schedule, "schedule")
     spec = [(k, int(v)) for k, v in (specialize or {}).items()]
-    return Kernel(_native.compile(text, name, target, sched, func, spec, threads, rules))
+    return Kernel(_native.compile(text, name, target, sched, func, spec, threads, rules,
+                                  schedule_name=sched_name))
 
 
 from . import ops  # noqa: E402  (ops uses compile/Kernel above)

@@ -409,7 +409,7 @@ fn lower_for_interp(script: &Script, f: &PrimFunc) -> PyResult<PrimFunc> {
 /// `interp`, `c`, `cuda`, `cuda-emu`), with an optional schedule (trace text with `# stage`
 /// sections), function name, integer specializations and OpenMP thread count.
 #[pyfunction]
-#[pyo3(signature = (source, name, target, schedule=None, func=None, specialize=Vec::new(), threads=None, decompose=Vec::new()))]
+#[pyo3(signature = (source, name, target, schedule=None, func=None, specialize=Vec::new(), threads=None, decompose=Vec::new(), schedule_name=None))]
 #[allow(clippy::too_many_arguments)]
 fn compile(
     py: Python<'_>,
@@ -421,7 +421,18 @@ fn compile(
     specialize: Vec<(String, i64)>,
     threads: Option<usize>,
     decompose: Vec<String>,
+    schedule_name: Option<String>,
 ) -> PyResult<NativeKernel> {
+    // A schedule's errors point into it, line and column, as the CLI shows them.
+    let build_err = |e: sparsetir_runtime::build::BuildError| {
+        let located = schedule.as_deref().and_then(|text| {
+            e.render_in_schedule(schedule_name.as_deref().unwrap_or("<schedule>"), text)
+        });
+        match located {
+            Some(text) => err(text),
+            None => err(e),
+        }
+    };
     let gpu = match target.as_str() {
         "cuda" => Some(GpuDevice::Cuda),
         "cuda-emu" => Some(GpuDevice::Emulator),
@@ -494,7 +505,7 @@ fn compile(
             let (fr, sched) = (&f, schedule.as_deref());
             let k = py
                 .allow_threads(|| AssembledKernel::build(fr, sched, &spec, &opts))
-                .map_err(err)?;
+                .map_err(build_err)?;
             Exec::CAssembled(Box::new(k))
         }
         "interp" => Exec::Interp(lower_for_interp(&script, g)?),
@@ -506,13 +517,14 @@ fn compile(
             let (fr, sched) = (g, schedule.as_deref());
             let k = py
                 .allow_threads(|| sparsetir_runtime::build(fr, sched, &spec, &opts))
-                .map_err(err)?;
+                .map_err(build_err)?;
             Exec::C(k)
         }
         _ => {
             let device = gpu.expect("a GPU target");
             let cache = sparsetir_runtime::cache::KernelCache::from_env().map_err(err)?;
-            let k = GpuKernel::build(g, schedule.as_deref(), &spec, device, &cache).map_err(err)?;
+            let k = GpuKernel::build(g, schedule.as_deref(), &spec, device, &cache)
+                .map_err(build_err)?;
             Exec::Gpu(Box::new(k))
         }
     };

@@ -115,6 +115,20 @@ def test_bad_target_and_schedule():
         sparsetir.compile(CSRMM, target="c", schedule="b0 = sch.get_block(\"nope\")\n")
 
 
+def test_schedule_errors_are_located_in_the_schedule(tmp_path):
+    sched = tmp_path / "rows.sched"
+    sched.write_text('# stage III\nb0 = sch.get_block("csrmm0")\n  sch.parallel(l9)  # rows\n')
+    with pytest.raises(sparsetir.SparsetirError) as e:
+        sparsetir.compile(CSRMM, target="c", schedule=str(sched))
+    msg = str(e.value)
+    assert f"{sched}:3:3: error: `l9` is not defined by an earlier line" in msg, msg
+    assert "sch.parallel(l9)" in msg and "`# stage III` section" in msg, msg
+    # Schedule text is named as such.
+    with pytest.raises(sparsetir.SparsetirError,
+                       match=r"<string>:1:1: error: NotFound: no block named `nope`"):
+        sparsetir.compile(CSRMM, target="c", schedule="b0 = sch.get_block(\"nope\")\n")
+
+
 def test_cuda_without_a_driver_is_an_exception():
     import ctypes.util
 

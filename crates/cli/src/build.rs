@@ -4,12 +4,9 @@
 
 use std::path::Path;
 
-use sparsetir_ir::span::Span;
 use sparsetir_ir::{PrimFunc, Stage};
 use sparsetir_runtime::build::{build, emit, emit_cuda, BuildError};
 use sparsetir_runtime::{CompileOptions, Kernel};
-use sparsetir_schedule::trace::TraceError;
-use sparsetir_syntax::{render, Diagnostic};
 
 use crate::{parse, pick_func, read_source, split_pair, stage_name, verify, Failure, Source};
 
@@ -54,84 +51,16 @@ fn read_schedule(path: Option<&Path>) -> Result<Option<ScheduleFile>, Failure> {
     .transpose()
 }
 
-/// A build's result, its schedule's errors located in the schedule file: `FILE:LINE:COL:
-/// error: ...` with the line and a caret, as a script's errors are, then the IR a failed
-/// primitive points at.
+/// A build's result, its schedule's errors located in the schedule file
+/// ([`BuildError::render_in_schedule`]).
 fn located<T>(r: Result<T, BuildError>, schedule: &Option<ScheduleFile>) -> Result<T, Failure> {
-    let e = match r {
-        Ok(v) => return Ok(v),
-        Err(e) => e,
-    };
-    let Some(file) = schedule else {
-        return Err(e.into());
-    };
-    let (line, col, message, note, context) = match &e {
-        BuildError::BadSection { line, .. } => {
-            let text = e.to_string();
-            let prefix = format!("schedule line {line}: ");
-            let message = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
-            (*line, usize::MAX, message, None, String::new())
-        }
-        BuildError::Schedule { stage, error } => {
-            let note = Some(format!("in the schedule's `# stage {stage}` section"));
-            match error {
-                TraceError::Syntax { line, col, message } => {
-                    (*line, *col, message.clone(), note, String::new())
-                }
-                TraceError::Replay { line, message, .. } => {
-                    (*line, 0, message.clone(), note, String::new())
-                }
-                TraceError::Schedule { line, error } => {
-                    let text = error.to_string();
-                    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
-                    (*line, 0, first.to_string(), note, rest.to_string())
-                }
-            }
-        }
-        _ => return Err(e.into()),
-    };
-    let Some(span) = line_span(&file.text, line, col) else {
-        return Err(e.into());
-    };
-    let diag = Diagnostic {
-        span,
-        message,
-        notes: note.into_iter().collect(),
-    };
-    let mut out = render(&[diag], &file.name, &file.text);
-    if !context.trim().is_empty() {
-        out.push_str(context.trim_end());
-        out.push('\n');
-    }
-    Err(Failure(out.trim_end().to_string()))
-}
-
-/// The span of line `line` (1-based) of `text`: from character `col` (1-based) for one
-/// character; with `col` 0, the line's instruction (leading blanks and a trailing comment
-/// left out); with `usize::MAX`, the whole line but its blanks. `None` past the end.
-fn line_span(text: &str, line: usize, col: usize) -> Option<Span> {
-    let start = if line <= 1 {
-        0
-    } else {
-        text.match_indices('\n').nth(line - 2)?.0 + 1
-    };
-    let body = text[start..].split('\n').next().unwrap_or("");
-    let (from, to) = if col == usize::MAX {
-        let lead = body.len() - body.trim_start().len();
-        (lead, body.trim_end().len().max(lead))
-    } else if col > 0 {
-        let at = body
-            .char_indices()
-            .nth(col - 1)
-            .map_or(body.len(), |(i, _)| i);
-        let width = body[at..].chars().next().map_or(0, char::len_utf8);
-        (at, at + width)
-    } else {
-        let code = body.split('#').next().unwrap_or("").trim_end();
-        let lead = code.len() - code.trim_start().len();
-        (lead, code.len().max(lead))
-    };
-    Some(Span::new(start + from, start + to))
+    r.map_err(|e| match schedule {
+        Some(file) => match e.render_in_schedule(&file.name, &file.text) {
+            Some(text) => Failure(text),
+            None => e.into(),
+        },
+        None => e.into(),
+    })
 }
 
 /// `--set PARAM=VALUE` pairs as integer specializations; `strict` refuses values that are not

@@ -38,8 +38,10 @@
 
 use sparsetir_codegen::cuda::CudaModule;
 use sparsetir_codegen::{emit_c, CModule, CParamKind, CodegenError};
+use sparsetir_ir::span::Span;
 use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage, DISTINCT_ATTR, MONOTONE_ATTR};
 use sparsetir_schedule::{apply_schedule_text, TraceError};
+use sparsetir_syntax::Diagnostic;
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
 use sparsetir_transform::{compact_buffer_allocation, specialize, SpecializeError};
 
@@ -112,6 +114,86 @@ impl ScheduleSections {
             .lines()
             .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
     }
+}
+
+impl BuildError {
+    /// A schedule's error rendered as a script's: `FILE:LINE:COL: error: ...`, the line of
+    /// the schedule file `name` (text `text`) with a caret, the section as a note, then the IR
+    /// a failed primitive points at. `None` for errors that are not the schedule's.
+    pub fn render_in_schedule(&self, name: &str, text: &str) -> Option<String> {
+        let (line, col, message, note, context) = match self {
+            BuildError::BadSection { line, .. } => {
+                let whole = self.to_string();
+                let prefix = format!("schedule line {line}: ");
+                let message = whole.strip_prefix(&prefix).unwrap_or(&whole).to_string();
+                (*line, Col::Line, message, None, String::new())
+            }
+            BuildError::Schedule { stage, error } => {
+                let note = Some(format!("in the schedule's `# stage {stage}` section"));
+                match error {
+                    TraceError::Syntax { line, col, message } => {
+                        (*line, Col::At(*col), message.clone(), note, String::new())
+                    }
+                    TraceError::Replay { line, message, .. } => {
+                        (*line, Col::Code, message.clone(), note, String::new())
+                    }
+                    TraceError::Schedule { line, error } => {
+                        let whole = error.to_string();
+                        let (first, rest) = whole.split_once('\n').unwrap_or((&whole, ""));
+                        (*line, Col::Code, first.to_string(), note, rest.to_string())
+                    }
+                }
+            }
+            _ => return None,
+        };
+        let diag = Diagnostic {
+            span: line_span(text, line, col)?,
+            message,
+            notes: note.into_iter().collect(),
+        };
+        let mut out = sparsetir_syntax::render(&[diag], name, text);
+        if !context.trim().is_empty() {
+            out.push_str(context.trim_end());
+        }
+        Some(out.trim_end().to_string())
+    }
+}
+
+/// Where on its line a schedule error points.
+#[derive(Clone, Copy)]
+enum Col {
+    /// At one character (1-based column).
+    At(usize),
+    /// The line's instruction: leading blanks and a trailing comment left out.
+    Code,
+    /// The whole line but its blanks.
+    Line,
+}
+
+/// The span of line `line` (1-based) of `text` that `col` names; `None` past the end.
+fn line_span(text: &str, line: usize, col: Col) -> Option<Span> {
+    let start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2)?.0 + 1
+    };
+    let body = text[start..].split('\n').next().unwrap_or("");
+    let trimmed = |code: &str| {
+        let lead = code.len() - code.trim_start().len();
+        (lead, code.trim_end().len().max(lead))
+    };
+    let (from, to) = match col {
+        Col::At(c) => {
+            let at = body
+                .char_indices()
+                .nth(c.saturating_sub(1))
+                .map_or(body.len(), |(i, _)| i);
+            (at, at + body[at..].chars().next().map_or(0, char::len_utf8))
+        }
+        Col::Code => trimmed(body.split('#').next().unwrap_or("")),
+        Col::Line => trimmed(body),
+    };
+    Some(Span::new(start + from, start + to))
 }
 
 /// The stage a header comment line names: `Ok(None)` when the line is not a header,
