@@ -392,6 +392,18 @@ impl Source {
     }
 }
 
+/// Reads a `.npy` file, naming it in every error (a missing file's error names it already).
+fn read_npy_named(file: &str) -> Result<sparsetir_formats::Tensor, Failure> {
+    sparsetir_formats::read_npy(file).map_err(|e| {
+        let text = e.to_string();
+        if text.contains(file) {
+            Failure(format!("error: {text}"))
+        } else {
+            Failure(format!("error: {file}: {text}"))
+        }
+    })
+}
+
 fn read_source(path: &Path) -> Result<Source, Failure> {
     let stdin = path == Path::new("-") || path == Path::new("/dev/stdin");
     let mut bytes = Vec::new();
@@ -591,15 +603,15 @@ fn cmd_run(path: &Path, o: &RunOptions) -> Result<(), Failure> {
                     "error: --bind {buf}={file}: parameter `{buf}` takes a 1-D .npy array"
                 )));
             }
-            binder.bind_param_array(buf, sparsetir_formats::read_npy(file)?)?;
+            binder.bind_param_array(buf, read_npy_named(file)?)?;
             continue;
         }
         binder.check_bindable(buf)?;
         binder.set_source(buf, file);
         match extension(file).as_str() {
-            "mtx" => binder.bind_coo(buf, &sparsetir_formats::read_mtx(file)?)?,
-            "tns" => binder.bind_coo(buf, &sparsetir_formats::read_tns(file)?)?,
-            "npy" => binder.bind_tensor(buf, sparsetir_formats::read_npy(file)?)?,
+            // (Read as `info` reads them: errors name the file and the line.)
+            "mtx" | "tns" => binder.bind_coo(buf, &info::read_sparse(Path::new(file))?)?,
+            "npy" => binder.bind_tensor(buf, read_npy_named(file)?)?,
             other => {
                 return Err(Failure(format!(
                     "error: --bind {buf}={file}: unknown file type `.{other}` (expected .mtx, .tns or .npy)"

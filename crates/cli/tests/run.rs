@@ -352,6 +352,40 @@ fn run_errors_name_the_buffer() {
     assert_user_error(&o, &["`C`"]);
 }
 
+/// A malformed data file is named in the error (with the line, for Matrix Market), as `info`
+/// names it.
+#[test]
+fn run_errors_name_the_malformed_file() {
+    let d = Dir::new();
+    let script = csrmm_files(&d, &[4, 3], false);
+    let good_a = d.bind("A", "a.mtx");
+    let good_b = d.bind("B", "b.npy");
+    d.write(
+        "bad.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n4 2 2.0\n",
+    );
+    let o = run(&[
+        "run",
+        &script,
+        "--bind",
+        &d.bind("A", "bad.mtx"),
+        "--bind",
+        &good_b,
+    ]);
+    assert_user_error(&o, &["bad.mtx: line 4", "row coordinate 4"]);
+    let npy = std::fs::read(d.path("b.npy")).unwrap();
+    std::fs::write(d.path("cut.npy"), &npy[..npy.len().min(60)]).unwrap();
+    let o = run(&[
+        "run",
+        &script,
+        "--bind",
+        &good_a,
+        "--bind",
+        &d.bind("B", "cut.npy"),
+    ]);
+    assert_user_error(&o, &["cut.npy: ", ".npy"]);
+}
+
 #[test]
 fn run_second_bind_must_share_the_pattern() {
     let (m, n, k) = (5, 6, 2);
