@@ -9,7 +9,7 @@
 //! the run its structure and values are written to the axis's `indptr`, `indices` and `nnz`
 //! parameters and the buffer's data parameter (see [`crate::eval_func`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{
@@ -922,18 +922,20 @@ impl<'f> Machine<'f> {
         })
     }
 
-    /// Refuses a part whose fiber depends on an axis walked by an earlier co-iteration step of
-    /// the same iteration: a co-iterated coordinate may be absent from a part's fiber, so that
-    /// axis has no current element to hang a fiber from.
+    /// Refuses a part whose fiber depends on an axis walked by an earlier union step of the
+    /// same iteration: a coordinate of the union may be absent from that axis's fiber, so it
+    /// has no current element to hang a fiber from. (Under an intersection every part has the
+    /// coordinate: its element is the current one.)
     fn not_under_coiteration(&self, it: &SparseIteration, steps: &[Step], p: Part) -> Res<()> {
         let Some(dep) = p.attach.or(self.axes[p.axis.index()].parent) else {
             return Ok(());
         };
-        for st in steps.iter().filter(|s| s.co.is_some()) {
+        for st in steps.iter().filter(|s| s.co == Some(CoOp::Union)) {
             if st.parts.iter().any(|q| q.axis == dep) {
                 return Err(self.err(format!(
-                    "iteration `{}`: axis `{}` depends on axis `{}`, which is co-iterated by `{}` \
-                     (not supported: a co-iterated axis has no single current element)",
+                    "iteration `{}`: axis `{}` depends on axis `{}`, which T.sp.union iterates \
+                     as `{}` (a coordinate of the union may be absent from `{2}`'s fiber: no \
+                     element to hang `{1}`'s fiber from)",
                     it.name,
                     self.axes[p.axis.index()].name,
                     self.axes[dep.index()].name,
@@ -1110,30 +1112,46 @@ impl<'f> Machine<'f> {
         var_dtype: DType,
         f: &mut dyn FnMut(&mut Self) -> Res<()>,
     ) -> Res<()> {
-        let mut fibers: Vec<BTreeSet<i64>> = Vec::with_capacity(step.parts.len());
+        // Each part's fiber: coordinate -> global position.
+        let mut fibers: Vec<BTreeMap<i64, i64>> = Vec::with_capacity(step.parts.len());
         for &part in &step.parts {
             let q = self.parent_position(it, part)?;
             let ad = &self.axes[part.axis.index()];
             let (start, count) = ad.fiber(q).map_err(|m| self.err(m))?;
             fibers.push(
                 (start..start + count)
-                    .map(|g| ad.coord_at(start, g))
+                    .map(|g| (ad.coord_at(start, g), g))
                     .collect(),
             );
         }
         let coords: BTreeSet<i64> = match op {
-            CoOp::Union => fibers.iter().flatten().copied().collect(),
+            CoOp::Union => fibers.iter().flat_map(|f| f.keys()).copied().collect(),
             CoOp::Intersect => fibers[0]
-                .iter()
+                .keys()
                 .copied()
-                .filter(|c| fibers[1..].iter().all(|f| f.contains(c)))
+                .filter(|c| fibers[1..].iter().all(|f| f.contains_key(c)))
                 .collect(),
         };
         let saved_var = self.bind(step.var, None)?;
         let saved_axis = self.iter_axis[step.var.index()].take();
+        // Under an intersection every part holds the coordinate: each part's element is
+        // current, so axes under a part (or attached by its coordinate) walk its fiber.
+        let saved_pos: Vec<_> = step
+            .parts
+            .iter()
+            .map(|p| self.pos[p.axis.index()])
+            .collect();
         for coord in coords {
+            if op == CoOp::Intersect {
+                for (part, fiber) in step.parts.iter().zip(&fibers) {
+                    self.pos[part.axis.index()] = Some((fiber[&coord], coord));
+                }
+            }
             self.vars[step.var.index()] = Some(Value::from_i128(coord as i128, var_dtype));
             f(self)?;
+        }
+        for (part, pos) in step.parts.iter().zip(saved_pos) {
+            self.pos[part.axis.index()] = pos;
         }
         self.vars[step.var.index()] = saved_var;
         self.iter_axis[step.var.index()] = saved_axis;

@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 
 use crate::attrs::AttrValue;
-use crate::axis::{AxisId, AxisKind, IterAxis, IterKind};
+use crate::axis::{AxisId, AxisKind, CoOp, IterAxis, IterKind};
 use crate::buffer::{BufferDecl, BufferShape};
 use crate::dtype::DType;
 use crate::expr::{binary_result_dtype, BinOp, BufferId, Expr, Intrinsic, UnOp, VarId};
@@ -801,6 +801,7 @@ impl<'a> Verifier<'a> {
             self.iter_var_type(v, "iterator variable", span);
             prevs.push((v, self.define(v, VarKind::SparseIter, span)));
         }
+        self.under_union(it, span);
         if let Some(init) = &it.init {
             self.stmt(init, span);
             if it.kinds.len() == arity && it.vars.len() == arity {
@@ -812,6 +813,53 @@ impl<'a> Verifier<'a> {
             self.undefine(v, prev);
         }
         self.iterated.truncate(outer);
+    }
+
+    /// An axis iterated under a `T.sp.union` of the same iteration may not hang from one of
+    /// the union's parts (by its parent or an attach): a coordinate of the union may be absent
+    /// from that part's fiber, leaving no element to hang the axis's fiber from. (Under
+    /// `T.sp.intersect` every part holds the coordinate.)
+    fn under_union(&mut self, it: &SparseIteration, span: Span) {
+        let f = self.f;
+        let dep = |p: &IterAxis| match p {
+            IterAxis::Axis(a) => f.axes.get(*a).and_then(|x| x.parent).map(|d| (*a, d)),
+            IterAxis::Attach { axis, parent } => Some((*axis, *parent)),
+            _ => None,
+        };
+        let mut union: Vec<AxisId> = Vec::new();
+        for entry in &it.axes {
+            let parts: Vec<(AxisId, AxisId)> = match entry {
+                IterAxis::CoIter { parts, .. } => parts.iter().filter_map(dep).collect(),
+                IterAxis::Fuse(chain) => chain
+                    .first()
+                    .map(|a| IterAxis::Axis(*a))
+                    .iter()
+                    .filter_map(dep)
+                    .collect(),
+                other => dep(other).into_iter().collect(),
+            };
+            for (axis, d) in parts {
+                if union.contains(&d) {
+                    let (an, dn) = (self.axis_name(axis), self.axis_name(d));
+                    self.err(
+                        span,
+                        format!(
+                            "sparse iteration `{}`: axis {an} hangs from axis {dn}, which \
+                             T.sp.union co-iterates: a coordinate of the union may be absent \
+                             from {dn}'s fiber (T.sp.intersect has it in every part)",
+                            it.name
+                        ),
+                    );
+                }
+            }
+            if let IterAxis::CoIter {
+                op: CoOp::Union,
+                parts,
+            } = entry
+            {
+                union.extend(parts.iter().flat_map(|p| p.axes()));
+            }
+        }
     }
 
     /// The init rule (SPEC §2.3): `T.init()` runs once per point of the iteration's spatial

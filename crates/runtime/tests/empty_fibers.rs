@@ -416,3 +416,101 @@ def bad(a: T.handle, c: T.handle, indptr: T.handle, indices: T.handle, indptr_k:
         "{e}"
     );
 }
+
+/// `Y[i] += A[i, j, k] * B[i, j]` over `T.sp.intersect(JA, JB)` and `K`, which hangs from `JA`:
+/// under an intersection the coordinate is in every part, so `K` walks the fiber of its
+/// element in `JA`. Some of those fibers are empty, some rows share no column.
+const INTERSECT_CHILD: &str = r#"
+@T.prim_func
+def co(a: T.handle, b: T.handle, y: T.handle, ip_a: T.handle, ix_a: T.handle, ip_b: T.handle, ix_b: T.handle, ip_k: T.handle, m: T.int32, n: T.int32, nnz_a: T.int32, nnz_b: T.int32, nnz_k: T.int32) -> None:
+    I = T.sp.dense_fixed(m)
+    JA = T.sp.compressed_varied(I, (n, nnz_a), (ip_a, ix_a), "int32")
+    JB = T.sp.compressed_varied(I, (n, nnz_b), (ip_b, ix_b), "int32")
+    K = T.sp.dense_varied(JA, (4, nnz_k), ip_k, "int32")
+    A = T.sp.match_buffer(a, (I, JA, K), "float32")
+    B = T.sp.match_buffer(b, (I, JB), "float32")
+    Y = T.sp.match_buffer(y, (I,), "float32")
+    with T.sp.iteration([I, T.sp.intersect(JA, JB), K], "SRR", "co") as [i, j, k]:
+        with T.init():
+            Y[i] = T.float32(0)
+        Y[i] = Y[i] + A[i, j, k] * B[i, j]
+"#;
+
+#[test]
+fn an_intersection_hangs_child_axes_from_its_parts_elements() {
+    let f = parse(INTERSECT_CHILD);
+    // Rows of JA and JB (columns < 6), and K's fiber length under each element of JA.
+    let ja: [&[i32]; 5] = [&[0, 2, 5], &[], &[1, 3], &[0, 1, 2, 3, 4, 5], &[4]];
+    let jb: [&[i32]; 5] = [&[2, 5], &[1], &[0, 4], &[1, 3, 5], &[4]];
+    let klen = [2, 0, 3, 1, 2, 0, 4, 1, 0, 3, 2, 1];
+    let csr = |rows: &[&[i32]]| {
+        let mut ip = vec![0i32];
+        let mut ix = Vec::new();
+        for r in rows {
+            ix.extend_from_slice(r);
+            ip.push(ix.len() as i32);
+        }
+        (ip, ix)
+    };
+    let (ip_a, ix_a) = csr(&ja);
+    let (ip_b, ix_b) = csr(&jb);
+    assert_eq!(klen.len(), ix_a.len());
+    let mut ip_k = vec![0i32];
+    for l in klen {
+        ip_k.push(ip_k.last().unwrap() + l);
+    }
+    let nnz_k = *ip_k.last().unwrap() as usize;
+    let a: Vec<f32> = (0..nnz_k).map(|q| 0.5 + q as f32 * 0.25).collect();
+    let b: Vec<f32> = (0..ix_b.len()).map(|p| 1.0 + p as f32).collect();
+    // The dense computation: for each column both rows hold, A's values under it times B's.
+    let mut want = vec![0f64; ja.len()];
+    for i in 0..ja.len() {
+        for (pa, col) in (ip_a[i]..ip_a[i + 1]).zip(ja[i]) {
+            if let Some(pb) = (ip_b[i]..ip_b[i + 1]).find(|&p| ix_b[p as usize] == *col) {
+                for q in ip_k[pa as usize]..ip_k[pa as usize + 1] {
+                    want[i] += a[q as usize] as f64 * b[pb as usize] as f64;
+                }
+            }
+        }
+    }
+    assert!(want[1] == 0.0 && want[0] > 0.0 && want[3] > 0.0, "{want:?}");
+    let mut args = Args::new();
+    for (p, v) in [
+        ("m", ja.len()),
+        ("n", 6),
+        ("nnz_a", ix_a.len()),
+        ("nnz_b", ix_b.len()),
+        ("nnz_k", nnz_k),
+    ] {
+        args.insert(p.into(), int(v));
+    }
+    for (p, v) in [
+        ("ip_a", &ip_a),
+        ("ix_a", &ix_a),
+        ("ip_b", &ip_b),
+        ("ix_b", &ix_b),
+        ("ip_k", &ip_k),
+    ] {
+        args.insert(p.into(), i32s(v));
+    }
+    args.insert("a".into(), f32s(vec![nnz_k], a));
+    args.insert("b".into(), f32s(vec![ix_b.len()], b));
+    args.insert("y".into(), f32s(vec![ja.len()], vec![SENTINEL; ja.len()]));
+    check_everywhere(
+        "intersection with a child axis",
+        &f,
+        None,
+        &args,
+        "y",
+        &want,
+    );
+    // Under a union the coordinate may be missing from JA: refused up front.
+    let union = INTERSECT_CHILD.replace("T.sp.intersect(JA, JB)", "T.sp.union(JA, JB)");
+    let errs = sparsetir_ir::verify_func(&parse(&union)).expect_err("refused");
+    assert!(
+        errs.iter().any(|e| e
+            .message
+            .contains("axis K hangs from axis JA, which T.sp.union")),
+        "{errs:?}"
+    );
+}
