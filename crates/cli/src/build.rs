@@ -135,6 +135,29 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `sparsetir lower --schedule`: `f` specialized (integer `--set` values, as `build` takes
+/// them), scheduled and lowered as every backend lowers it; the scheduled function of `stage`.
+pub fn scheduled(
+    src: &Source,
+    f: &PrimFunc,
+    schedule: &Path,
+    sets: &[String],
+    stage: Stage,
+) -> Result<PrimFunc, Failure> {
+    let f = stage_one(src, f, "lower --schedule")?;
+    let schedule = read_schedule(Some(schedule))?;
+    let spec = specializations(f, sets, true)?;
+    let lowered = located(
+        sparsetir_runtime::build::schedule_and_lower(f, ScheduleFile::text(&schedule), &spec),
+        &schedule,
+    )?;
+    Ok(match stage {
+        Stage::I => lowered.scheduled1,
+        Stage::II => lowered.stage2,
+        Stage::III => lowered.stage3,
+    })
+}
+
 /// Builds the kernel `sparsetir run --backend c` launches: integer `--set` values of the
 /// function's parameters are specialized (they are bound as arguments too, so the kernel's
 /// arguments always match).

@@ -43,6 +43,10 @@ pub struct Options<'a> {
     pub no_preprocess: bool,
     /// `--phase`: lower a function that assembles an output for this phase only.
     pub phase: Option<&'a str>,
+    /// `--schedule`: the scheduled function is printed (see [`crate::build::scheduled`]).
+    pub schedule: Option<&'a Path>,
+    /// `--set PARAM=VALUE` with `--schedule`.
+    pub sets: &'a [String],
 }
 
 fn stage_of(n: u8) -> Result<Stage, Failure> {
@@ -86,6 +90,26 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let src = read_source(o.file)?;
     let mut module = parse(&src)?;
     verify(&src, &module)?;
+    if let Some(schedule) = o.schedule {
+        let other = [
+            (!o.decompose.is_empty(), "--decompose"),
+            (o.phase.is_some(), "--phase"),
+            (!o.print_after.is_empty(), "--print-after"),
+            (o.no_preprocess, "--no-preprocess"),
+        ];
+        if let Some((_, flag)) = other.iter().find(|(on, _)| *on) {
+            return Err(Failure(format!(
+                "error: --schedule does not combine with {flag}"
+            )));
+        }
+        let f = pick_func(&module, o.func)?;
+        let g = crate::build::scheduled(&src, f, schedule, o.sets, target)?;
+        print!("{}", printer::print_module(&IRModule { funcs: vec![g] }));
+        return Ok(());
+    }
+    if !o.sets.is_empty() {
+        return Err(Failure("error: --set applies to --schedule".into()));
+    }
     if let Some(name) = o.func {
         let f = pick_func(&module, Some(name))?.clone();
         module = IRModule { funcs: vec![f] };

@@ -125,6 +125,15 @@ enum Command {
         /// runs for SpGEMM: `bound`, `staged`, `staged_dense`, `staged_groups`, `gather`.
         #[arg(long, value_name = "PHASE")]
         phase: Option<String>,
+        /// Apply a schedule file (trace text; `# stage I` / `# stage II` / `# stage III`
+        /// sections) as `build` and `run` do, and print the scheduled function of `--stage`
+        /// (the lowering every backend runs: binary searches checked).
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        /// With --schedule: specialize an integer parameter first (`feat_size=32`;
+        /// repeatable), as `build` does.
+        #[arg(long = "set", value_name = "PARAM=VALUE")]
+        sets: Vec<String>,
     },
     /// Specialize, schedule and lower a stage-I function and print the generated code.
     Build {
@@ -327,6 +336,8 @@ fn main() -> ExitCode {
             decompose,
             no_preprocess,
             phase,
+            schedule,
+            sets,
         } => lower::run(&lower::Options {
             file: &file,
             stage,
@@ -336,6 +347,8 @@ fn main() -> ExitCode {
             decompose: &decompose,
             no_preprocess,
             phase: phase.as_deref(),
+            schedule: schedule.as_deref(),
+            sets: &sets,
         }),
         Command::Demo {
             dir,

@@ -266,6 +266,8 @@ fn stage_name(s: Stage) -> &'static str {
 pub struct Lowered {
     /// The specialized stage-I function, before any schedule: launches are validated against it.
     pub stage1: PrimFunc,
+    /// The same with the schedule's stage-I section applied (what was lowered).
+    pub scheduled1: PrimFunc,
     /// The scheduled stage-II function.
     pub stage2: PrimFunc,
     /// The scheduled stage-III function, which the C writer takes.
@@ -335,6 +337,7 @@ pub fn schedule_and_lower(
     let stage3 = apply_section(lower_one(&stage2, Stage::III)?, &sections, Stage::III)?;
     let mut lowered = Lowered {
         stage1: specialized,
+        scheduled1,
         stage2,
         stage3,
     };
