@@ -908,26 +908,6 @@ impl Gen {
 
     /// A sparse iteration whose axes are valid where it stands (parents iterated, fused chains,
     /// attach parents iterated); `None` when every axis is already iterated.
-    /// Whether an iteration over `entries` with `kinds` may have an init (SPEC §2.3): it has a
-    /// reduction, and no spatial iterator after the first reduction walks a fiber of a
-    /// reduction iterator (the verifier's rule).
-    fn init_can_run(&self, entries: &[IterAxis], kinds: &[IterKind]) -> bool {
-        let mut steps: Vec<(AxisId, Option<AxisId>)> = Vec::new();
-        for e in entries {
-            match e {
-                IterAxis::Attach { axis, parent } => steps.push((*axis, Some(*parent))),
-                other => steps.extend(other.axes().into_iter().map(|a| (a, self.f.axes[a].parent))),
-            }
-        }
-        let Some(at) = kinds.iter().position(|k| *k == IterKind::Reduce) else {
-            return false;
-        };
-        (at + 1..steps.len()).all(|t| {
-            kinds[t] == IterKind::Reduce
-                || (at..t).all(|r| kinds[r] == IterKind::Spatial || Some(steps[r].0) != steps[t].1)
-        })
-    }
-
     fn sparse_iteration(&mut self, sc: &Scope, depth: u32) -> Option<Stmt> {
         let mut iterated = sc.iterated.clone();
         let outer = iterated.len();
@@ -1027,7 +1007,15 @@ impl Gen {
         inner.in_compute = true;
         let _ = outer;
         let name = self.fresh("sp");
-        let init = if self.init_can_run(&entries, &kinds) && self.rng.chance(1, 2) {
+        // An init needs a reduction, and spatial points outside the reductions' fibers (the
+        // verifier's rule).
+        let init_can_run = kinds.contains(&IterKind::Reduce)
+            && crate::verify::init_fiber_conflicts(
+                &crate::verify::iter_steps(&self.f, &entries),
+                &kinds,
+            )
+            .is_empty();
+        let init = if init_can_run && self.rng.chance(1, 2) {
             let mut init_scope = inner.clone();
             init_scope.iterated.clear(); // no nested iterations inside init
                                          // The init runs per point of the spatial iterators: it reads no reduction iterator.

@@ -820,44 +820,26 @@ impl<'a> Verifier<'a> {
     /// from that part's fiber, leaving no element to hang the axis's fiber from. (Under
     /// `T.sp.intersect` every part holds the coordinate.)
     fn under_union(&mut self, it: &SparseIteration, span: Span) {
-        let f = self.f;
-        let dep = |p: &IterAxis| match p {
-            IterAxis::Axis(a) => f.axes.get(*a).and_then(|x| x.parent).map(|d| (*a, d)),
-            IterAxis::Attach { axis, parent } => Some((*axis, *parent)),
-            _ => None,
-        };
+        let steps = iter_steps(self.f, &it.axes);
         let mut union: Vec<AxisId> = Vec::new();
-        for entry in &it.axes {
-            let parts: Vec<(AxisId, AxisId)> = match entry {
-                IterAxis::CoIter { parts, .. } => parts.iter().filter_map(dep).collect(),
-                IterAxis::Fuse(chain) => chain
-                    .first()
-                    .map(|a| IterAxis::Axis(*a))
-                    .iter()
-                    .filter_map(dep)
-                    .collect(),
-                other => dep(other).into_iter().collect(),
-            };
-            for (axis, d) in parts {
-                if union.contains(&d) {
-                    let (an, dn) = (self.axis_name(axis), self.axis_name(d));
-                    self.err(
-                        span,
-                        format!(
-                            "sparse iteration `{}`: axis {an} hangs from axis {dn}, which \
-                             T.sp.union co-iterates: a coordinate of the union may be absent \
-                             from {dn}'s fiber (T.sp.intersect has it in every part)",
-                            it.name
-                        ),
-                    );
-                }
+        for step in &steps {
+            for (&axis, dep) in step.axes.iter().zip(&step.deps) {
+                let Some(d) = dep.filter(|d| union.contains(d)) else {
+                    continue;
+                };
+                let (an, dn) = (self.axis_name(axis), self.axis_name(d));
+                self.err(
+                    span,
+                    format!(
+                        "sparse iteration `{}`: axis {an} hangs from axis {dn}, which \
+                         T.sp.union co-iterates: a coordinate of the union may be absent \
+                         from {dn}'s fiber (T.sp.intersect has it in every part)",
+                        it.name
+                    ),
+                );
             }
-            if let IterAxis::CoIter {
-                op: CoOp::Union,
-                parts,
-            } = entry
-            {
-                union.extend(parts.iter().flat_map(|p| p.axes()));
+            if step.union {
+                union.extend(&step.axes);
             }
         }
     }
@@ -865,75 +847,36 @@ impl<'a> Verifier<'a> {
     /// The init rule (SPEC §2.3): `T.init()` runs once per point of the iteration's spatial
     /// iterators, before the first reduction step. So it may not read a reduction iterator,
     /// and a spatial iterator after the first reduction may not walk a fiber of a reduction
-    /// iterator (there is no point of it to run the init at before that reduction). The
-    /// evaluator refuses both when it reaches the iteration; here they are found up front.
+    /// iterator ([`init_fiber_conflicts`]). The evaluator refuses both when it reaches the
+    /// iteration; here they are found up front.
     fn init_reads(&mut self, it: &SparseIteration, init: &Stmt, span: Span) {
         let f = self.f;
-        // One step per iterator variable: the axes whose fibers it walks hang from `deps`.
-        let mut steps: Vec<(VarId, bool, Vec<AxisId>, Vec<AxisId>)> = Vec::new();
-        let parent = |a: AxisId| f.axes.get(a).and_then(|x| x.parent);
-        let part = |p: &IterAxis| match p {
-            IterAxis::Axis(a) => Some((*a, parent(*a))),
-            IterAxis::Attach { axis, parent } => Some((*axis, Some(*parent))),
-            _ => None,
-        };
-        let mut k = 0;
-        for entry in &it.axes {
-            let parts: Vec<(AxisId, Option<AxisId>)> = match entry {
-                IterAxis::Fuse(chain) => {
-                    for &a in chain {
-                        let spatial = it.kinds[k] == IterKind::Spatial;
-                        steps.push((
-                            it.vars[k],
-                            spatial,
-                            vec![a],
-                            parent(a).into_iter().collect(),
-                        ));
-                        k += 1;
-                    }
-                    continue;
-                }
-                IterAxis::CoIter { parts, .. } => parts.iter().filter_map(part).collect(),
-                other => part(other).into_iter().collect(),
-            };
-            let spatial = it.kinds[k] == IterKind::Spatial;
-            let axes = parts.iter().map(|p| p.0).collect();
-            let deps = parts.iter().filter_map(|p| p.1).collect();
-            steps.push((it.vars[k], spatial, axes, deps));
-            k += 1;
-        }
-        let Some(at) = steps.iter().position(|s| !s.1) else {
-            return;
-        };
+        let steps = iter_steps(f, &it.axes);
         let var_name = |v: VarId| f.vars.get(v).map_or("?", |x| x.name.as_str());
         let name = it.name.as_str();
-        for t in at + 1..steps.len() {
-            if !steps[t].1 {
-                continue;
-            }
-            let walked = steps[at..t]
-                .iter()
-                .find(|r| !r.1 && r.2.iter().any(|a| steps[t].3.contains(a)));
-            if let Some(r) = walked {
-                let message = format!(
-                    "sparse iteration `{name}`: T.init() cannot run once per spatial point, \
-                     because spatial iterator `{}` walks a fiber of reduction iterator `{}` \
-                     (iterate it before the reductions)",
-                    var_name(steps[t].0),
-                    var_name(r.0)
-                );
-                self.err(span, message);
-            }
+        for (t, r) in init_fiber_conflicts(&steps, &it.kinds) {
+            let message = format!(
+                "sparse iteration `{name}`: T.init() cannot run once per spatial point, \
+                 because spatial iterator `{}` walks a fiber of reduction iterator `{}` \
+                 (iterate it before the reductions)",
+                var_name(it.vars[t]),
+                var_name(it.vars[r])
+            );
+            self.err(span, message);
         }
-        let spatial: Vec<String> = steps
+        let spatial: Vec<String> = it
+            .vars
             .iter()
-            .filter(|s| s.1)
-            .map(|s| format!("`{}`", var_name(s.0)))
+            .zip(&it.kinds)
+            .filter(|(_, k)| **k == IterKind::Spatial)
+            .map(|(v, _)| format!("`{}`", var_name(*v)))
             .collect();
-        for &(v, is_spatial, ..) in &steps {
-            if is_spatial {
-                continue;
-            }
+        for (&v, _) in it
+            .vars
+            .iter()
+            .zip(&it.kinds)
+            .filter(|(_, k)| **k == IterKind::Reduce)
+        {
             let mut at_span = None;
             init.visit(&mut |x| {
                 let mut found = false;
@@ -1144,4 +1087,67 @@ impl<'a> Verifier<'a> {
             self.undefine(v, prev);
         }
     }
+}
+
+/// One iterator variable of a sparse iteration, as the init and union rules see it: the axes
+/// whose fibers it walks (one, or a co-iteration's parts) and the axis each hangs from (its
+/// parent, or an attach's parent).
+pub(crate) struct IterStep {
+    pub axes: Vec<AxisId>,
+    pub deps: Vec<Option<AxisId>>,
+    /// A `T.sp.union`.
+    pub union: bool,
+}
+
+/// The steps of an iteration over `entries`, one per iterator variable (a fused chain gives
+/// one per axis).
+pub(crate) fn iter_steps(f: &PrimFunc, entries: &[IterAxis]) -> Vec<IterStep> {
+    let parent = |a: AxisId| f.axes.get(a).and_then(|x| x.parent);
+    let part = |p: &IterAxis| match p {
+        IterAxis::Axis(a) => Some((*a, parent(*a))),
+        IterAxis::Attach { axis, parent } => Some((*axis, Some(*parent))),
+        _ => None,
+    };
+    let step = |parts: Vec<(AxisId, Option<AxisId>)>, union| IterStep {
+        axes: parts.iter().map(|p| p.0).collect(),
+        deps: parts.iter().map(|p| p.1).collect(),
+        union,
+    };
+    let mut steps = Vec::new();
+    for entry in entries {
+        match entry {
+            IterAxis::Fuse(chain) => {
+                steps.extend(chain.iter().map(|&a| step(vec![(a, parent(a))], false)));
+            }
+            IterAxis::CoIter { op, parts } => steps.push(step(
+                parts.iter().filter_map(part).collect(),
+                *op == CoOp::Union,
+            )),
+            other => steps.push(step(part(other).into_iter().collect(), false)),
+        }
+    }
+    steps
+}
+
+/// Each spatial step after the first reduction that walks a fiber of a reduction step between
+/// them, with the first such reduction step: `(spatial, reduction)` indices. The init, which
+/// runs per spatial point before the first reduction, has no such point to run at.
+pub(crate) fn init_fiber_conflicts(steps: &[IterStep], kinds: &[IterKind]) -> Vec<(usize, usize)> {
+    let Some(at) = kinds.iter().position(|k| *k == IterKind::Reduce) else {
+        return Vec::new();
+    };
+    (at + 1..steps.len().min(kinds.len()))
+        .filter(|&t| kinds[t] == IterKind::Spatial)
+        .filter_map(|t| {
+            (at..t)
+                .find(|&r| {
+                    kinds[r] == IterKind::Reduce
+                        && steps[r]
+                            .axes
+                            .iter()
+                            .any(|a| steps[t].deps.contains(&Some(*a)))
+                })
+                .map(|r| (t, r))
+        })
+        .collect()
 }
