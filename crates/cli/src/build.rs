@@ -32,12 +32,6 @@ struct ScheduleFile {
     text: String,
 }
 
-impl ScheduleFile {
-    fn text(s: &Option<ScheduleFile>) -> Option<&str> {
-        s.as_ref().map(|s| s.text.as_str())
-    }
-}
-
 /// Reads a schedule file.
 fn read_schedule(path: Option<&Path>) -> Result<Option<ScheduleFile>, Failure> {
     path.map(|p| {
@@ -51,15 +45,17 @@ fn read_schedule(path: Option<&Path>) -> Result<Option<ScheduleFile>, Failure> {
     .transpose()
 }
 
-/// A build's result, its schedule's errors located in the schedule file
+/// Runs a build step with the schedule's text; the schedule's errors are located in its file
 /// ([`BuildError::render_in_schedule`]).
-fn located<T>(r: Result<T, BuildError>, schedule: &Option<ScheduleFile>) -> Result<T, Failure> {
-    r.map_err(|e| match schedule {
-        Some(file) => match e.render_in_schedule(&file.name, &file.text) {
-            Some(text) => Failure(text),
-            None => e.into(),
-        },
-        None => e.into(),
+fn with_schedule<T>(
+    schedule: &Option<ScheduleFile>,
+    step: impl FnOnce(Option<&str>) -> Result<T, BuildError>,
+) -> Result<T, Failure> {
+    step(schedule.as_ref().map(|s| s.text.as_str())).map_err(|e| {
+        schedule
+            .as_ref()
+            .and_then(|s| e.render_in_schedule(&s.name, &s.text))
+            .map_or_else(|| e.into(), Failure)
     })
 }
 
@@ -115,10 +111,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     let schedule = read_schedule(o.schedule)?;
     let spec = specializations(f, o.sets, true)?;
     if o.target == "cuda" {
-        let (_, m) = located(
-            emit_cuda(f, ScheduleFile::text(&schedule), &spec),
-            &schedule,
-        )?;
+        let (_, m) = with_schedule(&schedule, |s| emit_cuda(f, s, &spec))?;
         return match o.emit {
             None => {
                 print!("{}", m.source);
@@ -130,7 +123,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
     if o.emit.is_some() {
         return Err(Failure("error: --emit applies to --target cuda".into()));
     }
-    let c = located(emit(f, ScheduleFile::text(&schedule), &spec), &schedule)?;
+    let c = with_schedule(&schedule, |s| emit(f, s, &spec))?;
     print!("{}", c.source);
     Ok(())
 }
@@ -147,10 +140,9 @@ pub fn scheduled(
     let f = stage_one(src, f, "lower --schedule")?;
     let schedule = read_schedule(Some(schedule))?;
     let spec = specializations(f, sets, true)?;
-    let lowered = located(
-        sparsetir_runtime::build::schedule_and_lower(f, ScheduleFile::text(&schedule), &spec),
-        &schedule,
-    )?;
+    let lowered = with_schedule(&schedule, |s| {
+        sparsetir_runtime::build::schedule_and_lower(f, s, &spec)
+    })?;
     Ok(match stage {
         Stage::I => lowered.scheduled1,
         Stage::II => lowered.stage2,
@@ -175,10 +167,7 @@ pub fn for_run(
         threads,
         ..CompileOptions::default()
     };
-    located(
-        build(f, ScheduleFile::text(&schedule), &spec, &opts),
-        &schedule,
-    )
+    with_schedule(&schedule, |s| build(f, s, &spec, &opts))
 }
 
 /// `run --backend c` of a function that assembles its output: both phases compiled.
@@ -196,15 +185,9 @@ pub fn for_run_assembled(
         threads,
         ..CompileOptions::default()
     };
-    located(
-        sparsetir_runtime::assembly::AssembledKernel::build(
-            f,
-            ScheduleFile::text(&schedule),
-            &spec,
-            &opts,
-        ),
-        &schedule,
-    )
+    with_schedule(&schedule, |s| {
+        sparsetir_runtime::assembly::AssembledKernel::build(f, s, &spec, &opts)
+    })
 }
 
 /// `build --target cuda --emit ptx|cubin --arch A -o OUT`: NVRTC compiles the module (through
@@ -260,14 +243,7 @@ pub fn for_gpu(
     let schedule = read_schedule(schedule)?;
     let spec = specializations(f, sets, false)?;
     let cache = sparsetir_runtime::cache::KernelCache::from_env()?;
-    located(
-        sparsetir_runtime::gpu::GpuKernel::build(
-            f,
-            ScheduleFile::text(&schedule),
-            &spec,
-            device,
-            &cache,
-        ),
-        &schedule,
-    )
+    with_schedule(&schedule, |s| {
+        sparsetir_runtime::gpu::GpuKernel::build(f, s, &spec, device, &cache)
+    })
 }

@@ -62,7 +62,7 @@ pub enum BuildError {
     )]
     NotStageI { func: String, stage: &'static str },
     /// The schedule file has a header that names no stage.
-    #[error("schedule line {line}: `{text}` looks like a section header but names no stage (use `# stage I`, `# stage II` or `# stage III`)")]
+    #[error("schedule line {line}: {}", bad_section(text))]
     BadSection { line: usize, text: String },
     /// A schedule section failed to parse or replay (line numbers are the file's).
     #[error("schedule (stage {stage} section): {error}")]
@@ -122,11 +122,8 @@ impl BuildError {
     /// a failed primitive points at. `None` for errors that are not the schedule's.
     pub fn render_in_schedule(&self, name: &str, text: &str) -> Option<String> {
         let (line, col, message, note, context) = match self {
-            BuildError::BadSection { line, .. } => {
-                let whole = self.to_string();
-                let prefix = format!("schedule line {line}: ");
-                let message = whole.strip_prefix(&prefix).unwrap_or(&whole).to_string();
-                (*line, Col::Line, message, None, String::new())
+            BuildError::BadSection { line, text } => {
+                (*line, Col::Line, bad_section(text), None, String::new())
             }
             BuildError::Schedule { stage, error } => {
                 let note = Some(format!("in the schedule's `# stage {stage}` section"));
@@ -157,6 +154,14 @@ impl BuildError {
         }
         Some(out.trim_end().to_string())
     }
+}
+
+/// What is wrong with a header line `text` that names no stage.
+fn bad_section(text: &str) -> String {
+    format!(
+        "`{text}` looks like a section header but names no stage (use `# stage I`, `# stage \
+         II` or `# stage III`)"
+    )
 }
 
 /// Where on its line a schedule error points.
