@@ -194,6 +194,11 @@ fn c_run_with_a_specialized_width() {
 fn schedule_errors_are_located_in_the_schedule_file() {
     let d = Dir::new();
     let script = d.script("csrmm");
+    let (_, coo) = random_matrix(4, 3, 7);
+    write_mtx(d.path("a.mtx"), &coo).unwrap();
+    let (_, bt) = dense_tensor(&[3, 4], 8);
+    write_npy(d.path("b.npy"), &bt).unwrap();
+    let (a, b) = (d.bind("A", "a.mtx"), d.bind("B", "b.npy"));
     let cases = [
         (
             "# stage III\nb0 = sch.get_block(\"csrmm0\")\nl0, = sch.get_loops(b0)\nsch.split(l0 [None, 4])\n",
@@ -220,11 +225,6 @@ fn schedule_errors_are_located_in_the_schedule_file() {
         let sched = d.write("s.sched", text);
         let line: usize = at.split(':').nth(1).unwrap().parse().unwrap();
         let shown = text.lines().nth(line - 1).unwrap().trim();
-        let (_, coo) = random_matrix(4, 3, 7);
-        write_mtx(d.path("a.mtx"), &coo).unwrap();
-        let (_, bt) = dense_tensor(&[3, 4], 8);
-        write_npy(d.path("b.npy"), &bt).unwrap();
-        let (a, b) = (d.bind("A", "a.mtx"), d.bind("B", "b.npy"));
         let build = [
             "build",
             &script,
