@@ -343,6 +343,11 @@ pub struct Writer<'f> {
     uses_compress64: bool,
     /// The lane vector types (element type, lanes) the lane reductions use.
     lane_types: BTreeSet<(DType, i64)>,
+    /// Widening loads of 16-bit floats written (see [`half::widen_prelude`]): at the machine
+    /// vector's width, at these lane widths, of these types.
+    widen_machine: bool,
+    widen_lanes: BTreeSet<i64>,
+    widen_dtypes: BTreeSet<DType>,
     /// The language written.
     target: Target,
     /// CUDA: the kernel being written.
@@ -526,6 +531,9 @@ impl<'f> Writer<'f> {
             uses_mask64: false,
             uses_compress64: false,
             lane_types: BTreeSet::new(),
+            widen_machine: false,
+            widen_lanes: BTreeSet::new(),
+            widen_dtypes: BTreeSet::new(),
             target,
             kernel: None,
             mma_acc: None,
@@ -837,6 +845,15 @@ impl<'f> Writer<'f> {
         }
         self.indent = 0;
         self.line("}");
+        if !self.widen_dtypes.is_empty() {
+            let lanes: Vec<i64> = self.widen_lanes.iter().copied().collect();
+            let dtypes: Vec<DType> = self.widen_dtypes.iter().copied().collect();
+            let text = half::widen_prelude(self.widen_machine, &lanes, &dtypes);
+            head.insert_str(kernel_at, &text);
+            for n in lanes {
+                self.lane_types.insert((DType::F32, n));
+            }
+        }
         if !self.lane_types.is_empty() {
             let defs: String = self
                 .lane_types
@@ -970,9 +987,9 @@ impl<'f> Writer<'f> {
     }
 
     fn write_for_inner(&mut self, f: &For) -> Res<()> {
-        if !f.annotations.is_empty() && half::loop_touches_half(self.func, f) {
-            // The SIMD forms assume float/double elements: the plain loop (see `half`), with
-            // only the parallel schedule kept.
+        if !f.annotations.is_empty() && half::loop_stores_half(self.func, f) {
+            // The SIMD forms accumulate in the stored element's type: the plain loop (see
+            // `half`), with only the parallel schedule kept.
             let mut g = f.clone();
             g.annotations.0.retain(|(k, v)| {
                 (k == SCHEDULE_ATTR && !matches!(v, AttrValue::Str(s) if s == NNZ_BALANCED))

@@ -91,3 +91,98 @@ fn vector_loops_match_the_interpreter_and_a_direct_computation() {
         }
     }
 }
+
+/// Loops that read float16/bfloat16 buffers and compute in float32: a machine-vector loop and
+/// lane reductions of every lane count from 2 to 64. Every value and product is a multiple of
+/// 1/16 well inside both types' range, so every result is exact in any summation order.
+const WIDENING: &str = include_str!("scripts/widening.sp");
+
+#[test]
+fn sixteen_bit_reads_widen_into_float_vectors() {
+    let src = kernel_text(&emit_script(WIDENING));
+    // One widening load per contiguous 16-bit read: the machine vector for the plain loop, the
+    // lane vector of each reduction's width; the uniform read (X) stays a scalar conversion.
+    for needle in [
+        "sptir_vld_f16(&H[",
+        "sptir_vld_bf16(&BH[",
+        "sptir_wld2_f16(&H[",
+        "sptir_wld4_bf16(&BH[",
+        "sptir_wld8_f16(&H[",
+        "sptir_wld16_bf16(&BH[",
+        "sptir_wld32_f16(&H[",
+        "sptir_wld64_f16(&H[",
+        "sptir_h2f(X[",
+    ] {
+        assert!(src.contains(needle), "{needle} missing:\n{src}");
+    }
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(WIDENING);
+    let m = 5usize;
+    let h: Vec<f64> = (0..m * 64)
+        .map(|v| ((v * 7) % 13) as f64 / 4.0 - 1.5)
+        .collect();
+    let bh: Vec<f64> = (0..m * 64)
+        .map(|v| ((v * 5) % 11) as f64 / 8.0 - 0.5)
+        .collect();
+    let x: Vec<f64> = (0..m).map(|r| r as f64 * 0.5 - 1.0).collect();
+    let mut args = HashMap::new();
+    args.insert("h".to_string(), floats(DType::F16, &h));
+    args.insert("bh".to_string(), floats(DType::BF16, &bh));
+    args.insert("x".to_string(), floats(DType::F16, &x));
+    args.insert("y".to_string(), floats(DType::F32, &vec![9.0; m * 64]));
+    args.insert("s".to_string(), floats(DType::F32, &vec![0.5; m * 6]));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    // Independent results in f64 (exact, see WIDENING).
+    let dot = |r: usize, a: &dyn Fn(usize) -> f64, b: &dyn Fn(usize) -> f64| {
+        0.5 + (0..64).map(|k| a(r * 64 + k) * b(r * 64 + k)).sum::<f64>()
+    };
+    let (hf, bf, xf) = (|i: usize| h[i], |i: usize| bh[i], |i: usize| x[i / 64]);
+    let mut want_s = Vec::new();
+    for r in 0..m {
+        want_s.extend([
+            dot(r, &hf, &bf),
+            dot(r, &hf, &bf),
+            dot(r, &hf, &hf),
+            dot(r, &bf, &bf),
+            dot(r, &hf, &bf),
+            dot(r, &hf, &xf),
+        ]);
+    }
+    let want_y: Vec<f64> = (0..m * 64).map(|i| h[i] * x[i / 64] + bh[i]).collect();
+    // No machine named (the portable element-by-element forms), AVX2 with F16C, and this
+    // machine's own (AVX-512 where it has it): each against the interpreter, exactly.
+    let module = emit_script(WIDENING);
+    let mut want = args.clone();
+    sparsetir_eval::run_func(&f, &mut want).expect("interpreter");
+    assert_eq!(array(&want, "y"), want_y, "interpreter");
+    assert_eq!(array(&want, "s"), want_s, "interpreter");
+    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let got = run_c_with(
+            &cc,
+            dir.path(),
+            &format!("widen{k}"),
+            &module,
+            &args,
+            2,
+            flags,
+        );
+        let at = |name: &str| {
+            let i = module
+                .params
+                .iter()
+                .position(|p| p.name == name)
+                .expect("param");
+            got[&i].clone()
+        };
+        assert_eq!(at("y"), want_y, "y with {flags:?}");
+        assert_eq!(at("s"), want_s, "s with {flags:?}");
+        assert_eq!(at("h"), h, "h read back with {flags:?}");
+    }
+}

@@ -213,3 +213,49 @@ def cast16(x: T.handle, y: T.handle, z: T.handle, w: T.handle, n: T.int32) -> No
         }
     }
 }
+
+#[test]
+fn sixteen_bit_operands_keep_the_vector_schedules() {
+    if !have_cc() {
+        eprintln!("note: no C compiler runs here; skipped");
+        return;
+    }
+    // The catalog's SpMM and SDDMM with 16-bit operands and float32 arithmetic (`bench
+    // --dtype`): their default CPU schedules' vector loops and jammed lane reductions stay,
+    // reading the operands through widening loads, and the results equal the evaluator's.
+    let shape = common::catalog_shape(Pattern::Random { empty_rows: true }).with_feat(32);
+    for (kernel, inputs, needle) in [
+        ("csrmm", &["A", "B"][..], "sptir_vld_"),
+        ("sddmm", &["A", "B", "X"][..], "sptir_wld16_"),
+    ] {
+        for dt in [DType::F16, DType::BF16] {
+            let f = sparsetir_ops::load(kernel).expect("catalog kernel");
+            let g = sparsetir_transform::store_as(&f, inputs, dt).expect("store_as");
+            let sched = sparsetir_ops::cpu_schedule(kernel);
+            let spec = [("feat_size".to_string(), 32)];
+            let what = format!("{kernel} in {dt}");
+            let src = build::emit(&g, sched, &spec).expect("emit").source;
+            assert!(src.contains(needle), "{what}: no {needle}:\n{src}");
+            let k = build::build(&g, sched, &spec, &opts(CACHE))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let case = random_args(kernel, &shape, 3).expect("data");
+            // The parameters of the retyped buffers.
+            let params: Vec<String> = g
+                .buffers
+                .iter()
+                .filter(|(_, b)| b.dtype == dt)
+                .filter_map(|(_, b)| match b.decl {
+                    sparsetir_ir::BufferDecl::Match { data } => Some(g.vars[data].name.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(params.len(), inputs.len(), "{what}");
+            let args = convert_args(case.args, &params, dt);
+            let mut want = args.clone();
+            eval_func(&g, &mut want).expect("evaluator");
+            let mut got = args.clone();
+            k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+            common::assert_outputs_close(&what, &case.outputs, &got, &want, 1e-5);
+        }
+    }
+}

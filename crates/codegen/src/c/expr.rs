@@ -26,6 +26,9 @@ impl<'f> Writer<'f> {
             }
             Expr::Cast(dt, a) => {
                 self.ctype(*dt, "cast")?;
+                if let Some(v) = self.widening_vector_load(*dt, a)? {
+                    return Ok((v, *dt));
+                }
                 let (s, sdt) = self.expr(a)?;
                 Ok((cast(s, sdt, *dt), *dt))
             }

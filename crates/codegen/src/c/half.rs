@@ -13,9 +13,13 @@
 //! same helpers are device functions (tensor-core code will pass the bit patterns to `mma`
 //! directly).
 //!
-//! Loops that touch a 16-bit buffer are written in their plain form: the SIMD annotations
+//! Loops that store to a 16-bit buffer are written in their plain form: the SIMD annotations
 //! (`simd_reduction`, `lanes`, `simd_min_trip`, `jam`, ...) are performance hints whose special
-//! forms assume `float`/`double` elements.
+//! forms accumulate in the stored element's type. Loops that only read 16-bit buffers keep
+//! them: a load's value is a `float`, and in a vector loop `T.Cast("float32", X[..])` of a
+//! contiguous 16-bit load is one widening vector load (`sptir_vld_f16`, `sptir_wld16_bf16`,
+//! ...: F16C/AVX-512 conversions where the machine has them, exact like every other
+//! conversion here; see [`widen_prelude`]).
 
 use sparsetir_ir::{DType, Expr, For, PrimFunc, Stmt};
 
@@ -85,21 +89,14 @@ pub(super) fn uses_half(func: &PrimFunc) -> bool {
     found
 }
 
-/// Whether the loop `f` loads or stores a 16-bit float buffer.
-pub(super) fn loop_touches_half(func: &PrimFunc, f: &For) -> bool {
+/// Whether the loop `f` stores to a 16-bit float buffer.
+pub(super) fn loop_stores_half(func: &PrimFunc, f: &For) -> bool {
     let half = |b| func.buffers.get(b).is_some_and(|x| is_half(x.dtype));
     let mut found = false;
     f.body.visit(&mut |s| {
         if let Stmt::Store(st) = s {
             found |= half(st.buffer);
         }
-        s.for_each_expr(|e| {
-            e.visit(&mut |x| {
-                if let Expr::Load { buffer, .. } = x {
-                    found |= half(*buffer);
-                }
-            })
-        })
     });
     found
 }
@@ -237,5 +234,110 @@ static __device__ __forceinline__ void sptir_atomic_add_bf16(P p, float v) {
 
 /// The C prelude's 16-bit float part.
 pub(super) fn c_prelude() -> String {
-    format!("#define SPTIR_HFN static inline\n{HALF_HELPERS}")
+    format!("#define SPTIR_HFN static inline\n{C_HW_CONVERSIONS}{HALF_HELPERS}")
+}
+
+/// On x86 machines with F16C (`-march=native` sets `__F16C__`), float16 conversions are the
+/// hardware's (`vcvtph2ps`, `vcvtps2ph` rounding to nearest even, subnormals kept): the same
+/// values as the software versions, which the CUDA emulator still compiles. bfloat16 keeps the
+/// software rounding (AVX-512 BF16's conversion flushes subnormals).
+const C_HW_CONVERSIONS: &str = r#"#if defined(__F16C__)
+#include <immintrin.h>
+#define SPTIR_HW_CVT 1
+SPTIR_HFN float sptir_h2f(uint16_t h) { return _cvtsh_ss(h); }
+SPTIR_HFN uint16_t sptir_f2h(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+#endif
+"#;
+
+/// The widening loads of the C writer's vector loops (see the module comment): at the width
+/// of the machine vector (`sptir_vld_f16`/`sptir_vld_bf16`, `sptir_v_f32` from
+/// `vector::VECTOR_PRELUDE`) when `machine`, and at each lane width in `lanes`
+/// (`sptir_wld{N}_f16`/`_bf16`, `sptir_v{N}_f32` from the lane typedefs), for the 16-bit types
+/// in `dtypes`.
+pub(super) fn widen_prelude(machine: bool, lanes: &[i64], dtypes: &[DType]) -> String {
+    let mut out = String::from(
+        "/* Widening loads: 16-bit floats (bit patterns) read into a vector of floats (exact). */\n\
+         #if defined(__F16C__) || defined(__AVX2__)\n#include <immintrin.h>\n#endif\n",
+    );
+    let has = |d: DType| dtypes.contains(&d);
+    if machine {
+        out.push_str(
+            "typedef uint16_t sptir_vh_u16 __attribute__((vector_size(SPTIR_VBYTES / 2), aligned(2), may_alias));\n\
+             typedef uint32_t sptir_v_u32 __attribute__((vector_size(SPTIR_VBYTES), aligned(4)));\n",
+        );
+        if has(DType::BF16) {
+            out.push_str(
+                "static inline sptir_v_f32 sptir_vld_bf16(const uint16_t* p) {\n\
+                 #if defined(__AVX512F__)\n\
+                 \x20   return (sptir_v_f32)_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16);\n\
+                 #elif defined(__AVX2__)\n\
+                 \x20   return (sptir_v_f32)_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16);\n\
+                 #else\n\
+                 \x20   return (sptir_v_f32)(__builtin_convertvector(*(const sptir_vh_u16*)p, sptir_v_u32) << 16);\n\
+                 #endif\n}\n",
+            );
+        }
+        if has(DType::F16) {
+            out.push_str(
+                "static inline sptir_v_f32 sptir_vld_f16(const uint16_t* p) {\n\
+                 #if defined(__AVX512F__)\n\
+                 \x20   return (sptir_v_f32)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));\n\
+                 #elif defined(__F16C__)\n\
+                 \x20   return (sptir_v_f32)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));\n\
+                 #else\n\
+                 \x20   sptir_v_f32 r;\n\
+                 \x20   for (int l = 0; l < SPTIR_VL_f32; ++l) r[l] = sptir_h2f(p[l]);\n\
+                 \x20   return r;\n\
+                 #endif\n}\n",
+            );
+        }
+    }
+    for &n in lanes {
+        if has(DType::BF16) {
+            out.push_str(&format!(
+                "typedef uint16_t sptir_v{n}_u16 __attribute__((vector_size({}), aligned(2), may_alias));\n\
+                 typedef uint32_t sptir_v{n}_u32 __attribute__((vector_size({})));\n\
+                 static inline sptir_v{n}_f32 sptir_wld{n}_bf16(const uint16_t* p) {{\n\
+                 \x20   return (sptir_v{n}_f32)(__builtin_convertvector(*(const sptir_v{n}_u16*)p, sptir_v{n}_u32) << 16);\n}}\n",
+                2 * n,
+                4 * n
+            ));
+        }
+        if has(DType::F16) {
+            // Chunks of 16 (AVX-512) or 8 (F16C) lanes, copied into the lane vector (gcc keeps
+            // it in registers); element by element elsewhere.
+            let chunked = |w: i64, ty: &str, cvt: &str, load: &str| {
+                format!(
+                    "    for (int c = 0; c < {n}; c += {w}) {{\n\
+                     \x20       const {ty} x = {cvt}({load}((const void*)(p + c)));\n\
+                     \x20       __builtin_memcpy((float*)&r + c, &x, {});\n\
+                     \x20   }}\n",
+                    4 * w
+                )
+            };
+            out.push_str(&format!(
+                "static inline sptir_v{n}_f32 sptir_wld{n}_f16(const uint16_t* p) {{\n    sptir_v{n}_f32 r;\n"
+            ));
+            let scalar = format!("    for (int l = 0; l < {n}; ++l) r[l] = sptir_h2f(p[l]);\n");
+            let f16c = match n {
+                _ if n % 8 == 0 => chunked(8, "__m256", "_mm256_cvtph_ps", "_mm_loadu_si128"),
+                _ => chunked(4, "__m128", "_mm_cvtph_ps", "_mm_loadl_epi64"),
+            };
+            if n % 16 == 0 {
+                let avx512 = chunked(16, "__m512", "_mm512_cvtph_ps", "_mm256_loadu_si256");
+                out.push_str(&format!(
+                    "#if defined(__AVX512F__)\n{avx512}#elif defined(__F16C__)\n{f16c}#else\n{scalar}#endif\n"
+                ));
+            } else if n >= 4 {
+                out.push_str(&format!(
+                    "#if defined(__F16C__)\n{f16c}#else\n{scalar}#endif\n"
+                ));
+            } else {
+                out.push_str(&scalar);
+            }
+            out.push_str("    return r;\n}\n");
+        }
+    }
+    out.push('\n');
+    out
 }

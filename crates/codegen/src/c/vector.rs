@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use sparsetir_ir::{BinOp, BufferId, DType, Expr, For, ForKind, IterKind, Stmt, UnOp, VarId};
 
-use super::{const_int, Res, Stride, Writer};
+use super::{const_int, half, Res, Stride, Writer};
 
 /// The state of a loop being written one vector at a time.
 pub(super) struct VecLoop {
@@ -27,6 +27,8 @@ pub(super) struct VecLoop {
     /// The C vector type of the loads when it is not the machine vector (`sptir_v_*`): a lane
     /// reduction's accumulator type, `lanes` elements wide.
     ty: Option<String>,
+    /// With `ty`: its number of elements.
+    lanes: i64,
     /// Whether loads through a contiguous `int32` index array (`X[I[v]]`) are allowed, as
     /// AVX-512 gathers (only inside `#if defined(__AVX512F__)`, with 16-lane `float` vectors).
     gathers: bool,
@@ -162,6 +164,14 @@ impl Writer<'_> {
                 ok.then_some(Class::Vector)
             }
             Expr::Unary(UnOp::Neg, a) => self.classify(vl, a),
+            Expr::Cast(to, a) if self.widening(vl, *to, a).is_some() => {
+                let (buffer, indices) = self.widening(vl, *to, a)?;
+                match self.access_stride(vl, buffer, indices)? {
+                    0 => Some(Class::Uniform),
+                    1 => Some(Class::Vector),
+                    _ => None,
+                }
+            }
             Expr::Let { .. } => None,
             other => {
                 // Everything else must not move with the loop, inside and out.
@@ -255,19 +265,20 @@ impl Writer<'_> {
         dtype
     }
 
-    /// Plans `f`'s body for vectors of `dtype` (`ty`: the lane type, `None` for the machine's
-    /// widest), with or without gathered loads.
+    /// Plans `f`'s body for vectors of `dtype` (`lanes`: of the lane type of that many
+    /// elements, `None` for the machine's widest), with or without gathered loads.
     fn plan_loop(
         &self,
         f: &For,
         dtype: DType,
-        ty: Option<String>,
+        lanes: Option<i64>,
         gathers: bool,
     ) -> Option<VecLoop> {
         let mut vl = VecLoop {
             strides: HashMap::from([(f.var, 1)]),
             dtype,
-            ty,
+            ty: lanes.map(|n| lane_type(dtype, n)),
+            lanes: lanes.unwrap_or(0),
             gathers,
             mask: None,
         };
@@ -296,7 +307,7 @@ impl Writer<'_> {
         if ext % 16 != 0 || self.first_store_dtype(f)? != DType::F32 {
             return None;
         }
-        self.plan_loop(f, DType::F32, Some(lane_type(DType::F32, 16)), true)
+        self.plan_loop(f, DType::F32, Some(16), true)
     }
 
     /// Writes `f` one vector at a time when it has a plan; `Ok(false)` (nothing written)
@@ -371,6 +382,48 @@ impl Writer<'_> {
         let ibuf = self.func.buffers.get(*ib)?;
         (ibuf.dtype == DType::I32 && self.access_stride(vl, *ib, ii) == Some(1))
             .then_some((*ib, ii.as_slice()))
+    }
+
+    /// `T.Cast("float32", X[..])` of a 16-bit float buffer `X` in a `float` vector loop that
+    /// does not gather: a widening load (vector or uniform), as `X` and its indices.
+    fn widening<'e>(&self, vl: &VecLoop, to: DType, e: &'e Expr) -> Option<(BufferId, &'e [Expr])> {
+        let Expr::Load { buffer, indices } = e else {
+            return None;
+        };
+        let dt = self.func.buffers.get(*buffer)?.dtype;
+        (to == DType::F32 && vl.dtype == DType::F32 && !vl.gathers && half::is_half(dt))
+            .then_some((*buffer, indices.as_slice()))
+    }
+
+    /// In a vector loop: the C text of `T.Cast(to, e)` as a widening vector load of a
+    /// contiguous 16-bit float buffer (`None`: not one; see [`half::widen_prelude`]).
+    pub(super) fn widening_vector_load(&mut self, to: DType, e: &Expr) -> Res<Option<String>> {
+        let Some(vl) = &self.vec_loop else {
+            return Ok(None);
+        };
+        let Some((buffer, indices)) = self.widening(vl, to, e) else {
+            return Ok(None);
+        };
+        if vl.mask.is_some() || self.access_stride(vl, buffer, indices) != Some(1) {
+            return Ok(None);
+        }
+        let lanes = vl.lanes;
+        let dt = self.buf_dtype(buffer);
+        let sfx = if dt == DType::F16 { "f16" } else { "bf16" };
+        self.widen_dtypes.insert(dt);
+        let off = self.offset(buffer, indices)?;
+        let name = self.buf_name(buffer)?;
+        let text = if lanes == 0 {
+            format!("sptir_vld_{sfx}(&{name}[{off}])")
+        } else {
+            format!("sptir_wld{lanes}_{sfx}(&{name}[{off}])")
+        };
+        if lanes == 0 {
+            self.widen_machine = true;
+        } else {
+            self.widen_lanes.insert(lanes);
+        }
+        Ok(Some(text))
     }
 
     /// In a vector loop: the C text of a contiguous load (`None`: not a vector load).
@@ -543,6 +596,7 @@ impl Writer<'_> {
             strides: HashMap::from([(f.var, 1)]),
             dtype: dt,
             ty: Some(lane_type(dt, lanes)),
+            lanes,
             gathers: false,
             mask: None,
         };
@@ -567,6 +621,7 @@ impl Writer<'_> {
             strides: HashMap::from([(f.var, 1)]),
             dtype: dt,
             ty: Some(lane_type(dt, 16)),
+            lanes: 16,
             gathers: true,
             mask: None,
         };

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use sparsetir_codegen::{emit_c, CModule, CParamKind, CodegenError};
 use sparsetir_eval::{run_func, ArgValue};
-use sparsetir_formats::Tensor;
+use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::{DType, IRModule, PrimFunc};
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
 
@@ -85,8 +85,14 @@ pub fn array(args: &HashMap<String, ArgValue>, k: &str) -> Vec<f64> {
     }
 }
 
-/// C text of one array element (floats exact, in shortest round-trip form).
+/// C text of one array element (floats exact, in shortest round-trip form; 16-bit floats as
+/// their bit patterns).
 fn elem_text(t: &Tensor, i: usize) -> String {
+    match &t.data {
+        TensorData::F16(v) => return format!("0x{:04x}", v[i].to_bits()),
+        TensorData::BF16(v) => return format!("0x{:04x}", v[i].to_bits()),
+        _ => {}
+    }
     match t.dtype() {
         DType::F32 | DType::F64 => {
             let x = t.get_f64(i);
@@ -125,6 +131,8 @@ pub fn harness(m: &CModule, args: &HashMap<String, ArgValue>, threads: usize) ->
                     DType::Bool => "bool",
                     DType::I8 => "int8_t",
                     DType::U8 => "uint8_t",
+                    // Bit patterns, printed as their values through the module's conversions.
+                    DType::F16 | DType::BF16 => "uint16_t",
                     d => panic!("harness: element type {d}"),
                 };
                 assert_eq!(t.dtype(), elem, "argument `{}`", p.name);
@@ -136,14 +144,18 @@ pub fn harness(m: &CModule, args: &HashMap<String, ArgValue>, threads: usize) ->
                 };
                 let _ = writeln!(s, "static {ct} arr{k}[{}] = {{{init}}};", t.len().max(1));
                 let _ = writeln!(fill, "    args[{k}].ptr = arr{k};");
-                let (fmt, conv) = if elem.is_float() {
+                let (fmt, conv) = if elem == DType::F16 {
+                    ("%.17g", "(double)sptir_h2f")
+                } else if elem == DType::BF16 {
+                    ("%.17g", "(double)sptir_bf2f")
+                } else if elem.is_float() {
                     ("%.17g", "(double)")
                 } else {
                     ("%lld", "(long long)")
                 };
                 let _ = writeln!(
                     print,
-                    "    printf(\"{k}\");\n    for (int i = 0; i < {}; ++i) printf(\" {fmt}\", {conv}arr{k}[i]);\n    printf(\"\\n\");",
+                    "    printf(\"{k}\");\n    for (int i = 0; i < {}; ++i) printf(\" {fmt}\", {conv}(arr{k}[i]));\n    printf(\"\\n\");",
                     t.len()
                 );
             }
@@ -179,11 +191,26 @@ pub fn run_c(
     args: &HashMap<String, ArgValue>,
     threads: usize,
 ) -> HashMap<usize, Vec<f64>> {
+    run_c_with(cc, dir, tag, m, args, threads, &[])
+}
+
+/// [`run_c`] with extra compiler `flags` (after `-std=c11 -O2 -fopenmp`: no `-march`, so the
+/// portable forms of machine-specific code unless the flags name a machine).
+pub fn run_c_with(
+    cc: &str,
+    dir: &Path,
+    tag: &str,
+    m: &CModule,
+    args: &HashMap<String, ArgValue>,
+    threads: usize,
+    flags: &[&str],
+) -> HashMap<usize, Vec<f64>> {
     let src = dir.join(format!("{tag}.c"));
     let exe = dir.join(tag);
     std::fs::write(&src, harness(m, args, threads)).expect("write harness");
     let out = Command::new(cc)
         .args(["-std=c11", "-O2", "-fopenmp"])
+        .args(flags)
         .arg(&src)
         .arg("-o")
         .arg(&exe)
