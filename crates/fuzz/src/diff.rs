@@ -75,6 +75,10 @@ impl DiffInput {
                 changed |= mutate_func(m, &mut f, store);
             }
             if changed && verify_func(&f).is_ok() {
+                let mut data = data;
+                if m.chance(0.25) {
+                    f = stored_in_16_bits(m, f, &mut data);
+                }
                 let script = print_module(&IRModule { funcs: vec![f] });
                 return Some(DiffInput { data, script });
             }
@@ -337,6 +341,46 @@ fn mutate_func(m: &mut Mutator, f: &mut PrimFunc, stores: Stores) -> bool {
     };
     f.body = body;
     done
+}
+
+/// `f` with some of its `float32` inputs stored as float16 or bfloat16 (`store_as`: every load
+/// of them read as `T.Cast("float32", ...)`, the mixed-precision form of `bench --dtype`), and
+/// their arrays in `data` rounded to that type; `f` itself where none was taken.
+fn stored_in_16_bits(m: &mut Mutator, f: PrimFunc, data: &mut RunInput) -> PrimFunc {
+    let dt = *m.pick(&[DType::F16, DType::BF16]);
+    let written = f.body.written_buffers();
+    let mut names = Vec::new();
+    let mut params = Vec::new();
+    for (id, b) in f.buffers.iter() {
+        let sparsetir_ir::BufferDecl::Match { data: param } = b.decl else {
+            continue;
+        };
+        if b.dtype == DType::F32 && !written.contains(&id) && m.chance(0.6) {
+            names.push(b.name.clone());
+            params.push(f.vars[param].name.clone());
+        }
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let Ok(g) = sparsetir_transform::store_as(&f, &refs, dt) else {
+        return f;
+    };
+    if names.is_empty() || verify_func(&g).is_err() {
+        return f;
+    }
+    for (name, v) in &mut data.args {
+        let ArgValue::Array(t) = v else { continue };
+        if !params.contains(name) || t.dtype() != DType::F32 {
+            continue;
+        }
+        let Ok(mut out) = Tensor::zeros(dt, t.shape.clone()) else {
+            return f;
+        };
+        for k in 0..t.len() {
+            out.set_f64(k, t.get_f64(k));
+        }
+        *t = out;
+    }
+    g
 }
 
 // ---------------------------------------------------------------------------------------------

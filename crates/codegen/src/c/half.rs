@@ -260,6 +260,17 @@ pub(super) fn widen_prelude(machine: bool, lanes: &[i64], dtypes: &[DType]) -> S
          #if defined(__F16C__) || defined(__AVX2__)\n#include <immintrin.h>\n#endif\n",
     );
     let has = |d: DType| dtypes.contains(&d);
+    if has(DType::BF16) {
+        // bfloat16 to float: the 16 bits above 16 zero bits.
+        out.push_str(
+            "#if defined(__AVX512F__)\n\
+             static inline __m512i sptir_bf16x16(__m256i v) { return _mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16); }\n\
+             #endif\n\
+             #if defined(__AVX2__)\n\
+             static inline __m256i sptir_bf8(__m128i v) { return _mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16); }\n\
+             #endif\n",
+        );
+    }
     if machine {
         out.push_str(
             "typedef uint16_t sptir_vh_u16 __attribute__((vector_size(SPTIR_VBYTES / 2), aligned(2), may_alias));\n\
@@ -293,28 +304,45 @@ pub(super) fn widen_prelude(machine: bool, lanes: &[i64], dtypes: &[DType]) -> S
         }
     }
     for &n in lanes {
+        // Chunks of 16 (AVX-512) or 8 (AVX2, F16C) lanes converted by the machine's instructions
+        // and copied into the lane vector (gcc keeps it in registers).
+        let chunked = |w: i64, ty: &str, cvt: &str, load: &str| {
+            format!(
+                "    for (int c = 0; c < {n}; c += {w}) {{\n\
+                 \x20       const {ty} x = {cvt}({load}((const void*)(p + c)));\n\
+                 \x20       __builtin_memcpy((float*)&r + c, &x, {});\n\
+                 \x20   }}\n",
+                4 * w
+            )
+        };
         if has(DType::BF16) {
             out.push_str(&format!(
                 "typedef uint16_t sptir_v{n}_u16 __attribute__((vector_size({}), aligned(2), may_alias));\n\
                  typedef uint32_t sptir_v{n}_u32 __attribute__((vector_size({})));\n\
-                 static inline sptir_v{n}_f32 sptir_wld{n}_bf16(const uint16_t* p) {{\n\
-                 \x20   return (sptir_v{n}_f32)(__builtin_convertvector(*(const sptir_v{n}_u16*)p, sptir_v{n}_u32) << 16);\n}}\n",
+                 static inline sptir_v{n}_f32 sptir_wld{n}_bf16(const uint16_t* p) {{\n",
                 2 * n,
                 4 * n
             ));
+            let portable = format!(
+                "    return (sptir_v{n}_f32)(__builtin_convertvector(*(const sptir_v{n}_u16*)p, sptir_v{n}_u32) << 16);\n"
+            );
+            if n % 8 == 0 {
+                let avx2 = chunked(8, "__m256i", "sptir_bf8", "_mm_loadu_si128");
+                let mut text = String::new();
+                if n % 16 == 0 {
+                    let avx512 = chunked(16, "__m512i", "sptir_bf16x16", "_mm256_loadu_si256");
+                    text += &format!("#if defined(__AVX512F__)\n    sptir_v{n}_f32 r;\n{avx512}    return r;\n#elif");
+                } else {
+                    text += "#if";
+                }
+                text += &format!(" defined(__AVX2__)\n    sptir_v{n}_f32 r;\n{avx2}    return r;\n#else\n{portable}#endif\n");
+                out.push_str(&text);
+            } else {
+                out.push_str(&portable);
+            }
+            out.push_str("}\n");
         }
         if has(DType::F16) {
-            // Chunks of 16 (AVX-512) or 8 (F16C) lanes, copied into the lane vector (gcc keeps
-            // it in registers); element by element elsewhere.
-            let chunked = |w: i64, ty: &str, cvt: &str, load: &str| {
-                format!(
-                    "    for (int c = 0; c < {n}; c += {w}) {{\n\
-                     \x20       const {ty} x = {cvt}({load}((const void*)(p + c)));\n\
-                     \x20       __builtin_memcpy((float*)&r + c, &x, {});\n\
-                     \x20   }}\n",
-                    4 * w
-                )
-            };
             out.push_str(&format!(
                 "static inline sptir_v{n}_f32 sptir_wld{n}_f16(const uint16_t* p) {{\n    sptir_v{n}_f32 r;\n"
             ));

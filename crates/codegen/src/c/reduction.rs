@@ -430,8 +430,20 @@ impl<'f> Writer<'f> {
                 let mut factor = None;
                 let mut body = f.body.clone();
                 if let Expr::Binary(BinOp::Mul, a, c) = value.as_ref() {
-                    let local_of =
-                        |e: &Expr| hoisted.iter().find(|(l, _)| l == e).map(|h| h.1.clone());
+                    // A hoisted 16-bit load is also the factor as `T.Cast("float32", ..)`:
+                    // its local holds the value in `float` already (the conversion is exact).
+                    let local_of = |e: &Expr| {
+                        let e = match e {
+                            Expr::Cast(DType::F32, inner)
+                                if matches!(inner.as_ref(), Expr::Load { buffer, .. }
+                                    if half::is_half(self.buf_dtype(*buffer))) =>
+                            {
+                                inner.as_ref()
+                            }
+                            _ => e,
+                        };
+                        hoisted.iter().find(|(l, _)| l == e).map(|h| h.1.clone())
+                    };
                     let split = match (local_of(c), local_of(a)) {
                         (Some(h), _) => Some((h, a.as_ref().clone())),
                         (None, Some(h)) => Some((h, c.as_ref().clone())),
