@@ -9,6 +9,12 @@ They run the catalog's kernels (``crates/ops/kernels/{csrmm,sddmm,spmv,sparse_so
 under their default CPU schedules, compiled by the C backend through the kernel cache, once per
 (kernel, dtype, feature width) per process.
 
+Element types: float64 if any operand is float64; float16 when the dense operands are float16
+(and A's values float16 or float32: scipy has no float16 matrices, so its float32 values are
+rounded to float16): the kernels then read 16-bit operands, compute in float32 and the result is
+rounded to float16 once, as PyTorch's half products on a GPU (a scipy result holds its float16
+values as float32); float32 otherwise.
+
 With torch inputs the result is a torch tensor and the operators are differentiable
 (``torch.autograd.Function``): for ``C = A @ B`` the gradient of B is ``Aᵀ G`` (an SpMM on the
 transpose, whose structure is built once per matrix and cached) and the gradient of A's stored
@@ -205,8 +211,12 @@ def _kernel(name: str, dtype: np.dtype, feat: int, gathered_bytes: int = 0):
     k = _kernels.get(key)
     if k is None:
         dt = key[1]
-        source = _native.catalog_source(name)
-        if dt != "float32":
+        if dt == "float16":
+            # 16-bit operands, float32 arithmetic and outputs (`_acc`).
+            source = _native.catalog_source_stored_as(name, dt)
+        else:
+            source = _native.catalog_source(name)
+        if dt not in ("float32", "float16"):
             # The catalog kernels are written for float32; their other instances differ in the
             # element type only.
             source = source.replace("float32", dt)
@@ -216,9 +226,31 @@ def _kernel(name: str, dtype: np.dtype, feat: int, gathered_bytes: int = 0):
     return k
 
 
-def _dtype_of(*arrays: Any) -> np.dtype:
-    return np.dtype(np.float64) if any(a.dtype == np.float64 for a in arrays) else np.dtype(
-        np.float32)
+def _sixteen(dense: Tuple[Any, ...], values: Any, half: Any, single: Any) -> bool:
+    """Whether operands take the float16 kernels: every dense one is float16 and the sparse
+    values are float16 or float32 (scipy has no float16 matrices), or, with no dense operand,
+    the values are float16."""
+    if dense:
+        return all(d.dtype == half for d in dense) and (
+            values is None or values.dtype in (half, single))
+    return values is not None and values.dtype == half
+
+
+def _dtype_of(*dense: Any, values: Any = None) -> np.dtype:
+    """The element type operators compute in: float64 if any operand is; float16 where the
+    operands are (`_sixteen`: 16-bit operands, float32 arithmetic, a float16 result, as PyTorch
+    computes half products); float32 otherwise."""
+    every = dense + (() if values is None else (values,))
+    if any(a.dtype == np.float64 for a in every):
+        return np.dtype(np.float64)
+    if _sixteen(dense, values, np.float16, np.float32):
+        return np.dtype(np.float16)
+    return np.dtype(np.float32)
+
+
+def _acc(dt: np.dtype) -> str:
+    """The element type of the kernels' outputs for operands of `dt`."""
+    return "float32" if dt == np.float16 else dt.name
 
 
 def _dense(x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -238,7 +270,7 @@ def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
         raise ValueError(f"spmm: B must be 2-D, got shape {B.shape}")
     if B.shape[0] != s.n:
         raise ValueError(f"spmm: A is {s.m}x{s.n} but B has {B.shape[0]} rows")
-    dt = _dtype_of(values, B)
+    dt = _dtype_of(B, values=values)
     feat = B.shape[1]
     if feat == 0 or s.m == 0:
         return np.zeros((s.m, feat), dt)
@@ -246,8 +278,8 @@ def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
     (c,) = k.launch(
         {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "b": _dense(B, dt),
          "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat},
-        [("c", dt.name, [s.m, feat])])
-    return c
+        [("c", _acc(dt), [s.m, feat])])
+    return c.astype(dt, copy=False)
 
 
 _ones: Dict[Tuple[int, str], np.ndarray] = {}
@@ -261,7 +293,7 @@ def _sddmm_np(s: _Csr, values: Optional[np.ndarray], X: np.ndarray, Y: np.ndarra
         raise ValueError(
             f"sddmm: A is {s.m}x{s.n}, so X must be {s.m}xK and Y {s.n}xK; got X {X.shape} "
             f"and Y {Y.shape}")
-    dt = _dtype_of(X, Y, *(() if values is None else (values,)))
+    dt = _dtype_of(X, Y, values=values)
     if values is None:
         values = np.ones(s.nnz, dt)
     feat = X.shape[1]
@@ -271,35 +303,35 @@ def _sddmm_np(s: _Csr, values: Optional[np.ndarray], X: np.ndarray, Y: np.ndarra
     (y,) = k.launch(
         {"indptr": s.indptr, "indices": s.indices, "x": _dense(values, dt), "a": _dense(X, dt),
          "b": _dense(Y, dt), "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat},
-        [("y", dt.name, [s.nnz])])
-    return y
+        [("y", _acc(dt), [s.nnz])])
+    return y.astype(dt, copy=False)
 
 
 def _spmv_np(s: _Csr, values: np.ndarray, x: np.ndarray) -> np.ndarray:
     if x.ndim != 1 or x.shape[0] != s.n:
         raise ValueError(f"spmv: A is {s.m}x{s.n} but x has shape {x.shape}")
-    dt = _dtype_of(values, x)
+    dt = _dtype_of(x, values=values)
     if s.m == 0:
         return np.zeros(0, dt)
     k = _kernel("spmv", dt, 0)
     (y,) = k.launch(
         {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "x": _dense(x, dt),
          "m": s.m, "n": s.n, "nnz": s.nnz},
-        [("y", dt.name, [s.m])])
-    return y
+        [("y", _acc(dt), [s.m])])
+    return y.astype(dt, copy=False)
 
 
 def _softmax_np(s: _Csr, values: np.ndarray) -> np.ndarray:
     """Each row's softmax over its stored values (a row that stores nothing has none)."""
-    dt = _dtype_of(values)
+    dt = _dtype_of(values=values)
     if s.nnz == 0:
         return np.zeros(0, dt)
     k = _kernel("sparse_softmax", dt, 0)
     (b,) = k.launch(
         {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "m": s.m, "n": s.n,
          "nnz": s.nnz},
-        [("b", dt.name, [s.nnz])])
-    return b
+        [("b", _acc(dt), [s.nnz])])
+    return b.astype(dt, copy=False)
 
 
 def _softmax_grad_np(s: _Csr, p: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -451,10 +483,16 @@ def _as_torch_float(x: Any, dt):
     return t.to(dt) if t.dtype != dt else t
 
 
-def _torch_dtype(*ts):
+def _torch_dtype(*dense, values=None):
+    """`_dtype_of` for torch tensors."""
     import torch
 
-    return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
+    every = dense + (() if values is None else (values,))
+    if any(t.dtype == torch.float64 for t in every):
+        return torch.float64
+    if _sixteen(dense, values, torch.float16, torch.float32):
+        return torch.float16
+    return torch.float32
 
 
 def spmm(A: Any, B: Any) -> Any:
@@ -469,7 +507,7 @@ def spmm(A: Any, B: Any) -> Any:
     import torch
 
     Bt = B if _is_torch(B) else torch.from_numpy(_numeric(B, "spmm", "B"))
-    dt = _torch_dtype(values, Bt)
+    dt = _torch_dtype(Bt, values=values)
     return _fns()["spmm"].apply(_as_torch_float(values, dt), _as_torch_float(Bt, dt), s)
 
 
@@ -485,6 +523,9 @@ def _pattern_like(A: Any, s: _Csr, out_values: Any) -> Any:
                                        size=(s.m, s.n))
     import scipy.sparse
 
+    if out_values.dtype == np.float16:
+        # scipy holds no float16 matrices: the values widened (exactly) to float32.
+        out_values = out_values.astype(np.float32)
     return scipy.sparse.csr_matrix((out_values, s.indices, s.indptr), shape=(s.m, s.n))
 
 
@@ -505,7 +546,7 @@ def sddmm(A: Any, X: Any, Y: Any) -> Any:
 
     Xt = X if _is_torch(X) else torch.from_numpy(_numeric(X, "sddmm", "X"))
     Yt = Y if _is_torch(Y) else torch.from_numpy(_numeric(Y, "sddmm", "Y"))
-    dt = _torch_dtype(values, Xt, Yt)
+    dt = _torch_dtype(Xt, Yt, values=values)
     out = _fns()["sddmm"].apply(_as_torch_float(values, dt), _as_torch_float(Xt, dt),
                                 _as_torch_float(Yt, dt), s)
     return _pattern_like(A, s, out)
@@ -523,7 +564,7 @@ def spmv(A: Any, x: Any) -> Any:
     import torch
 
     xt = x if _is_torch(x) else torch.from_numpy(_numeric(x, "spmv", "x"))
-    dt = _torch_dtype(values, xt)
+    dt = _torch_dtype(xt, values=values)
     return _fns()["spmv"].apply(_as_torch_float(values, dt), _as_torch_float(xt, dt), s)
 
 
@@ -538,7 +579,7 @@ def sparse_softmax(A: Any) -> Any:
     s, values, use_torch = _operands(A, ())
     if not use_torch:
         return _pattern_like(A, s, _softmax_np(s, np.asarray(values)))
-    dt = _torch_dtype(values)
+    dt = _torch_dtype(values=values)
     return _pattern_like(A, s, _fns()["softmax"].apply(_as_torch_float(values, dt), s))
 
 

@@ -40,9 +40,26 @@ pub fn tensor_from_numpy(arr: &Bound<'_, PyUntypedArray>) -> Result<Tensor, Stri
     }
     try_types!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, i8 => I8, i16 => I16,
                u8 => U8, u16 => U16, u32 => U32, u64 => U64, bool => Bool);
+    // 16-bit floats: numpy's float16, and ml_dtypes' bfloat16 (what JAX and others use), read
+    // as their bit patterns.
+    let sixteen = match dt.str().map(|s| s.to_string()).unwrap_or_default().as_str() {
+        "float16" => Some(DType::F16),
+        "bfloat16" => Some(DType::BF16),
+        _ => None,
+    };
+    if let (Some(d), 2) = (sixteen, dt.itemsize()) {
+        let bits = arr
+            .call_method1("view", ("uint16",))
+            .map_err(|e| e.to_string())?;
+        let bits = bits
+            .downcast::<PyUntypedArray>()
+            .map_err(|e| e.to_string())?;
+        return Tensor::from_bits16(d, shape, elements::<u16>(bits)?)
+            .ok_or_else(|| "internal: not a 16-bit float type".to_string());
+    }
     Err(format!(
-        "numpy dtype {} has no sparsetir counterpart (use float32/float64, int8..int64, \
-         uint8..uint64 or bool)",
+        "numpy dtype {} has no sparsetir counterpart (use float16/float32/float64, \
+         ml_dtypes.bfloat16, int8..int64, uint8..uint64 or bool)",
         dt.str().map(|s| s.to_string()).unwrap_or_default()
     ))
 }
@@ -75,8 +92,23 @@ pub fn numpy_from_tensor<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound<'py,
         TensorData::U32(v) => shaped(py, v, &shape),
         TensorData::U64(v) => shaped(py, v, &shape),
         TensorData::Bool(v) => shaped(py, v, &shape),
-        TensorData::F16(v) => shaped(py, v.iter().map(|x| x.to_f32()).collect(), &shape),
-        TensorData::BF16(v) => shaped(py, v.iter().map(|x| x.to_f32()).collect(), &shape),
+        TensorData::F16(v) => {
+            // numpy's float16, viewed from the bit patterns (no conversion).
+            let bits: Vec<u16> = v.iter().map(|x| x.to_bits()).collect();
+            shaped(py, bits, &shape)?.call_method1("view", ("float16",))
+        }
+        TensorData::BF16(v) => {
+            // ml_dtypes' bfloat16 where it is installed; float32 values otherwise (numpy has no
+            // bfloat16 of its own).
+            match py.import("ml_dtypes") {
+                Ok(m) => {
+                    let bits: Vec<u16> = v.iter().map(|x| x.to_bits()).collect();
+                    let dt = m.getattr("bfloat16")?;
+                    shaped(py, bits, &shape)?.call_method1("view", (dt,))
+                }
+                Err(_) => shaped(py, v.iter().map(|x| x.to_f32()).collect(), &shape),
+            }
+        }
     }
 }
 

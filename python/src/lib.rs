@@ -546,6 +546,31 @@ fn catalog_source(name: &str) -> PyResult<String> {
         .ok_or_else(|| err(format!("no kernel `{name}` in the catalog")))
 }
 
+/// The script text of a catalog kernel with its float32 inputs (the buffers it reads and does
+/// not write) stored as `dtype` (float16 or bfloat16), read as `T.Cast("float32", ...)`: 16-bit
+/// operands, float32 arithmetic and outputs, as `sparsetir bench --dtype` runs them.
+#[pyfunction]
+fn catalog_source_stored_as(name: &str, dtype: &str) -> PyResult<String> {
+    let dt = convert::parse_dtype(dtype).map_err(err)?;
+    if !matches!(dt, sparsetir_ir::DType::F16 | sparsetir_ir::DType::BF16) {
+        return Err(err(format!("dtype `{dtype}`: float16 or bfloat16")));
+    }
+    let f = sparsetir_ops::load(name).map_err(err)?;
+    let written = f.body.written_buffers();
+    let inputs: Vec<&str> = f
+        .buffers
+        .iter()
+        .filter(|(id, b)| {
+            b.dtype == sparsetir_ir::DType::F32 && b.data_param().is_some() && !written.contains(id)
+        })
+        .map(|(_, b)| b.name.as_str())
+        .collect();
+    let g = sparsetir_transform::store_as(&f, &inputs, dt).map_err(err)?;
+    Ok(sparsetir_ir::printer::print_module(&IRModule {
+        funcs: vec![g],
+    }))
+}
+
 /// The default CPU schedule of a catalog kernel, tuned to the data as `sparsetir bench` tunes
 /// it: SDDMM drops its gather prefetches where the gathered operand (`cols × feat × elem_bytes`)
 /// fits in L2.
@@ -570,6 +595,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeKernel>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_source, m)?)?;
+    m.add_function(wrap_pyfunction!(catalog_source_stored_as, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_schedule, m)?)?;
     Ok(())
 }

@@ -92,6 +92,21 @@ def test_float64_script():
     np.testing.assert_allclose(C, A.toarray() @ B, rtol=1e-12)
 
 
+def test_float16_script_takes_and_gives_numpy_float16():
+    # numpy float16 arrays are float16 buffers (bit patterns, no conversion) and float16
+    # outputs come back as numpy float16; every operation rounds to float16, as the evaluator.
+    text = open(CSRMM).read().replace("float32", "float16")
+    A = random_csr(9, 9, 0.3, seed=12)
+    B = (np.random.default_rng(13).random((9, 3)) - 0.5).astype(np.float16)
+    want = A.toarray().astype(np.float16).astype(np.float64) @ B.astype(np.float64)
+    for target in ("eval", "c"):
+        C = sparsetir.compile(text, target=target)(A=A, B=B)["C"]
+        assert C.dtype == np.float16, target
+        np.testing.assert_allclose(C.astype(np.float64), want, rtol=1e-2, atol=1e-3)
+    with pytest.raises(sparsetir.SparsetirError, match="float16"):
+        sparsetir.compile(text)(A=A, B=B.astype(np.float32))
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 def test_parse_error_is_located_in_the_file(tmp_path):

@@ -75,3 +75,31 @@ def test_concurrent_calls_from_threads():
         got = list(pool.map(lambda B: ops.spmm(A, B), Bs))
     for B, C in zip(Bs, got):
         np.testing.assert_allclose(C, A.toarray() @ B, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("feat", [5, 64])
+def test_float16_dense_operands(feat):
+    # float16 dense operands: 16-bit operands (scipy's float32 values rounded to float16),
+    # float32 arithmetic, a float16 result (64: the kernels' vector loops, widening loads).
+    A = random_csr(40, 30, 0.2, seed=feat, empty_rows=(3, 39))
+    rng = np.random.default_rng(feat)
+    A16 = A.toarray().astype(np.float16).astype(np.float64)
+    B = (rng.random((30, feat)) - 0.5).astype(np.float16)
+    C = ops.spmm(A, B)
+    assert C.dtype == np.float16
+    # One rounding of a float32 result to float16: half a unit in its last place.
+    np.testing.assert_allclose(C.astype(np.float64), A16 @ B.astype(np.float64),
+                               rtol=2 ** -10, atol=1e-6)
+    X = (rng.random((40, feat)) - 0.5).astype(np.float16)
+    Y = (rng.random((30, feat)) - 0.5).astype(np.float16)
+    S = ops.sddmm(A, X, Y)
+    assert S.dtype == np.float32  # scipy's: the float16 values widened
+    want = A16 * (X.astype(np.float64) @ Y.astype(np.float64).T)
+    np.testing.assert_allclose(S.toarray(), want, rtol=2 ** -10, atol=1e-6)
+    x = (rng.random(30) - 0.5).astype(np.float16)
+    y = ops.spmv(A, x)
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(y.astype(np.float64), A16 @ x.astype(np.float64),
+                               rtol=2 ** -10, atol=1e-6)
+    # float16 beside float32 dense operands: float32.
+    assert ops.spmm(A, B.astype(np.float32)).dtype == np.float32

@@ -95,6 +95,26 @@ impl Tensor {
         Ok(t)
     }
 
+    /// A float16 or bfloat16 tensor from its elements' bit patterns (numpy's `float16` read as
+    /// `uint16`, say); `None` for any other dtype.
+    pub fn from_bits16(dtype: DType, shape: Vec<usize>, bits: Vec<u16>) -> Option<Tensor> {
+        let data = match dtype {
+            DType::F16 => TensorData::F16(bits.into_iter().map(f16::from_bits).collect()),
+            DType::BF16 => TensorData::BF16(bits.into_iter().map(bf16::from_bits).collect()),
+            _ => return None,
+        };
+        Some(Tensor { shape, data })
+    }
+
+    /// The bit patterns of a float16 or bfloat16 tensor's elements (`None` for other dtypes).
+    pub fn bits16(&self) -> Option<Vec<u16>> {
+        match &self.data {
+            TensorData::F16(v) => Some(v.iter().map(|x| x.to_bits()).collect()),
+            TensorData::BF16(v) => Some(v.iter().map(|x| x.to_bits()).collect()),
+            _ => None,
+        }
+    }
+
     pub fn dtype(&self) -> DType {
         match &self.data {
             TensorData::Bool(_) => DType::Bool,

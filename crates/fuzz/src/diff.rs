@@ -750,3 +750,46 @@ fn compare_tensors(name: &str, a: &Tensor, b: &Tensor) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn some_inputs_store_float32_operands_in_16_bits() {
+        // About a quarter of the generated inputs store some float32 inputs as float16 or
+        // bfloat16, with their data rounded to that type; the evaluator and both interpreters
+        // agree on them.
+        let mut m = Mutator::new(38);
+        let (mut total, mut sixteen) = (0, 0);
+        for _ in 0..200 {
+            let Some(input) = DiffInput::generate(&mut m, Stores::Kept) else {
+                continue;
+            };
+            total += 1;
+            let f = sparsetir_syntax::parse_func(&input.script).expect("the script parses");
+            let stored: Vec<String> = f
+                .buffers
+                .iter()
+                .filter(|(_, b)| matches!(b.dtype, DType::F16 | DType::BF16))
+                .filter_map(|(_, b)| match b.decl {
+                    sparsetir_ir::BufferDecl::Match { data } => Some(f.vars[data].name.clone()),
+                    _ => None,
+                })
+                .collect();
+            if stored.is_empty() {
+                continue;
+            }
+            sixteen += 1;
+            for name in &stored {
+                let arg = input.data.args.iter().find(|(n, _)| n == name);
+                if let Some((_, ArgValue::Array(t))) = arg {
+                    assert!(matches!(t.dtype(), DType::F16 | DType::BF16), "{name}");
+                }
+            }
+            execute(&input, None).unwrap_or_else(|e| panic!("{e}\n{}", input.to_text()));
+        }
+        assert!(total >= 150, "{total} inputs");
+        assert!(sixteen * 8 >= total, "{sixteen} of {total} in 16 bits");
+    }
+}
