@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares `.gpu/` (git-ignored) for a device call here, on the machine without a GPU: the
 # release `sparsetir` and the runtime's test binaries named in TESTS (default: the 2:4 kernels'
-# real-GPU tests), stripped and gzipped (a call carries at most 64 MiB), plus, with
+# real-GPU tests; `suite` holds every other runtime test file), stripped and gzipped (a call carries at most 64 MiB), plus, with
 # MATRICES=1, `../shared/data/*.mtx` and the two R-MAT graphs of `bench/run-all.sh` gzipped
 # (the csr phase of run.sh). On the device, unpack first:
 #
@@ -19,12 +19,14 @@ cargo build --release --locked -p sparsetir-cli
 cp target/release/sparsetir .gpu/sparsetir
 args=()
 for t in $TESTS; do args+=(--test "$t"); done
-# Cargo names each test executable on stderr: `Executable tests/NAME.rs (PATH)`.
+# Cargo names each test executable on stderr: `Executable tests/NAME.rs (PATH)`, or
+# `tests/NAME/main.rs` for a directory (`suite`: the runtime's other tests, real-GPU ones
+# included, in one binary).
 log=$(cargo test --release --locked -p sparsetir-runtime "${args[@]}" --no-run 2>&1)
 i=0
 for t in $TESTS; do
     i=$((i + 1))
-    exe=$(sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p" <<< "$log" | head -1)
+    exe=$(sed -n "s|.*Executable tests/$t\(/main\)\{0,1\}.rs (\(.*\))|\2|p" <<< "$log" | head -1)
     [[ -n $exe ]] || { echo "prepare: no test executable for $t" >&2; exit 1; }
     cp "$exe" ".gpu/tests/${i}_$t"
 done

@@ -758,7 +758,7 @@ pub struct DataRequirements {
     /// The loops whose iterations the final function no longer proves apart, each as
     /// `loop \`i\`: \`C[...]\``: their primitives took them on the function as it was then,
     /// and a later primitive changed how the accesses read. Empty for every catalog schedule
-    /// and the automatic GPU schedule (`runtime/tests/distinct.rs` holds them to it).
+    /// and the automatic GPU schedule (`runtime/tests/suite/distinct.rs` holds them to it).
     pub unproven: Vec<String>,
 }
 

@@ -10,7 +10,7 @@ use sparsetir_ir::DType;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-mod common;
+use crate::common;
 use common::{assert_outputs_close, have_cc, opts, spmm_24_args};
 
 const PARALLEL_ROWS: &str = "# stage III

@@ -22,7 +22,7 @@ use sparsetir_runtime::composable::{
 };
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-mod common;
+use crate::common;
 
 struct Lcg(u64);
 impl Lcg {

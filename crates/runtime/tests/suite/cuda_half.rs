@@ -15,7 +15,7 @@ use sparsetir_runtime::build::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-mod common;
+use crate::common;
 use common::{assert_outputs_close_16, convert_args, retype_floats};
 
 fn cache() -> KernelCache {

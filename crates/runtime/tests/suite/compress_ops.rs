@@ -4,7 +4,7 @@
 //! the values computed here, for every element width, masks from empty to full; and the
 //! printed script read back equal.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

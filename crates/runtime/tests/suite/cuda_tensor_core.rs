@@ -19,7 +19,7 @@ use sparsetir_runtime::build::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-mod common;
+use crate::common;
 use common::{assert_outputs_close_16, positions_i8, spmm_24_args, spmm_24_dense, Args};
 
 fn schedule() -> &'static str {

@@ -6,7 +6,7 @@
 
 use sparsetir_ir::PrimFunc;
 
-mod common;
+use crate::common;
 use common::backends::{self, Backends};
 use common::{f32s, i32s, int, Args};
 

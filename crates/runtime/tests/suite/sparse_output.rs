@@ -6,7 +6,7 @@
 
 #![allow(clippy::needless_range_loop)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

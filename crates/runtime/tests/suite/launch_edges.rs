@@ -8,7 +8,7 @@ use sparsetir_eval::{eval_func, ArgValue};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 use sparsetir_runtime::KernelCache;
 
-mod common;
+use crate::common;
 use common::{f32s, have_cc, i32s, int, Args};
 
 fn cache() -> KernelCache {

@@ -10,7 +10,7 @@ use sparsetir_eval::ArgValue;
 use sparsetir_ir::PrimFunc;
 use sparsetir_runtime::build::build;
 
-mod common;
+use crate::common;
 use common::backends::{self, Backends};
 use common::{f32s, have_cc, int, opts, Args};
 

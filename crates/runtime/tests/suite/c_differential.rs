@@ -9,7 +9,7 @@ use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
 use sparsetir_runtime::build;
 use sparsetir_runtime::build::{emit, schedule_and_lower, BuildError};
 
-mod common;
+use crate::common;
 use common::{have_cc, opts, Args};
 
 const CACHE: &str = "c-differential-cache";

@@ -13,7 +13,7 @@ use sparsetir_ops::composable::{sparse_conv, SPARSE_CONV_SCHEDULE};
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-mod common;
+use crate::common;
 use common::{have_cc, opts, Args};
 
 /// splitmix64 in [0, 1).

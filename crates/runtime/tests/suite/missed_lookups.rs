@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use sparsetir_ir::PrimFunc;
 
-mod common;
+use crate::common;
 use common::backends::{self, Backends};
 use common::{f32s, i32s, int, Args};
 

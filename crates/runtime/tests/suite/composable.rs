@@ -18,7 +18,7 @@ use sparsetir_transform::{
     decompose_format, extract_preprocess, hyb_rules, lower, PipelineOptions,
 };
 
-mod common;
+use crate::common;
 use common::{f32s, f64s, have_cc, i32s, opts, Args};
 
 const CACHE: &str = "composable-cache";

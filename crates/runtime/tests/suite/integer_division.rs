@@ -10,7 +10,7 @@ use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 use sparsetir_runtime::RunError;
 
-mod common;
+use crate::common;
 use common::backends::{self, Backends};
 use common::{f32s, have_cc, i32s, int, opts, Args};
 

@@ -14,7 +14,7 @@ use sparsetir_runtime::build::build;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 use sparsetir_runtime::{KernelCache, RunError};
 
-mod common;
+use crate::common;
 use common::{f32s, have_cc, i32s, int, opts, Args};
 
 /// `Y[P[i]] = X[i]` over `n` elements.

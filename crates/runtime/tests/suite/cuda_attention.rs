@@ -18,7 +18,7 @@ use sparsetir_ops::composable;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-mod common;
+use crate::common;
 use common::{assert_outputs_close, assert_outputs_close_16, Args};
 
 fn cache() -> KernelCache {

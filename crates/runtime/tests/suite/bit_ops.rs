@@ -4,7 +4,7 @@
 //! signed and unsigned, 8 to 64 bits, negative values, shift amounts past the width (they count
 //! modulo it), and the printed script read back equal.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

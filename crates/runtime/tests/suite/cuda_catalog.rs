@@ -10,7 +10,7 @@ use sparsetir_runtime::build::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
-mod common;
+use crate::common;
 use common::{nvrtc, Args};
 
 fn cache() -> KernelCache {

@@ -26,7 +26,7 @@ use sparsetir_runtime::composable::coo::{
 };
 use sparsetir_runtime::Kernel;
 
-mod common;
+use crate::common;
 use common::{f32s, f64s, have_cc, i32s, int, opts, random_dense, Args};
 
 const CACHE: &str = "sddmm-coo-cache";

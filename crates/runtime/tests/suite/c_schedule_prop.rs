@@ -14,7 +14,7 @@ use sparsetir_runtime::build::schedule_and_lower;
 use sparsetir_schedule::ir_util::block_names;
 use sparsetir_schedule::Schedule;
 
-mod common;
+use crate::common;
 use common::{have_cc, opts};
 
 const CACHE: &str = "c-schedule-prop-cache";

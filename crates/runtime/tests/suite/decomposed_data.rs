@@ -5,7 +5,7 @@
 //! evaluator, the stage-III interpreter and (with a C compiler) natively, every result checked
 //! against a dense computation written here. Also the errors for data that cannot be stored.
 
-mod common;
+use crate::common;
 
 use sparsetir_eval::{eval_func, run_func};
 use sparsetir_ir::{IRModule, PrimFunc, Stage};

@@ -15,7 +15,7 @@ use sparsetir_ir::DType;
 use sparsetir_ops::data::{random_args, Pattern, Shape};
 use sparsetir_runtime::build;
 
-mod common;
+use crate::common;
 use common::{assert_outputs_close_16, convert_args, have_cc, opts, retype_floats, Args};
 
 const CACHE: &str = "c-half-cache";

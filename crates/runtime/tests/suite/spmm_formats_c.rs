@@ -21,7 +21,7 @@ use sparsetir_runtime::build::{emit, schedule_and_lower};
 use sparsetir_runtime::composable::{build_ell_csr_spmm, ell_csr_arguments};
 use sparsetir_runtime::Kernel;
 
-mod common;
+use crate::common;
 use common::{f32s, have_cc, i32s, int, opts, random_dense, Args};
 
 const CACHE: &str = "spmm-formats-cache";

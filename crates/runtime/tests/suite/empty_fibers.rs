@@ -7,7 +7,7 @@ use sparsetir_eval::eval_func;
 use sparsetir_ir::PrimFunc;
 use sparsetir_runtime::build::schedule_and_lower;
 
-mod common;
+use crate::common;
 use common::backends::{self, Backends};
 use common::{f32s, i32s, int, Args};
 

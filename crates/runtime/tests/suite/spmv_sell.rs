@@ -19,7 +19,7 @@ use sparsetir_ops::composable::{spmv_sell, SELL_LANES, SPMV_SELL_SCHEDULE};
 use sparsetir_runtime::build::{emit, schedule_and_lower};
 use sparsetir_runtime::Kernel;
 
-mod common;
+use crate::common;
 use common::{f32s, f64s, have_cc, i32s, int, opts, random_dense, Args};
 
 const CACHE: &str = "spmv-sell-cache";

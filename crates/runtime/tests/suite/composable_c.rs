@@ -41,7 +41,7 @@ use sparsetir_transform::{
     bsr_rule, decompose_format, extract_preprocess, hyb_rules, remove_preprocess,
 };
 
-mod common;
+use crate::common;
 use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
 
 const CACHE: &str = "composable-c-cache";
