@@ -30,7 +30,7 @@ type Args = HashMap<String, ArgValue>;
 type HybCase = (usize, usize, usize, f64, usize, &'static [usize]);
 
 fn csrmm() -> PrimFunc {
-    let src = include_str!("../../ops/kernels/csrmm.sp");
+    let src = include_str!("../../../ops/kernels/csrmm.sp");
     parse_func(src).expect("csrmm parses")
 }
 

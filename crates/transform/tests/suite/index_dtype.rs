@@ -12,7 +12,7 @@ use sparsetir_transform::pipeline::{lower, PipelineOptions};
 use sparsetir_transform::{index_dtype, IndexDtypeError};
 
 fn spmm_24() -> PrimFunc {
-    let text = include_str!("../../ops/kernels/spmm_24.sp");
+    let text = include_str!("../../../ops/kernels/spmm_24.sp");
     sparsetir_syntax::parse_func(text).expect("spmm_24 parses")
 }
 
@@ -105,13 +105,14 @@ fn bad_requests_are_typed_errors() {
         Err(IndexDtypeError::NotInteger(DType::F32))
     );
     // csrmm's columns number `n`, not a constant.
-    let csrmm = sparsetir_syntax::parse_func(include_str!("../../ops/kernels/csrmm.sp")).unwrap();
+    let csrmm =
+        sparsetir_syntax::parse_func(include_str!("../../../ops/kernels/csrmm.sp")).unwrap();
     assert!(matches!(
         index_dtype(&csrmm, "J", DType::I8),
         Err(IndexDtypeError::SymbolicLength(_))
     ));
     // 300 coordinates do not fit int8.
-    let wide = include_str!("../../ops/kernels/spmm_24.sp").replace("(4, 2)", "(300, 2)");
+    let wide = include_str!("../../../ops/kernels/spmm_24.sp").replace("(4, 2)", "(300, 2)");
     let wide = sparsetir_syntax::parse_func(&wide).unwrap();
     let e = index_dtype(&wide, "J", DType::I8).unwrap_err();
     assert!(e.to_string().contains("cannot hold 299"), "{e}");
