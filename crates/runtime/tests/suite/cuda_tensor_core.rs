@@ -6,7 +6,7 @@
 //! evaluator on random block patterns (empty block rows, a single block, feature widths 8 to
 //! 32); the source calls the `mma`, and its PTX (NVRTC, sm_80 and sm_90) holds
 //! `mma.sync.aligned.m16n8k16` — also for TC-GNN's condensed tiles (`condense_spmm_tc`, checked
-//! against the reference in `cli/tests/bench_device.rs`).
+//! against the reference in `cli/tests/suite/bench_device.rs`).
 
 use std::collections::HashMap;
 

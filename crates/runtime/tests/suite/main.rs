@@ -6,6 +6,7 @@
 //! GPU machine by name (`bench/gpu/prepare.sh`: `cuda_warpgroup`, `cuda_cluster`, `cuda_tma`,
 //! `cuda_mbar_order`, `cuda_persistent`) stay binaries of their own.
 
+#[macro_use]
 #[path = "../common/mod.rs"]
 mod common;
 

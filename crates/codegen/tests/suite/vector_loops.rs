@@ -1,0 +1,188 @@
+//! Vectorised loops written one machine vector at a time (`c/vector.rs`): which loops take the
+//! vector path, and their results against the stage II/III interpreter and a direct computation.
+
+use crate::common;
+
+use std::collections::HashMap;
+
+use common::*;
+use sparsetir_eval::ArgValue;
+use sparsetir_ir::DType;
+
+const SCRIPT: &str = include_str!("../scripts/vector_loops.sp");
+
+#[test]
+fn contiguous_loops_take_vectors_and_the_others_keep_omp_simd() {
+    let src = kernel_text(&emit_script(SCRIPT));
+    // axpy (f32, 32), acc (f32, 16, with an init at the reduction's first value): vectors;
+    // scale64 (f64, 16): vectors of doubles; gather (indexed read) and odd (20 elements):
+    // `omp simd`.
+    assert_eq!(src.matches("+= SPTIR_VL_f32)").count(), 2, "{src}");
+    assert_eq!(src.matches("+= SPTIR_VL_f64)").count(), 1, "{src}");
+    assert_eq!(src.matches("#pragma omp simd").count(), 2, "{src}");
+    assert!(src.contains("sptir_vst_f32(&Y["), "{src}");
+    // The init stores the broadcast scalar; the f64 loop converts its scalar before the vector.
+    assert!(src.contains("sptir_vbc_f32(X["), "{src}");
+    assert!(src.contains("3.0) + ((double)X[vi_1]))"), "{src}");
+    assert!(
+        src.contains("A[(int64_t)vi_2 * 32 + (int64_t)IDX["),
+        "{src}"
+    );
+    let m = emit_script(SCRIPT);
+    assert!(
+        m.source.contains("typedef float sptir_v_f32"),
+        "helpers missing"
+    );
+    // A module without vector loops does not carry the helpers.
+    let plain = emit_script(include_str!("../scripts/sched.sp"));
+    assert!(!plain.source.contains("sptir_v_f32"));
+}
+
+#[test]
+fn vector_loops_match_the_interpreter_and_a_direct_computation() {
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(SCRIPT);
+    let m = 3usize;
+    let a: Vec<f64> = (0..m * 32)
+        .map(|v| ((v * 37) % 23) as f64 / 4.0 - 2.5)
+        .collect();
+    let b: Vec<f64> = (0..m * 32).map(|v| ((v * 11) % 19) as f64 / 8.0).collect();
+    let x: Vec<f64> = (0..m).map(|r| r as f64 - 0.5).collect();
+    let d: Vec<f64> = (0..m * 16).map(|v| v as f64 * 0.125 - 1.0).collect();
+    let idx: Vec<i64> = (0..32).map(|k| (k * 7 + 3) % 32).collect();
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("b".to_string(), floats(DType::F32, &b));
+    args.insert("x".to_string(), floats(DType::F32, &x));
+    args.insert("y".to_string(), floats(DType::F32, &vec![9.0; m * 32]));
+    args.insert("d".to_string(), floats(DType::F64, &d));
+    args.insert("g".to_string(), floats(DType::F32, &vec![9.0; m * 32]));
+    args.insert("idx".to_string(), ints(DType::I32, &idx));
+    args.insert("z".to_string(), floats(DType::F32, &vec![9.0; m * 20]));
+    args.insert("r".to_string(), floats(DType::F32, &vec![9.0; m * 16]));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    let after = check(&cc, dir.path(), "vector_loops", &f, &args, 2, 0.0);
+    let arr = |k: &str| match after.get(k) {
+        Some(ArgValue::Array(t)) => t.to_f64_vec(),
+        _ => panic!("{k}"),
+    };
+    // All inputs are exact in binary; so is every result below.
+    for r in 0..m {
+        for k in 0..32 {
+            let i = r * 32 + k;
+            assert_eq!(arr("y")[i], a[i] * x[r] - b[i] / 2.0, "y[{r},{k}]");
+            assert_eq!(arr("g")[i], a[r * 32 + idx[k] as usize], "g[{r},{k}]");
+        }
+        for k in 0..16 {
+            assert_eq!(
+                arr("d")[r * 16 + k],
+                -d[r * 16 + k] * 3.0 + x[r],
+                "d[{r},{k}]"
+            );
+            let want = x[r] + (0..3).map(|j| a[r * 32 + j * 8 + k]).sum::<f64>();
+            assert_eq!(arr("r")[r * 16 + k], want, "r[{r},{k}]");
+        }
+        for k in 0..20 {
+            assert_eq!(arr("z")[r * 20 + k], a[r * 32 + k] + 1.0, "z[{r},{k}]");
+        }
+    }
+}
+
+/// Loops that read float16/bfloat16 buffers and compute in float32: a machine-vector loop and
+/// lane reductions of every lane count from 2 to 64. Every value and product is a multiple of
+/// 1/16 well inside both types' range, so every result is exact in any summation order.
+const WIDENING: &str = include_str!("../scripts/widening.sp");
+
+#[test]
+fn sixteen_bit_reads_widen_into_float_vectors() {
+    let src = kernel_text(&emit_script(WIDENING));
+    // One widening load per contiguous 16-bit read: the machine vector for the plain loop, the
+    // lane vector of each reduction's width; the uniform read (X) stays a scalar conversion.
+    for needle in [
+        "sptir_vld_f16(&H[",
+        "sptir_vld_bf16(&BH[",
+        "sptir_wld2_f16(&H[",
+        "sptir_wld4_bf16(&BH[",
+        "sptir_wld8_f16(&H[",
+        "sptir_wld16_bf16(&BH[",
+        "sptir_wld32_f16(&H[",
+        "sptir_wld64_f16(&H[",
+        "sptir_h2f(X[",
+    ] {
+        assert!(src.contains(needle), "{needle} missing:\n{src}");
+    }
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(WIDENING);
+    let m = 5usize;
+    let h: Vec<f64> = (0..m * 64)
+        .map(|v| ((v * 7) % 13) as f64 / 4.0 - 1.5)
+        .collect();
+    let bh: Vec<f64> = (0..m * 64)
+        .map(|v| ((v * 5) % 11) as f64 / 8.0 - 0.5)
+        .collect();
+    let x: Vec<f64> = (0..m).map(|r| r as f64 * 0.5 - 1.0).collect();
+    let mut args = HashMap::new();
+    args.insert("h".to_string(), floats(DType::F16, &h));
+    args.insert("bh".to_string(), floats(DType::BF16, &bh));
+    args.insert("x".to_string(), floats(DType::F16, &x));
+    args.insert("y".to_string(), floats(DType::F32, &vec![9.0; m * 64]));
+    args.insert("s".to_string(), floats(DType::F32, &vec![0.5; m * 6]));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    // Independent results in f64 (exact, see WIDENING).
+    let dot = |r: usize, a: &dyn Fn(usize) -> f64, b: &dyn Fn(usize) -> f64| {
+        0.5 + (0..64).map(|k| a(r * 64 + k) * b(r * 64 + k)).sum::<f64>()
+    };
+    let (hf, bf, xf) = (|i: usize| h[i], |i: usize| bh[i], |i: usize| x[i / 64]);
+    let mut want_s = Vec::new();
+    for r in 0..m {
+        want_s.extend([
+            dot(r, &hf, &bf),
+            dot(r, &hf, &bf),
+            dot(r, &hf, &hf),
+            dot(r, &bf, &bf),
+            dot(r, &hf, &bf),
+            dot(r, &hf, &xf),
+        ]);
+    }
+    let want_y: Vec<f64> = (0..m * 64).map(|i| h[i] * x[i / 64] + bh[i]).collect();
+    // No machine named (the portable element-by-element forms), AVX2 with F16C, and this
+    // machine's own (AVX-512 where it has it): each against the interpreter, exactly.
+    let module = emit_script(WIDENING);
+    let mut want = args.clone();
+    sparsetir_eval::run_func(&f, &mut want).expect("interpreter");
+    assert_eq!(array(&want, "y"), want_y, "interpreter");
+    assert_eq!(array(&want, "s"), want_s, "interpreter");
+    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let got = run_c_with(
+            &cc,
+            dir.path(),
+            &format!("widen{k}"),
+            &module,
+            &args,
+            2,
+            flags,
+        );
+        let at = |name: &str| {
+            let i = module
+                .params
+                .iter()
+                .position(|p| p.name == name)
+                .expect("param");
+            got[&i].clone()
+        };
+        assert_eq!(at("y"), want_y, "y with {flags:?}");
+        assert_eq!(at("s"), want_s, "s with {flags:?}");
+        assert_eq!(at("h"), h, "h read back with {flags:?}");
+    }
+}

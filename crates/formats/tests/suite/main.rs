@@ -1,0 +1,10 @@
+//! The formats crate's integration tests in one test binary (one link instead of one per file;
+//! their tests share both cores): each file is a module as it was a test crate.
+mod builders;
+mod containers;
+mod convert_prop;
+mod gen;
+mod io;
+mod mlir;
+mod pack;
+mod sell;

@@ -1,0 +1,208 @@
+//! Cache primitive tests: `cache_read`, `cache_write`, `reverse_cache_read`,
+//! `reverse_cache_write` and `set_scope` on catalog kernels (stages II/III): snapshots, error
+//! cases (kind + IR shown), trace replay and equal results against the stage-I reference.
+
+use crate::common;
+
+use sparsetir_ir::{PrimFunc, Stage};
+use sparsetir_schedule::{ErrorKind, Schedule};
+
+use common::{assert_replays, assert_same_as_reference, kernel, print};
+
+fn verify(f: &PrimFunc) {
+    if let Err(e) = sparsetir_ir::verify_func(f) {
+        panic!("{e:?}\n{}", print(f));
+    }
+}
+
+#[test]
+fn reverse_cache_read_gather_csrmm_stage_iii() {
+    let f = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let c = sch.reverse_cache_read(b, 1, "local").unwrap();
+    assert_eq!(sch.block_name(c).unwrap(), "B_data_local");
+    verify(sch.func());
+    insta::assert_snapshot!(print(sch.func()));
+    assert_same_as_reference("csrmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn reverse_cache_read_sparse_buffer_stage_ii() {
+    // Stage II: A is a sparse buffer over (I, J); the cache is a dense tile indexed by vj.
+    let f = kernel("csrmm", Stage::II);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    sch.reverse_cache_read(b, 0, "local").unwrap();
+    verify(sch.func());
+    let text = print(sch.func());
+    assert!(text.contains("A_local[vj_1] = A[vi, vj_1]"), "{text}");
+    assert_same_as_reference("csrmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn reverse_cache_write_sddmm_keeps_untouched_rows() {
+    // The sddmm reduction over k may be empty (feat_size is symbolic), so the cache is filled
+    // from Y first; the outputs start non-zero, so a missing fill would show.
+    let f = kernel("sddmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("sddmm1").unwrap();
+    let w = sch.reverse_cache_write(b, 0, "local").unwrap();
+    assert_eq!(sch.block_name(w).unwrap(), "Y_data_local");
+    verify(sch.func());
+    let text = print(sch.func());
+    assert!(text.contains("with T.block(\"Y_data_local_in\")"), "{text}");
+    insta::assert_snapshot!(text);
+    assert_same_as_reference("sddmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn reverse_cache_write_stage_ii_csrmm() {
+    let f = kernel("csrmm", Stage::II);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    sch.reverse_cache_write(b, 0, "local").unwrap();
+    verify(sch.func());
+    assert_same_as_reference("csrmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn cache_read_dense_operand_csrmm() {
+    let f = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let c = sch.cache_read(b, 1, "shared").unwrap();
+    assert_eq!(sch.block_name(c).unwrap(), "B_data_shared");
+    verify(sch.func());
+    insta::assert_snapshot!(print(sch.func()));
+    assert_same_as_reference("csrmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn cache_write_csrmm_output_has_two_writers() {
+    // csrmm's C is written by the hoisted init nest `csrmm1_init` (a row's nonzero fiber may
+    // be empty, SPEC §2.3) and by the update `csrmm1`, both in block `csrmm0`: neither is the
+    // single writer `cache_write` needs, and the refusal names the other one.
+    let f = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let e = sch.cache_write(b, 0, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotSingleWriter, "{e}");
+    assert!(e.message.contains("`csrmm1_init`"), "{e}");
+    let init = sch.get_block("csrmm1_init").unwrap();
+    let e = sch.cache_write(init, 0, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotSingleWriter, "{e}");
+    assert!(e.message.contains("`csrmm1`"), "{e}");
+    assert_eq!(print(sch.func()), print(&f), "failures change nothing");
+    assert!(!sch.trace().to_text().contains("cache_write"));
+}
+
+#[test]
+fn cache_write_output_bsrmm() {
+    // bsrmm keeps its init in `bsrmm0` (the block reduction over `bj` has the extent of the
+    // spatial `bi`), so `bsrmm0` is the single writer of C at its scope.
+    let f = kernel("bsrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("bsrmm0").unwrap();
+    let c = sch.cache_write(b, 0, "local").unwrap();
+    assert_eq!(sch.block_name(c).unwrap(), "C_data_local");
+    verify(sch.func());
+    let text = print(sch.func());
+    assert!(
+        text.contains("C_data_local_in"),
+        "the cache starts from C: {text}"
+    );
+    assert!(
+        text.contains("C_data_local[vi, vbi, vf] = T.float32(0)"),
+        "the init writes the cache: {text}"
+    );
+    insta::assert_snapshot!(text);
+    assert_same_as_reference("bsrmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn set_scope_of_a_cache() {
+    let f = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let c = sch.reverse_cache_read(b, 1, "local").unwrap();
+    sch.set_scope(c, 0, "shared").unwrap();
+    let buf = sch.func().buffer_by_name("B_data_local").unwrap();
+    assert_eq!(sch.func().buffers[buf].scope, "shared");
+    assert!(sch
+        .trace()
+        .to_text()
+        .contains("sch.set_scope(b1, 0, \"shared\")"));
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn errors_show_the_ir() {
+    // A sparse buffer cannot be copied along dimensions.
+    let mut sch = Schedule::new(kernel("csrmm", Stage::II)).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let e = sch.cache_read(b, 0, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::SparseBuffer, "{e}");
+    assert!(e.message.contains("reverse_cache_read"), "{e}");
+    assert!(
+        e.ir.contains("--> ") && e.ir.contains("with T.block(\"csrmm1\")"),
+        "{e}"
+    );
+    let e = sch.cache_write(b, 0, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::SparseBuffer, "{e}");
+
+    let mut sch = Schedule::new(kernel("csrmm", Stage::III)).unwrap();
+    let b0 = sch.get_block("csrmm0").unwrap();
+    let b1 = sch.get_block("csrmm1").unwrap();
+    // A region, not a point.
+    let e = sch.reverse_cache_read(b0, 2, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::RegionNotCovered, "{e}");
+    assert!(e.ir.contains("with T.block(\"csrmm0\")"), "{e}");
+    // Index out of range and unknown scope.
+    let e = sch.cache_read(b1, 9, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    let e = sch.reverse_cache_read(b1, 1, "registers").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    // A function parameter keeps its scope.
+    let e = sch.set_scope(b1, 0, "shared").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    // Reading a buffer the same block writes.
+    let e = sch
+        .reverse_cache_read(b1, 1, "local")
+        .map(|_| ())
+        .and_then(|_| {
+            let b = sch.get_block("csrmm1").unwrap();
+            sch.reverse_cache_read(b, 1, "local").map(|_| ())
+        });
+    assert!(e.is_ok(), "caching the cache is allowed");
+    // Nothing changed by failing primitives: the trace only holds the successful ones.
+    assert!(!sch.trace().to_text().contains("set_scope"));
+}
+
+#[test]
+fn reverse_cache_write_non_injective_index_is_refused() {
+    let src = r#"@T.prim_func
+def halve(a: T.handle, c: T.handle) -> None:
+    T.func_attr({"global_symbol": "main", "tir.noalias": True, "sparse_tir_level": 0})
+    A = T.match_buffer(a, (8,), "float32")
+    C = T.match_buffer(c, (4,), "float32")
+    for i in T.serial(8):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            T.reads(A[vi], C[vi // 2])
+            T.writes(C[vi // 2])
+            C[vi // 2] = C[vi // 2] + A[vi]
+"#;
+    let f = sparsetir_syntax::parse_func(src).unwrap();
+    let mut sch = Schedule::new(f).unwrap();
+    let b = sch.get_block("C").unwrap();
+    let e = sch.reverse_cache_write(b, 0, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    assert!(e.ir.contains("with T.block(\"C\")"), "{e}");
+}
