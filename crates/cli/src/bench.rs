@@ -507,7 +507,10 @@ pub struct Options {
     #[arg(long = "emit-cuda")]
     pub emit_cuda: Option<PathBuf>,
     /// How the operands (sparse values, dense inputs) are stored: `float32`, `float16` or
-    /// `bfloat16`; arithmetic and output stay float32 (the 16-bit types take `--format csr`).
+    /// `bfloat16`; arithmetic and output stay float32. The 16-bit types take one format, not
+    /// `auto`: on the CPU csr, or a format with a kernel of its own (`bsr:B`, `condense`,
+    /// `ell(width=W)` without remainder, `sell`, `2:4`); on a GPU csr, `bsr:B`, `condense`
+    /// and `2:4`.
     #[arg(long, default_value = "float32")]
     pub dtype: String,
     /// `bench attention`: attention heads (Q, K, V of `heads x n x feat`).
