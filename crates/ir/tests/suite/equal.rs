@@ -1,6 +1,6 @@
 //! Tests of structural equality and hashing up to renaming (`func_eq`, `func_hash`).
 
-mod common;
+use crate::common;
 
 use common::*;
 use sparsetir_ir::equal::{func_eq, func_hash, module_eq};

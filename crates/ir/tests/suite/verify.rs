@@ -1,7 +1,7 @@
 //! Tests of the per-stage verifier: each rule accepted and rejected, with the message naming the
 //! offending item and a span pointing at its declaration or statement.
 
-mod common;
+use crate::common;
 
 use common::*;
 use sparsetir_ir::*;
