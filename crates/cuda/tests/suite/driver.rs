@@ -2,7 +2,7 @@
 //! one end-to-end run of real kernels that happens only where a GPU is present (elsewhere it
 //! prints "skipped: no GPU").
 
-mod common;
+use crate::common;
 
 use common::{nvrtc_or_skip, AXPY, SHARED};
 use sparsetir_cuda::{

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-#[path = "mock/build.rs"]
+#[path = "../mock/build.rs"]
 mod mock_build;
 
 use sparsetir_cuda::{launch, Context, CudaError, Device, DeviceBuffer, Driver, LaunchArg, Module};

@@ -1,7 +1,7 @@
 //! NVRTC tests that need no GPU: compiling to PTX and cubin, resources, compile errors, and the
 //! library search. They skip (with a printed reason) where NVRTC is missing, unless `CI=true`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

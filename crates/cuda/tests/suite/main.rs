@@ -1,0 +1,10 @@
+//! The cuda crate's integration tests in one test binary (one link instead of one per file;
+//! their tests share both cores): each file is a module as it was a test crate.
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod arch;
+mod driver;
+mod mock_driver;
+mod nvrtc;
