@@ -80,6 +80,21 @@ fn shaped<'py, T: Element>(
 /// A runtime tensor as a numpy array, taking over its storage (no copy).
 pub fn numpy_from_tensor<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound<'py, PyAny>> {
     let shape = t.shape.clone();
+    // 16-bit floats: numpy's float16, or ml_dtypes' bfloat16 where it is installed, viewed
+    // from the bit patterns (no conversion); bfloat16 as float32 values otherwise (numpy has
+    // no bfloat16 of its own).
+    if let Some(bits) = t.bits16() {
+        let view = match t.data {
+            TensorData::F16(_) => Some(py.import("numpy")?.getattr("float16")?),
+            _ => py
+                .import("ml_dtypes")
+                .and_then(|m| m.getattr("bfloat16"))
+                .ok(),
+        };
+        if let Some(dt) = view {
+            return shaped(py, bits, &shape)?.call_method1("view", (dt,));
+        }
+    }
     match t.data {
         TensorData::F32(v) => shaped(py, v, &shape),
         TensorData::F64(v) => shaped(py, v, &shape),
@@ -92,23 +107,8 @@ pub fn numpy_from_tensor<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound<'py,
         TensorData::U32(v) => shaped(py, v, &shape),
         TensorData::U64(v) => shaped(py, v, &shape),
         TensorData::Bool(v) => shaped(py, v, &shape),
-        TensorData::F16(v) => {
-            // numpy's float16, viewed from the bit patterns (no conversion).
-            let bits: Vec<u16> = v.iter().map(|x| x.to_bits()).collect();
-            shaped(py, bits, &shape)?.call_method1("view", ("float16",))
-        }
-        TensorData::BF16(v) => {
-            // ml_dtypes' bfloat16 where it is installed; float32 values otherwise (numpy has no
-            // bfloat16 of its own).
-            match py.import("ml_dtypes") {
-                Ok(m) => {
-                    let bits: Vec<u16> = v.iter().map(|x| x.to_bits()).collect();
-                    let dt = m.getattr("bfloat16")?;
-                    shaped(py, bits, &shape)?.call_method1("view", (dt,))
-                }
-                Err(_) => shaped(py, v.iter().map(|x| x.to_f32()).collect(), &shape),
-            }
-        }
+        TensorData::F16(v) => shaped(py, v.iter().map(|x| x.to_f32()).collect(), &shape),
+        TensorData::BF16(v) => shaped(py, v.iter().map(|x| x.to_f32()).collect(), &shape),
     }
 }
 

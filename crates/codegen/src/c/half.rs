@@ -280,9 +280,9 @@ pub(super) fn widen_prelude(machine: bool, lanes: &[i64], dtypes: &[DType]) -> S
             out.push_str(
                 "static inline sptir_v_f32 sptir_vld_bf16(const uint16_t* p) {\n\
                  #if defined(__AVX512F__)\n\
-                 \x20   return (sptir_v_f32)_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16);\n\
+                 \x20   return (sptir_v_f32)sptir_bf16x16(_mm256_loadu_si256((const __m256i*)p));\n\
                  #elif defined(__AVX2__)\n\
-                 \x20   return (sptir_v_f32)_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16);\n\
+                 \x20   return (sptir_v_f32)sptir_bf8(_mm_loadu_si128((const __m128i*)p));\n\
                  #else\n\
                  \x20   return (sptir_v_f32)(__builtin_convertvector(*(const sptir_vh_u16*)p, sptir_v_u32) << 16);\n\
                  #endif\n}\n",

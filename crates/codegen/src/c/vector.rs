@@ -411,19 +411,16 @@ impl Writer<'_> {
         let dt = self.buf_dtype(buffer);
         let sfx = if dt == DType::F16 { "f16" } else { "bf16" };
         self.widen_dtypes.insert(dt);
-        let off = self.offset(buffer, indices)?;
-        let name = self.buf_name(buffer)?;
-        let text = if lanes == 0 {
-            format!("sptir_vld_{sfx}(&{name}[{off}])")
-        } else {
-            format!("sptir_wld{lanes}_{sfx}(&{name}[{off}])")
-        };
-        if lanes == 0 {
+        let helper = if lanes == 0 {
             self.widen_machine = true;
+            format!("sptir_vld_{sfx}")
         } else {
             self.widen_lanes.insert(lanes);
-        }
-        Ok(Some(text))
+            format!("sptir_wld{lanes}_{sfx}")
+        };
+        let off = self.offset(buffer, indices)?;
+        let name = self.buf_name(buffer)?;
+        Ok(Some(format!("{helper}(&{name}[{off}])")))
     }
 
     /// In a vector loop: the C text of a contiguous load (`None`: not a vector load).
