@@ -30,6 +30,7 @@ mod prefetch;
 mod prelude;
 mod reduction;
 mod vector;
+mod vector_math;
 mod workspace;
 
 use expr::{cast, int_literal, limit_literal};
@@ -348,6 +349,8 @@ pub struct Writer<'f> {
     widen_machine: bool,
     widen_lanes: BTreeSet<i64>,
     widen_dtypes: BTreeSet<DType>,
+    /// The lane-wise math helpers the vector loops called (see [`vector_math`]).
+    vector_math: vector_math::VMathUses,
     /// The language written.
     target: Target,
     /// CUDA: the kernel being written.
@@ -534,6 +537,7 @@ impl<'f> Writer<'f> {
             widen_machine: false,
             widen_lanes: BTreeSet::new(),
             widen_dtypes: BTreeSet::new(),
+            vector_math: BTreeSet::new(),
             target,
             kernel: None,
             mma_acc: None,
@@ -845,6 +849,7 @@ impl<'f> Writer<'f> {
         }
         self.indent = 0;
         self.line("}");
+        head.insert_str(kernel_at, &vector_math::prelude(&self.vector_math));
         if !self.widen_dtypes.is_empty() {
             let lanes: Vec<i64> = self.widen_lanes.iter().copied().collect();
             let dtypes: Vec<DType> = self.widen_dtypes.iter().copied().collect();

@@ -2,6 +2,7 @@
 //! sparsetir dtype of its value (every compound expression parenthesised), and the literal,
 //! cast and math-call helpers they share.
 
+use super::vector_math::VMath;
 use super::*;
 
 impl<'f> Writer<'f> {
@@ -219,6 +220,16 @@ impl<'f> Writer<'f> {
             let text = format!("sptir_{name}_chk_{sfx}({x}, {y}{status})");
             return Ok((cast(text, work, dt), dt));
         }
+        if matches!(op, BinOp::Max | BinOp::Min) && work.is_float() {
+            let fun = if op == BinOp::Max {
+                VMath::Max
+            } else {
+                VMath::Min
+            };
+            if let Some(v) = self.vector_math(fun, &[a, b], &[x.clone(), y.clone()]) {
+                return Ok((v, dt));
+            }
+        }
         let text = match op {
             BinOp::Add => format!("({x} + {y})"),
             BinOp::Sub => format!("({x} - {y})"),
@@ -348,6 +359,13 @@ impl<'f> Writer<'f> {
         let mut xs = Vec::with_capacity(args.len());
         for a in args {
             xs.push(self.expr(a)?);
+        }
+        if op == Intrinsic::Exp && dt == DType::F32 {
+            let texts: Vec<String> = xs.iter().map(|(s, d)| cast(s.clone(), *d, dt)).collect();
+            let refs: Vec<&Expr> = args.iter().collect();
+            if let Some(v) = self.vector_math(VMath::Exp, &refs, &texts) {
+                return Ok((v, dt));
+            }
         }
         if half::is_half(dt) {
             let xs: Vec<String> = xs

@@ -4,6 +4,7 @@
 //! (`jam`) of lane reductions.
 
 use super::vector::VecLoop;
+use super::vector_math::{self, VMath};
 use super::*;
 
 impl<'f> Writer<'f> {
@@ -406,30 +407,24 @@ impl<'f> Writer<'f> {
                 self.line(&format!("const {lct} {local} = {};", strip_parens(&text)));
                 hoisted.push((l, local));
             }
-            let clause = match (op, dt) {
-                (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
-                    let (fun, nan) = match (op, dt) {
-                        (BinOp::Max, DType::F32) => ("fmaxf", "NAN"),
-                        (BinOp::Min, DType::F32) => ("fminf", "NAN"),
-                        (BinOp::Max, _) => ("fmax", "(double)NAN"),
-                        _ => ("fmin", "(double)NAN"),
-                    };
-                    let red = format!("sptir_{fun}");
-                    self.pragma(&format!(
-                        "omp declare reduction({red} : {ct} : omp_out = {fun}(omp_out, omp_in)) \
-                     initializer(omp_priv = {nan})"
-                    ));
-                    format!("reduction({red}:{acc})")
-                }
-                _ => format!("reduction({sym}:{acc})"),
-            };
-            let lanes = self.reduction_lanes(f, op, dt)?;
+            let mut lanes = self.reduction_lanes(f, op, dt)?;
+            if op != BinOp::Add {
+                // `max`/`min` lanes exist only in the vector form.
+                lanes = lanes.filter(|&n| {
+                    self.lane_vector_plan(f, &f.body, st.buffer, &st.indices, n, dt)
+                        .is_some()
+                });
+            }
             if let Some(lanes) = lanes {
                 // A product with a hoisted (loop-invariant) factor: the factor multiplies the total
                 // once instead of every term (distributivity, part of the reassociation permission).
                 let mut factor = None;
                 let mut body = f.body.clone();
-                if let Expr::Binary(BinOp::Mul, a, c) = value.as_ref() {
+                let product = match value.as_ref() {
+                    Expr::Binary(BinOp::Mul, a, c) if op == BinOp::Add => Some((a, c)),
+                    _ => None,
+                };
+                if let Some((a, c)) = product {
                     // A hoisted 16-bit load is also the factor as `T.Cast("float32", ..)`:
                     // its local holds the value in `float` already (the conversion is exact).
                     let local_of = |e: &Expr| {
@@ -481,16 +476,24 @@ impl<'f> Writer<'f> {
                 let totals = self.write_lane_reduction(
                     f,
                     &body,
-                    lanes,
+                    (lanes, op),
                     st.buffer,
                     &st.indices,
                     &lane_copies,
                     ct,
                 )?;
                 for ((off, acc, factor), total) in finals.iter().zip(&totals) {
-                    match factor {
-                        Some(h) => self.line(&format!("{name}[{off}] = {acc} + {h} * {total};")),
-                        None => self.line(&format!("{name}[{off}] = {acc} + {total};")),
+                    match (factor, op) {
+                        (Some(h), _) => {
+                            self.line(&format!("{name}[{off}] = {acc} + {h} * {total};"))
+                        }
+                        (None, BinOp::Add) => {
+                            self.line(&format!("{name}[{off}] = {acc} + {total};"))
+                        }
+                        (None, _) => {
+                            let both = scalar_combine(op, dt, acc, total);
+                            self.line(&format!("{name}[{off}] = {both};"))
+                        }
                     }
                 }
                 for _ in 0..n_copies {
@@ -499,6 +502,23 @@ impl<'f> Writer<'f> {
                 }
                 return Ok(());
             }
+            let clause = match (op, dt) {
+                (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
+                    let (fun, nan) = match (op, dt) {
+                        (BinOp::Max, DType::F32) => ("fmaxf", "NAN"),
+                        (BinOp::Min, DType::F32) => ("fminf", "NAN"),
+                        (BinOp::Max, _) => ("fmax", "(double)NAN"),
+                        _ => ("fmin", "(double)NAN"),
+                    };
+                    let red = format!("sptir_{fun}");
+                    self.pragma(&format!(
+                        "omp declare reduction({red} : {ct} : omp_out = {fun}(omp_out, omp_in)) \
+                     initializer(omp_priv = {nan})"
+                    ));
+                    format!("reduction({red}:{acc})")
+                }
+                _ => format!("reduction({sym}:{acc})"),
+            };
             self.simd_acc = Some(SimdAcc {
                 buffer: st.buffer,
                 indices: st.indices.clone(),
@@ -537,7 +557,7 @@ impl<'f> Writer<'f> {
         let Some(n) = min_trip.filter(|_| const_int(&f.extent).is_none()) else {
             return self.write_loop(f, Some(format!("omp simd {clause}")));
         };
-        if op == BinOp::Add && self.write_gathered_scalar_loop(f)? {
+        if self.write_gathered_scalar_loop(f, op)? {
             return Ok(());
         }
         let (ext, _) = self.expr(&f.extent)?;
@@ -562,7 +582,7 @@ impl<'f> Writer<'f> {
     /// ([`Writer::write_gather_main`]) followed by one scalar chain for the rest (short rows,
     /// and the last `< 16` iterations of long ones; the whole loop where the machine has no
     /// AVX-512). `Ok(false)` (nothing written) when the body has no gather plan.
-    fn write_gathered_scalar_loop(&mut self, f: &For) -> Res<bool> {
+    fn write_gathered_scalar_loop(&mut self, f: &For, op: BinOp) -> Res<bool> {
         let Some(acc) = self.simd_acc.as_ref().map(|a| {
             (
                 a.buffer,
@@ -574,6 +594,9 @@ impl<'f> Writer<'f> {
             return Ok(false);
         };
         let (buffer, indices, name, hoisted) = acc;
+        if !(op == BinOp::Add || self.buf_dtype(buffer).is_float()) {
+            return Ok(false);
+        }
         let Some(plan) = self.gather_plan(f, &f.body, buffer, &indices) else {
             return Ok(false);
         };
@@ -582,7 +605,7 @@ impl<'f> Writer<'f> {
         let saved = self.simd_acc.take();
         let r = self.write_gather_main(
             f,
-            plan,
+            (plan, op),
             &f.body,
             buffer,
             &indices,
@@ -604,7 +627,8 @@ impl<'f> Writer<'f> {
     }
 
     /// The number of lane-parallel partial sums of a `simd_reduction` loop, or `None` for the
-    /// plain `omp simd reduction` form. Lanes apply to `+` over a loop with constant bounds:
+    /// plain `omp simd reduction` form. Lanes apply to `+` over a loop with constant bounds
+    /// (and to float `max`/`min` there, where the loop has the vector form):
     /// the loop annotation `"lanes"` (a power of two from 1 to 64; 1 turns lanes off) or, by
     /// default, one 64-byte vector of the accumulator type (16 `float`s), halved until it fits
     /// the trip count.
@@ -621,10 +645,14 @@ impl<'f> Writer<'f> {
                 ))
             }
         };
-        if op != BinOp::Add {
+        let float_extreme = matches!(op, BinOp::Max | BinOp::Min) && dt.is_float();
+        if op != BinOp::Add && !float_extreme {
             return Ok(None);
         }
         let (Some(_), Some(ext)) = (const_int(&f.min), const_int(&f.extent)) else {
+            if float_extreme {
+                return Ok(None);
+            }
             // A data-dependent trip count: lanes only where the schedule asks for them (the
             // scalar form of `write_lane_reduction`).
             return Ok(asked.filter(|n| *n > 1));
@@ -703,7 +731,7 @@ impl<'f> Writer<'f> {
     fn write_gather_main(
         &mut self,
         f: &For,
-        (plan, min_trip): (VecLoop, i64),
+        ((plan, min_trip), op): ((VecLoop, i64), BinOp),
         body: &Stmt,
         buffer: BufferId,
         indices: &[Expr],
@@ -733,7 +761,27 @@ impl<'f> Writer<'f> {
             self.line(&format!("if ({end} - {chunk} >= {}) {{", min_trip.max(16)));
         }
         self.indent += 1;
-        self.line(&format!("{ty} {acc} = {{0}}, {acc2} = {{0}};"));
+        // `+` starts its lanes at 0, float `max`/`min` at NaN (which they ignore).
+        let (start, combine) = match op {
+            BinOp::Add => ("{0}".to_string(), None),
+            _ => {
+                let fun = if op == BinOp::Max {
+                    VMath::Max
+                } else {
+                    VMath::Min
+                };
+                self.vector_math.insert((ty.clone(), dt, fun));
+                (
+                    format!("({ty}){{0}} + NAN"),
+                    Some(vector_math::helper_name(&ty, fun)),
+                )
+            }
+        };
+        let both = |a: &str, b: &str| match &combine {
+            None => format!("{a} + {b}"),
+            Some(h) => format!("{h}({a}, {b})"),
+        };
+        self.line(&format!("{ty} {acc} = {start}, {acc2} = {start};"));
         let outer = self.vec_loop.replace(plan);
         let r = (|| -> Res<()> {
             for (step, accs) in [
@@ -768,7 +816,7 @@ impl<'f> Writer<'f> {
             self.line(&format!(
                 "const __mmask16 {k} = (__mmask16)((1u << ({end} - {chunk})) - 1u);"
             ));
-            self.line(&format!("{ty} {tmp} = {{0}};"));
+            self.line(&format!("{ty} {tmp} = {start};"));
             if let Some(vl) = self.vec_loop.as_mut() {
                 vl.mask = Some(k.clone());
             }
@@ -782,19 +830,26 @@ impl<'f> Writer<'f> {
                 copies,
                 |_| tmp.clone(),
             )?;
-            // Lanes past the end hold whatever the value makes of zeros: drop them.
-            self.line(&format!(
-                "{acc2} = {acc2} + (({ty})_mm512_maskz_mov_ps({k}, (__m512){tmp}));"
-            ));
+            // Lanes past the end hold whatever the value makes of zeros: drop them (0 for
+            // `+`, NaN for `max`/`min`).
+            let kept = match op {
+                BinOp::Add => format!("(({ty})_mm512_maskz_mov_ps({k}, (__m512){tmp}))"),
+                _ => format!("(({ty})_mm512_mask_mov_ps(_mm512_set1_ps(NAN), {k}, (__m512){tmp}))"),
+            };
+            self.line(&format!("{acc2} = {};", both(&acc2, &kept)));
             self.line(&format!("{chunk} = {end};"));
             Ok(())
         });
         self.vec_loop = outer;
         r?;
-        self.line(&format!("{acc} = {acc} + {acc2};"));
-        let total = self.write_lane_vector_totals(std::slice::from_ref(&acc), 16, dt);
+        self.line(&format!("{acc} = {};", both(&acc, &acc2)));
+        let total = self.write_lane_vector_totals(std::slice::from_ref(&acc), (16, op), dt);
         if let Some(t) = total.first() {
-            self.line(&format!("{target} = {target} + {t};"));
+            let sum = match op {
+                BinOp::Add => format!("{target} + {t}"),
+                _ => scalar_combine(op, dt, target, t),
+            };
+            self.line(&format!("{target} = {sum};"));
         }
         self.indent -= 1;
         self.line("}");
@@ -864,7 +919,7 @@ impl<'f> Writer<'f> {
             let s0 = format!("{}_s0", copy.acc);
             self.write_gather_main(
                 f,
-                plan,
+                (plan, BinOp::Add),
                 body,
                 buffer,
                 indices,
@@ -926,7 +981,7 @@ impl<'f> Writer<'f> {
         &mut self,
         f: &For,
         body: &Stmt,
-        lanes: i64,
+        (lanes, op): (i64, BinOp),
         buffer: BufferId,
         indices: &[Expr],
         copies: &[LaneCopy],
@@ -946,14 +1001,29 @@ impl<'f> Writer<'f> {
         if let Some(plan) = self.lane_vector_plan(f, body, buffer, indices, lanes, dt) {
             let ty = vector::lane_type(dt, lanes);
             self.lane_types.insert((dt, lanes));
+            // The identity of the lanes: 0 for `+`, NaN for float `max`/`min` (which ignore it).
+            let start = match op {
+                BinOp::Add => "{0}".to_string(),
+                _ => format!(
+                    "({ty}){{0}} + {}",
+                    if dt == DType::F64 {
+                        "(double)NAN"
+                    } else {
+                        "NAN"
+                    }
+                ),
+            };
             for c in copies {
-                self.line(&format!("{ty} {}_v = {{0}};", c.acc));
+                self.line(&format!("{ty} {}_v = {start};", c.acc));
             }
             self.write_lane_vector_loop(f, plan, (min, ext, lanes), lct, |w| {
                 w.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_v", c.acc))
             })?;
             let accs: Vec<String> = copies.iter().map(|c| format!("{}_v", c.acc)).collect();
-            return Ok(self.write_lane_vector_totals(&accs, lanes, dt));
+            return Ok(self.write_lane_vector_totals(&accs, (lanes, op), dt));
+        }
+        if op != BinOp::Add {
+            return Err(self.invalid("a `max`/`min` lane reduction without the vector form"));
         }
         for c in copies {
             self.line(&format!("{ct} {}_part[{lanes}] = {{0}};", c.acc));
@@ -1013,4 +1083,12 @@ impl<'f> Writer<'f> {
             .map(|c| format!("{}_part[0]", c.acc))
             .collect())
     }
+}
+
+/// The C text combining two scalars of a float `max`/`min` reduction (`fmaxf`, `fmin`, ...:
+/// NaN gives the other operand, as the evaluator's `max`/`min`).
+pub(super) fn scalar_combine(op: BinOp, dt: DType, a: &str, b: &str) -> String {
+    let f = if dt == DType::F64 { "" } else { "f" };
+    let fun = if op == BinOp::Max { "fmax" } else { "fmin" };
+    format!("{fun}{f}({a}, {b})")
 }

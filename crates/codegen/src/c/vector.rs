@@ -13,8 +13,11 @@
 
 use std::collections::HashMap;
 
-use sparsetir_ir::{BinOp, BufferId, DType, Expr, For, ForKind, IterKind, Stmt, UnOp, VarId};
+use sparsetir_ir::{
+    BinOp, BufferId, DType, Expr, For, ForKind, Intrinsic, IterKind, Stmt, UnOp, VarId,
+};
 
+use super::vector_math::{self, VMath};
 use super::{const_int, half, Res, Stride, Writer};
 
 /// The state of a loop being written one vector at a time.
@@ -39,7 +42,7 @@ pub(super) struct VecLoop {
 
 /// Whether an expression is the same in every lane or a vector.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Class {
+pub(super) enum Class {
     Uniform,
     Vector,
 }
@@ -87,6 +90,19 @@ fn min_multiple(dt: DType) -> i64 {
 }
 
 impl VecLoop {
+    /// The element type of the loop's vectors.
+    pub(super) fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The C vector type of the loop's values: the lane type, or the machine vector.
+    pub(super) fn c_type(&self) -> Option<String> {
+        match &self.ty {
+            Some(t) => Some(t.clone()),
+            None => Some(format!("sptir_v_{}", suffix(self.dtype)?)),
+        }
+    }
+
     /// How far `e` (an integer expression) moves per step of the loop variable, when it is
     /// affine in the moving variables; `None` otherwise.
     fn stride(&self, e: &Expr) -> Option<i64> {
@@ -140,7 +156,7 @@ impl Writer<'_> {
 
     /// The class of a value expression in the loop, `None` when the loop cannot be written
     /// with vectors.
-    fn classify(&self, vl: &VecLoop, e: &Expr) -> Option<Class> {
+    pub(super) fn classify(&self, vl: &VecLoop, e: &Expr) -> Option<Class> {
         match e {
             Expr::Load { buffer, indices } => {
                 let dt = self.func.buffers.get(*buffer)?.dtype;
@@ -162,6 +178,23 @@ impl Writer<'_> {
                 // side is broadcast by the vector extension).
                 let ok = [a, b].iter().all(|x| x.dtype(self.func) == vl.dtype);
                 ok.then_some(Class::Vector)
+            }
+            // Lane-wise helpers (`vector_math`): float `max`/`min`, `exp` of `float`s.
+            Expr::Binary(BinOp::Max | BinOp::Min, a, b) if vl.dtype.is_float() => {
+                let (ca, cb) = (self.classify(vl, a)?, self.classify(vl, b)?);
+                if ca == Class::Uniform && cb == Class::Uniform {
+                    return Some(Class::Uniform);
+                }
+                let ok = [a, b].iter().all(|x| x.dtype(self.func) == vl.dtype);
+                ok.then_some(Class::Vector)
+            }
+            Expr::Call {
+                op: Intrinsic::Exp,
+                args,
+                dtype: DType::F32,
+            } if vl.dtype == DType::F32 && args.len() == 1 => {
+                let c = self.classify(vl, &args[0])?;
+                (c == Class::Uniform || args[0].dtype(self.func) == DType::F32).then_some(c)
             }
             Expr::Unary(UnOp::Neg, a) => self.classify(vl, a),
             Expr::Cast(to, a) if self.widening(vl, *to, a).is_some() => {
@@ -663,7 +696,7 @@ impl Writer<'_> {
     pub(super) fn write_lane_vector_totals(
         &mut self,
         accs: &[String],
-        lanes: i64,
+        (lanes, op): (i64, BinOp),
         dt: DType,
     ) -> Vec<String> {
         let u = accs.len() as i64;
@@ -673,9 +706,24 @@ impl Writer<'_> {
         if u > 1 && !(u as u64).is_power_of_two() || u > lanes {
             return accs
                 .iter()
-                .flat_map(|a| self.write_lane_vector_totals(std::slice::from_ref(a), lanes, dt))
+                .flat_map(|a| {
+                    self.write_lane_vector_totals(std::slice::from_ref(a), (lanes, op), dt)
+                })
                 .collect();
         }
+        // How two vectors of type `ty` combine: `+`, or the lane-wise max/min helper.
+        let combine = |w: &mut Self, ty: &str, a: String, b: String| match op {
+            BinOp::Add => format!("{a} + {b}"),
+            _ => {
+                let fun = if op == BinOp::Max {
+                    VMath::Max
+                } else {
+                    VMath::Min
+                };
+                w.vector_math.insert((ty.to_string(), dt, fun));
+                format!("{}({a}, {b})", vector_math::helper_name(ty, fun))
+            }
+        };
         let ty = lane_type(dt, lanes);
         let mut vecs: Vec<String> = accs.to_vec();
         // Group size: how many lanes of a vector still hold partial sums of one accumulator.
@@ -693,11 +741,13 @@ impl Writer<'_> {
             let mut next = Vec::new();
             for pair in vecs.chunks(2) {
                 let t = self.namer.fresh("lane_t");
-                self.line(&format!(
-                    "const {ty} {t} = {} + {};",
+                let both = combine(
+                    self,
+                    &ty,
                     shuffle(&pair[0], &pair[1], &lo),
-                    shuffle(&pair[0], &pair[1], &hi)
-                ));
+                    shuffle(&pair[0], &pair[1], &hi),
+                );
+                self.line(&format!("const {ty} {t} = {both};"));
                 next.push(t);
             }
             vecs = next;
@@ -716,19 +766,20 @@ impl Writer<'_> {
                 hi.push(l + h);
             }
             let t = self.namer.fresh("lane_t");
-            self.line(&format!(
-                "const {} {t} = {} + {};",
-                lane_type(dt, n / 2),
-                shuffle(&v, &v, &lo),
-                shuffle(&v, &v, &hi)
-            ));
+            let half_ty = lane_type(dt, n / 2);
+            let both = combine(self, &half_ty, shuffle(&v, &v, &lo), shuffle(&v, &v, &hi));
+            self.line(&format!("const {half_ty} {t} = {both};"));
             self.lane_types.insert((dt, n / 2));
             v = t;
             g = h;
             n /= 2;
         }
         if u == 1 {
-            vec![format!("({v}[0] + {v}[1])")]
+            let (a, b) = (format!("{v}[0]"), format!("{v}[1]"));
+            vec![match op {
+                BinOp::Add => format!("({a} + {b})"),
+                _ => super::reduction::scalar_combine(op, dt, &a, &b),
+            }]
         } else {
             (0..u).map(|i| format!("{v}[{i}]")).collect()
         }

@@ -186,3 +186,160 @@ fn sixteen_bit_reads_widen_into_float_vectors() {
         assert_eq!(at("h"), h, "h read back with {flags:?}");
     }
 }
+
+/// `T.exp`, float `max` and `min` in vector loops and as `max`/`min` lane reductions
+/// (`c/vector_math.rs`): the lane-wise helpers, on special values (NaN, infinities, signed
+/// zeros, the overflow and underflow edges, results in the subnormals) and a sweep.
+const VECTOR_MATH: &str = include_str!("../scripts/vector_math.sp");
+
+#[test]
+fn exp_max_and_min_stay_in_the_vector_loops() {
+    let module = emit_script(VECTOR_MATH);
+    let src = kernel_text(&module);
+    for needle in [
+        "sptir_v_f32_exp(",
+        "sptir_v_f32_max(",
+        "sptir_v_f32_min(",
+        "sptir_v16_f32_max(",
+        "sptir_v4_f32_min(",
+        "sptir_v8_f32_exp(",
+        "sptir_v64_f32_max(",
+    ] {
+        assert!(src.contains(needle), "{needle} missing:\n{src}");
+    }
+    // Nothing left to the C library's scalar functions, and no OpenMP reduction form.
+    for absent in ["expf(", "omp simd"] {
+        assert!(!src.contains(absent), "{absent} present:\n{src}");
+    }
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(VECTOR_MATH);
+    let m = 4usize;
+    let specials = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        88.72,
+        88.7229,
+        89.5,
+        100.0,
+        -87.4,
+        -90.0,
+        -100.0,
+        -103.9,
+        -104.5,
+        -200.0,
+        1e-30,
+    ];
+    let mut a = Vec::new();
+    for r in 0..m {
+        for k in 0..64 {
+            let v = match r {
+                0 if k < specials.len() => specials[k],
+                3 if k != 37 => f64::NAN,
+                3 => -2.5,
+                _ => (k as f64 - 31.5) * (0.37 + r as f64 * 0.61),
+            };
+            a.push(f64::from(v as f32));
+        }
+    }
+    let x = [1.0, 0.5, -2.0, 3.0];
+    let s0 = [-1000.0, 1000.0, 0.5, -1000.0];
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("x".to_string(), floats(DType::F32, &x));
+    args.insert("e".to_string(), floats(DType::F32, &vec![9.0; m * 64]));
+    args.insert("y".to_string(), floats(DType::F32, &vec![9.0; m * 64]));
+    let s_in: Vec<f64> = (0..m).flat_map(|_| s0).collect();
+    args.insert("s".to_string(), floats(DType::F32, &s_in));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    // Direct computation: float operations rounded as the kernel's, the exponential in f64.
+    let f32r = |v: f64| f64::from(v as f32);
+    let fmax = |p: f64, q: f64| {
+        if p.is_nan() {
+            q
+        } else if q.is_nan() {
+            p
+        } else {
+            p.max(q)
+        }
+    };
+    let fmin = |p: f64, q: f64| {
+        if p.is_nan() {
+            q
+        } else if q.is_nan() {
+            p
+        } else {
+            p.min(q)
+        }
+    };
+    let mut want_e = Vec::new();
+    let mut want_y = Vec::new();
+    let mut want_s = Vec::new();
+    for r in 0..m {
+        let row = &a[r * 64..r * 64 + 64];
+        for &v in row {
+            want_e.push(f32r(f32r(f32r(v * x[r]).exp()) / x[r]));
+            want_y.push(fmin(fmax(v, f32r(x[r] - 3.0)), x[r]));
+        }
+        want_s.push(row.iter().fold(s0[0], |acc, &v| fmax(acc, v)));
+        want_s.push(row.iter().fold(s0[1], |acc, &v| fmin(acc, f32r(v * x[r]))));
+        want_s.push(s0[2] + row.iter().map(|&v| f32r(f32r(v - x[r]).exp())).sum::<f64>());
+        want_s.push(row.iter().fold(s0[3], |acc, &v| fmax(acc, v)));
+    }
+    // Within one ulp of the exponential (plus the division's rounding); special values exact.
+    let near = |got: f64, want: f64, rel: f64| {
+        (got.is_nan() && want.is_nan())
+            || got == want
+            || (want.is_finite() && (got - want).abs() <= rel * want.abs() + 2f64.powi(-148))
+    };
+    let mut interp = args.clone();
+    sparsetir_eval::run_func(&f, &mut interp).expect("interpreter");
+    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let got = run_c_with(
+            &cc,
+            dir.path(),
+            &format!("vmath{k}"),
+            &module,
+            &args,
+            2,
+            flags,
+        );
+        let at = |name: &str| {
+            let i = module
+                .params
+                .iter()
+                .position(|p| p.name == name)
+                .expect("param");
+            got[&i].clone()
+        };
+        for (name, want, rel) in [
+            ("e", &want_e, 2.4e-7),
+            ("y", &want_y, 0.0),
+            ("s", &want_s, 1e-6),
+        ] {
+            let g = at(name);
+            for (i, (&gv, &wv)) in g.iter().zip(want.iter()).enumerate() {
+                assert!(
+                    near(gv, wv, rel),
+                    "{name}[{i}] with {flags:?}: C {gv}, want {wv}"
+                );
+            }
+            // And the interpreter (the C library's exponential) agrees as closely.
+            for (i, (&gv, &iv)) in g.iter().zip(array(&interp, name).iter()).enumerate() {
+                assert!(
+                    near(gv, iv, rel),
+                    "{name}[{i}] with {flags:?}: C {gv}, interpreter {iv}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Lane-wise math of the C writer's vector loops: `T.exp` of `float` vectors and float
+//! `max`/`min` of vectors, as small inline helpers named after the vector type
+//! (`sptir_v_f32_exp`, `sptir_v16_f32_max`, ...) written into the module's head.
+//!
+//! Why not the C library: `expf` is a call per element that gcc does not vectorise without
+//! `-ffast-math` (which also licenses reassociation everywhere), and glibc's vector variants
+//! (libmvec) exist only with glibc, at x86 widths. The helper here is branch-free GCC/Clang
+//! vector code, so one definition serves every width and machine, and a softmax or an
+//! attention's probabilities stay in the vector schedule.
+//!
+//! Accuracy of the exponential: under one ulp over all of `float` (measured exhaustively
+//! over every 7th bit pattern against `exp` in double: at most 0.99 ulp; glibc's `expf` is
+//! correctly rounded, so the two differ by at most one ulp). Special values are exact:
+//! `exp(NaN)` is NaN, `exp(+inf)` and anything above 88.7228 is `+inf`, `exp(-inf)` and
+//! anything below -103.98 is 0, results between are rounded once into the subnormals.
+//! Method: `x = n ln2 + r` with `n` rounded to nearest (the 1.5·2^23 trick, which also
+//! yields `n` as an integer bit pattern), `ln2` in two parts (Cody and Waite) so that `n ln2`
+//! is exact for every `n` in range, `e^r` on `|r| <= ln2/2` by a degree-7 polynomial
+//! (Cephes' `expf` coefficients), and `2^n` applied as two powers `2^(n/2)` built from their
+//! exponent bits, so that neither overflows before the result does.
+
+use std::collections::BTreeSet;
+
+use sparsetir_ir::{DType, Expr};
+
+use super::vector::Class;
+use super::Writer;
+
+/// A lane-wise helper of the vector loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum VMath {
+    /// `e^x` of `float` lanes.
+    Exp,
+    /// Lane-wise `fmax`: a NaN lane gives the other operand's lane.
+    Max,
+    /// Lane-wise `fmin`: a NaN lane gives the other operand's lane.
+    Min,
+}
+
+impl VMath {
+    fn name(self) -> &'static str {
+        match self {
+            VMath::Exp => "exp",
+            VMath::Max => "max",
+            VMath::Min => "min",
+        }
+    }
+}
+
+/// The helpers the module used, as (C vector type, element type, helper).
+pub(super) type VMathUses = BTreeSet<(String, DType, VMath)>;
+
+/// The C name of helper `fun` of vector type `ty`.
+pub(super) fn helper_name(ty: &str, fun: VMath) -> String {
+    format!("{ty}_{}", fun.name())
+}
+
+/// The definitions of the helpers in `uses`, for the module's head (after the vector types).
+pub(super) fn prelude(uses: &VMathUses) -> String {
+    let mut out = String::new();
+    if uses.is_empty() {
+        return out;
+    }
+    out.push_str("/* Lane-wise math of the vector loops (see the C writer's vector_math.rs). */\n");
+    let mut masked = BTreeSet::new();
+    for (ty, dt, fun) in uses {
+        // Vector comparisons give lanes of all ones or zeros of the signed integer type of the
+        // element's width; `sel(m, a, b)` takes `a`'s lanes where `m` is set. Casts between
+        // vector types of one size reinterpret the bits.
+        if masked.insert(ty.clone()) {
+            let (int, uint) = if *dt == DType::F64 {
+                ("int64_t", "uint64_t")
+            } else {
+                ("int32_t", "uint32_t")
+            };
+            out.push_str(&format!(
+                "typedef {int} {ty}_i __attribute__((vector_size(sizeof({ty}))));\n\
+                 typedef {uint} {ty}_u __attribute__((vector_size(sizeof({ty}))));\n"
+            ));
+        }
+        let sel = |m: &str, a: &str, b: &str| {
+            format!("({ty})((({ty}_i){a} & {m}) | (({ty}_i){b} & ~{m}))")
+        };
+        let name = helper_name(ty, *fun);
+        match fun {
+            VMath::Max | VMath::Min => {
+                let cmp = if *fun == VMath::Max { ">=" } else { "<=" };
+                out.push_str(&format!(
+                    "static inline {ty} {name}({ty} a, {ty} b) {{\n\
+                     \x20   const {ty}_i m = (a {cmp} b) | (b != b);\n\
+                     \x20   return {};\n}}\n",
+                    sel("m", "a", "b")
+                ));
+            }
+            VMath::Exp => {
+                out.push_str(&format!(
+                    "static inline {ty} {name}({ty} x) {{\n\
+                     \x20   const {ty} zero = {{0}};\n\
+                     \x20   const {ty} lo = zero - 104.0f, hi = zero + 89.0f;\n\
+                     \x20   const {ty} magic = zero + 12582912.0f; /* 1.5 * 2^23 */\n\
+                     \x20   {ty}_i m = x < lo;\n\
+                     \x20   x = {};\n\
+                     \x20   m = x > hi;\n\
+                     \x20   x = {};\n\
+                     \x20   const {ty} t = x * 1.44269504088896341f + magic;\n\
+                     \x20   const {ty} n = t - magic;\n\
+                     \x20   const {ty}_u ni = ({ty}_u)t - ({ty}_u)magic;\n\
+                     \x20   const {ty} r = (x - n * 0.693359375f) + n * 2.12194440e-4f;\n\
+                     \x20   {ty} p = zero + 1.9875691500e-4f;\n\
+                     \x20   p = p * r + 1.3981999507e-3f;\n\
+                     \x20   p = p * r + 8.3334519073e-3f;\n\
+                     \x20   p = p * r + 4.1665795894e-2f;\n\
+                     \x20   p = p * r + 1.6666665459e-1f;\n\
+                     \x20   p = p * r + 5.0000001201e-1f;\n\
+                     \x20   const {ty} y = p * r * r + r + 1.0f;\n\
+                     \x20   const {ty}_u n1 = ({ty}_u)(({ty}_i)ni >> 1);\n\
+                     \x20   const {ty}_u n2 = ni - n1;\n\
+                     \x20   return y * ({ty})((n1 + 127u) << 23) * ({ty})((n2 + 127u) << 23);\n}}\n",
+                    sel("m", "lo", "x"),
+                    sel("m", "hi", "x"),
+                ));
+            }
+        }
+    }
+    out.push('\n');
+    out
+}
+
+impl Writer<'_> {
+    /// In a vector loop: the C call of helper `fun` on the operands `args` (their C texts in
+    /// `texts`), uniform operands broadcast, when some operand is a vector; `None` outside
+    /// vector loops, when every operand is uniform (the scalar form applies) or the helper
+    /// does not exist for the loop's element type.
+    pub(super) fn vector_math(
+        &mut self,
+        fun: VMath,
+        args: &[&Expr],
+        texts: &[String],
+    ) -> Option<String> {
+        let vl = self.vec_loop.as_ref()?;
+        let dtype = vl.dtype();
+        if fun == VMath::Exp && dtype != DType::F32 {
+            return None;
+        }
+        // Inside a lane reduction's vector loop the reduced element is the vector accumulator.
+        let is_acc = |e: &Expr| {
+            matches!((e, &self.simd_acc), (Expr::Load { buffer, indices }, Some(acc))
+                if acc.buffer == *buffer && acc.indices == *indices)
+        };
+        let classes: Vec<Option<Class>> = args
+            .iter()
+            .map(|a| {
+                if is_acc(a) {
+                    Some(Class::Vector)
+                } else {
+                    self.classify(vl, a)
+                }
+            })
+            .collect();
+        if !classes.contains(&Some(Class::Vector)) {
+            return None;
+        }
+        let ty = vl.c_type()?;
+        let operands: Vec<String> = texts
+            .iter()
+            .zip(&classes)
+            .map(|(t, c)| match c {
+                Some(Class::Vector) => t.clone(),
+                _ => format!("(({ty}){{0}} + {t})"),
+            })
+            .collect();
+        let call = format!("{}({})", helper_name(&ty, fun), operands.join(", "));
+        self.vector_math.insert((ty, dtype, fun));
+        Some(call)
+    }
+}
