@@ -801,9 +801,12 @@ pub fn bsr_softmax() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
 
 /// Block-sparse attention's softmax statistic (`formats/bsr_softmax_lse.sp`): per row of
 /// tokens, `scale max + log(sum of exp(scale (A - max)))` over the stored blocks, for
-/// [`bsr_softmax_mm`]; the CPU schedule is [`BSR_SOFTMAX_SCHEDULE`], the GPU one
+/// [`bsr_softmax_mm`]; the CPU schedule is [`BSR_SOFTMAX_LSE_SCHEDULE`], the GPU one
 /// `gpu_schedule("bsr_softmax_lse")`.
 pub const BSR_SOFTMAX_LSE_SCRIPT: &str = include_str!("../formats/bsr_softmax_lse.sp");
+
+/// The CPU schedule of [`BSR_SOFTMAX_LSE_SCRIPT`] (`schedules/bsr_softmax_lse.sched`).
+pub const BSR_SOFTMAX_LSE_SCHEDULE: &str = include_str!("../schedules/bsr_softmax_lse.sched");
 
 /// The stage-I function of [`BSR_SOFTMAX_LSE_SCRIPT`].
 pub fn bsr_softmax_lse() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {

@@ -517,7 +517,7 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     let softmax = if fused {
         bsr_step(
             &composable::bsr_softmax_lse()?,
-            composable::BSR_SOFTMAX_SCHEDULE,
+            composable::BSR_SOFTMAX_LSE_SCHEDULE,
             sched("bsr_softmax_lse"),
             blk_spec,
             c,

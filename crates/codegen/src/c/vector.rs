@@ -356,6 +356,11 @@ impl Writer<'_> {
             self.write_vector_steps(f, plan, &format!("SPTIR_VL_{sfx}"))?;
             return Ok(true);
         }
+        if let Some(plan) = self.runtime_vector_plan(f) {
+            self.uses_vectors = true;
+            self.write_runtime_vector_steps(f, plan)?;
+            return Ok(true);
+        }
         let Some(plan) = self.gather_vector_plan(f) else {
             return Ok(false);
         };
@@ -367,6 +372,57 @@ impl Writer<'_> {
         self.write_loop(f, Some("omp simd".to_string()))?;
         self.line("#endif");
         Ok(true)
+    }
+
+    /// The plan for a vectorised loop whose trip count is only known at run time (a CSR row):
+    /// the body as [`Writer::vector_plan`] takes it, written a machine vector at a time while
+    /// a whole one remains, the rest one element at a time
+    /// ([`Writer::write_runtime_vector_steps`]).
+    fn runtime_vector_plan(&self, f: &For) -> Option<VecLoop> {
+        if f.kind != ForKind::Vectorized
+            || !f.annotations.is_empty()
+            || const_int(&f.extent).is_some()
+        {
+            return None;
+        }
+        let dtype = self.first_store_dtype(f)?;
+        suffix(dtype)?;
+        self.plan_loop(f, dtype, None, false)
+    }
+
+    /// `v = start; for (; a whole vector remains; v += VL) { vector body }` then
+    /// `for (; v < end; ++v) { body }`: the last `< VL` iterations in the scalar form.
+    fn write_runtime_vector_steps(&mut self, f: &For, plan: VecLoop) -> Res<()> {
+        let sfx = suffix(plan.dtype).unwrap_or("f32");
+        let (vdt, ct, vname) = self.loop_var_type(f)?;
+        let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
+        self.line("{");
+        self.indent += 1;
+        let v = self.bind(f.var)?;
+        self.line(&format!("{ct} {v} = {start};"));
+        // The distance in 64 bits: `v + VL` could overflow the loop variable's type.
+        self.line(&format!(
+            "for (; {v} < {end} && (int64_t){end} - (int64_t){v} >= SPTIR_VL_{sfx}; {v} += SPTIR_VL_{sfx}) {{"
+        ));
+        self.indent += 1;
+        self.vec_loop = Some(plan);
+        let r = self.write_stmt(&f.body);
+        self.vec_loop = None;
+        self.indent -= 1;
+        let r = r.and_then(|()| {
+            self.line("}");
+            self.line(&format!("for (; {v} < {end}; ++{v}) {{"));
+            self.indent += 1;
+            let r = self.write_stmt(&f.body);
+            self.indent -= 1;
+            r
+        });
+        self.unbind(f.var);
+        r?;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
     }
 
     /// `for (v = start; v < end; v += step) { body }` with the body written under `plan`.

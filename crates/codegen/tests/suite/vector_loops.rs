@@ -343,3 +343,138 @@ fn exp_max_and_min_stay_in_the_vector_loops() {
         }
     }
 }
+
+/// Rows of run-time length (a CSR matrix's): a vectorised loop written a machine vector at a
+/// time while a whole one remains and element by element after, and `max`/`min`/`+` lane
+/// reductions with `simd_min_trip` (AVX-512 main loops; `min` and `+` also with the masked
+/// last step), on rows of every length around the vector widths, with NaNs in a vector step
+/// and in a tail.
+const VECTOR_ROWS: &str = include_str!("../scripts/vector_rows.sp");
+
+#[test]
+fn rows_of_run_time_length_take_vectors_and_a_scalar_tail() {
+    let module = emit_script(VECTOR_ROWS);
+    let src = kernel_text(&module);
+    for needle in [
+        ">= SPTIR_VL_f32; j += SPTIR_VL_f32)",
+        "sptir_v_f32_exp(",
+        "sptir_v16_f32_max(",
+        "sptir_v16_f32_min(",
+        "sptir_v16_f32_exp(",
+        "_mm512_mask_mov_ps(_mm512_set1_ps(NAN)",
+    ] {
+        assert!(src.contains(needle), "{needle} missing:\n{src}");
+    }
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(VECTOR_ROWS);
+    let lens = [0usize, 1, 15, 16, 17, 31, 32, 33, 47, 100];
+    let m = lens.len();
+    let mut p = vec![0i64];
+    for l in lens {
+        p.push(p.last().copied().unwrap_or(0) + l as i64);
+    }
+    let nnz = p[m] as usize;
+    let mut a: Vec<f64> = (0..nnz)
+        .map(|k| f64::from((((k * 29) % 41) as f32 - 20.0) * 0.37))
+        .collect();
+    // A NaN inside a vector step (row 7, length 33) and in the last elements (row 8, 47).
+    a[p[7] as usize + 20] = f64::NAN;
+    a[p[8] as usize + 45] = f64::NAN;
+    let x: Vec<f64> = (0..m).map(|r| r as f64 * 0.25 - 1.0).collect();
+    let s0 = [-1000.0, 1000.0, 0.5];
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("p".to_string(), ints(DType::I32, &p));
+    args.insert("x".to_string(), floats(DType::F32, &x));
+    args.insert("e".to_string(), floats(DType::F32, &vec![9.0; nnz]));
+    let s_in: Vec<f64> = (0..m).flat_map(|_| s0).collect();
+    args.insert("s".to_string(), floats(DType::F32, &s_in));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    args.insert("mp1".to_string(), ArgValue::Int(m as i64 + 1));
+    args.insert("nnz".to_string(), ArgValue::Int(nnz as i64));
+    let f32r = |v: f64| f64::from(v as f32);
+    let fmax = |u: f64, v: f64| {
+        if u.is_nan() {
+            v
+        } else if v.is_nan() {
+            u
+        } else {
+            u.max(v)
+        }
+    };
+    let fmin = |u: f64, v: f64| {
+        if u.is_nan() {
+            v
+        } else if v.is_nan() {
+            u
+        } else {
+            u.min(v)
+        }
+    };
+    let mut want_e = vec![0.0; nnz];
+    let mut want_s = Vec::new();
+    for r in 0..m {
+        let row = p[r] as usize..p[r + 1] as usize;
+        for k in row.clone() {
+            want_e[k] = f32r(f32r(a[k] - x[r]).exp()) * 2.0;
+        }
+        let vals = &a[row];
+        want_s.push(vals.iter().fold(s0[0], |u, &v| fmax(u, v)));
+        want_s.push(vals.iter().fold(s0[1], |u, &v| fmin(u, f32r(v * x[r]))));
+        want_s.push(
+            s0[2]
+                + vals
+                    .iter()
+                    .map(|&v| f32r(f32r(v - x[r]).exp()))
+                    .sum::<f64>(),
+        );
+    }
+    let near = |got: f64, want: f64, rel: f64| {
+        (got.is_nan() && want.is_nan())
+            || got == want
+            || (want.is_finite() && (got - want).abs() <= rel * want.abs())
+    };
+    let mut interp = args.clone();
+    sparsetir_eval::run_func(&f, &mut interp).expect("interpreter");
+    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let got = run_c_with(
+            &cc,
+            dir.path(),
+            &format!("vrows{k}"),
+            &module,
+            &args,
+            2,
+            flags,
+        );
+        let at = |name: &str| {
+            let i = module
+                .params
+                .iter()
+                .position(|q| q.name == name)
+                .expect("param");
+            got[&i].clone()
+        };
+        for (name, want, rel) in [("e", &want_e, 1.2e-7), ("s", &want_s, 1e-6)] {
+            let g = at(name);
+            for (i, (&gv, &wv)) in g.iter().zip(want.iter()).enumerate() {
+                assert!(
+                    near(gv, wv, rel),
+                    "{name}[{i}] with {flags:?}: C {gv}, want {wv}"
+                );
+            }
+            for (i, (&gv, &iv)) in g.iter().zip(array(&interp, name).iter()).enumerate() {
+                assert!(
+                    near(gv, iv, rel),
+                    "{name}[{i}] with {flags:?}: C {gv}, interpreter {iv}"
+                );
+            }
+        }
+    }
+}

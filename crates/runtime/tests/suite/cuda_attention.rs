@@ -589,7 +589,7 @@ fn fused_softmax_kernels_on_the_c_backend_equal_the_evaluator() {
     let (nb, mb, feat) = (3, 4, 24);
     let l_k = sparsetir_runtime::build(
         &lse_f,
-        Some(composable::BSR_SOFTMAX_SCHEDULE),
+        Some(composable::BSR_SOFTMAX_LSE_SCHEDULE),
         &spec_of(&lse_f, feat),
         &opts,
     )
