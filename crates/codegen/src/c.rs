@@ -1003,7 +1003,10 @@ impl<'f> Writer<'f> {
             return self.write_loop(&g, None);
         }
         if let Some(ann) = f.annotations.get(SIMD_REDUCTION_ATTR) {
-            return self.write_simd_reduction(f, ann, None);
+            return self.write_simd_reduction(f, ann, None, None);
+        }
+        if let Some((inner, ann)) = self.reduction_across(f) {
+            return self.write_simd_reduction(inner, ann, None, Some(f));
         }
         if let Some(ann) = f.annotations.get(JAM_ATTR) {
             return self.write_jam(f, ann);

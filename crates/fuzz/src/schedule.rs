@@ -4,8 +4,9 @@
 //! stores into the rows it assembles keep their indices but for those into dense buffers,
 //! [`Stores::Given`]), gets a random schedule:
 //! at stage I `sparse_reorder` and `sparse_fuse` of its iterations, then at stage II or III
-//! `split`, `fuse`, `reorder`, `unroll`, and either `bind` (a GPU schedule) or `parallel` and
-//! `vectorize` (a CPU one) on random loops (a primitive that refuses is left out; the trace
+//! `split`, `fuse`, `reorder`, `unroll`, and either `bind` (a GPU schedule) or `parallel`,
+//! `vectorize` and `vectorize_reduction` with the C writer's lane annotations (a CPU one) on
+//! random loops (a primitive that refuses is left out; the trace
 //! records what was taken). The scheduled
 //! function must then:
 //! - replay from its trace text (`# stage I` / `# stage II|III` sections, as `build` takes
@@ -30,7 +31,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use sparsetir_eval::run_func;
-use sparsetir_ir::{Expr, ForKind, PrimFunc, Stage, Stmt};
+use sparsetir_ir::{AttrValue, Expr, ForKind, PrimFunc, Stage, Stmt};
 use sparsetir_runtime::build::{schedule_and_lower, BuildError};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 use sparsetir_runtime::{validate_args, KernelCache};
@@ -165,7 +166,7 @@ fn random_schedule(m: &mut Mutator, f: &PrimFunc) -> Option<String> {
         }
         let l = *m.pick(&loops);
         let l2 = *m.pick(&loops);
-        let _ = match m.below(11) {
+        let _ = match m.below(12) {
             0 | 1 => {
                 let k = 1 + m.below(8) as i64;
                 let factors = if m.chance(0.5) {
@@ -186,6 +187,21 @@ fn random_schedule(m: &mut Mutator, f: &PrimFunc) -> Option<String> {
                 sch.reorder(&order)
             }
             9 => sch.unroll(l),
+            // A CPU reduction in SIMD lanes (`+`, `max`, `min`; reassociated, so results
+            // agree up to rounding), sometimes with the C writer's lane annotations.
+            10 | 11 if !gpu => sch.vectorize_reduction(l).and_then(|()| {
+                if m.chance(0.3) {
+                    let lanes = 1i64 << m.below(7);
+                    sch.annotate(l, "lanes", AttrValue::Int(lanes))?;
+                }
+                if m.chance(0.4) {
+                    sch.annotate(l, "simd_min_trip", AttrValue::Int(1 + m.below(32) as i64))?;
+                    if m.chance(0.5) {
+                        sch.annotate(l, "simd_masked_tail", AttrValue::Int(1))?;
+                    }
+                }
+                Ok(())
+            }),
             _ if gpu => {
                 let tag = *m.pick(TAGS);
                 sch.bind(l, tag)

@@ -10,8 +10,9 @@
 //! `--dtype float16|bfloat16` they are stored in 16 bits (`store_as`, float32 arithmetic).
 //!
 //! Timing: each kernel's median (CPU: wall clock; GPU: CUDA events) on head 0, summed and
-//! multiplied by the heads (every head does the same work); the check runs every head against
-//! an f64 reference computed here from the (rounded) operands.
+//! multiplied by the heads (every head does the same work; each kernel's share in
+//! `kernel_seconds`: `scores`, `softmax`, `product`); the check runs every head against an f64
+//! reference computed here from the (rounded) operands.
 //!
 //! `--format bsr:B` (a mask made of whole, aligned `B × B` blocks of tokens, e.g. `--block 64`
 //! with `bsr:16`): block-sparse attention as three BSR kernels — the scores
@@ -316,6 +317,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             };
             let mut worst: f64 = 0.0;
             let mut seconds = Some(0.0);
+            let mut kernel_seconds = serde_json::Map::new();
             for h in 0..heads {
                 let q = random_values(10 + 3 * h as u64, n * d, -0.5);
                 let k = random_values(11 + 3 * h as u64, n * d, -0.5);
@@ -355,10 +357,18 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 );
                 worst = worst.max(relative_error(&out.to_f64_vec(), &want));
                 if h == 0 {
+                    // Every head's kernels take the same time: head 0's, times the heads.
                     let mut total = 0.0;
-                    for (s, args) in [(&sddmm, &mut a1), (&softmax, &mut a2), (&spmm, &mut a3)] {
+                    for (name, s, args) in [
+                        ("scores", &sddmm, &mut a1),
+                        ("softmax", &softmax, &mut a2),
+                        ("product", &spmm, &mut a3),
+                    ] {
                         match s.time(args, timing)? {
-                            Some(t) => total += t,
+                            Some(t) => {
+                                total += t;
+                                kernel_seconds.insert(name.into(), json!(t * heads as f64));
+                            }
                             None => seconds = None,
                         }
                     }
@@ -378,6 +388,7 @@ pub fn run(o: &Options) -> Result<(), Failure> {
                 "device": o.device,
                 "threads": threads,
                 "seconds": seconds,
+                "kernel_seconds": seconds.map(|_| kernel_seconds),
                 "check": check,
                 "relerr": worst,
             });

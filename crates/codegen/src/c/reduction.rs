@@ -111,7 +111,7 @@ impl<'f> Writer<'f> {
                     self.write_prefetch(f, p, t, &end)?;
                 }
             }
-            self.write_simd_reduction(inner, red, Some((f.var, &texts)))?;
+            self.write_simd_reduction(inner, red, Some((f.var, &texts)), None)?;
             self.indent -= 1;
             self.line("}");
             match &rest_start {
@@ -146,11 +146,15 @@ impl<'f> Writer<'f> {
     /// `jam`: the variable of the enclosing loop and the texts it takes in the copies of the
     /// reduction written side by side (unroll-and-jam, loop annotation `"jam"`): one lane loop
     /// updates every copy's partial sums, so the loop-invariant operand is loaded once for all.
+    ///
+    /// `outer`: a serial loop whose whole body is `f` (see [`Writer::reduction_across`]): the
+    /// lanes then accumulate across it too, their totals taken once after it.
     pub(super) fn write_simd_reduction(
         &mut self,
         f: &For,
         ann: &AttrValue,
         jam: Option<(VarId, &[String])>,
+        outer: Option<&For>,
     ) -> Res<()> {
         const WHAT: &str = "loop annotation `simd_reduction`";
         let op = match ann {
@@ -237,10 +241,12 @@ impl<'f> Writer<'f> {
         }
         // Iterators that move with the loop must be reduction iterators absent from `idx`.
         let mut moving = vec![f.var];
+        moving.extend(outer.map(|g| g.var));
+        let loop_vars = moving.clone();
         for it in &b.iters {
             let mut uses = false;
             it.binding
-                .visit(&mut |z| uses |= matches!(z, Expr::Var(v) if *v == f.var));
+                .visit(&mut |z| uses |= matches!(z, Expr::Var(v) if loop_vars.contains(v)));
             if uses {
                 if it.kind != IterKind::Reduce {
                     return Err(self.unsupported(
@@ -474,7 +480,7 @@ impl<'f> Writer<'f> {
                     continue;
                 }
                 let totals = self.write_lane_reduction(
-                    f,
+                    (f, outer),
                     &body,
                     (lanes, op),
                     st.buffer,
@@ -624,6 +630,89 @@ impl<'f> Writer<'f> {
         r?;
         self.line("}");
         Ok(true)
+    }
+
+    /// A serial loop `g` whose whole body is a `simd_reduction` loop `f` with lanes in the
+    /// vector form (constant bounds) into an element that does not move with `g` either
+    /// (`g` feeds only reduction iterators of the block, which has no init): `f` and its
+    /// annotation. Such a nest (a BSR row's blocks, 16 elements each) keeps the lanes across
+    /// `g` and takes their totals once, instead of once per iteration of `g`.
+    pub(super) fn reduction_across<'g>(&self, g: &'g For) -> Option<(&'g For, &'g AttrValue)> {
+        if g.kind != ForKind::Serial || !g.annotations.is_empty() {
+            return None;
+        }
+        let Stmt::For(f) = g.body.single() else {
+            return None;
+        };
+        let ann = f.annotations.get(SIMD_REDUCTION_ATTR)?;
+        if f.annotations.get(JAM_ATTR).is_some()
+            || f.annotations.get(SIMD_MIN_TRIP_ATTR).is_some()
+            || half::loop_stores_half(self.func, f)
+        {
+            return None;
+        }
+        let op = match ann {
+            AttrValue::Str(s) if s == "+" => BinOp::Add,
+            AttrValue::Str(s) if s == "max" => BinOp::Max,
+            AttrValue::Str(s) if s == "min" => BinOp::Min,
+            _ => return None,
+        };
+        let Stmt::Block(b) = f.body.single() else {
+            return None;
+        };
+        let Stmt::Store(st) = b.body.single() else {
+            return None;
+        };
+        if b.init.is_some() {
+            return None;
+        }
+        let mentions = |e: &Expr, v: VarId| {
+            let mut hit = false;
+            e.visit(&mut |z| hit |= matches!(z, Expr::Var(x) if *x == v));
+            hit
+        };
+        if mentions(&f.min, g.var) || mentions(&f.extent, g.var) {
+            return None;
+        }
+        let mut moving = vec![g.var];
+        for it in &b.iters {
+            if mentions(&it.binding, g.var) {
+                if it.kind != IterKind::Reduce {
+                    return None;
+                }
+                moving.push(it.var);
+            }
+        }
+        if moving
+            .iter()
+            .any(|&v| st.indices.iter().any(|e| mentions(e, v)))
+        {
+            return None;
+        }
+        let dt = self.buf_dtype(st.buffer);
+        let lanes = self.reduction_lanes(f, op, dt).ok()??;
+        self.lane_vector_plan(f, &f.body, st.buffer, &st.indices, lanes, dt)?;
+        Some((f, ann))
+    }
+
+    /// `for (v = start; v < end; ++v) { inner }` for the serial loop `g`, `inner` writing its
+    /// body.
+    fn write_serial_around(
+        &mut self,
+        g: &For,
+        inner: impl FnOnce(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        let (vdt, ct, vname) = self.loop_var_type(g)?;
+        let (start, end) = self.loop_range(g, vdt, ct, &vname)?;
+        let v = self.bind(g.var)?;
+        self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+        self.indent += 1;
+        let r = inner(self);
+        self.indent -= 1;
+        self.unbind(g.var);
+        r?;
+        self.line("}");
+        Ok(())
     }
 
     /// The number of lane-parallel partial sums of a `simd_reduction` loop, or `None` for the
@@ -979,7 +1068,7 @@ impl<'f> Writer<'f> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn write_lane_reduction(
         &mut self,
-        f: &For,
+        (f, outer): (&For, Option<&For>),
         body: &Stmt,
         (lanes, op): (i64, BinOp),
         buffer: BufferId,
@@ -1016,14 +1105,20 @@ impl<'f> Writer<'f> {
             for c in copies {
                 self.line(&format!("{ty} {}_v = {start};", c.acc));
             }
-            self.write_lane_vector_loop(f, plan, (min, ext, lanes), lct, |w| {
-                w.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_v", c.acc))
-            })?;
+            let lane_loop = |w: &mut Self| {
+                w.write_lane_vector_loop(f, plan, (min, ext, lanes), lct, |w| {
+                    w.write_lane_copies(body, buffer, indices, copies, |c| format!("{}_v", c.acc))
+                })
+            };
+            match outer {
+                Some(g) => self.write_serial_around(g, lane_loop)?,
+                None => lane_loop(self)?,
+            }
             let accs: Vec<String> = copies.iter().map(|c| format!("{}_v", c.acc)).collect();
             return Ok(self.write_lane_vector_totals(&accs, (lanes, op), dt));
         }
-        if op != BinOp::Add {
-            return Err(self.invalid("a `max`/`min` lane reduction without the vector form"));
+        if op != BinOp::Add || outer.is_some() {
+            return Err(self.invalid("a lane reduction without the vector form"));
         }
         for c in copies {
             self.line(&format!("{ct} {}_part[{lanes}] = {{0}};", c.acc));

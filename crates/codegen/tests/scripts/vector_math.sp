@@ -5,7 +5,7 @@ def vmath(a: T.handle, x: T.handle, e: T.handle, y: T.handle, s: T.handle, m: T.
     X = T.match_buffer(x, (m,), "float32")
     E = T.match_buffer(e, (m, 64), "float32")
     Y = T.match_buffer(y, (m, 64), "float32")
-    S = T.match_buffer(s, (m, 4), "float32")
+    S = T.match_buffer(s, (m, 5), "float32")
     for i in T.parallel(m):
         for k in T.vectorized(64):
             with T.block("exp"):
@@ -31,3 +31,10 @@ def vmath(a: T.handle, x: T.handle, e: T.handle, y: T.handle, s: T.handle, m: T.
             with T.block("rmax64"):
                 vi, vk = T.axis.remap("SR", [i, k5])
                 S[vi, 3] = T.max(A[vi, vk], S[vi, 3])
+        for j6 in T.serial(4):
+            for k6 in T.serial(16, annotations={"simd_reduction": "+"}):
+                with T.block("rnest"):
+                    vi = T.axis.spatial(m, i)
+                    vj = T.axis.reduce(4, j6)
+                    vk = T.axis.reduce(16, k6)
+                    S[vi, 4] = S[vi, 4] + T.exp(A[vi, vj * 16 + vk] * X[vi])
