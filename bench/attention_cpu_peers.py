@@ -22,6 +22,7 @@ import json
 import statistics
 import sys
 import time
+import warnings
 
 import numpy as np
 import scipy.io
@@ -65,6 +66,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=10)
     a = ap.parse_args()
+    warnings.filterwarnings("ignore", message="Sparse")
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     for path in a.mask:
