@@ -349,6 +349,8 @@ pub struct Writer<'f> {
     widen_machine: bool,
     widen_lanes: BTreeSet<i64>,
     widen_dtypes: BTreeSet<DType>,
+    /// The 16-bit float types the vector loops stored to (see [`half::narrow_prelude`]).
+    narrow_dtypes: BTreeSet<DType>,
     /// The lane-wise math helpers the vector loops called (see [`vector_math`]).
     vector_math: vector_math::VMathUses,
     /// The language written.
@@ -538,6 +540,7 @@ impl<'f> Writer<'f> {
             widen_lanes: BTreeSet::new(),
             widen_dtypes: BTreeSet::new(),
             vector_math: BTreeSet::new(),
+            narrow_dtypes: BTreeSet::new(),
             target,
             kernel: None,
             mma_acc: None,
@@ -850,6 +853,10 @@ impl<'f> Writer<'f> {
         self.indent = 0;
         self.line("}");
         head.insert_str(kernel_at, &vector_math::prelude(&self.vector_math));
+        if !self.narrow_dtypes.is_empty() {
+            let dtypes: Vec<DType> = self.narrow_dtypes.iter().copied().collect();
+            head.insert_str(kernel_at, &half::narrow_prelude(&dtypes));
+        }
         if !self.widen_dtypes.is_empty() {
             let lanes: Vec<i64> = self.widen_lanes.iter().copied().collect();
             let dtypes: Vec<DType> = self.widen_dtypes.iter().copied().collect();
@@ -1254,6 +1261,8 @@ impl<'f> Writer<'f> {
     fn write_store(&mut self, st: &Store) -> Res<()> {
         let dt = self.buf_dtype(st.buffer);
         let (v, vdt) = self.expr(&st.value)?;
+        // A vector loop's narrowing store rounds a `float` vector itself (see `half`).
+        let narrowing = (half::is_half(dt) && vdt == DType::F32).then(|| v.clone());
         let v = cast(v, vdt, dt);
         if let Some(acc) = &self.simd_acc {
             if acc.buffer == st.buffer && acc.indices == st.indices {
@@ -1262,7 +1271,13 @@ impl<'f> Writer<'f> {
                 return Ok(());
             }
         }
-        if self.vector_store(st.buffer, &st.indices, &st.value, strip_parens(&v))? {
+        let vector_value = narrowing.as_deref().unwrap_or(&v);
+        if self.vector_store(
+            st.buffer,
+            &st.indices,
+            &st.value,
+            strip_parens(vector_value),
+        )? {
             return Ok(());
         }
         let off = self.offset(st.buffer, &st.indices)?;

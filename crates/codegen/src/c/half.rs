@@ -13,13 +13,15 @@
 //! same helpers are device functions (tensor-core code will pass the bit patterns to `mma`
 //! directly).
 //!
-//! Loops that store to a 16-bit buffer are written in their plain form: the SIMD annotations
-//! (`simd_reduction`, `lanes`, `simd_min_trip`, `jam`, ...) are performance hints whose special
-//! forms accumulate in the stored element's type. Loops that only read 16-bit buffers keep
-//! them: a load's value is a `float`, and in a vector loop `T.Cast("float32", X[..])` of a
-//! contiguous 16-bit load is one widening vector load (`sptir_vld_f16`, `sptir_wld16_bf16`,
-//! ...: F16C/AVX-512 conversions where the machine has them, exact like every other
-//! conversion here; see [`widen_prelude`]).
+//! Loops that store to a 16-bit buffer lose their SIMD annotations (`simd_reduction`, `lanes`,
+//! `simd_min_trip`, `jam`, ...): these are performance hints whose special forms accumulate in
+//! the stored element's type. Loops that only read 16-bit buffers keep them: a load's value is
+//! a `float`, and in a vector loop `T.Cast("float32", X[..])` of a contiguous 16-bit load is
+//! one widening vector load (`sptir_vld_f16`, `sptir_wld16_bf16`, ...: F16C/AVX-512
+//! conversions where the machine has them, exact like every other conversion here; see
+//! [`widen_prelude`]). A `vectorize`d loop whose stores put `float` values into consecutive
+//! 16-bit elements (a softmax writing float16 probabilities) is a vector loop of `float`s whose
+//! stores round once, a vector at a time ([`narrow_prelude`]).
 
 use sparsetir_ir::{DType, Expr, For, PrimFunc, Stmt};
 
@@ -365,6 +367,46 @@ pub(super) fn widen_prelude(machine: bool, lanes: &[i64], dtypes: &[DType]) -> S
             }
             out.push_str("    return r;\n}\n");
         }
+    }
+    out.push('\n');
+    out
+}
+
+/// The narrowing stores of the C writer's machine-width vector loops: a vector of `float`s
+/// rounded to 16 bits and stored at `p` (`sptir_vst_f16`, `sptir_vst_bf16`), for the types in
+/// `dtypes`. float16 rounds as `sptir_f2h` does (to nearest even, subnormals kept: `vcvtps2ph`
+/// with AVX-512 or F16C, the scalar helper elsewhere); bfloat16 with the same integer steps
+/// as `sptir_f2bf`, lane by lane in vector arithmetic.
+pub(super) fn narrow_prelude(dtypes: &[DType]) -> String {
+    let mut out = String::from(
+        "/* Narrowing stores: a vector of floats rounded to 16-bit patterns (round to nearest even). */\n\
+         #if defined(__F16C__) || defined(__AVX512F__)\n#include <immintrin.h>\n#endif\n\
+         typedef uint16_t sptir_vn_u16 __attribute__((vector_size(SPTIR_VBYTES / 2), aligned(2), may_alias));\n\
+         typedef uint32_t sptir_vn_u32 __attribute__((vector_size(SPTIR_VBYTES)));\n\
+         typedef int32_t sptir_vn_i32 __attribute__((vector_size(SPTIR_VBYTES)));\n",
+    );
+    if dtypes.contains(&DType::F16) {
+        out.push_str(
+            "static inline void sptir_vst_f16(uint16_t* p, sptir_v_f32 v) {\n\
+             #if defined(__AVX512F__)\n\
+             \x20   _mm256_storeu_si256((__m256i*)p, _mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));\n\
+             #elif defined(__F16C__)\n\
+             \x20   _mm_storeu_si128((__m128i*)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));\n\
+             #else\n\
+             \x20   for (int l = 0; l < SPTIR_VL_f32; ++l) p[l] = sptir_f2h(v[l]);\n\
+             #endif\n}\n",
+        );
+    }
+    if dtypes.contains(&DType::BF16) {
+        out.push_str(
+            "static inline void sptir_vst_bf16(uint16_t* p, sptir_v_f32 v) {\n\
+             \x20   const sptir_vn_u32 x = (sptir_vn_u32)v;\n\
+             \x20   const sptir_vn_i32 nan = (x & 0x7fffffffu) > 0x7f800000u;\n\
+             \x20   const sptir_vn_u32 r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;\n\
+             \x20   const sptir_vn_u32 q = (x >> 16) | 0x40u;\n\
+             \x20   const sptir_vn_u32 bits = (r & ~(sptir_vn_u32)nan) | (q & (sptir_vn_u32)nan);\n\
+             \x20   *(sptir_vn_u16*)p = __builtin_convertvector(bits, sptir_vn_u16);\n}\n",
+        );
     }
     out.push('\n');
     out

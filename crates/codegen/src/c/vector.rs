@@ -260,7 +260,11 @@ impl Writer<'_> {
                     return false;
                 };
                 let class = self.classify(vl, &st.value);
-                buf.dtype == vl.dtype
+                // A 16-bit float buffer takes `float` vectors from a machine-width loop (a
+                // narrowing store: the value rounds once, as a scalar store rounds it).
+                let narrowing =
+                    half::is_half(buf.dtype) && vl.dtype == DType::F32 && vl.ty.is_none();
+                (buf.dtype == vl.dtype || narrowing)
                     && self.access_stride(vl, st.buffer, &st.indices) == Some(1)
                     && (class == Some(Class::Uniform)
                         || (class.is_some() && st.value.dtype(self.func) == vl.dtype))
@@ -323,7 +327,7 @@ impl Writer<'_> {
     /// all go to consecutive elements of one float type.
     fn vector_plan(&self, f: &For) -> Option<VecLoop> {
         let ext = Self::vector_trip_count(f)?;
-        let dtype = self.first_store_dtype(f)?;
+        let dtype = self.vector_dtype(f)?;
         suffix(dtype)?;
         if ext % min_multiple(dtype) != 0 {
             return None;
@@ -385,9 +389,16 @@ impl Writer<'_> {
         {
             return None;
         }
-        let dtype = self.first_store_dtype(f)?;
+        let dtype = self.vector_dtype(f)?;
         suffix(dtype)?;
         self.plan_loop(f, dtype, None, false)
+    }
+
+    /// The element type of a vector loop's vectors: its first store's, `float` for a 16-bit
+    /// float buffer (narrowing stores).
+    fn vector_dtype(&self, f: &For) -> Option<DType> {
+        let dt = self.first_store_dtype(f)?;
+        Some(if half::is_half(dt) { DType::F32 } else { dt })
     }
 
     /// `v = start; for (; a whole vector remains; v += VL) { vector body }` then
@@ -591,6 +602,15 @@ impl Writer<'_> {
         } else {
             value.to_string()
         };
+        let bdt = self.buf_dtype(buffer);
+        let sfx = match bdt {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            _ => sfx,
+        };
+        if half::is_half(bdt) {
+            self.narrow_dtypes.insert(bdt);
+        }
         self.line(&format!("sptir_vst_{sfx}(&{name}[{off}], {value});"));
         Ok(true)
     }

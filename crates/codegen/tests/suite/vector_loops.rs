@@ -485,3 +485,116 @@ fn rows_of_run_time_length_take_vectors_and_a_scalar_tail() {
         }
     }
 }
+
+/// Vectorised loops that store `float` values into float16 and bfloat16 buffers: one narrowing
+/// store per vector (`vcvtps2ph` with AVX-512 or F16C, integer rounding steps for bfloat16,
+/// the scalar conversions elsewhere), rounding exactly as a scalar store rounds: ties to even,
+/// overflow to infinity, subnormals kept, NaN stays NaN; a loop of run-time trip count ends
+/// element by element.
+const NARROWING: &str = include_str!("../scripts/narrowing.sp");
+
+#[test]
+fn sixteen_bit_stores_round_a_vector_at_a_time() {
+    let module = emit_script(NARROWING);
+    let src = kernel_text(&module);
+    for needle in [
+        "sptir_vst_f16(&H[",
+        "sptir_vst_bf16(&B[",
+        "for (; k1 < n; ++k1) {",
+    ] {
+        assert!(src.contains(needle), "{needle} missing:\n{src}");
+    }
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(NARROWING);
+    let m = 3usize;
+    // Ties of both types (to even, either way), overflow, subnormals, NaN, infinities, signed
+    // zeros, then a sweep.
+    let specials = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        2f64.powi(-10),
+        3.0 * 2f64.powi(-10),
+        2.0 + 2f64.powi(-8),
+        2.0 + 3.0 * 2f64.powi(-8),
+        140000.0,
+        -140000.0,
+        1e-6,
+        -3e-7,
+        1e-9,
+        3.0e38,
+        -1.5e-39,
+    ];
+    let a: Vec<f64> = (0..m * 64)
+        .map(|i| match specials.get(i) {
+            Some(&v) => f64::from(v as f32),
+            None => f64::from(((i * 37) % 101) as f32 * 0.173 - 8.0),
+        })
+        .collect();
+    let n = 61usize;
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("h".to_string(), floats(DType::F16, &vec![7.0; m * 64]));
+    args.insert("b".to_string(), floats(DType::BF16, &vec![7.0; m * 64]));
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    args.insert("n".to_string(), ArgValue::Int(n as i64));
+    let mut want = args.clone();
+    sparsetir_eval::run_func(&f, &mut want).expect("interpreter");
+    let (want_h, want_b) = (array(&want, "h"), array(&want, "b"));
+    // The interpreter rounds as the evaluator does; spot-check it against direct rounding.
+    // Ties: H = A / 2 + 1 halfway between float16 neighbours, B = A - 1 between bfloat16
+    // ones, each to the even one.
+    assert_eq!(
+        (want_h[5], want_h[6]),
+        (1.0, 1.0 + 2f64.powi(-9)),
+        "float16 ties"
+    );
+    assert_eq!(
+        (want_b[7], want_b[8]),
+        (1.0, 1.0 + 2f64.powi(-6)),
+        "bfloat16 ties"
+    );
+    assert!(
+        want_h[9].is_infinite() && want_h[10].is_infinite(),
+        "overflow"
+    );
+    for r in 0..m {
+        for k in n..64 {
+            assert_eq!(want_b[r * 64 + k], 7.0, "B[{r}, {k}] past n");
+        }
+    }
+    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let got = run_c_with(
+            &cc,
+            dir.path(),
+            &format!("narrow{k}"),
+            &module,
+            &args,
+            2,
+            flags,
+        );
+        let at = |name: &str| {
+            let i = module
+                .params
+                .iter()
+                .position(|q| q.name == name)
+                .expect("param");
+            got[&i].clone()
+        };
+        for (name, want) in [("h", &want_h), ("b", &want_b)] {
+            for (i, (&g, &w)) in at(name).iter().zip(want.iter()).enumerate() {
+                let same = (g.is_nan() && w.is_nan()) || (g == w && g.signum() == w.signum());
+                assert!(same, "{name}[{i}] with {flags:?}: C {g}, interpreter {w}");
+            }
+        }
+    }
+}
