@@ -242,6 +242,50 @@ pub fn run_c_with(
     arrays
 }
 
+/// The compiler flags the vector-loop tests build with: no machine named (the portable forms
+/// of machine-specific code), AVX2 with F16C (Haswell), and this machine's own (AVX-512 where
+/// it has it).
+pub const MACHINES: [&[&str]; 3] = [&[], &["-march=haswell"], &["-march=native"]];
+
+/// One build's outputs: its compiler flags and every array parameter's values by name.
+pub type MachineRun = (&'static [&'static str], HashMap<String, Vec<f64>>);
+
+/// `m` run on `args` with each of [`MACHINES`].
+pub fn run_on_machines(
+    cc: &str,
+    dir: &Path,
+    tag: &str,
+    m: &CModule,
+    args: &HashMap<String, ArgValue>,
+) -> Vec<MachineRun> {
+    MACHINES
+        .iter()
+        .enumerate()
+        .map(|(k, flags)| {
+            let got = run_c_with(cc, dir, &format!("{tag}{k}"), m, args, 2, flags);
+            let named = m
+                .params
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| got.get(&i).map(|v| (p.name.clone(), v.clone())))
+                .collect();
+            (*flags, named)
+        })
+        .collect()
+}
+
+/// Asserts that `got` is within `rel` (relative, plus `abs`) of `want` element by element;
+/// NaN matches NaN, infinities match exactly.
+pub fn assert_near(what: &str, got: &[f64], want: &[f64], rel: f64, abs: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let near = (g.is_nan() && w.is_nan())
+            || g == w
+            || (w.is_finite() && (g - w).abs() <= rel * w.abs() + abs);
+        assert!(near, "{what}[{i}]: C {g}, want {w}");
+    }
+}
+
 /// Runs `f` in C with `threads` threads and in the interpreter; asserts every array argument
 /// ends equal (NaN matches NaN; floats within `tol`, relative) and returns the interpreter's
 /// arguments after the run (so callers can check the outputs changed).

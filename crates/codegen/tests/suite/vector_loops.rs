@@ -160,30 +160,10 @@ fn sixteen_bit_reads_widen_into_float_vectors() {
     sparsetir_eval::run_func(&f, &mut want).expect("interpreter");
     assert_eq!(array(&want, "y"), want_y, "interpreter");
     assert_eq!(array(&want, "s"), want_s, "interpreter");
-    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
-        .into_iter()
-        .enumerate()
-    {
-        let got = run_c_with(
-            &cc,
-            dir.path(),
-            &format!("widen{k}"),
-            &module,
-            &args,
-            2,
-            flags,
-        );
-        let at = |name: &str| {
-            let i = module
-                .params
-                .iter()
-                .position(|p| p.name == name)
-                .expect("param");
-            got[&i].clone()
-        };
-        assert_eq!(at("y"), want_y, "y with {flags:?}");
-        assert_eq!(at("s"), want_s, "s with {flags:?}");
-        assert_eq!(at("h"), h, "h read back with {flags:?}");
+    for (flags, got) in run_on_machines(&cc, dir.path(), "widen", &module, &args) {
+        assert_eq!(got["y"], want_y, "y with {flags:?}");
+        assert_eq!(got["s"], want_s, "s with {flags:?}");
+        assert_eq!(got["h"], h, "h read back with {flags:?}");
     }
 }
 
@@ -300,53 +280,20 @@ fn exp_max_and_min_stay_in_the_vector_loops() {
         want_s.push(s0[4] + row.iter().map(|&v| f32r(f32r(v * x[r]).exp())).sum::<f64>());
     }
     // Within one ulp of the exponential (plus the division's rounding); special values exact.
-    let near = |got: f64, want: f64, rel: f64| {
-        (got.is_nan() && want.is_nan())
-            || got == want
-            || (want.is_finite() && (got - want).abs() <= rel * want.abs() + 2f64.powi(-148))
-    };
     let mut interp = args.clone();
     sparsetir_eval::run_func(&f, &mut interp).expect("interpreter");
-    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
-        .into_iter()
-        .enumerate()
-    {
-        let got = run_c_with(
-            &cc,
-            dir.path(),
-            &format!("vmath{k}"),
-            &module,
-            &args,
-            2,
-            flags,
-        );
-        let at = |name: &str| {
-            let i = module
-                .params
-                .iter()
-                .position(|p| p.name == name)
-                .expect("param");
-            got[&i].clone()
-        };
+    let tiny = 2f64.powi(-148);
+    for (flags, got) in run_on_machines(&cc, dir.path(), "vmath", &module, &args) {
         for (name, want, rel) in [
             ("e", &want_e, 2.4e-7),
             ("y", &want_y, 0.0),
             ("s", &want_s, 1e-6),
         ] {
-            let g = at(name);
-            for (i, (&gv, &wv)) in g.iter().zip(want.iter()).enumerate() {
-                assert!(
-                    near(gv, wv, rel),
-                    "{name}[{i}] with {flags:?}: C {gv}, want {wv}"
-                );
-            }
+            let what = format!("{name} with {flags:?}");
+            assert_near(&what, &got[name], want, rel, tiny);
             // And the interpreter (the C library's exponential) agrees as closely.
-            for (i, (&gv, &iv)) in g.iter().zip(array(&interp, name).iter()).enumerate() {
-                assert!(
-                    near(gv, iv, rel),
-                    "{name}[{i}] with {flags:?}: C {gv}, interpreter {iv}"
-                );
-            }
+            let what = format!("{what} against the interpreter");
+            assert_near(&what, &got[name], &array(&interp, name), rel, tiny);
         }
     }
 }
@@ -440,48 +387,14 @@ fn rows_of_run_time_length_take_vectors_and_a_scalar_tail() {
                     .sum::<f64>(),
         );
     }
-    let near = |got: f64, want: f64, rel: f64| {
-        (got.is_nan() && want.is_nan())
-            || got == want
-            || (want.is_finite() && (got - want).abs() <= rel * want.abs())
-    };
     let mut interp = args.clone();
     sparsetir_eval::run_func(&f, &mut interp).expect("interpreter");
-    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
-        .into_iter()
-        .enumerate()
-    {
-        let got = run_c_with(
-            &cc,
-            dir.path(),
-            &format!("vrows{k}"),
-            &module,
-            &args,
-            2,
-            flags,
-        );
-        let at = |name: &str| {
-            let i = module
-                .params
-                .iter()
-                .position(|q| q.name == name)
-                .expect("param");
-            got[&i].clone()
-        };
+    for (flags, got) in run_on_machines(&cc, dir.path(), "vrows", &module, &args) {
         for (name, want, rel) in [("e", &want_e, 1.2e-7), ("s", &want_s, 1e-6)] {
-            let g = at(name);
-            for (i, (&gv, &wv)) in g.iter().zip(want.iter()).enumerate() {
-                assert!(
-                    near(gv, wv, rel),
-                    "{name}[{i}] with {flags:?}: C {gv}, want {wv}"
-                );
-            }
-            for (i, (&gv, &iv)) in g.iter().zip(array(&interp, name).iter()).enumerate() {
-                assert!(
-                    near(gv, iv, rel),
-                    "{name}[{i}] with {flags:?}: C {gv}, interpreter {iv}"
-                );
-            }
+            let what = format!("{name} with {flags:?}");
+            assert_near(&what, &got[name], want, rel, 0.0);
+            let what = format!("{what} against the interpreter");
+            assert_near(&what, &got[name], &array(&interp, name), rel, 0.0);
         }
     }
 }
@@ -569,29 +482,9 @@ fn sixteen_bit_stores_round_a_vector_at_a_time() {
             assert_eq!(want_b[r * 64 + k], 7.0, "B[{r}, {k}] past n");
         }
     }
-    for (k, flags) in [&[][..], &["-march=haswell"][..], &["-march=native"][..]]
-        .into_iter()
-        .enumerate()
-    {
-        let got = run_c_with(
-            &cc,
-            dir.path(),
-            &format!("narrow{k}"),
-            &module,
-            &args,
-            2,
-            flags,
-        );
-        let at = |name: &str| {
-            let i = module
-                .params
-                .iter()
-                .position(|q| q.name == name)
-                .expect("param");
-            got[&i].clone()
-        };
+    for (flags, got) in run_on_machines(&cc, dir.path(), "narrow", &module, &args) {
         for (name, want) in [("h", &want_h), ("b", &want_b)] {
-            for (i, (&g, &w)) in at(name).iter().zip(want.iter()).enumerate() {
+            for (i, (&g, &w)) in got[name].iter().zip(want.iter()).enumerate() {
                 let same = (g.is_nan() && w.is_nan()) || (g == w && g.signum() == w.signum());
                 assert!(same, "{name}[{i}] with {flags:?}: C {g}, interpreter {w}");
             }
