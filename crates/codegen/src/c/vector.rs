@@ -18,7 +18,7 @@ use sparsetir_ir::{
 };
 
 use super::vector_math::{self, VMath};
-use super::{const_int, half, Res, Stride, Writer};
+use super::{const_int, half, AttrValue, Res, Stride, Writer, SIMD_MASKED_TAIL_ATTR};
 
 /// The state of a loop being written one vector at a time.
 pub(super) struct VecLoop {
@@ -383,10 +383,12 @@ impl Writer<'_> {
     /// a whole one remains, the rest one element at a time
     /// ([`Writer::write_runtime_vector_steps`]).
     fn runtime_vector_plan(&self, f: &For) -> Option<VecLoop> {
-        if f.kind != ForKind::Vectorized
-            || !f.annotations.is_empty()
-            || const_int(&f.extent).is_some()
-        {
+        let only_masked_tail = f
+            .annotations
+            .0
+            .iter()
+            .all(|(k, _)| k == SIMD_MASKED_TAIL_ATTR);
+        if f.kind != ForKind::Vectorized || !only_masked_tail || const_int(&f.extent).is_some() {
             return None;
         }
         let dtype = self.vector_dtype(f)?;
@@ -401,9 +403,43 @@ impl Writer<'_> {
         Some(if half::is_half(dt) { DType::F32 } else { dt })
     }
 
+    /// The plan for the last, partial step of a run-time trip count loop annotated
+    /// `simd_masked_tail` as one AVX-512 step of 16 `float` lanes, loads and stores masked to
+    /// the lanes that exist: a loop of `float` vectors whose every access that moves with the
+    /// loop is to a `float` buffer (16-bit ones convert; the masked forms do not).
+    fn masked_tail_plan(&self, f: &For, plan: &VecLoop) -> Option<VecLoop> {
+        let masked = matches!(
+            f.annotations.get(SIMD_MASKED_TAIL_ATTR),
+            Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true))
+        );
+        if !masked || plan.dtype != DType::F32 {
+            return None;
+        }
+        let vl = self.plan_loop(f, DType::F32, Some(16), false)?;
+        let mut all_float = true;
+        let mut check = |buffer: BufferId, indices: &[Expr]| {
+            let moving = self.access_stride(&vl, buffer, indices) != Some(0);
+            all_float &= !moving || self.buf_dtype(buffer) == DType::F32;
+        };
+        f.body.visit(&mut |st| {
+            if let Stmt::Store(x) = st {
+                check(x.buffer, &x.indices);
+                x.value.visit(&mut |e| {
+                    if let Expr::Load { buffer, indices } = e {
+                        check(*buffer, indices);
+                    }
+                });
+            }
+        });
+        all_float.then_some(vl)
+    }
+
     /// `v = start; for (; a whole vector remains; v += VL) { vector body }` then
-    /// `for (; v < end; ++v) { body }`: the last `< VL` iterations in the scalar form.
+    /// `for (; v < end; ++v) { body }`: the last `< VL` iterations in the scalar form, or
+    /// with `simd_masked_tail` on AVX-512 machines one masked step ([`Self::masked_tail_plan`]).
     fn write_runtime_vector_steps(&mut self, f: &For, plan: VecLoop) -> Res<()> {
+        let masked = self.masked_tail_plan(f, &plan);
+        let has_mask = masked.is_some();
         let sfx = suffix(plan.dtype).unwrap_or("f32");
         let (vdt, ct, vname) = self.loop_var_type(f)?;
         let (start, end) = self.loop_range(f, vdt, ct, &vname)?;
@@ -422,6 +458,25 @@ impl Writer<'_> {
         self.indent -= 1;
         let r = r.and_then(|()| {
             self.line("}");
+            if let Some(mut tail) = masked {
+                self.lane_types.insert((DType::F32, 16));
+                self.uses_gathers = true;
+                let k = self.namer.fresh("tail_k");
+                self.line("#if defined(__AVX512F__)");
+                self.line(&format!("if ({v} < {end}) {{"));
+                self.indent += 1;
+                self.line(&format!(
+                    "const __mmask16 {k} = (__mmask16)((1u << ({end} - {v})) - 1u);"
+                ));
+                tail.mask = Some(k);
+                self.vec_loop = Some(tail);
+                let r = self.write_stmt(&f.body);
+                self.vec_loop = None;
+                self.indent -= 1;
+                r?;
+                self.line("}");
+                self.line("#else");
+            }
             self.line(&format!("for (; {v} < {end}; ++{v}) {{"));
             self.indent += 1;
             let r = self.write_stmt(&f.body);
@@ -431,6 +486,9 @@ impl Writer<'_> {
         self.unbind(f.var);
         r?;
         self.line("}");
+        if has_mask {
+            self.line("#endif");
+        }
         self.indent -= 1;
         self.line("}");
         Ok(())
@@ -594,7 +652,13 @@ impl Writer<'_> {
             } else {
                 value.to_string()
             };
-            self.line(&format!("*({ty}*)&{name}[{off}] = {value};"));
+            match &self.vec_loop.as_ref().and_then(|v| v.mask.clone()) {
+                // A masked last step stores only the lanes that exist.
+                Some(k) => self.line(&format!(
+                    "_mm512_mask_storeu_ps(&{name}[{off}], {k}, (__m512)({value}));"
+                )),
+                None => self.line(&format!("*({ty}*)&{name}[{off}] = {value};")),
+            }
             return Ok(true);
         }
         let value = if uniform {
