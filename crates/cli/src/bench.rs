@@ -491,7 +491,8 @@ pub struct Options {
     /// A schedule file (stage II) replacing the default schedule.
     #[arg(long)]
     pub schedule: Option<PathBuf>,
-    /// Print the generated C source and exit.
+    /// Print the generated C source and exit (`bench attention`: its three kernels, for the
+    /// mask, format and widths given).
     #[arg(long)]
     pub print_c: bool,
     /// An extra C compiler flag (repeatable), e.g. `--cflag=-mprefer-vector-width=512`.

@@ -51,6 +51,14 @@ enum Step {
 }
 
 impl Step {
+    /// `--print-c`: the C source of a CPU step under a comment naming it.
+    fn print_c(&self, what: &str) {
+        if let Step::Cpu(k) = self {
+            println!("/* ---- bench attention: {what} ---- */");
+            print!("{}", k.source());
+        }
+    }
+
     fn run(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), Failure> {
         match self {
             Step::Cpu(k) => k.run(args).map(|_| ())?,
@@ -237,10 +245,16 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             }
         },
     };
-    if o.schedule.is_some() || o.print_c {
+    if o.schedule.is_some() {
         return Err(Failure(
             "error: bench attention runs its own kernels with their default schedules \
-             (no --schedule or --print-c)"
+             (no --schedule)"
+                .into(),
+        ));
+    }
+    if o.print_c && device.is_some() {
+        return Err(Failure(
+            "error: --print-c prints the CPU kernels; for a GPU write them with --emit-cuda DIR"
                 .into(),
         ));
     }
@@ -307,6 +321,12 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             let sddmm = step("sddmm", &["A", "B"], dtype, d, device, &opts)?;
             let softmax = step("sparse_softmax", &[], DType::F32, d, device, &opts)?;
             let spmm = step("csrmm", &["B"], dtype, d, device, &opts)?;
+            if o.print_c {
+                sddmm.print_c(&format!("scores (catalog sddmm), feat {d}"));
+                softmax.print_c("softmax (catalog sparse_softmax)");
+                spmm.print_c(&format!("product (catalog csrmm), feat {d}"));
+                continue;
+            }
             let scale = vec![(1.0 / (d as f64).sqrt()) as f32; nnz];
             let structure = |args: &mut HashMap<String, ArgValue>| {
                 args.insert("indptr".into(), i32_tensor(&mask.indptr));
@@ -572,6 +592,23 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
         c,
         if fused { "softmax_product" } else { "product" },
     )?;
+    if c.o.print_c {
+        sddmm.print_c(&format!(
+            "scores (formats/bsr_sddmm.sp), block {b}, feat {d}"
+        ));
+        if fused {
+            softmax.print_c(&format!(
+                "row statistic (formats/bsr_softmax_lse.sp), block {b}"
+            ));
+            spmm.print_c(&format!(
+                "product (formats/bsr_softmax_mm.sp), block {b}, feat {d}"
+            ));
+        } else {
+            softmax.print_c(&format!("softmax (formats/bsr_softmax.sp), block {b}"));
+            spmm.print_c(&format!("product (catalog bsrmm), block {b}, feat {d}"));
+        }
+        return Ok(true);
+    }
     // Q, K and V of every head, stacked.
     let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
     for h in 0..heads {

@@ -509,8 +509,62 @@ fn attention_matches_the_f64_reference() {
             assert_eq!(l["check"], true, "{l}");
             assert!(l["relerr"].as_f64().unwrap() < 1e-5, "{l}");
             assert!(l["seconds"].as_f64().unwrap() > 0.0, "{l}");
+            // Each kernel's share: the three add up to the total.
+            let parts: f64 = ["scores", "softmax", "product"]
+                .iter()
+                .map(|k| l["kernel_seconds"][k].as_f64().unwrap())
+                .sum();
+            let total = l["seconds"].as_f64().unwrap();
+            assert!((parts - total).abs() <= 1e-9 * total.max(1.0), "{l}");
         }
     }
+    // `--print-c`: the three kernels' C, named, nothing run; the softmax's exponentials in
+    // vectors. Not for a GPU (`--emit-cuda` writes those).
+    let m = mask.to_str().unwrap();
+    for (format, block) in [("csr", "1"), ("bsr:4", "4")] {
+        let o = run(&[
+            "bench",
+            "attention",
+            "--matrix",
+            m,
+            "--feat",
+            "16",
+            "--format",
+            format,
+            "--block",
+            block,
+            "--print-c",
+        ]);
+        assert!(o.status.success(), "{format}: {}", text(&o.stderr));
+        let c = text(&o.stdout);
+        assert_eq!(
+            c.matches("/* ---- bench attention: ").count(),
+            3,
+            "{format}: {c}"
+        );
+        assert_eq!(
+            c.matches("static int32_t sptir_kernel(").count(),
+            3,
+            "{format}"
+        );
+        assert!(c.contains("_f32_exp("), "{format}: {c}");
+        assert!(!c.contains("\"check\""), "{format}: ran a case");
+    }
+    let o = run(&[
+        "bench",
+        "attention",
+        "--matrix",
+        m,
+        "--print-c",
+        "--device",
+        "cuda-emu",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("--emit-cuda"),
+        "{}",
+        text(&o.stderr)
+    );
     // A mask must be square.
     let rect = dir.path().join("rect.mtx");
     std::fs::write(
