@@ -508,6 +508,8 @@ impl<'f> Writer<'f> {
                 }
                 return Ok(());
             }
+            // The OpenMP clause, and for float `max`/`min` the declared reduction it names
+            // (written just before the `omp simd` loop that uses it).
             let clause = match (op, dt) {
                 (BinOp::Max | BinOp::Min, DType::F32 | DType::F64) => {
                     let (fun, nan) = match (op, dt) {
@@ -517,13 +519,13 @@ impl<'f> Writer<'f> {
                         _ => ("fmin", "(double)NAN"),
                     };
                     let red = format!("sptir_{fun}");
-                    self.pragma(&format!(
+                    let declare = format!(
                         "omp declare reduction({red} : {ct} : omp_out = {fun}(omp_out, omp_in)) \
                      initializer(omp_priv = {nan})"
-                    ));
-                    format!("reduction({red}:{acc})")
+                    );
+                    (Some(declare), format!("reduction({red}:{acc})"))
                 }
-                _ => format!("reduction({sym}:{acc})"),
+                _ => (None, format!("reduction({sym}:{acc})")),
             };
             self.simd_acc = Some(SimdAcc {
                 buffer: st.buffer,
@@ -547,7 +549,7 @@ impl<'f> Writer<'f> {
     pub(super) fn write_versioned_simd_loop(
         &mut self,
         f: &For,
-        clause: &str,
+        (declare, clause): &(Option<String>, String),
         op: BinOp,
     ) -> Res<()> {
         let min_trip = match f.annotations.get(SIMD_MIN_TRIP_ATTR) {
@@ -561,10 +563,16 @@ impl<'f> Writer<'f> {
             }
         };
         let Some(n) = min_trip.filter(|_| const_int(&f.extent).is_none()) else {
+            if let Some(d) = declare {
+                self.pragma(d);
+            }
             return self.write_loop(f, Some(format!("omp simd {clause}")));
         };
         if self.write_gathered_scalar_loop(f, op)? {
             return Ok(());
+        }
+        if let Some(d) = declare {
+            self.pragma(d);
         }
         let (ext, _) = self.expr(&f.extent)?;
         self.line(&format!("if ({} >= {n}) {{", strip_parens(&ext)));
