@@ -70,7 +70,7 @@ pub(super) fn atomic_add(dt: DType, ptr: &str, value: &str) -> String {
 }
 
 /// Whether `func` holds a 16-bit float anywhere (a buffer, a variable or an expression's type):
-/// the module then needs [`HALF_PRELUDE`].
+/// the module then needs [`c_prelude`] (or [`cuda_prelude`]).
 pub(super) fn uses_half(func: &PrimFunc) -> bool {
     if func.buffers.iter().any(|(_, b)| is_half(b.dtype)) {
         return true;
