@@ -8,9 +8,10 @@
 //! vector code, so one definition serves every width and machine, and a softmax or an
 //! attention's probabilities stay in the vector schedule.
 //!
-//! Accuracy of the exponential: under one ulp over all of `float` (measured exhaustively
-//! over every 7th bit pattern against `exp` in double: at most 0.99 ulp; glibc's `expf` is
-//! correctly rounded, so the two differ by at most one ulp). Special values are exact:
+//! Accuracy of the exponential: under one ulp of `exp` computed in double. Measured over every
+//! 7th bit pattern of `float`, the worst was 0.99 ulp; glibc's `expf` measured 0.502 ulp, so
+//! the two may differ by an ulp. The test `the_vector_exponential_is_within_one_ulp` checks
+//! 2^18 inputs across every binade on each machine build. Special values are exact:
 //! `exp(NaN)` is NaN, `exp(+inf)` and anything above 88.7228 is `+inf`, `exp(-inf)` and
 //! anything below -103.98 is 0, results between are rounded once into the subnormals.
 //! Method: `x = n ln2 + r` with `n` rounded to nearest (the 1.5·2^23 trick, which also

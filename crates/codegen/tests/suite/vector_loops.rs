@@ -502,3 +502,62 @@ fn sixteen_bit_stores_round_a_vector_at_a_time() {
         }
     }
 }
+
+/// The vector exponential's accuracy (`c/vector_math.rs`): within one ulp of `exp` computed in
+/// double, on 2^18 inputs spread over every binade of its finite range (-104 to 89), on each
+/// machine build.
+#[test]
+fn the_vector_exponential_is_within_one_ulp() {
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let module = emit_script(include_str!("../scripts/vector_exp.sp"));
+    assert!(kernel_text(&module).contains("sptir_v_f32_exp("));
+    // Bit patterns stepped evenly from 0 up to 104 and from 0 down to -104: every binade.
+    let rows = 1 << 12;
+    let top = 104f32.to_bits();
+    let a: Vec<f64> = (0..rows * 64)
+        .map(|k| {
+            let bits = (top as u64 * (k as u64 / 2) / (rows as u64 * 32)) as u32;
+            let x = f32::from_bits(bits);
+            f64::from(if k % 2 == 0 { x.min(89.0) } else { -x })
+        })
+        .collect();
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("e".to_string(), floats(DType::F32, &vec![0.0; rows * 64]));
+    args.insert("n".to_string(), ArgValue::Int(rows as i64));
+    for (flags, got) in run_on_machines(&cc, dir.path(), "vexp", &module, &args) {
+        let mut worst = (0.0f64, 0.0f64);
+        for (&x, &g) in a.iter().zip(&got["e"]) {
+            let w = x.exp();
+            let wf = w as f32;
+            let err = if wf.is_infinite() {
+                if g.is_infinite() {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                // One ulp of the float nearest the true value (the subnormals' below 2^-126).
+                let e = if wf == 0.0 {
+                    -149
+                } else {
+                    (wf.abs().log2().floor() as i32 - 23).max(-149)
+                };
+                (g - w).abs() / 2f64.powi(e)
+            };
+            if err > worst.0 {
+                worst = (err, x);
+            }
+        }
+        assert!(
+            worst.0 <= 1.0,
+            "{flags:?}: {} ulp at exp({})",
+            worst.0,
+            worst.1
+        );
+    }
+}
