@@ -72,7 +72,62 @@ impl<'a> IndexView<'a> {
             IndexView::U64(v) => v.len(),
         }
     }
+    /// The smallest and largest elements of `lo..hi` as `i64` (`None` when empty); one tight
+    /// pass over the typed slice (a launch validates arrays of millions of coordinates).
+    fn min_max(&self, lo: usize, hi: usize) -> Option<(i64, i64)> {
+        fn mm<T: Copy + Ord>(v: &[T]) -> Option<(T, T)> {
+            let first = *v.first()?;
+            Some(
+                v.iter()
+                    .fold((first, first), |(a, b), &x| (a.min(x), b.max(x))),
+            )
+        }
+        let sat = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
+        match self {
+            IndexView::I8(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
+            IndexView::I16(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
+            IndexView::I32(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
+            IndexView::I64(v) => mm(&v[lo..hi]),
+            IndexView::U8(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
+            IndexView::U16(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
+            IndexView::U32(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
+            IndexView::U64(v) => mm(&v[lo..hi]).map(|(a, b)| (sat(a), sat(b))),
+        }
+    }
+
+    /// The first `i` in `lo + 1..hi` whose element is not above element `i - 1`.
+    fn first_not_increasing(&self, lo: usize, hi: usize) -> Option<usize> {
+        fn at<T: Copy + Ord>(v: &[T], lo: usize) -> Option<usize> {
+            v.windows(2).position(|w| w[1] <= w[0]).map(|k| lo + k + 1)
+        }
+        if hi <= lo + 1 {
+            return None;
+        }
+        match self {
+            IndexView::I8(v) => at(&v[lo..hi], lo),
+            IndexView::I16(v) => at(&v[lo..hi], lo),
+            IndexView::I32(v) => at(&v[lo..hi], lo),
+            IndexView::I64(v) => at(&v[lo..hi], lo),
+            IndexView::U8(v) => at(&v[lo..hi], lo),
+            IndexView::U16(v) => at(&v[lo..hi], lo),
+            IndexView::U32(v) => at(&v[lo..hi], lo),
+            IndexView::U64(v) => at(&v[lo..hi], lo),
+        }
+    }
+
+    /// The first element of the array outside `0..extent`, as (position, value).
+    fn first_outside(&self, extent: i64) -> Option<(usize, i64)> {
+        let (lo, hi) = self.min_max(0, self.len())?;
+        if lo >= 0 && hi < extent {
+            return None;
+        }
+        (0..self.len())
+            .map(|i| (i, self.get(i)))
+            .find(|&(_, c)| c < 0 || c >= extent)
+    }
+
     /// Element `i` (which must be in range) as `i64`; `u64` beyond `i64` saturates.
+    #[inline]
     fn get(&self, i: usize) -> i64 {
         match self {
             IndexView::I8(v) => v[i] as i64,
@@ -931,18 +986,22 @@ impl<'a> Checker<'a> {
                     let Some(view) = IndexView::new(t) else {
                         continue;
                     };
-                    for i in 0..n {
-                        let c = view.get(i);
-                        if c < 0 || c >= extent {
-                            return Err(RunError::Domain {
-                                buffer: self.func.buffers[*src].name.clone(),
-                                message: format!(
-                                    "value [{i}] = {c} is used as an index into {dim_name} of \
-                                     buffer `{}`, outside 0..{extent}",
-                                    buf.name
-                                ),
-                            });
-                        }
+                    let n = n.min(view.len());
+                    let outside = match view.min_max(0, n) {
+                        Some((lo, hi)) if lo < 0 || hi >= extent => (0..n)
+                            .map(|i| (i, view.get(i)))
+                            .find(|&(_, c)| c < 0 || c >= extent),
+                        _ => None,
+                    };
+                    if let Some((i, c)) = outside {
+                        return Err(RunError::Domain {
+                            buffer: self.func.buffers[*src].name.clone(),
+                            message: format!(
+                                "value [{i}] = {c} is used as an index into {dim_name} of \
+                                 buffer `{}`, outside 0..{extent}",
+                                buf.name
+                            ),
+                        });
                     }
                 }
                 _ => {}
@@ -1079,14 +1138,10 @@ fn check_indices(
         )));
     }
     let length = info.length;
-    let mut bound = 0;
-    for i in 0..v.len() {
-        let c = v.get(i);
-        if c < 0 || c >= length {
-            return Err(err(format!("indices[{i}] = {c} is outside 0..{length}")));
-        }
-        bound = bound.max(c + 1);
+    if let Some((i, c)) = v.first_outside(length) {
+        return Err(err(format!("indices[{i}] = {c} is outside 0..{length}")));
     }
+    let bound = v.min_max(0, v.len()).map_or(0, |(_, hi)| hi + 1);
     if sorted {
         let fiber = |q: usize| -> (usize, usize) {
             match info.indptr {
@@ -1099,16 +1154,14 @@ fn check_indices(
         };
         for q in 0..info.parent_count as usize {
             let (lo, hi) = fiber(q);
-            for i in lo + 1..hi {
-                if v.get(i) <= v.get(i - 1) {
-                    return Err(err(format!(
-                        "not strictly increasing under parent position {q}: indices[{}] = {} \
-                         then indices[{i}] = {} (the axis is declared sorted)",
-                        i - 1,
-                        v.get(i - 1),
-                        v.get(i)
-                    )));
-                }
+            if let Some(i) = v.first_not_increasing(lo, hi) {
+                return Err(err(format!(
+                    "not strictly increasing under parent position {q}: indices[{}] = {} \
+                     then indices[{i}] = {} (the axis is declared sorted)",
+                    i - 1,
+                    v.get(i - 1),
+                    v.get(i)
+                )));
             }
         }
     }
@@ -1118,6 +1171,33 @@ fn check_indices(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_views_find_the_first_offender_in_every_type() {
+        let i32s = [0i32, 3, 7, 7, -2, 9, 12];
+        let v = IndexView::I32(&i32s);
+        assert_eq!(v.min_max(0, 7), Some((-2, 12)));
+        assert_eq!(v.min_max(1, 4), Some((3, 7)));
+        assert_eq!(v.min_max(2, 2), None);
+        assert_eq!(v.first_outside(10), Some((4, -2)));
+        assert_eq!(v.first_outside(13), Some((4, -2)));
+        assert_eq!(IndexView::I32(&i32s[..4]).first_outside(8), None);
+        assert_eq!(IndexView::I32(&i32s[..4]).first_outside(7), Some((2, 7)));
+        // Not increasing: 7 then 7 at position 3; a fiber that stops before it is fine.
+        assert_eq!(v.first_not_increasing(0, 7), Some(3));
+        assert_eq!(v.first_not_increasing(0, 3), None);
+        assert_eq!(v.first_not_increasing(4, 7), None);
+        assert_eq!(v.first_not_increasing(5, 5), None);
+        // u64 beyond i64 saturates, so it is outside any extent.
+        let big = [1u64, u64::MAX, 2];
+        let u = IndexView::U64(&big);
+        assert_eq!(u.min_max(0, 3), Some((1, i64::MAX)));
+        assert_eq!(u.first_outside(100), Some((1, i64::MAX)));
+        assert_eq!(u.first_not_increasing(0, 3), Some(2));
+        let small = [5u8, 1, 0];
+        assert_eq!(IndexView::U8(&small).first_outside(5), Some((0, 5)));
+        assert_eq!(IndexView::U8(&small).min_max(0, 3), Some((0, 5)));
+    }
     use crate::bind::Binder;
     use sparsetir_formats::{Coo, Field};
 
