@@ -1443,3 +1443,10 @@ fn sum_operand(s: &str) -> std::borrow::Cow<'_, str> {
 fn comment_safe(s: &str) -> String {
     s.replace("*/", "* /").replace(['\n', '\r'], " ")
 }
+
+/// Whether `e` reads any of the variables `vars`.
+fn mentions(e: &Expr, vars: &[VarId]) -> bool {
+    let mut hit = false;
+    e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if vars.contains(v)));
+    hit
+}

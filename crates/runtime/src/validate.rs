@@ -46,6 +46,39 @@ enum IndexView<'a> {
     U64(&'a [u64]),
 }
 
+/// An index element read as `i64`; `u64` beyond `i64` saturates.
+trait AsI64: Copy + Ord {
+    fn as_i64(self) -> i64;
+}
+
+macro_rules! as_i64_lossless {
+    ($($t:ty),*) => {$(impl AsI64 for $t { fn as_i64(self) -> i64 { self.into() } })*};
+}
+as_i64_lossless!(i8, i16, i32, i64, u8, u16, u32);
+
+impl AsI64 for u64 {
+    fn as_i64(self) -> i64 {
+        i64::try_from(self).unwrap_or(i64::MAX)
+    }
+}
+
+/// `$body` with `$v` bound to the typed slice of the view `$view` (one arm per index type,
+/// so the body runs as a tight loop over that type).
+macro_rules! typed {
+    ($view:expr, $v:ident => $body:expr) => {
+        match $view {
+            IndexView::I8($v) => $body,
+            IndexView::I16($v) => $body,
+            IndexView::I32($v) => $body,
+            IndexView::I64($v) => $body,
+            IndexView::U8($v) => $body,
+            IndexView::U16($v) => $body,
+            IndexView::U32($v) => $body,
+            IndexView::U64($v) => $body,
+        }
+    };
+}
+
 impl<'a> IndexView<'a> {
     fn new(t: &'a Tensor) -> Option<IndexView<'a>> {
         Some(match &t.data {
@@ -60,68 +93,39 @@ impl<'a> IndexView<'a> {
             _ => return None,
         })
     }
+
     fn len(&self) -> usize {
-        match self {
-            IndexView::I8(v) => v.len(),
-            IndexView::I16(v) => v.len(),
-            IndexView::I32(v) => v.len(),
-            IndexView::I64(v) => v.len(),
-            IndexView::U8(v) => v.len(),
-            IndexView::U16(v) => v.len(),
-            IndexView::U32(v) => v.len(),
-            IndexView::U64(v) => v.len(),
-        }
+        typed!(self, v => v.len())
     }
+
     /// The smallest and largest elements of `lo..hi` as `i64` (`None` when empty); one tight
     /// pass over the typed slice (a launch validates arrays of millions of coordinates).
     fn min_max(&self, lo: usize, hi: usize) -> Option<(i64, i64)> {
-        fn mm<T: Copy + Ord>(v: &[T]) -> Option<(T, T)> {
+        fn mm<T: AsI64>(v: &[T]) -> Option<(i64, i64)> {
             let first = *v.first()?;
-            Some(
-                v.iter()
-                    .fold((first, first), |(a, b), &x| (a.min(x), b.max(x))),
-            )
+            let (a, b) = v
+                .iter()
+                .fold((first, first), |(a, b), &x| (a.min(x), b.max(x)));
+            Some((a.as_i64(), b.as_i64()))
         }
-        let sat = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
-        match self {
-            IndexView::I8(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
-            IndexView::I16(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
-            IndexView::I32(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
-            IndexView::I64(v) => mm(&v[lo..hi]),
-            IndexView::U8(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
-            IndexView::U16(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
-            IndexView::U32(v) => mm(&v[lo..hi]).map(|(a, b)| (a.into(), b.into())),
-            IndexView::U64(v) => mm(&v[lo..hi]).map(|(a, b)| (sat(a), sat(b))),
-        }
+        typed!(self, v => mm(&v[lo..hi]))
     }
 
     /// The first `i` in `lo + 1..hi` whose element is not above element `i - 1`.
     fn first_not_increasing(&self, lo: usize, hi: usize) -> Option<usize> {
-        fn at<T: Copy + Ord>(v: &[T], lo: usize) -> Option<usize> {
-            v.windows(2).position(|w| w[1] <= w[0]).map(|k| lo + k + 1)
-        }
         if hi <= lo + 1 {
             return None;
         }
-        match self {
-            IndexView::I8(v) => at(&v[lo..hi], lo),
-            IndexView::I16(v) => at(&v[lo..hi], lo),
-            IndexView::I32(v) => at(&v[lo..hi], lo),
-            IndexView::I64(v) => at(&v[lo..hi], lo),
-            IndexView::U8(v) => at(&v[lo..hi], lo),
-            IndexView::U16(v) => at(&v[lo..hi], lo),
-            IndexView::U32(v) => at(&v[lo..hi], lo),
-            IndexView::U64(v) => at(&v[lo..hi], lo),
-        }
+        typed!(self, v => v[lo..hi].windows(2).position(|w| w[1] <= w[0]).map(|k| lo + k + 1))
     }
 
-    /// The first element of the array outside `0..extent`, as (position, value).
-    fn first_outside(&self, extent: i64) -> Option<(usize, i64)> {
-        let (lo, hi) = self.min_max(0, self.len())?;
+    /// The first of the first `n` elements outside `0..extent`, as (position, value).
+    fn first_outside(&self, n: usize, extent: i64) -> Option<(usize, i64)> {
+        let (lo, hi) = self.min_max(0, n)?;
         if lo >= 0 && hi < extent {
             return None;
         }
-        (0..self.len())
+        (0..n)
             .map(|i| (i, self.get(i)))
             .find(|&(_, c)| c < 0 || c >= extent)
     }
@@ -129,16 +133,7 @@ impl<'a> IndexView<'a> {
     /// Element `i` (which must be in range) as `i64`; `u64` beyond `i64` saturates.
     #[inline]
     fn get(&self, i: usize) -> i64 {
-        match self {
-            IndexView::I8(v) => v[i] as i64,
-            IndexView::I16(v) => v[i] as i64,
-            IndexView::I32(v) => v[i] as i64,
-            IndexView::I64(v) => v[i],
-            IndexView::U8(v) => v[i] as i64,
-            IndexView::U16(v) => v[i] as i64,
-            IndexView::U32(v) => v[i] as i64,
-            IndexView::U64(v) => i64::try_from(v[i]).unwrap_or(i64::MAX),
-        }
+        typed!(self, v => v[i].as_i64())
     }
 }
 
@@ -986,14 +981,7 @@ impl<'a> Checker<'a> {
                     let Some(view) = IndexView::new(t) else {
                         continue;
                     };
-                    let n = n.min(view.len());
-                    let outside = match view.min_max(0, n) {
-                        Some((lo, hi)) if lo < 0 || hi >= extent => (0..n)
-                            .map(|i| (i, view.get(i)))
-                            .find(|&(_, c)| c < 0 || c >= extent),
-                        _ => None,
-                    };
-                    if let Some((i, c)) = outside {
+                    if let Some((i, c)) = view.first_outside(n.min(view.len()), extent) {
                         return Err(RunError::Domain {
                             buffer: self.func.buffers[*src].name.clone(),
                             message: format!(
@@ -1138,7 +1126,7 @@ fn check_indices(
         )));
     }
     let length = info.length;
-    if let Some((i, c)) = v.first_outside(length) {
+    if let Some((i, c)) = v.first_outside(v.len(), length) {
         return Err(err(format!("indices[{i}] = {c} is outside 0..{length}")));
     }
     let bound = v.min_max(0, v.len()).map_or(0, |(_, hi)| hi + 1);
@@ -1179,10 +1167,10 @@ mod tests {
         assert_eq!(v.min_max(0, 7), Some((-2, 12)));
         assert_eq!(v.min_max(1, 4), Some((3, 7)));
         assert_eq!(v.min_max(2, 2), None);
-        assert_eq!(v.first_outside(10), Some((4, -2)));
-        assert_eq!(v.first_outside(13), Some((4, -2)));
-        assert_eq!(IndexView::I32(&i32s[..4]).first_outside(8), None);
-        assert_eq!(IndexView::I32(&i32s[..4]).first_outside(7), Some((2, 7)));
+        assert_eq!(v.first_outside(7, 10), Some((4, -2)));
+        assert_eq!(v.first_outside(7, 13), Some((4, -2)));
+        assert_eq!(v.first_outside(4, 8), None);
+        assert_eq!(v.first_outside(4, 7), Some((2, 7)));
         // Not increasing: 7 then 7 at position 3; a fiber that stops before it is fine.
         assert_eq!(v.first_not_increasing(0, 7), Some(3));
         assert_eq!(v.first_not_increasing(0, 3), None);
@@ -1192,10 +1180,10 @@ mod tests {
         let big = [1u64, u64::MAX, 2];
         let u = IndexView::U64(&big);
         assert_eq!(u.min_max(0, 3), Some((1, i64::MAX)));
-        assert_eq!(u.first_outside(100), Some((1, i64::MAX)));
+        assert_eq!(u.first_outside(3, 100), Some((1, i64::MAX)));
         assert_eq!(u.first_not_increasing(0, 3), Some(2));
         let small = [5u8, 1, 0];
-        assert_eq!(IndexView::U8(&small).first_outside(5), Some((0, 5)));
+        assert_eq!(IndexView::U8(&small).first_outside(3, 5), Some((0, 5)));
         assert_eq!(IndexView::U8(&small).min_max(0, 3), Some((0, 5)));
     }
     use crate::bind::Binder;

@@ -220,12 +220,7 @@ impl<'f> Writer<'f> {
             let text = format!("sptir_{name}_chk_{sfx}({x}, {y}{status})");
             return Ok((cast(text, work, dt), dt));
         }
-        if matches!(op, BinOp::Max | BinOp::Min) && work.is_float() {
-            let fun = if op == BinOp::Max {
-                VMath::Max
-            } else {
-                VMath::Min
-            };
+        if let Some(fun) = VMath::extreme(op).filter(|_| work.is_float()) {
             if let Some(v) = self.vector_math(fun, &[a, b], &[x.clone(), y.clone()]) {
                 return Ok((v, dt));
             }

@@ -152,12 +152,6 @@ fn any_loop(func: &PrimFunc, p: impl Fn(&For) -> bool) -> bool {
     found
 }
 
-fn mentions(e: &Expr, vars: &[VarId]) -> bool {
-    let mut hit = false;
-    e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if vars.contains(v)));
-    hit
-}
-
 fn loads_buffer(e: &Expr, b: BufferId) -> bool {
     let mut hit = false;
     e.visit(&mut |x| hit |= matches!(x, Expr::Load { buffer, .. } if *buffer == b));

@@ -4,7 +4,7 @@
 //! (`jam`) of lane reductions.
 
 use super::vector::VecLoop;
-use super::vector_math::{self, VMath};
+use super::vector_math;
 use super::*;
 
 impl<'f> Writer<'f> {
@@ -157,16 +157,11 @@ impl<'f> Writer<'f> {
         outer: Option<&For>,
     ) -> Res<()> {
         const WHAT: &str = "loop annotation `simd_reduction`";
-        let op = match ann {
-            AttrValue::Str(s) if s == "+" => BinOp::Add,
-            AttrValue::Str(s) if s == "max" => BinOp::Max,
-            AttrValue::Str(s) if s == "min" => BinOp::Min,
-            other => {
-                return Err(self.unsupported(
-                    WHAT,
-                    format!("expected \"+\", \"max\" or \"min\", got {other:?}"),
-                ))
-            }
+        let Some(op) = reduction_op(ann) else {
+            return Err(self.unsupported(
+                WHAT,
+                format!("expected \"+\", \"max\" or \"min\", got {ann:?}"),
+            ));
         };
         if !matches!(f.kind, ForKind::Serial | ForKind::Vectorized) {
             return Err(self.unsupported(
@@ -244,10 +239,7 @@ impl<'f> Writer<'f> {
         moving.extend(outer.map(|g| g.var));
         let loop_vars = moving.clone();
         for it in &b.iters {
-            let mut uses = false;
-            it.binding
-                .visit(&mut |z| uses |= matches!(z, Expr::Var(v) if loop_vars.contains(v)));
-            if uses {
+            if mentions(&it.binding, &loop_vars) {
                 if it.kind != IterKind::Reduce {
                     return Err(self.unsupported(
                         WHAT,
@@ -489,18 +481,11 @@ impl<'f> Writer<'f> {
                     ct,
                 )?;
                 for ((off, acc, factor), total) in finals.iter().zip(&totals) {
-                    match (factor, op) {
-                        (Some(h), _) => {
-                            self.line(&format!("{name}[{off}] = {acc} + {h} * {total};"))
-                        }
-                        (None, BinOp::Add) => {
-                            self.line(&format!("{name}[{off}] = {acc} + {total};"))
-                        }
-                        (None, _) => {
-                            let both = scalar_combine(op, dt, acc, total);
-                            self.line(&format!("{name}[{off}] = {both};"))
-                        }
-                    }
+                    let both = match factor {
+                        Some(h) => format!("{acc} + {h} * {total}"),
+                        None => scalar_combine(op, dt, acc, total),
+                    };
+                    self.line(&format!("{name}[{off}] = {both};"));
                 }
                 for _ in 0..n_copies {
                     self.indent -= 1;
@@ -659,12 +644,7 @@ impl<'f> Writer<'f> {
         {
             return None;
         }
-        let op = match ann {
-            AttrValue::Str(s) if s == "+" => BinOp::Add,
-            AttrValue::Str(s) if s == "max" => BinOp::Max,
-            AttrValue::Str(s) if s == "min" => BinOp::Min,
-            _ => return None,
-        };
+        let op = reduction_op(ann)?;
         let Stmt::Block(b) = f.body.single() else {
             return None;
         };
@@ -674,27 +654,19 @@ impl<'f> Writer<'f> {
         if b.init.is_some() {
             return None;
         }
-        let mentions = |e: &Expr, v: VarId| {
-            let mut hit = false;
-            e.visit(&mut |z| hit |= matches!(z, Expr::Var(x) if *x == v));
-            hit
-        };
-        if mentions(&f.min, g.var) || mentions(&f.extent, g.var) {
+        if mentions(&f.min, &[g.var]) || mentions(&f.extent, &[g.var]) {
             return None;
         }
         let mut moving = vec![g.var];
         for it in &b.iters {
-            if mentions(&it.binding, g.var) {
+            if mentions(&it.binding, &[g.var]) {
                 if it.kind != IterKind::Reduce {
                     return None;
                 }
                 moving.push(it.var);
             }
         }
-        if moving
-            .iter()
-            .any(|&v| st.indices.iter().any(|e| mentions(e, v)))
-        {
+        if st.indices.iter().any(|e| mentions(e, &moving)) {
             return None;
         }
         let dt = self.buf_dtype(st.buffer);
@@ -858,26 +830,7 @@ impl<'f> Writer<'f> {
             self.line(&format!("if ({end} - {chunk} >= {}) {{", min_trip.max(16)));
         }
         self.indent += 1;
-        // `+` starts its lanes at 0, float `max`/`min` at NaN (which they ignore).
-        let (start, combine) = match op {
-            BinOp::Add => ("{0}".to_string(), None),
-            _ => {
-                let fun = if op == BinOp::Max {
-                    VMath::Max
-                } else {
-                    VMath::Min
-                };
-                self.vector_math.insert((ty.clone(), dt, fun));
-                (
-                    format!("({ty}){{0}} + NAN"),
-                    Some(vector_math::helper_name(&ty, fun)),
-                )
-            }
-        };
-        let both = |a: &str, b: &str| match &combine {
-            None => format!("{a} + {b}"),
-            Some(h) => format!("{h}({a}, {b})"),
-        };
+        let start = vector_math::lane_identity(op, &ty, dt);
         self.line(&format!("{ty} {acc} = {start}, {acc2} = {start};"));
         let outer = self.vec_loop.replace(plan);
         let r = (|| -> Res<()> {
@@ -933,19 +886,18 @@ impl<'f> Writer<'f> {
                 BinOp::Add => format!("(({ty})_mm512_maskz_mov_ps({k}, (__m512){tmp}))"),
                 _ => format!("(({ty})_mm512_mask_mov_ps(_mm512_set1_ps(NAN), {k}, (__m512){tmp}))"),
             };
-            self.line(&format!("{acc2} = {};", both(&acc2, &kept)));
+            let both = self.lane_combine(op, &ty, dt, &acc2, &kept);
+            self.line(&format!("{acc2} = {both};"));
             self.line(&format!("{chunk} = {end};"));
             Ok(())
         });
         self.vec_loop = outer;
         r?;
-        self.line(&format!("{acc} = {};", both(&acc, &acc2)));
+        let both = self.lane_combine(op, &ty, dt, &acc, &acc2);
+        self.line(&format!("{acc} = {both};"));
         let total = self.write_lane_vector_totals(std::slice::from_ref(&acc), (16, op), dt);
         if let Some(t) = total.first() {
-            let sum = match op {
-                BinOp::Add => format!("{target} + {t}"),
-                _ => scalar_combine(op, dt, target, t),
-            };
+            let sum = scalar_combine(op, dt, target, t);
             self.line(&format!("{target} = {sum};"));
         }
         self.indent -= 1;
@@ -1098,18 +1050,7 @@ impl<'f> Writer<'f> {
         if let Some(plan) = self.lane_vector_plan(f, body, buffer, indices, lanes, dt) {
             let ty = vector::lane_type(dt, lanes);
             self.lane_types.insert((dt, lanes));
-            // The identity of the lanes: 0 for `+`, NaN for float `max`/`min` (which ignore it).
-            let start = match op {
-                BinOp::Add => "{0}".to_string(),
-                _ => format!(
-                    "({ty}){{0}} + {}",
-                    if dt == DType::F64 {
-                        "(double)NAN"
-                    } else {
-                        "NAN"
-                    }
-                ),
-            };
+            let start = vector_math::lane_identity(op, &ty, dt);
             for c in copies {
                 self.line(&format!("{ty} {}_v = {start};", c.acc));
             }
@@ -1188,9 +1129,23 @@ impl<'f> Writer<'f> {
     }
 }
 
-/// The C text combining two scalars of a float `max`/`min` reduction (`fmaxf`, `fmin`, ...:
-/// NaN gives the other operand, as the evaluator's `max`/`min`).
+/// The `BinOp` a `simd_reduction` annotation names (`"+"`, `"max"`, `"min"`).
+fn reduction_op(ann: &AttrValue) -> Option<BinOp> {
+    match ann {
+        AttrValue::Str(s) if s == "+" => Some(BinOp::Add),
+        AttrValue::Str(s) if s == "max" => Some(BinOp::Max),
+        AttrValue::Str(s) if s == "min" => Some(BinOp::Min),
+        _ => None,
+    }
+}
+
+/// The C text combining two scalar partial results of a reduction: `a + b`, or for float
+/// `max`/`min` `fmaxf(a, b)`, `fmin(a, b)`, ... (NaN gives the other operand, as the
+/// evaluator's `max`/`min`).
 pub(super) fn scalar_combine(op: BinOp, dt: DType, a: &str, b: &str) -> String {
+    if op == BinOp::Add {
+        return format!("{a} + {b}");
+    }
     let f = if dt == DType::F64 { "" } else { "f" };
     let fun = if op == BinOp::Max { "fmax" } else { "fmin" };
     format!("{fun}{f}({a}, {b})")

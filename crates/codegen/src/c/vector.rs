@@ -17,7 +17,6 @@ use sparsetir_ir::{
     BinOp, BufferId, DType, Expr, For, ForKind, Intrinsic, IterKind, Stmt, UnOp, VarId,
 };
 
-use super::vector_math::{self, VMath};
 use super::{const_int, half, AttrValue, Res, Stride, Writer, SIMD_MASKED_TAIL_ATTR};
 
 /// The state of a loop being written one vector at a time.
@@ -851,19 +850,6 @@ impl Writer<'_> {
                 })
                 .collect();
         }
-        // How two vectors of type `ty` combine: `+`, or the lane-wise max/min helper.
-        let combine = |w: &mut Self, ty: &str, a: String, b: String| match op {
-            BinOp::Add => format!("{a} + {b}"),
-            _ => {
-                let fun = if op == BinOp::Max {
-                    VMath::Max
-                } else {
-                    VMath::Min
-                };
-                w.vector_math.insert((ty.to_string(), dt, fun));
-                format!("{}({a}, {b})", vector_math::helper_name(ty, fun))
-            }
-        };
         let ty = lane_type(dt, lanes);
         let mut vecs: Vec<String> = accs.to_vec();
         // Group size: how many lanes of a vector still hold partial sums of one accumulator.
@@ -881,11 +867,12 @@ impl Writer<'_> {
             let mut next = Vec::new();
             for pair in vecs.chunks(2) {
                 let t = self.namer.fresh("lane_t");
-                let both = combine(
-                    self,
+                let both = self.lane_combine(
+                    op,
                     &ty,
-                    shuffle(&pair[0], &pair[1], &lo),
-                    shuffle(&pair[0], &pair[1], &hi),
+                    dt,
+                    &shuffle(&pair[0], &pair[1], &lo),
+                    &shuffle(&pair[0], &pair[1], &hi),
                 );
                 self.line(&format!("const {ty} {t} = {both};"));
                 next.push(t);
@@ -907,7 +894,13 @@ impl Writer<'_> {
             }
             let t = self.namer.fresh("lane_t");
             let half_ty = lane_type(dt, n / 2);
-            let both = combine(self, &half_ty, shuffle(&v, &v, &lo), shuffle(&v, &v, &hi));
+            let both = self.lane_combine(
+                op,
+                &half_ty,
+                dt,
+                &shuffle(&v, &v, &lo),
+                &shuffle(&v, &v, &hi),
+            );
             self.line(&format!("const {half_ty} {t} = {both};"));
             self.lane_types.insert((dt, n / 2));
             v = t;
@@ -915,10 +908,12 @@ impl Writer<'_> {
             n /= 2;
         }
         if u == 1 {
-            let (a, b) = (format!("{v}[0]"), format!("{v}[1]"));
-            vec![match op {
-                BinOp::Add => format!("({a} + {b})"),
-                _ => super::reduction::scalar_combine(op, dt, &a, &b),
+            let both =
+                super::reduction::scalar_combine(op, dt, &format!("{v}[0]"), &format!("{v}[1]"));
+            vec![if op == BinOp::Add {
+                format!("({both})")
+            } else {
+                both
             }]
         } else {
             (0..u).map(|i| format!("{v}[{i}]")).collect()

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeSet;
 
-use sparsetir_ir::{DType, Expr};
+use sparsetir_ir::{BinOp, DType, Expr};
 
 use super::vector::Class;
 use super::Writer;
@@ -39,6 +39,15 @@ pub(super) enum VMath {
 }
 
 impl VMath {
+    /// The helper of a float `max`/`min` (`None` for other operators).
+    pub(super) fn extreme(op: BinOp) -> Option<VMath> {
+        match op {
+            BinOp::Max => Some(VMath::Max),
+            BinOp::Min => Some(VMath::Min),
+            _ => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             VMath::Exp => "exp",
@@ -127,7 +136,36 @@ pub(super) fn prelude(uses: &VMathUses) -> String {
     out
 }
 
+/// The start of a reduction's vector of lanes of type `ty`: 0 for `+`, NaN for float
+/// `max`/`min` (which ignore it).
+pub(super) fn lane_identity(op: BinOp, ty: &str, dt: DType) -> String {
+    match op {
+        BinOp::Add => "{0}".to_string(),
+        _ if dt == DType::F64 => format!("({ty}){{0}} + (double)NAN"),
+        _ => format!("({ty}){{0}} + NAN"),
+    }
+}
+
 impl Writer<'_> {
+    /// Two vectors of a reduction's lanes (type `ty`) combined: `a + b`, or the lane-wise
+    /// `max`/`min` helper (recorded for the module's head).
+    pub(super) fn lane_combine(
+        &mut self,
+        op: BinOp,
+        ty: &str,
+        dt: DType,
+        a: &str,
+        b: &str,
+    ) -> String {
+        match VMath::extreme(op) {
+            Some(fun) => {
+                self.vector_math.insert((ty.to_string(), dt, fun));
+                format!("{}({a}, {b})", helper_name(ty, fun))
+            }
+            None => format!("{a} + {b}"),
+        }
+    }
+
     /// In a vector loop: the C call of helper `fun` on the operands `args` (their C texts in
     /// `texts`), uniform operands broadcast, when some operand is a vector; `None` outside
     /// vector loops, when every operand is uniform (the scalar form applies) or the helper

@@ -246,24 +246,8 @@ fn exp_max_and_min_stay_in_the_vector_loops() {
     args.insert("m".to_string(), ArgValue::Int(m as i64));
     // Direct computation: float operations rounded as the kernel's, the exponential in f64.
     let f32r = |v: f64| f64::from(v as f32);
-    let fmax = |p: f64, q: f64| {
-        if p.is_nan() {
-            q
-        } else if q.is_nan() {
-            p
-        } else {
-            p.max(q)
-        }
-    };
-    let fmin = |p: f64, q: f64| {
-        if p.is_nan() {
-            q
-        } else if q.is_nan() {
-            p
-        } else {
-            p.min(q)
-        }
-    };
+    // `f64::max`/`min` ignore a NaN operand, as the kernels' `max`/`min` do.
+    let (fmax, fmin) = (f64::max, f64::min);
     let mut want_e = Vec::new();
     let mut want_y = Vec::new();
     let mut want_s = Vec::new();
@@ -356,24 +340,8 @@ fn rows_of_run_time_length_take_vectors_and_a_scalar_tail() {
     args.insert("mp1".to_string(), ArgValue::Int(m as i64 + 1));
     args.insert("nnz".to_string(), ArgValue::Int(nnz as i64));
     let f32r = |v: f64| f64::from(v as f32);
-    let fmax = |u: f64, v: f64| {
-        if u.is_nan() {
-            v
-        } else if v.is_nan() {
-            u
-        } else {
-            u.max(v)
-        }
-    };
-    let fmin = |u: f64, v: f64| {
-        if u.is_nan() {
-            v
-        } else if v.is_nan() {
-            u
-        } else {
-            u.min(v)
-        }
-    };
+    // `f64::max`/`min` ignore a NaN operand, as the kernels' `max`/`min` do.
+    let (fmax, fmin) = (f64::max, f64::min);
     let mut want_e = vec![0.0; nnz];
     let mut want_s = Vec::new();
     for r in 0..m {
