@@ -25,7 +25,9 @@ through ``values``.
 Caching: the CSR structure of a matrix (int32 ``indptr``/``indices``, and its transpose once a
 backward pass needs it) is cached by the identity of the matrix's index arrays (see
 ``_StructureCache``), so a graph used every epoch is converted once, also when its values change
-(dropout). Do not rewrite a matrix's index arrays in place.
+(dropout). The kernels read a frozen copy of that structure (``_native.freeze``, made once; each
+launch validates it but copies nothing), and borrow the float operands as they are. Do not
+rewrite a matrix's index arrays in place: the cached structure would not follow.
 
 ``sparse_softmax`` differentiates as a softmax does: for ``P = softmax(A)`` row by row and an
 incoming gradient ``G`` on P's stored values, A's gradient is ``P ∘ (G - rowsum(P ∘ G))`` (the
@@ -50,7 +52,8 @@ class _Csr:
     validates it at every launch (monotone, in range, columns sorted and unique within rows);
     here only the conversion to int32 is checked, so that no index wraps into range."""
 
-    __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "__weakref__")
+    __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "_frozen",
+                 "__weakref__")
 
     def __init__(self, m: int, n: int, indptr: np.ndarray, indices: np.ndarray):
         if m >= 2**31 or n >= 2**31 or len(indices) >= 2**31:
@@ -69,6 +72,16 @@ class _Csr:
         self._t: Optional[Tuple["_Csr", np.ndarray]] = None
         self._rows: Optional[np.ndarray] = None
         self._torch: Dict[str, Any] = {}
+        self._frozen: Optional[Dict[str, Any]] = None
+
+    def launch_args(self) -> Dict[str, Any]:
+        """``indptr`` and ``indices`` as the kernels take them: frozen copies (made once), which
+        launches validate but never copy, and which no Python code can change while a kernel
+        reads them without the GIL."""
+        if self._frozen is None:
+            self._frozen = {"indptr": _native.freeze(self.indptr),
+                            "indices": _native.freeze(self.indices)}
+        return self._frozen
 
     @property
     def nnz(self) -> int:
@@ -276,7 +289,7 @@ def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
         return np.zeros((s.m, feat), dt)
     k = _kernel("csrmm", dt, feat)
     (c,) = k.launch(
-        {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "b": _dense(B, dt),
+        {**s.launch_args(), "a": _dense(values, dt), "b": _dense(B, dt),
          "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat},
         [("c", _acc(dt), [s.m, feat])])
     return c.astype(dt, copy=False)
@@ -301,7 +314,7 @@ def _sddmm_np(s: _Csr, values: Optional[np.ndarray], X: np.ndarray, Y: np.ndarra
         return np.zeros(s.nnz, dt)
     k = _kernel("sddmm", dt, feat, s.n * feat * dt.itemsize)
     (y,) = k.launch(
-        {"indptr": s.indptr, "indices": s.indices, "x": _dense(values, dt), "a": _dense(X, dt),
+        {**s.launch_args(), "x": _dense(values, dt), "a": _dense(X, dt),
          "b": _dense(Y, dt), "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat},
         [("y", _acc(dt), [s.nnz])])
     return y.astype(dt, copy=False)
@@ -315,7 +328,7 @@ def _spmv_np(s: _Csr, values: np.ndarray, x: np.ndarray) -> np.ndarray:
         return np.zeros(0, dt)
     k = _kernel("spmv", dt, 0)
     (y,) = k.launch(
-        {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "x": _dense(x, dt),
+        {**s.launch_args(), "a": _dense(values, dt), "x": _dense(x, dt),
          "m": s.m, "n": s.n, "nnz": s.nnz},
         [("y", _acc(dt), [s.m])])
     return y.astype(dt, copy=False)
@@ -328,7 +341,7 @@ def _softmax_np(s: _Csr, values: np.ndarray) -> np.ndarray:
         return np.zeros(0, dt)
     k = _kernel("sparse_softmax", dt, 0)
     (b,) = k.launch(
-        {"indptr": s.indptr, "indices": s.indices, "a": _dense(values, dt), "m": s.m, "n": s.n,
+        {**s.launch_args(), "a": _dense(values, dt), "m": s.m, "n": s.n,
          "nnz": s.nnz},
         [("b", _acc(dt), [s.nnz])])
     return b.astype(dt, copy=False)

@@ -20,9 +20,24 @@ pub fn parse_dtype(s: &str) -> Result<DType, String> {
 fn elements<T: Element + Copy>(arr: &Bound<'_, PyUntypedArray>) -> Result<Vec<T>, String> {
     let typed = arr.downcast::<PyArrayDyn<T>>().map_err(|e| e.to_string())?;
     let ro = typed.try_readonly().map_err(|e| e.to_string())?;
+    // `as_slice` also takes a Fortran-ordered array, whose memory is not in C order.
     match ro.as_slice() {
-        Ok(s) => Ok(s.to_vec()),
-        Err(_) => Ok(ro.as_array().iter().copied().collect()),
+        Ok(s) if typed.is_c_contiguous() => Ok(s.to_vec()),
+        _ => Ok(ro.as_array().iter().copied().collect()),
+    }
+}
+
+/// The 16-bit float type of `arr`, read as bit patterns: numpy's float16, or ml_dtypes'
+/// bfloat16 (what JAX and others use).
+pub fn sixteen_bit_float(arr: &Bound<'_, PyUntypedArray>) -> Option<DType> {
+    let dt = arr.dtype();
+    if dt.itemsize() != 2 {
+        return None;
+    }
+    match dt.str().map(|s| s.to_string()).unwrap_or_default().as_str() {
+        "float16" => Some(DType::F16),
+        "bfloat16" => Some(DType::BF16),
+        _ => None,
     }
 }
 
@@ -40,14 +55,7 @@ pub fn tensor_from_numpy(arr: &Bound<'_, PyUntypedArray>) -> Result<Tensor, Stri
     }
     try_types!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, i8 => I8, i16 => I16,
                u8 => U8, u16 => U16, u32 => U32, u64 => U64, bool => Bool);
-    // 16-bit floats: numpy's float16, and ml_dtypes' bfloat16 (what JAX and others use), read
-    // as their bit patterns.
-    let sixteen = match dt.str().map(|s| s.to_string()).unwrap_or_default().as_str() {
-        "float16" => Some(DType::F16),
-        "bfloat16" => Some(DType::BF16),
-        _ => None,
-    };
-    if let (Some(d), 2) = (sixteen, dt.itemsize()) {
+    if let Some(d) = sixteen_bit_float(arr) {
         let bits = arr
             .call_method1("view", ("uint16",))
             .map_err(|e| e.to_string())?;

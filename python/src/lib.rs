@@ -8,15 +8,18 @@
 //! (`sparsetir/__init__.py`, `sparsetir/ops.py`) only turns scipy/PyTorch objects into plain
 //! numpy arrays and COO triplets on the way in, and back on the way out.
 //!
-//! Data crossing the boundary: input arrays are copied once into the runtime's owned
-//! [`Tensor`]s (a memcpy for contiguous arrays of the declared dtype; the launch validates and
-//! reads those copies, so a caller mutating its array from another thread cannot race the
-//! kernel), and every output array is handed to numpy **without a copy** (the `Vec` becomes the
-//! array's storage). Kernels run with the GIL released.
+//! Data crossing the boundary (`borrow.rs`): `launch` on a C kernel copies nothing it need not.
+//! Float arrays are lent read-only as they are (C-contiguous, aligned ones); index arrays
+//! are copied, or passed as `NativeArray`s that `freeze` copied once (a numpy index array could
+//! be rewritten by another thread while the kernel runs without the GIL, after validation);
+//! every output array is handed to numpy **without a copy** (the `Vec` becomes the array's
+//! storage). `call` and the other targets copy their inputs into the runtime's owned
+//! [`sparsetir_formats::Tensor`]s once. Kernels run with the GIL released.
 //!
 //! Errors are `sparsetir.SparsetirError` with the CLI's messages: script problems rendered as
 //! `file:line:col` diagnostics, data problems naming the buffer, axis or parameter.
 
+mod borrow;
 mod convert;
 mod csr;
 
@@ -31,7 +34,9 @@ use sparsetir_ir::{IRModule, PickError, PrimFunc, Stage};
 use sparsetir_runtime::assembly::AssembledKernel;
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
-use sparsetir_runtime::{read_output, Binder, CompileOptions, Output};
+use sparsetir_runtime::{
+    read_output, ArrayRef, Binder, CompileOptions, LaunchArg, LaunchArgs, Output,
+};
 use sparsetir_syntax::{parse_module, render, Diagnostic};
 use sparsetir_transform::pipeline::{lower_traced, PipelineOptions};
 
@@ -318,52 +323,73 @@ impl NativeKernel {
         args: &Bound<'py, PyDict>,
         outputs: &Bound<'py, PyList>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let mut map: HashMap<String, ArgValue> = HashMap::with_capacity(args.len() + 2);
-        for (k, v) in args.iter() {
-            let name: String = k.extract()?;
-            let value = if let Ok(arr) = v.downcast::<PyUntypedArray>() {
-                ArgValue::Array(
-                    convert::tensor_from_numpy(arr)
-                        .map_err(|m| err(format!("argument `{name}`: {m}")))?,
-                )
-            } else if let Ok(i) = v.extract::<i64>() {
-                ArgValue::Int(i)
-            } else if let Ok(x) = v.extract::<f64>() {
-                ArgValue::Float(x)
-            } else {
-                return Err(err(format!(
-                    "argument `{name}`: expected a numpy array, an int or a float"
-                )));
-            };
-            map.insert(name, value);
-        }
         for (k, v) in &self.specialized {
-            match map.get(k) {
-                Some(ArgValue::Int(x)) if x == v => {}
-                Some(ArgValue::Int(x)) => {
-                    return Err(err(format!(
-                        "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
-                    )))
+            if let Some(given) = args.get_item(k)? {
+                if let Ok(x) = given.extract::<i64>() {
+                    if x != *v {
+                        return Err(err(format!(
+                            "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
+                        )));
+                    }
                 }
-                _ => {}
             }
         }
-        let mut names = Vec::new();
+        let mut outs: Vec<(String, sparsetir_formats::Tensor)> = Vec::new();
         for o in outputs.iter() {
             let (name, dtype, shape): (String, String, Vec<usize>) = o.extract()?;
             let dt = convert::parse_dtype(&dtype).map_err(err)?;
             let t = sparsetir_formats::Tensor::zeros(dt, shape)
                 .map_err(|e| err(format!("output `{name}`: {e}")))?;
-            map.insert(name.clone(), ArgValue::Array(t));
-            names.push(name);
+            outs.push((name, t));
         }
-        self.execute_released(py, &mut map)?;
-        names
-            .iter()
-            .map(|n| match map.remove(n) {
-                Some(ArgValue::Array(t)) => convert::numpy_from_tensor(py, t),
-                _ => Err(err(format!("internal: output `{n}` vanished"))),
-            })
+        match &self.exec {
+            // C kernels take borrowed arguments: float arrays lent, frozen arrays as they are.
+            Exec::C(k) => {
+                let written = k.written_params();
+                let mut held = Vec::with_capacity(args.len());
+                for (key, v) in args.iter() {
+                    let name: String = key.extract()?;
+                    let w = written.binary_search(&name).is_ok();
+                    let lent = borrow::Lent::new(&name, &v, w)?;
+                    held.push((name, lent));
+                }
+                let mut launch = LaunchArgs::new();
+                for (name, lent) in held.iter_mut() {
+                    launch.set(name, lent.arg()?);
+                }
+                for (name, t) in outs.iter_mut() {
+                    launch.set(name, LaunchArg::Array(ArrayRef::of_tensor_mut(t)));
+                }
+                let result = py.allow_threads(|| k.launch(&launch));
+                result.map_err(|e| err(e.to_string()))?;
+            }
+            _ => {
+                let mut map: HashMap<String, ArgValue> = HashMap::with_capacity(args.len() + 2);
+                for (key, v) in args.iter() {
+                    let name: String = key.extract()?;
+                    let value = match borrow::Lent::new(&name, &v, true)? {
+                        borrow::Lent::Int(i) => ArgValue::Int(i),
+                        borrow::Lent::Float(x) => ArgValue::Float(x),
+                        borrow::Lent::Owned(t) => ArgValue::Array(t),
+                        _ => return Err(err(format!("internal: `{name}` was lent"))),
+                    };
+                    map.insert(name, value);
+                }
+                let names: Vec<String> = outs.iter().map(|(n, _)| n.clone()).collect();
+                for (name, t) in outs.drain(..) {
+                    map.insert(name, ArgValue::Array(t));
+                }
+                self.execute_released(py, &mut map)?;
+                for n in names {
+                    match map.remove(&n) {
+                        Some(ArgValue::Array(t)) => outs.push((n, t)),
+                        _ => return Err(err(format!("internal: output `{n}` vanished"))),
+                    }
+                }
+            }
+        }
+        outs.into_iter()
+            .map(|(_, t)| convert::numpy_from_tensor(py, t))
             .collect()
     }
 
@@ -593,6 +619,8 @@ fn cpu_schedule(name: &str, gathered_bytes: usize) -> Option<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SparsetirError", m.py().get_type::<SparsetirError>())?;
     m.add_class::<NativeKernel>()?;
+    m.add_class::<borrow::NativeArray>()?;
+    m.add_function(wrap_pyfunction!(borrow::freeze, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_source, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_source_stored_as, m)?)?;

@@ -1,5 +1,6 @@
 //! Loaded native kernels: the uniform C entry point (`int32_t entry(const sparsetir_arg*, int32_t)`)
-//! behind `libloading`, and marshalling of the evaluator's argument map into its argument array.
+//! behind `libloading`, and marshalling of launch arguments ([`LaunchArgs`]) into its argument
+//! array.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -9,6 +10,7 @@ use sparsetir_eval::ArgValue;
 use sparsetir_formats::TensorData;
 use sparsetir_ir::DType;
 
+use crate::args::{LaunchArg, LaunchArgs};
 use crate::error::RunError;
 
 /// One slot of the argument array, as the C side declares it:
@@ -132,7 +134,7 @@ impl CompiledKernel {
         &self,
         args: &mut HashMap<String, ArgValue>,
     ) -> Result<(), RunError> {
-        let slots = self.marshal(args)?;
+        let slots = self.marshal(&LaunchArgs::of_values_mut(args))?;
         // SAFETY: the slots hold pointers into the tensors of `args`, which stay borrowed
         // (mutably, through `args`) for the duration of the call; the caller vouches for lengths.
         unsafe { self.call_marshalled(&slots) }
@@ -169,20 +171,16 @@ impl CompiledKernel {
     }
 
     /// Builds the argument array in parameter order from `args`.
-    pub(crate) fn marshal(
-        &self,
-        args: &mut HashMap<String, ArgValue>,
-    ) -> Result<Vec<SparsetirArg>, RunError> {
+    pub(crate) fn marshal(&self, args: &LaunchArgs<'_>) -> Result<Vec<SparsetirArg>, RunError> {
         let mut pointers: HashMap<&str, (*mut c_void, DType)> = HashMap::new();
-        let mut scalars: HashMap<&str, &ArgValue> = HashMap::new();
-        for (name, value) in args.iter_mut() {
+        let mut scalars: HashMap<&str, &LaunchArg<'_>> = HashMap::new();
+        for (name, value) in args.iter() {
             match value {
-                ArgValue::Array(t) => {
-                    let dt = t.dtype();
-                    pointers.insert(name.as_str(), (data_ptr(&mut t.data), dt));
+                LaunchArg::Array(t) => {
+                    pointers.insert(name, (t.ptr(), t.dtype()));
                 }
                 other => {
-                    scalars.insert(name.as_str(), other);
+                    scalars.insert(name, other);
                 }
             }
         }
@@ -238,10 +236,10 @@ impl CompiledKernel {
 }
 
 /// The slot of a scalar parameter of type `dt`.
-fn scalar_slot(name: &str, dt: DType, v: &ArgValue) -> Result<SparsetirArg, RunError> {
+fn scalar_slot(name: &str, dt: DType, v: &LaunchArg<'_>) -> Result<SparsetirArg, RunError> {
     match v {
-        ArgValue::Int(i) if dt.is_float() => Ok(SparsetirArg { f: *i as f64 }),
-        ArgValue::Int(i) => {
+        LaunchArg::Int(i) if dt.is_float() => Ok(SparsetirArg { f: *i as f64 }),
+        LaunchArg::Int(i) => {
             if !int_fits(*i, dt) {
                 return Err(RunError::Scalar {
                     name: name.to_string(),
@@ -250,12 +248,12 @@ fn scalar_slot(name: &str, dt: DType, v: &ArgValue) -> Result<SparsetirArg, RunE
             }
             Ok(SparsetirArg { i: *i })
         }
-        ArgValue::Float(x) if dt.is_float() => Ok(SparsetirArg { f: *x }),
-        ArgValue::Float(x) => Err(RunError::Scalar {
+        LaunchArg::Float(x) if dt.is_float() => Ok(SparsetirArg { f: *x }),
+        LaunchArg::Float(x) => Err(RunError::Scalar {
             name: name.to_string(),
             message: format!("has type {dt}, but a float ({x}) was given"),
         }),
-        ArgValue::Array(_) => Err(RunError::ArgKind {
+        LaunchArg::Array(_) => Err(RunError::ArgKind {
             name: name.to_string(),
             expected: format!("a scalar of type {dt}"),
             found: "an array".into(),

@@ -5,6 +5,7 @@
 //! function, and timing launches.
 
 pub mod alloc;
+pub mod args;
 pub mod assembly;
 pub mod bind;
 pub mod build;
@@ -24,6 +25,7 @@ pub mod timing;
 pub mod validate;
 
 pub use alloc::SimdAlignedAlloc;
+pub use args::{ArrayRef, HostElement, LaunchArg, LaunchArgs};
 pub use bind::{read_output, BindError, Binder, Output};
 pub use build::{build, BuildError};
 pub use cache::{CacheOutcome, KernelCache, LoadReport};
@@ -33,4 +35,4 @@ pub use error::RunError;
 pub use kernel::{CompiledKernel, KernelParam, ParamKind, SparsetirArg};
 pub use native::{compile_c, CompileOptions, Kernel};
 pub use timing::{Timing, TimingOptions};
-pub use validate::validate_args;
+pub use validate::{validate_args, validate_launch};

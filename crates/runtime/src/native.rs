@@ -10,12 +10,13 @@ use sparsetir_eval::ArgValue;
 use sparsetir_ir::{IRModule, PrimFunc, Stage};
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
 
+use crate::args::{LaunchArg, LaunchArgs};
 use crate::cache::{CacheOutcome, KernelCache, LoadReport};
 use crate::compile::Compiler;
 use crate::error::RunError;
-use crate::kernel::{CompiledKernel, KernelParam, ParamKind};
+use crate::kernel::{CompiledKernel, KernelParam, ParamKind, SparsetirArg};
 use crate::timing::{time_with, Timing, TimingOptions};
-use crate::validate::validate_args;
+use crate::validate::validate_launch;
 
 /// How to compile a kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +56,25 @@ pub struct Kernel {
     report: LoadReport,
     /// Lowering and C emission time (zero for [`Kernel::from_source`]).
     frontend_time: Duration,
+    /// The array parameters the kernel writes (buffers it stores to, assembled structure):
+    /// [`Kernel::launch`] refuses a read-only array for them.
+    written: Vec<String>,
+}
+
+/// The array parameters of `f` that a launch writes: the data of every buffer the body stores
+/// to, and what an assembled axis produces.
+fn written_params(f: &PrimFunc) -> Vec<String> {
+    let mut out: Vec<String> = f
+        .body
+        .written_buffers()
+        .into_iter()
+        .filter_map(|b| f.buffers.get(b)?.data_param())
+        .chain(crate::assembly::Assembled::of(f).params.into_keys())
+        .filter_map(|v| Some(f.vars.get(v)?.name.clone()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Lowers the stage-I function `stage1` to stage III (binary searches checked, so absent
@@ -124,23 +144,44 @@ impl Kernel {
             threads: opts.threads,
             report,
             frontend_time: Duration::ZERO,
+            written: written_params(stage1),
         })
     }
 
     /// Checks `args` against the stage-I function (structure, sizes, lengths, dtypes), then
     /// launches the kernel; outputs are written into the arrays of `args` in place.
     pub fn run(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
-        validate_args(&self.stage1, args)?;
-        self.launch_validated(args)
+        self.launch(&LaunchArgs::of_values_mut(args))
     }
 
-    fn launch_validated(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+    /// [`Kernel::run`] on borrowed arrays: no copy in or out. Checks `args` as `run` does, and
+    /// that every array the kernel writes was lent writable ([`LaunchArgs::write`]).
+    pub fn launch(&self, args: &LaunchArgs<'_>) -> Result<(), RunError> {
+        let slots = self.checked_slots(args)?;
         if let Some(n) = self.threads {
             self.compiled.set_num_threads(n);
         }
-        // SAFETY: `args` passed `validate_args` against the stage-I function this kernel was
-        // lowered from (every caller validates right before).
-        unsafe { self.compiled.call_unvalidated(args) }
+        // SAFETY: the slots point into `args`' arrays, which passed `validate_launch` against
+        // the stage-I function this kernel was lowered from, and stay borrowed (written ones
+        // exclusively, by `args`) until this call returns; every written array is writable.
+        unsafe { self.compiled.call_marshalled(&slots) }
+    }
+
+    /// Validates `args` and builds the argument array from them.
+    fn checked_slots(&self, args: &LaunchArgs<'_>) -> Result<Vec<SparsetirArg>, RunError> {
+        validate_launch(&self.stage1, args)?;
+        for name in &self.written {
+            if let Some(LaunchArg::Array(a)) = args.get(name) {
+                if !a.is_writable() {
+                    return Err(RunError::ArgKind {
+                        name: name.clone(),
+                        expected: "a writable array (the kernel stores to it)".into(),
+                        found: "a read-only one".into(),
+                    });
+                }
+            }
+        }
+        self.compiled.marshal(args)
     }
 
     /// Times launches on `args`: the arguments are validated and the argument array built
@@ -154,8 +195,7 @@ impl Kernel {
         args: &mut HashMap<String, ArgValue>,
         opts: TimingOptions,
     ) -> Result<Timing, RunError> {
-        validate_args(&self.stage1, args)?;
-        let slots = self.compiled.marshal(args)?;
+        let slots = self.checked_slots(&LaunchArgs::of_values_mut(args))?;
         time_with(
             opts,
             || Ok(()),
@@ -175,6 +215,12 @@ impl Kernel {
     /// Sets the thread count of later launches (`None`: the OpenMP default).
     pub fn set_threads(&mut self, threads: Option<usize>) {
         self.threads = threads;
+    }
+
+    /// The array parameters a launch writes (sorted): what [`Kernel::launch`] needs lent
+    /// writable.
+    pub fn written_params(&self) -> &[String] {
+        &self.written
     }
 
     /// The stage-I function arguments are validated against.

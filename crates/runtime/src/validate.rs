@@ -22,12 +22,12 @@ use std::collections::HashMap;
 
 use sparsetir_eval::storage::{dense_size, sparse_layout, AxisData, MAX_ELEMENTS};
 use sparsetir_eval::ArgValue;
-use sparsetir_formats::{Tensor, TensorData};
 use sparsetir_ir::{
     AxisId, AxisKind, BufferDecl, BufferId, BufferShape, DType, DistinctScope, Expr, IterAxis,
     PrimFunc, Stmt, VarId, DISTINCT_ATTR, MONOTONE_ATTR,
 };
 
+use crate::args::{ArrayRef, LaunchArg, LaunchArgs};
 use crate::assembly::Assembled;
 use crate::bind::eval_size;
 use crate::error::RunError;
@@ -80,16 +80,16 @@ macro_rules! typed {
 }
 
 impl<'a> IndexView<'a> {
-    fn new(t: &'a Tensor) -> Option<IndexView<'a>> {
-        Some(match &t.data {
-            TensorData::I8(v) => IndexView::I8(v),
-            TensorData::I16(v) => IndexView::I16(v),
-            TensorData::I32(v) => IndexView::I32(v),
-            TensorData::I64(v) => IndexView::I64(v),
-            TensorData::U8(v) => IndexView::U8(v),
-            TensorData::U16(v) => IndexView::U16(v),
-            TensorData::U32(v) => IndexView::U32(v),
-            TensorData::U64(v) => IndexView::U64(v),
+    fn new(t: &'a ArrayRef<'_>) -> Option<IndexView<'a>> {
+        Some(match t.dtype() {
+            DType::I8 => IndexView::I8(t.as_slice()?),
+            DType::I16 => IndexView::I16(t.as_slice()?),
+            DType::I32 => IndexView::I32(t.as_slice()?),
+            DType::I64 => IndexView::I64(t.as_slice()?),
+            DType::U8 => IndexView::U8(t.as_slice()?),
+            DType::U16 => IndexView::U16(t.as_slice()?),
+            DType::U32 => IndexView::U32(t.as_slice()?),
+            DType::U64 => IndexView::U64(t.as_slice()?),
             _ => return None,
         })
     }
@@ -152,7 +152,7 @@ struct AxisInfo<'a> {
 
 struct Checker<'a> {
     func: &'a PrimFunc,
-    args: &'a HashMap<String, ArgValue>,
+    args: &'a LaunchArgs<'a>,
     ints: HashMap<VarId, i64>,
     axes: Vec<AxisInfo<'a>>,
     /// The same, in the evaluator's layout-computation form (structure arrays left empty).
@@ -166,6 +166,11 @@ struct Checker<'a> {
 /// Checks `args` against the stage-I function `func` before a native launch. See the module
 /// documentation for the list of checks.
 pub fn validate_args(func: &PrimFunc, args: &HashMap<String, ArgValue>) -> Result<(), RunError> {
+    validate_launch(func, &LaunchArgs::of_values(args))
+}
+
+/// [`validate_args`] on borrowed arguments.
+pub fn validate_launch(func: &PrimFunc, args: &LaunchArgs<'_>) -> Result<(), RunError> {
     let mut c = Checker {
         func,
         args,
@@ -316,7 +321,7 @@ impl<'a> Checker<'a> {
                 // Arrays are checked where they are used (axes, buffers).
                 match given {
                     None => return Err(RunError::MissingArg { name: name.clone() }),
-                    Some(ArgValue::Array(_)) => {}
+                    Some(LaunchArg::Array(_)) => {}
                     Some(_) => {
                         return Err(RunError::ArgKind {
                             name: name.clone(),
@@ -329,14 +334,14 @@ impl<'a> Checker<'a> {
             }
             match given {
                 None => return Err(RunError::MissingArg { name: name.clone() }),
-                Some(ArgValue::Array(_)) => {
+                Some(LaunchArg::Array(_)) => {
                     return Err(RunError::ArgKind {
                         name: name.clone(),
                         expected: format!("a scalar of type {dt}"),
                         found: "an array".into(),
                     })
                 }
-                Some(ArgValue::Int(i)) => {
+                Some(LaunchArg::Int(i)) => {
                     if !dt.is_float() {
                         if !int_fits(*i, dt) {
                             return Err(RunError::Scalar {
@@ -347,7 +352,7 @@ impl<'a> Checker<'a> {
                         self.ints.insert(p, *i);
                     }
                 }
-                Some(ArgValue::Float(x)) => {
+                Some(LaunchArg::Float(x)) => {
                     if !dt.is_float() {
                         return Err(RunError::Scalar {
                             name: name.clone(),
@@ -383,10 +388,10 @@ impl<'a> Checker<'a> {
     }
 
     /// The array behind the handle parameter `param`.
-    fn array(&self, param: VarId) -> Result<&'a Tensor, RunError> {
+    fn array(&self, param: VarId) -> Result<&'a ArrayRef<'a>, RunError> {
         let name = self.var_name(param);
         match self.args.get(&name) {
-            Some(ArgValue::Array(t)) => Ok(t),
+            Some(LaunchArg::Array(t)) => Ok(t),
             Some(_) => Err(RunError::ArgKind {
                 name,
                 expected: "an array".into(),
@@ -710,7 +715,7 @@ impl<'a> Checker<'a> {
     }
 
     /// The values of the match buffer `b` that its layout covers, if it is bound to an array.
-    fn buffer_values(&self, b: BufferId) -> Option<(&'a Tensor, usize)> {
+    fn buffer_values(&self, b: BufferId) -> Option<(&'a ArrayRef<'a>, usize)> {
         let buf = self.func.buffers.get(b)?;
         let data = buf.data_param()?;
         let size = *self.buffer_size.get(&b)?;
@@ -1126,32 +1131,53 @@ fn check_indices(
         )));
     }
     let length = info.length;
-    if let Some((i, c)) = v.first_outside(v.len(), length) {
-        return Err(err(format!("indices[{i}] = {c} is outside 0..{length}")));
-    }
-    let bound = v.min_max(0, v.len()).map_or(0, |(_, hi)| hi + 1);
-    if sorted {
-        let fiber = |q: usize| -> (usize, usize) {
-            match info.indptr {
-                Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
-                None => {
-                    let c = per_parent as usize;
-                    (q * c, (q + 1) * c)
-                }
-            }
-        };
-        for q in 0..info.parent_count as usize {
-            let (lo, hi) = fiber(q);
-            if let Some(i) = v.first_not_increasing(lo, hi) {
-                return Err(err(format!(
-                    "not strictly increasing under parent position {q}: indices[{}] = {} \
-                     then indices[{i}] = {} (the axis is declared sorted)",
-                    i - 1,
-                    v.get(i - 1),
-                    v.get(i)
-                )));
+    let fiber = |q: usize| -> (usize, usize) {
+        match info.indptr {
+            Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
+            None => {
+                let c = per_parent as usize;
+                (q * c, (q + 1) * c)
             }
         }
+    };
+    // Fibers partition the array (the indptr was checked first). Where every fiber is
+    // strictly increasing, the smallest and largest coordinates are the smallest first and the
+    // largest last of the fibers: one pass over the array instead of two.
+    let fibers = if sorted {
+        info.parent_count as usize
+    } else {
+        0
+    };
+    let mut unsorted = None;
+    let mut range: Option<(i64, i64)> = None;
+    for q in 0..fibers {
+        let (lo, hi) = fiber(q);
+        if let Some(i) = v.first_not_increasing(lo, hi) {
+            unsorted = Some((q, i));
+            break;
+        }
+        if hi > lo {
+            let (a, b) = (v.get(lo), v.get(hi - 1));
+            range = Some(range.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
+    }
+    if !sorted || unsorted.is_some() {
+        range = v.min_max(0, v.len());
+    }
+    if matches!(range, Some((lo, hi)) if lo < 0 || hi >= length) {
+        if let Some((i, c)) = v.first_outside(v.len(), length) {
+            return Err(err(format!("indices[{i}] = {c} is outside 0..{length}")));
+        }
+    }
+    let bound = range.map_or(0, |(_, hi)| hi + 1);
+    if let Some((q, i)) = unsorted {
+        return Err(err(format!(
+            "not strictly increasing under parent position {q}: indices[{}] = {} \
+             then indices[{i}] = {} (the axis is declared sorted)",
+            i - 1,
+            v.get(i - 1),
+            v.get(i)
+        )));
     }
     Ok(bound)
 }
@@ -1187,6 +1213,7 @@ mod tests {
         assert_eq!(IndexView::U8(&small).min_max(0, 3), Some((0, 5)));
     }
     use crate::bind::Binder;
+    use sparsetir_formats::Tensor;
     use sparsetir_formats::{Coo, Field};
 
     fn coo(dims: [usize; 2], entries: &[(i64, i64)]) -> Coo {

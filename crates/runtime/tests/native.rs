@@ -15,8 +15,8 @@ use sparsetir_eval::ArgValue;
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_runtime::{
-    CacheOutcome, CompileOptions, Compiler, Kernel, KernelCache, KernelParam, ParamKind, RunError,
-    TimingOptions,
+    CacheOutcome, CompileOptions, Compiler, Kernel, KernelCache, KernelParam, LaunchArgs,
+    ParamKind, RunError, TimingOptions,
 };
 
 /// SpMM over CSR, parameters in the order of the catalog's `csrmm` script.
@@ -554,6 +554,86 @@ fn dtype_and_missing_argument_errors() {
     // SAFETY: the marshalling fails before any launch.
     let r = unsafe { k.compiled().call_unvalidated(&mut args) };
     assert!(matches!(r, Err(RunError::DTypeMismatch { name, .. }) if name == "indptr"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn borrowed_arrays_launch_in_place() {
+    if !have_cc() {
+        return;
+    }
+    let dir = temp_dir("borrowed");
+    let k = Kernel::from_source(&stage1(), CSRMM_C, ENTRY, params(), &opts(&dir)).expect("ok");
+    let c = case();
+    let mut out = vec![-1.0f32; c.m * c.f];
+    let scalars = |args: &mut LaunchArgs| {
+        args.int("m", c.m as i64)
+            .int("n", c.n as i64)
+            .int("feat_size", c.f as i64)
+            .int("nnz", c.nnz as i64);
+    };
+    {
+        let mut args = LaunchArgs::new();
+        args.read("indptr", &c.indptr)
+            .read("indices", &c.indices)
+            .read("a", &c.a)
+            .read("b", &c.b)
+            .write("c", &mut out);
+        scalars(&mut args);
+        k.launch(&args).expect("runs");
+    }
+    let got: Vec<f64> = out.iter().map(|x| *x as f64).collect();
+    assert_close(&got, &expected(&c));
+
+    // The output lent read-only is refused before the launch: `c` keeps its values.
+    let before = out.clone();
+    {
+        let mut args = LaunchArgs::new();
+        args.read("indptr", &c.indptr)
+            .read("indices", &c.indices)
+            .read("a", &c.a)
+            .read("b", &c.b)
+            .read("c", &out);
+        scalars(&mut args);
+        match k.launch(&args) {
+            Err(RunError::ArgKind { name, found, .. }) => {
+                assert_eq!((name.as_str(), found.as_str()), ("c", "a read-only one"))
+            }
+            other => panic!("expected a read-only refusal, got {other:?}"),
+        }
+    }
+    assert_eq!(out, before);
+
+    // Borrowed structure is validated as owned structure is: a column past n, an indptr of
+    // another integer type, a short value array.
+    let mut bad = c.indices.clone();
+    bad[3] = c.n as i32;
+    let idx64: Vec<i64> = c.indptr.iter().map(|&x| x as i64).collect();
+    for (what, indices, short) in [
+        ("column", &bad[..], false),
+        ("short a", &c.indices[..], true),
+    ] {
+        let mut args = LaunchArgs::new();
+        args.read("indptr", &c.indptr)
+            .read("indices", indices)
+            .read("a", if short { &c.a[..c.nnz - 1] } else { &c.a[..] })
+            .read("b", &c.b)
+            .write("c", &mut out);
+        scalars(&mut args);
+        assert!(k.launch(&args).is_err(), "{what} refused");
+    }
+    assert_eq!(out, before, "nothing written by refused launches");
+    let mut args = LaunchArgs::new();
+    args.read("indptr", &idx64)
+        .read("indices", &c.indices)
+        .read("a", &c.a)
+        .read("b", &c.b)
+        .write("c", &mut out);
+    scalars(&mut args);
+    assert!(
+        k.launch(&args).is_err(),
+        "an int64 indptr for an int32 parameter"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
