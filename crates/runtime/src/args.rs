@@ -241,13 +241,8 @@ pub enum LaunchArg<'a> {
     Array(ArrayRef<'a>),
 }
 
-/// A launch's arguments by parameter name, borrowed for `'a`.
-///
-/// ```ignore
-/// let mut args = LaunchArgs::new();
-/// args.int("m", 3).read("indptr", &indptr).read("indices", &indices).write("y", &mut y);
-/// kernel.launch(&args)?;
-/// ```
+/// A launch's arguments by parameter name, borrowed for `'a` (an example:
+/// [`crate::Kernel::launch`]).
 #[derive(Debug, Default)]
 pub struct LaunchArgs<'a> {
     map: HashMap<&'a str, LaunchArg<'a>>,

@@ -156,6 +156,22 @@ impl Kernel {
 
     /// [`Kernel::run`] on borrowed arrays: no copy in or out. Checks `args` as `run` does, and
     /// that every array the kernel writes was lent writable ([`LaunchArgs::write`]).
+    ///
+    /// ```
+    /// use sparsetir_runtime::{compile_c, CompileOptions, LaunchArgs};
+    /// let kernel = compile_c(&sparsetir_ops::load("csrmm")?, &CompileOptions::default())?;
+    /// // C = A B with A = [[1, 0, 2], [0, 0, 0]] in CSR and B = 3 x 2 ones.
+    /// let (indptr, indices, a, b) = ([0i32, 2, 2], [0i32, 2], [1.0f32, 2.0], [1.0f32; 6]);
+    /// let mut c = [0.0f32; 4];
+    /// let mut args = LaunchArgs::new();
+    /// args.int("m", 2).int("n", 3).int("nnz", 2).int("feat_size", 2);
+    /// args.read("indptr", &indptr).read("indices", &indices).read("a", &a).read("b", &b);
+    /// args.write("c", &mut c);
+    /// kernel.launch(&args)?;
+    /// drop(args);
+    /// assert_eq!(c, [3.0, 3.0, 0.0, 0.0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn launch(&self, args: &LaunchArgs<'_>) -> Result<(), RunError> {
         let slots = self.checked_slots(args)?;
         if let Some(n) = self.threads {

@@ -11,6 +11,7 @@
 mod common;
 
 mod bit_ops;
+mod borrowed_launch;
 mod c_differential;
 mod c_half;
 mod c_schedule_prop;
