@@ -23,7 +23,7 @@ fn pattern(rng: &mut ChaCha8Rng, m: usize, n: usize) -> (Vec<i32>, Vec<i32>) {
     for i in 0..m {
         if i % 7 != 3 {
             for j in 0..n {
-                if rng.gen_bool(0.3) {
+                if rng.random_bool(0.3) {
                     indices.push(j as i32);
                 }
             }
@@ -87,9 +87,9 @@ fn attention_chained_on_borrowed_slices_equals_the_evaluator() {
     let (m, n, d) = (37usize, 45usize, 24usize);
     let (indptr, indices) = pattern(&mut rng, m, n);
     let nnz = indices.len();
-    let q: Vec<f32> = (0..m * d).map(|_| rng.gen_range(-1.0..1.0)).collect();
-    let k: Vec<f32> = (0..n * d).map(|_| rng.gen_range(-1.0..1.0)).collect();
-    let v: Vec<f32> = (0..n * d).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let q: Vec<f32> = (0..m * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let k: Vec<f32> = (0..n * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let v: Vec<f32> = (0..n * d).map(|_| rng.random_range(-1.0..1.0)).collect();
     let scale = vec![0.2f32; nnz];
     let (sddmm, softmax, spmm) = (kernel("sddmm"), kernel("sparse_softmax"), kernel("csrmm"));
     let sizes = |a: &mut LaunchArgs<'_>| {
