@@ -19,6 +19,7 @@ pub mod func;
 pub mod scalar;
 pub mod span;
 pub mod stmt;
+pub mod tensor_intrin;
 
 pub use arena::{Arena, Handle};
 pub use attrs::{
@@ -34,6 +35,7 @@ pub use stmt::{
     Block, BlockIter, BufferRegion, For, ForKind, IfThenElse, LetStmt, SparseIteration, Stmt,
     Store, While,
 };
+pub use tensor_intrin::{TensorIntrin, TENSORIZE_ATTR};
 
 pub mod equal;
 pub mod printer;

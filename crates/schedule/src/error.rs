@@ -62,6 +62,10 @@ pub enum ErrorKind {
     /// The region a block must cover cannot be bounded, or is not provably inside what the
     /// block computed before.
     RegionNotCovered,
+    /// `tensorize` / `sparse_tensorize`: the loop nest or its block does not match the tensor
+    /// intrinsic's description (tile extents, one loop in each, one block storing the
+    /// intrinsic's form in its types).
+    NotTensorizable,
 }
 
 /// A schedule primitive's failure.

@@ -520,3 +520,39 @@ fn snapshot_tensor_core_kernels() {
     let (_, st) = emit_cuda(&spmm24_kernel_i8(DType::F16), Some(&staged), &spec64).expect("emit");
     insta::assert_snapshot!("spmm_24_tc_dbuf_f16", kernels(&st.source));
 }
+
+/// The tensor-core schedule without its thread bindings, on the C backend: the tensorized
+/// nests (`sch.tensorize`) run as the loops they are, and equal the evaluator.
+#[test]
+fn tensorized_nests_run_as_loops_on_the_cpu() {
+    if !common::have_cc() {
+        return;
+    }
+    let f = kernel(DType::F16);
+    let cpu: String = schedule()
+        .lines()
+        .filter(|l| !l.starts_with("sch.bind("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(cpu.contains("sch.tensorize("), "{cpu}");
+    let k = sparsetir_runtime::build::build(&f, Some(&cpu), &spec(24), &common::opts("tc-cpu"))
+        .expect("the C backend builds a tensorized schedule");
+    let args = bsr_args(
+        &mut ChaCha8Rng::seed_from_u64(29),
+        (4, 3, 16),
+        24,
+        DType::F16,
+    );
+    let mut want = args.clone();
+    eval_func(&f, &mut want).expect("evaluator");
+    let mut got = args;
+    k.run(&mut got).expect("runs");
+    assert_outputs_close_16(
+        "tensorized on the cpu",
+        &["c".to_string()],
+        &got,
+        &want,
+        DType::F16,
+        0.05,
+    );
+}

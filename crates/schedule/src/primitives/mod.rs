@@ -20,6 +20,7 @@ pub mod reduction;
 pub mod scope;
 pub mod simd_reduction;
 pub mod sparse;
+pub mod tensorize;
 
 /// Replays one instruction; `Ok(None)` when no family knows its name.
 pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV>>, ReplayError> {
@@ -35,6 +36,7 @@ pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV
         reduction::replay,
         blockize::replay,
         simd_reduction::replay,
+        tensorize::replay,
     ];
     for f in families {
         if let Some(out) = f(sch, call)? {

@@ -14,3 +14,4 @@ mod random_sequences;
 mod reduction;
 mod simd_reduction;
 mod sparse;
+mod tensorize;

@@ -1,6 +1,7 @@
-//! Tensor cores on the CUDA target: a loop annotated `{"tensorize": "mma_m16n8k16"}` (or
-//! `"mma_fill_m16n8"`) is written as one warp-wide `mma.sync` (or the matching fill of the
-//! accumulator tile) instead of a loop nest.
+//! Tensor cores on the CUDA target: a loop marked `{"tensorize": "mma_m16n8k16"}` (or
+//! `"mma_fill_m16n8"`; `sch.tensorize` / `sch.sparse_tensorize` set it after checking the nest
+//! against [`sparsetir_ir::TensorIntrin`], which is checked again here) is written as one
+//! warp-wide `mma.sync` (or the matching fill of the accumulator tile) instead of a loop nest.
 //!
 //! # What is tensorized
 //!
@@ -77,7 +78,7 @@
 //! the order of the sum is the k order, where the hardware's may differ).
 
 use super::*;
-use sparsetir_ir::BlockIter;
+use sparsetir_ir::{BlockIter, TensorIntrin};
 
 mod accumulate;
 mod prelude;
@@ -89,9 +90,6 @@ pub(crate) use accumulate::AccumulatorPlan;
 pub(crate) use prelude::MMA_PRELUDE;
 pub(crate) use stage_a::{stages_a, AStage, A_STAGE_PRELUDE, STAGE_A_ATTR, STAGE_A_TMA};
 pub(crate) use warpgroup::{read_by_warpgroup, wgmma_prelude, WARPGROUP_ATTR};
-
-/// The annotation the writer reads.
-pub const TENSORIZE_ATTR: &str = "tensorize";
 
 /// Which tensor-core form a loop asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,11 +104,18 @@ pub(crate) enum Mma {
 
 impl Mma {
     pub(crate) fn of(f: &For) -> Option<Mma> {
-        match f.annotations.get(TENSORIZE_ATTR) {
-            Some(AttrValue::Str(s)) if s == "mma_m16n8k16" => Some(Mma::M16n8k16),
-            Some(AttrValue::Str(s)) if s == "mma_sp_m16n8k32" => Some(Mma::SpM16n8k32),
-            Some(AttrValue::Str(s)) if s == "mma_fill_m16n8" => Some(Mma::Fill),
-            _ => None,
+        Some(match TensorIntrin::of(f)? {
+            TensorIntrin::MmaM16n8k16 => Mma::M16n8k16,
+            TensorIntrin::MmaSpM16n8k32 => Mma::SpM16n8k32,
+            TensorIntrin::MmaFillM16n8 => Mma::Fill,
+        })
+    }
+
+    fn intrin(self) -> TensorIntrin {
+        match self {
+            Mma::M16n8k16 => TensorIntrin::MmaM16n8k16,
+            Mma::SpM16n8k32 => TensorIntrin::MmaSpM16n8k32,
+            Mma::Fill => TensorIntrin::MmaFillM16n8,
         }
     }
 }
@@ -148,49 +153,9 @@ impl Writer<'_> {
     /// form has) and the block at the bottom.
     fn mma_nest<'a>(&self, f: &'a For, form: Mma) -> Res<(Vec<VarId>, &'a Block)> {
         let what = format!("tensorized loop `{}`", self.func.vars[f.var].name);
-        let extents: &[i64] = match form {
-            Mma::M16n8k16 => &[16, 8, 16],
-            Mma::SpM16n8k32 => &[16, 8, 8, 2],
-            Mma::Fill => &[16, 8],
-        };
-        let mut vars = Vec::new();
-        let mut cur = f;
-        for (d, &ext) in extents.iter().enumerate() {
-            if const_int(&cur.min) != Some(0) || const_int(&cur.extent) != Some(ext) {
-                return Err(self.unsupported(
-                    &what,
-                    format!(
-                        "loop {} of the nest must run 0..{ext} (the tile is 16 x 8 x 16)",
-                        d + 1
-                    ),
-                ));
-            }
-            if cur.kind == ForKind::ThreadBinding {
-                return Err(self.unsupported(&what, "a loop of the tile is bound to threads"));
-            }
-            vars.push(cur.var);
-            if d + 1 < extents.len() {
-                match cur.body.single() {
-                    Stmt::For(next) => cur = next,
-                    _ => {
-                        return Err(self.unsupported(
-                            &what,
-                            format!("loop {} must hold exactly one loop", d + 1),
-                        ))
-                    }
-                }
-            }
-        }
-        let Stmt::Block(b) = cur.body.single() else {
-            return Err(self.unsupported(&what, "the innermost loop must hold exactly one block"));
-        };
-        if b.init.is_some() || !b.alloc_buffers.is_empty() {
-            return Err(self.unsupported(
-                &what,
-                format!("block `{}` has an init or allocations", b.name),
-            ));
-        }
-        Ok((vars, b))
+        form.intrin()
+            .nest(f)
+            .map_err(|why| self.unsupported(&what, why))
     }
 
     /// The block's predicate with its iterators replaced by their bindings (a split that does
