@@ -39,4 +39,5 @@ mod sparse_conv;
 mod sparse_output;
 mod spmm_formats_c;
 mod spmv_sell;
+mod storage_align;
 mod validate;

@@ -1,6 +1,7 @@
 //! Block scopes and the tree helpers shared by the block, cache and reduction primitives
 //! (where a block sits: its enclosing block, the loops in between and the top-level statement
-//! of the scope that holds it; buffer accesses; regions; fresh names), plus `set_scope`.
+//! of the scope that holds it; buffer accesses; regions; fresh names), plus `set_scope` and
+//! `storage_align`.
 //!
 //! A block's *scope* is its nearest enclosing block, or the function body when there is none.
 //! The *items* of a scope are the statements of the scope's body (the elements of its sequence,
@@ -615,6 +616,111 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// `sch.storage_align(block, buffer_index, axis, factor, offset)`: pads the intermediate
+    /// buffer the block writes at `buffer_index` so that the stride of dimension `axis` is
+    /// `offset` modulo `factor` (TVM's primitive: the rows of a shared-memory tile moved off
+    /// the bank period). The dimensions inside `axis` stay compact and the outer ones are
+    /// compact over the padded stride: the buffer grows by the padding, its elements keep their
+    /// indices. Its extents from `axis + 1` inward must be constants; a buffer aligned once
+    /// keeps its strides (one axis per buffer).
+    pub fn storage_align(
+        &mut self,
+        block: BlockRV,
+        buffer_index: usize,
+        axis: usize,
+        factor: i64,
+        offset: i64,
+    ) -> Res<()> {
+        self.require_stage("storage_align", &[Stage::II, Stage::III])?;
+        let name = self.block_name(block)?;
+        self.transact("storage_align", |f| {
+            let focus = Focus::Block(name.clone());
+            let bad = |f: &PrimFunc, kind, message: String| {
+                Err(ScheduleError::new(kind, message, f, focus.clone()))
+            };
+            if factor <= 0 || offset < 0 || offset >= factor {
+                return bad(
+                    f,
+                    ErrorKind::InvalidArgument,
+                    format!("factor {factor} and offset {offset}: need factor > 0 and 0 <= offset < factor"),
+                );
+            }
+            let buf = nth_buffer(f, &name, buffer_index, true)?;
+            let b = &f.buffers[buf];
+            if let BufferDecl::Match { .. } = b.decl {
+                return bad(
+                    f,
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "`{}` is bound to a function parameter, whose layout is the caller's; \
+                         only intermediate buffers can be padded",
+                        b.name
+                    ),
+                );
+            }
+            let BufferShape::Dense(dims) = &b.shape else {
+                return bad(
+                    f,
+                    ErrorKind::SparseBuffer,
+                    format!("`{}` is a sparse buffer, which has no strides", b.name),
+                );
+            };
+            if axis >= dims.len() {
+                return bad(
+                    f,
+                    ErrorKind::InvalidArgument,
+                    format!("`{}` has {} dimension(s); axis {axis} is out of range", b.name, dims.len()),
+                );
+            }
+            if !b.strides.is_empty() || b.extra_storage.is_some() {
+                return bad(
+                    f,
+                    ErrorKind::Unsupported,
+                    format!("`{}` already has explicit strides or extra storage", b.name),
+                );
+            }
+            let mut inner = Vec::with_capacity(dims.len() - axis);
+            let mut compact: i64 = 1;
+            for d in dims[axis + 1..].iter().rev() {
+                let Some(e) = d.as_int().filter(|e| *e >= 0) else {
+                    return bad(
+                        f,
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "`{}`: the extents inside axis {axis} must be constants to align its stride",
+                            b.name
+                        ),
+                    );
+                };
+                inner.push(compact);
+                compact = compact.saturating_mul(e);
+            }
+            inner.reverse();
+            let padded = compact + (offset - compact % factor).rem_euclid(factor);
+            let dt = DType::I64;
+            let mut strides = vec![Expr::Int(padded, dt)];
+            strides.extend(inner.into_iter().map(|s| Expr::Int(s, dt)));
+            f.buffers[buf].strides = strides;
+            Ok(())
+        })?;
+        self.record(
+            "storage_align",
+            vec![
+                Arg::Var(block.trace_name()),
+                Arg::Int(buffer_index as i64),
+                Arg::Int(axis as i64),
+                Arg::Int(factor),
+                Arg::Int(offset),
+            ],
+            vec![],
+            vec![],
+            false,
+        );
+        Ok(())
+    }
+}
+
 /// The buffer of block `name`'s `T.writes` (`write = true`) or `T.reads` entry `index`.
 pub(crate) fn nth_buffer(func: &PrimFunc, name: &str, index: usize, write: bool) -> Res<BufferId> {
     let focus = Focus::Block(name.to_string());
@@ -660,6 +766,15 @@ pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV
             let i = index_arg(call, 1, "buffer_index")?;
             let s = call.str(2, "storage_scope")?;
             sch.set_scope(b, i, s)?;
+            Ok(Some(vec![]))
+        }
+        "storage_align" => {
+            let b = call.block(0, "block")?;
+            let i = index_arg(call, 1, "buffer_index")?;
+            let axis = index_arg(call, 2, "axis")?;
+            let factor = call.int(3, "factor")?;
+            let offset = call.int(4, "offset")?;
+            sch.storage_align(b, i, axis, factor, offset)?;
             Ok(Some(vec![]))
         }
         _ => Ok(None),

@@ -206,3 +206,68 @@ def halve(a: T.handle, c: T.handle) -> None:
     assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
     assert!(e.ir.contains("with T.block(\"C\")"), "{e}");
 }
+
+#[test]
+fn storage_align_pads_a_cache_row_and_keeps_results() {
+    // csrmm's gather of B cached as a tile B_data_local[vj, vk]: its rows padded to a stride
+    // of 1 modulo 16. The interpreter addresses the padded layout; the results stay the
+    // reference's.
+    let f = kernel_feat("csrmm", 5);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let c = sch.reverse_cache_read(b, 1, "local").unwrap();
+    let buf = sch.func().buffer_by_name("B_data_local").unwrap();
+    assert_eq!(sch.func().buffers[buf].ndim(), 2, "{}", print(sch.func()));
+    sch.storage_align(c, 0, 0, 16, 1).unwrap();
+    verify(sch.func());
+    let text = print(sch.func());
+    assert!(text.contains("strides=[T.int64(17), T.int64(1)]"), "{text}");
+    assert_same_as_reference("csrmm", sch.func());
+    assert!(sch
+        .trace()
+        .to_text()
+        .contains("sch.storage_align(b1, 0, 0, 16, 1)"));
+    assert_replays(&sch, &f);
+    // A stride already at the offset is kept: 5 % 5 == 0.
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let c = sch.reverse_cache_read(b, 1, "local").unwrap();
+    sch.storage_align(c, 0, 0, 5, 0).unwrap();
+    assert!(print(sch.func()).contains("strides=[T.int64(5), T.int64(1)]"));
+}
+
+#[test]
+fn storage_align_errors() {
+    let f = kernel_feat("csrmm", 5);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    // C is the function's output: its layout is the caller's.
+    let e = sch.storage_align(b, 0, 0, 16, 1).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message.contains("function parameter"), "{e}");
+    let c = sch.reverse_cache_read(b, 1, "local").unwrap();
+    for (axis, factor, offset, needle) in [
+        (2, 16, 1, "out of range"),
+        (0, 0, 0, "factor > 0"),
+        (0, 8, 8, "offset < factor"),
+    ] {
+        let e = sch.storage_align(c, 0, axis, factor, offset).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message.contains(needle), "{needle}: {e}");
+    }
+    sch.storage_align(c, 0, 0, 16, 1).unwrap();
+    let e = sch.storage_align(c, 0, 0, 16, 2).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    // Symbolic feature width: the row's stride is not a constant.
+    let g = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(g).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let c = sch.reverse_cache_read(b, 1, "local").unwrap();
+    let e = sch.storage_align(c, 0, 0, 16, 1).unwrap_err();
+    assert!(e.message.contains("must be constants"), "{e}");
+}
+
+/// Catalog kernel `name` at stage III with `feat_size` fixed.
+fn kernel_feat(name: &str, feat: i64) -> PrimFunc {
+    common::kernel_specialized(name, Stage::III, &[("feat_size", feat)])
+}
