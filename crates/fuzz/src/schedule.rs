@@ -4,7 +4,8 @@
 //! stores into the rows it assembles keep their indices but for those into dense buffers,
 //! [`Stores::Given`]), gets a random schedule:
 //! at stage I `sparse_reorder` and `sparse_fuse` of its iterations, then at stage II or III
-//! `split`, `fuse`, `reorder`, `unroll`, and either `bind` (a GPU schedule) or `parallel`,
+//! `split`, `fuse`, `reorder`, `unroll`, `reverse_cache_read` (its tile sometimes padded by
+//! `storage_align`, or in shared memory on a GPU), and either `bind` (a GPU schedule) or `parallel`,
 //! `vectorize` and `vectorize_reduction` with the C writer's lane annotations (a CPU one) on
 //! random loops (a primitive that refuses is left out; the trace
 //! records what was taken). The scheduled
@@ -187,6 +188,40 @@ fn random_schedule(m: &mut Mutator, f: &PrimFunc) -> Option<String> {
                 sch.reorder(&order)
             }
             9 => sch.unroll(l),
+            // A block's read cached as a tile of its own iterators, sometimes its rows padded
+            // (`storage_align`) or, on a GPU, kept in shared memory.
+            6 => {
+                let blocks = ir_util::block_names(&sch.func().body);
+                if blocks.is_empty() {
+                    continue;
+                }
+                let name = m.pick(&blocks).clone();
+                let read = m.below(3);
+                let factor = 1 + m.below(8) as i64;
+                let offset = m.below(factor as usize) as i64;
+                let (align, shared) = (m.chance(0.7), gpu && m.chance(0.5));
+                let pick = m.below(1 << 16) as u64;
+                sch.get_block(&name)
+                    .and_then(|b| sch.reverse_cache_read(b, read, "local"))
+                    .and_then(|c| {
+                        if align {
+                            // Any axis of the tile the copy block writes.
+                            let ndim = sch
+                                .block_name(c)
+                                .ok()
+                                .and_then(|n| ir_util::find_block(&sch.func().body, &n).cloned())
+                                .and_then(|b| b.writes.first().map(|w| w.ranges.len()))
+                                .unwrap_or(1)
+                                .max(1);
+                            let axis = (pick % ndim as u64) as usize;
+                            sch.storage_align(c, 0, axis, factor, offset)?;
+                        }
+                        if shared {
+                            sch.set_scope(c, 0, "shared")?;
+                        }
+                        Ok(())
+                    })
+            }
             // A CPU reduction in SIMD lanes (`+`, `max`, `min`; reassociated, so results
             // agree up to rounding), sometimes with the C writer's lane annotations.
             10 | 11 if !gpu => sch.vectorize_reduction(l).and_then(|()| {
@@ -345,4 +380,28 @@ pub fn execute(input: &ScheduleInput, native: Option<&Path>) -> Result<(), Strin
         ("scheduled, C backend", run)
     };
     judge(what, &reference, built)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn some_schedules_cache_a_read_and_pad_it() {
+        // The generator reaches `reverse_cache_read`, and `storage_align` on its tile, often
+        // enough for a fuzzing run to test them; every trace it records replays.
+        let mut m = Mutator::new(40);
+        let (mut cached, mut padded) = (0, 0);
+        for _ in 0..150 {
+            let Some(input) = ScheduleInput::generate(&mut m) else {
+                continue;
+            };
+            cached += usize::from(input.schedule.contains("sch.reverse_cache_read("));
+            padded += usize::from(input.schedule.contains("sch.storage_align("));
+        }
+        assert!(
+            cached >= 5 && padded >= 2,
+            "cached {cached}, padded {padded}"
+        );
+    }
 }

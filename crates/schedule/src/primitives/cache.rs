@@ -25,9 +25,9 @@ use sparsetir_ir::{Stage, Stmt, Store, VarId};
 use crate::error::{ErrorKind, Focus, ScheduleError};
 use crate::ir_util;
 use crate::primitives::scope::{
-    add, alloc_in_scope, block_site, check_scope_name, fold, full_region, index_arg, index_reads,
-    is_positive_const, items, loads_in, nth_buffer, point_region, redirect, same, stores_in, subst,
-    unique_block_name, vars_between, vars_of, with_items, Site,
+    accessed, add, alloc_in_scope, block_site, check_scope_name, fold, full_region, index_arg,
+    index_reads, is_positive_const, items, loads_in, nth_buffer, point_region, redirect, same,
+    stores_in, subst, unique_block_name, vars_between, vars_of, with_items, Site,
 };
 use crate::state::{AnyRV, BlockRV, Res, Schedule};
 use crate::trace::{Arg, Call, ReplayError};
@@ -698,8 +698,27 @@ fn reverse_cache(
             name,
         ));
     }
+    // The copy stages access every element the block's iterators name, unconditionally: an
+    // access the block makes only under a condition (a coordinate a binary search found, an
+    // `if_then_else` branch) may name an element that does not exist where the condition fails.
+    if b.init
+        .iter()
+        .chain(std::iter::once(&b.body))
+        .any(|s| guarded(s, buf, false))
+    {
+        return Err(err(
+            f,
+            ErrorKind::Unsupported,
+            format!(
+                "`{prim}`: block `{name}` accesses `{bname}` only under a condition (an `if`, a \
+                 selected branch, a loop inside the block); a cache copied unconditionally would \
+                 access the elements the condition rules out"
+            ),
+            name,
+        ));
+    }
     let writers = writer_items(f, &site, buf);
-    let pos = if kind == Kind::ReverseRead {
+    if kind == Kind::ReverseRead {
         if writers.iter().any(|(k, _)| *k == site.item) || block_writes(&b, buf) {
             return Err(err(
                 f,
@@ -711,16 +730,9 @@ fn reverse_cache(
                 name,
             ));
         }
-        writers
-            .iter()
-            .filter(|(k, _)| *k < site.item)
-            .map(|(k, _)| k + 1)
-            .max()
-            .unwrap_or(0)
     } else {
         check_item_alone(f, &site, buf, name)?;
-        site.item
-    };
+    }
     let (iters, loops) = touched(f, &site, &b, &idx, prim)?;
     if kind == Kind::ReverseWrite {
         check_injective(f, &b, &iters, &idx, name, &bname)?;
@@ -791,6 +803,35 @@ fn reverse_cache(
             }
         }
     }
+    // The fill stage goes after every writer, earlier in the scope, of what it reads: the
+    // buffer, and what its loops, iterator bindings and predicate read (a binary search's
+    // positions, computed by a block of their own).
+    let pos = if kind == Kind::ReverseRead {
+        let (reads, _) = accessed(&main);
+        let mut pos = 0;
+        for dep in reads.into_iter().filter(|d| *d != cache) {
+            for (k, writer) in writer_items(f, &site, dep) {
+                if k == site.item && dep != buf {
+                    return Err(err(
+                        f,
+                        ErrorKind::DependencyViolation,
+                        format!(
+                            "the cache of `{bname}` is addressed through `{}`, which block \
+                             `{writer}` writes in the same loop nest as block `{name}`",
+                            f.buffers[dep].name
+                        ),
+                        name,
+                    ));
+                }
+                if k < site.item {
+                    pos = pos.max(k + 1);
+                }
+            }
+        }
+        pos
+    } else {
+        site.item
+    };
     with_items(f, &site, |items| {
         if kind == Kind::ReverseRead {
             items.insert(pos, main);
@@ -802,6 +843,55 @@ fn reverse_cache(
         }
     });
     Ok(stage_name)
+}
+
+/// Whether `s` accesses `buf` anywhere that runs only under a condition (`under`: `s` itself
+/// does): an `if`'s branches, the body of a loop or of a nested block with a predicate, the
+/// branches of `T.Select`/`T.if_then_else` and the right side of `and`/`or`.
+fn guarded(s: &Stmt, buf: BufferId, under: bool) -> bool {
+    let e = |x: &Expr, u: bool| guarded_expr(x, buf, u);
+    match s {
+        Stmt::Seq(v) => v.iter().any(|x| guarded(x, buf, under)),
+        Stmt::SparseIteration(it) => guarded(&it.body, buf, true),
+        Stmt::For(l) => e(&l.min, under) || e(&l.extent, under) || guarded(&l.body, buf, true),
+        Stmt::While(w) => e(&w.cond, under) || guarded(&w.body, buf, true),
+        Stmt::Block(b) => {
+            let u = under || b.predicate.is_some();
+            b.init.iter().any(|i| guarded(i, buf, u)) || guarded(&b.body, buf, u)
+        }
+        Stmt::Store(st) => {
+            (under && st.buffer == buf)
+                || st.indices.iter().any(|i| e(i, under))
+                || e(&st.value, under)
+        }
+        Stmt::If(i) => {
+            e(&i.cond, under)
+                || guarded(&i.then_case, buf, true)
+                || i.else_case.iter().any(|x| guarded(x, buf, true))
+        }
+        Stmt::Evaluate(x) => e(x, under),
+        Stmt::Let(l) => e(&l.value, under) || guarded(&l.body, buf, under),
+        Stmt::AssumeBufferDomain { lo, hi, .. } => e(lo, under) || e(hi, under),
+        Stmt::Allocate(_) => false,
+    }
+}
+
+fn guarded_expr(x: &Expr, buf: BufferId, under: bool) -> bool {
+    let g = |y: &Expr, u: bool| guarded_expr(y, buf, u);
+    match x {
+        Expr::Load { buffer, indices } => {
+            (under && *buffer == buf) || indices.iter().any(|i| g(i, under))
+        }
+        Expr::Select(c, a, b) => g(c, under) || g(a, true) || g(b, true),
+        Expr::Binary(sparsetir_ir::BinOp::And | sparsetir_ir::BinOp::Or, l, r) => {
+            g(l, under) || g(r, true)
+        }
+        Expr::Binary(_, l, r) => g(l, under) || g(r, under),
+        Expr::Unary(_, a) | Expr::Cast(_, a) => g(a, under),
+        Expr::Call { args, .. } => args.iter().any(|a| g(a, under)),
+        Expr::Let { value, body, .. } => g(value, under) || g(body, under),
+        Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) => false,
+    }
 }
 
 /// Each index is free of the touched iterators, or `v`, `v + c`, `c + v` for one touched

@@ -271,3 +271,44 @@ fn storage_align_errors() {
 fn kernel_feat(name: &str, feat: i64) -> PrimFunc {
     common::kernel_specialized(name, Stage::III, &[("feat_size", feat)])
 }
+
+#[test]
+fn reverse_cache_read_fills_after_the_positions_it_is_addressed_through() {
+    // fused_sddmm iterates the fused (i, j) and finds each position's row with a binary search
+    // block earlier in the scope: the cache of B, addressed through those rows, is filled
+    // after that block, not at the start of the scope (found by `sparsetir-fuzz --target
+    // schedule`: the fill read the rows before they were computed).
+    let f = kernel("fused_sddmm", Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("sddmm0").unwrap();
+    sch.reverse_cache_read(b, 1, "local").unwrap();
+    verify(sch.func());
+    let text = print(sch.func());
+    let search = text
+        .find("with T.block(\"binary_search_block_0_0\")")
+        .expect("search");
+    let fill = text.find("with T.block(\"B_data_local\")").expect("fill");
+    assert!(search < fill, "{text}");
+    assert_same_as_reference("fused_sddmm", sch.func());
+    assert_replays(&sch, &f);
+}
+
+#[test]
+fn reverse_caches_of_accesses_made_under_a_condition_are_refused() {
+    // csrmm_dense_iter reads A[i, j] for every dense j: a binary search finds its position,
+    // and the read runs only where it was found. A cache copied for every (i, j) would read
+    // positions that do not exist.
+    let f = kernel("csrmm_dense_iter", Stage::III);
+    let mut sch = Schedule::new(f).unwrap();
+    let b = sch.get_block("csrmm0").unwrap();
+    let a = sch.func().buffer_by_name("A_data").unwrap();
+    let blk = sparsetir_schedule::ir_util::find_block(&sch.func().body, "csrmm0").unwrap();
+    let index = blk
+        .reads
+        .iter()
+        .position(|r| r.buffer == a)
+        .expect("reads A");
+    let e = sch.reverse_cache_read(b, index, "local").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    assert!(e.message.contains("only under a condition"), "{e}");
+}
