@@ -14,6 +14,11 @@
 //!   never runs its init, and the element must keep its value.
 //! - `reverse_cache_write` needs each index to be injective in the block iterators it uses
 //!   (`vk`, `vj + J_indptr[vi]`), or two accumulators would stand for one element.
+//! - The reverse forms copy every element the block's iterators name, unconditionally, so the
+//!   block must access the buffer unconditionally too: an access under an `if` (a coordinate
+//!   a binary search may not find), a selected branch or a loop inside the block is refused.
+//! - A reverse read's fill stage goes after every earlier writer in the scope of what it reads,
+//!   its addressing included (the rows a binary search block computes for a fused iterator).
 
 use std::collections::HashMap;
 
