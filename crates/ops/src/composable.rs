@@ -782,6 +782,10 @@ pub const BSR_SDDMM_SCRIPT: &str = include_str!("../formats/bsr_sddmm.sp");
 /// The CPU schedule of [`BSR_SDDMM_SCRIPT`] (`schedules/bsr_sddmm.sched`).
 pub const BSR_SDDMM_SCHEDULE: &str = include_str!("../schedules/bsr_sddmm.sched");
 
+/// The CPU schedule of [`BSR_SDDMM_SCRIPT`] with 16-bit operands
+/// (`schedules/bsr_sddmm_half.sched`: Q's and K's blocks widened to float32 once per block).
+pub const BSR_SDDMM_HALF_SCHEDULE: &str = include_str!("../schedules/bsr_sddmm_half.sched");
+
 /// The stage-I function of [`BSR_SDDMM_SCRIPT`].
 pub fn bsr_sddmm() -> Result<sparsetir_ir::PrimFunc, crate::LoadError> {
     parse_format("bsr_sddmm", BSR_SDDMM_SCRIPT)

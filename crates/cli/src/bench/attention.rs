@@ -536,7 +536,11 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     };
     let sddmm = bsr_step(
         &scores,
-        composable::BSR_SDDMM_SCHEDULE,
+        if dtype == DType::F32 {
+            composable::BSR_SDDMM_SCHEDULE
+        } else {
+            composable::BSR_SDDMM_HALF_SCHEDULE
+        },
         scores_gpu,
         &spec,
         c,

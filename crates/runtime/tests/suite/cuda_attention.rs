@@ -258,13 +258,30 @@ fn attention_kernels_on_the_c_backend_equal_the_evaluator() {
         let (nb, mb, feat) = (3, 4, 24);
         let what = format!("attention kernels {dt} on the C backend");
         let opts = common::opts("attn-c");
-        let s_k = sparsetir_runtime::build(
-            &s_f,
-            Some(composable::BSR_SDDMM_SCHEDULE),
-            &spec(feat),
-            &opts,
-        )
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        // 16-bit operands: their default schedule widens Q's and K's blocks into float32
+        // tiles first (`reverse_cache_read(..., dtype="float32")`); float32's runs on them too.
+        let scheds: &[&str] = if dt == DType::F32 {
+            &[composable::BSR_SDDMM_SCHEDULE]
+        } else {
+            &[
+                composable::BSR_SDDMM_HALF_SCHEDULE,
+                composable::BSR_SDDMM_SCHEDULE,
+            ]
+        };
+        let s_ks: Vec<_> = scheds
+            .iter()
+            .map(|sched| {
+                sparsetir_runtime::build(&s_f, Some(sched), &spec(feat), &opts)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"))
+            })
+            .collect();
+        if dt != DType::F32 {
+            let src = s_ks[0].source();
+            assert!(
+                src.contains("float B_data_local[") && src.contains("float A_data_local["),
+                "{what}: float tiles\n{src}"
+            );
+        }
         let p_k = sparsetir_runtime::build(
             &p_f,
             Some(composable::BSR_SOFTMAX_SCHEDULE),
@@ -280,8 +297,11 @@ fn attention_kernels_on_the_c_backend_equal_the_evaluator() {
         let mut a1 = scores_args(&pat, nb, mb, feat, dt, &q, &k);
         let mut want = a1.clone();
         eval_func(&s_f, &mut want).unwrap_or_else(|e| panic!("{what}: evaluator: {e}"));
-        s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_outputs_close(&what, &["c".into()], &a1, &want, 1e-5);
+        for s_k in s_ks.iter().rev() {
+            a1 = scores_args(&pat, nb, mb, feat, dt, &q, &k);
+            s_k.run(&mut a1).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_outputs_close(&what, &["c".into()], &a1, &want, 1e-5);
+        }
         let mut a2 = HashMap::new();
         structure(&mut a2, &pat, nb, mb);
         a2.insert("scale".into(), ArgValue::Float(0.25));

@@ -25,14 +25,15 @@ use std::collections::HashMap;
 use sparsetir_ir::{
     Block, BlockIter, BufferId, BufferShape, Expr, For, ForKind, IterKind, PrimFunc,
 };
-use sparsetir_ir::{Stage, Stmt, Store, VarId};
+use sparsetir_ir::{DType, Stage, Stmt, Store, VarId};
 
 use crate::error::{ErrorKind, Focus, ScheduleError};
 use crate::ir_util;
 use crate::primitives::scope::{
     accessed, add, alloc_in_scope, block_site, check_scope_name, fold, full_region, index_arg,
-    index_reads, is_positive_const, items, loads_in, nth_buffer, point_region, redirect, same,
-    stores_in, subst, unique_block_name, vars_between, vars_of, with_items, Site,
+    index_reads, is_positive_const, items, loads_in, nth_buffer, point_region, redirect,
+    rewrite_exprs, same, stores_in, subst, unique_block_name, vars_between, vars_of,
+    walk_stmts_mut, with_items, Site,
 };
 use crate::state::{AnyRV, BlockRV, Res, Schedule};
 use crate::trace::{Arg, Call, ReplayError};
@@ -99,6 +100,27 @@ impl Schedule {
         self.cache_common(Kind::ReverseRead, block, read_buffer_index, scope)
     }
 
+    /// `sch.reverse_cache_read(block, read_buffer_index, storage_scope, dtype="float32")`: the
+    /// same, the cache holding the values converted to `dtype` once, as the fill copies them
+    /// (16-bit floats widened to float32 where a block reads each of them many times). `dtype`
+    /// must hold every value of the buffer's type exactly: float16/bfloat16 to float32 or
+    /// float64, float32 to float64, or the buffer's own type.
+    pub fn reverse_cache_read_as(
+        &mut self,
+        block: BlockRV,
+        read_buffer_index: usize,
+        scope: &str,
+        dtype: DType,
+    ) -> Res<BlockRV> {
+        self.cache_with(
+            Kind::ReverseRead,
+            block,
+            read_buffer_index,
+            scope,
+            Some(dtype),
+        )
+    }
+
     /// `sch.reverse_cache_write(block, write_buffer_index, storage_scope)`: the block's
     /// accesses of `buf[idx]` go to `buf_<scope>[v...]` (indexed by the block iterators `idx`
     /// uses); a new block (returned) right after the block's loop nest writes the cache back.
@@ -118,6 +140,17 @@ impl Schedule {
         index: usize,
         scope: &str,
     ) -> Res<BlockRV> {
+        self.cache_with(kind, block, index, scope, None)
+    }
+
+    fn cache_with(
+        &mut self,
+        kind: Kind,
+        block: BlockRV,
+        index: usize,
+        scope: &str,
+        dtype: Option<DType>,
+    ) -> Res<BlockRV> {
         let prim = kind.name();
         self.require_stage(prim, &[Stage::II, Stage::III])?;
         let name = self.block_name(block)?;
@@ -126,11 +159,14 @@ impl Schedule {
             match kind {
                 Kind::Read | Kind::Write => plain_cache(f, kind, &name, index, scope),
                 Kind::ReverseRead | Kind::ReverseWrite => {
-                    reverse_cache(f, kind, &name, index, scope)
+                    reverse_cache(f, kind, &name, index, scope, dtype)
                 }
             }
         })?;
         let out = self.new_block_rv(&new_name);
+        let kwargs = dtype
+            .map(|d| vec![("dtype".to_string(), Arg::Str(d.name().to_string()))])
+            .unwrap_or_default();
         self.record(
             prim,
             vec![
@@ -138,7 +174,7 @@ impl Schedule {
                 Arg::Int(index as i64),
                 Arg::Str(scope.to_string()),
             ],
-            vec![],
+            kwargs,
             vec![out.into()],
             false,
         );
@@ -647,6 +683,7 @@ fn reverse_cache(
     name: &str,
     index: usize,
     scope: &str,
+    dtype: Option<DType>,
 ) -> Res<String> {
     let prim = kind.name();
     let buf = nth_buffer(f, name, index, kind == Kind::ReverseWrite)?;
@@ -742,7 +779,19 @@ fn reverse_cache(
     if kind == Kind::ReverseWrite {
         check_injective(f, &b, &iters, &idx, name, &bname)?;
     }
-    let shape: Vec<Expr> = iters
+    // Iterators whose bindings move with no loop inside the scope (a blockized block's outer
+    // iterator) are fixed for each instance of the scope: they name no dimension of the cache.
+    let varying: Vec<usize> = iters
+        .iter()
+        .copied()
+        .filter(|&k| {
+            vars_of(&b.iters[k].binding)
+                .iter()
+                .any(|v| site.loops.contains(v))
+        })
+        .collect();
+    let dims = if varying.is_empty() { &iters } else { &varying };
+    let shape: Vec<Expr> = dims
         .iter()
         .map(|&k| {
             fold(&Expr::add(
@@ -751,9 +800,27 @@ fn reverse_cache(
             ))
         })
         .collect();
-    let dtype = f.buffers[buf].dtype;
+    let src_dt = f.buffers[buf].dtype;
+    let dtype = dtype.unwrap_or(src_dt);
+    let exact = dtype == src_dt
+        || matches!(
+            (src_dt, dtype),
+            (DType::F16 | DType::BF16, DType::F32 | DType::F64) | (DType::F32, DType::F64)
+        );
+    if !exact || (dtype != src_dt && kind != Kind::ReverseRead) {
+        return Err(err(
+            f,
+            ErrorKind::InvalidArgument,
+            format!(
+                "`{prim}`: a cache of `{bname}` ({src_dt}) in {dtype} would not hold its values \
+                 exactly (a read cache may widen 16-bit floats to float32/float64, float32 to \
+                 float64)"
+            ),
+            name,
+        ));
+    }
     let cache = alloc_in_scope(f, &site, &format!("{bname}_{scope}"), shape, dtype, scope);
-    let cache_idx: Vec<Expr> = iters.iter().map(|&k| Expr::Var(b.iters[k].var)).collect();
+    let cache_idx: Vec<Expr> = dims.iter().map(|&k| Expr::Var(b.iters[k].var)).collect();
 
     // The copy stage(s).
     let make_stage = |f: &mut PrimFunc, stage_name: String, into_cache: bool| {
@@ -785,7 +852,17 @@ fn reverse_cache(
     };
     let stage_name = unique_block_name(f, &format!("{bname}_{scope}"));
     let need_in = kind == Kind::ReverseWrite && needs_copy_in(f, &site, &b, &loops, buf);
-    let main = make_stage(f, stage_name.clone(), kind == Kind::ReverseRead);
+    let mut main = make_stage(f, stage_name.clone(), kind == Kind::ReverseRead);
+    if dtype != src_dt {
+        // The fill converts each value once.
+        walk_stmts_mut(&mut main, &mut |st| {
+            if let Stmt::Store(x) = st {
+                if x.buffer == cache {
+                    x.value = Expr::Cast(dtype, Box::new(x.value.clone()));
+                }
+            }
+        });
+    }
     let copy_in = if need_in {
         let n = unique_block_name(f, &format!("{bname}_{scope}_in"));
         Some(make_stage(f, n, true))
@@ -800,6 +877,9 @@ fn reverse_cache(
             let blk = &mut **blk;
             for part in [&mut blk.body].into_iter().chain(blk.init.as_mut()) {
                 redirect(part, buf, cache, &|_| ci.clone(), &|r| r.clone());
+                if dtype != src_dt {
+                    narrow_widened_loads(part, cache, src_dt, dtype);
+                }
             }
             for r in blk.reads.iter_mut().chain(blk.writes.iter_mut()) {
                 if r.buffer == buf {
@@ -848,6 +928,28 @@ fn reverse_cache(
         }
     });
     Ok(stage_name)
+}
+
+/// The reads of a widened cache keep the expression types they had: `Cast(src, cache[..])`,
+/// except where the block converted the value to the cache's type itself
+/// (`Cast(wide, buf[..])`, a 16-bit operand read into float32 arithmetic), which is the cached
+/// value as it is.
+fn narrow_widened_loads(s: &mut Stmt, cache: BufferId, src: DType, wide: DType) {
+    let is_cache = |e: &Expr| matches!(e, Expr::Load { buffer, .. } if *buffer == cache);
+    rewrite_exprs(s, &mut |e| {
+        if is_cache(e) {
+            *e = Expr::Cast(src, Box::new(e.clone()));
+        }
+    });
+    rewrite_exprs(s, &mut |e| {
+        if let Expr::Cast(outer, inner) = e {
+            if let Expr::Cast(mid, load) = &**inner {
+                if *outer == wide && *mid == src && is_cache(load) {
+                    *e = (**load).clone();
+                }
+            }
+        }
+    });
 }
 
 /// Whether `s` accesses `buf` anywhere that runs only under a condition (`under`: `s` itself
@@ -979,6 +1081,16 @@ pub(crate) fn replay(sch: &mut Schedule, call: &Call) -> Result<Option<Vec<AnyRV
     let b = call.block(0, "block")?;
     let i = index_arg(call, 1, key)?;
     let s = call.str(2, "storage_scope")?;
-    let out = sch.cache_common(kind, b, i, s)?;
+    let dtype = match call.opt_arg(3, "dtype") {
+        Some(a) => {
+            let name = call.str_of(a)?;
+            Some(
+                name.parse::<DType>()
+                    .map_err(|_| ReplayError::Args(format!("dtype: `{name}` is not a type")))?,
+            )
+        }
+        None => None,
+    };
+    let out = sch.cache_with(kind, b, i, s, dtype)?;
     Ok(Some(vec![out.into()]))
 }

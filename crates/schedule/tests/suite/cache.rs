@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use sparsetir_ir::{PrimFunc, Stage};
+use sparsetir_ir::{DType, PrimFunc, Stage};
 use sparsetir_schedule::{ErrorKind, Schedule};
 
 use common::{assert_replays, assert_same_as_reference, kernel, print};
@@ -311,4 +311,53 @@ fn reverse_caches_of_accesses_made_under_a_condition_are_refused() {
     let e = sch.reverse_cache_read(b, index, "local").unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
     assert!(e.message.contains("only under a condition"), "{e}");
+}
+
+#[test]
+fn a_read_cache_may_widen_sixteen_bit_values() {
+    // csrmm with float16 A and B: the gathered rows of B cached as float32. The fill converts
+    // each value once; the product, which converted its float16 load to float32 itself, now
+    // reads the float32 tile as it is.
+    let f = sparsetir_ops::load("csrmm").unwrap();
+    let f = sparsetir_transform::store_as(&f, &["A", "B"], DType::F16).unwrap();
+    let f = common::lower_func(f, Stage::III);
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let c = sch
+        .reverse_cache_read_as(b, 1, "local", DType::F32)
+        .unwrap();
+    verify(sch.func());
+    let buf = sch.func().buffer_by_name("B_data_local").unwrap();
+    assert_eq!(sch.func().buffers[buf].dtype, DType::F32);
+    let text = print(sch.func());
+    let fill = sparsetir_schedule::ir_util::find_block(&sch.func().body, "B_data_local").unwrap();
+    let src = sch.func().buffer_by_name("B_data").unwrap();
+    assert!(
+        matches!(fill.body.single(), sparsetir_ir::Stmt::Store(st)
+            if matches!(&st.value, sparsetir_ir::Expr::Cast(DType::F32, l)
+                if matches!(&**l, sparsetir_ir::Expr::Load { buffer, .. } if *buffer == src))),
+        "{text}"
+    );
+    assert!(!text.contains("T.Cast(\"float32\", B_data_local"), "{text}");
+    assert!(text.contains("* B_data_local[vj, vk]"), "{text}");
+    assert!(sch
+        .trace()
+        .to_text()
+        .contains("sch.reverse_cache_read(b0, 1, \"local\", dtype=\"float32\")"));
+    assert_replays(&sch, &f);
+    let _ = c;
+    // Narrowing, or converting a cache that is written back, would change values.
+    let mut sch = Schedule::new(f.clone()).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let e = sch
+        .reverse_cache_read_as(b, 1, "local", DType::I32)
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    let g = kernel("csrmm", Stage::III);
+    let mut sch = Schedule::new(g).unwrap();
+    let b = sch.get_block("csrmm1").unwrap();
+    let e = sch
+        .reverse_cache_read_as(b, 1, "local", DType::F16)
+        .unwrap_err();
+    assert!(e.message.contains("would not hold its values"), "{e}");
 }
