@@ -1112,6 +1112,10 @@ fn hyb_schedule(
 /// block row's output (see the file).
 pub const BSR_SPMM_SCHEDULE: &str = include_str!("../schedules/bsr_spmm.sched");
 
+/// The CPU schedule of BSR SpMM with 16-bit operands (`schedules/bsr_spmm_half.sched`: each
+/// block's rows of B widened to float32 once per block).
+pub const BSR_SPMM_HALF_SCHEDULE: &str = include_str!("../schedules/bsr_spmm_half.sched");
+
 /// The schedule of SDDMM on COO (`schedules/sddmm_coo.sched`, for
 /// `sparsetir_runtime::composable::coo::coo_sddmm_stage1`): the element loop (the fused `O`,
 /// `I`, `J` loops) in parallel with static chunks, four consecutive elements jammed into one

@@ -590,7 +590,11 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     };
     let spmm = bsr_step(
         &product,
-        composable::BSR_SPMM_SCHEDULE,
+        if dtype == DType::F32 || fused {
+            composable::BSR_SPMM_SCHEDULE
+        } else {
+            composable::BSR_SPMM_HALF_SCHEDULE
+        },
         product_gpu,
         &spec,
         c,

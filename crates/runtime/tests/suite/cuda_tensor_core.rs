@@ -556,3 +556,37 @@ fn tensorized_nests_run_as_loops_on_the_cpu() {
         0.05,
     );
 }
+
+/// BSR SpMM with 16-bit operands under its CPU schedule (`bsr_spmm_half.sched`: each block's
+/// rows of B widened to float32 once), on the C backend, equals the evaluator, empty block
+/// rows included.
+#[test]
+fn sixteen_bit_bsr_spmm_widens_b_per_block_on_the_cpu() {
+    if !common::have_cc() {
+        return;
+    }
+    for dt in [DType::F16, DType::BF16] {
+        let f = kernel(dt);
+        let k = sparsetir_runtime::build::build(
+            &f,
+            Some(sparsetir_ops::composable::BSR_SPMM_HALF_SCHEDULE),
+            &spec(40),
+            &common::opts("bsr-half"),
+        )
+        .unwrap_or_else(|e| panic!("{dt}: {e}"));
+        assert!(k.source().contains("float B_data_local["), "{}", k.source());
+        let args = bsr_args(&mut ChaCha8Rng::seed_from_u64(31), (5, 4, 16), 40, dt);
+        let mut want = args.clone();
+        eval_func(&f, &mut want).expect("evaluator");
+        let mut got = args;
+        k.run(&mut got).expect("runs");
+        assert_outputs_close_16(
+            "bsr spmm, B widened",
+            &["c".to_string()],
+            &got,
+            &want,
+            dt,
+            0.05,
+        );
+    }
+}
