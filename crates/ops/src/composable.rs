@@ -1116,6 +1116,30 @@ pub const BSR_SPMM_SCHEDULE: &str = include_str!("../schedules/bsr_spmm.sched");
 /// block's rows of B widened to float32 once per block).
 pub const BSR_SPMM_HALF_SCHEDULE: &str = include_str!("../schedules/bsr_spmm_half.sched");
 
+/// The most elements a widened tile of the `_half` CPU schedules may have: the C writer's
+/// limit for arrays on the stack (`sparsetir_codegen::c::STACK_LIMIT`, which a runtime test
+/// checks this equals). A larger tile would be allocated on the heap for every block, which
+/// costs more than the conversions it saves (`bench spmm --format bsr:16 --dtype float16` at
+/// width 512: 8.6 ms with the conversions, 12.5 ms with a heap tile per block).
+pub const WIDENED_TILE_MAX: usize = 4096;
+
+/// The CPU schedule of the BSR products with `blk x blk` blocks and `feat` features: with
+/// 16-bit operands and a `blk x feat` tile that fits [`WIDENED_TILE_MAX`], `half` (the
+/// operand tiles widened to float32 once per block), else `plain`.
+pub fn widening_schedule<'a>(
+    plain: &'a str,
+    half: &'a str,
+    sixteen_bit: bool,
+    blk: usize,
+    feat: usize,
+) -> &'a str {
+    if sixteen_bit && blk.saturating_mul(feat) <= WIDENED_TILE_MAX {
+        half
+    } else {
+        plain
+    }
+}
+
 /// The schedule of SDDMM on COO (`schedules/sddmm_coo.sched`, for
 /// `sparsetir_runtime::composable::coo::coo_sddmm_stage1`): the element loop (the fused `O`,
 /// `I`, `J` loops) in parallel with static chunks, four consecutive elements jammed into one

@@ -536,11 +536,13 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     };
     let sddmm = bsr_step(
         &scores,
-        if dtype == DType::F32 {
-            composable::BSR_SDDMM_SCHEDULE
-        } else {
-            composable::BSR_SDDMM_HALF_SCHEDULE
-        },
+        composable::widening_schedule(
+            composable::BSR_SDDMM_SCHEDULE,
+            composable::BSR_SDDMM_HALF_SCHEDULE,
+            dtype != DType::F32,
+            b,
+            d,
+        ),
         scores_gpu,
         &spec,
         c,
@@ -590,11 +592,13 @@ fn run_bsr(c: &BsrCase, timing: TimingOptions, threads: usize) -> Result<bool, F
     };
     let spmm = bsr_step(
         &product,
-        if dtype == DType::F32 || fused {
-            composable::BSR_SPMM_SCHEDULE
-        } else {
-            composable::BSR_SPMM_HALF_SCHEDULE
-        },
+        composable::widening_schedule(
+            composable::BSR_SPMM_SCHEDULE,
+            composable::BSR_SPMM_HALF_SCHEDULE,
+            dtype != DType::F32 && !fused,
+            b,
+            d,
+        ),
         product_gpu,
         &spec,
         c,

@@ -46,9 +46,9 @@ use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_ops::composable::{
     auto_candidates, condense_spmm, default_buckets, ell_csr_spmm_schedule, ell_width,
     hyb_spmm_schedule, sell_sigma, spmm_24_cpu_schedule, spmm_24_tc_gpu_schedule, spmv_sell,
-    tensor_core_gpu_schedule, Format, SharedTiles, BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE,
-    CONDENSE_TILE, SDDMM_AUTO_CANDIDATES, SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES,
-    SPMV_SELL_SCHEDULE,
+    tensor_core_gpu_schedule, widening_schedule, Format, SharedTiles, BSR_SPMM_HALF_SCHEDULE,
+    BSR_SPMM_SCHEDULE, CONDENSE_SPMM_SCHEDULE, CONDENSE_TILE, SDDMM_AUTO_CANDIDATES,
+    SDDMM_COO_SCHEDULE, SELL_LANES, SPMV_AUTO_CANDIDATES, SPMV_SELL_SCHEDULE,
 };
 use sparsetir_runtime::composable::coo::{build_coo_sddmm, coo_rows, ROWS_PARAM};
 use sparsetir_runtime::composable::{
@@ -271,6 +271,8 @@ pub(super) struct OwnFormat {
     pub name: String,
     pub func: PrimFunc,
     pub cpu_schedule: String,
+    /// The CPU schedule for 16-bit operands, where it differs (`None`: `cpu_schedule`).
+    pub cpu_schedule_16: Option<&'static str>,
     /// The default GPU schedule (`None`: the automatic one).
     pub gpu_schedule: Option<&'static str>,
     /// The parameters specialised on the CPU, and on the GPU (the default GPU schedules are
@@ -466,7 +468,17 @@ fn prepare_own(
     dtype: DType,
 ) -> Result<Prepared, Failure> {
     let (func, _, _) = o.with_dtype(op, feat, dtype)?;
-    let (kernel, total, frontend, load) = build_own(&func, &o.cpu_schedule, &o.spec, opts)?;
+    let blk = o
+        .spec
+        .iter()
+        .find(|(k, _)| k == "blk")
+        .map_or(1, |(_, v)| *v as usize);
+    let schedule = match o.cpu_schedule_16 {
+        Some(s) => widening_schedule(&o.cpu_schedule, s, dtype != DType::F32, blk, feat),
+        None => o.cpu_schedule.as_str(),
+    }
+    .to_string();
+    let (kernel, total, frontend, load) = build_own(&func, &schedule, &o.spec, opts)?;
     let cache = kernel.report().outcome;
     Ok(Prepared {
         name: o.name.clone(),
@@ -502,6 +514,7 @@ fn own_bsr(a: &Csr, feat: usize, block: usize) -> Result<OwnFormat, Failure> {
         name: format!("bsr(block={block})"),
         func: sparsetir_ops::load("bsrmm")?,
         cpu_schedule: BSR_SPMM_SCHEDULE.to_string(),
+        cpu_schedule_16: Some(BSR_SPMM_HALF_SCHEDULE),
         gpu_schedule: sparsetir_ops::gpu_schedule("bsrmm"),
         spec: vec![
             ("feat_size".to_string(), feat as i64),
@@ -558,6 +571,7 @@ fn own_ell(a: &Csr, feat: usize, width: usize, e: &EllCsr, convert_seconds: f64)
         cpu_schedule: sparsetir_ops::cpu_schedule("ellmm")
             .unwrap_or_default()
             .to_string(),
+        cpu_schedule_16: None,
         gpu_schedule: sparsetir_ops::gpu_schedule("ellmm"),
         spec: vec![
             ("feat_size".to_string(), feat as i64),
@@ -663,6 +677,7 @@ fn own_condense(a: &Csr, feat: usize) -> Result<OwnFormat, Failure> {
         name: "condense".into(),
         func: condense_spmm()?,
         cpu_schedule: CONDENSE_SPMM_SCHEDULE.to_string(),
+        cpu_schedule_16: None,
         gpu_schedule: None,
         spec: spec.clone(),
         gpu_spec: spec,
@@ -726,6 +741,7 @@ fn own_24(
         func: sparsetir_transform::index_dtype(&sparsetir_ops::load("spmm_24")?, "J", DType::I8)
             .map_err(|e| Failure(format!("error: internal error: spmm_24: {e}")))?,
         cpu_schedule: spmm_24_cpu_schedule(n),
+        cpu_schedule_16: None,
         gpu_schedule: sparsetir_ops::gpu_schedule("spmm_24"),
         spec,
         gpu_spec: vec![
@@ -765,6 +781,7 @@ fn own_sell(a: &Csr, sigma: Option<usize>) -> Result<OwnFormat, Failure> {
         name: format!("sell(sigma={sigma})"),
         func: spmv_sell()?,
         cpu_schedule: SPMV_SELL_SCHEDULE.to_string(),
+        cpu_schedule_16: None,
         gpu_schedule: None,
         spec: vec![("lanes".to_string(), SELL_LANES as i64)],
         gpu_spec: vec![("lanes".to_string(), SELL_LANES as i64)],

@@ -562,6 +562,11 @@ fn tensorized_nests_run_as_loops_on_the_cpu() {
 /// rows included.
 #[test]
 fn sixteen_bit_bsr_spmm_widens_b_per_block_on_the_cpu() {
+    // The schedules widen only tiles that the C writer keeps on the stack.
+    assert_eq!(
+        sparsetir_ops::composable::WIDENED_TILE_MAX as i64,
+        sparsetir_codegen::c::STACK_LIMIT
+    );
     if !common::have_cc() {
         return;
     }
