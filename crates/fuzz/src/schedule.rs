@@ -4,8 +4,8 @@
 //! stores into the rows it assembles keep their indices but for those into dense buffers,
 //! [`Stores::Given`]), gets a random schedule:
 //! at stage I `sparse_reorder` and `sparse_fuse` of its iterations, then at stage II or III
-//! `split`, `fuse`, `reorder`, `unroll`, `reverse_cache_read` (its tile sometimes padded by
-//! `storage_align`, or in shared memory on a GPU), and either `bind` (a GPU schedule) or `parallel`,
+//! `split`, `fuse`, `reorder`, `unroll`, `reverse_cache_read` (sometimes widened to float32,
+//! its tile sometimes padded by `storage_align`, or in shared memory on a GPU), and either `bind` (a GPU schedule) or `parallel`,
 //! `vectorize` and `vectorize_reduction` with the C writer's lane annotations (a CPU one) on
 //! random loops (a primitive that refuses is left out; the trace
 //! records what was taken). The scheduled
@@ -201,8 +201,17 @@ fn random_schedule(m: &mut Mutator, f: &PrimFunc) -> Option<String> {
                 let offset = m.below(factor as usize) as i64;
                 let (align, shared) = (m.chance(0.7), gpu && m.chance(0.5));
                 let pick = m.below(1 << 16) as u64;
+                // Sometimes the cache holds the values widened to float32 (exact for 16-bit
+                // and float32 buffers, refused for others).
+                let widen = m.chance(0.3);
                 sch.get_block(&name)
-                    .and_then(|b| sch.reverse_cache_read(b, read, "local"))
+                    .and_then(|b| {
+                        if widen {
+                            sch.reverse_cache_read_as(b, read, "local", sparsetir_ir::DType::F32)
+                        } else {
+                            sch.reverse_cache_read(b, read, "local")
+                        }
+                    })
                     .and_then(|c| {
                         if align {
                             // Any axis of the tile the copy block writes.
