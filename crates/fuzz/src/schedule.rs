@@ -5,7 +5,8 @@
 //! [`Stores::Given`]), gets a random schedule:
 //! at stage I `sparse_reorder` and `sparse_fuse` of its iterations, then at stage II or III
 //! `split`, `fuse`, `reorder`, `unroll`, `reverse_cache_read` (sometimes widened to float32,
-//! its tile sometimes padded by `storage_align`, or in shared memory on a GPU), and either `bind` (a GPU schedule) or `parallel`,
+//! its tile sometimes padded by `storage_align`, or in shared memory on a GPU), and either
+//! `bind` (a GPU schedule) or `parallel`,
 //! `vectorize` and `vectorize_reduction` with the C writer's lane annotations (a CPU one) on
 //! random loops (a primitive that refuses is left out; the trace
 //! records what was taken). The scheduled
