@@ -242,7 +242,8 @@ pub(crate) fn iterations_disjoint(func: &PrimFunc, root: &Stmt, v: VarId) -> boo
 ///
 /// Buffers allocated under the loop are private to an iteration; with `scoped_private` (a GPU
 /// thread binding) so is any buffer outside global memory (a block's own shared memory, a
-/// thread's registers; the writer puts barriers between threads' shared accesses). Buffers
+/// thread's registers; the writer puts barriers between threads' shared accesses), but not a
+/// function-level allocation outside shared memory, which the GPU keeps in global memory. Buffers
 /// updated atomically are not checked. A workspace that a block around the loop names
 /// (SpGEMM's row accumulator and bitmaps, `WORKSPACE_ATTR`) and the loop writes is a conflict:
 /// its elements are shared by design (bit words, counters).
@@ -441,8 +442,16 @@ fn conflict(
                 .push(st.indices.clone());
         }
     });
+    // A buffer the function itself allocates outside shared memory ("local" included) lives
+    // in global memory on the GPU (the CUDA writer's device temporaries), shared by every
+    // thread; a function-level shared buffer is each thread block's own.
+    let in_global = |b: BufferId| {
+        let scope = func.buffers[b].scope.as_str();
+        scope == "global"
+            || (func.buffer_decls.contains(&b) && !matches!(scope, "shared" | "shared.dyn"))
+    };
     let checked = |b: BufferId| {
-        (func.buffers[b].scope == "global" || !scoped_private)
+        (in_global(b) || !scoped_private)
             && !private.contains(&b)
             && !atomic.contains(&b)
             && !accumulators.contains(&b)

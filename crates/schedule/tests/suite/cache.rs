@@ -361,3 +361,24 @@ fn a_read_cache_may_widen_sixteen_bit_values() {
         .unwrap_err();
     assert!(e.message.contains("would not hold its values"), "{e}");
 }
+
+#[test]
+fn a_function_level_local_cache_is_shared_by_gpu_threads() {
+    // fused_sddmm's reads of A cached in a "local" buffer that the function allocates: the GPU
+    // keeps it in global memory, so threads filling it are not private to one another, and
+    // the fill's positions of one row all write that row (found by `sparsetir-fuzz --target
+    // schedule-native`: the emulator saw the race after `bind` had trusted the scope).
+    let f = kernel("fused_sddmm", Stage::III);
+    let mut sch = Schedule::new(f).unwrap();
+    let b = sch.get_block("sddmm0").unwrap();
+    let c = sch.reverse_cache_read(b, 0, "local").unwrap();
+    let buf = sch.func().buffer_by_name("A_data_local").unwrap();
+    assert!(
+        sch.func().buffer_decls.contains(&buf),
+        "a function-level allocation"
+    );
+    let loops = sch.get_loops(c).unwrap();
+    let e = sch.bind(loops[0], "threadIdx.x").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+    assert!(e.message.contains("A_data_local"), "{e}");
+}
