@@ -521,6 +521,28 @@ fn snapshot_tensor_core_kernels() {
     insta::assert_snapshot!("spmm_24_tc_dbuf_f16", kernels(&st.source));
 }
 
+/// bsrmm with `dt` operands under CPU schedule `sched` (`feat` columns), built by the C backend
+/// and run on a random BSR matrix of `nb x mb` blocks of 16 (a block row empty), equals the
+/// evaluator; returns the C source.
+fn c_bsrmm_equals_the_evaluator(
+    what: &str,
+    sched: &str,
+    dt: DType,
+    feat: usize,
+    (nb, mb, seed): (usize, usize, u64),
+) -> String {
+    let f = kernel(dt);
+    let k = sparsetir_runtime::build::build(&f, Some(sched), &spec(feat), &common::opts(what))
+        .unwrap_or_else(|e| panic!("{what} {dt}: {e}"));
+    let args = bsr_args(&mut ChaCha8Rng::seed_from_u64(seed), (nb, mb, 16), feat, dt);
+    let mut want = args.clone();
+    eval_func(&f, &mut want).expect("evaluator");
+    let mut got = args;
+    k.run(&mut got).expect("runs");
+    assert_outputs_close_16(what, &["c".to_string()], &got, &want, dt, 0.05);
+    k.source().to_string()
+}
+
 /// The tensor-core schedule without its thread bindings, on the C backend: the tensorized
 /// nests (`sch.tensorize`) run as the loops they are, and equal the evaluator.
 #[test]
@@ -528,33 +550,13 @@ fn tensorized_nests_run_as_loops_on_the_cpu() {
     if !common::have_cc() {
         return;
     }
-    let f = kernel(DType::F16);
     let cpu: String = schedule()
         .lines()
         .filter(|l| !l.starts_with("sch.bind("))
         .map(|l| format!("{l}\n"))
         .collect();
     assert!(cpu.contains("sch.tensorize("), "{cpu}");
-    let k = sparsetir_runtime::build::build(&f, Some(&cpu), &spec(24), &common::opts("tc-cpu"))
-        .expect("the C backend builds a tensorized schedule");
-    let args = bsr_args(
-        &mut ChaCha8Rng::seed_from_u64(29),
-        (4, 3, 16),
-        24,
-        DType::F16,
-    );
-    let mut want = args.clone();
-    eval_func(&f, &mut want).expect("evaluator");
-    let mut got = args;
-    k.run(&mut got).expect("runs");
-    assert_outputs_close_16(
-        "tensorized on the cpu",
-        &["c".to_string()],
-        &got,
-        &want,
-        DType::F16,
-        0.05,
-    );
+    c_bsrmm_equals_the_evaluator("tc-cpu", &cpu, DType::F16, 24, (4, 3, 29));
 }
 
 /// BSR SpMM with 16-bit operands under its CPU schedule (`bsr_spmm_half.sched`: each block's
@@ -571,27 +573,8 @@ fn sixteen_bit_bsr_spmm_widens_b_per_block_on_the_cpu() {
         return;
     }
     for dt in [DType::F16, DType::BF16] {
-        let f = kernel(dt);
-        let k = sparsetir_runtime::build::build(
-            &f,
-            Some(sparsetir_ops::composable::BSR_SPMM_HALF_SCHEDULE),
-            &spec(40),
-            &common::opts("bsr-half"),
-        )
-        .unwrap_or_else(|e| panic!("{dt}: {e}"));
-        assert!(k.source().contains("float B_data_local["), "{}", k.source());
-        let args = bsr_args(&mut ChaCha8Rng::seed_from_u64(31), (5, 4, 16), 40, dt);
-        let mut want = args.clone();
-        eval_func(&f, &mut want).expect("evaluator");
-        let mut got = args;
-        k.run(&mut got).expect("runs");
-        assert_outputs_close_16(
-            "bsr spmm, B widened",
-            &["c".to_string()],
-            &got,
-            &want,
-            dt,
-            0.05,
-        );
+        let sched = sparsetir_ops::composable::BSR_SPMM_HALF_SCHEDULE;
+        let src = c_bsrmm_equals_the_evaluator("bsr-half", sched, dt, 40, (5, 4, 31));
+        assert!(src.contains("float B_data_local["), "{src}");
     }
 }
