@@ -21,7 +21,8 @@ impl Schedule {
     pub fn tensorize(&mut self, lp: LoopRV, intrin: &str) -> Res<()> {
         self.require_stage("tensorize", &[Stage::III])?;
         let v = self.loop_var(lp)?;
-        self.tensorize_at("tensorize", v, intrin)?;
+        let t = self.intrin("tensorize", intrin, Focus::Loop(v))?;
+        self.tensorize_at("tensorize", v, t)?;
         self.record(
             "tensorize",
             vec![Arg::Var(lp.trace_name()), Arg::Str(intrin.to_string())],
@@ -53,7 +54,7 @@ impl Schedule {
                 Focus::Block(name),
             ));
         }
-        self.tensorize_at("sparse_tensorize", loops[loops.len() - depth], intrin)?;
+        self.tensorize_at("sparse_tensorize", loops[loops.len() - depth], t)?;
         self.record(
             "sparse_tensorize",
             vec![Arg::Var(block.trace_name()), Arg::Str(intrin.to_string())],
@@ -78,9 +79,8 @@ impl Schedule {
         })
     }
 
-    /// Checks the nest under loop `v` against `intrin` and marks the loop.
-    fn tensorize_at(&mut self, primitive: &str, v: VarId, intrin: &str) -> Res<()> {
-        let t = self.intrin(primitive, intrin, Focus::Loop(v))?;
+    /// Checks the nest under loop `v` against `t` and marks the loop.
+    fn tensorize_at(&mut self, primitive: &str, v: VarId, t: TensorIntrin) -> Res<()> {
         let func = &self.func;
         let Some(f) = ir_util::find_loop(&func.body, v) else {
             return Err(self.error(
