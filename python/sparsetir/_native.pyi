@@ -17,8 +17,8 @@ class NativeKernel:
     def launch(self, args: Dict[str, Any], outputs: List[Tuple[str, str, List[int]]]) -> List[np.ndarray]: ...
 
 class NativeArray:
-    """An array sparsetir owns and nothing can write (`freeze`): launches validate it but never
-    copy it."""
+    """An array sparsetir owns and nothing can write (`freeze`): never copied by a launch, and
+    validated by each kernel once per launch shape (same sizes, same frozen arrays)."""
     @property
     def dtype(self) -> str: ...
     @property

@@ -25,8 +25,9 @@ through ``values``.
 Caching: the CSR structure of a matrix (int32 ``indptr``/``indices``, and its transpose once a
 backward pass needs it) is cached by the identity of the matrix's index arrays (see
 ``_StructureCache``), so a graph used every epoch is converted once, also when its values change
-(dropout). The kernels read a frozen copy of that structure (``_native.freeze``, made once; each
-launch validates it but copies nothing), and borrow the float operands as they are. Do not
+(dropout). The kernels read a frozen copy of that structure (``_native.freeze``, made once; a
+kernel validates it at its first launch on it and copies nothing), and borrow the float operands
+as they are. Do not
 rewrite a matrix's index arrays in place: the cached structure would not follow.
 
 ``sparse_softmax`` differentiates as a softmax does: for ``P = softmax(A)`` row by row and an
@@ -49,10 +50,11 @@ __all__ = ["spmm", "sddmm", "spmv", "sparse_softmax", "masked_attention", "csr_s
 
 class _Csr:
     """A CSR structure in the catalog kernels' form: int32 ``indptr``/``indices``. The runtime
-    validates it at every launch (monotone, in range, columns sorted and unique within rows);
+    validates it (monotone, in range, columns sorted and unique within rows) at each kernel's
+    first launch on it, and again whenever that launch's sizes change;
     here only the conversion to int32 is checked, so that no index wraps into range."""
 
-    __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "_frozen",
+    __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "_frozen", "_filled",
                  "__weakref__")
 
     def __init__(self, m: int, n: int, indptr: np.ndarray, indices: np.ndarray):
@@ -73,11 +75,25 @@ class _Csr:
         self._rows: Optional[np.ndarray] = None
         self._torch: Dict[str, Any] = {}
         self._frozen: Optional[Dict[str, Any]] = None
+        self._filled: Dict[Tuple[float, str], np.ndarray] = {}
+
+    def filled(self, value: float, dt: np.dtype) -> np.ndarray:
+        """A read-only array of ``nnz`` copies of ``value`` (an SDDMM's sampling weights: ones,
+        or attention's scale), made once per value and dtype rather than at every call."""
+        key = (float(value), np.dtype(dt).str)
+        a = self._filled.get(key)
+        if a is None:
+            if len(self._filled) >= 4:
+                self._filled.clear()
+            a = np.full(self.nnz, value, dt)
+            a.flags.writeable = False
+            self._filled[key] = a
+        return a
 
     def launch_args(self) -> Dict[str, Any]:
         """``indptr`` and ``indices`` as the kernels take them: frozen copies (made once), which
-        launches validate but never copy, and which no Python code can change while a kernel
-        reads them without the GIL."""
+        a kernel validates once per launch shape and never copies, and which no Python code can
+        change while a kernel reads them without the GIL."""
         if self._frozen is None:
             self._frozen = {"indptr": _native.freeze(self.indptr),
                             "indices": _native.freeze(self.indices)}
@@ -295,9 +311,6 @@ def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
     return c.astype(dt, copy=False)
 
 
-_ones: Dict[Tuple[int, str], np.ndarray] = {}
-
-
 def _sddmm_np(s: _Csr, values: Optional[np.ndarray], X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """Values of ``A ∘ (X Yᵀ)`` on A's pattern (``values=None``: ``X Yᵀ`` sampled)."""
     if X.ndim != 2 or Y.ndim != 2:
@@ -308,7 +321,7 @@ def _sddmm_np(s: _Csr, values: Optional[np.ndarray], X: np.ndarray, Y: np.ndarra
             f"and Y {Y.shape}")
     dt = _dtype_of(X, Y, values=values)
     if values is None:
-        values = np.ones(s.nnz, dt)
+        values = s.filled(1.0, dt)
     feat = X.shape[1]
     if feat == 0 or s.nnz == 0:
         return np.zeros(s.nnz, dt)
@@ -613,7 +626,7 @@ def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = No
     if not use_torch:
         q, k, v = (_numeric(x, "masked_attention", n) for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
         dt = _dtype_of(q, k, v)
-        scores = _sddmm_np(s, np.full(s.nnz, scale, dt), q, k)
+        scores = _sddmm_np(s, s.filled(scale, dt), q, k)
         return _spmm_np(s, _softmax_np(s, scores), v)
     import torch
 

@@ -6,8 +6,10 @@
 //!   the kernel addresses memory with it. A numpy array can be written by another Python thread
 //!   while the kernel runs without the GIL, so an index array lent from numpy could leave its
 //!   validated range mid-launch. Index arrays are therefore copied (integer numpy arrays), or
-//!   passed as [`NativeArray`]s: copied once by `freeze`, immutable, validated at every launch
-//!   and never copied again. `sparsetir.ops` freezes the structure of each cached matrix.
+//!   passed as [`NativeArray`]s: copied once by `freeze`, immutable, never copied again, and
+//!   read by a kernel's validation once per launch shape (`sparsetir_runtime::FrozenArray`: a
+//!   launch with the same scalars, lengths and frozen arrays passes on what was read).
+//!   `sparsetir.ops` freezes the structure of each cached matrix.
 //! - **Float arrays are lent** (read-only borrows through the numpy crate, C-contiguous and
 //!   aligned ones): a concurrent writer can change the numbers a kernel reads, never where it
 //!   reads, since no address is computed from a float.
@@ -20,7 +22,7 @@ use numpy::{
 use pyo3::prelude::*;
 use sparsetir_formats::Tensor;
 use sparsetir_ir::DType;
-use sparsetir_runtime::{ArrayRef, LaunchArg};
+use sparsetir_runtime::{ArrayRef, FrozenArray, LaunchArg};
 
 use crate::convert;
 
@@ -28,7 +30,7 @@ use crate::convert;
 /// then passed to any number of launches without a copy (`sparsetir._native.freeze`).
 #[pyclass(module = "sparsetir._native", frozen)]
 pub struct NativeArray {
-    tensor: Tensor,
+    frozen: FrozenArray,
 }
 
 #[pymethods]
@@ -36,28 +38,28 @@ impl NativeArray {
     /// The element type (`int32`, `float32`, ...).
     #[getter]
     fn dtype(&self) -> String {
-        self.tensor.dtype().to_string()
+        self.frozen.tensor().dtype().to_string()
     }
 
     #[getter]
     fn shape(&self) -> Vec<usize> {
-        self.tensor.shape.clone()
+        self.frozen.tensor().shape.clone()
     }
 
     fn __len__(&self) -> usize {
-        self.tensor.shape.first().copied().unwrap_or(1)
+        self.frozen.tensor().shape.first().copied().unwrap_or(1)
     }
 
     /// A copy as a numpy array.
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        convert::numpy_from_tensor(py, self.tensor.clone())
+        convert::numpy_from_tensor(py, self.frozen.tensor().clone())
     }
 
     fn __repr__(&self) -> String {
         format!(
             "<sparsetir.NativeArray {} {:?}>",
-            self.tensor.dtype(),
-            self.tensor.shape
+            self.frozen.tensor().dtype(),
+            self.frozen.tensor().shape
         )
     }
 }
@@ -66,7 +68,9 @@ impl NativeArray {
 #[pyfunction]
 pub fn freeze(arr: &Bound<'_, PyUntypedArray>) -> PyResult<NativeArray> {
     let tensor = convert::tensor_from_numpy(arr).map_err(crate::err)?;
-    Ok(NativeArray { tensor })
+    Ok(NativeArray {
+        frozen: FrozenArray::new(tensor),
+    })
 }
 
 /// One launch argument as the caller gave it, held for the launch.
@@ -97,7 +101,7 @@ impl<'py> Lent<'py> {
     pub fn new(name: &str, value: &Bound<'py, PyAny>, written: bool) -> PyResult<Lent<'py>> {
         if let Ok(frozen) = value.downcast::<NativeArray>() {
             if written {
-                return Ok(Lent::Owned(frozen.get().tensor.clone()));
+                return Ok(Lent::Owned(frozen.get().frozen.tensor().clone()));
             }
             return Ok(Lent::Frozen(frozen.clone()));
         }
@@ -140,7 +144,7 @@ impl<'py> Lent<'py> {
             Lent::Int(i) => LaunchArg::Int(*i),
             Lent::Float(x) => LaunchArg::Float(*x),
             Lent::Owned(t) => LaunchArg::Array(ArrayRef::of_tensor_mut(t)),
-            Lent::Frozen(f) => LaunchArg::Array(ArrayRef::of_tensor(&f.get().tensor)),
+            Lent::Frozen(f) => LaunchArg::Array(ArrayRef::frozen(&f.get().frozen)),
             Lent::F32(a) => LaunchArg::Array(ArrayRef::read(a.as_slice().map_err(contiguous)?)),
             Lent::F64(a) => LaunchArg::Array(ArrayRef::read(a.as_slice().map_err(contiguous)?)),
             Lent::Bits16(d, a) => {

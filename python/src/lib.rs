@@ -10,8 +10,9 @@
 //!
 //! Data crossing the boundary (`borrow.rs`): `launch` on a C kernel copies nothing it need not.
 //! Float arrays are lent read-only as they are (C-contiguous, aligned ones); index arrays
-//! are copied, or passed as `NativeArray`s that `freeze` copied once (a numpy index array could
-//! be rewritten by another thread while the kernel runs without the GIL, after validation);
+//! are copied, or passed as `NativeArray`s that `freeze` copied once and that each kernel
+//! validates once per launch shape (a numpy index array could be rewritten by another thread
+//! while the kernel runs without the GIL, after validation);
 //! every output array is handed to numpy **without a copy** (the `Vec` becomes the array's
 //! storage). `call` and the other targets copy their inputs into the runtime's owned
 //! [`sparsetir_formats::Tensor`]s once. Kernels run with the GIL released.

@@ -111,3 +111,26 @@ def test_bad_frozen_structure_is_refused_by_name():
         _launch(_csrmm(), A, np.ones((10, 2), np.float32),
                 _native.freeze(A.indptr.astype(np.int64)),
                 _native.freeze(A.indices.astype(np.int32)))
+
+
+def test_a_kernel_remembers_only_what_validation_read():
+    # A kernel validates a frozen structure once per launch shape; what it did not read (the
+    # float operands' values) and what changes the shape (lengths, sizes) is checked every time.
+    A = random_csr(20, 16, 0.3, seed=5)
+    B = np.random.default_rng(6).random((16, 4)).astype(np.float32)
+    k = _csrmm()
+    ip = _native.freeze(A.indptr.astype(np.int32))
+    ix = _native.freeze(A.indices.astype(np.int32))
+    for scale in (1, 3):
+        np.testing.assert_allclose(_launch(k, A, B * scale, ip, ix), A.toarray() @ (B * scale),
+                                   rtol=1e-5, atol=1e-6)
+    with pytest.raises(sparsetir.SparsetirError, match="`a`"):
+        _launch(k, A, B, ip, ix, values=A.data[:-1])
+    with pytest.raises(sparsetir.SparsetirError, match="`b`"):
+        _launch(k, A, B[:-1], ip, ix)
+    bad = A.indices.astype(np.int32)
+    bad[-1] = 16
+    frozen_bad = _native.freeze(bad)
+    for _ in range(2):
+        with pytest.raises(sparsetir.SparsetirError, match="outside"):
+            _launch(k, A, B, ip, frozen_bad)

@@ -122,6 +122,8 @@ pub struct ArrayRef<'a> {
     ptr: *mut c_void,
     len: usize,
     writable: bool,
+    /// The identity of the [`crate::FrozenArray`] this views, if it is one.
+    frozen: Option<u64>,
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
@@ -158,6 +160,7 @@ impl<'a> ArrayRef<'a> {
             ptr: s.as_ptr().cast_mut().cast(),
             len: s.len(),
             writable: false,
+            frozen: None,
             _borrow: PhantomData,
         }
     }
@@ -169,6 +172,7 @@ impl<'a> ArrayRef<'a> {
             ptr: s.as_mut_ptr().cast(),
             len: s.len(),
             writable: true,
+            frozen: None,
             _borrow: PhantomData,
         }
     }
@@ -207,6 +211,17 @@ impl<'a> ArrayRef<'a> {
     /// Whether the kernel may write this array.
     pub fn is_writable(&self) -> bool {
         self.writable
+    }
+    /// The identity of the frozen array this views ([`ArrayRef::frozen`]), if it is one.
+    pub fn frozen_id(&self) -> Option<u64> {
+        self.frozen
+    }
+    /// Marks a read-only view of a frozen array's elements with its identity (only
+    /// `ArrayRef::frozen` does: an identity promises the elements never change).
+    pub(crate) fn with_frozen_id(mut self, id: u64) -> ArrayRef<'a> {
+        debug_assert!(!self.writable, "a frozen array is never lent writable");
+        self.frozen = Some(id);
+        self
     }
 
     /// The elements as a shared slice of `T`, when `T` is this array's element type.

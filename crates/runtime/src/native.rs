@@ -14,9 +14,9 @@ use crate::args::{LaunchArg, LaunchArgs};
 use crate::cache::{CacheOutcome, KernelCache, LoadReport};
 use crate::compile::Compiler;
 use crate::error::RunError;
+use crate::frozen::ValidationMemo;
 use crate::kernel::{CompiledKernel, KernelParam, ParamKind, SparsetirArg};
 use crate::timing::{time_with, Timing, TimingOptions};
-use crate::validate::validate_launch;
 
 /// How to compile a kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,6 +59,8 @@ pub struct Kernel {
     /// The array parameters the kernel writes (buffers it stores to, assembled structure):
     /// [`Kernel::launch`] refuses a read-only array for them.
     written: Vec<String>,
+    /// Launch shapes whose validation passed on frozen structure (`crate::frozen`).
+    memo: ValidationMemo,
 }
 
 /// The array parameters of `f` that a launch writes: the data of every buffer the body stores
@@ -145,6 +147,7 @@ impl Kernel {
             report,
             frontend_time: Duration::ZERO,
             written: written_params(stage1),
+            memo: ValidationMemo::new(),
         })
     }
 
@@ -155,7 +158,10 @@ impl Kernel {
     }
 
     /// [`Kernel::run`] on borrowed arrays: no copy in or out. Checks `args` as `run` does, and
-    /// that every array the kernel writes was lent writable ([`LaunchArgs::write`]).
+    /// that every array the kernel writes was lent writable ([`LaunchArgs::write`]). Arrays
+    /// lent as [`crate::FrozenArray`]s ([`LaunchArgs::frozen`]) are read by validation once:
+    /// a later launch with the same scalars, dtypes, lengths and frozen arrays passes without
+    /// reading them again ([`crate::ValidationMemo`]).
     ///
     /// ```
     /// use sparsetir_runtime::{compile_c, CompileOptions, LaunchArgs};
@@ -185,7 +191,7 @@ impl Kernel {
 
     /// Validates `args` and builds the argument array from them.
     fn checked_slots(&self, args: &LaunchArgs<'_>) -> Result<Vec<SparsetirArg>, RunError> {
-        validate_launch(&self.stage1, args)?;
+        self.memo.validate(&self.stage1, args)?;
         for name in &self.written {
             if let Some(LaunchArg::Array(a)) = args.get(name) {
                 if !a.is_writable() {
@@ -237,6 +243,11 @@ impl Kernel {
     /// writable.
     pub fn written_params(&self) -> &[String] {
         &self.written
+    }
+
+    /// The launch shapes this kernel remembers as validated.
+    pub fn validation_memo(&self) -> &ValidationMemo {
+        &self.memo
     }
 
     /// The stage-I function arguments are validated against.

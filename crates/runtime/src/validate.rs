@@ -18,6 +18,7 @@
 //! and the values of the buffers stored over them are not inputs, so they may be absent and are
 //! not checked (whatever they hold is overwritten); their length must still be known.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use sparsetir_eval::storage::{dense_size, sparse_layout, AxisData, MAX_ELEMENTS};
@@ -161,6 +162,9 @@ struct Checker<'a> {
     buffer_size: HashMap<BufferId, i64>,
     /// The outputs of assembled axes, never checked as inputs.
     assembled: Assembled,
+    /// The parameters whose elements were read (not only their dtype and length): what the
+    /// outcome depends on beyond the launch's shape (`crate::frozen`).
+    read: RefCell<Vec<VarId>>,
 }
 
 /// Checks `args` against the stage-I function `func` before a native launch. See the module
@@ -171,6 +175,13 @@ pub fn validate_args(func: &PrimFunc, args: &HashMap<String, ArgValue>) -> Resul
 
 /// [`validate_args`] on borrowed arguments.
 pub fn validate_launch(func: &PrimFunc, args: &LaunchArgs<'_>) -> Result<(), RunError> {
+    validate_reading(func, args).map(|_| ())
+}
+
+/// [`validate_launch`], returning the names of the parameters whose elements it read: the
+/// outcome is a function of those arrays' elements and of the launch's
+/// [`crate::LaunchShape`] (scalars, dtypes, lengths) alone.
+pub fn validate_reading(func: &PrimFunc, args: &LaunchArgs<'_>) -> Result<Vec<String>, RunError> {
     let mut c = Checker {
         func,
         args,
@@ -179,6 +190,7 @@ pub fn validate_launch(func: &PrimFunc, args: &LaunchArgs<'_>) -> Result<(), Run
         layout_axes: Vec::with_capacity(func.axes.len()),
         buffer_size: HashMap::new(),
         assembled: Assembled::of(func),
+        read: RefCell::new(Vec::new()),
     };
     c.scalars()?;
     c.check_axes()?;
@@ -186,7 +198,10 @@ pub fn validate_launch(func: &PrimFunc, args: &LaunchArgs<'_>) -> Result<(), Run
     c.check_body(&func.body)?;
     c.check_distinct()?;
     c.check_monotone()?;
-    Ok(())
+    let mut read: Vec<String> = c.read.take().into_iter().map(|v| c.var_name(v)).collect();
+    read.sort_unstable();
+    read.dedup();
+    Ok(read)
 }
 
 /// The smallest extent of a dense dimension that coordinates of `axis` index directly (as
@@ -408,6 +423,7 @@ impl<'a> Checker<'a> {
         indptr: bool,
     ) -> Result<IndexView<'a>, RunError> {
         let t = self.array(param)?;
+        self.read.borrow_mut().push(param);
         IndexView::new(t).ok_or_else(|| {
             let (p, message) = (
                 self.var_name(param),
@@ -720,6 +736,7 @@ impl<'a> Checker<'a> {
         let data = buf.data_param()?;
         let size = *self.buffer_size.get(&b)?;
         let t = self.array(data).ok()?;
+        self.read.borrow_mut().push(data);
         Some((t, (size as usize).min(t.len())))
     }
 

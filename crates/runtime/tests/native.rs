@@ -15,8 +15,8 @@ use sparsetir_eval::ArgValue;
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc};
 use sparsetir_runtime::{
-    CacheOutcome, CompileOptions, Compiler, Kernel, KernelCache, KernelParam, LaunchArgs,
-    ParamKind, RunError, TimingOptions,
+    CacheOutcome, CompileOptions, Compiler, FrozenArray, Kernel, KernelCache, KernelParam,
+    LaunchArgs, ParamKind, RunError, TimingOptions,
 };
 
 /// SpMM over CSR, parameters in the order of the catalog's `csrmm` script.
@@ -634,6 +634,59 @@ fn borrowed_arrays_launch_in_place() {
         k.launch(&args).is_err(),
         "an int64 indptr for an int32 parameter"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn frozen_structure_is_validated_once_per_shape() {
+    if !have_cc() {
+        return;
+    }
+    let dir = temp_dir("frozen");
+    let k = Kernel::from_source(&stage1(), CSRMM_C, ENTRY, params(), &opts(&dir)).expect("ok");
+    let c = case();
+    let i32s = |v: &[i32]| {
+        let v: Vec<i64> = v.iter().map(|&x| x.into()).collect();
+        FrozenArray::new(Tensor::from_i64(DType::I32, &v).expect("tensor"))
+    };
+    let (indptr, indices) = (i32s(&c.indptr), i32s(&c.indices));
+    let launch = |b: &[f32], out: &mut [f32], indices: &FrozenArray| {
+        let mut args = LaunchArgs::new();
+        args.frozen("indptr", &indptr)
+            .frozen("indices", indices)
+            .read("a", &c.a)
+            .read("b", b)
+            .write("c", out)
+            .int("m", c.m as i64)
+            .int("n", c.n as i64)
+            .int("feat_size", c.f as i64)
+            .int("nnz", c.nnz as i64);
+        k.launch(&args)
+    };
+    // Two launches on new B values: both right, the structure read once.
+    let mut b = c.b.clone();
+    for round in 0..2 {
+        let mut out = vec![-1.0f32; c.m * c.f];
+        launch(&b, &mut out, &indices).expect("runs");
+        let got: Vec<f64> = out.iter().map(|x| *x as f64).collect();
+        assert_close(
+            &got,
+            &expected(&Case {
+                b: b.clone(),
+                ..case()
+            }),
+        );
+        assert_eq!(k.validation_memo().full_validations(), 1, "round {round}");
+        b.iter_mut().for_each(|x| *x = -*x + 1.0);
+    }
+    // Another frozen `indices` holding a column past n: read, refused, nothing written.
+    let mut bad = c.indices.clone();
+    bad[3] = c.n as i32;
+    let mut out = vec![-1.0f32; c.m * c.f];
+    let err = launch(&b, &mut out, &i32s(&bad)).expect_err("column past n");
+    assert!(matches!(err, RunError::Indices { .. }), "{err}");
+    assert!(out.iter().all(|&x| x == -1.0));
+    assert_eq!(k.validation_memo().full_validations(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

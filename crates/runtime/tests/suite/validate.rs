@@ -196,3 +196,78 @@ fn scalar_and_kind_errors() {
         Err(RunError::Indptr { message, .. }) if message.contains("integers")
     ));
 }
+
+/// An array of `t`'s dtype and length holding garbage: alternating huge and negative integers,
+/// or NaN.
+fn garbage(t: &Tensor) -> Tensor {
+    let n = t.len();
+    if t.dtype().is_float() {
+        Tensor::from_f64(t.dtype(), &vec![f64::NAN; n]).expect("tensor")
+    } else {
+        // Unsigned types get a value above any extent here instead of a negative one.
+        let low = if t.dtype().to_string().starts_with('u') {
+            100
+        } else {
+            -3
+        };
+        let v: Vec<i64> = (0..n)
+            .map(|i| if i % 2 == 0 { 1 << 14 } else { low })
+            .collect();
+        Tensor::from_i64(t.dtype(), &v).expect("tensor")
+    }
+}
+
+/// `validate_reading` names every array whose elements decide the outcome (what frozen arrays'
+/// memo relies on): for every catalog kernel, with its default CPU schedule's recorded
+/// `assume_distinct`/`assume_monotone` where it has one, garbage in any array it does not name
+/// leaves valid data valid; and the structure arrays it reads are among those named.
+#[test]
+fn arrays_validation_does_not_name_are_only_measured() {
+    let shape = Shape::new(Pattern::Random { empty_rows: true }, 6, 8)
+        .with_density(0.5)
+        .with_feat(4)
+        .with_block(2)
+        .with_depth(3);
+    let mut checked = 0;
+    for k in sparsetir_ops::catalog()
+        .iter()
+        .chain(sparsetir_ops::sparse_output())
+    {
+        let f = sparsetir_ops::load(k.name).expect("catalog kernel");
+        let mut funcs = vec![("no schedule", f.clone())];
+        if let Some(s) = sparsetir_ops::cpu_schedule(k.name) {
+            let lowered = sparsetir_runtime::build::schedule_and_lower(&f, Some(s), &[])
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            funcs.push(("default schedule", lowered.stage1));
+        }
+        let Ok(case) = random_args(k.name, &shape, 3) else {
+            continue;
+        };
+        for (how, f) in funcs {
+            let what = format!("{} ({how})", k.name);
+            let launch = sparsetir_runtime::LaunchArgs::of_values(&case.args);
+            let read = sparsetir_runtime::validate_reading(&f, &launch)
+                .unwrap_or_else(|e| panic!("{what}: valid data refused: {e}"));
+            for ax in f.axes.iter().map(|(_, a)| a).filter(|a| !a.assembled) {
+                for p in [ax.indptr, ax.indices].into_iter().flatten() {
+                    let name = &f.vars[p].name;
+                    assert!(read.contains(name), "{what}: `{name}` read but not named");
+                }
+            }
+            let mut args = case.args.clone();
+            for (name, v) in case.args.iter() {
+                if let ArgValue::Array(t) = v {
+                    if !read.contains(name) {
+                        args.insert(name.clone(), ArgValue::Array(garbage(t)));
+                    }
+                }
+            }
+            let launch = sparsetir_runtime::LaunchArgs::of_values(&args);
+            let again = sparsetir_runtime::validate_reading(&f, &launch)
+                .unwrap_or_else(|e| panic!("{what}: garbage outside {read:?} refused: {e}"));
+            assert_eq!(again, read, "{what}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} kernels checked");
+}
