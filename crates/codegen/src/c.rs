@@ -20,6 +20,7 @@ use crate::{CModule, CParam, CParamKind, CodegenError};
 
 mod evaluate;
 mod expr;
+mod first_write;
 mod gpu;
 pub use gpu::{CP_ASYNC_PRELUDE, TMA_PRELUDE};
 mod half;
@@ -823,8 +824,8 @@ impl<'f> Writer<'f> {
             }
         }
         self.span = func.span;
-        let heap = self.write_allocs(&allocs)?;
         let body = &func.body;
+        let heap = self.write_allocs(&allocs, &[body])?;
         self.write_guarded(&heap, |w| w.write_stmt(body))?;
         self.line("return sptir_status;");
         self.indent = 0;
@@ -944,8 +945,9 @@ impl<'f> Writer<'f> {
             if let Stmt::Allocate(b) = st {
                 self.line("{");
                 self.indent += 1;
-                let heap = self.write_allocs(&[*b])?;
                 let rest = &v[k + 1..];
+                let scope: Vec<&Stmt> = rest.iter().collect();
+                let heap = self.write_allocs(&[*b], &scope)?;
                 self.write_guarded(&heap, |w| {
                     for r in rest {
                         w.write_stmt(r)?;
@@ -1235,7 +1237,8 @@ impl<'f> Writer<'f> {
             opened = true;
         }
         let (own, reused) = self.block_allocs(b);
-        let heap = self.write_allocs(&own)?;
+        let scope: Vec<&Stmt> = b.init.iter().chain([&b.body]).collect();
+        let heap = self.write_allocs(&own, &scope)?;
         self.write_guarded_reusing(&heap, &reused, |w| {
             if let Some(init) = &b.init {
                 if at_min.is_empty() {

@@ -15,7 +15,9 @@ use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, IRModule, PrimFunc, Stage};
 use sparsetir_ops::data::{random_args, Pattern, Shape};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
-use sparsetir_runtime::{validate_args, Binder, CompileOptions, Kernel, RunError};
+use sparsetir_runtime::{
+    validate_args, Binder, CompileOptions, FrozenArray, Kernel, LaunchArgs, RunError,
+};
 use sparsetir_transform::{lower, PipelineOptions};
 
 use crate::mutate::Mutator;
@@ -416,8 +418,82 @@ pub fn execute_c(input: &RunInput, opts: &CompileOptions) -> Result<(), String> 
         let _ = validate_args(k.stage1(), &args);
         return Ok(());
     }
-    if k.run(&mut args).is_ok() {
+    let owned = k.run(&mut args);
+    if owned.is_ok() {
         crate::deep();
+    }
+    frozen_twice(k, input, owned.is_ok(), &args)
+}
+
+/// The input again with its integer arrays frozen ([`FrozenArray`]) and launched twice, the
+/// second launch passing on the kernel's validation memo: both must give the verdict of the
+/// launch on owned arrays, and its outputs (equal, or within 1e-5 relative; NaN equal to NaN).
+fn frozen_twice(
+    k: &Kernel,
+    input: &RunInput,
+    accepted: bool,
+    want: &HashMap<String, ArgValue>,
+) -> Result<(), String> {
+    let written = k.written_params();
+    let mut frozen: HashMap<String, FrozenArray> = HashMap::new();
+    let mut owned: HashMap<String, ArgValue> = HashMap::new();
+    for (name, v) in input.map() {
+        match v {
+            ArgValue::Array(t) if !t.dtype().is_float() && !written.contains(&name) => {
+                frozen.insert(name, FrozenArray::new(t));
+            }
+            v => {
+                owned.insert(name, v);
+            }
+        }
+    }
+    let fresh = owned.clone();
+    for round in 0..2 {
+        let mut got = fresh.clone();
+        let outcome = {
+            let mut args = LaunchArgs::of_values_mut(&mut got);
+            for (name, f) in &frozen {
+                args.frozen(name, f);
+            }
+            k.launch(&args)
+        };
+        if outcome.is_ok() != accepted {
+            return Err(format!(
+                "c: `{}` with frozen structure (launch {}): {} where the owned launch {}",
+                input.kernel,
+                round + 1,
+                match &outcome {
+                    Ok(()) => "accepted".to_string(),
+                    Err(e) => format!("refused ({e})"),
+                },
+                if accepted {
+                    "was accepted"
+                } else {
+                    "was refused"
+                }
+            ));
+        }
+        if !accepted {
+            continue;
+        }
+        for (name, v) in &got {
+            let (ArgValue::Array(g), Some(ArgValue::Array(w))) = (v, want.get(name)) else {
+                continue;
+            };
+            let same = g.len() == w.len()
+                && (0..g.len()).all(|i| {
+                    let (a, b) = (g.get_f64(i), w.get_f64(i));
+                    a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-5 * (1.0 + b.abs())
+                });
+            if !same {
+                return Err(format!(
+                    "c: `{}` with frozen structure (launch {}): `{name}` differs from the \
+                     owned launch's",
+                    input.kernel,
+                    round + 1
+                ));
+            }
+        }
     }
     Ok(())
 }

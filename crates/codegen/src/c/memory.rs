@@ -207,8 +207,10 @@ impl<'f> Writer<'f> {
     }
 
     /// Declares the storage of allocated buffers at the current point; returns the names of the
-    /// heap pointers (to guard and free).
-    pub(super) fn write_allocs(&mut self, bufs: &[BufferId]) -> Res<Vec<String>> {
+    /// heap pointers (to guard and free). `scope`: the statements the buffers are live in, in
+    /// order; a stack array they fill whole before reading it is left uninitialized
+    /// (`first_write`), any other is zeroed.
+    pub(super) fn write_allocs(&mut self, bufs: &[BufferId], scope: &[&Stmt]) -> Res<Vec<String>> {
         let mut heap = Vec::new();
         for &b in bufs {
             let buf = &self.func.buffers[b];
@@ -230,6 +232,9 @@ impl<'f> Writer<'f> {
                 continue;
             }
             match kind {
+                AllocKind::Stack(n) if self.filled_first(b, scope, n) => {
+                    self.line(&format!("{ct} {name}[{n}]; /* filled before read */"))
+                }
                 AllocKind::Stack(n) => self.line(&format!("{ct} {name}[{n}] = {{0}};")),
                 AllocKind::Heap(size) => {
                     let size_name = self.namer.fresh(&format!("{name}_size"));
@@ -243,6 +248,21 @@ impl<'f> Writer<'f> {
             self.span = saved;
         }
         Ok(heap)
+    }
+
+    /// Whether `scope` writes all `n` elements of the stack array `b` before reading any.
+    fn filled_first(&self, b: BufferId, scope: &[&Stmt], n: i64) -> bool {
+        let Some(info) = self.bufs[b.index()].as_ref() else {
+            return false;
+        };
+        let mut strides = Vec::with_capacity(info.strides.len());
+        for s in &info.strides {
+            match s {
+                Stride::Const(c) => strides.push(*c),
+                Stride::Local(_) => return false,
+            }
+        }
+        super::first_write::filled_before_read(scope, b, &strides, n)
     }
 
     pub(super) fn end_scope(&mut self, bufs: &[BufferId]) {

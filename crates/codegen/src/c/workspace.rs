@@ -121,7 +121,8 @@ impl<'f> Writer<'f> {
     pub(super) fn open_workspaces(&mut self, bufs: &[BufferId]) -> Res<usize> {
         let mark = self.hoisted.len();
         for &b in bufs {
-            let heap = self.write_allocs(&[b])?;
+            // Workspaces are zeroed: their blocks rely on it (`"workspace"` annotation).
+            let heap = self.write_allocs(&[b], &[])?;
             self.hoisted.push(Hoisted {
                 buffer: b,
                 heap: heap.into_iter().next(),

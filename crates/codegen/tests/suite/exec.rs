@@ -297,3 +297,57 @@ fn flat_prefetch_matches_the_interpreter() {
     // Look-ahead across rows and past `nnz`, the index read clamped into `J`.
     check_gather_rows(include_str!("../scripts/prefetch_flat.sp"));
 }
+
+/// Local arrays a fill nest writes whole before any read are declared without `= {0}`; the
+/// others (a fill that misses a row, an accumulation that reads first, a fill under an `if`, a
+/// fill whose offsets depend on a loop outside it) stay zeroed, and every output equals the
+/// interpreter's, the zeros read included.
+#[test]
+fn only_arrays_filled_whole_before_a_read_are_left_uninitialized() {
+    let f = parse(include_str!("../scripts/local_fill.sp"));
+    let m = sparsetir_codegen::emit_c(&f).expect("emits");
+    let text = kernel_text(&m);
+    let decl = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!(" {name}[")) && l.trim_end().ends_with(['/', ';']))
+            .unwrap_or_else(|| panic!("no declaration of {name} in\n{text}"))
+            .trim()
+            .to_string()
+    };
+    assert!(
+        decl("full").ends_with("/* filled before read */"),
+        "{}",
+        decl("full")
+    );
+    for name in ["part", "acc", "cond", "outer"] {
+        assert!(decl(name).ends_with("= {0};"), "{name}: {}", decl(name));
+    }
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping the run");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rows = 6usize;
+    let a: Vec<f64> = (0..rows * 16)
+        .map(|i| ((i * 5) % 13) as f64 - 6.0)
+        .collect();
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("c".to_string(), floats(DType::F32, &vec![99.0; rows * 5]));
+    args.insert("m".to_string(), ArgValue::Int(rows as i64));
+    let after = check(&cc, dir.path(), "local_fill", &f, &args, 1, 0.0);
+    // Independently: row r of C from A's row r.
+    let c = array(&after, "c");
+    for r in 0..rows {
+        let ar = |k: usize| a[r * 16 + k];
+        let want = [
+            ar(15) + ar(1),
+            ar(5),
+            ar(2),
+            if r > 0 { ar(1) } else { 0.0 },
+            // outer[(x + r) % 4] = A[r, x + 8]: element 2 holds x = (2 - r) mod 4.
+            ar((2 + 4 * r - r) % 4 + 8),
+        ];
+        assert_eq!(&c[r * 5..r * 5 + 5], &want, "row {r}");
+    }
+}
