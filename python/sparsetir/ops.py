@@ -1,11 +1,14 @@
 """Ready-made sparse operators on the catalog kernels, differentiable with PyTorch.
 
-``spmm(A, B)`` (``A @ B``), ``sddmm(A, X, Y)`` (``A ∘ (X Yᵀ)`` on A's pattern),
+``spmm(A, B)`` (``A @ B``; ``reduce="mean"|"max"|"min"`` aggregates each row's products
+``A[i, j] B[j, :]`` that way instead of summing them, as GNN layers aggregate messages),
+``sddmm(A, X, Y)`` (``A ∘ (X Yᵀ)`` on A's pattern),
 ``spmv(A, x)`` (``A @ x``) and ``sparse_softmax(A)`` (each row's softmax over its stored
 values) take ``A`` as a scipy.sparse matrix (any format) or a torch sparse tensor (CSR or COO),
 and dense numpy arrays or torch tensors; ``masked_attention(M, Q, K, V)`` composes them
 (``softmax(scale · Q Kᵀ on M's pattern) V``, as in graph attention or sparse transformers).
-They run the catalog's kernels (``crates/ops/kernels/{csrmm,sddmm,spmv,sparse_softmax}.sp``)
+They run the catalog's kernels (``crates/ops/kernels/{csrmm,sddmm,spmv,sparse_softmax}.sp``,
+and ``csrmm_max.sp``/``csrmm_min.sp`` for those reductions)
 under their default CPU schedules, compiled by the C backend through the kernel cache, once per
 (kernel, dtype, feature width) per process.
 
@@ -108,6 +111,10 @@ class _Csr:
         if self._rows is None:
             self._rows = np.repeat(np.arange(self.m, dtype=np.int64), np.diff(self.indptr))
         return self._rows
+
+    def degrees(self) -> np.ndarray:
+        """Each row's count of stored elements (int64)."""
+        return np.diff(self.indptr).astype(np.int64, copy=False)
 
     def transpose(self) -> Tuple["_Csr", np.ndarray]:
         """``(Aᵀ's structure, perm)`` with ``values_T = values[perm]``; built once."""
@@ -294,7 +301,9 @@ def _numeric(x: Any, op: str, what: str) -> np.ndarray:
     return a
 
 
-def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
+def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray, kernel: str = "csrmm") -> np.ndarray:
+    """``A @ B``; with ``kernel`` ``csrmm_max``/``csrmm_min`` each output the largest/smallest
+    product of its row instead of their sum, a row that stores nothing giving 0."""
     if B.ndim != 2:
         raise ValueError(f"spmm: B must be 2-D, got shape {B.shape}")
     if B.shape[0] != s.n:
@@ -303,7 +312,22 @@ def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray) -> np.ndarray:
     feat = B.shape[1]
     if feat == 0 or s.m == 0:
         return np.zeros((s.m, feat), dt)
-    k = _kernel("csrmm", dt, feat)
+    if kernel != "csrmm":
+        if dt == np.float16:
+            # Max and min are exact in any precision: float32 kernels, a float16 result.
+            c = _spmm_np(s, values.astype(np.float32), B.astype(np.float32), kernel)
+            return c.astype(dt)
+        c = _spmm_np_kernel(s, values, B, kernel, dt, feat)
+        # The kernel gives an empty row its init (the lowest or highest float): 0 instead, as
+        # GNN libraries aggregate no messages.
+        c[s.degrees() == 0] = 0
+        return c
+    return _spmm_np_kernel(s, values, B, kernel, dt, feat)
+
+
+def _spmm_np_kernel(s: _Csr, values: np.ndarray, B: np.ndarray, kernel: str, dt: np.dtype,
+                    feat: int) -> np.ndarray:
+    k = _kernel(kernel, dt, feat)
     (c,) = k.launch(
         {**s.launch_args(), "a": _dense(values, dt), "b": _dense(B, dt),
          "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat},
@@ -360,6 +384,41 @@ def _softmax_np(s: _Csr, values: np.ndarray) -> np.ndarray:
     return b.astype(dt, copy=False)
 
 
+def _extreme_weights(s: _Csr, values: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """For max/min aggregation: the nnz×k weights with which each stored product reached its
+    output, ``1/t`` where it equals the row's extremum (t: how many products of that row and
+    column tie for it), else 0. ``values`` and ``B`` in the arithmetic's precision (float32 for
+    16-bit operands), ``C`` as the forward returned it: a product is compared after the same
+    rounding to C's type. numpy, nnz×k at once."""
+    rows = s.rows()
+    prod = values[:, None] * B[s.indices]
+    hit = (prod.astype(C.dtype) == C[rows]).astype(prod.dtype)
+    nonempty = np.flatnonzero(s.degrees() > 0)
+    ties = np.zeros(C.shape, prod.dtype)
+    if len(nonempty):
+        ties[nonempty] = np.add.reduceat(hit, s.indptr[nonempty], axis=0)
+    return hit / np.maximum(ties, 1)[rows]
+
+
+def _extreme_grads_np(s: _Csr, values: np.ndarray, B: np.ndarray, C: np.ndarray, G: np.ndarray,
+                      need_values: bool, need_B: bool):
+    """The gradients of ``C = spmm(A, B, reduce="max"|"min")`` w.r.t. A's values and B: each
+    output's gradient goes to the products that reached it, split evenly among ties."""
+    w = _extreme_weights(s, values, B, C)
+    gw = G[s.rows()] * w
+    g_values = g_B = None
+    if need_values:
+        g_values = (gw * B[s.indices]).sum(axis=1)
+    if need_B:
+        t, perm = s.transpose()
+        contrib = (gw * values[:, None])[perm]
+        g_B = np.zeros_like(B, dtype=contrib.dtype)
+        nonempty = np.flatnonzero(t.degrees() > 0)
+        if len(nonempty):
+            g_B[nonempty] = np.add.reduceat(contrib, t.indptr[nonempty], axis=0)
+    return g_values, g_B
+
+
 def _softmax_grad_np(s: _Csr, p: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``P ∘ (G - rowsum(P ∘ G))`` on the stored values: the softmax's backward."""
     pg = (p * g).astype(p.dtype, copy=False)
@@ -409,6 +468,27 @@ def _fns():
                 t, perm = s.transpose()
                 g_B = T(_spmm_np(t, _np(values)[perm], _np(G))).to(B.dtype)
             return g_values, g_B, None
+
+    class SpMMExtreme(torch.autograd.Function):
+        """``spmm(A, B, reduce="max"|"min")``: the kernel forward, the gradient to the
+        products that reached each output (ties share it evenly)."""
+
+        @staticmethod
+        def forward(ctx, values, B, s, kernel):
+            ctx.s = s
+            C = T(_spmm_np(s, _np(values), _np(B), kernel))
+            ctx.save_for_backward(values, B, C)
+            return C
+
+        @staticmethod
+        def backward(ctx, G):
+            values, B, C = ctx.saved_tensors
+            acc = np.float64 if C.dtype == torch.float64 else np.float32
+            g_v, g_B = _extreme_grads_np(
+                ctx.s, _np(values).astype(acc), _np(B).astype(acc), _np(C),
+                _np(G).astype(acc), ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+            return (None if g_v is None else T(g_v).to(values.dtype),
+                    None if g_B is None else T(g_B).to(B.dtype), None, None)
 
     class SDDMM(torch.autograd.Function):
         @staticmethod
@@ -476,7 +556,8 @@ def _fns():
             pn = _np(p)
             return T(_softmax_grad_np(ctx.s, pn, _np(G).astype(pn.dtype, copy=False))), None
 
-    _torch_fns.update(spmm=SpMM, sddmm=SDDMM, spmv=SpMV, softmax=SparseSoftmax)
+    _torch_fns.update(spmm=SpMM, spmm_extreme=SpMMExtreme, sddmm=SDDMM, spmv=SpMV,
+                      softmax=SparseSoftmax)
     return _torch_fns
 
 
@@ -521,20 +602,49 @@ def _torch_dtype(*dense, values=None):
     return torch.float32
 
 
-def spmm(A: Any, B: Any) -> Any:
+_REDUCE = ("sum", "mean", "max", "min")
+
+
+def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
     """``A @ B`` for sparse ``A`` (m×n) and dense ``B`` (n×k): dense m×k.
 
+    ``reduce`` aggregates each row's products ``A[i, j] B[j, :]`` (a GNN's messages) by
+    ``"sum"`` (the product), ``"mean"`` (the sum over the row's stored count), ``"max"`` or
+    ``"min"`` (elementwise over the row's stored ``j``); a row that stores nothing gives 0.
+
     numpy result for scipy/numpy operands; a differentiable torch tensor (w.r.t. ``B`` and A's
-    stored values) when any operand is a torch tensor.
+    stored values) when any operand is a torch tensor. Under max and min the gradient of an
+    output goes to the products equal to it, split evenly among ties (as ``torch.amax``);
+    that backward computes in numpy on nnz × k arrays.
     """
+    if reduce not in _REDUCE:
+        raise ValueError(f"spmm: reduce must be one of {', '.join(_REDUCE)}; got {reduce!r}")
     s, values, use_torch = _operands(A, (B,))
     if not use_torch:
-        return _spmm_np(s, np.asarray(values), _numeric(B, "spmm", "B"))
+        v, b = np.asarray(values), _numeric(B, "spmm", "B")
+        if reduce == "mean":
+            v = _mean_weights(s, v, np)
+        if reduce in ("max", "min"):
+            return _spmm_np(s, v, b, "csrmm_" + reduce)
+        return _spmm_np(s, v, b)
     import torch
 
     Bt = B if _is_torch(B) else torch.from_numpy(_numeric(B, "spmm", "B"))
     dt = _torch_dtype(Bt, values=values)
-    return _fns()["spmm"].apply(_as_torch_float(values, dt), _as_torch_float(Bt, dt), s)
+    v, b = _as_torch_float(values, dt), _as_torch_float(Bt, dt)
+    if reduce in ("max", "min"):
+        return _fns()["spmm_extreme"].apply(v, b, s, "csrmm_" + reduce)
+    if reduce == "mean":
+        v = _mean_weights(s, v, torch)
+    return _fns()["spmm"].apply(v, b, s)
+
+
+def _mean_weights(s: _Csr, values: Any, lib: Any) -> Any:
+    """A's values divided by their row's stored count (numpy or torch, differentiable)."""
+    deg = s.degrees()[s.rows()]
+    if lib is np:
+        return (values / deg).astype(values.dtype, copy=False)
+    return values / lib.from_numpy(deg).to(values.dtype)
 
 
 def _pattern_like(A: Any, s: _Csr, out_values: Any) -> Any:

@@ -191,7 +191,7 @@ const RAGGED_MAX: usize = 100;
 pub fn random_args(kernel: &str, shape: &Shape, seed: u64) -> Result<Case, DataError> {
     let mut g = Gen::new(shape, seed)?;
     match kernel {
-        "csrmm" | "csrmm_alias" | "csrmm_dense_iter" => csrmm(&mut g)?,
+        "csrmm" | "csrmm_alias" | "csrmm_dense_iter" | "csrmm_max" | "csrmm_min" => csrmm(&mut g)?,
         "sddmm" | "sddmm_alias" | "fused_sddmm" => sddmm(&mut g)?,
         "spmv" => spmv(&mut g)?,
         "rgcn_homo" => rgcn_homo(&mut g)?,

@@ -49,6 +49,12 @@ static CATALOG: &[Kernel] = kernels![
 /// included) runs them; [`get`] and [`load`] find them.
 static SPARSE_OUTPUT: &[Kernel] = kernels!["spadd", "spmul", "spgemm", "masked_spgemm"];
 
+/// SpMM aggregating by max or min instead of sum (a GNN's max/min aggregation, as
+/// `sparsetir.ops.spmm(..., reduce=...)` runs it): csrmm with another reduction, under csrmm's
+/// schedules. Kept apart from [`catalog`] (the GPU would need float atomics for max/min where
+/// a schedule splits a row); [`get`] and [`load`] find them.
+static AGGREGATIONS: &[Kernel] = kernels!["csrmm_max", "csrmm_min"];
+
 /// Scripts written with alias spellings, each with the canonical kernel it equals.
 static ALIASES: &[(&str, &str)] = &[("csrmm_alias", "csrmm"), ("sddmm_alias", "sddmm")];
 
@@ -63,9 +69,18 @@ pub fn sparse_output() -> &'static [Kernel] {
     SPARSE_OUTPUT
 }
 
-/// The kernel with the given name (the catalog's and the sparse-output ones).
+/// The kernels aggregating by max and min: `csrmm_max`, `csrmm_min`.
+pub fn aggregations() -> &'static [Kernel] {
+    AGGREGATIONS
+}
+
+/// The kernel with the given name (the catalog's, the sparse-output and the aggregation ones).
 pub fn get(name: &str) -> Option<&'static Kernel> {
-    CATALOG.iter().chain(SPARSE_OUTPUT).find(|k| k.name == name)
+    CATALOG
+        .iter()
+        .chain(SPARSE_OUTPUT)
+        .chain(AGGREGATIONS)
+        .find(|k| k.name == name)
 }
 
 /// For an alias-spelled script, the name of the canonical kernel it is equal to.
@@ -105,6 +120,8 @@ pub fn load(name: &str) -> Result<PrimFunc, LoadError> {
 /// Default CPU schedules (stage-II schedule files, see `sparsetir_runtime::build`), by kernel.
 static CPU_SCHEDULES: &[(&str, &str)] = &[
     ("csrmm", include_str!("../schedules/csrmm.sched")),
+    ("csrmm_max", include_str!("../schedules/csrmm.sched")),
+    ("csrmm_min", include_str!("../schedules/csrmm.sched")),
     (
         "csrmm_dense_iter",
         include_str!("../schedules/csrmm_dense_iter.sched"),

@@ -73,7 +73,11 @@ fn catalog_lookup() {
 
 #[test]
 fn every_kernel_parses_verifies_and_round_trips() {
-    for k in catalog().iter().chain(sparsetir_ops::sparse_output()) {
+    for k in catalog()
+        .iter()
+        .chain(sparsetir_ops::sparse_output())
+        .chain(sparsetir_ops::aggregations())
+    {
         let f = parse(k.name, k.source);
         assert_eq!(
             f.attrs.get_int("sparse_tir_level"),
