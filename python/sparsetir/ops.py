@@ -78,7 +78,20 @@ class _Csr:
         self._rows: Optional[np.ndarray] = None
         self._torch: Dict[str, Any] = {}
         self._frozen: Optional[Dict[str, Any]] = None
-        self._filled: Dict[Tuple[float, str], np.ndarray] = {}
+        self._filled: Dict[Tuple[Any, str], np.ndarray] = {}
+
+    def per_element(self, what: str, dt: np.dtype) -> np.ndarray:
+        """A read-only per-stored-element array derived from the structure alone, made once
+        per dtype: ``"inverse degree"`` is ``1 / (stored count of the element's row)``."""
+        key = (what, np.dtype(dt).str)
+        a = self._filled.get(key)
+        if a is None:
+            if what != "inverse degree":
+                raise ValueError(what)
+            a = (1.0 / self.degrees()[self.rows()]).astype(dt)
+            a.flags.writeable = False
+            self._filled[key] = a
+        return a
 
     def filled(self, value: float, dt: np.dtype) -> np.ndarray:
         """A read-only array of ``nnz`` copies of ``value`` (an SDDMM's sampling weights: ones,
@@ -403,7 +416,11 @@ def _extreme_weights(s: _Csr, values: np.ndarray, B: np.ndarray, C: np.ndarray) 
 def _extreme_grads_np(s: _Csr, values: np.ndarray, B: np.ndarray, C: np.ndarray, G: np.ndarray,
                       need_values: bool, need_B: bool):
     """The gradients of ``C = spmm(A, B, reduce="max"|"min")`` w.r.t. A's values and B: each
-    output's gradient goes to the products that reached it, split evenly among ties."""
+    output's gradient goes to the products that reached it, split evenly among ties. float32
+    and float64 run the kernels ``extreme_count``, ``extreme_grad_a`` and ``extreme_grad_b``;
+    float16 outputs, whose ties are among products rounded to float16, the numpy form."""
+    if C.dtype == values.dtype and C.dtype in (np.float32, np.float64) and s.nnz > 0:
+        return _extreme_grads_kernels(s, values, B, C, G, need_values, need_B)
     w = _extreme_weights(s, values, B, C)
     gw = G[s.rows()] * w
     g_values = g_B = None
@@ -416,6 +433,29 @@ def _extreme_grads_np(s: _Csr, values: np.ndarray, B: np.ndarray, C: np.ndarray,
         nonempty = np.flatnonzero(t.degrees() > 0)
         if len(nonempty):
             g_B[nonempty] = np.add.reduceat(contrib, t.indptr[nonempty], axis=0)
+    return g_values, g_B
+
+
+def _extreme_grads_kernels(s: _Csr, values: np.ndarray, B: np.ndarray, C: np.ndarray,
+                           G: np.ndarray, need_values: bool, need_B: bool):
+    dt = C.dtype
+    m, feat = C.shape
+    common = {"m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat}
+    v, b, e = _dense(values, dt), _dense(B, dt), _dense(C, dt)
+    (ties,) = _kernel("extreme_count", dt, feat).launch(
+        {**s.launch_args(), **common, "a": v, "b": b, "e": e}, [("c", dt.name, [m, feat])])
+    w = _dense(G, dt) / np.maximum(ties, 1)
+    g_values = g_B = None
+    if need_values:
+        (g_values,) = _kernel("extreme_grad_a", dt, feat).launch(
+            {**s.launch_args(), **common, "a": v, "b": b, "e": e, "w": w},
+            [("y", dt.name, [s.nnz])])
+    if need_B:
+        t, perm = s.transpose()
+        (g_B,) = _kernel("extreme_grad_b", dt, feat).launch(
+            {**t.launch_args(), "n": s.n, "m": s.m, "nnz": s.nnz, "feat_size": feat,
+             "at": _dense(values[perm], dt), "b": b, "e": e, "w": w},
+            [("c", dt.name, [s.n, feat])])
     return g_values, g_B
 
 
@@ -641,10 +681,14 @@ def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
 
 def _mean_weights(s: _Csr, values: Any, lib: Any) -> Any:
     """A's values divided by their row's stored count (numpy or torch, differentiable)."""
-    deg = s.degrees()[s.rows()]
     if lib is np:
-        return (values / deg).astype(values.dtype, copy=False)
-    return values / lib.from_numpy(deg).to(values.dtype)
+        return values * s.per_element("inverse degree", np.dtype(values.dtype))
+    key = ("inverse degree torch", str(values.dtype))
+    w = s._torch.get(key)
+    if w is None:
+        w = lib.from_numpy(1.0 / s.degrees()[s.rows()]).to(values.dtype)
+        s._torch[key] = w
+    return values * w
 
 
 def _pattern_like(A: Any, s: _Csr, out_values: Any) -> Any:

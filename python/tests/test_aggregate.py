@@ -68,15 +68,16 @@ def scatter_reference(A, values, B, reduce):
     return out.scatter_reduce(0, idx, prods, op, include_self=False)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
-def test_gradients_equal_torch_scatter_reduce(reduce):
-    A = random_csr(30, 24, 0.2, seed=7, dtype=np.float64, empty_rows=(2, 29))
+def test_gradients_equal_torch_scatter_reduce(reduce, dtype):
+    A = random_csr(30, 24, 0.2, seed=7, dtype=dtype, empty_rows=(2, 29))
     # Few distinct values, so that products tie; none zero (torch's amax backward counts its
     # initial zeros among the ties of a zero maximum, even with include_self=False).
     rng = np.random.default_rng(8)
     levels = np.array([-0.75, -0.5, -0.25, 0.25, 0.5, 0.75])
-    A.data = rng.choice(levels, A.nnz)
-    Bn = rng.choice(levels, (24, 5))
+    A.data = rng.choice(levels, A.nnz).astype(dtype)
+    Bn = rng.choice(levels, (24, 5)).astype(dtype)
     got, want = [], []
     for out in (got, want):
         v = torch.tensor(A.data, requires_grad=True)
@@ -88,8 +89,28 @@ def test_gradients_equal_torch_scatter_reduce(reduce):
             C = ops.spmm(At, B, reduce=reduce)
         else:
             C = scatter_reference(A, v, B, reduce)
-        G = torch.from_numpy(np.random.default_rng(9).random(C.shape))
+        G = torch.from_numpy(np.random.default_rng(9).random(C.shape).astype(dtype))
         (C * G).sum().backward()
         out.extend([C.detach().numpy(), v.grad.numpy(), B.grad.numpy()])
+    tol = 1e-10 if dtype == np.float64 else 1e-5
     for g, w, what in zip(got, want, ("C", "dL/dvalues", "dL/dB")):
-        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12, err_msg=what)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=what)
+
+
+def test_the_numpy_backward_equals_the_kernels():
+    # The float16 backward computes in numpy; on float32 data both forms must agree.
+    A = random_csr(40, 30, 0.2, seed=11, empty_rows=(5,))
+    rng = np.random.default_rng(12)
+    levels = np.array([-1.0, -0.5, 0.5, 1.0], np.float32)
+    A.data = rng.choice(levels, A.nnz)
+    B = rng.choice(levels, (30, 6))
+    s = ops.csr_structure(A)
+    for reduce in ("max", "min"):
+        C = ops.spmm(A, B, reduce=reduce)
+        G = rng.random(C.shape).astype(np.float32)
+        kern = ops._extreme_grads_np(s, A.data, B, C, G, True, True)
+        # values in float64 (exactly the float32 ones): the kernels do not apply.
+        nump = ops._extreme_grads_np(s, A.data.astype(np.float64), B.astype(np.float64), C,
+                                     G.astype(np.float64), True, True)
+        for k, n in zip(kern, nump):
+            np.testing.assert_allclose(k, n, rtol=1e-6, atol=1e-6)

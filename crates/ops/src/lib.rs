@@ -51,9 +51,16 @@ static SPARSE_OUTPUT: &[Kernel] = kernels!["spadd", "spmul", "spgemm", "masked_s
 
 /// SpMM aggregating by max or min instead of sum (a GNN's max/min aggregation, as
 /// `sparsetir.ops.spmm(..., reduce=...)` runs it): csrmm with another reduction, under csrmm's
-/// schedules. Kept apart from [`catalog`] (the GPU would need float atomics for max/min where
+/// schedules; and its backward: the ties of each output (`extreme_count`), the gradient of A's
+/// values (`extreme_grad_a`, an SDDMM with a mask) and of B (`extreme_grad_b`, over Aᵀ). Kept apart from [`catalog`] (the GPU would need float atomics for max/min where
 /// a schedule splits a row); [`get`] and [`load`] find them.
-static AGGREGATIONS: &[Kernel] = kernels!["csrmm_max", "csrmm_min"];
+static AGGREGATIONS: &[Kernel] = kernels![
+    "csrmm_max",
+    "csrmm_min",
+    "extreme_count",
+    "extreme_grad_a",
+    "extreme_grad_b",
+];
 
 /// Scripts written with alias spellings, each with the canonical kernel it equals.
 static ALIASES: &[(&str, &str)] = &[("csrmm_alias", "csrmm"), ("sddmm_alias", "sddmm")];
@@ -69,7 +76,8 @@ pub fn sparse_output() -> &'static [Kernel] {
     SPARSE_OUTPUT
 }
 
-/// The kernels aggregating by max and min: `csrmm_max`, `csrmm_min`.
+/// The kernels aggregating by max and min (`csrmm_max`, `csrmm_min`) and their backward
+/// (`extreme_count`, `extreme_grad_a`, `extreme_grad_b`).
 pub fn aggregations() -> &'static [Kernel] {
     AGGREGATIONS
 }
@@ -122,6 +130,9 @@ static CPU_SCHEDULES: &[(&str, &str)] = &[
     ("csrmm", include_str!("../schedules/csrmm.sched")),
     ("csrmm_max", include_str!("../schedules/csrmm.sched")),
     ("csrmm_min", include_str!("../schedules/csrmm.sched")),
+    ("extreme_count", include_str!("../schedules/csrmm.sched")),
+    ("extreme_grad_a", include_str!("../schedules/sddmm.sched")),
+    ("extreme_grad_b", include_str!("../schedules/csrmm.sched")),
     (
         "csrmm_dense_iter",
         include_str!("../schedules/csrmm_dense_iter.sched"),

@@ -166,15 +166,15 @@ fn aggregations_by_max_and_min_equal_the_evaluator() {
     if !have_cc() {
         return;
     }
-    for k in sparsetir_ops::aggregations() {
-        let s = sparsetir_ops::cpu_schedule(k.name).expect("csrmm's schedule");
+    for name in ["csrmm_max", "csrmm_min"] {
+        let s = sparsetir_ops::cpu_schedule(name).expect("csrmm's schedule");
         for (schedule, spec) in [
             (None, vec![]),
             (Some(s), vec![]),
             (Some(s), vec![("feat_size".to_string(), 5)]),
         ] {
-            let n = check_kernel(k.name, schedule, &spec);
-            assert!(n > 0, "{}: nothing compared", k.name);
+            let n = check_kernel(name, schedule, &spec);
+            assert!(n > 0, "{name}: nothing compared");
         }
     }
 }

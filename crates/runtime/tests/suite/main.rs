@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod aggregation;
 mod bit_ops;
 mod borrowed_launch;
 mod c_differential;
