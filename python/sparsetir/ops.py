@@ -76,7 +76,8 @@ class _Csr:
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self._t: Optional[Tuple["_Csr", np.ndarray]] = None
         self._rows: Optional[np.ndarray] = None
-        self._torch: Dict[str, Any] = {}
+        # Derived arrays cached with the structure (torch tensors among them).
+        self._torch: Dict[Any, Any] = {}
         self._frozen: Optional[Dict[str, Any]] = None
         self._filled: Dict[Tuple[Any, str], np.ndarray] = {}
 
@@ -128,6 +129,14 @@ class _Csr:
     def degrees(self) -> np.ndarray:
         """Each row's count of stored elements (int64)."""
         return np.diff(self.indptr).astype(np.int64, copy=False)
+
+    def empty_rows(self) -> np.ndarray:
+        """The rows that store nothing (made once)."""
+        e = self._torch.get("empty rows")
+        if e is None:
+            e = np.flatnonzero(np.diff(self.indptr) == 0)
+            self._torch["empty rows"] = e
+        return e
 
     def transpose(self) -> Tuple["_Csr", np.ndarray]:
         """``(Aᵀ's structure, perm)`` with ``values_T = values[perm]``; built once."""
@@ -333,7 +342,9 @@ def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray, kernel: str = "csrmm") 
         c = _spmm_np_kernel(s, values, B, kernel, dt, feat)
         # The kernel gives an empty row its init (the lowest or highest float): 0 instead, as
         # GNN libraries aggregate no messages.
-        c[s.degrees() == 0] = 0
+        empty = s.empty_rows()
+        if len(empty):
+            c[empty] = 0
         return c
     return _spmm_np_kernel(s, values, B, kernel, dt, feat)
 
