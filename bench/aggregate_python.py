@@ -9,8 +9,6 @@ release profile, and torch.
 """
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
 import scipy.io
@@ -18,20 +16,7 @@ import scipy.sparse as sp
 import torch
 
 import sparsetir.ops as ops
-
-
-def timed(fn, repeat):
-    fn()
-    fn()
-    medians = []
-    for _ in range(3):
-        ts = []
-        for _ in range(repeat):
-            s = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - s)
-        medians.append(statistics.median(ts))
-    return min(medians)
+from pytiming import timed
 
 
 def main():

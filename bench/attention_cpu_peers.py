@@ -19,9 +19,7 @@ give 0 in the sparse form and NaN in SDPA's (a fully masked row), so those rows 
 """
 import argparse
 import json
-import statistics
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -30,19 +28,7 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-
-def timed(fn, warmup, repeat, rounds=3):
-    for _ in range(warmup):
-        fn()
-    medians = []
-    for _ in range(rounds):
-        times = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        medians.append(statistics.median(times))
-    return min(medians)
+from pytiming import timed
 
 
 def token_mask(path, block):
@@ -106,7 +92,7 @@ def main():
                 try:
                     out = fn()
                     diff = float((out - ref)[:, rows].abs().max()) if rows.any() else 0.0
-                    s = timed(fn, a.warmup, a.repeat)
+                    s = timed(fn, a.repeat, warmup=a.warmup)
                     print(json.dumps(dict(peer=name, seconds=s, maxdiff_vs_sdpa=diff, **common)))
                 except Exception as e:  # noqa: BLE001 - a peer this PyTorch lacks is reported
                     print(json.dumps(dict(peer=name, error=str(e).splitlines()[0][:200],

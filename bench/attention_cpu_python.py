@@ -10,8 +10,6 @@ script's development build checks launches far more slowly) and torch.
 """
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
 import scipy.io
@@ -20,20 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import sparsetir.ops as ops
-
-
-def timed(fn, repeat):
-    fn()
-    fn()
-    medians = []
-    for _ in range(3):
-        ts = []
-        for _ in range(repeat):
-            s = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - s)
-        medians.append(statistics.median(ts))
-    return min(medians)
+from pytiming import timed
 
 
 def main():

@@ -6,15 +6,14 @@ one JSON line. Needs the sparsetir package built with the release profile.
     OMP_NUM_THREADS=2 python bench/spmm_python.py MATRIX.mtx FEAT
 """
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
 import sparsetir.ops as ops
+from pytiming import timed
 
 
 def main():
@@ -25,16 +24,9 @@ def main():
     feat = int(sys.argv[2])
     B = np.random.default_rng(0).random((A.shape[1], feat), dtype=np.float32)
     np.testing.assert_allclose(ops.spmm(A, B), A @ B, rtol=1e-4, atol=1e-4)
-    medians = []
-    for _ in range(3):
-        ts = []
-        for _ in range(20):
-            s = time.perf_counter()
-            ops.spmm(A, B)
-            ts.append(time.perf_counter() - s)
-        medians.append(statistics.median(ts))
+    t = timed(lambda: ops.spmm(A, B), 20, warmup=0)
     print(json.dumps({"matrix": sys.argv[1].rsplit("/", 1)[-1], "nnz": int(A.nnz),
-                      "feat": feat, "ops.spmm": min(medians)}))
+                      "feat": feat, "ops.spmm": t}))
 
 
 if __name__ == "__main__":
