@@ -1,6 +1,8 @@
 # The backward of SpMM aggregating by max or min, step 2: the gradient of A's stored values,
 # Y[i, j] = sum over k of W[i, k] * B[j, k] where A[i, j] * B[j, k] equals the forward's output
-# E[i, k] (W: the output's gradient over its tie count). An SDDMM with a mask.
+# E[i, k] (W: the output's gradient over its tie count). An SDDMM with a mask, written as a
+# factor 1 or 0 (a select that reads nothing, which the C writer's vector loops take; an
+# infinite W * B would give NaN where a select of the product gives 0).
 @T.prim_func
 def extreme_grad_a(
     a: T.handle,
@@ -28,6 +30,6 @@ def extreme_grad_a(
     with T.sp.iteration([I, J, K], "SSR", "sddmm") as [i, j, k]:
         with T.init():
             Y[i, j] = T.float32(0)
-        Y[i, j] = Y[i, j] + T.Select(
-            A[i, j] * B[j, k] == E[i, k], W[i, k] * B[j, k], T.float32(0)
+        Y[i, j] = Y[i, j] + W[i, k] * B[j, k] * T.Select(
+            A[i, j] * B[j, k] == E[i, k], T.float32(1), T.float32(0)
         )

@@ -1,6 +1,7 @@
 # The backward of SpMM aggregating by max or min, step 3: the gradient of B over the transpose
 # of A (AT[j, i] = A[i, j]), C[j, k] = sum over i of AT[j, i] * W[i, k] where AT[j, i] * B[j, k]
-# equals the forward's output E[i, k] (W: the output's gradient over its tie count).
+# equals the forward's output E[i, k] (W: the output's gradient over its tie count); the mask
+# is a factor 1 or 0, as in extreme_grad_a.
 # The iteration keeps csrmm's name, so that csrmm's schedules apply to it unchanged.
 @T.prim_func
 def extreme_grad_b(
@@ -29,6 +30,6 @@ def extreme_grad_b(
     with T.sp.iteration([J, I, K], "SRS", "csrmm") as [j, i, k]:
         with T.init():
             C[j, k] = T.float32(0)
-        C[j, k] = C[j, k] + T.Select(
-            AT[j, i] * B[j, k] == E[i, k], AT[j, i] * W[i, k], T.float32(0)
+        C[j, k] = C[j, k] + AT[j, i] * W[i, k] * T.Select(
+            AT[j, i] * B[j, k] == E[i, k], T.float32(1), T.float32(0)
         )

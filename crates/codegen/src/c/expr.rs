@@ -6,6 +6,37 @@ use super::vector_math::VMath;
 use super::*;
 
 impl<'f> Writer<'f> {
+    /// In a vector loop that admits it (`classify`): `T.Select(x CMP y, a, b)` as the lane-wise
+    /// helper `sel_*`, with its value's dtype; `None` where the scalar `?:` applies.
+    fn vector_select(&mut self, c: &Expr, a: &Expr, b: &Expr) -> Res<Option<(String, DType)>> {
+        let Some(vl) = &self.vec_loop else {
+            return Ok(None);
+        };
+        let select = Expr::Select(
+            Box::new(c.clone()),
+            Box::new(a.clone()),
+            Box::new(b.clone()),
+        );
+        if self.classify(vl, &select) != Some(super::vector::Class::Vector) {
+            return Ok(None);
+        }
+        let Expr::Binary(op, x, y) = c else {
+            return Ok(None);
+        };
+        let Some(cmp) = super::vector_math::Cmp::of(*op) else {
+            return Ok(None);
+        };
+        let dt = vl.dtype();
+        let mut texts = Vec::with_capacity(4);
+        for p in [x, y, a, b] {
+            let (t, pd) = self.expr(p)?;
+            texts.push(cast(t, pd, dt));
+        }
+        Ok(self
+            .vector_math(VMath::Select(cmp), &[x, y, a, b], &texts)
+            .map(|v| (v, dt)))
+    }
+
     /// The C text of `e` (an atom or parenthesised) and the dtype of its value.
     pub(super) fn expr(&mut self, e: &Expr) -> Res<(String, DType)> {
         match e {
@@ -16,6 +47,9 @@ impl<'f> Writer<'f> {
             Expr::Binary(op, a, b) => self.binary(*op, a, b),
             Expr::Unary(op, a) => self.unary(*op, a),
             Expr::Select(c, a, b) => {
+                if let Some(v) = self.vector_select(c, a, b)? {
+                    return Ok(v);
+                }
                 let (c, _) = self.expr(c)?;
                 let (x, xd) = self.expr(a)?;
                 let (y, yd) = self.expr(b)?;

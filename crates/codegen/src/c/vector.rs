@@ -196,6 +196,27 @@ impl Writer<'_> {
                 (c == Class::Uniform || args[0].dtype(self.func) == DType::F32).then_some(c)
             }
             Expr::Unary(UnOp::Neg, a) => self.classify(vl, a),
+            // A select on a float comparison (`vector_math`'s `sel_*`): every lane computes
+            // both values, so neither may read memory or divide (the scalar `?:` skips one).
+            Expr::Select(c, a, b) if vl.dtype.is_float() => {
+                let Expr::Binary(op, x, y) = &**c else {
+                    return None;
+                };
+                super::vector_math::Cmp::of(*op)?;
+                if [a, b].iter().any(|v| reads_or_divides(v)) {
+                    return None;
+                }
+                let parts = [x, y, a, b];
+                let mut classes = Vec::with_capacity(4);
+                for p in parts {
+                    classes.push(self.classify(vl, p)?);
+                }
+                if classes.iter().all(|c| *c == Class::Uniform) {
+                    return Some(Class::Uniform);
+                }
+                let ok = parts.iter().all(|p| p.dtype(self.func) == vl.dtype);
+                ok.then_some(Class::Vector)
+            }
             Expr::Cast(to, a) if self.widening(vl, *to, a).is_some() => {
                 let (buffer, indices) = self.widening(vl, *to, a)?;
                 match self.access_stride(vl, buffer, indices)? {
@@ -919,4 +940,19 @@ impl Writer<'_> {
             (0..u).map(|i| format!("{v}[{i}]")).collect()
         }
     }
+}
+
+/// Whether `e` reads memory or divides anywhere (what a vector select may not compute in lanes
+/// the scalar form would skip).
+fn reads_or_divides(e: &Expr) -> bool {
+    let mut hit = false;
+    e.visit(&mut |x| {
+        hit |= matches!(
+            x,
+            Expr::Load { .. }
+                | Expr::Binary(BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod, _, _)
+                | Expr::Call { .. }
+        )
+    });
+    hit
 }

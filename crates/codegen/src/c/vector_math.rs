@@ -1,6 +1,11 @@
-//! Lane-wise math of the C writer's vector loops: `T.exp` of `float` vectors and float
-//! `max`/`min` of vectors, as small inline helpers named after the vector type
-//! (`sptir_v_f32_exp`, `sptir_v16_f32_max`, ...) written into the module's head.
+//! Lane-wise math of the C writer's vector loops: `T.exp` of `float` vectors, float
+//! `max`/`min` of vectors and selects on a float comparison (`T.Select(x < y, a, b)`), as small
+//! inline helpers named after the vector type (`sptir_v_f32_exp`, `sptir_v16_f32_max`,
+//! `sptir_v_f32_sel_lt`, ...) written into the module's head.
+//!
+//! A select computes both of its values in every lane, which the scalar `?:` does not; the
+//! vector loop admits one only where neither value reads memory or divides (`Writer::classify`),
+//! so that evaluating the value the scalar form skips can neither fault nor trap.
 //!
 //! Why not the C library: `expf` is a call per element that gcc does not vectorise without
 //! `-ffast-math` (which also licenses reassociation everywhere), and glibc's vector variants
@@ -36,6 +41,46 @@ pub(super) enum VMath {
     Max,
     /// Lane-wise `fmin`: a NaN lane gives the other operand's lane.
     Min,
+    /// `T.Select(x CMP y, a, b)` lane-wise, with IEEE comparisons (a NaN compares unequal to
+    /// everything).
+    Select(Cmp),
+}
+
+/// A comparison a vector select tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    /// The comparison of a binary operator (`None` for the others).
+    pub(super) fn of(op: BinOp) -> Option<Cmp> {
+        Some(match op {
+            BinOp::Eq => Cmp::Eq,
+            BinOp::Ne => Cmp::Ne,
+            BinOp::Lt => Cmp::Lt,
+            BinOp::Le => Cmp::Le,
+            BinOp::Gt => Cmp::Gt,
+            BinOp::Ge => Cmp::Ge,
+            _ => return None,
+        })
+    }
+
+    fn c_op(self) -> &'static str {
+        match self {
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
 }
 
 impl VMath {
@@ -53,6 +98,12 @@ impl VMath {
             VMath::Exp => "exp",
             VMath::Max => "max",
             VMath::Min => "min",
+            VMath::Select(Cmp::Eq) => "sel_eq",
+            VMath::Select(Cmp::Ne) => "sel_ne",
+            VMath::Select(Cmp::Lt) => "sel_lt",
+            VMath::Select(Cmp::Le) => "sel_le",
+            VMath::Select(Cmp::Gt) => "sel_gt",
+            VMath::Select(Cmp::Ge) => "sel_ge",
         }
     }
 }
@@ -99,6 +150,15 @@ pub(super) fn prelude(uses: &VMathUses) -> String {
                     "static inline {ty} {name}({ty} a, {ty} b) {{\n\
                      \x20   const {ty}_i m = (a {cmp} b) | (b != b);\n\
                      \x20   return {};\n}}\n",
+                    sel("m", "a", "b")
+                ));
+            }
+            VMath::Select(cmp) => {
+                out.push_str(&format!(
+                    "static inline {ty} {name}({ty} x, {ty} y, {ty} a, {ty} b) {{\n\
+                     \x20   const {ty}_i m = x {} y;\n\
+                     \x20   return {};\n}}\n",
+                    cmp.c_op(),
                     sel("m", "a", "b")
                 ));
             }

@@ -529,3 +529,74 @@ fn the_vector_exponential_is_within_one_ulp() {
         );
     }
 }
+
+/// `T.Select` on a float comparison in vector loops (`vector_math`'s `sel_*`): taken where
+/// neither value reads memory, left to `omp simd` where a value loads (the scalar `?:` would
+/// skip that load); results equal a direct computation and the interpreter, NaNs included (a
+/// NaN compares unequal to everything).
+const VECTOR_SELECT: &str = include_str!("../scripts/vector_select.sp");
+
+#[test]
+fn selects_without_loads_in_their_values_take_vectors() {
+    let module = emit_script(VECTOR_SELECT);
+    let src = kernel_text(&module);
+    for needle in ["sptir_v_f32_sel_gt(", "sptir_v_f32_sel_ne("] {
+        assert!(src.contains(needle), "{needle} missing:\n{src}");
+    }
+    assert!(
+        !src.contains("sel_le"),
+        "a select whose value loads stays scalar:\n{src}"
+    );
+    assert_eq!(src.matches("omp simd").count(), 1, "{src}");
+    let Some(cc) = compiler() else {
+        eprintln!("note: no C compiler runs here; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = parse(VECTOR_SELECT);
+    let m = 3usize;
+    let x = [0.5f64, f64::NAN, -1.0];
+    let mut a = Vec::new();
+    for (r, &xr) in x.iter().enumerate() {
+        for k in 0..64 {
+            a.push(match k {
+                7 => f64::NAN,
+                9 => xr * 2.0,
+                11 => xr,
+                _ => f64::from(((k as f64 - 30.0) * 0.13 * (r as f64 + 1.0)) as f32),
+            });
+        }
+    }
+    let mut args = HashMap::new();
+    args.insert("a".to_string(), floats(DType::F32, &a));
+    args.insert("x".to_string(), floats(DType::F32, &x));
+    for o in ["y", "z", "w"] {
+        args.insert(o.to_string(), floats(DType::F32, &vec![5.0; m * 64]));
+    }
+    args.insert("m".to_string(), ArgValue::Int(m as i64));
+    let f32r = |v: f64| f64::from(v as f32);
+    let (mut wy, mut wz, mut ww) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..m {
+        for k in 0..64 {
+            let (v, xr) = (a[r * 64 + k], x[r]);
+            wy.push(f32r(v * if v > xr { 1.0 } else { -2.0 }));
+            wz.push(f32r(xr * if v != f32r(xr * 2.0) { -1.0 } else { 5.0 }));
+            ww.push(if v <= xr { f32r(v + 1.0) } else { 0.0 });
+        }
+    }
+    let mut interp = args.clone();
+    sparsetir_eval::run_func(&f, &mut interp).expect("interpreter");
+    for (flags, got) in run_on_machines(&cc, dir.path(), "vselect", &module, &args) {
+        for (name, want) in [("y", &wy), ("z", &wz), ("w", &ww)] {
+            let what = format!("{name} with {flags:?}");
+            assert_near(&what, &got[name], want, 0.0, 0.0);
+            assert_near(
+                &format!("{what}, interpreter"),
+                &got[name],
+                &array(&interp, name),
+                0.0,
+                0.0,
+            );
+        }
+    }
+}
