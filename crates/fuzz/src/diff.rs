@@ -226,7 +226,7 @@ fn mutated(e: Expr, ctx: &Ctx, m: &mut Mutator) -> Expr {
     if d.is_float() {
         let c = |v: f64| Expr::Float(v, d);
         let k = *m.pick(&[0.5, 2.0, -1.0, 0.25, 3.0]);
-        match m.below(8) {
+        match m.below(9) {
             0 => bin(BinOp::Mul, e, c(k)),
             1 => bin(BinOp::Add, e, c(k)),
             2 => Expr::Unary(UnOp::Neg, Box::new(e)),
@@ -241,6 +241,14 @@ fn mutated(e: Expr, ctx: &Ctx, m: &mut Mutator) -> Expr {
                 )
             }
             6 => bin(BinOp::Mul, e.clone(), e),
+            7 => {
+                // A mask as a factor: a select whose values read nothing (vector loops take
+                // it lane-wise), on a comparison that NaNs fail.
+                let op = *m.pick(&[BinOp::Lt, BinOp::Ge, BinOp::Eq, BinOp::Ne]);
+                let cond = bin(op, e.clone(), c(k));
+                let mask = Expr::Select(Box::new(cond), Box::new(c(1.0)), Box::new(c(-0.5)));
+                bin(BinOp::Mul, e, mask)
+            }
             _ => {
                 // Truncation toward zero of a bounded value (the cast of a float outside the
                 // integer's range is not defined the same everywhere).
