@@ -8,6 +8,9 @@ maximum, ties sharing it).
 
     python sage.py --data ../../../shared/data/planetoid-cora --aggr max --seeds 5 --json
 
+``--impl torch`` trains the same model with PyTorch's ``torch.sparse.mm(A, B, reduce)`` for
+every sparse product instead (the peer of ``bench/RESULTS.md``).
+
 Hyper-parameters: 64 hidden units, ReLU, dropout 0.5 on the hidden layer, Adam with learning
 rate 0.01 and weight decay 5e-4, 200 epochs; the reported test accuracy is the one at the
 epoch of best validation accuracy (`planetoid.py`'s data preparation and split).
@@ -44,8 +47,17 @@ def main(argv=None):
     p.add_argument("--aggr", default="mean", choices=["mean", "max", "min", "sum"])
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--epochs", type=int, default=200)
+    p.add_argument("--impl", default="sparsetir", choices=["sparsetir", "torch"])
     p.add_argument("--json", action="store_true", help="print one JSON line")
     a = p.parse_args(argv)
+    if a.impl == "sparsetir":
+        def spmm(M, H, reduce="sum"):
+            return ops.spmm(M, H, reduce=reduce)
+    else:
+        torch_reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}
+
+        def spmm(M, H, reduce="sum"):
+            return torch.sparse.mm(M, H, torch_reduce[reduce])
     A_hat, X, labels, split = load(a.data)
     # The neighbours without self loops, each edge weighted 1.
     adj = A_hat.copy()
@@ -70,9 +82,9 @@ def main(argv=None):
         ], lr=LR)
 
         def forward(training: bool):
-            h = ops.spmm(Xt, W1s) + ops.spmm(A, ops.spmm(Xt, W1n), reduce=a.aggr) + b1
+            h = spmm(Xt, W1s) + spmm(A, spmm(Xt, W1n), reduce=a.aggr) + b1
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
-            return h @ W2s + ops.spmm(A, h @ W2n, reduce=a.aggr) + b2
+            return h @ W2s + spmm(A, h @ W2n, reduce=a.aggr) + b2
 
         best_val, test_at_best = -1.0, 0.0
         for _ in range(a.epochs):
@@ -92,13 +104,13 @@ def main(argv=None):
         if not a.json:
             print(f"seed {seed}: test accuracy {test_at_best:.4f} (best val {best_val:.4f})")
     dataset = os.path.basename(os.path.normpath(a.data)).replace("planetoid-", "")
-    result = {"dataset": dataset, "model": "sage", "aggr": a.aggr,
+    result = {"dataset": dataset, "model": "sage", "aggr": a.aggr, "impl": a.impl,
               "test_accuracy": float(np.mean(accs)), "epoch_ms": statistics.median(epoch_ms),
               "seeds": a.seeds, "threads": torch.get_num_threads()}
     if a.json:
         print(json.dumps(result))
     else:
-        print(f"{dataset} (GraphSAGE, {a.aggr}): mean test accuracy "
+        print(f"{dataset} (GraphSAGE, {a.aggr}, {a.impl}): mean test accuracy "
               f"{result['test_accuracy']:.4f} over {a.seeds} seed(s), median epoch "
               f"{result['epoch_ms']:.2f} ms")
 
