@@ -114,3 +114,21 @@ def test_the_numpy_backward_equals_the_kernels():
                                      G.astype(np.float64), True, True)
         for k, n in zip(kern, nump):
             np.testing.assert_allclose(k, n, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["mean", "max", "min"])
+def test_float16_torch_operands_differentiate(reduce):
+    # float16 B: the result is float16, within its rounding of the float32 computation on the
+    # same values, and so is B's gradient (max/min take the numpy backward here).
+    A = random_csr(30, 20, 0.3, seed=13, empty_rows=(4,))
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                 torch.from_numpy(A.indices.astype(np.int64)),
+                                 torch.from_numpy(A.data), size=A.shape)
+    B = (torch.rand(20, 8, generator=torch.Generator().manual_seed(14)) - 0.5).half()
+    Bh, Bf = B.clone().requires_grad_(True), B.float().requires_grad_(True)
+    Ch, Cf = ops.spmm(At, Bh, reduce=reduce), ops.spmm(At, Bf, reduce=reduce)
+    assert Ch.dtype == torch.float16
+    Ch.float().sum().backward()
+    Cf.sum().backward()
+    torch.testing.assert_close(Ch.float(), Cf, rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(Bh.grad.float(), Bf.grad, rtol=2e-3, atol=5e-3)
