@@ -21,14 +21,13 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from planetoid import DROPOUT, LR, WEIGHT_DECAY, glorot, load  # noqa: E402
+from planetoid import DROPOUT, LR, WEIGHT_DECAY, glorot, load, train  # noqa: E402
 
 from sparsetir import ops  # noqa: E402
 
@@ -86,20 +85,8 @@ def main(argv=None):
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
             return h @ W2s + spmm(A, h @ W2n, reduce=a.aggr) + b2
 
-        best_val, test_at_best = -1.0, 0.0
-        for _ in range(a.epochs):
-            t0 = time.perf_counter()
-            opt.zero_grad()
-            out = forward(True)
-            torch.nn.functional.cross_entropy(out[idx["train"]], y[idx["train"]]).backward()
-            opt.step()
-            epoch_ms.append((time.perf_counter() - t0) * 1e3)
-            with torch.no_grad():
-                pred = forward(False).argmax(dim=1)
-                val = (pred[idx["val"]] == y[idx["val"]]).float().mean().item()
-                test = (pred[idx["test"]] == y[idx["test"]]).float().mean().item()
-            if val > best_val:
-                best_val, test_at_best = val, test
+        test_at_best, best_val, ms = train(forward, opt, y, idx, a.epochs)
+        epoch_ms.extend(ms)
         accs.append(test_at_best)
         if not a.json:
             print(f"seed {seed}: test accuracy {test_at_best:.4f} (best val {best_val:.4f})")

@@ -22,7 +22,7 @@ pub type BufferId = Handle<Buffer>;
 /// The bitwise operators take integers; a shift's result has its left operand's type, and its
 /// amount counts modulo that type's width (`x << 65` is `x << 1` for a 64-bit `x`), so every
 /// shift is defined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BinOp {
     Add,
     Sub,

@@ -23,9 +23,9 @@ impl<'f> Writer<'f> {
         let Expr::Binary(op, x, y) = c else {
             return Ok(None);
         };
-        let Some(cmp) = super::vector_math::Cmp::of(*op) else {
+        if super::vector_math::comparison(*op).is_none() {
             return Ok(None);
-        };
+        }
         let dt = vl.dtype();
         let mut texts = Vec::with_capacity(4);
         for p in [x, y, a, b] {
@@ -33,7 +33,7 @@ impl<'f> Writer<'f> {
             texts.push(cast(t, pd, dt));
         }
         Ok(self
-            .vector_math(VMath::Select(cmp), &[x, y, a, b], &texts)
+            .vector_math(VMath::Select(*op), &[x, y, a, b], &texts)
             .map(|v| (v, dt)))
     }
 

@@ -202,7 +202,7 @@ impl Writer<'_> {
                 let Expr::Binary(op, x, y) = &**c else {
                     return None;
                 };
-                super::vector_math::Cmp::of(*op)?;
+                super::vector_math::comparison(*op)?;
                 if [a, b].iter().any(|v| reads_or_divides(v)) {
                     return None;
                 }

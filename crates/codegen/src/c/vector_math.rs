@@ -41,46 +41,22 @@ pub(super) enum VMath {
     Max,
     /// Lane-wise `fmin`: a NaN lane gives the other operand's lane.
     Min,
-    /// `T.Select(x CMP y, a, b)` lane-wise, with IEEE comparisons (a NaN compares unequal to
-    /// everything).
-    Select(Cmp),
+    /// `T.Select(x CMP y, a, b)` lane-wise for a comparison operator ([`comparison`]), with
+    /// IEEE comparisons (a NaN compares unequal to everything).
+    Select(BinOp),
 }
 
-/// A comparison a vector select tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Cmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Cmp {
-    /// The comparison of a binary operator (`None` for the others).
-    pub(super) fn of(op: BinOp) -> Option<Cmp> {
-        Some(match op {
-            BinOp::Eq => Cmp::Eq,
-            BinOp::Ne => Cmp::Ne,
-            BinOp::Lt => Cmp::Lt,
-            BinOp::Le => Cmp::Le,
-            BinOp::Gt => Cmp::Gt,
-            BinOp::Ge => Cmp::Ge,
-            _ => return None,
-        })
-    }
-
-    fn c_op(self) -> &'static str {
-        match self {
-            Cmp::Eq => "==",
-            Cmp::Ne => "!=",
-            Cmp::Lt => "<",
-            Cmp::Le => "<=",
-            Cmp::Gt => ">",
-            Cmp::Ge => ">=",
-        }
-    }
+/// The C operator of a comparison a vector select tests (`None` for other operators).
+pub(super) fn comparison(op: BinOp) -> Option<&'static str> {
+    Some(match op {
+        BinOp::Eq => "==",
+        BinOp::Ne => "!=",
+        BinOp::Lt => "<",
+        BinOp::Le => "<=",
+        BinOp::Gt => ">",
+        BinOp::Ge => ">=",
+        _ => return None,
+    })
 }
 
 impl VMath {
@@ -98,12 +74,12 @@ impl VMath {
             VMath::Exp => "exp",
             VMath::Max => "max",
             VMath::Min => "min",
-            VMath::Select(Cmp::Eq) => "sel_eq",
-            VMath::Select(Cmp::Ne) => "sel_ne",
-            VMath::Select(Cmp::Lt) => "sel_lt",
-            VMath::Select(Cmp::Le) => "sel_le",
-            VMath::Select(Cmp::Gt) => "sel_gt",
-            VMath::Select(Cmp::Ge) => "sel_ge",
+            VMath::Select(BinOp::Eq) => "sel_eq",
+            VMath::Select(BinOp::Ne) => "sel_ne",
+            VMath::Select(BinOp::Lt) => "sel_lt",
+            VMath::Select(BinOp::Le) => "sel_le",
+            VMath::Select(BinOp::Gt) => "sel_gt",
+            VMath::Select(_) => "sel_ge",
         }
     }
 }
@@ -173,12 +149,12 @@ pub(super) fn prelude(uses: &VMathUses) -> String {
                     "static inline {ty} {name}({ty} a, {ty} b) {{\n{body}}}\n"
                 ));
             }
-            VMath::Select(cmp) => {
+            VMath::Select(op) => {
                 out.push_str(&format!(
                     "static inline {ty} {name}({ty} x, {ty} y, {ty} a, {ty} b) {{\n\
                      \x20   const {ty}_i m = x {} y;\n\
                      \x20   return {};\n}}\n",
-                    cmp.c_op(),
+                    comparison(*op).unwrap_or(">="),
                     sel("m", "a", "b")
                 ));
             }
