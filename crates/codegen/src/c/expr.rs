@@ -8,24 +8,20 @@ use super::*;
 impl<'f> Writer<'f> {
     /// In a vector loop that admits it (`classify`): `T.Select(x CMP y, a, b)` as the lane-wise
     /// helper `sel_*`, with its value's dtype; `None` where the scalar `?:` applies.
-    fn vector_select(&mut self, c: &Expr, a: &Expr, b: &Expr) -> Res<Option<(String, DType)>> {
+    fn vector_select(&mut self, select: &Expr) -> Res<Option<(String, DType)>> {
         let Some(vl) = &self.vec_loop else {
             return Ok(None);
         };
-        let select = Expr::Select(
-            Box::new(c.clone()),
-            Box::new(a.clone()),
-            Box::new(b.clone()),
-        );
-        if self.classify(vl, &select) != Some(super::vector::Class::Vector) {
+        // `classify` admits only a select on a comparison whose values read nothing.
+        if self.classify(vl, select) != Some(super::vector::Class::Vector) {
             return Ok(None);
         }
-        let Expr::Binary(op, x, y) = c else {
+        let Expr::Select(c, a, b) = select else {
             return Ok(None);
         };
-        if super::vector_math::comparison(*op).is_none() {
+        let Expr::Binary(op, x, y) = &**c else {
             return Ok(None);
-        }
+        };
         let dt = vl.dtype();
         let mut texts = Vec::with_capacity(4);
         for p in [x, y, a, b] {
@@ -47,7 +43,7 @@ impl<'f> Writer<'f> {
             Expr::Binary(op, a, b) => self.binary(*op, a, b),
             Expr::Unary(op, a) => self.unary(*op, a),
             Expr::Select(c, a, b) => {
-                if let Some(v) = self.vector_select(c, a, b)? {
+                if let Some(v) = self.vector_select(e)? {
                     return Ok(v);
                 }
                 let (c, _) = self.expr(c)?;

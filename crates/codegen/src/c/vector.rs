@@ -202,7 +202,9 @@ impl Writer<'_> {
                 let Expr::Binary(op, x, y) = &**c else {
                     return None;
                 };
-                super::vector_math::comparison(*op)?;
+                if !op.is_comparison() {
+                    return None;
+                }
                 if [a, b].iter().any(|v| reads_or_divides(v)) {
                     return None;
                 }

@@ -41,22 +41,10 @@ pub(super) enum VMath {
     Max,
     /// Lane-wise `fmin`: a NaN lane gives the other operand's lane.
     Min,
-    /// `T.Select(x CMP y, a, b)` lane-wise for a comparison operator ([`comparison`]), with
+    /// `T.Select(x CMP y, a, b)` lane-wise for a comparison operator (`BinOp::is_comparison`:
+    /// its script symbol is its C operator), with
     /// IEEE comparisons (a NaN compares unequal to everything).
     Select(BinOp),
-}
-
-/// The C operator of a comparison a vector select tests (`None` for other operators).
-pub(super) fn comparison(op: BinOp) -> Option<&'static str> {
-    Some(match op {
-        BinOp::Eq => "==",
-        BinOp::Ne => "!=",
-        BinOp::Lt => "<",
-        BinOp::Le => "<=",
-        BinOp::Gt => ">",
-        BinOp::Ge => ">=",
-        _ => return None,
-    })
 }
 
 impl VMath {
@@ -154,7 +142,7 @@ pub(super) fn prelude(uses: &VMathUses) -> String {
                     "static inline {ty} {name}({ty} x, {ty} y, {ty} a, {ty} b) {{\n\
                      \x20   const {ty}_i m = x {} y;\n\
                      \x20   return {};\n}}\n",
-                    comparison(*op).unwrap_or(">="),
+                    op.symbol().unwrap_or(">="),
                     sel("m", "a", "b")
                 ));
             }
