@@ -93,13 +93,9 @@ def train(forward, opt, y, idx, epochs: int):
     return test_at_best, best_val, epoch_ms
 
 
-def run(name: str, make_ops, argv=None) -> None:
-    """Parses the command line, trains `--seeds` models and prints the results.
-
-    `make_ops(A_hat, X)` returns `(first_layer, propagate)`: `first_layer(W, training)` computes
-    dropout(X) @ W and `propagate(H)` computes A_hat @ H.
-    """
-    p = argparse.ArgumentParser(description=f"2-layer GCN on Planetoid ({name})")
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The command line the Planetoid examples share: data, seeds, epochs, threads, JSON."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--data", required=True, help="directory with A.mtx, X.mtx, labels.npy, "
                    "train.npy, val.npy, test.npy")
     p.add_argument("--seeds", type=int, default=1)
@@ -107,17 +103,48 @@ def run(name: str, make_ops, argv=None) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (set OMP_NUM_THREADS too for the sparsetir kernels)")
     p.add_argument("--json", action="store_true", help="print one JSON line")
-    a = p.parse_args(argv)
+    return p
+
+
+def run_seeds(a, label: str, fit, **extra) -> None:
+    """Trains one model per seed of ``a.seeds`` (``fit(seed)`` returns what `train` returns,
+    after ``torch.manual_seed(seed)``) and prints the results: the mean test accuracy and the
+    median epoch, as text labelled `label` or as one JSON line holding `extra` too."""
     if a.threads:
         torch.set_num_threads(a.threads)
+    accs, epoch_ms = [], []
+    for seed in range(a.seeds):
+        torch.manual_seed(seed)
+        test_at_best, best_val, ms = fit(seed)
+        epoch_ms.extend(ms)
+        accs.append(test_at_best)
+        if not a.json:
+            print(f"seed {seed}: test accuracy {test_at_best:.4f} (best val {best_val:.4f})")
+    dataset = os.path.basename(os.path.normpath(a.data)).replace("planetoid-", "")
+    result = {"dataset": dataset, **extra, "test_accuracy": float(np.mean(accs)),
+              "epoch_ms": statistics.median(epoch_ms), "seeds": a.seeds,
+              "threads": torch.get_num_threads()}
+    if a.json:
+        print(json.dumps(result))
+    else:
+        print(f"{dataset} ({label}): mean test accuracy {result['test_accuracy']:.4f} over "
+              f"{a.seeds} seed(s), median epoch {result['epoch_ms']:.2f} ms")
+
+
+def run(name: str, make_ops, argv=None) -> None:
+    """Parses the command line, trains `--seeds` models and prints the results.
+
+    `make_ops(A_hat, X)` returns `(first_layer, propagate)`: `first_layer(W, training)` computes
+    dropout(X) @ W and `propagate(H)` computes A_hat @ H.
+    """
+    a = arguments(f"2-layer GCN on Planetoid ({name})").parse_args(argv)
     A_hat, X, labels, split = load(a.data)
     y = torch.from_numpy(labels)
     idx = {k: torch.from_numpy(v) for k, v in split.items()}
     first_layer, propagate = make_ops(A_hat, X)
     nclass = int(labels.max()) + 1
-    accs, epoch_ms = [], []
-    for seed in range(a.seeds):
-        torch.manual_seed(seed)
+
+    def fit(seed: int):
         model = GCN(X.shape[1], nclass, seed)
         opt = torch.optim.Adam([
             {"params": [model.W1, model.b1], "weight_decay": WEIGHT_DECAY},
@@ -129,17 +156,6 @@ def run(name: str, make_ops, argv=None) -> None:
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
             return propagate(h @ model.W2) + model.b2
 
-        test_at_best, best_val, ms = train(forward, opt, y, idx, a.epochs)
-        epoch_ms.extend(ms)
-        accs.append(test_at_best)
-        if not a.json:
-            print(f"seed {seed}: test accuracy {test_at_best:.4f} (best val {best_val:.4f})")
-    dataset = os.path.basename(os.path.normpath(a.data)).replace("planetoid-", "")
-    result = {"dataset": dataset, "test_accuracy": float(np.mean(accs)),
-              "epoch_ms": statistics.median(epoch_ms), "seeds": a.seeds,
-              "impl": name, "threads": torch.get_num_threads()}
-    if a.json:
-        print(json.dumps(result))
-    else:
-        print(f"{dataset} ({name}): mean test accuracy {result['test_accuracy']:.4f} over "
-              f"{a.seeds} seed(s), median epoch {result['epoch_ms']:.2f} ms")
+        return train(forward, opt, y, idx, a.epochs)
+
+    run_seeds(a, name, fit, impl=name)

@@ -16,10 +16,7 @@ rate 0.01 and weight decay 5e-4, 200 epochs; the reported test accuracy is the o
 epoch of best validation accuracy (`planetoid.py`'s data preparation and split).
 """
 
-import argparse
-import json
 import os
-import statistics
 import sys
 
 import numpy as np
@@ -27,7 +24,8 @@ import scipy.sparse as sp
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from planetoid import DROPOUT, LR, WEIGHT_DECAY, glorot, load, train  # noqa: E402
+from planetoid import (  # noqa: E402
+    DROPOUT, LR, WEIGHT_DECAY, arguments, glorot, load, run_seeds, train)
 
 from sparsetir import ops  # noqa: E402
 
@@ -41,13 +39,9 @@ def csr_tensor(M: sp.csr_matrix) -> torch.Tensor:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="2-layer GraphSAGE on Planetoid (sparsetir)")
-    p.add_argument("--data", required=True)
+    p = arguments("2-layer GraphSAGE on Planetoid")
     p.add_argument("--aggr", default="mean", choices=["mean", "max", "min", "sum"])
-    p.add_argument("--seeds", type=int, default=1)
-    p.add_argument("--epochs", type=int, default=200)
     p.add_argument("--impl", default="sparsetir", choices=["sparsetir", "torch"])
-    p.add_argument("--json", action="store_true", help="print one JSON line")
     a = p.parse_args(argv)
     if a.impl == "sparsetir":
         def spmm(M, H, reduce="sum"):
@@ -67,9 +61,8 @@ def main(argv=None):
     y = torch.from_numpy(labels)
     idx = {k: torch.from_numpy(v) for k, v in split.items()}
     nclass, nfeat = int(labels.max()) + 1, X.shape[1]
-    accs, epoch_ms = [], []
-    for seed in range(a.seeds):
-        torch.manual_seed(seed)
+
+    def fit(seed: int):
         gen = torch.Generator().manual_seed(seed)
         W1s, W1n = glorot(nfeat, HIDDEN, gen), glorot(nfeat, HIDDEN, gen)
         W2s, W2n = glorot(HIDDEN, nclass, gen), glorot(HIDDEN, nclass, gen)
@@ -85,21 +78,9 @@ def main(argv=None):
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
             return h @ W2s + spmm(A, h @ W2n, reduce=a.aggr) + b2
 
-        test_at_best, best_val, ms = train(forward, opt, y, idx, a.epochs)
-        epoch_ms.extend(ms)
-        accs.append(test_at_best)
-        if not a.json:
-            print(f"seed {seed}: test accuracy {test_at_best:.4f} (best val {best_val:.4f})")
-    dataset = os.path.basename(os.path.normpath(a.data)).replace("planetoid-", "")
-    result = {"dataset": dataset, "model": "sage", "aggr": a.aggr, "impl": a.impl,
-              "test_accuracy": float(np.mean(accs)), "epoch_ms": statistics.median(epoch_ms),
-              "seeds": a.seeds, "threads": torch.get_num_threads()}
-    if a.json:
-        print(json.dumps(result))
-    else:
-        print(f"{dataset} (GraphSAGE, {a.aggr}, {a.impl}): mean test accuracy "
-              f"{result['test_accuracy']:.4f} over {a.seeds} seed(s), median epoch "
-              f"{result['epoch_ms']:.2f} ms")
+        return train(forward, opt, y, idx, a.epochs)
+
+    run_seeds(a, f"GraphSAGE, {a.aggr}, {a.impl}", fit, model="sage", aggr=a.aggr, impl=a.impl)
 
 
 if __name__ == "__main__":

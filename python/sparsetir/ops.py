@@ -57,8 +57,8 @@ class _Csr:
     first launch on it, and again whenever that launch's sizes change;
     here only the conversion to int32 is checked, so that no index wraps into range."""
 
-    __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "_frozen", "_filled",
-                 "__weakref__")
+    __slots__ = ("m", "n", "indptr", "indices", "_t", "_rows", "_torch", "_frozen",
+                 "_derived_arrays", "__weakref__")
 
     def __init__(self, m: int, n: int, indptr: np.ndarray, indices: np.ndarray):
         if m >= 2**31 or n >= 2**31 or len(indices) >= 2**31:
@@ -76,36 +76,37 @@ class _Csr:
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self._t: Optional[Tuple["_Csr", np.ndarray]] = None
         self._rows: Optional[np.ndarray] = None
-        # Derived arrays cached with the structure (torch tensors among them).
-        self._torch: Dict[Any, Any] = {}
+        self._torch: Dict[str, Any] = {}
         self._frozen: Optional[Dict[str, Any]] = None
-        self._filled: Dict[Tuple[Any, str], np.ndarray] = {}
+        self._derived_arrays: Dict[Tuple[Any, ...], np.ndarray] = {}
 
-    def per_element(self, what: str, dt: np.dtype) -> np.ndarray:
-        """A read-only per-stored-element array derived from the structure alone, made once
-        per dtype: ``"inverse degree"`` is ``1 / (stored count of the element's row)``."""
-        key = (what, np.dtype(dt).str)
-        a = self._filled.get(key)
+    def _derived(self, key: Tuple[Any, ...], make) -> np.ndarray:
+        """The read-only array ``make()`` for `key`, made once and kept with the structure (at
+        most eight: all are dropped when a ninth is made)."""
+        a = self._derived_arrays.get(key)
         if a is None:
-            if what != "inverse degree":
-                raise ValueError(what)
-            a = (1.0 / self.degrees()[self.rows()]).astype(dt)
+            if len(self._derived_arrays) >= 8:
+                self._derived_arrays.clear()
+            a = make()
             a.flags.writeable = False
-            self._filled[key] = a
+            self._derived_arrays[key] = a
         return a
 
     def filled(self, value: float, dt: np.dtype) -> np.ndarray:
-        """A read-only array of ``nnz`` copies of ``value`` (an SDDMM's sampling weights: ones,
-        or attention's scale), made once per value and dtype rather than at every call."""
-        key = (float(value), np.dtype(dt).str)
-        a = self._filled.get(key)
-        if a is None:
-            if len(self._filled) >= 4:
-                self._filled.clear()
-            a = np.full(self.nnz, value, dt)
-            a.flags.writeable = False
-            self._filled[key] = a
-        return a
+        """``nnz`` copies of ``value`` (an SDDMM's sampling weights: ones, or attention's
+        scale), made once per value and dtype rather than at every call."""
+        return self._derived(("filled", float(value), np.dtype(dt).str),
+                             lambda: np.full(self.nnz, value, dt))
+
+    def inverse_degrees(self, dt: np.dtype) -> np.ndarray:
+        """Per stored element, 1 / the stored count of its row (mean aggregation's scale)."""
+        return self._derived(("inverse degree", np.dtype(dt).str),
+                             lambda: (1.0 / self.degrees()[self.rows()]).astype(dt))
+
+    def empty_rows(self) -> np.ndarray:
+        """The rows that store nothing."""
+        return self._derived(("empty rows",),
+                             lambda: np.flatnonzero(np.diff(self.indptr) == 0))
 
     def launch_args(self) -> Dict[str, Any]:
         """``indptr`` and ``indices`` as the kernels take them: frozen copies (made once), which
@@ -129,14 +130,6 @@ class _Csr:
     def degrees(self) -> np.ndarray:
         """Each row's count of stored elements (int64)."""
         return np.diff(self.indptr).astype(np.int64, copy=False)
-
-    def empty_rows(self) -> np.ndarray:
-        """The rows that store nothing (made once)."""
-        e = self._torch.get("empty rows")
-        if e is None:
-            e = np.flatnonzero(np.diff(self.indptr) == 0)
-            self._torch["empty rows"] = e
-        return e
 
     def transpose(self) -> Tuple["_Csr", np.ndarray]:
         """``(Aᵀ's structure, perm)`` with ``values_T = values[perm]``; built once."""
@@ -674,7 +667,7 @@ def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
     if not use_torch:
         v, b = np.asarray(values), _numeric(B, "spmm", "B")
         if reduce == "mean":
-            v = _mean_weights(s, v, np)
+            v = _mean_weights(s, v)
         if reduce in ("max", "min"):
             return _spmm_np(s, v, b, "csrmm_" + reduce)
         return _spmm_np(s, v, b)
@@ -686,20 +679,21 @@ def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
     if reduce in ("max", "min"):
         return _fns()["spmm_extreme"].apply(v, b, s, "csrmm_" + reduce)
     if reduce == "mean":
-        v = _mean_weights(s, v, torch)
+        v = _mean_weights(s, v)
     return _fns()["spmm"].apply(v, b, s)
 
 
-def _mean_weights(s: _Csr, values: Any, lib: Any) -> Any:
-    """A's values divided by their row's stored count (numpy or torch, differentiable)."""
-    if lib is np:
-        return values * s.per_element("inverse degree", np.dtype(values.dtype))
-    key = ("inverse degree torch", str(values.dtype))
-    w = s._torch.get(key)
-    if w is None:
-        w = lib.from_numpy(1.0 / s.degrees()[s.rows()]).to(values.dtype)
-        s._torch[key] = w
-    return values * w
+def _mean_weights(s: _Csr, values: Any) -> Any:
+    """A's values divided by their row's stored count (numpy, or torch and differentiable)."""
+    if not _is_torch(values):
+        return values * s.inverse_degrees(np.dtype(values.dtype))
+    key = f"inverse degree {values.dtype}"
+    if key not in s._torch:
+        import torch
+
+        # A copy: the structure's array is read-only, a tensor over it would be writable.
+        s._torch[key] = torch.tensor(s.inverse_degrees(np.float64)).to(values.dtype)
+    return values * s._torch[key]
 
 
 def _pattern_like(A: Any, s: _Csr, out_values: Any) -> Any:
