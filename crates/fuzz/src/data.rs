@@ -433,7 +433,7 @@ pub fn execute_c(input: &RunInput, opts: &CompileOptions) -> Result<(), String> 
 
 /// The input again with its integer arrays frozen ([`FrozenArray`]) and launched twice, the
 /// second launch passing on the kernel's validation memo: both must give the verdict of the
-/// launch on owned arrays, and its outputs (equal, or within 1e-5 relative; NaN equal to NaN).
+/// launch on owned arrays, and its outputs (`diff::compare`).
 fn frozen_twice(
     k: &Kernel,
     input: &RunInput,
@@ -482,24 +482,14 @@ fn frozen_twice(
         if !accepted {
             continue;
         }
-        for (name, v) in &got {
-            let (ArgValue::Array(g), Some(ArgValue::Array(w))) = (v, want.get(name)) else {
-                continue;
-            };
-            let same = g.len() == w.len()
-                && (0..g.len()).all(|i| {
-                    let (a, b) = (g.get_f64(i), w.get_f64(i));
-                    a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-5 * (1.0 + b.abs())
-                });
-            if !same {
-                return Err(format!(
-                    "c: `{}` with frozen structure (launch {}): `{name}` differs from the \
-                     owned launch's",
-                    input.kernel,
-                    round + 1
-                ));
-            }
-        }
+        // Every argument but the frozen ones, against the owned launch's.
+        crate::diff::compare(&got, want).map_err(|e| {
+            format!(
+                "c: `{}` with frozen structure (launch {}), against the owned launch: {e}",
+                input.kernel,
+                round + 1
+            )
+        })?;
     }
     Ok(())
 }
