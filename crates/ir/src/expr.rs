@@ -374,6 +374,13 @@ impl Expr {
         }
     }
 
+    /// Whether this expression loads from buffer `b` anywhere (indices included).
+    pub fn loads(&self, b: BufferId) -> bool {
+        let mut found = false;
+        self.visit(&mut |x| found |= matches!(x, Expr::Load { buffer, .. } if *buffer == b));
+        found
+    }
+
     /// Visits this expression and all its descendants, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
         f(self);

@@ -126,6 +126,19 @@ impl Stmt {
         self.for_each_child(|c| c.visit(f));
     }
 
+    /// Whether this statement stores to or loads from buffer `b` anywhere (inits, loop bounds,
+    /// block iterators, predicates and regions included).
+    pub fn touches(&self, b: BufferId) -> bool {
+        let mut hit = false;
+        self.visit(&mut |s| {
+            if let Stmt::Store(st) = s {
+                hit |= st.buffer == b;
+            }
+            s.for_each_expr(|e| hit |= e.loads(b));
+        });
+        hit
+    }
+
     /// The buffers written anywhere in this statement (inits included): stores' targets and
     /// the buffers whose elements an intrinsic writes (`atomic_add`, `compress64`, ...: the
     /// element its first argument names).

@@ -82,17 +82,6 @@ pub fn compact_buffer_allocation_module(module: &IRModule) -> IRModule {
     }
 }
 
-/// Whether `e` loads `b` anywhere.
-fn expr_loads(e: &Expr, b: BufferId) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| {
-        if let Expr::Load { buffer, .. } = x {
-            found |= *buffer == b;
-        }
-    });
-    found
-}
-
 /// Whether the statement itself (not its children) names `b`; block regions count only when
 /// `with_regions`.
 fn own_mentions(s: &Stmt, b: BufferId, with_regions: bool) -> bool {
@@ -110,18 +99,18 @@ fn own_mentions(s: &Stmt, b: BufferId, with_regions: bool) -> bool {
             // A block's regions are summaries; its iterators and predicate are real uses.
             let mut found = false;
             for it in &blk.iters {
-                found |= expr_loads(&it.min, b) || expr_loads(&it.extent, b);
-                found |= expr_loads(&it.binding, b);
+                found |= it.min.loads(b) || it.extent.loads(b);
+                found |= it.binding.loads(b);
             }
             if let Some(p) = &blk.predicate {
-                found |= expr_loads(p, b);
+                found |= p.loads(b);
             }
             return found;
         }
         _ => {}
     }
     let mut found = false;
-    s.for_each_expr(|e| found |= expr_loads(e, b));
+    s.for_each_expr(|e| found |= e.loads(b));
     found
 }
 

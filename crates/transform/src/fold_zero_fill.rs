@@ -64,7 +64,7 @@ pub fn fold_zero_fill(func: &PrimFunc, buffer: &str) -> Result<PrimFunc, FoldZer
     let mut fill: Option<(usize, Expr)> = None;
     let mut updates = Vec::new();
     for (at, s) in top.iter().enumerate() {
-        if !touches(s, x) {
+        if !s.touches(x) {
             continue;
         }
         let name = match s {
@@ -111,20 +111,6 @@ pub fn fold_zero_fill(func: &PrimFunc, buffer: &str) -> Result<PrimFunc, FoldZer
     top.remove(fill_at);
     out.body = Stmt::Seq(top);
     Ok(out)
-}
-
-/// Whether `s` loads or stores buffer `x` anywhere.
-fn touches(s: &Stmt, x: BufferId) -> bool {
-    let mut hit = false;
-    s.visit(&mut |t| {
-        if let Stmt::Store(st) = t {
-            hit |= st.buffer == x;
-        }
-        t.for_each_expr(|e| {
-            e.visit(&mut |y| hit |= matches!(y, Expr::Load { buffer, .. } if *buffer == x))
-        });
-    });
-    hit
 }
 
 /// The constant `s` fills `x` with, if `s` is the fill of the module documentation.

@@ -35,37 +35,12 @@ pub(super) fn filled_before_read(
     while let Some(s) = stmts.pop() {
         match s {
             Stmt::Seq(v) => stmts.extend(v.iter().rev()),
-            Stmt::Let(l) if !expr_touches(&l.value, buf) => stmts.push(&l.body),
-            s if !touches(s, buf) => {}
+            Stmt::Let(l) if !l.value.loads(buf) => stmts.push(&l.body),
+            s if !s.touches(buf) => {}
             s => return covers(s, buf, strides, size),
         }
     }
     false
-}
-
-/// Whether statement `s` reads or writes `buf` anywhere.
-fn touches(s: &Stmt, buf: BufferId) -> bool {
-    let mut hit = false;
-    s.visit(&mut |x| {
-        if hit {
-            return;
-        }
-        if let Stmt::Store(st) = x {
-            hit |= st.buffer == buf;
-        }
-        x.for_each_expr(|e| hit |= expr_touches(e, buf));
-    });
-    hit
-}
-
-fn expr_touches(e: &Expr, buf: BufferId) -> bool {
-    let mut hit = false;
-    e.visit(&mut |x| {
-        if let Expr::Load { buffer, .. } = x {
-            hit |= *buffer == buf;
-        }
-    });
-    hit
 }
 
 /// Whether `s` is a fill nest of `buf` whose stores cover all `size` elements.
@@ -101,7 +76,7 @@ fn covers(s: &Stmt, buf: BufferId, strides: &[i64], size: i64) -> bool {
     let Stmt::Store(st) = block.body.single() else {
         return false;
     };
-    if st.buffer != buf || st.indices.len() != strides.len() || expr_touches(&st.value, buf) {
+    if st.buffer != buf || st.indices.len() != strides.len() || st.value.loads(buf) {
         return false;
     }
     let mut written = vec![false; size as usize];

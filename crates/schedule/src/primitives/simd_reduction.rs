@@ -88,19 +88,6 @@ pub struct ReductionUpdate<'a> {
     pub value: &'a Expr,
 }
 
-/// Whether `e` loads from buffer `b` anywhere (indices included).
-pub fn reads_buffer(e: &Expr, b: BufferId) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| {
-        if let Expr::Load { buffer, .. } = x {
-            if *buffer == b {
-                found = true;
-            }
-        }
-    });
-    found
-}
-
 /// Recognises `Y[idx] = Y[idx] OP e` / `Y[idx] = e OP Y[idx]` (`OP` one of `+`, `max`, `min`)
 /// where `e` and `idx` do not read `Y`. `None` for any other store.
 pub fn match_update(st: &Store) -> Option<ReductionUpdate<'_>> {
@@ -116,7 +103,7 @@ pub fn match_update(st: &Store) -> Option<ReductionUpdate<'_>> {
     } else {
         return None;
     };
-    if reads_buffer(value, st.buffer) || st.indices.iter().any(|i| reads_buffer(i, st.buffer)) {
+    if value.loads(st.buffer) || st.indices.iter().any(|i| i.loads(st.buffer)) {
         return None;
     }
     Some(ReductionUpdate {
@@ -263,7 +250,7 @@ fn check_block(
         ));
     };
     if let Some(p) = &b.predicate {
-        if reads_buffer(p, upd.buffer) {
+        if p.loads(upd.buffer) {
             return Err((
                 ErrorKind::NotReductionBlock,
                 format!(
