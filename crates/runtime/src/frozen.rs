@@ -127,18 +127,18 @@ impl ValidationMemo {
     /// one): at once when a launch of the same shape passed before, else by reading the
     /// arrays, remembering the shape when every array read is frozen.
     pub fn validate(&self, func: &PrimFunc, args: &LaunchArgs<'_>) -> Result<(), RunError> {
-        if !args.iter().any(|(_, a)| frozen(a)) {
-            // Nothing could be remembered: skip building the shape.
-            self.reads.fetch_add(1, Ordering::Relaxed);
-            return validate_reading(func, args).map(|_| ());
-        }
-        let shape = LaunchShape::of(args);
-        if self.lock().contains(&shape) {
+        // Without a frozen array nothing could be remembered: no shape is built.
+        let shape = args
+            .iter()
+            .any(|(_, a)| frozen(a))
+            .then(|| LaunchShape::of(args));
+        if shape.as_ref().is_some_and(|s| self.lock().contains(s)) {
             return Ok(());
         }
         self.reads.fetch_add(1, Ordering::Relaxed);
         let read = validate_reading(func, args)?;
-        if read.iter().all(|p| args.get(p).is_some_and(frozen)) {
+        if let Some(shape) = shape.filter(|_| read.iter().all(|p| args.get(p).is_some_and(frozen)))
+        {
             let mut passed = self.lock();
             if !passed.contains(&shape) {
                 if passed.len() == MEMO_CAPACITY {
