@@ -209,11 +209,11 @@ impl Writer<'_> {
                     return None;
                 }
                 let parts = [x, y, a, b];
-                let mut classes = Vec::with_capacity(4);
+                let mut uniform = true;
                 for p in parts {
-                    classes.push(self.classify(vl, p)?);
+                    uniform &= self.classify(vl, p)? == Class::Uniform;
                 }
-                if classes.iter().all(|c| *c == Class::Uniform) {
+                if uniform {
                     return Some(Class::Uniform);
                 }
                 let ok = parts.iter().all(|p| p.dtype(self.func) == vl.dtype);
