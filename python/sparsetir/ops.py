@@ -211,8 +211,8 @@ def _torch_structure(A: Any):
         raise ValueError(f"expected a 2-D sparse matrix, got {A.dim()} dimensions")
     if A.layout == torch.sparse_csr:
         crow, col = A.crow_indices(), A.col_indices()
-        key = ("torch", crow.data_ptr(), col.data_ptr(), str(crow.dtype), str(col.dtype),
-               col.numel(), tuple(A.shape))
+        key = ("torch", crow.data_ptr(), col.data_ptr(), crow.dtype, col.dtype, col.numel(),
+               A.shape)
         s = _structures.get(key)
         if s is None:
             crow_np = crow.detach().numpy()
@@ -226,7 +226,7 @@ def _torch_structure(A: Any):
         if not A.is_coalesced():
             A = A.coalesce()
         idx = A.indices()
-        key = ("torch-coo", idx.data_ptr(), str(idx.dtype), idx.shape[1], tuple(A.shape))
+        key = ("torch-coo", idx.data_ptr(), idx.dtype, idx.shape[1], A.shape)
         s = _structures.get(key)
         if s is None:
             rows = idx[0].numpy()
@@ -249,11 +249,23 @@ def csr_structure(A: Any) -> _Csr:
 
 _kernels: Dict[Tuple[str, str, int, str], Any] = {}
 _schedules: Dict[Tuple[str, int], Optional[str]] = {}
+# The same kernels by the arguments of `_kernel` as given: one lookup per call, where the
+# schedule's name and the dtype's name would cost more than the call's whole Python overhead on
+# a small graph (the dtype object hashes as its type).
+_kernels_by_call: Dict[Tuple[str, np.dtype, int, int], Any] = {}
 
 
 def _kernel(name: str, dtype: np.dtype, feat: int, gathered_bytes: int = 0):
     """The catalog kernel `name` for element type `dtype`, `feat_size` specialised to `feat`,
     under its default CPU schedule (compiled on first use, then a dictionary lookup)."""
+    call = (name, dtype, feat, gathered_bytes)
+    k = _kernels_by_call.get(call)
+    if k is None:
+        k = _kernels_by_call[call] = _compiled_kernel(name, np.dtype(dtype), feat, gathered_bytes)
+    return k
+
+
+def _compiled_kernel(name: str, dtype: np.dtype, feat: int, gathered_bytes: int):
     sk = (name, gathered_bytes)
     if sk not in _schedules:
         _schedules[sk] = _native.cpu_schedule(name, gathered_bytes)
@@ -287,12 +299,18 @@ def _sixteen(dense: Tuple[Any, ...], values: Any, half: Any, single: Any) -> boo
     return values is not None and values.dtype == half
 
 
+_F32 = np.dtype(np.float32)
+
+
 def _dtype_of(*dense: Any, values: Any = None) -> np.dtype:
     """The element type operators compute in: float64 if any operand is; float16 where the
     operands are (`_sixteen`: 16-bit operands, float32 arithmetic, a float16 result, as PyTorch
     computes half products); float32 otherwise."""
     every = dense + (() if values is None else (values,))
-    if any(a.dtype == np.float64 for a in every):
+    chars = {a.dtype.char for a in every}
+    if chars == {"f"}:
+        return _F32
+    if "d" in chars:
         return np.dtype(np.float64)
     if _sixteen(dense, values, np.float16, np.float32):
         return np.dtype(np.float16)
@@ -301,7 +319,12 @@ def _dtype_of(*dense: Any, values: Any = None) -> np.dtype:
 
 def _acc(dt: np.dtype) -> str:
     """The element type of the kernels' outputs for operands of `dt`."""
-    return "float32" if dt == np.float16 else dt.name
+    # By the dtype's character: comparing dtypes, or asking one its name, costs microseconds,
+    # a sizeable part of a call on a small graph.
+    return _ACC_BY_CHAR.get(dt.char) or dt.name
+
+
+_ACC_BY_CHAR = {"e": "float32", "f": "float32", "d": "float64"}
 
 
 def _dense(x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -328,7 +351,7 @@ def _spmm_np(s: _Csr, values: np.ndarray, B: np.ndarray, kernel: str = "csrmm") 
     if feat == 0 or s.m == 0:
         return np.zeros((s.m, feat), dt)
     if kernel != "csrmm":
-        if dt == np.float16:
+        if dt.char == "e":
             # Max and min are exact in any precision: float32 kernels, a float16 result.
             c = _spmm_np(s, values.astype(np.float32), B.astype(np.float32), kernel)
             return c.astype(dt)
@@ -482,6 +505,15 @@ def _np(t: Any) -> np.ndarray:
     if t.device.type != "cpu":
         raise SparsetirError(f"sparsetir.ops runs on the CPU; a tensor is on {t.device}")
     return t.detach().contiguous().numpy()
+
+
+def _recorded(*tensors: Any) -> bool:
+    """Whether autograd records an operation on `tensors`: grad mode on, and one of them
+    requires a gradient. Otherwise the operators call their kernels directly: an
+    ``autograd.Function`` costs about 10 µs a call, a sixth of a whole SpMM on cora."""
+    import torch
+
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def _fns():
@@ -639,6 +671,8 @@ def _torch_dtype(*dense, values=None):
     import torch
 
     every = dense + (() if values is None else (values,))
+    if all(t.dtype is torch.float32 for t in every):
+        return torch.float32
     if any(t.dtype == torch.float64 for t in every):
         return torch.float64
     if _sixteen(dense, values, torch.float16, torch.float32):
@@ -676,10 +710,13 @@ def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
     Bt = B if _is_torch(B) else torch.from_numpy(_numeric(B, "spmm", "B"))
     dt = _torch_dtype(Bt, values=values)
     v, b = _as_torch_float(values, dt), _as_torch_float(Bt, dt)
-    if reduce in ("max", "min"):
-        return _fns()["spmm_extreme"].apply(v, b, s, "csrmm_" + reduce)
     if reduce == "mean":
         v = _mean_weights(s, v)
+    kernel = "csrmm_" + reduce if reduce in ("max", "min") else "csrmm"
+    if not _recorded(v, b):
+        return torch.from_numpy(_spmm_np(s, _np(v), _np(b), kernel))
+    if kernel != "csrmm":
+        return _fns()["spmm_extreme"].apply(v, b, s, kernel)
     return _fns()["spmm"].apply(v, b, s)
 
 
@@ -732,9 +769,10 @@ def sddmm(A: Any, X: Any, Y: Any) -> Any:
     Xt = X if _is_torch(X) else torch.from_numpy(_numeric(X, "sddmm", "X"))
     Yt = Y if _is_torch(Y) else torch.from_numpy(_numeric(Y, "sddmm", "Y"))
     dt = _torch_dtype(Xt, Yt, values=values)
-    out = _fns()["sddmm"].apply(_as_torch_float(values, dt), _as_torch_float(Xt, dt),
-                                _as_torch_float(Yt, dt), s)
-    return _pattern_like(A, s, out)
+    v, x, y = _as_torch_float(values, dt), _as_torch_float(Xt, dt), _as_torch_float(Yt, dt)
+    if not _recorded(v, x, y):
+        return _pattern_like(A, s, torch.from_numpy(_sddmm_np(s, _np(v), _np(x), _np(y))))
+    return _pattern_like(A, s, _fns()["sddmm"].apply(v, x, y, s))
 
 
 def spmv(A: Any, x: Any) -> Any:
@@ -750,7 +788,10 @@ def spmv(A: Any, x: Any) -> Any:
 
     xt = x if _is_torch(x) else torch.from_numpy(_numeric(x, "spmv", "x"))
     dt = _torch_dtype(xt, values=values)
-    return _fns()["spmv"].apply(_as_torch_float(values, dt), _as_torch_float(xt, dt), s)
+    v, xv = _as_torch_float(values, dt), _as_torch_float(xt, dt)
+    if not _recorded(v, xv):
+        return torch.from_numpy(_spmv_np(s, _np(v), _np(xv)))
+    return _fns()["spmv"].apply(v, xv, s)
 
 
 def sparse_softmax(A: Any) -> Any:
@@ -765,7 +806,12 @@ def sparse_softmax(A: Any) -> Any:
     if not use_torch:
         return _pattern_like(A, s, _softmax_np(s, np.asarray(values)))
     dt = _torch_dtype(values=values)
-    return _pattern_like(A, s, _fns()["softmax"].apply(_as_torch_float(values, dt), s))
+    v = _as_torch_float(values, dt)
+    if not _recorded(v):
+        import torch
+
+        return _pattern_like(A, s, torch.from_numpy(_softmax_np(s, _np(v))))
+    return _pattern_like(A, s, _fns()["softmax"].apply(v, s))
 
 
 def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = None) -> Any:
@@ -792,8 +838,13 @@ def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = No
     q, k, v = (x if _is_torch(x) else torch.from_numpy(_numeric(x, "masked_attention", n))
                for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
     dt = _torch_dtype(q, k, v)
+    q, k, v = _as_torch_float(q, dt), _as_torch_float(k, dt), _as_torch_float(v, dt)
+    if not _recorded(q, k, v):
+        qn, kn, vn = _np(q), _np(k), _np(v)
+        scores = _sddmm_np(s, s.filled(scale, _dtype_of(qn, kn, vn)), qn, kn)
+        return torch.from_numpy(_spmm_np(s, _softmax_np(s, scores), vn))
     f = _fns()
     weights = torch.full((s.nnz,), float(scale), dtype=dt)
-    scores = f["sddmm"].apply(weights, _as_torch_float(q, dt), _as_torch_float(k, dt), s)
+    scores = f["sddmm"].apply(weights, q, k, s)
     probs = f["softmax"].apply(scores, s)
-    return f["spmm"].apply(probs, _as_torch_float(v, dt), s)
+    return f["spmm"].apply(probs, v, s)
