@@ -1,6 +1,6 @@
 //! The lowering pipeline (SPEC §3): runs the lowering passes in order up to a target stage, with
-//! the stage verifier after every pass (on by default in debug builds) and optional dumps of the
-//! printed module after named passes.
+//! the stage verifier on the input (always) and after every pass (on by default in debug
+//! builds), and optional dumps of the printed module after named passes.
 //!
 //! Passes, in order (their names are what `print_after` takes, see [`PASSES`]):
 //! 1. `lower_sparse_iter`: stage I → stage II;
@@ -26,7 +26,9 @@ pub struct PipelineOptions {
     pub target_stage: Stage,
     /// Passed to `lower_sparse_iter` (see [`LowerOptions`]).
     pub check_invalid_binary_search: bool,
-    /// Verify the input and the output of every pass. Defaults to `cfg!(debug_assertions)`.
+    /// Verify the output of every pass (a compiler bug when it fails). Defaults to
+    /// `cfg!(debug_assertions)`. The input is verified in every build: it is the caller's, and
+    /// its errors are the located messages a user should get, not whatever a pass trips on.
     pub verify: bool,
     /// Names of passes (from [`PASSES`]) after which the printed module is recorded in
     /// [`LowerOutput::dumps`]. A pass that does not run for the target stage records nothing.
@@ -243,9 +245,7 @@ pub fn lower_traced(
     {
         return Err(PipelineError::UnknownPass { name: name.clone() });
     }
-    if opts.verify {
-        verify_all(module).map_err(|(func, errors)| PipelineError::Input { func, errors })?;
-    }
+    verify_all(module).map_err(|(func, errors)| PipelineError::Input { func, errors })?;
     let mut current = split_phases(module, opts);
     let mut dumps = Vec::new();
     for (name, produces, pass) in passes() {
