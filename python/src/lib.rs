@@ -23,6 +23,7 @@
 mod borrow;
 mod convert;
 mod csr;
+mod fresh;
 
 use std::collections::HashMap;
 
@@ -31,13 +32,11 @@ use pyo3::create_exception;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use sparsetir_eval::ArgValue;
-use sparsetir_ir::{IRModule, PickError, PrimFunc, Stage};
+use sparsetir_ir::{DType, IRModule, PickError, PrimFunc, Stage};
 use sparsetir_runtime::assembly::AssembledKernel;
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
-use sparsetir_runtime::{
-    read_output, ArrayRef, Binder, CompileOptions, LaunchArg, LaunchArgs, Output,
-};
+use sparsetir_runtime::{read_output, Binder, CompileOptions, LaunchArg, LaunchArgs, Output};
 use sparsetir_syntax::{parse_module, render, Diagnostic};
 use sparsetir_transform::pipeline::{lower_traced, PipelineOptions};
 
@@ -187,6 +186,16 @@ impl NativeKernel {
         }
     }
 
+    /// The array parameters the code stores whole without reading (C target): `launch` makes
+    /// these outputs without zeroing them first.
+    #[getter]
+    fn overwritten(&self) -> Vec<String> {
+        match &self.exec {
+            Exec::C(k) => k.overwritten_params().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Buffers taken as parameters: `(name, dtype, is_sparse, is_written)` in declaration order.
     fn buffers(&self) -> Vec<(String, String, bool, bool)> {
         let written = self.func.body.written_buffers();
@@ -316,8 +325,9 @@ impl NativeKernel {
 
     /// Runs the kernel on arguments given by parameter name (arrays: numpy arrays, shaped as
     /// the buffers' value arrays; scalars: int or float), validated exactly as `call`'s;
-    /// `outputs` lists `(name, dtype, shape)` of arrays allocated zeroed here, returned in order
-    /// without a copy. The fast path of `sparsetir.ops`.
+    /// `outputs` lists `(name, dtype, shape)` of arrays allocated here (zeroed, except the
+    /// float ones in `overwritten`, which the kernel fills whole), returned in order without a
+    /// copy. The fast path of `sparsetir.ops`.
     fn launch<'py>(
         &self,
         py: Python<'py>,
@@ -336,16 +346,32 @@ impl NativeKernel {
             }
         }
         let mut outs: Vec<(String, sparsetir_formats::Tensor)> = Vec::new();
+        let mut specs: Vec<(String, DType, Vec<usize>)> = Vec::new();
         for o in outputs.iter() {
             let (name, dtype, shape): (String, String, Vec<usize>) = o.extract()?;
             let dt = convert::parse_dtype(&dtype).map_err(err)?;
-            let t = sparsetir_formats::Tensor::zeros(dt, shape)
-                .map_err(|e| err(format!("output `{name}`: {e}")))?;
-            outs.push((name, t));
+            specs.push((name, dt, shape));
+        }
+        // (The C path makes its own outputs below.)
+        if !matches!(self.exec, Exec::C(_)) {
+            for (name, dt, shape) in specs.drain(..) {
+                let t = sparsetir_formats::Tensor::zeros(dt, shape)
+                    .map_err(|e| err(format!("output `{name}`: {e}")))?;
+                outs.push((name, t));
+            }
         }
         match &self.exec {
-            // C kernels take borrowed arguments: float arrays lent, frozen arrays as they are.
+            // C kernels take borrowed arguments: float arrays lent, frozen arrays as they are;
+            // outputs the code overwrites whole are not zeroed first.
             Exec::C(k) => {
+                let overwritten = k.overwritten_params();
+                let mut fresh = Vec::with_capacity(specs.len());
+                for (name, dt, shape) in specs.drain(..) {
+                    let whole = overwritten.binary_search(&name).is_ok();
+                    let f = fresh::Fresh::new(dt, shape, whole)
+                        .map_err(|e| err(format!("output `{name}`: {e}")))?;
+                    fresh.push((name, f));
+                }
                 let written = k.written_params();
                 let mut held = Vec::with_capacity(args.len());
                 for (key, v) in args.iter() {
@@ -358,11 +384,13 @@ impl NativeKernel {
                 for (name, lent) in held.iter_mut() {
                     launch.set(name, lent.arg()?);
                 }
-                for (name, t) in outs.iter_mut() {
-                    launch.set(name, LaunchArg::Array(ArrayRef::of_tensor_mut(t)));
+                for (name, f) in fresh.iter_mut() {
+                    launch.set(name, LaunchArg::Array(f.arg()));
                 }
                 let result = py.allow_threads(|| k.launch(&launch));
+                drop(launch);
                 result.map_err(|e| err(e.to_string()))?;
+                outs.extend(fresh.into_iter().map(|(n, f)| (n, f.into_tensor())));
             }
             _ => {
                 let mut map: HashMap<String, ArgValue> = HashMap::with_capacity(args.len() + 2);

@@ -134,3 +134,26 @@ def test_a_kernel_remembers_only_what_validation_read():
     for _ in range(2):
         with pytest.raises(sparsetir.SparsetirError, match="outside"):
             _launch(k, A, B, ip, frozen_bad)
+
+
+def test_outputs_the_kernel_overwrites_are_not_zeroed_and_still_exact():
+    # Under its default schedule SpMM stores every element of `c` once (its row starts in a
+    # local array), so `launch` leaves the fresh output uninitialized. Memory freed just before
+    # (NaN-filled arrays of the output's size) comes back to it: every element must still be
+    # the product's, rows that store nothing included.
+    source = open(CSRMM).read()
+    schedule = _native.cpu_schedule("csrmm", 0)
+    k = _native.compile(source, "<csrmm>", "c", schedule, None, [], None)
+    assert k.overwritten == ["c"]
+    assert _csrmm().overwritten == []  # unscheduled: C is started in memory, then added to
+    A = random_csr(300, 200, 0.05, seed=3, dtype="float32", empty_rows=(0, 7, 299))
+    B = np.random.default_rng(4).random((200, 64)).astype("float32")
+    ip = _native.freeze(A.indptr.astype(np.int32))
+    ix = _native.freeze(A.indices.astype(np.int32))
+    want = A.toarray().astype(np.float64) @ B.astype(np.float64)
+    for _ in range(20):
+        junk = np.full((300, 64), np.nan, dtype=np.float32)
+        del junk
+        c = _launch(k, A, B, ip, ix)
+        assert not np.isnan(c).any()
+        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)

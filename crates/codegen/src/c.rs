@@ -26,6 +26,7 @@ pub use gpu::{CP_ASYNC_PRELUDE, TMA_PRELUDE};
 mod half;
 mod memory;
 mod names;
+mod overwrite;
 mod parallel;
 mod prefetch;
 mod prelude;
@@ -891,10 +892,17 @@ impl<'f> Writer<'f> {
             head.insert_str(kernel_at, &half::c_prelude());
         }
         let source = head + &self.out;
+        let mut overwritten: Vec<String> = overwrite::overwritten_buffers(func)
+            .into_iter()
+            .filter_map(|b| Some(func.vars.get(func.buffers[b].data_param()?)?.name.clone()))
+            .collect();
+        overwritten.sort();
+        overwritten.dedup();
         Ok(CModule {
             source,
             entry,
             params,
+            overwritten,
         })
     }
 

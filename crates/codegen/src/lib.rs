@@ -67,6 +67,9 @@ pub struct CModule {
     pub entry: String,
     /// The function's parameters in order: `args[k]` of the entry point is `params[k]`.
     pub params: Vec<CParam>,
+    /// The array parameters every successful call stores whole without reading them (sorted):
+    /// a caller may pass them uninitialized (see `c/overwrite.rs`).
+    pub overwritten: Vec<String>,
 }
 
 /// One parameter of the entry point.

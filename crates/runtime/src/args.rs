@@ -124,6 +124,8 @@ pub struct ArrayRef<'a> {
     writable: bool,
     /// The identity of the [`crate::FrozenArray`] this views, if it is one.
     frozen: Option<u64>,
+    /// Elements that may be uninitialized ([`ArrayRef::write_only`]): never read here.
+    uninit: bool,
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
@@ -161,6 +163,7 @@ impl<'a> ArrayRef<'a> {
             len: s.len(),
             writable: false,
             frozen: None,
+            uninit: false,
             _borrow: PhantomData,
         }
     }
@@ -173,6 +176,46 @@ impl<'a> ArrayRef<'a> {
             len: s.len(),
             writable: true,
             frozen: None,
+            uninit: false,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// An output whose elements need not be initialized: the kernel stores every one of them
+    /// and reads none (a parameter in [`crate::Kernel::overwritten_params`]; a launch refuses it
+    /// for any other). Once a launch returned `Ok`, every element is initialized; after an
+    /// error, none may be assumed to be. Validation never reads such an array.
+    ///
+    /// ```
+    /// use std::mem::MaybeUninit;
+    /// use sparsetir_runtime::build::build;
+    /// use sparsetir_runtime::{ArrayRef, CompileOptions, LaunchArg, LaunchArgs};
+    /// // SpMM under its default schedule stores every element of `c` once, from a local row.
+    /// let csrmm = sparsetir_ops::load("csrmm")?;
+    /// let schedule = sparsetir_ops::cpu_schedule("csrmm");
+    /// let kernel = build(&csrmm, schedule, &[], &CompileOptions::default())?;
+    /// assert_eq!(kernel.overwritten_params(), ["c"]);
+    /// let (indptr, indices, a, b) = ([0i32, 2, 2], [0i32, 2], [1.0f32, 2.0], [1.0f32; 6]);
+    /// let mut c = [MaybeUninit::<f32>::uninit(); 4];
+    /// let mut args = LaunchArgs::new();
+    /// args.int("m", 2).int("n", 3).int("nnz", 2).int("feat_size", 2);
+    /// args.read("indptr", &indptr).read("indices", &indices).read("a", &a).read("b", &b);
+    /// args.set("c", LaunchArg::Array(ArrayRef::write_only(&mut c)));
+    /// kernel.launch(&args)?;
+    /// drop(args);
+    /// // SAFETY: the launch succeeded, and it stores every element of `c`.
+    /// let c = c.map(|x| unsafe { x.assume_init() });
+    /// assert_eq!(c, [3.0, 3.0, 0.0, 0.0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_only<T: HostElement>(s: &'a mut [std::mem::MaybeUninit<T>]) -> ArrayRef<'a> {
+        ArrayRef {
+            dtype: T::DTYPE,
+            ptr: s.as_mut_ptr().cast(),
+            len: s.len(),
+            writable: true,
+            frozen: None,
+            uninit: true,
             _borrow: PhantomData,
         }
     }
@@ -212,6 +255,10 @@ impl<'a> ArrayRef<'a> {
     pub fn is_writable(&self) -> bool {
         self.writable
     }
+    /// Whether the elements may be uninitialized ([`ArrayRef::write_only`]).
+    pub fn is_write_only(&self) -> bool {
+        self.uninit
+    }
     /// The identity of the frozen array this views ([`ArrayRef::frozen`]), if it is one.
     pub fn frozen_id(&self) -> Option<u64> {
         self.frozen
@@ -224,9 +271,10 @@ impl<'a> ArrayRef<'a> {
         self
     }
 
-    /// The elements as a shared slice of `T`, when `T` is this array's element type.
+    /// The elements as a shared slice of `T`, when `T` is this array's element type (never for
+    /// a [`ArrayRef::write_only`] array, whose elements may be uninitialized).
     pub fn as_slice<T: HostElement>(&self) -> Option<&[T]> {
-        if T::DTYPE != self.dtype {
+        if T::DTYPE != self.dtype || self.uninit {
             return None;
         }
         // SAFETY: `ptr` and `len` come from a `&'a [T]` or `&'a mut [T]` of exactly this

@@ -43,7 +43,9 @@ use sparsetir_ir::{verify_func, IRModule, PrimFunc, Stage, DISTINCT_ATTR, MONOTO
 use sparsetir_schedule::{apply_schedule_text, TraceError};
 use sparsetir_syntax::Diagnostic;
 use sparsetir_transform::pipeline::{lower, PipelineOptions};
-use sparsetir_transform::{compact_buffer_allocation, specialize, SpecializeError};
+use sparsetir_transform::{
+    compact_buffer_allocation, init_into_cache, specialize, SpecializeError,
+};
 
 use crate::error::RunError;
 use crate::kernel::{KernelParam, ParamKind};
@@ -382,11 +384,13 @@ pub fn note_distinct(stage1: &mut PrimFunc, stage3: &PrimFunc) {
     }
 }
 
-/// The C module of a stage-III function on the CPU path: the CPU-only pass
+/// The C module of a stage-III function on the CPU path: the CPU-only passes
 /// [`compact_buffer_allocation`](sparsetir_transform::compact_buffer_allocation()) (an intermediate that one block's instances use slice by slice
-/// becomes a stack array of that block), then the C writer.
+/// becomes a stack array of that block) and
+/// [`init_into_cache`](sparsetir_transform::init_into_cache()) (a reduction's hoisted init
+/// starts its local cache instead of the output), then the C writer.
 pub fn emit_c_cpu(stage3: &PrimFunc) -> Result<CModule, CodegenError> {
-    emit_c(&compact_buffer_allocation(stage3))
+    emit_c(&init_into_cache(&compact_buffer_allocation(stage3)))
 }
 
 /// The C source `build` would compile (no compiler needed).
@@ -458,13 +462,10 @@ pub fn build(
     let lowered = schedule_and_lower(stage1, schedule, specialization)?;
     let c = emit_c_cpu(&lowered.stage3).map_err(|e| BuildError::Codegen(e.to_string()))?;
     let params = kernel_params(&c);
-    Ok(Kernel::from_source(
-        &lowered.stage1,
-        &c.source,
-        &c.entry,
-        params,
-        opts,
-    )?)
+    Ok(
+        Kernel::from_source(&lowered.stage1, &c.source, &c.entry, params, opts)?
+            .overwriting(&c.overwritten),
+    )
 }
 
 /// The entry point's parameters as the runtime describes them.

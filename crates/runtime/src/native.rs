@@ -59,6 +59,9 @@ pub struct Kernel {
     /// The array parameters the kernel writes (buffers it stores to, assembled structure):
     /// [`Kernel::launch`] refuses a read-only array for them.
     written: Vec<String>,
+    /// The array parameters every successful launch stores whole without reading them
+    /// (sorted; `sparsetir_codegen::CModule::overwritten`): they may be lent write-only.
+    overwritten: Vec<String>,
     /// Launch shapes whose validation passed on frozen structure (`crate::frozen`).
     memo: ValidationMemo,
 }
@@ -110,7 +113,8 @@ pub fn compile_c(stage1: &PrimFunc, opts: &CompileOptions) -> Result<Kernel, Run
         })
         .collect();
     let frontend_time = start.elapsed();
-    let mut kernel = Kernel::from_source(stage1, &c.source, &c.entry, params, opts)?;
+    let mut kernel =
+        Kernel::from_source(stage1, &c.source, &c.entry, params, opts)?.overwriting(&c.overwritten);
     kernel.frontend_time = frontend_time;
     Ok(kernel)
 }
@@ -147,8 +151,24 @@ impl Kernel {
             report,
             frontend_time: Duration::ZERO,
             written: written_params(stage1),
+            overwritten: Vec::new(),
             memo: ValidationMemo::new(),
         })
+    }
+
+    /// The kernel, told which array parameters its code overwrites whole without reading them
+    /// (what the C writer proved: `CModule::overwritten`); a launch may then pass them
+    /// write-only ([`crate::ArrayRef::write_only`]).
+    pub(crate) fn overwriting(mut self, params: &[String]) -> Kernel {
+        self.overwritten = params.to_vec();
+        self.overwritten.sort();
+        self
+    }
+
+    /// The array parameters every successful launch stores whole without reading them: the
+    /// ones a launch may pass as [`crate::ArrayRef::write_only`] (no zeroing first).
+    pub fn overwritten_params(&self) -> &[String] {
+        &self.overwritten
     }
 
     /// Checks `args` against the stage-I function (structure, sizes, lengths, dtypes), then
@@ -191,6 +211,24 @@ impl Kernel {
 
     /// Validates `args` and builds the argument array from them.
     fn checked_slots(&self, args: &LaunchArgs<'_>) -> Result<Vec<SparsetirArg>, RunError> {
+        for (name, arg) in args.iter() {
+            if let LaunchArg::Array(a) = arg {
+                if a.is_write_only()
+                    && self
+                        .overwritten
+                        .binary_search_by(|p| p.as_str().cmp(name))
+                        .is_err()
+                {
+                    return Err(RunError::ArgKind {
+                        name: name.to_string(),
+                        expected: "an initialized array (the kernel does not store every \
+                                   element of it before reading)"
+                            .into(),
+                        found: "a write-only one".into(),
+                    });
+                }
+            }
+        }
         self.memo.validate(&self.stage1, args)?;
         for name in &self.written {
             if let Some(LaunchArg::Array(a)) = args.get(name) {

@@ -14,7 +14,8 @@
 //!   [`preprocess`]: `remove_preprocess` / `extract_preprocess` split off the format conversion.
 //! - Post-lowering passes (stage III, SPEC §3.5): [`lower_atomic`](lower_atomic()), [`inject_scope`](inject_scope()),
 //!   [`horizontal_fuse`](horizontal_fuse()), [`specialize_buffer`](specialize_buffer()), [`remove_unused_args`](remove_unused_args()); for the C writer,
-//!   [`compact_buffer_allocation`](compact_buffer_allocation()) (intermediates used slice by slice move into their block);
+//!   [`compact_buffer_allocation`](compact_buffer_allocation()) (intermediates used slice by slice move into their block),
+//!   [`init_into_cache`](init_into_cache()) (a reduction's hoisted init starts its local cache, not the output);
 //!   for the CUDA writer, [`indptr_domains`](indptr_domains()) (what every input `indptr` holds, from stage I).
 
 mod regions;
@@ -35,6 +36,7 @@ pub mod store_as;
 pub mod compact_buffer_allocation;
 pub mod horizontal_fuse;
 pub mod indptr_domains;
+pub mod init_into_cache;
 pub mod inject_scope;
 pub mod lower_atomic;
 pub mod remove_unused_args;
@@ -63,6 +65,7 @@ pub use store_as::{store_as, StoreAsError};
 
 pub use horizontal_fuse::{fuse_form, horizontal_fuse, horizontal_fuse_module, FuseForm};
 pub use indptr_domains::indptr_domains;
+pub use init_into_cache::init_into_cache;
 pub use inject_scope::{inject_scope, inject_scope_module};
 pub use lower_atomic::{is_atomic_block, lower_atomic, lower_atomic_module};
 pub use remove_unused_args::{remove_unused_args, remove_unused_args_module};

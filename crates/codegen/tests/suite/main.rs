@@ -8,5 +8,6 @@ mod catalog;
 mod constructs;
 mod exec;
 mod nnz_balanced;
+mod overwrite;
 mod simd_reduction;
 mod vector_loops;

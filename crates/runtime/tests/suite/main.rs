@@ -42,3 +42,4 @@ mod spmm_formats_c;
 mod spmv_sell;
 mod storage_align;
 mod validate;
+mod write_only;

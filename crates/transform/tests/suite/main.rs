@@ -8,6 +8,7 @@ mod decompose_format_numerics;
 mod differential_prop;
 mod horizontal_fuse;
 mod index_dtype;
+mod init_into_cache;
 mod inject_scope;
 mod lower_atomic;
 mod lower_sparse_buffer;
