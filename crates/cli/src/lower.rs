@@ -47,6 +47,8 @@ pub struct Options<'a> {
     pub schedule: Option<&'a Path>,
     /// `--set PARAM=VALUE` with `--schedule`.
     pub sets: &'a [String],
+    /// `--cpu-passes` with `--schedule` at stage 3: the C path's passes run too.
+    pub cpu_passes: bool,
 }
 
 fn stage_of(n: u8) -> Result<Stage, Failure> {
@@ -103,12 +105,23 @@ pub fn run(o: &Options) -> Result<(), Failure> {
             )));
         }
         let f = pick_func(&module, o.func)?;
-        let g = crate::build::scheduled(&src, f, schedule, o.sets, target)?;
+        let mut g = crate::build::scheduled(&src, f, schedule, o.sets, target)?;
+        if o.cpu_passes {
+            if target != Stage::III {
+                return Err(Failure(
+                    "error: --cpu-passes runs on stage III: drop --stage or give --stage 3".into(),
+                ));
+            }
+            g = sparsetir_runtime::build::cpu_passes(&g);
+        }
         print!("{}", printer::print_module(&IRModule { funcs: vec![g] }));
         return Ok(());
     }
     if !o.sets.is_empty() {
         return Err(Failure("error: --set applies to --schedule".into()));
+    }
+    if o.cpu_passes {
+        return Err(Failure("error: --cpu-passes applies to --schedule".into()));
     }
     if let Some(name) = o.func {
         let f = pick_func(&module, Some(name))?.clone();

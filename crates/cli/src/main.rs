@@ -134,6 +134,10 @@ enum Command {
         /// repeatable), as `build` does.
         #[arg(long = "set", value_name = "PARAM=VALUE")]
         sets: Vec<String>,
+        /// With --schedule, at stage 3: also run the passes the C backend runs before writing
+        /// C (`compact_buffer_allocation`, `init_into_cache`), printing what the C writer gets.
+        #[arg(long)]
+        cpu_passes: bool,
     },
     /// Specialize, schedule and lower a stage-I function and print the generated code.
     Build {
@@ -338,6 +342,7 @@ fn main() -> ExitCode {
             phase,
             schedule,
             sets,
+            cpu_passes,
         } => lower::run(&lower::Options {
             file: &file,
             stage,
@@ -349,6 +354,7 @@ fn main() -> ExitCode {
             phase: phase.as_deref(),
             schedule: schedule.as_deref(),
             sets: &sets,
+            cpu_passes,
         }),
         Command::Demo {
             dir,

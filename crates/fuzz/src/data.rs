@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 use sparsetir_eval::{eval_func, run_func, ArgValue};
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, IRModule, PrimFunc, Stage};
-use sparsetir_ops::data::{random_args, Pattern, Shape};
+use sparsetir_ops::data::{random_args, Init, Pattern, Shape};
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 use sparsetir_runtime::{
     validate_args, Binder, CompileOptions, FrozenArray, Kernel, LaunchArgs, RunError,
@@ -81,7 +81,10 @@ impl RunInput {
         let shape = Shape::new(pattern, 1 + m.below(5), 1 + m.below(6))
             .with_depth(1 + m.below(3))
             .with_feat(1 + m.below(4))
-            .with_block(1 + m.below(3));
+            .with_block(1 + m.below(3))
+            // Outputs start zeroed or not: a kernel may rely only on what stage I says of
+            // them (a reduction without init adds to them), never on a zeroed allocation.
+            .with_init(*m.pick(&[Init::Zero, Init::Value(2.5), Init::Random]));
         let case = random_args(kernel, &shape, m.below(1 << 20) as u64).ok()?;
         let mut args: Vec<_> = case.args.into_iter().collect();
         args.sort_by(|a, b| a.0.cmp(&b.0));

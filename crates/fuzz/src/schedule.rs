@@ -402,7 +402,7 @@ mod tests {
         // enough for a fuzzing run to test them; every trace it records replays.
         let mut m = Mutator::new(40);
         let (mut cached, mut padded) = (0, 0);
-        for _ in 0..150 {
+        for _ in 0..400 {
             let Some(input) = ScheduleInput::generate(&mut m) else {
                 continue;
             };

@@ -390,7 +390,13 @@ pub fn note_distinct(stage1: &mut PrimFunc, stage3: &PrimFunc) {
 /// [`init_into_cache`](sparsetir_transform::init_into_cache()) (a reduction's hoisted init
 /// starts its local cache instead of the output), then the C writer.
 pub fn emit_c_cpu(stage3: &PrimFunc) -> Result<CModule, CodegenError> {
-    emit_c(&init_into_cache(&compact_buffer_allocation(stage3)))
+    emit_c(&cpu_passes(stage3))
+}
+
+/// The stage-III function the C writer gets on the CPU path: [`emit_c_cpu`]'s passes applied
+/// (what `sparsetir lower --schedule ... --cpu-passes` prints).
+pub fn cpu_passes(stage3: &PrimFunc) -> PrimFunc {
+    init_into_cache(&compact_buffer_allocation(stage3))
 }
 
 /// The C source `build` would compile (no compiler needed).

@@ -760,4 +760,32 @@ fn lower_with_a_schedule_prints_the_scheduled_function() {
         "{}",
         stderr(&o)
     );
+    // --cpu-passes: what the C writer gets. csrmm's row starts in its local array, `C` is
+    // stored once (the write-back), and the text parses back to the passes' own result.
+    let (kf, sf) = (kernel("csrmm"), sched("csrmm"));
+    let args = ["lower", &kf, "--schedule", &sf, "--set", "feat_size=32"];
+    let o = run(&[&args[..], &["--cpu-passes"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(!text.contains("with T.block(\"csrmm1_init\")"), "{text}");
+    assert!(text.contains("C_data_local[vk_3] = T.float32(0)"), "{text}");
+    // The scope's region, and the write-back's region and store.
+    assert_eq!(text.matches("C_data[vi, ").count(), 3, "{text}");
+    let plain = stdout(&run(&args));
+    let want = sparsetir_runtime::build::cpu_passes(&parse_module(&plain).unwrap().funcs[0]);
+    let printed = parse_module(&text).unwrap();
+    let want = parse_module(&print_module(&sparsetir_ir::IRModule { funcs: vec![want] })).unwrap();
+    assert!(module_eq(&printed, &want), "{text}");
+    let o = run(&[&args[..], &["--stage", "2", "--cpu-passes"]].concat());
+    assert!(
+        stderr(&o).contains("--cpu-passes runs on stage III"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["lower", &kernel("csrmm"), "--cpu-passes"]);
+    assert!(
+        stderr(&o).contains("--cpu-passes applies to --schedule"),
+        "{}",
+        stderr(&o)
+    );
 }
