@@ -153,32 +153,35 @@ impl std::fmt::Debug for ArrayRef<'_> {
 }
 
 impl<'a> ArrayRef<'a> {
-    /// An array the kernel reads only.
-    pub fn read<T: HostElement>(s: &'a [T]) -> ArrayRef<'a> {
+    /// `len` elements of `dtype` at `ptr`, borrowed for `'a` by the public constructors.
+    fn new(dtype: DType, ptr: *mut c_void, len: usize, writable: bool, uninit: bool) -> Self {
         ArrayRef {
-            dtype: T::DTYPE,
-            // Never written through: `writable` is false, and `Kernel::launch` refuses a
-            // read-only array for a parameter the kernel writes.
-            ptr: s.as_ptr().cast_mut().cast(),
-            len: s.len(),
-            writable: false,
+            dtype,
+            ptr,
+            len,
+            writable,
             frozen: None,
-            uninit: false,
+            uninit,
             _borrow: PhantomData,
         }
     }
 
+    /// An array the kernel reads only.
+    pub fn read<T: HostElement>(s: &'a [T]) -> ArrayRef<'a> {
+        // Never written through: `writable` is false, and `Kernel::launch` refuses a read-only
+        // array for a parameter the kernel writes.
+        ArrayRef::new(
+            T::DTYPE,
+            s.as_ptr().cast_mut().cast(),
+            s.len(),
+            false,
+            false,
+        )
+    }
+
     /// An array the kernel may write (an output, or one updated in place).
     pub fn write<T: HostElement>(s: &'a mut [T]) -> ArrayRef<'a> {
-        ArrayRef {
-            dtype: T::DTYPE,
-            ptr: s.as_mut_ptr().cast(),
-            len: s.len(),
-            writable: true,
-            frozen: None,
-            uninit: false,
-            _borrow: PhantomData,
-        }
+        ArrayRef::new(T::DTYPE, s.as_mut_ptr().cast(), s.len(), true, false)
     }
 
     /// An output whose elements need not be initialized: the kernel stores every one of them
@@ -209,15 +212,7 @@ impl<'a> ArrayRef<'a> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_only<T: HostElement>(s: &'a mut [std::mem::MaybeUninit<T>]) -> ArrayRef<'a> {
-        ArrayRef {
-            dtype: T::DTYPE,
-            ptr: s.as_mut_ptr().cast(),
-            len: s.len(),
-            writable: true,
-            frozen: None,
-            uninit: true,
-            _borrow: PhantomData,
-        }
+        ArrayRef::new(T::DTYPE, s.as_mut_ptr().cast(), s.len(), true, true)
     }
 
     /// A tensor's elements, read-only.
