@@ -18,7 +18,7 @@
 //! bound to a loop of its own nest over exactly the iterator's range):
 //!
 //! 1. the *start* `X[a] = v`, where `v` reads no memory (constants, variables, math
-//!    intrinsics such as `T.min_value`);
+//!    intrinsics such as `T.min_value`) and names none of the start's own loop variables;
 //! 2. the *fill* `L[l] = X[b]`, the next statement of the list touching `X`;
 //! 3. the *write-back* `X[c] = w`, the next statement touching `X` after the fill,
 //!
@@ -69,7 +69,14 @@ fn forward(items: &mut [Stmt], p: usize) -> bool {
         return false;
     };
     let x = start.store.buffer;
-    if value_loads(&start.store.value) {
+    // The value moves into the fill: it may name the start block's iterators (renamed there)
+    // and what is bound around both, not the start's own loop variables.
+    let mut names_a_loop = false;
+    start
+        .store
+        .value
+        .visit(&mut |e| names_a_loop |= matches!(e, Expr::Var(v) if start.loops.contains(v)));
+    if value_loads(&start.store.value) || names_a_loop {
         return false;
     }
     let next = |from: usize| (from + 1..items.len()).find(|&k| items[k].touches(x));
@@ -121,6 +128,8 @@ fn forward(items: &mut [Stmt], p: usize) -> bool {
 struct Nest<'a> {
     block: &'a Block,
     store: &'a Store,
+    /// The variables of the nest's loops.
+    loops: Vec<VarId>,
 }
 
 fn nest(s: &Stmt) -> Option<Nest<'_>> {
@@ -159,7 +168,12 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
         }
         bound.push(*v);
     }
-    Some(Nest { block, store })
+    let loops = loops.iter().map(|(v, _, _)| *v).collect();
+    Some(Nest {
+        block,
+        store,
+        loops,
+    })
 }
 
 /// Whether `a` (indices over the iterators of block `x`) and `b` (over those of block `y`) name

@@ -169,6 +169,13 @@ fn what_could_make_the_start_live_keeps_it() {
         ),
         ("no write-back", "T.float32(0.5)", "", no_back),
         ("a start that loads", "A[vi, vk]", "", BACK),
+        // `k` is the start's own loop: out of scope in the fill.
+        (
+            "a start naming its loop",
+            "T.Cast(\"float32\", k)",
+            "",
+            BACK,
+        ),
     ];
     for (what, start, between, back) in cases {
         let f = script(start, between, back);
