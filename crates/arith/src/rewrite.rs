@@ -1,18 +1,11 @@
 //! The rewriting rules, applied bottom-up (children first) by [`Analyzer::simplify_once`].
 
-use sparsetir_ir::{BinOp, DType, Expr, PrimFunc, UnOp, VarId};
+use sparsetir_ir::{BinOp, DType, Expr, PrimFunc, UnOp};
 
 use crate::bounds::cast_interval;
 use crate::fold::{self, floor_div, floor_mod, make_int, signed_rep, Const};
 use crate::linear::{cast_to, linear, to_expr, Linear, Mode};
 use crate::Analyzer;
-
-/// Whether `e` mentions the variable `v`.
-fn uses_var(e: &Expr, v: VarId) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| found |= matches!(x, Expr::Var(w) if *w == v));
-    found
-}
 
 /// An exact linear form converted to wrapping mode (same value when it does not wrap).
 fn to_wrap(l: &Linear) -> Linear {
@@ -111,7 +104,7 @@ impl Analyzer {
             },
             Expr::Let { var, value, body } => {
                 let body = self.simplify_once(func, body);
-                if !uses_var(&body, *var) {
+                if !body.mentions_any(&[*var]) {
                     return body;
                 }
                 Expr::Let {

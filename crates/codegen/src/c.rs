@@ -1457,7 +1457,5 @@ fn comment_safe(s: &str) -> String {
 
 /// Whether `e` reads any of the variables `vars`.
 fn mentions(e: &Expr, vars: &[VarId]) -> bool {
-    let mut hit = false;
-    e.visit(&mut |x| hit |= matches!(x, Expr::Var(v) if vars.contains(v)));
-    hit
+    e.mentions_any(vars)
 }

@@ -381,6 +381,22 @@ impl Expr {
         found
     }
 
+    /// Whether this expression names any of `vars`.
+    pub fn mentions_any(&self, vars: &[VarId]) -> bool {
+        let mut found = false;
+        self.visit(&mut |x| found |= matches!(x, Expr::Var(v) if vars.contains(v)));
+        found
+    }
+
+    /// Structural equality, except that two integer constants are equal when their values are
+    /// (a loop's extent `T.int64(64)` and an iterator's `64` are the same range).
+    pub fn same_ignoring_int_type(&self, other: &Expr) -> bool {
+        match (self.as_int(), other.as_int()) {
+            (Some(x), Some(y)) => x == y,
+            _ => self == other,
+        }
+    }
+
     /// Visits this expression and all its descendants, parents first.
     pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
         f(self);

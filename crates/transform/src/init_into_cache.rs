@@ -71,12 +71,7 @@ fn forward(items: &mut [Stmt], p: usize) -> bool {
     let x = start.store.buffer;
     // The value moves into the fill: it may name the start block's iterators (renamed there)
     // and what is bound around both, not the start's own loop variables.
-    let mut names_a_loop = false;
-    start
-        .store
-        .value
-        .visit(&mut |e| names_a_loop |= matches!(e, Expr::Var(v) if start.loops.contains(v)));
-    if value_loads(&start.store.value) || names_a_loop {
+    if value_loads(&start.store.value) || start.store.value.mentions_any(&start.loops) {
         return false;
     }
     let next = |from: usize| (from + 1..items.len()).find(|&k| items[k].touches(x));
@@ -163,7 +158,10 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
             return None;
         };
         let (_, min, extent) = loops.iter().find(|(lv, _, _)| lv == v)?;
-        if bound.contains(v) || !same_expr(min, &it.min) || !same_expr(extent, &it.extent) {
+        if bound.contains(v)
+            || !min.same_ignoring_int_type(&it.min)
+            || !extent.same_ignoring_int_type(&it.extent)
+        {
             return None;
         }
         bound.push(*v);
@@ -186,20 +184,17 @@ fn correspondence(x: &Block, a: &[Expr], y: &Block, b: &[Expr]) -> Option<HashMa
         Expr::Var(v) => blk.iters.iter().position(|it| it.var == *v),
         _ => None,
     };
-    let mentions = |blk: &Block, e: &Expr| {
-        let mut hit = false;
-        e.visit(&mut |n| {
-            hit |= matches!(n, Expr::Var(v) if blk.iters.iter().any(|it| it.var == *v))
-        });
-        hit
-    };
+    let (x_vars, y_vars): (Vec<VarId>, Vec<VarId>) = (
+        x.iters.iter().map(|it| it.var).collect(),
+        y.iters.iter().map(|it| it.var).collect(),
+    );
     let mut map: HashMap<VarId, Expr> = HashMap::new();
     for (ea, eb) in a.iter().zip(b) {
         match (iter_of(x, ea), iter_of(y, eb)) {
             (Some(i), Some(j)) => {
                 let (ia, ib) = (&x.iters[i], &y.iters[j]);
-                if !same_expr(&ia.min, &ib.min)
-                    || !same_expr(&ia.extent, &ib.extent)
+                if !ia.min.same_ignoring_int_type(&ib.min)
+                    || !ia.extent.same_ignoring_int_type(&ib.extent)
                     || map.contains_key(&ia.var)
                     || map.values().any(|e| *e == Expr::Var(ib.var))
                 {
@@ -207,7 +202,10 @@ fn correspondence(x: &Block, a: &[Expr], y: &Block, b: &[Expr]) -> Option<HashMa
                 }
                 map.insert(ia.var, Expr::Var(ib.var));
             }
-            (None, None) if !mentions(x, ea) && !mentions(y, eb) && same_expr(ea, eb) => {}
+            (None, None)
+                if !ea.mentions_any(&x_vars)
+                    && !eb.mentions_any(&y_vars)
+                    && ea.same_ignoring_int_type(eb) => {}
             _ => return None,
         }
     }
@@ -242,14 +240,5 @@ fn block_mut(s: &mut Stmt) -> Option<&mut Block> {
         Stmt::For(l) => block_mut(&mut l.body),
         Stmt::Block(b) => Some(b),
         _ => None,
-    }
-}
-
-/// Structural equality, integer constants by value (a loop's `T.int64(64)` and an iterator's
-/// `64` are the same range).
-fn same_expr(a: &Expr, b: &Expr) -> bool {
-    match (a, b) {
-        (Expr::Int(x, _), Expr::Int(y, _)) => x == y,
-        _ => a == b,
     }
 }

@@ -72,7 +72,9 @@ fn unconditional_stores(s: &Stmt, ranges: &mut Ranges, out: &mut Vec<Store>) {
             for it in &b.iters {
                 if let Expr::Var(v) = &it.binding {
                     if let Some((min, extent, _)) = ranges.get(v) {
-                        if same(min, &it.min) && same(extent, &it.extent) {
+                        if min.same_ignoring_int_type(&it.min)
+                            && extent.same_ignoring_int_type(&it.extent)
+                        {
                             ranges.insert(it.var, (it.min.clone(), it.extent.clone(), *v));
                         }
                     }
@@ -101,18 +103,13 @@ fn covers(st: &Store, shape: &BufferShape, ranges: &Ranges) -> bool {
         let Some((min, extent, lv)) = ranges.get(v) else {
             return false;
         };
-        if !matches!(min.as_int(), Some(0)) || !same(extent, dim) || loops.contains(lv) {
+        if !matches!(min.as_int(), Some(0))
+            || !extent.same_ignoring_int_type(dim)
+            || loops.contains(lv)
+        {
             return false;
         }
         loops.push(*lv);
     }
     true
-}
-
-/// Structural equality, integer constants by value.
-fn same(a: &Expr, b: &Expr) -> bool {
-    match (a.as_int(), b.as_int()) {
-        (Some(x), Some(y)) => x == y,
-        _ => a == b,
-    }
 }
