@@ -317,14 +317,14 @@ def _dtype_of(*dense: Any, values: Any = None) -> np.dtype:
     return np.dtype(np.float32)
 
 
+_ACC_BY_CHAR = {"e": "float32", "f": "float32", "d": "float64"}
+
+
 def _acc(dt: np.dtype) -> str:
     """The element type of the kernels' outputs for operands of `dt`."""
     # By the dtype's character: comparing dtypes, or asking one its name, costs microseconds,
     # a sizeable part of a call on a small graph.
     return _ACC_BY_CHAR.get(dt.char) or dt.name
-
-
-_ACC_BY_CHAR = {"e": "float32", "f": "float32", "d": "float64"}
 
 
 def _dense(x: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -819,6 +819,13 @@ def sparse_softmax(A: Any) -> Any:
     return _pattern_like(A, s, _fns()["softmax"].apply(v, s))
 
 
+def _attention_np(s: _Csr, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                  scale: float) -> np.ndarray:
+    """``softmax(scale · q kᵀ on the pattern) v`` on numpy operands: three kernels."""
+    scores = _sddmm_np(s, s.filled(scale, _dtype_of(q, k, v)), q, k)
+    return _spmm_np(s, _softmax_np(s, scores), v)
+
+
 def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = None) -> Any:
     """Attention restricted to the pattern of the sparse ``M`` (n_q×n_k):
     ``O = softmax(scale · Q Kᵀ on M's stored positions) V``, the softmax over each row's stored
@@ -835,9 +842,7 @@ def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = No
         scale = 1.0 / np.sqrt(d) if d > 0 else 1.0
     if not use_torch:
         q, k, v = (_numeric(x, "masked_attention", n) for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
-        dt = _dtype_of(q, k, v)
-        scores = _sddmm_np(s, s.filled(scale, dt), q, k)
-        return _spmm_np(s, _softmax_np(s, scores), v)
+        return _attention_np(s, q, k, v, scale)
     import torch
 
     q, k, v = (x if _is_torch(x) else torch.from_numpy(_numeric(x, "masked_attention", n))
@@ -845,9 +850,7 @@ def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = No
     dt = _torch_dtype(q, k, v)
     q, k, v = _as_torch_float(q, dt), _as_torch_float(k, dt), _as_torch_float(v, dt)
     if not _recorded(q, k, v):
-        qn, kn, vn = _np(q), _np(k), _np(v)
-        scores = _sddmm_np(s, s.filled(scale, _dtype_of(qn, kn, vn)), qn, kn)
-        return torch.from_numpy(_spmm_np(s, _softmax_np(s, scores), vn))
+        return torch.from_numpy(_attention_np(s, _np(q), _np(k), _np(v), scale))
     f = _fns()
     weights = torch.full((s.nnz,), float(scale), dtype=dt)
     scores = f["sddmm"].apply(weights, q, k, s)

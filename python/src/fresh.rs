@@ -39,13 +39,18 @@ impl Fresh {
         }
     }
 
-    /// The output after a launch that succeeded: every element of a write-only array was
-    /// stored then (that is what the kernel's `overwritten_params` promise, and the runtime
-    /// refuses a write-only array for any other parameter).
-    pub fn into_tensor(self) -> Tensor {
+    /// The output as a tensor.
+    ///
+    /// # Safety
+    ///
+    /// An uninitialized (write-only) output may be taken only after a launch that returned
+    /// `Ok`: every element was stored then (that is what the kernel's `overwritten_params`
+    /// promise, and the runtime refuses a write-only array for any other parameter). A zeroed
+    /// output may be taken at any time.
+    pub unsafe fn into_tensor(self) -> Tensor {
         match self {
             Fresh::Zeroed(t) => t,
-            // SAFETY: as above, the launch initialized every element.
+            // SAFETY: the caller vouches that a launch initialized every element.
             Fresh::F32(v, shape) => Tensor {
                 shape,
                 data: TensorData::F32(unsafe { assume_init(v) }),

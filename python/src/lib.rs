@@ -32,7 +32,7 @@ use pyo3::create_exception;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use sparsetir_eval::ArgValue;
-use sparsetir_ir::{DType, IRModule, PickError, PrimFunc, Stage};
+use sparsetir_ir::{IRModule, PickError, PrimFunc, Stage};
 use sparsetir_runtime::assembly::AssembledKernel;
 use sparsetir_runtime::composable::data::Decomposition;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
@@ -345,33 +345,23 @@ impl NativeKernel {
                 }
             }
         }
-        let mut outs: Vec<(String, sparsetir_formats::Tensor)> = Vec::new();
-        let mut specs: Vec<(String, DType, Vec<usize>)> = Vec::new();
+        // Outputs start zeroed, except the float ones a C kernel's code stores whole.
+        let overwritten: &[String] = match &self.exec {
+            Exec::C(k) => k.overwritten_params(),
+            _ => &[],
+        };
+        let mut fresh = Vec::with_capacity(outputs.len());
         for o in outputs.iter() {
             let (name, dtype, shape): (String, String, Vec<usize>) = o.extract()?;
             let dt = convert::parse_dtype(&dtype).map_err(err)?;
-            specs.push((name, dt, shape));
+            let whole = overwritten.binary_search(&name).is_ok();
+            let f = fresh::Fresh::new(dt, shape, whole)
+                .map_err(|e| err(format!("output `{name}`: {e}")))?;
+            fresh.push((name, f));
         }
-        // (The C path makes its own outputs below.)
-        if !matches!(self.exec, Exec::C(_)) {
-            for (name, dt, shape) in specs.drain(..) {
-                let t = sparsetir_formats::Tensor::zeros(dt, shape)
-                    .map_err(|e| err(format!("output `{name}`: {e}")))?;
-                outs.push((name, t));
-            }
-        }
-        match &self.exec {
-            // C kernels take borrowed arguments: float arrays lent, frozen arrays as they are;
-            // outputs the code overwrites whole are not zeroed first.
+        let outs: Vec<sparsetir_formats::Tensor> = match &self.exec {
+            // C kernels take borrowed arguments: float arrays lent, frozen arrays as they are.
             Exec::C(k) => {
-                let overwritten = k.overwritten_params();
-                let mut fresh = Vec::with_capacity(specs.len());
-                for (name, dt, shape) in specs.drain(..) {
-                    let whole = overwritten.binary_search(&name).is_ok();
-                    let f = fresh::Fresh::new(dt, shape, whole)
-                        .map_err(|e| err(format!("output `{name}`: {e}")))?;
-                    fresh.push((name, f));
-                }
                 let written = k.written_params();
                 let mut held = Vec::with_capacity(args.len());
                 for (key, v) in args.iter() {
@@ -390,7 +380,11 @@ impl NativeKernel {
                 let result = py.allow_threads(|| k.launch(&launch));
                 drop(launch);
                 result.map_err(|e| err(e.to_string()))?;
-                outs.extend(fresh.into_iter().map(|(n, f)| (n, f.into_tensor())));
+                // SAFETY: the launch succeeded.
+                fresh
+                    .into_iter()
+                    .map(|(_, f)| unsafe { f.into_tensor() })
+                    .collect()
             }
             _ => {
                 let mut map: HashMap<String, ArgValue> = HashMap::with_capacity(args.len() + 2);
@@ -404,21 +398,25 @@ impl NativeKernel {
                     };
                     map.insert(name, value);
                 }
-                let names: Vec<String> = outs.iter().map(|(n, _)| n.clone()).collect();
-                for (name, t) in outs.drain(..) {
-                    map.insert(name, ArgValue::Array(t));
+                let names: Vec<String> = fresh.iter().map(|(n, _)| n.clone()).collect();
+                for (name, f) in fresh {
+                    // SAFETY: no parameter is overwritten off the C path: every output here
+                    // is a zeroed tensor.
+                    map.insert(name, ArgValue::Array(unsafe { f.into_tensor() }));
                 }
                 self.execute_released(py, &mut map)?;
+                let mut outs = Vec::with_capacity(names.len());
                 for n in names {
                     match map.remove(&n) {
-                        Some(ArgValue::Array(t)) => outs.push((n, t)),
+                        Some(ArgValue::Array(t)) => outs.push(t),
                         _ => return Err(err(format!("internal: output `{n}` vanished"))),
                     }
                 }
+                outs
             }
-        }
+        };
         outs.into_iter()
-            .map(|(_, t)| convert::numpy_from_tensor(py, t))
+            .map(|t| convert::numpy_from_tensor(py, t))
             .collect()
     }
 
