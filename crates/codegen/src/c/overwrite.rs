@@ -35,11 +35,10 @@ pub(crate) fn overwritten_buffers(func: &PrimFunc) -> Vec<BufferId> {
             })
         });
     });
-    let mut stores: Vec<Store> = Vec::new();
+    let mut stores: Vec<&Store> = Vec::new();
     let mut ranges = HashMap::new();
     unconditional_stores(&func.body, &mut ranges, &mut stores);
-    let mut out: Vec<BufferId> = func
-        .buffers
+    func.buffers
         .iter()
         .filter(|(id, b)| {
             b.data_param().is_some()
@@ -49,9 +48,7 @@ pub(crate) fn overwritten_buffers(func: &PrimFunc) -> Vec<BufferId> {
                     .any(|st| st.buffer == *id && covers(st, &b.shape, &ranges))
         })
         .map(|(id, _)| id)
-        .collect();
-    out.sort();
-    out
+        .collect()
 }
 
 /// The range `(min, extent)` of a loop variable, or of a block iterator bound to one (with
@@ -60,7 +57,7 @@ type Ranges = HashMap<VarId, (Expr, Expr, VarId)>;
 
 /// Collects the stores `s` runs on every run of `s`, recording the ranges of the loops and
 /// block iterators on their way.
-fn unconditional_stores(s: &Stmt, ranges: &mut Ranges, out: &mut Vec<Store>) {
+fn unconditional_stores<'a>(s: &'a Stmt, ranges: &mut Ranges, out: &mut Vec<&'a Store>) {
     match s {
         Stmt::Seq(v) => v.iter().for_each(|c| unconditional_stores(c, ranges, out)),
         Stmt::Let(l) => unconditional_stores(&l.body, ranges, out),
@@ -82,7 +79,7 @@ fn unconditional_stores(s: &Stmt, ranges: &mut Ranges, out: &mut Vec<Store>) {
             }
             unconditional_stores(&b.body, ranges, out);
         }
-        Stmt::Store(st) => out.push(st.clone()),
+        Stmt::Store(st) => out.push(st),
         _ => {}
     }
 }
