@@ -418,6 +418,9 @@ pub struct Writer<'f> {
     /// accumulator starts with and the loop's plan, computed once (see
     /// `Writer::mma_fill_absorbed`).
     mma_fill_init: Option<(String, gpu::mma::AccumulatorPlan)>,
+    /// CUDA: a constant fill absorbed by the register accumulation after it: that loop's
+    /// variable and the value its registers start with (see `gpu/fill_start.rs`).
+    fill_start: Option<(VarId, Expr)>,
     /// CUDA, inside one iteration of a loop whose reads were vectorised: those reads, with
     /// the vector holding them, and the iteration (the component to read).
     vec_sub: Option<(Vec<(Expr, String)>, usize)>,
@@ -563,6 +566,7 @@ impl<'f> Writer<'f> {
             ir_conds: 0,
             zero_covered: HashSet::new(),
             mma_fill_init: None,
+            fill_start: None,
             vec_sub: None,
             hoisted: Vec::new(),
             shared_temps: Vec::new(),
@@ -972,7 +976,21 @@ impl<'f> Writer<'f> {
             if self.kernel.is_some() && self.mma_fill_absorbed(st, v.get(k + 1))? {
                 continue;
             }
+            // A scalar fill the next loop's register accumulation starts from.
+            if self.kernel.is_some() && self.fill_absorbed(st, v.get(k + 1))? {
+                continue;
+            }
             self.write_stmt(st)?;
+            if let Some((f, _)) = self.fill_start.take() {
+                return Err(CodegenError::Invalid {
+                    message: format!(
+                        "internal: the fill before loop `{}` was left out, but that loop did \
+                         not start its registers from it",
+                        self.func.vars[f].name
+                    ),
+                    span: st.span(),
+                });
+            }
         }
         Ok(())
     }

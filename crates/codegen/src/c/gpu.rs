@@ -18,6 +18,7 @@ pub use pipeline::CP_ASYNC_PRELUDE;
 mod tma;
 pub use tma::TMA_PRELUDE;
 mod cuda_prelude;
+mod fill_start;
 use cuda_prelude::CUDA_PRELUDE;
 mod reduce;
 mod shared_window;

@@ -22,6 +22,7 @@ mod composable_c;
 mod compress_ops;
 mod cuda_attention;
 mod cuda_catalog;
+mod cuda_fill_start;
 mod cuda_half;
 mod cuda_handwritten;
 mod cuda_hyb;

@@ -17,19 +17,19 @@ pub(super) enum RedOp {
 pub(crate) struct Accumulation<'a> {
     /// The block adds atomically (`T.atomic_add`): the register starts at 0 and is added to
     /// the element atomically after the nest.
-    atomic: bool,
+    pub(super) atomic: bool,
     /// The innermost loop when it selects the element (its variable and constant extent).
-    lane: Option<(VarId, i64)>,
+    pub(super) lane: Option<(VarId, i64)>,
     /// The loops of the nest below the first one.
-    chain: Vec<VarId>,
-    block: &'a Block,
+    pub(super) chain: Vec<VarId>,
+    pub(super) block: &'a Block,
     /// The update as a store `Y[idx] = Y[idx] op e` (an atomic add is written so too).
     pub(super) store: Store,
     /// The block iterators' bindings (in the nest's loop variables).
     bindings: HashMap<VarId, Expr>,
     op: RedOp,
     /// The store's indices with the block iterators replaced by their bindings.
-    outer_indices: Vec<Expr>,
+    pub(super) outer_indices: Vec<Expr>,
 }
 
 impl<'f> Writer<'f> {
@@ -274,10 +274,12 @@ impl<'f> Writer<'f> {
             self.indent += 1;
         }
         // The init runs exactly at the loop's first iteration: the registers start at it.
+        // Or a fill before the nest was absorbed: they start at its value (`fill_start.rs`).
         let folded = acc
             .block
             .init_folded_into(f.var, &f.min, buffer, &acc.store.indices)
-            .cloned();
+            .cloned()
+            .or_else(|| self.take_fill_start(f.var));
         if let Some((lv, n)) = acc.lane {
             // One register per element the lane loop selects.
             let vdt = self.func.vars[lv].dtype;
@@ -621,7 +623,15 @@ impl<'f> Writer<'f> {
         }
         self.line(&format!("if ({cond}) {{"));
         self.indent += 1;
-        if let Some(init) = &acc.block.init {
+        // The combination starts from a fill absorbed before the reduction, or from the
+        // block's init where that stores a constant and this thread is the only one to
+        // combine (`fill_start.rs`); else from the element as memory holds it.
+        let start = match self.take_fill_start(f.var) {
+            Some(v) => Some(v),
+            None if dim_x == Some(lanes) => fill_start::constant_init(&acc),
+            None => None,
+        };
+        if let Some(init) = acc.block.init.as_ref().filter(|_| start.is_none()) {
             // The init's element is written in terms of the block's spatial iterators.
             self.line("{");
             self.indent += 1;
@@ -649,7 +659,13 @@ impl<'f> Writer<'f> {
             self.line("}");
         }
         let off_t = self.offset(buffer, &acc.outer_indices)?;
-        let cur = half::load_value(dt, format!("{bname}[{off_t}]"));
+        let cur = match &start {
+            Some(v) => {
+                let (t, tdt) = self.expr(v)?;
+                cast(t, tdt, dt)
+            }
+            None => half::load_value(dt, format!("{bname}[{off_t}]")),
+        };
         let c = combine(&cur, &name);
         self.line(&format!("{bname}[{off_t}] = {};", half::store_bits(dt, &c)));
         self.indent -= 1;
