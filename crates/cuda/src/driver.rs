@@ -1142,6 +1142,10 @@ impl Context {
 pub enum LaunchArg<'a> {
     /// A pointer parameter: the buffer's device address.
     Ptr(&'a DeviceBuffer),
+    /// A pointer parameter given as a device address of memory this crate did not allocate
+    /// (another library's tensor); the launch's caller vouches for it (see
+    /// [`launch_on_stream`]).
+    Addr(u64),
     /// A `CUtensorMap` parameter, passed by value (the driver copies its 128 bytes).
     TensorMap(&'a TensorMap),
     I32(i32),
@@ -1211,6 +1215,28 @@ pub fn launch_async(
     shared_bytes: u32,
     args: &[LaunchArg<'_>],
 ) -> Result<(), CudaError> {
+    // SAFETY: the null stream; every pointer argument is a `DeviceBuffer` of this crate or an
+    // address whose validity `LaunchArg::Addr`'s maker vouched for.
+    unsafe { launch_on_stream(func, grid, block, shared_bytes, args, 0) }
+}
+
+/// [`launch_async`] on stream `stream` (a `CUstream` handle, as another library, PyTorch's
+/// `torch.cuda.current_stream().cuda_stream`, gives it; 0: the null stream), so that the
+/// kernel runs after the work queued there before it.
+///
+/// # Safety
+///
+/// `stream` must be 0 or a live stream of `func`'s context, and every [`LaunchArg::Addr`]
+/// the device address of memory of that context holding what the kernel's parameter reads or
+/// writes, for as long as the kernel runs.
+pub unsafe fn launch_on_stream(
+    func: &Function,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    args: &[LaunchArg<'_>],
+    stream: u64,
+) -> Result<(), CudaError> {
     check_launch_dims(grid, block)?;
     let ctx = &func.module.ctx;
     ctx.bind()?;
@@ -1233,6 +1259,7 @@ pub fn launch_async(
         .iter()
         .map(|a| match *a {
             LaunchArg::Ptr(b) => b.ptr,
+            LaunchArg::Addr(a) => a,
             LaunchArg::TensorMap(_) => 0,
             LaunchArg::I32(v) => u64::from(v as u32),
             LaunchArg::I64(v) => v as u64,
@@ -1269,7 +1296,7 @@ pub fn launch_async(
             block[1],
             block[2],
             shared_bytes,
-            ptr::null_mut(),
+            stream as usize as CuStream,
             params_ptr,
             ptr::null_mut(),
         )

@@ -60,8 +60,9 @@ pub mod search;
 
 pub use arch::Arch;
 pub use driver::{
-    check_launch_dims, launch, launch_async, Context, Device, DeviceBuffer, Driver, Event,
-    Function, FunctionAttributes, LaunchArg, Module, TensorMap, TensorMap2d, TensorMapElem,
+    check_launch_dims, launch, launch_async, launch_on_stream, Context, Device, DeviceBuffer,
+    Driver, Event, Function, FunctionAttributes, LaunchArg, Module, TensorMap, TensorMap2d,
+    TensorMapElem,
 };
 pub use error::CudaError;
 pub use nvrtc::{Compiled, Emit, Nvrtc};

@@ -126,6 +126,11 @@ pub struct ArrayRef<'a> {
     frozen: Option<u64>,
     /// Elements that may be uninitialized ([`ArrayRef::write_only`]): never read here.
     uninit: bool,
+    /// The elements are in GPU memory ([`ArrayRef::device`]): `ptr` is their device address,
+    /// never read here.
+    on_device: bool,
+    /// The frozen array this views, if it is one (its device copy is kept with it).
+    frozen_src: Option<&'a crate::FrozenArray>,
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
@@ -162,8 +167,27 @@ impl<'a> ArrayRef<'a> {
             writable,
             frozen: None,
             uninit,
+            on_device: false,
+            frozen_src: None,
             _borrow: PhantomData,
         }
+    }
+
+    /// `len` elements of `dtype` in GPU memory at device address `addr` (another library's
+    /// tensor: PyTorch's `data_ptr()`), for launches on a GPU
+    /// ([`crate::gpu::GpuKernel::launch`]); nothing here reads them, and a launch whose
+    /// validation would need their values (an axis's `indptr` or `indices`) is refused. The
+    /// emulator takes host memory as its device memory: for it, `addr` is a host address.
+    ///
+    /// # Safety
+    ///
+    /// For `'a`, `addr` must point at `len` elements of `dtype` in the memory of the device the
+    /// kernel runs on (host memory for the emulator), which nothing else writes, nor reads if
+    /// `writable`, while a launch runs.
+    pub unsafe fn device(dtype: DType, addr: u64, len: usize, writable: bool) -> ArrayRef<'a> {
+        let mut a = ArrayRef::new(dtype, addr as usize as *mut c_void, len, writable, false);
+        a.on_device = true;
+        a
     }
 
     /// An array the kernel reads only.
@@ -254,6 +278,18 @@ impl<'a> ArrayRef<'a> {
     pub fn is_write_only(&self) -> bool {
         self.uninit
     }
+    /// Whether the elements are in GPU memory ([`ArrayRef::device`]).
+    pub fn is_on_device(&self) -> bool {
+        self.on_device
+    }
+    /// The frozen array this views ([`ArrayRef::frozen`]), if it is one.
+    pub(crate) fn frozen_array(&self) -> Option<&'a crate::FrozenArray> {
+        self.frozen_src
+    }
+    pub(crate) fn with_frozen_array(mut self, f: &'a crate::FrozenArray) -> ArrayRef<'a> {
+        self.frozen_src = Some(f);
+        self
+    }
     /// The identity of the frozen array this views ([`ArrayRef::frozen`]), if it is one.
     pub fn frozen_id(&self) -> Option<u64> {
         self.frozen
@@ -267,9 +303,10 @@ impl<'a> ArrayRef<'a> {
     }
 
     /// The elements as a shared slice of `T`, when `T` is this array's element type (never for
-    /// a [`ArrayRef::write_only`] array, whose elements may be uninitialized).
+    /// a [`ArrayRef::write_only`] array, whose elements may be uninitialized, nor for one in
+    /// GPU memory).
     pub fn as_slice<T: HostElement>(&self) -> Option<&[T]> {
-        if T::DTYPE != self.dtype || self.uninit {
+        if T::DTYPE != self.dtype || self.uninit || self.on_device {
             return None;
         }
         // SAFETY: `ptr` and `len` come from a `&'a [T]` or `&'a mut [T]` of exactly this

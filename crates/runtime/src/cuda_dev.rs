@@ -2,12 +2,13 @@
 //! in the kernel cache under a key of source, architecture and NVRTC version), loaded through
 //! the CUDA driver, launched kernel after kernel on device copies of the bound arrays.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sparsetir_codegen::cuda::CudaModule;
 use sparsetir_cuda::{
-    launch, launch_async, Arch, Context, DeviceBuffer, Emit, Function, LaunchArg, Module, Nvrtc,
-    TensorMap,
+    launch, launch_async, launch_on_stream, Arch, Context, DeviceBuffer, Emit, Function, LaunchArg,
+    Module, Nvrtc, TensorMap,
 };
 use sparsetir_ir::DType;
 
@@ -191,6 +192,7 @@ impl DeviceModule {
         tmaps: &[Vec<Option<[i64; 2]>>],
         slots: &mut [Option<Slot<'_>>],
         repeats: usize,
+        stream: u64,
     ) -> Result<GpuRunStats, RunError> {
         // Every grid a whole number of its kernel's clusters (declared in the source by
         // `__cluster_dims__`, so the launch itself needs no attribute), checked before any copy.
@@ -199,10 +201,13 @@ impl DeviceModule {
                 crate::cuda_emu::check_cluster(&k.name, grid, k.cluster)?;
             }
         }
-        let mut bufs: Vec<Option<DeviceBuffer>> = Vec::with_capacity(slots.len());
+        // Host arrays are copied in; a frozen one's copy is made once and kept with it.
+        let mut bufs: Vec<Option<Arc<DeviceBuffer>>> = Vec::with_capacity(slots.len());
         for s in slots.iter() {
             bufs.push(match s {
-                Some(Slot::Buffer(b)) => Some(DeviceBuffer::from_host(&self.ctx, b)?),
+                Some(Slot::Buffer(b)) => Some(Arc::new(DeviceBuffer::from_host(&self.ctx, b)?)),
+                Some(Slot::Read(b)) => Some(Arc::new(DeviceBuffer::from_host(&self.ctx, b)?)),
+                Some(Slot::Frozen(b, f)) => Some(f.device_copy(&self.ctx, b)?),
                 _ => None,
             });
         }
@@ -215,6 +220,11 @@ impl DeviceModule {
                 let dims = tmaps.get(ki).and_then(|t| t.get(j).copied()).flatten();
                 row.push(match (dims, bufs.get(a.param)) {
                     (Some(dims), Some(Some(b))) => Some(self.encode(&k.name, a, dims, b)?),
+                    (Some(_), _)
+                        if matches!(slots.get(a.param), Some(Some(Slot::Device { .. }))) =>
+                    {
+                        return Err(crate::gpu::tensor_map_of_device_array(&k.name, &a.name))
+                    }
                     (Some(_), _) => {
                         return Err(RunError::InvalidLaunch(format!(
                             "kernel `{}`: tensor map `{}` has no buffer",
@@ -242,6 +252,7 @@ impl DeviceModule {
                         }
                         LaunchArg::Ptr(b)
                     }
+                    (Some(Some(Slot::Device { addr, .. })), _) => LaunchArg::Addr(*addr),
                     (Some(Some(Slot::Int(v))), _) => match a.dtype {
                         DType::I64 => LaunchArg::I64(*v),
                         DType::U32 => LaunchArg::U32(*v as u32),
@@ -269,7 +280,15 @@ impl DeviceModule {
                     continue;
                 }
                 let dynamic = m.kernels[i].dynamic_shared_bytes as u32;
-                if sync {
+                if stream != 0 {
+                    // SAFETY: the stream is the caller's (`GpuKernel::launch`'s contract),
+                    // and every `Addr` an array its maker vouched for; the context waits for
+                    // the kernel below, before any buffer here is freed.
+                    unsafe { launch_on_stream(f, grid, block, dynamic, &args_of[i], stream)? };
+                    if sync {
+                        self.ctx.synchronize()?;
+                    }
+                } else if sync {
                     launch(f, grid, block, dynamic, &args_of[i])?;
                 } else {
                     launch_async(f, grid, block, dynamic, &args_of[i])?;

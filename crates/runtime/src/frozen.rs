@@ -18,8 +18,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use sparsetir_cuda::{Context, CudaError, DeviceBuffer};
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc};
 
@@ -37,6 +38,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub struct FrozenArray {
     id: u64,
     tensor: Tensor,
+    /// Its copy in GPU memory, made by the first GPU launch on it and kept while it lives.
+    device: Mutex<Option<Arc<DeviceBuffer>>>,
 }
 
 impl FrozenArray {
@@ -45,7 +48,24 @@ impl FrozenArray {
         FrozenArray {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             tensor,
+            device: Mutex::new(None),
         }
+    }
+
+    /// The copy of the elements (`bytes`) in `ctx`'s GPU memory, made on first use: the
+    /// elements never change, so every launch on the array reads the one copy.
+    pub(crate) fn device_copy(
+        &self,
+        ctx: &Context,
+        bytes: &[u8],
+    ) -> Result<Arc<DeviceBuffer>, CudaError> {
+        let mut d = self.device.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = d.as_ref() {
+            return Ok(Arc::clone(b));
+        }
+        let b = Arc::new(DeviceBuffer::from_host(ctx, bytes)?);
+        *d = Some(Arc::clone(&b));
+        Ok(b)
     }
     /// The elements (read-only, for ever).
     pub fn tensor(&self) -> &Tensor {
@@ -176,7 +196,9 @@ fn frozen(a: &LaunchArg<'_>) -> bool {
 impl<'a> ArrayRef<'a> {
     /// A frozen array's elements, read-only, carrying its identity.
     pub fn frozen(f: &'a FrozenArray) -> ArrayRef<'a> {
-        ArrayRef::of_tensor(&f.tensor).with_frozen_id(f.id)
+        ArrayRef::of_tensor(&f.tensor)
+            .with_frozen_id(f.id)
+            .with_frozen_array(f)
     }
 }
 

@@ -20,6 +20,9 @@ use crate::cuda_emu::{EmuArg, EmuModule, EmuStats};
 use crate::error::RunError;
 use crate::kernel::data_ptr;
 use crate::validate::validate_args;
+use crate::ValidationMemo;
+
+mod borrowed;
 
 /// Where the CUDA module runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,11 +72,24 @@ pub struct GpuKernel {
     lowered: Lowered,
     module: CudaModule,
     backend: Backend,
+    /// The launch shapes [`GpuKernel::launch`]'s validation passed on frozen structure.
+    memo: ValidationMemo,
 }
 
 /// One argument of a launch, before it is handed to a backend.
 pub(crate) enum Slot<'a> {
+    /// A host array the kernels may write (copied back from a GPU).
     Buffer(&'a mut [u8]),
+    /// A host array the kernels only read.
+    Read(&'a [u8]),
+    /// A frozen array's bytes and the array, which keeps its device copy for every launch.
+    Frozen(&'a [u8], &'a crate::FrozenArray),
+    /// An array in device memory (the emulator's device memory is host memory).
+    Device {
+        addr: u64,
+        bytes: usize,
+        writable: bool,
+    },
     Int(i64),
     Float(f64),
 }
@@ -116,6 +132,7 @@ impl GpuKernel {
             lowered,
             module,
             backend,
+            memo: ValidationMemo::new(),
         })
     }
 
@@ -127,6 +144,10 @@ impl GpuKernel {
     }
     pub fn stage1(&self) -> &PrimFunc {
         &self.stage1
+    }
+    /// The memo [`GpuKernel::launch`] validates through.
+    pub fn validation_memo(&self) -> &ValidationMemo {
+        &self.memo
     }
 
     /// Validates `args` against the stage-I function, then runs every kernel in order;
@@ -162,31 +183,86 @@ impl GpuKernel {
                 }
             }
         }
-        let eval = |e: &LaunchExpr, what: &str| -> Result<i64, RunError> {
-            e.eval(&|k| ints.get(&k).copied())
-                .ok_or_else(|| RunError::InvalidLaunch(format!("{what} `{e}` cannot be computed")))
-        };
-        // Intermediate buffers, zeroed, in 8-byte words (aligned for every element type); each
-        // is viewed as its exact size in bytes (one element when empty).
+        let mut temps = self.temps(&ints, |name, fill, dst| {
+            derive_temp(m, args, name, fill, dst)
+        })?;
+        let (launches, tmaps) = self.plan(&ints)?;
+        // Byte views of every parameter's array.
+        let mut by_name: HashMap<String, &mut ArgValue> =
+            args.iter_mut().map(|(k, v)| (k.clone(), v)).collect();
+        let mut slots: Vec<Option<Slot<'_>>> = Vec::new();
+        for p in &m.params {
+            let slot = match (&p.kind, by_name.remove(&p.name)) {
+                (CParamKind::Array { elem }, Some(ArgValue::Array(t))) => {
+                    // The kernel reads elements of the declared type: an array of another
+                    // type would be read past its end.
+                    if t.dtype() != *elem && *elem != DType::Handle {
+                        return Err(RunError::DTypeMismatch {
+                            name: p.name.clone(),
+                            expected: *elem,
+                            found: t.dtype(),
+                        });
+                    }
+                    Some(Slot::Buffer(tensor_bytes(t)))
+                }
+                (CParamKind::Scalar(_), Some(ArgValue::Int(v))) => Some(Slot::Int(*v)),
+                (CParamKind::Scalar(_), Some(ArgValue::Float(v))) => Some(Slot::Float(*v)),
+                (CParamKind::Array { elem }, None) if *elem == DType::Handle => None,
+                (_, None) => {
+                    return Err(RunError::InvalidLaunch(format!(
+                        "parameter `{}` is not bound",
+                        p.name
+                    )))
+                }
+                (_, Some(_)) => {
+                    return Err(RunError::InvalidLaunch(format!(
+                        "parameter `{}` is bound to a value of the wrong kind",
+                        p.name
+                    )))
+                }
+            };
+            slots.push(slot);
+        }
+        for (words, bytes) in temps.iter_mut() {
+            let view = tensor_bytes_u64(words);
+            slots.push(Some(Slot::Buffer(&mut view[..*bytes])));
+        }
+        self.execute(&launches, &tmaps, &mut slots, repeats, 0)
+    }
+
+    /// The module's intermediate buffers, zeroed, in 8-byte words (aligned for every element
+    /// type), each with its exact size in bytes (one element when empty); `derive` writes
+    /// those derived from an input (`name`, its [`TempFill`], the bytes).
+    fn temps(
+        &self,
+        ints: &HashMap<usize, i64>,
+        mut derive: impl FnMut(&str, &TempFill, &mut [u8]) -> Result<(), RunError>,
+    ) -> Result<Vec<(Vec<u64>, usize)>, RunError> {
         let mut temps: Vec<(Vec<u64>, usize)> = Vec::new();
-        for t in &m.temps {
-            let n = eval(&t.elems, &format!("the size of `{}`", t.name))?;
+        for t in &self.module.temps {
+            let n = eval_launch(ints, &t.elems, &format!("the size of `{}`", t.name))?;
             let n = usize::try_from(n).map_err(|_| {
                 RunError::InvalidLaunch(format!("buffer `{}` has a negative size {n}", t.name))
             })?;
             let bytes = n.max(1).saturating_mul(t.dtype.bytes());
             let mut words = vec![0u64; bytes.div_ceil(8)];
             if let Some(fill) = &t.fill {
-                derive_temp(
-                    m,
-                    args,
-                    &t.name,
-                    fill,
-                    &mut tensor_bytes_u64(&mut words)[..bytes],
-                )?;
+                derive(&t.name, fill, &mut tensor_bytes_u64(&mut words)[..bytes])?;
             }
             temps.push((words, bytes));
         }
+        Ok(temps)
+    }
+
+    /// Every kernel's grid and block, and the views of its tensor-map arguments, from the
+    /// scalar parameters `ints` (by parameter index).
+    #[allow(clippy::type_complexity)]
+    fn plan(
+        &self,
+        ints: &HashMap<usize, i64>,
+    ) -> Result<(Vec<([u32; 3], [u32; 3])>, Vec<Vec<Option<[i64; 2]>>>), RunError> {
+        let m = &self.module;
+        let eval = |e: &LaunchExpr, what: &str| eval_launch(ints, e, what);
         let mut launches = Vec::new();
         for k in &m.kernels {
             let mut grid = [0u32; 3];
@@ -228,46 +304,20 @@ impl GpuKernel {
             }
             tmaps.push(dims);
         }
-        // Byte views of every parameter's array.
-        let mut by_name: HashMap<String, &mut ArgValue> =
-            args.iter_mut().map(|(k, v)| (k.clone(), v)).collect();
-        let mut slots: Vec<Option<Slot<'_>>> = Vec::new();
-        for p in &m.params {
-            let slot = match (&p.kind, by_name.remove(&p.name)) {
-                (CParamKind::Array { elem }, Some(ArgValue::Array(t))) => {
-                    // The kernel reads elements of the declared type: an array of another
-                    // type would be read past its end.
-                    if t.dtype() != *elem && *elem != DType::Handle {
-                        return Err(RunError::DTypeMismatch {
-                            name: p.name.clone(),
-                            expected: *elem,
-                            found: t.dtype(),
-                        });
-                    }
-                    Some(Slot::Buffer(tensor_bytes(t)))
-                }
-                (CParamKind::Scalar(_), Some(ArgValue::Int(v))) => Some(Slot::Int(*v)),
-                (CParamKind::Scalar(_), Some(ArgValue::Float(v))) => Some(Slot::Float(*v)),
-                (CParamKind::Array { elem }, None) if *elem == DType::Handle => None,
-                (_, None) => {
-                    return Err(RunError::InvalidLaunch(format!(
-                        "parameter `{}` is not bound",
-                        p.name
-                    )))
-                }
-                (_, Some(_)) => {
-                    return Err(RunError::InvalidLaunch(format!(
-                        "parameter `{}` is bound to a value of the wrong kind",
-                        p.name
-                    )))
-                }
-            };
-            slots.push(slot);
-        }
-        for (words, bytes) in temps.iter_mut() {
-            let view = tensor_bytes_u64(words);
-            slots.push(Some(Slot::Buffer(&mut view[..*bytes])));
-        }
+        Ok((launches, tmaps))
+    }
+
+    /// Runs every kernel on `slots` (one per parameter, then the temporaries), `repeats` > 0
+    /// timed rounds after the first on a GPU, kernels queued on `stream` there.
+    fn execute(
+        &self,
+        launches: &[([u32; 3], [u32; 3])],
+        tmaps: &[Vec<Option<[i64; 2]>>],
+        slots: &mut [Option<Slot<'_>>],
+        repeats: usize,
+        stream: u64,
+    ) -> Result<GpuRunStats, RunError> {
+        let m = &self.module;
         let mut stats = match &self.backend {
             Backend::Emu(e) => {
                 let mut stats = GpuRunStats::default();
@@ -304,6 +354,14 @@ impl GpuKernel {
                                 dtype: Some(a.dtype),
                                 dims,
                             },
+                            (Some(dims), Slot::Read(b) | Slot::Frozen(b, _)) => EmuArg::TensorMap {
+                                bytes: b,
+                                dtype: Some(a.dtype),
+                                dims,
+                            },
+                            (Some(_), Slot::Device { .. }) => {
+                                return Err(tensor_map_of_device_array(&k.name, &a.name))
+                            }
                             (_, slot) => emu_arg(slot, a.dtype),
                         });
                         for &j in &uses {
@@ -328,11 +386,27 @@ impl GpuKernel {
                 }
                 stats
             }
-            Backend::Cuda(d) => d.run(m, &launches, &tmaps, &mut slots, repeats)?,
+            Backend::Cuda(d) => d.run(m, launches, tmaps, slots, repeats, stream)?,
         };
         stats.grids = launches.iter().map(|(g, _)| *g).collect();
         Ok(stats)
     }
+}
+
+/// A tensor map asked of an array lent in device memory: the runtime encodes maps of the
+/// buffers it allocates only.
+pub(crate) fn tensor_map_of_device_array(kernel: &str, arg: &str) -> RunError {
+    RunError::InvalidLaunch(format!(
+        "kernel `{kernel}` takes `{arg}` as a tensor map, which a launch on an array in GPU \
+         memory cannot give (lend it as a host array)"
+    ))
+}
+
+/// The value of launch expression `e` (`what` it is, for the error) given the scalar
+/// parameters `ints` by index.
+fn eval_launch(ints: &HashMap<usize, i64>, e: &LaunchExpr, what: &str) -> Result<i64, RunError> {
+    e.eval(&|k| ints.get(&k).copied())
+        .ok_or_else(|| RunError::InvalidLaunch(format!("{what} `{e}` cannot be computed")))
 }
 
 /// Writes the derived buffer `name` of `m` (`dst`, its bytes) from the input it derives from
@@ -394,6 +468,30 @@ fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType) -> EmuArg<'s> {
     match slot {
         Slot::Buffer(b) => EmuArg::Out {
             bytes: b,
+            dtype: Some(dt),
+        },
+        Slot::Read(b) | Slot::Frozen(b, _) => EmuArg::In {
+            bytes: b,
+            dtype: Some(dt),
+        },
+        // SAFETY: for the emulator, `ArrayRef::device`'s maker vouched that the address is
+        // host memory holding `bytes` bytes, written by nothing else (nor read, if writable)
+        // while the launch runs; the view lives no longer than the launch.
+        Slot::Device {
+            addr,
+            bytes,
+            writable: true,
+        } => EmuArg::Out {
+            bytes: unsafe { std::slice::from_raw_parts_mut(*addr as usize as *mut u8, *bytes) },
+            dtype: Some(dt),
+        },
+        // SAFETY: as above, read only.
+        Slot::Device {
+            addr,
+            bytes,
+            writable: false,
+        } => EmuArg::In {
+            bytes: unsafe { std::slice::from_raw_parts(*addr as usize as *const u8, *bytes) },
             dtype: Some(dt),
         },
         Slot::Int(v) => match dt {

@@ -213,6 +213,13 @@ impl Kernel {
     fn checked_slots(&self, args: &LaunchArgs<'_>) -> Result<Vec<SparsetirArg>, RunError> {
         for (name, arg) in args.iter() {
             if let LaunchArg::Array(a) = arg {
+                if a.is_on_device() {
+                    return Err(RunError::ArgKind {
+                        name: name.to_string(),
+                        expected: "a host array (the C backend runs on the CPU)".into(),
+                        found: "an array in GPU memory".into(),
+                    });
+                }
                 if a.is_write_only()
                     && self
                         .overwritten

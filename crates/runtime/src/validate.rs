@@ -304,6 +304,20 @@ fn iter_axes(body: &Stmt) -> HashMap<VarId, AxisId> {
     iter_axis
 }
 
+/// Refuses an array in GPU memory whose values validation must read (`what`: its name).
+fn on_host(t: &ArrayRef<'_>, what: &str) -> Result<(), RunError> {
+    if t.is_on_device() {
+        return Err(RunError::ArgKind {
+            name: what.to_string(),
+            expected: "a host array (validation reads its values before a launch: lend it \
+                       frozen, and a GPU launch keeps a device copy)"
+                .into(),
+            found: "an array in GPU memory".into(),
+        });
+    }
+    Ok(())
+}
+
 fn size_err(subject: impl Into<String>, message: impl Into<String>) -> RunError {
     RunError::Size {
         subject: subject.into(),
@@ -424,6 +438,7 @@ impl<'a> Checker<'a> {
     ) -> Result<IndexView<'a>, RunError> {
         let t = self.array(param)?;
         self.read.borrow_mut().push(param);
+        on_host(t, &self.var_name(param))?;
         IndexView::new(t).ok_or_else(|| {
             let (p, message) = (
                 self.var_name(param),
@@ -867,6 +882,7 @@ impl<'a> Checker<'a> {
         let Some((t, n)) = self.buffer_values(b) else {
             return Ok(None);
         };
+        on_host(t, &func.buffers[b].name)?;
         let Some(view) = IndexView::new(t) else {
             return Err(RunError::Domain {
                 buffer: func.buffers[b].name.clone(),
@@ -1000,6 +1016,7 @@ impl<'a> Checker<'a> {
                     let Some((t, n)) = self.buffer_values(*src) else {
                         continue;
                     };
+                    on_host(t, &self.func.buffers[*src].name)?;
                     let Some(view) = IndexView::new(t) else {
                         continue;
                     };

@@ -32,6 +32,7 @@ mod decomposed_data;
 mod disjoint_parallel;
 mod distinct;
 mod empty_fibers;
+mod gpu_borrowed_launch;
 mod integer_division;
 mod launch_edges;
 mod missed_lookups;
