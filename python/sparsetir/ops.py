@@ -45,7 +45,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from . import _native
+from . import _device, _native
 from ._native import SparsetirError
 
 __all__ = ["spmm", "sddmm", "spmv", "sparse_softmax", "masked_attention", "csr_structure"]
@@ -143,13 +143,33 @@ class _Csr:
             self._t = (t, perm)
         return self._t
 
-    def torch_perm(self):
-        """The transpose permutation as a torch index tensor (cached)."""
-        if "perm" not in self._torch:
+    def torch_perm(self, device: Any = None):
+        """The transpose permutation as a torch index tensor on `device` (cached)."""
+        key = ("perm", str(device))
+        if key not in self._torch:
             import torch
 
-            self._torch["perm"] = torch.from_numpy(self.transpose()[1])
-        return self._torch["perm"]
+            self._torch[key] = torch.from_numpy(self.transpose()[1]).to(device or "cpu")
+        return self._torch[key]
+
+    def torch_filled(self, value: float, dtype: Any, device: Any):
+        """``nnz`` copies of ``value`` as a torch tensor on `device` (cached)."""
+        key = ("filled", float(value), str(dtype), str(device))
+        if key not in self._torch:
+            import torch
+
+            self._torch[key] = torch.full((self.nnz,), float(value), dtype=dtype,
+                                          device=device)
+        return self._torch[key]
+
+    def torch_rows(self, device: Any):
+        """The row of every stored element, as a torch index tensor on `device` (cached)."""
+        key = ("rows", str(device))
+        if key not in self._torch:
+            import torch
+
+            self._torch[key] = torch.from_numpy(self.rows()).to(device)
+        return self._torch[key]
 
 
 class _StructureCache:
@@ -205,8 +225,6 @@ def _torch_structure(A: Any):
     """``(structure, values tensor)`` of a torch sparse matrix; values stay differentiable."""
     import torch
 
-    if A.device.type != "cpu":
-        raise SparsetirError(f"sparsetir.ops runs on the CPU; the matrix is on {A.device}")
     if A.dim() != 2:
         raise ValueError(f"expected a 2-D sparse matrix, got {A.dim()} dimensions")
     if A.layout == torch.sparse_csr:
@@ -215,8 +233,10 @@ def _torch_structure(A: Any):
                A.shape)
         s = _structures.get(key)
         if s is None:
-            crow_np = crow.detach().numpy()
-            col_np = col.detach().numpy()
+            # (A CUDA matrix's structure is read on the host once: validation reads it there,
+            # and the GPU kernels take the frozen copy, copied to the GPU once.)
+            crow_np = crow.detach().cpu().numpy()
+            col_np = col.detach().cpu().numpy()
             # Columns must be sorted within rows and unique, as the kernels' axes declare:
             # every launch validates that and refuses other data with a located message.
             s = _Csr(A.shape[0], A.shape[1], crow_np, col_np)
@@ -229,11 +249,12 @@ def _torch_structure(A: Any):
         key = ("torch-coo", idx.data_ptr(), idx.dtype, idx.shape[1], A.shape)
         s = _structures.get(key)
         if s is None:
-            rows = idx[0].numpy()
+            idx_np = idx.detach().cpu().numpy()
+            rows = idx_np[0]
             counts = np.bincount(rows, minlength=A.shape[0])
             indptr = np.zeros(A.shape[0] + 1, dtype=np.int64)
             np.cumsum(counts, out=indptr[1:])
-            s = _Csr(A.shape[0], A.shape[1], indptr, idx[1].numpy())
+            s = _Csr(A.shape[0], A.shape[1], indptr, idx_np[1])
             _structures.put(key, (idx,), s)
         return s, A.values()
     raise TypeError(f"sparse matrix layout {A.layout} is not supported (sparse_csr, sparse_coo)")
@@ -505,7 +526,7 @@ _torch_fns: Dict[str, Any] = {}
 
 def _np(t: Any) -> np.ndarray:
     if t.device.type != "cpu":
-        raise SparsetirError(f"sparsetir.ops runs on the CPU; a tensor is on {t.device}")
+        raise SparsetirError(f"internal: a tensor on {t.device} reached the CPU kernels")
     return t.detach().contiguous().numpy()
 
 
@@ -516,6 +537,66 @@ def _recorded(*tensors: Any) -> bool:
     import torch
 
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _t_spmm(s: _Csr, v: Any, b: Any, kernel: str = "csrmm") -> Any:
+    """SpMM on torch tensors, unrecorded: the GPU kernels on CUDA tensors (`_device`), the
+    CPU kernels on numpy views of CPU ones."""
+    import torch
+
+    if _device.on_gpu(b):
+        if kernel != "csrmm":
+            raise SparsetirError(
+                f"spmm: reduce={kernel[6:]!r} runs on the CPU only for now (its GPU kernels "
+                "and gradient are not there yet); move the operands to the CPU")
+        _device.same_device("spmm", v, b)
+        return _device.spmm(s, v, b)
+    return torch.from_numpy(_spmm_np(s, _np(v), _np(b), kernel))
+
+
+def _t_sddmm(s: _Csr, v: Optional[Any], x: Any, y: Any) -> Any:
+    """SDDMM's values on torch tensors, unrecorded (``v=None``: ``X Yᵀ`` sampled)."""
+    import torch
+
+    if _device.on_gpu(x):
+        if v is None:
+            v = s.torch_filled(1.0, x.dtype, x.device)
+        _device.same_device("sddmm", v, x, y)
+        return _device.sddmm(s, v, x, y)
+    return torch.from_numpy(_sddmm_np(s, None if v is None else _np(v), _np(x), _np(y)))
+
+
+def _t_spmv(s: _Csr, v: Any, x: Any) -> Any:
+    """SpMV on torch tensors, unrecorded."""
+    import torch
+
+    if _device.on_gpu(x):
+        _device.same_device("spmv", v, x)
+        return _device.spmv(s, v, x)
+    return torch.from_numpy(_spmv_np(s, _np(v), _np(x)))
+
+
+def _t_softmax(s: _Csr, v: Any) -> Any:
+    """The row softmax of stored values on torch tensors, unrecorded."""
+    import torch
+
+    if _device.on_gpu(v):
+        return _device.softmax(s, v)
+    return torch.from_numpy(_softmax_np(s, _np(v)))
+
+
+def _t_softmax_grad(s: _Csr, p: Any, g: Any) -> Any:
+    """``P ∘ (G - rowsum(P ∘ G))`` on torch tensors (the softmax's backward)."""
+    import torch
+
+    g = g.to(p.dtype)
+    if not _device.on_gpu(p):
+        return torch.from_numpy(_softmax_grad_np(s, _np(p), _np(g)))
+    pg = p * g
+    if s.nnz == 0:
+        return pg
+    rowsum = _t_spmv(s, pg, torch.ones(s.n, dtype=p.dtype, device=p.device))
+    return p * (g - rowsum[s.torch_rows(p.device)])
 
 
 def _fns():
@@ -532,7 +613,7 @@ def _fns():
         def forward(ctx, values, B, s):
             ctx.s = s
             ctx.save_for_backward(values, B)
-            return T(_spmm_np(s, _np(values), _np(B)))
+            return _t_spmm(s, values.detach(), B.detach())
 
         @staticmethod
         def backward(ctx, G):
@@ -541,10 +622,11 @@ def _fns():
             g_values = g_B = None
             if ctx.needs_input_grad[0]:
                 # dL/dA[i,j] = sum_k G[i,k] B[j,k] at A's stored (i, j).
-                g_values = T(_sddmm_np(s, None, _np(G), _np(B))).to(values.dtype)
+                g_values = _t_sddmm(s, None, G, B.detach()).to(values.dtype)
             if ctx.needs_input_grad[1]:
-                t, perm = s.transpose()
-                g_B = T(_spmm_np(t, _np(values)[perm], _np(G))).to(B.dtype)
+                t = s.transpose()[0]
+                vt = values.detach()[s.torch_perm(values.device)]
+                g_B = _t_spmm(t, vt, G).to(B.dtype)
             return g_values, g_B, None
 
     class SpMMExtreme(torch.autograd.Function):
@@ -575,16 +657,16 @@ def _fns():
         @staticmethod
         def forward(ctx, values, X, Y, s):
             ctx.s = s
-            v, x, y = _np(values), _np(X), _np(Y)
+            v, x, y = values.detach(), X.detach(), Y.detach()
             if ctx.needs_input_grad[0]:
                 # Keep X Yᵀ on the pattern: it is the gradient of the values.
-                sampled = _sddmm_np(s, None, x, y)
-                out = v.astype(sampled.dtype, copy=False) * sampled
-                ctx.save_for_backward(values, X, Y, T(sampled))
+                sampled = _t_sddmm(s, None, x, y)
+                out = v.to(sampled.dtype) * sampled
+                ctx.save_for_backward(values, X, Y, sampled)
             else:
-                out = _sddmm_np(s, v, x, y)
+                out = _t_sddmm(s, v, x, y)
                 ctx.save_for_backward(values, X, Y)
-            return T(out)
+            return out
 
         @staticmethod
         def backward(ctx, G):
@@ -595,13 +677,12 @@ def _fns():
                 g_v = (G * ctx.saved_tensors[3]).to(values.dtype)
             if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
                 # Both dense gradients multiply by G ∘ values on the pattern.
-                g = _np(G)
-                w = (g * _np(values)).astype(g.dtype, copy=False)
+                w = (G * values.detach()).to(G.dtype)
             if ctx.needs_input_grad[1]:
-                g_X = T(_spmm_np(s, w, _np(Y))).to(X.dtype)
+                g_X = _t_spmm(s, w, Y.detach()).to(X.dtype)
             if ctx.needs_input_grad[2]:
-                t, perm = s.transpose()
-                g_Y = T(_spmm_np(t, w[perm], _np(X))).to(Y.dtype)
+                t = s.transpose()[0]
+                g_Y = _t_spmm(t, w[s.torch_perm(w.device)], X.detach()).to(Y.dtype)
             return g_v, g_X, g_Y, None
 
     class SpMV(torch.autograd.Function):
@@ -609,7 +690,7 @@ def _fns():
         def forward(ctx, values, x, s):
             ctx.s = s
             ctx.save_for_backward(values, x)
-            return T(_spmv_np(s, _np(values), _np(x)))
+            return _t_spmv(s, values.detach(), x.detach())
 
         @staticmethod
         def backward(ctx, g):
@@ -617,25 +698,25 @@ def _fns():
             s = ctx.s
             g_v = g_x = None
             if ctx.needs_input_grad[0]:
-                g_v = T(_sddmm_np(s, None, _np(g)[:, None], _np(x)[:, None])).to(values.dtype)
+                g_v = _t_sddmm(s, None, g[:, None], x.detach()[:, None]).to(values.dtype)
             if ctx.needs_input_grad[1]:
-                t, perm = s.transpose()
-                g_x = T(_spmv_np(t, _np(values)[perm], _np(g))).to(x.dtype)
+                t = s.transpose()[0]
+                vt = values.detach()[s.torch_perm(values.device)]
+                g_x = _t_spmv(t, vt, g).to(x.dtype)
             return g_v, g_x, None
 
     class SparseSoftmax(torch.autograd.Function):
         @staticmethod
         def forward(ctx, values, s):
             ctx.s = s
-            p = T(_softmax_np(s, _np(values)))
+            p = _t_softmax(s, values.detach())
             ctx.save_for_backward(p)
             return p
 
         @staticmethod
         def backward(ctx, G):
             (p,) = ctx.saved_tensors
-            pn = _np(p)
-            return T(_softmax_grad_np(ctx.s, pn, _np(G).astype(pn.dtype, copy=False))), None
+            return _t_softmax_grad(ctx.s, p, G), None
 
     _torch_fns.update(spmm=SpMM, spmm_extreme=SpMMExtreme, sddmm=SDDMM, spmv=SpMV,
                       softmax=SparseSoftmax)
@@ -658,6 +739,10 @@ def _operands(A: Any, dense: Tuple[Any, ...]):
             import torch
 
             values = torch.from_numpy(np.ascontiguousarray(values))
+            # (A scipy matrix with CUDA operands: its values go where they are.)
+            devices = {d.device for d in dense if _is_torch(d)}
+            if len(devices) == 1:
+                values = values.to(devices.pop())
     else:
         raise TypeError(f"A must be a scipy.sparse matrix or a torch sparse tensor, not "
                         f"{type(A).__name__}")
@@ -718,8 +803,8 @@ def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
     if reduce == "mean":
         v = _mean_weights(s, v)
     kernel = "csrmm_" + reduce if reduce in ("max", "min") else "csrmm"
-    if not _recorded(v, b):
-        return torch.from_numpy(_spmm_np(s, _np(v), _np(b), kernel))
+    if not _recorded(v, b) or (kernel != "csrmm" and _device.on_gpu(b)):
+        return _t_spmm(s, v, b, kernel)
     if kernel != "csrmm":
         return _fns()["spmm_extreme"].apply(v, b, s, kernel)
     return _fns()["spmm"].apply(v, b, s)
@@ -729,12 +814,13 @@ def _mean_weights(s: _Csr, values: Any) -> Any:
     """A's values divided by their row's stored count (numpy, or torch and differentiable)."""
     if not _is_torch(values):
         return values * s.inverse_degrees(np.dtype(values.dtype))
-    key = f"inverse degree {values.dtype}"
+    key = f"inverse degree {values.dtype} {values.device}"
     if key not in s._torch:
         import torch
 
         # A copy: the structure's array is read-only, a tensor over it would be writable.
-        s._torch[key] = torch.tensor(s.inverse_degrees(np.float64)).to(values.dtype)
+        s._torch[key] = torch.tensor(s.inverse_degrees(np.float64)).to(values.dtype).to(
+            values.device)
     return values * s._torch[key]
 
 
@@ -743,11 +829,12 @@ def _pattern_like(A: Any, s: _Csr, out_values: Any) -> Any:
     if _is_torch(out_values):
         import torch
 
-        if "crow" not in s._torch:
-            s._torch["crow"] = torch.from_numpy(s.indptr.astype(np.int64))
-            s._torch["col"] = torch.from_numpy(s.indices.astype(np.int64))
-        return torch.sparse_csr_tensor(s._torch["crow"], s._torch["col"], out_values,
-                                       size=(s.m, s.n))
+        dev = str(out_values.device)
+        if ("crow", dev) not in s._torch:
+            s._torch[("crow", dev)] = torch.from_numpy(s.indptr.astype(np.int64)).to(dev)
+            s._torch[("col", dev)] = torch.from_numpy(s.indices.astype(np.int64)).to(dev)
+        return torch.sparse_csr_tensor(s._torch[("crow", dev)], s._torch[("col", dev)],
+                                       out_values, size=(s.m, s.n))
     import scipy.sparse
 
     if out_values.dtype == np.float16:
@@ -776,7 +863,7 @@ def sddmm(A: Any, X: Any, Y: Any) -> Any:
     dt = _torch_dtype(Xt, Yt, values=values)
     v, x, y = _as_torch_float(values, dt), _as_torch_float(Xt, dt), _as_torch_float(Yt, dt)
     if not _recorded(v, x, y):
-        return _pattern_like(A, s, torch.from_numpy(_sddmm_np(s, _np(v), _np(x), _np(y))))
+        return _pattern_like(A, s, _t_sddmm(s, v, x, y))
     return _pattern_like(A, s, _fns()["sddmm"].apply(v, x, y, s))
 
 
@@ -795,7 +882,7 @@ def spmv(A: Any, x: Any) -> Any:
     dt = _torch_dtype(xt, values=values)
     v, xv = _as_torch_float(values, dt), _as_torch_float(xt, dt)
     if not _recorded(v, xv):
-        return torch.from_numpy(_spmv_np(s, _np(v), _np(xv)))
+        return _t_spmv(s, v, xv)
     return _fns()["spmv"].apply(v, xv, s)
 
 
@@ -813,9 +900,7 @@ def sparse_softmax(A: Any) -> Any:
     dt = _torch_dtype(values=values)
     v = _as_torch_float(values, dt)
     if not _recorded(v):
-        import torch
-
-        return _pattern_like(A, s, torch.from_numpy(_softmax_np(s, _np(v))))
+        return _pattern_like(A, s, _t_softmax(s, v))
     return _pattern_like(A, s, _fns()["softmax"].apply(v, s))
 
 
@@ -850,9 +935,12 @@ def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = No
     dt = _torch_dtype(q, k, v)
     q, k, v = _as_torch_float(q, dt), _as_torch_float(k, dt), _as_torch_float(v, dt)
     if not _recorded(q, k, v):
+        if _device.on_gpu(q):
+            weights = s.torch_filled(scale, dt, q.device)
+            return _t_spmm(s, _t_softmax(s, _t_sddmm(s, weights, q, k)), v)
         return torch.from_numpy(_attention_np(s, _np(q), _np(k), _np(v), scale))
     f = _fns()
-    weights = torch.full((s.nnz,), float(scale), dtype=dt)
+    weights = torch.full((s.nnz,), float(scale), dtype=dt, device=q.device)
     scores = f["sddmm"].apply(weights, q, k, s)
     probs = f["softmax"].apply(scores, s)
     return f["spmm"].apply(probs, v, s)

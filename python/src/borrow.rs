@@ -33,6 +33,13 @@ pub struct NativeArray {
     frozen: FrozenArray,
 }
 
+impl NativeArray {
+    /// The frozen array.
+    pub(crate) fn frozen(&self) -> &FrozenArray {
+        &self.frozen
+    }
+}
+
 #[pymethods]
 impl NativeArray {
     /// The element type (`int32`, `float32`, ...).

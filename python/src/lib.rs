@@ -23,6 +23,7 @@
 mod borrow;
 mod convert;
 mod csr;
+mod device;
 mod fresh;
 
 use std::collections::HashMap;
@@ -420,6 +421,34 @@ impl NativeKernel {
             .collect()
     }
 
+    /// Runs a CUDA kernel (`cuda`, `cuda-emu`) on arguments by parameter name: device arrays
+    /// (`device_array`: tensors the kernels read and write where they are), frozen arrays
+    /// (`freeze`: the structure, copied to the GPU once), ints and floats, queued on CUDA
+    /// stream `stream` (a `torch.cuda.Stream`'s `cuda_stream`; 0: the null stream; ignored by
+    /// the emulator). Returns once the kernels finished.
+    #[pyo3(signature = (args, stream=0))]
+    fn launch_device(&self, py: Python<'_>, args: &Bound<'_, PyDict>, stream: u64) -> PyResult<()> {
+        let Exec::Gpu(k) = &self.exec else {
+            return Err(err(format!(
+                "launch_device runs CUDA kernels; this one's target is `{}`",
+                self.target
+            )));
+        };
+        for (k, v) in &self.specialized {
+            if let Some(given) = args.get_item(k)? {
+                if let Ok(x) = given.extract::<i64>() {
+                    if x != *v {
+                        return Err(err(format!(
+                            "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
+                        )));
+                    }
+                }
+            }
+        }
+        let held = device::launch_args(args)?;
+        device::launch(py, k, &held, stream)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<sparsetir.Kernel `{}` ({}) from {}>",
@@ -642,6 +671,19 @@ fn cpu_schedule(name: &str, gathered_bytes: usize) -> Option<String> {
     })
 }
 
+/// The default GPU schedule of a catalog kernel; for `csrmm` (SpMM) with `max_row` and
+/// `mean_row` (the matrix's longest and mean row) the one `sparsetir bench --device cuda`
+/// takes for that matrix and `feat`.
+#[pyfunction]
+#[pyo3(signature = (name, feat=0, max_row=0, mean_row=0.0))]
+fn gpu_schedule(name: &str, feat: usize, max_row: usize, mean_row: f64) -> Option<String> {
+    let name = match name {
+        "csrmm" => sparsetir_ops::spmm_gpu_schedule_name(feat, max_row, mean_row),
+        other => other,
+    };
+    sparsetir_ops::gpu_schedule(name).map(str::to_string)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SparsetirError", m.py().get_type::<SparsetirError>())?;
@@ -652,5 +694,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(catalog_source, m)?)?;
     m.add_function(wrap_pyfunction!(catalog_source_stored_as, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_schedule, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_schedule, m)?)?;
+    m.add_class::<device::DeviceArray>()?;
+    m.add_function(wrap_pyfunction!(device::device_array, m)?)?;
     Ok(())
 }

@@ -327,3 +327,18 @@ pub fn gpu_schedule(kernel: &str) -> Option<&'static str> {
         .find(|(k, _)| *k == name)
         .map(|(_, s)| *s)
 }
+
+/// The GPU schedule of SpMM (`csrmm`) for a matrix whose longest row stores `max_row`
+/// elements and whose rows store `mean_row` on average, at feature width `feat`: rows split
+/// over warps (8 up to width 128, 4 up to 256: `csrmm_split`, `csrmm_split4`) where some row
+/// is much longer than the mean (power-law graphs), one warp a row (`csrmm`) otherwise.
+/// Measured on an H100: `bench/gpu/results/session6-variants2` and `-variants3`.
+pub fn spmm_gpu_schedule_name(feat: usize, max_row: usize, mean_row: f64) -> &'static str {
+    let skewed = max_row as f64 >= 8.0 * mean_row.max(1.0) && max_row >= 64;
+    match feat {
+        _ if !skewed => "csrmm",
+        0..=128 => "csrmm_split",
+        129..=256 => "csrmm_split4",
+        _ => "csrmm",
+    }
+}

@@ -207,6 +207,7 @@ impl DeviceModule {
             bufs.push(match s {
                 Some(Slot::Buffer(b)) => Some(Arc::new(DeviceBuffer::from_host(&self.ctx, b)?)),
                 Some(Slot::Read(b)) => Some(Arc::new(DeviceBuffer::from_host(&self.ctx, b)?)),
+                Some(Slot::Scratch(b)) => Some(Arc::new(DeviceBuffer::zeroed(&self.ctx, b.len())?)),
                 Some(Slot::Frozen(b, f)) => Some(f.device_copy(&self.ctx, b)?),
                 _ => None,
             });

@@ -82,6 +82,9 @@ pub(crate) enum Slot<'a> {
     Buffer(&'a mut [u8]),
     /// A host array the kernels only read.
     Read(&'a [u8]),
+    /// An intermediate buffer the kernels start from zeros (these host bytes, zeroed): a GPU
+    /// allocates it zeroed on the device and copies nothing back.
+    Scratch(&'a mut [u8]),
     /// A frozen array's bytes and the array, which keeps its device copy for every launch.
     Frozen(&'a [u8], &'a crate::FrozenArray),
     /// An array in device memory (the emulator's device memory is host memory).
@@ -223,10 +226,7 @@ impl GpuKernel {
             };
             slots.push(slot);
         }
-        for (words, bytes) in temps.iter_mut() {
-            let view = tensor_bytes_u64(words);
-            slots.push(Some(Slot::Buffer(&mut view[..*bytes])));
-        }
+        self.push_temps(&mut slots, &mut temps);
         self.execute(&launches, &tmaps, &mut slots, repeats, 0)
     }
 
@@ -252,6 +252,22 @@ impl GpuKernel {
             temps.push((words, bytes));
         }
         Ok(temps)
+    }
+
+    /// The slots of the temporaries `temps` made: the derived ones as host arrays, the others
+    /// as scratch.
+    fn push_temps<'s>(
+        &self,
+        slots: &mut Vec<Option<Slot<'s>>>,
+        temps: &'s mut [(Vec<u64>, usize)],
+    ) {
+        for (t, (words, bytes)) in self.module.temps.iter().zip(temps.iter_mut()) {
+            let view = &mut tensor_bytes_u64(words)[..*bytes];
+            slots.push(Some(match t.fill {
+                Some(_) => Slot::Buffer(view),
+                None => Slot::Scratch(view),
+            }));
+        }
     }
 
     /// Every kernel's grid and block, and the views of its tensor-map arguments, from the
@@ -349,7 +365,7 @@ impl GpuKernel {
                             )));
                         };
                         placed[owner] = Some(match (tmaps[ki][owner], slot) {
-                            (Some(dims), Slot::Buffer(b)) => EmuArg::TensorMap {
+                            (Some(dims), Slot::Buffer(b) | Slot::Scratch(b)) => EmuArg::TensorMap {
                                 bytes: b,
                                 dtype: Some(a.dtype),
                                 dims,
@@ -466,7 +482,7 @@ fn derive_temp(
 
 fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType) -> EmuArg<'s> {
     match slot {
-        Slot::Buffer(b) => EmuArg::Out {
+        Slot::Buffer(b) | Slot::Scratch(b) => EmuArg::Out {
             bytes: b,
             dtype: Some(dt),
         },

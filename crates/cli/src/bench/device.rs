@@ -78,15 +78,10 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         matrices.push((stem(p), load_csr(p)?));
     }
     let cache = KernelCache::from_env()?;
-    // SpMM's default GPU schedule by matrix: rows split over warps (8 up to width 128, 4 at
-    // 256) where some rows are much longer than the mean (power-law graphs); one warp per row
-    // otherwise (measured on an H100: bench/gpu/results/session6-variants2 and -variants3).
+    // SpMM's default GPU schedule by matrix (`sparsetir_ops::spmm_gpu_schedule_name`): rows
+    // split over warps where some rows are much longer than the mean.
     let spmm_split = |feat: usize| {
-        let name = if feat <= 128 {
-            "csrmm_split"
-        } else {
-            "csrmm_split4"
-        };
+        let name = sparsetir_ops::spmm_gpu_schedule_name(feat, usize::MAX, 1.0);
         (name, sparsetir_ops::gpu_schedule(name).map(str::to_string))
     };
     let mut failed = false;
@@ -127,12 +122,17 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
             let dense_b = random_values(3, dense_b_len, 0.0);
             let mut args = arguments(op, a, feat, &dense_a, &dense_b);
             store_inputs(op, &mut args, dtype);
-            let max_row = a.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64;
+            let max_row = a
+                .indptr
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .max()
+                .unwrap_or(0)
+                .max(0) as usize;
             let mean_row = a.nnz() as f64 / a.rows.max(1) as f64;
+            let skewed = sparsetir_ops::spmm_gpu_schedule_name(feat, max_row, mean_row) != "csrmm";
             let (k, sched_name) = match &split {
-                Some((name, s)) if max_row >= 8.0 * mean_row.max(1.0) && max_row >= 64.0 => {
-                    (s, *name)
-                }
+                Some((name, s)) if skewed => (s, *name),
                 _ => (&k, "default"),
             };
             let repeats = if device == GpuDevice::Cuda {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use sparsetir_codegen::CParamKind;
 use sparsetir_ir::DType;
 
-use super::{tensor_bytes_u64, GpuKernel, Slot};
+use super::{GpuKernel, Slot};
 use crate::args::{ArrayRef, LaunchArg, LaunchArgs};
 use crate::error::RunError;
 
@@ -127,10 +127,7 @@ impl GpuKernel {
             )))
         })?;
         let (launches, tmaps) = self.plan(&ints)?;
-        for (words, bytes) in temps.iter_mut() {
-            let view = tensor_bytes_u64(words);
-            slots.push(Some(Slot::Buffer(&mut view[..*bytes])));
-        }
+        self.push_temps(&mut slots, &mut temps);
         self.execute(&launches, &tmaps, &mut slots, 0, stream)
             .map(|_| ())
     }

@@ -1,0 +1,174 @@
+"""sparsetir.ops on the GPU path without a GPU: under ``_device.emulated()`` CPU tensors go
+through exactly what CUDA tensors go through (the catalog kernels under their default GPU
+schedules, operands passed by address, the structure frozen and copied once), run by the
+CUDA emulator. Forward values and gradients are checked against dense PyTorch references;
+a real GPU runs the same tests on CUDA tensors (``test_on_a_real_gpu``, skipped without
+one)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from conftest import random_csr
+
+torch = pytest.importorskip("torch")
+
+from sparsetir import SparsetirError, ops  # noqa: E402
+from sparsetir import _device  # noqa: E402
+
+
+def csr_tensor(A, dtype=torch.float32, device="cpu"):
+    return torch.sparse_csr_tensor(
+        torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)),
+        torch.from_numpy(A.data).to(dtype), size=A.shape).to(device)
+
+
+def dense(A, dtype=torch.float64, device="cpu"):
+    return torch.from_numpy(A.toarray()).to(dtype).to(device)
+
+
+def gpu_targets():
+    """The targets of the GPU kernels built so far."""
+    return {key[4] for key in _device._kernels}
+
+
+def power_law(m, seed):
+    """A matrix with a few rows much longer than the mean (SpMM takes its split schedule)."""
+    rng = np.random.default_rng(seed)
+    rows, cols = [], []
+    for i in range(m):
+        deg = 80 if i % 17 == 0 else int(rng.integers(0, 3))
+        for j in rng.choice(m, size=min(deg, m), replace=False):
+            rows.append(i)
+            cols.append(j)
+    A = sp.csr_matrix((rng.random(len(rows)) + 0.5, (rows, cols)), shape=(m, m))
+    A.sum_duplicates()
+    A.sort_indices()
+    return A.astype(np.float32)
+
+
+def check_forward_and_gradients(device):
+    """Every operator and its gradients on `device`, against dense float64 references."""
+    for A in (random_csr(45, 38, 0.15, seed=1, empty_rows=(3, 20)), power_law(120, 2)):
+        m, n = A.shape
+        At = csr_tensor(A, device=device)
+        rng = np.random.default_rng(3)
+        for feat in (32, 7):
+            B = torch.from_numpy(rng.random((n, feat)).astype(np.float32)).to(device)
+            B.requires_grad_(True)
+            values = At.values().detach().clone().requires_grad_(True)
+            Av = torch.sparse_csr_tensor(At.crow_indices(), At.col_indices(), values,
+                                         size=A.shape)
+            C = ops.spmm(Av, B)
+            assert C.device == B.device and C.dtype == torch.float32
+            want = dense(A, device=device) @ B.detach().double()
+            torch.testing.assert_close(C.double(), want, rtol=1e-5, atol=1e-5)
+            G = torch.from_numpy(rng.random((m, feat)).astype(np.float32)).to(device)
+            C.backward(G)
+            # dB = Aᵀ G; d values[i, j] = G[i, :] · B[j, :].
+            torch.testing.assert_close(B.grad.double(), dense(A, device=device).T @ G.double(),
+                                       rtol=1e-5, atol=1e-5)
+            rows = torch.repeat_interleave(torch.arange(m, device=device),
+                                           At.crow_indices().diff())
+            cols = At.col_indices()
+            gv = (G.double()[rows] * B.detach().double()[cols]).sum(1)
+            torch.testing.assert_close(values.grad.double(), gv, rtol=1e-5, atol=1e-5)
+        # mean
+        B = torch.from_numpy(rng.random((n, 16)).astype(np.float32)).to(device)
+        deg = torch.from_numpy(np.maximum(np.diff(A.indptr), 1)).to(device).double()
+        torch.testing.assert_close(ops.spmm(At, B, reduce="mean").double(),
+                                   (dense(A, device=device) @ B.double()) / deg[:, None],
+                                   rtol=1e-5, atol=1e-5)
+        # SDDMM, with gradients of X, Y and the values.
+        X = torch.from_numpy(rng.random((m, 8)).astype(np.float32)).to(device).requires_grad_()
+        Y = torch.from_numpy(rng.random((n, 8)).astype(np.float32)).to(device).requires_grad_()
+        values = At.values().detach().clone().requires_grad_(True)
+        Av = torch.sparse_csr_tensor(At.crow_indices(), At.col_indices(), values, size=A.shape)
+        S = ops.sddmm(Av, X, Y)
+        mask = dense(A, device=device) != 0
+        Sd = (X.double() @ Y.double().T) * dense(A, device=device)
+        torch.testing.assert_close(S.to_dense().double(), Sd, rtol=1e-5, atol=1e-5)
+        S.values().sum().backward()
+        w = dense(A, device=device)
+        torch.testing.assert_close(X.grad.double(), w @ Y.detach().double(), rtol=1e-5,
+                                   atol=1e-5)
+        torch.testing.assert_close(Y.grad.double(), w.T @ X.detach().double(), rtol=1e-5,
+                                   atol=1e-5)
+        xy = (X.detach().double() @ Y.detach().double().T)[mask]
+        torch.testing.assert_close(values.grad.double(), xy, rtol=1e-5, atol=1e-5)
+        # SpMV
+        x = torch.from_numpy(rng.random(n).astype(np.float32)).to(device).requires_grad_()
+        y = ops.spmv(At, x)
+        torch.testing.assert_close(y.double(), dense(A, device=device) @ x.detach().double(),
+                                   rtol=1e-5, atol=1e-5)
+        y.sum().backward()
+        torch.testing.assert_close(x.grad.double(), dense(A, device=device).T.sum(1),
+                                   rtol=1e-5, atol=1e-5)
+        # The row softmax and its gradient, against torch's on the stored positions.
+        values = At.values().detach().clone().requires_grad_(True)
+        Av = torch.sparse_csr_tensor(At.crow_indices(), At.col_indices(), values, size=A.shape)
+        P = ops.sparse_softmax(Av)
+        full = torch.full((m, n), float("-inf"), dtype=torch.float64, device=device)
+        vd = values.detach().double().clone().requires_grad_(True)
+        full = full.index_put((rows, cols), vd)
+        ref = torch.softmax(full, dim=1)
+        ref = torch.nan_to_num(ref)[rows, cols]
+        torch.testing.assert_close(P.values().double(), ref.detach(), rtol=1e-5, atol=1e-6)
+        weights = torch.from_numpy(rng.random(len(cols))).to(device)
+        (P.values().double() * weights).sum().backward()
+        (ref * weights).sum().backward()
+        torch.testing.assert_close(values.grad.double(), vd.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_every_operator_and_gradient_through_the_gpu_kernels_in_the_emulator():
+    with _device.emulated():
+        check_forward_and_gradients("cpu")
+    assert gpu_targets() == {"cuda-emu"}
+    # The power-law matrix took SpMM's split schedule, the other one warp a row.
+    schedules = {key[3] for key in _device._kernels if key[0] == "csrmm"}
+    assert any("threadIdx.y" in s and "atomic" in s for s in schedules), schedules
+    assert len(schedules) >= 2
+
+
+def test_masked_attention_and_float64_in_the_emulator():
+    A = random_csr(30, 26, 0.2, seed=5, empty_rows=(4,))
+    rng = np.random.default_rng(6)
+    Q = torch.from_numpy(rng.random((30, 16)))
+    K = torch.from_numpy(rng.random((26, 16)))
+    V = torch.from_numpy(rng.random((26, 8)))
+    with _device.emulated():
+        O = ops.masked_attention(A, Q, K, V)
+        assert O.dtype == torch.float64
+        Qg = Q.clone().requires_grad_(True)
+        Og = ops.masked_attention(A, Qg, K, V)
+        Og.sum().backward()
+    mask = torch.from_numpy(A.toarray() != 0)
+    scores = (Q @ K.T) / np.sqrt(16)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    want = torch.nan_to_num(torch.softmax(scores, dim=1)) @ V
+    torch.testing.assert_close(O, want, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(Og.detach(), want, rtol=1e-10, atol=1e-12)
+    Qr = Q.clone().requires_grad_(True)
+    s2 = ((Qr @ K.T) / np.sqrt(16)).masked_fill(~mask, float("-inf"))
+    (torch.nan_to_num(torch.softmax(s2, dim=1)) @ V).sum().backward()
+    torch.testing.assert_close(Qg.grad, Qr.grad, rtol=1e-8, atol=1e-10)
+
+
+def test_gpu_path_refusals():
+    A = random_csr(20, 20, 0.2, seed=7)
+    B = torch.ones(20, 4)
+    with _device.emulated():
+        with pytest.raises(SparsetirError, match="CPU only"):
+            ops.spmm(csr_tensor(A), B, reduce="max")
+        with pytest.raises(ValueError, match="rows"):
+            ops.spmm(csr_tensor(A), torch.ones(19, 4))
+    # Out of the emulation, the same call runs the CPU kernels.
+    C = ops.spmm(csr_tensor(A), B, reduce="max")
+    assert C.shape == (20, 4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_on_a_real_gpu():
+    _device._kernels.clear()
+    check_forward_and_gradients("cuda")
+    assert gpu_targets() == {"cuda"}
