@@ -3,7 +3,8 @@
 # release `sparsetir` and the runtime's test binaries named in TESTS (default: the 2:4 kernels'
 # real-GPU tests; `suite` holds every other runtime test file), stripped and gzipped (a call carries at most 64 MiB), plus, with
 # MATRICES=1, `../shared/data/*.mtx` and the two R-MAT graphs of `bench/run-all.sh` gzipped
-# (the csr phase of run.sh). On the device, unpack first:
+# (the csr phase of run.sh), and (PYTHON_WHEEL=1, the default) the Python package's wheel and
+# the Planetoid data for bench/gpu/python_gpu.sh. On the device, unpack first:
 #
 #   gunzip -f .gpu/sparsetir.gz .gpu/tests/*.gz; chmod +x .gpu/sparsetir .gpu/tests/*;
 #   mkdir -p .gpu/data; for f in .gpu/*.mtx.gz; do gunzip -c $f > .gpu/data/$(basename $f .gz); done
@@ -40,5 +41,15 @@ if [[ ${MATRICES:-0} == 1 ]]; then
     [[ -f $r1 ]] || bash ../shared/bench/run-peers.sh --gen-rmat 100000 2000000 0 "$r1"
     [[ -f $r2 ]] || bash ../shared/bench/run-peers.sh --gen-rmat 169343 1166243 1 "$r2"
     for f in "$r1" "$r2"; do gzip -c "$f" > ".gpu/$(basename "$f").gz"; done
+fi
+if [[ ${PYTHON_WHEEL:-1} == 1 ]]; then
+    # The Python package (abi3: the device's Python 3.12 takes it) and the Planetoid data of
+    # bench/gpu/python_gpu.sh.
+    rm -rf .gpu/wheel .gpu/planetoid-*
+    CARGO_TARGET_DIR=target MATURIN_PEP517_ARGS="--locked --profile release --strip" \
+        python3 -m pip wheel --quiet --no-deps -w .gpu/wheel ./python
+    for d in ../shared/data/planetoid-cora ../shared/data/planetoid-citeseer; do
+        [[ -d $d ]] && cp -r "$d" .gpu/
+    done
 fi
 du -sh .gpu

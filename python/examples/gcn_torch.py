@@ -15,11 +15,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from planetoid import DROPOUT, run  # noqa: E402
 
 
-def make_ops(A_hat, X):
+def make_ops(A_hat, X, device="cpu"):
     coo = A_hat.tocoo()
     A = torch.sparse_coo_tensor(torch.from_numpy(np.vstack([coo.row, coo.col]).astype(np.int64)),
-                                torch.from_numpy(coo.data), size=coo.shape).coalesce()
-    Xd = torch.from_numpy(X.toarray())
+                                torch.from_numpy(coo.data), size=coo.shape).coalesce().to(device)
+    Xd = torch.from_numpy(X.toarray()).to(device)
 
     def first_layer(W, training):
         return torch.nn.functional.dropout(Xd, DROPOUT, training) @ W

@@ -71,18 +71,20 @@ class GCN(torch.nn.Module):
         self.b2 = torch.nn.Parameter(torch.zeros(nclass))
 
 
-def train(forward, opt, y, idx, epochs: int):
+def train(forward, opt, y, idx, epochs: int, sync=lambda: None):
     """Trains for `epochs` steps (`forward(training)` gives the logits) and returns the test
     accuracy at the epoch of best validation accuracy, that validation accuracy, and each
-    training step's milliseconds."""
+    training step's milliseconds (`sync` waits for the device's queued work, on a GPU)."""
     best_val, test_at_best, epoch_ms = -1.0, 0.0, []
     for _ in range(epochs):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad()
         out = forward(True)
         loss = torch.nn.functional.cross_entropy(out[idx["train"]], y[idx["train"]])
         loss.backward()
         opt.step()
+        sync()
         epoch_ms.append((time.perf_counter() - t0) * 1e3)
         with torch.no_grad():
             pred = forward(False).argmax(dim=1)
@@ -103,6 +105,9 @@ def arguments(description: str) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (set OMP_NUM_THREADS too for the sparsetir kernels)")
     p.add_argument("--json", action="store_true", help="print one JSON line")
+    p.add_argument("--device", default="cpu",
+                   help="where the model and the data live: cpu or cuda (sparsetir then runs "
+                        "its GPU kernels on the CUDA tensors)")
     return p
 
 
@@ -123,7 +128,7 @@ def run_seeds(a, label: str, fit, **extra) -> None:
     dataset = os.path.basename(os.path.normpath(a.data)).replace("planetoid-", "")
     result = {"dataset": dataset, **extra, "test_accuracy": float(np.mean(accs)),
               "epoch_ms": statistics.median(epoch_ms), "seeds": a.seeds,
-              "threads": torch.get_num_threads()}
+              "threads": torch.get_num_threads(), "device": a.device}
     if a.json:
         print(json.dumps(result))
     else:
@@ -134,18 +139,20 @@ def run_seeds(a, label: str, fit, **extra) -> None:
 def run(name: str, make_ops, argv=None) -> None:
     """Parses the command line, trains `--seeds` models and prints the results.
 
-    `make_ops(A_hat, X)` returns `(first_layer, propagate)`: `first_layer(W, training)` computes
-    dropout(X) @ W and `propagate(H)` computes A_hat @ H.
+    `make_ops(A_hat, X, device)` returns `(first_layer, propagate)`: `first_layer(W, training)`
+    computes dropout(X) @ W and `propagate(H)` computes A_hat @ H, on `device`.
     """
     a = arguments(f"2-layer GCN on Planetoid ({name})").parse_args(argv)
+    device = torch.device(a.device)
     A_hat, X, labels, split = load(a.data)
-    y = torch.from_numpy(labels)
-    idx = {k: torch.from_numpy(v) for k, v in split.items()}
-    first_layer, propagate = make_ops(A_hat, X)
+    y = torch.from_numpy(labels).to(device)
+    idx = {k: torch.from_numpy(v).to(device) for k, v in split.items()}
+    first_layer, propagate = make_ops(A_hat, X, device)
     nclass = int(labels.max()) + 1
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def fit(seed: int):
-        model = GCN(X.shape[1], nclass, seed)
+        model = GCN(X.shape[1], nclass, seed).to(device)
         opt = torch.optim.Adam([
             {"params": [model.W1, model.b1], "weight_decay": WEIGHT_DECAY},
             {"params": [model.W2, model.b2], "weight_decay": 0.0},
@@ -156,6 +163,6 @@ def run(name: str, make_ops, argv=None) -> None:
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
             return propagate(h @ model.W2) + model.b2
 
-        return train(forward, opt, y, idx, a.epochs)
+        return train(forward, opt, y, idx, a.epochs, sync)
 
     run_seeds(a, name, fit, impl=name)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# sparsetir.ops on a real GPU, from Python, on the device machine (its python3 holds PyTorch,
+# numpy, scipy and pytest): installs the wheel bench/gpu/prepare.sh put in .gpu/wheel, runs the
+# GPU path's tests on CUDA tensors (python/tests/test_ops_gpu.py: every operator and gradient
+# against dense float64 references, the GCN example's products), then times the 2-layer GCN
+# (python/examples/gcn.py against gcn_torch.py, both `--device cuda`, 200 epochs, one seed) on
+# the Planetoid graphs carried in .gpu. Results: $OUT/python_tests.txt, $OUT/gcn.jsonl.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/res/python}
+mkdir -p "$OUT" /tmp/site
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .gpu/wheel/*.whl || exit 1
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 SPARSETIR_CACHE_DIR=/tmp/sparsetir-cache
+timeout "${BUDGET_TESTS:-90}" python3 -m pytest python/tests/test_ops_gpu.py -q -rs \
+    > "$OUT/python_tests.txt" 2>&1
+echo "pytest exit $?" >> "$OUT/python_tests.txt"
+for d in .gpu/planetoid-cora .gpu/planetoid-citeseer; do
+    [[ -d $d ]] || continue
+    for impl in gcn gcn_torch; do
+        timeout "${BUDGET_GCN:-40}" python3 "python/examples/$impl.py" --data "$d" \
+            --device cuda --json >> "$OUT/gcn.jsonl" 2>> "$OUT/gcn.err"
+    done
+done
+cat "$OUT/python_tests.txt" "$OUT/gcn.jsonl"
