@@ -151,6 +151,22 @@ impl NativeKernel {
         }
     }
 
+    /// Refuses an integer argument other than the value a parameter was specialized to.
+    fn check_specialized(&self, args: &Bound<'_, PyDict>) -> PyResult<()> {
+        for (k, v) in &self.specialized {
+            if let Some(given) = args.get_item(k)? {
+                if let Ok(x) = given.extract::<i64>() {
+                    if x != *v {
+                        return Err(err(format!(
+                            "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Runs without the GIL.
     fn execute_released(
         &self,
@@ -335,17 +351,7 @@ impl NativeKernel {
         args: &Bound<'py, PyDict>,
         outputs: &Bound<'py, PyList>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        for (k, v) in &self.specialized {
-            if let Some(given) = args.get_item(k)? {
-                if let Ok(x) = given.extract::<i64>() {
-                    if x != *v {
-                        return Err(err(format!(
-                            "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
-                        )));
-                    }
-                }
-            }
-        }
+        self.check_specialized(args)?;
         // Outputs start zeroed, except the float ones a C kernel's code stores whole.
         let overwritten: &[String] = match &self.exec {
             Exec::C(k) => k.overwritten_params(),
@@ -434,17 +440,7 @@ impl NativeKernel {
                 self.target
             )));
         };
-        for (k, v) in &self.specialized {
-            if let Some(given) = args.get_item(k)? {
-                if let Ok(x) = given.extract::<i64>() {
-                    if x != *v {
-                        return Err(err(format!(
-                            "parameter `{k}` = {x}, but this kernel is specialized to {k} = {v}"
-                        )));
-                    }
-                }
-            }
-        }
+        self.check_specialized(args)?;
         let held = device::launch_args(args)?;
         device::launch(py, k, &held, stream)
     }

@@ -211,18 +211,8 @@ impl GpuKernel {
                 (CParamKind::Scalar(_), Some(ArgValue::Int(v))) => Some(Slot::Int(*v)),
                 (CParamKind::Scalar(_), Some(ArgValue::Float(v))) => Some(Slot::Float(*v)),
                 (CParamKind::Array { elem }, None) if *elem == DType::Handle => None,
-                (_, None) => {
-                    return Err(RunError::InvalidLaunch(format!(
-                        "parameter `{}` is not bound",
-                        p.name
-                    )))
-                }
-                (_, Some(_)) => {
-                    return Err(RunError::InvalidLaunch(format!(
-                        "parameter `{}` is bound to a value of the wrong kind",
-                        p.name
-                    )))
-                }
+                (_, None) => return Err(unbound(&p.name)),
+                (_, Some(_)) => return Err(wrong_kind(&p.name)),
             };
             slots.push(slot);
         }
@@ -407,6 +397,18 @@ impl GpuKernel {
         stats.grids = launches.iter().map(|(g, _)| *g).collect();
         Ok(stats)
     }
+}
+
+/// A parameter the launch's arguments leave unbound.
+fn unbound(name: &str) -> RunError {
+    RunError::InvalidLaunch(format!("parameter `{name}` is not bound"))
+}
+
+/// A parameter bound to a scalar where it takes an array, or the other way round.
+fn wrong_kind(name: &str) -> RunError {
+    RunError::InvalidLaunch(format!(
+        "parameter `{name}` is bound to a value of the wrong kind"
+    ))
 }
 
 /// A tensor map asked of an array lent in device memory: the runtime encodes maps of the

@@ -104,18 +104,8 @@ impl GpuKernel {
                 }
                 (CParamKind::Scalar(_), Some(LaunchArg::Float(v))) => Some(Slot::Float(*v)),
                 (CParamKind::Array { elem }, None) if *elem == DType::Handle => None,
-                (_, None) => {
-                    return Err(RunError::InvalidLaunch(format!(
-                        "parameter `{}` is not bound",
-                        p.name
-                    )))
-                }
-                (_, Some(_)) => {
-                    return Err(RunError::InvalidLaunch(format!(
-                        "parameter `{}` is bound to a value of the wrong kind",
-                        p.name
-                    )))
-                }
+                (_, None) => return Err(super::unbound(&p.name)),
+                (_, Some(_)) => return Err(super::wrong_kind(&p.name)),
             };
             slots.push(slot);
         }

@@ -201,30 +201,7 @@ impl Writer<'_> {
         {
             return false;
         }
-        let Some(p) = &acc.block.predicate else {
-            return true;
-        };
-        let mut moving: Vec<VarId> = acc
-            .block
-            .iters
-            .iter()
-            .filter(|it| it.kind == IterKind::Reduce)
-            .map(|it| it.var)
-            .collect();
-        moving.push(f.var);
-        moving.extend(acc.chain.iter().copied());
-        let spatial: HashMap<VarId, Expr> = acc
-            .block
-            .iters
-            .iter()
-            .filter(|it| it.kind != IterKind::Reduce)
-            .map(|it| (it.var, it.binding.clone()))
-            .collect();
-        let mut parts = Vec::new();
-        conjuncts(p, &mut parts);
-        parts
-            .into_iter()
-            .all(|c| mentions(&subst(c, &spatial), &moving))
+        acc.combination_guards(f).is_empty()
     }
 
     /// The value the registers of the accumulation over loop `v` start with, where a fill was

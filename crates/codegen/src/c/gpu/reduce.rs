@@ -21,7 +21,7 @@ pub(crate) struct Accumulation<'a> {
     /// The innermost loop when it selects the element (its variable and constant extent).
     pub(super) lane: Option<(VarId, i64)>,
     /// The loops of the nest below the first one.
-    pub(super) chain: Vec<VarId>,
+    chain: Vec<VarId>,
     pub(super) block: &'a Block,
     /// The update as a store `Y[idx] = Y[idx] op e` (an atomic add is written so too).
     pub(super) store: Store,
@@ -30,6 +30,42 @@ pub(crate) struct Accumulation<'a> {
     op: RedOp,
     /// The store's indices with the block iterators replaced by their bindings.
     pub(super) outer_indices: Vec<Expr>,
+}
+
+impl Accumulation<'_> {
+    /// The conditions of a cross-thread reduction over `f` that guard its combination: the
+    /// block's conjuncts that do not move with the reduction (its reduce iterators, `f`, the
+    /// loops inside), in the enclosing loops' variables. A condition on the reduction's steps
+    /// skips those steps inside; the total needs no guard for it (the init, in the RFC form,
+    /// runs once per element).
+    pub(super) fn combination_guards(&self, f: &For) -> Vec<Expr> {
+        let Some(p) = &self.block.predicate else {
+            return Vec::new();
+        };
+        let moving: Vec<VarId> = self
+            .block
+            .iters
+            .iter()
+            .filter(|it| it.kind == IterKind::Reduce)
+            .map(|it| it.var)
+            .chain(std::iter::once(f.var))
+            .chain(self.chain.iter().copied())
+            .collect();
+        let spatial: HashMap<VarId, Expr> = self
+            .block
+            .iters
+            .iter()
+            .filter(|it| it.kind != IterKind::Reduce)
+            .map(|it| (it.var, it.binding.clone()))
+            .collect();
+        let mut parts = Vec::new();
+        conjuncts(p, &mut parts);
+        parts
+            .into_iter()
+            .map(|c| subst(c, &spatial))
+            .filter(|c| !mentions(c, &moving))
+            .collect()
+    }
 }
 
 impl<'f> Writer<'f> {
@@ -591,35 +627,9 @@ impl<'f> Writer<'f> {
             Some(g) => format!("{lead} && {g}"),
             None => lead,
         };
-        if let Some(p) = &acc.block.predicate {
-            let moving: Vec<VarId> = acc
-                .block
-                .iters
-                .iter()
-                .filter(|it| it.kind == IterKind::Reduce)
-                .map(|it| it.var)
-                .chain(std::iter::once(f.var))
-                .chain(acc.chain.iter().copied())
-                .collect();
-            let spatial_map: HashMap<VarId, Expr> = acc
-                .block
-                .iters
-                .iter()
-                .filter(|it| it.kind != IterKind::Reduce)
-                .map(|it| (it.var, it.binding.clone()))
-                .collect();
-            let mut parts = Vec::new();
-            conjuncts(p, &mut parts);
-            for c in parts {
-                let c = subst(c, &spatial_map);
-                if mentions(&c, &moving) {
-                    // A condition on the reduction's steps: they are skipped inside, the total
-                    // needs no guard (the init, in the RFC form, runs once per element).
-                    continue;
-                }
-                let (t, _) = self.expr(&c)?;
-                cond = format!("{cond} && {t}");
-            }
+        for c in acc.combination_guards(f) {
+            let (t, _) = self.expr(&c)?;
+            cond = format!("{cond} && {t}");
         }
         self.line(&format!("if ({cond}) {{"));
         self.indent += 1;
