@@ -544,12 +544,12 @@ def _t_spmm(s: _Csr, v: Any, b: Any, kernel: str = "csrmm") -> Any:
     CPU kernels on numpy views of CPU ones."""
     import torch
 
+    _device.same_device("spmm", v, b)
     if _device.on_gpu(b):
         if kernel != "csrmm":
             raise SparsetirError(
                 f"spmm: reduce={kernel[6:]!r} runs on the CPU only for now (its GPU kernels "
                 "and gradient are not there yet); move the operands to the CPU")
-        _device.same_device("spmm", v, b)
         return _device.spmm(s, v, b)
     return torch.from_numpy(_spmm_np(s, _np(v), _np(b), kernel))
 
@@ -558,10 +558,10 @@ def _t_sddmm(s: _Csr, v: Optional[Any], x: Any, y: Any) -> Any:
     """SDDMM's values on torch tensors, unrecorded (``v=None``: ``X Yᵀ`` sampled)."""
     import torch
 
+    _device.same_device("sddmm", x, y, *(() if v is None else (v,)))
     if _device.on_gpu(x):
         if v is None:
             v = s.torch_filled(1.0, x.dtype, x.device)
-        _device.same_device("sddmm", v, x, y)
         return _device.sddmm(s, v, x, y)
     return torch.from_numpy(_sddmm_np(s, None if v is None else _np(v), _np(x), _np(y)))
 
@@ -570,8 +570,8 @@ def _t_spmv(s: _Csr, v: Any, x: Any) -> Any:
     """SpMV on torch tensors, unrecorded."""
     import torch
 
+    _device.same_device("spmv", v, x)
     if _device.on_gpu(x):
-        _device.same_device("spmv", v, x)
         return _device.spmv(s, v, x)
     return torch.from_numpy(_spmv_np(s, _np(v), _np(x)))
 

@@ -162,6 +162,9 @@ def test_gpu_path_refusals():
             ops.spmm(csr_tensor(A), B, reduce="max")
         with pytest.raises(ValueError, match="rows"):
             ops.spmm(csr_tensor(A), torch.ones(19, 4))
+    # Operands on two devices (a meta tensor stands for a GPU one here).
+    with pytest.raises(SparsetirError, match="different devices"):
+        ops.spmm(csr_tensor(A), torch.empty(20, 4, device="meta"))
     # Out of the emulation, the same call runs the CPU kernels.
     C = ops.spmm(csr_tensor(A), B, reduce="max")
     assert C.shape == (20, 4)
