@@ -211,3 +211,21 @@ def test_the_gcn_example_trains_through_the_gpu_kernels():
     assert gpu_targets() == {"cuda-emu"}
     for a, b in zip(gpu, cpu):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_float16_operands_in_the_emulator():
+    """16-bit operands: the GPU kernels read float16, add in float32, and the result is
+    float16 (as on the CPU path), within float16's rounding of the float64 product."""
+    A = random_csr(40, 30, 0.2, seed=12, empty_rows=(5,))
+    At = csr_tensor(A, dtype=torch.float16)
+    rng = np.random.default_rng(13)
+    B = torch.from_numpy(rng.random((30, 32)).astype(np.float16))
+    x = torch.from_numpy(rng.random(30).astype(np.float16))
+    with _device.emulated():
+        C = ops.spmm(At, B)
+        y = ops.spmv(At, x)
+    Ad = torch.from_numpy(A.toarray()).half().double()
+    assert C.dtype == torch.float16 and y.dtype == torch.float16
+    torch.testing.assert_close(C.double(), Ad @ B.double(), rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(y.double(), Ad @ x.double(), rtol=2e-3, atol=2e-3)
+    assert ("csrmm", "float16") in {k[:2] for k in _device._kernels}
