@@ -4,7 +4,8 @@
 # GPU path's tests on CUDA tensors (python/tests/test_ops_gpu.py: every operator and gradient
 # against dense float64 references, the GCN example's products), then times the 2-layer GCN
 # (python/examples/gcn.py against gcn_torch.py, both `--device cuda`, 200 epochs, one seed) on
-# the Planetoid graphs carried in .gpu. Results: $OUT/python_tests.txt, $OUT/gcn.jsonl.
+# the Planetoid graphs carried in .gpu, and GraphSAGE with max aggregation on cora (sparsetir
+# against torch.sparse.mm's amax). Results: $OUT/python_tests.txt, $OUT/gcn.jsonl.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/res/python}
@@ -22,4 +23,10 @@ for d in .gpu/planetoid-cora .gpu/planetoid-citeseer; do
             --device cuda --json >> "$OUT/gcn.jsonl" 2>> "$OUT/gcn.err"
     done
 done
+if [[ -d .gpu/planetoid-cora ]]; then
+    for impl in sparsetir torch; do
+        timeout "${BUDGET_GCN:-40}" python3 python/examples/sage.py --data .gpu/planetoid-cora \
+            --aggr max --impl $impl --device cuda --json >> "$OUT/gcn.jsonl" 2>> "$OUT/gcn.err"
+    done
+fi
 cat "$OUT/python_tests.txt" "$OUT/gcn.jsonl"

@@ -57,17 +57,21 @@ def main(argv=None):
     adj.setdiag(0)
     adj.eliminate_zeros()
     adj.data[:] = 1.0
-    A, Xt = csr_tensor(adj.astype(np.float32)), csr_tensor(X)
-    y = torch.from_numpy(labels)
-    idx = {k: torch.from_numpy(v) for k, v in split.items()}
+    device = torch.device(a.device)
+    A, Xt = csr_tensor(adj.astype(np.float32)).to(device), csr_tensor(X).to(device)
+    y = torch.from_numpy(labels).to(device)
+    idx = {k: torch.from_numpy(v).to(device) for k, v in split.items()}
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     nclass, nfeat = int(labels.max()) + 1, X.shape[1]
 
     def fit(seed: int):
         gen = torch.Generator().manual_seed(seed)
         W1s, W1n = glorot(nfeat, HIDDEN, gen), glorot(nfeat, HIDDEN, gen)
         W2s, W2n = glorot(HIDDEN, nclass, gen), glorot(HIDDEN, nclass, gen)
-        b1 = torch.nn.Parameter(torch.zeros(HIDDEN))
-        b2 = torch.nn.Parameter(torch.zeros(nclass))
+        W1s, W1n, W2s, W2n = (torch.nn.Parameter(w.detach().to(device))
+                              for w in (W1s, W1n, W2s, W2n))
+        b1 = torch.nn.Parameter(torch.zeros(HIDDEN, device=device))
+        b2 = torch.nn.Parameter(torch.zeros(nclass, device=device))
         opt = torch.optim.Adam([
             {"params": [W1s, W1n, b1], "weight_decay": WEIGHT_DECAY},
             {"params": [W2s, W2n, b2], "weight_decay": 0.0},
@@ -78,7 +82,7 @@ def main(argv=None):
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
             return h @ W2s + spmm(A, h @ W2n, reduce=a.aggr) + b2
 
-        return train(forward, opt, y, idx, a.epochs)
+        return train(forward, opt, y, idx, a.epochs, sync)
 
     run_seeds(a, f"GraphSAGE, {a.aggr}, {a.impl}", fit, model="sage", aggr=a.aggr, impl=a.impl)
 

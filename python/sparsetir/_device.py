@@ -177,3 +177,86 @@ def softmax(s: Any, values: Any) -> Any:
     _launch(k, {**s.launch_args(), "a": _arg(v), "b": _arg(b, True), "m": s.m, "n": s.n,
                 "nnz": s.nnz}, v)
     return b.to(values.dtype)
+
+
+def spmm_extreme(s: Any, values: Any, B: Any, kernel: str) -> Any:
+    """``spmm(A, B, reduce="max"|"min")`` (`kernel`: ``csrmm_max``/``csrmm_min``): a row that
+    stores nothing gives 0. float16 operands run the float32 kernel (max and min are exact)."""
+    import torch
+
+    if B.dim() != 2:
+        raise ValueError(f"spmm: B must be 2-D, got shape {tuple(B.shape)}")
+    if B.shape[0] != s.n:
+        raise ValueError(f"spmm: A is {s.m}x{s.n} but B has {B.shape[0]} rows")
+    if B.dtype == torch.float16:
+        return spmm_extreme(s, values.float(), B.float(), kernel).half()
+    feat = B.shape[1]
+    c = _out((s.m, feat), B.dtype, B)
+    if feat == 0 or s.m == 0:
+        return c.zero_()
+    v, b = values.contiguous(), B.contiguous()
+    k = _kernel(kernel, _dtype_name(b), feat, _target(b))
+    _launch(k, {**s.launch_args(), "a": _arg(v), "b": _arg(b), "c": _arg(c, True),
+                "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat}, b)
+    empty = s.torch_empty_rows(c.device)
+    if len(empty):
+        c[empty] = 0
+    return c
+
+
+def extreme_grads(s: Any, values: Any, B: Any, C: Any, G: Any, need_values: bool,
+                  need_B: bool):
+    """The gradients of ``C = spmm(A, B, reduce="max"|"min")`` w.r.t. A's values and B: each
+    output's gradient goes to the products equal to it, split evenly among ties. float32 and
+    float64 run the kernels ``extreme_count``, ``extreme_grad_a`` and ``extreme_grad_b``
+    under their GPU schedules; float16 outputs, whose ties are among products rounded to
+    float16, compute in PyTorch on nnz × k tensors."""
+    import torch
+
+    if C.dtype == torch.float16 or s.nnz == 0:
+        return _extreme_grads_torch(s, values.float(), B.float(), C, G.float(), need_values,
+                                    need_B)
+    m, feat = C.shape
+    v, b, e, g = (x.contiguous() for x in (values, B, C, G.to(C.dtype)))
+    dt, target = _dtype_name(e), _target(e)
+    common = {"m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat}
+    ties = torch.empty_like(e)
+    _launch(_kernel("extreme_count", dt, feat, target),
+            {**s.launch_args(), **common, "a": _arg(v), "b": _arg(b), "e": _arg(e),
+             "c": _arg(ties, True)}, e)
+    w = torch.div(g, ties.clamp_(min=1), out=ties)
+    g_values = g_B = None
+    if need_values:
+        g_values = torch.empty(s.nnz, dtype=e.dtype, device=e.device)
+        _launch(_kernel("extreme_grad_a", dt, feat, target),
+                {**s.launch_args(), **common, "a": _arg(v), "b": _arg(b), "e": _arg(e),
+                 "w": _arg(w), "y": _arg(g_values, True)}, e)
+    if need_B:
+        t = s.transpose()[0]
+        at = v[s.torch_perm(v.device)].contiguous()
+        g_B = torch.empty((s.n, feat), dtype=e.dtype, device=e.device)
+        _launch(_kernel("extreme_grad_b", dt, feat, target),
+                {**t.launch_args(), "n": s.n, "m": s.m, "nnz": s.nnz, "feat_size": feat,
+                 "at": _arg(at), "b": _arg(b), "e": _arg(e), "w": _arg(w),
+                 "c": _arg(g_B, True)}, e)
+    return g_values, g_B
+
+
+def _extreme_grads_torch(s: Any, values: Any, B: Any, C: Any, G: Any, need_values: bool,
+                         need_B: bool):
+    """`extreme_grads` in PyTorch operations (any device): a product reaches its output where,
+    rounded to C's type, it equals it."""
+    import torch
+
+    rows = s.torch_rows(values.device)
+    cols = s.torch_cols(values.device)
+    prod = values[:, None] * B[cols]
+    hit = (prod.to(C.dtype) == C[rows]).to(prod.dtype)
+    ties = torch.zeros(C.shape, dtype=prod.dtype, device=prod.device).index_add_(0, rows, hit)
+    gw = G[rows] * hit / ties.clamp(min=1)[rows]
+    g_values = (gw * B[cols]).sum(1) if need_values else None
+    g_B = None
+    if need_B:
+        g_B = torch.zeros(B.shape, dtype=gw.dtype, device=gw.device).index_add_(
+            0, cols, gw * values[:, None])
+    return g_values, g_B

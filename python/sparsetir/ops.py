@@ -162,6 +162,25 @@ class _Csr:
                                           device=device)
         return self._torch[key]
 
+    def torch_cols(self, device: Any):
+        """The column of every stored element, as a torch index tensor on `device` (cached)."""
+        key = ("cols", str(device))
+        if key not in self._torch:
+            import torch
+
+            self._torch[key] = torch.from_numpy(self.indices.astype(np.int64)).to(device)
+        return self._torch[key]
+
+    def torch_empty_rows(self, device: Any):
+        """The rows that store nothing, as a torch index tensor on `device` (cached)."""
+        key = ("empty rows", str(device))
+        if key not in self._torch:
+            import torch
+
+            # (A copy: the structure's derived arrays are read-only.)
+            self._torch[key] = torch.tensor(self.empty_rows(), device=device)
+        return self._torch[key]
+
     def torch_rows(self, device: Any):
         """The row of every stored element, as a torch index tensor on `device` (cached)."""
         key = ("rows", str(device))
@@ -547,9 +566,7 @@ def _t_spmm(s: _Csr, v: Any, b: Any, kernel: str = "csrmm") -> Any:
     _device.same_device("spmm", v, b)
     if _device.on_gpu(b):
         if kernel != "csrmm":
-            raise SparsetirError(
-                f"spmm: reduce={kernel[6:]!r} runs on the CPU only for now (its GPU kernels "
-                "and gradient are not there yet); move the operands to the CPU")
+            return _device.spmm_extreme(s, v, b, kernel)
         return _device.spmm(s, v, b)
     return torch.from_numpy(_spmm_np(s, _np(v), _np(b), kernel))
 
@@ -636,13 +653,19 @@ def _fns():
         @staticmethod
         def forward(ctx, values, B, s, kernel):
             ctx.s = s
-            C = T(_spmm_np(s, _np(values), _np(B), kernel))
+            C = _t_spmm(s, values.detach(), B.detach(), kernel)
             ctx.save_for_backward(values, B, C)
             return C
 
         @staticmethod
         def backward(ctx, G):
             values, B, C = ctx.saved_tensors
+            if _device.on_gpu(B):
+                g_v, g_B = _device.extreme_grads(
+                    ctx.s, values.detach(), B.detach(), C, G, ctx.needs_input_grad[0],
+                    ctx.needs_input_grad[1])
+                return (None if g_v is None else g_v.to(values.dtype),
+                        None if g_B is None else g_B.to(B.dtype), None, None)
             acc = np.float64 if C.dtype == torch.float64 else np.float32
             # (No copies where the operands already are `acc`: each m×k one costs its page
             # faults.)
@@ -803,7 +826,7 @@ def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
     if reduce == "mean":
         v = _mean_weights(s, v)
     kernel = "csrmm_" + reduce if reduce in ("max", "min") else "csrmm"
-    if not _recorded(v, b) or (kernel != "csrmm" and _device.on_gpu(b)):
+    if not _recorded(v, b):
         return _t_spmm(s, v, b, kernel)
     if kernel != "csrmm":
         return _fns()["spmm_extreme"].apply(v, b, s, kernel)

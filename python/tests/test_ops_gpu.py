@@ -158,16 +158,51 @@ def test_gpu_path_refusals():
     A = random_csr(20, 20, 0.2, seed=7)
     B = torch.ones(20, 4)
     with _device.emulated():
-        with pytest.raises(SparsetirError, match="CPU only"):
-            ops.spmm(csr_tensor(A), B, reduce="max")
         with pytest.raises(ValueError, match="rows"):
             ops.spmm(csr_tensor(A), torch.ones(19, 4))
     # Operands on two devices (a meta tensor stands for a GPU one here).
     with pytest.raises(SparsetirError, match="different devices"):
-        ops.spmm(csr_tensor(A), torch.empty(20, 4, device="meta"))
-    # Out of the emulation, the same call runs the CPU kernels.
-    C = ops.spmm(csr_tensor(A), B, reduce="max")
-    assert C.shape == (20, 4)
+        ops.spmm(csr_tensor(A), B.to("meta"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_max_and_min_aggregation_on_the_gpu_path_equal_the_cpu_path(dtype, reduce):
+    """Forward and both gradients, with ties (values from few levels) and an empty row: the
+    GPU kernels (float16: the float32 kernel forward, the gradient in PyTorch) give the CPU
+    path's results, which test_aggregate.py checks against the definition."""
+    A = random_csr(30, 25, 0.25, seed=14, empty_rows=(6,))
+    rng = np.random.default_rng(15)
+    A.data = rng.choice([-1.0, -0.5, 0.5, 1.0], size=A.nnz).astype(np.float32)
+    Bn = rng.choice([-1.0, 0.5, 1.0], size=(25, 9))
+    G = torch.from_numpy(rng.random((30, 9))).to(dtype)
+
+    def run(gpu):
+        values = torch.from_numpy(A.data).to(dtype).requires_grad_(True)
+        At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                     torch.from_numpy(A.indices.astype(np.int64)), values,
+                                     size=A.shape)
+        B = torch.from_numpy(Bn).to(dtype).requires_grad_(True)
+        if gpu:
+            with _device.emulated():
+                C = ops.spmm(At, B, reduce=reduce)
+                C.backward(G)
+        else:
+            C = ops.spmm(At, B, reduce=reduce)
+            C.backward(G)
+        return C.detach(), values.grad, B.grad
+
+    _device._kernels.clear()
+    gpu, cpu = run(True), run(False)
+    assert gpu_targets() == {"cuda-emu"}
+    assert gpu[0].dtype == dtype
+    built = {key[0] for key in _device._kernels}
+    assert "csrmm_" + reduce in built
+    if dtype != torch.float16:
+        assert {"extreme_count", "extreme_grad_a", "extreme_grad_b"} <= built, built
+    for a, b in zip(gpu, cpu):
+        torch.testing.assert_close(a, b, rtol=1e-3 if dtype == torch.float16 else 1e-6,
+                                   atol=1e-3 if dtype == torch.float16 else 1e-6)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

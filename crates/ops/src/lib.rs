@@ -203,6 +203,22 @@ pub fn cpu_schedule(kernel: &str) -> Option<&'static str> {
 /// schedule, `sparsetir_schedule::auto_gpu`).
 static GPU_SCHEDULES: &[(&str, &str)] = &[
     ("csrmm", include_str!("../schedules/gpu/csrmm.sched")),
+    // The aggregations keep csrmm's and sddmm's iteration names: their one-warp-a-row
+    // schedules apply (never the row-split ones, whose atomics add).
+    ("csrmm_max", include_str!("../schedules/gpu/csrmm.sched")),
+    ("csrmm_min", include_str!("../schedules/gpu/csrmm.sched")),
+    (
+        "extreme_count",
+        include_str!("../schedules/gpu/csrmm.sched"),
+    ),
+    (
+        "extreme_grad_a",
+        include_str!("../schedules/gpu/sddmm.sched"),
+    ),
+    (
+        "extreme_grad_b",
+        include_str!("../schedules/gpu/csrmm.sched"),
+    ),
     (
         "csrmm_split",
         include_str!("../schedules/gpu/csrmm_split.sched"),

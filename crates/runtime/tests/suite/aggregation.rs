@@ -2,12 +2,14 @@
 //! `extreme_grad_b`), compiled by the C backend with and without their default schedules, equal
 //! the stage-I evaluator, and the evaluator equals the definition written here: on a matrix with
 //! empty rows and a full one, values drawn from few levels so that products tie, and the
-//! forward output `E` the evaluator's `csrmm_max`/`csrmm_min`.
+//! forward output `E` the evaluator's `csrmm_max`/`csrmm_min`. Under their default schedules
+//! the CUDA code of the same kernels (GPU schedules, run in the emulator) equals it too.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparsetir_eval::eval_func;
 use sparsetir_runtime::build;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
 use crate::common;
 use common::{f32s, f64s, have_cc, i32s, int, opts, Args};
@@ -41,19 +43,43 @@ fn run(kernel: &str, schedule: bool, args: &Args) -> Args {
         let k = build(&f, s, &[], &opts("aggregation")).unwrap_or_else(|e| panic!("{e}"));
         let mut got = args.clone();
         k.run(&mut got).unwrap_or_else(|e| panic!("{kernel}: {e}"));
-        for (name, v) in &want {
-            if matches!(v, sparsetir_eval::ArgValue::Array(_)) {
-                let (g, w) = (f64s(&got, name), f64s(&want, name));
-                for (x, (a, b)) in g.iter().zip(&w).enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-                        "{kernel} (schedule {schedule}) `{name}`[{x}]: C {a}, evaluator {b}"
-                    );
-                }
-            }
+        same(&format!("{kernel} (C, schedule {schedule})"), &got, &want);
+        if schedule {
+            // The GPU path (Python's, on CUDA tensors): the default GPU schedule with
+            // `feat_size` specialised, in the emulator.
+            let feat = match args.get("feat_size") {
+                Some(sparsetir_eval::ArgValue::Int(v)) => *v,
+                _ => panic!("{kernel}: no feat_size"),
+            };
+            let sched = sparsetir_ops::gpu_schedule(kernel).expect("a GPU schedule");
+            let cache = sparsetir_runtime::cache::KernelCache::new(
+                std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("aggregation-gpu"),
+            );
+            let spec = [("feat_size".to_string(), feat)];
+            let k = GpuKernel::build(&f, Some(sched), &spec, GpuDevice::Emulator, &cache)
+                .unwrap_or_else(|e| panic!("{kernel} (GPU): {e}"));
+            let mut got = args.clone();
+            k.run(&mut got)
+                .unwrap_or_else(|e| panic!("{kernel} (GPU): {e}"));
+            same(&format!("{kernel} (GPU schedule, emulator)"), &got, &want);
         }
     }
     want
+}
+
+/// Every array of `got` equals `want`'s within 1e-5 relative.
+fn same(what: &str, got: &Args, want: &Args) {
+    for (name, v) in want {
+        if matches!(v, sparsetir_eval::ArgValue::Array(_)) {
+            let (g, w) = (f64s(got, name), f64s(want, name));
+            for (x, (a, b)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                    "{what} `{name}`[{x}]: got {a}, evaluator {b}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
