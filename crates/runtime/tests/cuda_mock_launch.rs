@@ -6,10 +6,12 @@
 //! group of 3 and never on the lone one), not with its tiles; without clusters, or where the
 //! query fails, with the blocks that fit a multiprocessor at a time, in whole clusters; the
 //! kernel of a block a tile gets its tiles. NVRTC compiles the kernels for sm_90a (the mock is
-//! a compute capability 9.0 device). Skipped, with a note, without a C compiler or (outside
-//! CI) NVRTC.
+//! a compute capability 9.0 device). A launch on borrowed arguments (`GpuKernel::launch`)
+//! hands the driver the caller's device addresses and stream, and a frozen array's device copy,
+//! made once. Skipped, with a note, without a C compiler or (outside CI) NVRTC.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -31,14 +33,27 @@ fn mock_driver() -> Option<PathBuf> {
     mock_build::mock_driver(&src, 4, &dir)
 }
 
+/// The mock driver, made the driver of every context of this binary (once, before any test
+/// makes a context); `None` without a C compiler or (outside CI) NVRTC.
+fn driver() -> Option<&'static PathBuf> {
+    static DRIVER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DRIVER
+        .get_or_init(|| {
+            let driver = mock_driver()?;
+            common::nvrtc()?;
+            // (Set once, here, before any test of this binary reads it: every test calls
+            // `driver()` first, and the others wait for this initialisation.)
+            std::env::set_var("SPARSETIR_CUDA_DRIVER", &driver);
+            Some(driver)
+        })
+        .as_ref()
+}
+
 #[test]
 fn a_persistent_launch_takes_the_clusters_the_driver_says_fit() {
-    let Some(driver) = mock_driver() else { return };
-    if common::nvrtc().is_none() {
+    if driver().is_none() {
         return;
     }
-    // (This binary's only test: the variable is read by every context it makes.)
-    std::env::set_var("SPARSETIR_CUDA_DRIVER", &driver);
     let cache =
         KernelCache::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-mock-launch"));
     let (m, n, feat) = (512, 256, 512);
@@ -73,4 +88,124 @@ fn a_persistent_launch_takes_the_clusters_the_driver_says_fit() {
         let stats = k.run(&mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(stats.grids, vec![grid], "{what}");
     }
+}
+
+/// What the mock recorded of the last launch.
+struct Recorded {
+    lib: libloading::Library,
+}
+
+impl Recorded {
+    fn new(driver: &PathBuf) -> Recorded {
+        // SAFETY: the mock driver this binary's contexts already loaded (same path, same
+        // handle); its exported functions take and return plain integers.
+        let lib = unsafe { libloading::Library::new(driver) }.expect("the mock driver");
+        Recorded { lib }
+    }
+    fn call_i(&self, name: &[u8], arg: i32) -> u64 {
+        // SAFETY: `mock_last_param(int) -> uint64_t`, `mock_record_params(int)` (its result
+        // ignored) in libcuda_mock.c.
+        unsafe {
+            let f: libloading::Symbol<'_, unsafe extern "C" fn(i32) -> u64> =
+                self.lib.get(name).expect("symbol");
+            f(arg)
+        }
+    }
+    fn call(&self, name: &[u8]) -> u64 {
+        // SAFETY: `mock_last_stream(void) -> uint64_t`, `mock_htod_count(void) -> int`.
+        unsafe {
+            let f: libloading::Symbol<'_, unsafe extern "C" fn() -> u64> =
+                self.lib.get(name).expect("symbol");
+            f()
+        }
+    }
+    fn htod(&self) -> u64 {
+        self.call(b"mock_htod_count") & 0xffff_ffff
+    }
+}
+
+#[test]
+fn a_borrowed_launch_passes_device_addresses_and_the_callers_stream() {
+    use sparsetir_formats::Tensor;
+    use sparsetir_runtime::{ArrayRef, FrozenArray, LaunchArg, LaunchArgs};
+
+    let Some(driver) = driver() else { return };
+    let rec = Recorded::new(driver);
+    let cache =
+        KernelCache::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-mock-borrowed"));
+    let f = sparsetir_ops::load("csrmm").expect("csrmm");
+    let sched = sparsetir_ops::gpu_schedule("csrmm").expect("a GPU schedule");
+    let spec = [("feat_size".to_string(), 32)];
+    let k = GpuKernel::build(&f, Some(sched), &spec, GpuDevice::Cuda, &cache).expect("builds");
+    let m = k.module();
+    assert_eq!(m.kernels.len(), 1);
+    let kernel = &m.kernels[0];
+    rec.call_i(b"mock_record_params", kernel.args.len() as i32);
+    let i32s = |v: &[i64]| FrozenArray::new(Tensor::from_i64(DType::I32, v).expect("tensor"));
+    let (indptr, indices) = (i32s(&[0, 2, 3]), i32s(&[0, 2, 1]));
+    let a = [1.0f32, 2.0, 3.0];
+    let b = vec![1.0f32; 3 * 32];
+    let mut c = vec![0.0f32; 2 * 32];
+    let addr = |p: *const f32| p as usize as u64;
+    let (a_at, b_at, c_at) = (addr(a.as_ptr()), addr(b.as_ptr()), addr(c.as_mut_ptr()));
+    let mut copies = Vec::new();
+    let mut structure_at = Vec::new();
+    for round in 0..2 {
+        let before = rec.htod();
+        let mut args = LaunchArgs::new();
+        args.int("m", 2)
+            .int("n", 3)
+            .int("nnz", 3)
+            .int("feat_size", 32);
+        args.frozen("indptr", &indptr).frozen("indices", &indices);
+        // SAFETY: the mock driver's device memory is host memory; the arrays outlive the
+        // launch, and its kernels touch nothing.
+        unsafe {
+            args.set(
+                "a",
+                LaunchArg::Array(ArrayRef::device(DType::F32, a_at, 3, false)),
+            );
+            args.set(
+                "b",
+                LaunchArg::Array(ArrayRef::device(DType::F32, b_at, 96, false)),
+            );
+            args.set(
+                "c",
+                LaunchArg::Array(ArrayRef::device(DType::F32, c_at, 64, true)),
+            );
+            k.launch(&args, 0x5150 + round).expect("launches");
+        }
+        copies.push(rec.htod() - before);
+        assert_eq!(rec.call(b"mock_last_stream"), 0x5150 + round);
+        let mut at = Vec::new();
+        for (i, arg) in kernel.args.iter().enumerate() {
+            let value = rec.call_i(b"mock_last_param", i as i32);
+            match m.params[arg.param].name.as_str() {
+                "a" => assert_eq!(value, a_at),
+                "b" => assert_eq!(value, b_at),
+                "c" => assert_eq!(value, c_at),
+                "m" => assert_eq!(value & 0xffff_ffff, 2),
+                "feat_size" => assert_eq!(value & 0xffff_ffff, 32),
+                name @ ("indptr" | "indices") => {
+                    // The frozen array's device copy (the mock's memory is the host's).
+                    let want: Vec<i32> = if name == "indptr" {
+                        vec![0, 2, 3]
+                    } else {
+                        vec![0, 2, 1]
+                    };
+                    // SAFETY: the copy the frozen array keeps, 3 int32s of mock memory.
+                    let got =
+                        unsafe { std::slice::from_raw_parts(value as usize as *const i32, 3) };
+                    assert_eq!(got, want.as_slice(), "{name}");
+                    at.push(value);
+                }
+                _ => {}
+            }
+        }
+        structure_at.push(at);
+    }
+    // The structure is copied by the first launch only, and the second passes the same copies.
+    assert_eq!(copies, [2, 0]);
+    assert_eq!(structure_at[0], structure_at[1]);
+    assert_eq!(structure_at[0].len(), 2);
 }

@@ -15,6 +15,18 @@ typedef int CUresult;
 
 static int launched = 0;
 
+/* What the last launch and the copies were given, for tests that check what reaches the driver:
+ * the stream, the first `record` parameter values (each an 8-byte slot: a pointer parameter's
+ * device address), and how many host-to-device copies were made. */
+static uint64_t last_stream = 0;
+static uint64_t last_params[32];
+static int record = 0;
+static int htod_count = 0;
+void mock_record_params(int n) { record = n < 32 ? n : 32; }
+uint64_t mock_last_stream(void) { return last_stream; }
+uint64_t mock_last_param(int i) { return i >= 0 && i < 32 ? last_params[i] : 0; }
+int mock_htod_count(void) { return htod_count; }
+
 CUresult cuInit(unsigned flags) { (void)flags; return MOCK_MODE == 1 ? NO_DEVICE : OK; }
 CUresult cuDriverGetVersion(int* v) { *v = 12080; return OK; }
 CUresult cuGetErrorName(CUresult r, const char** s) {
@@ -90,13 +102,19 @@ CUresult cuMemAlloc_v2(uint64_t* p, size_t bytes) {
     return OK;
 }
 CUresult cuMemFree_v2(uint64_t p) { free((void*)(uintptr_t)p); return OK; }
-CUresult cuMemcpyHtoD_v2(uint64_t d, const void* h, size_t n) { memcpy((void*)(uintptr_t)d, h, n); return OK; }
+CUresult cuMemcpyHtoD_v2(uint64_t d, const void* h, size_t n) {
+    memcpy((void*)(uintptr_t)d, h, n);
+    ++htod_count;
+    return OK;
+}
 CUresult cuMemcpyDtoH_v2(void* h, uint64_t d, size_t n) { memcpy(h, (void*)(uintptr_t)d, n); return OK; }
 CUresult cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n) { memset((void*)(uintptr_t)d, v, n); return OK; }
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, void* stream, void** params, void** extra) {
     (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared;
-    (void)stream; (void)params; (void)extra;
+    (void)extra;
+    last_stream = (uint64_t)(uintptr_t)stream;
+    for (int i = 0; i < record; ++i) memcpy(&last_params[i], params[i], sizeof(uint64_t));
     launched = 1;
     return OK;
 }
