@@ -157,9 +157,15 @@ class Kernel:
         return self._native.params()
 
     def __call__(self, **buffers: Any) -> Dict[str, Any]:
+        """Binds ``buffers`` (and scalar parameters) by name, runs the kernel and returns every
+        output buffer by name: numpy/scipy for numpy/scipy inputs, torch for torch inputs (on
+        the inputs' GPU when they are on one; they are bound through host copies)."""
         binds: Dict[str, tuple] = {}
         sets: Dict[str, str] = {}
         as_torch = False
+        # Torch tensors on a GPU are bound through host copies; the results go back to that
+        # GPU (`sparsetir.ops` runs on CUDA tensors where they are).
+        device = None
         for name, value in buffers.items():
             if isinstance(value, bool):
                 sets[name] = str(int(value))
@@ -169,6 +175,8 @@ class Kernel:
                 sets[name] = value  # a scalar parameter as text, as `run --set` takes it
             else:
                 as_torch = as_torch or _is_torch(value)
+                if _is_torch(value) and value.device.type != "cpu" and device is None:
+                    device = value.device
                 binds[name] = _binding(name, value)
         raw = self._native.call(binds, sets)
         out: Dict[str, Any] = {}
@@ -179,9 +187,13 @@ class Kernel:
                     import torch
 
                     arr = torch.from_numpy(arr)
+                    if device is not None:
+                        arr = arr.to(device)
                 out[name] = arr
             else:
                 out[name] = _sparse_result(parts, as_torch)
+                if device is not None:
+                    out[name] = out[name].to(device)
         return out
 
     def __repr__(self) -> str:

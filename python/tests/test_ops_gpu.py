@@ -210,6 +210,19 @@ def test_on_a_real_gpu():
     _device._kernels.clear()
     check_forward_and_gradients("cuda")
     assert gpu_targets() == {"cuda"}
+    # A compiled kernel called on CUDA tensors gives its results on their device.
+    import os
+
+    import sparsetir
+    from conftest import KERNELS
+
+    A = random_csr(30, 20, 0.2, seed=16)
+    B = torch.rand(20, 8, device="cuda")
+    k = sparsetir.compile(os.path.join(KERNELS, "csrmm.sp"), target="cuda")
+    C = k(A=csr_tensor(A, device="cuda"), B=B)["C"]
+    assert C.device.type == "cuda"
+    torch.testing.assert_close(C.double(), dense(A, device="cuda") @ B.double(), rtol=1e-5,
+                               atol=1e-5)
 
 
 def test_the_gcn_example_trains_through_the_gpu_kernels():
