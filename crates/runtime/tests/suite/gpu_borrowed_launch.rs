@@ -174,12 +174,24 @@ fn refused_launches_name_the_parameter_and_write_nothing() {
     let plain_indptr = [0i32, 2, 3];
     let (a, b) = ([1.0f32, 2.0, 3.0], [1.0f32; 3 * 32]);
     let k = gpu("csrmm", "csrmm", 32);
-    let base = |args: &mut LaunchArgs<'_>| {
+    // Every argument of a valid launch but `c`, which each case sets; a case replaces one.
+    fn valid<'a>(
+        fp: &'a FrozenArray,
+        fi: &'a FrozenArray,
+        a: &'a [f32],
+        b: &'a [f32],
+    ) -> LaunchArgs<'a> {
+        let mut args = LaunchArgs::new();
         args.int("m", 2)
             .int("n", 3)
             .int("nnz", 3)
             .int("feat_size", 32);
-    };
+        args.frozen("indptr", fp)
+            .frozen("indices", fi)
+            .read("a", a)
+            .read("b", b);
+        args
+    }
     let mut c = vec![5.0f32; 64];
     let refused = |args: &LaunchArgs<'_>, name: &str, what: &str| {
         // SAFETY: the emulator, the null stream.
@@ -187,49 +199,25 @@ fn refused_launches_name_the_parameter_and_write_nothing() {
         assert!(e.contains(&format!("`{name}`")), "{what}: {e}");
     };
     // The structure in device memory: validation would have to read it.
-    {
-        let mut args = LaunchArgs::new();
-        base(&mut args);
-        args.set("indptr", LaunchArg::Array(on_device(&plain_indptr)));
-        args.frozen("indices", &fi).read("a", &a).read("b", &b);
-        args.set("c", LaunchArg::Array(on_device_mut(&mut c)));
-        refused(&args, "indptr", "an indptr in device memory");
-    }
+    let mut args = valid(&fp, &fi, &a, &b);
+    args.set("indptr", LaunchArg::Array(on_device(&plain_indptr)));
+    args.set("c", LaunchArg::Array(on_device_mut(&mut c)));
+    refused(&args, "indptr", "an indptr in device memory");
     // The output lent read-only.
-    {
-        let mut args = LaunchArgs::new();
-        base(&mut args);
-        args.frozen("indptr", &fp)
-            .frozen("indices", &fi)
-            .read("a", &a)
-            .read("b", &b);
-        args.read("c", &c);
-        refused(&args, "c", "a read-only output");
-    }
+    let mut args = valid(&fp, &fi, &a, &b);
+    args.read("c", &c);
+    refused(&args, "c", "a read-only output");
     // Write-only: a GPU launch copies host arrays in.
-    {
-        let mut w = [MaybeUninit::<f32>::uninit(); 64];
-        let mut args = LaunchArgs::new();
-        base(&mut args);
-        args.frozen("indptr", &fp)
-            .frozen("indices", &fi)
-            .read("a", &a)
-            .read("b", &b);
-        args.set("c", LaunchArg::Array(ArrayRef::write_only(&mut w)));
-        refused(&args, "c", "a write-only output");
-    }
+    let mut w = [MaybeUninit::<f32>::uninit(); 64];
+    let mut args = valid(&fp, &fi, &a, &b);
+    args.set("c", LaunchArg::Array(ArrayRef::write_only(&mut w)));
+    refused(&args, "c", "a write-only output");
     // float64 values for a float32 kernel.
-    {
-        let a64 = [1.0f64, 2.0, 3.0];
-        let mut args = LaunchArgs::new();
-        base(&mut args);
-        args.frozen("indptr", &fp)
-            .frozen("indices", &fi)
-            .read("a", &a64)
-            .read("b", &b);
-        args.write("c", &mut c);
-        refused(&args, "a", "float64 values");
-    }
+    let a64 = [1.0f64, 2.0, 3.0];
+    let mut args = valid(&fp, &fi, &a, &b);
+    args.read("a", &a64).write("c", &mut c);
+    refused(&args, "a", "float64 values");
+    drop(args);
     assert!(
         c.iter().all(|&x| x == 5.0),
         "a refused launch wrote its output"
