@@ -22,6 +22,9 @@ from ._native import SparsetirError
 
 _EMULATE = False
 _kernels: Dict[Tuple[str, str, int, str, str], Any] = {}
+# The same kernels by `_kernel`'s arguments (the matrix by its row statistics): one lookup a
+# call, without asking for the schedule's text again.
+_by_call: Dict[Tuple[Any, ...], Any] = {}
 
 
 @contextlib.contextmanager
@@ -74,13 +77,27 @@ def _arg(t: Any, writable: bool = False) -> Any:
     return _native.device_array(t.data_ptr(), t.numel(), _dtype_name(t), writable)
 
 
+def _row_stats(s: Any) -> Tuple[int, float]:
+    """The longest and the mean row of `s` (cached with the structure)."""
+    stats = s._torch.get("row stats")
+    if stats is None:
+        degrees = s.degrees()
+        stats = (int(degrees.max()) if len(degrees) else 0, s.nnz / max(s.m, 1))
+        s._torch["row stats"] = stats
+    return stats
+
+
 def _kernel(name: str, dt: str, feat: int, target: str, s: Any = None) -> Any:
     """Catalog kernel `name` for element type `dt`, `feat_size` specialised to `feat`, under
-    its default GPU schedule (SpMM's chosen for the rows of `s`)."""
-    if name == "csrmm" and s is not None:
-        degrees = s.degrees()
-        max_row = int(degrees.max()) if len(degrees) else 0
-        schedule = _native.gpu_schedule(name, feat, max_row, s.nnz / max(s.m, 1))
+    its default GPU schedule (SpMM's chosen for the rows of `s`): compiled on first use, then
+    a dictionary lookup."""
+    rows = _row_stats(s) if name == "csrmm" and s is not None else None
+    call = (name, dt, feat, target, rows)
+    k = _by_call.get(call)
+    if k is not None:
+        return k
+    if rows is not None:
+        schedule = _native.gpu_schedule(name, feat, rows[0], rows[1])
     else:
         schedule = _native.gpu_schedule(name)
     key = (name, dt, feat, schedule or "", target)
@@ -95,6 +112,7 @@ def _kernel(name: str, dt: str, feat: int, target: str, s: Any = None) -> Any:
         spec = [("feat_size", feat)] if "feat_size" in source else []
         k = _native.compile(source, f"<catalog {name}.sp>", target, schedule, None, spec, None)
         _kernels[key] = k
+    _by_call[call] = k
     return k
 
 

@@ -193,6 +193,7 @@ def test_max_and_min_aggregation_on_the_gpu_path_equal_the_cpu_path(dtype, reduc
         return C.detach(), values.grad, B.grad
 
     _device._kernels.clear()
+    _device._by_call.clear()
     gpu, cpu = run(True), run(False)
     assert gpu_targets() == {"cuda-emu"}
     assert gpu[0].dtype == dtype
@@ -208,6 +209,7 @@ def test_max_and_min_aggregation_on_the_gpu_path_equal_the_cpu_path(dtype, reduc
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_on_a_real_gpu():
     _device._kernels.clear()
+    _device._by_call.clear()
     check_forward_and_gradients("cuda")
     assert gpu_targets() == {"cuda"}
     # A compiled kernel called on CUDA tensors gives its results on their device.
@@ -255,6 +257,7 @@ def test_the_gcn_example_trains_through_the_gpu_kernels():
         return out.detach(), w1.grad, w2.grad
 
     _device._kernels.clear()
+    _device._by_call.clear()
     gpu, cpu = step(True), step(False)
     assert gpu_targets() == {"cuda-emu"}
     for a, b in zip(gpu, cpu):
