@@ -38,6 +38,38 @@ impl GpuKernel {
     ///
     /// `stream` must be 0 or a live stream of the context the kernels run in (the first GPU's
     /// primary context, which PyTorch uses too).
+    ///
+    /// ```
+    /// use sparsetir_formats::Tensor;
+    /// use sparsetir_ir::DType;
+    /// use sparsetir_runtime::cache::KernelCache;
+    /// use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+    /// use sparsetir_runtime::{ArrayRef, FrozenArray, LaunchArg, LaunchArgs};
+    /// // SpMM under its default GPU schedule, in the emulator (`GpuDevice::Cuda` on a GPU).
+    /// let csrmm = sparsetir_ops::load("csrmm")?;
+    /// let schedule = sparsetir_ops::gpu_schedule("csrmm");
+    /// let spec = [("feat_size".to_string(), 2)];
+    /// let cache = KernelCache::new(std::env::temp_dir().join("sparsetir-doc-gpu-launch"));
+    /// let kernel = GpuKernel::build(&csrmm, schedule, &spec, GpuDevice::Emulator, &cache)?;
+    /// // A = [[1, 0, 2], [0, 0, 0]]: its structure frozen (validated once, copied to a GPU
+    /// // once), B = 3 x 2 ones.
+    /// let indptr = FrozenArray::new(Tensor::from_i64(DType::I32, &[0, 2, 2])?);
+    /// let indices = FrozenArray::new(Tensor::from_i64(DType::I32, &[0, 2])?);
+    /// let (a, b, mut c) = ([1.0f32, 2.0], [1.0f32; 6], [0.0f32; 4]);
+    /// let mut args = LaunchArgs::new();
+    /// args.int("m", 2).int("n", 3).int("nnz", 2).int("feat_size", 2);
+    /// args.frozen("indptr", &indptr).frozen("indices", &indices);
+    /// args.read("a", &a).read("b", &b);
+    /// // An output already in "device" memory: the emulator's is host memory.
+    /// // SAFETY: `c` is borrowed for the launch, and nothing else touches it meanwhile.
+    /// let c_dev = unsafe { ArrayRef::device(DType::F32, c.as_mut_ptr() as usize as u64, 4, true) };
+    /// args.set("c", LaunchArg::Array(c_dev));
+    /// // SAFETY: the null stream.
+    /// unsafe { kernel.launch(&args, 0)? };
+    /// drop(args);
+    /// assert_eq!(c, [3.0, 3.0, 0.0, 0.0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub unsafe fn launch(&self, args: &LaunchArgs<'_>, stream: u64) -> Result<(), RunError> {
         let m = &self.module;
         for (name, arg) in args.iter() {
