@@ -10,7 +10,8 @@ and dense numpy arrays or torch tensors; ``masked_attention(M, Q, K, V)`` compos
 They run the catalog's kernels (``crates/ops/kernels/{csrmm,sddmm,spmv,sparse_softmax}.sp``,
 and ``csrmm_max.sp``/``csrmm_min.sp`` for those reductions)
 under their default CPU schedules, compiled by the C backend through the kernel cache, once per
-(kernel, dtype, feature width) per process.
+(kernel, dtype, feature width) per process. On PyTorch CUDA tensors they run the same kernels
+under their default GPU schedules, on the GPU, where the tensors are (``_device``).
 
 Element types: float64 if any operand is float64; float16 when the dense operands are float16
 (and A's values float16 or float32: scipy has no float16 matrices, so its float32 values are
