@@ -63,6 +63,10 @@ pub struct HybBucket {
     pub values: Vec<f32>,
     /// 1 for a real slot, 0 for padding, shape `(r, width)`.
     pub mask: Vec<u8>,
+    /// The position in the input CSR of each slot's entry, -1 for padding, shape `(r, width)`:
+    /// `values[s] == input_values[sources[s]]`, so that new values of the same matrix (a GNN's
+    /// dropout, another layer's weights) are laid out by one gather.
+    pub sources: Vec<i64>,
 }
 
 impl HybBucket {
@@ -500,6 +504,7 @@ fn build<I: CsrIndex>(
                 col_indices: filled(n, 0, "hyb col_indices")?,
                 values: filled(n, 0.0, "hyb values")?,
                 mask: filled(n, 0, "hyb mask")?,
+                sources: filled(n, -1, "hyb sources")?,
             });
         }
         parts.push(blocks);
@@ -530,6 +535,7 @@ fn build<I: CsrIndex>(
                     b.col_indices[base + s] = csr.indices[j] as i32;
                     b.values[base + s] = values[j];
                     b.mask[base + s] = 1;
+                    b.sources[base + s] = j as i64;
                 }
                 if chunk.len() < b.width {
                     let pad =

@@ -251,6 +251,21 @@ fn hyb_matches_reference_on_random_matrices() {
                 }
             }
             assert_eq!(h.needs_atomic, atomic, "seed {seed} parts {parts}");
+            // Each slot names the input entry it holds; every entry is held exactly once.
+            let mut held = vec![0u32; m.values.len()];
+            for b in h.blocks() {
+                for (slot, &src) in b.sources.iter().enumerate() {
+                    if b.mask[slot] == 0 {
+                        assert_eq!(src, -1, "seed {seed}: padding names an entry");
+                        continue;
+                    }
+                    let e = usize::try_from(src).expect("a real slot names an entry");
+                    assert_eq!(b.values[slot], m.values[e], "seed {seed}");
+                    assert_eq!(i64::from(b.col_indices[slot]), m.indices[e], "seed {seed}");
+                    held[e] += 1;
+                }
+            }
+            assert!(held.iter().all(|&n| n == 1), "seed {seed} parts {parts}");
             assert_eq!(coo_map2(&h.reassemble()), csr_map(&m));
             assert_eq!(h.reassemble().dims, vec![rows, cols]);
             checked += 1;
