@@ -15,6 +15,11 @@ use sparsetir_ir::DType;
 /// Bucket widths are powers of two up to at most this.
 pub const MAX_BUCKET: usize = 4096;
 
+/// The widest default hyb bucket on the GPU: rows past it are cut into pieces added atomically,
+/// so every warp walks at most 32 slots (measured on an H100 against buckets up to 128 and up
+/// to the longest row: `bench/gpu/results/session6-hyb-buckets`).
+pub const GPU_MAX_BUCKET: usize = 32;
+
 /// A storage format for the sparse operand (SpMM: every format but `coo`; SDDMM: `csr`, `coo`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -377,3 +377,73 @@ pub fn hyb_arguments(h: &Hyb) -> HashMap<String, ArgValue> {
     }
     args
 }
+
+/// A hyb SpMM for the GPU made from a matrix's structure alone, its values given at each
+/// launch: what `sparsetir.ops` runs on CUDA tensors of large power-law graphs, where one warp
+/// a CSR row leaves most lanes idle (see [`hyb_gpu_spmm`]).
+#[derive(Clone, Debug)]
+pub struct HybGpuSpmm {
+    /// The decomposed csrmm (stage I), its C zero fill folded away where every row is in one
+    /// bucket row, its nests in one launch.
+    pub stage1: PrimFunc,
+    /// Its GPU schedule (`HybGpuSchedule::scalar`).
+    pub schedule: String,
+    /// The format's index arrays and sizes by parameter name; the caller adds the CSR
+    /// arguments, `b`, `c`, `feat_size` and the values `a_<part>_<bucket>`.
+    pub args: HashMap<String, ArgValue>,
+    /// For each values parameter `a_<part>_<bucket>`: the CSR position of each slot's entry,
+    /// -1 for padding (the values are `csr_values[sources]`, 0 where -1).
+    pub sources: Vec<(String, Vec<i64>)>,
+}
+
+/// The hyb SpMM of the CSR structure (`rows` × `cols`, `indptr`, `indices`) on the GPU, as
+/// `sparsetir bench --format hyb` builds it with one column part and the default buckets up
+/// to [`sparsetir_ops::composable::GPU_MAX_BUCKET`]: every row in one bucket row where the
+/// data allows it (one launch, C stored, not zeroed), else rows past the widest bucket cut into
+/// pieces added atomically after a zero fill.
+pub fn hyb_gpu_spmm(
+    rows: usize,
+    cols: usize,
+    indptr: &[i32],
+    indices: &[i32],
+) -> Result<HybGpuSpmm, BuildError> {
+    use sparsetir_formats::builders::hyb::{hyb, hyb_every_row};
+    use sparsetir_ops::composable::{default_buckets, HybGpuSchedule, GPU_MAX_BUCKET};
+
+    let conv = |e: sparsetir_formats::builders::BuildError| BuildError::Lower(e.to_string());
+    let mut buckets = default_buckets(indptr, indices, cols, 1);
+    buckets.retain(|w| *w <= GPU_MAX_BUCKET);
+    let zeros = vec![0f32; indices.len()];
+    let csrmm = sparsetir_ops::load("csrmm").map_err(|e| BuildError::Lower(e.to_string()))?;
+    let every = hyb_every_row(rows, cols, indptr, indices, &zeros, 1, &buckets).map_err(conv)?;
+    let (h, mut stage1, zero_fill) = if every.rows_once() {
+        let f = hyb_spmm_stage1_rows_once(&csrmm, 1, &buckets)?;
+        (every, f, false)
+    } else {
+        let h = hyb(rows, cols, indptr, indices, &zeros, 1, &buckets).map_err(conv)?;
+        (h, hyb_spmm_stage1(&csrmm, 1, &buckets)?, true)
+    };
+    stage1.attrs.set("fuse_launches", AttrValue::Bool(true));
+    let atomic = atomic_blocks_one_launch(&h);
+    let schedule = HybGpuSchedule {
+        parts: 1,
+        num_buckets: buckets.len(),
+        atomic: &atomic,
+        zero_fill,
+        rest: false,
+    }
+    .scalar();
+    let mut args = hyb_arguments(&h);
+    let mut sources = Vec::new();
+    for blk in h.blocks() {
+        let name = format!("a_{}_{}", blk.part, blk.bucket);
+        args.remove(&name);
+        sources.push((name, blk.sources.clone()));
+    }
+    Ok(HybGpuSpmm {
+        stage1,
+        schedule,
+        args,
+        sources,
+    })
+}

@@ -11,7 +11,7 @@
 //!   between blocks. The candidates are measured side by side.
 
 use sparsetir_formats::builders::hyb::{hyb, hyb_every_row, hyb_with_rest};
-use sparsetir_ops::composable::{default_buckets, Format, HybGpuSchedule};
+use sparsetir_ops::composable::{default_buckets, Format, HybGpuSchedule, GPU_MAX_BUCKET};
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::composable::{
     atomic_blocks_one_launch, hyb_arguments, hyb_rest_arguments, hyb_rest_spmm_stage1,
@@ -24,9 +24,6 @@ use crate::Failure;
 
 /// A kernel's arguments by name.
 type Args = std::collections::HashMap<String, sparsetir_eval::ArgValue>;
-
-/// The widest default hyb bucket on the GPU.
-const GPU_MAX_BUCKET: usize = 32;
 
 /// One hyb kernel to measure: the kernel, the format's arguments, the format's name and the
 /// schedule's.

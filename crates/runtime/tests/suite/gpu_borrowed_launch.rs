@@ -223,3 +223,98 @@ fn refused_launches_name_the_parameter_and_write_nothing() {
         "a refused launch wrote its output"
     );
 }
+
+#[test]
+fn hyb_from_the_structure_alone_with_values_gathered_at_launch() {
+    use sparsetir_runtime::composable::hyb_gpu_spmm;
+
+    let mut rng = ChaCha8Rng::seed_from_u64(44);
+    // Power-law rows: a few of 70 entries (cut into pieces of 32 added atomically), the
+    // others short, some empty.
+    let (m, n, feat) = (90usize, 80usize, 32usize);
+    let (mut indptr, mut indices) = (vec![0i32], Vec::new());
+    for i in 0..m {
+        let deg = if i % 23 == 0 {
+            70
+        } else {
+            rng.random_range(0..4)
+        };
+        let mut cols: Vec<i32> = (0..n as i32).collect();
+        for k in 0..deg {
+            let j = rng.random_range(k..n);
+            cols.swap(k, j);
+        }
+        let mut row = cols[..deg].to_vec();
+        row.sort_unstable();
+        indices.extend(row);
+        indptr.push(indices.len() as i32);
+    }
+    let nnz = indices.len();
+    let values: Vec<f32> = (0..nnz).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let b: Vec<f32> = (0..n * feat).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let plan = hyb_gpu_spmm(m, n, &indptr, &indices).expect("hyb");
+    let spec = [("feat_size".to_string(), feat as i64)];
+    let k = GpuKernel::build(
+        &plan.stage1,
+        Some(&plan.schedule),
+        &spec,
+        GpuDevice::Emulator,
+        &cache(),
+    )
+    .expect("builds");
+    // The format's arrays, frozen; its values gathered from the CSR values.
+    let frozen: Vec<(String, FrozenArray)> = plan
+        .args
+        .iter()
+        .filter_map(|(name, v)| match v {
+            ArgValue::Array(t) => Some((name.clone(), FrozenArray::new(t.clone()))),
+            _ => None,
+        })
+        .collect();
+    let gathered: Vec<(String, Vec<f32>)> = plan
+        .sources
+        .iter()
+        .map(|(name, src)| {
+            let v = src
+                .iter()
+                .map(|&s| usize::try_from(s).map_or(0.0, |s| values[s]))
+                .collect();
+            (name.clone(), v)
+        })
+        .collect();
+    let to_i64 = |v: &[i32]| v.iter().map(|&x| i64::from(x)).collect::<Vec<_>>();
+    let (fp, fi) = (frozen_i32(&to_i64(&indptr)), frozen_i32(&to_i64(&indices)));
+    let mut c = vec![9.0f32; m * feat];
+    let mut args = LaunchArgs::new();
+    args.int("m", m as i64)
+        .int("n", n as i64)
+        .int("nnz", nnz as i64)
+        .int("feat_size", feat as i64);
+    args.frozen("indptr", &fp).frozen("indices", &fi);
+    for (name, v) in &plan.args {
+        if let ArgValue::Int(i) = v {
+            args.int(name, *i);
+        }
+    }
+    for (name, f) in &frozen {
+        args.frozen(name, f);
+    }
+    for (name, v) in &gathered {
+        args.read(name, v);
+    }
+    args.read("a", &values).read("b", &b);
+    args.write("c", &mut c);
+    // SAFETY: the emulator, the null stream.
+    unsafe { k.launch(&args, 0) }.expect("hyb launch");
+    drop(args);
+    let mut want = vec![0f64; m * feat];
+    for i in 0..m {
+        for p in indptr[i] as usize..indptr[i + 1] as usize {
+            let j = indices[p] as usize;
+            for f in 0..feat {
+                want[i * feat + f] += f64::from(values[p]) * f64::from(b[j * feat + f]);
+            }
+        }
+    }
+    close("hyb csrmm", &c, &want);
+}
