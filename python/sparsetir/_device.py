@@ -134,6 +134,40 @@ def _out(shape: Tuple[int, ...], dt: Any, like: Any) -> Any:
     return torch.empty(shape, dtype=acc, device=like.device)
 
 
+# Large power-law graphs take the hyb SpMM (float32): session 10 measured CSR at 0.22-0.24x
+# cuSPARSE on the R-MAT graphs (2 M and 1.2 M stored entries) and hyb at 1.12-1.15x, while on
+# the Planetoid graphs CSR was the faster (bench/gpu/RESULTS.md). At least this many stored
+# entries, and rows as uneven as SpMM's row-split schedule asks for.
+HYB_MIN_NNZ = 1_000_000
+
+
+def _hyb(s: Any, feat: int, target: str, device: Any):
+    """The hyb SpMM of `s` at width `feat` (`_native.hyb_spmm`, made once per structure) and,
+    per values parameter, the CSR position of each slot on `device` (padding: ``nnz``, the
+    zero appended to the values)."""
+    import numpy as np
+    import torch
+
+    key = ("hyb", feat, target, str(device))
+    plan = s._torch.get(key)
+    if plan is None:
+        native = _native.hyb_spmm(s.indptr, s.indices, s.m, s.n, feat, target)
+        gathers = [(name, torch.from_numpy(np.where(src < 0, s.nnz, src)).to(device))
+                   for name, src in native.sources()]
+        plan = s._torch[key] = (native, gathers)
+    return plan
+
+
+def _takes_hyb(s: Any, feat: int, B: Any) -> bool:
+    import torch
+
+    if B.dtype != torch.float32 or s.nnz < HYB_MIN_NNZ:
+        return False
+    max_row, mean_row = _row_stats(s)
+    return _native.gpu_schedule("csrmm", feat, max_row, mean_row) != _native.gpu_schedule(
+        "csrmm", feat, 0, 0.0)
+
+
 def spmm(s: Any, values: Any, B: Any) -> Any:
     """``A @ B`` (values and B of one dtype)."""
     if B.dim() != 2:
@@ -145,9 +179,22 @@ def spmm(s: Any, values: Any, B: Any) -> Any:
     if feat == 0 or s.m == 0:
         return c.zero_().to(B.dtype)
     v, b = values.contiguous(), B.contiguous()
+    args = {**s.launch_args(), "a": _arg(v), "b": _arg(b), "c": _arg(c, True),
+            "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat}
+    if _takes_hyb(s, feat, b):
+        import torch
+
+        native, gathers = _hyb(s, feat, _target(b), b.device)
+        # The bucket values: one gather each from the values and an appended zero (kept
+        # alive through the launch).
+        ext = torch.cat([v, v.new_zeros(1)])
+        laid = [(name, ext[idx]) for name, idx in gathers]
+        for name, t in laid:
+            args[name] = _arg(t)
+        _launch(native, args, b)
+        return c
     k = _kernel("csrmm", _dtype_name(b), feat, _target(b), s)
-    _launch(k, {**s.launch_args(), "a": _arg(v), "b": _arg(b), "c": _arg(c, True),
-                "m": s.m, "n": s.n, "nnz": s.nnz, "feat_size": feat}, b)
+    _launch(k, args, b)
     return c.to(B.dtype)
 
 

@@ -4,10 +4,15 @@
 //! to the GPU once and kept there) and scalars, on the caller's stream, without copying the
 //! tensors. For the `cuda-emu` target the "device" is host memory: a CPU tensor's address.
 
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use sparsetir_eval::ArgValue;
 use sparsetir_ir::DType;
-use sparsetir_runtime::{ArrayRef, LaunchArg, LaunchArgs};
+use sparsetir_runtime::cache::KernelCache;
+use sparsetir_runtime::composable::hyb_gpu_spmm;
+use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
+use sparsetir_runtime::{ArrayRef, FrozenArray, LaunchArg, LaunchArgs};
 
 use crate::borrow::NativeArray;
 use crate::{convert, err};
@@ -54,6 +59,87 @@ pub fn device_array(addr: u64, len: usize, dtype: &str, writable: bool) -> PyRes
     })
 }
 
+/// Arrays and sizes a kernel object keeps for its launches (a hyb format's).
+#[derive(Default)]
+pub(crate) struct Own {
+    frozen: Vec<(String, FrozenArray)>,
+    ints: Vec<(String, i64)>,
+}
+
+/// The hyb SpMM of one matrix structure on the GPU (`hyb_spmm`): the kernel, the format's
+/// index arrays (frozen: copied to the GPU once) and sizes, and where each values slot takes
+/// its value from in the CSR values (`sources`), so that `sparsetir.ops` lays out new values
+/// with one gather on the GPU.
+#[pyclass(module = "sparsetir._native", frozen)]
+pub struct HybSpmm {
+    kernel: GpuKernel,
+    own: Own,
+    sources: Vec<(String, Vec<i64>)>,
+}
+
+#[pymethods]
+impl HybSpmm {
+    /// `(values parameter, CSR position of each slot's entry, -1 for padding)`, one per bucket.
+    fn sources<'py>(&self, py: Python<'py>) -> Vec<(String, Bound<'py, PyArray1<i64>>)> {
+        self.sources
+            .iter()
+            .map(|(n, s)| (n.clone(), PyArray1::from_slice(py, s)))
+            .collect()
+    }
+
+    /// Runs the kernels on `args` (device arrays: `b`, `c` and the values of every bucket;
+    /// frozen `indptr`/`indices`; `m`, `n`, `nnz`, `feat_size`) on stream `stream`.
+    #[pyo3(signature = (args, stream=0))]
+    fn launch_device(&self, py: Python<'_>, args: &Bound<'_, PyDict>, stream: u64) -> PyResult<()> {
+        let held = launch_args(args)?;
+        launch(py, &self.kernel, &held, &self.own, stream)
+    }
+}
+
+/// The hyb SpMM (`sparsetir_runtime::composable::hyb_gpu_spmm`) of the `rows` x `cols` CSR
+/// structure `indptr`/`indices` at width `feat`, built for `target` (`cuda` or `cuda-emu`).
+#[pyfunction]
+pub fn hyb_spmm(
+    indptr: PyReadonlyArray1<'_, i32>,
+    indices: PyReadonlyArray1<'_, i32>,
+    rows: usize,
+    cols: usize,
+    feat: i64,
+    target: &str,
+) -> PyResult<HybSpmm> {
+    let device = match target {
+        "cuda" => GpuDevice::Cuda,
+        "cuda-emu" => GpuDevice::Emulator,
+        t => {
+            return Err(err(format!(
+                "hyb_spmm runs on `cuda` or `cuda-emu`, not `{t}`"
+            )))
+        }
+    };
+    let (indptr, indices) = (
+        indptr.as_slice().map_err(|e| err(e.to_string()))?,
+        indices.as_slice().map_err(|e| err(e.to_string()))?,
+    );
+    let plan = hyb_gpu_spmm(rows, cols, indptr, indices).map_err(|e| err(e.to_string()))?;
+    let cache = KernelCache::from_env().map_err(err)?;
+    let spec = [("feat_size".to_string(), feat)];
+    let kernel = GpuKernel::build(&plan.stage1, Some(&plan.schedule), &spec, device, &cache)
+        .map_err(|e| err(e.to_string()))?;
+    let mut own = Own::default();
+    for (name, v) in plan.args {
+        match v {
+            ArgValue::Array(t) => own.frozen.push((name, FrozenArray::new(t))),
+            ArgValue::Int(i) => own.ints.push((name, i)),
+            ArgValue::Float(_) => {}
+        }
+    }
+    Ok(HybSpmm {
+        kernel,
+        own,
+        sources: plan.sources,
+    })
+}
+
 /// One launch argument of `launch_device`.
 pub(crate) enum Held<'py> {
     Int(i64),
@@ -86,14 +172,22 @@ pub(crate) fn launch_args<'py>(args: &Bound<'py, PyDict>) -> PyResult<Vec<(Strin
     Ok(held)
 }
 
-/// Runs `k` on `held` on stream `stream`, without the GIL.
+/// Runs `k` on `held` (and `own`: arrays and sizes the caller's kernel object keeps) on
+/// stream `stream`, without the GIL.
 pub(crate) fn launch(
     py: Python<'_>,
     k: &sparsetir_runtime::gpu::GpuKernel,
     held: &[(String, Held<'_>)],
+    own: &Own,
     stream: u64,
 ) -> PyResult<()> {
     let mut args = LaunchArgs::new();
+    for (name, f) in &own.frozen {
+        args.frozen(name, f);
+    }
+    for (name, i) in &own.ints {
+        args.int(name, *i);
+    }
     for (name, h) in held {
         let a = match h {
             Held::Int(i) => LaunchArg::Int(*i),

@@ -442,7 +442,7 @@ impl NativeKernel {
         };
         self.check_specialized(args)?;
         let held = device::launch_args(args)?;
-        device::launch(py, k, &held, stream)
+        device::launch(py, k, &held, &device::Own::default(), stream)
     }
 
     fn __repr__(&self) -> String {
@@ -693,5 +693,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_schedule, m)?)?;
     m.add_class::<device::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(device::device_array, m)?)?;
+    m.add_class::<device::HybSpmm>()?;
+    m.add_function(wrap_pyfunction!(device::hyb_spmm, m)?)?;
     Ok(())
 }

@@ -280,3 +280,35 @@ def test_float16_operands_in_the_emulator():
     torch.testing.assert_close(C.double(), Ad @ B.double(), rtol=2e-3, atol=2e-3)
     torch.testing.assert_close(y.double(), Ad @ x.double(), rtol=2e-3, atol=2e-3)
     assert ("csrmm", "float16") in {k[:2] for k in _device._kernels}
+
+
+def test_large_power_law_graphs_take_the_hyb_spmm():
+    """Above `_device.HYB_MIN_NNZ` stored entries (lowered here), a power-law matrix's SpMM
+    runs the hyb kernels, its values laid out by a gather at each call: forward and both
+    gradients equal the dense reference."""
+    old = _device.HYB_MIN_NNZ
+    _device.HYB_MIN_NNZ = 0
+    try:
+        A = power_law(150, 17)
+        At = csr_tensor(A)
+        rng = np.random.default_rng(18)
+        B = torch.from_numpy(rng.random((150, 40)).astype(np.float32)).requires_grad_(True)
+        values = At.values().detach().clone().requires_grad_(True)
+        Av = torch.sparse_csr_tensor(At.crow_indices(), At.col_indices(), values, size=A.shape)
+        with _device.emulated():
+            C = ops.spmm(Av, B)
+            G = torch.from_numpy(rng.random((150, 40)).astype(np.float32))
+            C.backward(G)
+        Ad = dense(A)
+        torch.testing.assert_close(C.double(), Ad @ B.detach().double(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(B.grad.double(), Ad.T @ G.double(), rtol=1e-5, atol=1e-5)
+        rows = torch.repeat_interleave(torch.arange(150), At.crow_indices().diff())
+        gv = (G.double()[rows] * B.detach().double()[At.col_indices()]).sum(1)
+        torch.testing.assert_close(values.grad.double(), gv, rtol=1e-5, atol=1e-5)
+        s = ops.csr_structure(Av)
+        assert any(isinstance(k, tuple) and k[0] == "hyb" for k in s._torch), "no hyb plan"
+        # Aᵀ's rows (A's columns) are even: its SpMM (B's gradient) runs CSR.
+        t = s.transpose()[0]
+        assert not any(isinstance(k, tuple) and k[0] == "hyb" for k in t._torch)
+    finally:
+        _device.HYB_MIN_NNZ = old

@@ -492,6 +492,17 @@ fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType) -> EmuArg<'s> {
             bytes: b,
             dtype: Some(dt),
         },
+        // An empty array may sit at any address (a tensor of no elements at 0): the emulator
+        // gets an empty view at an address aligned for every element type.
+        Slot::Device { bytes: 0, .. } => {
+            static ALIGNED: [u64; 2] = [0; 2];
+            // SAFETY: an empty view of a static, non-null and 8-byte aligned.
+            let empty = unsafe { std::slice::from_raw_parts(ALIGNED.as_ptr().cast::<u8>(), 0) };
+            EmuArg::In {
+                bytes: empty,
+                dtype: Some(dt),
+            }
+        }
         // SAFETY: for the emulator, `ArrayRef::device`'s maker vouched that the address is
         // host memory holding `bytes` bytes, written by nothing else (nor read, if writable)
         // while the launch runs; the view lives no longer than the launch.
