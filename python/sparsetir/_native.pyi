@@ -36,6 +36,14 @@ class DeviceArray:
 
 def device_array(addr: int, len: int, dtype: str, writable: bool) -> DeviceArray: ...
 
+class HybSpmm:
+    """The hyb SpMM of one CSR structure on the GPU; its values are laid out per call."""
+    def sources(self) -> List[Tuple[str, np.ndarray]]: ...
+    def launch_device(self, args: Dict[str, Any], stream: int = 0) -> None: ...
+
+def hyb_spmm(indptr: np.ndarray, indices: np.ndarray, rows: int, cols: int, feat: int,
+             target: str) -> HybSpmm: ...
+
 def compile(source: str, name: str, target: str, schedule: Optional[str] = None,
             func: Optional[str] = None, specialize: List[Tuple[str, int]] = ...,
             threads: Optional[int] = None,
