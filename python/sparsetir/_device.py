@@ -163,9 +163,13 @@ def _takes_hyb(s: Any, feat: int, B: Any) -> bool:
 
     if B.dtype != torch.float32 or s.nnz < HYB_MIN_NNZ:
         return False
-    max_row, mean_row = _row_stats(s)
-    return _native.gpu_schedule("csrmm", feat, max_row, mean_row) != _native.gpu_schedule(
-        "csrmm", feat, 0, 0.0)
+    key = ("takes hyb", feat)
+    takes = s._torch.get(key)
+    if takes is None:
+        max_row, mean_row = _row_stats(s)
+        takes = s._torch[key] = _native.gpu_schedule(
+            "csrmm", feat, max_row, mean_row) != _native.gpu_schedule("csrmm", feat, 0, 0.0)
+    return takes
 
 
 def spmm(s: Any, values: Any, B: Any) -> Any:
