@@ -49,7 +49,7 @@ if [[ ${PYTHON_WHEEL:-1} == 1 ]]; then
     CARGO_TARGET_DIR=target MATURIN_PEP517_ARGS="--locked --profile release --strip" \
         python3 -m pip wheel --quiet --no-deps -w .gpu/wheel ./python
     for d in ../shared/data/planetoid-cora ../shared/data/planetoid-citeseer; do
-        [[ -d $d ]] && cp -r "$d" .gpu/
+        [[ -d $d ]] && cp -r "$d" .gpu/ && chmod -R u+w ".gpu/$(basename "$d")"
     done
 fi
 du -sh .gpu
