@@ -4,7 +4,8 @@ run on PyTorch CUDA tensors where they are.
 A launch passes each dense tensor by its device address (``_native.device_array``: no copy)
 and the matrix's structure as the frozen arrays ``ops`` keeps per matrix (copied to the GPU by
 the first launch on it, and kept there); it is queued on the tensors' current CUDA stream and
-returns once the kernels finished. Kernels are built with NVRTC on first use, once per
+returns once the kernels are queued, as PyTorch's operators do (a kernel with intermediate
+buffers, the softmax's, waits for them). Kernels are built with NVRTC on first use, once per
 (kernel, dtype, feature width, schedule) per process. The kernels run on the first GPU
 (``cuda:0``), the context PyTorch uses there.
 

@@ -205,7 +205,10 @@ pub(crate) fn launch(
         args.set(name, a);
     }
     // SAFETY: `stream` is PyTorch's current stream of the tensors' device (or 0), in the
-    // primary context both use.
-    let r = py.allow_threads(|| unsafe { k.launch(&args, stream) });
+    // primary context both use. The call returns once the kernels are queued there, as
+    // PyTorch's operators do: the tensors lent are PyTorch's, whose caching allocator hands
+    // their memory to later work on that stream only; the frozen structure stays with its
+    // matrix (it waits where a module has intermediate buffers).
+    let r = py.allow_threads(|| unsafe { k.launch_queued(&args, stream) });
     r.map_err(|e| err(e.to_string()))
 }

@@ -431,7 +431,8 @@ impl NativeKernel {
     /// (`device_array`: tensors the kernels read and write where they are), frozen arrays
     /// (`freeze`: the structure, copied to the GPU once), ints and floats, queued on CUDA
     /// stream `stream` (a `torch.cuda.Stream`'s `cuda_stream`; 0: the null stream; ignored by
-    /// the emulator). Returns once the kernels finished.
+    /// the emulator). Returns once the kernels are queued, as PyTorch's operators do (the
+    /// emulator, or a kernel with intermediate buffers: once they finished).
     #[pyo3(signature = (args, stream=0))]
     fn launch_device(&self, py: Python<'_>, args: &Bound<'_, PyDict>, stream: u64) -> PyResult<()> {
         let Exec::Gpu(k) = &self.exec else {

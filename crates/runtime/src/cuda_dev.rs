@@ -14,7 +14,7 @@ use sparsetir_ir::DType;
 
 use crate::cache::KernelCache;
 use crate::error::RunError;
-use crate::gpu::{GpuRunStats, Slot};
+use crate::gpu::{GpuRunStats, Queue, Slot};
 
 /// NVRTC compiles `module` for `arch` (`emit`: PTX or cubin), through the cache: the result is
 /// published atomically under a key hashing the source, the architecture, the output kind and
@@ -192,8 +192,15 @@ impl DeviceModule {
         tmaps: &[Vec<Option<[i64; 2]>>],
         slots: &mut [Option<Slot<'_>>],
         repeats: usize,
-        stream: u64,
+        queue: Queue,
     ) -> Result<GpuRunStats, RunError> {
+        let stream = queue.stream;
+        // An array making a round trip through the host (copied in, copied back, or a device
+        // copy or scratch buffer freed below) waits for the kernels.
+        let round_trip = slots
+            .iter()
+            .any(|s| matches!(s, Some(Slot::Buffer(_) | Slot::Read(_) | Slot::Scratch(_))));
+        let wait = queue.wait || round_trip || repeats > 0;
         // Every grid a whole number of its kernel's clusters (declared in the source by
         // `__cluster_dims__`, so the launch itself needs no attribute), checked before any copy.
         for (k, &(grid, _)) in m.kernels.iter().zip(launches) {
@@ -281,12 +288,12 @@ impl DeviceModule {
                     continue;
                 }
                 let dynamic = m.kernels[i].dynamic_shared_bytes as u32;
-                if stream != 0 {
+                if stream != 0 || !wait {
                     // SAFETY: the stream is the caller's (`GpuKernel::launch`'s contract),
-                    // and every `Addr` an array its maker vouched for; the context waits for
-                    // the kernel below, before any buffer here is freed.
+                    // and every `Addr` an array its maker vouched for. Without a wait, every
+                    // array is the caller's or a frozen array's device copy, none freed here.
                     unsafe { launch_on_stream(f, grid, block, dynamic, &args_of[i], stream)? };
-                    if sync {
+                    if sync && wait {
                         self.ctx.synchronize()?;
                     }
                 } else if sync {

@@ -76,6 +76,17 @@ pub struct GpuKernel {
     memo: ValidationMemo,
 }
 
+/// Where a launch's kernels are queued on a GPU, and whether the call returns only once they
+/// finished (it does anyway where an array makes a round trip through the host: copied in
+/// and back, or a device copy or scratch buffer freed at the end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Queue {
+    /// A `CUstream` (0: the null stream).
+    pub stream: u64,
+    /// Return once the kernels finished.
+    pub wait: bool,
+}
+
 /// One argument of a launch, before it is handed to a backend.
 pub(crate) enum Slot<'a> {
     /// A host array the kernels may write (copied back from a GPU).
@@ -217,7 +228,11 @@ impl GpuKernel {
             slots.push(slot);
         }
         self.push_temps(&mut slots, &mut temps);
-        self.execute(&launches, &tmaps, &mut slots, repeats, 0)
+        let queue = Queue {
+            stream: 0,
+            wait: true,
+        };
+        self.execute(&launches, &tmaps, &mut slots, repeats, queue)
     }
 
     /// The module's intermediate buffers, zeroed, in 8-byte words (aligned for every element
@@ -314,14 +329,14 @@ impl GpuKernel {
     }
 
     /// Runs every kernel on `slots` (one per parameter, then the temporaries), `repeats` > 0
-    /// timed rounds after the first on a GPU, kernels queued on `stream` there.
+    /// timed rounds after the first on a GPU, kernels queued as `queue` says there.
     fn execute(
         &self,
         launches: &[([u32; 3], [u32; 3])],
         tmaps: &[Vec<Option<[i64; 2]>>],
         slots: &mut [Option<Slot<'_>>],
         repeats: usize,
-        stream: u64,
+        queue: Queue,
     ) -> Result<GpuRunStats, RunError> {
         let m = &self.module;
         let mut stats = match &self.backend {
@@ -392,7 +407,7 @@ impl GpuKernel {
                 }
                 stats
             }
-            Backend::Cuda(d) => d.run(m, launches, tmaps, slots, repeats, stream)?,
+            Backend::Cuda(d) => d.run(m, launches, tmaps, slots, repeats, queue)?,
         };
         stats.grids = launches.iter().map(|(g, _)| *g).collect();
         Ok(stats)

@@ -208,4 +208,45 @@ fn a_borrowed_launch_passes_device_addresses_and_the_callers_stream() {
     assert_eq!(copies, [2, 0]);
     assert_eq!(structure_at[0], structure_at[1]);
     assert_eq!(structure_at[0].len(), 2);
+    // `launch` waits for its kernel (a synchronisation); `launch_queued`, where every array
+    // is the caller's device memory or frozen, returns once it is queued; with a host array
+    // it waits too.
+    let syncs = || rec.call(b"mock_sync_count") & 0xffff_ffff;
+    let mut host_b = b.clone();
+    for (queued, host, want) in [(false, false, 1), (true, false, 0), (true, true, 1)] {
+        let mut args = LaunchArgs::new();
+        args.int("m", 2)
+            .int("n", 3)
+            .int("nnz", 3)
+            .int("feat_size", 32);
+        args.frozen("indptr", &indptr).frozen("indices", &indices);
+        // SAFETY: as above.
+        unsafe {
+            args.set(
+                "a",
+                LaunchArg::Array(ArrayRef::device(DType::F32, a_at, 3, false)),
+            );
+            args.set(
+                "c",
+                LaunchArg::Array(ArrayRef::device(DType::F32, c_at, 64, true)),
+            );
+        }
+        if host {
+            args.write("b", &mut host_b);
+        } else {
+            // SAFETY: as above.
+            let b_dev = unsafe { ArrayRef::device(DType::F32, b_at, 96, false) };
+            args.set("b", LaunchArg::Array(b_dev));
+        }
+        let before = syncs();
+        // SAFETY: the mock driver; a stream of its own.
+        unsafe {
+            if queued {
+                k.launch_queued(&args, 7).expect("queued");
+            } else {
+                k.launch(&args, 7).expect("launches");
+            }
+        }
+        assert_eq!(syncs() - before, want, "queued {queued}, host array {host}");
+    }
 }

@@ -17,11 +17,14 @@ static int launched = 0;
 
 /* What the last launch and the copies were given, for tests that check what reaches the driver:
  * the stream, the first `record` parameter values (each an 8-byte slot: a pointer parameter's
- * device address), and how many host-to-device copies were made. */
+ * device address), how many host-to-device copies were made and how many context
+ * synchronisations. */
 static uint64_t last_stream = 0;
 static uint64_t last_params[32];
 static int record = 0;
 static int htod_count = 0;
+static int sync_count = 0;
+int mock_sync_count(void) { return sync_count; }
 void mock_record_params(int n) { record = n < 32 ? n : 32; }
 uint64_t mock_last_stream(void) { return last_stream; }
 uint64_t mock_last_param(int i) { return i >= 0 && i < 32 ? last_params[i] : 0; }
@@ -70,6 +73,7 @@ CUresult cuDevicePrimaryCtxRetain(void** c, int d) { (void)d; *c = (void*)0x1000
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
 CUresult cuCtxSetCurrent(void* c) { (void)c; return OK; }
 CUresult cuCtxSynchronize(void) {
+    ++sync_count;
     if (MOCK_MODE == 3 && launched) return LAUNCH_FAILED;
     return OK;
 }

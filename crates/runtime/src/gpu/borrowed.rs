@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use sparsetir_codegen::CParamKind;
 use sparsetir_ir::DType;
 
-use super::{GpuKernel, Slot};
+use super::{GpuKernel, Queue, Slot};
 use crate::args::{ArrayRef, LaunchArg, LaunchArgs};
 use crate::error::RunError;
 
@@ -71,6 +71,35 @@ impl GpuKernel {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub unsafe fn launch(&self, args: &LaunchArgs<'_>, stream: u64) -> Result<(), RunError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.launch_with(args, Queue { stream, wait: true }) }
+    }
+
+    /// [`GpuKernel::launch`] that returns once the kernels are queued on `stream`, as
+    /// PyTorch's operators return, where every array stays where the caller keeps it: arrays
+    /// in GPU memory and frozen arrays only (a host array, or a module with intermediate
+    /// buffers, makes it wait as `launch` does). A fault of the kernels shows at a later
+    /// synchronising call.
+    ///
+    /// # Safety
+    ///
+    /// As for [`GpuKernel::launch`], and the arrays lent in GPU memory (and the frozen arrays)
+    /// stay valid, and untouched by the host, until the stream has run the kernels.
+    pub unsafe fn launch_queued(&self, args: &LaunchArgs<'_>, stream: u64) -> Result<(), RunError> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.launch_with(
+                args,
+                Queue {
+                    stream,
+                    wait: false,
+                },
+            )
+        }
+    }
+
+    /// The launch on borrowed arguments, queued as `queue` says.
+    unsafe fn launch_with(&self, args: &LaunchArgs<'_>, queue: Queue) -> Result<(), RunError> {
         let m = &self.module;
         for (name, arg) in args.iter() {
             if let LaunchArg::Array(a) = arg {
@@ -150,7 +179,7 @@ impl GpuKernel {
         })?;
         let (launches, tmaps) = self.plan(&ints)?;
         self.push_temps(&mut slots, &mut temps);
-        self.execute(&launches, &tmaps, &mut slots, 0, stream)
+        self.execute(&launches, &tmaps, &mut slots, 0, queue)
             .map(|_| ())
     }
 }
