@@ -14,6 +14,13 @@
 //! lane's — the accumulation's element. Each thread then reads only what it filled itself, and
 //! writes every element back unconditionally (after the loop, which may run no step), so memory
 //! ends as it did with the fill.
+//!
+//! A cross-thread reduction (a `threadIdx.x` loop the warp shuffles combine) absorbs a fill
+//! outside any `threadIdx.x` loop (stored by thread 0, `Writer::redundant_guard`) of the element
+//! it combines into, where `blockDim.x` is the reduction's lanes (so thread 0 alone combines)
+//! and no condition guards the combination ([`Writer::combines_once`]): it stores
+//! `value op total`. Its block's own constant init is folded the same way
+//! ([`constant_init`]): the combining thread wrote it just before.
 
 use super::reduce::Accumulation;
 use super::*;
