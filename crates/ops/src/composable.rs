@@ -584,6 +584,19 @@ pub fn max_part_degree(indptr: &[i32], indices: &[i32], cols: usize, parts: usiz
     best
 }
 
+/// [`default_buckets`] up to [`GPU_MAX_BUCKET`]: the buckets of a hyb on the GPU, where rows
+/// past the widest are cut into pieces of it (every warp walks at most that many slots).
+pub fn default_gpu_buckets(
+    indptr: &[i32],
+    indices: &[i32],
+    cols: usize,
+    parts: usize,
+) -> Vec<usize> {
+    let mut b = default_buckets(indptr, indices, cols, parts);
+    b.retain(|w| *w <= GPU_MAX_BUCKET);
+    b
+}
+
 /// Bucket widths `1, 2, 4, ..., cap` with `cap` the power of two at least the longest row of a
 /// column part ([`max_part_degree`]), at most [`MAX_BUCKET`]: no row is split (split rows need
 /// atomic updates, which cost far more on a CPU than the padding of a bucket at most twice as

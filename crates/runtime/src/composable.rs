@@ -396,6 +396,44 @@ pub struct HybGpuSpmm {
     pub sources: Vec<(String, Vec<i64>)>,
 }
 
+/// The hyb of a CSR matrix for one GPU launch: every row in one bucket row where the data
+/// allows it ([`hyb_every_row`], [`Hyb::rows_once`]: C stored, never zeroed), else [`hyb`]'s,
+/// rows past the widest bucket cut into pieces added atomically after a zero fill.
+///
+/// [`hyb_every_row`]: sparsetir_formats::builders::hyb::hyb_every_row
+/// [`hyb`]: sparsetir_formats::builders::hyb::hyb
+pub fn hyb_one_launch(
+    rows: usize,
+    cols: usize,
+    indptr: &[i32],
+    indices: &[i32],
+    values: &[f32],
+    parts: usize,
+    buckets: &[usize],
+) -> Result<Hyb, sparsetir_formats::builders::BuildError> {
+    use sparsetir_formats::builders::hyb::{hyb, hyb_every_row};
+    let every = hyb_every_row(rows, cols, indptr, indices, values, parts, buckets)?;
+    if every.rows_once() {
+        return Ok(every);
+    }
+    hyb(rows, cols, indptr, indices, values, parts, buckets)
+}
+
+/// The decomposed csrmm of `h` ([`hyb_one_launch`]): without the zero fill of C where every
+/// row is in one bucket row ([`hyb_spmm_stage1_rows_once`]), with it otherwise
+/// ([`hyb_spmm_stage1`]).
+pub fn hyb_one_launch_stage1(
+    csrmm: &PrimFunc,
+    h: &Hyb,
+    buckets: &[usize],
+) -> Result<PrimFunc, BuildError> {
+    if h.rows_once() {
+        hyb_spmm_stage1_rows_once(csrmm, h.num_col_parts, buckets)
+    } else {
+        hyb_spmm_stage1(csrmm, h.num_col_parts, buckets)
+    }
+}
+
 /// The hyb SpMM of the CSR structure (`rows` × `cols`, `indptr`, `indices`) on the GPU, as
 /// `sparsetir bench --format hyb` builds it with one column part and the default buckets up
 /// to [`sparsetir_ops::composable::GPU_MAX_BUCKET`]: every row in one bucket row where the
@@ -407,29 +445,21 @@ pub fn hyb_gpu_spmm(
     indptr: &[i32],
     indices: &[i32],
 ) -> Result<HybGpuSpmm, BuildError> {
-    use sparsetir_formats::builders::hyb::{hyb, hyb_every_row};
-    use sparsetir_ops::composable::{default_buckets, HybGpuSchedule, GPU_MAX_BUCKET};
+    use sparsetir_ops::composable::{default_gpu_buckets, HybGpuSchedule};
 
-    let conv = |e: sparsetir_formats::builders::BuildError| BuildError::Lower(e.to_string());
-    let mut buckets = default_buckets(indptr, indices, cols, 1);
-    buckets.retain(|w| *w <= GPU_MAX_BUCKET);
+    let buckets = default_gpu_buckets(indptr, indices, cols, 1);
     let zeros = vec![0f32; indices.len()];
     let csrmm = sparsetir_ops::load("csrmm").map_err(|e| BuildError::Lower(e.to_string()))?;
-    let every = hyb_every_row(rows, cols, indptr, indices, &zeros, 1, &buckets).map_err(conv)?;
-    let (h, mut stage1, zero_fill) = if every.rows_once() {
-        let f = hyb_spmm_stage1_rows_once(&csrmm, 1, &buckets)?;
-        (every, f, false)
-    } else {
-        let h = hyb(rows, cols, indptr, indices, &zeros, 1, &buckets).map_err(conv)?;
-        (h, hyb_spmm_stage1(&csrmm, 1, &buckets)?, true)
-    };
+    let h = hyb_one_launch(rows, cols, indptr, indices, &zeros, 1, &buckets)
+        .map_err(|e| BuildError::Lower(format!("hyb conversion: {e}")))?;
+    let mut stage1 = hyb_one_launch_stage1(&csrmm, &h, &buckets)?;
     stage1.attrs.set("fuse_launches", AttrValue::Bool(true));
     let atomic = atomic_blocks_one_launch(&h);
     let schedule = HybGpuSchedule {
         parts: 1,
         num_buckets: buckets.len(),
         atomic: &atomic,
-        zero_fill,
+        zero_fill: !h.rows_once(),
         rest: false,
     }
     .scalar();

@@ -10,12 +10,12 @@
 //!   whole apart as CSR, one thread block each (`hyb_with_rest`): again one launch, no atomics
 //!   between blocks. The candidates are measured side by side.
 
-use sparsetir_formats::builders::hyb::{hyb, hyb_every_row, hyb_with_rest};
-use sparsetir_ops::composable::{default_buckets, Format, HybGpuSchedule, GPU_MAX_BUCKET};
+use sparsetir_formats::builders::hyb::hyb_with_rest;
+use sparsetir_ops::composable::{default_gpu_buckets, Format, HybGpuSchedule};
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::composable::{
-    atomic_blocks_one_launch, hyb_arguments, hyb_rest_arguments, hyb_rest_spmm_stage1,
-    hyb_spmm_stage1, hyb_spmm_stage1_rows_once,
+    atomic_blocks_one_launch, hyb_arguments, hyb_one_launch, hyb_one_launch_stage1,
+    hyb_rest_arguments, hyb_rest_spmm_stage1,
 };
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
 
@@ -43,15 +43,9 @@ pub(super) fn hyb_candidates(
         Format::Hyb { parts, buckets } => (parts.unwrap_or(1), buckets.clone()),
         _ => (1, None),
     };
-    // On the GPU the widest bucket is 32 (rows past it are cut into pieces of 32 added
-    // atomically, or kept whole apart): every warp walks at most 32 slots, whatever the row
-    // lengths (measured on an H100 against buckets up to 128 and up to the longest row:
-    // bench/gpu/results/session6-hyb-buckets).
-    let buckets = buckets.unwrap_or_else(|| {
-        let mut b = default_buckets(&a.indptr, &a.indices, a.cols, parts);
-        b.retain(|w| *w <= GPU_MAX_BUCKET);
-        b
-    });
+    // (Rows past the widest bucket are cut into pieces added atomically, or kept whole apart.)
+    let buckets =
+        buckets.unwrap_or_else(|| default_gpu_buckets(&a.indptr, &a.indices, a.cols, parts));
     let conv_err =
         |e: sparsetir_formats::builders::BuildError| Failure(format!("error: hyb conversion: {e}"));
     let (r, c, v) = (&a.indptr, &a.indices, &a.values);
@@ -62,39 +56,24 @@ pub(super) fn hyb_candidates(
     let auto = *format == Format::Auto;
     // (stage I, arguments, format name, plan's atomic flags, zero fill, rest).
     let mut variants = Vec::new();
-    let every = hyb_every_row(a.rows, a.cols, r, c, v, parts, &buckets).map_err(conv_err)?;
-    if every.rows_once() {
-        let stage1 = hyb_spmm_stage1_rows_once(&csrmm, parts, &buckets)?;
-        let atomic = atomic_blocks_one_launch(&every);
-        variants.push((
-            stage1,
-            hyb_arguments(&every),
-            hname.clone(),
-            atomic,
-            false,
-            false,
-        ));
-    } else {
-        let h = hyb(a.rows, a.cols, r, c, v, parts, &buckets).map_err(conv_err)?;
-        // The buckets share one launch: a bucket is atomic where another writes one of its
-        // rows too.
+    let h = hyb_one_launch(a.rows, a.cols, r, c, v, parts, &buckets).map_err(conv_err)?;
+    let zero_fill = !h.rows_once();
+    // The buckets share one launch: a bucket is atomic where another writes one of its rows
+    // too.
+    variants.push((
+        hyb_one_launch_stage1(&csrmm, &h, &buckets)?,
+        hyb_arguments(&h),
+        hname.clone(),
+        atomic_blocks_one_launch(&h),
+        zero_fill,
+        false,
+    ));
+    if zero_fill && auto && parts == 1 {
+        let (h, rest) = hyb_with_rest(a.rows, a.cols, r, c, v, &buckets).map_err(conv_err)?;
+        let stage1 = hyb_rest_spmm_stage1(&csrmm, &buckets)?;
         let atomic = atomic_blocks_one_launch(&h);
-        let stage1 = hyb_spmm_stage1(&csrmm, parts, &buckets)?;
-        variants.push((
-            stage1,
-            hyb_arguments(&h),
-            hname.clone(),
-            atomic,
-            true,
-            false,
-        ));
-        if auto && parts == 1 {
-            let (h, rest) = hyb_with_rest(a.rows, a.cols, r, c, v, &buckets).map_err(conv_err)?;
-            let stage1 = hyb_rest_spmm_stage1(&csrmm, &buckets)?;
-            let atomic = atomic_blocks_one_launch(&h);
-            let args = hyb_rest_arguments(&h, &rest);
-            variants.push((stage1, args, format!("{hname}+csr"), atomic, false, true));
-        }
+        let args = hyb_rest_arguments(&h, &rest);
+        variants.push((stage1, args, format!("{hname}+csr"), atomic, false, true));
     }
     let mut out = Vec::new();
     for (mut stage1, args, name, atomic, zero_fill, rest) in variants {
