@@ -98,7 +98,7 @@ def _kernel(name: str, dt: str, feat: int, target: str, s: Any = None) -> Any:
     if k is not None:
         return k
     if rows is not None:
-        schedule = _native.gpu_schedule(name, feat, rows[0], rows[1])
+        schedule = _native.gpu_schedule(_native.spmm_gpu_schedule_name(feat, *rows))
     else:
         schedule = _native.gpu_schedule(name)
     key = (name, dt, feat, schedule or "", target)
@@ -164,13 +164,7 @@ def _takes_hyb(s: Any, feat: int, B: Any) -> bool:
 
     if B.dtype != torch.float32 or s.nnz < HYB_MIN_NNZ:
         return False
-    key = ("takes hyb", feat)
-    takes = s._torch.get(key)
-    if takes is None:
-        max_row, mean_row = _row_stats(s)
-        takes = s._torch[key] = _native.gpu_schedule(
-            "csrmm", feat, max_row, mean_row) != _native.gpu_schedule("csrmm", feat, 0, 0.0)
-    return takes
+    return _native.spmm_gpu_schedule_name(feat, *_row_stats(s)) != "csrmm"
 
 
 def spmm(s: Any, values: Any, B: Any) -> Any:

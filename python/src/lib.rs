@@ -668,17 +668,18 @@ fn cpu_schedule(name: &str, gathered_bytes: usize) -> Option<String> {
     })
 }
 
-/// The default GPU schedule of a catalog kernel; for `csrmm` (SpMM) with `max_row` and
-/// `mean_row` (the matrix's longest and mean row) the one `sparsetir bench --device cuda`
-/// takes for that matrix and `feat`.
+/// The default GPU schedule of a catalog kernel (or of `csrmm_split`, `csrmm_split4`).
 #[pyfunction]
-#[pyo3(signature = (name, feat=0, max_row=0, mean_row=0.0))]
-fn gpu_schedule(name: &str, feat: usize, max_row: usize, mean_row: f64) -> Option<String> {
-    let name = match name {
-        "csrmm" => sparsetir_ops::spmm_gpu_schedule_name(feat, max_row, mean_row),
-        other => other,
-    };
+fn gpu_schedule(name: &str) -> Option<String> {
     sparsetir_ops::gpu_schedule(name).map(str::to_string)
+}
+
+/// The GPU schedule of SpMM for a matrix whose longest row stores `max_row` elements and whose
+/// rows store `mean_row` on average, at width `feat`: `csrmm`, or a row-split one, as `sparsetir
+/// bench --device cuda` takes it.
+#[pyfunction]
+fn spmm_gpu_schedule_name(feat: usize, max_row: usize, mean_row: f64) -> &'static str {
+    sparsetir_ops::spmm_gpu_schedule_name(feat, max_row, mean_row)
 }
 
 #[pymodule]
@@ -692,6 +693,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(catalog_source_stored_as, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_schedule, m)?)?;
+    m.add_function(wrap_pyfunction!(spmm_gpu_schedule_name, m)?)?;
     m.add_class::<device::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(device::device_array, m)?)?;
     m.add_class::<device::HybSpmm>()?;

@@ -351,10 +351,18 @@ pub fn gpu_schedule(kernel: &str) -> Option<&'static str> {
 /// Measured on an H100: `bench/gpu/results/session6-variants2` and `-variants3`.
 pub fn spmm_gpu_schedule_name(feat: usize, max_row: usize, mean_row: f64) -> &'static str {
     let skewed = max_row as f64 >= 8.0 * mean_row.max(1.0) && max_row >= 64;
-    match feat {
-        _ if !skewed => "csrmm",
-        0..=128 => "csrmm_split",
-        129..=256 => "csrmm_split4",
+    match spmm_gpu_split_schedule(feat) {
+        Some(split) if skewed => split,
         _ => "csrmm",
+    }
+}
+
+/// SpMM's row-split GPU schedule at width `feat` (see [`spmm_gpu_schedule_name`]), if it has
+/// one there.
+pub fn spmm_gpu_split_schedule(feat: usize) -> Option<&'static str> {
+    match feat {
+        0..=128 => Some("csrmm_split"),
+        129..=256 => Some("csrmm_split4"),
+        _ => None,
     }
 }

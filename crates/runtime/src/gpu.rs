@@ -74,6 +74,8 @@ pub struct GpuKernel {
     backend: Backend,
     /// The launch shapes [`GpuKernel::launch`]'s validation passed on frozen structure.
     memo: ValidationMemo,
+    /// By parameter: whether a kernel of the module writes it.
+    written: Vec<bool>,
 }
 
 /// Where a launch's kernels are queued on a GPU, and whether the call returns only once they
@@ -141,10 +143,19 @@ impl GpuKernel {
                 &module, cache,
             )?)),
         };
+        let mut written = vec![false; module.params.len()];
+        for a in module.kernels.iter().flat_map(|k| &k.args) {
+            if !a.readonly {
+                if let Some(w) = written.get_mut(a.param) {
+                    *w = true;
+                }
+            }
+        }
         Ok(GpuKernel {
             stage1: lowered.stage1.clone(),
             lowered,
             module,
+            written,
             backend,
             memo: ValidationMemo::new(),
         })

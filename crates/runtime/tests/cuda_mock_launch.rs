@@ -102,25 +102,38 @@ impl Recorded {
         let lib = unsafe { libloading::Library::new(driver) }.expect("the mock driver");
         Recorded { lib }
     }
-    fn call_i(&self, name: &[u8], arg: i32) -> u64 {
-        // SAFETY: `mock_last_param(int) -> uint64_t`, `mock_record_params(int)` (its result
-        // ignored) in libcuda_mock.c.
+    fn record_params(&self, n: i32) {
+        // SAFETY: `void mock_record_params(int)` in libcuda_mock.c.
         unsafe {
-            let f: libloading::Symbol<'_, unsafe extern "C" fn(i32) -> u64> =
-                self.lib.get(name).expect("symbol");
-            f(arg)
+            let f: libloading::Symbol<'_, unsafe extern "C" fn(i32)> =
+                self.lib.get(b"mock_record_params").expect("symbol");
+            f(n)
         }
     }
-    fn call(&self, name: &[u8]) -> u64 {
-        // SAFETY: `mock_last_stream(void) -> uint64_t`, `mock_htod_count(void) -> int`.
+    fn param(&self, i: usize) -> u64 {
+        // SAFETY: `uint64_t mock_last_param(int)` in libcuda_mock.c.
+        unsafe {
+            let f: libloading::Symbol<'_, unsafe extern "C" fn(i32) -> u64> =
+                self.lib.get(b"mock_last_param").expect("symbol");
+            f(i as i32)
+        }
+    }
+    fn stream(&self) -> u64 {
+        // SAFETY: `uint64_t mock_last_stream(void)` in libcuda_mock.c.
         unsafe {
             let f: libloading::Symbol<'_, unsafe extern "C" fn() -> u64> =
-                self.lib.get(name).expect("symbol");
+                self.lib.get(b"mock_last_stream").expect("symbol");
             f()
         }
     }
-    fn htod(&self) -> u64 {
-        self.call(b"mock_htod_count") & 0xffff_ffff
+    /// `mock_htod_count` or `mock_sync_count`.
+    fn count(&self, name: &[u8]) -> i32 {
+        // SAFETY: `int name(void)` in libcuda_mock.c.
+        unsafe {
+            let f: libloading::Symbol<'_, unsafe extern "C" fn() -> i32> =
+                self.lib.get(name).expect("symbol");
+            f()
+        }
     }
 }
 
@@ -140,7 +153,7 @@ fn a_borrowed_launch_passes_device_addresses_and_the_callers_stream() {
     let m = k.module();
     assert_eq!(m.kernels.len(), 1);
     let kernel = &m.kernels[0];
-    rec.call_i(b"mock_record_params", kernel.args.len() as i32);
+    rec.record_params(kernel.args.len() as i32);
     let i32s = |v: &[i64]| FrozenArray::new(Tensor::from_i64(DType::I32, v).expect("tensor"));
     let (indptr, indices) = (i32s(&[0, 2, 3]), i32s(&[0, 2, 1]));
     let a = [1.0f32, 2.0, 3.0];
@@ -148,38 +161,39 @@ fn a_borrowed_launch_passes_device_addresses_and_the_callers_stream() {
     let mut c = vec![0.0f32; 2 * 32];
     let addr = |p: *const f32| p as usize as u64;
     let (a_at, b_at, c_at) = (addr(a.as_ptr()), addr(b.as_ptr()), addr(c.as_mut_ptr()));
-    let mut copies = Vec::new();
-    let mut structure_at = Vec::new();
-    for round in 0..2 {
-        let before = rec.htod();
+    // The launch's arguments: the structure frozen, `a`, `b` and `c` in "device" memory (the
+    // mock driver's is host memory; the arrays outlive every launch, and its kernels touch
+    // nothing).
+    let device_args = || {
         let mut args = LaunchArgs::new();
         args.int("m", 2)
             .int("n", 3)
             .int("nnz", 3)
             .int("feat_size", 32);
         args.frozen("indptr", &indptr).frozen("indices", &indices);
-        // SAFETY: the mock driver's device memory is host memory; the arrays outlive the
-        // launch, and its kernels touch nothing.
-        unsafe {
-            args.set(
-                "a",
-                LaunchArg::Array(ArrayRef::device(DType::F32, a_at, 3, false)),
-            );
-            args.set(
-                "b",
-                LaunchArg::Array(ArrayRef::device(DType::F32, b_at, 96, false)),
-            );
-            args.set(
-                "c",
-                LaunchArg::Array(ArrayRef::device(DType::F32, c_at, 64, true)),
-            );
-            k.launch(&args, 0x5150 + round).expect("launches");
+        for (name, at, len, writable) in [
+            ("a", a_at, 3, false),
+            ("b", b_at, 96, false),
+            ("c", c_at, 64, true),
+        ] {
+            // SAFETY: as said above.
+            let dev = unsafe { ArrayRef::device(DType::F32, at, len, writable) };
+            args.set(name, LaunchArg::Array(dev));
         }
-        copies.push(rec.htod() - before);
-        assert_eq!(rec.call(b"mock_last_stream"), 0x5150 + round);
+        args
+    };
+    let mut copies = Vec::new();
+    let mut structure_at = Vec::new();
+    for round in 0..2 {
+        let before = rec.count(b"mock_htod_count");
+        let args = device_args();
+        // SAFETY: the mock driver; a stream of its own.
+        unsafe { k.launch(&args, 0x5150 + round) }.expect("launches");
+        copies.push(rec.count(b"mock_htod_count") - before);
+        assert_eq!(rec.stream(), 0x5150 + round);
         let mut at = Vec::new();
         for (i, arg) in kernel.args.iter().enumerate() {
-            let value = rec.call_i(b"mock_last_param", i as i32);
+            let value = rec.param(i);
             match m.params[arg.param].name.as_str() {
                 "a" => assert_eq!(value, a_at),
                 "b" => assert_eq!(value, b_at),
@@ -211,32 +225,12 @@ fn a_borrowed_launch_passes_device_addresses_and_the_callers_stream() {
     // `launch` waits for its kernel (a synchronisation); `launch_queued`, where every array
     // is the caller's device memory or frozen, returns once it is queued; with a host array
     // it waits too.
-    let syncs = || rec.call(b"mock_sync_count") & 0xffff_ffff;
+    let syncs = || rec.count(b"mock_sync_count");
     let mut host_b = b.clone();
     for (queued, host, want) in [(false, false, 1), (true, false, 0), (true, true, 1)] {
-        let mut args = LaunchArgs::new();
-        args.int("m", 2)
-            .int("n", 3)
-            .int("nnz", 3)
-            .int("feat_size", 32);
-        args.frozen("indptr", &indptr).frozen("indices", &indices);
-        // SAFETY: as above.
-        unsafe {
-            args.set(
-                "a",
-                LaunchArg::Array(ArrayRef::device(DType::F32, a_at, 3, false)),
-            );
-            args.set(
-                "c",
-                LaunchArg::Array(ArrayRef::device(DType::F32, c_at, 64, true)),
-            );
-        }
+        let mut args = device_args();
         if host {
             args.write("b", &mut host_b);
-        } else {
-            // SAFETY: as above.
-            let b_dev = unsafe { ArrayRef::device(DType::F32, b_at, 96, false) };
-            args.set("b", LaunchArg::Array(b_dev));
         }
         let before = syncs();
         // SAFETY: the mock driver; a stream of its own.

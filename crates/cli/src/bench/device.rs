@@ -78,25 +78,19 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
         matrices.push((stem(p), load_csr(p)?));
     }
     let cache = KernelCache::from_env()?;
-    // SpMM's default GPU schedule by matrix (`sparsetir_ops::spmm_gpu_schedule_name`): rows
-    // split over warps where some rows are much longer than the mean.
-    let spmm_split = |feat: usize| {
-        let name = sparsetir_ops::spmm_gpu_schedule_name(feat, usize::MAX, 1.0);
-        (name, sparsetir_ops::gpu_schedule(name).map(str::to_string))
-    };
     let mut failed = false;
     let stdout = std::io::stdout();
     for &feat in &feats {
         let (f, spec) = kernel_for(op, feat, dtype)?;
         let k = GpuKernel::build(&f, schedule.as_deref(), &spec, device, &cache)?;
-        let split = if op == Op::Spmm && o.schedule.is_none() && feat <= 256 {
-            let (name, text) = spmm_split(feat);
-            Some((
-                name,
-                GpuKernel::build(&f, text.as_deref(), &spec, device, &cache)?,
-            ))
-        } else {
-            None
+        // SpMM's default GPU schedule by matrix (`sparsetir_ops::spmm_gpu_schedule_name`):
+        // rows split over warps where some rows are much longer than the mean.
+        let split = match sparsetir_ops::spmm_gpu_split_schedule(feat) {
+            Some(name) if op == Op::Spmm && o.schedule.is_none() => {
+                let text = sparsetir_ops::gpu_schedule(name);
+                Some((name, GpuKernel::build(&f, text, &spec, device, &cache)?))
+            }
+            _ => None,
         };
         if let Some(dir) = &o.emit_cuda {
             std::fs::create_dir_all(dir)

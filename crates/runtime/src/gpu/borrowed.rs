@@ -117,10 +117,7 @@ impl GpuKernel {
         let mut ints: HashMap<usize, i64> = HashMap::new();
         let mut slots: Vec<Option<Slot<'_>>> = Vec::with_capacity(m.params.len());
         for (k, p) in m.params.iter().enumerate() {
-            let written = m
-                .kernels
-                .iter()
-                .any(|kk| kk.args.iter().any(|a| a.param == k && !a.readonly));
+            let written = self.written.get(k).copied().unwrap_or(false);
             let slot = match (&p.kind, args.get(&p.name)) {
                 (CParamKind::Array { elem }, Some(LaunchArg::Array(a))) => {
                     if a.dtype() != *elem && *elem != DType::Handle {

@@ -56,6 +56,25 @@ fn on_device_mut<T: sparsetir_runtime::HostElement>(s: &mut [T]) -> ArrayRef<'_>
     unsafe { ArrayRef::device(T::DTYPE, s.as_mut_ptr() as usize as u64, s.len(), true) }
 }
 
+/// A CSR matrix's launch arguments: its sizes (`feat_size` too where given) and its structure,
+/// frozen.
+fn csr_args<'a>(
+    sizes: [usize; 3],
+    feat: Option<usize>,
+    indptr: &'a FrozenArray,
+    indices: &'a FrozenArray,
+) -> LaunchArgs<'a> {
+    let mut args = LaunchArgs::new();
+    for (name, v) in ["m", "n", "nnz"].into_iter().zip(sizes) {
+        args.int(name, v as i64);
+    }
+    if let Some(f) = feat {
+        args.int("feat_size", f as i64);
+    }
+    args.frozen("indptr", indptr).frozen("indices", indices);
+    args
+}
+
 fn gpu(kernel: &str, schedule: &str, feat: i64) -> GpuKernel {
     let f = sparsetir_ops::load(kernel).expect("catalog kernel");
     let sched = sparsetir_ops::gpu_schedule(schedule).expect("a GPU schedule");
@@ -127,12 +146,7 @@ fn spmm_and_softmax_on_frozen_structure_and_device_operands_equal_the_evaluator(
         for round in 0..3 {
             // (Outputs start as garbage: the kernels store or zero them first.)
             let mut c = vec![7.0f32 + round as f32; m * feat];
-            let mut args = LaunchArgs::new();
-            args.int("m", m as i64)
-                .int("n", n as i64)
-                .int("nnz", nnz as i64)
-                .int("feat_size", feat as i64);
-            args.frozen("indptr", &fp).frozen("indices", &fi);
+            let mut args = csr_args([m, n, nnz], Some(feat), &fp, &fi);
             args.set("a", LaunchArg::Array(on_device(&a)));
             args.set("b", LaunchArg::Array(on_device(&b)));
             args.set("c", LaunchArg::Array(on_device_mut(&mut c)));
@@ -153,13 +167,8 @@ fn spmm_and_softmax_on_frozen_structure_and_device_operands_equal_the_evaluator(
         "b",
     );
     let mut out = vec![0.0f32; nnz];
-    let mut args = LaunchArgs::new();
-    args.int("m", m as i64)
-        .int("n", n as i64)
-        .int("nnz", nnz as i64);
-    args.frozen("indptr", &fp)
-        .frozen("indices", &fi)
-        .read("a", &a);
+    let mut args = csr_args([m, n, nnz], None, &fp, &fi);
+    args.read("a", &a);
     args.write("b", &mut out);
     // SAFETY: the emulator, the null stream.
     unsafe { k.launch(&args, 0) }.expect("softmax");
@@ -181,15 +190,8 @@ fn refused_launches_name_the_parameter_and_write_nothing() {
         a: &'a [f32],
         b: &'a [f32],
     ) -> LaunchArgs<'a> {
-        let mut args = LaunchArgs::new();
-        args.int("m", 2)
-            .int("n", 3)
-            .int("nnz", 3)
-            .int("feat_size", 32);
-        args.frozen("indptr", fp)
-            .frozen("indices", fi)
-            .read("a", a)
-            .read("b", b);
+        let mut args = csr_args([2, 3, 3], Some(32), fp, fi);
+        args.read("a", a).read("b", b);
         args
     }
     let mut c = vec![5.0f32; 64];
@@ -285,12 +287,7 @@ fn hyb_from_the_structure_alone_with_values_gathered_at_launch() {
     let to_i64 = |v: &[i32]| v.iter().map(|&x| i64::from(x)).collect::<Vec<_>>();
     let (fp, fi) = (frozen_i32(&to_i64(&indptr)), frozen_i32(&to_i64(&indices)));
     let mut c = vec![9.0f32; m * feat];
-    let mut args = LaunchArgs::new();
-    args.int("m", m as i64)
-        .int("n", n as i64)
-        .int("nnz", nnz as i64)
-        .int("feat_size", feat as i64);
-    args.frozen("indptr", &fp).frozen("indices", &fi);
+    let mut args = csr_args([m, n, nnz], Some(feat), &fp, &fi);
     for (name, v) in &plan.args {
         if let ArgValue::Int(i) = v {
             args.int(name, *i);

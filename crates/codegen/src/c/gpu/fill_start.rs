@@ -196,19 +196,21 @@ impl Writer<'_> {
     /// `blockDim.x` the reduction's lanes, so that the one combining thread is `threadIdx.x`
     /// 0, the thread a fill outside any `threadIdx.x` loop stores from.
     pub(super) fn combines_once(&self, f: &For, acc: &Accumulation<'_>) -> bool {
+        !acc.atomic
+            && acc.block.init.is_none()
+            && self.lone_combiner(f)
+            && acc.combination_guards(f).is_empty()
+    }
+
+    /// Whether `blockDim.x` is a constant equal to the lanes of the cross-thread reduction over
+    /// `f`: thread 0 alone then combines each element.
+    pub(super) fn lone_combiner(&self, f: &For) -> bool {
         let dim_x = self
             .kernel
             .as_ref()
             .and_then(|k| k.dims.get("threadIdx.x"))
             .and_then(|d| d.eval(&|_| None));
-        if acc.atomic
-            || acc.block.init.is_some()
-            || dim_x.is_none()
-            || dim_x != const_int(&f.extent)
-        {
-            return false;
-        }
-        acc.combination_guards(f).is_empty()
+        dim_x.is_some() && dim_x == const_int(&f.extent)
     }
 
     /// The value the registers of the accumulation over loop `v` start with, where a fill was

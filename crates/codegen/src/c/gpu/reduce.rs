@@ -638,7 +638,7 @@ impl<'f> Writer<'f> {
         // combine (`fill_start.rs`); else from the element as memory holds it.
         let start = match self.take_fill_start(f.var) {
             Some(v) => Some(v),
-            None if dim_x == Some(lanes) => fill_start::constant_init(&acc),
+            None if self.lone_combiner(f) => fill_start::constant_init(&acc),
             None => None,
         };
         if let Some(init) = acc.block.init.as_ref().filter(|_| start.is_none()) {
