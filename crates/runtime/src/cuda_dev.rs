@@ -14,7 +14,7 @@ use sparsetir_ir::DType;
 
 use crate::cache::KernelCache;
 use crate::error::RunError;
-use crate::gpu::{GpuRunStats, Queue, Slot};
+use crate::gpu::{Dims, GpuRunStats, MapViews, Queue, Slot};
 
 /// NVRTC compiles `module` for `arch` (`emit`: PTX or cubin), through the cache: the result is
 /// published atomically under a key hashing the source, the architecture, the output kind and
@@ -188,8 +188,8 @@ impl DeviceModule {
     pub(crate) fn run(
         &self,
         m: &CudaModule,
-        launches: &[([u32; 3], [u32; 3])],
-        tmaps: &[Vec<Option<[i64; 2]>>],
+        launches: &[Dims],
+        tmaps: &[MapViews],
         slots: &mut [Option<Slot<'_>>],
         repeats: usize,
         queue: Queue,

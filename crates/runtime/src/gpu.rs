@@ -78,6 +78,12 @@ pub struct GpuKernel {
     written: Vec<bool>,
 }
 
+/// A kernel's launch: its grid and block.
+pub(crate) type Dims = ([u32; 3], [u32; 3]);
+
+/// A kernel's tensor-map views (`[columns, rows]`), by argument (`None`: not a tensor map).
+pub(crate) type MapViews = Vec<Option<[i64; 2]>>;
+
 /// Where a launch's kernels are queued on a GPU, and whether the call returns only once they
 /// finished (it does anyway where an array makes a round trip through the host: copied in
 /// and back, or a device copy or scratch buffer freed at the end).
@@ -288,11 +294,7 @@ impl GpuKernel {
 
     /// Every kernel's grid and block, and the views of its tensor-map arguments, from the
     /// scalar parameters `ints` (by parameter index).
-    #[allow(clippy::type_complexity)]
-    fn plan(
-        &self,
-        ints: &HashMap<usize, i64>,
-    ) -> Result<(Vec<([u32; 3], [u32; 3])>, Vec<Vec<Option<[i64; 2]>>>), RunError> {
+    fn plan(&self, ints: &HashMap<usize, i64>) -> Result<(Vec<Dims>, Vec<MapViews>), RunError> {
         let m = &self.module;
         let eval = |e: &LaunchExpr, what: &str| eval_launch(ints, e, what);
         let mut launches = Vec::new();
@@ -323,7 +325,7 @@ impl GpuKernel {
         }
         // The views of the tensor-map arguments, by kernel and argument (checked against
         // their buffers by each backend).
-        let mut tmaps: Vec<Vec<Option<[i64; 2]>>> = Vec::with_capacity(m.kernels.len());
+        let mut tmaps: Vec<MapViews> = Vec::with_capacity(m.kernels.len());
         for k in &m.kernels {
             let mut dims = Vec::with_capacity(k.args.len());
             for a in &k.args {
@@ -343,8 +345,8 @@ impl GpuKernel {
     /// timed rounds after the first on a GPU, kernels queued as `queue` says there.
     fn execute(
         &self,
-        launches: &[([u32; 3], [u32; 3])],
-        tmaps: &[Vec<Option<[i64; 2]>>],
+        launches: &[Dims],
+        tmaps: &[MapViews],
         slots: &mut [Option<Slot<'_>>],
         repeats: usize,
         queue: Queue,

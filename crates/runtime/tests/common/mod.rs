@@ -74,6 +74,24 @@ pub fn f64s(args: &Args, name: &str) -> Vec<f64> {
 /// A random `rows × cols` matrix as a dense row-major array: row 1 empty (when there are more
 /// than two rows), row 2 full, the others holding each column with probability `p`; values in
 /// ±[0.05, 1), never exactly zero, so every kept entry is stored.
+/// A random CSR pattern: `m` rows (every 7th empty), `n` columns, sorted unique columns per
+/// row (each present with probability 0.3).
+pub fn csr_pattern(rng: &mut ChaCha8Rng, m: usize, n: usize) -> (Vec<i32>, Vec<i32>) {
+    let mut indptr = vec![0i32];
+    let mut indices = Vec::new();
+    for i in 0..m {
+        if i % 7 != 3 {
+            for j in 0..n {
+                if rng.random_bool(0.3) {
+                    indices.push(j as i32);
+                }
+            }
+        }
+        indptr.push(indices.len() as i32);
+    }
+    (indptr, indices)
+}
+
 pub fn random_dense(rng: &mut ChaCha8Rng, rows: usize, cols: usize, p: f64) -> Vec<f32> {
     let mut d = vec![0.0f32; rows * cols];
     for i in 0..rows {

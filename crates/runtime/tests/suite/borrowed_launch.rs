@@ -16,23 +16,6 @@ use sparsetir_runtime::{Kernel, LaunchArgs, RunError};
 use crate::common;
 use common::{have_cc, opts};
 
-/// A random CSR pattern: `m` rows (some empty), `n` columns, sorted unique columns per row.
-fn pattern(rng: &mut ChaCha8Rng, m: usize, n: usize) -> (Vec<i32>, Vec<i32>) {
-    let mut indptr = vec![0i32];
-    let mut indices = Vec::new();
-    for i in 0..m {
-        if i % 7 != 3 {
-            for j in 0..n {
-                if rng.random_bool(0.3) {
-                    indices.push(j as i32);
-                }
-            }
-        }
-        indptr.push(indices.len() as i32);
-    }
-    (indptr, indices)
-}
-
 fn kernel(name: &str) -> Kernel {
     let f = sparsetir_ops::load(name).expect("catalog kernel");
     let sched = sparsetir_ops::cpu_schedule(name);
@@ -85,7 +68,7 @@ fn attention_chained_on_borrowed_slices_equals_the_evaluator() {
     }
     let mut rng = ChaCha8Rng::seed_from_u64(40);
     let (m, n, d) = (37usize, 45usize, 24usize);
-    let (indptr, indices) = pattern(&mut rng, m, n);
+    let (indptr, indices) = common::csr_pattern(&mut rng, m, n);
     let nnz = indices.len();
     let q: Vec<f32> = (0..m * d).map(|_| rng.random_range(-1.0..1.0)).collect();
     let k: Vec<f32> = (0..n * d).map(|_| rng.random_range(-1.0..1.0)).collect();

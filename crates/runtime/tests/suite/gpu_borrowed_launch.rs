@@ -22,25 +22,9 @@ fn cache() -> KernelCache {
     KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gpu-borrowed"))
 }
 
-/// A random CSR pattern: `m` rows (every 7th empty), `n` columns.
-fn pattern(rng: &mut ChaCha8Rng, m: usize, n: usize) -> (Vec<i64>, Vec<i64>) {
-    let mut indptr = vec![0i64];
-    let mut indices = Vec::new();
-    for i in 0..m {
-        if i % 7 != 3 {
-            for j in 0..n {
-                if rng.random_bool(0.3) {
-                    indices.push(j as i64);
-                }
-            }
-        }
-        indptr.push(indices.len() as i64);
-    }
-    (indptr, indices)
-}
-
-fn frozen_i32(v: &[i64]) -> FrozenArray {
-    FrozenArray::new(Tensor::from_i64(DType::I32, v).expect("tensor"))
+fn frozen_i32(v: &[i32]) -> FrozenArray {
+    let v: Vec<i64> = v.iter().map(|&x| x.into()).collect();
+    FrozenArray::new(Tensor::from_i64(DType::I32, &v).expect("tensor"))
 }
 
 /// A host slice lent, read-only, as the emulator's device memory.
@@ -110,7 +94,7 @@ fn close(what: &str, got: &[f32], want: &[f64]) {
 fn spmm_and_softmax_on_frozen_structure_and_device_operands_equal_the_evaluator() {
     let mut rng = ChaCha8Rng::seed_from_u64(43);
     let (m, n, feat) = (45usize, 38usize, 64usize);
-    let (indptr, indices) = pattern(&mut rng, m, n);
+    let (indptr, indices) = crate::common::csr_pattern(&mut rng, m, n);
     let nnz = indices.len();
     let (fp, fi) = (frozen_i32(&indptr), frozen_i32(&indices));
     let a: Vec<f32> = (0..nnz).map(|_| rng.random_range(-1.0..1.0)).collect();
@@ -178,7 +162,7 @@ fn spmm_and_softmax_on_frozen_structure_and_device_operands_equal_the_evaluator(
 
 #[test]
 fn refused_launches_name_the_parameter_and_write_nothing() {
-    let (indptr, indices) = (vec![0i64, 2, 3], vec![0i64, 2, 1]);
+    let (indptr, indices) = ([0i32, 2, 3], [0i32, 2, 1]);
     let (fp, fi) = (frozen_i32(&indptr), frozen_i32(&indices));
     let plain_indptr = [0i32, 2, 3];
     let (a, b) = ([1.0f32, 2.0, 3.0], [1.0f32; 3 * 32]);
@@ -284,8 +268,7 @@ fn hyb_from_the_structure_alone_with_values_gathered_at_launch() {
             (name.clone(), v)
         })
         .collect();
-    let to_i64 = |v: &[i32]| v.iter().map(|&x| i64::from(x)).collect::<Vec<_>>();
-    let (fp, fi) = (frozen_i32(&to_i64(&indptr)), frozen_i32(&to_i64(&indices)));
+    let (fp, fi) = (frozen_i32(&indptr), frozen_i32(&indices));
     let mut c = vec![9.0f32; m * feat];
     let mut args = csr_args([m, n, nnz], Some(feat), &fp, &fi);
     for (name, v) in &plan.args {
