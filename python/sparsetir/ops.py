@@ -49,7 +49,8 @@ import numpy as np
 from . import _device, _native
 from ._native import SparsetirError
 
-__all__ = ["spmm", "sddmm", "spmv", "sparse_softmax", "masked_attention", "csr_structure"]
+__all__ = ["spmm", "sddmm", "spmv", "sparse_softmax", "masked_attention", "csr_structure",
+           "CsrTensor"]
 
 
 class _Csr:
@@ -248,20 +249,8 @@ def _torch_structure(A: Any):
     if A.dim() != 2:
         raise ValueError(f"expected a 2-D sparse matrix, got {A.dim()} dimensions")
     if A.layout == torch.sparse_csr:
-        crow, col = A.crow_indices(), A.col_indices()
-        key = ("torch", crow.data_ptr(), col.data_ptr(), crow.dtype, col.dtype, col.numel(),
-               A.shape)
-        s = _structures.get(key)
-        if s is None:
-            # (A CUDA matrix's structure is read on the host once: validation reads it there,
-            # and the GPU kernels take the frozen copy, copied to the GPU once.)
-            crow_np = crow.detach().cpu().numpy()
-            col_np = col.detach().cpu().numpy()
-            # Columns must be sorted within rows and unique, as the kernels' axes declare:
-            # every launch validates that and refuses other data with a located message.
-            s = _Csr(A.shape[0], A.shape[1], crow_np, col_np)
-            _structures.put(key, (crow, col), s)
-        return s, A.values()
+        return _index_structure(A.crow_indices(), A.col_indices(), A.shape[0],
+                                A.shape[1]), A.values()
     if A.layout == torch.sparse_coo:
         if not A.is_coalesced():
             A = A.coalesce()
@@ -280,8 +269,135 @@ def _torch_structure(A: Any):
     raise TypeError(f"sparse matrix layout {A.layout} is not supported (sparse_csr, sparse_coo)")
 
 
+def _index_structure(crow: Any, col: Any, m: int, n: int) -> _Csr:
+    """The structure of the m×n CSR matrix whose row pointers and columns are the torch tensors
+    `crow` and `col` (a torch CSR tensor's, a `CsrTensor`'s), cached by their addresses."""
+    key = ("torch", crow.data_ptr(), col.data_ptr(), crow.dtype, col.dtype, col.numel(),
+           (m, n))
+    s = _structures.get(key)
+    if s is None:
+        # (A CUDA matrix's structure is read on the host once: validation reads it there,
+        # and the GPU kernels take the frozen copy, copied to the GPU once.)
+        crow_np = crow.detach().cpu().numpy()
+        col_np = col.detach().cpu().numpy()
+        # Columns must be sorted within rows and unique, as the kernels' axes declare:
+        # every launch validates that and refuses other data with a located message.
+        s = _Csr(m, n, crow_np, col_np)
+        _structures.put(key, (crow, col), s)
+    return s
+
+
+class CsrTensor:
+    """A sparse m×n matrix held as three torch tensors in CSR form: ``indptr`` (m + 1 row
+    pointers), ``indices`` (the column of each stored element, sorted and unique within each
+    row), ``values`` (one per stored element, differentiable) and ``shape`` ``(m, n)``.
+
+    Every operator of this module takes it where it takes a sparse matrix, and returns one
+    where it returns a matrix of A's pattern (``sddmm``, ``sparse_softmax``). It is the form of
+    a sparse matrix ``torch.compile`` can trace (TorchDynamo refuses torch's own sparse
+    tensors): under ``torch.compile`` the operators on a ``CsrTensor`` are the custom
+    operators ``torch.ops.sparsetir.*``, each one node of the captured graph with its shapes
+    and gradients registered, so a model compiles whole (``fullgraph=True``) and runs the same
+    kernels, on the CPU or the GPU where the tensors are.
+
+    The structure is converted for the kernels once and cached by the index tensors' identity,
+    as for torch CSR tensors: make the ``CsrTensor`` (or its index tensors) once and keep it,
+    change ``values`` freely (``with_values``), and do not rewrite the index tensors in place.
+    """
+
+    __slots__ = ("indptr", "indices", "values", "shape")
+
+    def __init__(self, indptr: Any, indices: Any, values: Any, shape: Tuple[int, int]):
+        m, n = (int(d) for d in shape)
+        if indptr.dim() != 1 or indices.dim() != 1 or values.dim() != 1:
+            raise ValueError(
+                f"CsrTensor: indptr, indices and values must be 1-D; got "
+                f"{indptr.dim()}, {indices.dim()} and {values.dim()} dimensions")
+        if indptr.shape[0] != m + 1:
+            raise ValueError(f"CsrTensor: a {m}x{n} matrix needs {m + 1} row pointers; "
+                             f"indptr has {indptr.shape[0]}")
+        if values.shape[0] != indices.shape[0]:
+            raise ValueError(f"CsrTensor: {indices.shape[0]} column indices but "
+                             f"{values.shape[0]} values")
+        if indptr.is_floating_point() or indices.is_floating_point():
+            raise TypeError(f"CsrTensor: indptr and indices must be integer tensors; got "
+                            f"{indptr.dtype} and {indices.dtype}")
+        self.indptr, self.indices, self.values, self.shape = indptr, indices, values, (m, n)
+
+    @classmethod
+    def from_torch(cls, A: Any) -> "CsrTensor":
+        """From a torch tensor: sparse CSR (its own index tensors), sparse COO or dense (both
+        converted to CSR)."""
+        import torch
+
+        if A.layout != torch.sparse_csr:
+            A = (A.coalesce() if A.layout == torch.sparse_coo else A).to_sparse_csr()
+        return cls(A.crow_indices(), A.col_indices(), A.values(), tuple(A.shape))
+
+    @classmethod
+    def from_scipy(cls, A: Any, device: Any = None, dtype: Any = None) -> "CsrTensor":
+        """From a scipy.sparse matrix (any format; duplicates summed), on `device`, its values
+        of `dtype` (default: the matrix's own)."""
+        import torch
+
+        csr = A.tocsr()
+        if not csr.has_canonical_format:
+            csr = csr.copy()
+            csr.sum_duplicates()
+        values = torch.from_numpy(np.ascontiguousarray(csr.data))
+        return cls(torch.from_numpy(csr.indptr.astype(np.int32)).to(device),
+                   torch.from_numpy(csr.indices.astype(np.int32)).to(device),
+                   values.to(device=device, dtype=dtype), csr.shape)
+
+    def with_values(self, values: Any) -> "CsrTensor":
+        """The same structure (the same index tensors, so the same cached conversion) with
+        other values."""
+        return CsrTensor(self.indptr, self.indices, values, self.shape)
+
+    def to_torch(self) -> Any:
+        """As a torch sparse CSR tensor (not for code ``torch.compile`` traces)."""
+        import torch
+
+        return torch.sparse_csr_tensor(self.indptr, self.indices, self.values, size=self.shape)
+
+    def to(self, *args: Any, **kwargs: Any) -> "CsrTensor":
+        """``values.to(...)`` and the index tensors to the same device."""
+        values = self.values.to(*args, **kwargs)
+        return CsrTensor(self.indptr.to(values.device), self.indices.to(values.device), values,
+                         self.shape)
+
+    @property
+    def nnz(self) -> int:
+        return self.indices.shape[0]
+
+    @property
+    def device(self) -> Any:
+        return self.values.device
+
+    @property
+    def dtype(self) -> Any:
+        return self.values.dtype
+
+    def __repr__(self) -> str:
+        return (f"CsrTensor(shape={self.shape}, nnz={self.nnz}, dtype={self.dtype}, "
+                f"device={self.device})")
+
+
+def _compiling(A: Any) -> bool:
+    """Whether `A` is a `CsrTensor` in code TorchDynamo is tracing: the operators then take the
+    custom-operator path (`_library`)."""
+    if not isinstance(A, CsrTensor):
+        return False
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
 def csr_structure(A: Any) -> _Csr:
-    """The cached CSR structure sparsetir uses for ``A`` (scipy.sparse or torch sparse)."""
+    """The cached CSR structure sparsetir uses for ``A`` (scipy.sparse, torch sparse or a
+    `CsrTensor`)."""
+    if isinstance(A, CsrTensor):
+        return _index_structure(A.indptr, A.indices, *A.shape)
     return _torch_structure(A)[0] if _is_torch(A) else _scipy_structure(A)[0]
 
 
@@ -749,6 +865,8 @@ def _fns():
 
 def _operands(A: Any, dense: Tuple[Any, ...]):
     """A's structure and values, and whether the torch path applies."""
+    if isinstance(A, CsrTensor):
+        return _index_structure(A.indptr, A.indices, *A.shape), A.values, True
     use_torch = _is_torch(A) or any(_is_torch(d) for d in dense)
     if _is_torch(A):
         import torch
@@ -811,6 +929,10 @@ def spmm(A: Any, B: Any, reduce: str = "sum") -> Any:
     """
     if reduce not in _REDUCE:
         raise ValueError(f"spmm: reduce must be one of {', '.join(_REDUCE)}; got {reduce!r}")
+    if _compiling(A):
+        from . import _library
+
+        return _library.spmm(A, B, reduce)
     s, values, use_torch = _operands(A, (B,))
     if not use_torch:
         v, b = np.asarray(values), _numeric(B, "spmm", "B")
@@ -849,7 +971,10 @@ def _mean_weights(s: _Csr, values: Any) -> Any:
 
 
 def _pattern_like(A: Any, s: _Csr, out_values: Any) -> Any:
-    """A matrix with A's pattern and `out_values`, of A's kind (torch CSR or scipy CSR)."""
+    """A matrix with A's pattern and `out_values`, of A's kind (`CsrTensor`, torch CSR or
+    scipy CSR)."""
+    if isinstance(A, CsrTensor):
+        return A.with_values(out_values)
     if _is_torch(out_values):
         import torch
 
@@ -875,6 +1000,10 @@ def sddmm(A: Any, X: Any, Y: Any) -> Any:
     A scipy CSR matrix for scipy/numpy operands; a torch sparse CSR tensor, differentiable w.r.t.
     ``X``, ``Y`` and A's stored values, when any operand is a torch tensor.
     """
+    if _compiling(A):
+        from . import _library
+
+        return _library.sddmm(A, X, Y)
     s, values, use_torch = _operands(A, (X, Y))
     if not use_torch:
         out = _sddmm_np(s, np.asarray(values), _numeric(X, "sddmm", "X"),
@@ -897,6 +1026,10 @@ def spmv(A: Any, x: Any) -> Any:
     numpy for scipy/numpy operands; a differentiable torch tensor (w.r.t. ``x`` and A's stored
     values) when any operand is a torch tensor.
     """
+    if _compiling(A):
+        from . import _library
+
+        return _library.spmv(A, x)
     s, values, use_torch = _operands(A, (x,))
     if not use_torch:
         return _spmv_np(s, np.asarray(values), _numeric(x, "spmv", "x"))
@@ -918,6 +1051,10 @@ def sparse_softmax(A: Any) -> Any:
     A scipy CSR matrix for a scipy operand; a torch sparse CSR tensor, differentiable w.r.t. A's
     stored values, for a torch one.
     """
+    if _compiling(A):
+        from . import _library
+
+        return _library.sparse_softmax(A)
     s, values, use_torch = _operands(A, ())
     if not use_torch:
         return _pattern_like(A, s, _softmax_np(s, np.asarray(values)))
@@ -945,6 +1082,10 @@ def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = No
     scipy/numpy operands; a torch tensor differentiable w.r.t. ``Q``, ``K`` and ``V`` when any
     operand is a torch tensor (graph attention, sparse transformers).
     """
+    if _compiling(M):
+        from . import _library
+
+        return _library.masked_attention(M, Q, K, V, scale)
     s, _, use_torch = _operands(M, (Q, K, V))
     d = np.shape(Q)[1] if len(np.shape(Q)) == 2 else 0
     if scale is None:
