@@ -6,13 +6,14 @@ cached transposes. Dropout on the input acts on X's stored values.
     python gcn.py --data ../../../shared/data/planetoid-cora --seeds 5 --json
 
 With ``--device cuda`` the model and the data live on the GPU, and every sparse product runs
-sparsetir's GPU kernels on the CUDA tensors.
+sparsetir's GPU kernels on the CUDA tensors. With ``--compile`` the forward pass is compiled
+whole by ``torch.compile(fullgraph=True)``: the matrices are ``sparsetir.ops.CsrTensor``s, whose
+products are custom operators in the captured graph.
 """
 
 import os
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,17 +23,13 @@ from sparsetir import ops  # noqa: E402
 
 
 def make_ops(A_hat, X, device="cpu"):
-    A = torch.sparse_csr_tensor(torch.from_numpy(A_hat.indptr.astype(np.int64)),
-                                torch.from_numpy(A_hat.indices.astype(np.int64)),
-                                torch.from_numpy(A_hat.data), size=A_hat.shape).to(device)
-    crow = torch.from_numpy(X.indptr.astype(np.int64)).to(device)
-    col = torch.from_numpy(X.indices.astype(np.int64)).to(device)
-    xv = torch.from_numpy(X.data).to(device)
+    A = ops.CsrTensor.from_scipy(A_hat, device=device)
+    Xc = ops.CsrTensor.from_scipy(X, device=device)
 
     def first_layer(W, training):
         # Same index tensors every epoch: the structure and its transpose are built once.
-        v = torch.nn.functional.dropout(xv, DROPOUT, training)
-        return ops.spmm(torch.sparse_csr_tensor(crow, col, v, size=X.shape), W)
+        v = torch.nn.functional.dropout(Xc.values, DROPOUT, training)
+        return ops.spmm(Xc.with_values(v), W)
 
     def propagate(H):
         return ops.spmm(A, H)
@@ -41,4 +38,4 @@ def make_ops(A_hat, X, device="cpu"):
 
 
 if __name__ == "__main__":
-    run("sparsetir", make_ops)
+    run("sparsetir", make_ops, traceable=True)

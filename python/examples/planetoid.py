@@ -108,7 +108,23 @@ def arguments(description: str) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu",
                    help="where the model and the data live: cpu or cuda (sparsetir then runs "
                         "its GPU kernels on the CUDA tensors)")
+    p.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
+                   help="torch.compile the forward pass whole (fullgraph=True) with BACKEND "
+                        "(default inductor): the sparse products are then sparsetir's custom "
+                        "operators on CsrTensor matrices")
     return p
+
+
+def compiled(a, forward, traceable: bool):
+    """`forward`, compiled whole when ``--compile`` asks (one graph for training, one for
+    evaluation); `traceable` says whether its sparse products can be traced (torch's sparse
+    tensors cannot: TorchDynamo refuses them)."""
+    if not a.compile:
+        return forward
+    if not traceable:
+        raise SystemExit("--compile: torch.compile cannot trace torch's sparse tensors; only "
+                         "the sparsetir implementation (CsrTensor) compiles")
+    return torch.compile(forward, fullgraph=True, backend=a.compile)
 
 
 def run_seeds(a, label: str, fit, **extra) -> None:
@@ -128,7 +144,8 @@ def run_seeds(a, label: str, fit, **extra) -> None:
     dataset = os.path.basename(os.path.normpath(a.data)).replace("planetoid-", "")
     result = {"dataset": dataset, **extra, "test_accuracy": float(np.mean(accs)),
               "epoch_ms": statistics.median(epoch_ms), "seeds": a.seeds,
-              "threads": torch.get_num_threads(), "device": a.device}
+              "threads": torch.get_num_threads(), "device": a.device,
+              "compile": a.compile}
     if a.json:
         print(json.dumps(result))
     else:
@@ -136,11 +153,12 @@ def run_seeds(a, label: str, fit, **extra) -> None:
               f"{a.seeds} seed(s), median epoch {result['epoch_ms']:.2f} ms")
 
 
-def run(name: str, make_ops, argv=None) -> None:
+def run(name: str, make_ops, argv=None, traceable: bool = False) -> None:
     """Parses the command line, trains `--seeds` models and prints the results.
 
     `make_ops(A_hat, X, device)` returns `(first_layer, propagate)`: `first_layer(W, training)`
-    computes dropout(X) @ W and `propagate(H)` computes A_hat @ H, on `device`.
+    computes dropout(X) @ W and `propagate(H)` computes A_hat @ H, on `device`; `traceable`
+    says whether they can run under torch.compile (``--compile``).
     """
     a = arguments(f"2-layer GCN on Planetoid ({name})").parse_args(argv)
     device = torch.device(a.device)
@@ -163,6 +181,6 @@ def run(name: str, make_ops, argv=None) -> None:
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
             return propagate(h @ model.W2) + model.b2
 
-        return train(forward, opt, y, idx, a.epochs, sync)
+        return train(compiled(a, forward, traceable), opt, y, idx, a.epochs, sync)
 
     run_seeds(a, name, fit, impl=name)

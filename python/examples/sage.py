@@ -9,7 +9,8 @@ maximum, ties sharing it).
     python sage.py --data ../../../shared/data/planetoid-cora --aggr max --seeds 5 --json
 
 ``--impl torch`` trains the same model with PyTorch's ``torch.sparse.mm(A, B, reduce)`` for
-every sparse product instead (the peer of ``bench/RESULTS.md``).
+every sparse product instead (the peer of ``bench/RESULTS.md``). ``--compile`` compiles the
+forward pass whole with ``torch.compile`` (sparsetir only: its matrices are ``CsrTensor``s).
 
 Hyper-parameters: 64 hidden units, ReLU, dropout 0.5 on the hidden layer, Adam with learning
 rate 0.01 and weight decay 5e-4, 200 epochs; the reported test accuracy is the one at the
@@ -25,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from planetoid import (  # noqa: E402
-    DROPOUT, LR, WEIGHT_DECAY, arguments, glorot, load, run_seeds, train)
+    DROPOUT, LR, WEIGHT_DECAY, arguments, compiled, glorot, load, run_seeds, train)
 
 from sparsetir import ops  # noqa: E402
 
@@ -58,7 +59,11 @@ def main(argv=None):
     adj.eliminate_zeros()
     adj.data[:] = 1.0
     device = torch.device(a.device)
-    A, Xt = csr_tensor(adj.astype(np.float32)).to(device), csr_tensor(X).to(device)
+    if a.impl == "sparsetir":
+        A = ops.CsrTensor.from_scipy(adj.astype(np.float32), device=device)
+        Xt = ops.CsrTensor.from_scipy(X, device=device)
+    else:
+        A, Xt = csr_tensor(adj.astype(np.float32)).to(device), csr_tensor(X).to(device)
     y = torch.from_numpy(labels).to(device)
     idx = {k: torch.from_numpy(v).to(device) for k, v in split.items()}
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -82,7 +87,7 @@ def main(argv=None):
             h = torch.nn.functional.dropout(torch.relu(h), DROPOUT, training)
             return h @ W2s + spmm(A, h @ W2n, reduce=a.aggr) + b2
 
-        return train(forward, opt, y, idx, a.epochs, sync)
+        return train(compiled(a, forward, a.impl == "sparsetir"), opt, y, idx, a.epochs, sync)
 
     run_seeds(a, f"GraphSAGE, {a.aggr}, {a.impl}", fit, model="sage", aggr=a.aggr, impl=a.impl)
 

@@ -14,7 +14,8 @@ tensors and its shape. What the compiler needs of them is registered with PyTorc
 
 The real implementation of each is the eager operators' own (``ops._t_spmm`` and the others):
 the structure is looked up by the index tensors' addresses in the same cache, and the kernels
-run on the CPU or the GPU where the tensors are. The functions at the end are what
+run on the CPU or the GPU where the tensors are (every result a new tensor: PyTorch checks
+that none aliases an operand). The functions at the end are what
 ``sparsetir.ops.spmm`` and the others call while TorchDynamo traces them: the same checks and
 dtype rules as the eager path, in code it can trace.
 
@@ -42,17 +43,6 @@ def _structure(indptr: Tensor, indices: Tensor, m: int, n: int) -> Any:
     return _ops._index_structure(indptr, indices, m, n)
 
 
-def _fresh(out: Tensor, *inputs: Optional[Tensor]) -> Tensor:
-    """`out`, copied if it shares memory with an input: a custom operator's result may not
-    alias its operands (the eager helpers may hand an operand back, e.g. a cast to its own
-    dtype)."""
-    if out.numel() and any(
-            t is not None and t.numel() and t.untyped_storage().data_ptr()
-            == out.untyped_storage().data_ptr() for t in inputs):
-        return out.clone()
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # The operators: real implementations and shapes
 
@@ -63,8 +53,7 @@ def spmm_op(indptr: Tensor, indices: Tensor, values: Tensor, b: Tensor, m: int, 
     """``A @ b`` (``reduce`` "sum"), or each row's largest/smallest product ("max"/"min", a
     row that stores nothing giving 0); `values` and `b` of one dtype, the result's."""
     kernel = "csrmm" if reduce == "sum" else "csrmm_" + reduce
-    out = _ops._t_spmm(_structure(indptr, indices, m, n), values, b.contiguous(), kernel)
-    return _fresh(out, values, b)
+    return _ops._t_spmm(_structure(indptr, indices, m, n), values, b.contiguous(), kernel)
 
 
 @spmm_op.register_fake
@@ -80,7 +69,7 @@ def spmm_t_op(indptr: Tensor, indices: Tensor, values: Tensor, g: Tensor, m: int
     s = _structure(indptr, indices, m, n)
     t = s.transpose()[0]
     vt = values[s.torch_perm(values.device)]
-    return _fresh(_ops._t_spmm(t, vt, g.contiguous()), values, g)
+    return _ops._t_spmm(t, vt, g.contiguous())
 
 
 @spmm_t_op.register_fake
@@ -92,9 +81,8 @@ def _(indptr, indices, values, g, m, n):
 def sddmm_op(indptr: Tensor, indices: Tensor, values: Optional[Tensor], x: Tensor, y: Tensor,
              m: int, n: int) -> Tensor:
     """The values of ``A ∘ (x yᵀ)`` on A's pattern (``values`` None: ``x yᵀ`` sampled)."""
-    out = _ops._t_sddmm(_structure(indptr, indices, m, n), values, x.contiguous(),
-                        y.contiguous())
-    return _fresh(out, values, x, y)
+    return _ops._t_sddmm(_structure(indptr, indices, m, n), values, x.contiguous(),
+                         y.contiguous())
 
 
 @sddmm_op.register_fake
@@ -106,8 +94,7 @@ def _(indptr, indices, values, x, y, m, n):
 def spmv_op(indptr: Tensor, indices: Tensor, values: Tensor, x: Tensor, m: int,
             n: int) -> Tensor:
     """``A @ x`` for a vector ``x``."""
-    out = _ops._t_spmv(_structure(indptr, indices, m, n), values, x.contiguous())
-    return _fresh(out, values, x)
+    return _ops._t_spmv(_structure(indptr, indices, m, n), values, x.contiguous())
 
 
 @spmv_op.register_fake
@@ -122,7 +109,7 @@ def spmv_t_op(indptr: Tensor, indices: Tensor, values: Tensor, g: Tensor, m: int
     s = _structure(indptr, indices, m, n)
     t = s.transpose()[0]
     vt = values[s.torch_perm(values.device)]
-    return _fresh(_ops._t_spmv(t, vt, g.contiguous()), values, g)
+    return _ops._t_spmv(t, vt, g.contiguous())
 
 
 @spmv_t_op.register_fake
@@ -133,8 +120,7 @@ def _(indptr, indices, values, g, m, n):
 @torch.library.custom_op("sparsetir::sparse_softmax", mutates_args=())
 def softmax_op(indptr: Tensor, indices: Tensor, values: Tensor, m: int, n: int) -> Tensor:
     """Each row's softmax over its stored values."""
-    out = _ops._t_softmax(_structure(indptr, indices, m, n), values.contiguous())
-    return _fresh(out, values)
+    return _ops._t_softmax(_structure(indptr, indices, m, n), values.contiguous())
 
 
 @softmax_op.register_fake
@@ -146,9 +132,8 @@ def _(indptr, indices, values, m, n):
 def softmax_backward_op(indptr: Tensor, indices: Tensor, p: Tensor, g: Tensor, m: int,
                         n: int) -> Tensor:
     """``p ∘ (g - rowsum(p ∘ g))``: the gradient of the softmax's input from its output `p`."""
-    out = _ops._t_softmax_grad(_structure(indptr, indices, m, n), p.contiguous(),
-                               g.contiguous())
-    return _fresh(out, p, g)
+    return _ops._t_softmax_grad(_structure(indptr, indices, m, n), p.contiguous(),
+                                g.contiguous())
 
 
 @softmax_backward_op.register_fake
@@ -176,8 +161,8 @@ def extreme_backward_op(indptr: Tensor, indices: Tensor, values: Tensor, b: Tens
             _ops._np(c), _ops._np(g).astype(acc, copy=False), need_values, need_b)
         g_v = None if g_v is None else torch.from_numpy(g_v)
         g_b = None if g_b is None else torch.from_numpy(g_b)
-    g_v = values.new_empty((0,)) if g_v is None else _fresh(g_v.to(values.dtype), values, b, c, g)
-    g_b = b.new_empty((0,)) if g_b is None else _fresh(g_b.to(b.dtype), values, b, c, g)
+    g_v = values.new_empty((0,)) if g_v is None else g_v.to(values.dtype)
+    g_b = b.new_empty((0,)) if g_b is None else g_b.to(b.dtype)
     return g_v, g_b
 
 
@@ -190,7 +175,7 @@ def _(indptr, indices, values, b, c, g, m, n, need_values, need_b):
 @torch.library.custom_op("sparsetir::row_scale", mutates_args=())
 def row_scale_op(indptr: Tensor, indices: Tensor, values: Tensor, m: int, n: int) -> Tensor:
     """Each stored value divided by its row's stored count (mean aggregation's weights)."""
-    return _fresh(_ops._mean_weights(_structure(indptr, indices, m, n), values), values)
+    return _ops._mean_weights(_structure(indptr, indices, m, n), values)
 
 
 @row_scale_op.register_fake

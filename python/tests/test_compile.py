@@ -6,7 +6,6 @@ and ``CsrTensor`` itself in eager code."""
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from conftest import random_csr
 
@@ -15,6 +14,8 @@ if not hasattr(torch.library, "custom_op"):
     pytest.skip("torch.library.custom_op needs PyTorch 2.4 or later", allow_module_level=True)
 
 from sparsetir import _device, ops  # noqa: E402
+# (Importing it registers torch.ops.sparsetir.*, as the first traced operator would.)
+from sparsetir import _library  # noqa: E402, F401
 
 
 def csr(A, dtype=torch.float32, grad=False):
@@ -56,9 +57,6 @@ def test_opcheck_every_operator(dtype):
     b = rand(n, 5, seed=3, dtype=dtype, grad=True)
     x = rand(m, 5, seed=4, dtype=dtype, grad=True)
     ops_ = torch.ops.sparsetir
-    _ = ops.CsrTensor  # (the operators are registered on first use)
-    from sparsetir import _library  # noqa: F401
-
     cases = [
         (ops_.spmm.default, (p, i, v, b, m, n, "sum")),
         (ops_.spmm.default, (p, i, v, b, m, n, "max")),
