@@ -34,6 +34,11 @@ kernel validates it at its first launch on it and copies nothing), and borrow th
 as they are. Do not
 rewrite a matrix's index arrays in place: the cached structure would not follow.
 
+Under ``torch.compile``, pass the matrix as a ``CsrTensor`` (torch tensors in CSR form; TorchDynamo
+refuses torch's sparse tensors): the operators on it are then the custom operators
+``torch.ops.sparsetir.*`` (``_library``), one node each in the captured graph, gradients
+included, running the same kernels.
+
 ``sparse_softmax`` differentiates as a softmax does: for ``P = softmax(A)`` row by row and an
 incoming gradient ``G`` on P's stored values, A's gradient is ``P ∘ (G - rowsum(P ∘ G))`` (the
 row sums an SpMV over the pattern).

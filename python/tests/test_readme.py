@@ -1,4 +1,4 @@
-"""The README's Python example runs as written (from the repository root)."""
+"""The README's Python examples run as written (from the repository root)."""
 
 import os
 import re
@@ -16,6 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_readme_python_example():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     section = readme[readme.index("## Python"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert "sparsetir.compile" in code and "ops.spmm" in code
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=300)
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2, "the Python section's examples: compile/ops, and torch.compile"
+    assert "sparsetir.compile" in blocks[0] and "ops.spmm" in blocks[0]
+    assert "torch.compile" in blocks[1] and "CsrTensor" in blocks[1]
+    for code in blocks:
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=300)
