@@ -5,7 +5,8 @@
 # against dense float64 references, the GCN example's products), then times the 2-layer GCN
 # (python/examples/gcn.py against gcn_torch.py, both `--device cuda`, 200 epochs, one seed) on
 # the Planetoid graphs carried in .gpu, and GraphSAGE with max aggregation on cora (sparsetir
-# against torch.sparse.mm's amax). Results: $OUT/python_tests.txt, $OUT/gcn.jsonl.
+# against torch.sparse.mm's amax), and last a GCN compiled whole by torch.compile on CUDA
+# tensors. Results: $OUT/python_tests.txt, $OUT/gcn.jsonl, $OUT/python_compile.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/res/python}
@@ -29,4 +30,9 @@ if [[ -d .gpu/planetoid-cora ]]; then
             --aggr max --impl $impl --device cuda --json >> "$OUT/gcn.jsonl" 2>> "$OUT/gcn.err"
     done
 fi
-cat "$OUT/python_tests.txt" "$OUT/gcn.jsonl"
+# Last, with what the caller's budget leaves: a GCN compiled whole by torch.compile on CUDA
+# tensors (test_compile.py's real-GPU tests; inductor's first compile takes tens of seconds).
+timeout "${BUDGET_COMPILE:-60}" python3 -m pytest python/tests/test_compile.py -q -rs \
+    -k real_gpu > "$OUT/python_compile.txt" 2>&1
+echo "pytest exit $?" >> "$OUT/python_compile.txt"
+cat "$OUT/python_tests.txt" "$OUT/gcn.jsonl" "$OUT/python_compile.txt"

@@ -186,6 +186,25 @@ def test_a_gcn_compiles_whole_and_equals_dense_torch(backend):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_gcn_compiles_whole_on_a_real_gpu(backend):
+    """The same GCN on CUDA tensors: the custom operators run sparsetir's GPU kernels inside the
+    compiled graph (inductor's own kernels around them)."""
+    A, X, W1, W2, y = gcn_inputs(seed=4)
+    W1c, W2c = (w.detach().cuda().requires_grad_(True) for w in (W1, W2))
+    loss = compiled(gcn_loss, backend)(csr(A).to("cuda"), csr(X).to("cuda"), W1c, W2c,
+                                       y.cuda())
+    grads = torch.autograd.grad(loss, (W1c, W2c))
+    Ad, Xd = torch.from_numpy(A.toarray()), torch.from_numpy(X.toarray())
+    want = torch.nn.functional.cross_entropy(Ad @ torch.relu(Ad @ (Xd @ W1)) @ W2, y)
+    want_grads = torch.autograd.grad(want, (W1, W2))
+    torch.testing.assert_close(loss.cpu(), want, rtol=1e-4, atol=1e-5)
+    for a, b in zip(grads, want_grads):
+        assert a.device.type == "cuda"
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-5)
+
+
 def test_the_graph_holds_one_node_per_operator_and_no_break():
     A, X, W1, W2, y = gcn_inputs(seed=3)
     seen = []
