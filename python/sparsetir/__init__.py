@@ -158,8 +158,9 @@ class Kernel:
 
     def __call__(self, **buffers: Any) -> Dict[str, Any]:
         """Binds ``buffers`` (and scalar parameters) by name, runs the kernel and returns every
-        output buffer by name: numpy/scipy for numpy/scipy inputs, torch for torch inputs (on
-        the inputs' GPU when they are on one; they are bound through host copies)."""
+        output buffer by name: numpy/scipy for numpy/scipy inputs, torch for torch inputs
+        (``ops.CsrTensor`` included; on the inputs' GPU when they are on one; they are bound
+        through host copies)."""
         binds: Dict[str, tuple] = {}
         sets: Dict[str, str] = {}
         as_torch = False
@@ -174,6 +175,8 @@ class Kernel:
             elif isinstance(value, str):
                 sets[name] = value  # a scalar parameter as text, as `run --set` takes it
             else:
+                if isinstance(value, ops.CsrTensor):
+                    value = value.to_torch()
                 as_torch = as_torch or _is_torch(value)
                 if _is_torch(value) and value.device.type != "cpu" and device is None:
                     device = value.device

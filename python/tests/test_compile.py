@@ -361,3 +361,19 @@ def test_scipy_matrices_still_run_under_compile():
     f = torch.compile(lambda b: ops.spmm(A, b) * 2, backend="aot_eager")
     torch.testing.assert_close(f(B).double(), 2 * torch.from_numpy(A.toarray()).double()
                                @ B.double())
+
+
+def test_a_compiled_kernel_binds_a_csr_tensor():
+    """`sparsetir.compile`'s kernels take a CsrTensor as they take a torch sparse tensor."""
+    import os
+
+    import sparsetir
+    from conftest import KERNELS
+
+    A = random_csr(20, 15, 0.2, seed=30)
+    B = rand(15, 4, seed=31)
+    k = sparsetir.compile(os.path.join(KERNELS, "csrmm.sp"), target="eval")
+    C = k(A=csr(A), B=B)["C"]
+    assert isinstance(C, torch.Tensor)
+    torch.testing.assert_close(C.double(), torch.from_numpy(A.toarray()).double() @ B.double(),
+                               rtol=1e-5, atol=1e-6)
