@@ -54,8 +54,8 @@ import numpy as np
 from . import _device, _native
 from ._native import SparsetirError
 
-__all__ = ["spmm", "sddmm", "spmv", "sparse_softmax", "masked_attention", "csr_structure",
-           "CsrTensor"]
+__all__ = ["spmm", "sddmm", "spmv", "sparse_softmax", "masked_attention", "spgemm", "spadd",
+           "csr_structure", "CsrTensor"]
 
 
 class _Csr:
@@ -1068,6 +1068,34 @@ def sparse_softmax(A: Any) -> Any:
     if not _recorded(v):
         return _pattern_like(A, s, _t_softmax(s, v))
     return _pattern_like(A, s, _fns()["softmax"].apply(v, s))
+
+
+def spgemm(A: Any, B: Any) -> Any:
+    """``A @ B`` for sparse ``A`` (m×k) and sparse ``B`` (k×n): the sparse m×n product, its
+    structure assembled by the kernel (every product of a stored pair, cancellations kept as
+    stored zeros), each row's columns sorted.
+
+    A matrix of A's kind: scipy CSR for scipy operands, torch sparse CSR for torch ones
+    (differentiable w.r.t. both operands' stored values: the gradients are SpGEMMs sampled on
+    each operand's pattern), a `CsrTensor` for a `CsrTensor`. CPU only; float32, or float64
+    if either operand is.
+    """
+    from . import _assembled
+
+    return _assembled.run("spgemm", A, B)
+
+
+def spadd(A: Any, B: Any) -> Any:
+    """``A + B`` for sparse ``A`` and ``B`` of one shape whose patterns may differ: stored on
+    the union of the patterns (a position stored in both holds the sum, even when it is 0).
+
+    A matrix of A's kind, as `spgemm`'s (differentiable: each operand's gradient is the
+    incoming one read at its own stored positions). CPU only; float32, or float64 if either
+    operand is.
+    """
+    from . import _assembled
+
+    return _assembled.run("spadd", A, B)
 
 
 def _attention_np(s: _Csr, q: np.ndarray, k: np.ndarray, v: np.ndarray,
