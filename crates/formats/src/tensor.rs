@@ -77,6 +77,48 @@ impl Tensor {
         Ok(Tensor { shape, data })
     }
 
+    /// A 1-D tensor with room for `n` elements and none yet, for an output that a kernel writes
+    /// whole through the storage's address; [`Tensor::assume_filled`] then makes them the
+    /// tensor's. Nothing is cleared: a large output is written once, by the kernel, instead of
+    /// twice.
+    pub fn unfilled(dtype: DType, n: usize) -> Result<Tensor, NoHostDType> {
+        let data = match dtype {
+            DType::Bool => TensorData::Bool(Vec::with_capacity(n)),
+            DType::I8 => TensorData::I8(Vec::with_capacity(n)),
+            DType::I16 => TensorData::I16(Vec::with_capacity(n)),
+            DType::I32 => TensorData::I32(Vec::with_capacity(n)),
+            DType::I64 => TensorData::I64(Vec::with_capacity(n)),
+            DType::U8 => TensorData::U8(Vec::with_capacity(n)),
+            DType::U16 => TensorData::U16(Vec::with_capacity(n)),
+            DType::U32 => TensorData::U32(Vec::with_capacity(n)),
+            DType::U64 => TensorData::U64(Vec::with_capacity(n)),
+            DType::F16 => TensorData::F16(Vec::with_capacity(n)),
+            DType::BF16 => TensorData::BF16(Vec::with_capacity(n)),
+            DType::F32 => TensorData::F32(Vec::with_capacity(n)),
+            DType::F64 => TensorData::F64(Vec::with_capacity(n)),
+            DType::Handle => return Err(NoHostDType(dtype)),
+        };
+        Ok(Tensor {
+            shape: vec![0],
+            data,
+        })
+    }
+
+    /// Takes the first `n` elements of the storage as the tensor's: a 1-D tensor of `n`.
+    ///
+    /// # Safety
+    /// The storage has room for `n` elements (an [`Tensor::unfilled`] of at least `n`), and each
+    /// of the first `n` was written, by a kernel given the storage's address, with a valid value
+    /// of the element type (for `bool`, 0 or 1).
+    pub unsafe fn assume_filled(&mut self, n: usize) {
+        // SAFETY: forwarded to the caller.
+        each_variant!(&mut self.data, v => {
+            debug_assert!(n <= v.capacity());
+            unsafe { v.set_len(n) }
+        });
+        self.shape = vec![n];
+    }
+
     /// A 1-D tensor from `f64` values, converted to `dtype`.
     pub fn from_f64(dtype: DType, values: &[f64]) -> Result<Tensor, NoHostDType> {
         let mut t = Tensor::zeros(dtype, vec![values.len()])?;

@@ -253,8 +253,16 @@ impl<'a> ArrayRef<'a> {
     pub fn of_tensor_mut(t: &'a mut Tensor) -> ArrayRef<'a> {
         macro_rules! each {
             ($($v:ident),*) => {
+                // (The address from `as_mut_ptr` covers the whole allocation: the elements of an
+                // `unfilled` tensor, which the kernel writes, lie past its length.)
                 match &mut t.data {
-                    $(TensorData::$v(v) => ArrayRef::write(v.as_mut_slice()),)*
+                    $(TensorData::$v(v) => ArrayRef::new(
+                        element_dtype(v.as_slice()),
+                        v.as_mut_ptr().cast(),
+                        v.len(),
+                        true,
+                        false,
+                    ),)*
                 }
             };
         }
@@ -412,6 +420,11 @@ impl<'a> LaunchArgs<'a> {
             .collect();
         LaunchArgs { map }
     }
+}
+
+/// The dtype of a slice's elements.
+fn element_dtype<T: HostElement>(_: &[T]) -> DType {
+    T::DTYPE
 }
 
 #[cfg(test)]

@@ -135,6 +135,7 @@ fn sized(
     dtype: DType,
     n: usize,
     o: &AsmOutput,
+    unfilled: &mut Option<Vec<(String, usize)>>,
 ) -> Result<(), RunError> {
     // An array at least as long (a caller's, or the last run's) is cut to length and reused.
     // A shorter one (Python passes empty ones) is replaced, not grown: growing zeroes the new
@@ -147,7 +148,15 @@ fn sized(
             return Ok(());
         }
     }
-    let t = Tensor::zeros(dtype, vec![n]).map_err(size_err(o))?;
+    let t = match unfilled {
+        // Written whole by the gather phase: not cleared first (`assume_filled` after it).
+        Some(names) => {
+            names.push((name.to_string(), n));
+            Tensor::unfilled(dtype, n)
+        }
+        None => Tensor::zeros(dtype, vec![n]),
+    }
+    .map_err(size_err(o))?;
     args.insert(name.to_string(), ArgValue::Array(t));
     Ok(())
 }
@@ -212,7 +221,7 @@ pub fn prepare(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(),
         let mut empty = |name: &str, dt: DType| -> Result<(), RunError> {
             let kept = matches!(args.get(name), Some(ArgValue::Array(t)) if t.dtype() == dt);
             if !kept {
-                sized(args, name, dt, 0, &o)?;
+                sized(args, name, dt, 0, &o, &mut None)?;
             }
             Ok(())
         };
@@ -232,8 +241,19 @@ fn size_err<E: std::fmt::Display>(o: &AsmOutput) -> impl Fn(E) -> RunError + '_ 
 }
 
 /// After the symbolic phase: checks the offsets (start at 0, never decrease, fit the index
-/// type) and allocates `indices` and the values of `nnz = indptr[rows]` elements.
+/// type) and allocates `indices` and the values of `nnz = indptr[rows]` elements, zeroed.
 pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+    allocate_as(f, args, &mut None)
+}
+
+/// [`allocate`], the arrays it makes left unfilled where `unfilled` is `Some` (for a C phase
+/// that writes every element; their names and lengths are pushed there, for
+/// [`Tensor::assume_filled`] once that phase succeeded).
+fn allocate_as(
+    f: &PrimFunc,
+    args: &mut HashMap<String, ArgValue>,
+    unfilled: &mut Option<Vec<(String, usize)>>,
+) -> Result<(), RunError> {
     for o in outputs(f) {
         let Some(ArgValue::Array(t)) = args.get(&o.indptr) else {
             return Err(RunError::MissingArg {
@@ -268,10 +288,10 @@ pub fn allocate(f: &PrimFunc, args: &mut HashMap<String, ArgValue>) -> Result<()
             subject: o.axis.clone(),
             message,
         })?;
-        sized(args, &o.indices, o.idtype, n, &o)?;
+        sized(args, &o.indices, o.idtype, n, &o, unfilled)?;
         args.insert(o.nnz.clone(), ArgValue::Int(nnz));
         for (d, dt) in &o.data {
-            sized(args, d, *dt, n, &o)?;
+            sized(args, d, *dt, n, &o, unfilled)?;
         }
     }
     Ok(())
@@ -430,6 +450,7 @@ pub fn run_interp_with(
                 threads: 1,
                 first_cap: None,
                 workspace,
+                native: false,
             };
             run_staged(f, &mut work, opts, |phase, work| {
                 let func = match phase {
@@ -462,6 +483,9 @@ struct StagedOptions {
     threads: usize,
     first_cap: Option<i64>,
     workspace: Option<Phase>,
+    /// The phases are compiled C, which writes through the arrays' addresses: the output is
+    /// allocated unfilled for the gather phase to write (the interpreter needs it filled).
+    native: bool,
 }
 
 /// The staged protocol on prepared arguments: the bound phase, the staging area sized from it
@@ -480,6 +504,7 @@ fn run_staged(
         threads,
         first_cap,
         workspace,
+        native,
     } = opts;
     call(Phase::Bound, work)?;
     let outs = outputs(f);
@@ -550,8 +575,19 @@ fn run_staged(
             });
         }
     }
-    allocate(f, work)?;
+    // The gather phase copies every staged row to its place in the output: each element of
+    // the arrays is written once (rows lie back to back, `indptr` their running sum). In C it
+    // writes through the addresses, so the arrays need not be cleared first.
+    let mut unfilled = native.then(Vec::new);
+    allocate_as(f, work, &mut unfilled)?;
     call(Phase::Gather, work)?;
+    for (name, n) in unfilled.unwrap_or_default() {
+        if let Some(ArgValue::Array(t)) = work.get_mut(&name) {
+            // SAFETY: `allocate_as` made this array with room for `n` elements, and the gather
+            // phase, which succeeded, wrote each of them (see above).
+            unsafe { t.assume_filled(n) };
+        }
+    }
     Ok(staged)
 }
 
@@ -818,6 +854,7 @@ impl AssembledKernel {
                     threads,
                     first_cap: self.first_cap,
                     workspace: self.workspace,
+                    native: true,
                 };
                 // The last run's area (a poisoned lock only means a run failed midway: the
                 // area is then rebuilt as needed).
