@@ -47,6 +47,22 @@ enum IndexView<'a> {
     U64(&'a [u64]),
 }
 
+/// How an `indices` array splits into fibers: by an `indptr` (checked already) over `count`
+/// parent positions, or `c` elements each.
+#[derive(Clone, Copy)]
+enum Fibers<'a> {
+    Indptr(IndexView<'a>, usize),
+    Fixed(usize, usize),
+}
+
+/// What [`IndexView::sorted_fibers`] found.
+enum SortedFibers {
+    /// Fiber `q` is not strictly increasing at position `i`.
+    Unsorted(usize, usize),
+    /// Every fiber is; the smallest and largest coordinates (`None`: all empty).
+    Sorted(Option<(i64, i64)>),
+}
+
 /// An index element read as `i64`; `u64` beyond `i64` saturates.
 trait AsI64: Copy + Ord {
     fn as_i64(self) -> i64;
@@ -112,12 +128,45 @@ impl<'a> IndexView<'a> {
         typed!(self, v => mm(&v[lo..hi]))
     }
 
-    /// The first `i` in `lo + 1..hi` whose element is not above element `i - 1`.
-    fn first_not_increasing(&self, lo: usize, hi: usize) -> Option<usize> {
-        if hi <= lo + 1 {
-            return None;
+    /// The first `i` whose element is below element `i - 1`.
+    fn first_decrease(&self) -> Option<usize> {
+        typed!(self, v => v.windows(2).position(|w| w[1] < w[0]).map(|k| k + 1))
+    }
+
+    /// Over the fibers `fibers[q]..fibers[q + 1]` of this array (`q < count`), each of which
+    /// must be strictly increasing: the first that is not, as (fiber, position of the first
+    /// element not above the one before it), else the smallest first and the largest last
+    /// element of the fibers. One typed loop per pair of index types: a launch validates
+    /// arrays of millions of coordinates in fibers of a few elements, where reading each
+    /// bound through the views' type dispatch cost more than the checks.
+    fn sorted_fibers(&self, fibers: Fibers<'_>) -> SortedFibers {
+        fn scan<T: AsI64>(
+            v: &[T],
+            bound: impl Fn(usize) -> (usize, usize),
+            count: usize,
+        ) -> SortedFibers {
+            let mut range: Option<(i64, i64)> = None;
+            for q in 0..count {
+                let (lo, hi) = bound(q);
+                let f = &v[lo..hi];
+                if let Some(k) = f.windows(2).position(|w| w[1] <= w[0]) {
+                    return SortedFibers::Unsorted(q, lo + k + 1);
+                }
+                if let (Some(a), Some(b)) = (f.first(), f.last()) {
+                    let (a, b) = (a.as_i64(), b.as_i64());
+                    range = Some(range.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+                }
+            }
+            SortedFibers::Sorted(range)
         }
-        typed!(self, v => v[lo..hi].windows(2).position(|w| w[1] <= w[0]).map(|k| lo + k + 1))
+        match fibers {
+            Fibers::Indptr(ip, count) => typed!(self, v => typed!(&ip, p => scan(
+                v,
+                |q| (p[q].as_i64() as usize, p[q + 1].as_i64() as usize),
+                count
+            ))),
+            Fibers::Fixed(c, count) => typed!(self, v => scan(v, |q| (q * c, (q + 1) * c), count)),
+        }
     }
 
     /// The first of the first `n` elements outside `0..extent`, as (position, value).
@@ -1113,15 +1162,13 @@ fn check_indptr(
     if v.get(0) != 0 {
         return Err(err(format!("indptr[0] is {}, expected 0", v.get(0))));
     }
-    for q in 1..v.len() {
-        if v.get(q) < v.get(q - 1) {
-            return Err(err(format!(
-                "not monotone: indptr[{}] = {} > indptr[{q}] = {}",
-                q - 1,
-                v.get(q - 1),
-                v.get(q)
-            )));
-        }
+    if let Some(q) = v.first_decrease() {
+        return Err(err(format!(
+            "not monotone: indptr[{}] = {} > indptr[{q}] = {}",
+            q - 1,
+            v.get(q - 1),
+            v.get(q)
+        )));
     }
     let last = v.get(v.len() - 1);
     if let Some(n) = nnz {
@@ -1165,34 +1212,20 @@ fn check_indices(
         )));
     }
     let length = info.length;
-    let fiber = |q: usize| -> (usize, usize) {
-        match info.indptr {
-            Some(ip) => (ip.get(q) as usize, ip.get(q + 1) as usize),
-            None => {
-                let c = per_parent as usize;
-                (q * c, (q + 1) * c)
-            }
-        }
-    };
     // Fibers partition the array (the indptr was checked first). Where every fiber is
     // strictly increasing, the smallest and largest coordinates are the smallest first and the
     // largest last of the fibers: one pass over the array instead of two.
-    let fibers = if sorted {
-        info.parent_count as usize
-    } else {
-        0
-    };
     let mut unsorted = None;
     let mut range: Option<(i64, i64)> = None;
-    for q in 0..fibers {
-        let (lo, hi) = fiber(q);
-        if let Some(i) = v.first_not_increasing(lo, hi) {
-            unsorted = Some((q, i));
-            break;
-        }
-        if hi > lo {
-            let (a, b) = (v.get(lo), v.get(hi - 1));
-            range = Some(range.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+    if sorted {
+        let count = info.parent_count as usize;
+        let fibers = match info.indptr {
+            Some(ip) => Fibers::Indptr(ip, count),
+            None => Fibers::Fixed(per_parent as usize, count),
+        };
+        match v.sorted_fibers(fibers) {
+            SortedFibers::Unsorted(q, i) => unsorted = Some((q, i)),
+            SortedFibers::Sorted(r) => range = r,
         }
     }
     if !sorted || unsorted.is_some() {
@@ -1231,17 +1264,41 @@ mod tests {
         assert_eq!(v.first_outside(7, 13), Some((4, -2)));
         assert_eq!(v.first_outside(4, 8), None);
         assert_eq!(v.first_outside(4, 7), Some((2, 7)));
-        // Not increasing: 7 then 7 at position 3; a fiber that stops before it is fine.
-        assert_eq!(v.first_not_increasing(0, 7), Some(3));
-        assert_eq!(v.first_not_increasing(0, 3), None);
-        assert_eq!(v.first_not_increasing(4, 7), None);
-        assert_eq!(v.first_not_increasing(5, 5), None);
+        // Fibers: 7 then 7 at position 3 breaks the first of 0..4; fibers that stop before
+        // it are fine, and give the smallest first and largest last elements.
+        let unsorted = |r: SortedFibers| match r {
+            SortedFibers::Unsorted(q, i) => Some((q, i)),
+            SortedFibers::Sorted(_) => None,
+        };
+        let ptr = [0i64, 4, 7];
+        assert_eq!(
+            unsorted(v.sorted_fibers(Fibers::Indptr(IndexView::I64(&ptr), 2))),
+            Some((0, 3))
+        );
+        let ptr = [0u16, 3, 4, 4, 7];
+        match v.sorted_fibers(Fibers::Indptr(IndexView::U16(&ptr), 4)) {
+            SortedFibers::Unsorted(q, i) => panic!("fiber {q} at {i}"),
+            SortedFibers::Sorted(r) => assert_eq!(r, Some((-2, 12))),
+        }
+        // Fixed fibers of 2: (0, 3), (7, 7) breaks at position 3.
+        assert_eq!(unsorted(v.sorted_fibers(Fibers::Fixed(2, 3))), Some((1, 3)));
+        assert!(matches!(
+            v.sorted_fibers(Fibers::Fixed(0, 5)),
+            SortedFibers::Sorted(None)
+        ));
+        // A decrease: -2 after 7 at position 4.
+        assert_eq!(v.first_decrease(), Some(4));
+        assert_eq!(IndexView::I32(&[0, 0, 1]).first_decrease(), None);
         // u64 beyond i64 saturates, so it is outside any extent.
         let big = [1u64, u64::MAX, 2];
         let u = IndexView::U64(&big);
         assert_eq!(u.min_max(0, 3), Some((1, i64::MAX)));
         assert_eq!(u.first_outside(3, 100), Some((1, i64::MAX)));
-        assert_eq!(u.first_not_increasing(0, 3), Some(2));
+        let ptr = [0i32, 3];
+        assert_eq!(
+            unsorted(u.sorted_fibers(Fibers::Indptr(IndexView::I32(&ptr), 1))),
+            Some((0, 2))
+        );
         let small = [5u8, 1, 0];
         assert_eq!(IndexView::U8(&small).first_outside(3, 5), Some((0, 5)));
         assert_eq!(IndexView::U8(&small).min_max(0, 3), Some((0, 5)));
