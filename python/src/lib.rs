@@ -145,7 +145,8 @@ impl NativeKernel {
             Exec::Interp(g) => sparsetir_eval::run_func(g, args).map_err(located),
             Exec::InterpAssembled => sparsetir_runtime::assembly::run_interp(&self.func, args)
                 .map_err(|e| format!("error: {e}")),
-            Exec::CAssembled(k) => k.run(args).map_err(|e| format!("error: {e}")),
+            // (In place: a failed call's arguments are dropped, never read again.)
+            Exec::CAssembled(k) => k.run_in_place(args).map_err(|e| format!("error: {e}")),
             Exec::C(k) => k.run(args).map_err(|e| format!("error: {e}")),
             Exec::Gpu(k) => k.run(args).map(|_| ()).map_err(|e| format!("error: {e}")),
         }

@@ -816,11 +816,18 @@ impl AssembledKernel {
     /// Validates the inputs, runs the phases; on success `args` holds the assembled output.
     pub fn run(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
         let mut work = args.clone();
-        prepare(&self.stage1, &mut work)?;
-        validate_args(&self.stage1, &work)?;
-        self.launch(&mut work)?;
+        self.run_in_place(&mut work)?;
         *args = work;
         Ok(())
+    }
+
+    /// [`AssembledKernel::run`] without the copy of the arguments that keeps them unchanged
+    /// when it fails: after an error, `args` may hold prepared or partly assembled arrays.
+    /// For callers that drop the arguments on an error (Python's calls).
+    pub fn run_in_place(&self, args: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
+        prepare(&self.stage1, args)?;
+        validate_args(&self.stage1, args)?;
+        self.launch(args)
     }
 
     fn launch(&self, work: &mut HashMap<String, ArgValue>) -> Result<(), RunError> {
