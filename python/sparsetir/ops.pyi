@@ -51,4 +51,11 @@ def sparse_softmax(A: Any) -> Any:
 def masked_attention(M: Any, Q: Any, K: Any, V: Any, scale: Optional[float] = None) -> Any:
     """``softmax(scale · Q Kᵀ on M's pattern) V``: numpy, or a differentiable torch tensor."""
 
+def spgemm(A: Any, B: Any) -> Any:
+    """``A @ B`` of two sparse matrices: a sparse matrix of A's kind (differentiable with torch
+    operands)."""
+
+def spadd(A: Any, B: Any) -> Any:
+    """``A + B`` of two sparse matrices of one shape: a sparse matrix of A's kind."""
+
 def csr_structure(A: Any) -> _Csr: ...
