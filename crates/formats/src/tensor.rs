@@ -283,3 +283,39 @@ impl Tensor {
         (0..self.len()).map(|i| self.get_i64(i)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unfilled_tensor_takes_what_was_written_through_its_address() {
+        for dtype in [DType::I32, DType::I64, DType::F32, DType::F64, DType::F16] {
+            let mut t = Tensor::unfilled(dtype, 5).expect("a host dtype");
+            assert_eq!((t.len(), t.shape.clone(), t.dtype()), (0, vec![0], dtype));
+            // What a kernel does: writes every element through the storage's address.
+            let (ptr, size) = match &mut t.data {
+                TensorData::I32(v) => (v.as_mut_ptr().cast::<u8>(), 4),
+                TensorData::I64(v) => (v.as_mut_ptr().cast::<u8>(), 8),
+                TensorData::F32(v) => (v.as_mut_ptr().cast::<u8>(), 4),
+                TensorData::F64(v) => (v.as_mut_ptr().cast::<u8>(), 8),
+                TensorData::F16(v) => (v.as_mut_ptr().cast::<u8>(), 2),
+                _ => unreachable!(),
+            };
+            // SAFETY: the storage has room for 5 elements of `size` bytes; all-zero bytes are
+            // 0 in every one of these types.
+            unsafe {
+                std::ptr::write_bytes(ptr, 0, 5 * size);
+                t.assume_filled(5);
+            }
+            assert_eq!((t.len(), t.shape.clone()), (5, vec![5]));
+            assert_eq!(t.to_f64_vec(), vec![0.0; 5]);
+            t.set_f64(4, 3.0);
+            assert_eq!(t.get_f64(4), 3.0);
+        }
+        assert_eq!(
+            Tensor::unfilled(DType::Handle, 1),
+            Err(NoHostDType(DType::Handle))
+        );
+    }
+}
