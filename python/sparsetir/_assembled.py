@@ -172,6 +172,13 @@ def _torch_fn(name: str):
 def run(name: str, A: Any, B: Any) -> Any:
     """``spgemm`` or ``spadd`` of two sparse matrices (scipy, torch sparse, `CsrTensor`): the
     result of A's kind."""
+    if _ops._compiling(A) or _ops._compiling(B):
+        # The result's size depends on the data, which a traced graph cannot hold: said here,
+        # where TorchDynamo reports it (with fullgraph=True) or runs the call eagerly.
+        raise SparsetirError(
+            f"{name}: the size of its result depends on the matrices' data, so torch.compile "
+            "cannot trace it; call it outside the compiled function (or without "
+            "fullgraph=True, where it runs eagerly)")
     sa, va, torch_a = _ops._operands(A, ())
     sb, vb, torch_b = _ops._operands(B, ())
     shape = (sa.m, sb.n)

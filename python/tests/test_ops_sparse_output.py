@@ -123,3 +123,18 @@ def test_refusals():
         ops.spadd(A, A.T)
     with pytest.raises(TypeError, match="A must be a scipy.sparse matrix"):
         ops.spgemm(np.ones((5, 4)), A.T)
+
+
+def test_under_torch_compile_the_data_dependent_result_is_named():
+    """A sparse result's size depends on the data: with fullgraph=True, torch.compile reports
+    why; without it, the call runs eagerly and gives the product."""
+    torch = pytest.importorskip("torch")
+    A = ops.CsrTensor.from_scipy(random_csr(8, 8, 0.3, seed=11))
+    f = torch.compile(lambda a: ops.spgemm(a, a).values.sum(), fullgraph=True,
+                      backend="aot_eager")
+    with pytest.raises(Exception, match="the size of its result depends on the matrices"):
+        f(A)
+    g = torch.compile(lambda a: ops.spgemm(a, a).values.sum(), backend="aot_eager")
+    M = random_csr(8, 8, 0.3, seed=11)
+    torch.testing.assert_close(g(A).double(), torch.tensor((M @ M).sum(), dtype=torch.float64),
+                               rtol=1e-5, atol=0)
