@@ -250,19 +250,18 @@ impl<'a> ArrayRef<'a> {
     }
 
     /// A tensor's elements, writable.
+    /// A vector's elements, writable. The address comes from `as_mut_ptr`, which covers the
+    /// whole allocation: the elements of an `unfilled` tensor, which the kernel writes, lie
+    /// past its length.
+    fn of_vec_mut<T: HostElement>(v: &'a mut Vec<T>) -> ArrayRef<'a> {
+        ArrayRef::new(T::DTYPE, v.as_mut_ptr().cast(), v.len(), true, false)
+    }
+
     pub fn of_tensor_mut(t: &'a mut Tensor) -> ArrayRef<'a> {
         macro_rules! each {
             ($($v:ident),*) => {
-                // (The address from `as_mut_ptr` covers the whole allocation: the elements of an
-                // `unfilled` tensor, which the kernel writes, lie past its length.)
                 match &mut t.data {
-                    $(TensorData::$v(v) => ArrayRef::new(
-                        element_dtype(v.as_slice()),
-                        v.as_mut_ptr().cast(),
-                        v.len(),
-                        true,
-                        false,
-                    ),)*
+                    $(TensorData::$v(v) => ArrayRef::of_vec_mut(v),)*
                 }
             };
         }
@@ -420,11 +419,6 @@ impl<'a> LaunchArgs<'a> {
             .collect();
         LaunchArgs { map }
     }
-}
-
-/// The dtype of a slice's elements.
-fn element_dtype<T: HostElement>(_: &[T]) -> DType {
-    T::DTYPE
 }
 
 #[cfg(test)]

@@ -1215,22 +1215,16 @@ fn check_indices(
     // Fibers partition the array (the indptr was checked first). Where every fiber is
     // strictly increasing, the smallest and largest coordinates are the smallest first and the
     // largest last of the fibers: one pass over the array instead of two.
-    let mut unsorted = None;
-    let mut range: Option<(i64, i64)> = None;
-    if sorted {
-        let count = info.parent_count as usize;
-        let fibers = match info.indptr {
-            Some(ip) => Fibers::Indptr(ip, count),
-            None => Fibers::Fixed(per_parent as usize, count),
-        };
-        match v.sorted_fibers(fibers) {
-            SortedFibers::Unsorted(q, i) => unsorted = Some((q, i)),
-            SortedFibers::Sorted(r) => range = r,
-        }
-    }
-    if !sorted || unsorted.is_some() {
-        range = v.min_max(0, v.len());
-    }
+    let count = info.parent_count as usize;
+    let fibers = match info.indptr {
+        Some(ip) => Fibers::Indptr(ip, count),
+        None => Fibers::Fixed(per_parent as usize, count),
+    };
+    let (unsorted, range) = match sorted.then(|| v.sorted_fibers(fibers)) {
+        Some(SortedFibers::Sorted(range)) => (None, range),
+        Some(SortedFibers::Unsorted(q, i)) => (Some((q, i)), v.min_max(0, v.len())),
+        None => (None, v.min_max(0, v.len())),
+    };
     if matches!(range, Some((lo, hi)) if lo < 0 || hi >= length) {
         if let Some((i, c)) = v.first_outside(v.len(), length) {
             return Err(err(format!("indices[{i}] = {c} is outside 0..{length}")));
