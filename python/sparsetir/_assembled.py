@@ -29,9 +29,14 @@ from ._native import SparsetirError
 _OUT = (("c_indptr", "int32", [0]), ("c_indices", "int32", [0]))
 
 
-def _assembled(name: str, dt: np.dtype, args: Dict[str, Any]):
-    """Runs the catalog kernel `name` (element type `dt`) and returns C's CSR arrays: int32 row
-    pointers and columns, and values of the kernel's output type."""
+def _assembled(name: str, sa: Any, va: np.ndarray, sb: Any, vb: np.ndarray, **sizes: int):
+    """Runs the catalog kernel `name` on A and B (structures and values; `sizes`: the
+    kernel's other size parameters) and returns C's CSR arrays: int32 row pointers and
+    columns, and values of the operands' element type."""
+    dt = _value_dtype(va, vb)
+    args = {"a_indptr": sa.indptr, "a_indices": sa.indices, "a": _ops._dense(va, dt),
+            "b_indptr": sb.indptr, "b_indices": sb.indices, "b": _ops._dense(vb, dt),
+            "m": sa.m, "nnz_a": sa.nnz, "nnz_b": sb.nnz, **sizes}
     k = _ops._kernel(name, dt, 0)
     indptr, indices, values = k.launch(args, [*_OUT, ("c", _ops._acc(dt), [0])])
     return indptr, indices, values.astype(dt, copy=False)
@@ -42,11 +47,7 @@ def spgemm_np(sa: Any, va: np.ndarray, sb: Any, vb: np.ndarray):
     ``(indptr, indices, values)``, each row's columns sorted."""
     if sa.n != sb.m:
         raise ValueError(f"spgemm: A is {sa.m}x{sa.n} but B is {sb.m}x{sb.n}")
-    dt = _value_dtype(va, vb)
-    args = {"a_indptr": sa.indptr, "a_indices": sa.indices, "a": _ops._dense(va, dt),
-            "b_indptr": sb.indptr, "b_indices": sb.indices, "b": _ops._dense(vb, dt),
-            "m": sa.m, "k": sa.n, "n": sb.n, "nnz_a": sa.nnz, "nnz_b": sb.nnz}
-    return _assembled("spgemm", dt, args)
+    return _assembled("spgemm", sa, va, sb, vb, k=sa.n, n=sb.n)
 
 
 def spadd_np(sa: Any, va: np.ndarray, sb: Any, vb: np.ndarray):
@@ -54,11 +55,10 @@ def spadd_np(sa: Any, va: np.ndarray, sb: Any, vb: np.ndarray):
     on the union of their patterns."""
     if (sa.m, sa.n) != (sb.m, sb.n):
         raise ValueError(f"spadd: A is {sa.m}x{sa.n} but B is {sb.m}x{sb.n}")
-    dt = _value_dtype(va, vb)
-    args = {"a_indptr": sa.indptr, "a_indices": sa.indices, "a": _ops._dense(va, dt),
-            "b_indptr": sb.indptr, "b_indices": sb.indices, "b": _ops._dense(vb, dt),
-            "m": sa.m, "n": sa.n, "nnz_a": sa.nnz, "nnz_b": sb.nnz}
-    return _assembled("spadd", dt, args)
+    return _assembled("spadd", sa, va, sb, vb, n=sa.n)
+
+
+_KERNELS = {"spgemm": spgemm_np, "spadd": spadd_np}
 
 
 def masked_spgemm_np(sm: Any, sa: Any, va: np.ndarray, sb: Any, vb: np.ndarray) -> np.ndarray:
@@ -90,10 +90,6 @@ def positions_in(sc: Any, sx: Any) -> np.ndarray:
     # j in row i of C, done for all at once on keys i * n + j (C's keys ascend).
     keys_c = sc.rows() * sc.n + sc.indices
     return np.searchsorted(keys_c, rows * sc.n + sx.indices).astype(np.int64)
-
-
-def _csr(indptr: np.ndarray, indices: np.ndarray, m: int, n: int) -> Any:
-    return _ops._Csr(m, n, indptr, indices)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,8 +131,8 @@ def _torch_fn(name: str):
         @staticmethod
         def forward(ctx, va, vb, sa, sb, out):
             a, b = _ops._np(va), _ops._np(vb)
-            indptr, indices, values = (spgemm_np if name == "spgemm" else spadd_np)(sa, a, sb, b)
-            sc = _csr(indptr, indices, sa.m, sb.n)
+            indptr, indices, values = _KERNELS[name](sa, a, sb, b)
+            sc = _ops._Csr(sa.m, sb.n, indptr, indices)
             ctx.structures = (sa, sb, sc)
             ctx.save_for_backward(va, vb)
             out["indptr"], out["indices"] = indptr, indices
@@ -182,7 +178,7 @@ def run(name: str, A: Any, B: Any) -> Any:
     sa, va, torch_a = _ops._operands(A, ())
     sb, vb, torch_b = _ops._operands(B, ())
     shape = (sa.m, sb.n)
-    kernel = spgemm_np if name == "spgemm" else spadd_np
+    kernel = _KERNELS[name]
     if not (torch_a or torch_b):
         indptr, indices, values = kernel(sa, np.asarray(va), sb, np.asarray(vb))
         return _result(A, indptr, indices, values, shape)
@@ -202,4 +198,3 @@ def run(name: str, A: Any, B: Any) -> Any:
         return _result(A, out["indptr"], out["indices"], values, shape)
     indptr, indices, values = kernel(sa, _ops._np(va), sb, _ops._np(vb))
     return _result(A, indptr, indices, values, shape)
-

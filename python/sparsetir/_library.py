@@ -61,15 +61,17 @@ def _(indptr, indices, values, b, m, n, reduce):
     return b.new_empty((m, b.shape[1]))
 
 
+def _transposed(indptr: Tensor, indices: Tensor, values: Tensor, m: int, n: int):
+    """Aᵀ's structure (built once per matrix) and values (permuted at each call)."""
+    s = _structure(indptr, indices, m, n)
+    return s.transpose()[0], values[s.torch_perm(values.device)]
+
+
 @torch.library.custom_op("sparsetir::spmm_t", mutates_args=())
 def spmm_t_op(indptr: Tensor, indices: Tensor, values: Tensor, g: Tensor, m: int,
               n: int) -> Tensor:
-    """``Aᵀ @ g`` for the m×n matrix A (an n×k result): the transpose's structure built once per
-    matrix, its values permuted at each call."""
-    s = _structure(indptr, indices, m, n)
-    t = s.transpose()[0]
-    vt = values[s.torch_perm(values.device)]
-    return _ops._t_spmm(t, vt, g.contiguous())
+    """``Aᵀ @ g`` for the m×n matrix A (an n×k result)."""
+    return _ops._t_spmm(*_transposed(indptr, indices, values, m, n), g.contiguous())
 
 
 @spmm_t_op.register_fake
@@ -106,10 +108,7 @@ def _(indptr, indices, values, x, m, n):
 def spmv_t_op(indptr: Tensor, indices: Tensor, values: Tensor, g: Tensor, m: int,
               n: int) -> Tensor:
     """``Aᵀ @ g`` for a vector ``g``."""
-    s = _structure(indptr, indices, m, n)
-    t = s.transpose()[0]
-    vt = values[s.torch_perm(values.device)]
-    return _ops._t_spmv(t, vt, g.contiguous())
+    return _ops._t_spmv(*_transposed(indptr, indices, values, m, n), g.contiguous())
 
 
 @spmv_t_op.register_fake
@@ -187,16 +186,18 @@ def _(indptr, indices, values, m, n):
 # Gradients, in the operators above (so that AOTAutograd traces the backward pass too)
 
 
-def _save_matrix(ctx: Any, inputs: Tuple[Any, ...], *saved: Optional[Tensor]) -> None:
-    """Keeps the matrix's index tensors and shape (the first two inputs, and `m`, `n`) and the
-    tensors `saved` for the backward pass."""
+def _save_matrix(ctx: Any, inputs: Tuple[Any, ...], m: int, n: int,
+                 *saved: Optional[Tensor]) -> None:
+    """Keeps the matrix for the backward pass: its index tensors (the first two inputs) and the
+    tensors `saved`, and its shape `m` × `n` as ``ctx.m``, ``ctx.n``."""
+    ctx.m, ctx.n = m, n
     ctx.save_for_backward(inputs[0], inputs[1], *saved)
 
 
 def _spmm_setup(ctx, inputs, output):
     indptr, indices, values, b, m, n, reduce = inputs
-    ctx.m, ctx.n, ctx.reduce = m, n, reduce
-    _save_matrix(ctx, inputs, values, b, output if reduce != "sum" else None)
+    ctx.reduce = reduce
+    _save_matrix(ctx, inputs, m, n, values, b, output if reduce != "sum" else None)
 
 
 def _spmm_backward(ctx, grad):
@@ -220,10 +221,11 @@ def _spmm_backward(ctx, grad):
 spmm_op.register_autograd(_spmm_backward, setup_context=_spmm_setup)
 
 
-def _transposed_setup(ctx, inputs, output):
-    indptr, indices, values, g, m, n = inputs
-    ctx.m, ctx.n = m, n
-    _save_matrix(ctx, inputs, values, g)
+def _matrix_vector_setup(ctx, inputs, output):
+    """For the operators of inputs ``(indptr, indices, values, x, m, n)``: spmv, spmm_t,
+    spmv_t."""
+    indptr, indices, values, x, m, n = inputs
+    _save_matrix(ctx, inputs, m, n, values, x)
 
 
 def _spmm_t_backward(ctx, grad):
@@ -238,7 +240,7 @@ def _spmm_t_backward(ctx, grad):
     return None, None, g_v, g_g, None, None
 
 
-spmm_t_op.register_autograd(_spmm_t_backward, setup_context=_transposed_setup)
+spmm_t_op.register_autograd(_spmm_t_backward, setup_context=_matrix_vector_setup)
 
 
 def _spmv_t_backward(ctx, grad):
@@ -252,13 +254,12 @@ def _spmv_t_backward(ctx, grad):
     return None, None, g_v, g_g, None, None
 
 
-spmv_t_op.register_autograd(_spmv_t_backward, setup_context=_transposed_setup)
+spmv_t_op.register_autograd(_spmv_t_backward, setup_context=_matrix_vector_setup)
 
 
 def _sddmm_setup(ctx, inputs, output):
     indptr, indices, values, x, y, m, n = inputs
-    ctx.m, ctx.n = m, n
-    _save_matrix(ctx, inputs, values, x, y)
+    _save_matrix(ctx, inputs, m, n, values, x, y)
 
 
 def _sddmm_backward(ctx, grad):
@@ -280,12 +281,6 @@ def _sddmm_backward(ctx, grad):
 sddmm_op.register_autograd(_sddmm_backward, setup_context=_sddmm_setup)
 
 
-def _spmv_setup(ctx, inputs, output):
-    indptr, indices, values, x, m, n = inputs
-    ctx.m, ctx.n = m, n
-    _save_matrix(ctx, inputs, values, x)
-
-
 def _spmv_backward(ctx, grad):
     indptr, indices, values, x = ctx.saved_tensors
     m, n = ctx.m, ctx.n
@@ -297,12 +292,11 @@ def _spmv_backward(ctx, grad):
     return None, None, g_v, g_x, None, None
 
 
-spmv_op.register_autograd(_spmv_backward, setup_context=_spmv_setup)
+spmv_op.register_autograd(_spmv_backward, setup_context=_matrix_vector_setup)
 
 
 def _softmax_setup(ctx, inputs, output):
-    ctx.m, ctx.n = inputs[3], inputs[4]
-    _save_matrix(ctx, inputs, output)
+    _save_matrix(ctx, inputs, inputs[3], inputs[4], output)
 
 
 def _softmax_backward(ctx, grad):
@@ -317,8 +311,7 @@ softmax_op.register_autograd(_softmax_backward, setup_context=_softmax_setup)
 
 
 def _row_scale_setup(ctx, inputs, output):
-    ctx.m, ctx.n = inputs[3], inputs[4]
-    _save_matrix(ctx, inputs)
+    _save_matrix(ctx, inputs, inputs[3], inputs[4])
 
 
 def _row_scale_backward(ctx, grad):
