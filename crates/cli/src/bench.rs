@@ -439,7 +439,9 @@ pub struct Options {
     /// `hyb(parts=P,buckets=W1,W2,...)`, `bsr:B`, `ell`, `ell(width=W)`, `condense`, `2:4`
     /// (2:4 structured sparsity; on a GPU with 16-bit operands sparse tensor cores, on one
     /// of compute capability 9.0 the fastest form measured there,
-    /// `2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)`, elsewhere one `mma.sp`
+    /// `2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)`
+    /// (without `persistent=1` where A's columns, padded to 32, are not a multiple of 256),
+    /// elsewhere one `mma.sp`
     /// kernel per warp; `2:4(tiles=U)`: that kernel with U output tiles of 8 columns per warp, `2:4(smem=R)`, `2:4(smem=RxZ)`,
     /// `2:4(smem=RxZxH)`: R x Z warps per block (over rows x columns), H row tiles of 16 per
     /// warp, sharing B's slices through shared memory, `2:4(dbuf=...)`: the same with two

@@ -220,20 +220,31 @@ impl SharedTiles {
         }
     }
 
-    /// The form plain `2:4` takes on a GPU of compute capability 9.0 with 16-bit values:
-    /// `2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)`, the fastest measured on an
-    /// H200 at 4096 x 4096 x 4096 (0.244 ms, against 3.54 ms for the portable per-warp
-    /// `mma.sp` kernel; `bench/gpu/RESULTS.md`, session 23).
-    pub fn hopper_default() -> SharedTiles {
-        SharedTiles {
+    /// The form plain `2:4` takes on a GPU of compute capability 9.0 with 16-bit values, for a
+    /// matrix of `cols` columns: the fastest measured on an H200 at 4096 x 4096 x 4096
+    /// (`bench/gpu/RESULTS.md`, session 45), blocks of 256 x 128 outputs whose warps each issue
+    /// two warpgroup products a run, positions packed for the tensor cores, a producer warp six
+    /// slices ahead: `2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,
+    /// persistent=1)` (0.204 ms, against 0.233 ms for session 23's default and 3.54 ms for the
+    /// portable per-warp `mma.sp` kernel). A persistent kernel's runs of 32 columns must fill
+    /// its 8 stages evenly; for other widths of `A`, the same blocks launched one a tile
+    /// (0.209 ms at 4096³).
+    pub fn hopper_default(cols: usize) -> SharedTiles {
+        let tiles = SharedTiles {
             warpgroup: true,
             stage_a: true,
             tma_a: true,
+            packed_positions: true,
             in_flight: true,
             tma: true,
             release: true,
             producer: true,
-            ..SharedTiles::staged(8, 1, 1, 6)
+            ..SharedTiles::staged(8, 1, 2, 6)
+        };
+        let persistent = cols.div_ceil(32).is_multiple_of(tiles.stages());
+        SharedTiles {
+            persistent,
+            ..tiles
         }
     }
 
@@ -1225,15 +1236,36 @@ mod tests {
 
     #[test]
     fn the_hopper_default_is_the_measured_form() {
-        let f = Format::TwoFour {
-            tiles: None,
-            smem: Some(SharedTiles::hopper_default()),
+        let named = |cols| {
+            Format::TwoFour {
+                tiles: None,
+                smem: Some(SharedTiles::hopper_default(cols)),
+            }
+            .to_string()
         };
-        let text = "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1)";
-        assert_eq!(f.to_string(), text);
-        assert_eq!(Format::parse(text).unwrap(), f);
-        // The slice in use, six ahead, and the one the product in flight reads.
-        assert_eq!(SharedTiles::hopper_default().stages(), 8);
+        let persistent =
+            "2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)";
+        let one_a_tile = "2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1)";
+        // Columns padded to runs of 32 that fill the 8 stages (the slice in use, six ahead, the
+        // one the product in flight reads) evenly: persistent; any other width: a block a tile.
+        for (cols, want) in [
+            (4096, persistent),
+            (256, persistent),
+            (252, persistent),
+            (4000, one_a_tile),
+            (32, one_a_tile),
+            (288, one_a_tile),
+        ] {
+            assert_eq!(named(cols), want, "{cols} columns");
+            assert_eq!(
+                Format::parse(want).unwrap(),
+                Format::TwoFour {
+                    tiles: None,
+                    smem: Some(SharedTiles::hopper_default(cols))
+                }
+            );
+        }
+        assert_eq!(SharedTiles::hopper_default(4096).stages(), 8);
     }
 
     #[test]

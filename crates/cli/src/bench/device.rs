@@ -155,7 +155,7 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
                     .filter(|f| matches!(f, Format::Bsr(_) | Format::Ell(_)))
                     .collect(),
                 (Format::Csr | Format::Hyb { .. } | Format::Auto, _) => Vec::new(),
-                (f, _) => vec![two_four_form(f, device, dtype, feat)],
+                (f, _) => vec![two_four_form(f, device, dtype, feat, a.cols)],
             };
             for f in &own_formats {
                 let Some(own) = own_format(op, a, feat, f)? else {
@@ -318,11 +318,11 @@ pub fn run(op: Op, o: &Options) -> Result<(), Failure> {
 }
 
 /// The form format `f` takes here: plain `2:4` on a GPU of compute capability 9.0 with 16-bit
-/// values and a width that is a multiple of 8 is the fastest form measured there
-/// ([`SharedTiles::hopper_default`], warpgroup products fed by the tensor copy engine and a
-/// producer warp); elsewhere (the emulator, other GPUs, float32) the portable per-warp `mma.sp`
+/// values and a width that is a multiple of 8 is the fastest form measured there for a matrix
+/// of `cols` columns ([`SharedTiles::hopper_default`], warpgroup products fed by the tensor
+/// copy engine and a producer warp); elsewhere (the emulator, other GPUs, float32) the portable per-warp `mma.sp`
 /// kernel, as every other format is itself.
-fn two_four_form(f: &Format, device: GpuDevice, dtype: DType, feat: usize) -> Format {
+fn two_four_form(f: &Format, device: GpuDevice, dtype: DType, feat: usize, cols: usize) -> Format {
     let plain = matches!(
         f,
         Format::TwoFour {
@@ -338,7 +338,7 @@ fn two_four_form(f: &Format, device: GpuDevice, dtype: DType, feat: usize) -> Fo
     {
         return Format::TwoFour {
             tiles: None,
-            smem: Some(SharedTiles::hopper_default()),
+            smem: Some(SharedTiles::hopper_default(cols)),
         };
     }
     f.clone()
