@@ -9,13 +9,17 @@ maximum, ties sharing it).
     python sage.py --data ../../../shared/data/planetoid-cora --aggr max --seeds 5 --json
 
 ``--impl torch`` trains the same model with PyTorch's ``torch.sparse.mm(A, B, reduce)`` for
-every sparse product instead (the peer of ``bench/RESULTS.md``). ``--compile`` compiles the
-forward pass whole with ``torch.compile`` (sparsetir only: its matrices are ``CsrTensor``s).
+every sparse product instead (the peer of ``bench/RESULTS.md``); off the CPU, where PyTorch has
+no kernel for the reduction, max, min and mean aggregate as PyG does (`scatter_spmm`).
+``--compile`` compiles the forward pass whole with ``torch.compile`` (sparsetir only: its
+matrices are ``CsrTensor``s).
 
 Hyper-parameters: 64 hidden units, ReLU, dropout 0.5 on the hidden layer, Adam with learning
 rate 0.01 and weight decay 5e-4, 200 epochs; the reported test accuracy is the one at the
 epoch of best validation accuracy (`planetoid.py`'s data preparation and split).
 """
+
+from __future__ import annotations
 
 import os
 import sys
@@ -39,6 +43,41 @@ def csr_tensor(M: sp.csr_matrix) -> torch.Tensor:
                                    torch.from_numpy(M.data), size=M.shape)
 
 
+TORCH_REDUCE = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}
+
+
+def scatter_spmm(M: torch.Tensor, H: torch.Tensor, reduce: str) -> torch.Tensor:
+    """``torch.sparse.mm(M, H, reduce)`` for a sparse CSR `M` and a dense `H`, on any device, as
+    PyG aggregates: each stored entry's row of `H` (picked by its column index) times the entry,
+    reduced into the entry's row of a zero output by ``scatter_reduce`` (`reduce` "sum", "amax",
+    "amin" or "mean", ``include_self=False``), so that a row without entries stays 0 as it does
+    in torch.sparse.mm. Differentiable in `H` (ties for amax and amin share the gradient)."""
+    crow, col = M.crow_indices(), M.col_indices()
+    rows = torch.repeat_interleave(torch.arange(M.shape[0], device=H.device), crow.diff(),
+                                   output_size=col.numel())
+    src = H.index_select(0, col) * M.values().unsqueeze(1).to(H.dtype)
+    out = torch.zeros(M.shape[0], H.shape[1], dtype=H.dtype, device=H.device)
+    return out.scatter_reduce(0, rows.unsqueeze(1).expand_as(src), src, reduce,
+                              include_self=False)
+
+
+def torch_spmm(M: torch.Tensor, H: torch.Tensor, reduce: str = "sum",
+               scatter: bool | None = None) -> torch.Tensor:
+    """M @ H with the rows' products reduced by `reduce` (sum, mean, max, min) in plain PyTorch:
+    ``torch.sparse.mm`` on the CPU and for sums, `scatter_spmm` for the other reductions off the
+    CPU (or wherever `scatter` says so)."""
+    # PyTorch's reduce kernel (aten::_sparse_mm_reduce_impl) exists for the CPU only; on CUDA
+    # it raises NotImplementedError, for "sum" too: the two-argument torch.sparse.mm (addmm) has
+    # a CUDA kernel and sums.
+    if scatter is None:
+        scatter = M.device.type != "cpu"
+    if reduce == "sum":
+        return torch.sparse.mm(M, H, "sum") if M.device.type == "cpu" else torch.sparse.mm(M, H)
+    if scatter:
+        return scatter_spmm(M, H, TORCH_REDUCE[reduce])
+    return torch.sparse.mm(M, H, TORCH_REDUCE[reduce])
+
+
 def main(argv=None):
     p = arguments("2-layer GraphSAGE on Planetoid")
     p.add_argument("--aggr", default="mean", choices=["mean", "max", "min", "sum"])
@@ -48,10 +87,7 @@ def main(argv=None):
         def spmm(M, H, reduce="sum"):
             return ops.spmm(M, H, reduce=reduce)
     else:
-        torch_reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}
-
-        def spmm(M, H, reduce="sum"):
-            return torch.sparse.mm(M, H, torch_reduce[reduce])
+        spmm = torch_spmm
     A_hat, X, labels, split = load(a.data)
     # The neighbours without self loops, each edge weighted 1.
     adj = A_hat.copy()
