@@ -13,7 +13,7 @@
 # bench/gpu/RESULTS.md for the phases and budgets), with `carry: [".gpu"]`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TESTS=${TESTS:-"cuda_warpgroup cuda_cluster cuda_tma cuda_mbar_order cuda_persistent"}
+TESTS=${TESTS:-"cuda_warpgroup cuda_cluster cuda_tma cuda_mbar_order cuda_persistent cuda_packed_a"}
 rm -rf .gpu/tests .gpu/sparsetir .gpu/sparsetir.gz
 mkdir -p .gpu/tests
 cargo build --release --locked -p sparsetir-cli

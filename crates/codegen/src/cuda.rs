@@ -91,6 +91,15 @@ pub enum TempFill {
         rows: i64,
         row_slots: i64,
     },
+    /// The 2:4 values of parameter `from` (16-bit, `rows` rows of `row_slots` each) laid out
+    /// run by run for sparse tensor cores by
+    /// `sparsetir_formats::containers::nm::tensor_core_values_2of4` (as many elements, of the
+    /// same type).
+    TensorCoreValues {
+        from: usize,
+        rows: i64,
+        row_slots: i64,
+    },
 }
 
 /// One `extern "C" __global__` function and how to launch it.

@@ -100,6 +100,9 @@ impl fmt::Display for Format {
                     if t.packed_positions {
                         ahead.push_str(",meta=packed");
                     }
+                    if t.packed_values {
+                        ahead.push_str(",vals=packed");
+                    }
                 } else if t.stage_a {
                     ahead.push_str(",a=smem");
                 }
@@ -164,6 +167,11 @@ pub struct SharedTiles {
     /// before the launches; the CUDA writer's `packed_positions`), so that a stage moves a
     /// quarter of the positions' bytes and a lane reads its metadata with two 4-byte loads.
     pub packed_positions: bool,
+    /// With `tma_a`: A's values laid out run by run for the tensor cores (`,vals=packed`: the
+    /// values of a run for consecutive rows contiguous, derived by the runtime before the
+    /// launches; the CUDA writer's `packed_values`), so that the copy engine fills a stage with
+    /// rows of 128 bytes instead of one 32-byte segment a row of `A`.
+    pub packed_values: bool,
     /// With `warpgroup` and `prefetch`: each product kept in flight until the next one is
     /// issued (`,inflight=1`; `wgmma.wait_group 1`, one more slice of B in shared memory), so
     /// that a run's barrier and shared reads overlap the previous run's product.
@@ -210,6 +218,7 @@ impl SharedTiles {
             stage_a: false,
             tma_a: false,
             packed_positions: false,
+            packed_values: false,
             in_flight: false,
             tma: false,
             cluster: 1,
@@ -267,14 +276,15 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed][,vals=packed]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
 }
 
 /// The options a staged 2:4 format takes after its warps (`2:4(wgdbuf=8,...)`).
-const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `a=tma`, `meta=packed`, `inflight=1`, \
+const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `a=tma`, `meta=packed`, `vals=packed`, \
+                          `inflight=1`, \
                           `tma=1`, `cluster=C`, `release=1`, `producer=1` or `persistent=1` \
                           after the warps";
 
@@ -364,6 +374,7 @@ impl Format {
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
             let (mut release, mut producer, mut packed_positions) = (false, false, false);
+            let mut packed_values = false;
             let mut persistent = false;
             let mut cluster_y = 1;
             for o in options {
@@ -409,6 +420,7 @@ impl Format {
                         tma = true;
                     }
                     "meta" if value == "packed" => packed_positions = true,
+                    "vals" if value == "packed" => packed_values = true,
                     "release" if value == "1" => release = true,
                     "producer" if value == "1" => (release, producer) = (true, true),
                     "persistent" if value == "1" => persistent = true,
@@ -430,6 +442,12 @@ impl Format {
             if packed_positions && !tma_a {
                 return Err(err(
                     "`meta=packed` (positions packed for the tensor cores) goes with `a=tma`",
+                ));
+            }
+            if packed_values && !tma_a {
+                return Err(err(
+                    "`vals=packed` (values laid out run by run for the tensor cores) goes with \
+                     `a=tma`",
                 ));
             }
             if tma_a && !tma {
@@ -500,6 +518,7 @@ impl Format {
                     stage_a,
                     tma_a,
                     packed_positions,
+                    packed_values,
                     in_flight,
                     tma,
                     cluster,
@@ -1000,6 +1019,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
         if tiles.packed_positions {
             text.push_str("sch.annotate(gko, \"packed_positions\", 1)\n");
         }
+        // (Its values laid out run by run: the CUDA writer's `packed_values`.)
+        if tiles.packed_values {
+            text.push_str("sch.annotate(gko, \"packed_values\", 1)\n");
+        }
     } else if tiles.stage_a {
         text.push_str("sch.annotate(gko, \"stage_a\", 1)\n");
     }
@@ -1315,6 +1338,8 @@ mod tests {
             "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)",
             "2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,cluster=2,producer=1,persistent=1)",
             "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=4x2,producer=1,persistent=1)",
+            "2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,inflight=1,tma=1,producer=1,persistent=1)",
+            "2:4(wgdbuf=8,a=tma,vals=packed,tma=1,cluster=2x2)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1398,6 +1423,9 @@ mod tests {
             "2:4(wgdbuf=8,a=smem,meta=packed,tma=1)",
             "2:4(wgdbuf=8,meta=packed,tma=1)",
             "2:4(wgdbuf=8,a=tma,meta=2bit,tma=1)",
+            "2:4(wgdbuf=8,a=smem,vals=packed,tma=1)",
+            "2:4(wgdbuf=8,vals=packed,tma=1)",
+            "2:4(wgdbuf=8,a=tma,vals=tiled,tma=1)",
             "2:4(wgdbuf=8,a=tma,tma=1,release=1,ahead=5)",
             "2:4(wgdbuf=8,a=tma,tma=1,producer=1,ahead=7)",
             "2:4(wgdbuf=8,producer=1)",

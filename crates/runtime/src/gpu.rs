@@ -9,7 +9,7 @@ use std::time::Duration;
 use sparsetir_codegen::cuda::{CudaModule, LaunchExpr, TempFill};
 use sparsetir_codegen::CParamKind;
 use sparsetir_eval::ArgValue;
-use sparsetir_formats::containers::nm::tensor_core_metadata_2of4;
+use sparsetir_formats::containers::nm::{tensor_core_metadata_2of4, tensor_core_values_2of4};
 use sparsetir_formats::tensor::TensorData;
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc};
@@ -464,50 +464,66 @@ fn derive_temp(
     fill: &TempFill,
     dst: &mut [u8],
 ) -> Result<(), RunError> {
-    match *fill {
-        TempFill::TensorCoreMetadata {
-            from,
-            rows,
-            row_slots,
-        } => {
-            let p = m.params.get(from).ok_or_else(|| {
-                RunError::InvalidLaunch(format!("`{name}` derives from no parameter"))
-            })?;
-            let Some(ArgValue::Array(t)) = args.get(&p.name) else {
-                return Err(RunError::InvalidLaunch(format!(
-                    "parameter `{}` (the source of `{name}`) is not bound to an array",
-                    p.name
-                )));
-            };
-            let positions = match &t.data {
-                TensorData::I8(v) => v,
-                _ => {
-                    return Err(RunError::DTypeMismatch {
-                        name: p.name.clone(),
-                        expected: DType::I8,
-                        found: t.dtype(),
-                    })
-                }
-            };
-            let (rows, row_slots) = (
-                usize::try_from(rows).unwrap_or(0),
-                usize::try_from(row_slots).unwrap_or(0),
-            );
-            let words = tensor_core_metadata_2of4(positions, rows, row_slots)
-                .map_err(|e| RunError::InvalidLaunch(format!("`{name}`: {e}")))?;
-            if words.len() * 4 != dst.len() {
-                return Err(RunError::InvalidLaunch(format!(
-                    "`{name}` holds {} bytes, its source gives {}",
-                    dst.len(),
-                    words.len() * 4
-                )));
-            }
-            for (d, w) in dst.chunks_exact_mut(4).zip(&words) {
-                d.copy_from_slice(&w.to_le_bytes());
-            }
-            Ok(())
-        }
+    let (TempFill::TensorCoreMetadata {
+        from,
+        rows,
+        row_slots,
     }
+    | TempFill::TensorCoreValues {
+        from,
+        rows,
+        row_slots,
+    }) = *fill;
+    let p = m
+        .params
+        .get(from)
+        .ok_or_else(|| RunError::InvalidLaunch(format!("`{name}` derives from no parameter")))?;
+    let Some(ArgValue::Array(t)) = args.get(&p.name) else {
+        return Err(RunError::InvalidLaunch(format!(
+            "parameter `{}` (the source of `{name}`) is not bound to an array",
+            p.name
+        )));
+    };
+    let (rows, row_slots) = (
+        usize::try_from(rows).unwrap_or(0),
+        usize::try_from(row_slots).unwrap_or(0),
+    );
+    let derived =
+        |e: sparsetir_formats::FormatError| RunError::InvalidLaunch(format!("`{name}`: {e}"));
+    let mismatch = |expected| RunError::DTypeMismatch {
+        name: p.name.clone(),
+        expected,
+        found: t.dtype(),
+    };
+    // (Words of the derived buffer, little-endian, and their width in bytes.)
+    let (words, width): (Vec<u32>, usize) = match (fill, &t.data) {
+        (TempFill::TensorCoreMetadata { .. }, TensorData::I8(positions)) => (
+            tensor_core_metadata_2of4(positions, rows, row_slots).map_err(derived)?,
+            4,
+        ),
+        (TempFill::TensorCoreMetadata { .. }, _) => return Err(mismatch(DType::I8)),
+        (TempFill::TensorCoreValues { .. }, data) => {
+            // The 16-bit values as their bit patterns (the layout moves them whole).
+            let bits: Vec<u16> = match data {
+                TensorData::F16(v) => v.iter().map(|x| x.to_bits()).collect(),
+                TensorData::BF16(v) => v.iter().map(|x| x.to_bits()).collect(),
+                _ => return Err(mismatch(DType::F16)),
+            };
+            let out = tensor_core_values_2of4(&bits, rows, row_slots).map_err(derived)?;
+            (out.into_iter().map(u32::from).collect(), 2)
+        }
+    };
+    if words.len() * width != dst.len() {
+        return Err(RunError::InvalidLaunch(format!(
+            "`{name}` holds {} bytes, its source gives {}",
+            dst.len(),
+            words.len() * width
+        )));
+    }
+    for (d, w) in dst.chunks_exact_mut(width).zip(&words) {
+        d.copy_from_slice(&w.to_le_bytes()[..width]);
+    }
+    Ok(())
 }
 
 fn emu_arg<'s>(slot: &'s mut Slot<'_>, dt: DType) -> EmuArg<'s> {

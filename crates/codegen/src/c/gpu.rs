@@ -123,14 +123,36 @@ pub(crate) enum MapOf {
 }
 
 /// A device buffer the writer derives from an input buffer for a kernel's own use (see
-/// [`crate::cuda::TempFill`]): the 2:4 positions `source` (8-bit, `rows` rows of `row_slots`)
-/// packed for sparse tensor cores (`mma/stage_a.rs`).
+/// [`crate::cuda::TempFill`]): the 2:4 positions or values `source` (`rows` rows of
+/// `row_slots`) laid out for sparse tensor cores (`mma/stage_a.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Derived {
     pub source: BufferId,
     pub name: String,
     pub rows: i64,
     pub row_slots: i64,
+    /// The 8-bit positions packed (`u32` words), or the values laid out run by run (of the
+    /// values' type).
+    pub kind: DerivedKind,
+}
+
+/// What a [`Derived`] buffer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DerivedKind {
+    /// `TempFill::TensorCoreMetadata`: one `u32` word per row and run.
+    Metadata,
+    /// `TempFill::TensorCoreValues`: the values, of this type, run-major.
+    Values(DType),
+}
+
+impl Derived {
+    /// The element type of the buffer.
+    pub(crate) fn dtype(&self) -> DType {
+        match self.kind {
+            DerivedKind::Metadata => DType::U32,
+            DerivedKind::Values(dt) => dt,
+        }
+    }
 }
 
 /// Flattens nested sequences into their statements.
@@ -410,15 +432,30 @@ impl<'f> Writer<'f> {
         source.push_str(&body);
         for d in std::mem::take(&mut self.derived) {
             let from = self.param_of(&ptrs, d.source, "the derived buffer's source")?;
+            let (rows, row_slots) = (d.rows, d.row_slots);
+            let (elems, fill) = match d.kind {
+                DerivedKind::Metadata => (
+                    rows * row_slots / 16,
+                    crate::cuda::TempFill::TensorCoreMetadata {
+                        from,
+                        rows,
+                        row_slots,
+                    },
+                ),
+                DerivedKind::Values(_) => (
+                    rows * row_slots,
+                    crate::cuda::TempFill::TensorCoreValues {
+                        from,
+                        rows,
+                        row_slots,
+                    },
+                ),
+            };
             temps.push(TempBuffer {
+                dtype: d.dtype(),
                 name: d.name,
-                dtype: DType::U32,
-                elems: LaunchExpr::Const(d.rows * d.row_slots / 16),
-                fill: Some(crate::cuda::TempFill::TensorCoreMetadata {
-                    from,
-                    rows: d.rows,
-                    row_slots: d.row_slots,
-                }),
+                elems: LaunchExpr::Const(elems),
+                fill: Some(fill),
             });
         }
         Ok(CudaModule {
@@ -839,7 +876,13 @@ impl<'f> Writer<'f> {
                     self.param_of(ptrs, b, "the copy engine's source")?,
                     func.buffers[b].dtype,
                 ),
-                MapOf::Derived(t) => (self.derived_base + t, DType::U32),
+                MapOf::Derived(t) => {
+                    let d = self
+                        .derived
+                        .get(t)
+                        .ok_or_else(|| self.invalid("a tensor map of no derived buffer"))?;
+                    (self.derived_base + t, d.dtype())
+                }
             };
             let ct = c_type(dtype).unwrap_or("uint16_t");
             args.push(KernelArg {

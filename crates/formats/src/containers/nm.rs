@@ -25,6 +25,17 @@
 //! for all rows consecutive (`word[k * rows + r]`). A lane's `mma.sp` metadata is then half of
 //! a word of each of its two rows, and the copy engine moves the metadata of a run for a block
 //! of rows as one contiguous box: a quarter of the bytes of 8-bit positions.
+//!
+//! # Values for sparse tensor cores
+//!
+//! [`tensor_core_values_2of4`] lays a 2:4 matrix's values out the same way, run-major (the CUDA
+//! writer's `packed_values`): the 16 values of run `k` of row `r` at `16 (k rows + r)`, so that
+//! the values of a run for a block of rows are contiguous, and the copy engine fills a stage
+//! with rows of 128 bytes instead of one 32-byte segment a row (a quarter of the requests).
+//! Within a row, the two halves of 8 values are swapped in rows whose bit 2 is set
+//! (`r & 4`): that is the image the copy engine's 32-byte swizzle made of row-major values in
+//! shared memory, whose `ldmatrix` reads of 8 rows fall in distinct banks, so the kernels read
+//! both layouts alike.
 
 use super::{check_len, mul, FormatError, Value};
 
@@ -191,6 +202,43 @@ impl<V: Value> Nm<V> {
         }
         bytes
     }
+}
+
+/// 2:4 values (`rows` rows of `row_slots` slots each, row by row: [`Nm::values`] or a kernel's
+/// compressed values) laid out for sparse tensor cores (see the module documentation): slot
+/// `16 k + 8 h + c` of row `r` at `16 (k rows + r) + 8 (h ^ (r >> 2 & 1)) + c`. `row_slots`
+/// must be a multiple of 16 (the row's columns a multiple of 32).
+pub fn tensor_core_values_2of4<T: Copy + Default>(
+    values: &[T],
+    rows: usize,
+    row_slots: usize,
+) -> Result<Vec<T>, FormatError> {
+    if !row_slots.is_multiple_of(16) {
+        return Err(FormatError::NmPattern {
+            n: 2,
+            m: 4,
+            why: format!(
+                "tensor-core values take rows of a multiple of 16 slots (32 columns), got \
+                 {row_slots}"
+            ),
+        });
+    }
+    let slots = mul(rows, row_slots)?;
+    check_len("values", values.len(), slots, || {
+        format!("{rows} rows x {row_slots} slots")
+    })?;
+    let mut out = vec![T::default(); slots];
+    for (r, row) in values.chunks_exact(row_slots.max(1)).enumerate() {
+        let swap = (r >> 2) & 1;
+        for (k, run) in row.chunks_exact(16).enumerate() {
+            let at = 16 * (k * rows + r);
+            for (h, half) in run.chunks_exact(8).enumerate() {
+                let to = at + 8 * (h ^ swap);
+                out[to..to + 8].copy_from_slice(half);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// 2:4 positions (one 8-bit integer per slot, `0..4`, row by row: `rows` rows of `row_slots`

@@ -200,6 +200,42 @@ fn two_four_tensor_core_metadata() {
     assert!(e.to_string().contains("positions"), "{e}");
 }
 
+/// Tensor-core values: run `k` of row `r` at `16 (k rows + r)`, the halves of 8 swapped in
+/// rows 4-7 of every 8 (the image of the copy engine's 32-byte swizzle).
+#[test]
+fn two_four_tensor_core_values() {
+    use sparsetir_formats::containers::nm::tensor_core_values_2of4;
+    // Ten rows of two runs (32 slots); slot s of row r holds 100 r + s.
+    let (rows, row_slots) = (10, 32);
+    let values: Vec<u32> = (0..rows * row_slots)
+        .map(|k| (100 * (k / row_slots) + k % row_slots) as u32)
+        .collect();
+    let out = tensor_core_values_2of4(&values, rows, row_slots).unwrap();
+    assert_eq!(out.len(), values.len());
+    for r in 0..rows {
+        for s in 0..row_slots {
+            let (k, h, c) = (s / 16, (s % 16) / 8, s % 8);
+            let swapped = (4..8).contains(&(r % 8));
+            let at = 16 * (k * rows + r) + 8 * if swapped { 1 - h } else { h } + c;
+            assert_eq!(out[at], (100 * r + s) as u32, "row {r}, slot {s}");
+        }
+    }
+    // Row 4's first run starts with its second half: slots 8..16, then 0..8.
+    let row4: Vec<u32> = out[16 * 4..16 * 5].to_vec();
+    let want: Vec<u32> = (8..16).chain(0..8).map(|s| 400 + s).collect();
+    assert_eq!(row4, want);
+    // A permutation: every value once.
+    let mut sorted = out.clone();
+    sorted.sort_unstable();
+    let mut all = values.clone();
+    all.sort_unstable();
+    assert_eq!(sorted, all);
+    let e = tensor_core_values_2of4(&[0u16; 24], 1, 24).unwrap_err();
+    assert!(e.to_string().contains("multiple of 16 slots"), "{e}");
+    let e = tensor_core_values_2of4(&[0u16; 31], 1, 32).unwrap_err();
+    assert!(e.to_string().contains("values"), "{e}");
+}
+
 #[test]
 fn two_four_prune_keeps_largest_with_ties_to_smaller_column() {
     // group 0 = [4 -4 1 4]: magnitudes 4, 4, 1, 4 -> keep columns 0 and 1 (ties: smaller col);

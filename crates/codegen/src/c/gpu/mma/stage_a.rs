@@ -39,6 +39,7 @@
 //! The emulator runs `cp.async` as the copy, `ldmatrix` by gathering the lanes' row addresses
 //! in one rendezvous of the warp, race-checked like every shared array.
 
+use super::super::DerivedKind;
 use super::sparse::pack_positions8;
 use super::warpgroup::SpProduct;
 use super::*;
@@ -88,6 +89,16 @@ pub(crate) struct ATma {
     /// The positions packed for the tensor cores (`packed_positions`): the index of the
     /// derived buffer (`Writer::derived`) the positions' map views instead of the positions.
     packed: Option<usize>,
+    /// The values laid out run by run (`packed_values`): the index of the derived buffer the
+    /// values' map views instead of the values.
+    packed_values: Option<usize>,
+}
+
+/// What of `A` comes laid out for the tensor cores (`packed_positions`, `packed_values`).
+#[derive(Clone, Copy)]
+struct Packing {
+    positions: bool,
+    values: bool,
 }
 
 /// The value of the `stage_a` annotation asking for `A`'s tiles by the tensor copy engine.
@@ -96,6 +107,10 @@ pub const STAGE_A_TMA: &str = "tma";
 /// The run-loop annotation asking for the positions packed for the tensor cores (see the
 /// module documentation).
 pub const PACKED_POSITIONS_ATTR: &str = "packed_positions";
+
+/// The run-loop annotation asking for the values laid out run by run for the tensor cores (see
+/// the module documentation).
+pub const PACKED_VALUES_ATTR: &str = "packed_values";
 
 /// Elements of a tile in `sptir_es`: 256 8-bit positions, or 16 packed words.
 fn es_tile(packed: bool) -> i64 {
@@ -205,20 +220,28 @@ impl Writer<'_> {
         let tma =
             matches!(f.annotations.get(STAGE_A_ATTR), Some(AttrValue::Str(v)) if v == STAGE_A_TMA);
         let packed = f.annotations.get(PACKED_POSITIONS_ATTR).is_some();
-        if packed && !tma {
-            return Err(self.unsupported(
-                &format!(
-                    "loop `{}` annotated `{PACKED_POSITIONS_ATTR}`",
-                    self.func.vars[f.var].name
-                ),
-                format!(
-                    "the packed positions come by the copy engine: annotate the loop `{STAGE_A_ATTR}` = \"{STAGE_A_TMA}\" too"
-                ),
-            ));
+        let packed_values = f.annotations.get(PACKED_VALUES_ATTR).is_some();
+        for (asked, attr, what_) in [
+            (packed, PACKED_POSITIONS_ATTR, "positions"),
+            (packed_values, PACKED_VALUES_ATTR, "values"),
+        ] {
+            if asked && !tma {
+                return Err(self.unsupported(
+                    &format!("loop `{}` annotated `{attr}`", self.func.vars[f.var].name),
+                    format!(
+                        "the packed {what_} come by the copy engine: annotate the loop \
+                         `{STAGE_A_ATTR}` = \"{STAGE_A_TMA}\" too"
+                    ),
+                ));
+            }
         }
         if tma {
             let what = format!("{what} \"{STAGE_A_TMA}\"");
-            stage.tma = Some(self.a_tma_plan(f, &stage, b, a, &meta, &vars, packed, &what)?);
+            let packing = Packing {
+                positions: packed,
+                values: packed_values,
+            };
+            stage.tma = Some(self.a_tma_plan(f, &stage, b, a, &meta, &vars, packing, &what)?);
         }
         let size = stage.depth * stage.tiles() * 256;
         self.declare_shared(&what, DType::F16, "uint16_t", "sptir_as", size)?;
@@ -241,14 +264,16 @@ impl Writer<'_> {
                 Some(d) => (MapOf::Derived(d), [pr, pc / 16], [rows, 1]),
                 None => (MapOf::Buffer(t.positions), [pc, pr], [16, rows]),
             };
+            let [vc, vr] = t.values_view;
+            let values = match t.packed_values {
+                // A run's values for the stage's rows, contiguous: rows of 64 values (128
+                // bytes), 4 of the matrix's rows each, unswizzled (the layout is the swizzle's
+                // image already).
+                Some(d) => (MapOf::Derived(d), [64, vc * vr / 64], [64, rows / 4], 0),
+                None => (MapOf::Buffer(t.values), [vc, vr], [16, rows], 32),
+            };
             for (of, name, [c, r], box_dims, swizzle) in [
-                (
-                    MapOf::Buffer(t.values),
-                    &t.values_map,
-                    t.values_view,
-                    [16, rows],
-                    32,
-                ),
+                (values.0, &t.values_map, values.1, values.2, values.3),
                 (positions.0, &t.positions_map, positions.1, positions.2, 0),
             ] {
                 k.late_maps.push((
@@ -279,7 +304,7 @@ impl Writer<'_> {
         a: &Expr,
         meta: &Expr,
         vars: &[VarId],
-        packed: bool,
+        packing: Packing,
         what: &str,
     ) -> Res<ATma> {
         let Some(window) = self.tma_of_run(f.var) else {
@@ -392,9 +417,37 @@ impl Writer<'_> {
             return Err(self.invalid("two views"));
         };
         let map = |b: BufferId| -> Res<String> { Ok(format!("{}_tmap", self.buf_name(b)?)) };
-        let values_map = map(values)?;
+        let mut values_map = map(values)?;
         let mut positions_map = map(positions)?;
-        let packed = if packed {
+        let packed_values = if packing.values {
+            // The stage's rows (of this block's share) are whole rows of 64 values of the
+            // view, 128-byte aligned in the stage.
+            let part = st.tiles() * 16 / share.map_or(1, |(_, cy)| cy);
+            let [row_slots, rows] = values_view;
+            if part % 4 != 0 || (rows * row_slots) % 64 != 0 {
+                return Err(self.unsupported(
+                    what,
+                    format!(
+                        "packed values take boxes of a multiple of 4 rows a block, of a matrix \
+                         of a multiple of 64 values: the stage's {part} rows of {rows} x \
+                         {row_slots} are not"
+                    ),
+                ));
+            }
+            let dtype = self.func.buffers[values].dtype;
+            let name = format!("{}_tc", self.buf_name(values)?);
+            values_map = format!("{name}_tmap");
+            Some(self.derive(Derived {
+                source: values,
+                name,
+                rows,
+                row_slots,
+                kind: DerivedKind::Values(dtype),
+            }))
+        } else {
+            None
+        };
+        let packed = if packing.positions {
             // A box of a run's words lands at 128-byte boundaries only if it covers a multiple
             // of 32 rows.
             let part = st.tiles() * 16 / share.map_or(1, |(_, cy)| cy);
@@ -410,19 +463,13 @@ impl Writer<'_> {
             let [row_slots, rows] = positions_view;
             let name = format!("{}_tc", self.buf_name(positions)?);
             positions_map = format!("{name}_tmap");
-            let d = Derived {
+            Some(self.derive(Derived {
                 source: positions,
                 name,
                 rows,
                 row_slots,
-            };
-            Some(match self.derived.iter().position(|x| *x == d) {
-                Some(i) => i,
-                None => {
-                    self.derived.push(d);
-                    self.derived.len() - 1
-                }
-            })
+                kind: DerivedKind::Metadata,
+            }))
         } else {
             None
         };
@@ -436,7 +483,19 @@ impl Writer<'_> {
             bars: window.bars,
             share,
             packed,
+            packed_values,
         })
+    }
+
+    /// The index of derived buffer `d` among the writer's (`Writer::derived`), added if new.
+    fn derive(&mut self, d: Derived) -> usize {
+        match self.derived.iter().position(|x| *x == d) {
+            Some(i) => i,
+            None => {
+                self.derived.push(d);
+                self.derived.len() - 1
+            }
+        }
     }
 
     /// The bytes the copy engine moves into a stage of the staged `A`, if it fills it.
@@ -558,15 +617,24 @@ impl Writer<'_> {
         let r = (|| {
             let zero = ["0".to_string(), "0".into(), "0".into(), "0".into()];
             let mut boxes = Vec::new();
-            // (Operand, shared array, map, elements per row of the operand, packed words.)
-            for (e, dst, map, row, packed) in [
-                (a, "sptir_as", &t.values_map, t.values_view[0], false),
+            // (Operand, shared array, map, elements per row of the operand, packed words,
+            // values run by run.)
+            for (e, dst, map, row, packed, by_run) in [
+                (
+                    a,
+                    "sptir_as",
+                    &t.values_map,
+                    t.values_view[0],
+                    false,
+                    t.packed_values.is_some(),
+                ),
                 (
                     &meta,
                     "sptir_es",
                     &t.positions_map,
                     t.positions_view[0],
                     st.packed(),
+                    false,
                 ),
             ] {
                 let elems = if packed { es_tile(true) } else { 256 };
@@ -581,8 +649,18 @@ impl Writer<'_> {
                     .ok_or_else(|| self.invalid("a 2:4 operand's address"))?
                     .to_string();
                 // The box's coordinates: (column, row) of the view; packed, (row, run) of the
-                // words (a row's 16 positions of a run are one word).
-                let (mut x, mut y) = if packed {
+                // words (a row's 16 positions of a run are one word); run by run, (0, the
+                // first of the rows of 64 values holding run `k` of row `r`: `(k rows + r) /
+                // 4`).
+                let rows_of = t.values_view[1];
+                let (mut x, mut y) = if by_run {
+                    (
+                        "0".to_string(),
+                        format!(
+                            "(int)(((({off}) % {row}) / 16 * {rows_of} + ({off}) / {row}) / 4)"
+                        ),
+                    )
+                } else if packed {
                     (
                         format!("(int)(({off}) / {row})"),
                         format!("(int)((({off}) % {row}) / 16)"),
@@ -599,8 +677,13 @@ impl Writer<'_> {
                     Some((cx, cy)) => {
                         let part = st.tiles() * 16 / cy;
                         let ymask: u32 = (0..cy).map(|i| 1u32 << (cx * i)).sum();
-                        let rows = if packed { &mut x } else { &mut y };
-                        rows.push_str(&format!(" + sptir_cy * {part}"));
+                        if by_run {
+                            y.push_str(&format!(" + sptir_cy * {}", part / 4));
+                        } else if packed {
+                            x.push_str(&format!(" + sptir_cy * {part}"));
+                        } else {
+                            y.push_str(&format!(" + sptir_cy * {part}"));
+                        }
                         format!(
                             "sptir_tma_load_2d_mc({dst} + {tile} + sptir_cy * {}, {map}, {} + \
                              sptir_st, {x}, {y}, (unsigned short)({ymask}u << \
