@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # 2:4 SpMM on sparse tensor cores at 4096 x 4096 x 4096, float16, timed and profiled: for each
-# of FORMATS (default: `2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1,persistent=1)`,
-# the same not persistent, the same without the cluster, without the packed positions, and
-# `2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)`), the
+# of FORMATS (default: `2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1)`,
+# the same with A read from registers (no `ss=1`), and session 45's fastest, the same with the
+# values in row order (no `vals=packed`)), the
 # `bench spmm` case of run.sh with its CUDA source, then Nsight Compute (`ncu`, clocks left
 # alone) on one launch of the product kernel: speed of light, compute workload (the tensor
 # pipes), memory workload, occupancy, warp stall reasons, then the L2's sectors read and
@@ -18,6 +18,11 @@ m=$OUT/mask24_4096.mtx
 trap 'rm -f "$m"' EXIT
 "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
 i=0
+STALLS=lts__t_requests_op_read.sum,lts__t_sectors_op_read.sum,gpu__time_duration.sum
+for r in long_scoreboard short_scoreboard barrier wait sleeping math_pipe_throttle \
+    mio_throttle lg_throttle membar dispatch_stall no_instruction selected not_selected misc; do
+    STALLS+=,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+done
 if [[ -s ${BEST_FROM:-} ]]; then
     FORMATS=$(python3 - "$BEST_FROM" "${BEST:-1}" "${FORMATS:-}" <<'PY'
 import json, sys
@@ -32,7 +37,7 @@ print(" ".join(forms))
 PY
 )
 fi
-formats=${FORMATS:-"2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1,persistent=1) 2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=2,producer=1) 2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1) 2:4(wgdbuf=8,ahead=6,a=tma,inflight=1,tma=1,producer=1) 2:4(wgdbuf=8,ahead=3,a=smem,inflight=1,tma=1)"}
+formats=${FORMATS:-"2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1) 2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,inflight=1,tma=1,producer=1,persistent=1) 2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)"}
 for f in $formats; do
     i=$((i + 1))
     d=$OUT/profile24_$i
@@ -51,6 +56,13 @@ for f in $formats; do
         --metrics lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,dram__bytes_read.sum,gpu__time_duration.sum \
         "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json > "$d/ncu_sectors.txt" 2>&1
     echo "$f: ncu sectors rc=$?"
+    # What the warps wait on (session 45's profile named only the largest stall) and the L2's
+    # read requests beside its sectors (whether A's 32-byte rows made the L2 busy on requests),
+    # a run of its own for the same reason.
+    timeout 60 ncu --clock-control none --kernel-name regex:'spmm_24' --launch-count 1 \
+        --metrics "$STALLS" "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json \
+        > "$d/ncu_stalls.txt" 2>&1
+    echo "$f: ncu stalls rc=$?"
 done
 # The best 2:4 library on the same product (PEER24=0 leaves it out): cuSPARSELt through
 # PyTorch, the kernels of one product inside the NVTX range `peer24` (bench/gpu/peer24_once.py),
@@ -78,6 +90,9 @@ if [[ ${PEER24:-1} == 1 ]]; then
         --metrics lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,dram__bytes_read.sum,gpu__time_duration.sum \
         "${py[@]}" > "$d/ncu_sectors.txt" 2>&1
     echo "cusparselt: ncu sectors rc=$?"
+    timeout 45 ncu --clock-control none "${which[@]}" --launch-count 1 --metrics "$STALLS" \
+        "${py[@]}" > "$d/ncu_stalls.txt" 2>&1
+    echo "cusparselt: ncu stalls rc=$?"
 fi
 for c in "$SPARSETIR_CACHE_DIR"/*.cubin; do
     [[ -e $c ]] || continue

@@ -460,7 +460,11 @@ pub struct Options {
     /// and positions staged by the copy engine too, one box of each a slice;
     /// `meta=packed` (after `a=tma`): the positions packed for the tensor cores, one
     /// 32-bit word of 2-bit positions per row and slice, derived by the runtime before the
-    /// launches (a quarter of the bytes); `cluster=CxY`: clusters also of Y blocks of
+    /// launches (a quarter of the bytes); `vals=packed` (after `a=tma`): the values laid
+    /// out run by run, derived likewise, so that a slice's box of A has rows of 128 bytes
+    /// instead of 32; `ss=1` (after `a=tma`): the tensor cores read A from shared memory
+    /// through a descriptor instead of registers, a slice's products kept in flight as one
+    /// group (with H > 1, goes with `vals=packed`); `cluster=CxY`: clusters also of Y blocks of
     /// columns sharing A's boxes (with `a=tma`);
     /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
     /// block's barrier each run; `producer=1`: the same, with a warp of its own making

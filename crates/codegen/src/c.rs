@@ -385,6 +385,8 @@ pub struct Writer<'f> {
     mma_warpgroup: Option<VarId>,
     /// CUDA: the `wgmma` forms the module calls (units of 8 columns, operand type suffix).
     wgmma_forms: BTreeSet<(i64, &'static str, bool)>,
+    /// CUDA: the same, of the forms reading `A` from shared memory (`gpu/mma/warpgroup_ss.rs`).
+    wgmma_ss_forms: BTreeSet<(i64, &'static str)>,
     /// CUDA: enclosing thread loops annotated `warpgroup` being written.
     warpgroup_depth: usize,
     /// CUDA: buffers the kernel being written may take as all zeros where its accumulator plans
@@ -407,6 +409,13 @@ pub struct Writer<'f> {
     /// CUDA: the run loop being written stages its warpgroup products' `A` in shared memory
     /// (`gpu/mma/stage_a.rs`).
     a_stage: Option<gpu::AStage>,
+    /// CUDA: which pass over a run's products a run loop whose tensor cores read `A` from
+    /// shared memory is writing (`gpu/mma/stage_a.rs`, `wgmma_ss`), the stage tile of `A` the
+    /// product being written reads (set by the staged `A`, taken by the product), and the
+    /// products' units and row units once one was written.
+    ss_pass: Option<gpu::SsPass>,
+    ss_a_tile: Option<String>,
+    ss_product: Option<(i64, i64)>,
     /// CUDA: the run loop being written keeps one warpgroup product in flight
     /// (`gpu/pipeline.rs`, `wgmma_in_flight`): `Some` while its body is written, then the
     /// products' units and row units once one was written.
@@ -556,9 +565,13 @@ impl<'f> Writer<'f> {
             mma_unit_live: None,
             mma_warpgroup: None,
             wgmma_forms: BTreeSet::new(),
+            wgmma_ss_forms: BTreeSet::new(),
             warpgroup_depth: 0,
             a_prefetch: None,
             a_stage: None,
+            ss_pass: None,
+            ss_a_tile: None,
+            ss_product: None,
             wgmma_in_flight: None,
             zero_tiles: HashSet::new(),
             loop_facts: std::cell::OnceCell::new(),

@@ -93,12 +93,15 @@ pub enum TempFill {
     },
     /// The 2:4 values of parameter `from` (16-bit, `rows` rows of `row_slots` each) laid out
     /// run by run for sparse tensor cores by
-    /// `sparsetir_formats::containers::nm::tensor_core_values_2of4` (as many elements, of the
-    /// same type).
+    /// `sparsetir_formats::containers::nm::tensor_core_values_2of4_by_unit` (as many elements,
+    /// of the same type), the tiles of each block of `16 warps units` rows unit-major (1 and
+    /// 1: in row order).
     TensorCoreValues {
         from: usize,
         rows: i64,
         row_slots: i64,
+        warps: i64,
+        units: i64,
     },
 }
 

@@ -103,6 +103,9 @@ impl fmt::Display for Format {
                     if t.packed_values {
                         ahead.push_str(",vals=packed");
                     }
+                    if t.a_from_shared {
+                        ahead.push_str(",ss=1");
+                    }
                 } else if t.stage_a {
                     ahead.push_str(",a=smem");
                 }
@@ -172,6 +175,12 @@ pub struct SharedTiles {
     /// launches; the CUDA writer's `packed_values`), so that the copy engine fills a stage with
     /// rows of 128 bytes instead of one 32-byte segment a row of `A`.
     pub packed_values: bool,
+    /// With `tma_a`: the tensor cores read A from the stage through a descriptor (`,ss=1`:
+    /// `wgmma`'s shared-memory form; the CUDA writer's `wgmma_ss`) instead of registers an
+    /// `ldmatrix` filled, and a run's products are one group, kept in flight while the next
+    /// run's metadata loads. With several row tiles a warp, goes with `vals=packed` (whose
+    /// layout then puts a warpgroup's tiles of a row unit side by side).
+    pub a_from_shared: bool,
     /// With `warpgroup` and `prefetch`: each product kept in flight until the next one is
     /// issued (`,inflight=1`; `wgmma.wait_group 1`, one more slice of B in shared memory), so
     /// that a run's barrier and shared reads overlap the previous run's product.
@@ -219,6 +228,7 @@ impl SharedTiles {
             tma_a: false,
             packed_positions: false,
             packed_values: false,
+            a_from_shared: false,
             in_flight: false,
             tma: false,
             cluster: 1,
@@ -276,7 +286,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed][,vals=packed]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed][,vals=packed][,ss=1]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -284,7 +294,7 @@ pub struct FormatError {
 
 /// The options a staged 2:4 format takes after its warps (`2:4(wgdbuf=8,...)`).
 const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `a=tma`, `meta=packed`, `vals=packed`, \
-                          `inflight=1`, \
+                          `ss=1`, `inflight=1`, \
                           `tma=1`, `cluster=C`, `release=1`, `producer=1` or `persistent=1` \
                           after the warps";
 
@@ -374,7 +384,7 @@ impl Format {
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
             let (mut release, mut producer, mut packed_positions) = (false, false, false);
-            let mut packed_values = false;
+            let (mut packed_values, mut a_from_shared) = (false, false);
             let mut persistent = false;
             let mut cluster_y = 1;
             for o in options {
@@ -421,6 +431,7 @@ impl Format {
                     }
                     "meta" if value == "packed" => packed_positions = true,
                     "vals" if value == "packed" => packed_values = true,
+                    "ss" if value == "1" => a_from_shared = true,
                     "release" if value == "1" => release = true,
                     "producer" if value == "1" => (release, producer) = (true, true),
                     "persistent" if value == "1" => persistent = true,
@@ -447,6 +458,12 @@ impl Format {
             if packed_values && !tma_a {
                 return Err(err(
                     "`vals=packed` (values laid out run by run for the tensor cores) goes with \
+                     `a=tma`",
+                ));
+            }
+            if a_from_shared && !(tma_a && warpgroup) {
+                return Err(err(
+                    "`ss=1` (the tensor cores read A from shared memory) goes with wgdbuf and \
                      `a=tma`",
                 ));
             }
@@ -497,6 +514,12 @@ impl Format {
             if ![1, 2, 4].contains(&row_tiles) {
                 return Err(err("the row tiles per warp (RxZxH) must be 1, 2 or 4"));
             }
+            if a_from_shared && (cols > 1 || (row_tiles > 1 && !packed_values)) {
+                return Err(err(
+                    "`ss=1` takes row warps only (RxZ with Z = 1), and with several row tiles a \
+                     warp `vals=packed` (whose layout puts a warpgroup's tiles side by side)",
+                ));
+            }
             if ![1, 2, 4, 8].contains(&rows) || ![1, 2, 4, 8].contains(&cols) || rows * cols > 16 {
                 return Err(err(
                     "the warps per block (smem=R or RxZ) must be 1, 2, 4 or 8 each, at most 16",
@@ -519,6 +542,7 @@ impl Format {
                     tma_a,
                     packed_positions,
                     packed_values,
+                    a_from_shared,
                     in_flight,
                     tma,
                     cluster,
@@ -1023,6 +1047,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
         if tiles.packed_values {
             text.push_str("sch.annotate(gko, \"packed_values\", 1)\n");
         }
+        // (The tensor cores reading it from the stage: the CUDA writer's `wgmma_ss`.)
+        if tiles.a_from_shared {
+            text.push_str("sch.annotate(gko, \"wgmma_ss\", 1)\n");
+        }
     } else if tiles.stage_a {
         text.push_str("sch.annotate(gko, \"stage_a\", 1)\n");
     }
@@ -1340,6 +1368,8 @@ mod tests {
             "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,inflight=1,tma=1,cluster=4x2,producer=1,persistent=1)",
             "2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,inflight=1,tma=1,producer=1,persistent=1)",
             "2:4(wgdbuf=8,a=tma,vals=packed,tma=1,cluster=2x2)",
+            "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,ss=1,inflight=1,tma=1,producer=1)",
+            "2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1426,6 +1456,11 @@ mod tests {
             "2:4(wgdbuf=8,a=smem,vals=packed,tma=1)",
             "2:4(wgdbuf=8,vals=packed,tma=1)",
             "2:4(wgdbuf=8,a=tma,vals=tiled,tma=1)",
+            "2:4(wgdbuf=8,a=smem,ss=1,tma=1)",
+            "2:4(wgmma=8,ss=1)",
+            "2:4(wgdbuf=8x1x2,a=tma,ss=1,tma=1)",
+            "2:4(wgdbuf=4x2,a=tma,vals=packed,ss=1,tma=1)",
+            "2:4(wgdbuf=8,a=tma,ss=2,tma=1)",
             "2:4(wgdbuf=8,a=tma,tma=1,release=1,ahead=5)",
             "2:4(wgdbuf=8,a=tma,tma=1,producer=1,ahead=7)",
             "2:4(wgdbuf=8,producer=1)",

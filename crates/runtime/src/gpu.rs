@@ -9,7 +9,9 @@ use std::time::Duration;
 use sparsetir_codegen::cuda::{CudaModule, LaunchExpr, TempFill};
 use sparsetir_codegen::CParamKind;
 use sparsetir_eval::ArgValue;
-use sparsetir_formats::containers::nm::{tensor_core_metadata_2of4, tensor_core_values_2of4};
+use sparsetir_formats::containers::nm::{
+    tensor_core_metadata_2of4, tensor_core_values_2of4_by_unit,
+};
 use sparsetir_formats::tensor::TensorData;
 use sparsetir_formats::Tensor;
 use sparsetir_ir::{DType, PrimFunc};
@@ -473,6 +475,7 @@ fn derive_temp(
         from,
         rows,
         row_slots,
+        ..
     }) = *fill;
     let p = m
         .params
@@ -502,14 +505,19 @@ fn derive_temp(
             4,
         ),
         (TempFill::TensorCoreMetadata { .. }, _) => return Err(mismatch(DType::I8)),
-        (TempFill::TensorCoreValues { .. }, data) => {
+        (TempFill::TensorCoreValues { warps, units, .. }, data) => {
             // The 16-bit values as their bit patterns (the layout moves them whole).
             let bits: Vec<u16> = match data {
                 TensorData::F16(v) => v.iter().map(|x| x.to_bits()).collect(),
                 TensorData::BF16(v) => v.iter().map(|x| x.to_bits()).collect(),
                 _ => return Err(mismatch(DType::F16)),
             };
-            let out = tensor_core_values_2of4(&bits, rows, row_slots).map_err(derived)?;
+            let (warps, units) = (
+                usize::try_from(*warps).unwrap_or(0),
+                usize::try_from(*units).unwrap_or(0),
+            );
+            let out = tensor_core_values_2of4_by_unit(&bits, rows, row_slots, warps, units)
+                .map_err(derived)?;
             (out.into_iter().map(u32::from).collect(), 2)
         }
     };

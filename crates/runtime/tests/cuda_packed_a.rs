@@ -255,12 +255,16 @@ fn packed_values_compile_for_sm_90a() {
             from,
             rows: r,
             row_slots,
+            warps,
+            units: row_units,
         }) = temp.fill
         else {
             unreachable!()
         };
         assert_eq!(module.params[from].name, "a", "{what}");
         assert_eq!((r, row_slots), (m as i64, 256), "{what}");
+        // (Tiles in row order: only the tensor cores reading A from the stage reorder them.)
+        assert_eq!((warps, row_units), (1, 1), "{what}");
         let map = module
             .kernels
             .iter()
@@ -381,5 +385,206 @@ fn packed_values_move_the_same_sectors_in_the_emulator() {
     assert_eq!(
         sectors[0], sectors[1],
         "sector bytes, row-major then run by run"
+    );
+}
+
+/// The tensor cores reading A from the stage (`ss=1`: `wgmma_ss`): each product names A by a
+/// descriptor instead of registers (no `ldmatrix`), a run's products are one group between
+/// one fence and one commit, every row unit's metadata loaded before them; ptxas keeps the
+/// group in flight (no "serialized" in its log) and spills nothing.
+#[test]
+fn a_from_shared_memory_compiles_for_sm_90a_without_serialization() {
+    // (row warps, row tiles, packed values, cluster along x and y, persistent, dtype)
+    for (rows, h, values, (cluster, cy), persistent, dt) in [
+        (8, 1, false, (1, 1), false, DType::F16),
+        (8, 2, true, (1, 1), true, DType::F16),
+        (8, 1, true, (2, 1), true, DType::BF16),
+        (8, 2, true, (2, 2), false, DType::F16),
+    ] {
+        let mut t = hopper(rows, h, 6, (true, true, (cluster, cy), persistent));
+        (t.packed_values, t.a_from_shared) = (values, true);
+        let units = 32 / h;
+        let (feat, m) = (8 * units * cy, 16 * rows * h * cluster);
+        let sched = spmm_24_tc_smem_gpu_schedule(512, t, units);
+        let what = format!("{dt} {t:?}");
+        let (_, module) = emit_cuda(&kernel(dt), Some(&sched), &spec(m, 512, feat))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &module.source;
+        let ty = if dt == DType::F16 { "f16" } else { "bf16" };
+        for needle in [
+            format!(
+                "sptir_wgmma_sp_m64n{}k32_{ty}_sw128_ss(sptir_acc",
+                8 * units
+            ),
+            format!("uint32_t sptir_er[{h}];"),
+            "sptir_wgmma_fence();".to_string(),
+            "sptir_wgmma_commit();".to_string(),
+            format!("sptir_wgmma_wait_n{}<1>(sptir_acc", 8 * units),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`\n{src}");
+        }
+        assert!(!src.contains("sptir_ldmatrix_x4(sptir_a"), "{what}");
+        if let Some((c, ptx)) = common::warpgroup::compiled_without_spills(src, "sm_90a", &what) {
+            assert!(
+                !c.log.contains("serialized"),
+                "{what}: ptxas serialized:\n{}",
+                c.log
+            );
+            assert!(
+                ptx.contains(&format!(
+                    "wgmma.mma_async.sp.sync.aligned.m64n{}k32",
+                    8 * units
+                )),
+                "{what}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_from_shared_memory_equals_the_evaluator_in_the_emulator() {
+    spmm_24_a_from_shared(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn a_from_shared_memory_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_a_from_shared(GpuDevice::Cuda);
+}
+
+fn spmm_24_a_from_shared(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(103);
+    // (cluster along x and y, packed values, in flight, persistent, dtype, m, n, feat, row
+    // warps, row tiles, units, slices copied ahead): one warpgroup and two, one row tile a warp
+    // (A as the 32-byte swizzle lays it, or run by run) and two or four (unit-major),
+    // products in flight or waited for, clusters, A's boxes in parts along y, persistent.
+    for ((cluster, cy), values, in_flight, persistent, dt, m, n, feat, rows, h, units, ahead) in [
+        (
+            (1, 1),
+            false,
+            true,
+            false,
+            DType::F16,
+            256,
+            352,
+            128,
+            4,
+            1,
+            16,
+            6,
+        ),
+        (
+            (1, 1),
+            true,
+            false,
+            false,
+            DType::BF16,
+            256,
+            96,
+            128,
+            8,
+            1,
+            16,
+            2,
+        ),
+        (
+            (1, 1),
+            true,
+            true,
+            true,
+            DType::F16,
+            512,
+            256,
+            256,
+            8,
+            2,
+            16,
+            6,
+        ),
+        (
+            (1, 1),
+            true,
+            true,
+            false,
+            DType::BF16,
+            512,
+            160,
+            64,
+            4,
+            4,
+            8,
+            3,
+        ),
+        (
+            (2, 1),
+            true,
+            true,
+            true,
+            DType::BF16,
+            512,
+            256,
+            128,
+            8,
+            1,
+            16,
+            6,
+        ),
+        (
+            (2, 2),
+            true,
+            true,
+            false,
+            DType::F16,
+            512,
+            224,
+            512,
+            4,
+            2,
+            16,
+            3,
+        ),
+    ] {
+        let mut t = hopper(rows, h, ahead, (in_flight, true, (cluster, cy), persistent));
+        (t.packed_values, t.a_from_shared) = (values, true);
+        let what = format!("spmm_24 {dt} {m}x{n}, feat {feat}, {units} units: {t:?}");
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(
+            &kernel(dt),
+            Some(&sched),
+            &spec(m, n, feat),
+            device,
+            &cache(),
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(k.module().source.contains("_sw128_ss("), "{what}");
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// Schedules the shared-memory form cannot take are typed errors: `A` not by the copy engine,
+/// and several row tiles a warp without the values' unit-major layout.
+#[test]
+fn a_from_shared_memory_needs_its_layout() {
+    let mut t = hopper(8, 2, 3, (true, true, (1, 1), false));
+    t.a_from_shared = true;
+    let sched = spmm_24_tc_smem_gpu_schedule(512, t, 16);
+    let e = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(256, 512, 128))
+        .expect_err("two row tiles a warp, values in row order");
+    assert!(
+        e.to_string()
+            .contains("annotate the loop `packed_values` too"),
+        "{e}"
+    );
+    let mut t = tiles(8, 1, 1, 3);
+    (t.stage_a, t.in_flight, t.tma) = (true, true, true);
+    let sched = spmm_24_tc_smem_gpu_schedule(512, t, 32) + "sch.annotate(gko, \"wgmma_ss\", 1)\n";
+    let e = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, 512, 256))
+        .expect_err("A staged by cp.async");
+    assert!(
+        e.to_string().contains("a stage the copy engine fills"),
+        "{e}"
     );
 }

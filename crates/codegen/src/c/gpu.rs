@@ -26,7 +26,7 @@ mod sync;
 mod vector_loads;
 mod zero_start;
 
-pub(crate) use mma::AStage;
+pub(crate) use mma::{AStage, SsPass};
 pub(crate) use sync::{Divergence, Pending};
 
 /// Blocks launched for a `blockIdx` loop whose extent is read from memory: they stride over it
@@ -141,8 +141,9 @@ pub(crate) struct Derived {
 pub(crate) enum DerivedKind {
     /// `TempFill::TensorCoreMetadata`: one `u32` word per row and run.
     Metadata,
-    /// `TempFill::TensorCoreValues`: the values, of this type, run-major.
-    Values(DType),
+    /// `TempFill::TensorCoreValues`: the values, of this type, run-major, the tiles of each
+    /// block of `16 warps units` rows unit-major (`(1, 1)`: in row order).
+    Values(DType, (i64, i64)),
 }
 
 impl Derived {
@@ -150,7 +151,7 @@ impl Derived {
     pub(crate) fn dtype(&self) -> DType {
         match self.kind {
             DerivedKind::Metadata => DType::U32,
-            DerivedKind::Values(dt) => dt,
+            DerivedKind::Values(dt, _) => dt,
         }
     }
 }
@@ -417,6 +418,9 @@ impl<'f> Writer<'f> {
         if !self.wgmma_forms.is_empty() {
             source.push_str(&mma::wgmma_prelude(&self.wgmma_forms));
         }
+        if !self.wgmma_ss_forms.is_empty() {
+            source.push_str(&mma::wgmma_ss_prelude(&self.wgmma_ss_forms));
+        }
         if any_loop(func, mma::stages_a) {
             source.push_str(mma::A_STAGE_PRELUDE);
         }
@@ -442,12 +446,14 @@ impl<'f> Writer<'f> {
                         row_slots,
                     },
                 ),
-                DerivedKind::Values(_) => (
+                DerivedKind::Values(_, (warps, units)) => (
                     rows * row_slots,
                     crate::cuda::TempFill::TensorCoreValues {
                         from,
                         rows,
                         row_slots,
+                        warps,
+                        units,
                     },
                 ),
             };

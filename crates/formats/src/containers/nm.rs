@@ -213,6 +213,39 @@ pub fn tensor_core_values_2of4<T: Copy + Default>(
     rows: usize,
     row_slots: usize,
 ) -> Result<Vec<T>, FormatError> {
+    tensor_core_values_2of4_by_unit(values, rows, row_slots, 1, 1)
+}
+
+/// [`tensor_core_values_2of4`] with the tiles of 16 rows of every block of `16 warps units`
+/// rows reordered from warp-major to unit-major: tile `w units + u` of a block (warp `w`'s row
+/// unit `u`) goes to place `u warps + w`, so that the tiles of one row unit of consecutive
+/// warps are adjacent (what a warpgroup product reading `A` from shared memory through one
+/// descriptor takes). `rows` must be whole blocks; `warps = units = 1` keeps the order.
+pub fn tensor_core_values_2of4_by_unit<T: Copy + Default>(
+    values: &[T],
+    rows: usize,
+    row_slots: usize,
+    warps: usize,
+    units: usize,
+) -> Result<Vec<T>, FormatError> {
+    let block = 16 * warps.max(1) * units.max(1);
+    if !rows.is_multiple_of(block) && (warps, units) != (1, 1) {
+        return Err(FormatError::NmPattern {
+            n: 2,
+            m: 4,
+            why: format!(
+                "tensor-core values by row unit take whole blocks of {block} rows, got {rows}"
+            ),
+        });
+    }
+    let (warps, units) = (warps.max(1), units.max(1));
+    // The place of row `r`: its tile moved within its block, its row within the tile kept.
+    let place = |r: usize| {
+        let (b, within) = (r / block, r % block);
+        let (tile, i) = (within / 16, within % 16);
+        let (w, u) = (tile / units, tile % units);
+        b * block + (u * warps + w) * 16 + i
+    };
     if !row_slots.is_multiple_of(16) {
         return Err(FormatError::NmPattern {
             n: 2,
@@ -229,9 +262,10 @@ pub fn tensor_core_values_2of4<T: Copy + Default>(
     })?;
     let mut out = vec![T::default(); slots];
     for (r, row) in values.chunks_exact(row_slots.max(1)).enumerate() {
-        let swap = (r >> 2) & 1;
+        let p = place(r);
+        let swap = (p >> 2) & 1;
         for (k, run) in row.chunks_exact(16).enumerate() {
-            let at = 16 * (k * rows + r);
+            let at = 16 * (k * rows + p);
             for (h, half) in run.chunks_exact(8).enumerate() {
                 let to = at + 8 * (h ^ swap);
                 out[to..to + 8].copy_from_slice(half);

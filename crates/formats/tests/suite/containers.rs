@@ -230,6 +230,28 @@ fn two_four_tensor_core_values() {
     let mut all = values.clone();
     all.sort_unstable();
     assert_eq!(sorted, all);
+    // By row unit: 2 warps of 2 units, blocks of 64 rows; tile w * 2 + u goes to u * 2 + w
+    // (tiles 1 and 2 swap), rows within a tile kept, the halves swapped by the new row's bit 2.
+    use sparsetir_formats::containers::nm::tensor_core_values_2of4_by_unit;
+    let (rows, row_slots) = (128, 16);
+    let values: Vec<u32> = (0..rows * row_slots).map(|k| k as u32).collect();
+    let out = tensor_core_values_2of4_by_unit(&values, rows, row_slots, 2, 2).unwrap();
+    for r in 0..rows {
+        let (b, tile, i) = (r / 64, (r % 64) / 16, r % 16);
+        let moved = [0, 2, 1, 3][tile];
+        let p = 64 * b + 16 * moved + i;
+        for s in 0..16 {
+            let h = s / 8;
+            let at = 16 * p + 8 * (h ^ ((p >> 2) & 1)) + s % 8;
+            assert_eq!(out[at], (r * row_slots + s) as u32, "row {r}, slot {s}");
+        }
+    }
+    assert_eq!(
+        tensor_core_values_2of4_by_unit(&values, rows, row_slots, 1, 1).unwrap(),
+        tensor_core_values_2of4(&values, rows, row_slots).unwrap()
+    );
+    let e = tensor_core_values_2of4_by_unit(&values[..96 * 16], 96, 16, 2, 2).unwrap_err();
+    assert!(e.to_string().contains("whole blocks of 64 rows"), "{e}");
     let e = tensor_core_values_2of4(&[0u16; 24], 1, 24).unwrap_err();
     assert!(e.to_string().contains("multiple of 16 slots"), "{e}");
     let e = tensor_core_values_2of4(&[0u16; 31], 1, 32).unwrap_err();

@@ -85,11 +85,13 @@ mod prelude;
 mod sparse;
 mod stage_a;
 mod warpgroup;
+mod warpgroup_ss;
 
 pub(crate) use accumulate::AccumulatorPlan;
 pub(crate) use prelude::MMA_PRELUDE;
-pub(crate) use stage_a::{stages_a, AStage, A_STAGE_PRELUDE, STAGE_A_ATTR, STAGE_A_TMA};
+pub(crate) use stage_a::{stages_a, AStage, SsPass, A_STAGE_PRELUDE, STAGE_A_ATTR, STAGE_A_TMA};
 pub(crate) use warpgroup::{read_by_warpgroup, wgmma_prelude, WARPGROUP_ATTR};
+pub(crate) use warpgroup_ss::wgmma_ss_prelude;
 
 /// Which tensor-core form a loop asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -282,7 +282,11 @@ impl<'f> Writer<'f> {
         if in_flight {
             self.wgmma_in_flight = Some(None);
         }
-        self.write_stmt(&Stmt::Seq(rest))?;
+        if let Some(units) = self.a_stage.as_ref().and_then(|st| st.ss_row_units()) {
+            self.write_ss_products(&Stmt::Seq(rest), units, in_flight)?;
+        } else {
+            self.write_stmt(&Stmt::Seq(rest))?;
+        }
         // (The product recorded what the epilogue waits for.)
         if self.wgmma_in_flight == Some(None) {
             let name = self.func.vars[f.var].name.clone();
@@ -296,6 +300,41 @@ impl<'f> Writer<'f> {
         }
         if release {
             self.write_tma_release(f, v, end)?;
+        }
+        Ok(())
+    }
+
+    /// A run's products reading `A` from shared memory (`mma/stage_a.rs`, `wgmma_ss`; `rows`
+    /// row units a warp): `body` written twice, every row unit's metadata into `sptir_er`
+    /// first, then each row unit's product issued, between one `wgmma.fence` and one
+    /// `wgmma.commit_group`; then the wait, for the group before this one where the products
+    /// stay in flight (`in_flight`), else for this one.
+    fn write_ss_products(&mut self, body: &Stmt, rows: i64, in_flight: bool) -> Res<()> {
+        self.line(&format!("uint32_t sptir_er[{rows}];"));
+        self.ss_pass = Some(super::SsPass::Metadata);
+        let r = self.write_stmt(body);
+        self.ss_pass = None;
+        r?;
+        self.line("sptir_wgmma_fence();");
+        self.ss_pass = Some(super::SsPass::Issue);
+        let r = self.write_stmt(body);
+        self.ss_pass = None;
+        r?;
+        let Some((units, rows)) = self.ss_product.take() else {
+            return Err(self.invalid("a run reading A from shared memory without its products"));
+        };
+        self.line("sptir_wgmma_commit();");
+        for r in 0..rows {
+            let acc = if rows > 1 {
+                format!("sptir_acc + {r} * {units}")
+            } else {
+                "sptir_acc".to_string()
+            };
+            self.line(&format!(
+                "sptir_wgmma_wait_n{}<{}>({acc});",
+                8 * units,
+                u8::from(in_flight)
+            ));
         }
         Ok(())
     }

@@ -36,8 +36,27 @@
 //! instead of two 8-byte loads and the packing of 16 positions. The copy engine then moves
 //! 576 bytes of `A` a tile and run instead of 768.
 //!
+//! With the run loop also annotated `{"packed_values": 1}`, the values' box likewise comes
+//! from a derived buffer (`TempFill::TensorCoreValues`): a run's values for consecutive rows
+//! contiguous, in the image of the 32-byte swizzle, so that the box's rows are 128 bytes.
+//!
+//! With the run loop annotated `{"wgmma_ss": 1}` too (warpgroup products, `A` by the copy
+//! engine), the tensor cores read `A` from the stage themselves (`wgmma`'s shared-memory form:
+//! a descriptor of the warpgroup's 64 rows, 32-byte swizzled, K-major, 256 bytes between
+//! groups of 8 rows) instead of from registers an `ldmatrix` filled, and a run's products are
+//! one group: every row unit's metadata is loaded first (`sptir_er`, the run's body written
+//! once for it), then one `wgmma.fence`, every row unit's product (the body written again),
+//! one `wgmma.commit_group` and the wait. `ptxas` keeps such a group in flight while the
+//! next run's metadata loads (a product reading `A` from registers is serialized instead: the
+//! registers an `ldmatrix` defines while products are in flight). With several row units a
+//! warp, the warpgroup's tiles of one row unit must be adjacent: the stage then holds the
+//! tiles unit-major, which the values' derived layout makes (`packed_values`, blocks of
+//! `16 warps units` rows reordered).
+//!
 //! The emulator runs `cp.async` as the copy, `ldmatrix` by gathering the lanes' row addresses
-//! in one rendezvous of the warp, race-checked like every shared array.
+//! in one rendezvous of the warp, race-checked like every shared array; a product reading `A`
+//! through a descriptor reads the lanes' fragments from the stage when its group completes,
+//! race-checked from its issue.
 
 use super::super::DerivedKind;
 use super::sparse::pack_positions8;
@@ -66,7 +85,24 @@ pub(crate) struct AStage {
     warps: Vec<(VarId, i64, bool)>,
     /// Filled by the tensor copy engine instead of `cp.async` (`stage_a` = `"tma"`).
     tma: Option<ATma>,
+    /// The tensor cores read `A` from the stage (`wgmma_ss`); the values' tiles are then
+    /// unit-major where a warp has several row units.
+    ss: bool,
 }
+
+/// The pass over a run's products of a run loop annotated `wgmma_ss` (see the module
+/// documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SsPass {
+    /// Every row unit's metadata into `sptir_er`.
+    Metadata,
+    /// Every row unit's product, issued.
+    Issue,
+}
+
+/// The run-loop annotation asking for the tensor cores to read `A` from shared memory (see
+/// the module documentation).
+pub const WGMMA_SS_ATTR: &str = "wgmma_ss";
 
 /// A staged `A` the tensor copy engine fills (see the module documentation): one box of the
 /// values and one of the positions a stage, both covering the stage's tiles, completing on the
@@ -99,6 +135,8 @@ pub(crate) struct ATma {
 struct Packing {
     positions: bool,
     values: bool,
+    /// The values' tiles reordered unit-major in blocks of `(warps, units)` tiles.
+    by_unit: (i64, i64),
 }
 
 /// The value of the `stage_a` annotation asking for `A`'s tiles by the tensor copy engine.
@@ -128,6 +166,11 @@ fn tile_bytes(packed: bool) -> i64 {
 }
 
 impl AStage {
+    /// Where the tensor cores read `A` from the stage (`wgmma_ss`): the row units a warp.
+    pub(crate) fn ss_row_units(&self) -> Option<i64> {
+        self.ss.then(|| self.rows.map_or(1, |(_, n)| n))
+    }
+
     /// Whether its positions come packed for the tensor cores (`packed_positions`).
     fn packed(&self) -> bool {
         self.tma.as_ref().is_some_and(|t| t.packed.is_some())
@@ -216,6 +259,7 @@ impl Writer<'_> {
             }),
             warps,
             tma: None,
+            ss: f.annotations.get(WGMMA_SS_ATTR).is_some(),
         };
         let tma =
             matches!(f.annotations.get(STAGE_A_ATTR), Some(AttrValue::Str(v)) if v == STAGE_A_TMA);
@@ -235,11 +279,49 @@ impl Writer<'_> {
                 ));
             }
         }
+        let h = stage.rows.map_or(1, |(_, n)| n);
+        if stage.ss {
+            let ss_what = format!(
+                "loop `{}` annotated `{WGMMA_SS_ATTR}`",
+                self.func.vars[f.var].name
+            );
+            if !tma || plan.warpgroup.is_none() {
+                return Err(self.unsupported(
+                    &ss_what,
+                    format!(
+                        "the tensor cores read A from a stage the copy engine fills, for \
+                         warpgroup products: annotate the loop `{STAGE_A_ATTR}` = \
+                         \"{STAGE_A_TMA}\" and its products `warpgroup`"
+                    ),
+                ));
+            }
+            if stage.warps.iter().any(|w| !w.2 && w.1 > 1) {
+                return Err(self.unsupported(
+                    &ss_what,
+                    "a warpgroup's 4 warps must be row warps (no column warps)",
+                ));
+            }
+            if h > 1 && !packed_values {
+                return Err(self.unsupported(
+                    &ss_what,
+                    format!(
+                        "with {h} row units a warp, the stage holds A's tiles unit-major, \
+                         which the values' derived layout makes: annotate the loop \
+                         `{PACKED_VALUES_ATTR}` too"
+                    ),
+                ));
+            }
+        }
         if tma {
             let what = format!("{what} \"{STAGE_A_TMA}\"");
             let packing = Packing {
                 positions: packed,
                 values: packed_values,
+                by_unit: if stage.ss && h > 1 {
+                    (stage.tiles() / h, h)
+                } else {
+                    (1, 1)
+                },
             };
             stage.tma = Some(self.a_tma_plan(f, &stage, b, a, &meta, &vars, packing, &what)?);
         }
@@ -442,7 +524,7 @@ impl Writer<'_> {
                 name,
                 rows,
                 row_slots,
-                kind: DerivedKind::Values(dtype),
+                kind: DerivedKind::Values(dtype, packing.by_unit),
             }))
         } else {
             None
@@ -509,6 +591,18 @@ impl Writer<'_> {
     /// The tile of row unit `r` (C text) in the stage of run `run` (C text), the warp loops'
     /// variables bound: its first element in arrays of `elems` elements a tile.
     fn a_stage_tile(&mut self, st: &AStage, run: &str, r: &str, elems: i64) -> Res<String> {
+        let widx = self.a_stage_warp(st)?;
+        let (depth, tiles) = (st.depth, st.tiles());
+        let h = st.rows.map_or(1, |(_, n)| n);
+        Ok(format!(
+            "(int64_t)((((({run}) - ({})) % {depth}) * {} + {widx}) * {h} + {r}) * {elems}",
+            st.min,
+            tiles / h
+        ))
+    }
+
+    /// The index of the warp among those `A` moves with (the warp loops bound), as C text.
+    fn a_stage_warp(&mut self, st: &AStage) -> Res<String> {
         let mut widx = String::from("0");
         for &(w, n, moves) in &st.warps {
             if moves {
@@ -516,10 +610,19 @@ impl Writer<'_> {
                 widx = format!("({widx}) * {n} + {t}");
             }
         }
+        Ok(widx)
+    }
+
+    /// The stage tile of `A`'s values that the warpgroup product of row unit `r` (C text) in
+    /// run `run` reads through its descriptor (`wgmma_ss`): the tile of the warpgroup's first
+    /// warp, the tiles unit-major where a warp has several row units (see the module
+    /// documentation).
+    fn a_stage_ss_tile(&mut self, st: &AStage, run: &str, r: &str) -> Res<String> {
+        let first = format!("(({}) / 4 * 4)", self.a_stage_warp(st)?);
         let (depth, tiles) = (st.depth, st.tiles());
         let h = st.rows.map_or(1, |(_, n)| n);
         Ok(format!(
-            "(int64_t)((((({run}) - ({})) % {depth}) * {} + {widx}) * {h} + {r}) * {elems}",
+            "(int64_t)((((({run}) - ({})) % {depth}) * {h} + {r}) * {} + {first}) * 256",
             st.min,
             tiles / h
         ))
@@ -735,24 +838,41 @@ impl Writer<'_> {
             Some((rv, _)) => self.expr(&Expr::Var(rv))?.0,
             None => "0".to_string(),
         };
+        self.line("{");
+        self.indent += 1;
+        // The tensor cores read `A` from the stage (`wgmma_ss`): the product's tile, or this
+        // row unit's metadata into `sptir_er` (the two passes over the run's products).
+        if st.ss && self.ss_pass != Some(SsPass::Metadata) {
+            if self.ss_pass != Some(SsPass::Issue) {
+                return Err(
+                    self.invalid("a product reading A from shared memory outside its passes")
+                );
+            }
+            self.ss_a_tile = Some(self.a_stage_ss_tile(&st, &run, &r)?);
+            return Ok(nest);
+        }
         let tile = self.a_stage_tile(&st, &run, &r, 256)?;
         let words = if st.packed() {
             Some(self.a_stage_tile(&st, &run, &r, es_tile(true))?)
         } else {
             None
         };
-        self.line("{");
-        self.indent += 1;
-        self.line("uint32_t sptir_a[4], sptir_e = 0u;");
+        self.line(if st.ss {
+            "uint32_t sptir_e = 0u;"
+        } else {
+            "uint32_t sptir_a[4], sptir_e = 0u;"
+        });
         self.line("{");
         self.indent += 1;
         self.line(
             "const int32_t sptir_sl = (int32_t)(threadIdx.x & 31u), sptir_sr = sptir_sl & 15;",
         );
-        self.line(&format!(
-            "sptir_ldmatrix_x4(sptir_a, sptir_as + {tile} + sptir_sr * 16 + \
-             ((((sptir_sl >> 4) ^ (sptir_sr >> 2)) & 1) * 8));"
-        ));
+        if !st.ss {
+            self.line(&format!(
+                "sptir_ldmatrix_x4(sptir_a, sptir_as + {tile} + sptir_sr * 16 + \
+                 ((((sptir_sl >> 4) ^ (sptir_sr >> 2)) & 1) * 8));"
+            ));
+        }
         self.line("const int32_t sptir_h = sptir_t & 1;");
         if let Some(words) = words {
             // Half of each row's word: the 8 positions of groups 4 h .. 4 h + 3.
@@ -774,6 +894,9 @@ impl Writer<'_> {
         }
         self.indent -= 1;
         self.line("}");
+        if st.ss {
+            self.line(&format!("sptir_er[{r}] = sptir_e;"));
+        }
         Ok(nest)
     }
 }

@@ -135,6 +135,10 @@ impl Writer<'_> {
     /// Writes the unit loop `unit` of a warpgroup's accumulating loop (its `A` fragment and
     /// metadata already written, `mma_share_a`) as one `wgmma` of all its units.
     pub(crate) fn write_warpgroup_product(&mut self, unit: &For, warp_y: VarId) -> Res<()> {
+        // (The pass that loads a run's metadata writes no product: `stage_a.rs`, `wgmma_ss`.)
+        if self.ss_pass == Some(SsPass::Metadata) {
+            return Ok(());
+        }
         let what = format!(
             "warpgroup product of loop `{}`",
             self.func.vars[unit.var].name
@@ -272,6 +276,39 @@ impl Writer<'_> {
             (16 * rows, "")
         };
         let n = 8 * units;
+        // The tensor cores read `A` from the stage (`stage_a.rs`, `wgmma_ss`): issued alone,
+        // the run's fence, commit and wait written around the run's products.
+        if self.ss_pass == Some(SsPass::Issue) {
+            let Some(tile) = self.ss_a_tile.take() else {
+                return Err(self.invalid("a product reading A from shared memory without its tile"));
+            };
+            if !swizzled {
+                return Err(self.unsupported(
+                    &what,
+                    "A read from shared memory goes with B's slices by the copy engine (`tma`)",
+                ));
+            }
+            let rows = self.mma_acc_rows.map_or(1, |(r, _)| {
+                find_loop(&self.func.body, r)
+                    .and_then(|l| const_int(&l.extent))
+                    .unwrap_or(1)
+            });
+            let r = match self.mma_acc_rows {
+                Some((rv, _)) => self.expr(&Expr::Var(rv))?.0,
+                None => "0".to_string(),
+            };
+            if let Some(kept) = &mut self.wgmma_in_flight {
+                *kept = Some((units, rows));
+            }
+            self.ss_product = Some((units, rows));
+            self.line(&format!(
+                "sptir_wgmma_sp_m64n{n}k32_{suffix}_sw128_ss({acc}, sptir_as + {tile}, \
+                 sptir_er[{r}], {p}, {stride});"
+            ));
+            self.wgmma_forms.insert((units, suffix, swizzled));
+            self.wgmma_ss_forms.insert((units, suffix));
+            return Ok(());
+        }
         match &mut self.wgmma_in_flight {
             // Kept in flight until the next product is issued (`pipeline.rs`).
             Some(kept) => {
