@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # 2:4 SpMM on sparse tensor cores at 4096 x 4096 x 4096, float16, timed and profiled: for each
-# of FORMATS (default: `2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1)`,
+# of FORMATS (default: `2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,vals=packed,ss=1,runs=2,inflight=1,tma=1,producer=1,persistent=1)`,
+# `2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1)`,
 # the same with A read from registers (no `ss=1`), and session 45's fastest, the same with the
 # values in row order (no `vals=packed`)), the
 # `bench spmm` case of run.sh with its CUDA source, then Nsight Compute (`ncu`, clocks left
@@ -37,7 +38,7 @@ print(" ".join(forms))
 PY
 )
 fi
-formats=${FORMATS:-"2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1) 2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,inflight=1,tma=1,producer=1,persistent=1) 2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)"}
+formats=${FORMATS:-"2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,vals=packed,ss=1,runs=2,inflight=1,tma=1,producer=1,persistent=1) 2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1) 2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,inflight=1,tma=1,producer=1,persistent=1) 2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,inflight=1,tma=1,producer=1,persistent=1)"}
 for f in $formats; do
     i=$((i + 1))
     d=$OUT/profile24_$i

@@ -464,7 +464,9 @@ pub struct Options {
     /// out run by run, derived likewise, so that a slice's box of A has rows of 128 bytes
     /// instead of 32; `ss=1` (after `a=tma`): the tensor cores read A from shared memory
     /// through a descriptor instead of registers, a slice's products kept in flight as one
-    /// group (with H > 1, goes with `vals=packed`); `cluster=CxY`: clusters also of Y blocks of
+    /// group (with H > 1, goes with `vals=packed`); `runs=2` (after `ss=1`, with a producer
+    /// warp): two slices' products one group, 64 columns of A; `cluster=CxY`: clusters also
+    /// of Y blocks of
     /// columns sharing A's boxes (with `a=tma`);
     /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
     /// block's barrier each run; `producer=1`: the same, with a warp of its own making

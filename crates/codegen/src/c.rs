@@ -416,6 +416,9 @@ pub struct Writer<'f> {
     ss_pass: Option<gpu::SsPass>,
     ss_a_tile: Option<String>,
     ss_product: Option<(i64, i64)>,
+    /// CUDA: where the run being written puts its row units' metadata in `sptir_er` (the
+    /// run's place in a group of runs, `wgmma_ss_runs`, times the row units).
+    ss_er_base: i64,
     /// CUDA: the run loop being written keeps one warpgroup product in flight
     /// (`gpu/pipeline.rs`, `wgmma_in_flight`): `Some` while its body is written, then the
     /// products' units and row units once one was written.
@@ -572,6 +575,7 @@ impl<'f> Writer<'f> {
             ss_pass: None,
             ss_a_tile: None,
             ss_product: None,
+            ss_er_base: 0,
             wgmma_in_flight: None,
             zero_tiles: HashSet::new(),
             loop_facts: std::cell::OnceCell::new(),

@@ -106,6 +106,9 @@ impl fmt::Display for Format {
                     if t.a_from_shared {
                         ahead.push_str(",ss=1");
                     }
+                    if t.paired_runs {
+                        ahead.push_str(",runs=2");
+                    }
                 } else if t.stage_a {
                     ahead.push_str(",a=smem");
                 }
@@ -181,6 +184,11 @@ pub struct SharedTiles {
     /// run's metadata loads. With several row tiles a warp, goes with `vals=packed` (whose
     /// layout then puts a warpgroup's tiles of a row unit side by side).
     pub a_from_shared: bool,
+    /// With `a_from_shared` and `producer`: the products of two consecutive runs one group
+    /// (`,runs=2`: 64 columns of A a group, as cuSPARSELt's 128 x 256 x 64 tiles; the CUDA
+    /// writer's `wgmma_ss_runs`), so that twice the tensor-core work stays in flight while the
+    /// warps load the next group's metadata.
+    pub paired_runs: bool,
     /// With `warpgroup` and `prefetch`: each product kept in flight until the next one is
     /// issued (`,inflight=1`; `wgmma.wait_group 1`, one more slice of B in shared memory), so
     /// that a run's barrier and shared reads overlap the previous run's product.
@@ -229,6 +237,7 @@ impl SharedTiles {
             packed_positions: false,
             packed_values: false,
             a_from_shared: false,
+            paired_runs: false,
             in_flight: false,
             tma: false,
             cluster: 1,
@@ -286,7 +295,7 @@ impl SharedTiles {
 
 /// Why a format name was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed][,vals=packed][,ss=1]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)")]
+#[error("bad format `{text}`: {reason} (expected csr, hyb, hyb(parts=P,buckets=1,2,4,...), bsr:B, ell, ell(width=W), coo, sell, sell(sigma=S), condense, 2:4, 2:4(tiles=U), 2:4(smem=RxZ), 2:4(dbuf=RxZ[,ahead=A][,a=smem]), 2:4(wgmma=RxZ), 2:4(wgdbuf=RxZ[,ahead=A][,a=smem|tma[,meta=packed][,vals=packed][,ss=1[,runs=2]]][,inflight=1][,tma=1[,cluster=C|CxY][,release=1|producer=1[,persistent=1]]]) or auto)")]
 pub struct FormatError {
     pub text: String,
     pub reason: String,
@@ -294,7 +303,7 @@ pub struct FormatError {
 
 /// The options a staged 2:4 format takes after its warps (`2:4(wgdbuf=8,...)`).
 const OPTIONS_24: &str = "expected `ahead=A`, `a=smem`, `a=tma`, `meta=packed`, `vals=packed`, \
-                          `ss=1`, `inflight=1`, \
+                          `ss=1`, `runs=2`, `inflight=1`, \
                           `tma=1`, `cluster=C`, `release=1`, `producer=1` or `persistent=1` \
                           after the warps";
 
@@ -384,7 +393,7 @@ impl Format {
             let (mut prefetch, mut stage_a, mut tma_a, mut in_flight, mut tma, mut cluster) =
                 (usize::from(double_buffer), false, false, false, false, 1);
             let (mut release, mut producer, mut packed_positions) = (false, false, false);
-            let (mut packed_values, mut a_from_shared) = (false, false);
+            let (mut packed_values, mut a_from_shared, mut paired_runs) = (false, false, false);
             let mut persistent = false;
             let mut cluster_y = 1;
             for o in options {
@@ -432,6 +441,7 @@ impl Format {
                     "meta" if value == "packed" => packed_positions = true,
                     "vals" if value == "packed" => packed_values = true,
                     "ss" if value == "1" => a_from_shared = true,
+                    "runs" if value == "2" => paired_runs = true,
                     "release" if value == "1" => release = true,
                     "producer" if value == "1" => (release, producer) = (true, true),
                     "persistent" if value == "1" => persistent = true,
@@ -459,6 +469,11 @@ impl Format {
                 return Err(err(
                     "`vals=packed` (values laid out run by run for the tensor cores) goes with \
                      `a=tma`",
+                ));
+            }
+            if paired_runs && !(a_from_shared && producer) {
+                return Err(err(
+                    "`runs=2` (two runs' products a group) goes with `ss=1` and `producer=1`",
                 ));
             }
             if a_from_shared && !(tma_a && warpgroup) {
@@ -543,6 +558,7 @@ impl Format {
                     packed_positions,
                     packed_values,
                     a_from_shared,
+                    paired_runs,
                     in_flight,
                     tma,
                     cluster,
@@ -1051,6 +1067,10 @@ pub fn spmm_24_tc_smem_gpu_schedule(n: usize, tiles: SharedTiles, units: usize) 
         if tiles.a_from_shared {
             text.push_str("sch.annotate(gko, \"wgmma_ss\", 1)\n");
         }
+        // (Two runs' products a group: the CUDA writer's `wgmma_ss_runs`.)
+        if tiles.paired_runs {
+            text.push_str("sch.annotate(gko, \"wgmma_ss_runs\", 2)\n");
+        }
     } else if tiles.stage_a {
         text.push_str("sch.annotate(gko, \"stage_a\", 1)\n");
     }
@@ -1370,6 +1390,7 @@ mod tests {
             "2:4(wgdbuf=8,a=tma,vals=packed,tma=1,cluster=2x2)",
             "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,ss=1,inflight=1,tma=1,producer=1)",
             "2:4(wgdbuf=8x1x2,ahead=6,a=tma,meta=packed,vals=packed,ss=1,inflight=1,tma=1,producer=1,persistent=1)",
+            "2:4(wgdbuf=8,ahead=6,a=tma,meta=packed,vals=packed,ss=1,runs=2,inflight=1,tma=1,producer=1,persistent=1)",
         ] {
             let f = Format::parse(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -1461,6 +1482,9 @@ mod tests {
             "2:4(wgdbuf=8x1x2,a=tma,ss=1,tma=1)",
             "2:4(wgdbuf=4x2,a=tma,vals=packed,ss=1,tma=1)",
             "2:4(wgdbuf=8,a=tma,ss=2,tma=1)",
+            "2:4(wgdbuf=8,a=tma,ss=1,runs=2,tma=1)",
+            "2:4(wgdbuf=8,a=tma,runs=2,tma=1,producer=1)",
+            "2:4(wgdbuf=8,a=tma,ss=1,runs=3,tma=1,producer=1)",
             "2:4(wgdbuf=8,a=tma,tma=1,release=1,ahead=5)",
             "2:4(wgdbuf=8,a=tma,tma=1,producer=1,ahead=7)",
             "2:4(wgdbuf=8,producer=1)",

@@ -588,3 +588,168 @@ fn a_from_shared_memory_needs_its_layout() {
         "{e}"
     );
 }
+
+/// Two runs' products a group (`runs=2`: `wgmma_ss_runs`, 64 columns of A a group as
+/// cuSPARSELt's tiles): the loop steps by two runs, waits for both stages, loads both runs'
+/// metadata, issues both runs' products between one fence and one commit, and releases the
+/// two stages of the group completed before; ptxas keeps the group in flight.
+#[test]
+fn paired_runs_compile_for_sm_90a_without_serialization() {
+    for (rows, h, values, cluster, persistent) in [
+        (8, 1, false, 1, true),
+        (8, 2, true, 1, true),
+        (8, 1, true, 2, false),
+    ] {
+        let mut t = hopper(rows, h, 6, (true, true, (cluster, 1), persistent));
+        (t.packed_values, t.a_from_shared, t.paired_runs) = (values, true, true);
+        let units = 32 / h;
+        let (feat, m) = (8 * units, 16 * rows * h * cluster);
+        let sched = spmm_24_tc_smem_gpu_schedule(512, t, units);
+        let what = format!("{t:?}");
+        let (_, module) = emit_cuda(&kernel(DType::F16), Some(&sched), &spec(m, 512, feat))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = &module.source;
+        for needle in [
+            "g_4_0 += 2) {".to_string(),
+            format!("uint32_t sptir_er[{}];", 2 * h),
+            format!("sptir_er[{h} + "),
+            "(((g_4_0 + 1 - 2) - (0)) % 8)".to_string(),
+        ] {
+            assert!(src.contains(&needle), "{what}: no `{needle}`\n{src}");
+        }
+        assert_eq!(src.matches("sptir_wgmma_commit();").count(), 1, "{what}");
+        if let Some((c, _)) = common::warpgroup::compiled_without_spills(src, "sm_90a", &what) {
+            assert!(
+                !c.log.contains("serialized"),
+                "{what}: ptxas serialized:\n{}",
+                c.log
+            );
+        }
+    }
+}
+
+#[test]
+fn paired_runs_equal_the_evaluator_in_the_emulator() {
+    spmm_24_paired_runs(GpuDevice::Emulator);
+}
+
+/// The same cases on a real GPU of compute capability 9.0, where one is present.
+#[test]
+fn paired_runs_on_a_real_gpu() {
+    if !on_a_hopper_gpu() {
+        return;
+    }
+    spmm_24_paired_runs(GpuDevice::Cuda);
+}
+
+fn spmm_24_paired_runs(device: GpuDevice) {
+    let mut rng = ChaCha8Rng::seed_from_u64(104);
+    // (cluster along x and y, packed values, in flight, persistent, dtype, m, n, feat, row
+    // warps, row tiles, units, slices copied ahead): the fewest stages groups take (4 in
+    // flight, 2 not), more runs than stages, persistent blocks walking tiles (the last group's
+    // two stages released after the loop), clusters, A's boxes in parts along y.
+    for ((cluster, cy), values, in_flight, persistent, dt, m, n, feat, rows, h, units, ahead) in [
+        (
+            (1, 1),
+            false,
+            true,
+            false,
+            DType::F16,
+            256,
+            384,
+            128,
+            4,
+            1,
+            16,
+            2,
+        ),
+        (
+            (1, 1),
+            true,
+            false,
+            false,
+            DType::BF16,
+            256,
+            128,
+            128,
+            8,
+            1,
+            16,
+            1,
+        ),
+        (
+            (1, 1),
+            true,
+            true,
+            true,
+            DType::F16,
+            512,
+            512,
+            256,
+            8,
+            2,
+            16,
+            6,
+        ),
+        (
+            (2, 1),
+            true,
+            true,
+            true,
+            DType::BF16,
+            512,
+            256,
+            128,
+            8,
+            1,
+            16,
+            6,
+        ),
+        (
+            (2, 2),
+            true,
+            true,
+            false,
+            DType::F16,
+            512,
+            192,
+            512,
+            4,
+            2,
+            16,
+            3,
+        ),
+    ] {
+        let mut t = hopper(rows, h, ahead, (in_flight, true, (cluster, cy), persistent));
+        (t.packed_values, t.a_from_shared, t.paired_runs) = (values, true, true);
+        let what = format!("spmm_24 {dt} {m}x{n}, feat {feat}, {units} units: {t:?}");
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
+        let k = GpuKernel::build(
+            &kernel(dt),
+            Some(&sched),
+            &spec(m, n, feat),
+            device,
+            &cache(),
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(k.module().source.contains("g_4_0 += 2) {"), "{what}");
+        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
+    }
+}
+
+/// Groups of two runs the loop cannot take are typed errors: an odd number of runs, and too
+/// few stages for the group in flight and the one waited for.
+#[test]
+fn paired_runs_need_whole_groups_and_stages() {
+    let build = |n: usize, ahead: usize| {
+        let mut t = hopper(8, 1, ahead, (true, true, (1, 1), false));
+        (t.a_from_shared, t.paired_runs) = (true, true);
+        let sched = spmm_24_tc_smem_gpu_schedule(n, t, 32);
+        emit_cuda(&kernel(DType::F16), Some(&sched), &spec(128, n, 256))
+    };
+    let e = build(96, 6).expect_err("3 runs");
+    assert!(e.to_string().contains("constant multiple of 2"), "{e}");
+    let e = build(128, 1).expect_err("3 stages");
+    assert!(e.to_string().contains("at least 4 stages"), "{e}");
+    build(128, 2).expect("4 stages");
+}

@@ -1140,7 +1140,18 @@ impl<'f> Writer<'f> {
             // in flight at once.
             self.pragma(&format!("unroll {}", (*n).clamp(1, 64)));
         }
-        self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+        let step = if pipelined.is_some() {
+            self.ss_runs_checked(f)?
+        } else {
+            1
+        };
+        if step > 1 {
+            self.line(&format!(
+                "for ({ct} {v} = {start}; {v} < {end}; {v} += {step}) {{"
+            ));
+        } else {
+            self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
+        }
         self.indent += 1;
         let range = Expr::add(f.min.clone(), f.extent.clone());
         let div = self.enter_divergence(&range);

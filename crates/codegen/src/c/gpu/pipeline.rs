@@ -57,6 +57,13 @@ pub const MAX_PREFETCH: i64 = 3;
 /// over the next iteration (value 1; see the module documentation).
 pub const WGMMA_IN_FLIGHT_ATTR: &str = "wgmma_in_flight";
 
+/// The run-loop annotation grouping the products of consecutive runs (`{"wgmma_ss_runs": 2}`,
+/// with `wgmma_ss` and a producer warp): each iteration of the loop takes two runs, waits for
+/// both stages, loads both runs' metadata, issues both runs' products as one group (64
+/// columns of `A` a group, as cuSPARSELt's 128 x 256 x 64 tiles), and releases the two stages
+/// of the group completed before it.
+pub const SS_RUNS_ATTR: &str = "wgmma_ss_runs";
+
 impl<'f> Writer<'f> {
     /// Whether a function-level shared buffer whose window's loop is `l` gets several windows.
     pub(super) fn double_buffered(l: &For) -> bool {
@@ -89,6 +96,51 @@ impl<'f> Writer<'f> {
             f.annotations.get(WGMMA_IN_FLIGHT_ATTR),
             Some(AttrValue::Int(1)) | Some(AttrValue::Bool(true))
         )
+    }
+
+    /// The runs a group of products holds in run loop `f` (`wgmma_ss_runs`; 1 without it).
+    pub(super) fn ss_runs(f: &For) -> i64 {
+        match f.annotations.get(SS_RUNS_ATTR) {
+            Some(AttrValue::Int(n)) if *n > 1 => *n,
+            _ => 1,
+        }
+    }
+
+    /// [`Self::ss_runs`] of the pipelined run loop `f`, checked: 2 at most, with the tensor
+    /// cores reading `A` from the stage and a producer warp, a trip count of whole groups, and
+    /// stages for the group in flight, the group waited for and one more run.
+    pub(super) fn ss_runs_checked(&self, f: &For) -> Res<i64> {
+        let runs = Self::ss_runs(f);
+        if runs == 1 && f.annotations.get(SS_RUNS_ATTR).is_none() {
+            return Ok(1);
+        }
+        let name = self.func.vars[f.var].name.clone();
+        let what = format!("loop `{name}` annotated `{SS_RUNS_ATTR}`");
+        let ss = self
+            .a_stage
+            .as_ref()
+            .is_some_and(|st| st.ss_row_units().is_some());
+        if runs != 2 || !ss || self.producer_of(f).is_none() {
+            return Err(self.unsupported(
+                &what,
+                "groups of 2 runs go with the tensor cores reading A from the stage \
+                 (`wgmma_ss`) and a producer warp (`tma_producer`)",
+            ));
+        }
+        if const_int(&f.extent).is_none_or(|n| n % runs != 0) {
+            return Err(self.unsupported(
+                &what,
+                format!("its trip count must be a constant multiple of {runs}"),
+            ));
+        }
+        let need = if Self::in_flight(f) { 2 * runs } else { runs };
+        if Self::pipeline_stages(f) < need {
+            return Err(self.unsupported(
+                &what,
+                format!("groups of {runs} runs take at least {need} stages (more slices ahead)"),
+            ));
+        }
+        Ok(runs)
     }
 
     /// How many windows (stages) a multi-buffered copy under loop `f` keeps: the iteration
@@ -253,9 +305,19 @@ impl<'f> Writer<'f> {
         let one = self.one_barrier(items);
         // Stages the warps release (`tma.rs`): no copy but the engine's, no block barrier.
         let release = one && self.warps_release(f);
+        let runs = Self::ss_runs(f);
+        let run_at = |j: i64| {
+            if j == 0 {
+                v.to_string()
+            } else {
+                format!("{v} + {j}")
+            }
+        };
         if release {
             if let Some(t) = self.tma_of_run(f.var) {
-                self.write_tma_wait(f, &t, v)?;
+                for j in 0..runs {
+                    self.write_tma_wait(f, &t, &run_at(j))?;
+                }
             }
         } else if one {
             self.line(&format!("sptir_cp_async_wait<{}>();", d - 1));
@@ -283,7 +345,7 @@ impl<'f> Writer<'f> {
             self.wgmma_in_flight = Some(None);
         }
         if let Some(units) = self.a_stage.as_ref().and_then(|st| st.ss_row_units()) {
-            self.write_ss_products(&Stmt::Seq(rest), units, in_flight)?;
+            self.write_ss_products(f, &Stmt::Seq(rest), units, in_flight, v, runs)?;
         } else {
             self.write_stmt(&Stmt::Seq(rest))?;
         }
@@ -299,27 +361,47 @@ impl<'f> Writer<'f> {
             self.write_barrier();
         }
         if release {
-            self.write_tma_release(f, v, end)?;
+            for j in 0..runs {
+                self.write_tma_release(f, &run_at(j), end)?;
+            }
         }
         Ok(())
     }
 
-    /// A run's products reading `A` from shared memory (`mma/stage_a.rs`, `wgmma_ss`; `rows`
-    /// row units a warp): `body` written twice, every row unit's metadata into `sptir_er`
-    /// first, then each row unit's product issued, between one `wgmma.fence` and one
+    /// The products of `runs` runs from iteration `v` (C text) of run loop `f`, reading `A`
+    /// from shared memory (`mma/stage_a.rs`, `wgmma_ss`; `rows` row units a warp): `body`
+    /// written for each run twice, every row unit's metadata of every run into `sptir_er`
+    /// first, then each product issued, between one `wgmma.fence` and one
     /// `wgmma.commit_group`; then the wait, for the group before this one where the products
     /// stay in flight (`in_flight`), else for this one.
-    fn write_ss_products(&mut self, body: &Stmt, rows: i64, in_flight: bool) -> Res<()> {
-        self.line(&format!("uint32_t sptir_er[{rows}];"));
-        self.ss_pass = Some(super::SsPass::Metadata);
-        let r = self.write_stmt(body);
-        self.ss_pass = None;
-        r?;
-        self.line("sptir_wgmma_fence();");
-        self.ss_pass = Some(super::SsPass::Issue);
-        let r = self.write_stmt(body);
-        self.ss_pass = None;
-        r?;
+    fn write_ss_products(
+        &mut self,
+        f: &For,
+        body: &Stmt,
+        rows: i64,
+        in_flight: bool,
+        v: &str,
+        runs: i64,
+    ) -> Res<()> {
+        self.line(&format!("uint32_t sptir_er[{}];", rows * runs));
+        for pass in [super::SsPass::Metadata, super::SsPass::Issue] {
+            if pass == super::SsPass::Issue {
+                self.line("sptir_wgmma_fence();");
+            }
+            for j in 0..runs {
+                // Run `v + j`: the loop's variable stands for it.
+                if j > 0 {
+                    self.let_subst.insert(f.var, format!("({v} + {j})"));
+                }
+                self.ss_er_base = j * rows;
+                self.ss_pass = Some(pass);
+                let r = self.write_stmt(body);
+                self.ss_pass = None;
+                self.ss_er_base = 0;
+                self.let_subst.remove(&f.var);
+                r?;
+            }
+        }
         let Some((units, rows)) = self.ss_product.take() else {
             return Err(self.invalid("a run reading A from shared memory without its products"));
         };

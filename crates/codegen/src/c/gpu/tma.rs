@@ -800,7 +800,8 @@ impl Writer<'_> {
         let Some(t) = self.tma_of_run(f.var) else {
             return Ok(());
         };
-        let back = i64::from(Self::in_flight(f));
+        // (The group in flight holds the products of `ss_runs` runs.)
+        let back = i64::from(Self::in_flight(f)) * Self::ss_runs(f);
         let at = if back > 0 {
             format!("{v} - {back}")
         } else {
@@ -828,8 +829,12 @@ impl Writer<'_> {
             return Ok(());
         }
         let min = self.expr(&f.min)?.0;
-        let at = format!("{end} - 1");
-        self.write_tma_release_at(f, &t, &at, &format!("{at} >= {min}"))
+        // (The last group: the last `ss_runs` runs.)
+        for j in 1..=Self::ss_runs(f) {
+            let at = format!("{end} - {j}");
+            self.write_tma_release_at(f, &t, &at, &format!("{at} >= {min}"))?;
+        }
+        Ok(())
     }
 
     /// Each warp's release of the stage of iteration `at` (C text) of run loop `f`, where

@@ -895,7 +895,7 @@ impl Writer<'_> {
         self.indent -= 1;
         self.line("}");
         if st.ss {
-            self.line(&format!("sptir_er[{r}] = sptir_e;"));
+            self.line(&format!("sptir_er[{} + {r}] = sptir_e;", self.ss_er_base));
         }
         Ok(nest)
     }

@@ -303,7 +303,8 @@ impl Writer<'_> {
             self.ss_product = Some((units, rows));
             self.line(&format!(
                 "sptir_wgmma_sp_m64n{n}k32_{suffix}_sw128_ss({acc}, sptir_as + {tile}, \
-                 sptir_er[{r}], {p}, {stride});"
+                 sptir_er[{} + {r}], {p}, {stride});",
+                self.ss_er_base
             ));
             self.wgmma_forms.insert((units, suffix, swizzled));
             self.wgmma_ss_forms.insert((units, suffix));
