@@ -11,7 +11,7 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use sparsetir_ir::DType;
-use sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule;
+use sparsetir_ops::composable::{spmm_24_tc_smem_gpu_schedule, SharedTiles};
 use sparsetir_runtime::build::emit_cuda;
 use sparsetir_runtime::cache::KernelCache;
 use sparsetir_runtime::gpu::{GpuDevice, GpuKernel};
@@ -321,20 +321,109 @@ fn packed_values_on_a_real_gpu() {
 }
 
 fn spmm_24_packed_values(device: GpuDevice) {
-    let mut rng = ChaCha8Rng::seed_from_u64(101);
-    // (cluster along x and y, packed positions, persistent, dtype, m, n, feat, row warps, row
-    // tiles, units, slices copied ahead): boxes of 64, 128 and 256 rows, several row blocks
-    // and runs (rows 4-7 of every 8 swapped halves), clusters multicasting B, A's boxes in
-    // parts along y, blocks walking tiles.
-    for ((cluster, cy), positions, persistent, dt, m, n, feat, rows, h, units, ahead) in [
-        ((1, 1), true, false, DType::F16, 256, 352, 128, 4, 1, 16, 6),
-        ((1, 1), false, false, DType::BF16, 512, 96, 128, 8, 2, 16, 1),
-        ((1, 1), true, true, DType::F16, 512, 256, 256, 8, 2, 16, 6),
-        ((2, 1), true, true, DType::BF16, 512, 256, 128, 8, 1, 16, 6),
-        ((2, 2), false, false, DType::F16, 256, 224, 512, 4, 1, 16, 3),
-    ] {
-        let mut t = hopper(rows, h, ahead, (true, positions, (cluster, cy), persistent));
-        t.packed_values = true;
+    // Boxes of 64, 128 and 256 rows, several row blocks and runs (rows 4-7 of every 8 swapped
+    // halves), clusters multicasting B, A's boxes in parts along y, blocks walking tiles; the
+    // positions packed or not.
+    let cases = [
+        case(
+            (1, 1),
+            (true, true),
+            (true, false),
+            DType::F16,
+            (256, 352, 128),
+            (4, 1, 16, 6),
+        ),
+        case(
+            (1, 1),
+            (false, true),
+            (true, false),
+            DType::BF16,
+            (512, 96, 128),
+            (8, 2, 16, 1),
+        ),
+        case(
+            (1, 1),
+            (true, true),
+            (true, true),
+            DType::F16,
+            (512, 256, 256),
+            (8, 2, 16, 6),
+        ),
+        case(
+            (2, 1),
+            (true, true),
+            (true, true),
+            DType::BF16,
+            (512, 256, 128),
+            (8, 1, 16, 6),
+        ),
+        case(
+            (2, 2),
+            (false, true),
+            (true, false),
+            DType::F16,
+            (256, 224, 512),
+            (4, 1, 16, 3),
+        ),
+    ];
+    hopper_cases(device, 101, &cases, |_| {}, "A_data_tc_tmap");
+}
+
+/// One case of the emulator's and the real GPU's runs: the Hopper form (`hopper`) of
+/// `rows` row warps of `h` row tiles, `ahead` slices copied ahead, clusters of `cluster`
+/// blocks, positions and values packed or not (`packed`), products in flight and blocks
+/// persistent or not (`flow`), on an `m x n` 2:4 matrix of `dt` at width `feat`, `units`
+/// units a product.
+#[derive(Clone, Copy)]
+struct Case {
+    cluster: (usize, usize),
+    packed: (bool, bool),
+    flow: (bool, bool),
+    dt: DType,
+    mnf: (usize, usize, usize),
+    warps: (usize, usize, usize, usize),
+}
+
+fn case(
+    cluster: (usize, usize),
+    packed: (bool, bool),
+    flow: (bool, bool),
+    dt: DType,
+    mnf: (usize, usize, usize),
+    warps: (usize, usize, usize, usize),
+) -> Case {
+    Case {
+        cluster,
+        packed,
+        flow,
+        dt,
+        mnf,
+        warps,
+    }
+}
+
+/// Each of `cases` (its form changed by `adjust`) built for `device`, its source holding
+/// `needle`, equal to the reference on random inputs (`seed`).
+fn hopper_cases(
+    device: GpuDevice,
+    seed: u64,
+    cases: &[Case],
+    adjust: impl Fn(&mut SharedTiles),
+    needle: &str,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for c in cases {
+        let ((in_flight, persistent), (m, n, feat), (rows, h, units, ahead)) =
+            (c.flow, c.mnf, c.warps);
+        let mut t = hopper(
+            rows,
+            h,
+            ahead,
+            (in_flight, c.packed.0, c.cluster, persistent),
+        );
+        t.packed_values = c.packed.1;
+        adjust(&mut t);
+        let dt = c.dt;
         let what = format!("spmm_24 {dt} {m}x{n}, feat {feat}, {units} units: {t:?}");
         let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
         let k = GpuKernel::build(
@@ -345,7 +434,7 @@ fn spmm_24_packed_values(device: GpuDevice) {
             &cache(),
         )
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(k.module().source.contains("A_data_tc_tmap"), "{what}");
+        assert!(k.module().source.contains(needle), "{what}");
         equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
     }
 }
@@ -456,112 +545,66 @@ fn a_from_shared_memory_on_a_real_gpu() {
 }
 
 fn spmm_24_a_from_shared(device: GpuDevice) {
-    let mut rng = ChaCha8Rng::seed_from_u64(103);
-    // (cluster along x and y, packed values, in flight, persistent, dtype, m, n, feat, row
-    // warps, row tiles, units, slices copied ahead): one warpgroup and two, one row tile a warp
-    // (A as the 32-byte swizzle lays it, or run by run) and two or four (unit-major),
-    // products in flight or waited for, clusters, A's boxes in parts along y, persistent.
-    for ((cluster, cy), values, in_flight, persistent, dt, m, n, feat, rows, h, units, ahead) in [
-        (
+    // One warpgroup and two, one row tile a warp (A as the 32-byte swizzle lays it, or run by
+    // run) and two or four (unit-major), products in flight or waited for, clusters, A's boxes
+    // in parts along y, persistent blocks.
+    let cases = [
+        case(
             (1, 1),
-            false,
-            true,
-            false,
+            (true, false),
+            (true, false),
             DType::F16,
-            256,
-            352,
-            128,
-            4,
-            1,
-            16,
-            6,
+            (256, 352, 128),
+            (4, 1, 16, 6),
         ),
-        (
+        case(
             (1, 1),
-            true,
-            false,
-            false,
+            (true, true),
+            (false, false),
             DType::BF16,
-            256,
-            96,
-            128,
-            8,
-            1,
-            16,
-            2,
+            (256, 96, 128),
+            (8, 1, 16, 2),
         ),
-        (
+        case(
             (1, 1),
-            true,
-            true,
-            true,
+            (true, true),
+            (true, true),
             DType::F16,
-            512,
-            256,
-            256,
-            8,
-            2,
-            16,
-            6,
+            (512, 256, 256),
+            (8, 2, 16, 6),
         ),
-        (
+        case(
             (1, 1),
-            true,
-            true,
-            false,
+            (true, true),
+            (true, false),
             DType::BF16,
-            512,
-            160,
-            64,
-            4,
-            4,
-            8,
-            3,
+            (512, 160, 64),
+            (4, 4, 8, 3),
         ),
-        (
+        case(
             (2, 1),
-            true,
-            true,
-            true,
+            (true, true),
+            (true, true),
             DType::BF16,
-            512,
-            256,
-            128,
-            8,
-            1,
-            16,
-            6,
+            (512, 256, 128),
+            (8, 1, 16, 6),
         ),
-        (
+        case(
             (2, 2),
-            true,
-            true,
-            false,
+            (true, true),
+            (true, false),
             DType::F16,
-            512,
-            224,
-            512,
-            4,
-            2,
-            16,
-            3,
+            (512, 224, 512),
+            (4, 2, 16, 3),
         ),
-    ] {
-        let mut t = hopper(rows, h, ahead, (in_flight, true, (cluster, cy), persistent));
-        (t.packed_values, t.a_from_shared) = (values, true);
-        let what = format!("spmm_24 {dt} {m}x{n}, feat {feat}, {units} units: {t:?}");
-        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
-        let k = GpuKernel::build(
-            &kernel(dt),
-            Some(&sched),
-            &spec(m, n, feat),
-            device,
-            &cache(),
-        )
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(k.module().source.contains("_sw128_ss("), "{what}");
-        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
-    }
+    ];
+    hopper_cases(
+        device,
+        103,
+        &cases,
+        |t| t.a_from_shared = true,
+        "_sw128_ss(",
+    );
 }
 
 /// Schedules the shared-memory form cannot take are typed errors: `A` not by the copy engine,
@@ -643,98 +686,53 @@ fn paired_runs_on_a_real_gpu() {
 }
 
 fn spmm_24_paired_runs(device: GpuDevice) {
-    let mut rng = ChaCha8Rng::seed_from_u64(104);
-    // (cluster along x and y, packed values, in flight, persistent, dtype, m, n, feat, row
-    // warps, row tiles, units, slices copied ahead): the fewest stages groups take (4 in
-    // flight, 2 not), more runs than stages, persistent blocks walking tiles (the last group's
-    // two stages released after the loop), clusters, A's boxes in parts along y.
-    for ((cluster, cy), values, in_flight, persistent, dt, m, n, feat, rows, h, units, ahead) in [
-        (
+    // The fewest stages groups take (4 in flight, 2 not), more runs than stages, persistent
+    // blocks walking tiles (the last group's two stages released after the loop), clusters,
+    // A's boxes in parts along y.
+    let cases = [
+        case(
             (1, 1),
-            false,
-            true,
-            false,
+            (true, false),
+            (true, false),
             DType::F16,
-            256,
-            384,
-            128,
-            4,
-            1,
-            16,
-            2,
+            (256, 384, 128),
+            (4, 1, 16, 2),
         ),
-        (
+        case(
             (1, 1),
-            true,
-            false,
-            false,
+            (true, true),
+            (false, false),
             DType::BF16,
-            256,
-            128,
-            128,
-            8,
-            1,
-            16,
-            1,
+            (256, 128, 128),
+            (8, 1, 16, 1),
         ),
-        (
+        case(
             (1, 1),
-            true,
-            true,
-            true,
+            (true, true),
+            (true, true),
             DType::F16,
-            512,
-            512,
-            256,
-            8,
-            2,
-            16,
-            6,
+            (512, 512, 256),
+            (8, 2, 16, 6),
         ),
-        (
+        case(
             (2, 1),
-            true,
-            true,
-            true,
+            (true, true),
+            (true, true),
             DType::BF16,
-            512,
-            256,
-            128,
-            8,
-            1,
-            16,
-            6,
+            (512, 256, 128),
+            (8, 1, 16, 6),
         ),
-        (
+        case(
             (2, 2),
-            true,
-            true,
-            false,
+            (true, true),
+            (true, false),
             DType::F16,
-            512,
-            192,
-            512,
-            4,
-            2,
-            16,
-            3,
+            (512, 192, 512),
+            (4, 2, 16, 3),
         ),
-    ] {
-        let mut t = hopper(rows, h, ahead, (in_flight, true, (cluster, cy), persistent));
-        (t.packed_values, t.a_from_shared, t.paired_runs) = (values, true, true);
-        let what = format!("spmm_24 {dt} {m}x{n}, feat {feat}, {units} units: {t:?}");
-        let sched = spmm_24_tc_smem_gpu_schedule(n, t, units);
-        let k = GpuKernel::build(
-            &kernel(dt),
-            Some(&sched),
-            &spec(m, n, feat),
-            device,
-            &cache(),
-        )
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(k.module().source.contains("g_4_0 += 2) {"), "{what}");
-        equals_the_reference(&what, None, &k, &mut rng, (m, n, feat), dt);
-    }
+    ];
+    let paired = |t: &mut SharedTiles| (t.a_from_shared, t.paired_runs) = (true, true);
+    hopper_cases(device, 104, &cases, paired, "g_4_0 += 2) {");
 }
 
 /// Groups of two runs the loop cannot take are typed errors: an odd number of runs, and too

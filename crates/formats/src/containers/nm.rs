@@ -204,6 +204,31 @@ impl<V: Value> Nm<V> {
     }
 }
 
+/// The slots of `rows` rows of `row_slots` that a tensor-core layout takes, checked: whole runs
+/// of 16 slots a row, and `len` (of the `what` given) one a slot.
+fn tensor_core_slots(
+    what: &str,
+    len: usize,
+    rows: usize,
+    row_slots: usize,
+) -> Result<usize, FormatError> {
+    if !row_slots.is_multiple_of(16) {
+        return Err(FormatError::NmPattern {
+            n: 2,
+            m: 4,
+            why: format!(
+                "tensor-core {what} take rows of a multiple of 16 slots (32 columns), got \
+                 {row_slots}"
+            ),
+        });
+    }
+    let slots = mul(rows, row_slots)?;
+    check_len(what, len, slots, || {
+        format!("{rows} rows x {row_slots} slots")
+    })?;
+    Ok(slots)
+}
+
 /// 2:4 values (`rows` rows of `row_slots` slots each, row by row: [`Nm::values`] or a kernel's
 /// compressed values) laid out for sparse tensor cores (see the module documentation): slot
 /// `16 k + 8 h + c` of row `r` at `16 (k rows + r) + 8 (h ^ (r >> 2 & 1)) + c`. `row_slots`
@@ -246,20 +271,7 @@ pub fn tensor_core_values_2of4_by_unit<T: Copy + Default>(
         let (w, u) = (tile / units, tile % units);
         b * block + (u * warps + w) * 16 + i
     };
-    if !row_slots.is_multiple_of(16) {
-        return Err(FormatError::NmPattern {
-            n: 2,
-            m: 4,
-            why: format!(
-                "tensor-core values take rows of a multiple of 16 slots (32 columns), got \
-                 {row_slots}"
-            ),
-        });
-    }
-    let slots = mul(rows, row_slots)?;
-    check_len("values", values.len(), slots, || {
-        format!("{rows} rows x {row_slots} slots")
-    })?;
+    let slots = tensor_core_slots("values", values.len(), rows, row_slots)?;
     let mut out = vec![T::default(); slots];
     for (r, row) in values.chunks_exact(row_slots.max(1)).enumerate() {
         let p = place(r);
@@ -286,20 +298,7 @@ pub fn tensor_core_metadata_2of4<P: Copy + Into<i16>>(
     rows: usize,
     row_slots: usize,
 ) -> Result<Vec<u32>, FormatError> {
-    if !row_slots.is_multiple_of(16) {
-        return Err(FormatError::NmPattern {
-            n: 2,
-            m: 4,
-            why: format!(
-                "tensor-core metadata takes rows of a multiple of 16 slots (32 columns), got \
-                 {row_slots}"
-            ),
-        });
-    }
-    let slots = mul(rows, row_slots)?;
-    check_len("positions", positions.len(), slots, || {
-        format!("{rows} rows x {row_slots} slots")
-    })?;
+    let slots = tensor_core_slots("positions", positions.len(), rows, row_slots)?;
     let mut words = vec![0u32; slots / 16];
     for (r, row) in positions.chunks_exact(row_slots.max(1)).enumerate() {
         for (k, run) in row.chunks_exact(16).enumerate() {
