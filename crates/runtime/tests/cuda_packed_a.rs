@@ -22,6 +22,9 @@ use common::warpgroup::{
 };
 use common::{assert_outputs_close_16, positions_i8, spmm_24_args, spmm_24_dense};
 
+const F16: DType = DType::F16;
+const BF16: DType = DType::BF16;
+
 fn cache() -> KernelCache {
     KernelCache::new(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-packed-a"))
 }
@@ -324,47 +327,15 @@ fn spmm_24_packed_values(device: GpuDevice) {
     // Boxes of 64, 128 and 256 rows, several row blocks and runs (rows 4-7 of every 8 swapped
     // halves), clusters multicasting B, A's boxes in parts along y, blocks walking tiles; the
     // positions packed or not.
+    // (One case a line: cluster, packed positions and values, in flight and persistent, type,
+    // m x n x feat, row warps, row tiles, units, slices ahead.)
+    #[rustfmt::skip]
     let cases = [
-        case(
-            (1, 1),
-            (true, true),
-            (true, false),
-            DType::F16,
-            (256, 352, 128),
-            (4, 1, 16, 6),
-        ),
-        case(
-            (1, 1),
-            (false, true),
-            (true, false),
-            DType::BF16,
-            (512, 96, 128),
-            (8, 2, 16, 1),
-        ),
-        case(
-            (1, 1),
-            (true, true),
-            (true, true),
-            DType::F16,
-            (512, 256, 256),
-            (8, 2, 16, 6),
-        ),
-        case(
-            (2, 1),
-            (true, true),
-            (true, true),
-            DType::BF16,
-            (512, 256, 128),
-            (8, 1, 16, 6),
-        ),
-        case(
-            (2, 2),
-            (false, true),
-            (true, false),
-            DType::F16,
-            (256, 224, 512),
-            (4, 1, 16, 3),
-        ),
+        case((1, 1), (true, true), (true, false), F16, (256, 352, 128), (4, 1, 16, 6)),
+        case((1, 1), (false, true), (true, false), BF16, (512, 96, 128), (8, 2, 16, 1)),
+        case((1, 1), (true, true), (true, true), F16, (512, 256, 256), (8, 2, 16, 6)),
+        case((2, 1), (true, true), (true, true), BF16, (512, 256, 128), (8, 1, 16, 6)),
+        case((2, 2), (false, true), (true, false), F16, (256, 224, 512), (4, 1, 16, 3)),
     ];
     hopper_cases(device, 101, &cases, |_| {}, "A_data_tc_tmap");
 }
@@ -548,55 +519,16 @@ fn spmm_24_a_from_shared(device: GpuDevice) {
     // One warpgroup and two, one row tile a warp (A as the 32-byte swizzle lays it, or run by
     // run) and two or four (unit-major), products in flight or waited for, clusters, A's boxes
     // in parts along y, persistent blocks.
+    // (One case a line: cluster, packed positions and values, in flight and persistent, type,
+    // m x n x feat, row warps, row tiles, units, slices ahead.)
+    #[rustfmt::skip]
     let cases = [
-        case(
-            (1, 1),
-            (true, false),
-            (true, false),
-            DType::F16,
-            (256, 352, 128),
-            (4, 1, 16, 6),
-        ),
-        case(
-            (1, 1),
-            (true, true),
-            (false, false),
-            DType::BF16,
-            (256, 96, 128),
-            (8, 1, 16, 2),
-        ),
-        case(
-            (1, 1),
-            (true, true),
-            (true, true),
-            DType::F16,
-            (512, 256, 256),
-            (8, 2, 16, 6),
-        ),
-        case(
-            (1, 1),
-            (true, true),
-            (true, false),
-            DType::BF16,
-            (512, 160, 64),
-            (4, 4, 8, 3),
-        ),
-        case(
-            (2, 1),
-            (true, true),
-            (true, true),
-            DType::BF16,
-            (512, 256, 128),
-            (8, 1, 16, 6),
-        ),
-        case(
-            (2, 2),
-            (true, true),
-            (true, false),
-            DType::F16,
-            (512, 224, 512),
-            (4, 2, 16, 3),
-        ),
+        case((1, 1), (true, false), (true, false), F16, (256, 352, 128), (4, 1, 16, 6)),
+        case((1, 1), (true, true), (false, false), BF16, (256, 96, 128), (8, 1, 16, 2)),
+        case((1, 1), (true, true), (true, true), F16, (512, 256, 256), (8, 2, 16, 6)),
+        case((1, 1), (true, true), (true, false), BF16, (512, 160, 64), (4, 4, 8, 3)),
+        case((2, 1), (true, true), (true, true), BF16, (512, 256, 128), (8, 1, 16, 6)),
+        case((2, 2), (true, true), (true, false), F16, (512, 224, 512), (4, 2, 16, 3)),
     ];
     hopper_cases(
         device,
@@ -689,47 +621,15 @@ fn spmm_24_paired_runs(device: GpuDevice) {
     // The fewest stages groups take (4 in flight, 2 not), more runs than stages, persistent
     // blocks walking tiles (the last group's two stages released after the loop), clusters,
     // A's boxes in parts along y.
+    // (One case a line: cluster, packed positions and values, in flight and persistent, type,
+    // m x n x feat, row warps, row tiles, units, slices ahead.)
+    #[rustfmt::skip]
     let cases = [
-        case(
-            (1, 1),
-            (true, false),
-            (true, false),
-            DType::F16,
-            (256, 384, 128),
-            (4, 1, 16, 2),
-        ),
-        case(
-            (1, 1),
-            (true, true),
-            (false, false),
-            DType::BF16,
-            (256, 128, 128),
-            (8, 1, 16, 1),
-        ),
-        case(
-            (1, 1),
-            (true, true),
-            (true, true),
-            DType::F16,
-            (512, 512, 256),
-            (8, 2, 16, 6),
-        ),
-        case(
-            (2, 1),
-            (true, true),
-            (true, true),
-            DType::BF16,
-            (512, 256, 128),
-            (8, 1, 16, 6),
-        ),
-        case(
-            (2, 2),
-            (true, true),
-            (true, false),
-            DType::F16,
-            (512, 192, 512),
-            (4, 2, 16, 3),
-        ),
+        case((1, 1), (true, false), (true, false), F16, (256, 384, 128), (4, 1, 16, 2)),
+        case((1, 1), (true, true), (false, false), BF16, (256, 128, 128), (8, 1, 16, 1)),
+        case((1, 1), (true, true), (true, true), F16, (512, 512, 256), (8, 2, 16, 6)),
+        case((2, 1), (true, true), (true, true), BF16, (512, 256, 128), (8, 1, 16, 6)),
+        case((2, 2), (true, true), (true, false), F16, (512, 192, 512), (4, 2, 16, 3)),
     ];
     let paired = |t: &mut SharedTiles| (t.a_from_shared, t.paired_runs) = (true, true);
     hopper_cases(device, 104, &cases, paired, "g_4_0 += 2) {");
