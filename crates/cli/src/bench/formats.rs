@@ -395,6 +395,29 @@ impl OwnFormat {
                         t.stages()
                     )));
                 }
+                // Two runs' products a group: whole groups of runs, and stages for the group in
+                // flight, the one waited for (the CUDA writer refuses otherwise, naming the loop).
+                if t.paired_runs {
+                    let format = Format::TwoFour {
+                        tiles: None,
+                        smem: Some(t),
+                    };
+                    let need = if t.in_flight { 4 } else { 2 };
+                    if !(n / 32).is_multiple_of(2) {
+                        return Err(Failure(format!(
+                            "error: --format {format}: two slices' products a group take a \
+                             matrix whose columns, padded to a multiple of 32, are a multiple \
+                             of 64 (got {n})"
+                        )));
+                    }
+                    if t.stages() < need {
+                        return Err(Failure(format!(
+                            "error: --format {format}: two slices' products a group take at \
+                             least {need} slices in shared memory (got {}: more `ahead`)",
+                            t.stages()
+                        )));
+                    }
+                }
                 let s = sparsetir_ops::composable::spmm_24_tc_smem_gpu_schedule(n, t, units);
                 return Ok((f, Some(s), true));
             }

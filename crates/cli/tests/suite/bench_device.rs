@@ -354,6 +354,53 @@ fn persistent_two_four_runs_and_checks_in_the_emulator() {
     );
 }
 
+/// The forms of session 45 from the CLI: A's values run by run, read by the tensor cores from
+/// shared memory, two slices' products a group; what they cannot take is refused in the
+/// user's terms (the width of A, the slices in shared memory), not the writer's loop names.
+#[test]
+fn two_four_groups_of_two_slices_run_and_check_in_the_emulator() {
+    if !have_cxx() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gen = |cols: &str, name: &str| {
+        let path = dir.path().join(name);
+        let o = run(&[
+            "gen",
+            "mask24",
+            "--rows",
+            "200",
+            "--cols",
+            cols,
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        path
+    };
+    let format = "2:4(wgdbuf=4,ahead=2,a=tma,meta=packed,vals=packed,ss=1,runs=2,inflight=1,\
+                  tma=1,producer=1)";
+    let args = |f: &'static str| ["--format", f, "--dtype", "bfloat16", "--feat", "64"];
+    let even = gen("252", "even.mtx");
+    let j = line(&bench("spmm", &even, &args(format)));
+    assert_eq!(j["requested_format"], format, "{j}");
+    assert_eq!(j["check"], true, "{j}");
+    let odd = gen("96", "odd.mtx");
+    let o = bench("spmm", &odd, &args(format));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("are a multiple of 64 (got 96)"), "{err}");
+    assert!(!err.contains("g_4_0"), "{err}");
+    let few = "2:4(wgdbuf=4,ahead=1,a=tma,ss=1,runs=2,inflight=1,tma=1,producer=1)";
+    let o = bench("spmm", &even, &args(few));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("at least 4 slices in shared memory (got 3"),
+        "{err}"
+    );
+}
+
 #[test]
 fn emit_cuda_writes_every_format_measured() {
     if !have_cxx() {
