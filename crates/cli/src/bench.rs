@@ -470,7 +470,7 @@ pub struct Options {
     /// columns sharing A's boxes (with `a=tma`);
     /// `release=1`: each warp releases the slices it used on an mbarrier instead of the
     /// block's barrier each run; `producer=1`: the same, with a warp of its own making
-    /// every copy, A up to 6; `persistent=1` (after `producer=1`): as many blocks as the
+    /// every copy, A up to 8; `persistent=1` (after `producer=1`): as many blocks as the
     /// GPU runs at once, each walking tiles in turn, its producer warp copying the next
     /// tile's first slices while the other warps store the last tile's products; the
     /// slices in flight, A + 2 with `inflight=1`, must divide the runs of 32 columns); for

@@ -212,7 +212,7 @@ pub struct SharedTiles {
     pub release: bool,
     /// With `release`: a warp of its own makes every copy (`,producer=1`, which implies
     /// `release`; the CUDA writer's `tma_producer`), so that the warps issuing the products
-    /// never wait for a stage to be released; `ahead` may then be up to 6.
+    /// never wait for a stage to be released; `ahead` may then be up to 8.
     pub producer: bool,
     /// With `producer`: a persistent kernel (`,persistent=1`; the CUDA writer's
     /// `tma_persistent`): as many blocks as the GPU runs at once, each walking tiles in turn,
@@ -404,9 +404,9 @@ impl Format {
                 match key {
                     "ahead" => {
                         let a = positive(text, "the slices copied ahead", value)?;
-                        if !double_buffer || !(1..=6).contains(&a) {
+                        if !double_buffer || !(1..=8).contains(&a) {
                             return Err(err(
-                                "`ahead=A` (1 to 3 slices copied ahead, up to 6 with \
+                                "`ahead=A` (1 to 3 slices copied ahead, up to 8 with \
                                  `producer=1`) goes with dbuf or wgdbuf",
                             ));
                         }
@@ -1486,7 +1486,7 @@ mod tests {
             "2:4(wgdbuf=8,a=tma,runs=2,tma=1,producer=1)",
             "2:4(wgdbuf=8,a=tma,ss=1,runs=3,tma=1,producer=1)",
             "2:4(wgdbuf=8,a=tma,tma=1,release=1,ahead=5)",
-            "2:4(wgdbuf=8,a=tma,tma=1,producer=1,ahead=7)",
+            "2:4(wgdbuf=8,a=tma,tma=1,producer=1,ahead=9)",
             "2:4(wgdbuf=8,producer=1)",
             "2:4(wgdbuf=8,a=smem,tma=1,producer=1)",
             "2:4(wgdbuf=8,tma=1,producer=2)",

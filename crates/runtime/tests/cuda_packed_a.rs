@@ -620,7 +620,7 @@ fn paired_runs_on_a_real_gpu() {
 fn spmm_24_paired_runs(device: GpuDevice) {
     // The fewest stages groups take (4 in flight, 2 not), more runs than stages, persistent
     // blocks walking tiles (the last group's two stages released after the loop), clusters,
-    // A's boxes in parts along y.
+    // A's boxes in parts along y, the most stages a producer warp fills (8 ahead: 10).
     // (One case a line: cluster, packed positions and values, in flight and persistent, type,
     // m x n x feat, row warps, row tiles, units, slices ahead.)
     #[rustfmt::skip]
@@ -630,6 +630,7 @@ fn spmm_24_paired_runs(device: GpuDevice) {
         case((1, 1), (true, true), (true, true), F16, (512, 512, 256), (8, 2, 16, 6)),
         case((2, 1), (true, true), (true, true), BF16, (512, 256, 128), (8, 1, 16, 6)),
         case((2, 2), (true, true), (true, false), F16, (512, 192, 512), (4, 2, 16, 3)),
+        case((1, 1), (true, true), (true, false), F16, (256, 512, 256), (8, 1, 32, 8)),
     ];
     let paired = |t: &mut SharedTiles| (t.a_from_shared, t.paired_runs) = (true, true);
     hopper_cases(device, 104, &cases, paired, "g_4_0 += 2) {");

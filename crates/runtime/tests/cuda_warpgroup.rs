@@ -1053,7 +1053,7 @@ fn spmm_24_warps_release(device: GpuDevice) {
 
 /// A producer warp (`producer=1`: `tma_producer`): the block gets a ninth (or fifth) warp along
 /// y whose first lane makes every copy, waiting for each stage's release itself, while the
-/// other warps only wait for their stages and issue products; up to 6 slices copied ahead.
+/// other warps only wait for their stages and issue products; up to 8 slices copied ahead.
 /// NVRTC compiles it for sm_90a without spills.
 #[test]
 fn producer_warp_compiles_for_sm_90a() {

@@ -266,9 +266,10 @@ pub const TMA_PRODUCER_ATTR: &str = "tma_producer";
 /// producer warp at a tile's end.
 pub const TMA_PERSISTENT_ATTR: &str = "tma_persistent";
 
-/// The most iterations a producer warp's copies may run ahead (`double_buffer`): eight
-/// stages with a product in flight.
-pub(crate) const MAX_PRODUCER_PREFETCH: i64 = 6;
+/// The most iterations a producer warp's copies may run ahead (`double_buffer`): ten stages
+/// with a product in flight (what fits in shared memory is checked where the window is
+/// declared).
+pub(crate) const MAX_PRODUCER_PREFETCH: i64 = 8;
 
 /// The C name of a persistent kernel's turn in its tile loop (see [`TMA_PERSISTENT_ATTR`]).
 pub(crate) const TILE_TURN: &str = "sptir_it";
