@@ -19,11 +19,11 @@ m=$OUT/mask24_4096.mtx
 trap 'rm -f "$m"' EXIT
 "$BIN" gen mask24 --rows 4096 --cols 4096 -o "$m" > /dev/null
 i=0
-STALLS=lts__t_requests_op_read.sum,lts__t_sectors_op_read.sum,gpu__time_duration.sum
-for r in long_scoreboard short_scoreboard barrier wait sleeping math_pipe_throttle \
-    mio_throttle lg_throttle membar dispatch_stall no_instruction selected not_selected misc; do
-    STALLS+=,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
-done
+# Every stall reason this ncu has (by regex: the set differs between versions).
+STALLS='gpu__time_duration.sum,regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$'
+# (The L2's request counters by regex, in a run of their own: their names differ between ncu
+# versions, and a name this ncu lacks fails only that run.)
+REQUESTS='regex:^lts__t_(requests|sectors)(_srcunit_tex)?_op_read\.sum$'
 if [[ -s ${BEST_FROM:-} ]]; then
     FORMATS=$(python3 - "$BEST_FROM" "${BEST:-1}" "${FORMATS:-}" <<'PY'
 import json, sys
@@ -64,6 +64,10 @@ for f in $formats; do
         --metrics "$STALLS" "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json \
         > "$d/ncu_stalls.txt" 2>&1
     echo "$f: ncu stalls rc=$?"
+    timeout 45 ncu --clock-control none --kernel-name regex:'spmm_24' --launch-count 1 \
+        --metrics "$REQUESTS" "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json \
+        > "$d/ncu_requests.txt" 2>&1
+    echo "$f: ncu requests rc=$?"
 done
 # The best 2:4 library on the same product (PEER24=0 leaves it out): cuSPARSELt through
 # PyTorch, the kernels of one product inside the NVTX range `peer24` (bench/gpu/peer24_once.py),
@@ -94,6 +98,9 @@ if [[ ${PEER24:-1} == 1 ]]; then
     timeout 45 ncu --clock-control none "${which[@]}" --launch-count 1 --metrics "$STALLS" \
         "${py[@]}" > "$d/ncu_stalls.txt" 2>&1
     echo "cusparselt: ncu stalls rc=$?"
+    timeout 45 ncu --clock-control none "${which[@]}" --launch-count 1 --metrics "$REQUESTS" \
+        "${py[@]}" > "$d/ncu_requests.txt" 2>&1
+    echo "cusparselt: ncu requests rc=$?"
 fi
 for c in "$SPARSETIR_CACHE_DIR"/*.cubin; do
     [[ -e $c ]] || continue
