@@ -498,12 +498,15 @@ fn derive_temp(
         expected,
         found: t.dtype(),
     };
-    // (Words of the derived buffer, little-endian, and their width in bytes.)
-    let (words, width): (Vec<u32>, usize) = match (fill, &t.data) {
-        (TempFill::TensorCoreMetadata { .. }, TensorData::I8(positions)) => (
-            tensor_core_metadata_2of4(positions, rows, row_slots).map_err(derived)?,
-            4,
-        ),
+    // (The derived buffer's bytes, little-endian.)
+    let bytes: Vec<u8> = match (fill, &t.data) {
+        (TempFill::TensorCoreMetadata { .. }, TensorData::I8(positions)) => {
+            tensor_core_metadata_2of4(positions, rows, row_slots)
+                .map_err(derived)?
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect()
+        }
         (TempFill::TensorCoreMetadata { .. }, _) => return Err(mismatch(DType::I8)),
         (TempFill::TensorCoreValues { warps, units, .. }, data) => {
             // The 16-bit values as their bit patterns (the layout moves them whole).
@@ -516,21 +519,21 @@ fn derive_temp(
                 usize::try_from(*warps).unwrap_or(0),
                 usize::try_from(*units).unwrap_or(0),
             );
-            let out = tensor_core_values_2of4_by_unit(&bits, rows, row_slots, warps, units)
-                .map_err(derived)?;
-            (out.into_iter().map(u32::from).collect(), 2)
+            tensor_core_values_2of4_by_unit(&bits, rows, row_slots, warps, units)
+                .map_err(derived)?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect()
         }
     };
-    if words.len() * width != dst.len() {
+    if bytes.len() != dst.len() {
         return Err(RunError::InvalidLaunch(format!(
             "`{name}` holds {} bytes, its source gives {}",
             dst.len(),
-            words.len() * width
+            bytes.len()
         )));
     }
-    for (d, w) in dst.chunks_exact_mut(width).zip(&words) {
-        d.copy_from_slice(&w.to_le_bytes()[..width]);
-    }
+    dst.copy_from_slice(&bytes);
     Ok(())
 }
 

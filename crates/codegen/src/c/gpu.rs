@@ -1145,13 +1145,12 @@ impl<'f> Writer<'f> {
         } else {
             1
         };
-        if step > 1 {
-            self.line(&format!(
-                "for ({ct} {v} = {start}; {v} < {end}; {v} += {step}) {{"
-            ));
+        let next = if step > 1 {
+            format!("{v} += {step}")
         } else {
-            self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; ++{v}) {{"));
-        }
+            format!("++{v}")
+        };
+        self.line(&format!("for ({ct} {v} = {start}; {v} < {end}; {next}) {{"));
         self.indent += 1;
         let range = Expr::add(f.min.clone(), f.extent.clone());
         let div = self.enter_divergence(&range);

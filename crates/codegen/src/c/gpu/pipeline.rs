@@ -110,10 +110,10 @@ impl<'f> Writer<'f> {
     /// cores reading `A` from the stage and a producer warp, a trip count of whole groups, and
     /// stages for the group in flight, the group waited for and one more run.
     pub(super) fn ss_runs_checked(&self, f: &For) -> Res<i64> {
-        let runs = Self::ss_runs(f);
-        if runs == 1 && f.annotations.get(SS_RUNS_ATTR).is_none() {
+        if f.annotations.get(SS_RUNS_ATTR).is_none() {
             return Ok(1);
         }
+        let runs = Self::ss_runs(f);
         let name = self.func.vars[f.var].name.clone();
         let what = format!("loop `{name}` annotated `{SS_RUNS_ATTR}`");
         let ss = self
@@ -406,18 +406,7 @@ impl<'f> Writer<'f> {
             return Err(self.invalid("a run reading A from shared memory without its products"));
         };
         self.line("sptir_wgmma_commit();");
-        for r in 0..rows {
-            let acc = if rows > 1 {
-                format!("sptir_acc + {r} * {units}")
-            } else {
-                "sptir_acc".to_string()
-            };
-            self.line(&format!(
-                "sptir_wgmma_wait_n{}<{}>({acc});",
-                8 * units,
-                u8::from(in_flight)
-            ));
-        }
+        self.write_wgmma_waits(units, rows, u8::from(in_flight));
         Ok(())
     }
 
@@ -433,14 +422,7 @@ impl<'f> Writer<'f> {
         end: &str,
     ) -> Res<()> {
         if let Some(Some((units, rows))) = self.wgmma_in_flight.take() {
-            for r in 0..rows {
-                let acc = if rows > 1 {
-                    format!("sptir_acc + {r} * {units}")
-                } else {
-                    "sptir_acc".to_string()
-                };
-                self.line(&format!("sptir_wgmma_wait_n{}<0>({acc});", 8 * units));
-            }
+            self.write_wgmma_waits(units, rows, 0);
         }
         self.write_tma_release_last(f, end)?;
         if self.producer_of(f).is_some() {

@@ -168,7 +168,7 @@ fn tile_bytes(packed: bool) -> i64 {
 impl AStage {
     /// Where the tensor cores read `A` from the stage (`wgmma_ss`): the row units a warp.
     pub(crate) fn ss_row_units(&self) -> Option<i64> {
-        self.ss.then(|| self.rows.map_or(1, |(_, n)| n))
+        self.ss.then(|| self.row_units())
     }
 
     /// Whether its positions come packed for the tensor cores (`packed_positions`).
@@ -179,7 +179,12 @@ impl AStage {
     /// Tiles per stage.
     fn tiles(&self) -> i64 {
         let w: i64 = self.warps.iter().filter(|w| w.2).map(|w| w.1).product();
-        w * self.rows.map_or(1, |(_, n)| n)
+        w * self.row_units()
+    }
+
+    /// Row units a warp (1 without a row unit loop).
+    fn row_units(&self) -> i64 {
+        self.rows.map_or(1, |(_, n)| n)
     }
 }
 
@@ -279,7 +284,7 @@ impl Writer<'_> {
                 ));
             }
         }
-        let h = stage.rows.map_or(1, |(_, n)| n);
+        let h = stage.row_units();
         if stage.ss {
             let ss_what = format!(
                 "loop `{}` annotated `{WGMMA_SS_ATTR}`",
@@ -396,7 +401,7 @@ impl Writer<'_> {
                  `tma` too)",
             ));
         };
-        let h = st.rows.map_or(1, |(_, n)| n);
+        let h = st.row_units();
         let share = (window.cluster_y > 1).then_some((window.cluster, window.cluster_y));
         if let Some((_, cy)) = share {
             if (st.tiles() * 16) % (8 * cy) != 0 {
@@ -499,12 +504,13 @@ impl Writer<'_> {
             return Err(self.invalid("two views"));
         };
         let map = |b: BufferId| -> Res<String> { Ok(format!("{}_tmap", self.buf_name(b)?)) };
+        // This block's rows of a stage (a cluster's blocks along y share them).
+        let part = st.tiles() * 16 / share.map_or(1, |(_, cy)| cy);
         let mut values_map = map(values)?;
         let mut positions_map = map(positions)?;
         let packed_values = if packing.values {
             // The stage's rows (of this block's share) are whole rows of 64 values of the
             // view, 128-byte aligned in the stage.
-            let part = st.tiles() * 16 / share.map_or(1, |(_, cy)| cy);
             let [row_slots, rows] = values_view;
             if part % 4 != 0 || (rows * row_slots) % 64 != 0 {
                 return Err(self.unsupported(
@@ -532,7 +538,6 @@ impl Writer<'_> {
         let packed = if packing.positions {
             // A box of a run's words lands at 128-byte boundaries only if it covers a multiple
             // of 32 rows.
-            let part = st.tiles() * 16 / share.map_or(1, |(_, cy)| cy);
             if part % 32 != 0 {
                 return Err(self.unsupported(
                     what,
@@ -593,7 +598,7 @@ impl Writer<'_> {
     fn a_stage_tile(&mut self, st: &AStage, run: &str, r: &str, elems: i64) -> Res<String> {
         let widx = self.a_stage_warp(st)?;
         let (depth, tiles) = (st.depth, st.tiles());
-        let h = st.rows.map_or(1, |(_, n)| n);
+        let h = st.row_units();
         Ok(format!(
             "(int64_t)((((({run}) - ({})) % {depth}) * {} + {widx}) * {h} + {r}) * {elems}",
             st.min,
@@ -620,7 +625,7 @@ impl Writer<'_> {
     fn a_stage_ss_tile(&mut self, st: &AStage, run: &str, r: &str) -> Res<String> {
         let first = format!("(({}) / 4 * 4)", self.a_stage_warp(st)?);
         let (depth, tiles) = (st.depth, st.tiles());
-        let h = st.rows.map_or(1, |(_, n)| n);
+        let h = st.row_units();
         Ok(format!(
             "(int64_t)((((({run}) - ({})) % {depth}) * {h} + {r}) * {} + {first}) * 256",
             st.min,
@@ -661,7 +666,7 @@ impl Writer<'_> {
                 self.line(&format!("if ({}) {{", first.join(" && ")));
                 self.indent += 1;
             }
-            let h = st.rows.map_or(1, |(_, n)| n);
+            let h = st.row_units();
             for k in 0..h {
                 if let Some((rv, _)) = st.rows {
                     self.let_subst

@@ -134,6 +134,33 @@ impl Writer<'_> {
 
     /// Writes the unit loop `unit` of a warpgroup's accumulating loop (its `A` fragment and
     /// metadata already written, `mma_share_a`) as one `wgmma` of all its units.
+    /// The row units of the products being written (each its own product): the extent of
+    /// their loop, 1 without one.
+    fn mma_row_units(&self) -> i64 {
+        self.mma_acc_rows.map_or(1, |(r, _)| {
+            find_loop(&self.func.body, r)
+                .and_then(|l| const_int(&l.extent))
+                .unwrap_or(1)
+        })
+    }
+
+    /// Waits until at most `pending` groups of warpgroup products are in flight, naming the
+    /// accumulators of each of `rows` row units of `units` units (so that the compiler reads
+    /// them only after).
+    pub(crate) fn write_wgmma_waits(&mut self, units: i64, rows: i64, pending: u8) {
+        for r in 0..rows {
+            let acc = if rows > 1 {
+                format!("sptir_acc + {r} * {units}")
+            } else {
+                "sptir_acc".to_string()
+            };
+            self.line(&format!(
+                "sptir_wgmma_wait_n{}<{pending}>({acc});",
+                8 * units
+            ));
+        }
+    }
+
     pub(crate) fn write_warpgroup_product(&mut self, unit: &For, warp_y: VarId) -> Res<()> {
         // (The pass that loads a run's metadata writes no product: `stage_a.rs`, `wgmma_ss`.)
         if self.ss_pass == Some(SsPass::Metadata) {
@@ -276,6 +303,7 @@ impl Writer<'_> {
             (16 * rows, "")
         };
         let n = 8 * units;
+        let row_units = self.mma_row_units();
         // The tensor cores read `A` from the stage (`stage_a.rs`, `wgmma_ss`): issued alone,
         // the run's fence, commit and wait written around the run's products.
         if self.ss_pass == Some(SsPass::Issue) {
@@ -288,19 +316,14 @@ impl Writer<'_> {
                     "A read from shared memory goes with B's slices by the copy engine (`tma`)",
                 ));
             }
-            let rows = self.mma_acc_rows.map_or(1, |(r, _)| {
-                find_loop(&self.func.body, r)
-                    .and_then(|l| const_int(&l.extent))
-                    .unwrap_or(1)
-            });
             let r = match self.mma_acc_rows {
                 Some((rv, _)) => self.expr(&Expr::Var(rv))?.0,
                 None => "0".to_string(),
             };
             if let Some(kept) = &mut self.wgmma_in_flight {
-                *kept = Some((units, rows));
+                *kept = Some((units, row_units));
             }
-            self.ss_product = Some((units, rows));
+            self.ss_product = Some((units, row_units));
             self.line(&format!(
                 "sptir_wgmma_sp_m64n{n}k32_{suffix}_sw128_ss({acc}, sptir_as + {tile}, \
                  sptir_er[{} + {r}], {p}, {stride});",
@@ -313,13 +336,7 @@ impl Writer<'_> {
         match &mut self.wgmma_in_flight {
             // Kept in flight until the next product is issued (`pipeline.rs`).
             Some(kept) => {
-                // The row units (each its own product): the extent of their loop.
-                let rows = self.mma_acc_rows.map_or(1, |(r, _)| {
-                    find_loop(&self.func.body, r)
-                        .and_then(|l| const_int(&l.extent))
-                        .unwrap_or(1)
-                });
-                *kept = Some((units, rows));
+                *kept = Some((units, row_units));
                 self.line(&format!(
                     "sptir_wgmma_sp_m64n{n}k32_{suffix}{form}_async({acc}, sptir_a, sptir_e, {p}, {stride});"
                 ));
@@ -533,6 +550,15 @@ pub(super) struct SpProduct<'n> {
 /// (`wgmma.wait_group N`, the accumulators tied to it so that the compiler reads them only
 /// after it); the plain form is both, with `N` = 0. A core-matrix form takes SBO (LBO 128), a
 /// swizzled one (`_sw128`) LBO (SBO 1024, layout 1).
+/// The inline-assembly operands tying `regs` accumulator registers (`c[i / 4][i % 4]`), read and
+/// written (`"+f"`).
+pub(super) fn tied(regs: usize) -> String {
+    (0..regs)
+        .map(|i| format!("\"+f\"(c[{}][{}])", i / 4, i % 4))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str, bool)>) -> String {
     let widths: BTreeSet<i64> = forms.iter().map(|&(u, _, _)| u).collect();
     let mut s = String::from(
@@ -543,12 +569,6 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str, bool)>) -> Stri
          static __device__ __forceinline__ void sptir_fence_proxy_async() {\n    \
          asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n}\n",
     );
-    let tied = |regs: usize| -> String {
-        (0..regs)
-            .map(|i| format!("\"+f\"(c[{}][{}])", i / 4, i % 4))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     for &units in &widths {
         let regs = 4 * units as usize;
         let _ = write!(
@@ -642,25 +662,34 @@ pub(crate) fn wgmma_prelude(forms: &BTreeSet<(i64, &'static str, bool)>) -> Stri
          sptir_mma_sp_m16n8k32_emu(c[u], a, b, e, bf);\n    \
          }\n\
          }\n\
-         /* Issued: the window elements the product reads are checked now and held in flight, the\n   \
-         product computed (A's registers as they were at issue) when its group completes. */\n\
-         template <int U>\n\
-         static void sptir_wgmma_sp_issue_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
-         const ::sptir_emu::SPtr<uint16_t>& p, int sw, uint32_t lbo, uint32_t sbo, bool bf) {\n    \
+         /* The checks of a product's issue (B's tile `p`, `sw` its swizzle), and the window\n   \
+         elements of its units' B fragments, added to `reads`. */\n\
+         static void sptir_wgmma_issue_checks(const ::sptir_emu::SPtr<uint16_t>& p, int sw) {\n    \
          if (p.off % 8 != 0)\n        \
          ::sptir_emu::fail_unsupported(\"wgmma: the descriptor's start is not 16-byte aligned\");\n    \
          if (sw != 0 && p.off % 512 != 0)\n        \
          ::sptir_emu::fail_unsupported(\"wgmma: a 128-byte-swizzled tile must start 1024-byte aligned\");\n    \
          if ((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / 128 * 128 + 128 > blockDim.x * blockDim.y * blockDim.z)\n        \
-         ::sptir_emu::fail_unsupported(\"wgmma: issued by a warp of a partial warpgroup\");\n    \
-         std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>> reads;\n    \
-         reads.reserve(8 * U);\n    \
-         for (int u = 0; u < U; ++u)\n        \
+         ::sptir_emu::fail_unsupported(\"wgmma: issued by a warp of a partial warpgroup\");\n\
+         }\n\
+         static void sptir_wgmma_b_reads(std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>>& reads, \
+         const ::sptir_emu::SPtr<uint16_t>& p, int sw, uint32_t lbo, uint32_t sbo, int units) {\n    \
+         for (int u = 0; u < units; ++u)\n        \
          for (int r = 0; r < 4; ++r) {\n            \
          const auto o = sptir_wgmma_b_at(p, sw, lbo, sbo, u, r);\n            \
          reads.emplace_back(p.m, o.first);\n            \
          reads.emplace_back(p.m, o.second);\n        \
-         }\n    \
+         }\n\
+         }\n\
+         /* Issued: the window elements the product reads are checked now and held in flight, the\n   \
+         product computed (A's registers as they were at issue) when its group completes. */\n\
+         template <int U>\n\
+         static void sptir_wgmma_sp_issue_emu(float (*c)[4], const uint32_t* a, uint32_t e, \
+         const ::sptir_emu::SPtr<uint16_t>& p, int sw, uint32_t lbo, uint32_t sbo, bool bf) {\n    \
+         sptir_wgmma_issue_checks(p, sw);\n    \
+         std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>> reads;\n    \
+         reads.reserve(8 * U);\n    \
+         sptir_wgmma_b_reads(reads, p, sw, lbo, sbo, U);\n    \
          const std::array<uint32_t, 4> av = {a[0], a[1], a[2], a[3]};\n    \
          ::sptir_emu::mma_issue(std::move(reads), [=]() { sptir_wgmma_sp_emu<U>(c, av.data(), e, p, sw, lbo, sbo, bf); });\n    \
          ::sptir_emu::mma_commit();\n\

@@ -32,9 +32,6 @@ pub(crate) fn wgmma_ss_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String 
         let n = 8 * units;
         let regs = 4 * units as usize;
         let d: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
-        let tied: Vec<String> = (0..regs)
-            .map(|i| format!("\"+f\"(c[{}][{}])", i / 4, i % 4))
-            .collect();
         let _ = write!(
             s,
             "static __device__ __forceinline__ void sptir_wgmma_sp_m64n{n}k32_{ty}_sw128_ss(\
@@ -53,7 +50,7 @@ pub(crate) fn wgmma_ss_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String 
             regs,
             regs + 1,
             regs + 2,
-            tied.join(", ")
+            super::warpgroup::tied(regs)
         );
     }
     s.push_str(
@@ -71,11 +68,8 @@ pub(crate) fn wgmma_ss_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String 
          uint32_t e, const ::sptir_emu::SPtr<uint16_t>& p, uint32_t lbo, bool bf) {\n    \
          if (a.off % 128 != 0)\n        \
          ::sptir_emu::fail_unsupported(\"wgmma: a 32-byte-swizzled A tile must start 256-byte aligned\");\n    \
-         if (p.off % 512 != 0)\n        \
-         ::sptir_emu::fail_unsupported(\"wgmma: a 128-byte-swizzled tile must start 1024-byte aligned\");\n    \
+         sptir_wgmma_issue_checks(p, 1);\n    \
          const unsigned lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n    \
-         if (lin / 128 * 128 + 128 > blockDim.x * blockDim.y * blockDim.z)\n        \
-         ::sptir_emu::fail_unsupported(\"wgmma: issued by a warp of a partial warpgroup\");\n    \
          const int lane = (int)(lin & 31), g = lane >> 2, t = lane & 3, w = (int)((lin / 32) % 4);\n    \
          /* Register i: rows 16 w + g (+ 8 for i odd), columns 2 t, 2 t + 1 (+ 8 for i >= 2). */\n    \
          std::array<int64_t, 8> at;\n    \
@@ -85,12 +79,7 @@ pub(crate) fn wgmma_ss_prelude(forms: &BTreeSet<(i64, &'static str)>) -> String 
          std::vector<std::pair<::sptir_emu::SharedMeta*, int64_t>> reads;\n    \
          reads.reserve(8 * U + 8);\n    \
          for (const int64_t x : at) reads.emplace_back(a.m, x);\n    \
-         for (int u = 0; u < U; ++u)\n        \
-         for (int r = 0; r < 4; ++r) {\n            \
-         const auto o = sptir_wgmma_b_at(p, 1, lbo, 1024, u, r);\n            \
-         reads.emplace_back(p.m, o.first);\n            \
-         reads.emplace_back(p.m, o.second);\n        \
-         }\n    \
+         sptir_wgmma_b_reads(reads, p, 1, lbo, 1024, U);\n    \
          ::sptir_emu::mma_issue(std::move(reads), [=]() {\n        \
          uint32_t av[4];\n        \
          for (int i = 0; i < 4; ++i) {\n            \
