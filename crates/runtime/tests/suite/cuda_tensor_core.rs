@@ -319,6 +319,48 @@ fn spmm_24_on_sparse_tensor_cores_on_a_real_gpu() {
     }
 }
 
+/// Two kept values of a group of four at the same position: PTX leaves that metadata
+/// undefined. The arguments' validation refuses such positions before the launch, naming the
+/// axis and the index; metadata a kernel derives itself (padding rows) is checked by the
+/// emulator's `mma.sp`, which fails on an equal pair instead of summing the two values.
+#[test]
+fn equal_2of4_positions_are_refused_before_the_launch() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let (m, n, feat) = (16, 32, 8);
+    let g = spmm24_kernel(DType::F16);
+    let sched = sparsetir_ops::composable::spmm_24_tc_gpu_schedule(n, 1, 1);
+    let spec = vec![
+        ("m".to_string(), m as i64),
+        ("n".to_string(), n as i64),
+        ("feat_size".to_string(), feat as i64),
+    ];
+    let k =
+        GpuKernel::build(&g, Some(&sched), &spec, GpuDevice::Emulator, &cache()).expect("kernel");
+    let mut args = spmm_24_args(&mut rng, m, n, feat, DType::F16);
+    let mut ok = args.clone();
+    k.run(&mut ok).expect("distinct positions run");
+    // Group 5's second position made equal to its first.
+    let ArgValue::Array(t) = &args["indices"] else {
+        panic!("indices")
+    };
+    let mut pos = t.to_i64_vec();
+    pos[11] = pos[10];
+    args.insert(
+        "indices".into(),
+        ArgValue::Array(Tensor::from_i64(DType::I32, &pos).expect("tensor")),
+    );
+    let err = k
+        .run(&mut args)
+        .expect_err("equal positions must not run")
+        .to_string();
+    assert!(
+        err.contains("axis `J`")
+            && err.contains("not strictly increasing")
+            && err.contains("indices[11]"),
+        "{err}"
+    );
+}
+
 fn spmm_24_on_sparse_tensor_cores(device: GpuDevice) {
     let mut rng = ChaCha8Rng::seed_from_u64(24);
     for dt in [DType::F16, DType::BF16] {

@@ -14,8 +14,11 @@ typedef unsigned long long uint64_t;
 #define SPTIR_IN(T) const T* __restrict__
 #define SPTIR_OUT(T) T* __restrict__
 #define SPTIR_SHARED(T, name, n) __shared__ __align__(128) T name[n]
+/* The dynamic window starts 1024-byte aligned: a 128-byte-swizzled copy or wgmma tile must
+   start at such an address (a 32-byte-swizzled one at 256), and the windows' offsets are laid
+   out from it. */
 #define SPTIR_SHARED_DYN(T, name, n, off) \
-    extern __shared__ __align__(128) unsigned char sptir_dyn_smem[]; \
+    extern __shared__ __align__(1024) unsigned char sptir_dyn_smem[]; \
     T* const name = reinterpret_cast<T*>(sptir_dyn_smem + (off))
 static __device__ __forceinline__ float4 sptir_ld4(const float* __restrict__ p) {
     return __ldg(reinterpret_cast<const float4*>(p));

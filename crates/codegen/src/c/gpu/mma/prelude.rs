@@ -189,6 +189,12 @@ static __device__ void sptir_mma_sp_m16n8k32_emu(float* c, const uint32_t* a, co
             }
         }
     }
+    // PTX leaves a pair of equal positions undefined (metadata 0b0000, 0b0101, 0b1010,
+    // 0b1111): refused here rather than summed, so that the GPU cannot differ.
+    for (int r = 0; r < 16; ++r)
+        for (int q = 0; q < 8; ++q)
+            if (P[r][2 * q] == P[r][2 * q + 1])
+                ::sptir_emu::fail_unsupported("mma.sp: a pair of 2:4 metadata positions is equal (undefined on the GPU; the two kept values of a group of four need distinct positions)");
     for (int r = 0; r < 16; ++r)
         for (int j = 0; j < 16; ++j) A[r][4 * (j >> 1) + P[r][j]] += V[r][j];
     const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
