@@ -692,42 +692,22 @@ fn cluster_ranks_follow_the_block_index() {
 
 #[test]
 fn the_cluster_kernels_compile_for_sm_90a() {
-    let Some(nvrtc) = common::nvrtc() else {
-        return;
-    };
-    let arch = sparsetir_cuda::Arch::parse("sm_90a").expect("sm_90a");
-    let ptx = nvrtc
-        .compile(
-            &source(),
-            "cluster.cu",
-            &arch,
-            sparsetir_cuda::Emit::Ptx,
-            &[],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let ptx = String::from_utf8_lossy(&ptx.code);
-    for ins in [
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
-        "barrier.cluster.arrive.release.aligned",
-        "barrier.cluster.wait.acquire.aligned",
-        "mapa.shared::cluster.u32",
-        "mbarrier.arrive.shared::cluster.b64",
-        "%cluster_ctarank",
-        ".reqnctapercluster 2, 1, 1",
-        ".reqnctapercluster 4, 1, 1",
-        ".reqnctapercluster 2, 2, 1",
-    ] {
-        assert!(ptx.contains(ins), "no `{ins}` in the PTX");
-    }
-    nvrtc
-        .compile(
-            &source(),
-            "cluster.cu",
-            &arch,
-            sparsetir_cuda::Emit::Cubin,
-            &[],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+    common::ptx_holding(
+        &source(),
+        "cluster.cu",
+        "sm_90a",
+        &[
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
+            "barrier.cluster.arrive.release.aligned",
+            "barrier.cluster.wait.acquire.aligned",
+            "mapa.shared::cluster.u32",
+            "mbarrier.arrive.shared::cluster.b64",
+            "%cluster_ctarank",
+            ".reqnctapercluster 2, 1, 1",
+            ".reqnctapercluster 4, 1, 1",
+            ".reqnctapercluster 2, 2, 1",
+        ],
+    );
 }
 
 /// The multicast tiles and the ring on a GPU of compute capability 9.0, through the runtime's

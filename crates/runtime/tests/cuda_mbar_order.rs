@@ -678,29 +678,18 @@ fn a_multicast_refill_before_every_peer_warp_released_the_stage_is_a_race() {
 
 #[test]
 fn the_mbarrier_order_kernels_compile_for_sm_90a() {
-    let Some(nvrtc) = common::nvrtc() else {
-        return;
-    };
-    let arch = sparsetir_cuda::Arch::parse("sm_90a").expect("sm_90a");
-    let ptx = nvrtc
-        .compile(
-            &source(),
-            "mbar_order.cu",
-            &arch,
-            sparsetir_cuda::Emit::Ptx,
-            &[],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let ptx = String::from_utf8_lossy(&ptx.code);
-    for ins in [
-        "mbarrier.arrive.shared::cta.b64",
-        "mbarrier.arrive.shared::cluster.b64",
-        "mbarrier.try_wait.parity.shared::cta.b64",
-        "bar.warp.sync",
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
-    ] {
-        assert!(ptx.contains(ins), "no `{ins}` in the PTX");
-    }
+    common::ptx_holding(
+        &source(),
+        "mbar_order.cu",
+        "sm_90a",
+        &[
+            "mbarrier.arrive.shared::cta.b64",
+            "mbarrier.arrive.shared::cluster.b64",
+            "mbarrier.try_wait.parity.shared::cta.b64",
+            "bar.warp.sync",
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
+        ],
+    );
 }
 
 /// The rings and the hand-over on a GPU of compute capability 9.0, against what the emulator

@@ -528,25 +528,17 @@ fn views_the_copy_engine_cannot_take_are_typed_errors() {
 
 #[test]
 fn the_tensor_copy_kernels_compile_for_sm_90() {
-    let Some(nvrtc) = common::nvrtc() else {
-        return;
-    };
-    let arch = sparsetir_cuda::Arch::parse("sm_90").expect("sm_90");
-    let ptx = nvrtc
-        .compile(&source(), "tma.cu", &arch, sparsetir_cuda::Emit::Ptx, &[])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let ptx = String::from_utf8_lossy(&ptx.code);
-    for ins in [
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
-        "mbarrier.try_wait.parity.shared::cta.b64",
-        "mbarrier.arrive.expect_tx.shared::cta.b64",
-        "mbarrier.init.shared::cta.b64",
-    ] {
-        assert!(ptx.contains(ins), "no `{ins}` in the PTX");
-    }
-    nvrtc
-        .compile(&source(), "tma.cu", &arch, sparsetir_cuda::Emit::Cubin, &[])
-        .unwrap_or_else(|e| panic!("{e}"));
+    common::ptx_holding(
+        &source(),
+        "tma.cu",
+        "sm_90",
+        &[
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "mbarrier.try_wait.parity.shared::cta.b64",
+            "mbarrier.arrive.expect_tx.shared::cta.b64",
+            "mbarrier.init.shared::cta.b64",
+        ],
+    );
 }
 
 /// The 128-byte-swizzled box (and the unswizzled one, past the edge) on a GPU of compute

@@ -229,6 +229,24 @@ pub fn nvrtc() -> Option<sparsetir_cuda::Nvrtc> {
     }
 }
 
+/// The PTX NVRTC makes of `src` (named `name`) for `arch`, with every one of `instructions` in
+/// it (asserted), and the cubin compiled too; `None` where NVRTC is missing outside CI.
+pub fn ptx_holding(src: &str, name: &str, arch: &str, instructions: &[&str]) -> Option<String> {
+    let nvrtc = nvrtc()?;
+    let arch = sparsetir_cuda::Arch::parse(arch).expect("an architecture");
+    let ptx = nvrtc
+        .compile(src, name, &arch, sparsetir_cuda::Emit::Ptx, &[])
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let ptx = String::from_utf8_lossy(&ptx.code).into_owned();
+    for ins in instructions {
+        assert!(ptx.contains(ins), "{name}: no `{ins}` in the PTX");
+    }
+    nvrtc
+        .compile(src, name, &arch, sparsetir_cuda::Emit::Cubin, &[])
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    Some(ptx)
+}
+
 /// Whether a real GPU is usable here (driver and a device); a note otherwise. Tests that need
 /// one return early without it (CI has none; `bench/gpu/run.sh` runs them on a device).
 pub fn have_gpu() -> bool {
