@@ -8,8 +8,10 @@
 # alone) on one launch of the product kernel: speed of light, compute workload (the tensor
 # pipes), memory workload, occupancy, warp stall reasons, then the L2's sectors read and
 # written and DRAM's bytes read (a second ncu run); and the SASS instruction mix of its
-# cubin (HGMMA: warpgroup, HMMA: per warp). BEST_FROM=FILE (a run.sh `sparsetir_24.jsonl`)
-# profiles the BEST (1 by default) fastest float16 forms that file measured and checked, after
+# cubin (HGMMA: warpgroup, HMMA: per warp); for the first form also the stall samples of each
+# SASS instruction (`ncu_source_sass.csv.gz`, SOURCE=0 leaves it out). BEST_FROM=FILE (a
+# run.sh `sparsetir_24.jsonl`) profiles the BEST (1 by default) fastest float16 forms that
+# file measured and checked, after
 # those of FORMATS when it is given too (a form in both is profiled once), instead of the
 # default list. Then (PEER24=1, the default) cuSPARSELt's product of the same shape, the same
 # way (`profile24_cusparselt`).
@@ -68,6 +70,19 @@ for f in $formats; do
         --metrics "$REQUESTS" "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json \
         > "$d/ncu_requests.txt" 2>&1
     echo "$f: ncu requests rc=$?"
+    # (SOURCE=1, the default: the first form only) where in the SASS the warps stall: the
+    # warp-state samples per instruction (SourceCounters), printed as the source page's CSV.
+    if [[ $i == 1 && ${SOURCE:-1} == 1 ]]; then
+        timeout 60 ncu --clock-control none --kernel-name regex:'spmm_24' --launch-count 1 \
+            --section SourceCounters --section WarpStateStats -f -o "$d/source" \
+            "$BIN" "${args[@]}" --repeat 1 --warmup 0 --warmup-ms 0 --json > "$d/ncu_source_run.txt" 2>&1
+        echo "$f: ncu source rc=$?"
+        timeout 30 ncu -i "$d/source.ncu-rep" --page source --csv --print-source sass \
+            > "$d/ncu_source_sass.csv" 2>&1
+        echo "$f: ncu source page rc=$?"
+        gzip -f "$d/ncu_source_sass.csv"
+        rm -f "$d/source.ncu-rep"
+    fi
 done
 # The best 2:4 library on the same product (PEER24=0 leaves it out): cuSPARSELt through
 # PyTorch, the kernels of one product inside the NVTX range `peer24` (bench/gpu/peer24_once.py),
