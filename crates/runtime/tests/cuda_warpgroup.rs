@@ -1052,9 +1052,9 @@ fn spmm_24_warps_release(device: GpuDevice) {
 }
 
 /// A producer warp (`producer=1`: `tma_producer`): the block gets a ninth (or fifth) warp along
-/// y whose first lane makes every copy, waiting for each stage's release itself, while the
-/// other warps only wait for their stages and issue products; up to 8 slices copied ahead.
-/// NVRTC compiles it for sm_90a without spills.
+/// y whose elected lane (`elect.sync`) makes every copy, waiting for each stage's release
+/// itself, while the other warps only wait for their stages and issue products; up to 8 slices
+/// copied ahead. NVRTC compiles it for sm_90a without spills.
 #[test]
 fn producer_warp_compiles_for_sm_90a() {
     // (cluster along x and y, row warps, units, slices copied ahead)
@@ -1096,12 +1096,23 @@ fn producer_warp_compiles_for_sm_90a() {
         for needle in [
             format!("__launch_bounds__({threads})"),
             format!("if (threadIdx.y == {rows}) {{"),
-            format!("threadIdx.x == 0 && threadIdx.y == {rows} && threadIdx.z == 0"),
+            "if (sptir_elect_one()) {".to_string(),
             format!("sptir_acc_live = 0 < 16 && (threadIdx.y < {rows})"),
             format!("% {stages});"),
         ] {
             assert!(src.contains(&needle), "{what}: no `{needle}`\n{src}");
         }
+        // The producer's copies made by the lane it elects, under no guard on `threadIdx.x`
+        // (which would have ptxas loop over the lanes around every copy).
+        let producer = src
+            .split(&format!("if (threadIdx.y == {rows}) {{"))
+            .nth(1)
+            .and_then(|p| p.split("} else {").next())
+            .unwrap_or_else(|| panic!("{what}: no producer branch\n{src}"));
+        assert!(
+            producer.contains("sptir_tma_load_2d") && !producer.contains("threadIdx.x"),
+            "{what}: {producer}"
+        );
         // The consumers' loop: no copy and no block barrier before C's stores but the one
         // after the loop.
         let run = src
@@ -1119,6 +1130,10 @@ fn producer_warp_compiles_for_sm_90a() {
             continue;
         };
         assert!(ptx.contains("mbarrier.try_wait.parity"), "{what}");
+        assert!(
+            ptx.contains("elect.sync"),
+            "{what}: the producer's lane not elected"
+        );
         // The consumers' arrivals on a peer's barrier at the CTA scope: a release at the
         // cluster's scope (`mbarrier.arrive.release.cluster`) is a `MEMBAR.ALL.GPU` in the run
         // loop's SASS, which made every cluster form 2-6x slower on an H200 (session 23).

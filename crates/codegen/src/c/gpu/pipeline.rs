@@ -35,7 +35,7 @@
 //! iteration `k` waits for before the barrier. With `{"tma_release": 1}` too the iteration
 //! has no barrier: after its products each warp releases the stage they read on the stage's
 //! "empty" mbarrier, which the copying thread waits for before refilling it; with
-//! `{"tma_producer": 1}` that thread is the first lane of a warp of its own, which makes every
+//! `{"tma_producer": 1}` that thread is the lane a warp of its own elects, which makes every
 //! iteration's copy in a loop of its own (`write_producer_warp`) while the other warps run
 //! theirs, so that the warps issuing products never wait for a release.
 //!
@@ -445,8 +445,8 @@ impl<'f> Writer<'f> {
     }
 
     /// Before run loop `f` (`start`, `end`: its range as C text) whose window `t` has a producer
-    /// warp (`threadIdx.y == y`, see `tma.rs`'s `TMA_PRODUCER_ATTR`): that warp's first lane copies
-    /// every iteration's stage, each after its previous use was released; then the other warps'
+    /// warp (`threadIdx.y == y`, see `tma.rs`'s `TMA_PRODUCER_ATTR`): the lane that warp elects
+    /// copies every iteration's stage, each after its previous use was released; then the other warps'
     /// branch is opened, which the loop's epilogue closes.
     fn write_producer_warp(
         &mut self,
@@ -472,7 +472,8 @@ impl<'f> Writer<'f> {
         }
         self.line(&format!("if (threadIdx.y == {y}) {{"));
         self.indent += 1;
-        self.line("if (threadIdx.x == 0) {");
+        // One lane elected (`elect.sync`, see `tma.rs`): the copies' operands stay uniform.
+        self.line("if (sptir_elect_one()) {");
         self.indent += 1;
         // The copies as the block's first thread would make them.
         let vars: Vec<VarId> = self.kernel.as_ref().map_or_else(Vec::new, |k| {
@@ -493,7 +494,14 @@ impl<'f> Writer<'f> {
             "for ({ct} sptir_k = {start}; sptir_k < {end}; ++sptir_k) {{"
         ));
         self.indent += 1;
-        self.write_pipelined_copy(f, copy, "sptir_k")?;
+        if let Some(k) = self.kernel.as_mut() {
+            k.in_producer = true;
+        }
+        let r = self.write_pipelined_copy(f, copy, "sptir_k");
+        if let Some(k) = self.kernel.as_mut() {
+            k.in_producer = false;
+        }
+        r?;
         self.indent -= 1;
         self.line("}");
         self.indent -= 1;

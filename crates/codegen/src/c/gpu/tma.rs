@@ -20,6 +20,11 @@
 //!   its bytes completing `bar`'s transaction count. Box element `(r, c)` lands at byte
 //!   `a ^ (((a >> 7) & (2^s - 1)) << 4)` from `dst`, `a = r * row_bytes + c * elem`, `2^s` the
 //!   swizzle in 16-byte units (0: none) — checked on an H200 by `bench/gpu/probe_tma.cu`.
+//! - `sptir_elect_one()`: true in one lane of the calling warp, which all its lanes call at
+//!   once (`elect.sync`: the lowest lane; the emulator's lane 0). A producer warp's copies are
+//!   made by the lane it elects, so that the compiler keeps their operands in uniform
+//!   registers: under `threadIdx.x == 0` it cannot, and ptxas then wraps every
+//!   `cp.async.bulk.tensor` in a loop over the lanes that might hold other operands.
 //! - `sptir_mbar_wait(bar, parity)`: waits until the phase of parity `parity` of `bar` is
 //!   complete (its arrivals made and its bytes landed); the copies' bytes are then visible to
 //!   the waiting thread.
@@ -49,6 +54,11 @@ static __device__ __forceinline__ void sptir_mbar_init(uint64_t* bar, unsigned c
 }
 static __device__ __forceinline__ void sptir_mbar_fence_init() {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+static __device__ __forceinline__ bool sptir_elect_one() {
+    unsigned p;
+    asm volatile("{\n .reg .pred e;\n elect.sync _|e, 0xffffffff;\n selp.u32 %0, 1, 0, e;\n}" : "=r"(p));
+    return p != 0u;
 }
 static __device__ __forceinline__ void sptir_mbar_expect_tx(uint64_t* bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sptir_smem_addr(bar)), "r"(bytes) : "memory");
@@ -90,6 +100,7 @@ static __device__ __forceinline__ void sptir_tma_load_2d_mc(T* dst, const sptir_
 #define SPTIR_TMAP(T) ::sptir_emu::TMap<T>
 static void sptir_mbar_init(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned count) { ::sptir_emu::mbar_init(bar.m, bar.off, count); }
 static void sptir_mbar_fence_init() {}
+static bool sptir_elect_one() { return (threadIdx.x & 31u) == 0u; }
 static void sptir_mbar_expect_tx(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned bytes) { ::sptir_emu::mbar_expect_tx(bar.m, bar.off, bytes); }
 static void sptir_mbar_wait(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned parity) { ::sptir_emu::mbar_wait(bar.m, bar.off, parity); }
 static void sptir_mbar_arrive(const ::sptir_emu::SPtr<uint64_t>& bar) { ::sptir_emu::mbar_arrive_cluster(bar.m, bar.off, ::sptir_emu::cluster_rank()); }
@@ -222,8 +233,8 @@ pub const TMA_RELEASE_ATTR: &str = "tma_release";
 /// # What is written
 ///
 /// The block gets one more warp, `threadIdx.y == Y` ([`crate::cuda::CudaKernel::block`] and
-/// `__launch_bounds__` count it). After the barriers' initialization (which it joins) its
-/// first lane runs the whole copy loop: for every iteration `k`, once the stage's previous use
+/// `__launch_bounds__` count it). After the barriers' initialization (which it joins) the
+/// lane it elects (`sptir_elect_one`) runs the whole copy loop: for every iteration `k`, once the stage's previous use
 /// is released (the empty barrier's phase, as with [`TMA_RELEASE_ATTR`]), the stage's bytes
 /// announced and its boxes copied (the variables of the enclosing `threadIdx` loops standing
 /// for 0 there, as for the copying thread without a producer). The other warps run the loop
@@ -549,15 +560,29 @@ impl Writer<'_> {
     }
 
     /// The condition under which a thread makes the copy-engine copies of the kernel being
-    /// written: the producer warp's first lane, else the block's first thread.
-    pub(super) fn tma_copier(&self) -> String {
-        match self
-            .kernel
-            .as_ref()
-            .and_then(|k| k.tma.iter().find_map(|t| t.producer))
-        {
-            Some(y) => format!("threadIdx.x == 0 && threadIdx.y == {y} && threadIdx.z == 0"),
-            None => "threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0".to_string(),
+    /// written: none inside the producer warp's loop (its elected lane alone runs it), else
+    /// the producer warp's first lane, else the block's first thread.
+    pub(super) fn tma_copier(&self) -> Option<String> {
+        if self.kernel.as_ref().is_some_and(|k| k.in_producer) {
+            return None;
+        }
+        Some(
+            match self
+                .kernel
+                .as_ref()
+                .and_then(|k| k.tma.iter().find_map(|t| t.producer))
+            {
+                Some(y) => format!("threadIdx.x == 0 && threadIdx.y == {y} && threadIdx.z == 0"),
+                None => "threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0".to_string(),
+            },
+        )
+    }
+
+    /// Opens the block of the copies `tma_copier` guards.
+    pub(super) fn open_copier(&mut self) {
+        match self.tma_copier() {
+            Some(c) => self.line(&format!("if ({c}) {{")),
+            None => self.line("{"),
         }
     }
 
@@ -901,8 +926,7 @@ impl Writer<'_> {
         let size = t.rows * t.cols;
         // A staged `A` the engine fills completes on the same barrier (`mma/stage_a.rs`).
         let bytes = size * 2 + self.a_stage_tma_bytes();
-        let copier = self.tma_copier();
-        self.line(&format!("if ({copier}) {{"));
+        self.open_copier();
         self.indent += 1;
         if Self::tma_empty_arrivals(t).is_some() {
             // The stage's previous use released by every block of the cluster (or every warp)

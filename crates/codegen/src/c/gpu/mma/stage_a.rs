@@ -807,8 +807,7 @@ impl Writer<'_> {
                 });
             }
             let stage = format!("(int)((({run}) - ({})) % {})", st.min, st.depth);
-            let copier = self.tma_copier();
-            self.line(&format!("if ({copier}) {{"));
+            self.open_copier();
             self.indent += 1;
             self.line(&format!("const int sptir_st = {stage};"));
             if let Some((cx, _)) = t.share {
