@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use sparsetir_ir::equal::module_eq;
+use sparsetir_ir::equal::{first_difference, module_eq};
 use sparsetir_ir::printer::print_module;
 use sparsetir_ir::{verify_func, IRModule, Stage};
 use sparsetir_syntax::parse_bytes;
@@ -103,7 +103,13 @@ fn round_trip(module: &IRModule) -> Result<(), String> {
     let text2 = print_module(&again);
     if !module_eq(module, &again) {
         let how = if text2 == text {
-            "(both print the same: the printer loses something)".to_string()
+            let at = module
+                .funcs
+                .iter()
+                .zip(&again.funcs)
+                .find_map(|(a, b)| first_difference(a, b))
+                .unwrap_or_default();
+            format!("(both print the same: the printer loses something; {at})")
         } else {
             format!("(printed again:)\n{text2}")
         };

@@ -30,6 +30,27 @@ pub fn module_eq(a: &IRModule, b: &IRModule) -> bool {
     a.funcs.len() == b.funcs.len() && a.funcs.iter().zip(&b.funcs).all(|(x, y)| func_eq(x, y))
 }
 
+/// Where two functions first differ for [`func_eq`], for a report: the canonical streams'
+/// first differing token with the few before it (variables, axes and buffers are definition
+/// indices in walk order); `None` when they are equal.
+pub fn first_difference(a: &PrimFunc, b: &PrimFunc) -> Option<String> {
+    let (ta, tb) = (canonical_tokens(a), canonical_tokens(b));
+    let at = ta
+        .iter()
+        .zip(&tb)
+        .position(|(x, y)| x != y)
+        .or_else(|| (ta.len() != tb.len()).then_some(ta.len().min(tb.len())))?;
+    let from = at.saturating_sub(8);
+    Some(format!(
+        "at token {at} of {} / {}: after {:?}, {:?} against {:?}",
+        ta.len(),
+        tb.len(),
+        &ta[from..at],
+        ta.get(at),
+        tb.get(at)
+    ))
+}
+
 /// A hash consistent with [`func_eq`]: equal functions hash equal.
 pub fn func_hash(f: &PrimFunc) -> u64 {
     let mut h = DefaultHasher::new();

@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use sparsetir_ir::equal::{func_eq, func_hash, module_eq};
+use sparsetir_ir::equal::{first_difference, func_eq, func_hash, module_eq};
 use sparsetir_ir::*;
 
 fn assert_equal(a: &PrimFunc, b: &PrimFunc) {
@@ -277,4 +277,18 @@ fn modules() {
         funcs: vec![m1.funcs[1].clone(), m1.funcs[0].clone()],
     };
     assert!(!module_eq(&m1, &m3));
+}
+
+/// `first_difference` names the first token two unequal functions differ at (here the output's
+/// dtype), and nothing for equal ones.
+#[test]
+fn first_difference_names_the_differing_token() {
+    let base = csrmm(&CsrmmOpts::default());
+    assert_eq!(first_difference(&base, &base.clone()), None);
+    let f64_out = csrmm(&CsrmmOpts {
+        c_dtype: DType::F64,
+        ..CsrmmOpts::default()
+    });
+    let d = first_difference(&base, &f64_out).expect("unequal");
+    assert!(d.contains("F32") && d.contains("F64"), "{d}");
 }

@@ -160,8 +160,10 @@ impl Lowerer {
         let indptr = self.indptr_buf(last)?;
         let p = self.f.add_var("p", dtype);
         let vp = self.f.add_var("vp", dtype);
-        self.simp.bind_range(p, &Expr::int(0), nnz);
-        self.simp.bind_range(vp, &Expr::int(0), nnz);
+        // (An `int64` size over `int32` positions is cast, as the iteration's own loops are.)
+        let extent = as_dtype(&self.f, nnz.clone(), dtype);
+        self.simp.bind_range(p, &Expr::int(0), &extent);
+        self.simp.bind_range(vp, &Expr::int(0), &extent);
         let st = SearchState::new(&mut self.f, dtype);
         let mut body = Vec::new();
         let mut prefix: Vec<Expr> = Vec::new();
@@ -200,7 +202,7 @@ impl Lowerer {
             iters: vec![BlockIter {
                 var: vp,
                 min: Expr::int(0),
-                extent: nnz.clone(),
+                extent: extent.clone(),
                 kind: IterKind::Spatial,
                 binding: Expr::var(p),
             }],
@@ -216,7 +218,7 @@ impl Lowerer {
         self.nests.push(Stmt::For(Box::new(For {
             var: p,
             min: Expr::int(0),
-            extent: nnz.clone(),
+            extent,
             kind: ForKind::Serial,
             thread: None,
             annotations: Attrs::new(),
