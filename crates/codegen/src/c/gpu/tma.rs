@@ -21,10 +21,10 @@
 //!   `a ^ (((a >> 7) & (2^s - 1)) << 4)` from `dst`, `a = r * row_bytes + c * elem`, `2^s` the
 //!   swizzle in 16-byte units (0: none) — checked on an H200 by `bench/gpu/probe_tma.cu`.
 //! - `sptir_elect_one()`: true in one lane of the calling warp, which all its lanes call at
-//!   once (`elect.sync`: the lowest lane; the emulator's lane 0). A producer warp's copies are
-//!   made by the lane it elects, so that the compiler keeps their operands in uniform
-//!   registers: under `threadIdx.x == 0` it cannot, and ptxas then wraps every
-//!   `cp.async.bulk.tensor` in a loop over the lanes that might hold other operands.
+//!   once (`elect.sync`: the lowest; the emulator checks that the lanes call it together). A
+//!   producer warp's copies are made by the lane it elects, so that the compiler keeps their
+//!   operands in uniform registers: under `threadIdx.x == 0` it cannot, and ptxas then wraps
+//!   every `cp.async.bulk.tensor` in a loop over the lanes that might hold other operands.
 //! - `sptir_mbar_wait(bar, parity)`: waits until the phase of parity `parity` of `bar` is
 //!   complete (its arrivals made and its bytes landed); the copies' bytes are then visible to
 //!   the waiting thread.
@@ -100,7 +100,11 @@ static __device__ __forceinline__ void sptir_tma_load_2d_mc(T* dst, const sptir_
 #define SPTIR_TMAP(T) ::sptir_emu::TMap<T>
 static void sptir_mbar_init(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned count) { ::sptir_emu::mbar_init(bar.m, bar.off, count); }
 static void sptir_mbar_fence_init() {}
-static bool sptir_elect_one() { return (threadIdx.x & 31u) == 0u; }
+static bool sptir_elect_one() {
+    // A rendezvous of the warp's live lanes (a divergent call is reported), then the lowest.
+    const unsigned lanes = __ballot_sync(0xffffffffu, 1);
+    return (threadIdx.x & 31u) == (unsigned)__builtin_ctz(lanes);
+}
 static void sptir_mbar_expect_tx(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned bytes) { ::sptir_emu::mbar_expect_tx(bar.m, bar.off, bytes); }
 static void sptir_mbar_wait(const ::sptir_emu::SPtr<uint64_t>& bar, unsigned parity) { ::sptir_emu::mbar_wait(bar.m, bar.off, parity); }
 static void sptir_mbar_arrive(const ::sptir_emu::SPtr<uint64_t>& bar) { ::sptir_emu::mbar_arrive_cluster(bar.m, bar.off, ::sptir_emu::cluster_rank()); }
@@ -234,10 +238,11 @@ pub const TMA_RELEASE_ATTR: &str = "tma_release";
 ///
 /// The block gets one more warp, `threadIdx.y == Y` ([`crate::cuda::CudaKernel::block`] and
 /// `__launch_bounds__` count it). After the barriers' initialization (which it joins) the
-/// lane it elects (`sptir_elect_one`) runs the whole copy loop: for every iteration `k`, once the stage's previous use
-/// is released (the empty barrier's phase, as with [`TMA_RELEASE_ATTR`]), the stage's bytes
-/// announced and its boxes copied (the variables of the enclosing `threadIdx` loops standing
-/// for 0 there, as for the copying thread without a producer). The other warps run the loop
+/// lane it elects (`sptir_elect_one`) runs the whole copy loop: for every iteration `k`, once
+/// the stage's previous use is released (the empty barrier's phase, as with
+/// [`TMA_RELEASE_ATTR`]), the stage's bytes announced and its boxes copied (the variables of
+/// the enclosing `threadIdx` loops standing for 0 there, as for the copying thread without a
+/// producer). The other warps run the loop
 /// with no copy: each iteration waits for its stage's full phase, issues its products and
 /// releases the stage it finished with. Every thread then meets at the barrier after the loop
 /// (and the cluster's); the producer's accumulators are not live, so it stores nothing.
