@@ -40,8 +40,8 @@ use std::collections::HashMap;
 
 use sparsetir_arith::Analyzer;
 use sparsetir_ir::{
-    AttrValue, BufferId, DType, DistinctScope, Expr, For, ForKind, IterKind, PrimFunc, Stmt, VarId,
-    WORKSPACE_ATTR,
+    AttrValue, BufferId, DType, DistinctScope, Expr, For, ForKind, Intrinsic, IterKind, PrimFunc,
+    Stmt, VarId, WORKSPACE_ATTR,
 };
 
 use crate::ir_util;
@@ -418,6 +418,25 @@ fn conflict(
         Stmt::Allocate(b) => private.push(*b),
         _ => {}
     });
+    // The private buffers an atomic addition fills: slots handed out (see `owned_by`).
+    let mut slots: Vec<BufferId> = Vec::new();
+    lp.body.visit(&mut |s| {
+        if let Stmt::Store(st) = s {
+            let mut atomic = false;
+            st.value.visit(&mut |x| {
+                atomic |= matches!(
+                    x,
+                    Expr::Call {
+                        op: Intrinsic::AtomicAdd,
+                        ..
+                    }
+                );
+            });
+            if atomic && private.contains(&st.buffer) && !slots.contains(&st.buffer) {
+                slots.push(st.buffer);
+            }
+        }
+    });
     let mut workspaces: Vec<BufferId> = Vec::new();
     for s in &facts.path {
         let Stmt::Block(b) = s else { continue };
@@ -543,7 +562,7 @@ fn conflict(
                 && affine::with_pairs(&facts, &resolved).iter().all(|idx| {
                     let owned: Vec<Owned> = idx
                         .iter()
-                        .map(|e| owned_by(&facts, e, v, &private, &ranges))
+                        .map(|e| owned_by(&facts, e, v, (&private, &slots), &ranges))
                         .collect();
                     if owned.iter().any(|o| matches!(o, Owned::Yes)) {
                         return true;
@@ -824,8 +843,12 @@ pub fn data_requirements(func: &PrimFunc) -> DataRequirements {
 
 /// Whether index `e` gives each iteration of the loop over `v` an element of its own.
 ///
-/// - A load of a buffer `private` to the iteration (a slot an atomic counter handed out,
-///   kept in a local) is the iteration's own.
+/// - A load of a `slot`: a buffer private to the iteration that an atomic addition fills (the
+///   place a counter handed out, kept in a local), is the iteration's own. A private buffer
+///   filled otherwise (a co-iteration's position in a fiber, `p_J[0] + 1`) is no slot: its
+///   value may be another iteration's too. An index offsetting a fiber by it is owned only
+///   where the fiber's start moves with the loop (`J_indptr[vi] + p_J[0]` in the rows `vi`,
+///   not in a loop inside the row).
 /// - One load (a coordinate looked up in an `indices` array, a scatter through `perm`, a
 ///   table `R[k, l]`) is owned if the array is a parameter, two iterations never read one
 ///   position of it (proven on its indices as for any access), and its values are distinct
@@ -853,11 +876,21 @@ fn owned_by(
     facts: &LoopFacts,
     e: &Expr,
     v: VarId,
-    private: &[BufferId],
+    (private, slots): (&[BufferId], &[BufferId]),
     ranges: &[(Expr, Option<InRange>)],
 ) -> Owned {
-    if reads_any(e, private) {
+    if reads_any(e, slots) {
         return Owned::Yes;
+    }
+    if reads_any(e, private) {
+        // A place kept in a local (a co-iteration's position in its fiber, which the loop's
+        // condition keeps inside it) offsets a fiber whose start moves with the loop, or the
+        // element is not the iteration's own.
+        return if moves_load(e, v) {
+            Owned::Yes
+        } else {
+            Owned::No
+        };
     }
     let func = &facts.func;
     let apart = |idx: &[Expr]| {

@@ -429,6 +429,46 @@ def f(x: T.handle, y: T.handle) -> None:
     }
 }
 
+/// The same in a co-iteration (masked SpGEMM: the intersection of B's row `kk` with the mask's
+/// row `i`, walked by positions kept in locals): the loop over `kk` may be split and its halves
+/// reordered where the update is a sum, not where it is `C * 0.5 + ...`, whose position
+/// `C_indptr[vi] + p_JM[0]` every `kk` shares (found by the schedule fuzzer, which the
+/// positions' locals had passed as slots of each iteration's own); the rows still take blocks.
+#[test]
+fn a_co_iteration_reduction_changes_order_only_where_its_update_commutes() {
+    let catalog = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ops/kernels/masked_spgemm.sp"
+    ))
+    .expect("the catalog's masked_spgemm");
+    let sum = "C[i_1, j_1] = C[i_1, j_1] + A[i_1, kk] * B[kk, j_1] * M[i_1, j_1]";
+    assert!(catalog.contains(sum));
+    for (update, commutes) in [
+        (sum.to_string(), true),
+        (
+            "C[i_1, j_1] = C[i_1, j_1] * T.float32(0.5) + A[i_1, kk] * B[kk, j_1] * M[i_1, j_1]"
+                .to_string(),
+            false,
+        ),
+    ] {
+        let f = lower_script(&catalog.replace(sum, &update), Stage::III);
+        let mut sch = Schedule::new(f.clone()).unwrap();
+        let rows = loops_of(&mut sch, "masked_spgemm0");
+        sch.bind(rows[0], "blockIdx.x")
+            .unwrap_or_else(|e| panic!("{update}: {e}"));
+        let kk = loops_of(&mut sch, "masked_spgemm1");
+        let halves = sch.split(kk[0], &[None, Some(2)]).unwrap();
+        match sch.reorder(&[halves[1], halves[0]]) {
+            Ok(()) => assert!(commutes, "{update}: reordered"),
+            Err(e) => {
+                assert!(!commutes, "{update}: {e}");
+                assert_eq!(e.kind, ErrorKind::DependencyViolation, "{e}");
+                assert!(e.message.contains("p_JM[0]"), "{e}");
+            }
+        }
+    }
+}
+
 /// A loop fusing SDDMM's nonzeros with their reduction over `k` moves the element it updates,
 /// so threads do not combine it into one element: `bind(.., "threadIdx.x")` refuses it (threads
 /// of one nonzero would add into it together), while the nonzeros alone may take the threads.
