@@ -679,6 +679,22 @@ impl<'a> Verifier<'a> {
                 self.index_expr(&l.min, &format!("start of loop `{n}`"), span);
                 self.index_expr(&l.extent, &format!("extent of loop `{n}`"), span);
                 self.iter_var_type(l.var, "loop variable", span);
+                // The printed loop reads back with the wider of its start's and extent's types
+                // (as TVMScript infers it): a narrower variable would not round-trip.
+                let vd = self.f.vars[l.var].dtype;
+                let (md, ed) = (l.min.dtype(self.f), l.extent.dtype(self.f));
+                if vd.is_integer() && md.is_integer() && ed.is_integer() {
+                    let wide = if md.bits() >= ed.bits() { md } else { ed };
+                    if wide.bits() != vd.bits() {
+                        self.err(
+                            span,
+                            format!(
+                                "loop `{n}` is {vd} but its range is {wide} (cast the range to \
+                                 the variable's type)"
+                            ),
+                        );
+                    }
+                }
                 let prev = self.define(l.var, VarKind::Loop, span);
                 self.stmt(&l.body, span);
                 self.undefine(l.var, prev);

@@ -687,3 +687,33 @@ fn a_constant_zero_divisor_is_refused() {
         accepts(&f);
     }
 }
+
+/// A loop's variable has the wider of its start's and extent's types, as the parser infers it:
+/// an `int32` variable over an `int64` extent would print and read back as `int64`.
+#[test]
+fn loop_variables_have_their_ranges_type() {
+    let mut f = rowsum(&RowSumOpts::default());
+    accepts(&f);
+    let Stmt::For(outer) = &mut f.body else {
+        panic!()
+    };
+    let v = outer.var;
+    outer.extent = Expr::Cast(DType::I64, Box::new(outer.extent.clone()));
+    let name = f.vars[v].name.clone();
+    rejects(
+        &f,
+        &[&format!("loop `{name}` is int32"), "its range is int64"],
+    );
+    // The variable widened too: accepted.
+    f.vars[v].dtype = DType::I64;
+    let Stmt::For(outer) = &mut f.body else {
+        panic!()
+    };
+    outer.min = Expr::Int(0, DType::I64);
+    // (Uses of the variable elsewhere may now mix types; the loop itself is no error.)
+    let errs = verify_func(&f).err().unwrap_or_default();
+    assert!(
+        errs.iter().all(|e| !e.message.contains("its range is")),
+        "{errs:#?}"
+    );
+}

@@ -1051,8 +1051,9 @@ impl Lowerer {
     /// After the symbolic nest: `indptr[0] = 0`, then the running sum of the row counts.
     pub(super) fn asm_prefix_sum(&mut self, a: &Asm, name: &str) -> Res<Stmt> {
         let indptr = self.indptr_buf(a.axis)?;
-        let rows = self.asm_rows(a.axis, self.span)?;
         let d = a.idtype;
+        // (Rows counted in the indices' type: `int64` offsets over an `int32` row count.)
+        let rows = super::as_dtype(&self.f, self.asm_rows(a.axis, self.span)?, d);
         let r = self.f.add_var("r", d);
         let vr = self.f.add_var("vr", d);
         let next = Expr::add(Expr::var(vr), Expr::int(1));
