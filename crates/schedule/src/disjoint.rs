@@ -562,7 +562,7 @@ fn conflict(
                 && affine::with_pairs(&facts, &resolved).iter().all(|idx| {
                     let owned: Vec<Owned> = idx
                         .iter()
-                        .map(|e| owned_by(&facts, e, v, (&private, &slots), &ranges))
+                        .map(|e| owned_by(&facts, e, v, &private, &slots, &ranges))
                         .collect();
                     if owned.iter().any(|o| matches!(o, Owned::Yes)) {
                         return true;
@@ -876,7 +876,8 @@ fn owned_by(
     facts: &LoopFacts,
     e: &Expr,
     v: VarId,
-    (private, slots): (&[BufferId], &[BufferId]),
+    private: &[BufferId],
+    slots: &[BufferId],
     ranges: &[(Expr, Option<InRange>)],
 ) -> Owned {
     if reads_any(e, slots) {

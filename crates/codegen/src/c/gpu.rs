@@ -103,8 +103,6 @@ pub(crate) struct KernelCtx {
     /// buffer, the argument's name and the view; appended to the arguments once the body is
     /// written.
     late_maps: Vec<(MapOf, String, crate::cuda::TensorMapArg)>,
-    /// Whether the producer warp's loop is being written (its elected lane alone runs it).
-    pub(crate) in_producer: bool,
 }
 
 impl KernelCtx {

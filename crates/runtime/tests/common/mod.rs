@@ -229,21 +229,14 @@ pub fn nvrtc() -> Option<sparsetir_cuda::Nvrtc> {
     }
 }
 
-/// The PTX NVRTC makes of `src` (named `name`) for `arch`, with every one of `instructions` in
-/// it (asserted), and the cubin compiled too; `None` where NVRTC is missing outside CI.
+/// The PTX NVRTC makes of `src` (`name` in messages) for `arch`, with every one of
+/// `instructions` in it (asserted), and the cubin compiled too without spills
+/// ([`warpgroup::compiled_without_spills`]); `None` where NVRTC is missing outside CI.
 pub fn ptx_holding(src: &str, name: &str, arch: &str, instructions: &[&str]) -> Option<String> {
-    let nvrtc = nvrtc()?;
-    let arch = sparsetir_cuda::Arch::parse(arch).expect("an architecture");
-    let ptx = nvrtc
-        .compile(src, name, &arch, sparsetir_cuda::Emit::Ptx, &[])
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let ptx = String::from_utf8_lossy(&ptx.code).into_owned();
+    let (_, ptx) = warpgroup::compiled_without_spills(src, arch, name)?;
     for ins in instructions {
         assert!(ptx.contains(ins), "{name}: no `{ins}` in the PTX");
     }
-    nvrtc
-        .compile(src, name, &arch, sparsetir_cuda::Emit::Cubin, &[])
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
     Some(ptx)
 }
 

@@ -446,8 +446,8 @@ impl<'f> Writer<'f> {
 
     /// Before run loop `f` (`start`, `end`: its range as C text) whose window `t` has a producer
     /// warp (`threadIdx.y == y`, see `tma.rs`'s `TMA_PRODUCER_ATTR`): the lane that warp elects
-    /// copies every iteration's stage, each after its previous use was released; then the other warps'
-    /// branch is opened, which the loop's epilogue closes.
+    /// copies every iteration's stage, each after its previous use was released; then the other
+    /// warps' branch is opened, which the loop's epilogue closes.
     fn write_producer_warp(
         &mut self,
         f: &For,
@@ -494,14 +494,7 @@ impl<'f> Writer<'f> {
             "for ({ct} sptir_k = {start}; sptir_k < {end}; ++sptir_k) {{"
         ));
         self.indent += 1;
-        if let Some(k) = self.kernel.as_mut() {
-            k.in_producer = true;
-        }
-        let r = self.write_pipelined_copy(f, copy, "sptir_k");
-        if let Some(k) = self.kernel.as_mut() {
-            k.in_producer = false;
-        }
-        r?;
+        self.write_pipelined_copy(f, copy, "sptir_k")?;
         self.indent -= 1;
         self.line("}");
         self.indent -= 1;

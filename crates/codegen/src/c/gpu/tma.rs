@@ -242,9 +242,8 @@ pub const TMA_RELEASE_ATTR: &str = "tma_release";
 /// the stage's previous use is released (the empty barrier's phase, as with
 /// [`TMA_RELEASE_ATTR`]), the stage's bytes announced and its boxes copied (the variables of
 /// the enclosing `threadIdx` loops standing for 0 there, as for the copying thread without a
-/// producer). The other warps run the loop
-/// with no copy: each iteration waits for its stage's full phase, issues its products and
-/// releases the stage it finished with. Every thread then meets at the barrier after the loop
+/// producer). The other warps run the loop with no copy: each iteration waits for its stage's
+/// full phase, issues its products and releases the stage it finished with. Every thread then meets at the barrier after the loop
 /// (and the cluster's); the producer's accumulators are not live, so it stores nothing.
 pub const TMA_PRODUCER_ATTR: &str = "tma_producer";
 
@@ -564,30 +563,19 @@ impl Writer<'_> {
         }
     }
 
-    /// The condition under which a thread makes the copy-engine copies of the kernel being
-    /// written: none inside the producer warp's loop (its elected lane alone runs it), else
-    /// the producer warp's first lane, else the block's first thread.
-    pub(super) fn tma_copier(&self) -> Option<String> {
-        if self.kernel.as_ref().is_some_and(|k| k.in_producer) {
-            return None;
-        }
-        Some(
-            match self
-                .kernel
-                .as_ref()
-                .and_then(|k| k.tma.iter().find_map(|t| t.producer))
-            {
-                Some(y) => format!("threadIdx.x == 0 && threadIdx.y == {y} && threadIdx.z == 0"),
-                None => "threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0".to_string(),
-            },
-        )
-    }
-
-    /// Opens the block of the copies `tma_copier` guards.
+    /// Opens the block of the copy-engine copies of the kernel being written, under the
+    /// condition on the thread that makes them: the block's first thread, or none where a
+    /// producer warp makes them (its copies are written only in its loop, which the lane it
+    /// elects alone runs: `pipeline.rs`'s `write_producer_warp`).
     pub(super) fn open_copier(&mut self) {
-        match self.tma_copier() {
-            Some(c) => self.line(&format!("if ({c}) {{")),
-            None => self.line("{"),
+        let producer = self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.tma.iter().any(|t| t.producer.is_some()));
+        if producer {
+            self.line("{");
+        } else {
+            self.line("if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {");
         }
     }
 
